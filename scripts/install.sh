@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Install seeder in editable mode with the given extras (default: all of them).
+# An existing torch is kept; without one, torch==2.13.0 is installed first, so
+# that pip never resolves "torch" to the newest multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-dali,plot,test}"
+PY="${PYTHON:-python3}"
+if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+  "$PY" -m pip install --quiet "torch==2.13.0"
+fi
+"$PY" -m pip install --quiet -e ".[${extras}]"

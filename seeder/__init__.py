@@ -1,0 +1,58 @@
+"""seeder: one master seed reproduces a whole PyTorch training run, and resumes it bit for bit.
+
+The module-level functions are the methods of one default :class:`Seeder`.
+
+Example:
+    >>> import seeder
+    >>> seeder.init(master_seed=42, ngpus=1, local_rank=0)
+    >>> seeder.reseed(0, 0)          # task 0: initialisation
+    >>> seeder.get_master_seed()
+    42
+"""
+from __future__ import annotations
+
+from .core import ENV_SEED, STATE_FORMAT_VERSION, Participant, Seeder
+from .derive import DERIVATION_VERSION, Domain, derive_seed
+from .determinism import enforce_reproducibility
+from .errors import SeederWarning, StateError
+
+__version__ = "0.1.0"
+
+_default = Seeder()
+
+
+def default_seeder() -> Seeder:
+    """The :class:`Seeder` behind the module-level functions."""
+    return _default
+
+
+init = _default.init
+get_master_seed = _default.get_master_seed
+reseed = _default.reseed
+get_seed = _default.get_seed
+register_generator = _default.register_generator
+unregister_generator = _default.unregister_generator
+state_dict = _default.state_dict
+load_state_dict = _default.load_state_dict
+
+__all__ = [
+    "Seeder",
+    "Participant",
+    "SeederWarning",
+    "StateError",
+    "Domain",
+    "DERIVATION_VERSION",
+    "STATE_FORMAT_VERSION",
+    "ENV_SEED",
+    "derive_seed",
+    "default_seeder",
+    "init",
+    "get_master_seed",
+    "reseed",
+    "get_seed",
+    "register_generator",
+    "unregister_generator",
+    "state_dict",
+    "load_state_dict",
+    "enforce_reproducibility",
+]

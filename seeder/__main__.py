@@ -1,0 +1,4 @@
+"""``python -m seeder``: the seeder command."""
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,494 @@
+"""The :class:`Seeder`: master seed, rank/world, registry of participants, reseed, state.
+
+``core`` imports no feature. Samplers, DALI pipelines and generator objects
+join a seeder through one small protocol (see :class:`Participant`), so a new
+kind of participant is a new file, not a new branch here.
+
+Example:
+    >>> s = Seeder()
+    >>> s.init(master_seed=42)
+    >>> s.reseed(0, 0)
+    >>> s.get_master_seed()
+    42
+"""
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import warnings
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from . import derive
+from .derive import Domain, check_key, check_master_seed
+from .distributed import Topology, agree_master_seed, discover
+from .errors import SeederWarning, StateError
+from .rngs import RNGAdapter, adapter_for, global_adapters
+
+__all__ = ["Seeder", "Participant", "STATE_FORMAT_VERSION", "ENV_SEED"]
+
+logger = logging.getLogger("seeder")
+
+#: Version of the layout of :meth:`Seeder.state_dict`.
+STATE_FORMAT_VERSION = 1
+#: Environment variable that supplies the master seed when ``init`` gets none.
+ENV_SEED = "SEEDER_SEED"
+
+
+class Participant:
+    """What a sampler, pipeline or generator implements to join a :class:`Seeder`.
+
+    ``seeder_reseed(seeder, task_id, epoch)`` is called by every :meth:`Seeder.reseed`
+    after the global RNGs are seeded. A participant that keeps state also offers
+    ``state_dict()``, ``load_state_dict(state)`` and ``check_state_dict(state)``
+    (raise :class:`StateError` without changing anything); :meth:`Seeder.state_dict`
+    then saves it under ``"<kind>.<n>"``, ``n`` counting live participants of that
+    kind in the order they joined. Subclassing is optional (duck typing is enough).
+    """
+
+    seeder_kind: str = "participant"
+
+    def seeder_reseed(self, seeder: "Seeder", task_id: int, epoch: int) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+GeneratorLike = Union[Callable[[int], Any], Any]
+
+
+class _Generator(Participant):
+    """A registered generator: a callable ``f(seed)`` or an RNG object with an adapter."""
+
+    seeder_kind = "generator"
+
+    def __init__(self, gen: GeneratorLike, shared: bool, stream: int):
+        self.gen = gen
+        self.shared = shared
+        self.stream = stream
+        self.adapter: Optional[RNGAdapter] = adapter_for(gen)
+        owner = getattr(gen, "__self__", None)
+        self.owner = owner if _has_state_protocol(owner) else None
+
+    def matches(self, gen: Any) -> bool:
+        # Bound methods are new objects on every attribute access but compare equal.
+        return self.gen is gen or (callable(gen) and hasattr(gen, "__self__") and self.gen == gen)
+
+    def seed(self, seed: int) -> None:
+        if self.adapter is not None:
+            self.adapter.seed(seed)
+        else:
+            self.gen(seed)
+
+    def seeder_reseed(self, seeder: "Seeder", task_id: int, epoch: int) -> None:
+        self.seed(seeder.get_seed(task_id, epoch, shared=self.shared, stream=self.stream))
+
+    @property
+    def has_state(self) -> bool:
+        return self.adapter is not None or self.owner is not None
+
+    def state_dict(self) -> Any:
+        if self.adapter is not None:
+            return self.adapter.get_state()
+        return self.owner.state_dict()
+
+    def check_state_dict(self, state: Any, where: str) -> None:
+        if self.adapter is not None:
+            self.adapter.check_state(state, where)
+        elif hasattr(self.owner, "check_state_dict"):
+            self.owner.check_state_dict(state)
+
+    def load_state_dict(self, state: Any) -> None:
+        if self.adapter is not None:
+            self.adapter.set_state(state)
+        else:
+            self.owner.load_state_dict(state)
+
+
+def _has_state_protocol(obj: Any) -> bool:
+    return obj is not None and callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
+def _describe(gen: Any) -> str:
+    return getattr(gen, "__qualname__", None) or type(gen).__name__
+
+
+class Seeder:
+    """One master seed and everything derived from it, for one process.
+
+    The module-level functions of :mod:`seeder` are the methods of one default
+    instance; create your own ``Seeder()`` to keep state apart (tests, libraries).
+
+    >>> s = Seeder()
+    >>> s.init(7)
+    >>> s.get_seed(1, 2) == s.get_seed(1, 2)
+    True
+    """
+
+    def __init__(self) -> None:
+        self._master: Optional[int] = None
+        self._explicit = False
+        self._topology: Optional[Topology] = None
+        self._last: Optional[Tuple[int, int]] = None
+        self._resume_pending: Optional[Tuple[int, int]] = None
+        self._seen: set = set()
+        self._adapters: Optional[List[RNGAdapter]] = None
+        # ordered registry: (participant or weakref to it, strong?)
+        self._members: List[Any] = []
+        self._next_stream = 1
+
+    # ------------------------------------------------------------------ init
+    def init(
+        self,
+        master_seed: Optional[int] = None,
+        ngpus: Optional[int] = None,
+        local_rank: Optional[int] = None,
+        *,
+        rank: Optional[int] = None,
+    ) -> None:
+        """Set the master seed and find this process's global rank.
+
+        ``master_seed=None`` takes ``$SEEDER_SEED`` if set, else draws a seed from OS
+        entropy. With a ``torch.distributed`` process group every rank ends with rank
+        0's seed; ranks given different explicit seeds raise ``RuntimeError``.
+        ``ngpus`` is the world size (processes over all nodes) and ``local_rank``
+        the rank on this node, as in NVIDIA's seeder; seeds use the *global* rank
+        (process group, else ``$RANK``, else ``local_rank``), so two nodes never
+        share seeds. Calling ``init`` again starts over; registered generators stay.
+
+        >>> s = Seeder(); s.init(1234, ngpus=1, local_rank=0); s.get_master_seed()
+        1234
+        """
+        if master_seed is not None:
+            seed, explicit = check_master_seed(master_seed), True
+        else:
+            env = os.environ.get(ENV_SEED)
+            if env not in (None, ""):
+                try:
+                    parsed = int(env.strip())
+                except ValueError:
+                    raise ValueError(f"{ENV_SEED}={env!r} is not an integer; unset it or set it to a seed such as 42") from None
+                seed, explicit = check_master_seed(parsed, ENV_SEED), True
+            else:
+                seed, explicit = secrets.randbelow(derive.MAX_MASTER_SEED + 1), False
+        for name, value in (("ngpus", ngpus), ("local_rank", local_rank), ("rank", rank)):
+            if value is not None:
+                check_key(value, name)
+        if ngpus is not None and ngpus < 1:
+            raise ValueError(f"ngpus must be >= 1 (the number of processes in all nodes), got {ngpus}")
+        topology = discover(rank, ngpus, local_rank)
+        seed, explicit = agree_master_seed(seed, explicit)
+
+        self._master, self._explicit, self._topology = seed, explicit, topology
+        self._last, self._resume_pending = None, None
+        self._seen.clear()
+        if topology.rank == 0:
+            how = "given" if explicit else "drawn from OS entropy"
+            logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
+
+    def reset(self) -> None:
+        """Forget the master seed, the last reseed and every registered participant."""
+        self.__init__()  # type: ignore[misc]
+
+    @property
+    def initialized(self) -> bool:
+        """Whether :meth:`init` has been called."""
+        return self._master is not None
+
+    def _require_init(self, what: str) -> None:
+        if self._master is None:
+            raise RuntimeError(f"seeder.{what}() called before seeder.init(); call seeder.init(master_seed=...) first")
+
+    def get_master_seed(self) -> int:
+        """The master seed of this run (given, from ``$SEEDER_SEED``, or drawn)."""
+        self._require_init("get_master_seed")
+        return self._master  # type: ignore[return-value]
+
+    @property
+    def rank(self) -> int:
+        """Global rank used in derivation."""
+        self._require_init("rank")
+        return self._topology.rank  # type: ignore[union-attr]
+
+    @property
+    def world_size(self) -> int:
+        """Number of processes over all nodes."""
+        self._require_init("world_size")
+        return self._topology.world_size  # type: ignore[union-attr]
+
+    @property
+    def local_rank(self) -> int:
+        """Rank on this node (informational; not used in derivation)."""
+        self._require_init("local_rank")
+        return self._topology.local_rank  # type: ignore[union-attr]
+
+    @property
+    def last_reseed(self) -> Optional[Tuple[int, int]]:
+        """``(task_id, epoch)`` of the last :meth:`reseed`, or ``None``."""
+        return self._last
+
+    # ------------------------------------------------------------- derivation
+    def get_seed(self, task_id: int, epoch: int = 0, *, shared: bool = False, stream: int = 0) -> int:
+        """The 64-bit seed that :meth:`reseed` uses, touching no RNG.
+
+        ``shared=True`` gives the rank-independent seed. ``stream`` 0 is the global
+        RNGs'; registered generator ``k`` (from 1, in registration order) uses ``k``.
+
+        >>> s = Seeder(); s.init(42)
+        >>> s.get_seed(1, 0) != s.get_seed(1, 1)
+        True
+        """
+        self._require_init("get_seed")
+        domain = Domain.SHARED if shared else Domain.RANK
+        rank = 0 if shared else self._topology.rank  # type: ignore[union-attr]
+        return derive.derive_seed(self._master, domain, task_id, epoch, rank, stream)  # type: ignore[arg-type]
+
+    def derive(self, domain: int, task_id: int = 0, epoch: int = 0, *, rank: Optional[int] = None, stream: int = 0) -> int:
+        """A seed of any domain (``seeder.derive.Domain``) for this master seed; rank defaults to this process's.
+
+        >>> s = Seeder(); s.init(42)
+        >>> s.derive(Domain.WORKER, 1, 0, stream=3) == s.derive(Domain.WORKER, 1, 0, stream=3)
+        True
+        """
+        self._require_init("derive")
+        r = self._topology.rank if rank is None else rank  # type: ignore[union-attr]
+        return derive.derive_seed(self._master, domain, task_id, epoch, r, stream)  # type: ignore[arg-type]
+
+    # ----------------------------------------------------------------- reseed
+    def reseed(self, task_id: int, epoch: int = 0) -> None:
+        """Seed ``random``, NumPy, torch CPU, every accelerator, then every participant.
+
+        Call it at the start of each task: ``reseed(0, 0)`` before building the
+        model, ``reseed(1, epoch)`` at each epoch start. Right after
+        :meth:`load_state_dict`, a reseed of the saved ``(task, epoch)`` is
+        skipped, because the restored RNG states already continue that epoch.
+        Reseeding a ``(task, epoch)`` already used in this process otherwise repeats
+        its random streams; that warns once with :class:`SeederWarning`.
+
+        >>> import random
+        >>> s = Seeder(); s.init(3); s.reseed(1, 0); a = random.random()
+        >>> s.reseed(1, 1); s.reseed(1, 0); a == random.random()  # doctest: +SKIP
+        True
+        """
+        self._require_init("reseed")
+        key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
+        if self._resume_pending is not None:
+            pending, self._resume_pending = self._resume_pending, None
+            if key == pending:
+                logger.info("reseed%s skipped: resuming inside it from the loaded state", key)
+                return
+        if key in self._seen:
+            warnings.warn(
+                f"seeder.reseed{key} was already called in this process: its random streams repeat. "
+                "Pass a new epoch (or task id) to get fresh randomness.",
+                SeederWarning,
+                stacklevel=2,
+            )
+        self._seen.add(key)
+        seed = derive._derive_unchecked(self._master, (int(Domain.RANK), key[0], key[1], self._topology.rank, 0))  # type: ignore[union-attr]
+        if self._adapters is None:
+            self._adapters = global_adapters()
+        for adapter in self._adapters:
+            adapter.seed(seed)
+        self._last = key
+        for member in self.participants():
+            member.seeder_reseed(self, key[0], key[1])
+
+    # --------------------------------------------------------------- registry
+    def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
+        """Reseed ``gen`` at every :meth:`reseed`.
+
+        ``gen`` is a callable ``f(seed: int)`` (e.g. a bound ``reseed_rng`` method) or a
+        ``random.Random``, ``numpy.random.Generator``/``RandomState`` or ``torch.Generator``.
+        Each gets its own stream: the per-rank seed, or with ``shared=True`` one seed
+        equal on all ranks. If a reseed already happened, ``gen`` is seeded at once
+        for that ``(task, epoch)``. Seeds are 64-bit; fold with ``seed % 2**32`` for
+        an RNG that takes 32 bits.
+
+        >>> import random
+        >>> s = Seeder(); s.init(5); rng = random.Random()
+        >>> s.register_generator(rng); s.reseed(1, 0)
+        """
+        if not isinstance(shared, bool):
+            raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
+        if adapter_for(gen) is None and not callable(gen):
+            raise TypeError(
+                f"register_generator() needs a callable f(seed: int) or a random.Random, numpy Generator/"
+                f"RandomState or torch.Generator; got {type(gen).__name__} {gen!r}")
+        if self._find_generator(gen) is not None:
+            raise ValueError(f"{_describe(gen)} is already registered; register each generator once")
+        member = _Generator(gen, shared, self._next_stream)
+        self._next_stream += 1
+        self._members.append(member)
+        if self._last is not None:
+            member.seeder_reseed(self, *self._last)
+
+    def unregister_generator(self, gen: GeneratorLike) -> None:
+        """Stop reseeding ``gen`` (the same object or bound method given to :meth:`register_generator`)."""
+        member = self._find_generator(gen)
+        if member is None:
+            raise ValueError(f"{_describe(gen)} is not registered; nothing to unregister")
+        self._members.remove(member)
+
+    def _find_generator(self, gen: Any) -> Optional[_Generator]:
+        for member in self._members:
+            if isinstance(member, _Generator) and member.matches(gen):
+                return member
+        return None
+
+    def attach(self, participant: Any, *, weak: bool = True) -> None:
+        """Add a participant (sampler, pipeline, ...); see :class:`Participant`.
+
+        Held through a weak reference by default, so a discarded sampler leaves.
+        """
+        if not callable(getattr(participant, "seeder_reseed", None)):
+            raise TypeError(f"{type(participant).__name__} has no seeder_reseed(seeder, task_id, epoch) method")
+        if participant in self.participants():
+            return
+        self._members.append(weakref.ref(participant) if weak else participant)
+
+    def detach(self, participant: Any) -> None:
+        """Remove a participant added with :meth:`attach`; unknown ones are ignored."""
+        self._members = [m for m in self._members if _resolve(m) is not participant and _resolve(m) is not None]
+
+    def participants(self) -> List[Any]:
+        """Live participants in the order they joined (registered generators included)."""
+        live = []
+        for m in self._members:
+            obj = _resolve(m)
+            if obj is not None:
+                live.append(obj)
+        return live
+
+    def _stateful(self) -> Dict[str, Any]:
+        counts: Dict[str, int] = {}
+        named: Dict[str, Any] = {}
+        for obj in self.participants():
+            if isinstance(obj, _Generator):
+                if not obj.has_state:
+                    continue
+            elif not callable(getattr(obj, "state_dict", None)):
+                continue
+            kind = getattr(obj, "seeder_kind", type(obj).__name__.lower())
+            n = counts.get(kind, 0)
+            counts[kind] = n + 1
+            named[f"{kind}.{n}"] = obj
+        return named
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> Dict[str, Any]:
+        """Everything needed to continue this process's randomness as if never stopped.
+
+        Only tensors and plain Python values: it loads with ``torch.load(weights_only=True)``.
+
+        >>> s = Seeder(); s.init(1); s.reseed(1, 0)
+        >>> sorted(s.state_dict())[:3]
+        ['derivation_version', 'format', 'last_reseed']
+        """
+        self._require_init("state_dict")
+        if self._adapters is None:
+            self._adapters = global_adapters()
+        topo = self._topology
+        return {
+            "format": "seeder",
+            "version": STATE_FORMAT_VERSION,
+            "derivation_version": derive.DERIVATION_VERSION,
+            "master_seed": self._master,
+            "world_size": topo.world_size,  # type: ignore[union-attr]
+            "rank": topo.rank,  # type: ignore[union-attr]
+            "last_reseed": list(self._last) if self._last is not None else None,
+            "rngs": {a.name: a.get_state() for a in self._adapters},
+            "participants": {k: p.state_dict() for k, p in self._stateful().items()},
+        }
+
+    def check_state_dict(self, state: Any) -> None:
+        """Raise :class:`StateError` (or ``TypeError``) if ``state`` cannot be loaded here; change nothing."""
+        self._require_init("load_state_dict")
+        if not isinstance(state, dict) or state.get("format") != "seeder":
+            raise StateError("not a seeder state: pass the dict returned by seeder.state_dict()")
+        if state.get("version") != STATE_FORMAT_VERSION:
+            raise StateError(
+                f"seeder state format {state.get('version')!r} is not supported by this version "
+                f"(which reads format {STATE_FORMAT_VERSION}); load it with the seeder version that wrote it")
+        if state.get("derivation_version") != derive.DERIVATION_VERSION:
+            raise StateError(
+                f"the checkpoint used seed derivation v{state.get('derivation_version')!r}, this seeder derives "
+                f"v{derive.DERIVATION_VERSION}; install the seeder version that wrote it to continue the same streams")
+        want = {"format", "version", "derivation_version", "master_seed", "world_size", "rank", "last_reseed", "rngs", "participants"}
+        if set(state) != want:
+            raise StateError(f"seeder state keys differ: missing {sorted(want - set(state))}, unexpected {sorted(set(state) - want)}")
+        check_master_seed(state["master_seed"], "state['master_seed']")
+        topo = self._topology
+        if state["world_size"] != topo.world_size:  # type: ignore[union-attr]
+            raise StateError(
+                f"the checkpoint was saved by a world of {state['world_size']} process(es), this run has "
+                f"{topo.world_size}; resume with the same world size")  # type: ignore[union-attr]
+        if state["rank"] != topo.rank:  # type: ignore[union-attr]
+            raise StateError(f"this is rank {state['rank']}'s state but this process is rank {topo.rank}; load each rank's own entry")  # type: ignore[union-attr]
+        last = state["last_reseed"]
+        if last is not None:
+            if not (isinstance(last, list) and len(last) == 2):
+                raise StateError("state['last_reseed'] must be None or [task_id, epoch]")
+            check_key(last[0], "state['last_reseed'][0]")
+            check_key(last[1], "state['last_reseed'][1]")
+        if self._adapters is None:
+            self._adapters = global_adapters()
+        rngs = state["rngs"]
+        if not isinstance(rngs, dict):
+            raise StateError("state['rngs'] must be a dict")
+        names = [a.name for a in self._adapters]
+        if set(rngs) != set(names):
+            raise StateError(
+                f"the checkpoint has RNG states for {sorted(rngs)} but this process has {sorted(names)}; "
+                "resume on the same kind of machine (same accelerators visible)")
+        for adapter in self._adapters:
+            adapter.check_state(rngs[adapter.name], f"state['rngs'][{adapter.name!r}]")
+        parts = state["participants"]
+        if not isinstance(parts, dict):
+            raise StateError("state['participants'] must be a dict")
+        live = self._stateful()
+        if set(parts) != set(live):
+            raise StateError(
+                f"the checkpoint holds state for {sorted(parts)} but this process has {sorted(live)} registered; "
+                "register the same generators, samplers and pipelines in the same order before load_state_dict")
+        for key, obj in live.items():
+            check = getattr(obj, "check_state_dict", None)
+            if callable(check):
+                if isinstance(obj, _Generator):
+                    check(parts[key], f"state['participants'][{key!r}]")
+                else:
+                    check(parts[key])
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Validate ``state`` completely, then restore every RNG and participant.
+
+        On any problem it raises before changing anything. The next :meth:`reseed`
+        of the saved ``(task, epoch)`` is skipped, so a run stopped mid-epoch
+        continues exactly.
+
+        >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
+        >>> s.load_state_dict(st)
+        """
+        self.check_state_dict(state)
+        if self._explicit and state["master_seed"] != self._master:
+            warnings.warn(
+                f"init() got master seed {self._master} but the checkpoint was made with {state['master_seed']}; "
+                "continuing with the checkpoint's seed",
+                SeederWarning,
+                stacklevel=2,
+            )
+        if state["master_seed"] != self._master and self._topology.rank == 0:  # type: ignore[union-attr]
+            logger.info("Using seed: %d (from checkpoint)", state["master_seed"])
+        self._master = state["master_seed"]
+        for adapter in self._adapters:  # type: ignore[union-attr]
+            adapter.set_state(state["rngs"][adapter.name])
+        for key, obj in self._stateful().items():
+            obj.load_state_dict(state["participants"][key])
+        last = state["last_reseed"]
+        self._last = tuple(last) if last is not None else None  # type: ignore[assignment]
+        self._resume_pending = self._last
+        if self._last is not None:
+            self._seen.add(self._last)
+
+
+def _resolve(member: Any) -> Any:
+    return member() if isinstance(member, weakref.ref) else member

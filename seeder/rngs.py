@@ -1,0 +1,322 @@
+"""One adapter per RNG family: seed it, read its state, validate a state, set it.
+
+States are made only of tensors and plain Python values, so that a checkpoint
+holding them loads with ``torch.load(weights_only=True)``.
+
+Example:
+    >>> from seeder.rngs import global_adapters
+    >>> for adapter in global_adapters():
+    ...     adapter.seed(1234)
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import torch
+
+from .derive import numpy_seed
+from .errors import StateError
+
+__all__ = [
+    "RNGAdapter",
+    "PythonRandomAdapter",
+    "NumpyGlobalAdapter",
+    "TorchCPUAdapter",
+    "AcceleratorAdapter",
+    "global_adapters",
+    "accelerator_types",
+    "StateError",
+]
+
+
+def _expect(cond: bool, where: str, msg: str) -> None:
+    if not cond:
+        raise StateError(f"{where}: {msg}")
+
+
+def _uint8_tensor(value: Any, where: str) -> None:
+    _expect(isinstance(value, torch.Tensor), where, f"expected a torch.uint8 tensor, got {type(value).__name__}")
+    _expect(value.dtype == torch.uint8 and value.dim() == 1, where,
+            f"expected a 1-d torch.uint8 tensor, got {value.dtype} with shape {tuple(value.shape)}")
+
+
+class RNGAdapter:
+    """Base class: ``name``, ``seed(seed)``, ``get_state()``, ``check_state(s)``, ``set_state(s)``."""
+
+    name: str = ""
+
+    def seed(self, seed: int) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def get_state(self) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def check_state(self, state: Any, where: str) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def set_state(self, state: Any) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class PythonRandomAdapter(RNGAdapter):
+    """A :class:`random.Random` (the module-level one by default)."""
+
+    name = "python"
+
+    def __init__(self, rng: Optional[random.Random] = None):
+        self.rng = rng if rng is not None else random._inst  # type: ignore[attr-defined]
+
+    def seed(self, seed: int) -> None:
+        self.rng.seed(seed)
+
+    def get_state(self) -> Dict[str, Any]:
+        version, internal, gauss_next = self.rng.getstate()
+        return {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss_next": gauss_next}
+
+    def check_state(self, state: Any, where: str) -> None:
+        _expect(isinstance(state, dict) and set(state) == {"version", "state", "gauss_next"}, where,
+                "expected a dict with keys version, state, gauss_next")
+        _expect(state["version"] == 3, where, f"unsupported random state version {state['version']!r}")
+        t = state["state"]
+        _expect(isinstance(t, torch.Tensor) and t.dtype == torch.int64 and tuple(t.shape) == (625,), where,
+                "expected an int64 tensor of shape (625,)")
+        _expect(bool(((t >= 0) & (t <= 0xFFFFFFFF)).all()) and 0 < int(t[-1]) <= 624, where,
+                "Mersenne Twister words out of range")
+        _expect(state["gauss_next"] is None or isinstance(state["gauss_next"], float), where,
+                "gauss_next must be None or a float")
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        self.rng.setstate((state["version"], tuple(state["state"].tolist()), state["gauss_next"]))
+
+
+class NumpyRandomStateAdapter(RNGAdapter):
+    """A legacy :class:`numpy.random.RandomState` (NumPy's global one by default).
+
+    Seeded with the 64-bit seed folded to 32 bits (:func:`seeder.derive.numpy_seed`).
+    """
+
+    name = "numpy"
+
+    def __init__(self, rng: Optional[np.random.RandomState] = None):
+        self._rng = rng
+
+    @property
+    def rng(self) -> np.random.RandomState:
+        # np.random.seed may be rebound by users; resolve the global instance each time.
+        return self._rng if self._rng is not None else np.random.mtrand._rand
+
+    def seed(self, seed: int) -> None:
+        self.rng.seed(numpy_seed(seed))
+
+    def get_state(self) -> Dict[str, Any]:
+        kind, key, pos, has_gauss, cached = self.rng.get_state()
+        return {
+            "kind": str(kind),
+            "key": torch.from_numpy(key.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        }
+
+    def check_state(self, state: Any, where: str) -> None:
+        _expect(isinstance(state, dict) and set(state) == {"kind", "key", "pos", "has_gauss", "cached_gaussian"},
+                where, "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
+        _expect(state["kind"] == "MT19937", where, f"unsupported NumPy bit generator {state['kind']!r}")
+        key = state["key"]
+        _expect(isinstance(key, torch.Tensor) and key.dtype == torch.int64 and tuple(key.shape) == (624,), where,
+                "expected an int64 tensor of shape (624,)")
+        _expect(bool(((key >= 0) & (key <= 0xFFFFFFFF)).all()), where, "Mersenne Twister words out of range")
+        _expect(isinstance(state["pos"], int) and 0 <= state["pos"] <= 624, where, "pos must be in [0, 624]")
+        _expect(state["has_gauss"] in (0, 1), where, "has_gauss must be 0 or 1")
+        _expect(isinstance(state["cached_gaussian"], float), where, "cached_gaussian must be a float")
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        key = state["key"].numpy().astype(np.uint32)
+        self.rng.set_state((state["kind"], key, state["pos"], state["has_gauss"], state["cached_gaussian"]))
+
+
+NumpyGlobalAdapter = NumpyRandomStateAdapter
+
+
+class NumpyGeneratorAdapter(RNGAdapter):
+    """A :class:`numpy.random.Generator`; reseeding replaces its bit generator's state in place."""
+
+    name = "numpy_generator"
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+    def seed(self, seed: int) -> None:
+        bitgen = self.rng.bit_generator
+        fresh = type(bitgen)(np.random.SeedSequence(seed))
+        bitgen.state = fresh.state
+
+    def get_state(self) -> Dict[str, Any]:
+        return _plain(self.rng.bit_generator.state)
+
+    def check_state(self, state: Any, where: str) -> None:
+        _expect(isinstance(state, dict), where, "expected a dict")
+        want = type(self.rng.bit_generator).__name__
+        _expect(state.get("bit_generator") == want, where,
+                f"state is for bit generator {state.get('bit_generator')!r}, this generator uses {want!r}")
+        probe = type(self.rng.bit_generator)()
+        try:
+            probe.state = _unplain(state)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise StateError(f"{where}: {exc}") from None
+
+    def set_state(self, state: Dict[str, Any]) -> None:
+        self.rng.bit_generator.state = _unplain(state)
+
+
+def _plain(obj: Any) -> Any:
+    """NumPy bit-generator state -> tensors and plain values (round trip with :func:`_unplain`)."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        if obj.dtype == np.uint64:
+            return {"__uint64__": torch.from_numpy(obj.view(np.int64).copy())}
+        return {"__ndarray__": torch.from_numpy(obj.copy()), "dtype": str(obj.dtype)}
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def _unplain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if "__uint64__" in obj:
+            return obj["__uint64__"].numpy().view(np.uint64).copy()
+        if "__ndarray__" in obj:
+            return obj["__ndarray__"].numpy().astype(obj["dtype"])
+        return {k: _unplain(v) for k, v in obj.items()}
+    return obj
+
+
+class TorchGeneratorAdapter(RNGAdapter):
+    """A :class:`torch.Generator` (torch's CPU default generator by default).
+
+    Seeds only this generator: unlike ``torch.manual_seed`` it does not visit
+    every device type, which is what makes it cheap.
+    """
+
+    name = "torch"
+
+    def __init__(self, generator: Optional[torch.Generator] = None):
+        self.generator = generator if generator is not None else torch.default_generator
+
+    def seed(self, seed: int) -> None:
+        self.generator.manual_seed(seed)
+
+    def get_state(self) -> torch.Tensor:
+        return self.generator.get_state()
+
+    def check_state(self, state: Any, where: str) -> None:
+        _uint8_tensor(state, where)
+        want = self.generator.get_state().numel()
+        _expect(state.numel() == want, where, f"expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
+
+    def set_state(self, state: torch.Tensor) -> None:
+        self.generator.set_state(state)
+
+
+TorchCPUAdapter = TorchGeneratorAdapter
+
+
+class AcceleratorAdapter(RNGAdapter):
+    """All devices of one accelerator type (``cuda``, ``xpu``, ``mps``, ``mtia`` or a custom backend).
+
+    Seeding goes through the device module's ``manual_seed_all`` which, for a
+    device that is not initialised yet, queues the seed until it starts.
+    The state is one tensor per device, for every device, not only the current one.
+    """
+
+    def __init__(self, device_type: str):
+        self.name = device_type
+        self.module = torch.get_device_module(device_type)
+
+    def seed(self, seed: int) -> None:
+        if hasattr(self.module, "manual_seed_all"):
+            self.module.manual_seed_all(seed)
+        else:
+            self.module.manual_seed(seed)
+
+    def get_state(self) -> List[torch.Tensor]:
+        if hasattr(self.module, "get_rng_state_all"):
+            return [s.cpu() for s in self.module.get_rng_state_all()]
+        return [self.module.get_rng_state().cpu()]
+
+    def check_state(self, state: Any, where: str) -> None:
+        _expect(isinstance(state, list), where, "expected a list with one state tensor per device")
+        have = len(self.get_state())
+        _expect(len(state) == have, where,
+                f"the checkpoint has {len(state)} {self.name} device state(s), this process sees {have}; "
+                f"make the same devices visible (CUDA_VISIBLE_DEVICES) as when it was saved")
+        current = self.get_state()
+        for i, (s, c) in enumerate(zip(state, current)):
+            _uint8_tensor(s, f"{where}[{i}]")
+            _expect(s.numel() == c.numel(), f"{where}[{i}]", f"expected {c.numel()} bytes, got {s.numel()}")
+
+    def set_state(self, state: List[torch.Tensor]) -> None:
+        if hasattr(self.module, "set_rng_state_all"):
+            self.module.set_rng_state_all(state)
+        else:
+            self.module.set_rng_state(state[0])
+
+
+_ACCELERATORS: Optional[List[str]] = None
+
+
+def accelerator_types() -> List[str]:
+    """Device types with at least one device present, found once and cached.
+
+    Asks each backend whether it is available, which does not initialise it.
+
+    >>> isinstance(accelerator_types(), list)
+    True
+    """
+    global _ACCELERATORS
+    if _ACCELERATORS is None:
+        found = []
+        names = ["cuda", "xpu", "mps", "mtia"]
+        custom = torch._C._get_privateuse1_backend_name()
+        if custom != "privateuseone":
+            names.append(custom)
+        for name in names:
+            module = getattr(torch, name, None)
+            try:
+                if module is not None and module.is_available():
+                    found.append(name)
+            except Exception:  # a broken backend is a missing backend
+                continue
+        _ACCELERATORS = found
+    return list(_ACCELERATORS)
+
+
+def global_adapters() -> List[RNGAdapter]:
+    """Adapters for the process-global RNGs: python, numpy, torch CPU, then each accelerator.
+
+    >>> [a.name for a in global_adapters()][:3]
+    ['python', 'numpy', 'torch']
+    """
+    adapters: List[RNGAdapter] = [PythonRandomAdapter(), NumpyRandomStateAdapter(), TorchGeneratorAdapter()]
+    adapters.extend(AcceleratorAdapter(t) for t in accelerator_types())
+    return adapters
+
+
+def adapter_for(obj: Any) -> Optional[RNGAdapter]:
+    """The adapter for a generator object, or ``None`` if ``obj`` is not one seeder knows.
+
+    >>> adapter_for(random.Random(0)).name
+    'python'
+    """
+    if isinstance(obj, random.Random):
+        return PythonRandomAdapter(obj)
+    if isinstance(obj, np.random.RandomState):
+        return NumpyRandomStateAdapter(obj)
+    if isinstance(obj, np.random.Generator):
+        return NumpyGeneratorAdapter(obj)
+    if isinstance(obj, torch.Generator):
+        return TorchGeneratorAdapter(obj)
+    return None

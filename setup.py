@@ -1,0 +1,22 @@
+from setuptools import find_packages, setup
+
+# torch is required but not pinned: an existing torch is kept. On a machine
+# without torch, scripts/install.sh installs torch==2.13.0 first (the CPU wheel),
+# so that pip never resolves an open range to a multi-GB CUDA build.
+setup(
+    name="seeder",
+    version="0.1.0",
+    description="One master seed reproduces a whole PyTorch training run, and resumes it bit for bit.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["seeder", "seeder.*"]),
+    python_requires=">=3.9",
+    install_requires=["numpy>=1.22", "torch>=1.13"],
+    extras_require={
+        "dali": ["nvidia-dali-cuda120"],
+        "plot": ["matplotlib>=3.5", "scipy>=1.8", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6"],
+        "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2"],
+    },
+    entry_points={"console_scripts": ["seeder=seeder.cli:main"]},
+    classifiers=["Programming Language :: Python :: 3", "Framework :: PyTorch"],
+)
