@@ -1,0 +1,26 @@
+import logging
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(autouse=True)
+def _clean_seeder_env(monkeypatch):
+    """No test sees a stray SEEDER_SEED or launcher rank from the calling shell."""
+    for var in ("SEEDER_SEED", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    yield
+
+
+@pytest.fixture
+def fresh_default():
+    """The module-level default seeder, reset before and after the test."""
+    import seeder
+
+    seeder.default_seeder().reset()
+    yield seeder
+    seeder.default_seeder().reset()

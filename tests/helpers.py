@@ -1,0 +1,83 @@
+"""Shared test utilities: real subprocesses and torchrun launches (loopback, gloo)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment for a child Python: this checkout first on PYTHONPATH, one thread, no stray seeds."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    for var in ("SEEDER_SEED", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_python(args: Sequence[str], env: Optional[Dict[str, str]] = None, timeout: float = 120, check: bool = True,
+               cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+    """Run ``python ARGS`` and return the finished process (stdout/stderr captured as text)."""
+    proc = subprocess.run([sys.executable, *args], env=child_env(env), capture_output=True, text=True,
+                          timeout=timeout, cwd=str(cwd or REPO_ROOT))
+    if check and proc.returncode != 0:
+        raise AssertionError(f"python {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def torchrun(script_args: Sequence[str], nproc: int = 2, nnodes: int = 1, env: Optional[Dict[str, str]] = None,
+             timeout: float = 180, check: bool = True, extra_launcher_args: Sequence[str] = ()) -> List[subprocess.CompletedProcess]:
+    """Launch ``torchrun`` on loopback; with ``nnodes > 1`` one torchrun per node, all on this machine.
+
+    Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``.
+    """
+    port = free_port()
+    cmd_base = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--nproc-per-node", str(nproc),
+                "--master-addr", "127.0.0.1", "--master-port", str(port), *extra_launcher_args]
+    procs = []
+    for node in range(nnodes):
+        cmd = cmd_base + (["--node-rank", str(node)] if nnodes > 1 else []) + list(script_args)
+        procs.append(subprocess.Popen(cmd, env=child_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, cwd=str(REPO_ROOT)))
+    results = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            results.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if check:
+        for r in results:
+            if r.returncode != 0:
+                raise AssertionError(f"torchrun exited {r.returncode}\n--- stdout\n{r.stdout[-4000:]}\n--- stderr\n{r.stderr[-6000:]}")
+    return results
+
+
+def json_lines(text: str, prefix: str = "") -> List[dict]:
+    """Parse the lines of ``text`` that start with ``prefix`` and then hold a JSON object."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            body = line[len(prefix):].strip()
+            if body.startswith("{"):
+                rows.append(json.loads(body))
+    return rows
