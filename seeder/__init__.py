@@ -15,6 +15,8 @@ from .core import ENV_SEED, STATE_FORMAT_VERSION, Participant, Seeder
 from .derive import DERIVATION_VERSION, Domain, derive_seed
 from .determinism import enforce_reproducibility
 from .errors import SeederWarning, StateError
+from .sampler import DistributedSampler
+from .workers import SeededDataset, WorkerInitFn, dataloader_generator, make_worker_init_fn, sample_seed, worker_init_fn
 
 __version__ = "0.1.0"
 
@@ -55,4 +57,11 @@ __all__ = [
     "state_dict",
     "load_state_dict",
     "enforce_reproducibility",
+    "DistributedSampler",
+    "SeededDataset",
+    "WorkerInitFn",
+    "worker_init_fn",
+    "make_worker_init_fn",
+    "sample_seed",
+    "dataloader_generator",
 ]
