@@ -30,9 +30,8 @@ import itertools
 import logging
 import math
 import numbers
-import operator
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import torch

@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 _M32 = 0xFFFFFFFF
+_VECTOR_MIN = 8  # batches at least this long derive their per-sample seeds in one NumPy pass
 
 
 def _default_seeder() -> Seeder:
@@ -425,13 +426,14 @@ class SeededDataset(torch.utils.data.Dataset):
                 self._cache.popitem(last=False)
         return d
 
-    def _seed_sample(self, master: int, gens: List[Tuple[Callable[[int], Any], bool, int]], epoch: int, index: int) -> None:
-        words = 1 + max((stream for _, _, stream in gens), default=0)
-        hi, lo = _split_index(index)
-        seeds = self._deriver(master, epoch, hi, words).seed(lo)
-        _seed_globals(seeds[0])
-        for fn, _, stream in gens:
-            fn(seeds[stream])
+    def _sample_seeds(self, master: int, words: int, keys: List[Tuple[int, int]]) -> List[List[int]]:
+        """The seed words of every key: one vectorised pass for a batch of one epoch, else one by one."""
+        first = keys[0]
+        hi = first[1] >> 32
+        if len(keys) >= _VECTOR_MIN and all(e == first[0] and i >> 32 == hi for e, i in keys):
+            streams = np.fromiter((i & _M32 for _, i in keys), dtype=np.uint32, count=len(keys))
+            return self._deriver(master, first[0], hi, words).seeds(streams).tolist()
+        return [self._deriver(master, e, i >> 32, words).seed(i & _M32) for e, i in keys]
 
     def _fetch(self, keys: List[Tuple[int, int]]) -> List[Any]:
         info = torch.utils.data.get_worker_info()
@@ -443,14 +445,23 @@ class SeededDataset(torch.utils.data.Dataset):
                     self._worker_epoch = epoch
                 out.append(self.dataset[index])
             return out
+        return self._fetch_per_sample(keys, restore=info is None)
+
+    def _fetch_per_sample(self, keys: List[Tuple[int, int]], restore: bool) -> List[Any]:
+        if not keys:
+            return []
         master, _, _, gens = self._source.resolve("SeededDataset")
+        words = 1 + max((stream for _, _, stream in gens), default=0)
+        all_seeds = self._sample_seeds(master, words, keys)
         saved = None
-        if info is None:  # main process: leave the training loop's global streams untouched
+        if restore:  # main process: leave the training loop's global streams untouched
             saved = (random.getstate(), np.random.get_state(), torch.default_generator.get_state())
         try:
             out = []
-            for epoch, index in keys:
-                self._seed_sample(master, gens, epoch, index)
+            for (_, index), seeds in zip(keys, all_seeds):
+                _seed_globals(seeds[0])
+                for fn, _, stream in gens:
+                    fn(seeds[stream])
                 out.append(self.dataset[index])
             return out
         finally:

@@ -7,6 +7,7 @@ import math
 import time
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch.utils.data
@@ -15,6 +16,7 @@ from torch.utils.data import DataLoader
 import seeder
 from seeder import DistributedSampler, SeededDataset, Seeder, SeederWarning, StateError
 from seeder.derive import Domain, derive_seed
+from seeder.permutation import keyed_permutation
 
 
 class Sized:
@@ -274,8 +276,6 @@ def test_resume_is_o1_at_huge_n(s):
     assert time.perf_counter() - t0 < 2.0
     assert len(tail) == 3 and all(0 <= i < n for i in tail)
     # Same values as a fresh iteration would give there: evaluate those positions directly.
-    from seeder.permutation import keyed_permutation
-    import numpy as np
     perm = keyed_permutation(n, state["key"])
     pos = np.array([(len(a) - 3 + j) * 8 + 5 for j in range(3)], dtype=np.int64)
     assert tail == perm(pos).tolist()

@@ -11,6 +11,12 @@ import torch.distributed as dist
 import seeder
 
 
+def emit(line: str) -> None:
+    """One write per line: both ranks share torchrun's stdout, and a single short write is not interleaved."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main() -> None:
     master, n = int(sys.argv[1]), int(sys.argv[2])
     dist.init_process_group("gloo")
@@ -29,8 +35,8 @@ def main() -> None:
         again = seeder.DistributedSampler(range(n))
         again.load_state_dict(states[0])
         resumed = shard[:5] + list(again)
-        print("SAMPLER " + json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "epoch": epoch,
-                                       "shard": shard, "resumed": resumed}), flush=True)
+        emit("SAMPLER " + json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "epoch": epoch,
+                                       "shard": shard, "resumed": resumed}))
     dist.destroy_process_group()
 
 

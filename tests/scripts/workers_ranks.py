@@ -28,6 +28,12 @@ class Draws(Dataset):
         return i, info.id, random.random(), float(np.random.random()), float(torch.rand(())), self.member.random()
 
 
+def emit(line: str) -> None:
+    """One write per line: both ranks share torchrun's stdout, and a single short write is not interleaved."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main() -> None:
     dist.init_process_group("gloo")
     seeder.init(master_seed=int(sys.argv[1]))
@@ -40,8 +46,8 @@ def main() -> None:
         rows = []
         for batch in loader:
             rows.extend(zip(*[c.tolist() for c in batch]))
-        print("WORKERS " + json.dumps({"rank": dist.get_rank(), "local_rank": int(os.environ["LOCAL_RANK"]),
-                                       "epoch": epoch, "rows": rows}), flush=True)
+        emit("WORKERS " + json.dumps({"rank": dist.get_rank(), "local_rank": int(os.environ["LOCAL_RANK"]),
+                                       "epoch": epoch, "rows": rows}))
     dist.destroy_process_group()
 
 
