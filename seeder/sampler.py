@@ -136,8 +136,10 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
             num_replicas = torch.distributed.get_world_size() if process_group_active() else 1
         if rank is None:
             rank = torch.distributed.get_rank() if process_group_active() else 0
-        if not _is_int(num_replicas) or num_replicas < 1:
-            raise ValueError(f"num_replicas must be an int >= 1 (the number of ranks), got {num_replicas!r}")
+        if not _is_int(num_replicas):
+            raise TypeError(f"num_replicas must be an int (the number of ranks), got {type(num_replicas).__name__} {num_replicas!r}")
+        if num_replicas < 1:
+            raise ValueError(f"num_replicas must be >= 1 (the number of ranks), got {num_replicas}")
         if not _is_int(rank):
             raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}")
         if not 0 <= rank < num_replicas:
@@ -145,7 +147,9 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         shuffle = _check_bool(shuffle, "shuffle")
         drop_last = _check_bool(drop_last, "drop_last")
         if seed is not None:
-            if not _is_int(seed) or not 0 <= seed <= MAX_MASTER_SEED:
+            if not _is_int(seed):
+                raise TypeError(f"seed must be None (use the seeder's master seed) or an int, got {type(seed).__name__} {seed!r}")
+            if not 0 <= seed <= MAX_MASTER_SEED:
                 raise ValueError(f"seed must be None (use the seeder's master seed) or an int in [0, 2**63 - 1], got {seed!r}")
             seed = int(seed)
         if mode not in MODES:
