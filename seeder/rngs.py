@@ -82,7 +82,7 @@ class PythonRandomAdapter(RNGAdapter):
         t = state["state"]
         _expect(isinstance(t, torch.Tensor) and t.dtype == torch.int64 and tuple(t.shape) == (625,), where,
                 "expected an int64 tensor of shape (625,)")
-        _expect(bool(((t >= 0) & (t <= 0xFFFFFFFF)).all()) and 0 < int(t[-1]) <= 624, where,
+        _expect(bool(((t >= 0) & (t <= 0xFFFFFFFF)).all()) and 0 <= int(t[-1]) <= 624, where,
                 "Mersenne Twister words out of range")
         _expect(state["gauss_next"] is None or isinstance(state["gauss_next"], float), where,
                 "gauss_next must be None or a float")
@@ -164,8 +164,8 @@ class NumpyGeneratorAdapter(RNGAdapter):
         probe = type(self.rng.bit_generator)()
         try:
             probe.state = _unplain(state)
-        except (TypeError, ValueError, KeyError) as exc:
-            raise StateError(f"{where}: {exc}") from None
+        except Exception as exc:  # whatever NumPy rejects, reported the same way
+            raise StateError(f"{where}: not a valid {want} state ({type(exc).__name__}: {exc})") from None
 
     def set_state(self, state: Dict[str, Any]) -> None:
         self.rng.bit_generator.state = _unplain(state)
