@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 from .core import ENV_SEED, STATE_FORMAT_VERSION, Participant, Seeder
+from .digest import digest
 from .derive import DERIVATION_VERSION, Domain, derive_seed
 from .determinism import enforce_reproducibility
 from .errors import SeederWarning, StateError
@@ -34,6 +35,9 @@ register_generator = _default.register_generator
 unregister_generator = _default.unregister_generator
 state_dict = _default.state_dict
 load_state_dict = _default.load_state_dict
+check_state_dict = _default.check_state_dict
+gather_state_dict = _default.gather_state_dict
+fork_rng = _default.fork_rng
 
 __all__ = [
     "Seeder",
@@ -54,5 +58,9 @@ __all__ = [
     "unregister_generator",
     "state_dict",
     "load_state_dict",
+    "check_state_dict",
+    "gather_state_dict",
+    "fork_rng",
+    "digest",
     "enforce_reproducibility",
 ]
