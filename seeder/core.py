@@ -636,9 +636,10 @@ class Seeder:
             for key, obj in self._stateful().items():
                 obj.load_state_dict(entry["participants"][key])
         except Exception as exc:
-            self._restore(snapshot)
-            raise StateError(f"loading the seeder state failed ({type(exc).__name__}: {exc}); every RNG and "
-                             "participant was put back as it was before load_state_dict") from exc
+            failed = self._restore(snapshot)
+            kept = (f"every RNG and participant was put back as it was before load_state_dict, except {'; '.join(failed)}"
+                    if failed else "every RNG and participant was put back as it was before load_state_dict")
+            raise StateError(f"loading the seeder state failed ({type(exc).__name__}: {exc}); {kept}") from exc
         self._master = saved_master
         self._last = tuple(last) if last is not None else None  # type: ignore[assignment]
         self._resume_pending = self._last
@@ -651,12 +652,21 @@ class Seeder:
         parts = [(p, copy.deepcopy(p.state_dict())) for p in self._stateful().values()]
         return rngs, parts, self._master, self._last, self._resume_pending, set(self._seen)
 
-    def _restore(self, snapshot: Tuple[Any, ...]) -> None:
+    def _restore(self, snapshot: Tuple[Any, ...]) -> List[str]:
+        """Put a :meth:`_capture` back, as much as possible; return what could not be restored."""
         rngs, parts, self._master, self._last, self._resume_pending, self._seen = snapshot
-        for adapter, st in rngs:
-            adapter.set_state(st)
-        for obj, st in parts:
-            obj.load_state_dict(st)
+        failed = []
+        for obj, st in [(a, s) for a, s in rngs] + parts:
+            try:
+                if isinstance(obj, RNGAdapter):
+                    obj.set_state(st)
+                else:
+                    obj.load_state_dict(st)
+            except Exception as exc:  # keep restoring the others
+                failed.append(f"{getattr(obj, 'name', None) or _describe(getattr(obj, 'gen', obj))} ({exc})")
+        if failed:
+            logger.error("seeder could not restore the state of: %s", "; ".join(failed))
+        return failed
 
     @contextlib.contextmanager
     def fork_rng(self) -> Iterator[None]:
@@ -680,7 +690,9 @@ class Seeder:
             yield
         finally:
             reseeded = self._last != snapshot[3] or self._seen != snapshot[5]
-            self._restore(snapshot)
+            failed = self._restore(snapshot)
+            if failed:
+                warnings.warn(f"fork_rng() could not restore: {'; '.join(failed)}", SeederWarning, stacklevel=3)
             if reseeded:
                 for member in self._stateless_generators():
                     warnings.warn(

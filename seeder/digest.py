@@ -3,7 +3,8 @@
 Pure: no state, no RNG touched. Two objects get the same digest exactly when
 they hold the same values: tensors by dtype, shape and bytes (not by device,
 memory layout or ``requires_grad``), objects with a ``state_dict()`` (modules,
-optimizers, schedulers, grad scalers) by that state, dicts by their items
+optimizers, schedulers, grad scalers) as that state (so a live model and
+the ``state_dict`` loaded from its checkpoint digest alike), dicts by their items
 whatever their insertion order, lists and tuples alike by their items in order.
 
 Example:
@@ -43,7 +44,9 @@ def digest(*objects: Any) -> str:
     True
     """
     h = hashlib.sha256(b"seeder-digest-v1")
-    _feed(h.update, ("args", list(objects)), "objects")
+    h.update(b"L" + struct.pack("<Q", len(objects)))
+    for i, obj in enumerate(objects):
+        _feed(h.update, obj, f"argument {i}")
     return h.hexdigest()
 
 
@@ -97,7 +100,6 @@ def _feed(update: Callable[[bytes], None], obj: Any, where: str) -> None:  # noq
         for item in items:
             update(item)
     elif callable(getattr(obj, "state_dict", None)):
-        update(b"O")
         _feed(update, obj.state_dict(), f"{where}.state_dict()")
     else:
         raise TypeError(
@@ -110,7 +112,7 @@ def _from_numpy(arr: np.ndarray, where: str) -> torch.Tensor:
         raise TypeError(f"digest() cannot hash a NumPy array of dtype {arr.dtype} at {where}")
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("<"))
-    return torch.from_numpy(np.ascontiguousarray(arr))
+    return torch.from_numpy(np.array(arr, order="C", copy=True))  # keeps 0-d arrays 0-d
 
 
 def _tensor(update: Callable[[bytes], None], t: torch.Tensor, where: str) -> None:
