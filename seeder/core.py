@@ -629,12 +629,16 @@ class Seeder:
                 "RNG and participant states left as they are; continue with reseed() of the next epoch",
                 entry["world_size"], self._topology.world_size, saved_master, self._last)  # type: ignore[union-attr]
             return
-        snapshot = self._capture()
+        # Participants first: their own load_state_dict may fail despite the checks (user code), so each is
+        # snapshotted and put back on failure. The global RNG states were validated field by field and are
+        # applied last, where nothing can fail any more; so they need no (costly) snapshot.
+        live = self._stateful()
+        snapshot = self._capture(rngs=False)
         try:
+            for key, obj in live.items():
+                obj.load_state_dict(entry["participants"][key])
             for adapter in self._global_adapters():
                 adapter.set_state(entry["rngs"][adapter.name])
-            for key, obj in self._stateful().items():
-                obj.load_state_dict(entry["participants"][key])
         except Exception as exc:
             failed = self._restore(snapshot)
             kept = (f"every RNG and participant was put back as it was before load_state_dict, except {'; '.join(failed)}"
@@ -647,10 +651,12 @@ class Seeder:
             self._seen.add(self._last)
 
     # -------------------------------------------------------------- fork_rng
-    def _capture(self) -> Tuple[Any, ...]:
-        rngs = [(a, a.get_state()) for a in self._global_adapters()]
-        parts = [(p, copy.deepcopy(p.state_dict())) for p in self._stateful().values()]
-        return rngs, parts, self._master, self._last, self._resume_pending, set(self._seen)
+    def _capture(self, rngs: bool = True) -> Tuple[Any, ...]:
+        """A snapshot for :meth:`_restore`: global RNGs (if ``rngs``), participants, bookkeeping."""
+        globals_ = [(a, a.get_state()) for a in self._global_adapters()] if rngs else []
+        parts = [(p, p.state_dict() if isinstance(p, _Generator) and p.adapter is not None else copy.deepcopy(p.state_dict()))
+                 for p in self._stateful().values()]
+        return globals_, parts, self._master, self._last, self._resume_pending, set(self._seen)
 
     def _restore(self, snapshot: Tuple[Any, ...]) -> List[str]:
         """Put a :meth:`_capture` back, as much as possible; return what could not be restored."""
