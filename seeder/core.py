@@ -533,9 +533,9 @@ class Seeder:
             raise StateError(
                 f"the checkpoint used seed derivation v{state.get('derivation_version')!r}, this seeder derives "
                 f"v{derive.DERIVATION_VERSION}; install the seeder version that wrote it to continue the same streams")
-        want = {"format", "version", "derivation_version", "master_seed", "world_size", "rank", "last_reseed", "rngs", "participants"}
-        if set(state) != want:
-            raise StateError(f"seeder state keys differ: missing {sorted(want - set(state))}, unexpected {sorted(set(state) - want)}")
+        if state.keys() != _STATE_KEYS:
+            raise StateError(f"seeder state keys differ: missing {sorted(_STATE_KEYS - set(state))}, "
+                             f"unexpected {sorted(set(state) - _STATE_KEYS)}")
         try:
             check_master_seed(state["master_seed"], "state['master_seed']")
         except (TypeError, ValueError) as exc:
@@ -629,14 +629,19 @@ class Seeder:
                 "RNG and participant states left as they are; continue with reseed() of the next epoch",
                 entry["world_size"], self._topology.world_size, saved_master, self._last)  # type: ignore[union-attr]
             return
-        # Participants first: their own load_state_dict may fail despite the checks (user code), so each is
-        # snapshotted and put back on failure. The global RNG states were validated field by field and are
-        # applied last, where nothing can fail any more; so they need no (costly) snapshot.
+        # Participants with their own load_state_dict (user code) may fail despite the checks: they go first,
+        # snapshotted, and are put back on failure. RNG states handled by seeder's adapters (the global RNGs and
+        # registered generator objects) were validated field by field and go last, where nothing can fail any
+        # more; so they need no (costly) snapshot.
         live = self._stateful()
-        snapshot = self._capture(rngs=False)
+        own = {k: p for k, p in live.items() if not (isinstance(p, _Generator) and p.adapter is not None)}
+        snapshot = self._capture(rngs=False, only=list(own.values()))
         try:
-            for key, obj in live.items():
+            for key, obj in own.items():
                 obj.load_state_dict(entry["participants"][key])
+            for key, obj in live.items():
+                if key not in own:
+                    obj.load_state_dict(entry["participants"][key])
             for adapter in self._global_adapters():
                 adapter.set_state(entry["rngs"][adapter.name])
         except Exception as exc:
@@ -651,11 +656,12 @@ class Seeder:
             self._seen.add(self._last)
 
     # -------------------------------------------------------------- fork_rng
-    def _capture(self, rngs: bool = True) -> Tuple[Any, ...]:
-        """A snapshot for :meth:`_restore`: global RNGs (if ``rngs``), participants, bookkeeping."""
+    def _capture(self, rngs: bool = True, only: Optional[List[Any]] = None) -> Tuple[Any, ...]:
+        """A snapshot for :meth:`_restore`: global RNGs (if ``rngs``), participants (``only`` these), bookkeeping."""
         globals_ = [(a, a.get_state()) for a in self._global_adapters()] if rngs else []
+        members = list(self._stateful().values()) if only is None else only
         parts = [(p, p.state_dict() if isinstance(p, _Generator) and p.adapter is not None else copy.deepcopy(p.state_dict()))
-                 for p in self._stateful().values()]
+                 for p in members]
         return globals_, parts, self._master, self._last, self._resume_pending, set(self._seen)
 
     def _restore(self, snapshot: Tuple[Any, ...]) -> List[str]:
@@ -708,6 +714,10 @@ class Seeder:
                         SeederWarning,
                         stacklevel=3,
                     )
+
+
+_STATE_KEYS = frozenset({"format", "version", "derivation_version", "master_seed", "world_size", "rank", "last_reseed",
+                         "rngs", "participants"})
 
 
 def _world_message(saved: int, now: int) -> str:

@@ -10,6 +10,7 @@ Example:
 """
 from __future__ import annotations
 
+import array
 import random
 from typing import Any, Dict, List, Optional
 
@@ -61,13 +62,13 @@ class RNGAdapter:
         raise NotImplementedError
 
 
-_PROBE = random.Random(0)  # validates Python random states without touching a real generator
+_U32 = next(code for code in "IL" if array.array(code).itemsize == 4)  # array type code of a 32-bit unsigned int
 
 
 class PythonRandomAdapter(RNGAdapter):
     """A :class:`random.Random` (the module-level one by default).
 
-    The state is ``{"version": 3, "state": [625 ints], "gauss_next": float | None}``:
+    The state is ``{"version": 3, "state": (625 ints), "gauss_next": float | None}``:
     ``random.getstate()`` as plain values, which ``torch.load(weights_only=True)``
     accepts and which costs no conversion.
     """
@@ -82,7 +83,7 @@ class PythonRandomAdapter(RNGAdapter):
 
     def get_state(self) -> Dict[str, Any]:
         version, internal, gauss_next = self.rng.getstate()
-        return {"version": version, "state": list(internal), "gauss_next": gauss_next}
+        return {"version": version, "state": internal, "gauss_next": gauss_next}
 
     def check_state(self, state: Any, where: str) -> None:
         _expect(isinstance(state, dict) and set(state) == {"version", "state", "gauss_next"}, where,
@@ -91,18 +92,18 @@ class PythonRandomAdapter(RNGAdapter):
             raise StateError(f"{where}: unsupported random state version {state['version']!r}")
         words = state["state"]
         _expect(isinstance(words, (list, tuple)) and len(words) == 625, where,
-                "expected a list of 625 ints (624 Mersenne Twister words and the position)")
+                "expected a tuple of 625 ints (624 Mersenne Twister words and the position)")
         gauss = state["gauss_next"]
         _expect(gauss is None or type(gauss) is float, where, "gauss_next must be None or a float")
-        try:  # CPython checks types, negative words and the position ...
-            _PROBE.setstate((3, tuple(words), gauss))
-            in_range = max(words) <= 0xFFFFFFFF  # ... but silently truncates words above 32 bits
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise StateError(f"{where}: Mersenne Twister words out of range or not ints ({exc})") from None
-        _expect(in_range, where, "Mersenne Twister words out of range")
+        try:  # one C loop checks that every word is an int in [0, 2**32)
+            array.array(_U32, words)
+        except (TypeError, OverflowError) as exc:
+            raise StateError(f"{where}: Mersenne Twister words must be ints in [0, 2**32) ({exc})") from None
+        _expect(words[-1] <= 624, where, f"position {words[-1]} out of range [0, 624]")
 
     def set_state(self, state: Dict[str, Any]) -> None:
-        self.rng.setstate((state["version"], tuple(state["state"]), state["gauss_next"]))
+        words = state["state"]
+        self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
 
 
 class NumpyRandomStateAdapter(RNGAdapter):
@@ -142,7 +143,8 @@ class NumpyRandomStateAdapter(RNGAdapter):
         key = state["key"]
         if not (isinstance(key, torch.Tensor) and key.dtype == torch.int64 and tuple(key.shape) == (624,)):
             raise StateError(f"{where}: expected an int64 tensor of shape (624,)")
-        _expect(not (key.numpy() >> 32).any(), where, "Mersenne Twister words out of range")
+        words = key.numpy()
+        _expect(words.min() >= 0 and words.max() <= 0xFFFFFFFF, where, "Mersenne Twister words out of range")
         pos = state["pos"]
         _expect(type(pos) is int and 0 <= pos <= 624, where, "pos must be an int in [0, 624]")
         _expect(state["has_gauss"] in (0, 1), where, "has_gauss must be 0 or 1")
@@ -178,7 +180,7 @@ class NumpyGeneratorAdapter(RNGAdapter):
         want = type(self.rng.bit_generator).__name__
         _expect(state.get("bit_generator") == want, where,
                 f"state is for bit generator {state.get('bit_generator')!r}, this generator uses {want!r}")
-        probe = type(self.rng.bit_generator)()
+        probe = _probe_bit_generator(type(self.rng.bit_generator))
         try:
             probe.state = _unplain(state)
         except Exception as exc:  # whatever NumPy rejects, reported the same way
@@ -186,6 +188,16 @@ class NumpyGeneratorAdapter(RNGAdapter):
 
     def set_state(self, state: Dict[str, Any]) -> None:
         self.rng.bit_generator.state = _unplain(state)
+
+
+_BITGEN_PROBES: Dict[type, Any] = {}
+
+
+def _probe_bit_generator(kind: type) -> Any:
+    """One spare bit generator per type, to validate states on (making one draws OS entropy: slow)."""
+    if kind not in _BITGEN_PROBES:
+        _BITGEN_PROBES[kind] = kind(0)
+    return _BITGEN_PROBES[kind]
 
 
 def _plain(obj: Any) -> Any:
