@@ -660,8 +660,10 @@ class Seeder:
         """A snapshot for :meth:`_restore`: global RNGs (if ``rngs``), participants (``only`` these), bookkeeping."""
         globals_ = [(a, a.get_state()) for a in self._global_adapters()] if rngs else []
         members = list(self._stateful().values()) if only is None else only
-        parts = [(p, p.state_dict() if isinstance(p, _Generator) and p.adapter is not None else copy.deepcopy(p.state_dict()))
-                 for p in members]
+        with warnings.catch_warnings():  # a snapshot is no checkpoint: participants' checkpoint advice does not apply
+            warnings.simplefilter("ignore", SeederWarning)
+            parts = [(p, p.state_dict() if isinstance(p, _Generator) and p.adapter is not None
+                      else copy.deepcopy(p.state_dict())) for p in members]
         return globals_, parts, self._master, self._last, self._resume_pending, set(self._seen)
 
     def _restore(self, snapshot: Tuple[Any, ...]) -> List[str]:
