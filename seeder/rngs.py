@@ -207,7 +207,9 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype == np.uint64:
             return {"__uint64__": torch.from_numpy(obj.view(np.int64).copy())}
-        return {"__ndarray__": torch.from_numpy(obj.copy()), "dtype": str(obj.dtype)}
+        # uint32/uint16 widened to int64: torch before 2.3 has no such tensors; the dtype tag restores them.
+        wide = obj.astype(np.int64) if obj.dtype in (np.uint32, np.uint16) else obj.copy()
+        return {"__ndarray__": torch.from_numpy(wide), "dtype": str(obj.dtype)}
     if isinstance(obj, np.integer):
         return int(obj)
     return obj
@@ -218,7 +220,12 @@ def _unplain(obj: Any) -> Any:
         if "__uint64__" in obj:
             return obj["__uint64__"].numpy().view(np.uint64).copy()
         if "__ndarray__" in obj:
-            return obj["__ndarray__"].numpy().astype(obj["dtype"])
+            arr, dtype = obj["__ndarray__"].numpy(), np.dtype(obj["dtype"])
+            if dtype.kind in "ui" and arr.size:
+                info = np.iinfo(dtype)
+                if arr.min() < info.min or arr.max() > info.max:
+                    raise ValueError(f"values out of range for {dtype}")
+            return arr.astype(dtype)
         return {k: _unplain(v) for k, v in obj.items()}
     return obj
 

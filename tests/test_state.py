@@ -113,7 +113,9 @@ def test_resume_skips_the_saved_reseed_and_later_epochs_match():
 
 
 @pytest.mark.parametrize("make", [random.Random, np.random.default_rng, lambda: np.random.Generator(np.random.SFC64()),
-                                  np.random.RandomState, torch.Generator], ids=["Random", "PCG64", "SFC64", "RandomState", "torch"])
+                                  lambda: np.random.Generator(np.random.MT19937()),
+                                  lambda: np.random.Generator(np.random.Philox()), np.random.RandomState, torch.Generator],
+                         ids=["Random", "PCG64", "SFC64", "MT19937", "Philox", "RandomState", "torch"])
 def test_each_generator_object_round_trips(make):
     s = Seeder()
     s.init(9)
@@ -286,6 +288,21 @@ def test_every_corruption_raises_and_changes_nothing(setup, name):
     with pytest.raises((StateError, TypeError)):
         setup.s.check_state_dict(bad)
     setup.s.load_state_dict(state)  # the valid state still loads afterwards
+
+
+def test_numpy_generator_words_out_of_range_are_rejected():
+    s = Seeder()
+    s.init(2)
+    gen = np.random.Generator(np.random.MT19937())
+    s.register_generator(gen)
+    s.reseed(1, 0)
+    state = roundtrip(s.state_dict())
+    key = state["participants"]["generator.1"]["state"]["key"]["__ndarray__"]
+    key[0] = 2 ** 33
+    before = gen.bit_generator.state["state"]["key"].tolist()
+    with pytest.raises(StateError, match="out of range"):
+        s.load_state_dict(state)
+    assert gen.bit_generator.state["state"]["key"].tolist() == before
 
 
 def test_failure_inside_apply_rolls_everything_back():
