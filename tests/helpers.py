@@ -81,3 +81,14 @@ def json_lines(text: str, prefix: str = "") -> List[dict]:
             if body.startswith("{"):
                 rows.append(json.loads(body))
     return rows
+
+
+def global_rng_fingerprint() -> tuple:
+    """Exact, comparable states of Python ``random``, NumPy's global RNG and torch's CPU generator."""
+    import random
+
+    import numpy as np
+    import torch
+
+    kind, key, pos, has_gauss, cached = np.random.get_state()
+    return (random.getstate(), (kind, key.tobytes(), pos, has_gauss, cached), torch.get_rng_state().numpy().tobytes())
