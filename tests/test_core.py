@@ -298,3 +298,28 @@ def test_reseed_seeds_every_cuda_device_also_before_cuda_starts():
     from helpers import run_python
 
     assert run_python(["-c", LAZY_CUDA]).stdout.startswith("ok")
+
+
+IMPORT_PROBE = """
+import subprocess, sys, threading
+calls = []
+real = subprocess.Popen.__init__
+def spy(self, *a, **k):
+    calls.append(a)
+    return real(self, *a, **k)
+subprocess.Popen.__init__ = spy
+threads = threading.active_count()
+import seeder, seeder.pyt, seeder.derive
+import torch
+assert not torch.cuda.is_initialized(), "import initialised CUDA"
+assert seeder.rngs._ACCELERATORS is None, "import probed accelerators"
+assert calls == [], calls
+assert threading.active_count() == threads
+print("ok")
+"""
+
+
+def test_import_does_no_heavy_work():
+    from helpers import run_python
+
+    assert run_python(["-c", IMPORT_PROBE]).stdout.strip() == "ok"
