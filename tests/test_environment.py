@@ -280,3 +280,15 @@ def test_editable_install_in_a_venv_has_its_diff_captured(tmp_path):
     assert "-VALUE = 1" in diff and "+VALUE = 2" in diff and "hunter2hunter2" not in diff
     assert "seeder-throwaway" in (snap / "requirements.txt").read_text()  # the venv's own pip freeze
     assert m["git"]["status"] == "not a git repository"  # tmp_path is no repository
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+def test_uv_environment_is_frozen_with_uv(tmp_path):
+    venv = tmp_path / "uvenv"
+    subprocess.run(["uv", "venv", "-q", "--system-site-packages", str(venv)], check=True, timeout=120)
+    out = subprocess.run([str(venv / "bin" / "python"), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")],
+                         env=child_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    tools = load_snapshot(tmp_path / "snap")["tools"]
+    assert tools["uv pip freeze"]["status"] == "ok" and "pip freeze" not in tools
