@@ -525,6 +525,7 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
     environ = dict(os.environ)
     redactor = _Redactor(environ)
     _make_private_dir(target)
+    _remove_previous(target)
     writer = _Writer(target, redactor)
     started = _dt.datetime.now(_dt.timezone.utc)
 
@@ -601,6 +602,20 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
     logger.info("environment snapshot written to %s (%d files; not captured: %s)", target, len(writer.files) + 1,
                 ", ".join(missing) or "none")
     return target
+
+
+def _remove_previous(target: Path) -> None:
+    """Before overwriting a snapshot, delete the files its manifest lists (so none is left stale)."""
+    try:
+        old = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    names = list((old.get("files") or {}) if isinstance(old, dict) else []) + ["manifest.json"]
+    root = target.resolve()
+    for name in names:
+        path = (target / str(name)).resolve()
+        if root in path.parents and path.is_file():
+            path.unlink()
 
 
 def _one_line(value: str) -> str:

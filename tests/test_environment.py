@@ -156,6 +156,19 @@ def test_existing_snapshot_is_not_overwritten(snapshots, tmp_path):
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
+def test_overwrite_replaces_the_previous_snapshot(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    d = tmp_path / "snap"
+    d.mkdir()
+    (d / "editable").mkdir()
+    (d / "editable" / "gone.diff").write_text("stale")
+    (d / "notes.txt").write_text("mine")  # not a snapshot file: kept
+    (d / "manifest.json").write_text(json.dumps({"files": {"editable/gone.diff": {}, "../outside": {}}}))
+    capture_environment(d, overwrite=True)
+    assert not (d / "editable" / "gone.diff").exists() and (d / "notes.txt").read_text() == "mine"
+    assert "editable/gone.diff" not in load_snapshot(d)["files"]
+
+
 def test_missing_tools_are_recorded_not_fatal(tmp_path, monkeypatch):
     empty = tmp_path / "bin"
     empty.mkdir()
