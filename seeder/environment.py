@@ -354,8 +354,9 @@ def _torch_info() -> Tuple[Optional[Dict[str, Any]], str]:
     except Exception:  # noqa: BLE001 - CPU builds have no NCCL
         pass
     try:
-        info["cuda_available"] = bool(torch.cuda.is_available())
+        # device_count() asks NVML and leaves CUDA alone; is_available() would cuInit and poison fork()
         info["device_count"] = torch.cuda.device_count()
+        info["cuda_available"] = info["device_count"] > 0
         if torch.cuda.is_initialized():  # names only where CUDA runs already: a snapshot must not start it
             info["devices"] = [torch.cuda.get_device_name(i) for i in range(info["device_count"])]
     except Exception:  # noqa: BLE001

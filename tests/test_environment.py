@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import REPO_ROOT, child_env
+from helpers import child_env
 from seeder import cli
 from seeder.environment import (REDACTED, capture_environment, default_snapshot_dir, diff_environments,
                                 is_secret_name, load_snapshot, redact_environ, redact_text)
