@@ -213,6 +213,58 @@ def test_iterator_round_trip_across_epoch_boundaries():
         assert all(all(torch.equal(u, v) for u, v in zip(x, y)) for x, y in zip(got, full)), f"split at {first}"
 
 
+def test_reader_iterator_round_trip_needs_the_iterator_checkpoint(tmp_path):
+    """A shuffling file reader under a DALI iterator with reader_name: the iterator's own position is saved too."""
+    from nvidia.dali import fn, pipeline_def
+
+    files = []
+    for i in range(10):
+        path = tmp_path / f"{i}.bin"
+        path.write_bytes(bytes([i]) * 6)
+        files.append(str(path))
+
+    @pipeline_def(batch_size=dc.BATCH, num_threads=1, device_id=None)
+    def reader_pipe():
+        data, label = fn.readers.file(files=files, labels=list(range(10)), random_shuffle=True, initial_fill=4,
+                                      name="Reader")
+        return data, label, fn.random.uniform(range=(0.0, 1.0))
+
+    def iterator(pipe):
+        return DALIGenericIterator(pipe, ["data", "label", "noise"], reader_name="Reader", auto_reset=True,
+                                   last_batch_policy=LastBatchPolicy.PARTIAL)
+
+    def take(it, n):
+        out = []
+        while len(out) < n:
+            for batch in it:
+                out.append(tuple(batch[0][k].clone() for k in ("data", "label", "noise")))
+                if len(out) == n:
+                    break
+        return out
+
+    def same(a, b):
+        return len(a) == len(b) and all(all(torch.equal(u, v) for u, v in zip(x, y)) for x, y in zip(a, b))
+
+    full = take(iterator(reader_pipe(**sd.pipeline_kwargs(0, seeder=make_seeder()))), 9)
+    assert [len(b[1]) for b in full[:3]] == [4, 4, 2]  # epochs of 10 samples: the iterator trims the last batch
+    other = take(iterator(reader_pipe(**sd.pipeline_kwargs(0, seeder=make_seeder(7)))), 9)
+    assert [b[1].tolist() for b in other] != [b[1].tolist() for b in full]  # the shuffle follows the master seed
+    for first in (2, 4):
+        s1 = make_seeder()
+        pipe = reader_pipe(**sd.pipeline_kwargs(0, seeder=s1))
+        it = iterator(pipe)
+        sd.track(pipe, 0, iterator=it, seeder=s1)
+        got = take(it, first)
+        state = roundtrip(s1.state_dict())
+        s2 = make_seeder()
+        pipe2 = reader_pipe(**sd.pipeline_kwargs(0, state=state, seeder=s2))
+        it2 = iterator(pipe2)
+        sd.track(pipe2, 0, iterator=it2, seeder=s2)
+        s2.load_state_dict(state)
+        got += take(it2, 9 - first)
+        assert same(got, full), f"split at {first}"
+
+
 # ------------------------------------------------------------------ warnings
 def test_reseed_warns_exactly_once_per_pipeline():
     s = make_seeder()
