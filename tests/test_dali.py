@@ -378,6 +378,11 @@ def test_bad_state_raises_state_error_and_changes_nothing():
         with pytest.raises(StateError, match=match):
             s3.load_state_dict(bad)
         assert tracked3.restored_checkpoints is None
+    two = copy.deepcopy(good)
+    two["participants"]["dali.0"]["checkpoints"] *= 2  # as saved through an iterator over two pipelines
+    with pytest.raises(ValueError, match="iterator over 2 pipelines"):
+        sd.pipeline_kwargs(0, state=two, seeder=s3)
+    assert len(sd.saved_checkpoints(two, 0)) == 2
     with pytest.raises(StateError, match="no DALI pipeline 7"):
         sd.saved_checkpoints(good, 7)
     with pytest.raises(StateError, match="not a seeder state"):
