@@ -243,6 +243,7 @@ class TrackedPipeline(Participant):
         self.pipeline_id = pipeline_id
         self.shared = shared
         self.restored_checkpoints: Optional[List[Union[bytes, str]]] = None
+        self._pending_restore = False  # a checkpoint was loaded; check that the pipeline was built from it
         self._set(pipeline, iterator)
 
     def _set(self, pipeline: Any, iterator: Any) -> None:
@@ -341,8 +342,6 @@ class TrackedPipeline(Participant):
         if self._pending_restore:
             logger.info("DALI pipeline %d: checkpoint loaded; the pipeline must be built with checkpoint= to continue",
                         self.pipeline_id)
-
-    _pending_restore = False
 
     def _check_restored(self) -> None:
         """Warn once if a loaded checkpoint was not used to build the tracked pipeline."""
