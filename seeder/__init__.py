@@ -15,6 +15,7 @@ from .core import ENV_SEED, STATE_FORMAT_VERSION, Participant, Seeder
 from .derive import DERIVATION_VERSION, Domain, derive_seed
 from .determinism import enforce_reproducibility
 from .errors import SeederWarning, StateError
+from . import dali  # noqa: E402  seeder.dali; imports no DALI, lets register_generator take DALI pipelines
 
 __version__ = "0.1.0"
 
