@@ -16,6 +16,7 @@ from .derive import DERIVATION_VERSION, Domain, derive_seed
 from .determinism import DeterminismReport, enforce_determinism, enforce_reproducibility, python_hash_seed
 from .environment import EnvDiff, capture_environment, default_snapshot_dir, diff_environments, load_snapshot
 from .errors import SeederWarning, StateError
+from . import dali  # noqa: E402  seeder.dali; imports no DALI, lets register_generator take DALI pipelines
 
 __version__ = "0.1.0"
 

@@ -26,7 +26,8 @@ from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning, StateError
 from .rngs import RNGAdapter, adapter_for, global_adapters
 
-__all__ = ["Seeder", "Participant", "STATE_FORMAT_VERSION", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR"]
+__all__ = ["Seeder", "Participant", "STATE_FORMAT_VERSION", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR",
+           "add_participant_factory"]
 
 logger = logging.getLogger("seeder")
 
@@ -58,6 +59,24 @@ class Participant:
 
 
 GeneratorLike = Union[Callable[[int], Any], Any]
+
+#: Functions ``factory(obj, seeder, shared) -> participant or None`` that turn objects a
+#: feature knows (e.g. DALI pipelines) into participants for ``register_generator``.
+_participant_factories: List[Callable[[Any, "Seeder", bool], Any]] = []
+
+
+def add_participant_factory(factory: Callable[[Any, "Seeder", bool], Any]) -> None:
+    """Let a feature module make participants for objects handed to :meth:`Seeder.register_generator`.
+
+    ``factory(obj, seeder, shared)`` returns a participant for ``obj`` (with a
+    ``seeder_target`` attribute naming ``obj``, so ``unregister_generator(obj)`` finds
+    it), or ``None`` for objects it does not know. Core imports no feature; features register here.
+    Adding the same factory twice has no effect.
+    """
+    if not callable(factory):
+        raise TypeError(f"add_participant_factory() needs a callable factory(obj, seeder, shared), got {type(factory).__name__}")
+    if factory not in _participant_factories:
+        _participant_factories.append(factory)
 
 
 class _Generator(Participant):
@@ -340,7 +359,9 @@ class Seeder:
         Each gets its own stream: the per-rank seed, or with ``shared=True`` one seed
         equal on all ranks. If a reseed already happened, ``gen`` is seeded at once
         for that ``(task, epoch)``. Seeds are 64-bit; fold with ``seed % 2**32`` for
-        an RNG that takes 32 bits.
+        an RNG that takes 32 bits. A participant (an object with ``seeder_reseed``, or
+        an object a feature knows, such as a DALI pipeline once :mod:`seeder.dali` is
+        imported) is held and called from the next reseed on, not at once.
 
         >>> import random
         >>> s = Seeder(); s.init(5); rng = random.Random()
@@ -348,12 +369,19 @@ class Seeder:
         """
         if not isinstance(shared, bool):
             raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
-        if adapter_for(gen) is None and not callable(gen):
-            raise TypeError(
-                f"register_generator() needs a callable f(seed: int) or a random.Random, numpy Generator/"
-                f"RandomState or torch.Generator; got {type(gen).__name__} {gen!r}")
         if self._find_generator(gen) is not None:
             raise ValueError(f"{_describe(gen)} is already registered; register each generator once")
+        if adapter_for(gen) is None:
+            participant = self._participant_for(gen, shared)
+            if participant is not None:
+                # Participants (e.g. DALI pipelines) join at the next reseed; they are not called now.
+                self._members.append(participant)
+                return
+            if not callable(gen):
+                raise TypeError(
+                    f"register_generator() needs a callable f(seed: int), a random.Random, numpy Generator/"
+                    f"RandomState, torch.Generator or a participant (an object with seeder_reseed, or a DALI "
+                    f"pipeline); got {type(gen).__name__} {gen!r}")
         member = _Generator(gen, shared, self._next_stream)
         self._next_stream += 1
         self._members.append(member)
@@ -367,10 +395,23 @@ class Seeder:
             raise ValueError(f"{_describe(gen)} is not registered; nothing to unregister")
         self._members.remove(member)
 
-    def _find_generator(self, gen: Any) -> Optional[_Generator]:
+    def _find_generator(self, gen: Any) -> Any:
         for member in self._members:
-            if isinstance(member, _Generator) and member.matches(gen):
+            if isinstance(member, _Generator):
+                if member.matches(gen):
+                    return member
+            elif member is gen or getattr(member, "seeder_target", None) is gen:
                 return member
+        return None
+
+    def _participant_for(self, obj: Any, shared: bool) -> Any:
+        """``obj`` itself if it is a participant, else what a feature's factory makes of it, else ``None``."""
+        if callable(getattr(obj, "seeder_reseed", None)):
+            return obj
+        for factory in _participant_factories:
+            participant = factory(obj, self, shared)
+            if participant is not None:
+                return participant
         return None
 
     def attach(self, participant: Any, *, weak: bool = True) -> None:
