@@ -30,7 +30,8 @@ from .distributed import Topology, agree_master_seed, discover, process_group_ac
 from .errors import SeederWarning, StateError
 from .rngs import RNGAdapter, adapter_for, global_adapters
 
-__all__ = ["Seeder", "Participant", "STATE_FORMAT_VERSION", "GATHERED_FORMAT", "ENV_SEED"]
+__all__ = ["Seeder", "Participant", "STATE_FORMAT_VERSION", "GATHERED_FORMAT", "ENV_SEED", "ENV_DETERMINISTIC",
+           "ENV_SNAPSHOT_DIR", "add_participant_factory"]
 
 logger = logging.getLogger("seeder")
 
@@ -40,6 +41,10 @@ STATE_FORMAT_VERSION = 1
 GATHERED_FORMAT = "seeder-gathered"
 #: Environment variable that supplies the master seed when ``init`` gets none.
 ENV_SEED = "SEEDER_SEED"
+#: Environment variable that turns on deterministic mode when ``init`` gets ``deterministic=None``.
+ENV_DETERMINISTIC = "SEEDER_DETERMINISTIC"
+#: Environment variable naming the snapshot directory when ``init`` gets ``snapshot_dir=None``.
+ENV_SNAPSHOT_DIR = "SEEDER_SNAPSHOT_DIR"
 
 
 class Participant:
@@ -62,6 +67,24 @@ class Participant:
 
 
 GeneratorLike = Union[Callable[[int], Any], Any]
+
+#: Functions ``factory(obj, seeder, shared) -> participant or None`` that turn objects a
+#: feature knows (e.g. DALI pipelines) into participants for ``register_generator``.
+_participant_factories: List[Callable[[Any, "Seeder", bool], Any]] = []
+
+
+def add_participant_factory(factory: Callable[[Any, "Seeder", bool], Any]) -> None:
+    """Let a feature module make participants for objects handed to :meth:`Seeder.register_generator`.
+
+    ``factory(obj, seeder, shared)`` returns a participant for ``obj`` (with a
+    ``seeder_target`` attribute naming ``obj``, so ``unregister_generator(obj)`` finds
+    it), or ``None`` for objects it does not know. Core imports no feature; features register here.
+    Adding the same factory twice has no effect.
+    """
+    if not callable(factory):
+        raise TypeError(f"add_participant_factory() needs a callable factory(obj, seeder, shared), got {type(factory).__name__}")
+    if factory not in _participant_factories:
+        _participant_factories.append(factory)
 
 
 class _Generator(Participant):
@@ -151,6 +174,7 @@ class Seeder:
         # ordered registry: (participant or weakref to it, strong?)
         self._members: List[Any] = []
         self._next_stream = 1
+        self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
 
     # ------------------------------------------------------------------ init
     def init(
@@ -160,6 +184,8 @@ class Seeder:
         local_rank: Optional[int] = None,
         *,
         rank: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+        snapshot_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     ) -> None:
         """Set the master seed and find this process's global rank.
 
@@ -170,6 +196,12 @@ class Seeder:
         the rank on this node, as in NVIDIA's seeder; seeds use the *global* rank
         (process group, else ``$RANK``, else ``local_rank``), so two nodes never
         share seeds. Calling ``init`` again starts over; registered generators stay.
+
+        ``deterministic=True`` (``None``: ``$SEEDER_DETERMINISTIC``, which ``seeder run
+        --deterministic`` sets) calls :func:`seeder.determinism.enforce_determinism` on every
+        rank; ``False`` leaves torch as it is. ``snapshot_dir`` (``None``: ``$SEEDER_SNAPSHOT_DIR``)
+        captures the environment there with :func:`seeder.environment.capture_environment`,
+        once per directory and process, on global rank 0 only.
 
         >>> s = Seeder(); s.init(1234, ngpus=1, local_rank=0); s.get_master_seed()
         1234
@@ -191,6 +223,14 @@ class Seeder:
                 check_key(value, name)
         if ngpus is not None and ngpus < 1:
             raise ValueError(f"ngpus must be >= 1 (the number of processes in all nodes), got {ngpus}")
+        deterministic = _flag(deterministic, "deterministic", ENV_DETERMINISTIC)
+        if snapshot_dir is None:
+            snapshot_dir = os.environ.get(ENV_SNAPSHOT_DIR) or None
+        elif not isinstance(snapshot_dir, (str, os.PathLike)):
+            raise TypeError(f"snapshot_dir must be a directory path (str or os.PathLike) or None, got "
+                            f"{type(snapshot_dir).__name__} {snapshot_dir!r}")
+        elif not os.fspath(snapshot_dir):
+            raise ValueError("snapshot_dir is empty; pass a directory path, or None for $SEEDER_SNAPSHOT_DIR")
         topology = discover(rank, ngpus, local_rank)
         seed, explicit = agree_master_seed(seed, explicit)
 
@@ -200,6 +240,23 @@ class Seeder:
         if topology.rank == 0:
             how = "given" if explicit else "drawn from OS entropy"
             logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
+        if deterministic:
+            from .determinism import enforce_determinism  # lazy: core does not depend on the feature
+
+            enforce_determinism()
+        if snapshot_dir is not None and topology.rank == 0:
+            self._snapshot(os.path.abspath(os.fspath(snapshot_dir)))
+
+    def _snapshot(self, directory: str) -> None:
+        if directory in self._snapshots:
+            return
+        from .environment import capture_environment  # lazy: core does not depend on the feature
+
+        try:
+            capture_environment(directory, extra={"master_seed": self._master, "world_size": self.world_size})
+        except FileExistsError as exc:
+            warnings.warn(f"environment snapshot not taken: {exc}", SeederWarning, stacklevel=3)
+        self._snapshots.add(directory)
 
     def reset(self) -> None:
         """Forget the master seed, the last reseed and every registered participant."""
@@ -316,7 +373,9 @@ class Seeder:
         Each gets its own stream: the per-rank seed, or with ``shared=True`` one seed
         equal on all ranks. If a reseed already happened, ``gen`` is seeded at once
         for that ``(task, epoch)``. Seeds are 64-bit; fold with ``seed % 2**32`` for
-        an RNG that takes 32 bits.
+        an RNG that takes 32 bits. A participant (an object with ``seeder_reseed``, or
+        an object a feature knows, such as a DALI pipeline once :mod:`seeder.dali` is
+        imported) is held and called from the next reseed on, not at once.
 
         >>> import random
         >>> s = Seeder(); s.init(5); rng = random.Random()
@@ -324,12 +383,19 @@ class Seeder:
         """
         if not isinstance(shared, bool):
             raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
-        if adapter_for(gen) is None and not callable(gen):
-            raise TypeError(
-                f"register_generator() needs a callable f(seed: int) or a random.Random, numpy Generator/"
-                f"RandomState or torch.Generator; got {type(gen).__name__} {gen!r}")
         if self._find_generator(gen) is not None:
             raise ValueError(f"{_describe(gen)} is already registered; register each generator once")
+        if adapter_for(gen) is None:
+            participant = self._participant_for(gen, shared)
+            if participant is not None:
+                # Participants (e.g. DALI pipelines) join at the next reseed; they are not called now.
+                self._members.append(participant)
+                return
+            if not callable(gen):
+                raise TypeError(
+                    f"register_generator() needs a callable f(seed: int), a random.Random, numpy Generator/"
+                    f"RandomState, torch.Generator or a participant (an object with seeder_reseed, or a DALI "
+                    f"pipeline); got {type(gen).__name__} {gen!r}")
         member = _Generator(gen, shared, self._next_stream)
         self._next_stream += 1
         self._members.append(member)
@@ -343,10 +409,23 @@ class Seeder:
             raise ValueError(f"{_describe(gen)} is not registered; nothing to unregister")
         self._members.remove(member)
 
-    def _find_generator(self, gen: Any) -> Optional[_Generator]:
+    def _find_generator(self, gen: Any) -> Any:
         for member in self._members:
-            if isinstance(member, _Generator) and member.matches(gen):
+            if isinstance(member, _Generator):
+                if member.matches(gen):
+                    return member
+            elif member is gen or getattr(member, "seeder_target", None) is gen:
                 return member
+        return None
+
+    def _participant_for(self, obj: Any, shared: bool) -> Any:
+        """``obj`` itself if it is a participant, else what a feature's factory makes of it, else ``None``."""
+        if callable(getattr(obj, "seeder_reseed", None)):
+            return obj
+        for factory in _participant_factories:
+            participant = factory(obj, self, shared)
+            if participant is not None:
+                return participant
         return None
 
     def attach(self, participant: Any, *, weak: bool = True) -> None:
@@ -629,25 +708,26 @@ class Seeder:
                 "RNG and participant states left as they are; continue with reseed() of the next epoch",
                 entry["world_size"], self._topology.world_size, saved_master, self._last)  # type: ignore[union-attr]
             return
-        # Participants with their own load_state_dict (user code) may fail despite the checks: they go first,
-        # snapshotted, and are put back on failure. RNG states handled by seeder's adapters (the global RNGs and
-        # registered generator objects) were validated field by field and go last, where nothing can fail any
-        # more; so they need no (costly) snapshot.
+        # Order: participants whose state nothing validated (a registered callable's owner without
+        # check_state_dict) first, each snapshotted and put back if anything fails; then participants that
+        # validated their state (their check_state_dict, or seeder's adapters); then the global RNGs, validated
+        # field by field, where nothing can fail any more. Snapshots only where needed: one is not free (NumPy's
+        # get_state) and a participant's state_dict may have side effects (a DALI pipeline checkpoints itself).
         live = self._stateful()
-        own = {k: p for k, p in live.items() if not (isinstance(p, _Generator) and p.adapter is not None)}
-        snapshot = self._capture(rngs=False, only=list(own.values()))
+        unchecked = [k for k, p in live.items() if not _validates(p)]
+        snapshot = self._capture([live[k] for k in unchecked], rngs=False)
+        applied: List[str] = []
         try:
-            for key, obj in own.items():
-                obj.load_state_dict(entry["participants"][key])
-            for key, obj in live.items():
-                if key not in own:
-                    obj.load_state_dict(entry["participants"][key])
+            for key in unchecked + [k for k in live if k not in unchecked]:
+                live[key].load_state_dict(entry["participants"][key])
+                applied.append(key)
             for adapter in self._global_adapters():
                 adapter.set_state(entry["rngs"][adapter.name])
         except Exception as exc:
-            failed = self._restore(snapshot)
-            kept = (f"every RNG and participant was put back as it was before load_state_dict, except {'; '.join(failed)}"
-                    if failed else "every RNG and participant was put back as it was before load_state_dict")
+            stuck = [f"{k} (already loaded)" for k in applied if k not in unchecked] + self._restore(snapshot)
+            kept = "every RNG and participant was put back as it was before load_state_dict"
+            if stuck:
+                kept += f", except {'; '.join(stuck)}"
             raise StateError(f"loading the seeder state failed ({type(exc).__name__}: {exc}); {kept}") from exc
         self._master = saved_master
         self._last = tuple(last) if last is not None else None  # type: ignore[assignment]
@@ -656,10 +736,9 @@ class Seeder:
             self._seen.add(self._last)
 
     # -------------------------------------------------------------- fork_rng
-    def _capture(self, rngs: bool = True, only: Optional[List[Any]] = None) -> Tuple[Any, ...]:
-        """A snapshot for :meth:`_restore`: global RNGs (if ``rngs``), participants (``only`` these), bookkeeping."""
+    def _capture(self, members: List[Any], rngs: bool = True) -> Tuple[Any, ...]:
+        """A snapshot for :meth:`_restore`: the global RNGs (if ``rngs``), ``members``' states, bookkeeping."""
         globals_ = [(a, a.get_state()) for a in self._global_adapters()] if rngs else []
-        members = list(self._stateful().values()) if only is None else only
         with warnings.catch_warnings():  # a snapshot is no checkpoint: participants' checkpoint advice does not apply
             warnings.simplefilter("ignore", SeederWarning)
             parts = [(p, p.state_dict() if isinstance(p, _Generator) and p.adapter is not None
@@ -686,10 +765,11 @@ class Seeder:
     def fork_rng(self) -> Iterator[None]:
         """Run a block with every RNG this seeder knows isolated; restore them all afterwards.
 
-        Python ``random``, NumPy, torch CPU, every accelerator device, registered
-        generator objects and participants' states (samplers, ...) are saved on entry
-        and put back on exit, also when the block raises; so are the last reseed and
-        the resume marker. Works before :meth:`init` too. A registered plain callable
+        Python ``random``, NumPy, torch CPU, every accelerator device and the registered
+        generators (objects, and callables whose owner has ``state_dict``/``load_state_dict``)
+        are saved on entry and put back on exit, also when the block raises; so are the
+        last reseed and the resume marker. Samplers and DALI pipelines are not RNGs: they
+        keep their positions. Works before :meth:`init` too. A registered plain callable
         has no state to restore: if the block reseeds, that warns.
 
         >>> import random
@@ -699,7 +779,7 @@ class Seeder:
         >>> inside == random.random()
         True
         """
-        snapshot = self._capture()
+        snapshot = self._capture([p for p in self._stateful().values() if isinstance(p, _Generator)])
         try:
             yield
         finally:
@@ -722,10 +802,31 @@ _STATE_KEYS = frozenset({"format", "version", "derivation_version", "master_seed
                          "rngs", "participants"})
 
 
+def _validates(participant: Any) -> bool:
+    """Whether ``participant``'s state was checked by :meth:`Seeder.check_state_dict` (so loading it cannot fail)."""
+    if isinstance(participant, _Generator):
+        return participant.adapter is not None or callable(getattr(participant.owner, "check_state_dict", None))
+    return callable(getattr(participant, "check_state_dict", None))
+
+
 def _world_message(saved: int, now: int) -> str:
     return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}; resume with the same "
             f"world size for an exact continuation, or pass allow_world_change=True to load_state_dict to keep the "
             f"master seed and epoch position and continue from the next epoch boundary")
+
+
+def _flag(value: Any, name: str, env_name: str) -> bool:
+    """A bool argument, or when it is None the boolean in ``$env_name`` (1/true/yes/on, 0/false/no/off)."""
+    if value is not None:
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True, False or None (read ${env_name}), got {type(value).__name__} {value!r}")
+        return value
+    raw = os.environ.get(env_name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{env_name}={raw!r} is not a boolean; set it to 1 or 0, or unset it")
 
 
 def _resolve(member: Any) -> Any:

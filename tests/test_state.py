@@ -305,6 +305,14 @@ def test_numpy_generator_words_out_of_range_are_rejected():
     assert gen.bit_generator.state["state"]["key"].tolist() == before
 
 
+def test_fork_rng_leaves_participants_alone(setup):
+    pos = Position()
+    setup.s.attach(pos)
+    with setup.s.fork_rng():
+        pos.index = 5  # a sampler moving inside the block keeps its position: it is not an RNG
+    assert pos.index == 5
+
+
 def test_failure_inside_apply_rolls_everything_back():
     class Fragile:
         """Owner protocol without check_state_dict whose load fails after the global RNGs were set."""
