@@ -86,7 +86,7 @@ class PythonRandomAdapter(RNGAdapter):
         return {"version": version, "state": internal, "gauss_next": gauss_next}
 
     def check_state(self, state: Any, where: str) -> None:
-        _expect(isinstance(state, dict) and set(state) == {"version", "state", "gauss_next"}, where,
+        _expect(isinstance(state, dict) and state.keys() == _PYTHON_KEYS, where,
                 "expected a dict with keys version, state, gauss_next")
         if state["version"] != 3:
             raise StateError(f"{where}: unsupported random state version {state['version']!r}")
@@ -104,6 +104,10 @@ class PythonRandomAdapter(RNGAdapter):
     def set_state(self, state: Dict[str, Any]) -> None:
         words = state["state"]
         self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
+
+
+_NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
+_PYTHON_KEYS = frozenset({"version", "state", "gauss_next"})
 
 
 class NumpyRandomStateAdapter(RNGAdapter):
@@ -129,22 +133,20 @@ class NumpyRandomStateAdapter(RNGAdapter):
         kind, key, pos, has_gauss, cached = self.rng.get_state()
         return {
             "kind": str(kind),
-            "key": torch.from_numpy(key.astype(np.int64)),
+            "key": torch.from_numpy(key.view(np.int32)),  # the 624 words' bits as int32: every value is valid
             "pos": int(pos),
             "has_gauss": int(has_gauss),
             "cached_gaussian": float(cached),
         }
 
     def check_state(self, state: Any, where: str) -> None:
-        _expect(isinstance(state, dict) and set(state) == {"kind", "key", "pos", "has_gauss", "cached_gaussian"},
-                where, "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
+        _expect(isinstance(state, dict) and state.keys() == _NUMPY_KEYS, where,
+                "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
         if state["kind"] != "MT19937":
             raise StateError(f"{where}: unsupported NumPy bit generator {state['kind']!r}")
         key = state["key"]
-        if not (isinstance(key, torch.Tensor) and key.dtype == torch.int64 and tuple(key.shape) == (624,)):
-            raise StateError(f"{where}: expected an int64 tensor of shape (624,)")
-        words = key.numpy()
-        _expect(words.min() >= 0 and words.max() <= 0xFFFFFFFF, where, "Mersenne Twister words out of range")
+        if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
+            raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits)")
         pos = state["pos"]
         _expect(type(pos) is int and 0 <= pos <= 624, where, "pos must be an int in [0, 624]")
         _expect(state["has_gauss"] in (0, 1), where, "has_gauss must be 0 or 1")
@@ -152,7 +154,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def set_state(self, state: Dict[str, Any]) -> None:
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
-        key = state["key"].tolist()
+        key = state["key"].numpy().view(np.uint32).tolist()
         self.rng.set_state((state["kind"], key, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
 

@@ -256,7 +256,7 @@ CORRUPTIONS = {
     "python_keys": _delete(["rngs", "python", "gauss_next"]),
     "numpy_kind": _set(["rngs", "numpy", "kind"], "PCG64"),
     "numpy_key_shape": _set(["rngs", "numpy", "key"], lambda t: t[:100]),
-    "numpy_key_range": _set(["rngs", "numpy", "key"], lambda t: t * 0 - 1),
+    "numpy_key_dtype": _set(["rngs", "numpy", "key"], lambda t: t.to(torch.int64)),
     "numpy_pos": _set(["rngs", "numpy", "pos"], 625),
     "numpy_has_gauss": _set(["rngs", "numpy", "has_gauss"], 2),
     "numpy_cached": _set(["rngs", "numpy", "cached_gaussian"], None),
