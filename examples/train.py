@@ -286,7 +286,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if distributed:
             dist.barrier()
             dist.destroy_process_group()
-        print(f"DIGEST {digest}", flush=True)
+        if rank == 0:  # one line: torchrun interleaves the ranks' stdout (they hold the same weights anyway)
+            print(f"DIGEST {digest}", flush=True)
         return 0
 
     step_sleep = float(os.environ.get("SEEDER_EXAMPLE_STEP_SLEEP", "0") or 0)
