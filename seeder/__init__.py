@@ -18,6 +18,8 @@ from .determinism import DeterminismReport, enforce_determinism, enforce_reprodu
 from .environment import EnvDiff, capture_environment, default_snapshot_dir, diff_environments, load_snapshot
 from .errors import SeederWarning, StateError
 from . import dali  # noqa: E402  seeder.dali; imports no DALI, lets register_generator take DALI pipelines
+from .sampler import DistributedSampler
+from .workers import SeededDataset, WorkerInitFn, dataloader_generator, make_worker_init_fn, sample_seed, worker_init_fn
 
 __version__ = "0.1.0"
 
@@ -73,4 +75,11 @@ __all__ = [
     "load_snapshot",
     "diff_environments",
     "EnvDiff",
+    "DistributedSampler",
+    "SeededDataset",
+    "WorkerInitFn",
+    "worker_init_fn",
+    "make_worker_init_fn",
+    "sample_seed",
+    "dataloader_generator",
 ]
