@@ -181,7 +181,7 @@ def plot_compare(report: Dict[str, Any], metrics: Dict[str, Metrics]) -> Figure:
         for i, (rep, m) in enumerate(_runs(metrics, cf)):
             keep = [j for j, k in enumerate(m.keys) if k in xmap]
             top.plot([xmap[m.keys[j]] for j in keep], m.losses[keep], color=COLORS[cf], lw=0.6, alpha=0.35)
-        top.plot(x, ps[f"mean_{cf}"], color=COLORS[cf], lw=2, label=f"{cf.upper()} mean of {report['runs']} seeds")
+        top.plot(x, ps[f"mean_{cf}"], color=COLORS[cf], lw=2, label=f"{cf.upper()} mean of {report['pairs']} seeds")
     top.set_ylabel("train loss")
     top.legend(fontsize=8)
     top.set_title(report["summary"], fontsize=9)

@@ -59,7 +59,9 @@ excludes 0.
 Across seeds, A's and B's values vary as unseeded runs would. An unpaired comparison of
 unseeded runs with m runs per configuration has the interval half-width
 t * sqrt((sd_A^2 + sd_B^2) / m) (Welch degrees of freedom); "unpaired runs needed" is the
-smallest m that matches the paired interval's half-width.
+smallest m that matches the paired interval's half-width ("unbounded" when the paired
+interval has zero width: A and B gave identical values for every seed). "Pairing divides the
+variance by" is (sd_A^2 + sd_B^2) / sd_(B-A)^2.
 """
 
 
@@ -69,7 +71,7 @@ def _fmt(v: Any, digits: int = 4) -> str:
     if isinstance(v, str):
         return v
     if isinstance(v, float):
-        return f"{v:.{digits}g}"
+        return "unbounded" if v == float("inf") else f"{v:.{digits}g}"
     return str(v)
 
 
@@ -92,8 +94,9 @@ def table(report: Dict[str, Any]) -> str:
     """The verdict as a plain-text table (what the command prints)."""
     if report.get("kind") == "compare":
         return (_grid(_compare_rows(report)) + f"\n\n{report['summary']}\n"
-                f"paired runs: {report['runs']}; std of B - A {report['std_difference']:.3g}, "
-                f"std across seeds A {report['std_a']:.3g}, B {report['std_b']:.3g}")
+                f"paired runs: {report['pairs']}; std of B - A {report['std_difference']:.3g}, "
+                f"std across seeds A {report['std_a']:.3g}, B {report['std_b']:.3g}; pairing divides the variance "
+                f"of the difference by {_fmt(report['variance_reduction'], 3)}")
     rows = [["check", "result", "summary"]] + [[c["name"], c["status"], c["summary"]] for c in report["checks"]]
     text = _grid(rows) + f"\n\nverdict: {report['verdict']}"
     for r in report.get("reasons", []):

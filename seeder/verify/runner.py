@@ -65,6 +65,7 @@ class RunResult:
     log: Path
     reason: str = ""
     info: Dict[str, object] = field(default_factory=dict)
+    started: Optional[float] = None  # wall-clock start (time.time()), None if never started
 
     @property
     def ok(self) -> bool:
@@ -167,8 +168,11 @@ def _stop(procs: Sequence[subprocess.Popen], grace: float) -> None:
 
 
 def _write_record(spec: RunSpec, result: RunResult, env_extra: Dict[str, str]) -> None:
+    if not Path(spec.workdir).is_dir():  # never started: nothing to describe beside
+        return
     record = {"name": spec.name, "argv": spec.argv, "env": env_extra, "cwd": str(spec.cwd) if spec.cwd else None,
               "status": result.status, "returncode": result.returncode, "duration_s": round(result.duration, 3),
+              "started": result.started, "ended": None if result.started is None else result.started + result.duration,
               "reason": result.reason, **{k: v for k, v in spec.info.items() if isinstance(v, (str, int, float, type(None)))}}
     try:
         (Path(spec.workdir) / "run.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -199,8 +203,10 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
     results: Dict[str, RunResult] = {}
     bar = _Progress(len(specs), progress, desc)
     stopping = False
+    starts: Dict[str, float] = {}
 
     def finish(res: RunResult, spec: RunSpec, env_extra: Dict[str, str]) -> None:
+        res.started = starts.get(res.name)
         results[res.name] = res
         _write_record(spec, res, env_extra)
         bar.update(res, list(running))
@@ -242,6 +248,7 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
                         stopping = True
                     continue
                 running[spec.name] = (spec, proc, time.monotonic(), fh)
+                starts[spec.name] = time.time()
             # Reap finished runs.
             for name in list(running):
                 spec, proc, t0, fh = running[name]
