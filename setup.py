@@ -14,7 +14,7 @@ setup(
     install_requires=["numpy>=1.22", "torch>=1.13"],
     extras_require={
         "dali": ["nvidia-dali-cuda120"],
-        "plot": ["matplotlib>=3.5", "scipy>=1.8", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6"],
+        "plot": ["matplotlib>=3.5", "scipy>=1.8", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6", "tqdm>=4.60"],
         "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2"],
     },
     entry_points={"console_scripts": ["seeder=seeder.cli:main"]},

@@ -174,12 +174,11 @@ def _per_step(full: Sequence[Metrics], resume: Sequence[Metrics], unseeded: Sequ
     sd_s, sd_u = stats.step_spread(seeded_m), stats.step_spread(unseeded_m)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(sd_u > 0, sd_s ** 2 / np.where(sd_u > 0, sd_u ** 2, 1.0), np.nan)
-    mean_curve = fm.mean(axis=0) if len(keys) else None
     corr = {}
     if len(keys) >= 3:
-        corr["seeded_vs_seeded"] = stats.residual_correlation(seeded_m, mean_curve=mean_curve)
-        corr["unseeded_vs_unseeded"] = stats.residual_correlation(unseeded_m, mean_curve=mean_curve)
-        corr["seeded_vs_unseeded"] = stats.residual_correlation(seeded_m, unseeded_m, mean_curve=mean_curve)
+        corr["seeded_vs_seeded"] = stats.residual_correlation(seeded_m)
+        corr["unseeded_vs_unseeded"] = stats.residual_correlation(unseeded_m)
+        corr["seeded_vs_unseeded"] = stats.residual_correlation(seeded_m, unseeded_m)
         # Resumed runs against their own uninterrupted run, on the resumed steps.
         rs = []
         index = {k: i for i, k in enumerate(keys)}
@@ -188,7 +187,7 @@ def _per_step(full: Sequence[Metrics], resume: Sequence[Metrics], unseeded: Sequ
             if len(ks) >= 3:
                 cols = [index[k] for k in ks]
                 sv = np.array([s.as_dict()[k] for k in ks])
-                rs.append(stats.residual_correlation(fm[r, cols][None], sv[None], mean_curve=mean_curve[cols]))
+                rs.append(stats.residual_correlation(fm[r, cols][None], sv[None]))
         corr["full_vs_resumed"] = float(np.nanmean(rs)) if rs and not all(math.isnan(v) for v in rs) else math.nan
     finite = ratio[np.isfinite(ratio)]
     return {"keys": [list(k) for k in keys], "std_seeded": sd_s.tolist(), "std_unseeded": sd_u.tolist(),

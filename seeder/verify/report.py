@@ -5,7 +5,7 @@ Example:
     ...     {"name": "resume", "status": "PASS", "summary": "bitwise", "reasons": [], "details": {}}]}
     >>> print(table(rep))
     check   result  summary
-    ------  ------  --------
+    ------  ------  -------
     resume  PASS    bitwise
     <BLANKLINE>
     verdict: PASS
@@ -44,8 +44,9 @@ Three checks decide the verdict; all three must pass.
   unseeded runs fail: the script then seeds itself without `--seed` (or has no
   randomness), so the seed is not what controls the run.
 
-Per-step standard deviations, their ratio and the correlation of runs (after removing
-the mean loss curve, since every loss curve falls) are reported for reading, not voted on.
+Per-step standard deviations, their ratio and the correlation of runs (of each run's
+fluctuation around its own moving average, since every loss curve falls) are reported
+for reading, not voted on.
 """
 
 COMPARE_METHOD = """\
@@ -147,7 +148,7 @@ def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
                   f"- largest per-step std of seeded runs: {_fmt(ps['max_std_seeded'])}; "
                   f"mean per-step std of unseeded runs: {_fmt(ps['mean_std_unseeded'])}",
                   f"- median per-step variance ratio seeded/unseeded: {_fmt(ps['median_variance_ratio'])}",
-                  "- correlation of runs around the mean curve: " + ", ".join(f"{k.replace('_', ' ')} {_fmt(v, 3)}"
+                  "- correlation of runs (fluctuations around their own trend): " + ", ".join(f"{k.replace('_', ' ')} {_fmt(v, 3)}"
                                                                              for k, v in corr.items())]
         lines += ["", "## How this is decided", "",
                   VERIFY_METHOD.format(seed=cfg["seed"], repeats=cfg["repeats"], epochs=cfg["epochs"], stop=_stop_text(cfg),

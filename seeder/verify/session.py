@@ -7,16 +7,15 @@ Output directory layout::
     OUT/*.png                   figures (or --figures DIR)
     OUT/runs/<name>/            log.txt, run.json, metrics.jsonl, ckpt/ for each run
 
-Example (a toy command that logs three steps and ignores everything else)::
+Example (planning only; :func:`verify` runs these)::
 
-    >>> import sys, tempfile, pathlib
-    >>> cmd = [sys.executable, "-c", "import json,os; f=open(os.environ['SEEDER_METRICS'],'a'); "
-    ...        "[f.write(json.dumps({'step': i, 'loss': 1.0 / (i + 1)}) + '\\n') for i in range(3)]"]
-    >>> out = pathlib.Path(tempfile.mkdtemp()) / "v"
-    >>> cfg = CompareConfig(command=cmd, out=out, runs=2, progress=False, figures=False)
-    >>> cfg = dataclasses.replace(cfg, contract=Contract(metrics=""))
-    >>> compare(cfg)["differs"]
-    False
+    >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=4, repeats=2)
+    >>> specs = plan_verify(cfg, Path("/tmp/v"))
+    >>> [(s.name, s.after) for s in specs[:4]]
+    [('half-0', None), ('full-0', None), ('unseeded-0', None), ('resume-0', 'half-0')]
+    >>> specs[0].argv[2:]  # doctest: +NORMALIZE_WHITESPACE
+    ['--seed', '42', '--epochs', '4', '--ckpt-dir', '/tmp/v/runs/half-0/ckpt', '--stop-after-epochs', '2',
+     '--metrics', '/tmp/v/runs/half-0/metrics.jsonl']
 """
 from __future__ import annotations
 

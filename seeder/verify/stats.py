@@ -23,7 +23,7 @@ from scipy import stats as _st
 
 from .contract import Metrics, StepKey
 
-__all__ = ["align", "Difference", "difference", "step_spread", "variance_test", "residual_correlation",
+__all__ = ["align", "Difference", "difference", "step_spread", "variance_test", "residual_correlation", "detrend",
            "paired_interval", "unpaired_runs_needed", "summary_value", "sample_var"]
 
 
@@ -115,23 +115,36 @@ def variance_test(seeded: np.ndarray, unseeded: np.ndarray) -> Dict[str, float]:
     return {"var_seeded": vs, "var_unseeded": vu, "ratio": ratio, "p_value": float(_st.f.cdf(ratio, len(s) - 1, len(u) - 1))}
 
 
-def residual_correlation(a: np.ndarray, b: Optional[np.ndarray] = None, mean_curve: Optional[np.ndarray] = None) -> float:
-    """Mean Pearson correlation between runs after removing the mean loss curve.
+def detrend(x: np.ndarray, window: Optional[int] = None) -> np.ndarray:
+    """A loss curve minus its own centred moving average (``window`` steps, default a tenth, odd, >= 3).
 
-    Every loss curve falls, so raw curves always correlate; what seeding shares
-    between runs is the wiggle around the trend. With one matrix, the mean over its
-    distinct pairs of rows; with two, over all (row of a, row of b) pairs. Rows with
-    no variation are left out; NaN when no pair is left.
+    >>> detrend(np.arange(10.0), 3)[1:-1].tolist()
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x)
+    w = window or max(3, n // 10)
+    w = min(w | 1, n if n % 2 else max(1, n - 1))
+    kernel = np.ones(w)
+    counts = np.convolve(np.ones(n), kernel, mode="same")
+    return x - np.convolve(x, kernel, mode="same") / counts
+
+
+def residual_correlation(a: np.ndarray, b: Optional[np.ndarray] = None, window: Optional[int] = None) -> float:
+    """Mean Pearson correlation between runs of their fluctuations around their own trend.
+
+    Every loss curve falls, so raw curves always correlate; what a seed shares between
+    runs is the step-to-step wiggle. Each run is detrended by its own moving average
+    (:func:`detrend`), so runs are not coupled through a shared mean. With one matrix
+    (runs x steps) the mean is over its distinct pairs of rows; with two, over all
+    (row of a, row of b) pairs. Rows without variation are left out; NaN when no pair is left.
 
     >>> t = np.linspace(1, 0, 50); w = np.sin(np.arange(50.0))
     >>> round(residual_correlation(np.stack([t + w, t + w, t - w])), 3)
     -0.333
     """
-    a = np.atleast_2d(np.asarray(a, dtype=np.float64))
-    rows = [a] if b is None else [a, np.atleast_2d(np.asarray(b, dtype=np.float64))]
-    m = mean_curve if mean_curve is not None else np.concatenate(rows).mean(axis=0)
-    ra = a - m
-    rb = ra if b is None else rows[1] - m
+    ra = np.array([detrend(r, window) for r in np.atleast_2d(np.asarray(a, dtype=np.float64))])
+    rb = ra if b is None else np.array([detrend(r, window) for r in np.atleast_2d(np.asarray(b, dtype=np.float64))])
     vals = []
     for i in range(ra.shape[0]):
         for j in range(rb.shape[0]):
