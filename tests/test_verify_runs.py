@@ -156,3 +156,15 @@ def test_compare_does_not_flag_identical_configurations(tmp_path):
     rep = json.loads((tmp_path / "c" / "report.json").read_text())
     assert not rep["differs"] and rep["paired_differences"] == [0.0, 0.0, 0.0]
     assert "no difference detected" in p.stdout
+
+
+def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path):
+    """torch + the real seeder, stopped mid-epoch: resuming without seeder.load_state_dict is caught."""
+    script = str(REPO_ROOT / "tests" / "scripts" / "verify_torch_toy.py")
+    p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
+                    "--stop-after-steps", "9", "--no-figures", "--no-progress", "--",
+                    sys.executable, script, "--bug", "no-seeder-state"], check=False, timeout=300)
+    assert p.returncode == 1, p.stderr
+    rep = json.loads((tmp_path / "v" / "report.json").read_text())
+    assert checks(rep) == {"reproducible": "PASS", "resume": "FAIL", "variance": "PASS"}
+    assert "differs from the uninterrupted run (1) from step 9 on" in rep["reasons"][0]
