@@ -291,6 +291,7 @@ def test_progress_without_tqdm_prints_one_line_per_run(monkeypatch, capsys, tmp_
     from seeder.verify.runner import RunResult, _Progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm now raises ImportError
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     bar = _Progress(2, True, "runs")
     assert bar.bar is None
     bar.update(RunResult("full-0", "ok", 0, 1.25, tmp_path / "log.txt"), running=["half-0"])

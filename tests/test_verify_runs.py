@@ -59,14 +59,16 @@ def test_verify_mid_epoch_stop_and_dllogger_metrics(tmp_path):
 @pytest.mark.parametrize("bug, failing, phrase", [
     ("resume-rng", {"resume"}, "resumed run (3) differs from the uninterrupted run (1) from step 16"),
     ("resume-momentum", {"resume"}, "the checkpoint does not restore everything"),
-    ("ignore-seed", {"reproducible", "resume", "variance"}, "the same seed does not give the same run"),
+    # seeded runs are then random: the F test rejects by chance in alpha = 5% of sessions, so it is not asserted
+    ("ignore-seed", {"reproducible", "resume"}, "the same seed does not give the same run"),
     ("fixed-seed", {"variance"}, "unseeded runs (4) are identical"),
 ])
 def test_verify_reports_broken_scripts(tmp_path, bug, failing, phrase):
     rep = verify(VerifyConfig(command=toy("--bug", bug), out=tmp_path / "v", epochs=4, repeats=3, jobs=2,
                               progress=False, figures=False))
     assert rep["verdict"] == "FAIL"
-    assert {n for n, s in checks(rep).items() if s == "FAIL"} == failing
+    failed = {n for n, s in checks(rep).items() if s == "FAIL"}
+    assert failed == failing if bug != "ignore-seed" else failed >= failing
     assert any(phrase in r for r in rep["reasons"]), rep["reasons"]
 
 

@@ -182,6 +182,14 @@ def plot_compare(report: Dict[str, Any], metrics: Dict[str, Metrics]) -> Figure:
             keep = [j for j, k in enumerate(m.keys) if k in xmap]
             top.plot([xmap[m.keys[j]] for j in keep], m.losses[keep], color=COLORS[cf], lw=0.6, alpha=0.35)
         top.plot(x, ps[f"mean_{cf}"], color=COLORS[cf], lw=2, label=f"{cf.upper()} mean of {report['pairs']} seeds")
+    first_a = _runs(metrics, "a")
+    if first_a:
+        m0 = first_a[0][1]
+        last = [xmap[k] for k, keep in zip(m0.keys, m0.summary_mask()) if keep and k in xmap]
+        if last:
+            for ax in (top, bottom):
+                ax.axvspan(min(last) - 0.5, max(last) + 0.5, color="0.9", zorder=0,
+                           label="last epoch (the decision)" if ax is top else None)
     top.set_ylabel("train loss")
     top.legend(fontsize=8)
     top.set_title(report["summary"], fontsize=9)

@@ -114,12 +114,12 @@ def log_tail(path: Path, lines: int = 30) -> str:
 
 
 class _Progress:
-    """tqdm when installed and wanted, else one stderr line per finished run."""
+    """A tqdm bar on a terminal (when installed), else one stderr line per finished run."""
 
     def __init__(self, total: int, enabled: bool, desc: str):
         self.total, self.enabled, self.count = total, enabled, 0
         self.bar = None
-        if enabled:
+        if enabled and sys.stderr.isatty():
             try:
                 from tqdm import tqdm
             except ImportError:  # tqdm is optional (the "plot" extra)
@@ -150,21 +150,26 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 
 def _stop(procs: Sequence[subprocess.Popen], grace: float) -> None:
-    """SIGINT each child's group, then SIGTERM, then SIGKILL, waiting ``grace`` seconds between."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-        alive = [p for p in procs if p.poll() is None]
-        if not alive:
-            break
-        for p in alive:
-            _signal_group(p, sig)
-        deadline = time.monotonic() + (grace if sig != signal.SIGKILL else 5.0)
-        while time.monotonic() < deadline and any(p.poll() is None for p in alive):
-            time.sleep(0.02)
-    for p in procs:
-        # The leader is dead; its group may still hold grandchildren (DataLoader workers).
-        _signal_group(p, signal.SIGKILL)
-        if p.poll() is None:
-            p.wait()
+    """SIGINT each child's group, then SIGTERM, then SIGKILL, waiting ``grace`` seconds between.
+
+    A second Ctrl-C while waiting goes straight to SIGKILL.
+    """
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            alive = [p for p in procs if p.poll() is None]
+            if not alive:
+                break
+            for p in alive:
+                _signal_group(p, sig)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and any(p.poll() is None for p in alive):
+                time.sleep(0.02)
+    finally:
+        for p in procs:
+            # The leader may be gone while its group still holds grandchildren (DataLoader workers).
+            _signal_group(p, signal.SIGKILL)
+            if p.poll() is None:
+                p.wait()
 
 
 def _write_record(spec: RunSpec, result: RunResult, env_extra: Dict[str, str]) -> None:
