@@ -297,3 +297,25 @@ def test_progress_without_tqdm_prints_one_line_per_run(monkeypatch, capsys, tmp_
     bar.update(RunResult("full-0", "ok", 0, 1.25, tmp_path / "log.txt"), running=["half-0"])
     bar.close()
     assert capsys.readouterr().err == "seeder: [1/2] full-0 ok (1.2s)\n"
+
+
+def test_bad_config_raises_before_touching_the_output_directory(tmp_path):
+    from seeder.verify.session import CompareConfig, VerifyConfig, compare, verify
+
+    out = tmp_path / "v"
+    for cfg, match in ((VerifyConfig(command=["python", "t.py"], out=out, repeats=1), "repeats must be >= 2"),
+                       (VerifyConfig(command=["python", "t.py"], out=out, epochs=1), "epochs .X. must be >= 2"),
+                       (VerifyConfig(command=[], out=out), "command must be a non-empty list"),
+                       (VerifyConfig(command=["python"], out=out, jobs=0), "jobs must be an integer >= 1"),
+                       (VerifyConfig(command=["python"], out=out, alpha=0), "alpha")):
+        with pytest.raises(ValueError, match=match):
+            verify(cfg)
+    with pytest.raises(ValueError, match="runs must be >= 2"):
+        compare(CompareConfig(command=["python"], out=out, runs=1))
+    assert not out.exists()
+
+
+def test_summary_value_is_the_last_epoch_mean():
+    assert stats.summary_value(m([4.0, 3.0, 2.0, 1.0, 1.0, 0.5], per_epoch=4)) == 0.75
+    no_epochs = Metrics([(i,) for i in range(8)], np.arange(8.0), [None] * 8)
+    assert stats.summary_value(no_epochs) == 6.5  # the last quarter of the steps

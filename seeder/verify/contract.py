@@ -162,7 +162,8 @@ class Metrics:
             last = max(self.epochs)  # type: ignore[type-var]
             return np.array([e == last for e in self.epochs])
         mask = np.zeros(n, dtype=bool)
-        mask[n - max(1, n // 4):] = True if n else False
+        if n:
+            mask[n - max(1, n // 4):] = True
         return mask
 
 
