@@ -13,7 +13,11 @@ setup(
     python_requires=">=3.9",
     install_requires=["numpy>=1.22", "torch>=1.13"],
     extras_require={
-        "dali": ["nvidia-dali-cuda120"],
+        # DALI ships Linux wheels only (x86_64, aarch64); elsewhere the extra is empty and the DALI
+        # tests skip with a reason. Checkpointing of every random operator needs DALI >= 1.34 (tested: 2.4.0).
+        # For CUDA 13 install nvidia-dali-cuda130 instead; CPU-only pipelines need no GPU at all.
+        "dali": ['nvidia-dali-cuda120>=1.34; platform_system == "Linux" and '
+                 '(platform_machine == "x86_64" or platform_machine == "aarch64")'],
         "plot": ["matplotlib>=3.5", "scipy>=1.8", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6", "tqdm>=4.60"],
         "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2"],
     },

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from .core import ENV_SEED, STATE_FORMAT_VERSION, Participant, Seeder
 from .derive import DERIVATION_VERSION, Domain, derive_seed
-from .determinism import enforce_reproducibility
+from .determinism import DeterminismReport, enforce_determinism, enforce_reproducibility, python_hash_seed
+from .environment import EnvDiff, capture_environment, default_snapshot_dir, diff_environments, load_snapshot
 from .errors import SeederWarning, StateError
+from . import dali  # noqa: E402  seeder.dali; imports no DALI, lets register_generator take DALI pipelines
 
 __version__ = "0.1.0"
 
@@ -55,4 +57,12 @@ __all__ = [
     "state_dict",
     "load_state_dict",
     "enforce_reproducibility",
+    "enforce_determinism",
+    "DeterminismReport",
+    "python_hash_seed",
+    "capture_environment",
+    "default_snapshot_dir",
+    "load_snapshot",
+    "diff_environments",
+    "EnvDiff",
 ]

@@ -11,6 +11,8 @@ Example:
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
 import sys
 from typing import List, Optional
 
@@ -37,6 +39,109 @@ def _add_derive(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=run)
 
 
+def _add_run(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser(
+        "run", help="run a command with PYTHONHASHSEED, CUBLAS_WORKSPACE_CONFIG and SEEDER_SEED set",
+        description="Start COMMAND with SEEDER_SEED, PYTHONHASHSEED (derived from the master seed) and "
+                    "CUBLAS_WORKSPACE_CONFIG set before its interpreter starts. Signals are passed on to it and its "
+                    "exit code is returned (128+N if it died of signal N; 127 if it was not found). "
+                    "Works with torchrun as COMMAND.",
+        epilog="example: seeder run --seed 42 --deterministic -- torchrun --nproc-per-node 8 train.py")
+    p.add_argument("--seed", type=int, default=None,
+                   help="master seed (default: $SEEDER_SEED, else drawn from OS entropy and printed)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="also set SEEDER_DETERMINISTIC=1 (seeder.init enforces deterministic algorithms) and "
+                        "HOROVOD_FUSION_THRESHOLD=0")
+    p.add_argument("--print-env", action="store_true",
+                   help="print the variables as shell `export` lines and exit (eval \"$(seeder run --seed 42 --print-env)\")")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print the variables on stderr before starting")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the command and its arguments")
+
+    def run(args: argparse.Namespace) -> int:
+        from .launcher import LAUNCH_VARIABLES, launch_environment, run_command
+
+        command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        env = launch_environment(args.seed, deterministic=args.deterministic)
+        exports = [(k, env[k]) for k in LAUNCH_VARIABLES if k in env]
+        if args.print_env:
+            if command:
+                raise ValueError("--print-env prints the variables and runs nothing; drop the command or the option")
+            for k, v in exports:
+                print(f"export {k}={shlex.quote(v)}")
+            return 0
+        if not command:
+            raise ValueError("no command given; usage: seeder run [--seed N] -- COMMAND [ARG ...]")
+        if not args.quiet:
+            print("seeder run: " + " ".join(f"{k}={v}" for k, v in exports), file=sys.stderr, flush=True)
+        try:
+            return run_command(command, env)
+        except FileNotFoundError:
+            print(f"seeder run: error: command not found: {command[0]}", file=sys.stderr)
+            return 127
+        except PermissionError:
+            print(f"seeder run: error: permission denied: {command[0]}", file=sys.stderr)
+            return 126
+
+    p.set_defaults(func=run)
+
+
+def _add_env(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("env", help="snapshot the software/system environment, or diff two snapshots",
+                       description="Snapshot the software and system environment, or compare two snapshots.")
+    env_sub = p.add_subparsers(dest="env_command", metavar="ENV_COMMAND")
+
+    snap = env_sub.add_parser(
+        "snapshot", help="write an environment snapshot",
+        description="Write environment variables (secrets redacted), pip freeze, module list, git diffs of editable "
+                    "installs and of the current repository, dpkg and conda package lists, nvidia-smi, torch's build "
+                    "configuration, CPU, OS and Python into DIR (mode 0700), indexed by manifest.json. "
+                    "Prints DIR.")
+    snap.add_argument("dir", nargs="?", default=None,
+                      help="directory (default: ./repro/$SLURM_JOB_ID, or ./repro/local-<time>-<pid> outside SLURM)")
+    snap.add_argument("--force", action="store_true", help="overwrite a snapshot already in DIR")
+
+    def run_snapshot(args: argparse.Namespace) -> int:
+        from .environment import capture_environment
+
+        print(capture_environment(args.dir, overwrite=args.force))
+        return 0
+
+    snap.set_defaults(func=run_snapshot)
+
+    diff = env_sub.add_parser(
+        "diff", help="compare two snapshots (exit 0 equal, 1 different, 2 error)",
+        description="Compare two snapshots: environment variables (those that change performance or numerics "
+                    "first), torch/CUDA/cuDNN/NCCL and driver, CPU/OS/Python, Python and dpkg packages, editable "
+                    "installs and git state. Exit code 0 when equal, 1 when different, 2 on error.")
+    diff.add_argument("a", help="first snapshot directory (or its manifest.json)")
+    diff.add_argument("b", help="second snapshot directory (or its manifest.json)")
+    diff.add_argument("--json", action="store_true", help="print the differences as JSON")
+    diff.add_argument("--wide", action="store_true", help="do not shorten long values in the table")
+    diff.add_argument("--ignore", action="append", default=[], metavar="PATTERN",
+                      help="also ignore variables matching PATTERN (fnmatch; repeatable)")
+    diff.add_argument("--all", action="store_true",
+                      help="compare every variable, also those that differ in every run (SLURM_JOB_ID, SHLVL, ...)")
+
+    def run_diff(args: argparse.Namespace) -> int:
+        from .environment import DEFAULT_IGNORED_VARIABLES, diff_environments
+
+        ignore = ([] if args.all else list(DEFAULT_IGNORED_VARIABLES)) + args.ignore
+        result = diff_environments(args.a, args.b, ignore=ignore)
+        if args.json:
+            print(json.dumps(result.to_dict(), indent=2))
+        else:
+            sys.stdout.write(result.format(width=0 if args.wide else 44))
+        return 0 if result.equal else 1
+
+    diff.set_defaults(func=run_diff)
+
+    def no_subcommand(args: argparse.Namespace) -> int:
+        p.print_help(sys.stderr)
+        return 2
+
+    p.set_defaults(func=no_subcommand)
+
+
 def _add_verify(sub: "argparse._SubParsersAction") -> None:
     from .verify.cli import add_verify
 
@@ -52,7 +157,7 @@ def _add_compare(sub: "argparse._SubParsersAction") -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seeder", description="Reproducible, resumable PyTorch training runs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_derive, _add_verify, _add_compare):
+    for add in (_add_derive, _add_run, _add_env, _add_verify, _add_compare):
         add(sub)
     return parser
 
@@ -66,5 +171,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return int(args.func(args))
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
-        print(f"seeder {args.command}: error: {exc}", file=sys.stderr)
+        name = " ".join(filter(None, (args.command, getattr(args, "env_command", None))))
+        print(f"seeder {name}: error: {exc}", file=sys.stderr)
         return 2

@@ -26,7 +26,8 @@ from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning, StateError
 from .rngs import RNGAdapter, adapter_for, global_adapters
 
-__all__ = ["Seeder", "Participant", "STATE_FORMAT_VERSION", "ENV_SEED"]
+__all__ = ["Seeder", "Participant", "STATE_FORMAT_VERSION", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR",
+           "add_participant_factory"]
 
 logger = logging.getLogger("seeder")
 
@@ -34,6 +35,10 @@ logger = logging.getLogger("seeder")
 STATE_FORMAT_VERSION = 1
 #: Environment variable that supplies the master seed when ``init`` gets none.
 ENV_SEED = "SEEDER_SEED"
+#: Environment variable that turns on deterministic mode when ``init`` gets ``deterministic=None``.
+ENV_DETERMINISTIC = "SEEDER_DETERMINISTIC"
+#: Environment variable naming the snapshot directory when ``init`` gets ``snapshot_dir=None``.
+ENV_SNAPSHOT_DIR = "SEEDER_SNAPSHOT_DIR"
 
 
 class Participant:
@@ -54,6 +59,24 @@ class Participant:
 
 
 GeneratorLike = Union[Callable[[int], Any], Any]
+
+#: Functions ``factory(obj, seeder, shared) -> participant or None`` that turn objects a
+#: feature knows (e.g. DALI pipelines) into participants for ``register_generator``.
+_participant_factories: List[Callable[[Any, "Seeder", bool], Any]] = []
+
+
+def add_participant_factory(factory: Callable[[Any, "Seeder", bool], Any]) -> None:
+    """Let a feature module make participants for objects handed to :meth:`Seeder.register_generator`.
+
+    ``factory(obj, seeder, shared)`` returns a participant for ``obj`` (with a
+    ``seeder_target`` attribute naming ``obj``, so ``unregister_generator(obj)`` finds
+    it), or ``None`` for objects it does not know. Core imports no feature; features register here.
+    Adding the same factory twice has no effect.
+    """
+    if not callable(factory):
+        raise TypeError(f"add_participant_factory() needs a callable factory(obj, seeder, shared), got {type(factory).__name__}")
+    if factory not in _participant_factories:
+        _participant_factories.append(factory)
 
 
 class _Generator(Participant):
@@ -135,6 +158,7 @@ class Seeder:
         # ordered registry: (participant or weakref to it, strong?)
         self._members: List[Any] = []
         self._next_stream = 1
+        self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
 
     # ------------------------------------------------------------------ init
     def init(
@@ -144,6 +168,8 @@ class Seeder:
         local_rank: Optional[int] = None,
         *,
         rank: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+        snapshot_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     ) -> None:
         """Set the master seed and find this process's global rank.
 
@@ -154,6 +180,12 @@ class Seeder:
         the rank on this node, as in NVIDIA's seeder; seeds use the *global* rank
         (process group, else ``$RANK``, else ``local_rank``), so two nodes never
         share seeds. Calling ``init`` again starts over; registered generators stay.
+
+        ``deterministic=True`` (``None``: ``$SEEDER_DETERMINISTIC``, which ``seeder run
+        --deterministic`` sets) calls :func:`seeder.determinism.enforce_determinism` on every
+        rank; ``False`` leaves torch as it is. ``snapshot_dir`` (``None``: ``$SEEDER_SNAPSHOT_DIR``)
+        captures the environment there with :func:`seeder.environment.capture_environment`,
+        once per directory and process, on global rank 0 only.
 
         >>> s = Seeder(); s.init(1234, ngpus=1, local_rank=0); s.get_master_seed()
         1234
@@ -175,6 +207,14 @@ class Seeder:
                 check_key(value, name)
         if ngpus is not None and ngpus < 1:
             raise ValueError(f"ngpus must be >= 1 (the number of processes in all nodes), got {ngpus}")
+        deterministic = _flag(deterministic, "deterministic", ENV_DETERMINISTIC)
+        if snapshot_dir is None:
+            snapshot_dir = os.environ.get(ENV_SNAPSHOT_DIR) or None
+        elif not isinstance(snapshot_dir, (str, os.PathLike)):
+            raise TypeError(f"snapshot_dir must be a directory path (str or os.PathLike) or None, got "
+                            f"{type(snapshot_dir).__name__} {snapshot_dir!r}")
+        elif not os.fspath(snapshot_dir):
+            raise ValueError("snapshot_dir is empty; pass a directory path, or None for $SEEDER_SNAPSHOT_DIR")
         topology = discover(rank, ngpus, local_rank)
         seed, explicit = agree_master_seed(seed, explicit)
 
@@ -184,6 +224,23 @@ class Seeder:
         if topology.rank == 0:
             how = "given" if explicit else "drawn from OS entropy"
             logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
+        if deterministic:
+            from .determinism import enforce_determinism  # lazy: core does not depend on the feature
+
+            enforce_determinism()
+        if snapshot_dir is not None and topology.rank == 0:
+            self._snapshot(os.path.abspath(os.fspath(snapshot_dir)))
+
+    def _snapshot(self, directory: str) -> None:
+        if directory in self._snapshots:
+            return
+        from .environment import capture_environment  # lazy: core does not depend on the feature
+
+        try:
+            capture_environment(directory, extra={"master_seed": self._master, "world_size": self.world_size})
+        except FileExistsError as exc:
+            warnings.warn(f"environment snapshot not taken: {exc}", SeederWarning, stacklevel=3)
+        self._snapshots.add(directory)
 
     def reset(self) -> None:
         """Forget the master seed, the last reseed and every registered participant."""
@@ -302,7 +359,9 @@ class Seeder:
         Each gets its own stream: the per-rank seed, or with ``shared=True`` one seed
         equal on all ranks. If a reseed already happened, ``gen`` is seeded at once
         for that ``(task, epoch)``. Seeds are 64-bit; fold with ``seed % 2**32`` for
-        an RNG that takes 32 bits.
+        an RNG that takes 32 bits. A participant (an object with ``seeder_reseed``, or
+        an object a feature knows, such as a DALI pipeline once :mod:`seeder.dali` is
+        imported) is held and called from the next reseed on, not at once.
 
         >>> import random
         >>> s = Seeder(); s.init(5); rng = random.Random()
@@ -310,12 +369,19 @@ class Seeder:
         """
         if not isinstance(shared, bool):
             raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
-        if adapter_for(gen) is None and not callable(gen):
-            raise TypeError(
-                f"register_generator() needs a callable f(seed: int) or a random.Random, numpy Generator/"
-                f"RandomState or torch.Generator; got {type(gen).__name__} {gen!r}")
         if self._find_generator(gen) is not None:
             raise ValueError(f"{_describe(gen)} is already registered; register each generator once")
+        if adapter_for(gen) is None:
+            participant = self._participant_for(gen, shared)
+            if participant is not None:
+                # Participants (e.g. DALI pipelines) join at the next reseed; they are not called now.
+                self._members.append(participant)
+                return
+            if not callable(gen):
+                raise TypeError(
+                    f"register_generator() needs a callable f(seed: int), a random.Random, numpy Generator/"
+                    f"RandomState, torch.Generator or a participant (an object with seeder_reseed, or a DALI "
+                    f"pipeline); got {type(gen).__name__} {gen!r}")
         member = _Generator(gen, shared, self._next_stream)
         self._next_stream += 1
         self._members.append(member)
@@ -329,10 +395,23 @@ class Seeder:
             raise ValueError(f"{_describe(gen)} is not registered; nothing to unregister")
         self._members.remove(member)
 
-    def _find_generator(self, gen: Any) -> Optional[_Generator]:
+    def _find_generator(self, gen: Any) -> Any:
         for member in self._members:
-            if isinstance(member, _Generator) and member.matches(gen):
+            if isinstance(member, _Generator):
+                if member.matches(gen):
+                    return member
+            elif member is gen or getattr(member, "seeder_target", None) is gen:
                 return member
+        return None
+
+    def _participant_for(self, obj: Any, shared: bool) -> Any:
+        """``obj`` itself if it is a participant, else what a feature's factory makes of it, else ``None``."""
+        if callable(getattr(obj, "seeder_reseed", None)):
+            return obj
+        for factory in _participant_factories:
+            participant = factory(obj, self, shared)
+            if participant is not None:
+                return participant
         return None
 
     def attach(self, participant: Any, *, weak: bool = True) -> None:
@@ -488,6 +567,20 @@ class Seeder:
         self._resume_pending = self._last
         if self._last is not None:
             self._seen.add(self._last)
+
+
+def _flag(value: Any, name: str, env_name: str) -> bool:
+    """A bool argument, or when it is None the boolean in ``$env_name`` (1/true/yes/on, 0/false/no/off)."""
+    if value is not None:
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True, False or None (read ${env_name}), got {type(value).__name__} {value!r}")
+        return value
+    raw = os.environ.get(env_name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{env_name}={raw!r} is not a boolean; set it to 1 or 0, or unset it")
 
 
 def _resolve(member: Any) -> Any:

@@ -24,7 +24,7 @@ def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("OMP_NUM_THREADS", "1")
-    for var in ("SEEDER_SEED", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+    for var in ("SEEDER_SEED", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR", "SEEDER_METRICS", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(var, None)
     if extra:
         env.update(extra)
@@ -81,3 +81,14 @@ def json_lines(text: str, prefix: str = "") -> List[dict]:
             if body.startswith("{"):
                 rows.append(json.loads(body))
     return rows
+
+
+def global_rng_fingerprint() -> tuple:
+    """Exact, comparable states of Python ``random``, NumPy's global RNG and torch's CPU generator."""
+    import random
+
+    import numpy as np
+    import torch
+
+    kind, key, pos, has_gauss, cached = np.random.get_state()
+    return (random.getstate(), (kind, key.tobytes(), pos, has_gauss, cached), torch.get_rng_state().numpy().tobytes())

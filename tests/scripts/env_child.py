@@ -1,0 +1,57 @@
+"""Child of `seeder run` in tests: reports its environment, then optionally waits for signals.
+
+Prints ``PROBE {json}`` (rank, hash("abc"), launch variables; with --init also the master seed
+``seeder.init()`` found and whether deterministic algorithms are on). ``--wait`` prints ``READY <rank>``
+and sleeps; with ``--handle`` SIGTERM/SIGINT/SIGUSR1 print ``GOT <name> <rank>`` and exit ``--exit-code``.
+``--count-sigint`` collects SIGINTs until none came for a second and prints ``SIGINTS [[si_code, si_pid], ...]``.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+VARS = ("SEEDER_SEED", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "SEEDER_DETERMINISTIC", "HOROVOD_FUSION_THRESHOLD")
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--init", action="store_true")
+parser.add_argument("--wait", action="store_true")
+parser.add_argument("--handle", action="store_true")
+parser.add_argument("--exit-code", type=int, default=0)
+parser.add_argument("--count-sigint", action="store_true")
+args = parser.parse_args()
+
+rank = int(os.environ.get("RANK", "0"))
+info = {"rank": rank, "hash": hash("abc"), **{k: os.environ.get(k) for k in VARS}}
+if args.init:
+    import torch
+
+    import seeder
+
+    seeder.init()
+    info["master_seed"] = seeder.get_master_seed()
+    info["deterministic"] = torch.are_deterministic_algorithms_enabled()
+print("PROBE " + json.dumps(info), flush=True)
+
+if args.count_sigint:  # each SIGINT with its origin (si_code 0x80: the terminal; 0: kill() by si_pid)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    print("READY", flush=True)
+    got = [signal.sigtimedwait({signal.SIGINT}, 60)]
+    while got[-1] is not None:
+        got.append(signal.sigtimedwait({signal.SIGINT}, 1.0))
+    print("SIGINTS " + json.dumps([[i.si_code, i.si_pid] for i in got if i is not None]), flush=True)
+    sys.exit(0)
+
+if args.wait:
+    if args.handle:
+        def handler(signum, frame):
+            print(f"GOT {signal.Signals(signum).name} {rank}", flush=True)
+            sys.exit(args.exit_code)
+
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            signal.signal(s, handler)
+    print(f"READY {rank}", flush=True)
+    time.sleep(120)
+    print("TIMEOUT", flush=True)
+    sys.exit(3)

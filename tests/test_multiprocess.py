@@ -1,0 +1,50 @@
+"""Promises 1-2 across real processes: torchrun on gloo, one node and two nodes on one machine."""
+import pytest
+
+from helpers import json_lines, torchrun
+
+pytestmark = pytest.mark.slow
+SCRIPT = "tests/scripts/core_ranks.py"
+
+
+def rows_of(results, prefix="ROW "):
+    rows = [row for r in results for row in json_lines(r.stdout, prefix)]
+    return sorted(rows, key=lambda row: row["rank"])
+
+
+def test_drawn_master_seed_is_shared_by_all_ranks():
+    rows = rows_of(torchrun([SCRIPT], nproc=2))
+    assert [r["rank"] for r in rows] == [0, 1]
+    assert rows[0]["master"] == rows[1]["master"]
+    assert rows[0]["seed"] != rows[1]["seed"]
+    assert rows[0]["draw"] != rows[1]["draw"]
+    again = rows_of(torchrun([SCRIPT], nproc=2))
+    assert again[0]["master"] != rows[0]["master"], "an unseeded run draws a fresh seed"
+
+
+def test_two_nodes_four_ranks_never_share_per_rank_seeds():
+    results = torchrun([SCRIPT, "--seed", "42"], nproc=2, nnodes=2)
+    rows = rows_of(results)
+    assert [r["rank"] for r in rows] == [0, 1, 2, 3]
+    assert [r["local_rank"] for r in rows] == [0, 1, 0, 1]
+    assert [r["seeder_rank"] for r in rows] == [0, 1, 2, 3]
+    assert {r["master"] for r in rows} == {42}
+    assert len({r["seed"] for r in rows}) == 4
+    assert len({r["draw"] for r in rows}) == 4
+    assert len({r["torch"] for r in rows}) == 4
+    assert len({r["shared"] for r in rows}) == 1
+
+
+def test_same_seed_same_streams_across_launches():
+    a = rows_of(torchrun([SCRIPT, "--seed", "7"], nproc=2))
+    b = rows_of(torchrun([SCRIPT, "--seed", "7"], nproc=2))
+    assert [(r["seed"], r["draw"], r["torch"]) for r in a] == [(r["seed"], r["draw"], r["torch"]) for r in b]
+
+
+def test_disagreeing_explicit_seeds_fail_on_every_rank():
+    results = torchrun([SCRIPT, "--seed", "100", "--seed-plus-rank"], nproc=2, check=False)
+    assert all(r.returncode != 0 for r in results)
+    errors = [row for r in results for row in json_lines(r.stdout, "ERROR ")]
+    assert sorted(e["rank"] for e in errors) == [0, 1]
+    for e in errors:
+        assert "different master seeds" in e["error"] and "rank 0: 100" in e["error"] and "rank 1: 101" in e["error"]
