@@ -12,11 +12,14 @@ Example:
 from __future__ import annotations
 
 from .core import ENV_SEED, STATE_FORMAT_VERSION, Participant, Seeder
+from .digest import digest
 from .derive import DERIVATION_VERSION, Domain, derive_seed
 from .determinism import DeterminismReport, enforce_determinism, enforce_reproducibility, python_hash_seed
 from .environment import EnvDiff, capture_environment, default_snapshot_dir, diff_environments, load_snapshot
 from .errors import SeederWarning, StateError
 from . import dali  # noqa: E402  seeder.dali; imports no DALI, lets register_generator take DALI pipelines
+from .sampler import DistributedSampler
+from .workers import SeededDataset, WorkerInitFn, dataloader_generator, make_worker_init_fn, sample_seed, worker_init_fn
 
 __version__ = "0.1.0"
 
@@ -36,6 +39,9 @@ register_generator = _default.register_generator
 unregister_generator = _default.unregister_generator
 state_dict = _default.state_dict
 load_state_dict = _default.load_state_dict
+check_state_dict = _default.check_state_dict
+gather_state_dict = _default.gather_state_dict
+fork_rng = _default.fork_rng
 
 __all__ = [
     "Seeder",
@@ -56,6 +62,10 @@ __all__ = [
     "unregister_generator",
     "state_dict",
     "load_state_dict",
+    "check_state_dict",
+    "gather_state_dict",
+    "fork_rng",
+    "digest",
     "enforce_reproducibility",
     "enforce_determinism",
     "DeterminismReport",
@@ -65,4 +75,11 @@ __all__ = [
     "load_snapshot",
     "diff_environments",
     "EnvDiff",
+    "DistributedSampler",
+    "SeededDataset",
+    "WorkerInitFn",
+    "worker_init_fn",
+    "make_worker_init_fn",
+    "sample_seed",
+    "dataloader_generator",
 ]

@@ -13,26 +13,32 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import logging
 import os
 import secrets
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+
+import torch
 
 from . import derive
 from .derive import Domain, check_key, check_master_seed
-from .distributed import Topology, agree_master_seed, discover
+from .distributed import Topology, agree_master_seed, discover, process_group_active
 from .errors import SeederWarning, StateError
 from .rngs import RNGAdapter, adapter_for, global_adapters
 
-__all__ = ["Seeder", "Participant", "STATE_FORMAT_VERSION", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR",
-           "add_participant_factory"]
+__all__ = ["Seeder", "Participant", "STATE_FORMAT_VERSION", "GATHERED_FORMAT", "ENV_SEED", "ENV_DETERMINISTIC",
+           "ENV_SNAPSHOT_DIR", "add_participant_factory"]
 
 logger = logging.getLogger("seeder")
 
 #: Version of the layout of :meth:`Seeder.state_dict`.
 STATE_FORMAT_VERSION = 1
+#: ``format`` tag of :meth:`Seeder.gather_state_dict` (every rank's state in one dict).
+GATHERED_FORMAT = "seeder-gathered"
 #: Environment variable that supplies the master seed when ``init`` gets none.
 ENV_SEED = "SEEDER_SEED"
 #: Environment variable that turns on deterministic mode when ``init`` gets ``deterministic=None``.
@@ -49,7 +55,9 @@ class Participant:
     ``state_dict()``, ``load_state_dict(state)`` and ``check_state_dict(state)``
     (raise :class:`StateError` without changing anything); :meth:`Seeder.state_dict`
     then saves it under ``"<kind>.<n>"``, ``n`` counting live participants of that
-    kind in the order they joined. Subclassing is optional (duck typing is enough).
+    kind in the order they joined (registered generators use their stream number,
+    so a checkpoint made with other registrations does not load silently).
+    Subclassing is optional (duck typing is enough).
     """
 
     seeder_kind: str = "participant"
@@ -91,6 +99,7 @@ class _Generator(Participant):
         self.adapter: Optional[RNGAdapter] = adapter_for(gen)
         owner = getattr(gen, "__self__", None)
         self.owner = owner if _has_state_protocol(owner) else None
+        self.warned = False
 
     def matches(self, gen: Any) -> bool:
         # Bound methods are new objects on every attribute access but compare equal.
@@ -128,7 +137,14 @@ class _Generator(Participant):
 
 
 def _has_state_protocol(obj: Any) -> bool:
-    return obj is not None and callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+    """Whether the owner of a registered callable saves its generator's state.
+
+    Modules and optimizers have ``state_dict`` too, but theirs holds weights, not
+    the RNG the callable seeds, so they do not count.
+    """
+    if obj is None or isinstance(obj, (torch.nn.Module, torch.optim.Optimizer)):
+        return False
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
 
 
 def _describe(gen: Any) -> str:
@@ -342,9 +358,7 @@ class Seeder:
             )
         self._seen.add(key)
         seed = derive._derive_unchecked(self._master, (int(Domain.RANK), key[0], key[1], self._topology.rank, 0))  # type: ignore[union-attr]
-        if self._adapters is None:
-            self._adapters = global_adapters()
-        for adapter in self._adapters:
+        for adapter in self._global_adapters():
             adapter.seed(seed)
         self._last = key
         for member in self.participants():
@@ -439,13 +453,15 @@ class Seeder:
         return live
 
     def _stateful(self) -> Dict[str, Any]:
+        """Participants whose state is saved, by key: ``generator.<stream>`` or ``<kind>.<n>``."""
         counts: Dict[str, int] = {}
         named: Dict[str, Any] = {}
         for obj in self.participants():
             if isinstance(obj, _Generator):
-                if not obj.has_state:
-                    continue
-            elif not callable(getattr(obj, "state_dict", None)):
+                if obj.has_state:
+                    named[f"generator.{obj.stream}"] = obj
+                continue
+            if not callable(getattr(obj, "state_dict", None)):
                 continue
             kind = getattr(obj, "seeder_kind", type(obj).__name__.lower())
             n = counts.get(kind, 0)
@@ -453,19 +469,45 @@ class Seeder:
             named[f"{kind}.{n}"] = obj
         return named
 
+    def _stateless_generators(self) -> List[_Generator]:
+        return [m for m in self.participants() if isinstance(m, _Generator) and not m.has_state]
+
+    def _global_adapters(self) -> List[RNGAdapter]:
+        if self._adapters is None:
+            self._adapters = global_adapters()
+        return self._adapters
+
     # ------------------------------------------------------------------ state
     def state_dict(self) -> Dict[str, Any]:
         """Everything needed to continue this process's randomness as if never stopped.
 
-        Only tensors and plain Python values: it loads with ``torch.load(weights_only=True)``.
+        Holds the master seed, world size, rank, last ``(task, epoch)``, the states of
+        Python ``random``, NumPy, torch CPU, every device of every accelerator, of
+        registered generator objects (and of callables whose owner has
+        ``state_dict``/``load_state_dict``) and of attached participants such as
+        samplers. Only tensors and plain Python values: it loads with
+        ``torch.load(weights_only=True)``. A registered plain callable has no state
+        to save; that warns once, because a resume in the middle of an epoch cannot
+        continue its stream.
 
         >>> s = Seeder(); s.init(1); s.reseed(1, 0)
         >>> sorted(s.state_dict())[:3]
         ['derivation_version', 'format', 'last_reseed']
         """
         self._require_init("state_dict")
-        if self._adapters is None:
-            self._adapters = global_adapters()
+        for member in self._stateless_generators():
+            if not member.warned:
+                member.warned = True
+                owner = getattr(member.gen, "__self__", None)
+                hint = (f"give {type(owner).__name__} state_dict()/load_state_dict() methods that save its RNG"
+                        if owner is not None and not isinstance(owner, (torch.nn.Module, torch.optim.Optimizer))
+                        else "register the RNG object itself (random.Random, numpy Generator/RandomState or torch.Generator)")
+                warnings.warn(
+                    f"registered generator {_describe(member.gen)} is a plain callable with no state to save: a run "
+                    f"resumed from a checkpoint taken inside an epoch will not continue its random stream; {hint}",
+                    SeederWarning,
+                    stacklevel=2,
+                )
         topo = self._topology
         return {
             "format": "seeder",
@@ -475,15 +517,93 @@ class Seeder:
             "world_size": topo.world_size,  # type: ignore[union-attr]
             "rank": topo.rank,  # type: ignore[union-attr]
             "last_reseed": list(self._last) if self._last is not None else None,
-            "rngs": {a.name: a.get_state() for a in self._adapters},
+            "rngs": {a.name: a.get_state() for a in self._global_adapters()},
             "participants": {k: p.state_dict() for k, p in self._stateful().items()},
         }
 
-    def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`StateError` (or ``TypeError``) if ``state`` cannot be loaded here; change nothing."""
-        self._require_init("load_state_dict")
+    def gather_state_dict(self, dst: int = 0) -> Optional[Dict[str, Any]]:
+        """Every rank's :meth:`state_dict` in one dict on rank ``dst``, ``None`` on the others.
+
+        A collective: every rank of the process group must call it. Save the result
+        on rank ``dst`` in one file; every rank later passes that whole dict to
+        :meth:`load_state_dict`, which picks its own entry. Without a process group
+        (one process) it returns this process's state in the same form.
+
+        >>> s = Seeder(); s.init(1); s.reseed(1, 0)
+        >>> g = s.gather_state_dict(); g["world_size"], len(g["ranks"])
+        (1, 1)
+        >>> s.load_state_dict(g)
+        """
+        self._require_init("gather_state_dict")
+        world, rank = self._topology.world_size, self._topology.rank  # type: ignore[union-attr]
+        if not isinstance(dst, int) or isinstance(dst, bool) or not 0 <= dst < world:
+            raise ValueError(f"dst must be a rank in [0, {world}), got {dst!r}")
+        own = self.state_dict()
+        if process_group_active():
+            gathered: Optional[List[Any]] = [None] * world if rank == dst else None
+            torch.distributed.gather_object(own, gathered, dst=dst)
+            if rank != dst:
+                return None
+            ranks = list(gathered)  # type: ignore[arg-type]
+        elif world == 1:
+            ranks = [own]
+        else:
+            raise RuntimeError(
+                f"gather_state_dict() needs a torch.distributed process group for a world of {world} processes; "
+                "call torch.distributed.init_process_group() first, or save seeder.state_dict() in one file per rank")
+        return {"format": GATHERED_FORMAT, "version": STATE_FORMAT_VERSION, "world_size": world, "ranks": ranks}
+
+    def _own_entry(self, state: Any, allow_world_change: bool) -> Tuple[Dict[str, Any], bool]:
+        """This rank's single-process state in ``state`` and whether the world size changed (and that is allowed)."""
+        if not isinstance(allow_world_change, bool):
+            raise TypeError(f"allow_world_change must be True or False, got {allow_world_change!r}")
+        topo = self._topology
+        if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
+            if state.get("version") != STATE_FORMAT_VERSION:
+                raise StateError(
+                    f"gathered seeder state format {state.get('version')!r} is not supported by this version "
+                    f"(which reads format {STATE_FORMAT_VERSION}); load it with the seeder version that wrote it")
+            if set(state) != {"format", "version", "world_size", "ranks"}:
+                raise StateError("gathered seeder state must have exactly the keys format, version, world_size, ranks")
+            ranks, world = state["ranks"], state["world_size"]
+            if not isinstance(world, int) or isinstance(world, bool) or world < 1:
+                raise StateError(f"gathered state['world_size'] must be a positive int, got {world!r}")
+            if not isinstance(ranks, list) or len(ranks) != world:
+                raise StateError(f"gathered state['ranks'] must be a list of {world} rank states")
+            for i, entry in enumerate(ranks):
+                if not isinstance(entry, dict) or entry.get("format") != "seeder" or entry.get("rank") != i \
+                        or entry.get("world_size") != world:
+                    raise StateError(f"gathered state['ranks'][{i}] is not rank {i}'s seeder state in a world of {world}")
+                if entry.get("master_seed") != ranks[0].get("master_seed"):
+                    raise StateError(
+                        f"gathered state['ranks'][{i}] has master seed {entry.get('master_seed')!r}, rank 0 has "
+                        f"{ranks[0].get('master_seed')!r}; the file mixes states of different runs")
+            if world != topo.world_size:  # type: ignore[union-attr]
+                if allow_world_change:
+                    return ranks[0], True
+                raise StateError(_world_message(world, topo.world_size))  # type: ignore[union-attr]
+            return ranks[topo.rank], False  # type: ignore[union-attr]
         if not isinstance(state, dict) or state.get("format") != "seeder":
-            raise StateError("not a seeder state: pass the dict returned by seeder.state_dict()")
+            raise StateError("not a seeder state: pass the dict returned by seeder.state_dict() or seeder.gather_state_dict()")
+        changed = state.get("world_size") != topo.world_size  # type: ignore[union-attr]
+        return state, bool(changed and allow_world_change)
+
+    def check_state_dict(self, state: Any, *, allow_world_change: bool = False) -> None:
+        """Raise :class:`StateError` (or ``TypeError``) if ``state`` cannot be loaded here; change nothing.
+
+        Takes what :meth:`load_state_dict` takes.
+
+        >>> s = Seeder(); s.init(1); st = s.state_dict(); st["version"] = 99
+        >>> s.check_state_dict(st)
+        Traceback (most recent call last):
+        ...
+        seeder.errors.StateError: seeder state format 99 is not supported by this version (which reads format 1); load it with the seeder version that wrote it
+        """
+        self._require_init("load_state_dict")
+        self._check(state, allow_world_change)
+
+    def _check(self, state: Any, allow_world_change: bool) -> Tuple[Dict[str, Any], bool]:
+        state, changed = self._own_entry(state, allow_world_change)
         if state.get("version") != STATE_FORMAT_VERSION:
             raise StateError(
                 f"seeder state format {state.get('version')!r} is not supported by this version "
@@ -492,34 +612,43 @@ class Seeder:
             raise StateError(
                 f"the checkpoint used seed derivation v{state.get('derivation_version')!r}, this seeder derives "
                 f"v{derive.DERIVATION_VERSION}; install the seeder version that wrote it to continue the same streams")
-        want = {"format", "version", "derivation_version", "master_seed", "world_size", "rank", "last_reseed", "rngs", "participants"}
-        if set(state) != want:
-            raise StateError(f"seeder state keys differ: missing {sorted(want - set(state))}, unexpected {sorted(set(state) - want)}")
-        check_master_seed(state["master_seed"], "state['master_seed']")
-        topo = self._topology
-        if state["world_size"] != topo.world_size:  # type: ignore[union-attr]
-            raise StateError(
-                f"the checkpoint was saved by a world of {state['world_size']} process(es), this run has "
-                f"{topo.world_size}; resume with the same world size")  # type: ignore[union-attr]
-        if state["rank"] != topo.rank:  # type: ignore[union-attr]
-            raise StateError(f"this is rank {state['rank']}'s state but this process is rank {topo.rank}; load each rank's own entry")  # type: ignore[union-attr]
+        if state.keys() != _STATE_KEYS:
+            raise StateError(f"seeder state keys differ: missing {sorted(_STATE_KEYS - set(state))}, "
+                             f"unexpected {sorted(set(state) - _STATE_KEYS)}")
+        try:
+            check_master_seed(state["master_seed"], "state['master_seed']")
+        except (TypeError, ValueError) as exc:
+            raise StateError(str(exc)) from None
+        for name in ("world_size", "rank"):
+            value = state[name]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise StateError(f"state[{name!r}] must be a non-negative int, got {value!r}")
         last = state["last_reseed"]
         if last is not None:
             if not (isinstance(last, list) and len(last) == 2):
                 raise StateError("state['last_reseed'] must be None or [task_id, epoch]")
-            check_key(last[0], "state['last_reseed'][0]")
-            check_key(last[1], "state['last_reseed'][1]")
-        if self._adapters is None:
-            self._adapters = global_adapters()
+            try:
+                check_key(last[0], "state['last_reseed'][0]")
+                check_key(last[1], "state['last_reseed'][1]")
+            except (TypeError, ValueError) as exc:
+                raise StateError(str(exc)) from None
+        if changed:
+            return state, True
+        topo = self._topology
+        if state["world_size"] != topo.world_size:  # type: ignore[union-attr]
+            raise StateError(_world_message(state["world_size"], topo.world_size))  # type: ignore[union-attr]
+        if state["rank"] != topo.rank:  # type: ignore[union-attr]
+            raise StateError(f"this is rank {state['rank']}'s state but this process is rank {topo.rank}; load each rank's own entry")  # type: ignore[union-attr]
         rngs = state["rngs"]
         if not isinstance(rngs, dict):
             raise StateError("state['rngs'] must be a dict")
-        names = [a.name for a in self._adapters]
+        adapters = self._global_adapters()
+        names = [a.name for a in adapters]
         if set(rngs) != set(names):
             raise StateError(
                 f"the checkpoint has RNG states for {sorted(rngs)} but this process has {sorted(names)}; "
                 "resume on the same kind of machine (same accelerators visible)")
-        for adapter in self._adapters:
+        for adapter in adapters:
             adapter.check_state(rngs[adapter.name], f"state['rngs'][{adapter.name!r}]")
         parts = state["participants"]
         if not isinstance(parts, dict):
@@ -536,37 +665,154 @@ class Seeder:
                     check(parts[key], f"state['participants'][{key!r}]")
                 else:
                     check(parts[key])
+        return state, False
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: Dict[str, Any], *, allow_world_change: bool = False) -> None:
         """Validate ``state`` completely, then restore every RNG and participant.
 
-        On any problem it raises before changing anything. The next :meth:`reseed`
-        of the saved ``(task, epoch)`` is skipped, so a run stopped mid-epoch
-        continues exactly.
+        ``state`` is one process's :meth:`state_dict` or the dict of
+        :meth:`gather_state_dict` (this rank's entry is used). On any problem it
+        raises before changing anything (and should a participant's own
+        ``load_state_dict`` still fail midway, everything is put back as it was).
+        The next :meth:`reseed` of the saved ``(task, epoch)`` is skipped, so a run
+        stopped mid-epoch continues exactly.
+
+        A state from another world size is an error. With ``allow_world_change=True``
+        only the master seed and the last ``(task, epoch)`` are taken from it (RNG,
+        generator and sampler states are not, since the ranks no longer match):
+        continue from the next epoch boundary with ``reseed(1, next_epoch)``, whose
+        streams are derived afresh for the new world.
 
         >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
         >>> s.load_state_dict(st)
         """
-        self.check_state_dict(state)
-        if self._explicit and state["master_seed"] != self._master:
+        self._require_init("load_state_dict")
+        entry, changed = self._check(state, allow_world_change)
+        saved_master = entry["master_seed"]
+        if self._explicit and saved_master != self._master:
             warnings.warn(
-                f"init() got master seed {self._master} but the checkpoint was made with {state['master_seed']}; "
+                f"init() got master seed {self._master} but the checkpoint was made with {saved_master}; "
                 "continuing with the checkpoint's seed",
                 SeederWarning,
                 stacklevel=2,
             )
-        if state["master_seed"] != self._master and self._topology.rank == 0:  # type: ignore[union-attr]
-            logger.info("Using seed: %d (from checkpoint)", state["master_seed"])
-        self._master = state["master_seed"]
-        for adapter in self._adapters:  # type: ignore[union-attr]
-            adapter.set_state(state["rngs"][adapter.name])
-        for key, obj in self._stateful().items():
-            obj.load_state_dict(state["participants"][key])
-        last = state["last_reseed"]
+        if saved_master != self._master and self._topology.rank == 0:  # type: ignore[union-attr]
+            logger.info("Using seed: %d (from checkpoint)", saved_master)
+        last = entry["last_reseed"]
+        if changed:
+            self._master = saved_master
+            self._last = tuple(last) if last is not None else None  # type: ignore[assignment]
+            self._resume_pending = None
+            logger.info(
+                "seeder state from a world of %d loaded into a world of %d: master seed %d and last reseed %s restored, "
+                "RNG and participant states left as they are; continue with reseed() of the next epoch",
+                entry["world_size"], self._topology.world_size, saved_master, self._last)  # type: ignore[union-attr]
+            return
+        # Order: participants whose state nothing validated (a registered callable's owner without
+        # check_state_dict) first, each snapshotted and put back if anything fails; then participants that
+        # validated their state (their check_state_dict, or seeder's adapters); then the global RNGs, validated
+        # field by field, where nothing can fail any more. Snapshots only where needed: one is not free (NumPy's
+        # get_state) and a participant's state_dict may have side effects (a DALI pipeline checkpoints itself).
+        live = self._stateful()
+        unchecked = [k for k, p in live.items() if not _validates(p)]
+        snapshot = self._capture([live[k] for k in unchecked], rngs=False)
+        applied: List[str] = []
+        try:
+            for key in unchecked + [k for k in live if k not in unchecked]:
+                live[key].load_state_dict(entry["participants"][key])
+                applied.append(key)
+            for adapter in self._global_adapters():
+                adapter.set_state(entry["rngs"][adapter.name])
+        except Exception as exc:
+            stuck = [f"{k} (already loaded)" for k in applied if k not in unchecked] + self._restore(snapshot)
+            kept = "every RNG and participant was put back as it was before load_state_dict"
+            if stuck:
+                kept += f", except {'; '.join(stuck)}"
+            raise StateError(f"loading the seeder state failed ({type(exc).__name__}: {exc}); {kept}") from exc
+        self._master = saved_master
         self._last = tuple(last) if last is not None else None  # type: ignore[assignment]
         self._resume_pending = self._last
         if self._last is not None:
             self._seen.add(self._last)
+
+    # -------------------------------------------------------------- fork_rng
+    def _capture(self, members: List[Any], rngs: bool = True) -> Tuple[Any, ...]:
+        """A snapshot for :meth:`_restore`: the global RNGs (if ``rngs``), ``members``' states, bookkeeping."""
+        globals_ = [(a, a.get_state()) for a in self._global_adapters()] if rngs else []
+        with warnings.catch_warnings():  # a snapshot is no checkpoint: participants' checkpoint advice does not apply
+            warnings.simplefilter("ignore", SeederWarning)
+            parts = [(p, p.state_dict() if isinstance(p, _Generator) and p.adapter is not None
+                      else copy.deepcopy(p.state_dict())) for p in members]
+        return globals_, parts, self._master, self._last, self._resume_pending, set(self._seen)
+
+    def _restore(self, snapshot: Tuple[Any, ...]) -> List[str]:
+        """Put a :meth:`_capture` back, as much as possible; return what could not be restored."""
+        rngs, parts, self._master, self._last, self._resume_pending, self._seen = snapshot
+        failed = []
+        for obj, st in [(a, s) for a, s in rngs] + parts:
+            try:
+                if isinstance(obj, RNGAdapter):
+                    obj.set_state(st)
+                else:
+                    obj.load_state_dict(st)
+            except Exception as exc:  # keep restoring the others
+                failed.append(f"{getattr(obj, 'name', None) or _describe(getattr(obj, 'gen', obj))} ({exc})")
+        if failed:
+            logger.error("seeder could not restore the state of: %s", "; ".join(failed))
+        return failed
+
+    @contextlib.contextmanager
+    def fork_rng(self) -> Iterator[None]:
+        """Run a block with every RNG this seeder knows isolated; restore them all afterwards.
+
+        Python ``random``, NumPy, torch CPU, every accelerator device and the registered
+        generators (objects, and callables whose owner has ``state_dict``/``load_state_dict``)
+        are saved on entry and put back on exit, also when the block raises; so are the
+        last reseed and the resume marker. Samplers and DALI pipelines are not RNGs: they
+        keep their positions. Works before :meth:`init` too. A registered plain callable
+        has no state to restore: if the block reseeds, that warns.
+
+        >>> import random
+        >>> s = Seeder(); s.init(1); s.reseed(1, 0)
+        >>> with s.fork_rng():
+        ...     inside = random.random()
+        >>> inside == random.random()
+        True
+        """
+        snapshot = self._capture([p for p in self._stateful().values() if isinstance(p, _Generator)])
+        try:
+            yield
+        finally:
+            reseeded = self._last != snapshot[3] or self._seen != snapshot[5]
+            failed = self._restore(snapshot)
+            if failed:
+                warnings.warn(f"fork_rng() could not restore: {'; '.join(failed)}", SeederWarning, stacklevel=3)
+            if reseeded:
+                for member in self._stateless_generators():
+                    warnings.warn(
+                        f"fork_rng(): the block reseeded, and registered generator {_describe(member.gen)} is a plain "
+                        "callable whose state cannot be restored; register the RNG object itself or give its owner "
+                        "state_dict()/load_state_dict()",
+                        SeederWarning,
+                        stacklevel=3,
+                    )
+
+
+_STATE_KEYS = frozenset({"format", "version", "derivation_version", "master_seed", "world_size", "rank", "last_reseed",
+                         "rngs", "participants"})
+
+
+def _validates(participant: Any) -> bool:
+    """Whether ``participant``'s state was checked by :meth:`Seeder.check_state_dict` (so loading it cannot fail)."""
+    if isinstance(participant, _Generator):
+        return participant.adapter is not None or callable(getattr(participant.owner, "check_state_dict", None))
+    return callable(getattr(participant, "check_state_dict", None))
+
+
+def _world_message(saved: int, now: int) -> str:
+    return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}; resume with the same "
+            f"world size for an exact continuation, or pass allow_world_change=True to load_state_dict to keep the "
+            f"master seed and epoch position and continue from the next epoch boundary")
 
 
 def _flag(value: Any, name: str, env_name: str) -> bool:

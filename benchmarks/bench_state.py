@@ -1,0 +1,136 @@
+"""RNG state capture + restore: seeder vs Lightning's ``_collect_rng_states``/``_set_rng_states``, in one process.
+
+Prints median time of one capture + restore, the size of the state serialised by
+``torch.save``, the peak Python memory of one capture + restore (tracemalloc),
+whether the saved state loads with ``torch.load(weights_only=True)``, and ratios
+ours/theirs. Run: ``python benchmarks/bench_state.py [--repeat N]``.
+
+The baseline is ``lightning_fabric.utilities.seed`` when installed
+(``pip install lightning-fabric``); otherwise a copy of its two functions,
+the same in behaviour, taken from lightning-fabric 2.6.6.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import random
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from seeder import Seeder  # noqa: E402
+
+try:
+    from lightning_fabric.utilities.seed import _collect_rng_states, _set_rng_states
+
+    BASELINE = "lightning_fabric " + __import__("lightning_fabric").__version__
+except ImportError:  # the same behaviour as lightning-fabric 2.6.6, for machines without it
+    BASELINE = "copy of lightning_fabric 2.6.6 _collect_rng_states/_set_rng_states"
+
+    def _collect_rng_states(include_cuda: bool = True) -> Dict[str, Any]:
+        states = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+        if include_cuda:
+            states["torch.cuda"] = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+        return states
+
+    def _set_rng_states(rng_state_dict: Dict[str, Any]) -> None:
+        torch.set_rng_state(rng_state_dict["torch"])
+        if "torch.cuda" in rng_state_dict:
+            torch.cuda.set_rng_state_all(rng_state_dict["torch.cuda"])
+        np.random.set_state(rng_state_dict["numpy"])
+        version, state, gauss = rng_state_dict["python"]
+        random.setstate((version, tuple(state), gauss))
+
+
+def interleaved_medians_us(fns: List[Callable[[], Any]], repeat: int, number: int) -> List[float]:
+    """Median time per call of each ``fn``; rounds alternate between them so machine load hits all alike."""
+    times: List[List[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times[i].append((time.perf_counter() - t0) / number)
+    return [statistics.median(t) * 1e6 for t in times]
+
+
+def saved(state: Any) -> Tuple[int, str]:
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    size = buf.tell()
+    buf.seek(0)
+    try:
+        torch.load(buf, weights_only=True)
+        return size, "loads"
+    except Exception as exc:  # what PyTorch >= 2.6 users hit by default
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return size, f"FAILS ({type(exc).__name__}: {first[:90]})"
+
+
+def peak_kib(fn: Callable[[], Any]) -> float:
+    fn()
+    tracemalloc.start()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 1024
+
+
+def main(argv: List[str] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=31, help="timed rounds (median taken)")
+    parser.add_argument("--number", type=int, default=200, help="capture+restore pairs per round")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+
+    plain = Seeder()
+    plain.init(1234)
+    plain.reseed(1, 0)
+    full = Seeder()
+    full.init(1234)
+    gens = [random.Random(), np.random.default_rng(), np.random.RandomState(), torch.Generator()]
+    for g in gens:
+        full.register_generator(g)
+    full.reseed(1, 0)
+
+    def lightning() -> None:
+        _set_rng_states(_collect_rng_states())
+
+    def ours(s: Seeder) -> Callable[[], None]:
+        return lambda: s.load_state_dict(s.state_dict())
+
+    rows = [
+        (f"Lightning ({BASELINE})", lightning, _collect_rng_states),
+        ("seeder: global RNGs", ours(plain), plain.state_dict),
+        ("seeder: + 4 registered generators", ours(full), full.state_dict),
+    ]
+    print(f"torch {torch.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}; "
+          f"median of {args.repeat} rounds x {args.number} capture+restore pairs")
+    for _, fn, _ in rows:
+        fn()  # warm up
+    medians = interleaved_medians_us([fn for _, fn, _ in rows], args.repeat, args.number)
+    results = []
+    for (name, fn, capture), us in zip(rows, medians):
+        size, wo = saved(capture())
+        results.append((name, us, size, peak_kib(fn), wo))
+    print(f"{'':38s} {'capture+restore':>16s} {'torch.save size':>16s} {'peak mem':>10s}  weights_only=True")
+    for name, us, size, mem, wo in results:
+        print(f"{name:38s} {us:13.1f} us {size / 1000:13.1f} KB {mem:7.1f} KiB  {wo}")
+    print("covers: Lightning = python, numpy, torch CPU, all CUDA devices; no validation before setting.")
+    print("        seeder = the same + every other accelerator type, registered generators, samplers, master seed,")
+    print("        rank/world and epoch position; whole state validated before anything is set.")
+    base_us, base_size = results[0][1], results[0][2]
+    for name, us, size, _, _ in results[1:]:
+        print(f"ratio ours/theirs [{name}]: time {us / base_us:.2f}, size {size / base_size:.2f}")
+
+
+if __name__ == "__main__":
+    main()

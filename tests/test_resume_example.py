@@ -1,0 +1,216 @@
+"""examples/train.py end to end: stop/resume is bitwise, and so is resuming after SIGKILLs (real processes).
+
+Every run here is a real ``python examples/train.py`` (or ``torchrun``) process. A run
+compares its per-step metrics (step, epoch, loss) and final digest with an
+uninterrupted reference run of the same seed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import pytest
+import torch
+
+from helpers import REPO_ROOT, child_env, run_python, torchrun
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = "examples/train.py"
+SEED = "20240601"
+# Small: 128 samples, batch 32 -> 4 steps per epoch in one process, 2 per rank under torchrun.
+BASE = ["--samples", "128", "--batch-size", "32"]
+
+
+def train(out: Path, *args: str, env: Optional[Dict[str, str]] = None, seed: Optional[str] = SEED) -> Tuple[List[dict], str]:
+    """Run the example to its end (or stop point); return the metric records and the printed digest."""
+    metrics = out / "metrics.jsonl"
+    seed_args = ["--seed", seed] if seed is not None else []
+    proc = run_python([SCRIPT, *BASE, *seed_args, "--metrics", str(metrics), *args], env=env, timeout=300)
+    return read_metrics(metrics), last_digest(proc.stdout)
+
+
+def last_digest(stdout: str) -> str:
+    lines = [line for line in stdout.splitlines() if line.startswith("DIGEST ")]
+    assert lines, f"no DIGEST line in output:\n{stdout[-2000:]}"
+    return lines[-1].split()[1]
+
+
+def read_metrics(path: Path) -> List[dict]:
+    """The JSON records of a metrics file, skipping a last line that a kill cut short."""
+    rows = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass
+    return rows
+
+
+def steps(records: List[dict]) -> List[dict]:
+    return [r for r in records if "loss" in r]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Tuple[List[dict], str]:
+    """2 epochs uninterrupted, 2 workers, checkpoints every 3 steps (checkpointing must not change anything)."""
+    out = tmp_path_factory.mktemp("reference")
+    records, digest = train(out, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(out / "ckpt"), "--ckpt-every-steps", "3")
+    assert [r["step"] for r in steps(records)] == list(range(1, 9))
+    assert records[-1] == {"digest": digest, "epoch": 2, "step": 8}
+    return records, digest
+
+
+@pytest.mark.parametrize("first, second", [
+    (["--workers", "0", "--stop-after-epochs", "1"], ["--workers", "0"]),
+    (["--workers", "2", "--persistent-workers", "--stop-after-epochs", "1"], ["--workers", "2", "--persistent-workers"]),
+    (["--workers", "2", "--stop-after-steps", "3"], ["--workers", "2"]),  # inside epoch 0
+    (["--workers", "2", "--stop-after-steps", "6", "--ckpt-every-steps", "4"], ["--workers", "0"]),  # inside epoch 1
+], ids=["0-workers", "persistent-2-workers", "mid-epoch-2-workers", "mid-epoch-then-0-workers"])
+def test_stop_and_resume_is_bitwise(tmp_path, reference, first, second):
+    ref_records, ref_digest = reference
+    ckpt = ["--epochs", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
+    part, stop_digest = train(tmp_path, *ckpt, *first)
+    stopped_at = steps(part)[-1]["step"]
+    assert 0 < stopped_at < 8 and stop_digest != ref_digest
+    records, digest = train(tmp_path, *ckpt, "--resume", *second)
+    assert digest == ref_digest
+    assert records == ref_records  # every step's loss, in one file, as if never stopped
+
+
+def test_seeded_runs_repeat_and_unseeded_runs_differ(tmp_path, reference):
+    ref_records, ref_digest = reference
+    again, digest = train(tmp_path / "again", "--epochs", "2", "--workers", "2")
+    assert digest == ref_digest and again == ref_records
+    a, da = train(tmp_path / "u1", "--epochs", "2", "--workers", "2", seed=None)
+    b, db = train(tmp_path / "u2", "--epochs", "2", "--workers", "2", seed=None)
+    assert len({da, db, ref_digest}) == 3
+    assert [r["loss"] for r in steps(a)] != [r["loss"] for r in steps(b)]
+
+
+# ------------------------------------------------------------------------------------- torchrun
+
+def torchrun_train(out: Path, *args: str, env: Optional[Dict[str, str]] = None,
+                   launcher: Sequence[str] = ()) -> Tuple[List[dict], str]:
+    metrics = out / "metrics.jsonl"
+    results = torchrun([SCRIPT, *BASE, "--seed", SEED, "--metrics", str(metrics), *args], nproc=2, env=env,
+                       timeout=300, extra_launcher_args=launcher)
+    return read_metrics(metrics), last_digest(results[0].stdout)
+
+
+@pytest.fixture(scope="module")
+def torchrun_reference(tmp_path_factory) -> Tuple[List[dict], str]:
+    out = tmp_path_factory.mktemp("torchrun_reference")
+    records, digest = torchrun_train(out, "--epochs", "2", "--workers", "2")
+    assert [r["step"] for r in steps(records)] == [1, 2, 3, 4]
+    return records, digest
+
+
+def test_torchrun_two_ranks_stop_mid_epoch_and_resume(tmp_path, torchrun_reference):
+    ref_records, ref_digest = torchrun_reference
+    ckpt = ["--epochs", "2", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
+    torchrun_train(tmp_path, *ckpt, "--stop-after-steps", "3")
+    state = torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)
+    assert state["step"] == 3 and [r["rank"] for r in state["seeder"]["ranks"]] == [0, 1]  # one file, every rank
+    records, digest = torchrun_train(tmp_path, *ckpt, "--resume")
+    assert digest == ref_digest and records == ref_records
+
+
+def test_torchrun_restart_after_one_rank_is_killed(tmp_path, torchrun_reference):
+    ref_records, ref_digest = torchrun_reference
+    # Rank 1 SIGKILLs itself after step 3 (first attempt only); the group restarts and resumes from step 3's checkpoint.
+    env = {"SEEDER_EXAMPLE_KILL_AT": "3", "SEEDER_EXAMPLE_KILL_RANK": "1"}
+    records, digest = torchrun_train(tmp_path, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"),
+                                     "--ckpt-every-steps", "1", "--resume", env=env, launcher=["--max-restarts", "1"])
+    assert digest == ref_digest and records == ref_records
+
+
+# ----------------------------------------------------------------------------------------- faults
+
+class Run:
+    """One ``train.py --resume`` process in its own session, so that SIGKILL takes its DataLoader workers too."""
+
+    def __init__(self, out: Path, args: Sequence[str], env: Dict[str, str]):
+        self.metrics = out / "metrics.jsonl"
+        cmd = [sys.executable, SCRIPT, *BASE, "--seed", SEED, "--metrics", str(self.metrics), "--resume", *args]
+        self.proc = subprocess.Popen(cmd, env=child_env(env), cwd=str(REPO_ROOT), stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=60)
+        assert self.proc.returncode == -signal.SIGKILL, f"exited by itself with {self.proc.returncode} before the kill"
+
+    def wait_for_line(self, prefix: str, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            if line.startswith(prefix):
+                return line
+            assert time.monotonic() < deadline, f"no {prefix!r} line in {timeout}s"
+        raise AssertionError(f"process ended (rc {self.proc.wait()}) without printing {prefix!r}")
+
+    def wait_for_step(self, step: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"process ended (rc {self.proc.returncode}) before step {step}")
+            done = [r["step"] for r in steps(read_metrics(self.metrics))]
+            if done and max(done) >= step:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"step {step} not reached in {timeout}s")
+
+
+def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path):
+    """>= 5 SIGKILLs at random steps and inside checkpoint writes; every resume continues from the last good file."""
+    total = 12  # 3 epochs x 4 steps; checkpoints at every 2nd step and at epoch ends (4, 8, 12)
+    args = ["--epochs", "3", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every-steps", "2"]
+    seed = int(os.environ.get("SEEDER_FAULT_SEED", random.SystemRandom().randrange(2**32)))
+    rng = random.Random(seed)
+    writes = sorted(rng.sample([2, 4, 6, 8, 10], 3))
+    kills = sorted(rng.sample([s for s in range(1, total) if s not in writes], 3))
+    events = sorted([("write", s) for s in writes] + [("step", s) for s in kills], key=lambda e: e[1])
+    events.insert(rng.randrange(len(events) + 1), ("time", rng.uniform(0.5, 4.0)))
+    note = f"kill plan {events} (SEEDER_FAULT_SEED={seed} repeats it)"
+
+    ref_out = tmp_path / "ref"
+    ref_out.mkdir()
+    ref_records, ref_digest = train(ref_out, "--epochs", "3", "--workers", "2")
+    ckpt = tmp_path / "ckpt" / "last.pt"
+    for kind, at in events:
+        env = {"SEEDER_EXAMPLE_STEP_SLEEP": "0.1"}
+        if kind == "write":
+            env.update(SEEDER_EXAMPLE_CKPT_PAUSE="60", SEEDER_EXAMPLE_CKPT_PAUSE_AT=str(at))
+        before = torch.load(ckpt, weights_only=True)["step"] if ckpt.exists() else None
+        run = Run(tmp_path, args, env)
+        if kind == "write":
+            if before is not None and before >= at:  # an earlier kill landed after this checkpoint: nothing to interrupt
+                run.kill()
+                continue
+            run.wait_for_line(f"CKPT_PAUSE {at}")
+            run.kill()
+            partial = list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))
+            assert partial, note  # the half-written file is there ...
+            after = torch.load(ckpt, weights_only=True)["step"] if ckpt.exists() else None
+            assert after is None or after < at, note  # ... and last.pt is still the previous good checkpoint
+        elif kind == "step":
+            run.wait_for_step(at)
+            run.kill()
+        else:
+            time.sleep(at)
+            if run.proc.poll() is None:
+                run.kill()
+    final = Run(tmp_path, args, {})
+    out, _ = final.proc.communicate(timeout=300)
+    assert final.proc.returncode == 0, note
+    assert last_digest(out) == ref_digest, note
+    assert read_metrics(tmp_path / "metrics.jsonl") == ref_records, note
+    assert not list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))  # stale halves are cleaned on start
