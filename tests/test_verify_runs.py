@@ -170,3 +170,17 @@ def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path):
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     assert checks(rep) == {"reproducible": "PASS", "resume": "FAIL", "variance": "PASS"}
     assert "differs from the uninterrupted run (1) from step 9 on" in rep["reasons"][0]
+
+
+@pytest.mark.skipif(not (REPO_ROOT / "examples" / "train.py").is_file(), reason="examples/train.py is not on this branch")
+def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
+    """The README's command, made small: no training command means examples/train.py (options after -- go to it)."""
+    p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
+                    "--no-figures", "--no-progress", "--", "--samples", "256", "--workers", "1"], check=False, timeout=500)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    rep = json.loads((tmp_path / "v" / "report.json").read_text())
+    assert rep["verdict"] == "PASS" and checks(rep) == {"reproducible": "PASS", "resume": "PASS", "variance": "PASS"}
+    runs = {r["name"]: r for r in rep["runs"]}
+    assert runs["full-0"]["argv"][1] == str(REPO_ROOT / "examples" / "train.py")
+    assert runs["full-0"]["digest"] == runs["resume-0"]["digest"] == runs["full-1"]["digest"]
+    assert runs["unseeded-0"]["digest"] != runs["unseeded-1"]["digest"]

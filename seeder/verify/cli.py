@@ -7,6 +7,7 @@ Exit codes: 0 PASS (compare: finished), 1 FAIL (compare: a difference with
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -19,8 +20,10 @@ __all__ = ["add_verify", "add_compare", "EXIT_FAIL", "EXIT_RUN_FAILED", "EXIT_IN
 
 EXIT_FAIL, EXIT_RUN_FAILED, EXIT_INTERRUPTED = 1, 3, 130
 
-#: Arguments given to the bundled example on top of the contract (small and quick on a CPU).
+#: Arguments given to the bundled example on top of the contract (its defaults are already small).
 EXAMPLE_ARGS: List[str] = []
+#: Default --jobs: two runs at once where there are two cores (run 3 still waits for run 2).
+DEFAULT_JOBS = min(2, os.cpu_count() or 1)
 
 _CONTRACT_HELP = ("override how the command is driven, NAME=TEMPLATE, repeatable. Names: "
                   + ", ".join(TEMPLATE_NAMES) + ", metrics_env, step_key, loss_keys (comma-separated). Defaults: "
@@ -33,7 +36,8 @@ def _common(p: argparse.ArgumentParser, out: str, epochs: int) -> None:
                    "output there is replaced, any other non-empty directory is refused)")
     p.add_argument("--epochs", type=int, default=epochs, metavar="X", help=f"epochs of a full run (default {epochs})")
     p.add_argument("--seed", type=int, default=42, help="master seed (default 42)")
-    p.add_argument("--jobs", "-j", type=int, default=1, help="runs at once (default 1); each gets CPUs/jobs threads")
+    p.add_argument("--jobs", "-j", type=int, default=DEFAULT_JOBS,
+                   help=f"runs at once (default {DEFAULT_JOBS}); each gets CPUs/jobs threads unless OMP_NUM_THREADS is set")
     p.add_argument("--arg", action="append", default=[], metavar="NAME=TEMPLATE", help=_CONTRACT_HELP)
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="fail a run that takes longer")
     p.add_argument("--keep-going", action="store_true", help="after a failed run, finish the others anyway")
@@ -42,7 +46,9 @@ def _common(p: argparse.ArgumentParser, out: str, epochs: int) -> None:
     fig.add_argument("--figures", type=Path, default=None, metavar="DIR", help="write the PNG figures here (default: --out)")
     fig.add_argument("--no-figures", action="store_true", help="skip the figures (no matplotlib needed)")
     p.add_argument("train_command", nargs=argparse.REMAINDER, metavar="COMMAND",
-                   help="training command after --, e.g. -- python train.py --lr 0.1 (default: the bundled examples/train.py)")
+                   help="training command after --, e.g. -- python train.py --lr 0.1. Default: the bundled "
+                   "examples/train.py; after -- an argument list that starts with an option goes to it "
+                   "(-- --samples 512)")
 
 
 def _contract(pairs: List[str]) -> Contract:
@@ -56,9 +62,12 @@ def _contract(pairs: List[str]) -> Contract:
 
 
 def _command(words: List[str]) -> List[str]:
+    """The training command; none, or one that starts with an option, means the bundled example (with those options)."""
     if words and words[0] == "--":
         words = words[1:]
-    return split_command(words) if words else default_command() + EXAMPLE_ARGS
+    if not words or words[0].startswith("-"):
+        return default_command() + EXAMPLE_ARGS + words
+    return split_command(words)
 
 
 def _common_kwargs(args: argparse.Namespace) -> dict:
@@ -96,7 +105,7 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
                        description="Run the seeding/resume methodology on a training command: (1) seeded X epochs, "
                        "(2) seeded X/2 epochs with a checkpoint, (3) resumed from it to X, (4) unseeded X epochs, each "
                        "repeated; then decide PASS or FAIL and draw the figures.")
-    _common(p, "seeder-verify", 2)
+    _common(p, "seeder-verify", 4)
     p.add_argument("--repeats", "-r", type=int, default=3, help="repeats of runs 1-4 (default 3, at least 2)")
     p.add_argument("--stop-after-steps", type=int, default=None, metavar="S",
                    help="stop run 2 after global step S (mid-epoch) instead of after X/2 epochs")
@@ -124,7 +133,7 @@ def add_compare(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("compare", help="A/B-compare two configurations with paired seeds",
                        description="Train configuration A and B with the same seeds and give confidence intervals for "
                        "the paired loss difference B - A, and how many unseeded runs would match them.")
-    _common(p, "seeder-compare", 2)
+    _common(p, "seeder-compare", 3)
     p.add_argument("--a", dest="a_args", default="", metavar="ARGS", help="arguments appended for configuration A (one string)")
     p.add_argument("--b", dest="b_args", default="", metavar="ARGS", help="arguments appended for configuration B (one string)")
     p.add_argument("--runs", "-n", type=int, default=5, help="seeds, i.e. runs per configuration (default 5)")
