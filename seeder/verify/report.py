@@ -59,7 +59,7 @@ excludes 0.
 
 Across seeds, A's and B's values vary as unseeded runs would. An unpaired comparison of
 unseeded runs with m runs per configuration has the interval half-width
-t * sqrt((sd_A^2 + sd_B^2) / m) (Welch degrees of freedom); "unpaired runs needed" is the
+t * sqrt((sd_A^2 + sd_B^2) / m) (Welch degrees of freedom); "unseeded runs per config for this width" is the
 smallest m that matches the paired interval's half-width ("unbounded" when the paired
 interval has zero width: A and B gave identical values for every seed). "Pairing divides the
 variance by" is (sd_A^2 + sd_B^2) / sd_(B-A)^2.
@@ -84,7 +84,7 @@ def _grid(rows: Sequence[Sequence[str]]) -> str:
 
 
 def _compare_rows(report: Dict[str, Any]) -> List[List[str]]:
-    rows = [["level", "interval for B - A", "contains 0", "unpaired runs needed (each)"]]
+    rows = [["level", "interval for B - A", "contains 0", "unseeded runs per config for this width"]]
     for lv, ci in report["intervals"].items():
         rows.append([f"{float(lv):.0%}", f"[{ci['low']:.4g}, {ci['high']:.4g}]", "yes" if ci["contains_zero"] else "no",
                      _fmt(ci["unpaired_runs_needed"])])
