@@ -615,10 +615,12 @@ class Seeder:
         if state.keys() != _STATE_KEYS:
             raise StateError(f"seeder state keys differ: missing {sorted(_STATE_KEYS - set(state))}, "
                              f"unexpected {sorted(set(state) - _STATE_KEYS)}")
-        try:
-            check_master_seed(state["master_seed"], "state['master_seed']")
-        except (TypeError, ValueError) as exc:
-            raise StateError(str(exc)) from None
+        master = state["master_seed"]
+        if not (type(master) is int and 0 <= master <= derive.MAX_MASTER_SEED):  # fast path; the full check words the error
+            try:
+                check_master_seed(master, "state['master_seed']")
+            except (TypeError, ValueError) as exc:
+                raise StateError(str(exc)) from None
         for name in ("world_size", "rank"):
             value = state[name]
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -627,11 +629,12 @@ class Seeder:
         if last is not None:
             if not (isinstance(last, list) and len(last) == 2):
                 raise StateError("state['last_reseed'] must be None or [task_id, epoch]")
-            try:
-                check_key(last[0], "state['last_reseed'][0]")
-                check_key(last[1], "state['last_reseed'][1]")
-            except (TypeError, ValueError) as exc:
-                raise StateError(str(exc)) from None
+            for i, word in enumerate(last):
+                if not (type(word) is int and 0 <= word <= derive.MAX_KEY):
+                    try:
+                        check_key(word, f"state['last_reseed'][{i}]")
+                    except (TypeError, ValueError) as exc:
+                        raise StateError(str(exc)) from None
         if changed:
             return state, True
         topo = self._topology
@@ -739,6 +742,8 @@ class Seeder:
     def _capture(self, members: List[Any], rngs: bool = True) -> Tuple[Any, ...]:
         """A snapshot for :meth:`_restore`: the global RNGs (if ``rngs``), ``members``' states, bookkeeping."""
         globals_ = [(a, a.get_state()) for a in self._global_adapters()] if rngs else []
+        if not members:
+            return globals_, [], self._master, self._last, self._resume_pending, set(self._seen)
         with warnings.catch_warnings():  # a snapshot is no checkpoint: participants' checkpoint advice does not apply
             warnings.simplefilter("ignore", SeederWarning)
             parts = [(p, p.state_dict() if isinstance(p, _Generator) and p.adapter is not None

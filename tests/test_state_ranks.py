@@ -13,8 +13,8 @@ from seeder import Seeder, SeederWarning, StateError
 
 @pytest.mark.slow
 def test_gathered_and_per_rank_layouts_under_torchrun_then_world_change(tmp_path):
-    torchrun(["tests/state_ranks_child.py", "save", str(tmp_path)], nproc=2)
-    torchrun(["tests/state_ranks_child.py", "load", str(tmp_path)], nproc=2)
+    torchrun(["tests/scripts/state_ranks.py", "save", str(tmp_path)], nproc=2)
+    torchrun(["tests/scripts/state_ranks.py", "load", str(tmp_path)], nproc=2)
     results = [json.loads((tmp_path / f"result{r}.json").read_text()) for r in (0, 1)]
     assert results == [{"rank": r, "gathered": True, "per_rank": True, "seed": 4242} for r in (0, 1)]
     gathered = torch.load(tmp_path / "all.pt", weights_only=True)
