@@ -18,7 +18,7 @@ setup(
         # For CUDA 13 install nvidia-dali-cuda130 instead; CPU-only pipelines need no GPU at all.
         "dali": ['nvidia-dali-cuda120>=1.34; platform_system == "Linux" and '
                  '(platform_machine == "x86_64" or platform_machine == "aarch64")'],
-        "plot": ["matplotlib>=3.5", "scipy>=1.8", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6"],
+        "plot": ["matplotlib>=3.5", "scipy>=1.8", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6", "tqdm>=4.60"],
         "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2"],
     },
     entry_points={"console_scripts": ["seeder=seeder.cli:main"]},

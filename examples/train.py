@@ -48,6 +48,7 @@ from torch.utils.data import DataLoader, Dataset
 import seeder
 
 CKPT_NAME = "last.pt"
+DALI_IMAGE, DALI_CROP, DALI_CHANNELS, DALI_CLASSES = 12, 8, 3, 10  # --loader dali: images and classes
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -202,10 +203,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--samples", type=int, default=2048, help="dataset size")
-    p.add_argument("--loader", choices=["torch", "dali"], default="torch")
+    p.add_argument("--loader", choices=["torch", "dali"], default="torch",
+                   help="torch: DataLoader + seeder.DistributedSampler; dali: a DALI CPU pipeline (needs seeder[dali])")
     args = p.parse_args(argv)
-    if args.loader == "dali":
-        p.error("--loader dali is not available in this example yet; use --loader torch")
     for name in ("epochs", "batch_size", "samples"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -235,28 +235,40 @@ def main(argv: Optional[List[str]] = None) -> int:
     seeder.init(master_seed=args.seed, ngpus=world, local_rank=local_rank)
     args.seed = seeder.get_master_seed()
     seeder.reseed(0, 0)
-    model = build_model()
+    model = build_model(*((DALI_CHANNELS * DALI_CROP**2, DALI_CLASSES) if args.loader == "dali" else (32, 8)))
     net = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8)
 
-    dataset = SyntheticDataset(args.samples)
-    for pert in dataset.perturbations:
-        seeder.register_generator(pert.reseed_rng)
-    train_set = seeder.SeededDataset(dataset)  # augmentation: a pure function of (seed, epoch, index)
-    sampler = seeder.DistributedSampler(train_set)
-    loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
-                        worker_init_fn=seeder.worker_init_fn, persistent_workers=args.persistent_workers,
-                        generator=seeder.dataloader_generator())
+    ckpt_path = os.path.join(args.ckpt_dir, CKPT_NAME) if args.ckpt_dir else None
+    ckpt = None
+    if args.resume and ckpt_path and os.path.exists(ckpt_path):
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+
+    sampler = None
+    if args.loader == "dali":
+        # DALI: the pipeline's seed comes from the seeder; a resumed pipeline is rebuilt from its DALI checkpoint.
+        from dali_loader import DaliLoader
+
+        loader = DaliLoader(batch_size=args.batch_size, dataset_size=args.samples, image_size=DALI_IMAGE,
+                            crop=DALI_CROP, channels=DALI_CHANNELS, num_classes=DALI_CLASSES,
+                            state=ckpt["seeder"] if ckpt else None)
+    else:
+        dataset = SyntheticDataset(args.samples)
+        for pert in dataset.perturbations:
+            seeder.register_generator(pert.reseed_rng)
+        train_set = seeder.SeededDataset(dataset)  # augmentation: a pure function of (seed, epoch, index)
+        sampler = seeder.DistributedSampler(train_set)
+        loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
+                            worker_init_fn=seeder.worker_init_fn, persistent_workers=args.persistent_workers,
+                            generator=seeder.dataloader_generator())
 
     metrics = Metrics(args.metrics, rank)
-    ckpt_path = os.path.join(args.ckpt_dir, CKPT_NAME) if args.ckpt_dir else None
     start_epoch, step = 0, 0
     if ckpt_path and rank == 0:
         os.makedirs(args.ckpt_dir, exist_ok=True)
         remove_stale_temporaries(args.ckpt_dir)
-    if args.resume and ckpt_path and os.path.exists(ckpt_path):
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
@@ -297,9 +309,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     for epoch in range(start_epoch, args.epochs):
         seeder.reseed(1, epoch)  # skipped right after a mid-epoch resume: the loaded state continues the epoch
-        sampler.set_epoch(epoch)
+        if sampler is not None:
+            sampler.set_epoch(epoch)
         net.train()
         for x, y in loader:
+            x, y = x.flatten(1), y.flatten()
             # Main-process randomness too: a label-smoothing amount from NumPy, input noise from Python random.
             smoothing = float(np.random.uniform(0.0, 0.1))
             if random.random() < 0.5:
@@ -308,7 +322,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            sampler.advance(len(y))
+            if sampler is not None:
+                sampler.advance(len(y))  # samples consumed: what a mid-epoch checkpoint resumes after
             step += 1
             metrics.write({"step": step, "epoch": epoch, "loss": loss.item()})
             if step_sleep:

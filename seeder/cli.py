@@ -142,10 +142,22 @@ def _add_env(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=no_subcommand)
 
 
+def _add_verify(sub: "argparse._SubParsersAction") -> None:
+    from .verify.cli import add_verify
+
+    add_verify(sub)
+
+
+def _add_compare(sub: "argparse._SubParsersAction") -> None:
+    from .verify.cli import add_compare
+
+    add_compare(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seeder", description="Reproducible, resumable PyTorch training runs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_derive, _add_run, _add_env):
+    for add in (_add_derive, _add_run, _add_env, _add_verify, _add_compare):
         add(sub)
     return parser
 

@@ -30,7 +30,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
-from .core import Participant, Seeder, add_participant_factory
+from .core import GATHERED_FORMAT, Participant, Seeder, add_participant_factory
 from .derive import Domain, check_key, numpy_seed
 from .errors import SeederWarning, StateError
 
@@ -139,8 +139,12 @@ def pipeline_seed(
     return fold_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))
 
 
-def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0) -> Optional[List[Union[bytes, str]]]:
+def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
+                      seeder: Optional[Seeder] = None) -> Optional[List[Union[bytes, str]]]:
     """The DALI checkpoints of pipeline ``pipeline_id`` in a saved ``seeder.state_dict()``, without loading it.
+
+    ``state`` may also be the many-rank form of ``seeder.gather_state_dict()``: this
+    rank's entry (rank of ``seeder``, default the module-level one) is used.
 
     Use it to build the pipeline with ``checkpoint=`` *before* ``seeder.load_state_dict``
     (which needs the pipeline tracked). A list with one checkpoint per pipeline of
@@ -153,6 +157,8 @@ def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0) -> Optional[L
     seeder.errors.StateError: the seeder state holds no DALI pipeline 0 (it has: none); track the pipeline with seeder.dali.track(pipe, 0) before saving
     """
     pid = check_key(pipeline_id, "pipeline_id")
+    if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
+        state = _resolve(seeder)._own_entry(state, allow_world_change=False)[0]
     if not isinstance(state, dict) or state.get("format") != "seeder" or not isinstance(state.get("participants"), dict):
         raise StateError("not a seeder state: pass the dict returned by seeder.state_dict() (e.g. checkpoint['seeder'])")
     found = []
@@ -189,7 +195,7 @@ def pipeline_kwargs(
     seed = pipeline_seed(pipeline_id, shared=shared, seeder=seeder)
     checkpoint = None
     if state is not None:
-        saved = saved_checkpoints(state, pipeline_id)
+        saved = saved_checkpoints(state, pipeline_id, seeder=seeder)
         if saved is not None:
             if len(saved) != 1:
                 raise ValueError(

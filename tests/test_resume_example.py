@@ -29,6 +29,21 @@ SEED = "20240601"
 BASE = ["--samples", "128", "--batch-size", "32"]
 
 
+def dali_available() -> bool:
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError:
+        if os.environ.get("SEEDER_REQUIRE_DALI") == "1":
+            raise
+        return False
+    return True
+
+
+LOADERS = [pytest.param("torch"),
+           pytest.param("dali", marks=pytest.mark.skipif(not dali_available(), reason="DALI is not installed "
+                                                         "(pip install 'seeder[dali]')"))]
+
+
 def train(out: Path, *args: str, env: Optional[Dict[str, str]] = None, seed: Optional[str] = SEED) -> Tuple[List[dict], str]:
     """Run the example to its end (or stop point); return the metric records and the printed digest."""
     metrics = out / "metrics.jsonl"
@@ -83,6 +98,18 @@ def test_stop_and_resume_is_bitwise(tmp_path, reference, first, second):
     records, digest = train(tmp_path, *ckpt, "--resume", *second)
     assert digest == ref_digest
     assert records == ref_records  # every step's loss, in one file, as if never stopped
+
+
+@pytest.mark.skipif(not dali_available(), reason="DALI is not installed (pip install 'seeder[dali]')")
+def test_dali_loader_stop_mid_epoch_and_resume_is_bitwise(tmp_path):
+    ref_records, ref_digest = train(tmp_path / "ref", "--epochs", "2", "--loader", "dali")
+    assert [r["step"] for r in steps(ref_records)] == list(range(1, 9))
+    ckpt = ["--epochs", "2", "--loader", "dali", "--ckpt-dir", str(tmp_path / "ckpt")]
+    train(tmp_path, *ckpt, "--stop-after-steps", "6")
+    records, digest = train(tmp_path, *ckpt, "--resume")
+    assert digest == ref_digest and records == ref_records
+    other, other_digest = train(tmp_path / "other", "--epochs", "2", "--loader", "dali", seed="7")
+    assert other_digest != ref_digest
 
 
 def test_seeded_runs_repeat_and_unseeded_runs_differ(tmp_path, reference):
@@ -169,10 +196,12 @@ class Run:
         raise AssertionError(f"step {step} not reached in {timeout}s")
 
 
-def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path):
+@pytest.mark.parametrize("loader", LOADERS)
+def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, loader):
     """>= 5 SIGKILLs at random steps and inside checkpoint writes; every resume continues from the last good file."""
     total = 12  # 3 epochs x 4 steps; checkpoints at every 2nd step and at epoch ends (4, 8, 12)
-    args = ["--epochs", "3", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every-steps", "2"]
+    args = ["--epochs", "3", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every-steps", "2",
+            "--loader", loader]
     seed = int(os.environ.get("SEEDER_FAULT_SEED", random.SystemRandom().randrange(2**32)))
     rng = random.Random(seed)
     writes = sorted(rng.sample([2, 4, 6, 8, 10], 3))
@@ -183,7 +212,7 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path):
 
     ref_out = tmp_path / "ref"
     ref_out.mkdir()
-    ref_records, ref_digest = train(ref_out, "--epochs", "3", "--workers", "2")
+    ref_records, ref_digest = train(ref_out, "--epochs", "3", "--workers", "2", "--loader", loader)
     ckpt = tmp_path / "ckpt" / "last.pt"
     for kind, at in events:
         env = {"SEEDER_EXAMPLE_STEP_SLEEP": "0.1"}

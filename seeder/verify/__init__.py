@@ -1,0 +1,35 @@
+"""``seeder verify`` and ``seeder compare``: show that a training script is seeded and resumes bit for bit.
+
+The methodology (seed 004): with one seed, (1) train X epochs, (2) train X/2 epochs
+and checkpoint, (3) resume from (2) to X; without a seed, (4) train X epochs; repeat;
+then compare the losses. :func:`verify` runs it and decides PASS/FAIL, :func:`compare`
+runs a paired A/B comparison, :func:`load` reads an output directory back for plots.
+
+The statistics need scipy and the figures matplotlib (the ``plot`` extra); they are
+imported on first use, so ``import seeder.verify`` needs only numpy.
+
+Example:
+    >>> from seeder.verify import Contract
+    >>> Contract().args(seed=1, epochs=2)
+    ['--seed', '1', '--epochs', '2']
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .contract import METRICS_ENV, Contract, Metrics, default_command, parse_metrics, read_metrics
+from .runner import RunFailed, RunResult, RunSpec, run_all
+
+__all__ = ["Contract", "Metrics", "METRICS_ENV", "parse_metrics", "read_metrics", "default_command",
+           "RunSpec", "RunResult", "RunFailed", "run_all",
+           "VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData"]
+
+_LAZY = {"VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:  # session imports scipy (analysis); keep `import seeder.verify` light
+        from . import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module 'seeder.verify' has no attribute {name!r}")

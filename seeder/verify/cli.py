@@ -1,0 +1,155 @@
+"""Argument parsing and printing for ``seeder verify`` and ``seeder compare``.
+
+Exit codes: 0 PASS (compare: finished), 1 FAIL (compare: a difference with
+``--fail-on-difference``), 2 bad usage, 3 a run failed (its log tail is printed),
+130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import List
+
+from .contract import TEMPLATE_NAMES, Contract, default_command, split_command
+from .runner import RunFailed, log_tail
+
+__all__ = ["add_verify", "add_compare", "EXIT_FAIL", "EXIT_RUN_FAILED", "EXIT_INTERRUPTED"]
+
+EXIT_FAIL, EXIT_RUN_FAILED, EXIT_INTERRUPTED = 1, 3, 130
+
+#: Arguments given to the bundled example on top of the contract (its defaults are already small).
+EXAMPLE_ARGS: List[str] = []
+#: Default --jobs: two runs at once where there are two cores (run 3 still waits for run 2).
+DEFAULT_JOBS = min(2, os.cpu_count() or 1)
+
+_CONTRACT_HELP = ("override how the command is driven, NAME=TEMPLATE, repeatable. Names: "
+                  + ", ".join(TEMPLATE_NAMES) + ", metrics_env, step_key, loss_keys (comma-separated). Defaults: "
+                  + "; ".join(f"{n}={getattr(Contract(), n)!r}" for n in TEMPLATE_NAMES) + ". An empty TEMPLATE means the "
+                  "script has no such flag (metrics= empty: only $SEEDER_METRICS).")
+
+
+def _common(p: argparse.ArgumentParser, out: str, epochs: int) -> None:
+    p.add_argument("--out", type=Path, default=Path(out), help=f"output directory (default ./{out}; a previous seeder "
+                   "output there is replaced, any other non-empty directory is refused)")
+    p.add_argument("--epochs", type=int, default=epochs, metavar="X", help=f"epochs of a full run (default {epochs})")
+    p.add_argument("--seed", type=int, default=42, help="master seed (default 42)")
+    p.add_argument("--jobs", "-j", type=int, default=DEFAULT_JOBS,
+                   help=f"runs at once (default {DEFAULT_JOBS}); each gets CPUs/jobs threads unless OMP_NUM_THREADS is set")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=TEMPLATE", help=_CONTRACT_HELP)
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="fail a run that takes longer")
+    p.add_argument("--keep-going", action="store_true", help="after a failed run, finish the others anyway")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fig = p.add_mutually_exclusive_group()
+    fig.add_argument("--figures", type=Path, default=None, metavar="DIR", help="write the PNG figures here (default: --out)")
+    fig.add_argument("--no-figures", action="store_true", help="skip the figures (no matplotlib needed)")
+    p.add_argument("train_command", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="training command after --, e.g. -- python train.py --lr 0.1. Default: the bundled "
+                   "examples/train.py; after -- an argument list that starts with an option goes to it "
+                   "(-- --samples 512)")
+
+
+def _contract(pairs: List[str]) -> Contract:
+    overrides = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--arg expects NAME=TEMPLATE, got {pair!r}")
+        overrides[name.strip()] = value
+    return Contract().with_overrides(overrides)
+
+
+def _command(words: List[str]) -> List[str]:
+    """The training command; none, or one that starts with an option, means the bundled example (with those options)."""
+    if words and words[0] == "--":
+        words = words[1:]
+    if not words or words[0].startswith("-"):
+        return default_command() + EXAMPLE_ARGS + words
+    return split_command(words)
+
+
+def _common_kwargs(args: argparse.Namespace) -> dict:
+    return dict(command=_command(args.train_command), out=args.out, epochs=args.epochs, seed=args.seed,
+                contract=_contract(args.arg), jobs=args.jobs, keep_going=args.keep_going, timeout=args.timeout,
+                progress=not args.no_progress, figures=False if args.no_figures else (args.figures or True))
+
+
+def _report_failure(exc: RunFailed, out: Path) -> int:
+    for r in exc.failed:
+        print(f"\nrun {r.name} failed: {r.reason}", file=sys.stderr)
+        tail = log_tail(r.log)
+        print(f"--- last lines of {r.log}\n{tail}\n---" if tail else f"(its log {r.log} is empty)", file=sys.stderr)
+    others = [r for r in exc.results if r.status in ("skipped", "cancelled")]
+    if others:
+        print(f"{len(others)} other run(s) not finished: " + ", ".join(r.name for r in others), file=sys.stderr)
+    print(f"no verdict: {len(exc.failed)} run(s) failed; details in {out / 'report.json'}", file=sys.stderr)
+    return EXIT_RUN_FAILED
+
+
+def _run(fn, cfg) -> "dict | int":
+    """The report, or the exit code when a run failed or the session was interrupted."""
+    try:
+        return fn(cfg)
+    except RunFailed as exc:
+        return _report_failure(exc, cfg.out)
+    except KeyboardInterrupt:
+        print("\ninterrupted: every run was stopped; partial output in " + str(cfg.out), file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def add_verify(sub: "argparse._SubParsersAction") -> None:
+    """Register ``seeder verify``."""
+    p = sub.add_parser("verify", help="prove that a training command is seeded and resumes bit for bit",
+                       description="Run the seeding/resume methodology on a training command: (1) seeded X epochs, "
+                       "(2) seeded X/2 epochs with a checkpoint, (3) resumed from it to X, (4) unseeded X epochs, each "
+                       "repeated; then decide PASS or FAIL and draw the figures.")
+    _common(p, "seeder-verify", 4)
+    p.add_argument("--repeats", "-r", type=int, default=3, help="repeats of runs 1-4 (default 3, at least 2)")
+    p.add_argument("--stop-after-steps", type=int, default=None, metavar="S",
+                   help="stop run 2 after global step S (mid-epoch) instead of after X/2 epochs")
+    p.add_argument("--atol", type=float, default=0.0, help="accept loss differences up to this (default 0: bit for bit)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level of the variance test (default 0.05)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .session import VerifyConfig, verify
+        from . import report as rep
+
+        cfg = VerifyConfig(repeats=args.repeats, stop_after_steps=args.stop_after_steps, atol=args.atol, alpha=args.alpha,
+                           **_common_kwargs(args))
+        result = _run(verify, cfg)
+        if isinstance(result, int):
+            return result
+        print(rep.table(result))
+        print(f"report: {Path(cfg.out) / 'report.md'}")
+        return 0 if result["verdict"] == "PASS" else EXIT_FAIL
+
+    p.set_defaults(func=run)
+
+
+def add_compare(sub: "argparse._SubParsersAction") -> None:
+    """Register ``seeder compare``."""
+    p = sub.add_parser("compare", help="A/B-compare two configurations with paired seeds",
+                       description="Train configuration A and B with the same seeds and give confidence intervals for "
+                       "the paired loss difference B - A, and how many unseeded runs would match them.")
+    _common(p, "seeder-compare", 3)
+    p.add_argument("--a", dest="a_args", default="", metavar="ARGS", help="arguments appended for configuration A (one string)")
+    p.add_argument("--b", dest="b_args", default="", metavar="ARGS", help="arguments appended for configuration B (one string)")
+    p.add_argument("--runs", "-n", type=int, default=5, help="seeds, i.e. runs per configuration (default 5)")
+    p.add_argument("--fail-on-difference", action="store_true", help="exit 1 when B differs from A (for CI)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .session import CompareConfig, compare
+        from . import report as rep
+
+        cfg = CompareConfig(a_args=shlex.split(args.a_args), b_args=shlex.split(args.b_args), runs=args.runs,
+                            **_common_kwargs(args))
+        result = _run(compare, cfg)
+        if isinstance(result, int):
+            return result
+        print(rep.table(result))
+        print(f"report: {Path(cfg.out) / 'report.md'}")
+        return EXIT_FAIL if (args.fail_on_difference and result["differs"]) else 0
+
+    p.set_defaults(func=run)

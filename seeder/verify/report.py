@@ -1,0 +1,162 @@
+"""Render a verify/compare report: the terminal table and ``report.md``.
+
+Example:
+    >>> rep = {"kind": "verify", "verdict": "PASS", "reasons": [], "checks": [
+    ...     {"name": "resume", "status": "PASS", "summary": "bitwise", "reasons": [], "details": {}}]}
+    >>> print(table(rep))
+    check   result  summary
+    ------  ------  -------
+    resume  PASS    bitwise
+    <BLANKLINE>
+    verdict: PASS
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+__all__ = ["table", "markdown", "VERIFY_METHOD", "COMPARE_METHOD"]
+
+VERIFY_METHOD = """\
+With one seed ({seed}) for runs 1-3 and none for run 4, each repeated {repeats} times with X = {epochs} epochs:
+
+1. **full**: seeded, X epochs without interruption;
+2. **half**: seeded, stopped after {stop} with a checkpoint;
+3. **resume**: seeded, resumed from that checkpoint to epoch X;
+4. **unseeded**: no seed, X epochs.
+
+Three checks decide the verdict; all three must pass.
+
+* **reproducible**: every seeded run (1) logs the same steps with the same losses as
+  the first one, compared as float64 with `==` (bit for bit; `--atol` {atol} relaxes this
+  to an absolute tolerance), and ends with the same digest when the script reports one.
+  The same seed must give the same run.
+* **resume**: in each repeat, run (2) equals run (1) on the steps before the checkpoint,
+  run (3) equals run (1) on every remaining step, (2) and (3) together log each step of
+  (1) exactly once (a resumed run that starts over at step 0 fails), and (3)'s final
+  digest equals (1)'s. Stopping and resuming must change nothing.
+* **variance**: the seeded runs must vary less than the unseeded runs. Each run is
+  reduced to one number, its mean train loss over the last epoch (runs are independent,
+  steps within a run are not), and a one-sided F test asks whether the ratio of the
+  seeded to the unseeded sample variance is this small by chance; it passes when
+  p < alpha = {alpha}. With identical seeded runs the ratio is 0 and p = 0. Identical
+  unseeded runs fail: the script then seeds itself without `--seed` (or has no
+  randomness), so the seed is not what controls the run.
+
+Per-step standard deviations, their ratio and the correlation of runs (of each run's
+fluctuation around its own moving average, since every loss curve falls) are reported
+for reading, not voted on.
+"""
+
+COMPARE_METHOD = """\
+Configurations A and B were each trained {runs} times with seeds {seed}..{last}, run i of
+A and run i of B sharing seed {seed}+i, so that both see the same initial weights,
+shuffles and augmentations. Each run is reduced to its mean train loss over the last
+epoch; the differences B - A of the {runs} pairs get Student-t confidence intervals
+(scipy.stats.t, n - 1 degrees of freedom). B differs from A when the 95% interval
+excludes 0.
+
+Across seeds, A's and B's values vary as unseeded runs would. An unpaired comparison of
+unseeded runs with m runs per configuration has the interval half-width
+t * sqrt((sd_A^2 + sd_B^2) / m) (Welch degrees of freedom); "unseeded runs per config for this width" is the
+smallest m that matches the paired interval's half-width ("unbounded" when the paired
+interval has zero width: A and B gave identical values for every seed). "Pairing divides the
+variance by" is (sd_A^2 + sd_B^2) / sd_(B-A)^2.
+"""
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float):
+        return "unbounded" if v == float("inf") else f"{v:.{digits}g}"
+    return str(v)
+
+
+def _grid(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _compare_rows(report: Dict[str, Any]) -> List[List[str]]:
+    rows = [["level", "interval for B - A", "contains 0", "unseeded runs per config for this width"]]
+    for lv, ci in report["intervals"].items():
+        rows.append([f"{float(lv):.0%}", f"[{ci['low']:.4g}, {ci['high']:.4g}]", "yes" if ci["contains_zero"] else "no",
+                     _fmt(ci["unpaired_runs_needed"])])
+    return rows
+
+
+def table(report: Dict[str, Any]) -> str:
+    """The verdict as a plain-text table (what the command prints)."""
+    if report.get("kind") == "compare":
+        return (_grid(_compare_rows(report)) + f"\n\n{report['summary']}\n"
+                f"paired runs: {report['pairs']}; std of B - A {report['std_difference']:.3g}, "
+                f"std across seeds A {report['std_a']:.3g}, B {report['std_b']:.3g}; pairing divides the variance "
+                f"of the difference by {_fmt(report['variance_reduction'], 3)}")
+    rows = [["check", "result", "summary"]] + [[c["name"], c["status"], c["summary"]] for c in report["checks"]]
+    text = _grid(rows) + f"\n\nverdict: {report['verdict']}"
+    for r in report.get("reasons", []):
+        text += f"\n  - {r}"
+    return text
+
+
+def _rel(path: str, out: Path) -> str:
+    try:
+        return os.path.relpath(path, out)
+    except ValueError:
+        return path
+
+
+def _stop_text(cfg: Dict[str, Any]) -> str:
+    if cfg.get("stop_after_steps") is not None:
+        return f"global step {cfg['stop_after_steps']}"
+    return f"X/2 = {cfg['epochs'] // 2} epoch(s)"
+
+
+def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
+    """``report.md``: verdict, checks, statistics, runs, method and figures."""
+    out = Path(out) if out is not None else Path(".")
+    cfg = report["config"]
+    cmd = " ".join(cfg["command"])
+    lines: List[str] = []
+    if report.get("kind") == "compare":
+        lines += [f"# seeder compare: {'B differs from A' if report['differs'] else 'no difference detected'}", "",
+                  f"Command: `{cmd}`  ", f"A: `{' '.join(cfg['a_args']) or '(as is)'}`; B: `{' '.join(cfg['b_args']) or '(as is)'}`",
+                  "", report["summary"], "", "| " + " | ".join(_compare_rows(report)[0]) + " |",
+                  "|" + "---|" * 4]
+        lines += ["| " + " | ".join(r) + " |" for r in _compare_rows(report)[1:]]
+        lines += ["", "| seed | A | B | B - A |", "|---|---|---|---|"]
+        for i, (a, b, d) in enumerate(zip(report["values_a"], report["values_b"], report["paired_differences"])):
+            lines.append(f"| {cfg['seed'] + i} | {a:.6g} | {b:.6g} | {d:+.4g} |")
+        lines += ["", "## How this is decided", "",
+                  COMPARE_METHOD.format(runs=cfg["runs"], seed=cfg["seed"], last=cfg["seed"] + cfg["runs"] - 1)]
+    else:
+        lines += [f"# seeder verify: {report['verdict']}", "", f"Command: `{cmd}`", ""]
+        if report.get("reasons"):
+            lines += ["Reasons:", ""] + [f"- {r}" for r in report["reasons"]] + [""]
+        lines += ["| check | result | summary |", "|---|---|---|"]
+        lines += [f"| {c['name']} | {c['status']} | {c['summary']} |" for c in report["checks"]]
+        ps = report["per_step"]
+        corr = ps.get("correlation", {})
+        lines += ["", "## Statistics", "",
+                  f"- steps compared: {len(ps['keys'])}",
+                  f"- largest per-step std of seeded runs: {_fmt(ps['max_std_seeded'])}; "
+                  f"mean per-step std of unseeded runs: {_fmt(ps['mean_std_unseeded'])}",
+                  f"- median per-step variance ratio seeded/unseeded: {_fmt(ps['median_variance_ratio'])}",
+                  "- correlation of runs (fluctuations around their own trend): " + ", ".join(f"{k.replace('_', ' ')} {_fmt(v, 3)}"
+                                                                             for k, v in corr.items())]
+        lines += ["", "## How this is decided", "",
+                  VERIFY_METHOD.format(seed=cfg["seed"], repeats=cfg["repeats"], epochs=cfg["epochs"], stop=_stop_text(cfg),
+                                       atol=cfg["atol"], alpha=cfg["alpha"])]
+    lines += ["## Runs", "", "| run | status | steps | seconds | digest | log |", "|---|---|---|---|---|---|"]
+    for r in report["runs"]:
+        lines.append(f"| {r['name']} | {r['status']} | {_fmt(r['steps'])} | {r['duration_s']:.1f} | "
+                     f"{(r['digest'] or '')[:12]} | [{r['log']}]({r['log']}) |")
+    if report.get("figures"):
+        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({_rel(f, out)})" for f in report["figures"]]
+    return "\n".join(lines) + "\n"

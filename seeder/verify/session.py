@@ -1,0 +1,314 @@
+"""Plan, run and judge a verify or compare session; write its output directory.
+
+Output directory layout::
+
+    OUT/.seeder-verify          marker: this directory belongs to seeder (reruns may clear it)
+    OUT/report.json, report.md  verdict, checks, statistics, runs
+    OUT/*.png                   figures (or --figures DIR)
+    OUT/runs/<name>/            log.txt, run.json, metrics.jsonl, ckpt/ for each run
+
+Example (planning only; :func:`verify` runs these)::
+
+    >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=4, repeats=2)
+    >>> specs = plan_verify(cfg, Path("/tmp/v"))
+    >>> [(s.name, s.after) for s in specs[:4]]
+    [('half-0', None), ('full-0', None), ('unseeded-0', None), ('resume-0', 'half-0')]
+    >>> specs[0].argv[2:]  # doctest: +NORMALIZE_WHITESPACE
+    ['--seed', '42', '--epochs', '4', '--ckpt-dir', '/tmp/v/runs/half-0/ckpt', '--stop-after-epochs', '2',
+     '--metrics', '/tmp/v/runs/half-0/metrics.jsonl']
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from .analysis import RUN_KINDS, analyze_compare, analyze_verify
+from .contract import Contract, Metrics, read_metrics
+from .runner import RunFailed, RunResult, RunSpec, run_all
+
+__all__ = ["VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData", "MARKER", "OutputDirError"]
+
+#: File that marks a directory as a seeder verify/compare output.
+MARKER = ".seeder-verify"
+#: Layout version of report.json.
+REPORT_VERSION = 1
+
+
+class OutputDirError(ValueError):
+    """The output directory cannot be used."""
+
+
+@dataclass(frozen=True)
+class _Common:
+    command: List[str]
+    out: Path
+    epochs: int = 2
+    seed: int = 42
+    contract: Contract = field(default_factory=Contract)
+    jobs: int = 1
+    keep_going: bool = False
+    timeout: Optional[float] = None
+    progress: bool = True
+    figures: Union[bool, Path] = True  # True: into out; a Path: there; False: none
+    cwd: Optional[Path] = None
+
+    def _validate(self) -> None:
+        if not self.command or not all(isinstance(w, str) for w in self.command):
+            raise ValueError(f"command must be a non-empty list of strings, got {self.command!r}")
+        for name in ("epochs", "seed", "jobs"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "seed" else 1):
+                raise ValueError(f"{name} must be an integer >= {0 if name == 'seed' else 1}, got {v!r}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"timeout must be positive seconds, got {self.timeout!r}")
+        if not isinstance(self.contract, Contract):
+            raise TypeError(f"contract must be a Contract, got {type(self.contract).__name__}")
+
+
+@dataclass(frozen=True)
+class VerifyConfig(_Common):
+    """Settings of ``seeder verify``: X = ``epochs``, ``repeats`` of runs 1-4, one ``seed``.
+
+    Run (2) stops after ``epochs // 2`` epochs, or after global step ``stop_after_steps``.
+    ``atol`` > 0 accepts loss differences up to it (for nondeterministic kernels);
+    ``alpha`` is the significance level of the variance test.
+    """
+
+    repeats: int = 3
+    stop_after_steps: Optional[int] = None
+    atol: float = 0.0
+    alpha: float = 0.05
+
+    def validate(self) -> None:
+        self._validate()
+        if self.epochs < 2 and self.stop_after_steps is None:
+            raise ValueError(f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}")
+        if not isinstance(self.repeats, int) or self.repeats < 2:
+            raise ValueError(f"repeats must be >= 2 (the variance test compares spreads), got {self.repeats!r}")
+        if self.stop_after_steps is not None and (not isinstance(self.stop_after_steps, int) or self.stop_after_steps < 1):
+            raise ValueError(f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}")
+        if not (isinstance(self.atol, (int, float)) and self.atol >= 0):
+            raise ValueError(f"atol must be >= 0, got {self.atol!r}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
+
+
+@dataclass(frozen=True)
+class CompareConfig(_Common):
+    """Settings of ``seeder compare``: ``runs`` seeds (``seed``, ``seed + 1``, ...) for A and for B.
+
+    ``a_args`` and ``b_args`` are appended to the command of configuration A and B.
+    """
+
+    a_args: List[str] = field(default_factory=list)
+    b_args: List[str] = field(default_factory=list)
+    runs: int = 5
+    levels: Tuple[float, ...] = (0.95, 0.99)
+
+    def validate(self) -> None:
+        self._validate()
+        if not isinstance(self.runs, int) or self.runs < 2:
+            raise ValueError(f"runs must be >= 2 (a paired interval needs two pairs), got {self.runs!r}")
+        if not self.levels or not all(0 < lv < 1 for lv in self.levels):
+            raise ValueError(f"levels must be confidence levels in (0, 1), got {self.levels!r}")
+
+
+def prepare_out(out: Path) -> Path:
+    """Create ``out`` or clear a previous seeder output there; refuse any other non-empty directory."""
+    out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(f"output path {out} exists and is not a directory; choose another --out")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / MARKER).is_file():
+            raise OutputDirError(f"output directory {out} is not empty and was not written by seeder verify; "
+                                 "choose another --out (or empty it)")
+        shutil.rmtree(out / "runs", ignore_errors=True)
+        for name in ("report.json", "report.md"):
+            (out / name).unlink(missing_ok=True)
+        for png in out.glob("*.png"):
+            png.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text(json.dumps({"report_version": REPORT_VERSION}) + "\n", encoding="utf-8")
+    return out
+
+
+def _metrics_path(out: Path, name: str) -> Path:
+    return out / "runs" / name / "metrics.jsonl"
+
+
+def _spec(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), after: Optional[str] = None, prepare=None,
+          **kw: Any) -> RunSpec:
+    workdir = out / "runs" / name
+    metrics = _metrics_path(out, name)
+    argv = list(cfg.command) + cfg.contract.args(metrics=str(metrics), **kw) + list(extra)
+    return RunSpec(name, argv, workdir, env=cfg.contract.env(str(metrics)), after=after, prepare=prepare, cwd=cfg.cwd)
+
+
+def _copy_ckpt(src: Path, dst: Path):
+    def prepare() -> None:
+        if dst.exists():
+            shutil.rmtree(dst)
+        if src.exists():
+            shutil.copytree(src, dst)
+        else:
+            dst.mkdir(parents=True)
+    return prepare
+
+
+def plan_verify(cfg: VerifyConfig, out: Path) -> List[RunSpec]:
+    """The runs of the methodology, in launch order: per repeat (2), (1), (4), then (3) after (2)."""
+    x, specs = cfg.epochs, []
+    for r in range(cfg.repeats):
+        half_ckpt, res_ckpt = out / "runs" / f"half-{r}" / "ckpt", out / "runs" / f"resume-{r}" / "ckpt"
+        if cfg.stop_after_steps is not None:
+            stop = {"epochs": x, "stop_after_steps": cfg.stop_after_steps}
+        elif cfg.contract.stop_after_epochs:
+            stop = {"epochs": x, "stop_after_epochs": x // 2}
+        else:  # no stop flag: NVIDIA's way, a run of X/2 epochs
+            stop = {"epochs": x // 2}
+        specs += [
+            _spec(cfg, out, f"half-{r}", seed=cfg.seed, ckpt_dir=str(half_ckpt), **stop),
+            _spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=x),
+            _spec(cfg, out, f"unseeded-{r}", epochs=x),
+            _spec(cfg, out, f"resume-{r}", after=f"half-{r}", prepare=_copy_ckpt(half_ckpt, res_ckpt),
+                  seed=cfg.seed, epochs=x, ckpt_dir=str(res_ckpt), resume=True),
+        ]
+    for s in specs:
+        kind, rep = s.name.rsplit("-", 1)
+        s.info.update(kind=kind, repeat=int(rep))
+    return specs
+
+
+def plan_compare(cfg: CompareConfig, out: Path) -> List[RunSpec]:
+    """Runs a-i and b-i with seed ``seed + i``, interleaved."""
+    specs = []
+    for i in range(cfg.runs):
+        for cfgname, extra in (("a", cfg.a_args), ("b", cfg.b_args)):
+            s = _spec(cfg, out, f"{cfgname}-{i}", extra, seed=cfg.seed + i, epochs=cfg.epochs)
+            s.info.update(kind=cfgname, repeat=i, seed=cfg.seed + i)
+            specs.append(s)
+    return specs
+
+
+def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) -> Dict[str, Any]:
+    return {"name": spec.name, "kind": spec.info.get("kind"), "repeat": spec.info.get("repeat"), "status": res.status,
+            "returncode": res.returncode, "duration_s": round(res.duration, 3), "reason": res.reason,
+            "log": str(res.log.relative_to(out)), "metrics": str(_metrics_path(out, spec.name).relative_to(out)),
+            "steps": len(m) if m is not None else None, "digest": m.digest if m is not None else None, "argv": spec.argv}
+
+
+def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str) -> Tuple[Dict[str, Metrics], Dict[str, Any]]:
+    """Run the specs; read their metrics; raise RunFailed (after writing report.json) on any failure."""
+    results = run_all(specs, jobs=cfg.jobs, progress=cfg.progress, keep_going=cfg.keep_going, timeout=cfg.timeout, desc=desc)
+    by_name = {r.name: r for r in results}
+    metrics: Dict[str, Metrics] = {}
+    for spec in specs:
+        res = by_name[spec.name]
+        if res.ok:
+            try:
+                metrics[spec.name] = read_metrics(_metrics_path(out, spec.name), res.log, cfg.contract)
+            except (ValueError, OSError) as exc:
+                res.status, res.reason = "failed", f"exited 0 but its metrics are unusable: {exc}"
+    base = {"seeder_verify": REPORT_VERSION, "kind": kind, "config": _config_dict(cfg),
+            "runs": [_run_record(out, s, by_name[s.name], metrics.get(s.name)) for s in specs]}
+    if any(not r.ok for r in results):
+        base.update(verdict="ERROR", reasons=[f"{r.name}: {r.reason}" for r in results if r.status == "failed"])
+        write_json(out / "report.json", base)
+        raise RunFailed(results)
+    return metrics, base
+
+
+def _config_dict(cfg: _Common) -> Dict[str, Any]:
+    d = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        d[f.name] = dataclasses.asdict(v) if isinstance(v, Contract) else str(v) if isinstance(v, Path) else v
+    return d
+
+
+def verify(cfg: VerifyConfig) -> Dict[str, Any]:
+    """Run the methodology and return the report (also written to ``cfg.out``).
+
+    Raises :class:`RunFailed` when a run failed (report.json then says ERROR) and
+    ``KeyboardInterrupt`` after stopping the runs when interrupted.
+    """
+    cfg.validate()
+    out = prepare_out(cfg.out)
+    specs = plan_verify(cfg, out)
+    metrics, report = _execute(cfg, out, specs, "verify", "seeder verify")
+    runs = {k: [metrics[f"{k}-{r}"] for r in range(cfg.repeats)] for k in RUN_KINDS}
+    report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha))
+    _finish(cfg, out, report, metrics)
+    return report
+
+
+def compare(cfg: CompareConfig) -> Dict[str, Any]:
+    """Run configurations A and B with the same seeds and return the paired comparison."""
+    cfg.validate()
+    out = prepare_out(cfg.out)
+    specs = plan_compare(cfg, out)
+    metrics, report = _execute(cfg, out, specs, "compare", "seeder compare")
+    a = [metrics[f"a-{i}"] for i in range(cfg.runs)]
+    b = [metrics[f"b-{i}"] for i in range(cfg.runs)]
+    report.update(analyze_compare(a, b, cfg.levels))
+    _finish(cfg, out, report, metrics)
+    return report
+
+
+def _finish(cfg: _Common, out: Path, report: Dict[str, Any], metrics: Dict[str, Metrics]) -> None:
+    from . import report as rep
+
+    figures: List[str] = []
+    if cfg.figures is not False:
+        from . import plots
+
+        fig_dir = out if cfg.figures is True else Path(cfg.figures)
+        figures = [str(p) for p in plots.write_figures(report, metrics, fig_dir)]
+    report["figures"] = figures
+    write_json(out / "report.json", report)
+    (out / "report.md").write_text(rep.markdown(report, out), encoding="utf-8")
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Strict JSON (NaN as null, infinity as "inf")."""
+    Path(path).write_text(json.dumps(_clean(obj), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+
+
+@dataclass
+class VerifyData:
+    """A verify or compare output directory read back: its report and each run's metrics."""
+
+    out: Path
+    report: Dict[str, Any]
+    metrics: Dict[str, Metrics]
+
+
+def load(out: Union[str, Path]) -> VerifyData:
+    """Read a ``seeder verify``/``seeder compare`` output directory (for plots and notebooks)."""
+    out = Path(out)
+    path = out / "report.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: {out} is not a seeder verify output directory (run `seeder verify --out {out}`)")
+    report = json.loads(path.read_text(encoding="utf-8"))
+    contract = Contract(**{k: tuple(v) if k == "loss_keys" else v for k, v in report["config"]["contract"].items()})
+    metrics = {}
+    for run in report["runs"]:
+        if run["status"] == "ok":
+            metrics[run["name"]] = read_metrics(out / run["metrics"], out / run["log"], contract)
+    return VerifyData(out, report, metrics)

@@ -1,0 +1,321 @@
+"""seeder.verify without processes: the contract, metrics parsing, statistics, verdicts, reports."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sst
+
+from seeder.verify import Contract, Metrics, parse_metrics, read_metrics
+from seeder.verify import stats
+from seeder.verify.analysis import analyze_compare, analyze_verify
+from seeder.verify.report import markdown, table
+from seeder.verify.session import MARKER, OutputDirError, prepare_out, write_json
+
+
+def m(values, start=0, per_epoch=4, digest=None):
+    keys = [(start + i,) for i in range(len(values))]
+    return Metrics(keys, np.asarray(values, dtype=float), [k[0] // per_epoch for k in keys], digest)
+
+
+# --- contract --------------------------------------------------------------------------------------------------
+
+def test_default_contract_is_the_train_py_contract():
+    c = Contract()
+    assert c.args(seed=7, epochs=4, ckpt_dir="/d x", resume=True, stop_after_epochs=2, metrics="/m.jsonl") == [
+        "--seed", "7", "--epochs", "4", "--ckpt-dir", "/d x", "--resume", "--stop-after-epochs", "2", "--metrics", "/m.jsonl"]
+    assert c.args(stop_after_steps=9) == ["--stop-after-steps", "9"]
+    assert c.env("/m.jsonl") == {"SEEDER_METRICS": "/m.jsonl"}
+    assert c.args() == []
+
+
+def test_contract_overrides_and_errors():
+    c = Contract().with_overrides({"seed": "--random-seed={seed}", "metrics": "", "loss_keys": "data.loss, loss"})
+    assert c.args(seed=3, metrics="m") == ["--random-seed=3"]  # metrics only through the env var
+    assert c.loss_keys == ("data.loss", "loss")
+    with pytest.raises(ValueError, match="unknown contract field 'sed'"):
+        Contract().with_overrides({"sed": "x"})
+    with pytest.raises(ValueError, match="placeholders"):
+        Contract(seed="--seed {master}")
+    with pytest.raises(TypeError, match="loss_keys"):
+        Contract(loss_keys="loss")
+    with pytest.raises(ValueError, match="resume.*template is empty"):
+        Contract(resume="").args(ckpt_dir="d", resume=True)
+
+
+def test_parse_json_lines_dllogger_and_digest():
+    lines = ['{"step": 0, "epoch": 0, "loss": 2.0}', "some log line", '{"step": 1, "epoch": 0, "loss": 1.5}',
+             'DLLL {"type": "LOG", "step": [1, 5], "data": {"train_loss": 0.75}}',
+             'DLL {"step": "PARAMETER", "data": {"lr": 0.1}}', 'DLLL {"step": [], "data": {"train_loss": 9}}',
+             '{"digest": "abc", "epoch": 2, "step": 1}']
+    got = parse_metrics(lines)
+    assert got.keys == [(0,), (1,), (1, 5)]
+    assert got.losses.tolist() == [2.0, 1.5, 0.75]
+    assert got.epochs == [0, 0, 1]
+    assert got.digest == "abc"
+
+
+def test_parse_float_round_trip_is_exact():
+    x = 0.1 + 0.2  # not representable briefly; json repr must round-trip bit for bit
+    got = parse_metrics([json.dumps({"step": 0, "loss": x})])
+    assert got.losses[0] == x
+
+
+def test_parse_rejects_duplicate_steps_and_strict_junk():
+    with pytest.raises(ValueError, match="step 3 already logged on line 1"):
+        parse_metrics(['{"step": 3, "loss": 1}', '{"step": 3, "loss": 1}'])
+    with pytest.raises(ValueError, match=r"m.jsonl:2: not a JSON object"):
+        parse_metrics(['{"step": 3, "loss": 1}', "oops"], source="m.jsonl", strict=True)
+    with pytest.raises(ValueError, match="invalid JSON"):
+        parse_metrics(['{"step": 3,'], strict=True)
+
+
+def test_read_metrics_falls_back_to_the_log(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text('hello\nDLLL {"step": [0, 0], "data": {"train_loss": 1.0}}\nDIGEST ff00\n')
+    got = read_metrics(tmp_path / "missing.jsonl", log)
+    assert got.keys == [(0, 0)] and got.digest is None  # digests come from the metrics file or the DIGEST line
+    (tmp_path / "m.jsonl").write_text('{"step": 0, "loss": 1.0}\n')
+    assert read_metrics(tmp_path / "m.jsonl", log).digest == "ff00"
+    with pytest.raises(ValueError, match="no per-step losses found in .*missing.jsonl or .*empty.txt"):
+        (tmp_path / "empty.txt").write_text("nothing\n")
+        read_metrics(tmp_path / "missing.jsonl", tmp_path / "empty.txt")
+
+
+# --- statistics ------------------------------------------------------------------------------------------------
+
+def test_paired_interval_textbook_value():
+    # d = 1..5: mean 3, sd sqrt(2.5), se 0.70711, t(0.975, 4) = 2.77645 -> 3 -+ 1.96324
+    lo, hi = stats.paired_interval(np.arange(1.0, 6.0), 0.95)
+    assert lo == pytest.approx(1.03676, abs=1e-5) and hi == pytest.approx(4.96324, abs=1e-5)
+    assert stats.paired_interval(np.array([0.25, 0.25, 0.25]), 0.99) == (0.25, 0.25)
+    with pytest.raises(ValueError, match="at least 2 pairs"):
+        stats.paired_interval(np.array([1.0]), 0.95)
+    with pytest.raises(ValueError, match="level"):
+        stats.paired_interval(np.array([1.0, 2.0]), 95)
+
+
+def test_sample_var_is_exactly_zero_for_equal_values():
+    v = np.full(7, 0.1 + 0.2)
+    assert float(stats.sample_var(v)) == 0.0
+    assert stats.step_spread(np.array([[0.3, 1.0], [0.3, 2.0]])).tolist() == [0.0, math.sqrt(0.5)]
+
+
+def test_variance_test():
+    t = stats.variance_test(np.array([1.0, 1.0, 1.0]), np.array([1.0, 2.0, 3.0]))
+    assert t["ratio"] == 0.0 and t["p_value"] == 0.0
+    t = stats.variance_test(np.array([1.0, 2.0, 3.0]), np.array([5.0, 6.0, 7.0]))
+    assert t["ratio"] == 1.0 and t["p_value"] == pytest.approx(0.5)
+    t = stats.variance_test(np.array([1.0, 2.0]), np.array([4.0, 4.0]))
+    assert math.isnan(t["ratio"]) and math.isnan(t["p_value"])
+    with pytest.raises(ValueError, match="at least 2 runs"):
+        stats.variance_test(np.array([1.0]), np.array([1.0, 2.0]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(sd_a=st.floats(0.01, 10), sd_b=st.floats(0.0, 10), hw=st.floats(0.01, 5), level=st.sampled_from([0.9, 0.95, 0.99]))
+def test_unpaired_runs_needed_is_the_smallest_sufficient_m(sd_a, sd_b, hw, level):
+    m = stats.unpaired_runs_needed(sd_a, sd_b, hw, level)
+    var = sd_a ** 2 + sd_b ** 2
+
+    def width(k):
+        df = var ** 2 / ((sd_a ** 4 + sd_b ** 4) / (k - 1))
+        return sst.t.ppf(0.5 + level / 2, df) * math.sqrt(var / k)
+
+    assert m >= 2 and width(m) <= hw
+    assert m == 2 or width(m - 1) > hw
+
+
+def test_residual_correlation_sees_shared_noise_not_the_trend():
+    rng = np.random.default_rng(0)
+    trend = np.linspace(3, 0, 200)
+    shared = rng.normal(size=200) * 0.1
+    same = np.stack([trend + shared, trend + shared + rng.normal(size=200) * 0.01])
+    indep = np.stack([trend + rng.normal(size=200) * 0.1 for _ in range(4)])
+    assert stats.residual_correlation(same) > 0.9
+    assert abs(stats.residual_correlation(indep)) < 0.4
+    assert np.corrcoef(indep[0], indep[1])[0, 1] > 0.9  # raw curves correlate through the trend
+
+
+# --- verdicts --------------------------------------------------------------------------------------------------
+
+BASE = [4.0, 3.0, 2.5, 2.0, 1.6, 1.3, 1.1, 1.0]
+
+
+def runs_ok(repeats=3):
+    rng = np.random.default_rng(1)
+    return {"full": [m(BASE, digest="d1") for _ in range(repeats)], "half": [m(BASE[:4]) for _ in range(repeats)],
+            "resume": [m(BASE[4:], start=4, digest="d1") for _ in range(repeats)],
+            "unseeded": [m(np.array(BASE) + rng.normal(0, 0.2, 8), digest=f"u{i}") for i in range(repeats)]}
+
+
+def test_verify_pass():
+    rep = analyze_verify(runs_ok())
+    assert rep["verdict"] == "PASS" and rep["reasons"] == []
+    checks = {c["name"]: c for c in rep["checks"]}
+    assert checks["reproducible"]["details"]["bitwise"] and checks["resume"]["details"]["bitwise"]
+    assert checks["variance"]["details"]["p_value"] == 0.0
+    assert rep["per_step"]["std_seeded"] == [0.0] * 8
+    assert rep["per_step"]["correlation"]["full_vs_resumed"] == pytest.approx(1.0)
+
+
+def test_verify_broken_resume_names_the_step_and_difference():
+    runs = runs_ok()
+    runs["resume"] = [m(np.array(BASE[4:]) + [0, 0.5, 0, 0], start=4, digest="d2") for _ in range(3)]
+    rep = analyze_verify(runs)
+    assert rep["verdict"] == "FAIL"
+    checks = {c["name"]: c["status"] for c in rep["checks"]}
+    assert checks == {"reproducible": "PASS", "resume": "FAIL", "variance": "PASS"}
+    assert len(rep["reasons"]) == 1  # grouped over repeats
+    reason = rep["reasons"][0]
+    assert "resumed run (3) differs" in reason and "from step 5" in reason and "0.5" in reason and "repeat 1, repeat 2" in reason
+
+
+def test_verify_resume_that_starts_over():
+    runs = runs_ok()
+    runs["resume"] = [m(BASE, digest="d1") for _ in range(3)]  # ignored the checkpoint, redid every step
+    rep = analyze_verify(runs)
+    assert rep["verdict"] == "FAIL"
+    assert "did not continue from the checkpoint" in rep["reasons"][0]
+
+
+def test_verify_missing_steps_and_digest_mismatch():
+    runs = runs_ok()
+    runs["resume"] = [m(BASE[5:], start=5, digest="d1") for _ in range(3)]
+    assert "logged by neither (2) nor (3)" in analyze_verify(runs)["reasons"][0]
+    runs = runs_ok()
+    runs["resume"] = [m(BASE[4:], start=4, digest="zz") for _ in range(3)]
+    assert "different model digest" in analyze_verify(runs)["reasons"][0]
+    # with a tolerance, digests (bitwise by nature) are reported but not voted on
+    assert analyze_verify(runs, atol=1e-9)["verdict"] == "PASS"
+
+
+def test_verify_seeded_spread_not_smaller():
+    rng = np.random.default_rng(2)
+    runs = runs_ok(4)
+    runs["full"] = [m(np.array(BASE) + rng.normal(0, 0.2, 8)) for _ in range(4)]
+    rep = analyze_verify(runs)
+    var = next(c for c in rep["checks"] if c["name"] == "variance")
+    assert var["status"] == "FAIL" and var["details"]["p_value"] >= 0.05
+    assert any("not less spread than unseeded" in r for r in rep["reasons"])
+    assert any("same seed does not give the same run" in r for r in rep["reasons"])
+
+
+def test_verify_identical_unseeded_runs():
+    runs = runs_ok()
+    runs["unseeded"] = [m(BASE) for _ in range(3)]
+    rep = analyze_verify(runs)
+    assert rep["verdict"] == "FAIL"
+    assert "unseeded runs (4) are identical" in rep["reasons"][0]
+
+
+def test_verify_tolerance():
+    runs = runs_ok()
+    runs["full"][1] = m(np.array(BASE) + 1e-12, digest="d1")
+    assert analyze_verify(runs)["verdict"] == "FAIL"
+    rep = analyze_verify(runs, atol=1e-9)
+    assert rep["verdict"] == "PASS"
+    assert "within 1e-09" in rep["checks"][0]["summary"]
+
+
+def test_verify_bad_input_changes_nothing():
+    runs = runs_ok()
+    before = copy.deepcopy(runs)
+    for kwargs, match in (({"atol": -1}, "atol"), ({"alpha": 1.5}, "alpha")):
+        with pytest.raises(ValueError, match=match):
+            analyze_verify(runs, **kwargs)
+    with pytest.raises(ValueError, match="at least 2"):
+        analyze_verify({k: v[:1] for k, v in runs.items()})
+    with pytest.raises(ValueError, match="lacks the kinds"):
+        analyze_verify({"full": runs["full"]})
+    for k in runs:
+        for a, b in zip(runs[k], before[k]):
+            assert a.keys == b.keys and a.losses.tolist() == b.losses.tolist()
+
+
+def test_compare_identical_and_shifted():
+    rng = np.random.default_rng(3)
+    a = [m(np.array(BASE) + rng.normal(0, 0.3, 8)) for _ in range(5)]
+    same = analyze_compare(a, [m(x.losses) for x in a])
+    assert not same["differs"] and same["intervals"]["0.95"]["low"] == same["intervals"]["0.95"]["high"] == 0.0
+    noisy_shift = [m(x.losses + 0.05 + rng.normal(0, 0.005, 8)) for x in a]
+    rep = analyze_compare(a, noisy_shift)
+    assert rep["differs"] and rep["intervals"]["0.95"]["low"] > 0
+    # the spread across seeds (0.3) dwarfs the paired spread (0.005): unpaired runs need many more runs
+    assert rep["intervals"]["0.95"]["unpaired_runs_needed"] > 100
+    assert rep["variance_reduction"] > 100
+    with pytest.raises(ValueError, match="same number of runs"):
+        analyze_compare(a, a[:3])
+
+
+# --- report and output directory -------------------------------------------------------------------------------
+
+def test_table_and_markdown_explain_the_verdict(tmp_path):
+    rep = analyze_verify(runs_ok())
+    rep.update(kind="verify", config={"command": ["python", "t.py"], "seed": 1, "repeats": 3, "epochs": 2,
+                                      "stop_after_steps": None, "atol": 0.0, "alpha": 0.05},
+               runs=[{"name": "full-0", "status": "ok", "steps": 8, "duration_s": 1.0, "digest": "d1",
+                      "log": "runs/full-0/log.txt"}], figures=[str(tmp_path / "overlay.png")])
+    text = table(rep)
+    assert "reproducible  PASS" in text and text.rstrip().endswith("verdict: PASS")
+    md = markdown(rep, tmp_path)
+    for needle in ("# seeder verify: PASS", "one-sided F test", "p < alpha = 0.05", "![overlay](overlay.png)", "| full-0 | ok | 8 |"):
+        assert needle in md
+
+
+def test_prepare_out_refuses_foreign_directories(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    with pytest.raises(OutputDirError, match="not written by seeder verify"):
+        prepare_out(tmp_path)
+    assert (tmp_path / "mine.txt").read_text() == "keep me" and not (tmp_path / MARKER).exists()
+    out = prepare_out(tmp_path / "v")
+    (out / "runs" / "old").mkdir(parents=True)
+    (out / "report.json").write_text("{}")
+    prepare_out(out)
+    assert not (out / "runs").exists() and not (out / "report.json").exists() and (out / MARKER).is_file()
+
+
+def test_write_json_is_strict(tmp_path):
+    write_json(tmp_path / "r.json", {"a": math.nan, "b": [math.inf, 1.5]})
+    assert json.loads((tmp_path / "r.json").read_text()) == {"a": None, "b": ["inf", 1.5]}
+
+
+def test_progress_without_tqdm_prints_one_line_per_run(monkeypatch, capsys, tmp_path):
+    import sys
+
+    from seeder.verify.runner import RunResult, _Progress
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm now raises ImportError
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    bar = _Progress(2, True, "runs")
+    assert bar.bar is None
+    bar.update(RunResult("full-0", "ok", 0, 1.25, tmp_path / "log.txt"), running=["half-0"])
+    bar.close()
+    assert capsys.readouterr().err == "seeder: [1/2] full-0 ok (1.2s)\n"
+
+
+def test_bad_config_raises_before_touching_the_output_directory(tmp_path):
+    from seeder.verify.session import CompareConfig, VerifyConfig, compare, verify
+
+    out = tmp_path / "v"
+    for cfg, match in ((VerifyConfig(command=["python", "t.py"], out=out, repeats=1), "repeats must be >= 2"),
+                       (VerifyConfig(command=["python", "t.py"], out=out, epochs=1), "epochs .X. must be >= 2"),
+                       (VerifyConfig(command=[], out=out), "command must be a non-empty list"),
+                       (VerifyConfig(command=["python"], out=out, jobs=0), "jobs must be an integer >= 1"),
+                       (VerifyConfig(command=["python"], out=out, alpha=0), "alpha")):
+        with pytest.raises(ValueError, match=match):
+            verify(cfg)
+    with pytest.raises(ValueError, match="runs must be >= 2"):
+        compare(CompareConfig(command=["python"], out=out, runs=1))
+    assert not out.exists()
+
+
+def test_summary_value_is_the_last_epoch_mean():
+    assert stats.summary_value(m([4.0, 3.0, 2.0, 1.0, 1.0, 0.5], per_epoch=4)) == 0.75
+    no_epochs = Metrics([(i,) for i in range(8)], np.arange(8.0), [None] * 8)
+    assert stats.summary_value(no_epochs) == 6.5  # the last quarter of the steps
