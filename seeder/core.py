@@ -443,6 +443,15 @@ class Seeder:
         """Remove a participant added with :meth:`attach`; unknown ones are ignored."""
         self._members = [m for m in self._members if _resolve(m) is not participant and _resolve(m) is not None]
 
+    def generators(self) -> List[Any]:
+        """Registered generators in registration order; each has ``gen``, ``shared``, ``stream`` and ``seed(seed)``.
+
+        >>> import random
+        >>> s = Seeder(); s.register_generator(random.Random()); [g.stream for g in s.generators()]
+        [1]
+        """
+        return [m for m in self.participants() if isinstance(m, _Generator)]
+
     def participants(self) -> List[Any]:
         """Live participants in the order they joined (registered generators included)."""
         live = []

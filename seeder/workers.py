@@ -202,7 +202,7 @@ class _Source:
         s = self._live()
         if not s.initialized:
             return {"master": None, "rank": 0, "last": None, "generators": []}
-        gens = [(m.gen, m.shared, m.stream) for m in s.participants() if getattr(m, "seeder_kind", None) == "generator"]
+        gens = [(m.gen, m.shared, m.stream) for m in s.generators()]
         return {"master": s.get_master_seed(), "rank": s.rank, "last": s.last_reseed, "generators": gens}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
@@ -216,7 +216,7 @@ class _Source:
             if not s.initialized:
                 raise RuntimeError(f"{what} needs an initialised seeder: call seeder.init(master_seed=...) before the "
                                    "DataLoader starts its workers")
-            gens = [(m.seed, m.shared, m.stream) for m in s.participants() if getattr(m, "seeder_kind", None) == "generator"]
+            gens = [(m.seed, m.shared, m.stream) for m in s.generators()]
             return s.get_master_seed(), s.rank, s.last_reseed, gens
         snap = self._snap
         if snap["master"] is None:
