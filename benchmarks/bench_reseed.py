@@ -96,6 +96,8 @@ def main() -> None:
     if lightning is not None:
         ratio = ours / results["lightning seed_everything"][0]
         print(f"RATIO seeder.reseed / lightning seed_everything = {ratio:.3f} (target <= 0.25)")
+        ratio6 = results["seeder.reseed + 6 generators"][0] / results["lightning seed_everything"][0]
+        print(f"RATIO seeder.reseed + 6 generators / lightning seed_everything = {ratio6:.3f}")
     else:
         print("lightning not installed: pip install lightning-fabric to compare")
 

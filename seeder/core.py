@@ -112,7 +112,7 @@ class _Generator(Participant):
             self.gen(seed)
 
     def seeder_reseed(self, seeder: "Seeder", task_id: int, epoch: int) -> None:
-        self.seed(seeder.get_seed(task_id, epoch, shared=self.shared, stream=self.stream))
+        self.seed(seeder._stream_seed(task_id, epoch, self.shared, self.stream))
 
     @property
     def has_state(self) -> bool:
@@ -326,6 +326,12 @@ class Seeder:
         r = self._topology.rank if rank is None else rank  # type: ignore[union-attr]
         return derive.derive_seed(self._master, domain, task_id, epoch, r, stream)  # type: ignore[arg-type]
 
+    def _stream_seed(self, task_id: int, epoch: int, shared: bool, stream: int) -> int:
+        """:meth:`get_seed` without validation, for keys already checked (the hot path of :meth:`reseed`)."""
+        rank = 0 if shared else self._topology.rank  # type: ignore[union-attr]
+        domain = Domain.SHARED if shared else Domain.RANK
+        return derive._derive_unchecked(self._master, (int(domain), task_id, epoch, rank, stream))
+
     # ----------------------------------------------------------------- reseed
     def reseed(self, task_id: int, epoch: int = 0) -> None:
         """Seed ``random``, NumPy, torch CPU, every accelerator, then every participant.
@@ -357,7 +363,7 @@ class Seeder:
                 stacklevel=2,
             )
         self._seen.add(key)
-        seed = derive._derive_unchecked(self._master, (int(Domain.RANK), key[0], key[1], self._topology.rank, 0))  # type: ignore[union-attr]
+        seed = self._stream_seed(key[0], key[1], False, 0)
         for adapter in self._global_adapters():
             adapter.seed(seed)
         self._last = key
