@@ -37,7 +37,7 @@ import torch.utils.data
 
 from . import derive
 from .core import Seeder
-from .derive import Domain, check_key, numpy_seed
+from .derive import Domain, _StreamSeeds, check_key, numpy_seed, seed_stream_block
 from .rngs import adapter_for
 
 __all__ = [
@@ -58,126 +58,6 @@ def _default_seeder() -> Seeder:
     from . import default_seeder  # the package imports this module: resolve at call time
 
     return default_seeder()
-
-
-# --------------------------------------------------------------------------- fast derivation
-# SeedSequence (NumPy's seed_seq_fe) constants. derive_seed(master, d, t, e, r, stream) hashes
-# 4 words of master seed, then d, t, e, r, then stream: everything up to the stream word is the
-# same for a whole epoch, so it is done once and only the last word's mixing runs per sample.
-_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
-_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
-
-
-def _mix(x: int, y: int) -> int:
-    r = (_MIX_L * x - _MIX_R * y) & _M32
-    return r ^ (r >> 16)
-
-
-class _StreamSeeds:
-    """``derive_seed(master, domain, task, epoch, rank, stream)[:words]`` for any ``stream``, computed fast.
-
-    Bitwise equal to :func:`seeder.derive.derive_seed` (checked on construction; if NumPy's
-    SeedSequence ever changed, it falls back to calling SeedSequence).
-    """
-
-    def __init__(self, master: int, domain: int, task: int, epoch: int, rank: int, words: int = 1):
-        self.prefix = (master, int(domain), task, epoch, rank)
-        self.words = words
-        entropy = [0] * 4  # the master seed's 32-bit words, little end first, padded to the pool size
-        for i in range(max(4, (master.bit_length() + 31) // 32)):
-            if i >= 4:
-                entropy.append(0)
-            entropy[i] = (master >> (32 * i)) & _M32
-        entropy += [int(domain), task, epoch, rank]
-        hc = _INIT_A
-
-        def hashmix(value: int) -> int:
-            nonlocal hc
-            value ^= hc
-            hc = (hc * _MULT_A) & _M32
-            value = (value * hc) & _M32
-            return value ^ (value >> 16)
-
-        pool = [hashmix(entropy[i]) for i in range(4)]
-        for src in range(4):
-            for dst in range(4):
-                if src != dst:
-                    pool[dst] = _mix(pool[dst], hashmix(pool[src]))
-        for src in range(4, len(entropy)):
-            for dst in range(4):
-                pool[dst] = _mix(pool[dst], hashmix(entropy[src]))
-        tail = []
-        for dst in range(4):  # the stream word's hashmix constants, data independent
-            xor = hc
-            hc = (hc * _MULT_A) & _M32
-            tail.append((pool[dst], xor, hc))
-        self._tail = tail
-        out, hb = [], _INIT_B
-        for i in range(2 * words):
-            xor = hb
-            hb = (hb * _MULT_B) & _M32
-            out.append((i % 4, xor, hb))
-        self._out = out
-        self.exact = True
-        probe = (0, 1, 0xFFFFFFFF)
-        if [self.seed(s) for s in probe] != [self._reference(s) for s in probe]:
-            self.exact = False  # NumPy changed SeedSequence: stay correct, lose speed
-
-    def _reference(self, stream: int) -> List[int]:
-        ss = np.random.SeedSequence(self.prefix[0], spawn_key=self.prefix[1:] + (stream,))
-        return [int(w) for w in ss.generate_state(self.words, np.uint64)]
-
-    def seed(self, stream: int) -> List[int]:
-        """The first ``words`` 64-bit words of the SeedSequence for ``stream``."""
-        if not self.exact:
-            return self._reference(stream)
-        pool = []
-        for base, xor, mul in self._tail:
-            v = ((stream ^ xor) * mul) & _M32
-            pool.append(_mix(base, v ^ (v >> 16)))
-        halves = []
-        for src, xor, mul in self._out:
-            v = ((pool[src] ^ xor) * mul) & _M32
-            halves.append(v ^ (v >> 16))
-        return [halves[i] | (halves[i + 1] << 32) for i in range(0, len(halves), 2)]
-
-    def seeds(self, streams: np.ndarray) -> np.ndarray:
-        """Vectorised :meth:`seed` for a uint32 array of streams: shape ``(len(streams), words)``, uint64."""
-        streams = np.asarray(streams, dtype=np.uint32)
-        if not self.exact:
-            return np.array([self._reference(int(s)) for s in streams], dtype=np.uint64).reshape(len(streams), self.words)
-        pool = []
-        for base, xor, mul in self._tail:
-            v = (streams ^ np.uint32(xor)) * np.uint32(mul)
-            v ^= v >> np.uint32(16)
-            r = np.uint32(_MIX_L * base & _M32) - np.uint32(_MIX_R) * v
-            r ^= r >> np.uint32(16)
-            pool.append(r)
-        halves = []
-        for src, xor, mul in self._out:
-            v = (pool[src] ^ np.uint32(xor)) * np.uint32(mul)
-            v ^= v >> np.uint32(16)
-            halves.append(v.astype(np.uint64))
-        out = np.empty((len(streams), self.words), dtype=np.uint64)
-        for w in range(self.words):
-            out[:, w] = halves[2 * w] | (halves[2 * w + 1] << np.uint64(32))
-        return out
-
-
-def seed_stream_block(master: int, domain: int, task: int, epoch: int, rank: int, streams: Sequence[int]) -> np.ndarray:
-    """``derive_seed(master, domain, task, epoch, rank, s)`` for every ``s`` in ``streams``, vectorised (uint64).
-
-    >>> from seeder.derive import derive_seed, Domain
-    >>> int(seed_stream_block(7, Domain.SAMPLE, 1, 0, 0, [5])[0]) == derive_seed(7, Domain.SAMPLE, 1, 0, 0, 5)
-    True
-    """
-    derive.check_master_seed(master)
-    for name, value in (("domain", int(domain)), ("task", task), ("epoch", epoch), ("rank", rank)):
-        check_key(value, name)
-    arr = np.asarray(streams)
-    if arr.size and (arr.dtype.kind not in "iu" or int(arr.min()) < 0 or int(arr.max()) > _M32):
-        raise ValueError("streams must be integers in [0, 2**32 - 1]")
-    return _StreamSeeds(master, domain, task, epoch, rank).seeds(arr.astype(np.uint32))[:, 0]
 
 
 # --------------------------------------------------------------------------- where seeds come from

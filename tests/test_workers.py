@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 import seeder
 from seeder import DistributedSampler, SeededDataset, Seeder, WorkerInitFn, make_worker_init_fn, sample_seed
 from seeder.derive import MAX_KEY, MAX_MASTER_SEED, Domain, derive_seed, numpy_seed
-from seeder.workers import _StreamSeeds, seed_stream_block
+from seeder.derive import _StreamSeeds, seed_stream_block
 
 MASTER = 20240601
 # Several tests replay an epoch on purpose (reference runs); the seeder warns about that.
