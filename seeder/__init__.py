@@ -11,37 +11,61 @@ Example:
 """
 from __future__ import annotations
 
-from .core import ENV_SEED, STATE_FORMAT_VERSION, Participant, Seeder
-from .digest import digest
-from .derive import DERIVATION_VERSION, Domain, derive_seed
-from .determinism import DeterminismReport, enforce_determinism, enforce_reproducibility, python_hash_seed
-from .environment import EnvDiff, capture_environment, default_snapshot_dir, diff_environments, load_snapshot
-from .errors import SeederWarning, StateError
-from . import dali  # noqa: E402  seeder.dali; imports no DALI, lets register_generator take DALI pipelines
-from .sampler import DistributedSampler
-from .workers import SeededDataset, WorkerInitFn, dataloader_generator, make_worker_init_fn, sample_seed, worker_init_fn
+import importlib
+from typing import Any, Dict
 
 __version__ = "0.1.0"
 
-_default = Seeder()
+# Importing seeder is cheap (no torch until a name that needs it is used), so that
+# `seeder run` and `seeder env diff` start fast and the launcher holds little memory.
+_LAZY: Dict[str, str] = {
+    "Seeder": "core", "Participant": "core", "ENV_SEED": "core", "STATE_FORMAT_VERSION": "core",
+    "digest": "digest",
+    "DERIVATION_VERSION": "derive", "Domain": "derive", "derive_seed": "derive",
+    "DeterminismReport": "determinism", "enforce_determinism": "determinism",
+    "enforce_reproducibility": "determinism", "python_hash_seed": "determinism",
+    "EnvDiff": "environment", "capture_environment": "environment", "default_snapshot_dir": "environment",
+    "diff_environments": "environment", "load_snapshot": "environment",
+    "SeederWarning": "errors", "StateError": "errors",
+    "DistributedSampler": "sampler",
+    "SeededDataset": "workers", "WorkerInitFn": "workers", "dataloader_generator": "workers",
+    "make_worker_init_fn": "workers", "sample_seed": "workers", "worker_init_fn": "workers",
+}
+#: Module-level functions: the methods of the default Seeder.
+_BOUND = ("init", "get_master_seed", "reseed", "get_seed", "register_generator", "unregister_generator",
+          "state_dict", "load_state_dict", "check_state_dict", "gather_state_dict", "fork_rng")
+_default = None
 
 
-def default_seeder() -> Seeder:
-    """The :class:`Seeder` behind the module-level functions."""
+def default_seeder() -> "Seeder":
+    """The :class:`Seeder` behind the module-level functions.
+
+    >>> default_seeder() is default_seeder()
+    True
+    """
+    global _default
+    if _default is None:
+        from .core import Seeder
+        from . import dali  # noqa: F401  imports no DALI; lets register_generator take DALI pipelines
+
+        _default = Seeder()
     return _default
 
 
-init = _default.init
-get_master_seed = _default.get_master_seed
-reseed = _default.reseed
-get_seed = _default.get_seed
-register_generator = _default.register_generator
-unregister_generator = _default.unregister_generator
-state_dict = _default.state_dict
-load_state_dict = _default.load_state_dict
-check_state_dict = _default.check_state_dict
-gather_state_dict = _default.gather_state_dict
-fork_rng = _default.fork_rng
+def __getattr__(name: str) -> Any:
+    if name in _BOUND:
+        value = getattr(default_seeder(), name)
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module 'seeder' has no attribute {name!r}")
+    globals()[name] = value  # resolved once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY) | set(_BOUND))
+
 
 __all__ = [
     "Seeder",

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import List, MutableMapping, Optional
 
 import numpy as np
-import torch
 
 from .derive import MAX_KEY, Domain, check_master_seed, derive_seed, numpy_seed
 from .errors import SeederWarning
@@ -62,6 +61,8 @@ def enforce_reproducibility(use_seed: Optional[int] = None) -> int:
     >>> enforce_reproducibility(7)
     7
     """
+    import torch  # here, not at import: `seeder run` imports this module and should stay light
+
     seed = check_master_seed(use_seed, "use_seed") if use_seed is not None else 1 + secrets.randbelow(1_000_000)
     logger.info("Using seed: %d", seed)
     random.seed(seed)
@@ -147,11 +148,14 @@ def enforce_determinism(warn_only: bool = False, *, horovod: Optional[bool] = No
     The report is also logged (logger ``"seeder"``). Undo with
     ``torch.use_deterministic_algorithms(False)``.
 
+    >>> import torch
     >>> report = enforce_determinism()
     >>> torch.are_deterministic_algorithms_enabled()
     True
     >>> torch.use_deterministic_algorithms(False)
     """
+    import torch
+
     if not isinstance(warn_only, bool):
         raise TypeError(f"warn_only must be True or False, got {type(warn_only).__name__} {warn_only!r}")
     if horovod is not None and not isinstance(horovod, bool):
@@ -175,6 +179,8 @@ def enforce_determinism(warn_only: bool = False, *, horovod: Optional[bool] = No
 
 
 def _check_cublas(env: MutableMapping[str, str], report: DeterminismReport) -> None:
+    import torch
+
     name = "CUBLAS_WORKSPACE_CONFIG"
     current = env.get(name, "")
     cuda_started = torch.cuda.is_initialized()  # (is_available() is not asked: it would probe the driver)

@@ -323,3 +323,25 @@ def test_import_does_no_heavy_work():
     from helpers import run_python
 
     assert run_python(["-c", IMPORT_PROBE]).stdout.strip() == "ok"
+
+
+LIGHT_PROBE = """
+import sys
+import seeder, seeder.cli, seeder.launcher, seeder.environment, seeder.derive
+assert "torch" not in sys.modules, "importing seeder (or what `seeder run` needs) imported torch"
+seeder.init(5)  # the first use loads what it needs
+assert "torch" in sys.modules and seeder.get_master_seed() == 5
+print("ok")
+"""
+
+
+def test_import_is_light_until_used():
+    from helpers import run_python
+
+    assert run_python(["-c", LIGHT_PROBE]).stdout.strip() == "ok"
+
+
+def test_dir_and_unknown_attribute():
+    assert {"init", "reseed", "DistributedSampler", "digest"} <= set(dir(seeder))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        seeder.nope
