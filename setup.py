@@ -11,7 +11,7 @@ setup(
     long_description_content_type="text/markdown",
     packages=find_packages(include=["seeder", "seeder.*"]),
     python_requires=">=3.9",
-    install_requires=["numpy>=1.22", "torch>=1.13"],
+    install_requires=["numpy>=1.22", "torch>=2.0"],
     extras_require={
         # DALI ships Linux wheels only (x86_64, aarch64); elsewhere the extra is empty and the DALI
         # tests skip with a reason. Checkpointing of every random operator needs DALI >= 1.34 (tested: 2.4.0).

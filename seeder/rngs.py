@@ -274,7 +274,7 @@ class AcceleratorAdapter(RNGAdapter):
 
     def __init__(self, device_type: str):
         self.name = device_type
-        self.module = torch.get_device_module(device_type)
+        self.module = torch.get_device_module(device_type) if hasattr(torch, "get_device_module") else getattr(torch, device_type)
 
     def seed(self, seed: int) -> None:
         if hasattr(self.module, "manual_seed_all"):
