@@ -12,6 +12,12 @@ import signal
 import sys
 import time
 
+
+def emit(line: str) -> None:
+    """One write per line: the lines of two ranks sharing a pipe never interleave."""
+    os.write(1, (line + "\n").encode())
+
+
 VARS = ("SEEDER_SEED", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "SEEDER_DETERMINISTIC", "HOROVOD_FUSION_THRESHOLD")
 
 parser = argparse.ArgumentParser()
@@ -32,26 +38,26 @@ if args.init:
     seeder.init()
     info["master_seed"] = seeder.get_master_seed()
     info["deterministic"] = torch.are_deterministic_algorithms_enabled()
-print("PROBE " + json.dumps(info), flush=True)
+emit("PROBE " + json.dumps(info))
 
 if args.count_sigint:  # each SIGINT with its origin (si_code 0x80: the terminal; 0: kill() by si_pid)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    print("READY", flush=True)
+    emit("READY")
     got = [signal.sigtimedwait({signal.SIGINT}, 60)]
     while got[-1] is not None:
         got.append(signal.sigtimedwait({signal.SIGINT}, 1.0))
-    print("SIGINTS " + json.dumps([[i.si_code, i.si_pid] for i in got if i is not None]), flush=True)
+    emit("SIGINTS " + json.dumps([[i.si_code, i.si_pid] for i in got if i is not None]))
     sys.exit(0)
 
 if args.wait:
     if args.handle:
         def handler(signum, frame):
-            print(f"GOT {signal.Signals(signum).name} {rank}", flush=True)
+            emit(f"GOT {signal.Signals(signum).name} {rank}")
             sys.exit(args.exit_code)
 
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
             signal.signal(s, handler)
-    print(f"READY {rank}", flush=True)
+    emit(f"READY {rank}")
     time.sleep(120)
-    print("TIMEOUT", flush=True)
+    emit("TIMEOUT")
     sys.exit(3)
