@@ -22,14 +22,14 @@ _LAZY: Dict[str, str] = {
     "Seeder": "core", "Participant": "core", "ENV_SEED": "core", "STATE_FORMAT_VERSION": "core",
     "digest": "digest",
     "DERIVATION_VERSION": "derive", "Domain": "derive", "derive_seed": "derive",
-    "DeterminismReport": "determinism", "enforce_determinism": "determinism",
-    "enforce_reproducibility": "determinism", "python_hash_seed": "determinism",
-    "EnvDiff": "environment", "capture_environment": "environment", "default_snapshot_dir": "environment",
-    "diff_environments": "environment", "load_snapshot": "environment",
+    "DeterminismReport": "env.determinism", "enforce_determinism": "env.determinism",
+    "enforce_reproducibility": "env.determinism", "python_hash_seed": "env.determinism",
+    "EnvDiff": "env.environment", "capture_environment": "env.environment", "default_snapshot_dir": "env.environment",
+    "diff_environments": "env.environment", "load_snapshot": "env.environment",
     "SeederWarning": "errors", "StateError": "errors",
-    "DistributedSampler": "sampler",
-    "SeededDataset": "workers", "WorkerInitFn": "workers", "dataloader_generator": "workers",
-    "make_worker_init_fn": "workers", "sample_seed": "workers", "worker_init_fn": "workers",
+    "DistributedSampler": "data.sampler",
+    "SeededDataset": "data.workers", "WorkerInitFn": "data.workers", "dataloader_generator": "data.workers",
+    "make_worker_init_fn": "data.workers", "sample_seed": "data.workers", "worker_init_fn": "data.workers",
 }
 #: Module-level functions: the methods of the default Seeder.
 _BOUND = ("init", "get_master_seed", "reseed", "get_seed", "register_generator", "unregister_generator",
@@ -46,7 +46,7 @@ def default_seeder() -> "Seeder":
     global _default
     if _default is None:
         from .core import Seeder
-        from . import dali  # noqa: F401  imports no DALI; lets register_generator take DALI pipelines
+        from .data import dali  # noqa: F401  imports no DALI; lets register_generator take DALI pipelines
 
         _default = Seeder()
     return _default

@@ -241,7 +241,7 @@ class Seeder:
             how = "given" if explicit else "drawn from OS entropy"
             logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
         if deterministic:
-            from .determinism import enforce_determinism  # lazy: core does not depend on the feature
+            from .env.determinism import enforce_determinism  # lazy: core does not depend on the feature
 
             enforce_determinism()
         if snapshot_dir is not None and topology.rank == 0:
@@ -250,7 +250,7 @@ class Seeder:
     def _snapshot(self, directory: str) -> None:
         if directory in self._snapshots:
             return
-        from .environment import capture_environment  # lazy: core does not depend on the feature
+        from .env.environment import capture_environment  # lazy: core does not depend on the feature
 
         try:
             capture_environment(directory, extra={"master_seed": self._master, "world_size": self.world_size})

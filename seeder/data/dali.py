@@ -1,0 +1,504 @@
+"""DALI pipelines in the seeder: seeds at construction, one warning instead of a fake reseed, resume by checkpoint.
+
+A DALI pipeline takes its seed when it is built and cannot be reseeded after
+that. So seeder gives each pipeline its seed at construction
+(:func:`pipeline_seed`, from the master seed in the ``Domain.DALI`` family, per
+global rank and per pipeline id), warns once per pipeline at the first
+:meth:`~seeder.Seeder.reseed` instead of pretending to reseed it, and saves the
+pipeline's own checkpoint (``enable_checkpointing=True``) in
+:meth:`~seeder.Seeder.state_dict`, so that a resumed run rebuilds the pipeline
+with ``checkpoint=`` and continues its data and random streams exactly.
+
+This module imports no DALI until a function that needs a pipeline is called,
+so ``import seeder`` works without DALI installed.
+
+Example (no DALI needed to compute seeds):
+    >>> import seeder
+    >>> s = seeder.Seeder(); s.init(42)
+    >>> pipeline_seed(0, seeder=s) == pipeline_seed(0, seeder=s)   # same master seed, same seed
+    True
+    >>> pipeline_seed(0, seeder=s) != pipeline_seed(1, seeder=s)   # train and validation pipelines differ
+    True
+    >>> 0 <= pipeline_seed(0, seeder=s) <= MAX_DALI_SEED
+    True
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import warnings
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+
+from ..core import GATHERED_FORMAT, Participant, Seeder, add_participant_factory
+from ..derive import Domain, check_key, numpy_seed
+from ..errors import SeederWarning, StateError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nvidia.dali import Pipeline
+
+__all__ = [
+    "INSTALL_HINT",
+    "MAX_DALI_SEED",
+    "require_dali",
+    "fold_seed",
+    "pipeline_seed",
+    "pipeline_kwargs",
+    "saved_checkpoints",
+    "track",
+    "get_tracked",
+    "TrackedPipeline",
+]
+
+logger = logging.getLogger("seeder")
+
+#: What to do when DALI is missing.
+INSTALL_HINT = (
+    "NVIDIA DALI is not installed. Install it with `pip install 'seeder[dali]'` (which installs "
+    "nvidia-dali-cuda120), or pick the wheel for your CUDA major version: `pip install nvidia-dali-cuda120` "
+    "or `pip install nvidia-dali-cuda130`. CPU-only pipelines (device_id=None) run without a GPU."
+)
+
+#: Largest seed :func:`pipeline_seed` returns. DALI's ``Pipeline(seed=...)`` takes a
+#: non-negative int64 but uses only its low 32 bits (``seed=2**32`` gives the same
+#: streams as ``seed=0``), so seeds are folded to 32 bits.
+MAX_DALI_SEED = 2**32 - 1
+
+#: Keys of one pipeline's entry in ``seeder.state_dict()["participants"]``.
+_STATE_KEYS = frozenset({"pipeline_id", "shared", "seed", "checkpointing", "checkpoints"})
+
+
+def require_dali() -> Any:
+    """Import and return ``nvidia.dali``, or raise ``ImportError`` saying how to install it.
+
+    >>> require_dali().__name__  # doctest: +SKIP
+    'nvidia.dali'
+    """
+    try:
+        return importlib.import_module("nvidia.dali")
+    except ImportError as exc:
+        raise ImportError(f"{INSTALL_HINT} (import nvidia.dali failed: {exc})") from exc
+
+
+def _pipeline_class() -> Optional[type]:
+    """DALI's ``Pipeline`` class if DALI is already imported, else ``None`` (never imports DALI)."""
+    mod = sys.modules.get("nvidia.dali.pipeline")
+    return getattr(mod, "Pipeline", None) if mod is not None else None
+
+
+def _resolve(seeder: Optional[Seeder]) -> Seeder:
+    if seeder is None:
+        from .. import default_seeder  # the package is fully imported by the time this runs
+
+        return default_seeder()
+    if not isinstance(seeder, Seeder):
+        raise TypeError(f"seeder must be a seeder.Seeder or None (the default seeder), got {type(seeder).__name__}")
+    return seeder
+
+
+def fold_seed(seed: int) -> int:
+    """Fold a 64-bit derived seed into DALI's seed range ``[0, 2**32 - 1]``.
+
+    The two 32-bit halves are xor-ed (:func:`seeder.derive.numpy_seed`), so every bit matters.
+
+    >>> fold_seed(2**32 + 5)
+    4
+    """
+    return numpy_seed(seed)
+
+
+def pipeline_seed(
+    pipeline_id: int = 0,
+    *,
+    shared: bool = False,
+    task_id: int = 0,
+    epoch: int = 0,
+    seeder: Optional[Seeder] = None,
+) -> int:
+    """The seed for ``Pipeline(seed=...)`` / ``@pipeline_def(seed=...)`` of pipeline ``pipeline_id``.
+
+    Derived from the master seed in ``Domain.DALI`` with ``stream = pipeline_id``
+    and this process's global rank, so ranks get different streams and the same
+    master seed gives the same ones. ``shared=True`` uses rank 0's seed on every
+    rank (all ranks draw the same augmentation); give a shared and a per-rank
+    pipeline different ids. ``task_id``/``epoch`` default to 0, a pipeline built
+    once; pass them if you rebuild pipelines per epoch. Folded to 32 bits
+    (:data:`MAX_DALI_SEED`). Needs ``seeder.init()`` first, but not DALI.
+
+    >>> import seeder
+    >>> s = seeder.Seeder(); s.init(7, rank=1, ngpus=2)
+    >>> pipeline_seed(0, seeder=s) != pipeline_seed(0, shared=True, seeder=s)
+    True
+    """
+    s = _resolve(seeder)
+    pid = check_key(pipeline_id, "pipeline_id")
+    if not isinstance(shared, bool):
+        raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
+    if not s.initialized:
+        raise RuntimeError("seeder.dali.pipeline_seed() called before seeder.init(); call seeder.init(master_seed=...) first")
+    return fold_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))
+
+
+def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
+                      seeder: Optional[Seeder] = None) -> Optional[List[Union[bytes, str]]]:
+    """The DALI checkpoints of pipeline ``pipeline_id`` in a saved ``seeder.state_dict()``, without loading it.
+
+    ``state`` may also be the many-rank form of ``seeder.gather_state_dict()``: this
+    rank's entry (rank of ``seeder``, default the module-level one) is used.
+
+    Use it to build the pipeline with ``checkpoint=`` *before* ``seeder.load_state_dict``
+    (which needs the pipeline tracked). A list with one checkpoint per pipeline of
+    the iterator (one for a plain pipeline), or ``None`` if the pipeline was saved
+    without checkpointing. Raises :class:`StateError` if the state holds no such pipeline.
+
+    >>> saved_checkpoints({"format": "seeder", "participants": {}}, 0)
+    Traceback (most recent call last):
+    ...
+    seeder.errors.StateError: the seeder state holds no DALI pipeline 0 (it has: none); track the pipeline with seeder.dali.track(pipe, 0) before saving
+    """
+    pid = check_key(pipeline_id, "pipeline_id")
+    if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
+        state = _resolve(seeder)._own_entry(state, allow_world_change=False)[0]
+    if not isinstance(state, dict) or state.get("format") != "seeder" or not isinstance(state.get("participants"), dict):
+        raise StateError("not a seeder state: pass the dict returned by seeder.state_dict() (e.g. checkpoint['seeder'])")
+    found = []
+    for key, entry in state["participants"].items():
+        if isinstance(key, str) and key.startswith(TrackedPipeline.seeder_kind + "."):
+            _check_entry(entry, f"state['participants'][{key!r}]")
+            found.append(entry["pipeline_id"])
+            if entry["pipeline_id"] == pid:
+                return None if entry["checkpoints"] is None else list(entry["checkpoints"])
+    have = ", ".join(str(i) for i in found) or "none"
+    raise StateError(
+        f"the seeder state holds no DALI pipeline {pid} (it has: {have}); "
+        f"track the pipeline with seeder.dali.track(pipe, {pid}) before saving")
+
+
+def pipeline_kwargs(
+    pipeline_id: int = 0,
+    *,
+    shared: bool = False,
+    state: Optional[Dict[str, Any]] = None,
+    seeder: Optional[Seeder] = None,
+) -> Dict[str, Any]:
+    """Keyword arguments for a pipeline that the seeder seeds and can resume.
+
+    ``seed`` from :func:`pipeline_seed`, ``enable_checkpointing=True`` and, when
+    ``state`` (a saved ``seeder.state_dict()``) is given, ``checkpoint=`` this
+    pipeline's saved checkpoint. Pass them to ``@pipeline_def`` functions or ``Pipeline``.
+
+    >>> import seeder
+    >>> s = seeder.Seeder(); s.init(3)
+    >>> sorted(pipeline_kwargs(0, seeder=s))
+    ['checkpoint', 'enable_checkpointing', 'seed']
+    """
+    seed = pipeline_seed(pipeline_id, shared=shared, seeder=seeder)
+    checkpoint = None
+    if state is not None:
+        saved = saved_checkpoints(state, pipeline_id, seeder=seeder)
+        if saved is not None:
+            if len(saved) != 1:
+                raise ValueError(
+                    f"DALI pipeline {pipeline_id} was saved through an iterator over {len(saved)} pipelines; "
+                    f"take checkpoint i from seeder.dali.saved_checkpoints(state, {pipeline_id})[i] for each")
+            checkpoint = saved[0]
+    return {"seed": seed, "enable_checkpointing": True, "checkpoint": checkpoint}
+
+
+def _check_entry(state: Any, where: str) -> None:
+    """Raise :class:`StateError` unless ``state`` is one well-formed pipeline entry."""
+    if not isinstance(state, dict) or set(state) != _STATE_KEYS:
+        have = sorted(state) if isinstance(state, dict) else type(state).__name__
+        raise StateError(f"{where} is not a DALI pipeline state (expected keys {sorted(_STATE_KEYS)}, got {have})")
+    try:
+        check_key(state["pipeline_id"], f"{where}['pipeline_id']")
+    except (TypeError, ValueError) as exc:
+        raise StateError(str(exc)) from None
+    for name in ("shared", "checkpointing"):
+        if not isinstance(state[name], bool):
+            raise StateError(f"{where}[{name!r}] must be True or False")
+    seed = state["seed"]
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise StateError(f"{where}['seed'] must be None or a non-negative int")
+    cks = state["checkpoints"]
+    if cks is not None:
+        if not (isinstance(cks, list) and cks and all(isinstance(c, (bytes, str)) and len(c) > 0 for c in cks)):
+            raise StateError(f"{where}['checkpoints'] must be None or a non-empty list of DALI checkpoints (bytes)")
+        if not state["checkpointing"]:
+            raise StateError(f"{where} has checkpoints but says checkpointing was off")
+
+
+def _checkpointing_enabled(pipeline: Any) -> bool:
+    # DALI has no public accessor; its own PyTorch iterator reads the same attribute.
+    return bool(getattr(pipeline, "_enable_checkpointing", False))
+
+
+class TrackedPipeline(Participant):
+    """A DALI pipeline (and optionally the DALI iterator over it) known to a :class:`~seeder.Seeder`.
+
+    Made by :func:`track` or by ``seeder.register_generator(pipe)``. At the first
+    reseed after it joined it warns once (DALI cannot be reseeded after build);
+    ``state_dict()`` holds its DALI checkpoint(s); after ``seeder.load_state_dict``,
+    :attr:`checkpoint` / :attr:`restored_checkpoints` hold the loaded ones for
+    rebuilding with ``checkpoint=`` (then :meth:`replace` the old pipeline).
+    """
+
+    seeder_kind = "dali"
+
+    def __init__(self, pipeline: "Pipeline", pipeline_id: int, *, iterator: Any = None, shared: bool = False):
+        self.pipeline_id = pipeline_id
+        self.shared = shared
+        self.restored_checkpoints: Optional[List[Union[bytes, str]]] = None
+        self._pending_restore = False  # a checkpoint was loaded; check that the pipeline was built from it
+        self._set(pipeline, iterator)
+
+    def _set(self, pipeline: Any, iterator: Any) -> None:
+        self.pipeline = pipeline
+        self.iterator = iterator
+        self.seeder_target = pipeline  # lets seeder.unregister_generator(pipeline) find this participant
+        self._warned_reseed = False
+        self._warned_no_checkpointing = False
+
+    @property
+    def checkpointing(self) -> bool:
+        """Whether the pipeline was built with ``enable_checkpointing=True``."""
+        return _checkpointing_enabled(self.pipeline)
+
+    @property
+    def checkpoint(self) -> Optional[Union[bytes, str]]:
+        """The checkpoint loaded by ``seeder.load_state_dict`` (for ``checkpoint=``), or ``None``."""
+        cks = self.restored_checkpoints
+        if cks is None:
+            return None
+        if len(cks) != 1:
+            raise ValueError(f"DALI pipeline {self.pipeline_id} was saved through an iterator over {len(cks)} "
+                             "pipelines; use restored_checkpoints[i] for pipeline i")
+        return cks[0]
+
+    def replace(self, pipeline: "Pipeline", iterator: Any = None) -> None:
+        """Track ``pipeline`` (rebuilt with ``checkpoint=``) instead of the old one, in the same place."""
+        _check_pipeline(pipeline)
+        _check_iterator(iterator)
+        self._set(pipeline, iterator)
+
+    # --------------------------------------------------------------- protocol
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+        self._check_restored()
+        if self._warned_reseed:
+            return
+        self._warned_reseed = True
+        if self.checkpointing:
+            how = ("Its checkpoint is saved by seeder.state_dict(), so a resumed run continues it exactly "
+                   f"when it is rebuilt with checkpoint=seeder.dali.saved_checkpoints(state, {self.pipeline_id})[0].")
+        else:
+            how = ("To resume it exactly, build it with enable_checkpointing=True (seeder.dali.pipeline_kwargs()) "
+                   "and rebuild it from the checkpoint in seeder.state_dict() on resume.")
+        warnings.warn(
+            f"DALI pipeline {self.pipeline_id} (seed {self.pipeline.seed}) cannot be reseeded after it is built: "
+            f"seeder.reseed({task_id}, {epoch}) leaves its random operators and readers running on from their "
+            "own state, so each epoch's DALI randomness follows from the pipeline's seed and the batches drawn "
+            f"before it, not from (task, epoch). {how} This warning is shown once per pipeline.",
+            SeederWarning,
+            stacklevel=3,
+        )
+
+    def state_dict(self) -> Dict[str, Any]:
+        self._check_restored()
+        checkpoints = None
+        if self.checkpointing:
+            raw = self.iterator.checkpoints() if self.iterator is not None else [self.pipeline.checkpoint()]
+            checkpoints = list(raw)
+        elif not self._warned_no_checkpointing:
+            self._warned_no_checkpointing = True
+            warnings.warn(
+                f"DALI pipeline {self.pipeline_id} was built without enable_checkpointing=True: seeder.state_dict() "
+                "cannot save its position, and a resumed run restarts its data and random streams from the start "
+                "instead of continuing them. Build it with enable_checkpointing=True (seeder.dali.pipeline_kwargs()).",
+                SeederWarning,
+                stacklevel=3,
+            )
+        seed = self.pipeline.seed
+        return {
+            "pipeline_id": self.pipeline_id,
+            "shared": self.shared,
+            "seed": None if seed is None else int(seed),
+            "checkpointing": checkpoints is not None,
+            "checkpoints": checkpoints,
+        }
+
+    def check_state_dict(self, state: Any) -> None:
+        where = f"the state of DALI pipeline {self.pipeline_id}"
+        _check_entry(state, where)
+        if state["pipeline_id"] != self.pipeline_id:
+            raise StateError(
+                f"the checkpoint has DALI pipeline {state['pipeline_id']} where this process tracks pipeline "
+                f"{self.pipeline_id}; track the same pipelines with the same ids in the same order before load_state_dict")
+        if state["shared"] != self.shared:
+            raise StateError(f"DALI pipeline {self.pipeline_id} was saved with shared={state['shared']} but is tracked "
+                             f"with shared={self.shared}; track it as it was saved")
+        cks = state["checkpoints"]
+        n = _pipeline_count(self.iterator)
+        if cks is not None and len(cks) != n:
+            raise StateError(f"DALI pipeline {self.pipeline_id} was saved with {len(cks)} checkpoint(s) but is tracked "
+                             f"with {n} pipeline(s); track it with the same iterator layout")
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.restored_checkpoints = None if state["checkpoints"] is None else list(state["checkpoints"])
+        self._pending_restore = self.restored_checkpoints is not None
+        if self._pending_restore:
+            logger.info("DALI pipeline %d: checkpoint loaded; the pipeline must be built with checkpoint= to continue",
+                        self.pipeline_id)
+
+    def _check_restored(self) -> None:
+        """Warn once if a loaded checkpoint was not used to build the tracked pipeline."""
+        if not self._pending_restore:
+            return
+        self._pending_restore = False
+        pipe = self.pipeline
+        pipe.build()  # idempotent; the restore happens at build
+        built_from = getattr(pipe, "_checkpoint", None)
+        if pipe.is_restored_from_checkpoint and (built_from is None or built_from in self.restored_checkpoints):
+            return
+        what = "from a different checkpoint" if pipe.is_restored_from_checkpoint else "without the checkpoint"
+        warnings.warn(
+            f"DALI pipeline {self.pipeline_id} was built {what} loaded by seeder.load_state_dict(): its data and "
+            "random streams do not continue the saved run. Build it with "
+            f"checkpoint=seeder.dali.saved_checkpoints(state, {self.pipeline_id})[0] before load_state_dict, "
+            "or with checkpoint=tracked.checkpoint after it and then tracked.replace(new_pipeline).",
+            SeederWarning,
+            stacklevel=4,
+        )
+
+    def __repr__(self) -> str:
+        return (f"TrackedPipeline(id={self.pipeline_id}, seed={self.pipeline.seed}, shared={self.shared}, "
+                f"checkpointing={self.checkpointing}, iterator={self.iterator is not None})")
+
+
+def _check_pipeline(pipeline: Any) -> None:
+    dali = require_dali()
+    if not isinstance(pipeline, dali.Pipeline):
+        raise TypeError(f"expected an nvidia.dali.Pipeline (what a @pipeline_def function returns), "
+                        f"got {type(pipeline).__name__}")
+
+
+def _check_iterator(iterator: Any) -> None:
+    if iterator is not None and not callable(getattr(iterator, "checkpoints", None)):
+        raise TypeError(f"iterator must be a DALI framework iterator (e.g. DALIGenericIterator) with checkpoints(), "
+                        f"got {type(iterator).__name__}")
+
+
+def _pipeline_count(iterator: Any) -> int:
+    if iterator is None:
+        return 1
+    pipes = getattr(iterator, "_pipes", None)  # DALI iterators keep their pipelines here
+    return len(pipes) if isinstance(pipes, (list, tuple)) and pipes else 1
+
+
+def _tracked(s: Seeder) -> List[TrackedPipeline]:
+    return [p for p in s.participants() if isinstance(p, TrackedPipeline)]
+
+
+def get_tracked(pipeline_id: int = 0, *, seeder: Optional[Seeder] = None) -> TrackedPipeline:
+    """The :class:`TrackedPipeline` with this id (e.g. to read :attr:`~TrackedPipeline.checkpoint` after loading).
+
+    >>> import seeder
+    >>> get_tracked(0, seeder=seeder.Seeder())
+    Traceback (most recent call last):
+    ...
+    ValueError: no DALI pipeline 0 is tracked (tracked: none); call seeder.dali.track(pipe, 0) first
+    """
+    s = _resolve(seeder)
+    pid = check_key(pipeline_id, "pipeline_id")
+    tracked = _tracked(s)
+    for t in tracked:
+        if t.pipeline_id == pid:
+            return t
+    have = ", ".join(str(t.pipeline_id) for t in tracked) or "none"
+    raise ValueError(f"no DALI pipeline {pid} is tracked (tracked: {have}); call seeder.dali.track(pipe, {pid}) first")
+
+
+def _warn_foreign_seed(s: Seeder, pipeline: Any, pid: int, shared: bool, stacklevel: int) -> None:
+    if not s.initialized:
+        return
+    want = pipeline_seed(pid, shared=shared, seeder=s)
+    if pipeline.seed is None:
+        msg = "without a seed, so DALI draws one and every run differs"
+    elif pipeline.seed != want:
+        msg = f"with seed {pipeline.seed}, so its randomness does not follow the master seed"
+    else:
+        return
+    warnings.warn(
+        f"DALI pipeline {pid} was built {msg}; build it with "
+        f"seed=seeder.dali.pipeline_seed({pid}{', shared=True' if shared else ''}) (= {want}).",
+        SeederWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def track(
+    pipeline: "Pipeline",
+    pipeline_id: int = 0,
+    *,
+    iterator: Any = None,
+    shared: bool = False,
+    seeder: Optional[Seeder] = None,
+) -> TrackedPipeline:
+    """Make ``pipeline`` known to the seeder: one warning at the first reseed, its checkpoint in ``state_dict()``.
+
+    ``pipeline_id`` is the id its seed came from (:func:`pipeline_seed`); ids are unique
+    per process. Pass the DALI PyTorch ``iterator`` that runs it, if any, so that the
+    saved checkpoint includes the iterator's position (``iterator.checkpoints()``).
+    Warns if the pipeline's seed is not the one the seeder derives. Returns the
+    participant; ``seeder.unregister_generator(pipeline)`` removes it.
+
+    >>> import seeder, seeder.dali
+    >>> from nvidia.dali import pipeline_def, fn                  # doctest: +SKIP
+    >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    ... def noise(): return fn.random.uniform(range=(0, 1))      # doctest: +SKIP
+    >>> seeder.init(42)                                           # doctest: +SKIP
+    >>> pipe = noise(**seeder.dali.pipeline_kwargs(0))            # doctest: +SKIP
+    >>> seeder.dali.track(pipe, 0)                                # doctest: +SKIP
+    TrackedPipeline(id=0, seed=..., shared=False, checkpointing=True, iterator=False)
+    """
+    _check_pipeline(pipeline)
+    _check_iterator(iterator)
+    s = _resolve(seeder)
+    pid = check_key(pipeline_id, "pipeline_id")
+    if not isinstance(shared, bool):
+        raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
+    for t in _tracked(s):
+        if t.pipeline is pipeline:
+            raise ValueError(f"this pipeline is already tracked as DALI pipeline {t.pipeline_id}; track it once")
+        if t.pipeline_id == pid:
+            raise ValueError(
+                f"DALI pipeline id {pid} is already tracked; give each pipeline of a process its own id "
+                f"(e.g. 0 for training, 1 for validation), or call get_tracked({pid}).replace(new_pipeline) "
+                "for a pipeline rebuilt from a checkpoint")
+    _warn_foreign_seed(s, pipeline, pid, shared, stacklevel=4)
+    participant = TrackedPipeline(pipeline, pid, iterator=iterator, shared=shared)
+    s.register_generator(participant)
+    return participant
+
+
+def _participant_factory(obj: Any, seeder: Seeder, shared: bool) -> Optional[TrackedPipeline]:
+    """Turn a DALI pipeline handed to ``seeder.register_generator`` into a :class:`TrackedPipeline`.
+
+    The id is the one whose :func:`pipeline_seed` the pipeline was built with, else the smallest free id.
+    """
+    cls = _pipeline_class()
+    if cls is None or not isinstance(obj, cls):
+        return None
+    used = {t.pipeline_id for t in _tracked(seeder)}
+    pid = None
+    if seeder.initialized and obj.seed is not None:
+        for candidate in range(64):
+            if candidate not in used and pipeline_seed(candidate, shared=shared, seeder=seeder) == obj.seed:
+                pid = candidate
+                break
+    if pid is None:
+        pid = next(i for i in range(len(used) + 1) if i not in used)
+    _warn_foreign_seed(seeder, obj, pid, shared, stacklevel=6)
+    return TrackedPipeline(obj, pid, shared=shared)
+
+
+add_participant_factory(_participant_factory)
