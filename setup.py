@@ -19,7 +19,14 @@ setup(
         "dali": ['nvidia-dali-cuda120>=1.34; platform_system == "Linux" and '
                  '(platform_machine == "x86_64" or platform_machine == "aarch64")'],
         "plot": ["matplotlib>=3.5", "scipy>=1.8", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6", "tqdm>=4.60"],
-        "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2"],
+        # Framework integrations (seeder/integrations/): imported only when used. scripts/install.sh pins the
+        # torch already installed while installing these, so they never replace it.
+        "lightning": ["lightning>=2.3"],
+        "transformers": ["transformers>=4.40", "accelerate>=0.30"],
+        "accelerate": ["accelerate>=0.30"],
+        "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2", "torchdata>=0.8",
+                 # the editable-install test builds a package in a fresh venv: these are what that build needs
+                 "setuptools>=64", "wheel"],
     },
     entry_points={"console_scripts": ["seeder=seeder.cli:main"]},
     classifiers=["Programming Language :: Python :: 3", "Framework :: PyTorch"],

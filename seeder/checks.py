@@ -1,0 +1,59 @@
+"""Argument checks shared by every module: one wording for "int but not bool" and friends.
+
+Each check returns the value in its plain Python type or raises ``TypeError`` /
+``ValueError`` naming the argument, what it got, and what to pass instead.
+
+Example:
+    >>> check_int(3, "epoch", low=0)
+    3
+    >>> check_bool(True, "shuffle")
+    True
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Optional
+
+__all__ = ["is_int", "check_int", "check_bool"]
+
+
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer (Python or NumPy) and not a bool.
+
+    >>> is_int(3), is_int(True), is_int(3.0)
+    (True, False, False)
+    """
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+
+
+def check_int(value: Any, name: str, *, low: Optional[int] = None, high: Optional[int] = None) -> int:
+    """``value`` as an ``int`` if it is an integer in ``[low, high]``, else an error naming ``name``.
+
+    >>> check_int(-1, "num_workers", low=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_workers must be >= 0, got -1
+    """
+    if not is_int(value):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if low is not None and high is not None and not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value}")
+    return value
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """``value`` if it is ``True`` or ``False`` (NumPy's bool too), else a ``TypeError`` naming ``name``.
+
+    >>> check_bool(1, "drop_last")
+    Traceback (most recent call last):
+    ...
+    TypeError: drop_last must be True or False, got int 1
+    """
+    if not (isinstance(value, bool) or type(value).__name__ == "bool_"):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
