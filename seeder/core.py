@@ -67,17 +67,12 @@ class Seeder:
     def init(self, master_seed: Optional[int] = None, ngpus: Optional[int] = None, local_rank: Optional[int] = None,
              *, rank: Optional[int] = None, deterministic: Optional[bool] = None,
              snapshot_dir: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
-        """Start a fresh run: set the master seed, find this process's global rank.
+        """Start a fresh run (NVIDIA's semantics: registered generators are dropped; joined samplers follow).
 
-        ``master_seed=None`` takes ``$SEEDER_SEED`` if set, else draws a seed from OS entropy
-        (logged as ``Using seed: N``). With a process group every rank ends with rank 0's
-        seed; ranks given different explicit seeds raise ``RuntimeError``. ``ngpus`` is the
-        world size and ``local_rank`` the rank on this node, as in NVIDIA's seeder; seeds use
-        the *global* rank, so two nodes never share seeds. As in NVIDIA's seeder, ``init``
-        drops every registered generator; samplers and loaders that joined follow the new run.
-        ``deterministic=True`` (``None``: ``$SEEDER_DETERMINISTIC``) calls
-        :func:`seeder.env.determinism.enforce_determinism`; ``snapshot_dir`` (``None``:
-        ``$SEEDER_SNAPSHOT_DIR``) captures the environment there once, on rank 0.
+        ``master_seed=None``: ``$SEEDER_SEED``, else drawn from OS entropy and logged; all ranks agree on
+        it. ``ngpus`` is the world size, ``local_rank`` the rank on this node; seeds use the global rank.
+        ``deterministic``/``snapshot_dir`` (``None``: ``$SEEDER_DETERMINISTIC``/``$SEEDER_SNAPSHOT_DIR``)
+        turn on deterministic mode / capture the environment on rank 0. See docs/quickstart.md.
 
         >>> s = Seeder(); s.init(1234, ngpus=1, local_rank=0); s.get_master_seed()
         1234
@@ -144,7 +139,7 @@ class Seeder:
     def stream_seed(self, task_id: int, epoch: int, *, shared: bool, stream: int) -> int:
         """:meth:`get_seed` for arguments already checked (the hot path of :meth:`reseed`)."""
         domain, rank = (Domain.SHARED, 0) if shared else (Domain.RANK, self._topology.rank)  # type: ignore[union-attr]
-        return derive.seed_from_key(self.run.master, (int(domain), task_id, epoch, rank, stream))  # type: ignore[arg-type]
+        return derive.stream_seeds(self.run.master, int(domain), task_id, epoch, rank).seed(stream)[0]  # type: ignore[arg-type]
 
     def derive(self, domain: int, task_id: int = 0, epoch: int = 0, *, rank: Optional[int] = None, stream: int = 0) -> int:
         """A seed of any domain (:class:`seeder.derive.Domain`) for this master seed; rank defaults to this process's.
@@ -253,11 +248,8 @@ class Seeder:
     def state_dict(self) -> Dict[str, Any]:
         """Everything needed to continue this process's randomness as if never stopped.
 
-        The master seed, world, rank, last ``(task, epoch)``, the states of Python, NumPy,
-        torch CPU, every accelerator device, registered generators and participants
-        (samplers, loaders, pipelines). Only tensors and plain values: it loads with
-        ``torch.load(weights_only=True)``. A registered plain callable cannot be saved;
-        that warns once.
+        Master seed, world, rank, last reseed, every global and accelerator RNG, registered generators
+        and participants (samplers, loaders, pipelines); loads with ``torch.load(weights_only=True)``.
 
         >>> s = Seeder(); s.init(1); s.reseed(1, 0)
         >>> sorted(s.state_dict())[:3]
@@ -305,11 +297,7 @@ class Seeder:
         state.load(self, state_, allow_world_change)
 
     def fork_rng(self) -> ContextManager[None]:
-        """Run a block with every RNG this seeder knows isolated; restore them all afterwards.
-
-        Python, NumPy, torch CPU, every accelerator device and the registered generators that
-        keep state are saved on entry and put back on exit (also on error), with the last
-        reseed. Samplers, loaders and pipelines keep their positions.
+        """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.
 
         >>> import random
         >>> s = Seeder(); s.init(1); s.reseed(1, 0)
