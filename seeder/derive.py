@@ -28,6 +28,9 @@ __all__ = [
     "DERIVATION_VERSION",
     "MAX_MASTER_SEED",
     "MAX_KEY",
+    "seed_from_key",
+    "parse_master_seed",
+    "StreamSeeds",
     "Domain",
     "derive_seed",
     "numpy_seed",
@@ -96,6 +99,19 @@ def check_key(value: Any, what: str) -> int:
     return value
 
 
+def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
+    """The master seed written in ``text`` (an environment variable's value), or a ``ValueError`` naming ``source``.
+
+    >>> parse_master_seed(" 42 ")
+    42
+    """
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{source}={text!r} is not an integer; unset it or set it to a seed such as 42") from None
+    return check_master_seed(value, source)
+
+
 def derive_seed(
     master_seed: int,
     domain: int,
@@ -119,10 +135,15 @@ def derive_seed(
         check_key(rank, "rank"),
         check_key(stream, "stream"),
     )
-    return _derive_unchecked(entropy, key)
+    return seed_from_key(entropy, key)
 
 
-def _derive_unchecked(entropy: int, key: tuple) -> int:
+def seed_from_key(entropy: int, key: tuple) -> int:
+    """:func:`derive_seed` for an already validated master seed and 5-word key, without checks (hot paths).
+
+    >>> seed_from_key(0, (1, 0, 0, 0, 0)) == derive_seed(0, Domain.SHARED)
+    True
+    """
     state = np.random.SeedSequence(entropy, spawn_key=key).generate_state(1, np.uint64)
     return int(state[0])
 
@@ -153,7 +174,7 @@ def _mix(x: int, y: int) -> int:
     return r ^ (r >> 16)
 
 
-class _StreamSeeds:
+class StreamSeeds:
     """``derive_seed(master, domain, task, epoch, rank, stream)[:words]`` for any ``stream``, computed fast.
 
     Bitwise equal to :func:`seeder.derive.derive_seed` (checked on construction; if NumPy's
@@ -257,4 +278,4 @@ def seed_stream_block(master: int, domain: int, task: int, epoch: int, rank: int
     arr = np.asarray(streams)
     if arr.size and (arr.dtype.kind not in "iu" or int(arr.min()) < 0 or int(arr.max()) > _M32):
         raise ValueError("streams must be integers in [0, 2**32 - 1]")
-    return _StreamSeeds(master, domain, task, epoch, rank).seeds(arr.astype(np.uint32))[:, 0]
+    return StreamSeeds(master, domain, task, epoch, rank).seeds(arr.astype(np.uint32))[:, 0]

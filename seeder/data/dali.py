@@ -30,7 +30,9 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
-from ..core import GATHERED_FORMAT, Participant, Seeder, add_participant_factory
+from ..core import Seeder
+from ..participant import Participant
+from ..state import GATHERED_FORMAT, own_entry
 from ..derive import Domain, check_key, numpy_seed
 from ..errors import SeederWarning, StateError
 
@@ -38,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from nvidia.dali import Pipeline
 
 __all__ = [
+    "participant_for",
     "INSTALL_HINT",
     "MAX_DALI_SEED",
     "require_dali",
@@ -158,7 +161,8 @@ def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
     """
     pid = check_key(pipeline_id, "pipeline_id")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
-        state = _resolve(seeder)._own_entry(state, allow_world_change=False)[0]
+        s = _resolve(seeder)
+        state = own_entry(state, s.world_size, s.rank, False)[0]
     if not isinstance(state, dict) or state.get("format") != "seeder" or not isinstance(state.get("participants"), dict):
         raise StateError("not a seeder state: pass the dict returned by seeder.state_dict() (e.g. checkpoint['seeder'])")
     found = []
@@ -476,11 +480,11 @@ def track(
                 "for a pipeline rebuilt from a checkpoint")
     _warn_foreign_seed(s, pipeline, pid, shared, stacklevel=4)
     participant = TrackedPipeline(pipeline, pid, iterator=iterator, shared=shared)
-    s.register_generator(participant)
+    s.join(participant, weak=False)
     return participant
 
 
-def _participant_factory(obj: Any, seeder: Seeder, shared: bool) -> Optional[TrackedPipeline]:
+def participant_for(obj: Any, seeder: Seeder, shared: bool = False) -> Optional[TrackedPipeline]:
     """Turn a DALI pipeline handed to ``seeder.register_generator`` into a :class:`TrackedPipeline`.
 
     The id is the one whose :func:`pipeline_seed` the pipeline was built with, else the smallest free id.
@@ -501,4 +505,3 @@ def _participant_factory(obj: Any, seeder: Seeder, shared: bool) -> Optional[Tra
     return TrackedPipeline(obj, pid, shared=shared)
 
 
-add_participant_factory(_participant_factory)

@@ -182,7 +182,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._handed = 0  # end of the last block handed to the DataLoader (>= indices it pulled)
         self._finished = False  # the live iteration has handed out its last block
         self._warned_epoch: Optional[int] = None
-        seeder.attach(self)
+        seeder.join(self)
 
     # ------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
