@@ -100,6 +100,8 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
     * Mid-epoch resume: call :meth:`advance` with the size of each batch your loop has
       *finished*; :meth:`state_dict` saves that count, and after :meth:`load_state_dict`
       the next iteration yields exactly the remaining indices (O(1) in ``"feistel"`` mode).
+    * ``join=False``: the sampler does not join the seeder (no reseed following, no state in
+      ``seeder.state_dict()``); the object that owns it does that (:class:`seeder.DataLoader`).
     * Over a :class:`seeder.SeededDataset` it yields ``(epoch, index)`` pairs, so that
       workers can seed each sample (``with_epoch`` overrides the detection).
 
@@ -127,6 +129,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         stream: int = 0,
         with_epoch: Optional[bool] = None,
         seeder: Optional[Seeder] = None,
+        join: bool = True,
     ) -> None:
         try:
             n = len(dataset)
@@ -182,7 +185,8 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._handed = 0  # end of the last block handed to the DataLoader (>= indices it pulled)
         self._finished = False  # the live iteration has handed out its last block
         self._warned_epoch: Optional[int] = None
-        seeder.attach(self)
+        if _check_bool(join, "join"):
+            seeder.attach(self)
 
     # ------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
@@ -237,6 +241,28 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         else:
             blocks = self._feistel_blocks(key, start)
         return itertools.chain.from_iterable(self._iters(blocks, token, start, epoch))
+
+    def blocks(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
+        """This rank's indices of ``epoch`` from its sample ``start`` on, as int64 arrays; no bookkeeping.
+
+        The order :meth:`__iter__` yields, without ``(epoch, index)`` pairs, and without
+        touching the position that :meth:`advance` and :meth:`state_dict` keep: for an owner
+        that counts the position itself (:class:`seeder.DataLoader`). O(1) to start anywhere.
+
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> sampler = DistributedSampler(range(10), seeder=s)
+        >>> s.reseed(1, 0); full = list(sampler)
+        >>> [int(i) for b in sampler.blocks(0, 4) for i in b] == full[4:]
+        True
+        """
+        epoch = check_key(epoch, "epoch")
+        if not _is_int(start) or not 0 <= start <= self.num_samples:
+            raise ValueError(f"start must be an int in [0, {self.num_samples}], got {start!r}")
+        key = self._key(epoch) if self.shuffle else 0
+        if self.mode == "torch":
+            return self._torch_blocks(key, int(start))
+        return self._feistel_blocks(key, int(start))
 
     def _positions(self, start: int, stop: int) -> np.ndarray:
         """Global positions of this rank's samples ``start:stop``, wrapped into ``range(N)`` (torch's padding)."""
