@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import random
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -103,7 +104,12 @@ class _Batches(torch.utils.data.BatchSampler):
 
     def __init__(self, sampler: DistributedSampler, batch_size: int, drop_last: bool, loader: "DataLoader"):
         super().__init__(sampler, batch_size, drop_last)
-        self.loader = loader
+        self._loader = weakref.ref(loader)  # no cycle: a dropped loader leaves the seeder at once
+
+    @property
+    def loader(self) -> "DataLoader":
+        """The loader this batch sampler serves."""
+        return self._loader()
 
     def __len__(self) -> int:
         n = self.sampler.num_samples
