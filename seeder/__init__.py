@@ -27,7 +27,7 @@ _LAZY: Dict[str, str] = {
     "EnvDiff": "env.environment", "capture_environment": "env.environment", "default_snapshot_dir": "env.environment",
     "diff_environments": "env.environment", "load_snapshot": "env.environment",
     "SeederWarning": "errors", "StateError": "errors",
-    "DistributedSampler": "data.sampler",
+    "DistributedSampler": "data.sampler", "DataLoader": "data.loader",
     "SeededDataset": "data.workers", "WorkerInitFn": "data.workers", "dataloader_generator": "data.workers",
     "make_worker_init_fn": "data.workers", "sample_seed": "data.workers", "worker_init_fn": "data.workers",
 }
@@ -101,6 +101,7 @@ __all__ = [
     "diff_environments",
     "EnvDiff",
     "DistributedSampler",
+    "DataLoader",
     "SeededDataset",
     "WorkerInitFn",
     "worker_init_fn",

@@ -58,6 +58,7 @@ class Domain(enum.IntEnum):
     SAMPLER = 3  #: data-order permutation keys (shared by all ranks)
     SAMPLE = 4  #: per-sample augmentation seeds
     DALI = 5  #: DALI pipeline seeds
+    LOADER = 6  #: per-batch seeds of seeder.DataLoader (batch index as the stream)
 
 
 def _is_int(value: Any) -> bool:

@@ -92,8 +92,10 @@ def test_no_private_names_across_modules(path):
 
 # Private names of other libraries that seeder must read (documented where used).
 # torch._C (the privateuse1 backend's name), random._inst and np.random.mtrand._rand (the global RNG objects),
-# DALI's _enable_checkpointing/_pipes (read behind fallbacks in seeder/data/dali.py).
-THIRD_PARTY_PRIVATE = {"_C", "_get_privateuse1_backend_name", "_inst", "_rand", "_enable_checkpointing", "_pipes"}
+# DALI's _enable_checkpointing/_pipes (read behind fallbacks in seeder/data/dali.py), sys._getframe (the
+# sampler recognises torchdata's StatefulDataLoader by its caller).
+THIRD_PARTY_PRIVATE = {"_C", "_get_privateuse1_backend_name", "_inst", "_rand", "_enable_checkpointing", "_pipes",
+                       "_getframe"}
 
 
 def own_private_names(tree):
