@@ -115,23 +115,31 @@ class Launch:
                                      text=True, cwd=str(REPO_ROOT), **popen)
         self.lines: List[str] = []
         self.err = ""
+        self._changed = threading.Condition()  # notified on every new line and when stdout closes
+        self._closed = False
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
 
     def wait_for(self, pattern: str, count: int = 1, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if sum(bool(re.match(pattern, line)) for line in self.lines) >= count:
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.finish(kill=True)
-        raise AssertionError(f"no {count}x {pattern!r} in output {self.lines}\nstderr: {self.err[-3000:]}")
+        """Block until ``count`` lines match ``pattern`` (woken by each line the reader thread gets)."""
+        def seen() -> bool:
+            return self._closed or sum(bool(re.match(pattern, line)) for line in self.lines) >= count
+
+        with self._changed:
+            self._changed.wait_for(seen, timeout)
+            found = sum(bool(re.match(pattern, line)) for line in self.lines) >= count
+        if not found:
+            self.finish(kill=True)
+            raise AssertionError(f"no {count}x {pattern!r} in output {self.lines}\nstderr: {self.err[-3000:]}")
 
     def finish(self, timeout: float = 60, kill: bool = False) -> int:
         if kill and self.proc.poll() is None:
