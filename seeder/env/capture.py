@@ -1,23 +1,12 @@
 """Environment snapshots (seed 000's recipe): write one with :func:`capture_environment`, read one back.
 
-:func:`capture_environment` writes, into a directory readable by its owner only:
-
-=====================  ==========================================================
-``env.txt``            environment variables, sorted, secrets redacted
-``requirements.txt``   ``pip freeze`` (``uv pip freeze`` when uv manages the env)
-``modules.txt``        ``module list`` (Lmod / Environment Modules), where present
-``editable/NAME.diff`` uncommitted changes of each editable install (``direct_url.json``)
-``git.txt``/``git.diff`` the current repository: commit, branch, remotes, status, diff
-``apt-packages.txt``   ``dpkg-query -W`` where dpkg exists
-``conda-list.txt``     ``conda list`` where conda exists
-``nvidia-smi*.txt``    ``nvidia-smi``, ``nvidia-smi -q``, ``nvidia-smi topo -m`` where present
-``torch-config.txt``   ``torch.__config__.show()`` and ``parallel_info()``
-``lscpu.txt``          ``lscpu`` where present
-``manifest.json``      the index: every file with its sha256, every tool's status
-                       (``ok``/``missing``/``failed``), and the structured view that
-                       :func:`diff_environments` compares (variables, packages,
-                       torch/CUDA/cuDNN/NCCL, GPUs and driver, CPU, OS, Python, git)
-=====================  ==========================================================
+:func:`capture_environment` writes, into a directory readable by its owner only, the
+environment variables (``env.txt``), ``pip freeze``, ``module list``, the git diff of each
+editable install and of the current repository, dpkg and conda package lists,
+``nvidia-smi``, torch's build configuration and ``lscpu``, every secret redacted
+(:mod:`seeder.env.redact`), and ``manifest.json``: each file's sha256, each tool's status
+and the structured view that :func:`seeder.env.diff.diff_environments` compares. The
+files are listed in ``docs/environment.md``.
 
 A missing tool is recorded as ``missing``, a failing one as ``failed``; neither
 stops the snapshot. ``manifest.json`` is written last: a directory without it is
