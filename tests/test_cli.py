@@ -79,7 +79,10 @@ def test_run_errors(capsys, monkeypatch):
     assert "--seed must be in" in capsys.readouterr().err
     monkeypatch.setenv("SEEDER_SEED", "abc")
     assert cli.main(["run", "--", "true"]) == 2
-    assert "SEEDER_SEED='abc'" in capsys.readouterr().err
+    assert "SEEDER_SEED='abc' is not an integer" in capsys.readouterr().err
+    monkeypatch.setenv("SEEDER_SEED", str(2**63))
+    assert cli.main(["run", "--", "true"]) == 2
+    assert "SEEDER_SEED must be in [0, 2**63 - 1]" in capsys.readouterr().err
     monkeypatch.delenv("SEEDER_SEED")
     assert cli.main(["run", "-q", "--", "/nonexistent/seeder-test-command"]) == 127
     assert "command not found" in capsys.readouterr().err
@@ -93,7 +96,7 @@ def test_run_passes_exit_codes_through(capsys):
 
 
 def test_run_seed_comes_from_seeder_seed_or_is_drawn_and_shown(capsys, monkeypatch):
-    monkeypatch.setenv("SEEDER_SEED", "99")
+    monkeypatch.setenv("SEEDER_SEED", " 99\n")  # whitespace around the value is ignored, as seeder.init does
     assert cli.main(["run", "--print-env"]) == 0
     assert "export SEEDER_SEED=99" in capsys.readouterr().out
     monkeypatch.delenv("SEEDER_SEED")
