@@ -182,7 +182,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._handed = 0  # end of the last block handed to the DataLoader (>= indices it pulled)
         self._finished = False  # the live iteration has handed out its last block
         self._warned_epoch: Optional[int] = None
-        seeder.attach(self)
+        seeder.join(self)
 
     # ------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
@@ -253,7 +253,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         while j < self.num_samples:
             stop = min(self.num_samples, j + size)
             pos = self._positions(j, stop)
-            yield perm._apply(pos) if perm is not None else pos.view(np.int64)
+            yield perm.apply_unchecked(pos) if perm is not None else pos.view(np.int64)
             j, size = stop, min(size * 4, _BLOCK)
 
     def _torch_blocks(self, key: int, start: int) -> Iterator[np.ndarray]:
