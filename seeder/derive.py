@@ -103,11 +103,20 @@ def check_key(value: Any, what: str) -> int:
 
 
 def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
-    """The master seed written in ``text`` (an environment variable's value), or a ``ValueError`` naming ``source``.
+    """The master seed written in ``text`` (the value of the variable ``source``), else a ``ValueError``.
 
-    >>> parse_master_seed(" 42 ")
+    Surrounding whitespace is ignored; the error names ``source``, the value and the fix.
+    An empty value is an error too: treat an empty variable as unset before calling this.
+
+    >>> parse_master_seed(" 42\\n")
     42
+    >>> parse_master_seed("abc")
+    Traceback (most recent call last):
+    ...
+    ValueError: SEEDER_SEED='abc' is not an integer; unset it or set it to a seed such as 42
     """
+    if not isinstance(text, str):
+        raise TypeError(f"{source} must be given as text (str), got {type(text).__name__} {text!r}")
     try:
         value = int(text.strip())
     except ValueError:
