@@ -275,7 +275,7 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
     where needed: one is not free, and a participant's ``state_dict`` may have side effects (DALI).
     """
     unchecked = [k for k, p in stateful.items() if not validates_state(p)]
-    snapshot = capture([], [stateful[k] for k in unchecked], run)
+    snapshot = capture([], [stateful[k] for k in unchecked], run) if unchecked else None
     applied: List[str] = []
     try:
         for key in unchecked + [k for k in stateful if k not in unchecked]:
@@ -284,26 +284,29 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
         for adapter in adapters:
             adapter.set_state(entry["rngs"][adapter.name])
     except Exception as exc:
-        stuck = [f"{k} (already loaded)" for k in applied if k not in unchecked] + restore(snapshot)
+        stuck = [f"{k} (already loaded)" for k in applied if k not in unchecked]
+        stuck += restore(snapshot) if snapshot is not None else []
         kept = "every RNG and participant was put back as it was before load_state_dict"
         if stuck:
             kept += f", except {'; '.join(stuck)}"
         raise StateError(f"loading the seeder state failed ({type(exc).__name__}: {exc}); {kept}") from exc
 
 
-def check(seeder: Any, state: Any, allow_world_change: bool) -> Tuple[Dict[str, Any], bool]:
+def check(seeder: Any, state: Any, allow_world_change: bool,
+          stateful: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], bool]:
     """This rank's entry of ``state`` and whether the world changed, after checking it all against ``seeder``."""
     if not seeder.initialized:
         raise RuntimeError("seeder.load_state_dict() called before seeder.init(); call seeder.init(master_seed=...) first")
     entry, changed = own_entry(state, seeder.world_size, seeder.rank, allow_world_change)
     check_entry(entry, world_size=seeder.world_size, rank=seeder.rank, adapters=seeder.global_adapters(),
-                stateful=seeder.stateful(), changed=changed)
+                stateful=seeder.stateful() if stateful is None else stateful, changed=changed)
     return entry, changed
 
 
 def load(seeder: Any, state: Any, allow_world_change: bool) -> None:
     """``seeder.load_state_dict``: check everything, then apply (with rollback) and arm the resume."""
-    entry, changed = check(seeder, state, allow_world_change)
+    stateful = seeder.stateful()
+    entry, changed = check(seeder, state, allow_world_change, stateful)
     saved_master, run = entry["master_seed"], seeder.run
     if seeder.explicit and saved_master != run.master:
         warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with {saved_master}; "
@@ -317,7 +320,7 @@ def load(seeder: Any, state: Any, allow_world_change: bool) -> None:
                     "restored, RNG and participant states left as they are; continue with reseed() of the next "
                     "epoch", entry["world_size"], seeder.world_size, last)
         return
-    apply_entry(entry, seeder.global_adapters(), seeder.stateful(), run)
+    apply_entry(entry, seeder.global_adapters(), stateful, run)
     seeder.run = RunState(master=saved_master, last=last, resume_pending=last,
                           seen=run.seen | ({last} if last is not None else set()))
 
