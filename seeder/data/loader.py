@@ -38,7 +38,7 @@ import torch
 import torch.utils.data
 
 from .. import trace
-from ..checks import check_int, is_int
+from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..derive import check_key
 from ..errors import StateError
@@ -287,14 +287,7 @@ class DataLoader(torch.utils.data.DataLoader):
         ...
         seeder.errors.StateError: not a seeder.DataLoader state: pass the dict returned by seeder.DataLoader.state_dict()
         """
-        if not isinstance(state, dict) or state.get("format") != "seeder.loader":
-            raise StateError("not a seeder.DataLoader state: pass the dict returned by seeder.DataLoader.state_dict()")
-        if state.get("version") != LOADER_STATE_VERSION:
-            raise StateError(f"seeder.DataLoader state version {state.get('version')!r} is not supported (this seeder reads "
-                             f"version {LOADER_STATE_VERSION}); load it with the seeder version that wrote it")
-        if set(state) != _STATE_KEYS:
-            raise StateError(f"seeder.DataLoader state keys differ: missing {sorted(_STATE_KEYS - set(state))}, "
-                             f"unexpected {sorted(set(state) - _STATE_KEYS)}")
+        check_state_header(state, "seeder.loader", LOADER_STATE_VERSION, _STATE_KEYS, "seeder.DataLoader")
         for name in ("batch_size", "drop_last", "num_batches"):
             have = {"batch_size": self.batch_size, "drop_last": self.drop_last, "num_batches": len(self.batch_sampler)}[name]
             if state[name] != have or type(state[name]) is not type(have):

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch.distributed
 
-from ..checks import check_bool, is_int
+from ..checks import check_bool, check_state_header, is_int
 from ..derive import MAX_KEY, MAX_MASTER_SEED, check_key
 from ..distributed import process_group_active
 from ..errors import StateError
@@ -85,14 +85,7 @@ def check_sampler_state(state: Any, layout: Dict[str, Any], num_samples: int) ->
     ...
     seeder.errors.StateError: not a sampler state: pass the dict returned by DistributedSampler.state_dict()
     """
-    if not isinstance(state, dict) or state.get("format") != "seeder.sampler":
-        raise StateError("not a sampler state: pass the dict returned by DistributedSampler.state_dict()")
-    if state.get("version") != SAMPLER_STATE_VERSION:
-        raise StateError(f"sampler state version {state.get('version')!r} is not supported (this seeder reads "
-                         f"version {SAMPLER_STATE_VERSION}); load it with the seeder version that wrote it")
-    if set(state) != SAMPLER_STATE_KEYS:
-        raise StateError(f"sampler state keys differ: missing {sorted(SAMPLER_STATE_KEYS - set(state))}, "
-                         f"unexpected {sorted(set(state) - SAMPLER_STATE_KEYS)}")
+    check_state_header(state, "seeder.sampler", SAMPLER_STATE_VERSION, SAMPLER_STATE_KEYS, "sampler", "DistributedSampler")
     for name, have in layout.items():
         if state[name] != have or type(state[name]) is not type(have):
             raise StateError(
