@@ -30,10 +30,8 @@ Example:
 from __future__ import annotations
 
 import logging
-import random
 from typing import Any, Callable, Dict, Optional, Tuple
 
-import numpy as np
 import torch
 import torch.utils.data
 
@@ -42,9 +40,10 @@ from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..derive import check_key
 from ..errors import StateError
+from ..rngs import global_adapters
 from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset, batch_seeds
 from .sampler import DistributedSampler
-from .workers import SeedSource, dataloader_generator
+from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
 
 __all__ = ["DataLoader", "LOADER_DOMAIN", "LOADER_STATE_VERSION", "batch_seeds"]
 
@@ -67,7 +66,8 @@ class _LoaderIter:
     def __init__(self, loader: "DataLoader", inner: Any, epoch: int, start: int, token: object):
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
-        self._restore = loader.num_workers == 0
+        # With 0 workers the main process fetches: the streams seed_globals seeds are saved and put back.
+        self._restore = [a for a in global_adapters() if a.name in FETCH_SEEDED] if loader.num_workers == 0 else []
         self._trace = trace.enabled()
 
     def __iter__(self) -> "_LoaderIter":
@@ -78,13 +78,12 @@ class _LoaderIter:
 
     def __next__(self) -> Any:
         if self._restore:  # main process fetches: keep the training loop's global streams untouched
-            saved = (random.getstate(), np.random.get_state(), torch.default_generator.get_state())
+            saved = [(adapter, adapter.get_state()) for adapter in self._restore]
             try:
                 batch = next(self._inner)
             finally:
-                random.setstate(saved[0])
-                np.random.set_state(saved[1])
-                torch.default_generator.set_state(saved[2])
+                for adapter, state in saved:
+                    adapter.set_state(state)
         else:
             batch = next(self._inner)
         b = self._next
