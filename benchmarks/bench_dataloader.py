@@ -15,6 +15,8 @@ import torch.utils.data
 
 import seeder
 
+_epochs = iter(range(10**9))  # every measured epoch gets a new reseed epoch (a repeated reseed warns)
+
 
 class Busy(torch.utils.data.Dataset):
     """Items that cost about ``us`` microseconds of CPU each and draw from torch's RNG."""
@@ -47,7 +49,7 @@ def compare(n: int, us: float, workers: int, repeats: int, batch_size: int) -> N
                                          persistent_workers=workers > 0)
     a, b = [], []
     for r in range(repeats):
-        s.reseed(1, r)
+        s.reseed(1, next(_epochs))
         a.append(epoch_time(ours))
         b.append(epoch_time(theirs))
     ma, mb = statistics.median(a), statistics.median(b)
@@ -63,7 +65,7 @@ def seeding_overhead(n: int, batch_size: int, repeats: int) -> None:
     theirs = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=True)
     a, b = [], []
     for r in range(repeats):
-        s.reseed(1, 100 + r)
+        s.reseed(1, next(_epochs))
         a.append(epoch_time(ours))
         b.append(epoch_time(theirs))
     extra = (statistics.median(a) - statistics.median(b)) / n * 1e6
@@ -72,7 +74,7 @@ def seeding_overhead(n: int, batch_size: int, repeats: int) -> None:
 
 def resume_latency(n: int, workers: int, repeats: int) -> None:
     s = seeder.default_seeder()
-    s.reseed(1, 0)
+    s.reseed(1, next(_epochs))
     ds = Busy(n, 0)
     src = seeder.DataLoader(ds, batch_size=64, shuffle=True)
     it = iter(src)

@@ -12,9 +12,11 @@ Example:
 from __future__ import annotations
 
 import numbers
-from typing import Any, Optional
+from typing import AbstractSet, Any, Optional
 
-__all__ = ["is_int", "check_int", "check_bool"]
+from .errors import StateError
+
+__all__ = ["is_int", "check_int", "check_bool", "check_state_header"]
 
 
 def is_int(value: Any) -> bool:
@@ -57,3 +59,24 @@ def check_bool(value: Any, name: str) -> bool:
     if not (isinstance(value, bool) or type(value).__name__ == "bool_"):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
     return bool(value)
+
+
+def check_state_header(state: Any, fmt: str, version: int, keys: AbstractSet[str], what: str, owner: str = "") -> None:
+    """Raise :class:`seeder.errors.StateError` unless ``state`` is a dict of format ``fmt``, ``version`` and ``keys``.
+
+    ``what`` names the state in the messages (``"sampler"``); ``owner`` the class whose
+    ``state_dict()`` makes it (``what`` if not given). Changes nothing.
+
+    >>> check_state_header({"format": "x", "version": 2}, "x", 1, {"format", "version"}, "sampler")
+    Traceback (most recent call last):
+    ...
+    seeder.errors.StateError: sampler state version 2 is not supported (this seeder reads version 1); load it with the seeder version that wrote it
+    """
+    if not isinstance(state, dict) or state.get("format") != fmt:
+        raise StateError(f"not a {what} state: pass the dict returned by {owner or what}.state_dict()")
+    if state.get("version") != version:
+        raise StateError(f"{what} state version {state.get('version')!r} is not supported (this seeder reads "
+                         f"version {version}); load it with the seeder version that wrote it")
+    if set(state) != keys:
+        raise StateError(f"{what} state keys differ: missing {sorted(keys - set(state))}, "
+                         f"unexpected {sorted(set(state) - keys)}")

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Set
 
 import torch.utils.data
 
-__all__ = ["find_loader", "audit_loader", "loader_on_stack"]
+__all__ = ["find_loader", "audit_loader", "loader_on_stack", "unconsumed_message"]
 
 
 def loader_on_stack(sampler: Any, depth: int = 12) -> Any:
@@ -80,8 +80,13 @@ def find_loader(sampler: Any) -> Optional[torch.utils.data.DataLoader]:
     return None
 
 
-def audit_loader(loader: Optional[torch.utils.data.DataLoader], *, mid_epoch: bool) -> List[str]:
-    """What ``loader`` lacks for an exact resume (each problem a sentence that names the fix); ``[]`` if nothing."""
+def audit_loader(loader: Optional[torch.utils.data.DataLoader], mid_epoch: bool,
+                 seen: Optional[Set[str]] = None) -> List[str]:
+    """What ``loader`` lacks for an exact resume (each problem a sentence that names the fix); ``[]`` if nothing.
+
+    With ``seen``, problems whose cause (the text before ``:``) is in it are left out, and the new
+    causes are added to it: each cause is reported once.
+    """
     if loader is None or getattr(loader, "seeder_kind", None) == "loader":
         return []
     from .workers import SeededDataset, WorkerInitFn  # the package imports this module: resolve at call time
@@ -102,4 +107,24 @@ def audit_loader(loader: Optional[torch.utils.data.DataLoader], *, mid_epoch: bo
                 f"worker randomness: the DataLoader's {loader.num_workers} workers draw random numbers that depend on "
                 f"which worker ran which batch and how far it got, so a resume {where} does not continue them; wrap the "
                 "dataset in seeder.SeededDataset (per-sample seeds) or use seeder.DataLoader")
+    if seen is not None:
+        problems = [p for p in problems if p.split(":")[0] not in seen]
+        seen.update(p.split(":")[0] for p in problems)
     return problems
+
+
+def unconsumed_message(what: str, epoch: int, finished: bool) -> str:
+    """The warning of a sampler whose ``what`` (``state_dict``/``load_state_dict``) sees indices drawn but none consumed.
+
+    ``finished``: the loader drew the whole epoch (it prefetches).
+
+    >>> "advance" in unconsumed_message("state_dict", 0, False)
+    True
+    """
+    if finished:
+        return (f"sampler.{what}(): the DataLoader drew every index of epoch {epoch} (it prefetches) but no "
+                "sample was reported consumed, so this state resumes at the start of the epoch; call "
+                "sampler.advance(len(batch)) after each training step (or use seeder.DataLoader)")
+    return (f"sampler.{what}(): epoch {epoch} is being iterated but no sample was reported consumed, so "
+            "this state resumes at the start of the epoch; call sampler.advance(len(batch)) after each "
+            "training step to resume mid-epoch (or use seeder.DataLoader)")

@@ -30,29 +30,25 @@ Example:
 from __future__ import annotations
 
 import logging
-import random
-import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
-import numpy as np
 import torch
 import torch.utils.data
 
 from .. import trace
-from ..checks import check_int, is_int
+from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
-from ..derive import Domain, check_key
+from ..derive import check_key
 from ..errors import StateError
+from ..rngs import global_adapters
+from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset, batch_seeds
 from .sampler import DistributedSampler
-from .workers import SeedSource, dataloader_generator, seed_globals
+from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
 
 __all__ = ["DataLoader", "LOADER_DOMAIN", "LOADER_STATE_VERSION", "batch_seeds"]
 
 logger = logging.getLogger("seeder")
 
-#: Derivation domain of the per-batch seeds (after ``seeder.derive.Domain.DALI``; reserved for the loader).
-LOADER_DOMAIN = int(Domain.LOADER)
-#: Version of the layout of :meth:`DataLoader.state_dict`.
 LOADER_STATE_VERSION = 1
 _STATE_KEYS = frozenset({"format", "version", "epoch", "batch", "position", "batch_size", "drop_last", "num_batches",
                          "sampler"})
@@ -64,98 +60,14 @@ def _default_seeder() -> Seeder:
     return default_seeder()
 
 
-def batch_seeds(master: int, task: int, epoch: int, rank: int, batch: int, words: int = 1) -> List[int]:
-    """The seed words of batch ``batch`` of ``epoch`` on ``rank``: word 0 seeds the global RNGs, word ``k`` generator ``k``.
-
-    >>> batch_seeds(1, 1, 0, 0, 5) == batch_seeds(1, 1, 0, 0, 5) != batch_seeds(1, 1, 0, 0, 6)
-    True
-    """
-    ss = np.random.SeedSequence(master, spawn_key=(LOADER_DOMAIN, task, epoch, rank, batch))
-    return [int(w) for w in ss.generate_state(words, np.uint64)]
-
-
-class _PositionedDataset(torch.utils.data.Dataset):
-    """The user's dataset, fetched by batch keys ``(master, task, epoch, rank, batch, indices)``; seeds before each batch."""
-
-    def __init__(self, dataset: Any, source: SeedSource):
-        self.dataset = dataset
-        self.source = source
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
-        master, task, epoch, rank, batch, indices = key
-        _, _, _, gens = self.source.resolve("seeder.DataLoader")
-        words = 1 + max((stream for _, _, stream in gens), default=0)
-        seeds = batch_seeds(master, task, epoch, rank, batch, words)
-        seed_globals(seeds[0])
-        for fn, _, stream in gens:
-            fn(seeds[stream])
-        ds = self.dataset
-        getitems = getattr(ds, "__getitems__", None)
-        if getitems is not None:
-            return getitems(indices)
-        return [ds[i] for i in indices]
-
-
-class _Batches(torch.utils.data.BatchSampler):
-    """The loader's batch sampler: batch keys of the current epoch from the loader's start position."""
-
-    def __init__(self, sampler: DistributedSampler, batch_size: int, drop_last: bool, loader: "DataLoader"):
-        super().__init__(sampler, batch_size, drop_last)
-        self._loader = weakref.ref(loader)  # no cycle: a dropped loader leaves the seeder at once
-
-    @property
-    def loader(self) -> "DataLoader":
-        """The loader this batch sampler serves."""
-        return self._loader()
-
-    def __len__(self) -> int:
-        n = self.sampler.num_samples
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def __iter__(self) -> Iterator[Tuple[Any, ...]]:
-        epoch, start, _ = self.loader.pending_start()
-        return self._keys(epoch, start)
-
-    def _keys(self, epoch: int, start: int) -> Iterator[Tuple[Any, ...]]:
-        sampler, bs = self.sampler, self.batch_size
-        s = self.loader.seeder
-        if not s.initialized:
-            raise RuntimeError("seeder.DataLoader takes its order and seeds from the seeder: call seeder.init(master_seed=...) "
-                               "before iterating")
-        head = (s.get_master_seed(), sampler.task, epoch, sampler.rank)
-        pair = sampler.with_epoch
-        b, buf = start, []
-        for block in sampler.blocks(epoch, min(start * bs, sampler.num_samples)):
-            lst = block.tolist()
-            if pair:
-                lst = [(epoch, i) for i in lst]
-            if buf:
-                need = bs - len(buf)
-                buf.extend(lst[:need])
-                lst = lst[need:]
-                if len(buf) < bs:
-                    continue
-                yield head + (b, buf)
-                b, buf = b + 1, []
-            full = len(lst) - len(lst) % bs
-            for j in range(0, full, bs):
-                yield head + (b, lst[j:j + bs])
-                b += 1
-            buf = lst[full:]
-        if buf and not self.drop_last:
-            yield head + (b, buf)
-
-
 class _LoaderIter:
     """What ``iter(seeder.DataLoader)`` returns: torch's iterator, counted in the main process as batches are handed out."""
 
     def __init__(self, loader: "DataLoader", inner: Any, epoch: int, start: int, token: object):
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
-        self._restore = loader.num_workers == 0
+        # With 0 workers the main process fetches: the streams seed_globals seeds are saved and put back.
+        self._restore = [a for a in global_adapters() if a.name in FETCH_SEEDED] if loader.num_workers == 0 else []
         self._trace = trace.enabled()
 
     def __iter__(self) -> "_LoaderIter":
@@ -166,13 +78,12 @@ class _LoaderIter:
 
     def __next__(self) -> Any:
         if self._restore:  # main process fetches: keep the training loop's global streams untouched
-            saved = (random.getstate(), np.random.get_state(), torch.default_generator.get_state())
+            saved = [(adapter, adapter.get_state()) for adapter in self._restore]
             try:
                 batch = next(self._inner)
             finally:
-                random.setstate(saved[0])
-                np.random.set_state(saved[1])
-                torch.default_generator.set_state(saved[2])
+                for adapter, state in saved:
+                    adapter.set_state(state)
         else:
             batch = next(self._inner)
         b = self._next
@@ -254,12 +165,12 @@ class DataLoader(torch.utils.data.DataLoader):
             generator = dataloader_generator(seeder=seeder)
         self._seeder = seeder
         self._owns_sampler = sampler._seeder is seeder and not _joined(seeder, sampler)
-        self._wrapped = _PositionedDataset(dataset, SeedSource(seeder))
+        self._wrapped = PositionedDataset(dataset, SeedSource(seeder))
         self._resume: Optional[Tuple[int, int]] = None  # (epoch, batch) from load_state_dict
         self._done: Tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)
         self._live_token: Optional[object] = None
         self._pending: Optional[Tuple[int, int, object]] = None
-        batches = _Batches(sampler, batch_size, drop_last, self)
+        batches = BatchKeys(sampler, batch_size, drop_last, self)
         super().__init__(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
                          pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
                          multiprocessing_context=multiprocessing_context, generator=generator, **kwargs)
@@ -375,14 +286,7 @@ class DataLoader(torch.utils.data.DataLoader):
         ...
         seeder.errors.StateError: not a seeder.DataLoader state: pass the dict returned by seeder.DataLoader.state_dict()
         """
-        if not isinstance(state, dict) or state.get("format") != "seeder.loader":
-            raise StateError("not a seeder.DataLoader state: pass the dict returned by seeder.DataLoader.state_dict()")
-        if state.get("version") != LOADER_STATE_VERSION:
-            raise StateError(f"seeder.DataLoader state version {state.get('version')!r} is not supported (this seeder reads "
-                             f"version {LOADER_STATE_VERSION}); load it with the seeder version that wrote it")
-        if set(state) != _STATE_KEYS:
-            raise StateError(f"seeder.DataLoader state keys differ: missing {sorted(_STATE_KEYS - set(state))}, "
-                             f"unexpected {sorted(set(state) - _STATE_KEYS)}")
+        check_state_header(state, "seeder.loader", LOADER_STATE_VERSION, _STATE_KEYS, "seeder.DataLoader")
         for name in ("batch_size", "drop_last", "num_batches"):
             have = {"batch_size": self.batch_size, "drop_last": self.drop_last, "num_batches": len(self.batch_sampler)}[name]
             if state[name] != have or type(state[name]) is not type(have):

@@ -26,14 +26,11 @@ Example:
 """
 from __future__ import annotations
 
-import itertools
 import logging
-import math
-import operator
 import sys
 import warnings
 import weakref
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Set, Tuple
 
 import numpy as np
 import torch
@@ -41,83 +38,22 @@ import torch.utils.data.distributed
 
 from ..checks import check_bool, is_int
 from ..core import Seeder
-from ..derive import MAX_KEY, MAX_MASTER_SEED, Domain, check_key, derive_seed
-from ..distributed import process_group_active
-from ..errors import SeederWarning, StateError
-from .audit import audit_loader, find_loader, loader_on_stack
-from .permutation import keyed_permutation
+from ..derive import check_key
+from ..errors import SeederWarning
+from .audit import audit_loader, find_loader, loader_on_stack, unconsumed_message
+from .order import MODES, index_blocks, shard_sizes, shuffle_key
+from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state
+from .sampler_iter import Progress, SamplerIterator
 
 __all__ = ["DistributedSampler", "MODES", "SAMPLER_STATE_VERSION"]
 
 logger = logging.getLogger("seeder")
-
-#: Permutation modes: the O(1) keyed permutation and torch's ``randperm`` order.
-MODES = ("feistel", "torch")
-#: Version of the layout of :meth:`DistributedSampler.state_dict`.
-SAMPLER_STATE_VERSION = 1
-
-_FIRST_BLOCK = 1 << 10  # first block small: the first index comes fast
-_BLOCK = 1 << 16  # largest block computed at once (a few MiB of temporaries)
-_M64 = (1 << 64) - 1
-_STATE_KEYS = frozenset({"format", "version", "mode", "epoch", "position", "key", "dataset_len", "num_replicas",
-                         "shuffle", "drop_last", "task", "stream"})
 
 
 def _default_seeder() -> Seeder:
     from .. import default_seeder  # the package imports this module: resolve at call time
 
     return default_seeder()
-
-
-def _shard_sizes(n: int, replicas: int, drop_last: bool) -> Tuple[int, int]:
-    """``(num_samples, total_size)`` exactly as torch's DistributedSampler computes them."""
-    if drop_last and n % replicas != 0:
-        num_samples = math.ceil((n - replicas) / replicas)
-    else:
-        num_samples = math.ceil(n / replicas)
-    return num_samples, num_samples * replicas
-
-
-class _Progress:
-    """How far one ``iter(sampler)`` got: the block being drawn from and its list iterator."""
-
-    def __init__(self, start: int):
-        self.start = self.block_start = start
-        self.current: Optional[Iterator[int]] = None
-        self.current_len = 0
-        self.started = False
-
-    def yielded(self) -> int:
-        if self.current is None:
-            return self.block_start
-        return self.block_start + self.current_len - operator.length_hint(self.current)
-
-
-class _SamplerIterator(itertools.chain):
-    """``iter(DistributedSampler)``: C-speed iteration, and torchdata's ``Stateful`` iterator protocol.
-
-    torchdata's ``StatefulDataLoader`` saves ``state_dict()`` (the indices drawn so far) with
-    the sampler's own state, and on resume calls ``load_state_dict`` on a fresh iterator
-    before drawing from it: the iterator then starts there, in O(1).
-    """
-
-    progress: _Progress
-    sampler: "DistributedSampler"
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {"format": "seeder.sampler_iter", "yielded": self.progress.yielded()}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        if not isinstance(state, dict) or state.get("format") != "seeder.sampler_iter":
-            raise StateError("not a seeder sampler iterator state: pass the dict returned by iter(sampler).state_dict()")
-        yielded = state.get("yielded")
-        if not is_int(yielded) or not 0 <= yielded <= self.sampler.num_samples:
-            raise StateError(f"sampler iterator state['yielded'] must be an int in [0, {self.sampler.num_samples}], "
-                             f"got {yielded!r}")
-        if self.progress.started:
-            raise RuntimeError("load the sampler iterator's state before drawing from it")
-        self.progress.start = self.progress.block_start = int(yielded)
-        self.sampler.note_tracked()
 
 
 class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
@@ -167,46 +103,17 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         seeder: Optional[Seeder] = None,
         join: bool = True,
     ) -> None:
-        try:
-            n = len(dataset)
-        except TypeError:
-            raise TypeError(f"DistributedSampler needs a dataset with __len__, got {type(dataset).__name__}") from None
-        if num_replicas is None:
-            num_replicas = torch.distributed.get_world_size() if process_group_active() else 1
-        if rank is None:
-            rank = torch.distributed.get_rank() if process_group_active() else 0
-        if not is_int(num_replicas):
-            raise TypeError(f"num_replicas must be an int (the number of ranks), got {type(num_replicas).__name__} {num_replicas!r}")
-        if num_replicas < 1:
-            raise ValueError(f"num_replicas must be >= 1 (the number of ranks), got {num_replicas}")
-        if not is_int(rank):
-            raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}")
-        if not 0 <= rank < num_replicas:
-            raise ValueError(f"Invalid rank {rank}: rank must be in [0, {num_replicas - 1}] for num_replicas={num_replicas}")
-        shuffle = check_bool(shuffle, "shuffle")
-        drop_last = check_bool(drop_last, "drop_last")
-        if seed is not None:
-            if not is_int(seed):
-                raise TypeError(f"seed must be None (use the seeder's master seed) or an int, got {type(seed).__name__} {seed!r}")
-            if not 0 <= seed <= MAX_MASTER_SEED:
-                raise ValueError(f"seed must be None (use the seeder's master seed) or an int in [0, 2**63 - 1], got {seed!r}")
-            seed = int(seed)
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        task, stream = check_key(task, "task"), check_key(stream, "stream")
-        if with_epoch is not None:
-            with_epoch = check_bool(with_epoch, "with_epoch")
-        if seeder is None:
-            seeder = _default_seeder()
-        elif not isinstance(seeder, Seeder):
+        n, num_replicas, rank, shuffle, seed, drop_last, task, stream, with_epoch = check_sampler_args(
+            dataset, num_replicas, rank, shuffle, seed, drop_last, mode, task, stream, with_epoch)
+        seeder = _default_seeder() if seeder is None else seeder
+        if not isinstance(seeder, Seeder):
             raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
-
         self.dataset = dataset
-        self.num_replicas, self.rank = int(num_replicas), int(rank)
+        self.num_replicas, self.rank = num_replicas, rank
         self.shuffle, self.drop_last, self.seed = shuffle, drop_last, seed
         self.mode, self.task, self.stream = mode, task, stream
-        self._n = int(n)
-        self.num_samples, self.total_size = _shard_sizes(self._n, self.num_replicas, drop_last)
+        self._n = n
+        self.num_samples, self.total_size = shard_sizes(self._n, self.num_replicas, drop_last)
         if with_epoch is None:
             with_epoch = getattr(type(dataset), "seeder_wants_epoch", False) is True
         self.with_epoch = with_epoch
@@ -222,7 +129,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._finished = False  # the live iteration has handed out its last block
         self._warned_epoch: Optional[int] = None
         self._audited: Optional[Any] = None  # weak reference to the DataLoader holding this sampler, once looked up
-        self._warned_causes: set = set()
+        self._warned_causes: Set[str] = set()
         self._under_loader = False  # a DataLoader iterator was seen drawing from this sampler
         self._tracked = False  # a loader that saves the iterator's position (torchdata) iterates this sampler
         if check_bool(join, "join"):
@@ -257,14 +164,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         """The shuffle key of ``epoch``: the loaded one, ``seed + epoch`` (torch mode), or derived."""
         if self._loaded is not None and self._loaded[0] == epoch:
             return self._loaded[1]
-        if self.seed is not None:
-            if self.mode == "torch":
-                return (self.seed + epoch) & _M64
-            return derive_seed(self.seed, Domain.SAMPLER, self.task, epoch, 0, self.stream)
-        if not self._seeder.initialized:
-            raise RuntimeError("DistributedSampler takes its shuffle order from the seeder: call seeder.init(master_seed=...) "
-                               "before iterating, or pass seed= to the sampler")
-        return self._seeder.derive(Domain.SAMPLER, self.task, epoch, rank=0, stream=self.stream)
+        return shuffle_key(self._seeder, self.seed, self.mode, self.task, epoch, self.stream)
 
     # --------------------------------------------------------- iteration
     def __len__(self) -> int:
@@ -276,8 +176,8 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         key = self._key(epoch) if self.shuffle else 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
-        progress = _Progress(start)
-        it = _SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
+        progress = Progress(start)
+        it = SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
         it.progress, it.sampler = progress, self
         return it
 
@@ -298,67 +198,28 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         epoch = check_key(epoch, "epoch")
         if not is_int(start) or not 0 <= start <= self.num_samples:
             raise ValueError(f"start must be an int in [0, {self.num_samples}], got {start!r}")
-        key = self._key(epoch) if self.shuffle else 0
-        if self.mode == "torch":
-            return self._torch_blocks(key, int(start))
-        return self._feistel_blocks(key, int(start))
+        return self._blocks(self._key(epoch) if self.shuffle else 0, int(start))
 
-    def _positions(self, start: int, stop: int) -> np.ndarray:
-        """Global positions of this rank's samples ``start:stop``, wrapped into ``range(N)`` (torch's padding)."""
-        pos = np.arange(start, stop, dtype=np.uint64)
-        pos *= np.uint64(self.num_replicas)
-        pos += np.uint64(self.rank)
-        if stop > start and (stop - 1) * self.num_replicas + self.rank >= self._n:
-            np.remainder(pos, np.uint64(self._n), out=pos)
-        return pos
+    def _blocks(self, key: int, start: int) -> Iterator[np.ndarray]:
+        return index_blocks(self.mode, self._n, self.num_samples, self.num_replicas, self.rank,
+                            key if self.shuffle else None, start)
 
-    def _feistel_blocks(self, key: int, start: int) -> Iterator[np.ndarray]:
-        perm = keyed_permutation(self._n, key) if self.shuffle else None
-        size, j = _FIRST_BLOCK, start
-        while j < self.num_samples:
-            stop = min(self.num_samples, j + size)
-            pos = self._positions(j, stop)
-            yield perm.apply_unchecked(pos) if perm is not None else pos.view(np.int64)
-            j, size = stop, min(size * 4, _BLOCK)
-
-    def _torch_blocks(self, key: int, start: int) -> Iterator[np.ndarray]:
-        if start >= self.num_samples:
-            return
-        if self.shuffle:
-            g = torch.Generator()
-            g.manual_seed(key)
-            perm = torch.randperm(self._n, generator=g).numpy()
-        else:
-            perm = None
-        for j in range(start, self.num_samples, _BLOCK):
-            pos = self._positions(j, min(self.num_samples, j + _BLOCK))
-            yield perm[pos.view(np.int64)] if perm is not None else pos.view(np.int64)
-
-    def _iters(self, key: int, token: object, progress: "_Progress", epoch: int) -> Iterator[Iterator[Any]]:
+    def _iters(self, key: int, token: object, progress: Progress, epoch: int) -> Iterator[Iterator[Any]]:
         """One C-level iterator per block (list iterators: they know how much is left); records how far the DataLoader got."""
         progress.started = True
-        if self._audited is None:
+        if self._audited is None:  # a DataLoader on the stack: remember it for the audit
             found = loader_on_stack(self)
             if found is True:
                 self._audited = None  # a DataLoader iterates this sampler: look it up when the state is taken
                 self._under_loader = True
             elif found is not None:
                 self._audited = weakref.ref(found)
-        start = progress.start
         if self._token is token:
-            self._handed = start
-        blocks = self._torch_blocks(key, start) if self.mode == "torch" else self._feistel_blocks(key, start)
-        end = start
-        for block in blocks:
-            progress.block_start = end
-            end += len(block)
+            self._handed = progress.start
+        for end, items in progress.draw(self._blocks(key, progress.start), epoch if self.with_epoch else None):
             if self._token is token:
                 self._handed = end
-            items = block.tolist()
-            progress.current, progress.current_len = iter(items), len(items)
-            yield zip(itertools.repeat(epoch), progress.current) if self.with_epoch else progress.current
-        progress.current = None
-        progress.block_start = end
+            yield items
         if self._token is token:
             self._finished = True
 
@@ -389,14 +250,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         >>> sampler.state_dict()["position"]
         3
         """
-        if not is_int(n) or n < 0:
-            raise ValueError(f"advance() takes the number of samples consumed (an int >= 0), got {n!r}")
-        if self._consumed + n > self._handed:
-            raise ValueError(
-                f"advance({n}) would count {self._consumed + n} samples consumed in epoch {self.epoch}, more than the "
-                f"{self._handed} (of {self.num_samples}) this sampler has handed out; pass the size of the batch actually "
-                "trained on (e.g. len(labels)), once per batch")
-        self._consumed += int(n)
+        self._consumed += check_advance(n, self._consumed, self._handed, self.num_samples, self.epoch)
 
     # ------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
@@ -411,46 +265,16 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         if sys._getframe(1).f_globals.get("__name__", "").startswith("torchdata."):
             self.note_tracked()  # torchdata's StatefulDataLoader saves the iterator's position with this state
         self._warn_inexact("state_dict")
-        return {
-            "format": "seeder.sampler",
-            "version": SAMPLER_STATE_VERSION,
-            "mode": self.mode,
-            "epoch": self.epoch,
-            "position": self._consumed,
-            "key": self._key(self.epoch) if self.shuffle else 0,
-            "dataset_len": self._n,
-            "num_replicas": self.num_replicas,
-            "shuffle": self.shuffle,
-            "drop_last": self.drop_last,
-            "task": self.task,
-            "stream": self.stream,
-        }
+        return {"format": "seeder.sampler", "version": SAMPLER_STATE_VERSION, "epoch": self.epoch,
+                "position": self._consumed, "key": self._key(self.epoch) if self.shuffle else 0, **self._layout()}
+
+    def _layout(self) -> Dict[str, Any]:
+        return {"mode": self.mode, "dataset_len": self._n, "num_replicas": self.num_replicas, "shuffle": self.shuffle,
+                "drop_last": self.drop_last, "task": self.task, "stream": self.stream}
 
     def check_state_dict(self, state: Any) -> None:
         """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler; change nothing."""
-        if not isinstance(state, dict) or state.get("format") != "seeder.sampler":
-            raise StateError("not a sampler state: pass the dict returned by DistributedSampler.state_dict()")
-        if state.get("version") != SAMPLER_STATE_VERSION:
-            raise StateError(f"sampler state version {state.get('version')!r} is not supported (this seeder reads "
-                             f"version {SAMPLER_STATE_VERSION}); load it with the seeder version that wrote it")
-        if set(state) != _STATE_KEYS:
-            raise StateError(f"sampler state keys differ: missing {sorted(_STATE_KEYS - set(state))}, "
-                             f"unexpected {sorted(set(state) - _STATE_KEYS)}")
-        mine = {"mode": self.mode, "dataset_len": self._n, "num_replicas": self.num_replicas, "shuffle": self.shuffle,
-                "drop_last": self.drop_last, "task": self.task, "stream": self.stream}
-        what = {"mode": "mode=", "dataset_len": "a dataset of length", "num_replicas": "num_replicas=",
-                "shuffle": "shuffle=", "drop_last": "drop_last=", "task": "task=", "stream": "stream="}
-        for name, have in mine.items():
-            if state[name] != have or type(state[name]) is not type(have):
-                raise StateError(
-                    f"the sampler state was saved with {what[name]} {state[name]!r}, this sampler has {have!r}; "
-                    f"resume with the same dataset, world size and sampler arguments")
-        for name, hi in (("epoch", MAX_KEY), ("key", _M64)):
-            if not is_int(state[name]) or not 0 <= state[name] <= hi:
-                raise StateError(f"sampler state[{name!r}] must be an int in [0, {hi}], got {state[name]!r}")
-        pos = state["position"]
-        if not is_int(pos) or not 0 <= pos <= self.num_samples:
-            raise StateError(f"sampler state['position'] must be an int in [0, {self.num_samples}], got {pos!r}")
+        check_sampler_state(state, self._layout(), self.num_samples)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue from ``state``: the next iteration yields exactly the samples not yet consumed.
@@ -477,24 +301,13 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         """One :class:`SeederWarning` per way the loader around this sampler loses exactness (see :mod:`.audit`)."""
         if self._warned_epoch != self.epoch and not self._tracked and self._consumed == 0 and self._handed > 0:
             self._warned_epoch = self.epoch
-            if self._finished:
-                msg = (f"sampler.{what}(): the DataLoader drew every index of epoch {self.epoch} (it prefetches) but no "
-                       "sample was reported consumed, so this state resumes at the start of the epoch; call "
-                       "sampler.advance(len(batch)) after each training step (or use seeder.DataLoader)")
-            else:
-                msg = (f"sampler.{what}(): epoch {self.epoch} is being iterated but no sample was reported consumed, so "
-                       "this state resumes at the start of the epoch; call sampler.advance(len(batch)) after each "
-                       "training step to resume mid-epoch (or use seeder.DataLoader)")
-            warnings.warn(msg, SeederWarning, stacklevel=3)
+            warnings.warn(unconsumed_message(what, self.epoch, self._finished), SeederWarning, stacklevel=3)
         if self._audited is None and self._under_loader:
             loader = find_loader(self)  # a gc scan, once: single-process loading leaves no DataLoader on the stack
             self._audited = weakref.ref(loader) if loader is not None else (lambda: None)
         mid = 0 < self._consumed < self.num_samples or (self._handed > 0 and self._consumed < self.num_samples)
-        for problem in audit_loader(self._audited() if self._audited is not None else None, mid_epoch=mid):
-            cause = problem.split(":")[0]
-            if cause not in self._warned_causes:
-                self._warned_causes.add(cause)
-                warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=3)
+        for problem in audit_loader(self._audited() if self._audited is not None else None, mid, self._warned_causes):
+            warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=3)
 
     def __repr__(self) -> str:
         return (f"seeder.DistributedSampler(len={self._n}, num_replicas={self.num_replicas}, rank={self.rank}, "

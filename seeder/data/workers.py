@@ -41,6 +41,7 @@ from ..derive import Domain, StreamSeeds, check_key, numpy_seed, seed_stream_blo
 from ..rngs import adapter_for
 
 __all__ = [
+    "FETCH_SEEDED",
     "WorkerInitFn",
     "worker_init_fn",
     "make_worker_init_fn",
@@ -114,6 +115,10 @@ class SeedSource:
             adapter = adapter_for(gen)
             gens.append((adapter.seed if adapter is not None else gen, shared, stream))
         return snap["master"], snap["rank"], snap["last"], gens
+
+
+#: The global streams :func:`seed_globals` seeds, by adapter name (:func:`seeder.rngs.global_adapters`).
+FETCH_SEEDED = ("python", "numpy", "torch")
 
 
 def seed_globals(seed: int) -> None:

@@ -1,0 +1,96 @@
+"""What ``iter(seeder.DistributedSampler)`` returns: C-speed iteration that knows how far it got.
+
+The sampler hands its indices out in blocks (one list iterator each, chained at C
+speed). :class:`Progress` records the block being drawn from, so the number of indices
+drawn is known at any moment without a Python call per index. :class:`SamplerIterator`
+exposes it under torchdata's ``Stateful`` iterator names.
+
+Example:
+    >>> p = Progress(3); p.yielded()
+    3
+"""
+from __future__ import annotations
+
+import itertools
+import operator
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+
+import numpy as np
+
+from ..checks import is_int
+from ..errors import StateError
+
+__all__ = ["Progress", "SamplerIterator"]
+
+
+class Progress:
+    """How far one ``iter(sampler)`` got: the block being drawn from and its list iterator.
+
+    >>> p = Progress(0); p.current, p.current_len = iter([7, 8, 9]), 3; _ = next(p.current)
+    >>> p.yielded()
+    1
+    """
+
+    def __init__(self, start: int):
+        self.start = self.block_start = start
+        self.current: Optional[Iterator[int]] = None
+        self.current_len = 0
+        self.started = False
+
+    def yielded(self) -> int:
+        """Indices drawn so far in this epoch (the start position included)."""
+        if self.current is None:
+            return self.block_start
+        return self.block_start + self.current_len - operator.length_hint(self.current)
+
+    def draw(self, blocks: Iterable[np.ndarray], epoch: Optional[int]) -> Iterator[Tuple[int, Iterator[Any]]]:
+        """For each block: ``(end position, C-level iterator over its indices)``, recording progress.
+
+        ``epoch`` not ``None``: the iterators yield ``(epoch, index)`` pairs.
+
+        >>> p = Progress(2); [(end, list(it)) for end, it in p.draw([np.array([5, 6])], 1)]
+        [(4, [(1, 5), (1, 6)])]
+        """
+        end = self.start
+        for block in blocks:
+            self.block_start = end
+            end += len(block)
+            items = block.tolist()
+            self.current, self.current_len = iter(items), len(items)
+            yield end, (zip(itertools.repeat(epoch), self.current) if epoch is not None else self.current)
+        self.current = None
+        self.block_start = end
+
+
+class SamplerIterator(itertools.chain):
+    """``iter(DistributedSampler)``: C-speed iteration, and torchdata's ``Stateful`` iterator protocol.
+
+    torchdata's ``StatefulDataLoader`` saves ``state_dict()`` (the indices drawn so far) with
+    the sampler's own state, and on resume calls ``load_state_dict`` on a fresh iterator
+    before drawing from it: the iterator then starts there, in O(1). ``sampler`` is anything
+    with ``num_samples`` and ``note_tracked()``.
+
+    >>> it = SamplerIterator.from_iterable([iter([1, 2])]); it.progress = Progress(0)
+    >>> it.state_dict()
+    {'format': 'seeder.sampler_iter', 'yielded': 0}
+    """
+
+    progress: Progress
+    sampler: Any
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The number of indices drawn so far."""
+        return {"format": "seeder.sampler_iter", "yielded": self.progress.yielded()}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Start at ``state['yielded']``; only before the first index is drawn."""
+        if not isinstance(state, dict) or state.get("format") != "seeder.sampler_iter":
+            raise StateError("not a seeder sampler iterator state: pass the dict returned by iter(sampler).state_dict()")
+        yielded = state.get("yielded")
+        if not is_int(yielded) or not 0 <= yielded <= self.sampler.num_samples:
+            raise StateError(f"sampler iterator state['yielded'] must be an int in [0, {self.sampler.num_samples}], "
+                             f"got {yielded!r}")
+        if self.progress.started:
+            raise RuntimeError("load the sampler iterator's state before drawing from it")
+        self.progress.start = self.progress.block_start = int(yielded)
+        self.sampler.note_tracked()
