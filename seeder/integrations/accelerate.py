@@ -117,10 +117,10 @@ def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
 
     >>> import tempfile, seeder
     >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0); d = tempfile.mkdtemp()
-    >>> read_checkpoint_state(d, s)
+    >>> read_checkpoint_state(d, s)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.errors.StateError: no seeder state in ... (... has no seeder_state_0.pt): ...
+    seeder.errors.StateError: cannot resume the seeder state, nothing was changed: no seeder state in ... (seeder_state_0.pt missing; found none): ...
     """
     s = resolve_seeder(seeder)
     path = state_file(directory, s.rank)
