@@ -1,0 +1,1 @@
+"""Framework integrations: each module is imported only when used."""

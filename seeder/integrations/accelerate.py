@@ -1,0 +1,268 @@
+"""Hugging Face Accelerate: a prepared :class:`seeder.DataLoader` keeps seeder's order, position and state.
+
+``Accelerator.prepare`` rebuilds every DataLoader it is given: a new torch
+DataLoader around the old one's batch sampler, sharded once more across
+processes, whose ``set_epoch`` follows accelerate's own iteration counter. A
+:class:`seeder.DataLoader` is already sharded by global rank and counts the
+batches it yields, so :class:`SeederAccelerator` (an ``Accelerator`` with the same
+arguments) prepares it differently: it keeps the loader itself and wraps it in
+a :class:`PreparedLoader` that only moves batches to the device and tells
+accelerate's gradient state where the epoch ends. Its ``save_state`` writes the
+seeder state of every rank into the checkpoint folder
+(``seeder_state_<rank>.pt``, loadable with ``torch.load(weights_only=True)``), and
+its ``load_state`` validates that file before accelerate changes anything, then
+restores it: the RNGs, the registered generators and the loader's position.
+
+Example (a custom loop, resumed in the middle of an epoch)::
+
+    accelerator = SeederAccelerator(cpu=True)
+    seeder.init(master_seed=42)
+    seeder.reseed(0, 0)
+    model = build_model()
+    loader = seeder.DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    accelerator.load_state("ckpt")            # on resume: position, RNGs, weights
+    for epoch in range(seeder.default_seeder().last_reseed[1], epochs):
+        seeder.reseed(1, epoch)               # skipped for the resumed epoch
+        for batch in loader: ...              # only the batches not yet seen
+
+Importing this module imports accelerate; ``import seeder`` does not.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Dict, Iterator, List, Optional, Union
+
+import torch
+from accelerate import Accelerator
+from accelerate.data_loader import DataLoaderStateMixin
+from accelerate.state import GradientState
+from accelerate.utils import send_to_device
+
+from ..core import Seeder
+from ..distributed import process_group_active
+from ..errors import StateError
+
+__all__ = ["SeederAccelerator", "PreparedLoader", "resolve_seeder", "STATE_FILE", "state_file", "save_checkpoint_state",
+           "read_checkpoint_state", "load_checkpoint_state"]
+
+logger = logging.getLogger("seeder")
+
+#: Name of one rank's seeder state in a checkpoint folder (``{rank}`` is the global rank).
+STATE_FILE = "seeder_state_{rank}.pt"
+
+
+def resolve_seeder(seeder: Optional[Seeder]) -> Seeder:
+    """``seeder`` itself, or the default :class:`seeder.Seeder` when it is ``None``; ``TypeError`` otherwise.
+
+    >>> import seeder
+    >>> resolve_seeder(None) is seeder.default_seeder()
+    True
+    """
+    if seeder is None:
+        from .. import default_seeder
+
+        return default_seeder()
+    if not isinstance(seeder, Seeder):
+        raise TypeError(f"seeder must be a seeder.Seeder or None (the default one), got {type(seeder).__name__}")
+    return seeder
+
+
+def state_file(directory: Union[str, "os.PathLike[str]"], rank: int) -> str:
+    """Path of rank ``rank``'s seeder state in the checkpoint folder ``directory``.
+
+    >>> state_file("ckpt/checkpoint-6", 1)
+    'ckpt/checkpoint-6/seeder_state_1.pt'
+    """
+    return os.path.join(os.fspath(directory), STATE_FILE.format(rank=rank))
+
+
+def save_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> str:
+    """Write this rank's ``seeder.state_dict()`` into ``directory``; return the file's path.
+
+    Every rank writes its own file (no collective), atomically (a temporary file
+    renamed over the old one). It loads with ``torch.load(weights_only=True)``.
+
+    >>> import tempfile, seeder
+    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+    >>> d = tempfile.mkdtemp(); os.path.basename(save_checkpoint_state(d, s))
+    'seeder_state_0.pt'
+    """
+    s = resolve_seeder(seeder)
+    state = s.state_dict()
+    os.makedirs(directory, exist_ok=True)
+    path = state_file(directory, s.rank)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def _agree(error: Optional[str], world: int) -> List[str]:
+    """Every rank's error message (``None`` if fine), so that all ranks raise or none does."""
+    if not process_group_active() or world == 1:
+        return [error] if error else []
+    errors: List[Optional[str]] = [None] * world
+    torch.distributed.all_gather_object(errors, error)
+    return [f"rank {r}: {e}" for r, e in enumerate(errors) if e]
+
+
+def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> Dict[str, Any]:
+    """Load and validate this rank's seeder state from ``directory``; change nothing.
+
+    The loader and generators of the run must already exist (they are part of the
+    state). Under a process group every rank must call it: if any rank's file is
+    missing or does not fit, every rank raises :class:`seeder.StateError` naming it.
+
+    >>> import tempfile, seeder
+    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0); d = tempfile.mkdtemp()
+    >>> read_checkpoint_state(d, s)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    seeder.errors.StateError: cannot resume the seeder state, nothing was changed: no seeder state in ... (seeder_state_0.pt missing; found none): ...
+    """
+    s = resolve_seeder(seeder)
+    path = state_file(directory, s.rank)
+    state: Any = None
+    error: Optional[str] = None
+    if not os.path.isfile(path):
+        found = sorted(f for f in os.listdir(directory) if f.startswith("seeder_state_")) if os.path.isdir(directory) else []
+        error = (f"no seeder state in {os.fspath(directory)} ({os.path.basename(path)} missing; found {found or 'none'}): "
+                 f"resume from a checkpoint written by SeederTrainer/SeederAccelerator with the same number of processes "
+                 f"({s.world_size})")
+    else:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            s.check_state_dict(state)
+        except (StateError, TypeError, RuntimeError, OSError, EOFError) as exc:
+            error = f"{path}: {exc}"
+    errors = _agree(error, s.world_size)
+    if errors:
+        raise StateError("cannot resume the seeder state, nothing was changed: " + "; ".join(errors))
+    return state
+
+
+def load_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> None:
+    """:func:`read_checkpoint_state`, then ``seeder.load_state_dict`` of it: RNGs, generators, loader position.
+
+    >>> import tempfile, seeder
+    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0); d = tempfile.mkdtemp()
+    >>> _ = save_checkpoint_state(d, s); load_checkpoint_state(d, s)
+    """
+    s = resolve_seeder(seeder)
+    s.load_state_dict(read_checkpoint_state(directory, s))
+
+
+def _is_seeder_loader(obj: Any) -> bool:
+    from ..data.loader import DataLoader
+
+    return isinstance(obj, DataLoader)
+
+
+class PreparedLoader(DataLoaderStateMixin):
+    """A :class:`seeder.DataLoader` as :class:`SeederAccelerator` prepares it.
+
+    Iterating it iterates the loader itself (same order, same position, no
+    look-ahead, so the position counts exactly the batches your loop received),
+    moves each batch to ``device`` and marks the last batch of the epoch in
+    accelerate's gradient state (``accelerator.accumulate``, ``gather_for_metrics``).
+    Other attributes are the loader's (``dataset``, ``batch_size``, ``sampler``,
+    ``state_dict`` ...).
+    """
+
+    def __init__(self, loader: Any, device: Optional[torch.device] = None, non_blocking: bool = False):
+        self.loader = loader
+        self.device = device
+        self.non_blocking = non_blocking
+        self.gradient_state = GradientState()
+        self._drop_last = loader.drop_last  # read by DataLoaderStateMixin.begin
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "loader":  # not set yet (unpickling): do not recurse
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    @property
+    def total_batch_size(self) -> int:
+        """Samples per step over all processes (read by accelerate's gradient state)."""
+        return self.loader.batch_size * self.loader.sampler.num_replicas
+
+    @property
+    def total_dataset_length(self) -> int:
+        """Length of the whole dataset (read by accelerate's gradient state)."""
+        return len(self.loader.dataset)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch`` for the next pass (the sampler's ``set_epoch``; ``seeder.reseed(1, epoch)`` does it too)."""
+        self.loader.sampler.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        it = iter(self.loader)
+        remaining = len(self.loader) - self.loader.state_dict()["batch"]  # the batch this pass starts at
+        self.begin()
+        try:
+            for i, batch in enumerate(it):
+                if i + 1 >= remaining:
+                    self.end_of_dataloader = True
+                if self.device is not None:
+                    batch = send_to_device(batch, self.device, non_blocking=self.non_blocking)
+                yield batch
+        finally:
+            self.end()
+
+
+class SeederAccelerator(Accelerator):
+    """An ``Accelerator`` (same arguments, plus ``seeder=``) that prepares :class:`seeder.DataLoader` faithfully.
+
+    * ``prepare(loader)`` returns a :class:`PreparedLoader` around the same
+      loader: no second sharding, no accelerate sampler, position kept.
+    * ``save_state(dir)`` also writes ``dir/seeder_state_<rank>.pt`` on every rank.
+    * ``load_state(dir)`` first validates that file (on every rank, before any
+      model or optimizer is touched), then restores it.
+    * ``skip_first_batches(loader, n)`` returns the prepared loader itself when it
+      already stands at batch ``n`` of its epoch (after ``load_state``); anything
+      else is an error, because the position comes from the checkpoint.
+    Other DataLoaders are prepared by accelerate as usual.
+    """
+
+    def __init__(self, *args: Any, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seeder = resolve_seeder(seeder)
+        self.register_save_state_pre_hook(self._save_seeder)
+        self.register_load_state_pre_hook(self._load_seeder)
+
+    def _save_seeder(self, models: Any, weights: Any, output_dir: str) -> None:
+        path = save_checkpoint_state(output_dir, self.seeder)
+        logger.info("seeder state saved to %s", path)
+
+    def _load_seeder(self, models: Any, input_dir: str) -> None:
+        load_checkpoint_state(input_dir, self.seeder)
+
+    def prepare_data_loader(self, data_loader: Any, device_placement: Optional[bool] = None,
+                            slice_fn_for_dispatch: Any = None) -> Any:
+        """Wrap a :class:`seeder.DataLoader` in a :class:`PreparedLoader`; other loaders as accelerate does."""
+        if isinstance(data_loader, PreparedLoader):
+            return data_loader
+        if not _is_seeder_loader(data_loader):
+            return super().prepare_data_loader(data_loader, device_placement, slice_fn_for_dispatch)
+        if self.dispatch_batches or self.split_batches:
+            raise ValueError("a seeder.DataLoader is sharded by rank itself: create the Accelerator without "
+                             "dispatch_batches/split_batches (DataLoaderConfiguration defaults)")
+        if device_placement is None:
+            device_placement = self.device_placement
+        return PreparedLoader(data_loader, self.device if device_placement else None, self.non_blocking)
+
+    def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
+        """For a prepared seeder loader: itself, if it already stands at ``num_batches`` (O(1)); else accelerate's."""
+        if not isinstance(dataloader, PreparedLoader):
+            return super().skip_first_batches(dataloader, num_batches)
+        position = dataloader.loader.state_dict()["batch"]
+        if position != num_batches:
+            raise ValueError(
+                f"the seeder.DataLoader stands at batch {position} of its epoch, not {num_batches}: its position comes "
+                "from the checkpoint (accelerator.load_state); iterate it directly instead of skip_first_batches")
+        return dataloader

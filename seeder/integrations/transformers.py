@@ -1,0 +1,221 @@
+"""Hugging Face ``transformers.Trainer``: exact mid-epoch resume with :class:`seeder.DataLoader`.
+
+A ``TrainerCallback`` cannot replace the Trainer's sampler, so the integration is
+a subclass: :class:`SeederTrainer` takes the same arguments as ``Trainer`` (plus
+``seeder=``) and changes only the training data path and the checkpoint:
+
+* The training loader is a :class:`seeder.DataLoader` built from the Trainer's
+  own settings (batch size, collator, workers, pin memory, persistent workers,
+  prefetch, drop last). It is sharded by global rank by seeder's sampler and is
+  not re-wrapped by accelerate (which would shard it a second time). Worker
+  randomness is a pure function of (master seed, epoch, position).
+* Each epoch starts with ``seeder.reseed(1, epoch)`` (the Trainer's
+  ``set_epoch`` call): per-rank derived seeds for ``random``, NumPy, torch and
+  registered generators, and the epoch's shuffle.
+* Every checkpoint folder gets ``seeder_state_<rank>.pt`` (loads with
+  ``torch.load(weights_only=True)``). ``train(resume_from_checkpoint=...)`` reads and
+  validates it on every rank before the Trainer loads anything, and restores it
+  when the training loader is created: the loader continues at its saved batch
+  without replaying the ones before it (the Trainer's ``skip_first_batches`` is
+  answered by the loader itself, in O(1)).
+
+Weight initialisation stays the Trainer's: with ``model_init`` it seeds
+``args.seed`` on every rank before building the model (identical weights); a
+model built by you is identical on all ranks once DDP broadcasts rank 0's weights
+(``accelerator.prepare`` of the model). See docs/huggingface.md.
+
+Example::
+
+    seeder.init(master_seed=42)
+    trainer = SeederTrainer(model=model, args=args, train_dataset=train_set)
+    trainer.train()                                # or train(resume_from_checkpoint=True)
+
+Importing this module imports transformers and accelerate; ``import seeder`` does not.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+from typing import Any, Iterator, Optional
+
+import transformers.trainer as _hf_trainer_module
+from transformers import Trainer, TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+
+from ..core import Seeder
+from ..errors import SeederWarning, StateError
+from .accelerate import resolve_seeder, read_checkpoint_state, save_checkpoint_state
+
+__all__ = ["SeederTrainer", "SeederCheckpointCallback", "TRAIN_TASK"]
+
+logger = logging.getLogger("seeder")
+
+#: The seeder task of the training loop: each epoch starts with ``reseed(TRAIN_TASK, epoch)``.
+TRAIN_TASK = 1
+
+
+class _TrainLoader:
+    """The training loader as the Trainer sees it: ``set_epoch`` reseeds, everything else is the loader's."""
+
+    def __init__(self, loader: Any, seeder: Seeder):
+        self.loader = loader
+        self.seeder = seeder
+        self.iterated = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "loader":
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def set_epoch(self, epoch: int) -> None:
+        # The Trainer calls this right before iterating epoch `epoch`; after a resume inside that epoch the
+        # seeder skips the reseed (the loaded state continues it).
+        self.seeder.reseed(TRAIN_TASK, epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        self.iterated = True
+        return iter(self.loader)
+
+
+class SeederCheckpointCallback(TrainerCallback):
+    """Writes every rank's seeder state into each checkpoint folder the Trainer saves (added by :class:`SeederTrainer`)."""
+
+    def __init__(self, trainer: "SeederTrainer"):
+        self.trainer = trainer
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        if not os.path.isdir(folder):
+            raise StateError(f"the Trainer saved no folder {folder}; SeederTrainer supports checkpoints in "
+                             "args.output_dir only (no hyperparameter search)")
+        train_loader = self.trainer.seeder_train_loader
+        if train_loader is None or not train_loader.iterated:
+            raise StateError("the Trainer did not train from the seeder.DataLoader SeederTrainer built (was "
+                             "get_train_dataloader or the training loop replaced?); its position would not be saved")
+        save_checkpoint_state(folder, self.trainer.seeder)
+
+
+class SeederTrainer(Trainer):
+    """A ``transformers.Trainer`` whose training data come from a :class:`seeder.DataLoader` (see the module doc).
+
+    Same arguments as ``Trainer``; ``seeder`` is the :class:`seeder.Seeder` to use
+    (default: the module-level one). If it is not initialised yet, it is initialised
+    with ``args.seed`` as master seed. Not supported (a ``ValueError`` says so):
+    ``ignore_data_skip=True`` (the loader resumes at its batch at no cost, and the
+    Trainer would miscount the resumed epoch), ``auto_find_batch_size``, a
+    ``train_sampling_strategy`` other than ``"random"``, hyperparameter search.
+    """
+
+    def __init__(self, *args: Any, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
+        seeder = resolve_seeder(seeder)  # before the Trainer's __init__: fail fast on a bad argument
+        super().__init__(*args, **kwargs)
+        bad = []
+        if self.args.ignore_data_skip:
+            bad.append("ignore_data_skip=True (the seeder.DataLoader resumes at its saved batch without replay; "
+                       "leave it False)")
+        if self.args.auto_find_batch_size:
+            bad.append("auto_find_batch_size=True (a changed batch size changes what a saved position means)")
+        if self.args.train_sampling_strategy != "random":
+            bad.append(f"train_sampling_strategy={self.args.train_sampling_strategy!r} (seeder's sampler shuffles; "
+                       "use 'random')")
+        if bad:
+            raise ValueError("SeederTrainer does not support " + "; ".join(bad))
+        if self.args.data_seed is not None:
+            warnings.warn(f"SeederTrainer ignores data_seed={self.args.data_seed}: the data order derives from the "
+                          "seeder's master seed", SeederWarning, stacklevel=2)
+        self.seeder = seeder
+        if not seeder.initialized:
+            seeder.init(master_seed=self.args.seed)
+        self.seeder_train_loader: Optional[_TrainLoader] = None
+        self._pending_state: Optional[dict] = None
+        self.add_callback(SeederCheckpointCallback(self))
+
+    # ------------------------------------------------------------------ data
+    def _build_train_loader(self) -> Any:
+        from ..data.loader import DataLoader
+
+        if self.train_dataset is None:
+            raise ValueError("Trainer: training requires a train_dataset.")
+        dataset, collator = self.train_dataset, self.data_collator
+        try:
+            import datasets
+
+            if isinstance(dataset, datasets.Dataset):
+                dataset = self._remove_unused_columns(dataset, description="training")
+            else:
+                collator = self._get_collator_with_removed_columns(collator, description="training")
+        except ImportError:
+            collator = self._get_collator_with_removed_columns(collator, description="training")
+        a = self.args
+        workers = a.dataloader_num_workers
+        extra = {}
+        if workers > 0:
+            extra = {"persistent_workers": a.dataloader_persistent_workers, "prefetch_factor": a.dataloader_prefetch_factor,
+                     "multiprocessing_context": a.dataloader_multiprocessing_context}
+        return DataLoader(dataset, batch_size=self._train_batch_size, shuffle=True, collate_fn=collator,
+                          num_workers=workers, pin_memory=a.dataloader_pin_memory, drop_last=a.dataloader_drop_last,
+                          seeder=self.seeder, **extra)
+
+    def get_train_dataloader(self) -> Any:
+        """The training :class:`seeder.DataLoader` (built once per trainer), with a resumed state applied."""
+        if self.seeder_train_loader is None:
+            self.seeder_train_loader = _TrainLoader(self._build_train_loader(), self.seeder)
+        if self._pending_state is not None:
+            state, self._pending_state = self._pending_state, None
+            self.seeder.load_state_dict(state)
+            logger.info("seeder state restored: epoch %s, batch %d", self.seeder.last_reseed,
+                        self.seeder_train_loader.loader.state_dict()["batch"])
+        return self.seeder_train_loader
+
+    # ----------------------------------------------------------------- train
+    def train(self, resume_from_checkpoint: Any = None, trial: Any = None, ignore_keys_for_eval: Any = None,
+              **kwargs: Any) -> Any:
+        """``Trainer.train``, resuming the seeder state from the checkpoint folder too (validated first, on every rank)."""
+        if trial is not None:
+            raise ValueError("SeederTrainer does not support hyperparameter search (trial=...): use Trainer")
+        if resume_from_checkpoint is False:
+            resume_from_checkpoint = None
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"No valid checkpoint found in output directory ({self.args.output_dir})")
+        if self.seeder_train_loader is None:
+            self.seeder_train_loader = _TrainLoader(self._build_train_loader(), self.seeder)
+        self.seeder_train_loader.iterated = False
+        if resume_from_checkpoint is not None:
+            self._pending_state = read_checkpoint_state(resume_from_checkpoint, self.seeder)
+        with self._answer_skip():
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=None,
+                                 ignore_keys_for_eval=ignore_keys_for_eval, **kwargs)
+
+    @contextlib.contextmanager
+    def _answer_skip(self) -> Iterator[None]:
+        """While training, the Trainer's ``skip_first_batches`` returns our loader, which already stands at that batch."""
+        original = getattr(_hf_trainer_module, "skip_first_batches", None)
+        if original is None:
+            raise RuntimeError("this transformers version has no transformers.trainer.skip_first_batches; "
+                               "SeederTrainer supports transformers 4.40 to 5.x")
+        ours = self.seeder_train_loader
+
+        def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
+            if dataloader is not ours:
+                return original(dataloader, num_batches)
+            position = ours.loader.state_dict()["batch"]
+            if position != num_batches:
+                raise StateError(
+                    f"the Trainer resumes after batch {num_batches} of the epoch but the seeder state stands at batch "
+                    f"{position}: the checkpoint's trainer_state.json and seeder_state files come from different "
+                    "moments; resume from a checkpoint folder written by one SeederTrainer save")
+            logger.info("resuming at batch %d of the epoch without replay", position)
+            return dataloader
+
+        _hf_trainer_module.skip_first_batches = skip_first_batches
+        try:
+            yield
+        finally:
+            _hf_trainer_module.skip_first_batches = original
