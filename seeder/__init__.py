@@ -27,13 +27,13 @@ _LAZY: Dict[str, str] = {
     "EnvDiff": "env.environment", "capture_environment": "env.environment", "default_snapshot_dir": "env.environment",
     "diff_environments": "env.environment", "load_snapshot": "env.environment",
     "SeederWarning": "errors", "StateError": "errors",
-    "DistributedSampler": "data.sampler",
+    "DistributedSampler": "data.sampler", "DataLoader": "data.loader",
     "SeededDataset": "data.workers", "WorkerInitFn": "data.workers", "dataloader_generator": "data.workers",
     "make_worker_init_fn": "data.workers", "sample_seed": "data.workers", "worker_init_fn": "data.workers",
 }
 #: Module-level functions: the methods of the default Seeder.
 _BOUND = ("init", "get_master_seed", "reseed", "get_seed", "register_generator", "unregister_generator",
-          "state_dict", "load_state_dict", "check_state_dict", "gather_state_dict", "fork_rng")
+          "state_dict", "load_state_dict", "check_state_dict", "gather_state_dict", "fork_rng", "join", "leave")
 _default = None
 
 
@@ -46,7 +46,6 @@ def default_seeder() -> "Seeder":
     global _default
     if _default is None:
         from .core import Seeder
-        from .data import dali  # noqa: F401  imports no DALI; lets register_generator take DALI pipelines
 
         _default = Seeder()
     return _default
@@ -84,6 +83,8 @@ __all__ = [
     "get_seed",
     "register_generator",
     "unregister_generator",
+    "join",
+    "leave",
     "state_dict",
     "load_state_dict",
     "check_state_dict",
@@ -100,6 +101,7 @@ __all__ = [
     "diff_environments",
     "EnvDiff",
     "DistributedSampler",
+    "DataLoader",
     "SeededDataset",
     "WorkerInitFn",
     "worker_init_fn",

@@ -37,7 +37,7 @@ import torch.utils.data
 
 from .. import derive
 from ..core import Seeder
-from ..derive import Domain, _StreamSeeds, check_key, numpy_seed, seed_stream_block
+from ..derive import Domain, StreamSeeds, check_key, numpy_seed, seed_stream_block
 from ..rngs import adapter_for
 
 __all__ = [
@@ -48,6 +48,8 @@ __all__ = [
     "sample_seed",
     "dataloader_generator",
     "seed_stream_block",
+    "SeedSource",
+    "seed_globals",
 ]
 
 _M32 = 0xFFFFFFFF
@@ -61,12 +63,17 @@ def _default_seeder() -> Seeder:
 
 
 # --------------------------------------------------------------------------- where seeds come from
-class _Source:
-    """A live :class:`Seeder` (main process, forked workers) or a picklable snapshot of one (spawned workers).
+class SeedSource:
+    """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable snapshot of one.
 
-    Pickling takes the snapshot: master seed, rank, last reseed and the registered
+    The live seeder serves the main process and forked workers. Pickling takes the snapshot: master seed, rank, last reseed and the registered
     generators, which travel in the same pickle as the dataset, so they stay the
     dataset's own objects in the worker.
+
+    >>> import seeder
+    >>> s = seeder.Seeder(); s.init(4)
+    >>> SeedSource(s).resolve("example")[:3]
+    (4, 0, None)
     """
 
     def __init__(self, seeder: Optional[Seeder] = None):
@@ -109,14 +116,18 @@ class _Source:
         return snap["master"], snap["rank"], snap["last"], gens
 
 
-def _seed_globals(seed: int) -> None:
-    """Seed ``random``, NumPy's global RNG and torch's CPU generator (not accelerators: workers do not own them)."""
+def seed_globals(seed: int) -> None:
+    """Seed ``random``, NumPy's global RNG and torch's CPU generator (not accelerators: workers do not own them).
+
+    >>> seed_globals(7); a = random.random(); seed_globals(7); a == random.random()
+    True
+    """
     random.seed(seed)
     np.random.seed(numpy_seed(seed))
     torch.default_generator.manual_seed(seed)
 
 
-def _seed_worker(source: _Source, worker_id: int, task: Optional[int], epoch: Optional[int], what: str) -> None:
+def _seed_worker(source: SeedSource, worker_id: int, task: Optional[int], epoch: Optional[int], what: str) -> None:
     master, rank, last, gens = source.resolve(what)
     if task is None:
         task, epoch = last if last is not None else (0, 0)
@@ -127,7 +138,7 @@ def _seed_worker(source: _Source, worker_id: int, task: Optional[int], epoch: Op
     if any(sh for _, sh, _ in gens):
         ss = np.random.SeedSequence(master, spawn_key=(int(Domain.WORKER), task, epoch, 0, worker_id))
         shared = [int(w) for w in ss.generate_state(words, np.uint64)]
-    _seed_globals(mine[0])
+    seed_globals(mine[0])
     for fn, is_shared, stream in gens:
         fn((shared if is_shared else mine)[stream])
 
@@ -152,7 +163,7 @@ class WorkerInitFn:
         if seeder is not None and not isinstance(seeder, Seeder):
             raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
         self.fn = fn
-        self._source = _Source(seeder)
+        self._source = SeedSource(seeder)
 
     def __call__(self, worker_id: int) -> None:
         check_key(worker_id, "worker_id")
@@ -261,11 +272,11 @@ class SeededDataset(torch.utils.data.Dataset):
         self.dataset = dataset
         self.per_sample = per_sample
         self.task = check_key(task, "task")
-        self._source = _Source(seeder)
+        self._source = SeedSource(seeder)
         self._init_transient()
 
     def _init_transient(self) -> None:
-        self._cache: "OrderedDict[Tuple[int, int, int], _StreamSeeds]" = OrderedDict()
+        self._cache: "OrderedDict[Tuple[int, int, int], StreamSeeds]" = OrderedDict()
         self._worker_epoch: Optional[int] = None
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -296,11 +307,11 @@ class SeededDataset(torch.utils.data.Dataset):
             raise ValueError(f"SeededDataset key must be (epoch, index) with non-negative ints, got {key!r}")
         return epoch, index
 
-    def _deriver(self, master: int, epoch: int, hi: int, words: int) -> _StreamSeeds:
+    def _deriver(self, master: int, epoch: int, hi: int, words: int) -> StreamSeeds:
         ck = (epoch, hi, words)
         d = self._cache.get(ck)
         if d is None or d.prefix[0] != master:
-            d = _StreamSeeds(master, Domain.SAMPLE, self.task, epoch, hi, words)
+            d = StreamSeeds(master, Domain.SAMPLE, self.task, epoch, hi, words)
             self._cache[ck] = d
             while len(self._cache) > 4:
                 self._cache.popitem(last=False)
@@ -339,7 +350,7 @@ class SeededDataset(torch.utils.data.Dataset):
         try:
             out = []
             for (_, index), seeds in zip(keys, all_seeds):
-                _seed_globals(seeds[0])
+                seed_globals(seeds[0])
                 for fn, _, stream in gens:
                     fn(seeds[stream])
                 out.append(self.dataset[index])

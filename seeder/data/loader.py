@@ -1,0 +1,421 @@
+"""``seeder.DataLoader``: a torch ``DataLoader`` whose resume is exact by construction.
+
+* The order comes from :class:`seeder.DistributedSampler` (sharded by global rank under a
+  process group), the position from the batches the loader has handed to the training
+  loop: no ``advance()``, no ``set_epoch``.
+* Before batch ``b`` of epoch ``e`` is fetched, the process that fetches it (a worker, or
+  the main process with ``num_workers=0``) seeds ``random``, NumPy's global RNG, torch's
+  CPU generator and the seeder's registered generators from
+  ``SeedSequence(master, spawn_key=(LOADER_DOMAIN, task, e, rank, b))``. What a batch
+  holds is a pure function of (master seed, epoch, position): the same with 0 or 8
+  workers, persistent or not, fork or spawn, before and after a resume.
+* With ``num_workers=0`` the main process's global RNG states are put back after each
+  fetch, so the training loop's own randomness is the same whatever ``num_workers`` is.
+* It joins the seeder: ``seeder.state_dict()`` holds its position under
+  ``participants["loader.<n>"]``; it has ``state_dict()`` / ``load_state_dict()`` itself too
+  (torchdata's ``Stateful`` names, which Lightning's fit loop saves). Resume is O(1).
+
+Example:
+    >>> import torch, seeder
+    >>> s = seeder.Seeder(); s.init(42); s.reseed(1, 0)
+    >>> data = torch.arange(10.0)
+    >>> loader = DataLoader(data, batch_size=4, shuffle=True, seeder=s)
+    >>> it = iter(loader); first = next(it)
+    >>> state = loader.state_dict()
+    >>> rest = [b for b in it]
+    >>> again = DataLoader(data, batch_size=4, shuffle=True, seeder=s); again.load_state_dict(state)
+    >>> all(torch.equal(a, b) for a, b in zip(again, rest)), state["position"]
+    (True, 4)
+"""
+from __future__ import annotations
+
+import logging
+import random
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from .. import trace
+from ..checks import check_int, is_int
+from ..core import Seeder
+from ..derive import Domain, check_key
+from ..errors import StateError
+from .sampler import DistributedSampler
+from .workers import SeedSource, dataloader_generator, seed_globals
+
+__all__ = ["DataLoader", "LOADER_DOMAIN", "LOADER_STATE_VERSION", "batch_seeds"]
+
+logger = logging.getLogger("seeder")
+
+#: Derivation domain of the per-batch seeds (after ``seeder.derive.Domain.DALI``; reserved for the loader).
+LOADER_DOMAIN = int(Domain.LOADER)
+#: Version of the layout of :meth:`DataLoader.state_dict`.
+LOADER_STATE_VERSION = 1
+_STATE_KEYS = frozenset({"format", "version", "epoch", "batch", "position", "batch_size", "drop_last", "num_batches",
+                         "sampler"})
+
+
+def _default_seeder() -> Seeder:
+    from .. import default_seeder  # the package imports this module: resolve at call time
+
+    return default_seeder()
+
+
+def batch_seeds(master: int, task: int, epoch: int, rank: int, batch: int, words: int = 1) -> List[int]:
+    """The seed words of batch ``batch`` of ``epoch`` on ``rank``: word 0 seeds the global RNGs, word ``k`` generator ``k``.
+
+    >>> batch_seeds(1, 1, 0, 0, 5) == batch_seeds(1, 1, 0, 0, 5) != batch_seeds(1, 1, 0, 0, 6)
+    True
+    """
+    ss = np.random.SeedSequence(master, spawn_key=(LOADER_DOMAIN, task, epoch, rank, batch))
+    return [int(w) for w in ss.generate_state(words, np.uint64)]
+
+
+class _PositionedDataset(torch.utils.data.Dataset):
+    """The user's dataset, fetched by batch keys ``(master, task, epoch, rank, batch, indices)``; seeds before each batch."""
+
+    def __init__(self, dataset: Any, source: SeedSource):
+        self.dataset = dataset
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
+        master, task, epoch, rank, batch, indices = key
+        _, _, _, gens = self.source.resolve("seeder.DataLoader")
+        words = 1 + max((stream for _, _, stream in gens), default=0)
+        seeds = batch_seeds(master, task, epoch, rank, batch, words)
+        seed_globals(seeds[0])
+        for fn, _, stream in gens:
+            fn(seeds[stream])
+        ds = self.dataset
+        getitems = getattr(ds, "__getitems__", None)
+        if getitems is not None:
+            return getitems(indices)
+        return [ds[i] for i in indices]
+
+
+class _Batches(torch.utils.data.BatchSampler):
+    """The loader's batch sampler: batch keys of the current epoch from the loader's start position."""
+
+    def __init__(self, sampler: DistributedSampler, batch_size: int, drop_last: bool, loader: "DataLoader"):
+        super().__init__(sampler, batch_size, drop_last)
+        self._loader = weakref.ref(loader)  # no cycle: a dropped loader leaves the seeder at once
+
+    @property
+    def loader(self) -> "DataLoader":
+        """The loader this batch sampler serves."""
+        return self._loader()
+
+    def __len__(self) -> int:
+        n = self.sampler.num_samples
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self) -> Iterator[Tuple[Any, ...]]:
+        epoch, start, _ = self.loader.pending_start()
+        return self._keys(epoch, start)
+
+    def _keys(self, epoch: int, start: int) -> Iterator[Tuple[Any, ...]]:
+        sampler, bs = self.sampler, self.batch_size
+        s = self.loader.seeder
+        if not s.initialized:
+            raise RuntimeError("seeder.DataLoader takes its order and seeds from the seeder: call seeder.init(master_seed=...) "
+                               "before iterating")
+        head = (s.get_master_seed(), sampler.task, epoch, sampler.rank)
+        pair = sampler.with_epoch
+        b, buf = start, []
+        for block in sampler.blocks(epoch, min(start * bs, sampler.num_samples)):
+            lst = block.tolist()
+            if pair:
+                lst = [(epoch, i) for i in lst]
+            if buf:
+                need = bs - len(buf)
+                buf.extend(lst[:need])
+                lst = lst[need:]
+                if len(buf) < bs:
+                    continue
+                yield head + (b, buf)
+                b, buf = b + 1, []
+            full = len(lst) - len(lst) % bs
+            for j in range(0, full, bs):
+                yield head + (b, lst[j:j + bs])
+                b += 1
+            buf = lst[full:]
+        if buf and not self.drop_last:
+            yield head + (b, buf)
+
+
+class _LoaderIter:
+    """What ``iter(seeder.DataLoader)`` returns: torch's iterator, counted in the main process as batches are handed out."""
+
+    def __init__(self, loader: "DataLoader", inner: Any, epoch: int, start: int, token: object):
+        self._loader, self._inner = loader, inner
+        self._epoch, self._next, self._token = epoch, start, token
+        self._restore = loader.num_workers == 0
+        self._trace = trace.enabled()
+
+    def __iter__(self) -> "_LoaderIter":
+        return self
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __next__(self) -> Any:
+        if self._restore:  # main process fetches: keep the training loop's global streams untouched
+            saved = (random.getstate(), np.random.get_state(), torch.default_generator.get_state())
+            try:
+                batch = next(self._inner)
+            finally:
+                random.setstate(saved[0])
+                np.random.set_state(saved[1])
+                torch.default_generator.set_state(saved[2])
+        else:
+            batch = next(self._inner)
+        b = self._next
+        self._next = b + 1
+        loader = self._loader
+        if loader.live_token is self._token:
+            loader.handed(self._epoch, b + 1)
+        if self._trace:
+            trace.record_step(loader.seeder, "loader", epoch=self._epoch, step=b, position=loader.samples_before(b))
+        return batch
+
+
+class DataLoader(torch.utils.data.DataLoader):
+    """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
+
+    * ``shuffle=True``: seeder's :class:`~seeder.DistributedSampler` (one shard per global rank
+      under a process group, else one replica); ``shuffle=False``: the same, in sequential
+      order. A ``sampler=`` that is a ``seeder.DistributedSampler`` (or a ``batch_sampler=``
+      that is a ``torch.utils.data.BatchSampler`` over one) is used as it is; any other sampler
+      raises ``TypeError`` (seeder could not restore its position: use
+      ``torch.utils.data.DataLoader`` for it, and see ``docs/dataloader.md``).
+    * ``seeder=``: a :class:`seeder.Seeder` other than the default one.
+    * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
+    * An ``IterableDataset`` raises ``TypeError`` (its position is the dataset's own state).
+    * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
+
+    The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or
+    ``loader.sampler.set_epoch``. Once every batch of an epoch was handed out, the state
+    says so, and a resumed loader yields nothing more for that epoch.
+
+    >>> import torch, seeder
+    >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+    >>> loader = DataLoader(torch.arange(6), batch_size=4, shuffle=True, seeder=s)
+    >>> [len(b) for b in loader], len(loader)
+    ([4, 2], 2)
+    """
+
+    seeder_kind = "loader"
+
+    def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
+                 batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
+                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
+                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
+        if isinstance(dataset, torch.utils.data.IterableDataset):
+            raise TypeError(
+                "seeder.DataLoader needs a map-style dataset (with __getitem__ and __len__), got the IterableDataset "
+                f"{type(dataset).__name__}: its position lives in the dataset's own iterator; use torch.utils.data.DataLoader "
+                "(or torchdata's StatefulDataLoader) and give the dataset state_dict()/load_state_dict()")
+        if seeder is None:
+            seeder = _default_seeder()
+        elif not isinstance(seeder, Seeder):
+            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
+            inner = getattr(batch_sampler, "sampler", None)
+            if not (type(batch_sampler) is torch.utils.data.BatchSampler and isinstance(inner, DistributedSampler)):
+                raise TypeError(
+                    f"seeder.DataLoader takes batch_sampler=torch.utils.data.BatchSampler(seeder.DistributedSampler(...), ...) "
+                    f"only, got {type(batch_sampler).__name__}; seeder cannot restore the position of another batch sampler. "
+                    "Pass sampler=/shuffle= instead, or use torch.utils.data.DataLoader (resume will not be exact)")
+            sampler, batch_size, drop_last = inner, batch_sampler.batch_size, batch_sampler.drop_last
+        if batch_size is None:
+            raise ValueError("seeder.DataLoader counts its position in batches: batch_size=None (no batching) is not "
+                             "supported; pass batch_size=1")
+        batch_size = check_int(batch_size, "batch_size", low=1)
+        if sampler is not None:
+            if shuffle:
+                raise ValueError("sampler option is mutually exclusive with shuffle")
+            if not isinstance(sampler, DistributedSampler):
+                raise TypeError(
+                    f"seeder.DataLoader takes sampler=seeder.DistributedSampler(...) only, got {type(sampler).__name__}; "
+                    "seeder cannot restore another sampler's position. Drop sampler= (shuffle=True uses seeder's), or use "
+                    "torch.utils.data.DataLoader with it (resume will not be exact; see docs/dataloader.md)")
+        else:
+            sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seeder=seeder, join=False)
+        if generator is None:
+            generator = dataloader_generator(seeder=seeder)
+        self._seeder = seeder
+        self._owns_sampler = sampler._seeder is seeder and not _joined(seeder, sampler)
+        self._wrapped = _PositionedDataset(dataset, SeedSource(seeder))
+        self._resume: Optional[Tuple[int, int]] = None  # (epoch, batch) from load_state_dict
+        self._done: Tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)
+        self._live_token: Optional[object] = None
+        self._pending: Optional[Tuple[int, int, object]] = None
+        batches = _Batches(sampler, batch_size, drop_last, self)
+        super().__init__(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
+                         pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
+                         multiprocessing_context=multiprocessing_context, generator=generator, **kwargs)
+        # What users (and Lightning) read: the seeder sampler, the batch size, drop_last.
+        object.__setattr__(self, "sampler", sampler)
+        object.__setattr__(self, "batch_size", batch_size)
+        object.__setattr__(self, "drop_last", drop_last)
+        seeder.join(self)
+
+    # ------------------------------------------------------------ positions
+    @property
+    def seeder(self) -> Seeder:
+        """The :class:`seeder.Seeder` this loader takes its seeds from and joins."""
+        return self._seeder
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter(loader)`` runs (the sampler's)."""
+        return self.sampler.epoch
+
+    @property
+    def live_token(self) -> Optional[object]:
+        """Identifies the newest iterator; only it moves the position."""
+        return self._live_token
+
+    def pending_start(self) -> Tuple[int, int, object]:
+        """``(epoch, first batch, token)`` of the iterator being created (read by the batch sampler)."""
+        if self._pending is None:  # iterated outside __iter__ (e.g. by a wrapper): start it here
+            self._pending = self._start()
+        return self._pending
+
+    def _start(self) -> Tuple[int, int, object]:
+        epoch = self.sampler.epoch
+        start = 0
+        if self._resume is not None and self._resume[0] == epoch:
+            start = self._resume[1]
+        self._resume = None
+        token = object()
+        self._live_token = token
+        self._done = (epoch, start)
+        return epoch, start, token
+
+    def handed(self, epoch: int, batches: int) -> None:
+        """Record that ``batches`` batches of ``epoch`` have been handed to the training loop."""
+        self._done = (epoch, batches)
+
+    def samples_before(self, batch: int) -> int:
+        """Samples of this rank's epoch in the batches before ``batch``."""
+        return min(batch * self.batch_size, self.sampler.num_samples)
+
+    def __iter__(self) -> Any:
+        self._pending = self._start()
+        epoch, start, token = self._pending
+        try:
+            if start >= len(self.batch_sampler):
+                logger.info("seeder.DataLoader: epoch %d was complete in the loaded state; nothing left to yield", epoch)
+            inner = super().__iter__()
+        finally:
+            self._pending = None
+        return _LoaderIter(self, inner, epoch, start, token)
+
+    def _get_iterator(self) -> Any:
+        # torch's iterators read loader.dataset: give them the seeding view, keep the user's dataset visible.
+        user = self.__dict__["dataset"]
+        object.__setattr__(self, "dataset", self._wrapped)
+        try:
+            return super()._get_iterator()
+        finally:
+            object.__setattr__(self, "dataset", user)
+
+    # --------------------------------------------------------------- seeder
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+        """Participant hook: an owned sampler follows ``reseed(task, epoch)``; a joined one does so itself."""
+        if self._owns_sampler:
+            self.sampler.seeder_reseed(seeder, task_id, epoch)
+
+    # ---------------------------------------------------------------- state
+    def state_dict(self) -> Dict[str, Any]:
+        """Epoch, batches handed out, samples consumed and the sampler's state: plain values only.
+
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s); it = iter(loader); _ = next(it)
+        >>> st = loader.state_dict(); st["batch"], st["position"], st["num_batches"]
+        (1, 3, 4)
+        """
+        epoch = self.sampler.epoch
+        batch = 0
+        if self._resume is not None and self._resume[0] == epoch:
+            batch = self._resume[1]
+        elif self._done[0] == epoch:
+            batch = self._done[1]
+        sampler_state = self.sampler.state_dict()
+        return {
+            "format": "seeder.loader",
+            "version": LOADER_STATE_VERSION,
+            "epoch": epoch,
+            "batch": batch,
+            "position": self.samples_before(batch),
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "num_batches": len(self.batch_sampler),
+            "sampler": sampler_state,
+        }
+
+    def check_state_dict(self, state: Any) -> None:
+        """Raise :class:`seeder.StateError` if ``state`` does not fit this loader; change nothing.
+
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> DataLoader(torch.arange(4), seeder=s).check_state_dict({"format": "x"})
+        Traceback (most recent call last):
+        ...
+        seeder.errors.StateError: not a seeder.DataLoader state: pass the dict returned by seeder.DataLoader.state_dict()
+        """
+        if not isinstance(state, dict) or state.get("format") != "seeder.loader":
+            raise StateError("not a seeder.DataLoader state: pass the dict returned by seeder.DataLoader.state_dict()")
+        if state.get("version") != LOADER_STATE_VERSION:
+            raise StateError(f"seeder.DataLoader state version {state.get('version')!r} is not supported (this seeder reads "
+                             f"version {LOADER_STATE_VERSION}); load it with the seeder version that wrote it")
+        if set(state) != _STATE_KEYS:
+            raise StateError(f"seeder.DataLoader state keys differ: missing {sorted(_STATE_KEYS - set(state))}, "
+                             f"unexpected {sorted(set(state) - _STATE_KEYS)}")
+        for name in ("batch_size", "drop_last", "num_batches"):
+            have = {"batch_size": self.batch_size, "drop_last": self.drop_last, "num_batches": len(self.batch_sampler)}[name]
+            if state[name] != have or type(state[name]) is not type(have):
+                raise StateError(f"the seeder.DataLoader state was saved with {name}={state[name]!r}, this loader has "
+                                 f"{have!r}; resume with the same dataset, batch_size, drop_last and world size")
+        self.sampler.check_state_dict(state["sampler"])
+        if state["epoch"] != state["sampler"]["epoch"] or not is_int(state["epoch"]):
+            raise StateError(f"seeder.DataLoader state epoch {state['epoch']!r} differs from its sampler's "
+                             f"{state['sampler']['epoch']!r}; the state is corrupt")
+        batch = state["batch"]
+        if not is_int(batch) or not 0 <= batch <= state["num_batches"]:
+            raise StateError(f"seeder.DataLoader state['batch'] must be an int in [0, {state['num_batches']}], got {batch!r}")
+        if state["position"] != self.samples_before(batch):
+            raise StateError(f"seeder.DataLoader state['position'] {state['position']!r} does not match batch {batch} of "
+                             f"size {self.batch_size}; the state is corrupt")
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet handed out (O(1)).
+
+        Loading the same state twice (seeder and a framework both restore it) is harmless.
+        Validates first; a bad state raises :class:`seeder.StateError` and changes nothing.
+        """
+        self.check_state_dict(state)
+        self.sampler.load_state_dict(state["sampler"])
+        epoch = check_key(state["epoch"], "epoch")
+        self._resume = (epoch, int(state["batch"]))
+        self._done = self._resume
+        self._live_token = None
+
+    def __repr__(self) -> str:
+        return (f"seeder.DataLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, "
+                f"epoch={self.sampler.epoch}, sampler={self.sampler!r})")
+
+
+def _joined(seeder: Seeder, sampler: DistributedSampler) -> bool:
+    return any(p is sampler for p in seeder.participants())
