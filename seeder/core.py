@@ -80,25 +80,15 @@ class Seeder:
         seed, explicit = _master_seed(master_seed)
         deterministic, snapshot_dir = _init_options(ngpus, local_rank, rank, deterministic, snapshot_dir)
         topology = discover(rank, ngpus, local_rank)
-        seed, explicit = agree_master_seed(seed, explicit)
+        seed, explicit = agree_master_seed(seed, explicit, topology)
 
         dropped = self.registry.drop_registered()
         self.run, self.explicit, self._topology = state.RunState(master=seed), explicit, topology
         if dropped:
             logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
-        if topology.rank == 0:
-            how = "given" if explicit else "drawn from OS entropy"
-            logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
-        if deterministic:
-            from .env.determinism import enforce_determinism  # lazy: only when asked for
+        _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
 
-            enforce_determinism()
-        if snapshot_dir is not None and topology.rank == 0 and snapshot_dir not in self._snapshots:
-            _snapshot(snapshot_dir, seed, topology.world_size)
-            self._snapshots.add(snapshot_dir)
-
-    def reset(self) -> None:
-        """Forget the master seed, the last reseed and every participant."""
+    def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
         self.__init__()  # type: ignore[misc]
 
     @property
@@ -319,13 +309,24 @@ def _init_options(ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, sn
     return _flag(deterministic, "deterministic", ENV_DETERMINISTIC), _snapshot_dir(snapshot_dir)
 
 
-def _snapshot(directory: str, seed: int, world_size: int) -> None:
-    from .env.environment import capture_environment  # lazy: only when asked for
+def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool, snapshot_dir: Optional[str],
+              taken: set) -> None:
+    """``init``'s side effects: log the seed (rank 0), deterministic mode, the environment snapshot (once, rank 0)."""
+    if topology.rank == 0:
+        how = "given" if explicit else "drawn from OS entropy"
+        logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
+    if deterministic:
+        from .env.determinism import enforce_determinism  # lazy: only when asked for
 
-    try:
-        capture_environment(directory, extra={"master_seed": seed, "world_size": world_size})
-    except FileExistsError as exc:
-        warnings.warn(f"environment snapshot not taken: {exc}", SeederWarning, stacklevel=3)
+        enforce_determinism()
+    if snapshot_dir is not None and topology.rank == 0 and snapshot_dir not in taken:
+        from .env.capture import capture_environment  # lazy: only when asked for
+
+        try:
+            capture_environment(snapshot_dir, extra={"master_seed": seed, "world_size": topology.world_size})
+        except FileExistsError as exc:
+            warnings.warn(f"environment snapshot not taken: {exc}", SeederWarning, stacklevel=4)
+        taken.add(snapshot_dir)
 
 
 def _master_seed(master_seed: Optional[int]) -> Tuple[int, bool]:

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import enum
 import functools
-import numbers
 from typing import Any, List, Sequence, Tuple
 
 import numpy as np
+
+from .checks import is_int
 
 __all__ = [
     "DERIVATION_VERSION",
@@ -61,17 +62,13 @@ class Domain(enum.IntEnum):
     LOADER = 6  #: per-batch seeds of seeder.DataLoader (batch index as the stream)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
 def check_master_seed(value: Any, what: str = "master_seed") -> int:
     """Return ``value`` as an ``int`` if it is a valid master seed, else raise.
 
     >>> check_master_seed(42)
     42
     """
-    if not _is_int(value):
+    if not is_int(value):
         raise TypeError(
             f"{what} must be an int in [0, 2**63 - 1], got {type(value).__name__} {value!r}; "
             "pass an integer such as 42, or None to draw one."
@@ -91,7 +88,7 @@ def check_key(value: Any, what: str) -> int:
     >>> check_key(3, "epoch")
     3
     """
-    if not _is_int(value):
+    if not is_int(value):
         raise TypeError(
             f"{what} must be a non-negative int, got {type(value).__name__} {value!r}; "
             f"pass an integer such as 0."
@@ -103,11 +100,20 @@ def check_key(value: Any, what: str) -> int:
 
 
 def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
-    """The master seed written in ``text`` (an environment variable's value), or a ``ValueError`` naming ``source``.
+    """The master seed written in ``text`` (the value of the variable ``source``), else a ``ValueError``.
 
-    >>> parse_master_seed(" 42 ")
+    Surrounding whitespace is ignored; the error names ``source``, the value and the fix.
+    An empty value is an error too: treat an empty variable as unset before calling this.
+
+    >>> parse_master_seed(" 42\\n")
     42
+    >>> parse_master_seed("abc")
+    Traceback (most recent call last):
+    ...
+    ValueError: SEEDER_SEED='abc' is not an integer; unset it or set it to a seed such as 42
     """
+    if not isinstance(text, str):
+        raise TypeError(f"{source} must be given as text (str), got {type(text).__name__} {text!r}")
     try:
         value = int(text.strip())
     except ValueError:
