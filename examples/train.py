@@ -1,29 +1,23 @@
 #!/usr/bin/env python
-"""A small real training run that uses seeder the way NVIDIA's seeder documents, and resumes bit for bit.
+"""A small training script that uses seeder as NVIDIA's seeder documents it, and resumes bit for bit.
 
-CPU only; one process or ``torchrun --nproc-per-node N`` (DDP on gloo)::
+Copy it as the model for your own script. CPU only; one process or
+``torchrun --nproc-per-node N`` (DDP on gloo)::
 
     python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --metrics m.jsonl
-    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --stop-after-epochs 2   # stop ...
-    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --resume                # ... and resume
+    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --stop-after-steps 100   # stop ...
+    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --resume                 # ... resume
     torchrun --nproc-per-node 2 examples/train.py --seed 42 --ckpt-dir ckpt --resume
 
-What it shows: ``--seed`` (default None: seeder draws and logs one), ``seeder.init``,
-``reseed(0, 0)`` before building the model, ``reseed(1, epoch)`` every epoch,
-``seeder.DistributedSampler``, a DataLoader with workers seeded by seeder,
-augmentation drawn from ``random``, NumPy and torch plus a member generator
-registered like seed 004's ``Perturbation.reseed_rng``, dropout, an LR scheduler,
-an atomic checkpoint (model, optimizer, scheduler, every rank's seeder state)
-after every epoch and every ``--ckpt-every-steps`` steps, ``--resume``, stop
-points, per-step metrics as JSON lines and the final digest (last stdout line
-``DIGEST <hex>``).
+NVIDIA's recipe: ``--seed`` (default None: seeder draws and logs one), ``seeder.init``,
+``reseed(0, 0)`` before the model is built, ``reseed(1, epoch)`` every epoch, member
+generators registered like seed 004's ``Perturbation.reseed_rng``. On top of it: an
+atomic checkpoint (model, optimizer, scheduler, every rank's seeder state) at every
+epoch end and every ``--ckpt-every-steps`` steps, and ``--resume``.
 
-Test hooks (environment variables; for the kill tests, harmless otherwise):
-``SEEDER_EXAMPLE_CKPT_PAUSE=<seconds>`` with ``SEEDER_EXAMPLE_CKPT_PAUSE_AT=<step>``
-sleeps in the middle of writing that step's checkpoint (half the bytes in the
-temporary file) after printing ``CKPT_PAUSE <step>``; ``SEEDER_EXAMPLE_STEP_SLEEP=<seconds>``
-slows every step; ``SEEDER_EXAMPLE_KILL_AT=<step>`` with ``SEEDER_EXAMPLE_KILL_RANK=<rank>``
-makes that rank SIGKILL itself after that step, on the first torchrun attempt only.
+The flags ``--seed --epochs --ckpt-dir --resume --stop-after-epochs --stop-after-steps
+--metrics`` are the contract ``seeder verify`` drives; ``--metrics`` gets one JSON line
+per step and the final digest, and the last stdout line is ``DIGEST <hex>``.
 """
 from __future__ import annotations
 
@@ -34,10 +28,8 @@ import json
 import logging
 import os
 import random
-import signal
 import sys
-import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -56,21 +48,21 @@ class Perturbation:
     """Seed 004's member generator: a random gain drawn from its own ``random.Random``.
 
     ``reseed_rng`` is what NVIDIA's seeder registers. ``state_dict``/``load_state_dict``
-    (seeder's owner protocol) let a checkpoint carry this generator's position too.
+    let a checkpoint carry this generator's position too (a mid-epoch resume needs it).
     """
 
     def __init__(self, low: float, high: float):
         self.low, self.high = low, high
-        self._rng = random.Random()
+        self.rng = random.Random()
 
     def reseed_rng(self, seed: int) -> None:
-        self._rng.seed(seed)
+        self.rng.seed(seed)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self._rng.uniform(self.low, self.high)
+        return x * self.rng.uniform(self.low, self.high)
 
     def state_dict(self) -> Dict[str, Any]:
-        version, words, gauss = self._rng.getstate()
+        version, words, gauss = self.rng.getstate()
         return {"version": version, "words": words, "gauss": gauss}
 
     def check_state_dict(self, state: Any) -> None:
@@ -78,7 +70,7 @@ class Perturbation:
             raise seeder.StateError("Perturbation state must be {'version', 'words' (625 ints), 'gauss'}")
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self._rng.setstate((state["version"], tuple(state["words"]), state["gauss"]))
+        self.rng.setstate((state["version"], tuple(state["words"]), state["gauss"]))
 
 
 class SyntheticDataset(Dataset):
@@ -94,7 +86,7 @@ class SyntheticDataset(Dataset):
     def __len__(self) -> int:
         return len(self.y)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> Tuple[torch.Tensor, torch.Tensor]:
         x = self.x[i].clone()
         x = torch.roll(x, random.randint(-1, 1))  # Python random
         x = x * float(np.random.uniform(0.9, 1.1))  # NumPy's global RNG
@@ -104,55 +96,100 @@ class SyntheticDataset(Dataset):
         return x, self.y[i]
 
 
-def build_model(dim: int = 32, classes: int = 8) -> torch.nn.Module:
+def make_loader(args: argparse.Namespace, saved_seeder_state: Optional[Dict[str, Any]]) -> Tuple[Any, Any]:
+    """The training loader and its sampler (None for DALI). Call after ``seeder.init``."""
+    if args.loader == "dali":  # the pipeline's seed comes from the seeder; a resume rebuilds it from its checkpoint
+        from dali_loader import DaliLoader
+
+        return DaliLoader(batch_size=args.batch_size, dataset_size=args.samples, image_size=DALI_IMAGE,
+                          crop=DALI_CROP, channels=DALI_CHANNELS, num_classes=DALI_CLASSES,
+                          state=saved_seeder_state), None
+    dataset = SyntheticDataset(args.samples)
+    for pert in dataset.perturbations:
+        seeder.register_generator(pert.reseed_rng)
+    train_set = seeder.SeededDataset(dataset)  # augmentation: a pure function of (seed, epoch, index)
+    sampler = seeder.DistributedSampler(train_set)  # follows seeder.reseed(1, epoch); resumes mid-epoch
+    loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
+                        worker_init_fn=seeder.worker_init_fn, persistent_workers=args.persistent_workers,
+                        generator=seeder.dataloader_generator())
+    return loader, sampler
+
+
+def build_model(loader: str) -> torch.nn.Module:
+    dim, classes = (DALI_CHANNELS * DALI_CROP**2, DALI_CLASSES) if loader == "dali" else (32, 8)
     return torch.nn.Sequential(
         torch.nn.Linear(dim, 128), torch.nn.ReLU(), torch.nn.Dropout(0.2),
         torch.nn.Linear(128, 64), torch.nn.ReLU(), torch.nn.Dropout(0.1),
         torch.nn.Linear(64, classes))
 
 
+def train_step(net: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> float:
+    x, y = x.flatten(1), y.flatten()
+    smoothing = float(np.random.uniform(0.0, 0.1))  # main-process randomness: NumPy ...
+    if random.random() < 0.5:  # ... and Python random
+        x = x + 0.05 * torch.randn_like(x)
+    loss = F.cross_entropy(net(x), y, label_smoothing=smoothing)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 # ----------------------------------------------------------------------------------- checkpoints
-def atomic_save(obj: Any, path: str, step: int) -> None:
+def temporary_path(path: str) -> str:
+    """Where :func:`atomic_save` writes before the rename: a hidden file next to ``path``."""
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+
+
+def atomic_save(obj: Any, path: str) -> None:
     """Write ``obj`` to a temporary file in the same directory, fsync it, then rename it over ``path``.
 
     A crash at any point leaves either the old file or the new one, never a mix.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     buf = io.BytesIO()
     torch.save(obj, buf)
-    data = buf.getvalue()
-    pause = float(os.environ.get("SEEDER_EXAMPLE_CKPT_PAUSE", "0") or 0)
-    pause_at = os.environ.get("SEEDER_EXAMPLE_CKPT_PAUSE_AT")
+    tmp = temporary_path(path)
     with open(tmp, "wb") as f:
-        if pause and pause_at is not None and int(pause_at) == step:
-            half = len(data) // 2
-            f.write(data[:half])
-            f.flush()
-            os.fsync(f.fileno())
-            print(f"CKPT_PAUSE {step}", flush=True)
-            time.sleep(pause)
-            f.write(data[half:])
-        else:
-            f.write(data)
+        f.write(buf.getvalue())
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fd = os.open(directory, os.O_RDONLY)
+    fd = os.open(os.path.dirname(tmp), os.O_RDONLY)
     try:
         os.fsync(fd)  # the rename itself survives a power cut
     finally:
         os.close(fd)
 
 
-def remove_stale_temporaries(ckpt_dir: str) -> None:
-    for tmp in glob.glob(os.path.join(ckpt_dir, f".{CKPT_NAME}.*.tmp")):
-        os.remove(tmp)
+def save_checkpoint(path: Optional[str], rank: int, **training_state: Any) -> None:
+    """Every rank's seeder state (a collective) plus ``training_state``, written by rank 0."""
+    if path is None:
+        return
+    state = seeder.gather_state_dict()
+    if rank == 0:
+        atomic_save({**training_state, "seeder": state}, path)
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def load_checkpoint(path: Optional[str], resume: bool, rank: int) -> Optional[Dict[str, Any]]:
+    """The checkpoint at ``path`` when resuming and there is one, else None.
+
+    Creates the directory, and rank 0 removes the temporary files of a write that was killed.
+    """
+    if path is None:
+        return None
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if rank == 0:
+        for tmp in glob.glob(os.path.join(os.path.dirname(path), f".{CKPT_NAME}.*.tmp")):
+            os.remove(tmp)
+    return torch.load(path, map_location="cpu", weights_only=True) if resume and os.path.exists(path) else None
 
 
 # --------------------------------------------------------------------------------------- metrics
 class Metrics:
-    """Per-step JSON lines, written by rank 0 and flushed every line."""
+    """Per-step JSON lines (the ``--metrics`` contract), written by rank 0 and flushed every line."""
 
     def __init__(self, path: Optional[str], rank: int):
         self.path = path if rank == 0 else None
@@ -162,20 +199,18 @@ class Metrics:
         """On resume: drop records the resumed run will write again (steps after the checkpoint, old digests)."""
         if self.path is None or not os.path.exists(self.path):
             return
-        with open(self.path) as f:
-            rows = [line for line in f if line.strip()]
         keep = []
-        for line in rows:
-            try:
-                rec = json.loads(line)
-            except ValueError:  # a line cut by a kill
-                continue
-            if "loss" in rec and rec.get("step", 0) <= step:
-                keep.append(json.dumps(rec) + "\n")
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
+        with open(self.path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:  # a line cut by a kill
+                    continue
+                if "loss" in rec and rec.get("step", 0) <= step:
+                    keep.append(json.dumps(rec) + "\n")
+        with open(self.path + ".tmp", "w") as f:
             f.writelines(keep)
-        os.replace(tmp, self.path)
+        os.replace(self.path + ".tmp", self.path)
 
     def write(self, record: Dict[str, Any]) -> None:
         if self.path is None:
@@ -189,7 +224,7 @@ class Metrics:
 
 # ------------------------------------------------------------------------------------------ main
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description="A small training run seeded by seeder, resumable bit for bit.")
     p.add_argument("--seed", type=int, default=None, help="master seed; default None draws one (logged)")
     p.add_argument("--epochs", type=int, default=4, help="epochs of the full run")
     p.add_argument("--ckpt-dir", default=None, help="checkpoint directory (DIR/last.pt); default: no checkpoints")
@@ -214,133 +249,87 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    distributed = world > 1
-    if distributed:
+def init_distributed() -> Tuple[int, int, int]:
+    """(rank, world size, local rank); under torchrun, a gloo process group."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         # Keys of an earlier torchrun attempt (--max-restarts) stay in the launcher's store; a prefix per attempt
         # keeps gloo from connecting to the addresses of processes that died.
         store, rank, world = next(dist.rendezvous("env://"))
         store = dist.PrefixStore(f"train-attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
-    rank = dist.get_rank() if distributed else 0
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        return rank, world, int(os.environ.get("LOCAL_RANK", "0"))
+    return 0, 1, 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    rank, world, local_rank = init_distributed()
 
     # NVIDIA's recipe: init, record the seed, reseed(0, 0) before the model is built.
     seeder.init(master_seed=args.seed, ngpus=world, local_rank=local_rank)
     args.seed = seeder.get_master_seed()
     seeder.reseed(0, 0)
-    model = build_model(*((DALI_CHANNELS * DALI_CROP**2, DALI_CLASSES) if args.loader == "dali" else (32, 8)))
-    net = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
+    model = build_model(args.loader)
+    net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8)
 
     ckpt_path = os.path.join(args.ckpt_dir, CKPT_NAME) if args.ckpt_dir else None
-    ckpt = None
-    if args.resume and ckpt_path and os.path.exists(ckpt_path):
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-
-    sampler = None
-    if args.loader == "dali":
-        # DALI: the pipeline's seed comes from the seeder; a resumed pipeline is rebuilt from its DALI checkpoint.
-        from dali_loader import DaliLoader
-
-        loader = DaliLoader(batch_size=args.batch_size, dataset_size=args.samples, image_size=DALI_IMAGE,
-                            crop=DALI_CROP, channels=DALI_CHANNELS, num_classes=DALI_CLASSES,
-                            state=ckpt["seeder"] if ckpt else None)
-    else:
-        dataset = SyntheticDataset(args.samples)
-        for pert in dataset.perturbations:
-            seeder.register_generator(pert.reseed_rng)
-        train_set = seeder.SeededDataset(dataset)  # augmentation: a pure function of (seed, epoch, index)
-        sampler = seeder.DistributedSampler(train_set)
-        loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
-                            worker_init_fn=seeder.worker_init_fn, persistent_workers=args.persistent_workers,
-                            generator=seeder.dataloader_generator())
-
-    metrics = Metrics(args.metrics, rank)
+    ckpt = load_checkpoint(ckpt_path, args.resume, rank)
+    loader, sampler = make_loader(args, ckpt["seeder"] if ckpt else None)
     start_epoch, step = 0, 0
-    if ckpt_path and rank == 0:
-        os.makedirs(args.ckpt_dir, exist_ok=True)
-        remove_stale_temporaries(args.ckpt_dir)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
-        seeder.load_state_dict(ckpt["seeder"])  # every rank takes its own entry; validated before anything changes
+        seeder.load_state_dict(ckpt["seeder"])  # each rank takes its own entry; validated before anything changes
         args.seed = seeder.get_master_seed()
         step = ckpt["step"]
         start_epoch = ckpt["epoch"] + 1 if ckpt["epoch_complete"] else ckpt["epoch"]
-        logging.getLogger("train").info("resumed from %s: epoch %d, step %d, seed %d", ckpt_path, start_epoch, step, args.seed)
-
+        logging.getLogger("train").info("resumed: epoch %d, step %d, seed %d", start_epoch, step, args.seed)
+    metrics = Metrics(args.metrics, rank)
     if args.resume:
-        metrics.truncate_after(step)  # records past the checkpoint (or all, starting fresh) are about to be redone
+        metrics.truncate_after(step)  # records past the checkpoint are about to be redone
 
     def checkpoint(epoch: int, epoch_complete: bool) -> None:
-        if ckpt_path is None:
-            return
-        state = seeder.gather_state_dict()  # collective: every rank's RNG and sampler state to rank 0
-        if rank == 0:
-            atomic_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                         "scheduler": scheduler.state_dict(), "seeder": state, "epoch": epoch,
-                         "epoch_complete": epoch_complete, "step": step}, ckpt_path, step)
-        if distributed:
-            dist.barrier()
-
-    def finish(epochs_done: int) -> int:
-        digest = seeder.digest(model, optimizer)
-        metrics.write({"digest": digest, "epoch": epochs_done, "step": step})
-        if distributed:
-            dist.barrier()
-            dist.destroy_process_group()
-        if rank == 0:  # one line: torchrun interleaves the ranks' stdout (they hold the same weights anyway)
-            print(f"DIGEST {digest}", flush=True)
-        return 0
-
-    step_sleep = float(os.environ.get("SEEDER_EXAMPLE_STEP_SLEEP", "0") or 0)
-    kill_at = os.environ.get("SEEDER_EXAMPLE_KILL_AT")
-    kill_rank = int(os.environ.get("SEEDER_EXAMPLE_KILL_RANK", "0"))
-    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+        save_checkpoint(ckpt_path, rank, model=model.state_dict(), optimizer=optimizer.state_dict(),
+                        scheduler=scheduler.state_dict(), epoch=epoch, epoch_complete=epoch_complete, step=step)
 
     for epoch in range(start_epoch, args.epochs):
         seeder.reseed(1, epoch)  # skipped right after a mid-epoch resume: the loaded state continues the epoch
-        if sampler is not None:
-            sampler.set_epoch(epoch)
         net.train()
         for x, y in loader:
-            x, y = x.flatten(1), y.flatten()
-            # Main-process randomness too: a label-smoothing amount from NumPy, input noise from Python random.
-            smoothing = float(np.random.uniform(0.0, 0.1))
-            if random.random() < 0.5:
-                x = x + 0.05 * torch.randn_like(x)
-            loss = F.cross_entropy(net(x), y, label_smoothing=smoothing)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            loss = train_step(net, optimizer, x, y)
             if sampler is not None:
-                sampler.advance(len(y))  # samples consumed: what a mid-epoch checkpoint resumes after
+                sampler.advance(len(y))  # samples consumed: where a mid-epoch checkpoint resumes
             step += 1
-            metrics.write({"step": step, "epoch": epoch, "loss": loss.item()})
-            if step_sleep:
-                time.sleep(step_sleep)
-            if kill_at is not None and int(kill_at) == step and rank == kill_rank and first_attempt:
-                os.kill(os.getpid(), signal.SIGKILL)
-            if args.ckpt_every_steps and step % args.ckpt_every_steps == 0:
+            metrics.write({"step": step, "epoch": epoch, "loss": loss})
+            stop = args.stop_after_steps is not None and step >= args.stop_after_steps
+            if stop or (args.ckpt_every_steps and step % args.ckpt_every_steps == 0):
                 checkpoint(epoch, epoch_complete=False)
-            if args.stop_after_steps is not None and step >= args.stop_after_steps:
-                if not (args.ckpt_every_steps and step % args.ckpt_every_steps == 0):
-                    checkpoint(epoch, epoch_complete=False)
-                return finish(epoch)
+            if stop:
+                return finish(model, optimizer, metrics, rank, epoch, step)
         scheduler.step()
         checkpoint(epoch, epoch_complete=True)
         if args.stop_after_epochs is not None and epoch + 1 >= args.stop_after_epochs:
-            return finish(epoch + 1)
-    return finish(args.epochs)
+            return finish(model, optimizer, metrics, rank, epoch + 1, step)
+    return finish(model, optimizer, metrics, rank, args.epochs, step)
+
+
+def finish(model: torch.nn.Module, optimizer: torch.optim.Optimizer, metrics: Metrics, rank: int,
+           epochs_done: int, step: int) -> int:
+    """Record the digest of weights and optimizer state (metrics file and last stdout line); leave the group."""
+    digest = seeder.digest(model, optimizer)
+    metrics.write({"digest": digest, "epoch": epochs_done, "step": step})
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+    if rank == 0:  # one line: torchrun interleaves the ranks' stdout
+        print(f"DIGEST {digest}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """examples/train.py end to end: stop/resume is bitwise, and so is resuming after SIGKILLs (real processes).
 
-Every run here is a real ``python examples/train.py`` (or ``torchrun``) process. A run
-compares its per-step metrics (step, epoch, loss) and final digest with an
-uninterrupted reference run of the same seed.
+Every run here is a real ``python examples/train.py`` (or ``torchrun``) process; the kill
+tests run it through ``tests/scripts/train_faults.py``, which adds the fault hooks the
+example does not carry. A run compares its per-step metrics (step, epoch, loss) and final
+digest with an uninterrupted reference run of the same seed.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import pytest
 import torch
@@ -24,6 +25,7 @@ from helpers import REPO_ROOT, child_env, run_python, torchrun
 pytestmark = pytest.mark.slow
 
 SCRIPT = "examples/train.py"
+FAULTS = "tests/scripts/train_faults.py"  # the example with kill and pause hooks (--fault-* flags)
 SEED = "20240601"
 # Small: 128 samples, batch 32 -> 4 steps per epoch in one process, 2 per rank under torchrun.
 BASE = ["--samples", "128", "--batch-size", "32"]
@@ -44,11 +46,11 @@ LOADERS = [pytest.param("torch"),
                                                          "(pip install 'seeder[dali]')"))]
 
 
-def train(out: Path, *args: str, env: Optional[Dict[str, str]] = None, seed: Optional[str] = SEED) -> Tuple[List[dict], str]:
+def train(out: Path, *args: str, seed: Optional[str] = SEED) -> Tuple[List[dict], str]:
     """Run the example to its end (or stop point); return the metric records and the printed digest."""
     metrics = out / "metrics.jsonl"
     seed_args = ["--seed", seed] if seed is not None else []
-    proc = run_python([SCRIPT, *BASE, *seed_args, "--metrics", str(metrics), *args], env=env, timeout=300)
+    proc = run_python([SCRIPT, *BASE, *seed_args, "--metrics", str(metrics), *args], timeout=300)
     return read_metrics(metrics), last_digest(proc.stdout)
 
 
@@ -124,10 +126,9 @@ def test_seeded_runs_repeat_and_unseeded_runs_differ(tmp_path, reference):
 
 # ------------------------------------------------------------------------------------- torchrun
 
-def torchrun_train(out: Path, *args: str, env: Optional[Dict[str, str]] = None,
-                   launcher: Sequence[str] = ()) -> Tuple[List[dict], str]:
+def torchrun_train(out: Path, *args: str, script: str = SCRIPT, launcher: Sequence[str] = ()) -> Tuple[List[dict], str]:
     metrics = out / "metrics.jsonl"
-    results = torchrun([SCRIPT, *BASE, "--seed", SEED, "--metrics", str(metrics), *args], nproc=2, env=env,
+    results = torchrun([script, *BASE, "--seed", SEED, "--metrics", str(metrics), *args], nproc=2,
                        timeout=300, extra_launcher_args=launcher)
     return read_metrics(metrics), last_digest(results[0].stdout)
 
@@ -153,21 +154,21 @@ def test_torchrun_two_ranks_stop_mid_epoch_and_resume(tmp_path, torchrun_referen
 def test_torchrun_restart_after_one_rank_is_killed(tmp_path, torchrun_reference):
     ref_records, ref_digest = torchrun_reference
     # Rank 1 SIGKILLs itself after step 3 (first attempt only); the group restarts and resumes from step 3's checkpoint.
-    env = {"SEEDER_EXAMPLE_KILL_AT": "3", "SEEDER_EXAMPLE_KILL_RANK": "1"}
-    records, digest = torchrun_train(tmp_path, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"),
-                                     "--ckpt-every-steps", "1", "--resume", env=env, launcher=["--max-restarts", "1"])
+    records, digest = torchrun_train(tmp_path, "--fault-kill-at", "3", "--fault-kill-rank", "1", "--epochs", "2",
+                                     "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every-steps", "1",
+                                     "--resume", script=FAULTS, launcher=["--max-restarts", "1"])
     assert digest == ref_digest and records == ref_records
 
 
 # ----------------------------------------------------------------------------------------- faults
 
 class Run:
-    """One ``train.py --resume`` process in its own session, so that SIGKILL takes its DataLoader workers too."""
+    """One ``train.py --resume`` process (with fault hooks) in its own session, so that SIGKILL takes its workers too."""
 
-    def __init__(self, out: Path, args: Sequence[str], env: Dict[str, str]):
+    def __init__(self, out: Path, args: Sequence[str], hooks: Sequence[str] = ()):
         self.metrics = out / "metrics.jsonl"
-        cmd = [sys.executable, SCRIPT, *BASE, "--seed", SEED, "--metrics", str(self.metrics), "--resume", *args]
-        self.proc = subprocess.Popen(cmd, env=child_env(env), cwd=str(REPO_ROOT), stdout=subprocess.PIPE,
+        cmd = [sys.executable, FAULTS, *hooks, *BASE, "--seed", SEED, "--metrics", str(self.metrics), "--resume", *args]
+        self.proc = subprocess.Popen(cmd, env=child_env(), cwd=str(REPO_ROOT), stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
     def kill(self) -> None:
@@ -215,11 +216,11 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
     ref_records, ref_digest = train(ref_out, "--epochs", "3", "--workers", "2", "--loader", loader)
     ckpt = tmp_path / "ckpt" / "last.pt"
     for kind, at in events:
-        env = {"SEEDER_EXAMPLE_STEP_SLEEP": "0.1"}
+        hooks = ["--fault-step-sleep", "0.1"]
         if kind == "write":
-            env.update(SEEDER_EXAMPLE_CKPT_PAUSE="60", SEEDER_EXAMPLE_CKPT_PAUSE_AT=str(at))
+            hooks += ["--fault-ckpt-pause", "60", "--fault-ckpt-pause-at", str(at)]
         before = torch.load(ckpt, weights_only=True)["step"] if ckpt.exists() else None
-        run = Run(tmp_path, args, env)
+        run = Run(tmp_path, args, hooks)
         if kind == "write":
             if before is not None and before >= at:  # an earlier kill landed after this checkpoint: nothing to interrupt
                 run.kill()
@@ -237,7 +238,7 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
             time.sleep(at)
             if run.proc.poll() is None:
                 run.kill()
-    final = Run(tmp_path, args, {})
+    final = Run(tmp_path, args)
     out, _ = final.proc.communicate(timeout=300)
     assert final.proc.returncode == 0, note
     assert last_digest(out) == ref_digest, note

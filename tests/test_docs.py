@@ -1,0 +1,147 @@
+"""The documentation runs: every ```python block of README.md and docs/*.md, and every relative link resolves.
+
+Each page's blocks run in order in one fresh ``python`` (cwd a temporary directory, this
+checkout on ``PYTHONPATH``, no ``SEEDER_SEED``), so a page may build on its earlier
+blocks. A block fenced ```python no-run is not run. Pages are found by glob: a new page
+is covered without touching this file.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Set, Tuple
+
+import pytest
+
+from helpers import REPO_ROOT, child_env
+
+PAGES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
+# A page whose code starts processes (DataLoader workers, torchrun, multiprocessing) is a slow test.
+STARTS_PROCESSES = re.compile(r"num_workers\s*=\s*[1-9]|torchrun|multiprocessing|mp\.spawn|subprocess")
+FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\((?P<image>[^)\s]+)\)")
+# Pages linked from README/docs that other engineers are writing in this wave. A link to one of them that is
+# missing skips (with the list) instead of failing; empty this set once they are merged.
+PENDING_PAGES = {"docs/dataloader.md", "docs/verify.md", "docs/environment.md", "docs/distributed.md",
+                 "docs/lightning.md", "docs/huggingface.md"}
+
+
+def code_blocks(text: str) -> List[Tuple[int, str, str]]:
+    """``(line number, info string, code)`` of every fenced block of a Markdown text."""
+    blocks, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, info, start = m.group("fence"), m.group("info").strip(), i + 1
+        body = []
+        i += 1
+        while i < len(lines) and not (lines[i].strip().startswith(fence) and lines[i].strip() == fence[0] * len(lines[i].strip())):
+            body.append(lines[i])
+            i += 1
+        blocks.append((start, info, "\n".join(body) + "\n"))
+        i += 1
+    return blocks
+
+
+def python_blocks(page: Path) -> List[Tuple[int, str]]:
+    """The runnable blocks of a page: fenced ```python (not ```python no-run)."""
+    out = []
+    for line, info, code in code_blocks(page.read_text()):
+        words = info.split()
+        if words[:1] == ["python"] and "no-run" not in words[1:]:
+            out.append((line, code))
+    return out
+
+
+def needs_dali(blocks: List[Tuple[int, str]]) -> bool:
+    return any(re.search(r"^\s*(import|from)\s+nvidia\.dali", code, re.M) for _, code in blocks)
+
+
+def dali_missing() -> bool:
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError:
+        return os.environ.get("SEEDER_REQUIRE_DALI") != "1"
+    return False
+
+
+RUNNER = r'''
+import sys, traceback
+blocks = __BLOCKS__
+scope = {"__name__": "__main__"}
+for number, (line, code) in enumerate(blocks, 1):
+    try:
+        exec(compile(code, f"{__PAGE__}:block {number} (line {line})", "exec"), scope)
+    except BaseException:
+        sys.stderr.write(f"\n*** {__PAGE__}: block {number} (line {line}) failed\n")
+        traceback.print_exc()
+        sys.exit(1)
+'''
+
+
+def page_params() -> List[object]:
+    params = []
+    for page in PAGES:
+        code = "".join(c for _, c in python_blocks(page))
+        marks = [pytest.mark.slow] if STARTS_PROCESSES.search(code) else []
+        params.append(pytest.param(page, id=str(page.relative_to(REPO_ROOT)), marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("page", page_params())
+def test_page_code_runs(page: Path, tmp_path: Path) -> None:
+    blocks = python_blocks(page)
+    name = str(page.relative_to(REPO_ROOT))
+    if not blocks:
+        pytest.skip(f"{name} has no ```python block")
+    if needs_dali(blocks) and dali_missing():
+        pytest.skip(f"{name} needs NVIDIA DALI (pip install 'seeder[dali]')")
+    script = RUNNER.replace("__BLOCKS__", repr(blocks)).replace("__PAGE__", repr(name))
+    proc = subprocess.run([sys.executable, "-c", script], cwd=str(tmp_path), env=child_env({"PYTHONWARNINGS": ""}),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"{name}: exit {proc.returncode}\n--- stderr\n{proc.stderr[-6000:]}\n--- stdout\n{proc.stdout[-2000:]}"
+
+
+def relative_links(page: Path) -> List[str]:
+    """Link and image targets of a page outside code blocks that point into the repository."""
+    text = page.read_text()
+    for _, _, code in code_blocks(text):
+        text = text.replace(code, "")
+    targets = []
+    for m in LINK.finditer(text):
+        target = m.group("target") or m.group("image")
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # URLs, mailto:, same-page anchors
+        targets.append(target.split("#")[0])
+    return targets
+
+
+def test_relative_links_point_to_files() -> None:
+    broken: List[str] = []
+    pending: Set[str] = set()
+    for page in PAGES:
+        for target in relative_links(page):
+            path = (page.parent / target).resolve()
+            if path.exists():
+                continue
+            rel = os.path.relpath(path, REPO_ROOT)
+            if rel in PENDING_PAGES:
+                pending.add(rel)
+            else:
+                broken.append(f"{page.relative_to(REPO_ROOT)} -> {target}")
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+    if pending:
+        pytest.skip("links to pages not merged yet: " + ", ".join(sorted(pending)))
+
+
+def test_block_extraction_and_no_run_convention(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("text\n```python\na = 1\n```\n```python no-run\nraise SystemExit(1)\n```\n"
+                    "~~~bash\nls\n~~~\n````python\nb = '```'\n````\n")
+    assert python_blocks(page) == [(2, "a = 1\n"), (11, "b = '```'\n")]
+    assert relative_links(REPO_ROOT / "README.md"), "README.md links nowhere: the link test would check nothing"
