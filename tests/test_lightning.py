@@ -174,6 +174,63 @@ def test_checkpoint_loads_weights_only(quick_ckpt):
     assert all(not k.startswith("loader.") for k in state["seeder"]["ranks"][0]["participants"])  # Lightning carries those
 
 
+@pytest.mark.slow
 def test_import_seeder_does_not_import_lightning():
     code = "import sys, seeder; seeder.DataLoader; seeder.init(1); assert 'lightning' not in sys.modules, 'imported'"
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+# ----------------------------------------------------------------------------------------- Fabric
+def fabric_train(tmp_path, stop_at=None, resume=False, setup_dataloaders=False):
+    """docs/lightning.md's Fabric recipe with the module-level seeder, 2 workers, 2 epochs x 6 steps."""
+    from lightning.fabric import Fabric
+
+    from lightning_common import Net
+
+    gc.collect()  # loaders of earlier runs in this process leave the default seeder
+    fabric = Fabric(accelerator="cpu", devices=1)
+    fabric.launch()
+    seeder.init(master_seed=11, ngpus=fabric.world_size)
+    seeder.reseed(0, 0)
+    model = Net(None).net
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model, optimizer = fabric.setup(model, optimizer)
+    loader = seeder_loader(workers=2)
+    if setup_dataloaders:
+        loader = fabric.setup_dataloaders(loader)
+    state = {"model": model, "optimizer": optimizer, "epoch": 0, "step": 0}
+    if resume:
+        rest = fabric.load(tmp_path / "fabric.ckpt", state)
+        seeder.load_state_dict(rest["seeder"])
+    losses = []
+    for epoch in range(state["epoch"], 2):
+        seeder.reseed(1, epoch)
+        for x, y in loader:
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x), y)
+            optimizer.zero_grad()
+            fabric.backward(loss)
+            optimizer.step()
+            state["step"] += 1
+            losses.append(loss.item())
+            if state["step"] == stop_at:
+                state["epoch"] = epoch  # a finished epoch: the resumed loader yields nothing more of it
+                fabric.save(tmp_path / "fabric.ckpt", {**state, "seeder": seeder.gather_state_dict()})
+                return losses
+    return losses
+
+
+@pytest.mark.slow
+def test_fabric_recipe_resumes_bitwise(tmp_path):
+    full = fabric_train(tmp_path)
+    assert len(full) == 12
+    for stop in (6, 8):  # the epoch boundary, mid-epoch 1
+        assert fabric_train(tmp_path, stop_at=stop) == full[:stop]
+        assert fabric_train(tmp_path, resume=True) == full[stop:]
+
+
+@pytest.mark.slow
+def test_fabric_setup_dataloaders_breaks_resume(tmp_path):
+    """Why the recipe keeps the loader out of setup_dataloaders: its wrapper restarts set_epoch at 0 on resume."""
+    full = fabric_train(tmp_path, setup_dataloaders=True)
+    fabric_train(tmp_path, stop_at=8, setup_dataloaders=True)
+    assert fabric_train(tmp_path, resume=True, setup_dataloaders=True) != full[8:]
