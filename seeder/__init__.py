@@ -33,7 +33,7 @@ _LAZY: Dict[str, str] = {
 }
 #: Module-level functions: the methods of the default Seeder.
 _BOUND = ("init", "get_master_seed", "reseed", "get_seed", "register_generator", "unregister_generator",
-          "state_dict", "load_state_dict", "check_state_dict", "gather_state_dict", "fork_rng")
+          "state_dict", "load_state_dict", "check_state_dict", "gather_state_dict", "fork_rng", "join", "leave")
 _default = None
 
 
@@ -46,7 +46,6 @@ def default_seeder() -> "Seeder":
     global _default
     if _default is None:
         from .core import Seeder
-        from .data import dali  # noqa: F401  imports no DALI; lets register_generator take DALI pipelines
 
         _default = Seeder()
     return _default
@@ -84,6 +83,8 @@ __all__ = [
     "get_seed",
     "register_generator",
     "unregister_generator",
+    "join",
+    "leave",
     "state_dict",
     "load_state_dict",
     "check_state_dict",

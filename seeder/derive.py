@@ -19,8 +19,9 @@ Example:
 from __future__ import annotations
 
 import enum
+import functools
 import numbers
-from typing import Any, List, Sequence
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
@@ -28,6 +29,10 @@ __all__ = [
     "DERIVATION_VERSION",
     "MAX_MASTER_SEED",
     "MAX_KEY",
+    "seed_from_key",
+    "parse_master_seed",
+    "StreamSeeds",
+    "stream_seeds",
     "Domain",
     "derive_seed",
     "numpy_seed",
@@ -53,6 +58,7 @@ class Domain(enum.IntEnum):
     SAMPLER = 3  #: data-order permutation keys (shared by all ranks)
     SAMPLE = 4  #: per-sample augmentation seeds
     DALI = 5  #: DALI pipeline seeds
+    LOADER = 6  #: per-batch seeds of seeder.DataLoader (batch index as the stream)
 
 
 def _is_int(value: Any) -> bool:
@@ -96,6 +102,19 @@ def check_key(value: Any, what: str) -> int:
     return value
 
 
+def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
+    """The master seed written in ``text`` (an environment variable's value), or a ``ValueError`` naming ``source``.
+
+    >>> parse_master_seed(" 42 ")
+    42
+    """
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{source}={text!r} is not an integer; unset it or set it to a seed such as 42") from None
+    return check_master_seed(value, source)
+
+
 def derive_seed(
     master_seed: int,
     domain: int,
@@ -119,10 +138,15 @@ def derive_seed(
         check_key(rank, "rank"),
         check_key(stream, "stream"),
     )
-    return _derive_unchecked(entropy, key)
+    return seed_from_key(entropy, key)
 
 
-def _derive_unchecked(entropy: int, key: tuple) -> int:
+def seed_from_key(entropy: int, key: tuple) -> int:
+    """:func:`derive_seed` for an already validated master seed and 5-word key, without checks (hot paths).
+
+    >>> seed_from_key(0, (1, 0, 0, 0, 0)) == derive_seed(0, Domain.SHARED)
+    True
+    """
     state = np.random.SeedSequence(entropy, spawn_key=key).generate_state(1, np.uint64)
     return int(state[0])
 
@@ -153,7 +177,47 @@ def _mix(x: int, y: int) -> int:
     return r ^ (r >> 16)
 
 
-class _StreamSeeds:
+def _tail_constants() -> List[Tuple[int, int]]:
+    """The hash constants of the stream word's 4 mixing steps: after 4 + 12 + 4 * 4 hashmix calls of the prefix."""
+    hc, out = _INIT_A, []
+    for _ in range(4 + 12 + 16):
+        hc = (hc * _MULT_A) & _M32
+    for _ in range(4):
+        xor = hc
+        hc = (hc * _MULT_A) & _M32
+        out.append((xor, hc))
+    return out
+
+
+_TAIL = _tail_constants()
+_OUTPUT: dict = {}
+_EXACT: List[bool] = []
+
+
+def _output_constants(words: int) -> List[Tuple[int, int, int]]:
+    if words not in _OUTPUT:
+        out, hb = [], _INIT_B
+        for i in range(2 * words):
+            xor = hb
+            hb = (hb * _MULT_B) & _M32
+            out.append((i % 4, xor, hb))
+        _OUTPUT[words] = out
+    return _OUTPUT[words]
+
+
+def _exact() -> bool:
+    """Whether the fast path matches NumPy's SeedSequence (checked once; if NumPy ever changed, stay correct)."""
+    if not _EXACT:
+        _EXACT.append(True)
+        probes = [(2**63 - 1, 4, 7, 0xFFFFFFFF, 3, s) for s in (0, 1, 0xFFFFFFFF)] + [(0, 0, 0, 0, 0, 5)]
+        fast = [StreamSeeds(m, d, t, e, r, 2).seed(s) for m, d, t, e, r, s in probes]
+        ref = [[int(w) for w in np.random.SeedSequence(m, spawn_key=(d, t, e, r, s)).generate_state(2, np.uint64)]
+               for m, d, t, e, r, s in probes]
+        _EXACT[0] = fast == ref
+    return _EXACT[0]
+
+
+class StreamSeeds:
     """``derive_seed(master, domain, task, epoch, rank, stream)[:words]`` for any ``stream``, computed fast.
 
     Bitwise equal to :func:`seeder.derive.derive_seed` (checked on construction; if NumPy's
@@ -163,45 +227,12 @@ class _StreamSeeds:
     def __init__(self, master: int, domain: int, task: int, epoch: int, rank: int, words: int = 1):
         self.prefix = (master, int(domain), task, epoch, rank)
         self.words = words
-        entropy = [0] * 4  # the master seed's 32-bit words, little end first, padded to the pool size
-        for i in range(max(4, (master.bit_length() + 31) // 32)):
-            if i >= 4:
-                entropy.append(0)
-            entropy[i] = (master >> (32 * i)) & _M32
-        entropy += [int(domain), task, epoch, rank]
-        hc = _INIT_A
-
-        def hashmix(value: int) -> int:
-            nonlocal hc
-            value ^= hc
-            hc = (hc * _MULT_A) & _M32
-            value = (value * hc) & _M32
-            return value ^ (value >> 16)
-
-        pool = [hashmix(entropy[i]) for i in range(4)]
-        for src in range(4):
-            for dst in range(4):
-                if src != dst:
-                    pool[dst] = _mix(pool[dst], hashmix(pool[src]))
-        for src in range(4, len(entropy)):
-            for dst in range(4):
-                pool[dst] = _mix(pool[dst], hashmix(entropy[src]))
-        tail = []
-        for dst in range(4):  # the stream word's hashmix constants, data independent
-            xor = hc
-            hc = (hc * _MULT_A) & _M32
-            tail.append((pool[dst], xor, hc))
-        self._tail = tail
-        out, hb = [], _INIT_B
-        for i in range(2 * words):
-            xor = hb
-            hb = (hb * _MULT_B) & _M32
-            out.append((i % 4, xor, hb))
-        self._out = out
-        self.exact = True
-        probe = (0, 1, 0xFFFFFFFF)
-        if [self.seed(s) for s in probe] != [self._reference(s) for s in probe]:
-            self.exact = False  # NumPy changed SeedSequence: stay correct, lose speed
+        # NumPy mixes the master seed's words (padded to 4) and the 4 prefix words into its pool, in C; the
+        # stream word's mixing is what remains, with data-independent constants (see _tail_constants).
+        pool = np.random.SeedSequence(master, spawn_key=self.prefix[1:]).pool
+        self._tail = [(int(base), xor, mul) for base, (xor, mul) in zip(pool, _TAIL)]
+        self._out = _output_constants(words)
+        self.exact = _exact()
 
     def _reference(self, stream: int) -> List[int]:
         ss = np.random.SeedSequence(self.prefix[0], spawn_key=self.prefix[1:] + (stream,))
@@ -244,6 +275,16 @@ class _StreamSeeds:
         return out
 
 
+@functools.lru_cache(maxsize=16)
+def stream_seeds(master: int, domain: int, task: int, epoch: int, rank: int) -> StreamSeeds:
+    """A cached :class:`StreamSeeds` (one 64-bit word per stream) for checked arguments: ``reseed``'s hot path.
+
+    >>> stream_seeds(7, 0, 1, 2, 0).seed(3)[0] == derive_seed(7, Domain.RANK, 1, 2, 0, 3)
+    True
+    """
+    return StreamSeeds(master, domain, task, epoch, rank)
+
+
 def seed_stream_block(master: int, domain: int, task: int, epoch: int, rank: int, streams: Sequence[int]) -> np.ndarray:
     """``derive_seed(master, domain, task, epoch, rank, s)`` for every ``s`` in ``streams``, vectorised (uint64).
 
@@ -257,4 +298,4 @@ def seed_stream_block(master: int, domain: int, task: int, epoch: int, rank: int
     arr = np.asarray(streams)
     if arr.size and (arr.dtype.kind not in "iu" or int(arr.min()) < 0 or int(arr.max()) > _M32):
         raise ValueError("streams must be integers in [0, 2**32 - 1]")
-    return _StreamSeeds(master, domain, task, epoch, rank).seeds(arr.astype(np.uint32))[:, 0]
+    return StreamSeeds(master, domain, task, epoch, rank).seeds(arr.astype(np.uint32))[:, 0]

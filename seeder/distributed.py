@@ -1,29 +1,94 @@
 """Rank and world discovery, master-seed agreement across ranks.
 
 Imports nothing of the package. ``torch.distributed`` is used only when a
-process group is initialised; otherwise the launcher's environment
-(``RANK``/``WORLD_SIZE``, set by ``torchrun``) or the caller's arguments decide.
+process group is initialised; otherwise the caller's arguments and the
+launcher's environment decide, in this order (the first that has a value wins):
+
+====  ==========================  =====================================================================
+1     explicit arguments          ``rank=``, ``ngpus=`` (world size), ``local_rank=``
+2     a process group             ``torch.distributed.get_rank()`` / ``get_world_size()``
+3     torchrun                    ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``
+4     Open MPI (``mpirun``)       ``OMPI_COMM_WORLD_RANK``, ``OMPI_COMM_WORLD_SIZE``, ``OMPI_COMM_WORLD_LOCAL_RANK``
+5     MPICH / Intel MPI (Hydra)   ``PMI_RANK``, ``PMI_SIZE``, ``MPI_LOCALRANKID``
+6     SLURM (``srun``)            ``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``
+7     defaults                    rank = ``local_rank`` (one node) else 0, world size 1
+====  ==========================  =====================================================================
+
+Only one launcher is read: the first whose rank *and* size variables are both
+set (an ``salloc`` shell has ``SLURM_NTASKS`` without ``SLURM_PROCID``; a batch
+script may have ``SLURM_PROCID`` without ``SLURM_NTASKS``: neither is a launch).
+Inner launchers come first: ``torchrun`` or ``mpirun`` inside a SLURM job wins
+over the job's ``SLURM_*`` variables. With a process group, explicit values
+must agree with it. See ``docs/distributed.md``.
 
 Example:
     >>> discover(rank=None, world_size=None, local_rank=None)
-    Topology(rank=0, world_size=1, local_rank=0)
+    Topology(rank=0, world_size=1, local_rank=0, rank_from='default', world_from='default', local_from='rank')
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import NamedTuple, Optional, Tuple
 
 import torch
 
-__all__ = ["Topology", "discover", "process_group_active", "agree_master_seed"]
+__all__ = ["Topology", "Launcher", "LAUNCHERS", "LAUNCHER_VARIABLES", "discover", "process_group_active",
+           "agree_master_seed"]
+
+logger = logging.getLogger("seeder")
 
 
 class Topology(NamedTuple):
-    """Where this process stands: global rank, world size, rank on its node."""
+    """Where this process stands: global rank, world size, rank on its node, and where each value came from.
+
+    ``*_from`` is ``"rank="`` / ``"ngpus="`` / ``"local_rank="`` (an argument), ``"process group"``,
+    an environment variable's name (``"SLURM_PROCID"``), ``"rank"`` (local rank taken as the rank)
+    or ``"default"``.
+
+    >>> Topology(2, 4, 0, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID").describe()
+    'rank 2 (SLURM_PROCID) of 4 (SLURM_NTASKS), local rank 0 (SLURM_LOCALID)'
+    """
 
     rank: int
     world_size: int
     local_rank: int
+    rank_from: str = "default"
+    world_from: str = "default"
+    local_from: str = "default"
+
+    def describe(self) -> str:
+        """One line for the log: each value with its source."""
+        return (f"rank {self.rank} ({self.rank_from}) of {self.world_size} ({self.world_from}), "
+                f"local rank {self.local_rank} ({self.local_from})")
+
+
+class Launcher(NamedTuple):
+    """The environment variables one launcher sets in every process it starts."""
+
+    name: str
+    rank: str
+    size: str
+    local: str
+
+
+LAUNCHERS: Tuple[Launcher, ...] = (
+    Launcher("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
+    Launcher("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    Launcher("MPICH/Intel MPI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+    Launcher("SLURM", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
+)
+"""Launchers in the order they are read (inner launchers before SLURM)."""
+
+LAUNCHER_VARIABLES: Tuple[str, ...] = tuple(v for launcher in LAUNCHERS for v in launcher[1:])
+"""Every variable :func:`discover` reads: clear these for a process that must see no launcher."""
+
+
+class _Found(NamedTuple):
+    launcher: Launcher
+    rank: int
+    size: int
+    local: Optional[int]
 
 
 def process_group_active() -> bool:
@@ -35,59 +100,165 @@ def process_group_active() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
-def _env_int(name: str) -> Optional[int]:
+def _env_int(name: str, low: int = 0) -> Optional[int]:
     raw = os.environ.get(name)
-    if raw is None or raw == "":
+    if raw is None or raw.strip() == "":
         return None
     try:
-        return int(raw)
+        value = int(raw.strip())
     except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r} is not an integer; unset it or fix the launcher") from None
+        raise ValueError(f"environment variable {name}={raw!r} is not an integer; unset it or fix the launcher "
+                         "that set it") from None
+    if value < low:
+        raise ValueError(f"environment variable {name}={raw!r} must be >= {low}; unset it or fix the launcher "
+                         "that set it")
+    return value
+
+
+def _launcher() -> Optional[_Found]:
+    """The first launcher whose rank and size variables are both set, its values checked."""
+    for launcher in LAUNCHERS:
+        has_rank = os.environ.get(launcher.rank, "").strip() != ""
+        has_size = os.environ.get(launcher.size, "").strip() != ""
+        if launcher.name == "SLURM" and not (has_rank and has_size):
+            continue  # salloc/sbatch shells set one of the two: not a task launch
+        if has_rank != has_size:
+            have, miss = (launcher.rank, launcher.size) if has_rank else (launcher.size, launcher.rank)
+            raise ValueError(f"{have} is set but {miss} is not ({launcher.name} sets both); set {miss} too, "
+                             f"or unset {have}")
+        if not has_rank:
+            continue
+        rank, size, local = _env_int(launcher.rank), _env_int(launcher.size, 1), _env_int(launcher.local)
+        assert rank is not None and size is not None
+        if rank >= size:
+            raise ValueError(f"{launcher.rank}={rank} is not below {launcher.size}={size}: the {launcher.name} "
+                             "variables disagree; fix the launch, or pass rank= and ngpus= to seeder.init")
+        if local is not None and local >= size:
+            raise ValueError(f"{launcher.local}={local} is not below {launcher.size}={size}: the {launcher.name} "
+                             "variables disagree; fix the launch, or pass local_rank= to seeder.init")
+        return _Found(launcher, rank, size, local)
+    return None
 
 
 def discover(rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]) -> Topology:
-    """Resolve the global rank and world size.
+    """Resolve the global rank, world size and local rank, each with its source.
 
-    Rank: the explicit ``rank``, else the process group's rank, else ``RANK``,
-    else ``local_rank`` (single-node launchers), else 0. World size: the process
-    group's, else ``WORLD_SIZE``, else ``world_size`` (NVIDIA's ``ngpus``), else 1.
-    A process group always wins over the environment; an explicit value that
-    contradicts it is an error.
+    ``world_size`` is NVIDIA's ``ngpus``. The order is in the module's doc. An
+    explicit ``ngpus`` that differs from a launcher's size > 1, or an explicit
+    ``local_rank`` that differs from the launcher's, means the launcher did not
+    start this process as one of its ranks (``mp.spawn`` inside an ``sbatch``
+    script): that raises, unless ``rank=`` is given too. A launcher of size 1
+    with ``ngpus > 1`` (``srun -n1`` spawning its own processes) is ignored.
+    Logs the result once at INFO (logger ``seeder``) when it changes.
+
+    >>> discover(rank=3, world_size=4, local_rank=1).describe()
+    'rank 3 (rank=) of 4 (ngpus=), local rank 1 (local_rank=)'
     """
-    pg = process_group_active()
-    env_local = _env_int("LOCAL_RANK")
-    local = local_rank if local_rank is not None else (env_local if env_local is not None else None)
-
-    if pg:
-        pg_rank, pg_world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-        if rank is not None and rank != pg_rank:
-            raise ValueError(f"rank={rank} contradicts the process group's rank {pg_rank}; omit rank= to use the process group's")
-        if world_size is not None and world_size != pg_world:
-            raise ValueError(
-                f"ngpus={world_size} contradicts the process group's world size {pg_world}; "
-                "pass the world size (number of processes in all nodes) or omit it")
-        g_rank, world = pg_rank, pg_world
+    if process_group_active():
+        topology = _from_process_group(rank, world_size, local_rank)
     else:
-        env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
-        g_rank = rank if rank is not None else env_rank if env_rank is not None else local if local is not None else 0
-        world = env_world if env_world is not None else world_size if world_size is not None else 1
-        if world_size is not None and env_world is not None and world_size != env_world:
-            raise ValueError(f"ngpus={world_size} contradicts WORLD_SIZE={env_world}; pass the total number of processes")
-    if world < 1:
-        raise ValueError(f"world size must be >= 1, got {world}")
-    if not 0 <= g_rank < world:
-        raise ValueError(f"rank {g_rank} is outside the world of {world} process(es); check rank/ngpus/local_rank")
-    return Topology(int(g_rank), int(world), int(local if local is not None else g_rank))
+        topology = _from_environment(rank, world_size, local_rank)
+    if not 0 <= topology.rank < topology.world_size:
+        raise ValueError(f"rank {topology.rank} (from {topology.rank_from}) is outside the world of "
+                         f"{topology.world_size} process(es) (from {topology.world_from}); pass rank= below ngpus=, "
+                         "or fix the launcher's variables")
+    global _LAST
+    if topology != _LAST:
+        logger.info("seeder topology: %s", topology.describe())
+    _LAST = topology
+    return topology
 
 
-def agree_master_seed(seed: int, explicit: bool) -> Tuple[int, bool]:
+_LAST: Optional[Topology] = None  # the topology discover() returned last in this process
+
+
+def _from_process_group(rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]) -> Topology:
+    pg_rank, pg_world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    if rank is not None and rank != pg_rank:
+        raise ValueError(f"rank={rank} contradicts the process group's rank {pg_rank}; omit rank= to use the "
+                         "process group's")
+    if world_size is not None and world_size != pg_world:
+        raise ValueError(f"ngpus={world_size} contradicts the process group's world size {pg_world}; "
+                         "pass the world size (number of processes in all nodes) or omit it")
+    if local_rank is not None:
+        local, local_from = local_rank, "local_rank="
+    else:
+        found = _launcher()
+        if found is not None and found.local is not None and found.size == pg_world:
+            local, local_from = found.local, found.launcher.local
+        else:
+            env_local = _env_int("LOCAL_RANK")
+            local, local_from = (env_local, "LOCAL_RANK") if env_local is not None else (pg_rank, "rank")
+    return Topology(pg_rank, pg_world, local, "process group", "process group", local_from)
+
+
+def _from_environment(rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]) -> Topology:
+    found = None if rank is not None and world_size is not None else _launcher()
+    if found is not None and world_size is not None and world_size != found.size:
+        if found.size > 1:
+            raise ValueError(
+                f"ngpus={world_size} contradicts {found.launcher.size}={found.size} ({found.launcher.name}): "
+                f"if {found.launcher.name} started every process, pass ngpus={found.size} or omit it; if you start "
+                "processes yourself, pass each one's global rank= as well")
+        found = None  # one task that starts its own processes: its variables describe the task, not them
+    if (found is not None and rank is None and local_rank is not None and found.local is not None
+            and local_rank != found.local):
+        raise ValueError(
+            f"local_rank={local_rank} contradicts {found.launcher.local}={found.local} ({found.launcher.name}): "
+            f"if {found.launcher.name} started every process, pass local_rank={found.local} or omit it; if you start "
+            "processes yourself, pass each one's global rank= and ngpus= as well")
+    env_local = _env_int("LOCAL_RANK")
+    if local_rank is not None:
+        local: Optional[int] = local_rank
+        local_from = "local_rank="
+    elif found is not None and found.local is not None:
+        local, local_from = found.local, found.launcher.local
+    elif env_local is not None:
+        local, local_from = env_local, "LOCAL_RANK"
+    else:
+        local, local_from = None, "rank"
+    if rank is not None:
+        g_rank, rank_from = rank, "rank="
+    elif found is not None:
+        g_rank, rank_from = found.rank, found.launcher.rank
+    elif local is not None:
+        g_rank, rank_from = local, local_from
+    else:
+        g_rank, rank_from = 0, "default"
+    if world_size is not None:
+        world, world_from = world_size, "ngpus="
+    elif found is not None:
+        world, world_from = found.size, found.launcher.size
+    else:
+        world, world_from = 1, "default"
+    if local is None:
+        local = g_rank
+    return Topology(int(g_rank), int(world), int(local), rank_from, world_from, local_from)
+
+
+def agree_master_seed(seed: int, explicit: bool, topology: Optional[Topology] = None) -> Tuple[int, bool]:
     """Make every rank use rank 0's master seed; raise if explicit seeds disagree.
 
-    Every rank learns every other rank's value, so either all ranks return the
-    same seed or all raise the same error (no rank is left waiting).
-    Returns ``(seed, explicit_on_any_rank)``. Without a process group it returns its input.
+    With a process group every rank learns every other rank's value, so either
+    all ranks return the same seed or all raise the same error (no rank is left
+    waiting). Returns ``(seed, explicit_on_any_rank)``.
+
+    Without a process group ranks cannot agree on a *drawn* seed: if the world
+    (``topology``, else the one :func:`discover` returned last) has more than one
+    process and ``explicit`` is false, this raises ``RuntimeError`` naming the
+    fixes (``master_seed=``, ``SEEDER_SEED``, or a process group first).
+
+    >>> agree_master_seed(42, True, Topology(1, 4, 1))
+    (42, True)
     """
     if not process_group_active():
+        topology = topology if topology is not None else _LAST
+        if not explicit and topology is not None and topology.world_size > 1:
+            raise RuntimeError(
+                f"no master seed was given and there is no torch.distributed process group, but this is "
+                f"{topology.describe()}: each process would draw its own seed. Pass the same master_seed= to every "
+                "process, set SEEDER_SEED (seeder run --seed N does), or call "
+                "torch.distributed.init_process_group() before seeder.init()")
         return seed, explicit
     dist = torch.distributed
     world = dist.get_world_size()

@@ -28,6 +28,7 @@ __all__ = [
     "AcceleratorAdapter",
     "global_adapters",
     "accelerator_types",
+    "on_cpu",
     "StateError",
 ]
 
@@ -37,11 +38,34 @@ def _expect(cond: bool, where: str, msg: str) -> None:
         raise StateError(f"{where}: {msg}")
 
 
+_CPU_FIX = "load the checkpoint with torch.load(..., map_location='cpu')"
+
+
 def _uint8_tensor(value: Any, where: str) -> None:
     if not isinstance(value, torch.Tensor):
         raise StateError(f"{where}: expected a torch.uint8 tensor, got {type(value).__name__}")
     if value.dtype != torch.uint8 or value.dim() != 1:
-        raise StateError(f"{where}: expected a 1-d torch.uint8 tensor, got {value.dtype} with shape {tuple(value.shape)}")
+        raise StateError(f"{where}: expected a 1-d torch.uint8 tensor, got {value.dtype} with shape "
+                         f"{tuple(value.shape)}; {_CPU_FIX} and pass its RNG states on unchanged")
+    _has_data(value, where)
+
+
+def _has_data(value: torch.Tensor, where: str) -> None:
+    if value.device.type == "meta":
+        raise StateError(f"{where}: the tensor is on the meta device and holds no values; {_CPU_FIX}")
+
+
+def on_cpu(value: torch.Tensor) -> torch.Tensor:
+    """``value`` itself if it is on the CPU, else a CPU copy.
+
+    A checkpoint loaded with ``torch.load(..., map_location="cuda")`` has its RNG
+    states on the GPU, where ``torch.Generator.set_state`` refuses them ("RNG state
+    must be a torch.ByteTensor"); the adapters move them back with this.
+
+    >>> t = torch.zeros(2, dtype=torch.uint8); on_cpu(t) is t
+    True
+    """
+    return value if value.device.type == "cpu" else value.cpu()
 
 
 class RNGAdapter:
@@ -146,7 +170,9 @@ class NumpyRandomStateAdapter(RNGAdapter):
             raise StateError(f"{where}: unsupported NumPy bit generator {state['kind']!r}")
         key = state["key"]
         if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
-            raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits)")
+            raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
+                             f"{_CPU_FIX} and pass its RNG states on unchanged")
+        _has_data(key, where)
         pos = state["pos"]
         _expect(type(pos) is int and 0 <= pos <= 624, where, "pos must be an int in [0, 624]")
         _expect(state["has_gauss"] in (0, 1), where, "has_gauss must be 0 or 1")
@@ -154,7 +180,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def set_state(self, state: Dict[str, Any]) -> None:
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
-        key = state["key"].numpy().view(np.uint32).tolist()
+        key = on_cpu(state["key"]).numpy().view(np.uint32).tolist()
         self.rng.set_state((state["kind"], key, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
 
@@ -220,9 +246,9 @@ def _plain(obj: Any) -> Any:
 def _unplain(obj: Any) -> Any:
     if isinstance(obj, dict):
         if "__uint64__" in obj:
-            return obj["__uint64__"].numpy().view(np.uint64).copy()
+            return on_cpu(obj["__uint64__"]).numpy().view(np.uint64).copy()
         if "__ndarray__" in obj:
-            arr, dtype = obj["__ndarray__"].numpy(), np.dtype(obj["dtype"])
+            arr, dtype = on_cpu(obj["__ndarray__"]).numpy(), np.dtype(obj["dtype"])
             if dtype.kind in "ui" and arr.size:
                 info = np.iinfo(dtype)
                 if arr.min() < info.min or arr.max() > info.max:
@@ -258,7 +284,7 @@ class TorchGeneratorAdapter(RNGAdapter):
         _expect(state.numel() == want, where, f"expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
 
     def set_state(self, state: torch.Tensor) -> None:
-        self.generator.set_state(state)
+        self.generator.set_state(on_cpu(state))  # CPU and CUDA generators both take their state as a CPU tensor
 
 
 TorchCPUAdapter = TorchGeneratorAdapter
@@ -299,6 +325,7 @@ class AcceleratorAdapter(RNGAdapter):
             _expect(s.numel() == c.numel(), f"{where}[{i}]", f"expected {c.numel()} bytes, got {s.numel()}")
 
     def set_state(self, state: List[torch.Tensor]) -> None:
+        state = [on_cpu(s) for s in state]  # states loaded with map_location="cuda" go back to the CPU
         if hasattr(self.module, "set_rng_state_all"):
             self.module.set_rng_state_all(state)
         else:

@@ -11,7 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 @pytest.fixture(autouse=True)
 def _clean_seeder_env(monkeypatch):
     """No test sees a stray SEEDER_SEED or launcher rank from the calling shell."""
-    for var in ("SEEDER_SEED", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+    from seeder.distributed import LAUNCHER_VARIABLES
+
+    for var in ("SEEDER_SEED", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR", "SEEDER_TRACE", *LAUNCHER_VARIABLES):
         monkeypatch.delenv(var, raising=False)
     yield
 

@@ -249,6 +249,10 @@ def test_unregister_unknown_and_double_register():
     rng = random.Random()
     with pytest.raises(ValueError, match="not registered"):
         s.unregister_generator(rng)
+    with pytest.raises(RuntimeError, match="before seeder.init"):
+        s.register_generator(rng)  # init would drop it again: registering before init is a mistake
+    assert s.participants() == []
+    s.init(1)
     s.register_generator(rng)
     with pytest.raises(ValueError, match="already registered"):
         s.register_generator(rng)

@@ -52,4 +52,4 @@ def test_import_seeder_does_not_import_dali_in_this_process_if_not_already():
 
     assert "seeder.dali" in sys.modules
     # Other tests may import DALI themselves; seeder.dali must never be the one: it only peeks.
-    assert seeder.dali._pipeline_class() is getattr(sys.modules.get("nvidia.dali.pipeline"), "Pipeline", None)
+    assert seeder.dali.pipeline_class() is getattr(sys.modules.get("nvidia.dali.pipeline"), "Pipeline", None)

@@ -189,7 +189,6 @@ def test_user_seeder_sampler_is_used():
     loader = DataLoader(Noisy(), batch_size=BS, sampler=smp, seeder=s)
     s.reseed(1, 0)
     got = torch.cat(list(loader))[:, 0].long().tolist()
-    s.reseed(1, 0) if False else None
     assert loader.sampler is smp and len(got) == smp.num_samples
 
 
@@ -220,3 +219,11 @@ def test_workers_match_main_process_and_resume_with_other_counts(reference):
     head, state = train(s, loader, 2, stop=3)
     same(head, reference[:3])
     same(resume(state, 2, num_workers=3), reference[3:])  # saved with 2 workers, resumed with 3
+
+
+@pytest.mark.slow
+def test_spawn_workers_resume_exactly(reference):
+    s, loader = fresh(2, multiprocessing_context="spawn", persistent_workers=True)
+    head, state = train(s, loader, 1, stop=2)
+    same(head, reference[:2])
+    same(resume(state, 2, num_workers=0), reference[2:])

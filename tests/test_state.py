@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from seeder import Seeder, SeederWarning, StateError, digest
-from seeder.core import GATHERED_FORMAT
+from seeder.state import GATHERED_FORMAT
 
 
 class Perturbation:
@@ -307,7 +307,7 @@ def test_numpy_generator_words_out_of_range_are_rejected():
 
 def test_fork_rng_leaves_participants_alone(setup):
     pos = Position()
-    setup.s.attach(pos)
+    setup.s.join(pos)
     with setup.s.fork_rng():
         pos.index = 5  # a sampler moving inside the block keeps its position: it is not an RNG
     assert pos.index == 5
@@ -531,7 +531,7 @@ class Position:
 
 def test_attached_participant_round_trip_and_validation(setup):
     pos = Position()
-    setup.s.attach(pos)
+    setup.s.join(pos)
     setup.s.reseed(1, 3)
     pos.index = 17
     state = roundtrip(setup.s.state_dict())

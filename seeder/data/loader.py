@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import random
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -40,7 +41,7 @@ import torch.utils.data
 from .. import trace
 from ..checks import check_int, is_int
 from ..core import Seeder
-from ..derive import check_key
+from ..derive import Domain, check_key
 from ..errors import StateError
 from .sampler import DistributedSampler
 from .workers import SeedSource, dataloader_generator, seed_globals
@@ -50,7 +51,7 @@ __all__ = ["DataLoader", "LOADER_DOMAIN", "LOADER_STATE_VERSION", "batch_seeds"]
 logger = logging.getLogger("seeder")
 
 #: Derivation domain of the per-batch seeds (after ``seeder.derive.Domain.DALI``; reserved for the loader).
-LOADER_DOMAIN = 6
+LOADER_DOMAIN = int(Domain.LOADER)
 #: Version of the layout of :meth:`DataLoader.state_dict`.
 LOADER_STATE_VERSION = 1
 _STATE_KEYS = frozenset({"format", "version", "epoch", "batch", "position", "batch_size", "drop_last", "num_batches",
@@ -103,7 +104,12 @@ class _Batches(torch.utils.data.BatchSampler):
 
     def __init__(self, sampler: DistributedSampler, batch_size: int, drop_last: bool, loader: "DataLoader"):
         super().__init__(sampler, batch_size, drop_last)
-        self.loader = loader
+        self._loader = weakref.ref(loader)  # no cycle: a dropped loader leaves the seeder at once
+
+    @property
+    def loader(self) -> "DataLoader":
+        """The loader this batch sampler serves."""
+        return self._loader()
 
     def __len__(self) -> int:
         n = self.sampler.num_samples
@@ -261,7 +267,7 @@ class DataLoader(torch.utils.data.DataLoader):
         object.__setattr__(self, "sampler", sampler)
         object.__setattr__(self, "batch_size", batch_size)
         object.__setattr__(self, "drop_last", drop_last)
-        seeder.attach(self)
+        seeder.join(self)
 
     # ------------------------------------------------------------ positions
     @property

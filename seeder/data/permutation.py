@@ -148,13 +148,13 @@ class FeistelPermutation:
             todo = todo[z >= self.n]
         return y.view(np.int64)
 
-    def _apply(self, positions: np.ndarray) -> np.ndarray:
+    def apply_unchecked(self, positions: np.ndarray) -> np.ndarray:
         """Values at ``positions`` (uint64 in [0, n)), no validation: the sampler's fast path."""
         return self._walk(positions, range(self.rounds))
 
     def __call__(self, positions: Any) -> np.ndarray:
         pos = _positions(positions, self.n)
-        return self._apply(pos.astype(np.uint64).ravel()).reshape(pos.shape)
+        return self.apply_unchecked(pos.astype(np.uint64).ravel()).reshape(pos.shape)
 
     def inverse(self, values: Any) -> np.ndarray:
         """Positions of ``values`` (the inverse permutation)."""
@@ -178,11 +178,12 @@ class TablePermutation:
     def __repr__(self) -> str:
         return f"TablePermutation(n={self.n}, key={self.key})"
 
-    def _apply(self, positions: np.ndarray) -> np.ndarray:
+    def apply_unchecked(self, positions: np.ndarray) -> np.ndarray:
+        """Values at ``positions`` (uint64 in [0, n)), no validation: the sampler's fast path."""
         return self.table[positions.astype(np.int64)]
 
     def __call__(self, positions: Any) -> np.ndarray:
-        return self._apply(_positions(positions, self.n))
+        return self.apply_unchecked(_positions(positions, self.n))
 
     def inverse(self, values: Any) -> np.ndarray:
         inv = np.empty_like(self.table)

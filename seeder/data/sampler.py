@@ -29,18 +29,22 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import numbers
+import operator
+import sys
 import warnings
+import weakref
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import torch
 import torch.utils.data.distributed
 
+from ..checks import check_bool, is_int
 from ..core import Seeder
 from ..derive import MAX_KEY, MAX_MASTER_SEED, Domain, check_key, derive_seed
 from ..distributed import process_group_active
 from ..errors import SeederWarning, StateError
+from .audit import audit_loader, find_loader, loader_on_stack
 from .permutation import keyed_permutation
 
 __all__ = ["DistributedSampler", "MODES", "SAMPLER_STATE_VERSION"]
@@ -65,16 +69,6 @@ def _default_seeder() -> Seeder:
     return default_seeder()
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
-def _check_bool(value: Any, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return bool(value)
-
-
 def _shard_sizes(n: int, replicas: int, drop_last: bool) -> Tuple[int, int]:
     """``(num_samples, total_size)`` exactly as torch's DistributedSampler computes them."""
     if drop_last and n % replicas != 0:
@@ -82,6 +76,48 @@ def _shard_sizes(n: int, replicas: int, drop_last: bool) -> Tuple[int, int]:
     else:
         num_samples = math.ceil(n / replicas)
     return num_samples, num_samples * replicas
+
+
+class _Progress:
+    """How far one ``iter(sampler)`` got: the block being drawn from and its list iterator."""
+
+    def __init__(self, start: int):
+        self.start = self.block_start = start
+        self.current: Optional[Iterator[int]] = None
+        self.current_len = 0
+        self.started = False
+
+    def yielded(self) -> int:
+        if self.current is None:
+            return self.block_start
+        return self.block_start + self.current_len - operator.length_hint(self.current)
+
+
+class _SamplerIterator(itertools.chain):
+    """``iter(DistributedSampler)``: C-speed iteration, and torchdata's ``Stateful`` iterator protocol.
+
+    torchdata's ``StatefulDataLoader`` saves ``state_dict()`` (the indices drawn so far) with
+    the sampler's own state, and on resume calls ``load_state_dict`` on a fresh iterator
+    before drawing from it: the iterator then starts there, in O(1).
+    """
+
+    progress: _Progress
+    sampler: "DistributedSampler"
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"format": "seeder.sampler_iter", "yielded": self.progress.yielded()}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if not isinstance(state, dict) or state.get("format") != "seeder.sampler_iter":
+            raise StateError("not a seeder sampler iterator state: pass the dict returned by iter(sampler).state_dict()")
+        yielded = state.get("yielded")
+        if not is_int(yielded) or not 0 <= yielded <= self.sampler.num_samples:
+            raise StateError(f"sampler iterator state['yielded'] must be an int in [0, {self.sampler.num_samples}], "
+                             f"got {yielded!r}")
+        if self.progress.started:
+            raise RuntimeError("load the sampler iterator's state before drawing from it")
+        self.progress.start = self.progress.block_start = int(yielded)
+        self.sampler.note_tracked()
 
 
 class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
@@ -139,18 +175,18 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
             num_replicas = torch.distributed.get_world_size() if process_group_active() else 1
         if rank is None:
             rank = torch.distributed.get_rank() if process_group_active() else 0
-        if not _is_int(num_replicas):
+        if not is_int(num_replicas):
             raise TypeError(f"num_replicas must be an int (the number of ranks), got {type(num_replicas).__name__} {num_replicas!r}")
         if num_replicas < 1:
             raise ValueError(f"num_replicas must be >= 1 (the number of ranks), got {num_replicas}")
-        if not _is_int(rank):
+        if not is_int(rank):
             raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"Invalid rank {rank}: rank must be in [0, {num_replicas - 1}] for num_replicas={num_replicas}")
-        shuffle = _check_bool(shuffle, "shuffle")
-        drop_last = _check_bool(drop_last, "drop_last")
+        shuffle = check_bool(shuffle, "shuffle")
+        drop_last = check_bool(drop_last, "drop_last")
         if seed is not None:
-            if not _is_int(seed):
+            if not is_int(seed):
                 raise TypeError(f"seed must be None (use the seeder's master seed) or an int, got {type(seed).__name__} {seed!r}")
             if not 0 <= seed <= MAX_MASTER_SEED:
                 raise ValueError(f"seed must be None (use the seeder's master seed) or an int in [0, 2**63 - 1], got {seed!r}")
@@ -159,7 +195,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         task, stream = check_key(task, "task"), check_key(stream, "stream")
         if with_epoch is not None:
-            with_epoch = _check_bool(with_epoch, "with_epoch")
+            with_epoch = check_bool(with_epoch, "with_epoch")
         if seeder is None:
             seeder = _default_seeder()
         elif not isinstance(seeder, Seeder):
@@ -185,8 +221,12 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._handed = 0  # end of the last block handed to the DataLoader (>= indices it pulled)
         self._finished = False  # the live iteration has handed out its last block
         self._warned_epoch: Optional[int] = None
-        if _check_bool(join, "join"):
-            seeder.attach(self)
+        self._audited: Optional[Any] = None  # weak reference to the DataLoader holding this sampler, once looked up
+        self._warned_causes: set = set()
+        self._under_loader = False  # a DataLoader iterator was seen drawing from this sampler
+        self._tracked = False  # a loader that saves the iterator's position (torchdata) iterates this sampler
+        if check_bool(join, "join"):
+            seeder.join(self)
 
     # ------------------------------------------------------------- epochs
     def set_epoch(self, epoch: int) -> None:
@@ -236,11 +276,10 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         key = self._key(epoch) if self.shuffle else 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
-        if self.mode == "torch":
-            blocks = self._torch_blocks(key, start)
-        else:
-            blocks = self._feistel_blocks(key, start)
-        return itertools.chain.from_iterable(self._iters(blocks, token, start, epoch))
+        progress = _Progress(start)
+        it = _SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
+        it.progress, it.sampler = progress, self
+        return it
 
     def blocks(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
         """This rank's indices of ``epoch`` from its sample ``start`` on, as int64 arrays; no bookkeeping.
@@ -257,7 +296,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         True
         """
         epoch = check_key(epoch, "epoch")
-        if not _is_int(start) or not 0 <= start <= self.num_samples:
+        if not is_int(start) or not 0 <= start <= self.num_samples:
             raise ValueError(f"start must be an int in [0, {self.num_samples}], got {start!r}")
         key = self._key(epoch) if self.shuffle else 0
         if self.mode == "torch":
@@ -279,7 +318,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         while j < self.num_samples:
             stop = min(self.num_samples, j + size)
             pos = self._positions(j, stop)
-            yield perm._apply(pos) if perm is not None else pos.view(np.int64)
+            yield perm.apply_unchecked(pos) if perm is not None else pos.view(np.int64)
             j, size = stop, min(size * 4, _BLOCK)
 
     def _torch_blocks(self, key: int, start: int) -> Iterator[np.ndarray]:
@@ -295,17 +334,40 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
             pos = self._positions(j, min(self.num_samples, j + _BLOCK))
             yield perm[pos.view(np.int64)] if perm is not None else pos.view(np.int64)
 
-    def _iters(self, blocks: Iterator[np.ndarray], token: object, start: int, epoch: int) -> Iterator[Iterator[Any]]:
-        """One C-level iterator per block (ints made as they are pulled); records how far the DataLoader got."""
+    def _iters(self, key: int, token: object, progress: "_Progress", epoch: int) -> Iterator[Iterator[Any]]:
+        """One C-level iterator per block (list iterators: they know how much is left); records how far the DataLoader got."""
+        progress.started = True
+        if self._audited is None:
+            found = loader_on_stack(self)
+            if found is True:
+                self._audited = None  # a DataLoader iterates this sampler: look it up when the state is taken
+                self._under_loader = True
+            elif found is not None:
+                self._audited = weakref.ref(found)
+        start = progress.start
+        if self._token is token:
+            self._handed = start
+        blocks = self._torch_blocks(key, start) if self.mode == "torch" else self._feistel_blocks(key, start)
         end = start
         for block in blocks:
+            progress.block_start = end
             end += len(block)
             if self._token is token:
                 self._handed = end
-            view = memoryview(block)
-            yield zip(itertools.repeat(epoch), view) if self.with_epoch else iter(view)
+            items = block.tolist()
+            progress.current, progress.current_len = iter(items), len(items)
+            yield zip(itertools.repeat(epoch), progress.current) if self.with_epoch else progress.current
+        progress.current = None
+        progress.block_start = end
         if self._token is token:
             self._finished = True
+
+    def note_tracked(self) -> None:
+        """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``).
+
+        :meth:`state_dict` then no longer warns that no position was reported with :meth:`advance`.
+        """
+        self._tracked = True
 
     @property
     def consumed(self) -> int:
@@ -327,7 +389,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         >>> sampler.state_dict()["position"]
         3
         """
-        if not _is_int(n) or n < 0:
+        if not is_int(n) or n < 0:
             raise ValueError(f"advance() takes the number of samples consumed (an int >= 0), got {n!r}")
         if self._consumed + n > self._handed:
             raise ValueError(
@@ -346,15 +408,9 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         >>> st["epoch"], st["position"], st["dataset_len"]
         (0, 0, 8)
         """
-        if self._consumed == 0 and self._handed > 0 and not self._finished and self._warned_epoch != self.epoch:
-            self._warned_epoch = self.epoch
-            warnings.warn(
-                f"sampler.state_dict(): epoch {self.epoch} is being iterated but no sample was reported "
-                "consumed, so this state resumes at the start of the epoch; call sampler.advance(len(batch)) "
-                "after each training step to resume mid-epoch",
-                SeederWarning,
-                stacklevel=2,
-            )
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("torchdata."):
+            self.note_tracked()  # torchdata's StatefulDataLoader saves the iterator's position with this state
+        self._warn_inexact("state_dict")
         return {
             "format": "seeder.sampler",
             "version": SAMPLER_STATE_VERSION,
@@ -390,10 +446,10 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
                     f"the sampler state was saved with {what[name]} {state[name]!r}, this sampler has {have!r}; "
                     f"resume with the same dataset, world size and sampler arguments")
         for name, hi in (("epoch", MAX_KEY), ("key", _M64)):
-            if not _is_int(state[name]) or not 0 <= state[name] <= hi:
+            if not is_int(state[name]) or not 0 <= state[name] <= hi:
                 raise StateError(f"sampler state[{name!r}] must be an int in [0, {hi}], got {state[name]!r}")
         pos = state["position"]
-        if not _is_int(pos) or not 0 <= pos <= self.num_samples:
+        if not is_int(pos) or not 0 <= pos <= self.num_samples:
             raise StateError(f"sampler state['position'] must be an int in [0, {self.num_samples}], got {pos!r}")
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -415,6 +471,30 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._resume = self._consumed = self._handed = int(state["position"])
         self._token, self._finished = object(), False
         self._warned_epoch = None
+        self._warn_inexact("load_state_dict")
+
+    def _warn_inexact(self, what: str) -> None:
+        """One :class:`SeederWarning` per way the loader around this sampler loses exactness (see :mod:`.audit`)."""
+        if self._warned_epoch != self.epoch and not self._tracked and self._consumed == 0 and self._handed > 0:
+            self._warned_epoch = self.epoch
+            if self._finished:
+                msg = (f"sampler.{what}(): the DataLoader drew every index of epoch {self.epoch} (it prefetches) but no "
+                       "sample was reported consumed, so this state resumes at the start of the epoch; call "
+                       "sampler.advance(len(batch)) after each training step (or use seeder.DataLoader)")
+            else:
+                msg = (f"sampler.{what}(): epoch {self.epoch} is being iterated but no sample was reported consumed, so "
+                       "this state resumes at the start of the epoch; call sampler.advance(len(batch)) after each "
+                       "training step to resume mid-epoch (or use seeder.DataLoader)")
+            warnings.warn(msg, SeederWarning, stacklevel=3)
+        if self._audited is None and self._under_loader:
+            loader = find_loader(self)  # a gc scan, once: single-process loading leaves no DataLoader on the stack
+            self._audited = weakref.ref(loader) if loader is not None else (lambda: None)
+        mid = 0 < self._consumed < self.num_samples or (self._handed > 0 and self._consumed < self.num_samples)
+        for problem in audit_loader(self._audited() if self._audited is not None else None, mid_epoch=mid):
+            cause = problem.split(":")[0]
+            if cause not in self._warned_causes:
+                self._warned_causes.add(cause)
+                warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=3)
 
     def __repr__(self) -> str:
         return (f"seeder.DistributedSampler(len={self._n}, num_replicas={self.num_replicas}, rank={self.rank}, "

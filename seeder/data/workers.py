@@ -37,7 +37,7 @@ import torch.utils.data
 
 from .. import derive
 from ..core import Seeder
-from ..derive import Domain, _StreamSeeds, check_key, numpy_seed, seed_stream_block
+from ..derive import Domain, StreamSeeds, check_key, numpy_seed, seed_stream_block
 from ..rngs import adapter_for
 
 __all__ = [
@@ -276,7 +276,7 @@ class SeededDataset(torch.utils.data.Dataset):
         self._init_transient()
 
     def _init_transient(self) -> None:
-        self._cache: "OrderedDict[Tuple[int, int, int], _StreamSeeds]" = OrderedDict()
+        self._cache: "OrderedDict[Tuple[int, int, int], StreamSeeds]" = OrderedDict()
         self._worker_epoch: Optional[int] = None
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -307,11 +307,11 @@ class SeededDataset(torch.utils.data.Dataset):
             raise ValueError(f"SeededDataset key must be (epoch, index) with non-negative ints, got {key!r}")
         return epoch, index
 
-    def _deriver(self, master: int, epoch: int, hi: int, words: int) -> _StreamSeeds:
+    def _deriver(self, master: int, epoch: int, hi: int, words: int) -> StreamSeeds:
         ck = (epoch, hi, words)
         d = self._cache.get(ck)
         if d is None or d.prefix[0] != master:
-            d = _StreamSeeds(master, Domain.SAMPLE, self.task, epoch, hi, words)
+            d = StreamSeeds(master, Domain.SAMPLE, self.task, epoch, hi, words)
             self._cache[ck] = d
             while len(self._cache) > 4:
                 self._cache.popitem(last=False)

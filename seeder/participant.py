@@ -1,0 +1,206 @@
+"""The participant protocol: the one way samplers, loaders, pipelines and generators join a seeder.
+
+A participant is reseeded by every :meth:`seeder.Seeder.reseed` (after the global
+RNGs) and, when it keeps state, saved by :meth:`seeder.Seeder.state_dict` under
+``participants["<seeder_kind>.<n>"]`` and restored by ``load_state_dict`` after
+``check_state_dict`` accepted it. Anything with these members is a participant
+(duck typing; subclassing :class:`Participant` is optional). It joins with
+``seeder.join(obj, weak=True)``; :func:`participant_for` turns objects of known
+libraries (DALI pipelines) into participants, whatever was imported first.
+
+Registered generators (``register_generator(f)``) are :class:`GeneratorParticipant`:
+a callable ``f(seed)`` or an RNG object with an adapter from :mod:`seeder.rngs`.
+
+Example:
+    >>> import random, seeder
+    >>> class Noise:
+    ...     seeder_kind = "noise"
+    ...     def __init__(self): self.rng = random.Random()
+    ...     def seeder_reseed(self, seeder, task_id, epoch): self.rng.seed(seeder.get_seed(task_id, epoch, stream=99))
+    ...     def state_dict(self): return {"state": list(self.rng.getstate()[1])}
+    ...     def check_state_dict(self, state): pass
+    ...     def load_state_dict(self, state): self.rng.setstate((3, tuple(state["state"]), None))
+    >>> isinstance(Noise(), Participant)
+    True
+    >>> s = seeder.Seeder(); s.init(1); n = Noise(); s.join(n); s.reseed(1, 0)
+    >>> sorted(s.state_dict()["participants"])
+    ['noise.0']
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Optional, Protocol, runtime_checkable
+
+import torch
+
+from .errors import StateError
+from .rngs import RNGAdapter, adapter_for
+
+__all__ = ["Participant", "GeneratorParticipant", "participant_for", "describe", "saves_state", "validates_state",
+           "owner_saves_state", "require_participant", "PLUGINS"]
+
+
+@runtime_checkable
+class Participant(Protocol):
+    """What a sampler, loader, pipeline or generator wrapper implements to join a :class:`seeder.Seeder`.
+
+    ``check_state_dict`` raises :class:`seeder.errors.StateError` and changes nothing;
+    ``state_dict`` returns only tensors and plain values (``torch.load(weights_only=True)``).
+    A participant with no state returns ``None`` from ``state_dict`` and is not saved.
+    """
+
+    seeder_kind: str
+
+    def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
+        """Follow ``seeder.reseed(task_id, epoch)``."""
+
+    def state_dict(self) -> Any:
+        """This participant's state, or ``None`` when it keeps none."""
+
+    def check_state_dict(self, state: Any) -> None:
+        """Raise :class:`seeder.errors.StateError` if ``state`` cannot be loaded; change nothing."""
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore a state that :meth:`check_state_dict` accepted."""
+
+
+def describe(obj: Any) -> str:
+    """A short name for ``obj`` in messages: its qualified name, else its type's name.
+
+    >>> describe(len), describe(3)
+    ('len', 'int')
+    """
+    return getattr(obj, "__qualname__", None) or type(obj).__name__
+
+
+def owner_saves_state(obj: Any) -> bool:
+    """Whether ``obj`` (the owner of a registered bound method) saves its RNG with ``state_dict``/``load_state_dict``.
+
+    Modules and optimizers have those methods too, but they hold weights, not the RNG, so they do not count.
+
+    >>> owner_saves_state(None)
+    False
+    """
+    if obj is None or isinstance(obj, (torch.nn.Module, torch.optim.Optimizer)):
+        return False
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
+class GeneratorParticipant:
+    """A registered generator: a callable ``f(seed)`` or an RNG object, with its own stream.
+
+    ``stream`` is the generator's place among those registered since :meth:`seeder.Seeder.init`
+    (from 1); ``shared=True`` takes the seed that is equal on every rank.
+
+    >>> import random
+    >>> g = GeneratorParticipant(random.Random(), shared=False, stream=1)
+    >>> g.seed(5); g.saves_state, g.seeder_kind
+    (True, 'generator')
+    """
+
+    seeder_kind = "generator"
+
+    def __init__(self, gen: Any, shared: bool, stream: int):
+        self.gen = gen
+        self.shared = shared
+        self.stream = stream
+        self.adapter: Optional[RNGAdapter] = adapter_for(gen)
+        owner = getattr(gen, "__self__", None)
+        self.owner = owner if self.adapter is None and owner_saves_state(owner) else None
+        self.seed: Callable[[int], Any] = self.adapter.seed if self.adapter is not None else gen
+        self.warned = False
+
+    def matches(self, gen: Any) -> bool:
+        """Whether ``gen`` is this generator (bound methods are new objects on each access but compare equal)."""
+        return self.gen is gen or (callable(gen) and hasattr(gen, "__self__") and self.gen == gen)
+
+    def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
+        self.seed(seeder.stream_seed(task_id, epoch, shared=self.shared, stream=self.stream))
+
+    @property
+    def saves_state(self) -> bool:
+        """Whether this generator's state can be saved (an RNG object, or an owner with ``state_dict``)."""
+        return self.adapter is not None or self.owner is not None
+
+    @property
+    def validates_state(self) -> bool:
+        """Whether :meth:`check_state_dict` really checks (so loading a checked state cannot fail)."""
+        return self.adapter is not None or callable(getattr(self.owner, "check_state_dict", None))
+
+    def state_dict(self) -> Any:
+        if self.adapter is not None:
+            return self.adapter.get_state()
+        return self.owner.state_dict() if self.owner is not None else None
+
+    def check_state_dict(self, state: Any) -> None:
+        if self.adapter is not None:
+            self.adapter.check_state(state, f"generator {self.stream} ({describe(self.gen)})")
+        elif callable(getattr(self.owner, "check_state_dict", None)):
+            self.owner.check_state_dict(state)
+        elif self.owner is None:
+            raise StateError(f"generator {self.stream} ({describe(self.gen)}) is a plain callable with no state to load")
+
+    def load_state_dict(self, state: Any) -> None:
+        if self.adapter is not None:
+            self.adapter.set_state(state)
+        else:
+            self.owner.load_state_dict(state)
+
+    def __repr__(self) -> str:
+        return f"GeneratorParticipant({describe(self.gen)}, shared={self.shared}, stream={self.stream})"
+
+
+def saves_state(participant: Any) -> bool:
+    """Whether ``participant``'s state goes into :meth:`seeder.Seeder.state_dict`.
+
+    >>> saves_state(GeneratorParticipant(print, shared=False, stream=1))
+    False
+    """
+    if isinstance(participant, GeneratorParticipant):
+        return participant.saves_state
+    return callable(getattr(participant, "state_dict", None))
+
+
+def validates_state(participant: Any) -> bool:
+    """Whether ``participant`` checks a state before loading it (so a checked load cannot fail halfway)."""
+    if isinstance(participant, GeneratorParticipant):
+        return participant.validates_state
+    return callable(getattr(participant, "check_state_dict", None))
+
+
+#: Libraries whose objects become participants, by top-level module of the object's class: the module
+#: named here provides ``participant_for(obj, seeder, shared)``. Looked up when such an object is
+#: joined, so a Seeder made any way accepts them whatever was imported first.
+PLUGINS = {"nvidia": "seeder.data.dali"}
+
+
+def require_participant(obj: Any, seeder: Any) -> Any:
+    """:func:`participant_for` ``obj``, or a ``TypeError`` that says what a participant needs.
+
+    >>> require_participant(3, None)
+    Traceback (most recent call last):
+    ...
+    TypeError: int is not a participant: it needs seeder_kind, seeder_reseed(seeder, task_id, epoch), state_dict, check_state_dict and load_state_dict
+    """
+    made = participant_for(obj, seeder)
+    if made is None:
+        raise TypeError(f"{type(obj).__name__} is not a participant: it needs seeder_kind, "
+                        "seeder_reseed(seeder, task_id, epoch), state_dict, check_state_dict and load_state_dict")
+    return made
+
+
+def participant_for(obj: Any, seeder: Any, shared: bool = False) -> Optional[Any]:
+    """``obj`` if it is a participant, a participant made for it by a plugin (DALI pipelines), else ``None``.
+
+    >>> participant_for(3, None) is None
+    True
+    """
+    if callable(getattr(obj, "seeder_reseed", None)):
+        return obj
+    for klass in type(obj).__mro__:
+        plugin = PLUGINS.get(klass.__module__.split(".", 1)[0])
+        if plugin is not None:
+            made = importlib.import_module(plugin).participant_for(obj, seeder, shared)
+            if made is not None:
+                return made
+    return None

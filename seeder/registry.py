@@ -1,0 +1,107 @@
+"""The participant registry of a :class:`seeder.Seeder`: who is reseeded and saved, in join order.
+
+Participants that joined (``seeder.join``) are held weakly by default and stay
+across ``init``; generators added by ``register_generator`` are held strongly,
+numbered by their place since ``init`` (their stream), and dropped by ``init``.
+
+Example:
+    >>> import random
+    >>> r = Registry(); g = r.add_generator(random.Random(), shared=False)
+    >>> g.stream, [p.stream for p in r.generators()]
+    (1, [1])
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .participant import GeneratorParticipant, describe, saves_state
+from .rngs import adapter_for
+
+__all__ = ["Registry"]
+
+
+def _resolve(member: Any) -> Any:
+    return member() if isinstance(member, weakref.ref) else member
+
+
+class Registry:
+    """Ordered participants: ``(participant or weakref, added by register_generator?)``."""
+
+    def __init__(self) -> None:
+        self._members: List[Tuple[Any, bool]] = []
+        self._next_stream = 1
+
+    def add_generator(self, gen: Any, shared: bool) -> GeneratorParticipant:
+        """Register ``gen`` on the next stream (strongly held, dropped by :meth:`drop_registered`)."""
+        member = GeneratorParticipant(gen, shared, self._next_stream)
+        self._next_stream += 1
+        self._members.append((member, True))
+        return member
+
+    def register(self, gen: Any, shared: bool, make: Callable[[], Optional[Any]]) -> Optional[GeneratorParticipant]:
+        """``register_generator``: a new :class:`GeneratorParticipant` for ``gen``; or, for an object that is no
+        RNG, the participant ``make()`` returns for it (:func:`seeder.participant.participant_for`), added strongly."""
+        if self.find(gen) is not None:
+            raise ValueError(f"{describe(gen)} is already registered; register each generator once")
+        if adapter_for(gen) is None:
+            participant = make()
+            if participant is not None:  # e.g. a DALI pipeline: joins at the next reseed, not called now
+                self.add(participant, weak=False, registered=True)
+                return None
+            if not callable(gen):
+                raise TypeError(
+                    f"register_generator() needs a callable f(seed: int), a random.Random, numpy Generator/"
+                    f"RandomState, torch.Generator or a participant (an object with seeder_reseed, or a DALI "
+                    f"pipeline); got {type(gen).__name__} {gen!r}")
+        return self.add_generator(gen, shared)
+
+    def add(self, participant: Any, *, weak: bool, registered: bool = False) -> None:
+        """Add ``participant`` (a weak reference if ``weak``) unless it is already there."""
+        if self.find(participant) is None:
+            self._members.append((weakref.ref(participant) if weak else participant, registered))
+
+    def drop_registered(self) -> int:
+        """Forget what ``register_generator`` added and restart stream numbering (``init``); return how many."""
+        before = len(self._members)
+        self._members = [(m, registered) for m, registered in self._members if not registered]
+        self._next_stream = 1
+        return before - len(self._members)
+
+    def find(self, obj: Any) -> Optional[Any]:
+        """The participant for ``obj``: itself, the generator wrapping it, or the wrapper whose ``seeder_target`` it is."""
+        for member, _ in self._members:
+            p = _resolve(member)
+            if p is None:
+                continue
+            if p is obj or getattr(p, "seeder_target", None) is obj \
+                    or (isinstance(p, GeneratorParticipant) and p.matches(obj)):
+                return p
+        return None
+
+    def remove(self, participant: Any) -> None:
+        """Remove ``participant`` (and dead weak references)."""
+        self._members = [(m, r) for m, r in self._members if _resolve(m) is not None and _resolve(m) is not participant]
+
+    def participants(self) -> List[Any]:
+        """Live participants in the order they joined."""
+        return [p for p in (_resolve(m) for m, _ in self._members) if p is not None]
+
+    def generators(self) -> List[GeneratorParticipant]:
+        """Registered generators in registration order."""
+        return [p for p in self.participants() if isinstance(p, GeneratorParticipant)]
+
+    def stateful(self) -> Dict[str, Any]:
+        """Participants whose state is saved, by key: ``generator.<stream>`` or ``<seeder_kind>.<n>``."""
+        counts: Dict[str, int] = {}
+        named: Dict[str, Any] = {}
+        for p in self.participants():
+            if not saves_state(p):
+                continue
+            if isinstance(p, GeneratorParticipant):
+                named[f"generator.{p.stream}"] = p
+                continue
+            kind = getattr(p, "seeder_kind", type(p).__name__.lower())
+            counts[kind] = counts.get(kind, 0) + 1
+            named[f"{kind}.{counts[kind] - 1}"] = p
+        return named
