@@ -9,8 +9,9 @@ CPU only; one process, or ``--devices 2`` (``strategy="ddp"`` on gloo; Lightning
     seeder verify -- python examples/lightning_train.py
 
 What it shows: NVIDIA's recipe (``seeder.init``, ``reseed(0, 0)`` before the model is
-built), ``seeder.DataLoader`` returned by ``train_dataloader()``, augmentation drawn from
-``random``, NumPy and torch in 2 DataLoader workers, dropout, an LR scheduler,
+built), ``seeder.DataLoader`` returned by ``train_dataloader()``, the dataset, model and metrics of
+``examples/train.py`` (augmentation drawn from ``random``, NumPy, torch and registered member
+generators, in 2 DataLoader workers; dropout), an LR scheduler,
 ``SeederCallback`` in the Trainer, Lightning's ``ModelCheckpoint(every_n_train_steps=...)``
 and ``fit(ckpt_path=...)``. It speaks ``seeder verify``'s contract: per-step metrics as
 JSON lines, the final digest on the last stdout line (``DIGEST <hex>``).
@@ -18,11 +19,9 @@ JSON lines, the final digest on the last stdout line (``DIGEST <hex>``).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
-import random
 import sys
 from typing import Any, List, Optional
 
@@ -34,51 +33,34 @@ import lightning.pytorch as pl
 import seeder
 from seeder.integrations.lightning import SeederCallback
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train import Metrics, SyntheticDataset, build_model  # noqa: E402  the plain-loop example's data, model, metrics
+
 CKPT_NAME = "last"
 
 
-class SyntheticDataset(torch.utils.data.Dataset):
-    """A fixed classification task (the data do not depend on ``--seed``) with random augmentation."""
-
-    def __init__(self, n: int, dim: int = 32, classes: int = 8):
-        g = torch.Generator().manual_seed(20240601)
-        self.x = torch.randn(n, dim, generator=g)
-        teacher = torch.randn(dim, classes, generator=g)
-        self.y = (self.x @ teacher + 0.5 * torch.randn(n, classes, generator=g)).argmax(1)
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def __getitem__(self, i: int):
-        x = self.x[i].clone()
-        x = torch.roll(x, random.randint(-1, 1))  # Python random
-        x = x * float(np.random.uniform(0.9, 1.1))  # NumPy's global RNG
-        x = x + 0.1 * torch.randn(x.shape)  # torch's global RNG
-        return x, self.y[i]
-
-
 class Classifier(pl.LightningModule):
-    def __init__(self, args: argparse.Namespace, dim: int = 32, classes: int = 8):
+    def __init__(self, args: argparse.Namespace):
         super().__init__()
         self.args = args
-        self.net = torch.nn.Sequential(
-            torch.nn.Linear(dim, 128), torch.nn.ReLU(), torch.nn.Dropout(0.2),
-            torch.nn.Linear(128, 64), torch.nn.ReLU(), torch.nn.Dropout(0.1),
-            torch.nn.Linear(64, classes))
-        self.metrics = None
+        self.net = build_model()  # dropout inside
+        self.dataset = SyntheticDataset(args.samples)
+        for pert in self.dataset.perturbations:  # member generators, as NVIDIA's seeder registers them
+            seeder.register_generator(pert.reseed_rng)
+
+    def setup(self, stage: str) -> None:
+        self.metrics = Metrics(self.args.metrics, self.global_rank)
 
     def train_dataloader(self):
         # Built here, after Lightning started the process group: the sampler shards by global rank.
-        return seeder.DataLoader(SyntheticDataset(self.args.samples), batch_size=self.args.batch_size, shuffle=True,
+        return seeder.DataLoader(self.dataset, batch_size=self.args.batch_size, shuffle=True,
                                  num_workers=self.args.workers)
 
     def training_step(self, batch, batch_idx):
         x, y = batch
         smoothing = float(np.random.uniform(0.0, 0.1))  # main-process randomness too
         loss = F.cross_entropy(self.net(x), y, label_smoothing=smoothing)
-        if self.args.metrics and self.global_rank == 0:
-            with open(self.args.metrics, "a") as f:
-                f.write(json.dumps({"step": self.global_step + 1, "epoch": self.current_epoch, "loss": loss.item()}) + "\n")
+        self.metrics.write({"step": self.global_step + 1, "epoch": self.current_epoch, "loss": loss.item()})
         return loss
 
     def configure_optimizers(self):
@@ -106,24 +88,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     return args
-
-
-def truncate_metrics(path: Optional[str], step: int) -> None:
-    """On resume: drop the records the resumed run writes again (steps after the checkpoint, old digests)."""
-    if not path or not os.path.exists(path):
-        return
-    keep = []
-    with open(path) as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if "loss" in rec and rec.get("step", 0) <= step:
-                keep.append(json.dumps(rec) + "\n")
-    with open(path + ".tmp", "w") as f:
-        f.writelines(keep)
-    os.replace(path + ".tmp", path)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -154,7 +118,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             ckpt_path = last
     if args.resume and first_process:
         step = torch.load(ckpt_path, map_location="cpu", weights_only=True)["global_step"] if ckpt_path else 0
-        truncate_metrics(args.metrics, step)
+        Metrics(args.metrics, 0).truncate_after(step)
 
     trainer = pl.Trainer(
         max_epochs=args.stop_after_epochs or args.epochs, max_steps=args.stop_after_steps or -1,
@@ -164,10 +128,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     trainer.fit(model, ckpt_path=ckpt_path)
 
     digest = seeder.digest(model, trainer.optimizers[0])
+    model.metrics.write({"digest": digest, "step": trainer.global_step})
     if trainer.global_rank == 0:
-        if args.metrics:
-            with open(args.metrics, "a") as f:
-                f.write(json.dumps({"digest": digest, "step": trainer.global_step}) + "\n")
         print(f"DIGEST {digest}", flush=True)
     return 0
 

@@ -130,7 +130,7 @@ def test_seeder_world_differs_from_trainer_is_refused(fresh):
 
     trainer = pl.Trainer(max_steps=1, callbacks=[SeederCallback()], logger=False, enable_progress_bar=False,
                          enable_model_summary=False, enable_checkpointing=False, accelerator="cpu")
-    with pytest.raises(RuntimeError, match="rank 0 of 2 but this Trainer process is rank 0 of 1"):
+    with pytest.raises(RuntimeError, match="seeder has rank 0 of 2 but this Trainer process is rank 0 of 1"):
         trainer.fit(Net(quick_loader))
 
 

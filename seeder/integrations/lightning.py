@@ -53,11 +53,12 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("seeder.integrations.lightning needs Lightning >= 2.3: pip install 'seeder[lightning]'") from exc
 
-from ..core import GATHERED_FORMAT, Seeder
+from ..core import Seeder
 from ..data.loader import DataLoader
 from ..data.sampler import DistributedSampler
 from ..distributed import process_group_active
 from ..errors import SeederWarning, StateError
+from ..state import GATHERED_FORMAT
 
 __all__ = ["SeederCallback", "TRAIN_TASK", "CALLBACK_STATE_VERSION"]
 
@@ -85,6 +86,13 @@ def _flatten(obj: Any) -> Iterator[Any]:
             yield from _flatten(value)
     elif obj is not None:
         yield obj
+
+
+def _same_place(trainer: "pl.Trainer", what: str, rank: int, world: int, fix: str) -> None:
+    """Raise ``RuntimeError`` naming ``fix`` unless ``(rank, world)`` is this Trainer process's."""
+    if (rank, world) != (trainer.global_rank, trainer.world_size):
+        raise RuntimeError(f"SeederCallback: {what} rank {rank} of {world} but this Trainer process is rank "
+                           f"{trainer.global_rank} of {trainer.world_size}; {fix}")
 
 
 class SeederCallback(Callback):
@@ -116,11 +124,9 @@ class SeederCallback(Callback):
         if not s.initialized:
             raise RuntimeError("SeederCallback: seeder.init(master_seed=...) was not called; call it, then "
                                "seeder.reseed(0, 0), before building the LightningModule")
-        if (s.rank, s.world_size) != (trainer.global_rank, trainer.world_size):
-            raise RuntimeError(
-                f"SeederCallback: the seeder has rank {s.rank} of {s.world_size} but this Trainer process is rank "
-                f"{trainer.global_rank} of {trainer.world_size}; call seeder.init(master_seed, ngpus=<devices x nodes>) "
-                "in every process (Lightning's launcher sets LOCAL_RANK and WORLD_SIZE, which seeder reads)")
+        _same_place(trainer, "the seeder has", s.rank, s.world_size,
+                    "call seeder.init(master_seed, ngpus=<devices x nodes>) in every process (Lightning's launcher sets "
+                    "LOCAL_RANK and WORLD_SIZE, which seeder reads)")
         if trainer.world_size > 1 and process_group_active():
             seeds: List[Any] = [None] * trainer.world_size
             torch.distributed.all_gather_object(seeds, s.get_master_seed())
@@ -170,9 +176,9 @@ class SeederCallback(Callback):
         gathered = self.seeder.gather_state_dict()
         if gathered is None:  # not rank 0: only rank 0 writes the checkpoint
             return {}
-        kind = DataLoader.seeder_kind + "."
-        for entry in gathered["ranks"]:
-            entry["participants"] = {k: v for k, v in entry["participants"].items() if not k.startswith(kind)}
+        loader_keys = {key for key, p in self.seeder.stateful().items() if isinstance(p, DataLoader)}
+        for entry in gathered["ranks"]:  # every rank has the same participants, so the same keys
+            entry["participants"] = {k: v for k, v in entry["participants"].items() if k not in loader_keys}
         loaders = [(ld.epoch, ld.state_dict()["batch"], len(ld.batch_sampler)) for ld in self._train_loaders()]
         return {
             "version": CALLBACK_STATE_VERSION,
@@ -251,11 +257,9 @@ class SeederCallback(Callback):
                 raise RuntimeError(
                     f"SeederCallback: the seeder.DataLoader's sampler was replaced by a {type(sampler).__name__}; "
                     "keep seeder's sampler (Trainer(use_distributed_sampler=False) if something replaced it)")
-            if (sampler.num_replicas, sampler.rank) != (trainer.world_size, trainer.global_rank):
-                raise RuntimeError(
-                    f"SeederCallback: the seeder.DataLoader is sharded as rank {sampler.rank} of {sampler.num_replicas} "
-                    f"but this process is rank {trainer.global_rank} of {trainer.world_size}; build the loader inside "
-                    "train_dataloader() (after Lightning starts the process group), not before Trainer.fit")
+            _same_place(trainer, "the seeder.DataLoader is sharded as", sampler.rank, sampler.num_replicas,
+                        "build the loader inside train_dataloader() (after Lightning starts the process group), "
+                        "not before Trainer.fit")
 
     def _check_positions(self, trainer: "pl.Trainer", saved: List[List[int]]) -> None:
         now = [[ld.epoch, ld.state_dict()["batch"], len(ld.batch_sampler)] for ld in self._train_loaders()]
@@ -270,9 +274,9 @@ class SeederCallback(Callback):
         s = self.seeder
         loaders = [p for p in s.participants() if isinstance(p, DataLoader)]
         for ld in loaders:
-            s.detach(ld)
+            s.leave(ld)
         try:
             s.load_state_dict(gathered)
         finally:
             for ld in loaders:  # rejoin in the same order: their keys (loader.<n>) stay as they were
-                s.attach(ld)
+                s.join(ld)
