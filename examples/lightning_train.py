@@ -97,7 +97,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     first_process = "LOCAL_RANK" not in os.environ  # Lightning's launcher sets it for the processes it starts
 
     # NVIDIA's recipe: init (every process: Lightning reruns this script for ranks >= 1), reseed(0, 0), then the model.
-    seeder.init(master_seed=args.seed, ngpus=args.devices)
+    # Lightning's launcher sets LOCAL_RANK and WORLD_SIZE in the processes it starts, but no RANK: give the rank.
+    seeder.init(master_seed=args.seed, ngpus=args.devices, rank=int(os.environ.get("LOCAL_RANK", "0")))
     args.seed = seeder.get_master_seed()
     seeder.reseed(0, 0)
     model = Classifier(args)

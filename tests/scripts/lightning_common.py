@@ -69,8 +69,8 @@ def run(seed: Optional[int], ckpt_dir: Optional[str] = None, ckpt_path: Optional
         epochs: int = 2, every: int = 1, loader_factory=seeder_loader, callbacks=None, metrics: Optional[str] = None,
         **trainer_kwargs: Any) -> Dict[str, Any]:
     """One ``fit``: NVIDIA's recipe, the module, SeederCallback; returns losses and final weights."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    seeder.init(master_seed=seed, ngpus=trainer_kwargs.get("devices", 1) if world == 1 else world)
+    # Lightning's launcher sets LOCAL_RANK and WORLD_SIZE in the processes it starts, but no RANK: pass the rank.
+    seeder.init(master_seed=seed, ngpus=trainer_kwargs.get("devices", 1), rank=int(os.environ.get("LOCAL_RANK", "0")))
     seeder.reseed(0, 0)
     model = Net(loader_factory, metrics)
     cbs = [SeederCallback()] if callbacks is None else list(callbacks)
