@@ -5,61 +5,33 @@ Prints median time of one capture + restore, the size of the state serialised by
 whether the saved state loads with ``torch.load(weights_only=True)``, and ratios
 ours/theirs. Run: ``python benchmarks/bench_state.py [--repeat N]``.
 
-The baseline is ``lightning_fabric.utilities.seed`` when installed
-(``pip install lightning-fabric``); otherwise a copy of its two functions,
-the same in behaviour, taken from lightning-fabric 2.6.6.
+The baseline is Lightning's own ``_collect_rng_states``/``_set_rng_states`` from the
+installed ``lightning`` package (``lightning.fabric.utilities.seed``; the standalone
+``lightning_fabric`` if that is all there is). Target (issue 14): global RNGs <= 0.5x.
 """
 from __future__ import annotations
 
 import argparse
 import io
 import random
-import statistics
 import sys
-import time
 import tracemalloc
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from seeder import Seeder  # noqa: E402
+from timing import interleaved_medians_us, lightning_seed_module  # noqa: E402
 
-try:
-    from lightning_fabric.utilities.seed import _collect_rng_states, _set_rng_states
-
-    BASELINE = "lightning_fabric " + __import__("lightning_fabric").__version__
-except ImportError:  # the same behaviour as lightning-fabric 2.6.6, for machines without it
-    BASELINE = "copy of lightning_fabric 2.6.6 _collect_rng_states/_set_rng_states"
-
-    def _collect_rng_states(include_cuda: bool = True) -> Dict[str, Any]:
-        states = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
-        if include_cuda:
-            states["torch.cuda"] = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
-        return states
-
-    def _set_rng_states(rng_state_dict: Dict[str, Any]) -> None:
-        torch.set_rng_state(rng_state_dict["torch"])
-        if "torch.cuda" in rng_state_dict:
-            torch.cuda.set_rng_state_all(rng_state_dict["torch.cuda"])
-        np.random.set_state(rng_state_dict["numpy"])
-        version, state, gauss = rng_state_dict["python"]
-        random.setstate((version, tuple(state), gauss))
-
-
-def interleaved_medians_us(fns: List[Callable[[], Any]], repeat: int, number: int) -> List[float]:
-    """Median time per call of each ``fn``; rounds alternate between them so machine load hits all alike."""
-    times: List[List[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            times[i].append((time.perf_counter() - t0) / number)
-    return [statistics.median(t) * 1e6 for t in times]
+_lightning, BASELINE = lightning_seed_module()
+_collect_rng_states, _set_rng_states = _lightning._collect_rng_states, _lightning._set_rng_states
+#: Issue 14's target for capture + restore of the global RNGs, ours / Lightning's.
+TARGET = 0.5
 
 
 def saved(state: Any) -> Tuple[int, str]:
@@ -130,6 +102,9 @@ def main(argv: List[str] = None) -> None:
     base_us, base_size = results[0][1], results[0][2]
     for name, us, size, _, _ in results[1:]:
         print(f"ratio ours/theirs [{name}]: time {us / base_us:.2f}, size {size / base_size:.2f}")
+    ratio = results[1][1] / base_us
+    print(f"RATIO seeder global RNGs capture+restore / Lightning = {ratio:.3f} (target <= {TARGET}: "
+          f"{'met' if ratio <= TARGET else 'NOT met'})")
 
 
 if __name__ == "__main__":

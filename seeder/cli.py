@@ -101,7 +101,7 @@ def _add_env(sub: "argparse._SubParsersAction") -> None:
     snap.add_argument("--force", action="store_true", help="overwrite a snapshot already in DIR")
 
     def run_snapshot(args: argparse.Namespace) -> int:
-        from .env.environment import capture_environment
+        from .env.capture import capture_environment
 
         print(capture_environment(args.dir, overwrite=args.force))
         return 0
@@ -123,7 +123,7 @@ def _add_env(sub: "argparse._SubParsersAction") -> None:
                       help="compare every variable, also those that differ in every run (SLURM_JOB_ID, SHLVL, ...)")
 
     def run_diff(args: argparse.Namespace) -> int:
-        from .env.environment import DEFAULT_IGNORED_VARIABLES, diff_environments
+        from .env.diff import DEFAULT_IGNORED_VARIABLES, diff_environments
 
         ignore = ([] if args.all else list(DEFAULT_IGNORED_VARIABLES)) + args.ignore
         result = diff_environments(args.a, args.b, ignore=ignore)

@@ -320,7 +320,7 @@ def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool
 
         enforce_determinism()
     if snapshot_dir is not None and topology.rank == 0 and snapshot_dir not in taken:
-        from .env.environment import capture_environment  # lazy: only when asked for
+        from .env.capture import capture_environment  # lazy: only when asked for
 
         try:
             capture_environment(snapshot_dir, extra={"master_seed": seed, "world_size": topology.world_size})

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import enum
 import functools
-import numbers
 from typing import Any, List, Sequence, Tuple
 
 import numpy as np
+
+from .checks import is_int
 
 __all__ = [
     "DERIVATION_VERSION",
@@ -61,17 +62,13 @@ class Domain(enum.IntEnum):
     LOADER = 6  #: per-batch seeds of seeder.DataLoader (batch index as the stream)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
 def check_master_seed(value: Any, what: str = "master_seed") -> int:
     """Return ``value`` as an ``int`` if it is a valid master seed, else raise.
 
     >>> check_master_seed(42)
     42
     """
-    if not _is_int(value):
+    if not is_int(value):
         raise TypeError(
             f"{what} must be an int in [0, 2**63 - 1], got {type(value).__name__} {value!r}; "
             "pass an integer such as 42, or None to draw one."
@@ -91,7 +88,7 @@ def check_key(value: Any, what: str) -> int:
     >>> check_key(3, "epoch")
     3
     """
-    if not _is_int(value):
+    if not is_int(value):
         raise TypeError(
             f"{what} must be a non-negative int, got {type(value).__name__} {value!r}; "
             f"pass an integer such as 0."
@@ -103,11 +100,20 @@ def check_key(value: Any, what: str) -> int:
 
 
 def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
-    """The master seed written in ``text`` (an environment variable's value), or a ``ValueError`` naming ``source``.
+    """The master seed written in ``text`` (the value of the variable ``source``), else a ``ValueError``.
 
-    >>> parse_master_seed(" 42 ")
+    Surrounding whitespace is ignored; the error names ``source``, the value and the fix.
+    An empty value is an error too: treat an empty variable as unset before calling this.
+
+    >>> parse_master_seed(" 42\\n")
     42
+    >>> parse_master_seed("abc")
+    Traceback (most recent call last):
+    ...
+    ValueError: SEEDER_SEED='abc' is not an integer; unset it or set it to a seed such as 42
     """
+    if not isinstance(text, str):
+        raise TypeError(f"{source} must be given as text (str), got {type(text).__name__} {text!r}")
     try:
         value = int(text.strip())
     except ValueError:
@@ -177,19 +183,39 @@ def _mix(x: int, y: int) -> int:
     return r ^ (r >> 16)
 
 
-def _tail_constants() -> List[Tuple[int, int]]:
-    """The hash constants of the stream word's 4 mixing steps: after 4 + 12 + 4 * 4 hashmix calls of the prefix."""
+def _hash_constants(skip: int, count: int) -> List[Tuple[int, int]]:
+    """The (xor, multiplier) pairs of hashmix calls ``skip`` .. ``skip + count - 1`` of the pool mixing."""
     hc, out = _INIT_A, []
-    for _ in range(4 + 12 + 16):
+    for _ in range(skip):
         hc = (hc * _MULT_A) & _M32
-    for _ in range(4):
+    for _ in range(count):
         xor = hc
         hc = (hc * _MULT_A) & _M32
         out.append((xor, hc))
     return out
 
 
-_TAIL = _tail_constants()
+# After the master seed's 4 words (4 + 12 hashmix calls), each spawn-key word takes 4: domain, task, then
+# epoch and rank (mixed in Python onto the cached pool of master, domain, task), then the stream word.
+_EPOCH_RANK = _hash_constants(4 + 12 + 8, 8)
+_TAIL = _hash_constants(4 + 12 + 16, 4)
+
+
+@functools.lru_cache(maxsize=64)
+def _task_pool(master: int, domain: int, task: int) -> Tuple[int, ...]:
+    """SeedSequence's pool after the master seed, domain and task: the same for every epoch and rank."""
+    return tuple(int(w) for w in np.random.SeedSequence(master, spawn_key=(domain, task)).pool)
+
+
+def _prefix_pool(master: int, domain: int, task: int, epoch: int, rank: int) -> List[int]:
+    """SeedSequence's pool after the 4 prefix words: the cached task pool with epoch and rank mixed in."""
+    pool = list(_task_pool(master, domain, task))
+    for i, (xor, mul) in enumerate(_EPOCH_RANK):
+        v = (((rank if i >= 4 else epoch) ^ xor) * mul) & _M32
+        pool[i & 3] = _mix(pool[i & 3], v ^ (v >> 16))
+    return pool
+
+
 _OUTPUT: dict = {}
 _EXACT: List[bool] = []
 
@@ -211,9 +237,10 @@ def _exact() -> bool:
         _EXACT.append(True)
         probes = [(2**63 - 1, 4, 7, 0xFFFFFFFF, 3, s) for s in (0, 1, 0xFFFFFFFF)] + [(0, 0, 0, 0, 0, 5)]
         fast = [StreamSeeds(m, d, t, e, r, 2).seed(s) for m, d, t, e, r, s in probes]
+        fast1 = [StreamSeeds(m, d, t, e, r, 1).seed(s) for m, d, t, e, r, s in probes]  # the inlined 1-word path
         ref = [[int(w) for w in np.random.SeedSequence(m, spawn_key=(d, t, e, r, s)).generate_state(2, np.uint64)]
                for m, d, t, e, r, s in probes]
-        _EXACT[0] = fast == ref
+        _EXACT[0] = fast == ref and fast1 == [words[:1] for words in ref]
     return _EXACT[0]
 
 
@@ -227,11 +254,16 @@ class StreamSeeds:
     def __init__(self, master: int, domain: int, task: int, epoch: int, rank: int, words: int = 1):
         self.prefix = (master, int(domain), task, epoch, rank)
         self.words = words
-        # NumPy mixes the master seed's words (padded to 4) and the 4 prefix words into its pool, in C; the
-        # stream word's mixing is what remains, with data-independent constants (see _tail_constants).
-        pool = np.random.SeedSequence(master, spawn_key=self.prefix[1:]).pool
+        # NumPy mixes the master seed's words (padded to 4) and the 4 prefix words into its pool (the first 6
+        # in C, cached per task; see _prefix_pool); the stream word's mixing is what remains, with
+        # data-independent constants (_TAIL).
+        pool = _prefix_pool(master, int(domain), task, epoch, rank)
         self._tail = [(int(base), xor, mul) for base, (xor, mul) in zip(pool, _TAIL)]
         self._out = _output_constants(words)
+        # One word (reseed's case) needs only pool words 0 and 1: constants folded for seed()'s inlined path.
+        (b0, x0, m0), (b1, x1, m1) = self._tail[:2]
+        (_, y0, n0), (_, y1, n1) = _output_constants(1)
+        self._one = (words == 1, (_MIX_L * b0) & _M32, x0, m0, (_MIX_L * b1) & _M32, x1, m1, y0, n0, y1, n1)
         self.exact = _exact()
 
     def _reference(self, stream: int) -> List[int]:
@@ -242,6 +274,16 @@ class StreamSeeds:
         """The first ``words`` 64-bit words of the SeedSequence for ``stream``."""
         if not self.exact:
             return self._reference(stream)
+        one, l0, x0, m0, l1, x1, m1, y0, n0, y1, n1 = self._one
+        if one:
+            v = ((stream ^ x0) * m0) & _M32
+            r = (l0 - _MIX_R * (v ^ (v >> 16))) & _M32
+            v = (((r ^ (r >> 16)) ^ y0) * n0) & _M32
+            lo = v ^ (v >> 16)
+            v = ((stream ^ x1) * m1) & _M32
+            r = (l1 - _MIX_R * (v ^ (v >> 16))) & _M32
+            v = (((r ^ (r >> 16)) ^ y1) * n1) & _M32
+            return [lo | ((v ^ (v >> 16)) << 32)]
         pool = []
         for base, xor, mul in self._tail:
             v = ((stream ^ xor) * mul) & _M32

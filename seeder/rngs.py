@@ -10,8 +10,8 @@ Example:
 """
 from __future__ import annotations
 
-import array
 import random
+import struct
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -19,6 +19,7 @@ import torch
 
 from .derive import numpy_seed
 from .errors import StateError
+from .fastrng import fast_seeding_state, legacy_access
 
 __all__ = [
     "RNGAdapter",
@@ -86,7 +87,7 @@ class RNGAdapter:
         raise NotImplementedError
 
 
-_U32 = next(code for code in "IL" if array.array(code).itemsize == 4)  # array type code of a 32-bit unsigned int
+_MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
 
 
 class PythonRandomAdapter(RNGAdapter):
@@ -119,9 +120,9 @@ class PythonRandomAdapter(RNGAdapter):
                 "expected a tuple of 625 ints (624 Mersenne Twister words and the position)")
         gauss = state["gauss_next"]
         _expect(gauss is None or type(gauss) is float, where, "gauss_next must be None or a float")
-        try:  # one C loop checks that every word is an int in [0, 2**32)
-            array.array(_U32, words)
-        except (TypeError, OverflowError) as exc:
+        try:  # one C loop checks that every word is an int in [0, 2**32) (struct: ~2x faster than array)
+            _MT_WORDS.pack(*words)
+        except struct.error as exc:
             raise StateError(f"{where}: Mersenne Twister words must be ints in [0, 2**32) ({exc})") from None
         _expect(words[-1] <= 624, where, f"position {words[-1]} out of range [0, 624]")
 
@@ -144,6 +145,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def __init__(self, rng: Optional[np.random.RandomState] = None):
         self._rng = rng
+        self._bitgen: Any = None
 
     @property
     def rng(self) -> np.random.RandomState:
@@ -153,8 +155,29 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def seed(self, seed: int) -> None:
         self.rng.seed(numpy_seed(seed))
 
+    def _bit_generator(self, rng: np.random.RandomState) -> Any:
+        """``rng``'s MT19937 when the fast path of :mod:`seeder.fastrng` applies to it, else ``None``."""
+        if type(rng) is not np.random.RandomState:  # a subclass may override get_state/set_state
+            return None
+        if self._rng is None:
+            bitgen = np.random.get_bit_generator()  # the global one may be swapped by set_bit_generator
+        else:
+            if self._bitgen is None:
+                self._bitgen = rng.__reduce__()[1][0]  # pickling's public way to name a RandomState's bit generator
+            bitgen = self._bitgen
+        return bitgen if type(bitgen) is np.random.MT19937 else None
+
     def get_state(self) -> Dict[str, Any]:
-        kind, key, pos, has_gauss, cached = self.rng.get_state()
+        rng = self.rng
+        access = legacy_access()
+        bitgen = self._bit_generator(rng) if access is not None else None
+        if bitgen is not None:  # NumPy's get_state copies the key word by word: ~50x slower
+            key = torch.empty(624, dtype=torch.int32)
+            with bitgen.lock:
+                pos = access.read(bitgen, key.data_ptr())  # type: ignore[union-attr]
+                has_gauss, cached = access.read_gauss(rng)  # type: ignore[union-attr]
+            return {"kind": "MT19937", "key": key, "pos": pos, "has_gauss": has_gauss, "cached_gaussian": cached}
+        kind, key, pos, has_gauss, cached = rng.get_state()
         return {
             "kind": str(kind),
             "key": torch.from_numpy(key.view(np.int32)),  # the 624 words' bits as int32: every value is valid
@@ -179,9 +202,18 @@ class NumpyRandomStateAdapter(RNGAdapter):
         _expect(type(state["cached_gaussian"]) is float, where, "cached_gaussian must be a float")
 
     def set_state(self, state: Dict[str, Any]) -> None:
+        key = on_cpu(state["key"]).contiguous()  # e.g. loaded with map_location="cuda"
+        rng = self.rng
+        access = legacy_access()
+        bitgen = self._bit_generator(rng) if access is not None else None
+        if bitgen is not None:
+            with bitgen.lock:
+                access.write(rng, bitgen, key.data_ptr(), state["pos"], int(state["has_gauss"]),  # type: ignore[union-attr]
+                             state["cached_gaussian"])
+            return
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
-        key = on_cpu(state["key"]).numpy().view(np.uint32).tolist()
-        self.rng.set_state((state["kind"], key, state["pos"], state["has_gauss"], state["cached_gaussian"]))
+        words = key.numpy().view(np.uint32).tolist()
+        rng.set_state((state["kind"], words, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
 
 NumpyGlobalAdapter = NumpyRandomStateAdapter
@@ -197,8 +229,8 @@ class NumpyGeneratorAdapter(RNGAdapter):
 
     def seed(self, seed: int) -> None:
         bitgen = self.rng.bit_generator
-        fresh = type(bitgen)(np.random.SeedSequence(seed))
-        bitgen.state = fresh.state
+        fast = fast_seeding_state(type(bitgen)) if 0 <= seed < 2**128 else None
+        bitgen.state = fast(seed) if fast is not None else type(bitgen)(np.random.SeedSequence(seed)).state
 
     def get_state(self) -> Dict[str, Any]:
         return _plain(self.rng.bit_generator.state)

@@ -79,7 +79,10 @@ def test_run_errors(capsys, monkeypatch):
     assert "--seed must be in" in capsys.readouterr().err
     monkeypatch.setenv("SEEDER_SEED", "abc")
     assert cli.main(["run", "--", "true"]) == 2
-    assert "SEEDER_SEED='abc'" in capsys.readouterr().err
+    assert "SEEDER_SEED='abc' is not an integer" in capsys.readouterr().err
+    monkeypatch.setenv("SEEDER_SEED", str(2**63))
+    assert cli.main(["run", "--", "true"]) == 2
+    assert "SEEDER_SEED must be in [0, 2**63 - 1]" in capsys.readouterr().err
     monkeypatch.delenv("SEEDER_SEED")
     assert cli.main(["run", "-q", "--", "/nonexistent/seeder-test-command"]) == 127
     assert "command not found" in capsys.readouterr().err
@@ -93,7 +96,7 @@ def test_run_passes_exit_codes_through(capsys):
 
 
 def test_run_seed_comes_from_seeder_seed_or_is_drawn_and_shown(capsys, monkeypatch):
-    monkeypatch.setenv("SEEDER_SEED", "99")
+    monkeypatch.setenv("SEEDER_SEED", " 99\n")  # whitespace around the value is ignored, as seeder.init does
     assert cli.main(["run", "--print-env"]) == 0
     assert "export SEEDER_SEED=99" in capsys.readouterr().out
     monkeypatch.delenv("SEEDER_SEED")
@@ -115,23 +118,31 @@ class Launch:
                                      text=True, cwd=str(REPO_ROOT), **popen)
         self.lines: List[str] = []
         self.err = ""
+        self._changed = threading.Condition()  # notified on every new line and when stdout closes
+        self._closed = False
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
 
     def wait_for(self, pattern: str, count: int = 1, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if sum(bool(re.match(pattern, line)) for line in self.lines) >= count:
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.finish(kill=True)
-        raise AssertionError(f"no {count}x {pattern!r} in output {self.lines}\nstderr: {self.err[-3000:]}")
+        """Block until ``count`` lines match ``pattern`` (woken by each line the reader thread gets)."""
+        def seen() -> bool:
+            return self._closed or sum(bool(re.match(pattern, line)) for line in self.lines) >= count
+
+        with self._changed:
+            self._changed.wait_for(seen, timeout)
+            found = sum(bool(re.match(pattern, line)) for line in self.lines) >= count
+        if not found:
+            self.finish(kill=True)
+            raise AssertionError(f"no {count}x {pattern!r} in output {self.lines}\nstderr: {self.err[-3000:]}")
 
     def finish(self, timeout: float = 60, kill: bool = False) -> int:
         if kill and self.proc.poll() is None:

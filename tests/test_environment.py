@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
+import site
 import shutil
 import stat
 import subprocess
@@ -73,6 +75,61 @@ def snapshots(tmp_path_factory):
     return out
 
 
+def _freeze_label() -> str:
+    """The freeze a snapshot of this interpreter must record: uv's where uv manages it or pip is absent."""
+    cfg = Path(sys.prefix, "pyvenv.cfg")
+    uv_env = cfg.exists() and any(line.split("=")[0].strip() == "uv" for line in cfg.read_text().splitlines())
+    has_pip = importlib.util.find_spec("pip") is not None
+    return "uv pip freeze" if shutil.which("uv") and (uv_env or not has_pip) else "pip freeze"
+
+
+def _venv_seeing_our_packages(venv: Path, make: list) -> Path:
+    """A venv made by ``make`` whose python sees the packages this interpreter sees; returns its python.
+
+    ``--system-site-packages`` is not enough: it shows the base installation's packages, not those of a
+    venv the tests run in, nor a user site. A ``.pth`` file adds this interpreter's site directories.
+    """
+    subprocess.run(make, check=True, capture_output=True, timeout=120)
+    vpy = venv / "bin" / "python"
+    purelib = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], check=True,
+                             capture_output=True, text=True, env=child_env()).stdout.strip()
+    ours = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])
+    Path(purelib, "seeder_test_parent_site.pth").write_text("".join(f"{p}\n" for p in ours if os.path.isdir(p)))
+    return vpy
+
+
+# A PEP 517/660 build backend in the package itself, standard library only: the editable build needs no
+# setuptools or wheel, whatever the machine has. The editable wheel holds a .pth naming the source tree.
+_BACKEND = """
+import base64, hashlib, os, zipfile
+
+DIST = "seeder_throwaway-0.1.0.dist-info"
+
+
+def _wheel(directory, files):
+    name, record = "seeder_throwaway-0.1.0-py3-none-any.whl", []
+    files = dict(files, **{DIST + "/METADATA": "Metadata-Version: 2.1\\nName: seeder-throwaway\\nVersion: 0.1.0\\n",
+                           DIST + "/WHEEL": "Wheel-Version: 1.0\\nGenerator: seeder-test\\nRoot-Is-Purelib: true\\n"
+                                            "Tag: py3-none-any\\n"})
+    with zipfile.ZipFile(os.path.join(directory, name), "w") as zf:
+        for path, text in files.items():
+            data = text.encode()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            zf.writestr(path, data)
+            record.append(f"{path},sha256={digest},{len(data)}")
+        zf.writestr(DIST + "/RECORD", "\\n".join(record + [DIST + "/RECORD,,"]) + "\\n")
+    return name
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    return _wheel(wheel_directory, {"seeder_throwaway.pth": os.path.dirname(os.path.abspath(__file__)) + "\\n"})
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    raise RuntimeError("this test package installs only in editable mode")
+"""
+
+
 def _files(d: Path):
     return [p for p in d.rglob("*") if p.is_file()]
 
@@ -113,8 +170,10 @@ def test_manifest_indexes_every_file_and_tool(snapshots):
     expect_present = {"dpkg-query": "dpkg-query", "conda list": "conda", "nvidia-smi": "nvidia-smi", "lscpu": "lscpu"}
     for label, exe in expect_present.items():
         assert (m["tools"][label]["status"] == "ok") == (shutil.which(exe) is not None), label
-    assert m["tools"]["pip freeze"]["status"] == "ok"
-    reqs = (d / "requirements.txt").read_text()  # a real pip freeze of this interpreter
+    label = _freeze_label()
+    assert {"pip freeze", "uv pip freeze"} & set(m["tools"]) == {label}, m["tools"]
+    assert m["tools"][label]["status"] == "ok", m["tools"][label]
+    reqs = (d / "requirements.txt").read_text()  # a real `pip freeze` (or `uv pip freeze`) of this interpreter
     assert f"numpy=={np.__version__}" in reqs.splitlines()
     assert m["packages"]["numpy"] == np.__version__
     assert m["torch"]["version"] == torch.__version__ and m["torch"]["cuda"] == torch.version.cuda
@@ -180,8 +239,11 @@ def test_missing_tools_are_recorded_not_fatal(tmp_path, monkeypatch):
     tools = load_snapshot(d)["tools"]
     for label in ("dpkg-query", "conda list", "nvidia-smi", "lscpu", "git", "module list"):
         assert tools[label]["status"] == "missing", (label, tools[label])
-    assert tools["pip freeze"]["status"] == "ok"  # run as `sys.executable -m pip`, PATH-independent
-    assert not (d / "apt-packages.txt").exists() and (d / "requirements.txt").exists()
+    if importlib.util.find_spec("pip") is not None:  # run as `sys.executable -m pip`, PATH-independent
+        assert tools["pip freeze"]["status"] == "ok" and (d / "requirements.txt").exists()
+    else:  # and uv, the other way to freeze, is not on this PATH
+        assert tools["pip freeze"]["status"] == "missing" and not (d / "requirements.txt").exists()
+    assert not (d / "apt-packages.txt").exists()
 
 
 def test_modules_recorded_from_loadedmodules(tmp_path, monkeypatch):
@@ -240,20 +302,24 @@ def test_redaction_by_name_and_by_literal_value():
 
 def test_diff_of_packages_torch_driver_git_from_manifests(snapshots):
     a = load_snapshot(snapshots["a"])
+    a["gpus"] = []  # whatever this machine has: A has no GPU, B one
     b = json.loads(json.dumps(a))
     b["packages"]["numpy"] = "0.0.1"
     b["packages"]["brand-new"] = "1.0"
     del b["packages"]["torch"]
-    b["torch"]["cudnn"] = 90100
+    b["torch"]["cudnn"] = (a["torch"]["cudnn"] or 0) + 1
     b["gpus"] = [{"index": "0", "name": "NVIDIA H100", "driver": "550.54", "memory": "80 GiB"}]
     b["git"]["commit"] = "0" * 40
-    b["python"]["version"] = "3.12.0"
+    b["python"]["version"] = "2.7.18"
     d = diff_environments(a, b)
     packages = {c.key: (c.kind, c.a, c.b) for c in d.sections["packages"]}
     assert packages == {"brand-new": ("added", None, "1.0"), "numpy": ("changed", a["packages"]["numpy"], "0.0.1"),
                         "torch": ("removed", a["packages"]["torch"], None)}
-    assert [(c.key, c.b) for c in d.sections["torch"]] == [("cudnn", 90100)]
+    assert [(c.key, c.b) for c in d.sections["torch"]] == [("cudnn", b["torch"]["cudnn"])]
     assert [(c.key, c.kind) for c in d.sections["gpus"]] == [("gpu0", "added")]
+    c = json.loads(json.dumps(b))
+    c["gpus"][0]["driver"] = "560.35"
+    assert [(c.key, c.kind) for c in diff_environments(b, c).sections["gpus"]] == [("gpu0", "changed")]
     assert [c.key for c in d.sections["git"]] == ["commit"] and [c.key for c in d.sections["python"]] == ["version"]
     text = d.format()
     for title in ("Python packages: 1 added, 1 removed, 1 changed", "torch, CUDA, cuDNN, NCCL", "GPUs and driver",
@@ -266,18 +332,19 @@ def test_diff_of_packages_torch_driver_git_from_manifests(snapshots):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("pip") is None, reason="pip is not installed")
 def test_editable_install_in_a_venv_has_its_diff_captured(tmp_path):
     """pip install -e of a throwaway git repo into a fresh venv, then a local change: the venv's snapshot holds it."""
     pkg = _make_repo(tmp_path / "throwaway", {
-        "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n'
-                          '[project]\nname = "seeder-throwaway"\nversion = "0.1.0"\n',
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "throwaway_backend"\nbackend-path = ["."]\n',
+        "throwaway_backend.py": _BACKEND,
         "seeder_throwaway/__init__.py": "VALUE = 1\n"})
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    vpy = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(vpy), "install", "-q", "--no-deps",
-                    "--no-build-isolation", "--no-index", "-e", str(pkg)], check=True, capture_output=True,
-                   env=child_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"}), timeout=300)
+    vpy = _venv_seeing_our_packages(venv, [sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    install = subprocess.run([str(vpy), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                              "-e", str(pkg)], capture_output=True, text=True, timeout=300,
+                             env=child_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"}))
+    assert install.returncode == 0, install.stderr[-3000:]
     (pkg / "seeder_throwaway" / "__init__.py").write_text(
         "VALUE = 2\nTOKEN_URL = 'https://dave:hunter2hunter2@models.example/x'\n")
     out = subprocess.run([str(vpy), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")], env=child_env(),
@@ -299,8 +366,8 @@ def test_editable_install_in_a_venv_has_its_diff_captured(tmp_path):
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_uv_environment_is_frozen_with_uv(tmp_path):
     venv = tmp_path / "uvenv"
-    subprocess.run(["uv", "venv", "-q", "--system-site-packages", str(venv)], check=True, timeout=120)
-    out = subprocess.run([str(venv / "bin" / "python"), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")],
+    vpy = _venv_seeing_our_packages(venv, ["uv", "venv", "-q", "--python", sys.executable, str(venv)])
+    out = subprocess.run([str(vpy), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")],
                          env=child_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     tools = load_snapshot(tmp_path / "snap")["tools"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import re
 import secrets
 import sys
@@ -24,8 +23,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import List, MutableMapping, Optional
 
-import numpy as np
 
+from ..checks import check_bool
 from ..derive import MAX_KEY, Domain, check_master_seed, derive_seed, numpy_seed
 from ..errors import SeederWarning
 
@@ -63,11 +62,12 @@ def enforce_reproducibility(use_seed: Optional[int] = None) -> int:
     """
     import torch  # here, not at import: `seeder run` imports this module and should stay light
 
+    from ..rngs import global_adapters
+
     seed = check_master_seed(use_seed, "use_seed") if use_seed is not None else 1 + secrets.randbelow(1_000_000)
     logger.info("Using seed: %d", seed)
-    random.seed(seed)
-    np.random.seed(numpy_seed(seed))
-    torch.manual_seed(seed)  # CPU and every device type
+    for adapter in global_adapters():  # random, NumPy (the seed folded to 32 bits), torch CPU, every accelerator
+        adapter.seed(seed)
     if use_seed is not None:
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
@@ -156,10 +156,9 @@ def enforce_determinism(warn_only: bool = False, *, horovod: Optional[bool] = No
     """
     import torch
 
-    if not isinstance(warn_only, bool):
-        raise TypeError(f"warn_only must be True or False, got {type(warn_only).__name__} {warn_only!r}")
-    if horovod is not None and not isinstance(horovod, bool):
-        raise TypeError(f"horovod must be True, False or None (detect), got {type(horovod).__name__} {horovod!r}")
+    check_bool(warn_only, "warn_only")
+    if horovod is not None:
+        check_bool(horovod, "horovod (or None: detect)")
     env = os.environ
     report = DeterminismReport()
 

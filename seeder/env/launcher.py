@@ -21,7 +21,8 @@ import sys
 import threading
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from ..derive import MAX_MASTER_SEED, check_master_seed
+from ..checks import check_bool
+from ..derive import MAX_MASTER_SEED, check_master_seed, parse_master_seed
 from .determinism import CUBLAS_WORKSPACE_DEFAULT, python_hash_seed
 
 __all__ = ["launch_environment", "run_command", "exit_code", "FORWARDED_SIGNALS", "LAUNCH_VARIABLES"]
@@ -50,17 +51,12 @@ def launch_environment(master_seed: Optional[int] = None, *, deterministic: bool
     >>> launch_environment(7, deterministic=True, environ={})["SEEDER_DETERMINISTIC"]
     '1'
     """
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be True or False, got {type(deterministic).__name__} {deterministic!r}")
+    check_bool(deterministic, "deterministic")
     env = dict(os.environ if environ is None else environ)
     if master_seed is not None:
         seed = check_master_seed(master_seed, "--seed")
     elif env.get("SEEDER_SEED", "").strip():
-        raw = env["SEEDER_SEED"].strip()
-        try:
-            seed = check_master_seed(int(raw), "SEEDER_SEED")
-        except ValueError:
-            raise ValueError(f"SEEDER_SEED={raw!r} is not a seed in [0, 2**63 - 1]; unset it or pass --seed") from None
+        seed = parse_master_seed(env["SEEDER_SEED"], "SEEDER_SEED")
     else:
         seed = secrets.randbelow(MAX_MASTER_SEED + 1)
     env["SEEDER_SEED"] = str(seed)

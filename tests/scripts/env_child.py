@@ -1,8 +1,8 @@
 """Child of `seeder run` in tests: reports its environment, then optionally waits for signals.
 
 Prints ``PROBE {json}`` (rank, hash("abc"), launch variables; with --init also the master seed
-``seeder.init()`` found and whether deterministic algorithms are on). ``--wait`` prints ``READY <rank>``
-and sleeps; with ``--handle`` SIGTERM/SIGINT/SIGUSR1 print ``GOT <name> <rank>`` and exit ``--exit-code``.
+``seeder.init()`` found and whether deterministic algorithms are on). ``--wait`` installs its signal handlers,
+then prints ``READY <rank>`` and waits for a signal (at most 120 s); with ``--handle`` SIGTERM/SIGINT/SIGUSR1 print ``GOT <name> <rank>`` and exit ``--exit-code``.
 ``--count-sigint`` collects SIGINTs until none came for a second and prints ``SIGINTS [[si_code, si_pid], ...]``.
 """
 import argparse
@@ -57,7 +57,13 @@ if args.wait:
 
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
             signal.signal(s, handler)
-    emit(f"READY {rank}")
+    else:
+        # What an interactive Python has. Set explicitly: a job started in the background of a
+        # non-interactive shell (CI) inherits SIGINT ignored, and Python then leaves it ignored.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for s in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(s, signal.SIG_DFL)
+    emit(f"READY {rank}")  # only now: every handler this process will use is in place
     time.sleep(120)
     emit("TIMEOUT")
     sys.exit(3)

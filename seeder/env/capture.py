@@ -1,0 +1,408 @@
+"""Environment snapshots (seed 000's recipe): write one with :func:`capture_environment`, read one back.
+
+:func:`capture_environment` writes, into a directory readable by its owner only, the
+environment variables (``env.txt``), ``pip freeze``, ``module list``, the git diff of each
+editable install and of the current repository, dpkg and conda package lists,
+``nvidia-smi``, torch's build configuration and ``lscpu``, every secret redacted
+(:mod:`seeder.env.redact`), and ``manifest.json``: each file's sha256, each tool's status
+and the structured view that :func:`seeder.env.diff.diff_environments` compares. The
+files are listed in ``docs/environment.md``.
+
+A missing tool is recorded as ``missing``, a failing one as ``failed``; neither
+stops the snapshot. ``manifest.json`` is written last: a directory without it is
+an interrupted snapshot. :func:`load_snapshot` reads the manifest back.
+
+Example:
+    >>> default_snapshot_dir("/ckpt").parent
+    PosixPath('/ckpt/repro')
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import getpass
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ..checks import check_bool
+from .probe import installed_distributions, python_info, system_info, torch_info
+from .redact import Redactor
+
+__all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "PathLike", "capture_environment", "default_snapshot_dir",
+           "load_snapshot"]
+
+logger = logging.getLogger("seeder")
+
+#: The ``format`` field of every snapshot's ``manifest.json``.
+SNAPSHOT_FORMAT = "seeder-environment"
+#: The manifest layout version this seeder writes and reads.
+SNAPSHOT_VERSION = 1
+_TOOL_TIMEOUT = 120.0
+
+#: A directory or file path.
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def default_snapshot_dir(base: Optional[PathLike] = None) -> Path:
+    """Seed 000's directory: ``<base>/repro/$SLURM_JOB_ID`` (``base`` defaults to the working directory).
+
+    A requeued SLURM job (``SLURM_RESTART_COUNT`` > 0) gets ``<job>-restart<N>``; outside
+    SLURM the name is ``local-<UTC time>-<pid>``.
+
+    >>> default_snapshot_dir("/ckpt").parent
+    PosixPath('/ckpt/repro')
+    """
+    root = Path(base) if base is not None else Path.cwd()
+    job = os.environ.get("SLURM_JOB_ID", "").strip()
+    if job:
+        restart = os.environ.get("SLURM_RESTART_COUNT", "").strip()
+        name = job + (f"-restart{restart}" if restart not in ("", "0") else "")
+    else:
+        name = f"local-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    return root / "repro" / name
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class _ToolResult:
+    status: str  # ok | missing | failed
+    stdout: str = ""
+    stderr: str = ""
+    returncode: Optional[int] = None
+    error: str = ""
+
+
+def _run(argv: Sequence[str], cwd: Optional[PathLike] = None, timeout: float = _TOOL_TIMEOUT,
+         env: Optional[Mapping[str, str]] = None) -> _ToolResult:
+    exe = argv[0]
+    if os.sep not in exe and shutil.which(exe) is None:
+        return _ToolResult("missing", error=f"{exe} not found on PATH")
+    child_env = dict(os.environ if env is None else env)
+    child_env.update({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "GIT_OPTIONAL_LOCKS": "0",
+                      "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+    try:
+        proc = subprocess.run(list(argv), cwd=None if cwd is None else str(cwd), env=child_env, capture_output=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return _ToolResult("missing", error=f"{exe} not found")
+    except subprocess.TimeoutExpired:
+        return _ToolResult("failed", error=f"timed out after {timeout:.0f} s")
+    except OSError as exc:
+        return _ToolResult("failed", error=str(exc))
+    out = proc.stdout.decode("utf-8", "replace")
+    err = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        return _ToolResult("failed", out, err, proc.returncode, err.strip()[-500:] or f"exit code {proc.returncode}")
+    return _ToolResult("ok", out, err, 0)
+
+
+class _Writer:
+    """Writes redacted files (mode 0o600) into a 0o700 directory and indexes them."""
+
+    def __init__(self, root: Path, redactor: Redactor):
+        self.root = root
+        self.redactor = redactor
+        self.files: Dict[str, Dict[str, Any]] = {}
+        self.tools: Dict[str, Dict[str, Any]] = {}
+
+    def write(self, name: str, text: str, source: str, assignments: bool = True) -> str:
+        data = self.redactor.text(text, assignments=assignments).encode("utf-8")
+        path = self.root / name
+        if path.parent != self.root:
+            _make_private_dir(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(path, 0o600)
+        self.files[name] = {"source": source, "sha256": _sha256(data), "bytes": len(data)}
+        return name
+
+    def tool(self, label: str, argv: Sequence[str], result: _ToolResult, file: Optional[str] = None) -> None:
+        entry: Dict[str, Any] = {"status": result.status, "command": [self.redactor.text(a) for a in argv]}
+        if file:
+            entry["file"] = file
+        if result.error:
+            entry["error"] = self.redactor.text(result.error)
+        self.tools[label] = entry
+
+    def run_to_file(self, label: str, argv: Sequence[str], name: str, stream: str = "stdout",
+                    assignments: bool = False, **kw: Any) -> _ToolResult:
+        result = _run(argv, **kw)
+        file = None
+        if result.status == "ok":
+            text = result.stderr if stream == "stderr" else result.stdout
+            file = self.write(name, text, " ".join(argv), assignments=assignments)
+        self.tool(label, argv, result, file)
+        return result
+
+
+def _make_private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask; an existing directory keeps its own
+
+
+def _git_state(path: PathLike, writer: _Writer, label: str, diff_name: str) -> Dict[str, Any]:
+    """Commit, branch, status and uncommitted diff (against HEAD, staged included) of the repo holding ``path``."""
+    top = _run(["git", "-C", str(path), "rev-parse", "--show-toplevel"])
+    if top.status != "ok":
+        status = "missing" if top.status == "missing" else "not a git repository"
+        return {"status": status, "error": writer.redactor.text(top.error)}
+    root = top.stdout.strip()
+    state: Dict[str, Any] = {"status": "ok", "root": root}
+    head = _run(["git", "-C", root, "rev-parse", "HEAD"])
+    state["commit"] = head.stdout.strip() if head.status == "ok" else None
+    branch = _run(["git", "-C", root, "rev-parse", "--abbrev-ref", "HEAD"])
+    state["branch"] = branch.stdout.strip() if branch.status == "ok" else None
+    status = _run(["git", "-C", root, "status", "--porcelain=v1", "--untracked-files=normal"])
+    lines = status.stdout.splitlines() if status.status == "ok" else []
+    state["untracked"] = [writer.redactor.text(line[3:]) for line in lines if line.startswith("??")]
+    remotes = _run(["git", "-C", root, "remote", "-v"])
+    state["remotes"] = sorted({writer.redactor.text(line.rsplit(" ", 1)[0]) for line in remotes.stdout.splitlines()}) \
+        if remotes.status == "ok" else []
+    diff_argv = ["git", "-C", root, "diff", "HEAD", "--no-color", "--no-ext-diff"] if state["commit"] else \
+        ["git", "-C", root, "diff", "--cached", "--no-color", "--no-ext-diff"]
+    diff = _run(diff_argv)
+    if diff.status == "ok":
+        state["dirty"] = bool(diff.stdout) or bool(state["untracked"])
+        if diff.stdout:
+            state["diff"] = writer.write(diff_name, diff.stdout, label)
+            state["diff_sha256"] = writer.files[diff_name]["sha256"]
+        else:
+            state["diff_sha256"] = None
+    else:
+        state["dirty"] = None
+        state["error"] = writer.redactor.text(diff.error)
+    return state
+
+
+def _gpus() -> Tuple[List[Dict[str, str]], _ToolResult]:
+    query = ["nvidia-smi", "--query-gpu=index,name,uuid,driver_version,memory.total,pci.bus_id", "--format=csv,noheader"]
+    result = _run(query, timeout=60)
+    gpus = []
+    if result.status == "ok":
+        for line in result.stdout.splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) == 6:
+                gpus.append(dict(zip(("index", "name", "uuid", "driver", "memory", "pci_bus_id"), parts)))
+    return gpus, result
+
+
+def _modules(writer: _Writer) -> None:
+    label = "module list"
+    for var in ("LMOD_CMD", "MODULES_CMD"):
+        cmd = os.environ.get(var)
+        if cmd:  # `module list` is a shell function around these; the list goes to stderr
+            writer.run_to_file(label, [cmd, "bash", "list"], "modules.txt", stream="stderr")
+            return
+    loaded = os.environ.get("LOADEDMODULES")
+    if loaded:
+        text = "\n".join(loaded.split(":")) + "\n"
+        writer.tool(label, ["$LOADEDMODULES"], _ToolResult("ok"), writer.write("modules.txt", text, "$LOADEDMODULES"))
+    else:
+        writer.tool(label, ["module", "list"],
+                    _ToolResult("missing", error="no environment modules (LMOD_CMD, MODULES_CMD, LOADEDMODULES unset)"))
+
+
+def _freeze(writer: _Writer) -> None:
+    try:
+        cfg = Path(sys.prefix, "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        cfg = ""
+    uv_env = re.search(r"^\s*uv\s*=", cfg, re.M) is not None
+    has_pip = importlib.util.find_spec("pip") is not None
+    if shutil.which("uv") and (uv_env or not has_pip):
+        argv = ["uv", "pip", "freeze", "--python", sys.executable]
+        label = "uv pip freeze"
+    else:
+        argv = [sys.executable, "-m", "pip", "freeze"]
+        label = "pip freeze"
+        if not has_pip:
+            writer.tool(label, argv, _ToolResult("missing", error="neither pip nor uv is available"))
+            return
+    writer.run_to_file(label, argv, "requirements.txt")
+
+
+def _conda(writer: _Writer) -> None:
+    exe = os.environ.get("CONDA_EXE") or shutil.which("conda") or "conda"
+    argv = [exe, "list"]
+    if os.path.isdir(os.path.join(sys.prefix, "conda-meta")):
+        argv += ["--prefix", sys.prefix]
+    writer.run_to_file("conda list", argv, "conda-list.txt")
+
+
+def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool = False,
+                        extra: Optional[Mapping[str, Any]] = None) -> Path:
+    """Write a snapshot of this process's software and system environment into ``directory``; return it.
+
+    ``directory=None`` uses :func:`default_snapshot_dir` (``./repro/$SLURM_JOB_ID``). The
+    directory is made mode 0o700 and its files 0o600; secrets are redacted in every
+    file. An existing snapshot there (a ``manifest.json``) raises ``FileExistsError``
+    unless ``overwrite=True``. ``extra`` (JSON-serialisable) is stored under
+    ``manifest["run"]["extra"]``. Tools run with this interpreter (``sys.executable -m pip``).
+
+    >>> import tempfile
+    >>> d = capture_environment(tempfile.mkdtemp() + "/snap")
+    >>> load_snapshot(d)["python"]["executable"] == sys.executable
+    True
+    """
+    check_bool(overwrite, "overwrite")
+    if directory is not None and not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"directory must be a path (str or os.PathLike) or None, got {type(directory).__name__}")
+    if extra is not None:
+        json.dumps(dict(extra))  # raises TypeError now, before anything is written
+    target = Path(directory) if directory is not None else default_snapshot_dir()
+    if target.exists() and not target.is_dir():
+        raise NotADirectoryError(f"{target} exists and is not a directory; pass a directory for the snapshot")
+    if (target / "manifest.json").exists() and not overwrite:
+        raise FileExistsError(f"{target} already holds a snapshot; pass overwrite=True (--force) or another directory")
+    environ = dict(os.environ)
+    redactor = Redactor(environ)
+    _make_private_dir(target)
+    _remove_previous(target)
+    writer = _Writer(target, redactor)
+    started = _dt.datetime.now(_dt.timezone.utc)
+
+    env = redactor.environ(environ)
+    writer.write("env.txt", "".join(f"{k}={_one_line(v)}\n" for k, v in env.items()), "os.environ", assignments=False)
+    writer.tool("printenv", ["os.environ"], _ToolResult("ok"), "env.txt")
+
+    _freeze(writer)
+    packages, editables = installed_distributions()
+    for entry in editables:
+        entry["git"] = _git_state(entry["path"], writer, f"git diff ({entry['name']})", f"editable/{_safe(entry['name'])}.diff") \
+            if os.path.isdir(entry["path"]) else {"status": "source missing"}
+        entry["url"], entry["path"] = redactor.text(entry["url"]), redactor.text(entry["path"])
+    _modules(writer)
+
+    git = _git_state(os.getcwd(), writer, "git diff (working directory)", "git.diff")
+    if git["status"] == "ok":
+        summary = [f"root: {git['root']}", f"commit: {git['commit']}", f"branch: {git['branch']}",
+                   f"dirty: {git['dirty']}", "remotes:"] + [f"  {r}" for r in git["remotes"]] + \
+                  ["untracked:"] + [f"  {u}" for u in git["untracked"]]
+        git["summary"] = writer.write("git.txt", "\n".join(summary) + "\n", "git rev-parse/status/remote")
+    writer.tools["git"] = {"status": git["status"], "command": ["git", "-C", redactor.text(os.getcwd())],
+                           **({"error": git["error"]} if "error" in git else {})}
+
+    writer.run_to_file("dpkg-query", ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${Architecture}\\n"],
+                       "apt-packages.txt")
+    _conda(writer)
+    gpus, query = _gpus()
+    if query.status == "ok":
+        writer.run_to_file("nvidia-smi", ["nvidia-smi"], "nvidia-smi.txt", timeout=60)
+        writer.run_to_file("nvidia-smi -q", ["nvidia-smi", "-q"], "nvidia-smi-q.txt", timeout=60)
+        writer.run_to_file("nvidia-smi topo", ["nvidia-smi", "topo", "-m"], "nvidia-smi-topo.txt", timeout=60)
+    else:
+        writer.tool("nvidia-smi", ["nvidia-smi"], query)
+    writer.run_to_file("lscpu", ["lscpu"], "lscpu.txt")
+
+    torch_facts, torch_config = torch_info()
+    if torch_facts is not None:
+        torch_facts["config"] = writer.write("torch-config.txt", torch_config, "torch.__config__", assignments=False)
+        torch_facts["config_sha256"] = writer.files["torch-config.txt"]["sha256"]
+        writer.tool("torch", ["torch.__config__.show()"], _ToolResult("ok"), "torch-config.txt")
+    else:
+        writer.tool("torch", ["import torch"], _ToolResult("missing", error="torch is not installed"))
+
+    manifest = {
+        "format": SNAPSHOT_FORMAT,
+        "version": SNAPSHOT_VERSION,
+        "run": {
+            "time": started.isoformat(timespec="seconds"),
+            "hostname": socket.gethostname(),
+            "user": _user(),
+            "pid": os.getpid(),
+            "cwd": redactor.text(os.getcwd()),
+            "argv": [redactor.text(a) for a in sys.argv],
+            "extra": json.loads(redactor.text(json.dumps(dict(extra or {})), assignments=False)),
+        },
+        "python": python_info(),
+        "system": system_info(),
+        "torch": torch_facts,
+        "gpus": gpus,
+        "environment": env,
+        "packages": packages,
+        "editables": editables,
+        "git": git,
+        "tools": writer.tools,
+        "files": writer.files,
+    }
+    text = json.dumps(manifest, indent=2, sort_keys=False) + "\n"
+    data = redactor.text(text, assignments=False)
+    fd = os.open(target / "manifest.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(data)
+    missing = sorted(k for k, v in writer.tools.items() if v["status"] != "ok")
+    logger.info("environment snapshot written to %s (%d files; not captured: %s)", target, len(writer.files) + 1,
+                ", ".join(missing) or "none")
+    return target
+
+
+def _remove_previous(target: Path) -> None:
+    """Before overwriting a snapshot, delete the files its manifest lists (so none is left stale)."""
+    try:
+        old = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    names = list((old.get("files") or {}) if isinstance(old, dict) else []) + ["manifest.json"]
+    root = target.resolve()
+    for name in names:
+        path = (target / str(name)).resolve()
+        if root in path.parents and path.is_file():
+            path.unlink()
+
+
+def _one_line(value: str) -> str:
+    """env.txt holds one variable per line: backslashes and newlines in values are escaped."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n") if "\n" in value else value
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.\-]", "_", name) or "_"
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        return str(os.getuid()) if hasattr(os, "getuid") else ""
+
+
+def load_snapshot(path: PathLike) -> Dict[str, Any]:
+    """Read a snapshot's ``manifest.json`` (``path`` is the snapshot directory or the manifest itself).
+
+    Raises ``FileNotFoundError`` or ``ValueError`` with what to do when it is not a snapshot.
+
+    >>> load_snapshot("/nonexistent/snap")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: no manifest.json in /nonexistent/snap; pass a directory written by `seeder env snapshot`
+    """
+    p = Path(path)
+    manifest = p / "manifest.json" if p.is_dir() else p
+    if not manifest.exists():
+        hint = " (it looks like an interrupted snapshot)" if p.is_dir() and (p / "env.txt").exists() else ""
+        raise FileNotFoundError(f"no manifest.json in {p}{hint}; pass a directory written by `seeder env snapshot`")
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{manifest} is not valid JSON ({exc}); take the snapshot again") from None
+    if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
+        raise ValueError(f"{manifest} is not a seeder environment snapshot")
+    if data.get("version") != SNAPSHOT_VERSION:
+        raise ValueError(f"{manifest} has snapshot version {data.get('version')!r}; this seeder reads version "
+                         f"{SNAPSHOT_VERSION}")
+    data["_dir"] = str(manifest.parent)
+    return data

@@ -1,0 +1,210 @@
+"""The fast paths of seeder.fastrng / seeder.rngs / seeder.derive are bit-exact with NumPy's and Python's slow paths."""
+import random
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from seeder import derive, fastrng
+from seeder.errors import StateError
+from seeder.rngs import NumpyGeneratorAdapter, NumpyRandomStateAdapter, PythonRandomAdapter
+
+FAST = settings(max_examples=60, deadline=None)
+DOUBLES = st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 5e-324, -1.5, 1e308])
+
+
+def legacy(rs):
+    """NumPy's own (slow) view of a RandomState: kind, key as a list, pos, has_gauss, cached_gaussian."""
+    kind, key, pos, has, gauss = rs.get_state()
+    return kind, key.tolist(), pos, has, gauss
+
+
+def as_legacy(state):
+    return (state["kind"], state["key"].numpy().view(np.uint32).tolist(), state["pos"], state["has_gauss"],
+            state["cached_gaussian"])
+
+
+def test_the_fast_legacy_access_is_in_use_here():
+    # CPython with NumPy >= 1.25: if this fails, state capture silently fell back to the ~50x slower path.
+    assert fastrng.legacy_access() is not None
+
+
+# a step that moves a RandomState: draws of every kind, including the Gaussian cache, and reseeds
+STEP = st.one_of(
+    st.tuples(st.just("uniform"), st.integers(0, 700)),
+    st.tuples(st.just("randn"), st.integers(0, 5)),
+    st.tuples(st.just("seed"), st.integers(0, 2**32 - 1)),
+    st.tuples(st.just("set"), st.integers(0, 624), st.sampled_from([0, 1]), DOUBLES),
+)
+
+
+def move(rs, step):
+    if step[0] == "uniform":
+        rs.random_sample(step[1])
+    elif step[0] == "randn":
+        rs.randn(step[1])
+    elif step[0] == "seed":
+        rs.seed(step[1])
+    else:  # any legal state, even has_gauss=0 with a stale cached value
+        rs.set_state(("MT19937", list(range(1000, 1624)), step[1], step[2], step[3]))
+
+
+@pytest.mark.parametrize("which", ["global", "instance"])
+@FAST
+@given(steps=st.lists(STEP, max_size=6), later=st.lists(STEP, min_size=1, max_size=4))
+def test_randomstate_round_trip_is_bit_identical(which, steps, later):
+    saved = np.random.get_state()
+    try:
+        rs = np.random.mtrand._rand if which == "global" else np.random.RandomState(7)
+        adapter = NumpyRandomStateAdapter(None if which == "global" else rs)
+        for step in steps:
+            move(rs, step)
+        want = legacy(rs)
+        state = adapter.get_state()
+        assert as_legacy(state) == want and str(state["cached_gaussian"]) == str(want[4])  # -0.0 kept
+        adapter.check_state(state, "numpy")
+        for step in later:
+            move(rs, step)
+        adapter.set_state(state)
+        assert legacy(rs) == want and str(rs.get_state()[4]) == str(want[4])
+        ref = np.random.RandomState()
+        ref.set_state(tuple(want))
+        assert np.array_equal(rs.randn(3), ref.randn(3)) and np.array_equal(rs.random_sample(5), ref.random_sample(5))
+    finally:
+        np.random.set_state(saved)
+
+
+def test_gaussian_cache_after_an_odd_randn_survives_a_round_trip():
+    adapter = NumpyRandomStateAdapter()
+    np.random.seed(3)
+    np.random.randn(3)  # odd: one Gaussian cached
+    state = adapter.get_state()
+    assert state["has_gauss"] == 1
+    want = np.random.randn(4)
+    adapter.set_state(state)
+    assert np.array_equal(np.random.randn(4), want)
+
+
+def test_state_written_by_the_slow_path_loads_exactly():
+    # STATE_FORMAT_VERSION 1 states written before the fast path: key from get_state() as int32 bits
+    np.random.seed(11)
+    np.random.randn(1)
+    kind, key, pos, has, gauss = np.random.get_state()
+    old = {"kind": kind, "key": torch.from_numpy(key.view(np.int32).copy()), "pos": int(pos), "has_gauss": int(has),
+           "cached_gaussian": float(gauss)}
+    want = np.random.randn(5)
+    np.random.seed(0)
+    NumpyRandomStateAdapter().set_state(old)
+    assert np.array_equal(np.random.randn(5), want)
+
+
+def test_keys_that_are_views_or_other_layouts_load_exactly():
+    adapter = NumpyRandomStateAdapter()
+    np.random.seed(5)
+    state = adapter.get_state()
+    want = legacy(np.random.mtrand._rand)
+    strided = torch.zeros(1248, dtype=torch.int32)
+    strided[::2] = state["key"]
+    np.random.seed(6)
+    adapter.set_state({**state, "key": strided[::2], "has_gauss": True})
+    assert legacy(np.random.mtrand._rand)[:3] == want[:3]
+
+
+def test_global_adapter_follows_set_bit_generator():
+    saved = np.random.get_bit_generator()
+    try:
+        np.random.set_bit_generator(np.random.MT19937(99))
+        adapter = NumpyRandomStateAdapter()
+        assert as_legacy(adapter.get_state()) == legacy(np.random.mtrand._rand)
+    finally:
+        np.random.set_bit_generator(saved)
+
+
+def test_subclasses_and_other_bit_generators_take_numpys_path():
+    class Mine(np.random.RandomState):
+        pass
+
+    rs = Mine(4)
+    rs.randn(1)
+    adapter = NumpyRandomStateAdapter(rs)
+    state = adapter.get_state()
+    assert as_legacy(state) == legacy(rs)
+    rs.random_sample(9)
+    adapter.set_state(state)
+    assert as_legacy(state) == legacy(rs)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("pos", 625, "pos must be an int in [0, 624]"),
+    ("has_gauss", 2, "has_gauss must be 0 or 1"),
+    ("cached_gaussian", 1, "cached_gaussian must be a float"),
+    ("key", torch.zeros(623, dtype=torch.int32), "expected an int32 tensor of shape (624,)"),
+])
+def test_corrupt_numpy_state_is_rejected_before_anything_changes(field, value, message):
+    adapter = NumpyRandomStateAdapter()
+    state = adapter.get_state()
+    before = legacy(np.random.mtrand._rand)
+    with pytest.raises(StateError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        adapter.check_state({**state, field: value}, "numpy")
+    assert legacy(np.random.mtrand._rand) == before
+
+
+@pytest.mark.parametrize("bad", [2**32, -1, 1.0, "1"])
+def test_python_words_out_of_range_are_rejected(bad):
+    rng = random.Random(1)
+    adapter = PythonRandomAdapter(rng)
+    state = adapter.get_state()
+    words = list(state["state"])
+    words[100] = bad
+    before = rng.getstate()
+    with pytest.raises(StateError, match=r"Mersenne Twister words must be ints in \[0, 2\*\*32\)"):
+        adapter.check_state({**state, "state": words}, "python")
+    assert rng.getstate() == before
+
+
+def test_python_round_trip_from_a_list():
+    rng = random.Random(2)
+    rng.gauss(0, 1)
+    adapter = PythonRandomAdapter(rng)
+    state = adapter.get_state()
+    state = {**state, "state": list(state["state"])}  # as a weights_only load of older files may give it
+    adapter.check_state(state, "python")
+    want = [rng.random() for _ in range(5)] + [rng.gauss(0, 1)]
+    adapter.set_state(state)
+    assert [rng.random() for _ in range(5)] + [rng.gauss(0, 1)] == want
+
+
+@FAST
+@given(seed=st.integers(0, 2**128 - 1), n=st.integers(1, 9))
+def test_seed_sequence_words_match_numpy(seed, n):
+    assert fastrng.seed_sequence_words(seed, n) == np.random.SeedSequence(seed).generate_state(n).tolist()
+
+
+@FAST
+@given(seed=st.integers(0, 2**128 - 1))
+def test_pcg64_state_matches_numpy(seed):
+    assert fastrng.pcg64_state(seed) == np.random.PCG64(np.random.SeedSequence(seed)).state
+
+
+@pytest.mark.parametrize("kind", [np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64,
+                                  np.random.MT19937])
+@pytest.mark.parametrize("seed", [0, 2**32, 2**64 - 1, 2**200])
+def test_generator_reseed_equals_a_fresh_bit_generator(kind, seed):
+    gen = np.random.Generator(kind(1))
+    gen.standard_normal(3)
+    NumpyGeneratorAdapter(gen).seed(seed)
+    fresh = np.random.Generator(kind(np.random.SeedSequence(seed)))
+    assert np.array_equal(gen.integers(0, 2**62, 8), fresh.integers(0, 2**62, 8))
+    assert fastrng.fast_seeding_state(kind) is (fastrng.pcg64_state if kind is np.random.PCG64 else None)
+
+
+@FAST
+@given(master=st.integers(0, 2**63 - 1), domain=st.integers(0, 5), key=st.lists(st.integers(0, 2**32 - 1),
+       min_size=4, max_size=4), words=st.integers(1, 3))
+def test_stream_seeds_fast_paths_match_seed_sequence(master, domain, key, words):
+    task, epoch, rank, stream = key
+    fast = derive.StreamSeeds(master, domain, task, epoch, rank, words).seed(stream)
+    ref = np.random.SeedSequence(master, spawn_key=(domain, task, epoch, rank, stream)).generate_state(words, np.uint64)
+    assert fast == [int(w) for w in ref]
+    assert derive.stream_seeds(master, domain, task, epoch, rank).seed(stream)[0] == int(ref[0])
