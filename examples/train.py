@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 import seeder
 
@@ -96,23 +96,21 @@ class SyntheticDataset(Dataset):
         return x, self.y[i]
 
 
-def make_loader(args: argparse.Namespace, saved_seeder_state: Optional[Dict[str, Any]]) -> Tuple[Any, Any]:
-    """The training loader and its sampler (None for DALI). Call after ``seeder.init``."""
+def make_loader(args: argparse.Namespace, saved_seeder_state: Optional[Dict[str, Any]]) -> Any:
+    """The training loader. Call after ``seeder.init``."""
     if args.loader == "dali":  # the pipeline's seed comes from the seeder; a resume rebuilds it from its checkpoint
         from dali_loader import DaliLoader
 
         return DaliLoader(batch_size=args.batch_size, dataset_size=args.samples, image_size=DALI_IMAGE,
                           crop=DALI_CROP, channels=DALI_CHANNELS, num_classes=DALI_CLASSES,
-                          state=saved_seeder_state), None
+                          state=saved_seeder_state)
     dataset = SyntheticDataset(args.samples)
     for pert in dataset.perturbations:
         seeder.register_generator(pert.reseed_rng)
-    train_set = seeder.SeededDataset(dataset)  # augmentation: a pure function of (seed, epoch, index)
-    sampler = seeder.DistributedSampler(train_set)  # follows seeder.reseed(1, epoch); resumes mid-epoch
-    loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
-                        worker_init_fn=seeder.worker_init_fn, persistent_workers=args.persistent_workers,
-                        generator=seeder.dataloader_generator())
-    return loader, sampler
+    # Shuffled and sharded by rank, follows seeder.reseed(1, epoch), worker randomness a pure function of
+    # (seed, epoch, batch), and its position travels in seeder.state_dict(): a resume continues from any step.
+    return seeder.DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
+                             persistent_workers=args.persistent_workers)
 
 
 def build_model(loader: str) -> torch.nn.Module:
@@ -279,7 +277,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     ckpt_path = os.path.join(args.ckpt_dir, CKPT_NAME) if args.ckpt_dir else None
     ckpt = load_checkpoint(ckpt_path, args.resume, rank)
-    loader, sampler = make_loader(args, ckpt["seeder"] if ckpt else None)
+    loader = make_loader(args, ckpt["seeder"] if ckpt else None)
     start_epoch, step = 0, 0
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
@@ -303,8 +301,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         net.train()
         for x, y in loader:
             loss = train_step(net, optimizer, x, y)
-            if sampler is not None:
-                sampler.advance(len(y))  # samples consumed: where a mid-epoch checkpoint resumes
             step += 1
             metrics.write({"step": step, "epoch": epoch, "loss": loss})
             stop = args.stop_after_steps is not None and step >= args.stop_after_steps

@@ -115,6 +115,22 @@ def _env_int(name: str, low: int = 0) -> Optional[int]:
     return value
 
 
+LIGHTNING = Launcher("Lightning", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_RANK")
+"""Lightning's ddp subprocess launcher on one node: the global rank is LOCAL_RANK when NODE_RANK is 0."""
+
+
+def _lightning_launch() -> Optional[_Found]:
+    node, local, size = _env_int("NODE_RANK"), _env_int("LOCAL_RANK"), _env_int("WORLD_SIZE", 1)
+    if local is None:
+        return None
+    if node != 0:
+        raise ValueError(f"NODE_RANK={node}, LOCAL_RANK={local} and WORLD_SIZE={size} are set but RANK is not "
+                         "(Lightning's multi-node ddp launcher): pass the global rank to seeder.init(rank=...)")
+    if local >= size:  # type: ignore[operator]
+        raise ValueError(f"LOCAL_RANK={local} is not below WORLD_SIZE={size}; fix the launch, or pass rank= and ngpus=")
+    return _Found(LIGHTNING, local, size, local)  # type: ignore[arg-type]
+
+
 def _launcher() -> Optional[_Found]:
     """The first launcher whose rank and size variables are both set, its values checked."""
     for launcher in LAUNCHERS:
@@ -122,6 +138,10 @@ def _launcher() -> Optional[_Found]:
         has_size = os.environ.get(launcher.size, "").strip() != ""
         if launcher.name == "SLURM" and not (has_rank and has_size):
             continue  # salloc/sbatch shells set one of the two: not a task launch
+        if launcher.name == "torchrun" and has_size and not has_rank and os.environ.get("NODE_RANK", "").strip():
+            found = _lightning_launch()  # Lightning's ddp launcher sets WORLD_SIZE, NODE_RANK, LOCAL_RANK, no RANK
+            if found is not None:
+                return found
         if has_rank != has_size:
             have, miss = (launcher.rank, launcher.size) if has_rank else (launcher.size, launcher.rank)
             raise ValueError(f"{have} is set but {miss} is not ({launcher.name} sets both); set {miss} too, "

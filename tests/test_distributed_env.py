@@ -202,3 +202,17 @@ def test_torchrun_inside_a_slurm_allocation_wins():
     rows = sorted(json_lines(results[0].stdout, "ROW "), key=lambda r: r["rank"])
     assert [(r["rank"], r["world"], r["local"]) for r in rows] == [(0, 2, 0), (1, 2, 1)]
     assert "rank 1 (RANK) of 2 (WORLD_SIZE), local rank 1 (LOCAL_RANK)" in results[0].stderr
+
+
+def test_lightning_ddp_launcher_without_rank(monkeypatch):
+    """Lightning's subprocess launcher sets WORLD_SIZE, NODE_RANK and LOCAL_RANK but no RANK."""
+    from seeder.distributed import discover
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("NODE_RANK", "0")
+    topo = discover(None, None, None)
+    assert (topo.rank, topo.world_size, topo.local_rank) == (1, 2, 1)
+    monkeypatch.setenv("NODE_RANK", "1")  # another node: its global rank cannot be known from these
+    with pytest.raises(ValueError, match="pass the global rank"):
+        discover(None, None, None)

@@ -1,1 +1,1 @@
-"""Framework integrations: each module is imported only when used."""
+"""Framework integrations (Lightning, Hugging Face): each module imports its framework only when it is imported."""

@@ -1,0 +1,282 @@
+"""Lightning: :class:`SeederCallback` makes ``Trainer.fit`` reproducible and its resume bit for bit.
+
+The user's code, and nothing else::
+
+    seeder.init(master_seed=args.seed, ngpus=world_size)
+    seeder.reseed(0, 0)                                    # before the LightningModule is built
+    model = MyModule()                                     # train_dataloader() returns seeder.DataLoader(...)
+    trainer = Trainer(callbacks=[SeederCallback(), ModelCheckpoint(every_n_train_steps=100)])
+    trainer.fit(model, ckpt_path=last_or_none)
+
+What the callback does:
+
+* ``reseed(1, epoch)`` at every train epoch start. Lightning's fit loop calls
+  ``on_train_epoch_start`` before it creates the epoch's loader iterator (from epoch 1
+  on; epoch 0's iterator is created earlier, and a fresh loader starts at epoch 0), so
+  the loader's epoch follows the reseed.
+* Puts every rank's seeder state (``seeder.gather_state_dict()``) in Lightning's
+  checkpoint, **without** the positions of ``seeder.DataLoader``\\ s: those travel once,
+  through Lightning's support for stateful dataloaders (the fit loop restores them
+  right before it creates the resumed iterator, which nothing else can do). On
+  ``fit(ckpt_path=...)`` the state is validated as soon as Lightning reads it (another
+  world size or master seed: :class:`seeder.StateError`, before anything changes) and
+  applied at ``on_train_start``, after the sanity check and ``train_dataloader()``, so
+  that nothing draws from the restored RNGs before the first resumed step. A checkpoint
+  taken at the end of an epoch resumes at the next epoch's start: the callback then
+  reseeds that epoch before the loader is built, since Lightning calls no epoch-start hook.
+* Refuses or warns where the run cannot be exact: a train loader that is not a
+  ``seeder.DataLoader`` (:class:`seeder.SeederWarning`), a ``seeder.DataLoader`` whose
+  sampler is not seeder's or is not sharded for this trainer's ranks, a seeder whose
+  rank/world or master seed disagree with the trainer's processes (errors naming the fix).
+
+Under ``strategy="ddp"`` Lightning leaves ``seeder.DataLoader`` alone: its sampler is a
+``torch.utils.data.DistributedSampler`` (seeder's subclass), already sharded by global
+rank, so ``use_distributed_sampler`` has nothing to replace.
+
+Example:
+    >>> import seeder
+    >>> from seeder.integrations.lightning import SeederCallback
+    >>> seeder.init(5); SeederCallback().state_key
+    'SeederCallback'
+"""
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, Dict, Iterator, List, Optional
+
+import torch
+
+try:
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import Callback
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("seeder.integrations.lightning needs Lightning >= 2.3: pip install 'seeder[lightning]'") from exc
+
+from ..core import Seeder
+from ..data.loader import DataLoader
+from ..data.sampler import DistributedSampler
+from ..distributed import process_group_active
+from ..errors import SeederWarning, StateError
+from ..state import GATHERED_FORMAT
+
+__all__ = ["SeederCallback", "TRAIN_TASK", "CALLBACK_STATE_VERSION"]
+
+logger = logging.getLogger("seeder")
+
+#: The task id of the training loop (NVIDIA's convention: 0 initialisation, 1 training).
+TRAIN_TASK = 1
+#: Version of the layout of :meth:`SeederCallback.state_dict`.
+CALLBACK_STATE_VERSION = 1
+
+
+def _default_seeder() -> Seeder:
+    from .. import default_seeder
+
+    return default_seeder()
+
+
+def _flatten(obj: Any) -> Iterator[Any]:
+    """The loaders in what ``trainer.train_dataloader`` returns (a loader, or lists/tuples/dicts of them)."""
+    if isinstance(obj, dict):
+        for value in obj.values():
+            yield from _flatten(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _flatten(value)
+    elif obj is not None:
+        yield obj
+
+
+def _same_place(trainer: "pl.Trainer", what: str, rank: int, world: int, fix: str) -> None:
+    """Raise ``RuntimeError`` naming ``fix`` unless ``(rank, world)`` is this Trainer process's."""
+    if (rank, world) != (trainer.global_rank, trainer.world_size):
+        raise RuntimeError(f"SeederCallback: {what} rank {rank} of {world} but this Trainer process is rank "
+                           f"{trainer.global_rank} of {trainer.world_size}; {fix}")
+
+
+class SeederCallback(Callback):
+    """Reseed every train epoch, keep the seeder state in Lightning's checkpoints, refuse what cannot be exact.
+
+    ``seeder``: a :class:`seeder.Seeder` other than the default one. See the module
+    docstring for what it does and when.
+
+    >>> import seeder
+    >>> seeder.init(3); cb = SeederCallback(); cb.seeder is seeder.default_seeder()
+    True
+    """
+
+    def __init__(self, seeder: Optional[Seeder] = None) -> None:
+        if seeder is not None and not isinstance(seeder, Seeder):
+            raise TypeError(f"seeder must be a seeder.Seeder or None (the default seeder), got {type(seeder).__name__}")
+        self.seeder = seeder if seeder is not None else _default_seeder()
+        self._trainer: Optional["pl.Trainer"] = None
+        self._pending: Optional[Dict[str, Any]] = None  # the loaded callback state, applied at on_train_start
+        self._applied_early = False
+
+    # ----------------------------------------------------------------- setup
+    def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
+        """Check that the seeder matches the trainer's processes (rank, world, one master seed)."""
+        if stage != "fit":
+            return
+        self._trainer = trainer
+        s = self.seeder
+        if not s.initialized:
+            raise RuntimeError("SeederCallback: seeder.init(master_seed=...) was not called; call it, then "
+                               "seeder.reseed(0, 0), before building the LightningModule")
+        _same_place(trainer, "the seeder has", s.rank, s.world_size,
+                    "call seeder.init(master_seed, ngpus=<devices x nodes>) in every process (Lightning's launcher sets "
+                    "LOCAL_RANK and WORLD_SIZE, which seeder reads)")
+        if trainer.world_size > 1 and process_group_active():
+            seeds: List[Any] = [None] * trainer.world_size
+            torch.distributed.all_gather_object(seeds, s.get_master_seed())
+            if len(set(seeds)) > 1:
+                raise RuntimeError(
+                    f"SeederCallback: the ranks use different master seeds {seeds}: each process drew its own. "
+                    "Pass the same master_seed to seeder.init on every rank (or set SEEDER_SEED before launching)")
+        if trainer.overfit_batches:
+            raise RuntimeError("SeederCallback: overfit_batches replaces the train loader's sampler, so the run is not "
+                               "seeder's any more; set overfit_batches=0 (or drop SeederCallback for debugging runs)")
+
+    # ------------------------------------------------------------------ epochs
+    def on_train_epoch_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+        """``reseed(1, epoch)``: before Lightning creates this epoch's loader iterator (from epoch 1 on)."""
+        self.seeder.reseed(TRAIN_TASK, trainer.current_epoch)
+
+    def on_fit_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+        """A checkpoint from the end of an epoch: apply it and reseed the next epoch before the loader exists."""
+        self._applied_early = False
+        if self._pending is None or not self._pending["epoch_complete"]:
+            return
+        self._apply(self._pending["seeder"])
+        last = self.seeder.last_reseed
+        next_epoch = (last[1] + 1) if last is not None and last[0] == TRAIN_TASK else 0
+        self.seeder.reseed(TRAIN_TASK, next_epoch)
+        self._applied_early = True
+
+    def on_train_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+        """Check the train loaders; apply a checkpoint taken inside an epoch (its loaders are restored by now)."""
+        self._check_loaders(trainer)
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        if not self._applied_early:
+            self._check_positions(trainer, pending["loaders"])
+            self._apply(pending["seeder"])
+        last = self.seeder.last_reseed
+        if last is None or last[0] != TRAIN_TASK or last[1] != trainer.current_epoch:
+            raise StateError(
+                f"SeederCallback: Lightning resumes epoch {trainer.current_epoch} but the seeder state continues "
+                f"{last}; the checkpoint's loop and seeder states do not belong together (save both with the same "
+                "Trainer.save_checkpoint)")
+
+    # ------------------------------------------------------------------- state
+    def state_dict(self) -> Dict[str, Any]:
+        """Every rank's seeder state (a collective: Lightning calls it on every rank), without loader positions."""
+        gathered = self.seeder.gather_state_dict()
+        if gathered is None:  # not rank 0: only rank 0 writes the checkpoint
+            return {}
+        loader_keys = {key for key, p in self.seeder.stateful().items() if isinstance(p, DataLoader)}
+        for entry in gathered["ranks"]:  # every rank has the same participants, so the same keys
+            entry["participants"] = {k: v for k, v in entry["participants"].items() if k not in loader_keys}
+        loaders = [(ld.epoch, ld.state_dict()["batch"], len(ld.batch_sampler)) for ld in self._train_loaders()]
+        return {
+            "version": CALLBACK_STATE_VERSION,
+            "seeder": gathered,
+            "loaders": [list(x) for x in loaders],
+            "epoch_complete": bool(loaders) and all(batch >= n for _, batch, n in loaders),
+        }
+
+    def on_load_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: Dict[str, Any]) -> None:
+        """Validate the saved state against this run as soon as Lightning reads it; nothing changes on error.
+
+        A checkpoint from the end of an epoch: its loader positions ("epoch done") are dropped from
+        Lightning's loop state, so that the loaders start the next epoch, which :meth:`on_fit_start` reseeds.
+        """
+        state = (checkpoint.get("callbacks") or {}).get(self.state_key)
+        if not state:
+            warnings.warn(
+                "SeederCallback: the checkpoint holds no seeder state (saved without SeederCallback?): the resumed "
+                "run's random streams are not the interrupted run's; resume from a checkpoint saved with SeederCallback",
+                SeederWarning, stacklevel=2)
+            return
+        self._validate(state)
+        if state["epoch_complete"]:
+            fit_loop = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
+            loader_states = fit_loop.get("combined_loader") or []
+            if all(isinstance(st, dict) and st.get("format") == "seeder.loader" for st in loader_states):
+                fit_loop["combined_loader"] = []
+        self._pending = state
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Nothing: :meth:`on_load_checkpoint` (called just before, with the whole checkpoint) took the state."""
+
+    def _validate(self, state: Any) -> None:
+        if not isinstance(state, dict) or state.get("version") != CALLBACK_STATE_VERSION \
+                or set(state) != {"version", "seeder", "loaders", "epoch_complete"}:
+            raise StateError(f"SeederCallback: the checkpoint's callback state is not one this version wrote "
+                             f"(version {CALLBACK_STATE_VERSION}); resume with the seeder version that wrote it")
+        gathered = state["seeder"]
+        if not isinstance(gathered, dict) or gathered.get("format") != GATHERED_FORMAT or not gathered.get("ranks"):
+            raise StateError("SeederCallback: the checkpoint holds no gathered seeder state")
+        s = self.seeder
+        if gathered.get("world_size") != s.world_size:
+            raise StateError(
+                f"SeederCallback: the checkpoint was saved by {gathered.get('world_size')} process(es), this run has "
+                f"{s.world_size}; resume with the same number of devices x nodes for an exact continuation "
+                "(or start a new run from the weights alone: Trainer.fit without ckpt_path, model loaded yourself)")
+        saved = gathered["ranks"][0].get("master_seed")
+        if saved != s.get_master_seed():
+            raise StateError(
+                f"SeederCallback: the checkpoint was made with master seed {saved}, this run was given "
+                f"{s.get_master_seed()}; pass master_seed={saved} to seeder.init to resume it")
+
+    # ---------------------------------------------------------------- helpers
+    def _train_loaders(self) -> List[DataLoader]:
+        trainer = self._trainer
+        if trainer is None:
+            return []
+        try:
+            loaders = trainer.train_dataloader
+        except Exception:  # no fit loop data yet
+            return []
+        return [ld for ld in _flatten(loaders) if isinstance(ld, DataLoader)]
+
+    def _check_loaders(self, trainer: "pl.Trainer") -> None:
+        loaders = list(_flatten(trainer.train_dataloader))
+        for ld in loaders:
+            if not isinstance(ld, DataLoader):
+                warnings.warn(
+                    f"SeederCallback: the train loader is a {type(ld).__module__}.{type(ld).__name__}, not a "
+                    "seeder.DataLoader: its order, worker randomness and position are not seeder's, so a resumed run "
+                    "will not continue exactly; return seeder.DataLoader(dataset, ...) from train_dataloader()",
+                    SeederWarning, stacklevel=2)
+                continue
+            sampler = ld.sampler
+            if not isinstance(sampler, DistributedSampler):
+                raise RuntimeError(
+                    f"SeederCallback: the seeder.DataLoader's sampler was replaced by a {type(sampler).__name__}; "
+                    "keep seeder's sampler (Trainer(use_distributed_sampler=False) if something replaced it)")
+            _same_place(trainer, "the seeder.DataLoader is sharded as", sampler.rank, sampler.num_replicas,
+                        "build the loader inside train_dataloader() (after Lightning starts the process group), "
+                        "not before Trainer.fit")
+
+    def _check_positions(self, trainer: "pl.Trainer", saved: List[List[int]]) -> None:
+        now = [[ld.epoch, ld.state_dict()["batch"], len(ld.batch_sampler)] for ld in self._train_loaders()]
+        if now != saved:
+            raise StateError(
+                f"SeederCallback: Lightning restored the train loader(s) to (epoch, batch, batches) {now}, but the "
+                f"seeder state was saved at {saved}; the checkpoint's loop state does not match its seeder state "
+                "(train loaders changed between save and resume?)")
+
+    def _apply(self, gathered: Dict[str, Any]) -> None:
+        """Load ``gathered`` with the seeder's loaders left out (their positions are Lightning's to restore)."""
+        s = self.seeder
+        loaders = [p for p in s.participants() if isinstance(p, DataLoader)]
+        for ld in loaders:
+            s.leave(ld)
+        try:
+            s.load_state_dict(gathered)
+        finally:
+            for ld in loaders:  # rejoin in the same order: their keys (loader.<n>) stay as they were
+                s.join(ld)
