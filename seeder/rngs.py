@@ -19,6 +19,8 @@ import torch
 
 from .derive import numpy_seed
 from .errors import StateError
+from .rngbase import CPU_FIX, RNGAdapter, expect, on_cpu
+from .rngs_torch import AcceleratorAdapter, TorchCPUAdapter, TorchGeneratorAdapter, accelerator_types
 from .fastrng import fast_seeding_state, legacy_access
 
 __all__ = [
@@ -32,59 +34,6 @@ __all__ = [
     "on_cpu",
     "StateError",
 ]
-
-
-def _expect(cond: bool, where: str, msg: str) -> None:
-    if not cond:
-        raise StateError(f"{where}: {msg}")
-
-
-_CPU_FIX = "load the checkpoint with torch.load(..., map_location='cpu')"
-
-
-def _uint8_tensor(value: Any, where: str) -> None:
-    if not isinstance(value, torch.Tensor):
-        raise StateError(f"{where}: expected a torch.uint8 tensor, got {type(value).__name__}")
-    if value.dtype != torch.uint8 or value.dim() != 1:
-        raise StateError(f"{where}: expected a 1-d torch.uint8 tensor, got {value.dtype} with shape "
-                         f"{tuple(value.shape)}; {_CPU_FIX} and pass its RNG states on unchanged")
-    _has_data(value, where)
-
-
-def _has_data(value: torch.Tensor, where: str) -> None:
-    if value.device.type == "meta":
-        raise StateError(f"{where}: the tensor is on the meta device and holds no values; {_CPU_FIX}")
-
-
-def on_cpu(value: torch.Tensor) -> torch.Tensor:
-    """``value`` itself if it is on the CPU, else a CPU copy.
-
-    A checkpoint loaded with ``torch.load(..., map_location="cuda")`` has its RNG
-    states on the GPU, where ``torch.Generator.set_state`` refuses them ("RNG state
-    must be a torch.ByteTensor"); the adapters move them back with this.
-
-    >>> t = torch.zeros(2, dtype=torch.uint8); on_cpu(t) is t
-    True
-    """
-    return value if value.device.type == "cpu" else value.cpu()
-
-
-class RNGAdapter:
-    """Base class: ``name``, ``seed(seed)``, ``get_state()``, ``check_state(s)``, ``set_state(s)``."""
-
-    name: str = ""
-
-    def seed(self, seed: int) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def get_state(self) -> Any:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def check_state(self, state: Any, where: str) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def set_state(self, state: Any) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
 
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
@@ -111,20 +60,20 @@ class PythonRandomAdapter(RNGAdapter):
         return {"version": version, "state": internal, "gauss_next": gauss_next}
 
     def check_state(self, state: Any, where: str) -> None:
-        _expect(isinstance(state, dict) and state.keys() == _PYTHON_KEYS, where,
+        expect(isinstance(state, dict) and state.keys() == _PYTHON_KEYS, where,
                 "expected a dict with keys version, state, gauss_next")
         if state["version"] != 3:
             raise StateError(f"{where}: unsupported random state version {state['version']!r}")
         words = state["state"]
-        _expect(isinstance(words, (list, tuple)) and len(words) == 625, where,
+        expect(isinstance(words, (list, tuple)) and len(words) == 625, where,
                 "expected a tuple of 625 ints (624 Mersenne Twister words and the position)")
         gauss = state["gauss_next"]
-        _expect(gauss is None or type(gauss) is float, where, "gauss_next must be None or a float")
+        expect(gauss is None or type(gauss) is float, where, "gauss_next must be None or a float")
         try:  # one C loop checks that every word is an int in [0, 2**32) (struct: ~2x faster than array)
             _MT_WORDS.pack(*words)
         except struct.error as exc:
             raise StateError(f"{where}: Mersenne Twister words must be ints in [0, 2**32) ({exc})") from None
-        _expect(words[-1] <= 624, where, f"position {words[-1]} out of range [0, 624]")
+        expect(words[-1] <= 624, where, f"position {words[-1]} out of range [0, 624]")
 
     def set_state(self, state: Dict[str, Any]) -> None:
         words = state["state"]
@@ -187,19 +136,19 @@ class NumpyRandomStateAdapter(RNGAdapter):
         }
 
     def check_state(self, state: Any, where: str) -> None:
-        _expect(isinstance(state, dict) and state.keys() == _NUMPY_KEYS, where,
+        expect(isinstance(state, dict) and state.keys() == _NUMPY_KEYS, where,
                 "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
         if state["kind"] != "MT19937":
             raise StateError(f"{where}: unsupported NumPy bit generator {state['kind']!r}")
         key = state["key"]
         if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
             raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
-                             f"{_CPU_FIX} and pass its RNG states on unchanged")
-        _has_data(key, where)
+                             f"{CPU_FIX} and pass its RNG states on unchanged")
+        expect(key.device.type != "meta", where, f"the tensor is on the meta device and holds no values; {CPU_FIX}")
         pos = state["pos"]
-        _expect(type(pos) is int and 0 <= pos <= 624, where, "pos must be an int in [0, 624]")
-        _expect(state["has_gauss"] in (0, 1), where, "has_gauss must be 0 or 1")
-        _expect(type(state["cached_gaussian"]) is float, where, "cached_gaussian must be a float")
+        expect(type(pos) is int and 0 <= pos <= 624, where, "pos must be an int in [0, 624]")
+        expect(state["has_gauss"] in (0, 1), where, "has_gauss must be 0 or 1")
+        expect(type(state["cached_gaussian"]) is float, where, "cached_gaussian must be a float")
 
     def set_state(self, state: Dict[str, Any]) -> None:
         key = on_cpu(state["key"]).contiguous()  # e.g. loaded with map_location="cuda"
@@ -236,9 +185,9 @@ class NumpyGeneratorAdapter(RNGAdapter):
         return _plain(self.rng.bit_generator.state)
 
     def check_state(self, state: Any, where: str) -> None:
-        _expect(isinstance(state, dict), where, "expected a dict")
+        expect(isinstance(state, dict), where, "expected a dict")
         want = type(self.rng.bit_generator).__name__
-        _expect(state.get("bit_generator") == want, where,
+        expect(state.get("bit_generator") == want, where,
                 f"state is for bit generator {state.get('bit_generator')!r}, this generator uses {want!r}")
         probe = _probe_bit_generator(type(self.rng.bit_generator))
         try:
@@ -288,109 +237,6 @@ def _unplain(obj: Any) -> Any:
             return arr.astype(dtype)
         return {k: _unplain(v) for k, v in obj.items()}
     return obj
-
-
-class TorchGeneratorAdapter(RNGAdapter):
-    """A :class:`torch.Generator` (torch's CPU default generator by default).
-
-    Seeds only this generator: unlike ``torch.manual_seed`` it does not visit
-    every device type, which is what makes it cheap.
-    """
-
-    name = "torch"
-
-    def __init__(self, generator: Optional[torch.Generator] = None):
-        self.generator = generator if generator is not None else torch.default_generator
-        self._size: Optional[int] = None  # bytes in this generator's state (fixed per device type)
-
-    def seed(self, seed: int) -> None:
-        self.generator.manual_seed(seed)
-
-    def get_state(self) -> torch.Tensor:
-        return self.generator.get_state()
-
-    def check_state(self, state: Any, where: str) -> None:
-        _uint8_tensor(state, where)
-        want = self._size if self._size is not None else self.generator.get_state().numel()
-        self._size = want
-        _expect(state.numel() == want, where, f"expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
-
-    def set_state(self, state: torch.Tensor) -> None:
-        self.generator.set_state(on_cpu(state))  # CPU and CUDA generators both take their state as a CPU tensor
-
-
-TorchCPUAdapter = TorchGeneratorAdapter
-
-
-class AcceleratorAdapter(RNGAdapter):
-    """All devices of one accelerator type (``cuda``, ``xpu``, ``mps``, ``mtia`` or a custom backend).
-
-    Seeding goes through the device module's ``manual_seed_all`` which, for a
-    device that is not initialised yet, queues the seed until it starts.
-    The state is one tensor per device, for every device, not only the current one.
-    """
-
-    def __init__(self, device_type: str):
-        self.name = device_type
-        self.module = torch.get_device_module(device_type) if hasattr(torch, "get_device_module") else getattr(torch, device_type)
-
-    def seed(self, seed: int) -> None:
-        if hasattr(self.module, "manual_seed_all"):
-            self.module.manual_seed_all(seed)
-        else:
-            self.module.manual_seed(seed)
-
-    def get_state(self) -> List[torch.Tensor]:
-        if hasattr(self.module, "get_rng_state_all"):
-            return [s.cpu() for s in self.module.get_rng_state_all()]
-        return [self.module.get_rng_state().cpu()]
-
-    def check_state(self, state: Any, where: str) -> None:
-        _expect(isinstance(state, list), where, "expected a list with one state tensor per device")
-        have = len(self.get_state())
-        _expect(len(state) == have, where,
-                f"the checkpoint has {len(state)} {self.name} device state(s), this process sees {have}; "
-                f"make the same devices visible (CUDA_VISIBLE_DEVICES) as when it was saved")
-        current = self.get_state()
-        for i, (s, c) in enumerate(zip(state, current)):
-            _uint8_tensor(s, f"{where}[{i}]")
-            _expect(s.numel() == c.numel(), f"{where}[{i}]", f"expected {c.numel()} bytes, got {s.numel()}")
-
-    def set_state(self, state: List[torch.Tensor]) -> None:
-        state = [on_cpu(s) for s in state]  # states loaded with map_location="cuda" go back to the CPU
-        if hasattr(self.module, "set_rng_state_all"):
-            self.module.set_rng_state_all(state)
-        else:
-            self.module.set_rng_state(state[0])
-
-
-_ACCELERATORS: Optional[List[str]] = None
-
-
-def accelerator_types() -> List[str]:
-    """Device types with at least one device present, found once and cached.
-
-    Asks each backend whether it is available, which does not initialise it.
-
-    >>> isinstance(accelerator_types(), list)
-    True
-    """
-    global _ACCELERATORS
-    if _ACCELERATORS is None:
-        found = []
-        names = ["cuda", "xpu", "mps", "mtia"]
-        custom = torch._C._get_privateuse1_backend_name()
-        if custom != "privateuseone":
-            names.append(custom)
-        for name in names:
-            module = getattr(torch, name, None)
-            try:
-                if module is not None and module.is_available():
-                    found.append(name)
-            except Exception:  # a broken backend is a missing backend
-                continue
-        _ACCELERATORS = found
-    return list(_ACCELERATORS)
 
 
 def global_adapters() -> List[RNGAdapter]:

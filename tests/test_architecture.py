@@ -9,7 +9,8 @@ MODULES = sorted(p for p in PKG.rglob("*.py"))
 
 # Layers from the bottom up; a module may import its own layer or a lower one. The first matching prefix wins.
 LAYERS = [
-    ("errors", 0), ("checks", 0), ("derive", 0), ("fastrng", 0), ("rngs", 1), ("distributed", 1),
+    ("errors", 0), ("checks", 0), ("derive", 0), ("fastrng", 0), ("rngbase", 1), ("rngs_torch", 1), ("rngs", 1),
+    ("distributed", 1),
     ("participant", 2), ("registry", 2), ("state", 2), ("trace", 2), ("digest", 2), ("core", 3),
     ("env", 1), ("verify", 1), ("data", 4), ("integrations", 5), ("cli", 6), ("__init__", 6), ("__main__", 6),
     ("pyt", 6),
@@ -110,6 +111,11 @@ def own_private_names(tree):
     return {n for n in names if n.startswith("_")}
 
 
+def _on_self(node):
+    """``self._x``: a subclass of a framework class (transformers' Trainer) using what it inherits."""
+    return isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
 def test_no_private_attributes_of_other_modules_objects(path):
     """``obj._x`` where ``_x`` is not defined in this module reaches into another module's internals."""
@@ -117,7 +123,7 @@ def test_no_private_attributes_of_other_modules_objects(path):
     mine = own_private_names(tree) | THIRD_PARTY_PRIVATE
     bad = [f"line {n.lineno}: .{n.attr}" for n in ast.walk(tree)
            if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
-           and n.attr not in mine]
+           and n.attr not in mine and not _on_self(n)]
     assert not bad, f"seeder.{module_name(path)} reads private attributes defined elsewhere: {bad}"
 
 

@@ -316,7 +316,7 @@ threads = threading.active_count()
 import seeder, seeder.pyt, seeder.derive
 import torch
 assert not torch.cuda.is_initialized(), "import initialised CUDA"
-assert seeder.rngs._ACCELERATORS is None, "import probed accelerators"
+assert seeder.rngs_torch._ACCELERATORS is None, "import probed accelerators"
 assert calls == [], calls
 assert threading.active_count() == threads
 print("ok")
