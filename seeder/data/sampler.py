@@ -41,6 +41,7 @@ from ..core import Seeder
 from ..derive import MAX_KEY, MAX_MASTER_SEED, Domain, check_key, derive_seed
 from ..distributed import process_group_active
 from ..errors import SeederWarning, StateError
+from ..trace import record_step
 from .permutation import keyed_permutation
 
 __all__ = ["DistributedSampler", "MODES", "SAMPLER_STATE_VERSION"]
@@ -232,6 +233,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         key = self._key(epoch) if self.shuffle else 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
+        record_step(self._seeder, "sampler", epoch=epoch, step=None, position=start)  # $SEEDER_TRACE only
         if self.mode == "torch":
             blocks = self._torch_blocks(key, start)
         else:
@@ -309,6 +311,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
                 f"{self._handed} (of {self.num_samples}) this sampler has handed out; pass the size of the batch actually "
                 "trained on (e.g. len(labels)), once per batch")
         self._consumed += int(n)
+        record_step(self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed)  # $SEEDER_TRACE only
 
     # ------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
