@@ -11,6 +11,9 @@ defect for the tests of ``seeder verify``:
 * ``fixed-seed``: without ``--seed`` the seed is 0 (unseeded runs are identical).
 * ``jitter``: a tiny nondeterministic error per step (like GPU atomics).
 * ``crash``: exits 3 after the first epoch.
+* ``mid-epoch-rng``: a checkpoint taken inside an epoch saves the RNG state of the
+  epoch's start (a stale copy); checkpoints at epoch ends are exact. Only a
+  mid-epoch resume diverges.
 """
 import argparse
 import hashlib
@@ -76,9 +79,12 @@ def main():
             s = st["rng"]
             rng.setstate((s[0], tuple(s[1]), s[2]))
 
+    epoch_rng = None
+
     def checkpoint(epoch, order=None, pos=0):
         if ckpt:
-            save(ckpt, {"w": w, "b": b, "vw": vw, "vb": vb, "epoch": epoch, "step": step, "rng": list(rng.getstate()),
+            state = epoch_rng if (a.bug == "mid-epoch-rng" and order is not None) else rng.getstate()
+            save(ckpt, {"w": w, "b": b, "vw": vw, "vb": vb, "epoch": epoch, "step": step, "rng": list(state),
                         "order": order, "pos": pos})
 
     out = None
@@ -92,6 +98,7 @@ def main():
         else:
             order, start = list(range(N)), 0
             rng.shuffle(order)
+        epoch_rng = rng.getstate()
         for i in range(start, N, BATCH):
             batch = order[i:i + BATCH]
             gw = gb = loss = 0.0
