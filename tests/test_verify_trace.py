@@ -1,10 +1,8 @@
 """Per-step traces (seeder.trace), what verify reads from them (seeder.verify.diagnose), and the mid-epoch stop plan."""
 from __future__ import annotations
 
-import json
 import random
 import sys
-import warnings
 
 import numpy as np
 import pytest

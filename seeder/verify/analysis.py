@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import stats
-from .contract import Metrics, StepKey, _fmt_key
+from .contract import Metrics, format_step_key
 
 __all__ = ["analyze_verify", "analyze_compare", "stop_point", "RUN_KINDS", "MID_KINDS", "ALL_KINDS", "RESUME_CHECKS"]
 
@@ -98,7 +98,7 @@ def _check_reproducible(full: Sequence[Metrics], atol: float) -> Dict[str, Any]:
         if miss or d.missing:
             found.append((r, "steps", f"logged different steps than full-0 ({len(miss)} missing, {len(d.missing)} extra)"))
         elif not _close(d, atol):
-            found.append((r, "diff", f"differs from seeded run full-0 from step {_fmt_key(d.first_diff)} on (largest "
+            found.append((r, "diff", f"differs from seeded run full-0 from step {format_step_key(d.first_diff)} on (largest "
                           f"|loss difference| {d.max_abs_diff:.3g}): the same seed does not give the same run"))
     reasons = _grouped(found, "seeded run full-{}")
     if digest_ok is False and not reasons and atol == 0:
@@ -125,11 +125,11 @@ def stop_point(stopped: Metrics, full: Metrics) -> Dict[str, Any]:
     per = sum(1 for e in full.epochs if e == epoch) if epoch is not None else None
     boundary = None if into is None or not per else into >= per
     if boundary:
-        text = f"at the end of epoch {epoch} (step {_fmt_key(last)})"
+        text = f"at the end of epoch {epoch} (step {format_step_key(last)})"
     elif boundary is False:
-        text = f"mid-epoch at step {_fmt_key(last)} ({into} of {per} steps into epoch {epoch})"
+        text = f"mid-epoch at step {format_step_key(last)} ({into} of {per} steps into epoch {epoch})"
     else:
-        text = f"at step {_fmt_key(last)}"
+        text = f"at step {format_step_key(last)}"
     return {"step": list(last), "epoch": epoch, "into_epoch": into, "epoch_steps": per, "epoch_boundary": boundary,
             "text": text}
 
@@ -168,21 +168,21 @@ def _check_resume(name: str, full: Sequence[Metrics], half: Sequence[Metrics], r
             if found_cause is not None:
                 rec["diagnosis"] = found_cause
                 cause = found_cause["message"]
-        first = (f" from step {_fmt_key(ds.first_diff)} on (largest |loss difference| {ds.max_abs_diff:.3g}; resumed "
-                 f"at step {_fmt_key(first_resumed)})" if ds.first_diff is not None else "")
+        first = (f" from step {format_step_key(ds.first_diff)} on (largest |loss difference| {ds.max_abs_diff:.3g}; resumed "
+                 f"at step {format_step_key(first_resumed)})" if ds.first_diff is not None else "")
         if not len(s):
             found.append((r, "empty", f"the resumed run {resumed_label} logged no steps"))
         elif overlap:
             found.append((r, "overlap", f"the resumed run {resumed_label} logged {len(overlap)} step(s) the stopped run "
-                          f"{stopped_label} had already done (from step {_fmt_key(overlap[0])}): it did not continue from "
+                          f"{stopped_label} had already done (from step {format_step_key(overlap[0])}): it did not continue from "
                           "the checkpoint"))
         elif not _close(dh, atol):
             found.append((r, "before", f"the stopped run {stopped_label} already differs from (1) at step "
-                          f"{_fmt_key(dh.first_diff)} (largest |loss difference| {dh.max_abs_diff:.3g}), before any "
+                          f"{format_step_key(dh.first_diff)} (largest |loss difference| {dh.max_abs_diff:.3g}), before any "
                           "checkpoint was loaded"))
         elif ds.missing or dh.missing:
             found.append((r, "extra", f"runs {stopped_label}+{resumed_label} logged steps the uninterrupted run (1) does "
-                          f"not have (first {_fmt_key((ds.missing or dh.missing)[0])})"
+                          f"not have (first {format_step_key((ds.missing or dh.missing)[0])})"
                           + (f"; the resumed run differs from (1){first}" if first else "")
                           + (f": {cause}" if cause else "")))
         elif not _close(ds, atol):
@@ -190,7 +190,7 @@ def _check_resume(name: str, full: Sequence[Metrics], half: Sequence[Metrics], r
                           f"{cause or _GENERIC_CAUSE}"))
         elif uncovered:
             found.append((r, "uncovered", f"{len(uncovered)} step(s) of (1) were logged by neither {stopped_label} nor "
-                          f"{resumed_label}, first {_fmt_key(uncovered[0])}"))
+                          f"{resumed_label}, first {format_step_key(uncovered[0])}"))
         elif digest_ok is False:
             found.append((r, "digest", f"the resumed run {resumed_label} ends with a different model digest than (1) "
                           "although the losses agree" + (f": {cause}" if cause else "")))

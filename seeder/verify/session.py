@@ -24,7 +24,6 @@ import dataclasses
 import json
 import math
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union

@@ -11,7 +11,6 @@ epoch-boundary resume exact and breaks only a mid-epoch resume:
 * ``no-advance``: the loop never calls ``sampler.advance``, so a mid-epoch checkpoint
   holds position 0 and the resumed run starts the epoch over.
 """
-import argparse
 import hashlib
 import json
 import os
@@ -22,29 +21,20 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import seeder
 
+from verify_contract import contract_parser, regression_task  # tests/scripts/, the script's own directory
+
 N, BATCH = 48, 8
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--ckpt-dir", default=None)
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--stop-after-epochs", type=int, default=None)
-    p.add_argument("--stop-after-steps", type=int, default=None)
-    p.add_argument("--metrics", default=None)
+    p = contract_parser()
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--bug", choices=["none", "no-generator", "no-advance"], default="none")
     a = p.parse_args()
-    torch.set_num_threads(1)
-
     seeder.init(master_seed=a.seed, ngpus=1, local_rank=0)
     seeder.reseed(0, 0)
-    g = torch.Generator().manual_seed(1234)  # the data set is fixed
-    x = torch.randn(N, 8, generator=g)
-    dataset = TensorDataset(x, x @ torch.randn(8, 1, generator=g) + 0.1 * torch.randn(N, 1, generator=g))
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1))
+    x, y, model = regression_task(N, dropout=0.3)
+    dataset = TensorDataset(x, y)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sampler = seeder.DistributedSampler(dataset)
     loader = DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=a.workers,

@@ -15,7 +15,6 @@ defect for the tests of ``seeder verify``:
   epoch's start (a stale copy); checkpoints at epoch ends are exact. Only a
   mid-epoch resume diverges.
 """
-import argparse
 import hashlib
 import json
 import os
@@ -23,6 +22,8 @@ import random
 import sys
 import tempfile
 import time
+
+from verify_contract import contract_parser  # tests/scripts/, the script's own directory
 
 N, BATCH = 64, 8
 
@@ -44,15 +45,8 @@ def save(path, state):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--ckpt-dir", default=None)
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--stop-after-epochs", type=int, default=None)
-    p.add_argument("--stop-after-steps", type=int, default=None)
+    p = contract_parser()
     p.add_argument("--ckpt-every-steps", type=int, default=0)
-    p.add_argument("--metrics", default=None)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--dll", action="store_true", help="log DLLogger lines to stdout instead of JSON lines")
     p.add_argument("--bug", default="none")
