@@ -144,6 +144,18 @@ def test_diagnose_one_rng_a_generator_and_a_later_difference():
     assert d.position == 0 and "seeder.reseed(1, epoch)" in d.message
 
 
+def test_diagnose_lines_up_the_source_that_recorded_the_last_step():
+    """A loader records each batch; the sampler it iterates records only where its iterations start."""
+    def batch(pos, epoch=1, **kw):
+        return rec(pos, epoch, source="loader", **kw)
+
+    full = [rec(0, 1), batch(0), batch(8), batch(16), rec(0, 2), batch(0, 2)]
+    stopped = full[:3]  # handed out the batch at sample 8, trained it, saved
+    d = diagnose({0: full}, {0: stopped}, {0: [rec(16, 1), batch(16, torch="?")]})
+    assert (d.state, d.position) == ("torch", 16)
+    assert diagnose({0: full}, {0: stopped}, {0: [rec(16, 1), batch(16)]}).state == "none"
+
+
 def test_diagnose_all_traced_states_equal_points_elsewhere():
     d = diagnose({0: FULL}, {0: STOPPED}, {0: FULL[3:]})
     assert d.state == "none" and "optimizer" in d.message and "seeder.SeededDataset" in d.message

@@ -152,27 +152,33 @@ def _diagnose_rank(full: Records, stopped: Records, resumed: Records, rank: int,
                    stopped_metrics: Optional[Metrics]) -> Optional[Diagnosis]:
     if not full or not resumed:
         return None
+    # One source is compared: the one that recorded the stopped run's last step (a loader's batches), so that the
+    # records of a sampler iterated inside a loader do not get lined up against the loader's.
+    src = stopped[-1]["source"] if stopped and any(r["source"] == stopped[-1]["source"] for r in resumed) \
+        else resumed[0]["source"]
+    full, stopped, resumed = ([r for r in recs if r["source"] == src] for recs in (full, stopped, resumed))
+    if not full:
+        return None
     n = len(stopped)
     if n > len(full) or any(_key(full[i]) != _key(stopped[i]) for i in range(n)):
         return None  # the stopped run already went another way; the loss comparison says so
     j = n - 1
     first = resumed[0]
-    src = first["source"]
     if stopped_metrics is not None and len(stopped_metrics) and stopped_metrics.epochs[-1] is not None:
         stop_epoch = stopped_metrics.epochs[-1]
         steps = sum(1 for e in stopped_metrics.epochs if e == stop_epoch)
-        moved = any(r["position"] > 0 for r in stopped if r["source"] == src and r["epoch"] == stop_epoch)
+        moved = any(r["position"] > 0 for r in stopped if r["epoch"] == stop_epoch)
         if first["epoch"] == stop_epoch and first["position"] == 0 and not moved and 0 < steps:
             return Diagnosis("position", MSG_NOT_COUNTED.format(source=src, epoch=stop_epoch, steps=steps), rank,
                              first["epoch"], 0)
     # The first resumed record continues the stopped run's last one (same moment, e.g. a sampler's advance()
     # and its resumed iterator start) or the record after it (a loader's next batch).
-    candidates = [i for i in (j, _next_of(full, src, j + 1)) if i is not None and i >= 0 and full[i]["source"] == src]
+    candidates = [i for i in (j, j + 1) if 0 <= i < len(full)]
     k = next((i for i in candidates if _key(full[i]) == _key(first)), None)
     if k is None:
-        want = next((r for r in reversed(stopped) if r["source"] == src), None)  # where the stopped run had got to
-        if want is None:
+        if not stopped:
             return None
+        want = stopped[-1]  # where the stopped run had got to
         return Diagnosis("position", MSG_POSITION.format(source=src, got=first["position"], got_epoch=first["epoch"],
                                                          want=want["position"], want_epoch=want["epoch"]),
                          rank, first["epoch"], first["position"])
@@ -198,10 +204,6 @@ def _diagnose_rank(full: Records, stopped: Records, resumed: Records, rank: int,
                                               what=_what(kind, name), hint=hint), rank, rec["epoch"], rec["position"])
         k = k2
     return Diagnosis("none", MSG_NONE.format(n=len(resumed)), rank)
-
-
-def _next_of(records: Records, source: str, start: int) -> Optional[int]:
-    return next((i for i in range(max(start, 0), len(records)) if records[i]["source"] == source), None)
 
 
 def diagnose(full: Dict[int, Records], stopped: Dict[int, Records], resumed: Dict[int, Records],
