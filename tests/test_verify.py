@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -170,10 +171,62 @@ def test_verify_broken_resume_names_the_step_and_difference():
     rep = analyze_verify(runs)
     assert rep["verdict"] == "FAIL"
     checks = {c["name"]: c["status"] for c in rep["checks"]}
-    assert checks == {"reproducible": "PASS", "resume": "FAIL", "variance": "PASS"}
+    assert checks == {"reproducible": "PASS", "resume": "FAIL", "resume-mid-epoch": "SKIP", "variance": "PASS"}
     assert len(rep["reasons"]) == 1  # grouped over repeats
     reason = rep["reasons"][0]
     assert "resumed run (3) differs" in reason and "from step 5" in reason and "0.5" in reason and "repeat 1, repeat 2" in reason
+    assert "the checkpoint does not restore everything" in reason  # no trace: the generic cause
+
+
+def with_mid(runs, mid_stop=6, resumed=None):
+    """``runs`` plus a mid-epoch stop after ``mid_stop`` steps (epochs of 4 steps) and its resumed run."""
+    runs["mid"] = [m(BASE[:mid_stop]) for _ in range(3)]
+    runs["resume-mid"] = resumed or [m(BASE[mid_stop:], start=mid_stop, digest="d1") for _ in range(3)]
+    return runs
+
+
+def test_verify_mid_epoch_check_reports_where_it_stopped():
+    rep = analyze_verify(with_mid(runs_ok()))
+    checks = {c["name"]: c for c in rep["checks"]}
+    assert rep["verdict"] == "PASS" and checks["resume-mid-epoch"]["status"] == "PASS"
+    assert checks["resume"]["summary"].startswith("stopped at the end of epoch 0 (step 3)")
+    assert checks["resume-mid-epoch"]["summary"].startswith("stopped mid-epoch at step 5 (2 of 4 steps into epoch 1)")
+    stop = checks["resume-mid-epoch"]["details"]["repeats"][0]["stopped_at"]
+    assert stop == {"step": [5], "epoch": 1, "into_epoch": 2, "epoch_steps": 4, "epoch_boundary": False,
+                    "text": "mid-epoch at step 5 (2 of 4 steps into epoch 1)"}
+    # an explicit stop step that falls on an epoch boundary is said to be one
+    boundary = next(c for c in analyze_verify(with_mid(runs_ok(), mid_stop=4))["checks"] if c["name"] == "resume-mid-epoch")
+    assert boundary["status"] == "PASS" and "an epoch boundary, not mid-epoch" in boundary["summary"]
+
+
+def test_verify_mid_epoch_failure_uses_the_diagnosis():
+    broken = [m(np.array(BASE[6:]) + [0.25, 0], start=6, digest="d2") for _ in range(3)]
+    asked = []
+
+    def diagnose(check, repeat):
+        asked.append((check, repeat))
+        return {"state": "torch", "message": "torch's global RNG differs right after the resume"}
+
+    rep = analyze_verify(with_mid(runs_ok(), resumed=broken), diagnose=diagnose)
+    checks = {c["name"]: c for c in rep["checks"]}
+    assert rep["verdict"] == "FAIL" and checks["resume"]["status"] == "PASS"
+    assert checks["resume-mid-epoch"]["status"] == "FAIL" and asked == [("resume-mid-epoch", r) for r in range(3)]
+    assert rep["reasons"] == ["mid-epoch stop, repeat 0: the resumed run (3b) differs from the uninterrupted run (1) "
+                              "from step 6 on (largest |loss difference| 0.25; resumed at step 6): torch's global RNG "
+                              "differs right after the resume (also repeat 1, repeat 2)"]
+    assert checks["resume-mid-epoch"]["details"]["repeats"][0]["diagnosis"]["state"] == "torch"
+
+
+def test_verify_skipped_checks_do_not_decide_the_verdict():
+    runs = runs_ok()
+    del runs["half"], runs["resume"]
+    rep = analyze_verify(with_mid(runs), skipped={"resume": "X = 1 epoch"})
+    checks = {c["name"]: c for c in rep["checks"]}
+    assert rep["verdict"] == "PASS" and checks["resume"]["status"] == "SKIP"
+    assert checks["resume"]["summary"] == "not tested: X = 1 epoch"
+    assert "resume  " in table({"kind": "verify", **rep}) and "SKIP" in table({"kind": "verify", **rep})
+    with pytest.raises(ValueError, match=r"lacks the kinds \['resume-mid'\]"):
+        analyze_verify({**runs_ok(), "mid": runs_ok()["half"]})
 
 
 def test_verify_resume_that_starts_over():
@@ -262,7 +315,7 @@ def test_table_and_markdown_explain_the_verdict(tmp_path):
                runs=[{"name": "full-0", "status": "ok", "steps": 8, "duration_s": 1.0, "digest": "d1",
                       "log": "runs/full-0/log.txt"}], figures=[str(tmp_path / "overlay.png")])
     text = table(rep)
-    assert "reproducible  PASS" in text and text.rstrip().endswith("verdict: PASS")
+    assert re.search(r"reproducible +PASS", text) and text.rstrip().endswith("verdict: PASS")
     md = markdown(rep, tmp_path)
     for needle in ("# seeder verify: PASS", "one-sided F test", "p < alpha = 0.05", "![overlay](overlay.png)", "| full-0 | ok | 8 |"):
         assert needle in md
@@ -307,7 +360,9 @@ def test_bad_config_raises_before_touching_the_output_directory(tmp_path):
                        (VerifyConfig(command=["python", "t.py"], out=out, epochs=1), "epochs .X. must be >= 2"),
                        (VerifyConfig(command=[], out=out), "command must be a non-empty list"),
                        (VerifyConfig(command=["python"], out=out, jobs=0), "jobs must be an integer >= 1"),
-                       (VerifyConfig(command=["python"], out=out, alpha=0), "alpha")):
+                       (VerifyConfig(command=["python"], out=out, alpha=0), "alpha"),
+                       (VerifyConfig(command=["python"], out=out, stop_after_steps=3, mid_epoch=False),
+                        "cannot go with mid_epoch=False")):
         with pytest.raises(ValueError, match=match):
             verify(cfg)
     with pytest.raises(ValueError, match="runs must be >= 2"):

@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from helpers import REPO_ROOT, child_env, run_python
-from seeder.verify import RunSpec, run_all
+from seeder.verify import Contract, RunSpec, run_all
 from seeder.verify.session import CompareConfig, VerifyConfig, compare, verify
 
 pytestmark = pytest.mark.slow
@@ -52,13 +52,42 @@ def test_verify_mid_epoch_stop_and_dllogger_metrics(tmp_path):
     rep = verify(VerifyConfig(command=toy("--dll"), out=tmp_path / "v", epochs=3, repeats=2, stop_after_steps=13,
                               progress=False, figures=False))
     assert rep["verdict"] == "PASS", rep["reasons"]
-    first = rep["checks"][1]["details"]["repeats"][0]["first_resumed_step"]
+    mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
+    first = mid["details"]["repeats"][0]["first_resumed_step"]
     assert first == [1, 13]  # DLLogger step [epoch, global step]; resumed mid-epoch
+    assert mid["summary"].startswith("stopped mid-epoch at step (1, 12) (5 of 8 steps into epoch 1)")
+    runs = {r["name"]: r for r in rep["runs"]}
+    assert runs["mid-0"]["stop_after_steps"] == 13 and runs["mid-0"]["argv"][-4:-2] == ["--stop-after-steps", "13"]
+
+
+def test_default_run_catches_a_bug_only_a_mid_epoch_resume_shows(tmp_path):
+    """Checkpoints inside an epoch save a stale RNG state; at epoch ends they are exact (the default run before
+    the mid-epoch stop, mid_epoch=False here, passed this script)."""
+    rep = verify(VerifyConfig(command=toy("--bug", "mid-epoch-rng"), out=tmp_path / "v", epochs=2, repeats=2, jobs=2,
+                              progress=False, figures=False))
+    assert rep["verdict"] == "FAIL"
+    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
+    assert rep["reasons"][0].startswith("mid-epoch stop, repeat 0: the resumed run (3b) differs from the uninterrupted "
+                                        "run (1) from step 5 on")  # 8 steps per epoch: stopped after 5 of epoch 0
+    assert "the checkpoint does not restore everything" in rep["reasons"][0]  # a script without seeder: no trace
+    old_default = verify(VerifyConfig(command=toy("--bug", "mid-epoch-rng"), out=tmp_path / "old", epochs=2, repeats=2,
+                                      jobs=2, progress=False, figures=False, mid_epoch=False))
+    assert old_default["verdict"] == "PASS" and checks(old_default)["resume-mid-epoch"] == "SKIP"
+
+
+def test_a_command_without_a_step_stop_skips_the_mid_epoch_stop(tmp_path):
+    rep = verify(VerifyConfig(command=toy(), out=tmp_path / "v", epochs=2, repeats=2, jobs=2, progress=False,
+                              figures=False, contract=Contract(stop_after_steps="")))
+    mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
+    assert rep["verdict"] == "PASS" and mid["status"] == "SKIP" and "no stop_after_steps flag" in mid["summary"]
+    runs = {r["name"]: r for r in rep["runs"]}
+    assert runs["mid-1"]["status"] == runs["resume-mid-1"]["status"] == "omitted"
+    assert not (tmp_path / "v" / "runs" / "mid-0" / "log.txt").exists()
 
 
 @pytest.mark.parametrize("bug, failing, phrase", [
-    ("resume-rng", {"resume"}, "resumed run (3) differs from the uninterrupted run (1) from step 16"),
-    ("resume-momentum", {"resume"}, "the checkpoint does not restore everything"),
+    ("resume-rng", {"resume", "resume-mid-epoch"}, "resumed run (3) differs from the uninterrupted run (1) from step 16"),
+    ("resume-momentum", {"resume", "resume-mid-epoch"}, "the checkpoint does not restore everything"),
     # seeded runs are then random: the F test rejects by chance in alpha = 5% of sessions, so it is not asserted
     ("ignore-seed", {"reproducible", "resume"}, "the same seed does not give the same run"),
     ("fixed-seed", {"variance"}, "unseeded runs (4) are identical"),
@@ -76,7 +105,7 @@ def test_cli_pass_fail_and_crash(tmp_path):
     args = ["-m", "seeder", "verify", "--epochs", "2", "--repeats", "2", "--jobs", "2", "--no-figures"]
     p = run_python(args + ["--out", str(tmp_path / "ok"), "--", *toy()], check=False)
     assert p.returncode == 0, p.stderr
-    assert "verdict: PASS" in p.stdout and "reproducible  PASS" in p.stdout
+    assert "verdict: PASS" in p.stdout and re.search(r"reproducible +PASS", p.stdout)
     p = run_python(args + ["--out", str(tmp_path / "bad"), "--", *toy("--bug", "resume-rng")], check=False)
     assert p.returncode == 1 and "verdict: FAIL" in p.stdout and "resumed run (3) differs" in p.stdout
     p = run_python(args + ["--out", str(tmp_path / "crash"), "--no-progress", "--", *toy("--bug", "crash")], check=False)
@@ -168,8 +197,41 @@ def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path):
                     sys.executable, script, "--bug", "no-seeder-state"], check=False, timeout=300)
     assert p.returncode == 1, p.stderr
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
-    assert checks(rep) == {"reproducible": "PASS", "resume": "FAIL", "variance": "PASS"}
+    # at the epoch boundary reseed(1, epoch) alone restores every stream; only the mid-epoch stop catches it
+    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
     assert "differs from the uninterrupted run (1) from step 9 on" in rep["reasons"][0]
+
+
+LOADER_TOY = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_loader_toy.py")]
+
+
+def test_verify_names_the_missing_dataloader_generator(tmp_path):
+    """torch + the real seeder + a plain DataLoader without generator=: the default run says what to pass."""
+    p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
+                    "--no-figures", "--no-progress", "--", *LOADER_TOY, "--bug", "no-generator"], check=False, timeout=300)
+    assert p.returncode == 1, p.stderr
+    assert "pass generator=seeder.dataloader_generator() to the DataLoader" in p.stdout.replace("Pass", "pass")
+    rep = json.loads((tmp_path / "v" / "report.json").read_text())
+    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
+    mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
+    diagnosis = mid["details"]["repeats"][0]["diagnosis"]
+    # 6 steps per epoch: stopped after 3 of epoch 0 (8 samples a batch), first differing step 4
+    assert (diagnosis["state"], diagnosis["epoch"], diagnosis["position"]) == ("torch", 0, 24)
+    assert "differs from the uninterrupted run (1) from step 4 on" in rep["reasons"][0]
+    assert (tmp_path / "v" / "runs" / "full-0" / "trace.rank0.jsonl").is_file()
+    assert not (tmp_path / "v" / "runs" / "unseeded-0" / "trace.rank0.jsonl").exists()
+
+
+def test_verify_names_a_sampler_position_that_never_moved(tmp_path):
+    rep = verify(VerifyConfig(command=LOADER_TOY + ["--bug", "no-advance"], out=tmp_path / "v", epochs=2, repeats=2,
+                              jobs=2, progress=False, figures=False))
+    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
+    mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
+    assert mid["details"]["repeats"][0]["diagnosis"]["state"] == "position"
+    reason = rep["reasons"][0]
+    assert "logged steps the uninterrupted run (1) does not have" in reason  # it trained epoch 0 over again
+    assert ("the sampler position differs: the resumed run restarted epoch 0 at its first sample, although the stopped "
+            "run had trained 3 step(s) of it") in reason and "call sampler.advance(len(batch))" in reason
 
 
 @pytest.mark.skipif(not (REPO_ROOT / "examples" / "train.py").is_file(), reason="examples/train.py is not on this branch")
@@ -179,8 +241,10 @@ def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
                     "--no-figures", "--no-progress", "--", "--samples", "256", "--workers", "1"], check=False, timeout=500)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
-    assert rep["verdict"] == "PASS" and checks(rep) == {"reproducible": "PASS", "resume": "PASS", "variance": "PASS"}
+    assert rep["verdict"] == "PASS" and checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "PASS",
+                                                        "variance": "PASS"}
     runs = {r["name"]: r for r in rep["runs"]}
     assert runs["full-0"]["argv"][1] == str(REPO_ROOT / "examples" / "train.py")
-    assert runs["full-0"]["digest"] == runs["resume-0"]["digest"] == runs["full-1"]["digest"]
+    assert runs["full-0"]["digest"] == runs["resume-0"]["digest"] == runs["resume-mid-0"]["digest"] == runs["full-1"]["digest"]
+    assert runs["mid-0"]["stop_after_steps"] == 5  # 256 samples / 32 = 8 steps an epoch: 5 of 8 into epoch 0
     assert runs["unseeded-0"]["digest"] != runs["unseeded-1"]["digest"]

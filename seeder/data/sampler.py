@@ -40,6 +40,7 @@ from ..checks import check_bool, is_int
 from ..core import Seeder
 from ..derive import check_key
 from ..errors import SeederWarning
+from ..trace import record_step
 from .audit import audit_loader, find_loader, loader_on_stack, unconsumed_message
 from .order import MODES, index_blocks, shard_sizes, shuffle_key
 from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state
@@ -176,6 +177,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         key = self._key(epoch) if self.shuffle else 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
+        record_step(self._seeder, "sampler", epoch=epoch, step=None, position=start)  # $SEEDER_TRACE only
         progress = Progress(start)
         it = SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
         it.progress, it.sampler = progress, self
@@ -251,6 +253,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         3
         """
         self._consumed += check_advance(n, self._consumed, self._handed, self.num_samples, self.epoch)
+        record_step(self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed)  # $SEEDER_TRACE only
 
     # ------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:

@@ -1,14 +1,16 @@
 """Verdicts: what ``seeder verify`` and ``seeder compare`` decide from the losses.
 
-``analyze_verify`` takes the metrics of the four run kinds of the methodology
-(``full``, ``half``, ``resume``, ``unseeded``; one of each per repeat) and makes
-three checks:
+``analyze_verify`` takes the metrics of the run kinds of the methodology (``full``,
+``half``, ``resume``, ``unseeded``, and for the mid-epoch stop ``mid`` and
+``resume-mid``; one of each per repeat) and makes four checks:
 
 * **reproducible**: every seeded uninterrupted run (1) equals the first one, step by
   step, bit for bit (or within ``atol``), and so do their final digests.
-* **resume**: for each repeat, the interrupted run (2) equals run (1) on its steps,
-  the resumed run (3) equals run (1) on the remaining steps, together they log every
-  step of (1) exactly once, and (3)'s final digest equals (1)'s.
+* **resume** (stop at an epoch boundary) and **resume-mid-epoch** (stop inside an
+  epoch): for each repeat, the stopped run (2)/(2b) equals run (1) on its steps, the
+  resumed run (3)/(3b) equals run (1) on the remaining steps, together they log every
+  step of (1) exactly once, and the resumed run's final digest equals (1)'s. A check
+  whose runs were not part of the session is SKIP (and does not decide the verdict).
 * **variance**: the seeded runs vary less than the unseeded runs (4): a one-sided F
   test on one value per run (the mean loss of the last epoch), significant at
   ``alpha``. Identical unseeded runs fail it: nothing random is left for a seed to fix.
@@ -23,20 +25,20 @@ Example:
     >>> runs = {"full": [m([4, 3, 2, 1])] * 2, "half": [m([4, 3], range(2))] * 2,
     ...         "resume": [m([2, 1], range(2, 4))] * 2, "unseeded": [m([4, 3, 2, 1.5]), m([4, 3.1, 2, 1.2])]}
     >>> rep = analyze_verify(runs)
-    >>> rep["verdict"], [c["status"] for c in rep["checks"]]
-    ('PASS', ['PASS', 'PASS', 'PASS'])
+    >>> rep["verdict"], [(c["name"], c["status"]) for c in rep["checks"]]  # doctest: +NORMALIZE_WHITESPACE
+    ('PASS', [('reproducible', 'PASS'), ('resume', 'PASS'), ('resume-mid-epoch', 'SKIP'), ('variance', 'PASS')])
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import stats
-from .contract import Metrics, StepKey, _fmt_key
+from .contract import Metrics, format_step_key
 
-__all__ = ["analyze_verify", "analyze_compare", "RUN_KINDS"]
+__all__ = ["analyze_verify", "analyze_compare", "stop_point", "RUN_KINDS", "MID_KINDS", "ALL_KINDS", "RESUME_CHECKS"]
 
 #: Run kinds of the methodology, with the numbers of seed 004 and what they are.
 RUN_KINDS = {
@@ -45,6 +47,15 @@ RUN_KINDS = {
     "resume": "3: seeded, resumed from (2) to X",
     "unseeded": "4: unseeded, X epochs",
 }
+#: The mid-epoch stop: run kinds added where the script takes a step stop flag.
+MID_KINDS = {
+    "mid": "2b: seeded, stopped mid-epoch at step S, checkpoint",
+    "resume-mid": "3b: seeded, resumed from (2b) to X",
+}
+ALL_KINDS = {**RUN_KINDS, **MID_KINDS}
+
+#: ``diagnose(check name, repeat)``: why a resumed run diverged, as a dict with a ``message``, or ``None``.
+Diagnose = Callable[[str, int], Optional[Dict[str, Any]]]
 
 
 def _grouped(found: Sequence[Tuple[int, str, str]], label: str) -> List[str]:
@@ -87,7 +98,7 @@ def _check_reproducible(full: Sequence[Metrics], atol: float) -> Dict[str, Any]:
         if miss or d.missing:
             found.append((r, "steps", f"logged different steps than full-0 ({len(miss)} missing, {len(d.missing)} extra)"))
         elif not _close(d, atol):
-            found.append((r, "diff", f"differs from seeded run full-0 from step {_fmt_key(d.first_diff)} on (largest "
+            found.append((r, "diff", f"differs from seeded run full-0 from step {format_step_key(d.first_diff)} on (largest "
                           f"|loss difference| {d.max_abs_diff:.3g}): the same seed does not give the same run"))
     reasons = _grouped(found, "seeded run full-{}")
     if digest_ok is False and not reasons and atol == 0:
@@ -98,7 +109,39 @@ def _check_reproducible(full: Sequence[Metrics], atol: float) -> Dict[str, Any]:
                                                  "digests_equal": digest_ok}, reasons)
 
 
-def _check_resume(full: Sequence[Metrics], half: Sequence[Metrics], resume: Sequence[Metrics], atol: float) -> Dict[str, Any]:
+def stop_point(stopped: Metrics, full: Metrics) -> Dict[str, Any]:
+    """Where a stopped run ended: its last step, that step's epoch, how far into the epoch, and whether it ends it.
+
+    >>> import numpy as np
+    >>> f = Metrics([(k,) for k in range(8)], np.zeros(8), [k // 4 for k in range(8)])
+    >>> stop_point(Metrics(f.keys[:6], np.zeros(6), f.epochs[:6]), f)["text"]
+    'mid-epoch at step 5 (2 of 4 steps into epoch 1)'
+    """
+    if not len(stopped):
+        return {"step": None, "epoch": None, "into_epoch": None, "epoch_steps": None, "epoch_boundary": None,
+                "text": "before its first step"}
+    last, epoch = stopped.keys[-1], stopped.epochs[-1]
+    into = sum(1 for e in stopped.epochs if e == epoch) if epoch is not None else None
+    per = sum(1 for e in full.epochs if e == epoch) if epoch is not None else None
+    boundary = None if into is None or not per else into >= per
+    if boundary:
+        text = f"at the end of epoch {epoch} (step {format_step_key(last)})"
+    elif boundary is False:
+        text = f"mid-epoch at step {format_step_key(last)} ({into} of {per} steps into epoch {epoch})"
+    else:
+        text = f"at step {format_step_key(last)}"
+    return {"step": list(last), "epoch": epoch, "into_epoch": into, "epoch_steps": per, "epoch_boundary": boundary,
+            "text": text}
+
+
+#: Names of the two resume checks, and the run labels each one uses.
+RESUME_CHECKS = {"resume": ("(2)", "(3)"), "resume-mid-epoch": ("(2b)", "(3b)")}
+_GENERIC_CAUSE = "the checkpoint does not restore everything (RNG/seeder state, optimizer, sampler position)"
+
+
+def _check_resume(name: str, full: Sequence[Metrics], half: Sequence[Metrics], resume: Sequence[Metrics], atol: float,
+                  diagnose: Optional[Diagnose] = None) -> Dict[str, Any]:
+    stopped_label, resumed_label = RESUME_CHECKS[name]
     found: List[Tuple[int, str, str]] = []  # (repeat, kind of failure, message)
     per_repeat = []
     for r, (f, h, s) in enumerate(zip(full, half, resume)):
@@ -109,43 +152,65 @@ def _check_resume(full: Sequence[Metrics], half: Sequence[Metrics], resume: Sequ
         bitwise = dh.identical and ds.identical and not overlap and not uncovered and digest_ok is not False
         ok = _close(dh, atol) and _close(ds, atol) and not overlap and not uncovered and (digest_ok is not False or atol > 0)
         first_resumed = s.keys[0] if len(s) else None
-        per_repeat.append({"repeat": r, "bitwise": bitwise, "ok": ok,
-                           "max_abs_diff": max(dh.max_abs_diff, ds.max_abs_diff),
-                           "max_abs_diff_before_checkpoint": dh.max_abs_diff, "max_abs_diff_after_resume": ds.max_abs_diff,
-                           "first_resumed_step": list(first_resumed) if first_resumed else None,
-                           "first_diff": list(ds.first_diff) if ds.first_diff else None, "digests_equal": digest_ok,
-                           "overlap_steps": len(overlap), "missing_steps": len(uncovered)})
+        stop = stop_point(h, f)
+        rec = {"repeat": r, "bitwise": bitwise, "ok": ok, "stopped_at": stop,
+               "max_abs_diff": max(dh.max_abs_diff, ds.max_abs_diff),
+               "max_abs_diff_before_checkpoint": dh.max_abs_diff, "max_abs_diff_after_resume": ds.max_abs_diff,
+               "first_resumed_step": list(first_resumed) if first_resumed else None,
+               "first_diff": list(ds.first_diff) if ds.first_diff else None, "digests_equal": digest_ok,
+               "overlap_steps": len(overlap), "missing_steps": len(uncovered), "diagnosis": None}
+        per_repeat.append(rec)
         if ok:
             continue
+        cause = None
+        if len(s) and _close(dh, atol) and not overlap:  # the divergence is after the checkpoint: ask the traces
+            found_cause = diagnose(name, r) if diagnose is not None else None
+            if found_cause is not None:
+                rec["diagnosis"] = found_cause
+                cause = found_cause["message"]
+        first = (f" from step {format_step_key(ds.first_diff)} on (largest |loss difference| {ds.max_abs_diff:.3g}; resumed "
+                 f"at step {format_step_key(first_resumed)})" if ds.first_diff is not None else "")
         if not len(s):
-            found.append((r, "empty", "the resumed run (3) logged no steps"))
+            found.append((r, "empty", f"the resumed run {resumed_label} logged no steps"))
         elif overlap:
-            found.append((r, "overlap", f"the resumed run (3) logged {len(overlap)} step(s) the interrupted run (2) had "
-                          f"already done (from step {_fmt_key(overlap[0])}): it did not continue from the checkpoint"))
-        elif ds.missing or dh.missing:
-            found.append((r, "extra", "runs (2)+(3) logged steps the uninterrupted run (1) does not have"))
+            found.append((r, "overlap", f"the resumed run {resumed_label} logged {len(overlap)} step(s) the stopped run "
+                          f"{stopped_label} had already done (from step {format_step_key(overlap[0])}): it did not continue from "
+                          "the checkpoint"))
         elif not _close(dh, atol):
-            found.append((r, "before", f"the interrupted run (2) already differs from (1) at step {_fmt_key(dh.first_diff)} "
-                          f"(largest |loss difference| {dh.max_abs_diff:.3g}), before any checkpoint was loaded"))
+            found.append((r, "before", f"the stopped run {stopped_label} already differs from (1) at step "
+                          f"{format_step_key(dh.first_diff)} (largest |loss difference| {dh.max_abs_diff:.3g}), before any "
+                          "checkpoint was loaded"))
+        elif ds.missing or dh.missing:
+            found.append((r, "extra", f"runs {stopped_label}+{resumed_label} logged steps the uninterrupted run (1) does "
+                          f"not have (first {format_step_key((ds.missing or dh.missing)[0])})"
+                          + (f"; the resumed run differs from (1){first}" if first else "")
+                          + (f": {cause}" if cause else "")))
         elif not _close(ds, atol):
-            found.append((r, "after", f"the resumed run (3) differs from the uninterrupted run (1) from step "
-                          f"{_fmt_key(ds.first_diff)} on (largest |loss difference| {ds.max_abs_diff:.3g}; resumed at "
-                          f"step {_fmt_key(first_resumed)}): the checkpoint does not restore everything (RNG/seeder "
-                          "state, optimizer, sampler position)"))
+            found.append((r, "after", f"the resumed run {resumed_label} differs from the uninterrupted run (1){first}: "
+                          f"{cause or _GENERIC_CAUSE}"))
         elif uncovered:
-            found.append((r, "uncovered", f"{len(uncovered)} step(s) of (1) were logged by neither (2) nor (3), first "
-                          f"{_fmt_key(uncovered[0])}"))
+            found.append((r, "uncovered", f"{len(uncovered)} step(s) of (1) were logged by neither {stopped_label} nor "
+                          f"{resumed_label}, first {format_step_key(uncovered[0])}"))
         elif digest_ok is False:
-            found.append((r, "digest", "the resumed run (3) ends with a different model digest than (1) although the "
-                          "losses agree"))
+            found.append((r, "digest", f"the resumed run {resumed_label} ends with a different model digest than (1) "
+                          "although the losses agree" + (f": {cause}" if cause else "")))
     ok = all(p["ok"] for p in per_repeat)
-    reasons = _grouped(found, "repeat {}")
+    reasons = [("" if name == "resume" else "mid-epoch stop, ") + x for x in _grouped(found, "repeat {}")]
     bitwise = all(p["bitwise"] for p in per_repeat)
     max_diff = max((p["max_abs_diff"] for p in per_repeat), default=0.0)
-    summary = ("resumed runs bitwise identical to uninterrupted runs" if bitwise else
-               f"resumed runs agree within {atol:g} (largest difference {max_diff:.3g})" if ok else
-               f"resumed runs differ from uninterrupted runs (largest |loss difference| {max_diff:.3g})")
-    return _check("resume", ok, summary, {"bitwise": bitwise, "max_abs_diff": max_diff, "repeats": per_repeat}, reasons)
+    where = per_repeat[0]["stopped_at"]["text"] if per_repeat else "nowhere"
+    if name == "resume-mid-epoch" and per_repeat and per_repeat[0]["stopped_at"]["epoch_boundary"]:
+        where += ", an epoch boundary, not mid-epoch"
+    summary = f"stopped {where}: " + (
+        "resumed runs bitwise identical to uninterrupted runs" if bitwise else
+        f"resumed runs agree within {atol:g} (largest difference {max_diff:.3g})" if ok else
+        f"resumed runs differ from uninterrupted runs (largest |loss difference| {max_diff:.3g})")
+    details = {"bitwise": bitwise, "max_abs_diff": max_diff, "repeats": per_repeat}
+    return _check(name, ok, summary, details, reasons)
+
+
+def _skipped(name: str, why: str) -> Dict[str, Any]:
+    return {"name": name, "status": "SKIP", "summary": f"not tested: {why}", "reasons": [], "details": {"skipped": why}}
 
 
 def _check_variance(full: Sequence[Metrics], unseeded: Sequence[Metrics], alpha: float) -> Dict[str, Any]:
@@ -196,28 +261,43 @@ def _per_step(full: Sequence[Metrics], resume: Sequence[Metrics], unseeded: Sequ
             "mean_std_unseeded": float(np.nanmean(sd_u)) if len(keys) else math.nan, "correlation": corr}
 
 
-def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alpha: float = 0.05) -> Dict[str, Any]:
+def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alpha: float = 0.05,
+                   diagnose: Optional[Diagnose] = None, skipped: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Checks and per-step statistics for the runs of one verify session.
 
-    ``runs`` maps each kind of :data:`RUN_KINDS` to one :class:`Metrics` per repeat
-    (at least two repeats). Returns a dict with ``verdict`` (PASS/FAIL), ``reasons``,
+    ``runs`` maps run kinds (:data:`RUN_KINDS`, :data:`MID_KINDS`) to one :class:`Metrics`
+    per repeat (at least two repeats). ``full`` and ``unseeded`` are needed; ``half`` +
+    ``resume`` and ``mid`` + ``resume-mid`` come in pairs, and a missing pair makes its
+    check SKIP with the reason ``skipped[check name]``. ``diagnose(check, repeat)``
+    may explain a resume failure (a :class:`seeder.verify.diagnose.Diagnosis` as a
+    dict). Returns a dict with ``verdict`` (PASS when no check FAILs), ``reasons``,
     ``checks`` and ``per_step``.
     """
     if not isinstance(atol, (int, float)) or atol < 0 or math.isnan(atol):
         raise ValueError(f"atol must be a number >= 0, got {atol!r}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    missing = [k for k in RUN_KINDS if k not in runs]
+    missing = [k for k in ("full", "unseeded") if k not in runs]
+    for pair in (("half", "resume"), ("mid", "resume-mid")):
+        if (pair[0] in runs) != (pair[1] in runs):
+            missing.append(pair[1] if pair[0] in runs else pair[0])
     if missing:
         raise ValueError(f"runs lacks the kinds {missing}")
-    n = {k: len(v) for k, v in runs.items()}
-    if len(set(n[k] for k in RUN_KINDS)) != 1 or n["full"] < 2:
+    n = {k: len(v) for k, v in runs.items() if k in ALL_KINDS}
+    if len(set(n.values())) != 1 or n["full"] < 2:
         raise ValueError(f"every run kind needs the same number of repeats, at least 2; got {n}")
-    full, half, resume, unseeded = (list(runs[k]) for k in RUN_KINDS)
-    checks = [_check_reproducible(full, atol), _check_resume(full, half, resume, atol), _check_variance(full, unseeded, alpha)]
+    skipped = skipped or {}
+    full, unseeded = list(runs["full"]), list(runs["unseeded"])
+    checks = [_check_reproducible(full, atol)]
+    for name, (stop_kind, resume_kind) in (("resume", ("half", "resume")), ("resume-mid-epoch", ("mid", "resume-mid"))):
+        if stop_kind in runs:
+            checks.append(_check_resume(name, full, list(runs[stop_kind]), list(runs[resume_kind]), atol, diagnose))
+        else:
+            checks.append(_skipped(name, skipped.get(name, "its runs were not part of this session")))
+    checks.append(_check_variance(full, unseeded, alpha))
     reasons = [r for c in checks for r in c["reasons"]]
-    return {"verdict": "PASS" if all(c["status"] == "PASS" for c in checks) else "FAIL", "reasons": reasons,
-            "checks": checks, "per_step": _per_step(full, resume, unseeded)}
+    return {"verdict": "FAIL" if any(c["status"] == "FAIL" for c in checks) else "PASS", "reasons": reasons,
+            "checks": checks, "per_step": _per_step(full, list(runs.get("resume", [])), unseeded)}
 
 
 def analyze_compare(a: Sequence[Metrics], b: Sequence[Metrics], levels: Sequence[float] = (0.95, 0.99)) -> Dict[str, Any]:

@@ -103,12 +103,16 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
     """Register ``seeder verify``."""
     p = sub.add_parser("verify", help="prove that a training command is seeded and resumes bit for bit",
                        description="Run the seeding/resume methodology on a training command: (1) seeded X epochs, "
-                       "(2) seeded X/2 epochs with a checkpoint, (3) resumed from it to X, (4) unseeded X epochs, each "
-                       "repeated; then decide PASS or FAIL and draw the figures.")
+                       "(2) seeded X/2 epochs with a checkpoint, (3) resumed from it to X, (2b) seeded, stopped inside an "
+                       "epoch with a checkpoint and (3b) resumed from it (when the command takes --stop-after-steps), "
+                       "(4) unseeded X epochs, each repeated; then decide PASS or FAIL and draw the figures.")
     _common(p, "seeder-verify", 4)
-    p.add_argument("--repeats", "-r", type=int, default=3, help="repeats of runs 1-4 (default 3, at least 2)")
-    p.add_argument("--stop-after-steps", type=int, default=None, metavar="S",
-                   help="stop run 2 after global step S (mid-epoch) instead of after X/2 epochs")
+    p.add_argument("--repeats", "-r", type=int, default=3, help="repeats of the runs (default 3, at least 2)")
+    mid = p.add_mutually_exclusive_group()
+    mid.add_argument("--stop-after-steps", type=int, default=None, metavar="S",
+                     help="stop the mid-epoch run (2b) after global step S (default: the odd step nearest the middle of "
+                     "run 2's last epoch, when the command takes the stop_after_steps flag)")
+    mid.add_argument("--no-mid-epoch", action="store_true", help="leave out the mid-epoch stop (runs 2b and 3b)")
     p.add_argument("--atol", type=float, default=0.0, help="accept loss differences up to this (default 0: bit for bit)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the variance test (default 0.05)")
 
@@ -117,7 +121,7 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
         from . import report as rep
 
         cfg = VerifyConfig(repeats=args.repeats, stop_after_steps=args.stop_after_steps, atol=args.atol, alpha=args.alpha,
-                           **_common_kwargs(args))
+                           mid_epoch=not args.no_mid_epoch, **_common_kwargs(args))
         result = _run(verify, cfg)
         if isinstance(result, int):
             return result

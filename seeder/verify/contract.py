@@ -35,7 +35,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["Contract", "Metrics", "parse_metrics", "read_metrics", "default_command", "METRICS_ENV", "TEMPLATE_NAMES"]
+__all__ = ["Contract", "Metrics", "parse_metrics", "read_metrics", "default_command", "format_step_key", "METRICS_ENV",
+           "TEMPLATE_NAMES", "StepKey"]
 
 #: Environment variable through which a run receives its metrics file.
 METRICS_ENV = "SEEDER_METRICS"
@@ -228,7 +229,7 @@ def parse_metrics(lines: Iterable[str], contract: Optional[Contract] = None, *, 
         if key is None or isinstance(loss, bool) or not isinstance(loss, (int, float)):
             continue
         if key in seen:
-            raise ValueError(f"{source}:{lineno}: step {_fmt_key(key)} already logged on line {seen[key]}; "
+            raise ValueError(f"{source}:{lineno}: step {format_step_key(key)} already logged on line {seen[key]}; "
                              "each step must be logged once per run (rank 0 only under torchrun)")
         seen[key] = lineno
         epoch = obj.get("epoch")
@@ -240,7 +241,12 @@ def parse_metrics(lines: Iterable[str], contract: Optional[Contract] = None, *, 
     return Metrics(keys, np.asarray(losses, dtype=np.float64), epochs, digest)
 
 
-def _fmt_key(key: StepKey) -> str:
+def format_step_key(key: StepKey) -> str:
+    """A step key as people write it: ``12`` for ``(12,)``, ``(1, 12)`` for a DLLogger ``[1, 12]``.
+
+    >>> format_step_key((12,)), format_step_key((1, 12))
+    ('12', '(1, 12)')
+    """
     return str(key[0]) if len(key) == 1 else "(" + ", ".join(map(str, key)) + ")"
 
 

@@ -24,11 +24,12 @@ __all__ = ["plot_methodology", "plot_loss_curves", "plot_overlay", "plot_spread"
 
 #: Colour of each run kind.
 COLORS = {"full": "tab:blue", "half": "tab:green", "resume": "tab:orange", "unseeded": "tab:red",
-          "a": "tab:blue", "b": "tab:orange"}
+          "mid": "tab:olive", "resume-mid": "tab:purple", "a": "tab:blue", "b": "tab:orange"}
 #: File names written by :func:`write_figures`, per session kind.
 FIGURES = {"verify": ("methodology.png", "loss_curves.png", "overlay.png", "spread.png"),
            "compare": ("compare_methodology.png", "compare.png")}
 _LABELS = {"full": "(1) seeded, X epochs", "half": "(2) seeded, stopped at X/2", "resume": "(3) resumed from (2)",
+           "mid": "(2b) seeded, stopped mid-epoch", "resume-mid": "(3b) resumed from (2b)",
            "unseeded": "(4) unseeded, X epochs"}
 
 
@@ -51,8 +52,8 @@ def _runs(metrics: Dict[str, Metrics], kind: str) -> List[Tuple[int, Metrics]]:
     return sorted(out, key=lambda t: t[0])
 
 
-def _checkpoint_x(metrics: Dict[str, Metrics], xmap: Dict[Tuple[int, ...], int]) -> Optional[float]:
-    res = _runs(metrics, "resume")
+def _checkpoint_x(metrics: Dict[str, Metrics], xmap: Dict[Tuple[int, ...], int], kind: str = "resume") -> Optional[float]:
+    res = _runs(metrics, kind)
     if res and len(res[0][1]):
         return xmap[res[0][1].keys[0]] - 0.5
     return None
@@ -82,29 +83,50 @@ def plot_methodology(report: Dict[str, Any]) -> Figure:
         ax.text(4.8, -0.5, "paired difference B - A per seed -> t interval (95%, 99%)", ha="center", fontsize=9)
         return fig
     x, r = cfg["epochs"], cfg.get("repeats", 1)
-    half = x / 2 if cfg.get("stop_after_steps") is None else None
+    mid_check = next((c for c in report.get("checks", []) if c["name"] == "resume-mid-epoch"), None)
+    mid = cfg.get("mid_epoch", False) and (mid_check is None or mid_check["status"] != "SKIP")
+    half = x / 2 if x >= 2 else None
+    mid_x = _mid_stop_x(report, x)
+    top = 5.2 if mid else 3.2
     ax.set_xlim(-2.6, x + 1.9)
-    ax.set_ylim(-1.2, 4.3)
+    ax.set_ylim(-1.2, top + 1.1)
     ax.set_title(f"seeder verify: one seed ({cfg['seed']}) for runs 1-3, none for run 4; each repeated {r} times",
                  fontsize=10)
-    rows = [("full", 3.2, 0, x), ("half", 2.2, 0, half if half is not None else x * 0.45),
-            ("resume", 1.2, half if half is not None else x * 0.45, x), ("unseeded", 0.2, 0, x)]
+    rows = [("full", top, 0, x)]
+    if half is not None:
+        rows += [("half", top - 1, 0, half), ("resume", top - 2, half, x)]
+    if mid:
+        rows += [("mid", 2.2, 0, mid_x), ("resume-mid", 1.2, mid_x, x)]
+    rows.append(("unseeded", 0.2, 0, x))
     for kind, y, a, b in rows:
         ax.add_patch(Rectangle((a, y), b - a, 0.6, color=COLORS[kind], alpha=0.85,
                                hatch="//" if kind == "unseeded" else None, fill=True))
-        ax.text(-0.15, y + 0.3, _LABELS[kind].replace("X/2", "X/2" if half is not None else "step S"), ha="right",
-                va="center", fontsize=8)
-    ck = rows[1][3]
-    ax.plot([ck], [2.5], marker="D", color="black", markersize=7)
-    ax.text(ck + 0.08, 2.95, "checkpoint", fontsize=8, va="bottom")
-    ax.add_patch(FancyArrowPatch((ck, 2.45), (ck, 1.85), arrowstyle="->", mutation_scale=12, color="black"))
+        ax.text(-0.15, y + 0.3, _LABELS[kind], ha="right", va="center", fontsize=8)
+    for stop_kind, label in (("half", "checkpoint (epoch boundary)"), ("mid", "checkpoint (mid-epoch)")):
+        row = next((rw for rw in rows if rw[0] == stop_kind), None)
+        if row is None:
+            continue
+        ck, y = row[3], row[1]
+        ax.plot([ck], [y + 0.3], marker="D", color="black", markersize=7)
+        ax.text(ck + 0.08, y + 0.75, label, fontsize=8, va="bottom")
+        ax.add_patch(FancyArrowPatch((ck, y + 0.25), (ck, y - 0.35), arrowstyle="->", mutation_scale=12, color="black"))
     for e in range(x + 1):
-        ax.plot([e, e], [-0.05, 3.95], color="0.85", lw=0.6, zorder=0)
+        ax.plot([e, e], [-0.05, top + 0.75], color="0.85", lw=0.6, zorder=0)
         ax.text(e, -0.35, str(e), ha="center", fontsize=8)
     ax.text(x / 2, -0.8, "epoch", ha="center", fontsize=8)
-    ax.text(x + 0.15, 2.0, "losses of 1 and 3:\nbit for bit equal\n\nspread of 1 vs 4:\nseeded < unseeded",
-            fontsize=8, va="center")
+    ax.text(x + 0.15, top / 2 + 0.3, "losses of 1 and 3" + (", 3b" if mid else "") + ":\nbit for bit equal\n\n"
+            "spread of 1 vs 4:\nseeded < unseeded", fontsize=8, va="center")
     return fig
+
+
+def _mid_stop_x(report: Dict[str, Any], epochs: int) -> float:
+    """Where run (2b) stopped, in epochs (for the diagram); half an epoch before X/2 when unknown."""
+    mid = next((c for c in report.get("checks", []) if c["name"] == "resume-mid-epoch"), None)
+    reps = (mid or {}).get("details", {}).get("repeats") or []
+    stop = reps[0].get("stopped_at", {}) if reps else {}
+    if stop.get("epoch") is not None and stop.get("epoch_steps"):
+        return stop["epoch"] + stop["into_epoch"] / stop["epoch_steps"]
+    return max(0.5, epochs / 2 - 0.5)
 
 
 def _curves_axes(ax, runs: Sequence[Tuple[int, Metrics]], kind: str, xmap, label_once: bool = True, **kw) -> None:
@@ -116,15 +138,16 @@ def _curves_axes(ax, runs: Sequence[Tuple[int, Metrics]], kind: str, xmap, label
 def plot_loss_curves(report: Dict[str, Any], metrics: Dict[str, Metrics]) -> Figure:
     """One panel per run type, every repeat drawn (seed 004's test1)."""
     xmap = _x_of(metrics)
-    ck = _checkpoint_x(metrics, xmap)
-    fig = Figure(figsize=(12, 3.6), dpi=110, layout="constrained")
-    axes = fig.subplots(1, 3, sharey=True)
-    panels = [(("full",), "(1) seeded, X epochs"), (("half", "resume"), "(2) interrupted + (3) resumed, seeded"),
-              (("unseeded",), "(4) unseeded, X epochs")]
+    panels = [(("full",), "(1) seeded, X epochs"), (("half", "resume"), "(2) stopped + (3) resumed, seeded"),
+              (("mid", "resume-mid"), "(2b) stopped mid-epoch + (3b) resumed"), (("unseeded",), "(4) unseeded, X epochs")]
+    panels = [p for p in panels if any(_runs(metrics, k) for k in p[0])]
+    fig = Figure(figsize=(4 * len(panels), 3.6), dpi=110, layout="constrained")
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for ax, (kinds, title) in zip(axes, panels):
         for kind in kinds:
-            _curves_axes(ax, _runs(metrics, kind), kind, xmap, ls="--" if kind == "resume" else "-")
-        if ck is not None and "resume" in kinds:
+            _curves_axes(ax, _runs(metrics, kind), kind, xmap, ls="--" if kind.startswith("resume") else "-")
+        ck = _checkpoint_x(metrics, xmap, kinds[-1]) if kinds[-1].startswith("resume") else None
+        if ck is not None:
             ax.axvline(ck, color="black", lw=0.8, ls=":", label="checkpoint")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
@@ -139,14 +162,16 @@ def plot_overlay(report: Dict[str, Any], metrics: Dict[str, Metrics]) -> Figure:
     xmap = _x_of(metrics)
     fig = Figure(figsize=(8, 4.5), dpi=110, layout="constrained")
     ax = fig.add_subplot()
-    for kind, kw in (("unseeded", {}), ("full", {"lw": 2.5}), ("half", {}), ("resume", {"ls": "--"})):
+    for kind, kw in (("unseeded", {}), ("full", {"lw": 2.5}), ("half", {}), ("resume", {"ls": "--"}), ("mid", {}),
+                     ("resume-mid", {"ls": "--"})):
         _curves_axes(ax, _runs(metrics, kind), kind, xmap, **kw)
-    ck = _checkpoint_x(metrics, xmap)
-    if ck is not None:
-        ax.axvline(ck, color="black", lw=0.8, ls=":", label="checkpoint")
+    for kind, ls in (("resume", ":"), ("resume-mid", "-.")):
+        ck = _checkpoint_x(metrics, xmap, kind)
+        if ck is not None:
+            ax.axvline(ck, color="black", lw=0.8, ls=ls, label="checkpoint" + (" (mid-epoch)" if kind != "resume" else ""))
     ax.set_xlabel("step")
     ax.set_ylabel("train loss")
-    ax.set_title("all runs overlaid: seeded runs (1), (2), (3) coincide; unseeded runs (4) spread", fontsize=10)
+    ax.set_title("all runs overlaid: seeded runs (1), (2), (3), (2b), (3b) coincide; unseeded runs (4) spread", fontsize=10)
     ax.legend(fontsize=8)
     return fig
 

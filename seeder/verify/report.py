@@ -14,28 +14,36 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["table", "markdown", "VERIFY_METHOD", "COMPARE_METHOD"]
 
 VERIFY_METHOD = """\
 With one seed ({seed}) for runs 1-3 and none for run 4, each repeated {repeats} times with X = {epochs} epochs:
 
-1. **full**: seeded, X epochs without interruption;
-2. **half**: seeded, stopped after {stop} with a checkpoint;
-3. **resume**: seeded, resumed from that checkpoint to epoch X;
-4. **unseeded**: no seed, X epochs.
+- (1) **full**: seeded, X epochs without interruption;
+- (2) **half**: seeded, stopped at an epoch boundary, {stop}, with a checkpoint;
+- (3) **resume**: seeded, resumed from that checkpoint to epoch X;
+- (2b) **mid**: seeded, stopped inside an epoch, {mid}, with a checkpoint;
+- (3b) **resume-mid**: seeded, resumed from (2b)'s checkpoint to epoch X;
+- (4) **unseeded**: no seed, X epochs.
 
-Three checks decide the verdict; all three must pass.
+Four checks decide the verdict: it is PASS when none FAILs (a check whose runs could
+not be made is SKIP, with the reason).
 
 * **reproducible**: every seeded run (1) logs the same steps with the same losses as
   the first one, compared as float64 with `==` (bit for bit; `--atol` {atol} relaxes this
   to an absolute tolerance), and ends with the same digest when the script reports one.
   The same seed must give the same run.
-* **resume**: in each repeat, run (2) equals run (1) on the steps before the checkpoint,
-  run (3) equals run (1) on every remaining step, (2) and (3) together log each step of
-  (1) exactly once (a resumed run that starts over at step 0 fails), and (3)'s final
-  digest equals (1)'s. Stopping and resuming must change nothing.
+* **resume** (epoch boundary) and **resume-mid-epoch**: in each repeat, the stopped run
+  (2)/(2b) equals run (1) on the steps before the checkpoint, the resumed run (3)/(3b)
+  equals run (1) on every remaining step, the two together log each step of (1) exactly
+  once (a resumed run that starts over fails), and the resumed run's final digest equals
+  (1)'s. Stopping and resuming must change nothing. A stop inside an epoch is where most
+  resume bugs live: a sampler position that was not saved, a DataLoader that draws from
+  torch's global RNG when its iterator restarts, worker seeds that restart with it. A
+  FAIL names the first step that differs and, where the script's data path goes through
+  seeder (the runs' traces), the first random state that differs after the resume.
 * **variance**: the seeded runs must vary less than the unseeded runs. Each run is
   reduced to one number, its mean train loss over the last epoch (runs are independent,
   steps within a run are not), and a one-sided F test asks whether the ratio of the
@@ -112,10 +120,19 @@ def _rel(path: str, out: Path) -> str:
         return path
 
 
-def _stop_text(cfg: Dict[str, Any]) -> str:
-    if cfg.get("stop_after_steps") is not None:
-        return f"global step {cfg['stop_after_steps']}"
-    return f"X/2 = {cfg['epochs'] // 2} epoch(s)"
+def _stop_text(report: Dict[str, Any]) -> Tuple[str, str]:
+    """How runs (2) and (2b) were stopped, for the method text."""
+    cfg = report["config"]
+    stop = f"after X/2 = {cfg['epochs'] // 2} epoch(s)" if cfg["epochs"] >= 2 else "not run (X < 2)"
+    mid = next((c for c in report.get("checks", []) if c["name"] == "resume-mid-epoch"), None)
+    run = next((r for r in report.get("runs", []) if r.get("kind") == "mid" and r.get("stop_after_steps")), None)
+    if run is not None:
+        mid_text = f"after global step {run['stop_after_steps']} ({run.get('stop_where') or 'mid-epoch'})"
+    elif mid is not None and mid["status"] == "SKIP":
+        mid_text = mid["summary"]
+    else:
+        mid_text = "at a step inside an epoch"
+    return stop, mid_text
 
 
 def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
@@ -151,12 +168,14 @@ def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
                   "- correlation of runs (fluctuations around their own trend): " + ", ".join(f"{k.replace('_', ' ')} {_fmt(v, 3)}"
                                                                              for k, v in corr.items())]
         lines += ["", "## How this is decided", "",
-                  VERIFY_METHOD.format(seed=cfg["seed"], repeats=cfg["repeats"], epochs=cfg["epochs"], stop=_stop_text(cfg),
-                                       atol=cfg["atol"], alpha=cfg["alpha"])]
+                  VERIFY_METHOD.format(seed=cfg["seed"], repeats=cfg["repeats"], epochs=cfg["epochs"],
+                                       stop=_stop_text(report)[0], mid=_stop_text(report)[1], atol=cfg["atol"],
+                                       alpha=cfg["alpha"])]
     lines += ["## Runs", "", "| run | status | steps | seconds | digest | log |", "|---|---|---|---|---|---|"]
     for r in report["runs"]:
+        log = f"[{r['log']}]({r['log']})" if r["status"] != "omitted" else f"not run: {r['reason']}"
         lines.append(f"| {r['name']} | {r['status']} | {_fmt(r['steps'])} | {r['duration_s']:.1f} | "
-                     f"{(r['digest'] or '')[:12]} | [{r['log']}]({r['log']}) |")
+                     f"{(r['digest'] or '')[:12]} | {log} |")
     if report.get("figures"):
         lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({_rel(f, out)})" for f in report["figures"]]
     return "\n".join(lines) + "\n"

@@ -3,8 +3,10 @@
 Every run is a child process in its own process group (its own session), with
 stdout and stderr in ``<run dir>/log.txt`` and a ``run.json`` beside it. Up to
 ``jobs`` runs go at once; a run with ``after`` waits until that run succeeded
-(and is skipped if it failed). The first failure cancels the rest unless
-``keep_going``. Ctrl-C (SIGINT) or SIGTERM sends SIGINT to every child's group,
+(and is skipped if it failed). A run's ``prepare`` is called just before it starts
+and may complete its argv or return a reason not to start it (status ``omitted``,
+not a failure; runs after it are omitted too). The first failure cancels the rest
+unless ``keep_going``. Ctrl-C (SIGINT) or SIGTERM sends SIGINT to every child's group,
 then SIGTERM, then SIGKILL after grace periods, and raises ``KeyboardInterrupt``.
 
 Example:
@@ -32,20 +34,25 @@ __all__ = ["RunSpec", "RunResult", "RunFailed", "run_all", "child_environment", 
 
 logger = logging.getLogger("seeder")
 
-#: Variables removed from every child's environment: a stray SEEDER_SEED would seed the unseeded runs.
-_SCRUBBED = ("SEEDER_SEED",)
+#: Variables removed from every child's environment: a stray SEEDER_SEED would seed the unseeded runs, a stray
+#: SEEDER_TRACE would trace runs that asked for no trace.
+_SCRUBBED = ("SEEDER_SEED", "SEEDER_TRACE")
 
 
 @dataclass
 class RunSpec:
-    """One command to run: its name, argv, extra environment and run directory."""
+    """One command to run: its name, argv, extra environment and run directory.
+
+    ``prepare()`` runs just before the start; it may change ``argv`` and returns
+    ``None`` to start the run or a reason (a string) to leave it out.
+    """
 
     name: str
     argv: List[str]
     workdir: Path
     env: Dict[str, str] = field(default_factory=dict)
     after: Optional[str] = None
-    prepare: Optional[Callable[[], None]] = None
+    prepare: Optional[Callable[[], Optional[str]]] = None
     cwd: Optional[Path] = None
     info: Dict[str, object] = field(default_factory=dict)
 
@@ -56,7 +63,7 @@ class RunSpec:
 
 @dataclass
 class RunResult:
-    """How a run ended: ``status`` is ok, failed, skipped, cancelled or interrupted."""
+    """How a run ended: ``status`` is ok, failed, skipped, cancelled, interrupted or omitted (left out on purpose)."""
 
     name: str
     status: str
@@ -233,13 +240,26 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
                     i += 1  # its dependency has not finished yet
                     continue
                 pending.pop(i)
+                if dep is not None and dep.status == "omitted":
+                    finish(RunResult(spec.name, "omitted", None, 0.0, spec.log, f"{spec.after} was left out: {dep.reason}",
+                                     spec.info), spec, spec.env)
+                    continue
                 if dep is not None and not dep.ok:
                     finish(RunResult(spec.name, "skipped", None, 0.0, spec.log, f"{spec.after} did not succeed", spec.info),
                            spec, spec.env)
                     continue
                 Path(spec.workdir).mkdir(parents=True, exist_ok=True)
-                if spec.prepare is not None:
-                    spec.prepare()
+                try:
+                    left_out = spec.prepare() if spec.prepare is not None else None
+                except Exception as exc:  # never leave the other runs behind on a bug in prepare
+                    finish(RunResult(spec.name, "failed", None, 0.0, spec.log, f"could not prepare the run: "
+                                     f"{type(exc).__name__}: {exc}", spec.info), spec, spec.env)
+                    if not keep_going:
+                        stopping = True
+                    continue
+                if left_out:
+                    finish(RunResult(spec.name, "omitted", None, 0.0, spec.log, str(left_out), spec.info), spec, spec.env)
+                    continue
                 fh = open(spec.log, "wb")
                 try:
                     proc = subprocess.Popen(spec.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -5,7 +5,8 @@ Output directory layout::
     OUT/.seeder-verify          marker: this directory belongs to seeder (reruns may clear it)
     OUT/report.json, report.md  verdict, checks, statistics, runs
     OUT/*.png                   figures (or --figures DIR)
-    OUT/runs/<name>/            log.txt, run.json, metrics.jsonl, ckpt/ for each run
+    OUT/runs/<name>/            log.txt, run.json, metrics.jsonl, ckpt/ for each run, and
+                                trace.rank<R>.jsonl for seeded runs whose data path records it
 
 Example (planning only; :func:`verify` runs these)::
 
@@ -23,14 +24,16 @@ import dataclasses
 import json
 import math
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .analysis import RUN_KINDS, analyze_compare, analyze_verify
+from ..trace import ENV_TRACE
+from .analysis import ALL_KINDS, analyze_compare, analyze_verify
 from .contract import Contract, Metrics, read_metrics
-from .runner import RunFailed, RunResult, RunSpec, run_all
+from .diagnose import TRACE_NAME, diagnose_dirs
+from .midepoch import StepStopSupport, mid_epoch_step
+from .runner import RunFailed, RunResult, RunSpec, child_environment, run_all
 
 __all__ = ["VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData", "MARKER", "OutputDirError"]
 
@@ -73,17 +76,21 @@ class _Common:
 
 @dataclass(frozen=True)
 class VerifyConfig(_Common):
-    """Settings of ``seeder verify``: X = ``epochs``, ``repeats`` of runs 1-4, one ``seed``.
+    """Settings of ``seeder verify``: X = ``epochs``, ``repeats`` of the runs, one ``seed``.
 
-    Run (2) stops after ``epochs // 2`` epochs, or after global step ``stop_after_steps``.
-    ``atol`` > 0 accepts loss differences up to it (for nondeterministic kernels);
-    ``alpha`` is the significance level of the variance test.
+    Run (2) stops at the epoch boundary after ``epochs // 2`` epochs. With ``mid_epoch``
+    (default) runs (2b)/(3b) also stop inside an epoch and resume, where the command
+    takes the contract's step stop flag (:mod:`seeder.verify.midepoch`): at global step
+    ``stop_after_steps``, or by default at a step near the middle of run (2)'s last
+    epoch. ``atol`` > 0 accepts loss differences up to it (for nondeterministic
+    kernels); ``alpha`` is the significance level of the variance test.
     """
 
     repeats: int = 3
     stop_after_steps: Optional[int] = None
     atol: float = 0.0
     alpha: float = 0.05
+    mid_epoch: bool = True
 
     def validate(self) -> None:
         self._validate()
@@ -93,6 +100,10 @@ class VerifyConfig(_Common):
             raise ValueError(f"repeats must be >= 2 (the variance test compares spreads), got {self.repeats!r}")
         if self.stop_after_steps is not None and (not isinstance(self.stop_after_steps, int) or self.stop_after_steps < 1):
             raise ValueError(f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}")
+        if not isinstance(self.mid_epoch, bool):
+            raise TypeError(f"mid_epoch must be True or False, got {self.mid_epoch!r}")
+        if self.stop_after_steps is not None and not self.mid_epoch:
+            raise ValueError("stop_after_steps sets the mid-epoch stop (run 2b); it cannot go with mid_epoch=False")
         if not (isinstance(self.atol, (int, float)) and self.atol >= 0):
             raise ValueError(f"atol must be >= 0, got {self.atol!r}")
         if not 0 < self.alpha < 1:
@@ -142,12 +153,17 @@ def _metrics_path(out: Path, name: str) -> Path:
     return out / "runs" / name / "metrics.jsonl"
 
 
+def _argv(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), **kw: Any) -> List[str]:
+    return list(cfg.command) + cfg.contract.args(metrics=str(_metrics_path(out, name)), **kw) + list(extra)
+
+
 def _spec(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), after: Optional[str] = None, prepare=None,
           **kw: Any) -> RunSpec:
     workdir = out / "runs" / name
-    metrics = _metrics_path(out, name)
-    argv = list(cfg.command) + cfg.contract.args(metrics=str(metrics), **kw) + list(extra)
-    return RunSpec(name, argv, workdir, env=cfg.contract.env(str(metrics)), after=after, prepare=prepare, cwd=cfg.cwd)
+    env = cfg.contract.env(str(_metrics_path(out, name)))
+    if kw.get("seed") is not None:  # seeded runs leave a trace where their data path records one
+        env[ENV_TRACE] = str(workdir / TRACE_NAME)
+    return RunSpec(name, _argv(cfg, out, name, extra, **kw), workdir, env=env, after=after, prepare=prepare, cwd=cfg.cwd)
 
 
 def _copy_ckpt(src: Path, dst: Path):
@@ -161,24 +177,54 @@ def _copy_ckpt(src: Path, dst: Path):
     return prepare
 
 
-def plan_verify(cfg: VerifyConfig, out: Path) -> List[RunSpec]:
-    """The runs of the methodology, in launch order: per repeat (2), (1), (4), then (3) after (2)."""
+def _prepare_mid(cfg: VerifyConfig, out: Path, r: int, support: Optional[StepStopSupport]):
+    """Run (2b)'s prepare: leave it out where the command has no step stop, else fill in its stop step."""
+    def prepare() -> Optional[str]:
+        if support is not None:
+            supported, why = support.result()
+            if not supported:
+                return why
+        steps, where = cfg.stop_after_steps, "given with --stop-after-steps"
+        if steps is None:
+            half = read_metrics(_metrics_path(out, f"half-{r}"), out / "runs" / f"half-{r}" / "log.txt", cfg.contract)
+            steps, where = mid_epoch_step(half, cfg.epochs // 2)
+            if steps is None:
+                return where
+        spec.argv = _argv(cfg, out, spec.name, seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt),
+                          stop_after_steps=steps)
+        spec.info.update(stop_after_steps=steps, stop_where=where)
+        return None
+
+    ckpt = out / "runs" / f"mid-{r}" / "ckpt"
+    spec = _spec(cfg, out, f"mid-{r}", after=f"half-{r}" if cfg.stop_after_steps is None else None, prepare=prepare,
+                 seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt), stop_after_steps=cfg.stop_after_steps)
+    return spec
+
+
+def plan_verify(cfg: VerifyConfig, out: Path, support: Optional[StepStopSupport] = None) -> List[RunSpec]:
+    """The runs of the methodology, in launch order: per repeat (2), (1), (4), (3) after (2), (2b), (3b) after (2b).
+
+    Runs (2)/(3) need X >= 2; (2b)/(3b) need ``cfg.mid_epoch``, and are left out at
+    start time when ``support`` says the command has no step stop flag.
+    """
     x, specs = cfg.epochs, []
     for r in range(cfg.repeats):
         half_ckpt, res_ckpt = out / "runs" / f"half-{r}" / "ckpt", out / "runs" / f"resume-{r}" / "ckpt"
-        if cfg.stop_after_steps is not None:
-            stop = {"epochs": x, "stop_after_steps": cfg.stop_after_steps}
-        elif cfg.contract.stop_after_epochs:
-            stop = {"epochs": x, "stop_after_epochs": x // 2}
+        mid_ckpt, res_mid_ckpt = out / "runs" / f"mid-{r}" / "ckpt", out / "runs" / f"resume-mid-{r}" / "ckpt"
+        if cfg.contract.stop_after_epochs:
+            stop: Dict[str, Any] = {"epochs": x, "stop_after_epochs": x // 2}
         else:  # no stop flag: NVIDIA's way, a run of X/2 epochs
             stop = {"epochs": x // 2}
-        specs += [
-            _spec(cfg, out, f"half-{r}", seed=cfg.seed, ckpt_dir=str(half_ckpt), **stop),
-            _spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=x),
-            _spec(cfg, out, f"unseeded-{r}", epochs=x),
-            _spec(cfg, out, f"resume-{r}", after=f"half-{r}", prepare=_copy_ckpt(half_ckpt, res_ckpt),
-                  seed=cfg.seed, epochs=x, ckpt_dir=str(res_ckpt), resume=True),
-        ]
+        if x >= 2:
+            specs.append(_spec(cfg, out, f"half-{r}", seed=cfg.seed, ckpt_dir=str(half_ckpt), **stop))
+        specs += [_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=x), _spec(cfg, out, f"unseeded-{r}", epochs=x)]
+        if x >= 2:
+            specs.append(_spec(cfg, out, f"resume-{r}", after=f"half-{r}", prepare=_copy_ckpt(half_ckpt, res_ckpt),
+                               seed=cfg.seed, epochs=x, ckpt_dir=str(res_ckpt), resume=True))
+        if cfg.mid_epoch:
+            specs += [_prepare_mid(cfg, out, r, support),
+                      _spec(cfg, out, f"resume-mid-{r}", after=f"mid-{r}", prepare=_copy_ckpt(mid_ckpt, res_mid_ckpt),
+                            seed=cfg.seed, epochs=x, ckpt_dir=str(res_mid_ckpt), resume=True)]
     for s in specs:
         kind, rep = s.name.rsplit("-", 1)
         s.info.update(kind=kind, repeat=int(rep))
@@ -200,7 +246,8 @@ def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) 
     return {"name": spec.name, "kind": spec.info.get("kind"), "repeat": spec.info.get("repeat"), "status": res.status,
             "returncode": res.returncode, "duration_s": round(res.duration, 3), "reason": res.reason,
             "log": str(res.log.relative_to(out)), "metrics": str(_metrics_path(out, spec.name).relative_to(out)),
-            "steps": len(m) if m is not None else None, "digest": m.digest if m is not None else None, "argv": spec.argv}
+            "steps": len(m) if m is not None else None, "digest": m.digest if m is not None else None, "argv": spec.argv,
+            "stop_after_steps": spec.info.get("stop_after_steps"), "stop_where": spec.info.get("stop_where")}
 
 
 def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str) -> Tuple[Dict[str, Metrics], Dict[str, Any]]:
@@ -217,7 +264,7 @@ def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str
                 res.status, res.reason = "failed", f"exited 0 but its metrics are unusable: {exc}"
     base = {"seeder_verify": REPORT_VERSION, "kind": kind, "config": _config_dict(cfg),
             "runs": [_run_record(out, s, by_name[s.name], metrics.get(s.name)) for s in specs]}
-    if any(not r.ok for r in results):
+    if any(r.status not in ("ok", "omitted") for r in results):  # omitted: left out on purpose, not a failure
         base.update(verdict="ERROR", reasons=[f"{r.name}: {r.reason}" for r in results if r.status == "failed"])
         write_json(out / "report.json", base)
         raise RunFailed(results)
@@ -240,10 +287,27 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
     """
     cfg.validate()
     out = prepare_out(cfg.out)
-    specs = plan_verify(cfg, out)
+    support = None
+    if cfg.mid_epoch:  # decided while the first runs go (a `--help` probe at most)
+        support = StepStopSupport(cfg.command, cfg.contract, explicit_step=cfg.stop_after_steps is not None,
+                                  env=child_environment(cfg.jobs), cwd=cfg.cwd)
+    specs = plan_verify(cfg, out, support)
     metrics, report = _execute(cfg, out, specs, "verify", "seeder verify")
-    runs = {k: [metrics[f"{k}-{r}"] for r in range(cfg.repeats)] for k in RUN_KINDS}
-    report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha))
+    runs = {k: [metrics[f"{k}-{r}"] for r in range(cfg.repeats)] for k in ALL_KINDS
+            if all(f"{k}-{r}" in metrics for r in range(cfg.repeats))}
+    skipped = {"resume": f"X = {cfg.epochs} epoch has no epoch boundary inside the run to stop at"}
+    if not cfg.mid_epoch:
+        skipped["resume-mid-epoch"] = "turned off (--no-mid-epoch)"
+    else:
+        omitted = next((r["reason"] for r in report["runs"] if r["kind"] == "mid" and r["status"] == "omitted"), None)
+        skipped["resume-mid-epoch"] = omitted or "its runs did not finish"
+
+    def diagnose(check: str, r: int) -> Optional[Dict[str, Any]]:
+        stop, resume = ("half", "resume") if check == "resume" else ("mid", "resume-mid")
+        d = diagnose_dirs(*(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)), metrics.get(f"{stop}-{r}"))
+        return d.as_dict() if d is not None else None
+
+    report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha, diagnose=diagnose, skipped=skipped))
     _finish(cfg, out, report, metrics)
     return report
 

@@ -6,7 +6,6 @@ the epoch and ``seeder.state_dict()``. ``--bug no-seeder-state`` plants the clas
 mistake: resume loads everything but the seeder state, so a run resumed mid-epoch
 continues with the wrong random stream.
 """
-import argparse
 import hashlib
 import json
 import os
@@ -16,29 +15,19 @@ import torch
 
 import seeder
 
+from verify_contract import contract_parser, regression_task  # tests/scripts/, the script's own directory
+
 N, BATCH = 96, 16
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--ckpt-dir", default=None)
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--stop-after-epochs", type=int, default=None)
-    p.add_argument("--stop-after-steps", type=int, default=None)
-    p.add_argument("--metrics", default=None)
+    p = contract_parser()
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--bug", default="none")
     a = p.parse_args()
-    torch.set_num_threads(1)
-
     seeder.init(master_seed=a.seed, ngpus=1, local_rank=0)
     seeder.reseed(0, 0)
-    g = torch.Generator().manual_seed(1234)  # the data set is fixed
-    x = torch.randn(N, 8, generator=g)
-    y = x @ torch.randn(8, 1, generator=g) + 0.1 * torch.randn(N, 1, generator=g)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(16, 1))
+    x, y, model = regression_task(N, dropout=0.2)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
 
     epoch0, step, order, pos = 0, 0, None, 0

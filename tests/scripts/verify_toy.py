@@ -11,8 +11,10 @@ defect for the tests of ``seeder verify``:
 * ``fixed-seed``: without ``--seed`` the seed is 0 (unseeded runs are identical).
 * ``jitter``: a tiny nondeterministic error per step (like GPU atomics).
 * ``crash``: exits 3 after the first epoch.
+* ``mid-epoch-rng``: a checkpoint taken inside an epoch saves the RNG state of the
+  epoch's start (a stale copy); checkpoints at epoch ends are exact. Only a
+  mid-epoch resume diverges.
 """
-import argparse
 import hashlib
 import json
 import os
@@ -20,6 +22,8 @@ import random
 import sys
 import tempfile
 import time
+
+from verify_contract import contract_parser  # tests/scripts/, the script's own directory
 
 N, BATCH = 64, 8
 
@@ -41,15 +45,8 @@ def save(path, state):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--ckpt-dir", default=None)
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--stop-after-epochs", type=int, default=None)
-    p.add_argument("--stop-after-steps", type=int, default=None)
+    p = contract_parser()
     p.add_argument("--ckpt-every-steps", type=int, default=0)
-    p.add_argument("--metrics", default=None)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--dll", action="store_true", help="log DLLogger lines to stdout instead of JSON lines")
     p.add_argument("--bug", default="none")
@@ -76,9 +73,12 @@ def main():
             s = st["rng"]
             rng.setstate((s[0], tuple(s[1]), s[2]))
 
+    epoch_rng = None
+
     def checkpoint(epoch, order=None, pos=0):
         if ckpt:
-            save(ckpt, {"w": w, "b": b, "vw": vw, "vb": vb, "epoch": epoch, "step": step, "rng": list(rng.getstate()),
+            state = epoch_rng if (a.bug == "mid-epoch-rng" and order is not None) else rng.getstate()
+            save(ckpt, {"w": w, "b": b, "vw": vw, "vb": vb, "epoch": epoch, "step": step, "rng": list(state),
                         "order": order, "pos": pos})
 
     out = None
@@ -92,6 +92,7 @@ def main():
         else:
             order, start = list(range(N)), 0
             rng.shuffle(order)
+        epoch_rng = rng.getstate()
         for i in range(start, N, BATCH):
             batch = order[i:i + BATCH]
             gw = gb = loss = 0.0

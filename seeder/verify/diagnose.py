@@ -1,0 +1,231 @@
+"""Which state diverged first after a resume, read from the runs' traces (:mod:`seeder.trace`).
+
+``seeder verify`` sets ``$SEEDER_TRACE`` for its seeded runs; a script whose data
+path goes through ``seeder.DataLoader`` or ``seeder.DistributedSampler`` then leaves
+one fingerprint line per batch: the position in the epoch and a hash of every random
+state seeder knows. When a resumed run (3) differs from the uninterrupted run (1),
+:func:`diagnose` lines up the traces of (1), of the stopped run (2) and of (3) by
+``(source, epoch, position)`` and names the first state that differs, starting
+right after the resume, with what usually causes it and the fix. Where no trace
+exists (a script that does not use seeder's data path) it returns ``None`` and the
+report keeps its generic message.
+
+Example:
+    >>> rec = lambda pos, torch="t0", src="sampler": {"source": src, "epoch": 1, "position": pos, "rngs":
+    ...     {"python": "p", "numpy": "n", "torch": torch}, "participants": {}, "positions": {}}
+    >>> full = {0: [rec(0), rec(4), rec(8), rec(12)]}
+    >>> stopped, resumed = {0: [rec(0), rec(4)]}, {0: [rec(4, torch="t1"), rec(8, torch="t2")]}
+    >>> d = diagnose(full, stopped, resumed)
+    >>> d.state, d.message.split(":")[0]
+    ('torch', "torch's global RNG differs right after the resume, before the first resumed batch")
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..trace import read_trace
+from .contract import Metrics
+
+__all__ = ["Diagnosis", "diagnose", "diagnose_dirs", "TRACE_NAME"]
+
+#: File prefix of a run's traces inside its run directory.
+TRACE_NAME = "trace"
+
+Records = List[Dict[str, Any]]
+_GLOBAL_ORDER = ("python", "numpy", "torch")
+_LABEL = {"python": "Python's global random", "numpy": "NumPy's global RNG", "torch": "torch's global RNG"}
+
+MSG_BASE_SEED = ("torch's global RNG differs right after the resume, before the first resumed batch: something drew "
+                 "from it between seeder.load_state_dict() and that batch. A torch DataLoader without generator= does: "
+                 "each iter(loader) draws its workers' base seed from torch's global RNG, so a run resumed mid-epoch is "
+                 "one draw off the run it continues. Pass generator=seeder.dataloader_generator() to the DataLoader, or "
+                 "use seeder.DataLoader")
+MSG_NOT_COUNTED = ("the {source} position differs: the resumed run restarted epoch {epoch} at its first sample, although "
+                   "the stopped run had trained {steps} step(s) of it. Its position never moved during the epoch, so "
+                   "the checkpoint holds position 0: call sampler.advance(len(batch)) after each training step, or use "
+                   "seeder.DataLoader, which counts its batches itself")
+MSG_POSITION = ("the {source} position differs right after the resume: the resumed run continued at sample {got} of "
+                "epoch {got_epoch}, but the stopped run had reached sample {want} of epoch {want_epoch}. The checkpoint did not "
+                "restore the position: save seeder.state_dict() with the checkpoint and call seeder.load_state_dict() "
+                "on resume before the epoch loop (or the sampler's own state_dict()), or use seeder.DataLoader")
+MSG_RESEEDED = ("Python's, NumPy's and torch's global RNGs are all back at the start of epoch {epoch} after the resume: "
+                "the run reseeded the epoch instead of continuing the checkpoint's streams. Save seeder.state_dict() "
+                "with the checkpoint and call seeder.load_state_dict() on resume before the epoch loop (its next "
+                "reseed of the same epoch is then skipped)")
+MSG_NOT_RESTORED = ("Python's, NumPy's and torch's global RNGs all differ right after the resume: the checkpoint's "
+                    "seeder state was not restored. Save seeder.state_dict() with the checkpoint, after the step it "
+                    "resumes from, and call seeder.load_state_dict() on resume before the epoch loop")
+MSG_ONE_RNG = ("{label} differs right after the resume, before the first resumed batch: something drew from it between "
+               "seeder.load_state_dict() and that batch, or seeder.state_dict() was taken at another moment of the "
+               "step than the one the run resumes from (take it after the step, with the model and optimizer)")
+MSG_GENERATOR = ("registered generator {n} differs right after the resume: its state is not in the checkpoint. A plain "
+                 "callable f(seed) has none to save: register the RNG object itself (random.Random, a NumPy "
+                 "Generator/RandomState, a torch.Generator), or give the object that owns the callable "
+                 "state_dict()/load_state_dict()")
+MSG_PARTICIPANT = ("the state of {key} differs right after the resume: the checkpoint did not restore it (save "
+                   "seeder.state_dict() with the checkpoint, call seeder.load_state_dict() on resume)")
+MSG_LATER = ("every traced state matched for {n} batch(es) after the resume; then at sample {position} of epoch {epoch} "
+             "{what} differs first{hint}")
+MSG_NONE = ("every random state seeder traces (global RNGs, registered generators, positions) matches the uninterrupted "
+            "run at each of the {n} batch(es) after the resume, so the difference comes from state the trace does not "
+            "see: model, optimizer or LR-scheduler state the checkpoint did not restore, randomness inside DataLoader "
+            "workers (wrap the dataset in seeder.SeededDataset or use seeder.DataLoader), or a nondeterministic kernel")
+
+
+@dataclass
+class Diagnosis:
+    """The first state that differs after a resume: ``state`` names it (``torch``, ``position``, ``generator.1``,
+    ``rngs``, ``none``, ...), ``message`` explains it, ``epoch``/``position`` say where, ``rank`` on which rank."""
+
+    state: str
+    message: str
+    rank: int = 0
+    epoch: Optional[int] = None
+    position: Optional[int] = None
+
+    def as_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def _key(rec: Dict[str, Any]) -> Tuple[str, int, int]:
+    return rec["source"], rec["epoch"], rec["position"]
+
+
+def _find(records: Records, key: Tuple[str, int, int], start: int) -> Optional[int]:
+    for i in range(max(start, 0), len(records)):
+        if _key(records[i]) == key:
+            return i
+    return None
+
+
+def _differences(want: Dict[str, Any], got: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """``(kind, name)`` of each differing state, in the order they are explained: positions, RNGs, participants."""
+    out: List[Tuple[str, str]] = []
+    wp, gp = want.get("positions", {}), got.get("positions", {})
+    out += [("position", k) for k in sorted(set(wp) | set(gp)) if wp.get(k) != gp.get(k)]
+    wr, gr = want.get("rngs", {}), got.get("rngs", {})
+    names = [n for n in _GLOBAL_ORDER if n in wr] + [n for n in wr if n not in _GLOBAL_ORDER]
+    out += [("rng", n) for n in names if wr.get(n) != gr.get(n)]
+    wq, gq = want.get("participants", {}), got.get("participants", {})
+    keys = sorted(set(wq) | set(gq), key=lambda k: (not k.startswith("generator."), k))
+    out += [("participant", k) for k in keys if k not in wp and wq.get(k) != gq.get(k)]
+    return out
+
+
+def _epoch_start(records: Records, source: str, epoch: int) -> Optional[Dict[str, Any]]:
+    return next((r for r in records if r["source"] == source and r["epoch"] == epoch), None)
+
+
+def _explain_first(diffs: List[Tuple[str, str]], full: Records, rec: Dict[str, Any], want: Dict[str, Any]) -> Tuple[str, str]:
+    """``(state, message)`` for a difference found at the first record after the resume."""
+    kind, name = diffs[0]
+    if kind == "position":
+        g, w = rec["positions"].get(name, {}), want["positions"].get(name, {})
+        return "position", MSG_POSITION.format(source=name, got=g.get("position"), got_epoch=g.get("epoch"),
+                                               want=w.get("position"), want_epoch=w.get("epoch"))
+    rngs = [n for k, n in diffs if k == "rng"]
+    if set(_GLOBAL_ORDER) <= set(rngs):
+        start = _epoch_start(full, rec["source"], rec["epoch"])
+        if start is not None and all(start["rngs"].get(n) == rec["rngs"].get(n) for n in _GLOBAL_ORDER):
+            return "reseeded", MSG_RESEEDED.format(epoch=rec["epoch"])
+        return "rngs", MSG_NOT_RESTORED
+    if kind == "rng":
+        if rngs == ["torch"]:
+            return "torch", MSG_BASE_SEED
+        return name, MSG_ONE_RNG.format(label=_LABEL.get(name, f"the {name} RNG"))
+    if name.startswith("generator."):
+        return name, MSG_GENERATOR.format(n=name.split(".", 1)[1])
+    return name, MSG_PARTICIPANT.format(key=name)
+
+
+def _what(kind: str, name: str) -> str:
+    if kind == "rng":
+        return _LABEL.get(name, f"the {name} RNG")
+    if name.startswith("generator."):
+        return f"registered generator {name.split('.', 1)[1]}"
+    return f"the position of {name}" if kind == "position" else f"the state of {name}"
+
+
+def _diagnose_rank(full: Records, stopped: Records, resumed: Records, rank: int,
+                   stopped_metrics: Optional[Metrics]) -> Optional[Diagnosis]:
+    if not full or not resumed:
+        return None
+    # One source is compared: the one that recorded the stopped run's last step (a loader's batches), so that the
+    # records of a sampler iterated inside a loader do not get lined up against the loader's.
+    src = stopped[-1]["source"] if stopped and any(r["source"] == stopped[-1]["source"] for r in resumed) \
+        else resumed[0]["source"]
+    full, stopped, resumed = ([r for r in recs if r["source"] == src] for recs in (full, stopped, resumed))
+    if not full:
+        return None
+    n = len(stopped)
+    if n > len(full) or any(_key(full[i]) != _key(stopped[i]) for i in range(n)):
+        return None  # the stopped run already went another way; the loss comparison says so
+    j = n - 1
+    first = resumed[0]
+    if stopped_metrics is not None and len(stopped_metrics) and stopped_metrics.epochs[-1] is not None:
+        stop_epoch = stopped_metrics.epochs[-1]
+        steps = sum(1 for e in stopped_metrics.epochs if e == stop_epoch)
+        moved = any(r["position"] > 0 for r in stopped if r["epoch"] == stop_epoch)
+        if first["epoch"] == stop_epoch and first["position"] == 0 and not moved and 0 < steps:
+            return Diagnosis("position", MSG_NOT_COUNTED.format(source=src, epoch=stop_epoch, steps=steps), rank,
+                             first["epoch"], 0)
+    # The first resumed record continues the stopped run's last one (same moment, e.g. a sampler's advance()
+    # and its resumed iterator start) or the record after it (a loader's next batch).
+    candidates = [i for i in (j, j + 1) if 0 <= i < len(full)]
+    k = next((i for i in candidates if _key(full[i]) == _key(first)), None)
+    if k is None:
+        if not stopped:
+            return None
+        want = stopped[-1]  # where the stopped run had got to
+        return Diagnosis("position", MSG_POSITION.format(source=src, got=first["position"], got_epoch=first["epoch"],
+                                                         want=want["position"], want_epoch=want["epoch"]),
+                         rank, first["epoch"], first["position"])
+    diffs = _differences(full[k], first)
+    if diffs:
+        state, msg = _explain_first(diffs, full, first, full[k])
+        return Diagnosis(state, msg, rank, first["epoch"], first["position"])
+    for count, rec in enumerate(resumed[1:], 1):
+        k2 = _find(full, _key(rec), k + 1)
+        if k2 is None:
+            return Diagnosis("position", MSG_LATER.format(n=count, position=rec["position"], epoch=rec["epoch"],
+                                                          what=f"the {src} position", hint=(
+                             ": the uninterrupted run never reached this position next")), rank, rec["epoch"],
+                             rec["position"])
+        diffs = _differences(full[k2], rec)
+        if diffs:
+            kind, name = diffs[0]
+            hint = (" (the first batch of a new epoch: is seeder.reseed(1, epoch) called with the same epoch numbers "
+                    "as in the uninterrupted run?)" if rec["position"] == 0 and rec["epoch"] != first["epoch"] else
+                    ": something the resumed run does differently from the uninterrupted run draws from it")
+            return Diagnosis(name if kind != "position" else "position",
+                             MSG_LATER.format(n=count, position=rec["position"], epoch=rec["epoch"],
+                                              what=_what(kind, name), hint=hint), rank, rec["epoch"], rec["position"])
+        k = k2
+    return Diagnosis("none", MSG_NONE.format(n=len(resumed)), rank)
+
+
+def diagnose(full: Dict[int, Records], stopped: Dict[int, Records], resumed: Dict[int, Records],
+             stopped_metrics: Optional[Metrics] = None) -> Optional[Diagnosis]:
+    """The first differing state after the resume, on the lowest rank that shows one; ``None`` without traces.
+
+    ``full``, ``stopped`` and ``resumed`` map ranks to the trace records of runs (1),
+    (2) and (3) (:func:`seeder.trace.read_trace`); ``stopped_metrics`` (run 2's losses)
+    lets a position that never moved be told apart from one that was not restored.
+    """
+    found = [d for d in (_diagnose_rank(full.get(rank, []), stopped.get(rank, []), resumed[rank], rank, stopped_metrics)
+                         for rank in sorted(resumed)) if d is not None]
+    d = next((d for d in found if d.state != "none"), found[0] if found else None)  # a finding beats "all equal"
+    if d is not None and len(resumed) > 1:
+        d.message = f"on rank {d.rank}, {d.message}"
+    return d
+
+
+def diagnose_dirs(full_dir: Path, stopped_dir: Path, resumed_dir: Path,
+                  stopped_metrics: Optional[Metrics] = None) -> Optional[Diagnosis]:
+    """:func:`diagnose` on the traces in three run directories (``<dir>/trace.rank<R>.jsonl``)."""
+    traces: Sequence[Dict[int, Records]] = [read_trace(str(Path(d) / TRACE_NAME)) for d in (full_dir, stopped_dir, resumed_dir)]
+    if not traces[2]:
+        return None
+    return diagnose(traces[0], traces[1], traces[2], stopped_metrics)
