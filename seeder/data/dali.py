@@ -38,20 +38,9 @@ from .dali_seeds import (INSTALL_HINT, MAX_DALI_SEED, SEEDER_KIND, check_entry, 
 if TYPE_CHECKING:  # pragma: no cover
     from nvidia.dali import Pipeline
 
-__all__ = [
-    "INSTALL_HINT",
-    "MAX_DALI_SEED",
-    "require_dali",
-    "fold_seed",
-    "pipeline_seed",
-    "pipeline_kwargs",
-    "saved_checkpoints",
-    "track",
-    "get_tracked",
-    "participant_for",
-    "pipeline_class",
-    "TrackedPipeline",
-]
+__all__ = ["track", "get_tracked", "participant_for", "TrackedPipeline",  # and, from dali_seeds:
+           "INSTALL_HINT", "MAX_DALI_SEED", "require_dali", "fold_seed", "pipeline_seed", "pipeline_kwargs",
+           "saved_checkpoints", "pipeline_class"]
 
 logger = logging.getLogger("seeder")
 

@@ -1,25 +1,12 @@
 """DALI seeds and checkpoints: the pure part of :mod:`seeder.dali` (no pipeline object needed).
 
-A DALI pipeline takes its seed when it is built and cannot be reseeded after
-that. So seeder gives each pipeline its seed at construction
-(:func:`pipeline_seed`, from the master seed in the ``Domain.DALI`` family, per
-global rank and per pipeline id), warns once per pipeline at the first
-:meth:`~seeder.Seeder.reseed` instead of pretending to reseed it, and saves the
-pipeline's own checkpoint (``enable_checkpointing=True``) in
-:meth:`~seeder.Seeder.state_dict`, so that a resumed run rebuilds the pipeline
-with ``checkpoint=`` and continues its data and random streams exactly.
-
-This module imports no DALI until a function that needs a pipeline is called,
-so ``import seeder`` works without DALI installed.
+Seeds come from the master seed in the ``Domain.DALI`` family, per global rank and
+pipeline id, folded to the 32 bits DALI uses. Nothing here imports DALI.
 
 Example (no DALI needed to compute seeds):
     >>> import seeder
     >>> s = seeder.Seeder(); s.init(42)
-    >>> pipeline_seed(0, seeder=s) == pipeline_seed(0, seeder=s)   # same master seed, same seed
-    True
-    >>> pipeline_seed(0, seeder=s) != pipeline_seed(1, seeder=s)   # train and validation pipelines differ
-    True
-    >>> 0 <= pipeline_seed(0, seeder=s) <= MAX_DALI_SEED
+    >>> pipeline_kwargs(1, seeder=s)["seed"] == pipeline_seed(1, seeder=s)
     True
 """
 from __future__ import annotations
