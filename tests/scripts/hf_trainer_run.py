@@ -55,3 +55,6 @@ if __name__ == "__main__":
                run(os.path.join(out, "run"), resume=True)]
     if int(os.environ.get("RANK", "0")) == 0:
         os.write(1, ("RESULT " + json.dumps(results) + "\n").encode())
+    if torch.distributed.is_initialized():  # a gloo group left to interpreter exit can abort the process (SIGABRT)
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()

@@ -34,3 +34,5 @@ if __name__ == "__main__":
                        os.path.join(args.out, f"{name}.pt"))
         del r, trainer
         gc.collect()
+    if torch.distributed.is_initialized():  # a gloo group left to interpreter exit can abort the process (SIGABRT)
+        torch.distributed.destroy_process_group()
