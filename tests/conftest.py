@@ -7,6 +7,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+try:  # a hung child is stopped with SIGABRT to get its stacks (helpers.communicate): no core files in the checkout
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+except (ImportError, ValueError, OSError):
+    pass
+
 
 @pytest.fixture(autouse=True)
 def _clean_seeder_env(monkeypatch):

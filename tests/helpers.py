@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +25,7 @@ def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONFAULTHANDLER"] = "1"  # a child stopped by stop_hung() prints every thread's stack
     from seeder.distributed import LAUNCHER_VARIABLES
 
     for var in ("SEEDER_SEED", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR", "SEEDER_METRICS", "SEEDER_TRACE",
@@ -34,11 +36,63 @@ def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+def descendants(pid: int) -> List[int]:
+    """Every live process under ``pid``, read from ``/proc`` (empty without it)."""
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def communicate(proc: subprocess.Popen, timeout: float) -> Tuple[str, str]:
+    """``proc.communicate(timeout)``; on a hang, fail with every stuck Python process's stacks.
+
+    Each process of the tree gets SIGABRT: with ``PYTHONFAULTHANDLER=1`` (set by :func:`child_env`)
+    Python prints all its threads' stacks to stderr first, so the failure names the line each one hung on.
+    """
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = descendants(proc.pid)
+        for pid in [proc.pid, *tree]:
+            try:
+                os.kill(pid, signal.SIGABRT)
+            except ProcessLookupError:
+                pass
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            out, err = "", "(no output after SIGABRT)"
+        finally:
+            for pid in [proc.pid, *tree]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        raise AssertionError(f"{' '.join(map(str, proc.args))[:300]} hung for {timeout} s; the stacks of its processes "
+                             f"(SIGABRT, faulthandler) follow\n--- stdout\n{(out or '')[-3000:]}\n--- stderr\n"
+                             f"{(err or '')[-20000:]}") from None
+
+
 def run_python(args: Sequence[str], env: Optional[Dict[str, str]] = None, timeout: float = 120, check: bool = True,
                cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     """Run ``python ARGS`` and return the finished process (stdout/stderr captured as text)."""
-    proc = subprocess.run([sys.executable, *args], env=child_env(env), capture_output=True, text=True,
-                          timeout=timeout, cwd=str(cwd or REPO_ROOT))
+    child = subprocess.Popen([sys.executable, *args], env=child_env(env), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=str(cwd or REPO_ROOT))
+    out, err = communicate(child, timeout)
+    proc = subprocess.CompletedProcess(child.args, child.returncode, out, err)
     if check and proc.returncode != 0:
         raise AssertionError(f"python {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
     return proc
@@ -61,7 +115,7 @@ def torchrun(script_args: Sequence[str], nproc: int = 2, nnodes: int = 1, env: O
     results = []
     try:
         for p in procs:
-            out, err = p.communicate(timeout=timeout)
+            out, err = communicate(p, timeout)
             results.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
     finally:
         for p in procs:

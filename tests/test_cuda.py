@@ -1,6 +1,7 @@
 """CUDA: a training run resumed bit for bit, CUDA generators, every device's state, map_location="cuda"
 checkpoints, deterministic mode before CUDA starts. Each case runs in a child process, so that this
-process never starts CUDA (other tests check what happens before it starts)."""
+process never starts CUDA (other tests check what happens before it starts). The training run's harness
+also runs on the CPU, so that it is checked on machines without a GPU too."""
 import json
 import subprocess
 import sys
@@ -8,18 +9,16 @@ import sys
 import pytest
 import torch
 
-from helpers import REPO_ROOT, child_env, json_lines, run_python
+from helpers import REPO_ROOT, child_env, communicate, json_lines, run_python
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() "
-                                 "is False)")]
+NO_CUDA = "needs a CUDA device (torch.cuda.is_available() is False)"
 
 TRAIN = str(REPO_ROOT / "tests" / "scripts" / "cuda_train.py")
 
 
-def _start(args):
-    return subprocess.Popen([sys.executable, TRAIN, *args], env=child_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
+def _start(device, args):
+    return subprocess.Popen([sys.executable, TRAIN, "--device", device, *args], env=child_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
 
 
 def _results(procs):
@@ -27,7 +26,7 @@ def _results(procs):
     out = {}
     try:
         for name, p in procs.items():
-            stdout, stderr = p.communicate(timeout=300)
+            stdout, stderr = communicate(p, 300)
             rows = json_lines(stdout, "RESULT ")
             assert p.returncode == 0 and len(rows) == 1, f"{name}: exit {p.returncode}\n{stdout[-3000:]}\n{stderr[-5000:]}"
             out[name] = rows[0]
@@ -40,22 +39,31 @@ def _results(procs):
 
 
 @pytest.mark.slow
-def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_path):
-    ck = {name: str(tmp_path / f"{name}.pt") for name in ("mid", "last_step", "epoch_end")}
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.cuda), pytest.param("cpu", id="cpu-harness")])
+def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_path, device):
+    """The README's wiring (seeder.DataLoader, 2 workers), deterministic mode before CUDA starts: stops at steps 7,
+    12 (epoch 0's last step), the end of epoch 0 and 17 resume bit for bit; a seeded repeat is bitwise; unseeded
+    runs differ. 12 steps per epoch, 3 epochs."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip(NO_CUDA)
+    ck = {name: str(tmp_path / f"{name}.pt") for name in ("mid", "last_step", "epoch_end", "later")}
+    start = lambda *args: _start(device, list(args))  # noqa: E731
     first = _results({
-        "full": _start(["--seed", "7"]),
-        "repeat": _start(["--seed", "7"]),
-        "mid": _start(["--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]]),
-        "last_step": _start(["--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]]),  # epoch 0's last step
-        "epoch_end": _start(["--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]]),
-        "unseeded_a": _start([]),
-        "unseeded_b": _start([]),
+        "full": start("--seed", "7"),
+        "repeat": start("--seed", "7"),
+        "mid": start("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
+        "last_step": start("--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]),
+        "epoch_end": start("--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]),
+        "later": start("--seed", "7", "--stop-at-step", "17", "--ckpt", ck["later"]),
+        "unseeded_a": start(),
+        "unseeded_b": start(),
     })
     second = _results({
-        "mid": _start(["--resume", "--ckpt", ck["mid"]]),
-        "mid_on_cuda": _start(["--resume", "--ckpt", ck["mid"], "--map-location", "cuda"]),
-        "last_step": _start(["--resume", "--ckpt", ck["last_step"]]),
-        "epoch_end": _start(["--resume", "--ckpt", ck["epoch_end"], "--map-location", "cuda"]),
+        "mid": start("--resume", "--ckpt", ck["mid"]),
+        "mid_on_device": start("--resume", "--ckpt", ck["mid"], "--map-location", device),
+        "last_step": start("--resume", "--ckpt", ck["last_step"]),
+        "epoch_end": start("--resume", "--ckpt", ck["epoch_end"], "--map-location", device),
+        "later": start("--resume", "--ckpt", ck["later"]),
     })
     full = first["full"]
     assert len(full["losses"]) == 36
@@ -63,9 +71,9 @@ def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_p
         assert run["deterministic"] and run["cudnn_deterministic"] and not run["cuda_started_before_init"]
         assert run["cublas"] in (":4096:8", ":16:8")
     assert first["repeat"]["losses"] == full["losses"] and first["repeat"]["digest"] == full["digest"]
-    for name, stop in (("mid", 7), ("last_step", 12), ("epoch_end", 12)):
+    for name, stop in (("mid", 7), ("last_step", 12), ("epoch_end", 12), ("later", 17)):
         assert first[name]["losses"] == full["losses"][:stop], name
-    for name, stop in (("mid", 7), ("mid_on_cuda", 7), ("last_step", 12), ("epoch_end", 12)):
+    for name, stop in (("mid", 7), ("mid_on_device", 7), ("last_step", 12), ("epoch_end", 12), ("later", 17)):
         resumed = second[name]
         assert resumed["first_step"] == stop and resumed["master"] == 7, name
         assert resumed["losses"] == full["losses"][stop:], name
@@ -98,6 +106,8 @@ print("ok")
 """
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
 def test_a_cuda_generator_is_reseeded_saved_and_restored():
     assert run_python(["-c", CUDA_GENERATOR]).stdout.strip() == "ok"
 
@@ -111,6 +121,7 @@ for d in range(n):
     torch.rand(1, device=f"cuda:{d}")
 state = seeder.state_dict()
 assert len(state["rngs"]["cuda"]) == n
+assert all(torch.equal(a, b) for a, b in zip(state["rngs"]["cuda"], torch.cuda.get_rng_state_all())), "torch's bytes"
 want = [torch.rand(3, device=f"cuda:{d}") for d in range(n)]
 for d in range(n):
     torch.rand(50, device=f"cuda:{d}")
@@ -128,6 +139,8 @@ print("ok", n)
 """
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
 def test_every_cuda_device_state_is_captured_and_restored():
     out = run_python(["-c", EVERY_DEVICE]).stdout.split()
     assert out == ["ok", str(torch.cuda.device_count())]
@@ -155,6 +168,8 @@ print("ok")
 """
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
 def test_a_checkpoint_loaded_with_map_location_cuda_restores_exactly(tmp_path):
     assert run_python(["-c", MAP_LOCATION_CUDA, str(tmp_path / "ckpt.pt")]).stdout.strip() == "ok"
 
@@ -177,6 +192,8 @@ print(json.dumps({"started": started, "cublas": os.environ.get("CUBLAS_WORKSPACE
 """
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
 def test_deterministic_mode_is_set_before_cuda_starts():
     out = json.loads(run_python(["-c", DETERMINISTIC_FIRST], env={"CUBLAS_WORKSPACE_CONFIG": ""}).stdout)
     assert out == {"started": False, "cublas": ":4096:8", "algorithms": True, "cudnn": [True, False], "refused": True}

@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 import pytest
 import torch
 
-from helpers import REPO_ROOT, child_env, run_python, torchrun
+from helpers import REPO_ROOT, child_env, communicate, run_python, torchrun
 
 pytestmark = pytest.mark.slow
 
@@ -129,7 +129,7 @@ def test_seeded_runs_repeat_and_unseeded_runs_differ(tmp_path, reference):
 def torchrun_train(out: Path, *args: str, script: str = SCRIPT, launcher: Sequence[str] = ()) -> Tuple[List[dict], str]:
     metrics = out / "metrics.jsonl"
     results = torchrun([script, *BASE, "--seed", SEED, "--metrics", str(metrics), *args], nproc=2,
-                       timeout=300, extra_launcher_args=launcher)
+                       timeout=180, extra_launcher_args=launcher)
     return read_metrics(metrics), last_digest(results[0].stdout)
 
 
@@ -239,7 +239,7 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
             if run.proc.poll() is None:
                 run.kill()
     final = Run(tmp_path, args)
-    out, _ = final.proc.communicate(timeout=300)
+    out, _ = communicate(final.proc, 300)
     assert final.proc.returncode == 0, note
     assert last_digest(out) == ref_digest, note
     assert read_metrics(tmp_path / "metrics.jsonl") == ref_records, note

@@ -1,8 +1,9 @@
 """Child of tests/test_cuda.py: a small CUDA training run (conv + BatchNorm + dropout on the GPU, CUDA noise in
 the main process, a registered CUDA generator, 2 DataLoader workers) that can stop at a step or an epoch end,
 checkpoint, and resume. Prints ``RESULT {json}``: the losses (as float.hex), the model+optimizer digest, the
-master seed, and what deterministic mode looked like. Wiring: seeder.DistributedSampler + SeededDataset +
-generator=seeder.dataloader_generator() + sampler.advance."""
+master seed, and what deterministic mode looked like. Wiring: the README's (``seeder.DataLoader``, nothing else);
+``--wiring manual`` uses the older seeder.DistributedSampler + SeededDataset + generator= + advance() instead.
+``--device cpu`` runs the same harness without a GPU (tests/test_cuda.py checks the harness itself that way)."""
 import argparse
 import json
 import os
@@ -25,6 +26,8 @@ p.add_argument("--stop-after-epochs", type=int, default=None, help="checkpoint a
 p.add_argument("--ckpt", default=None)
 p.add_argument("--resume", action="store_true", help="load --ckpt first")
 p.add_argument("--map-location", default="cpu")
+p.add_argument("--device", default="cuda")
+p.add_argument("--wiring", choices=["loader", "manual"], default="loader")
 args = p.parse_args()
 
 
@@ -51,14 +54,18 @@ cuda_started_before_init = torch.cuda.is_initialized()
 seeder.init(master_seed=args.seed, deterministic=True)  # before CUDA starts: cuBLAS reads its workspace setting once
 seeder.reseed(0, 0)
 model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Dropout(0.2), nn.Flatten(),
-                      nn.Linear(8 * 8 * 8, 4)).cuda()
+                      nn.Linear(8 * 8 * 8, 4)).to(args.device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-mask_gen = torch.Generator(device="cuda")
+mask_gen = torch.Generator(device=args.device)
 seeder.register_generator(mask_gen)
-train_set = seeder.SeededDataset(Images())
-sampler = seeder.DistributedSampler(train_set)
-loader = DataLoader(train_set, batch_size=8, sampler=sampler, num_workers=2, worker_init_fn=seeder.worker_init_fn,
-                    generator=seeder.dataloader_generator())
+if args.wiring == "loader":
+    sampler = None
+    loader = seeder.DataLoader(Images(), batch_size=8, shuffle=True, num_workers=2)
+else:
+    train_set = seeder.SeededDataset(Images())
+    sampler = seeder.DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=8, sampler=sampler, num_workers=2,
+                        worker_init_fn=seeder.worker_init_fn, generator=seeder.dataloader_generator())
 
 start_epoch, step = 0, 0
 if args.resume:
@@ -87,17 +94,19 @@ def finish(epoch, epoch_complete):
 
 for epoch in range(start_epoch, args.epochs):
     seeder.reseed(1, epoch)  # skipped right after a mid-epoch resume: the loaded state continues the epoch
-    sampler.set_epoch(epoch)
+    if sampler is not None:
+        sampler.set_epoch(epoch)
     model.train()
     for x, target in loader:
-        x, target = x.cuda(), target.cuda()
-        x = x + 0.05 * torch.randn_like(x)  # CUDA noise from the device's default generator
-        x = x * (torch.rand(x.shape[0], 1, 1, 1, device="cuda", generator=mask_gen) > 0.1)  # the registered one
+        x, target = x.to(args.device), target.to(args.device)
+        x = x + 0.05 * torch.randn_like(x)  # device noise from the device's default generator
+        x = x * (torch.rand(x.shape[0], 1, 1, 1, device=args.device, generator=mask_gen) > 0.1)  # the registered one
         loss = -(target * F.log_softmax(model(x), dim=1)).sum(1).mean()  # NLLLoss has no deterministic CUDA kernel
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        sampler.advance(len(target))
+        if sampler is not None:
+            sampler.advance(len(target))
         step += 1
         losses.append(float(loss.item()).hex())
         if step == args.stop_at_step:
