@@ -7,6 +7,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -56,31 +58,59 @@ def descendants(pid: int) -> List[int]:
     return found
 
 
+def _state(pid: int) -> str:
+    """The process's state letter from ``/proc`` (``"X"`` when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
+
+
+def _abort_one_by_one(pids: Sequence[int], within: float = 5.0) -> None:
+    """SIGABRT each process, parents first, waiting (up to ``within`` s) until it has died before the next,
+    so that the stacks the processes print to a shared stderr do not interleave."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGABRT)
+        except ProcessLookupError:
+            continue
+        deadline = time.monotonic() + within
+        while _state(pid) not in ("Z", "X") and time.monotonic() < deadline:
+            time.sleep(0.02)  # polls for the death of a process that is not ours to wait on
+
+
 def communicate(proc: subprocess.Popen, timeout: float) -> Tuple[str, str]:
     """``proc.communicate(timeout)``; on a hang, fail with every stuck Python process's stacks.
 
-    Each process of the tree gets SIGABRT: with ``PYTHONFAULTHANDLER=1`` (set by :func:`child_env`)
-    Python prints all its threads' stacks to stderr first, so the failure names the line each one hung on.
+    Each process of the tree gets SIGABRT in turn: with ``PYTHONFAULTHANDLER=1`` (set by
+    :func:`child_env`) Python prints all its threads' stacks to stderr first, so the failure
+    names the line each one hung on.
     """
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        tree = descendants(proc.pid)
-        for pid in [proc.pid, *tree]:
+        tree = [proc.pid, *descendants(proc.pid)]
+        output: Dict[str, Tuple[str, str]] = {}
+
+        def drain() -> None:  # read the pipes while the processes print, so that none blocks on a full pipe
             try:
-                os.kill(pid, signal.SIGABRT)
-            except ProcessLookupError:
-                pass
+                output["done"] = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                output["done"] = ("", "(the pipes stayed open 60 s after SIGABRT)")
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
         try:
-            out, err = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            out, err = "", "(no output after SIGABRT)"
+            _abort_one_by_one(tree)
         finally:
-            for pid in [proc.pid, *tree]:
+            for pid in tree:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        reader.join()
+        out, err = output.get("done", ("", ""))
         raise AssertionError(f"{' '.join(map(str, proc.args))[:300]} hung for {timeout} s; the stacks of its processes "
                              f"(SIGABRT, faulthandler) follow\n--- stdout\n{(out or '')[-3000:]}\n--- stderr\n"
                              f"{(err or '')[-20000:]}") from None
