@@ -80,14 +80,16 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=0)
     a = p.parse_args()
     logging.disable(logging.WARNING)
-    at = a.items // a.batch - 10  # near the end of the epoch
+    if a.items // a.batch < 2:
+        raise SystemExit(f"--items {a.items} gives {a.items // a.batch} batch(es) of {a.batch}: the resume needs 2 or more")
+    at = max(1, a.items // a.batch - 10)  # near the end of the epoch
     hf = resume_seconds(Trainer, a.items, a.batch, a.workers, at)
     sd = resume_seconds(SeederTrainer, a.items, a.batch, a.workers, at)
     print(f"resume at batch {at} of {a.items // a.batch} ({a.items} items, batch {a.batch}, {a.workers} workers), "
           "train() to the end of the first step:")
     print(f"  Trainer (skip_first_batches replay): {hf * 1e3:9.1f} ms")
     print(f"  SeederTrainer (O(1) position):       {sd * 1e3:9.1f} ms")
-    print(f"  ratio Trainer / SeederTrainer:       {hf / sd:9.1f}x")
+    print(f"  RATIO SeederTrainer / Trainer (ours / theirs): {sd / hf:.3f}")
 
 
 if __name__ == "__main__":
