@@ -53,8 +53,8 @@ class AcceleratorAdapter(RNGAdapter):
     Seeding goes through the device module's ``manual_seed_all`` which, for a
     device that is not initialised yet, queues the seed until it starts.
     The state is one tensor per device, for every device, not only the current one.
-    Once the backend has started, the devices' ``default_generators`` are used
-    directly: the same generators and the same bytes as ``get_rng_state_all`` /
+    Once the backend has started, states are read and written through the devices'
+    ``default_generators``: the same generators and bytes as ``get_rng_state_all`` /
     ``set_rng_state_all``, without their per-device lookups (the CUDA part of a
     capture + restore is then about two C++ calls per device).
     """
@@ -77,11 +77,7 @@ class AcceleratorAdapter(RNGAdapter):
         return None
 
     def seed(self, seed: int) -> None:
-        generators = self.started_generators()
-        if generators is not None:
-            for g in generators:
-                g.manual_seed(seed)
-        elif hasattr(self.module, "manual_seed_all"):
+        if hasattr(self.module, "manual_seed_all"):
             self.module.manual_seed_all(seed)
         else:
             self.module.manual_seed(seed)
@@ -97,9 +93,9 @@ class AcceleratorAdapter(RNGAdapter):
     def check_state(self, state: Any, where: str) -> None:
         expect(isinstance(state, list), where, "expected a list with one state tensor per device")
         sizes = self._sizes
-        if sizes is None or self.started_generators() is None:
+        if sizes is None:
             sizes = [c.numel() for c in self.get_state()]
-            if self.started_generators() is not None:
+            if self.started_generators() is not None:  # the device count and state sizes are fixed from now on
                 self._sizes = sizes
         expect(len(state) == len(sizes), where,
                f"the checkpoint has {len(state)} {self.name} device state(s), this process sees {len(sizes)}; "
