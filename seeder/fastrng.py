@@ -30,6 +30,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .internals import degrade
+
 __all__ = ["KEY_WORDS", "KEY_BYTES", "LegacyAccess", "legacy_access", "seed_sequence_words", "pcg64_state",
            "fast_seeding_state"]
 
@@ -199,5 +201,8 @@ def legacy_access() -> Optional[LegacyAccess]:
     """
     if not _LEGACY:
         offset = _find_gauss_offset()
+        if offset is None and platform.python_implementation() == "CPython":
+            degrade("numpy:RandomState gauss cache offset", "the probe found no single place of the Gaussian cache in "
+                    "a RandomState, or the fast state access disagreed with get_state()")
         _LEGACY.append(LegacyAccess(offset) if offset is not None else None)
     return _LEGACY[0]

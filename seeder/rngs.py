@@ -19,6 +19,7 @@ import torch
 
 from .derive import numpy_seed
 from .errors import StateError
+from .internals import require
 from .rngbase import CPU_FIX, RNGAdapter, expect, on_cpu
 from .rngs_torch import AcceleratorAdapter, TorchCPUAdapter, TorchGeneratorAdapter, accelerator_types
 from .fastrng import fast_seeding_state, legacy_access
@@ -50,7 +51,7 @@ class PythonRandomAdapter(RNGAdapter):
     name = "python"
 
     def __init__(self, rng: Optional[random.Random] = None):
-        self.rng = rng if rng is not None else random._inst  # type: ignore[attr-defined]
+        self.rng: Any = rng if rng is not None else random  # the module's seed/getstate/setstate: the global RNG
 
     def seed(self, seed: int) -> None:
         self.rng.seed(seed)
@@ -93,6 +94,8 @@ class NumpyRandomStateAdapter(RNGAdapter):
     name = "numpy"
 
     def __init__(self, rng: Optional[np.random.RandomState] = None):
+        if rng is None:
+            require("numpy:random.mtrand._rand")
         self._rng = rng
         self._bitgen: Any = None
 

@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
+from .internals import require
 from .rngbase import RNGAdapter, check_uint8_tensor, expect, on_cpu
 
 __all__ = ["TorchGeneratorAdapter", "TorchCPUAdapter", "AcceleratorAdapter", "accelerator_types"]
@@ -131,7 +132,8 @@ def accelerator_types() -> List[str]:
     if _ACCELERATORS is None:
         found = []
         names = ["cuda", "xpu", "mps", "mtia"]
-        custom = torch._C._get_privateuse1_backend_name()
+        custom = torch._C._get_privateuse1_backend_name() if require("torch:_C._get_privateuse1_backend_name") \
+            else "privateuseone"
         if custom != "privateuseone":
             names.append(custom)
         for name in names:

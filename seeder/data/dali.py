@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 from ..core import Seeder
 from ..derive import check_key
 from ..errors import SeederWarning, StateError
+from ..internals import require
 from ..participant import Participant
 from .dali_seeds import (INSTALL_HINT, MAX_DALI_SEED, SEEDER_KIND, check_entry, fold_seed, pipeline_class,
                          pipeline_kwargs, pipeline_seed, require_dali, resolve_seeder, saved_checkpoints)
@@ -47,7 +48,8 @@ logger = logging.getLogger("seeder")
 
 def _checkpointing_enabled(pipeline: Any) -> bool:
     # DALI has no public accessor; its own PyTorch iterator reads the same attribute.
-    return bool(getattr(pipeline, "_enable_checkpointing", False))
+    require("nvidia-dali:Pipeline._enable_checkpointing", pipeline)
+    return bool(pipeline._enable_checkpointing)
 
 
 class TrackedPipeline(Participant):
@@ -173,8 +175,9 @@ class TrackedPipeline(Participant):
         self._pending_restore = False
         pipe = self.pipeline
         pipe.build()  # idempotent; the restore happens at build
-        built_from = getattr(pipe, "_checkpoint", None)
-        if pipe.is_restored_from_checkpoint and (built_from is None or built_from in self.restored_checkpoints):
+        if pipe.is_restored_from_checkpoint and not require("nvidia-dali:Pipeline._checkpoint", pipe):
+            return  # restored, from which checkpoint seeder cannot tell: require() warned
+        if pipe.is_restored_from_checkpoint and pipe._checkpoint in self.restored_checkpoints:
             return
         what = "from a different checkpoint" if pipe.is_restored_from_checkpoint else "without the checkpoint"
         warnings.warn(
@@ -207,7 +210,8 @@ def _check_iterator(iterator: Any) -> None:
 def _pipeline_count(iterator: Any) -> int:
     if iterator is None:
         return 1
-    pipes = getattr(iterator, "_pipes", None)  # DALI iterators keep their pipelines here
+    require("nvidia-dali:_DaliBaseIterator._pipes", iterator)  # DALI iterators keep their pipelines here
+    pipes = iterator._pipes
     return len(pipes) if isinstance(pipes, (list, tuple)) and pipes else 1
 
 

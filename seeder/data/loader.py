@@ -40,6 +40,7 @@ from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..derive import check_key
 from ..errors import StateError
+from ..internals import require
 from ..rngs import global_adapters
 from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset, batch_seeds
 from .sampler import DistributedSampler
@@ -133,6 +134,8 @@ class DataLoader(torch.utils.data.DataLoader):
                 "seeder.DataLoader needs a map-style dataset (with __getitem__ and __len__), got the IterableDataset "
                 f"{type(dataset).__name__}: its position lives in the dataset's own iterator; use torch.utils.data.DataLoader "
                 "(or torchdata's StatefulDataLoader) and give the dataset state_dict()/load_state_dict()")
+        require("torch:DataLoader._get_iterator")  # what _get_iterator below relies on
+        require("torch:DataLoader.dataset")
         if seeder is None:
             seeder = _default_seeder()
         elif not isinstance(seeder, Seeder):

@@ -43,6 +43,7 @@ from accelerate.utils import send_to_device
 from ..core import Seeder
 from ..distributed import process_group_active
 from ..errors import StateError
+from ..internals import require
 
 __all__ = ["SeederAccelerator", "PreparedLoader", "resolve_seeder", "STATE_FILE", "state_file", "save_checkpoint_state",
            "read_checkpoint_state", "load_checkpoint_state"]
@@ -176,6 +177,7 @@ class PreparedLoader(DataLoaderStateMixin):
         self.device = device
         self.non_blocking = non_blocking
         self.gradient_state = GradientState()
+        require("accelerate:DataLoaderStateMixin._drop_last")
         self._drop_last = loader.drop_last  # read by DataLoaderStateMixin.begin
 
     def __getattr__(self, name: str) -> Any:

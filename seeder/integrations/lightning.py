@@ -58,6 +58,7 @@ from ..data.loader import DataLoader
 from ..data.sampler import DistributedSampler
 from ..distributed import process_group_active
 from ..errors import SeederWarning, StateError
+from ..internals import require
 from ..state import GATHERED_FORMAT
 
 __all__ = ["SeederCallback", "TRAIN_TASK", "CALLBACK_STATE_VERSION"]
@@ -202,8 +203,9 @@ class SeederCallback(Callback):
             return
         self._validate(state)
         if state["epoch_complete"]:
-            fit_loop = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
-            loader_states = fit_loop.get("combined_loader") or []
+            require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
+            fit_loop = checkpoint["loops"]["fit_loop"]["state_dict"]
+            loader_states = fit_loop.get("combined_loader", [])
             if all(isinstance(st, dict) and st.get("format") == "seeder.loader" for st in loader_states):
                 fit_loop["combined_loader"] = []
         self._pending = state

@@ -46,6 +46,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 
 from ..core import Seeder
 from ..errors import SeederWarning, StateError
+from ..internals import require
 from .accelerate import resolve_seeder, read_checkpoint_state, save_checkpoint_state
 
 __all__ = ["SeederTrainer", "SeederCheckpointCallback", "TRAIN_TASK"]
@@ -196,10 +197,8 @@ class SeederTrainer(Trainer):
     @contextlib.contextmanager
     def _answer_skip(self) -> Iterator[None]:
         """While training, the Trainer's ``skip_first_batches`` returns our loader, which already stands at that batch."""
-        original = getattr(_hf_trainer_module, "skip_first_batches", None)
-        if original is None:
-            raise RuntimeError("this transformers version has no transformers.trainer.skip_first_batches; "
-                               "SeederTrainer supports transformers 4.40 to 5.x")
+        require("transformers:trainer.skip_first_batches")
+        original = _hf_trainer_module.skip_first_batches
         ours = self.seeder_train_loader
 
         def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
