@@ -4,12 +4,14 @@ from pathlib import Path
 
 import pytest
 
+from seeder.internals import INTERNALS
+
 PKG = Path(__file__).resolve().parents[1] / "seeder"
 MODULES = sorted(p for p in PKG.rglob("*.py"))
 
 # Layers from the bottom up; a module may import its own layer or a lower one. The first matching prefix wins.
 LAYERS = [
-    ("errors", 0), ("checks", 0), ("derive", 0), ("fastrng", 0), ("rngbase", 1), ("rngs_torch", 1), ("rngs", 1),
+    ("errors", 0), ("internals", 0), ("checks", 0), ("derive", 0), ("fastrng", 0), ("rngbase", 1), ("rngs_torch", 1), ("rngs", 1),
     ("distributed", 1),
     ("participant", 2), ("registry", 2), ("state", 2), ("trace", 2), ("digest", 2), ("core", 3),
     ("env", 1), ("verify", 2), ("data", 4), ("integrations", 5), ("cli", 6), ("__init__", 6), ("__main__", 6),
@@ -91,12 +93,10 @@ def test_no_private_names_across_modules(path):
     assert not bad, f"seeder.{here} uses private names of other modules: {bad}"
 
 
-# Private names of other libraries that seeder must read (documented where used).
-# torch._C (the privateuse1 backend's name), random._inst and np.random.mtrand._rand (the global RNG objects),
-# DALI's _enable_checkpointing/_pipes (read behind fallbacks in seeder/data/dali.py), sys._getframe (the
-# sampler recognises torchdata's StatefulDataLoader by its caller).
-THIRD_PARTY_PRIVATE = {"_C", "_get_privateuse1_backend_name", "_inst", "_rand", "_enable_checkpointing", "_pipes",
-                       "_getframe"}
+# Private names of other libraries that seeder may read: exactly those listed (and checked) in seeder/internals.py,
+# plus sys._getframe (the sampler's audit of a plain torch DataLoader looks for it on the call stack).
+THIRD_PARTY_PRIVATE = {part for item in INTERNALS.values() for part in item.name.replace(" ", ".").split(".")
+                       if part.startswith("_")} | {"_getframe"}
 
 
 def own_private_names(tree):

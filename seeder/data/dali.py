@@ -48,8 +48,7 @@ logger = logging.getLogger("seeder")
 
 def _checkpointing_enabled(pipeline: Any) -> bool:
     # DALI has no public accessor; its own PyTorch iterator reads the same attribute.
-    require("nvidia-dali:Pipeline._enable_checkpointing", pipeline)
-    return bool(pipeline._enable_checkpointing)
+    return bool(pipeline._enable_checkpointing)  # checked by _check_pipeline
 
 
 class TrackedPipeline(Participant):
@@ -199,19 +198,21 @@ def _check_pipeline(pipeline: Any) -> None:
     if not isinstance(pipeline, dali.Pipeline):
         raise TypeError(f"expected an nvidia.dali.Pipeline (what a @pipeline_def function returns), "
                         f"got {type(pipeline).__name__}")
+    require("nvidia-dali:Pipeline._enable_checkpointing", pipeline)
 
 
 def _check_iterator(iterator: Any) -> None:
     if iterator is not None and not callable(getattr(iterator, "checkpoints", None)):
         raise TypeError(f"iterator must be a DALI framework iterator (e.g. DALIGenericIterator) with checkpoints(), "
                         f"got {type(iterator).__name__}")
+    if iterator is not None:
+        require("nvidia-dali:_DaliBaseIterator._pipes", iterator)  # DALI iterators keep their pipelines here
 
 
 def _pipeline_count(iterator: Any) -> int:
     if iterator is None:
         return 1
-    require("nvidia-dali:_DaliBaseIterator._pipes", iterator)  # DALI iterators keep their pipelines here
-    pipes = iterator._pipes
+    pipes = iterator._pipes  # checked by _check_iterator
     return len(pipes) if isinstance(pipes, (list, tuple)) and pipes else 1
 
 
