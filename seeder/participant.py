@@ -11,6 +11,12 @@ libraries (DALI pipelines) into participants, whatever was imported first.
 Registered generators (``register_generator(f)``) are :class:`GeneratorParticipant`:
 a callable ``f(seed)`` or an RNG object with an adapter from :mod:`seeder.rngs`.
 
+Two optional parts, each its own protocol: :class:`Stands` (a participant that stands
+for another object, which ``unregister_generator(obj)`` and ``leave(obj)`` then find)
+and :class:`Positioned` (a participant that reports its epoch and position to
+``seeder verify``'s trace without side effects). :func:`participant_keys` names
+participants in states and traces.
+
 Example:
     >>> import random, seeder
     >>> class Noise:
@@ -29,15 +35,15 @@ Example:
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, Dict, List, Optional, Protocol, runtime_checkable
 
 import torch
 
 from .errors import StateError
 from .rngs import RNGAdapter, adapter_for
 
-__all__ = ["Participant", "GeneratorParticipant", "participant_for", "describe", "saves_state", "validates_state",
-           "owner_saves_state", "require_participant", "PLUGINS"]
+__all__ = ["Participant", "Stands", "Positioned", "GeneratorParticipant", "participant_for", "participant_keys",
+           "describe", "saves_state", "validates_state", "owner_saves_state", "require_participant", "PLUGINS"]
 
 
 @runtime_checkable
@@ -62,6 +68,52 @@ class Participant(Protocol):
 
     def load_state_dict(self, state: Any) -> None:
         """Restore a state that :meth:`check_state_dict` accepted."""
+
+
+@runtime_checkable
+class Stands(Protocol):
+    """Optional: a participant made for another object (a DALI pipeline's :class:`~seeder.dali.TrackedPipeline`).
+
+    ``seeder_target`` is that object: ``seeder.unregister_generator(obj)`` and ``seeder.leave(obj)``
+    find the participant through it.
+    """
+
+    seeder_target: Any
+
+
+@runtime_checkable
+class Positioned(Protocol):
+    """Optional: a participant that counts samples (samplers, loaders) and tells ``seeder verify``'s trace where it is.
+
+    ``seeder_position()`` returns ``{"epoch": int, "position": int}`` (samples of the epoch
+    consumed) and changes nothing: no RNG, no warning used up, no iteration started.
+    """
+
+    def seeder_position(self) -> Dict[str, int]:
+        """The epoch and the samples of it consumed, read without side effects."""
+
+
+def participant_keys(participants: List[Any]) -> Dict[str, Any]:
+    """The names of ``participants`` in states and traces: ``generator.<stream>``, else ``<seeder_kind>.<n>``.
+
+    ``n`` counts the participants of that kind in the order given (join order), from 0.
+
+    >>> import random
+    >>> class Sampler: seeder_kind = "sampler"
+    >>> a, b = Sampler(), Sampler()
+    >>> list(participant_keys([a, GeneratorParticipant(random.Random(), shared=False, stream=2), b]))
+    ['sampler.0', 'generator.2', 'sampler.1']
+    """
+    counts: Dict[str, int] = {}
+    named: Dict[str, Any] = {}
+    for p in participants:
+        if isinstance(p, GeneratorParticipant):
+            named[f"generator.{p.stream}"] = p
+            continue
+        kind = getattr(p, "seeder_kind", type(p).__name__.lower())
+        counts[kind] = counts.get(kind, 0) + 1
+        named[f"{kind}.{counts[kind] - 1}"] = p
+    return named
 
 
 def describe(obj: Any) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .participant import GeneratorParticipant, describe, saves_state
+from .participant import GeneratorParticipant, Stands, describe, participant_keys, saves_state
 from .rngs import adapter_for
 
 __all__ = ["Registry"]
@@ -69,13 +69,14 @@ class Registry:
         return before - len(self._members)
 
     def find(self, obj: Any) -> Optional[Any]:
-        """The participant for ``obj``: itself, the generator wrapping it, or the wrapper whose ``seeder_target`` it is."""
+        """The participant for ``obj``: itself, the generator wrapping it, or the one that :class:`~seeder.participant.Stands`
+        for it."""
         for member, _ in self._members:
             p = _resolve(member)
             if p is None:
                 continue
-            if p is obj or getattr(p, "seeder_target", None) is obj \
-                    or (isinstance(p, GeneratorParticipant) and p.matches(obj)):
+            if p is obj or (isinstance(p, GeneratorParticipant) and p.matches(obj)) \
+                    or (isinstance(p, Stands) and p.seeder_target is obj):
                 return p
         return None
 
@@ -92,16 +93,5 @@ class Registry:
         return [p for p in self.participants() if isinstance(p, GeneratorParticipant)]
 
     def stateful(self) -> Dict[str, Any]:
-        """Participants whose state is saved, by key: ``generator.<stream>`` or ``<seeder_kind>.<n>``."""
-        counts: Dict[str, int] = {}
-        named: Dict[str, Any] = {}
-        for p in self.participants():
-            if not saves_state(p):
-                continue
-            if isinstance(p, GeneratorParticipant):
-                named[f"generator.{p.stream}"] = p
-                continue
-            kind = getattr(p, "seeder_kind", type(p).__name__.lower())
-            counts[kind] = counts.get(kind, 0) + 1
-            named[f"{kind}.{counts[kind] - 1}"] = p
-        return named
+        """Participants whose state is saved, by key (:func:`seeder.participant.participant_keys`)."""
+        return participant_keys([p for p in self.participants() if saves_state(p)])

@@ -109,7 +109,8 @@ def snapshot(seeder: Any) -> Dict[str, Any]:
     their state; ``positions`` holds the plain ``{"epoch", "position"}`` of participants
     that count samples. A state that cannot be read is ``None``.
     """
-    from .rngs import global_adapters  # torch is imported by the caller's data path anyway
+    from .participant import participant_keys  # torch is imported by the caller's data path anyway
+    from .rngs import global_adapters
 
     rngs = {}
     for adapter in global_adapters():
@@ -119,13 +120,8 @@ def snapshot(seeder: Any) -> Dict[str, Any]:
             rngs[adapter.name] = None
     participants: Dict[str, Optional[str]] = {}
     positions: Dict[str, Dict[str, int]] = {}
-    counts: Dict[str, int] = {}
-    for p in _participants(seeder):
-        kind = getattr(p, "seeder_kind", type(p).__name__.lower())
-        n = counts.get(kind, 1 if kind == "generator" else 0)
-        counts[kind] = n + 1
-        key = f"{kind}.{n}"
-        state = _participant_state(p, kind)
+    for key, p in participant_keys(_participants(seeder)).items():
+        state = _participant_state(p)
         participants[key] = None if state is None else fingerprint(state)
         if isinstance(state, dict) and isinstance(state.get("epoch"), int) and isinstance(state.get("position"), int):
             positions[key] = {"epoch": state["epoch"], "position": state["position"]}
@@ -134,27 +130,22 @@ def snapshot(seeder: Any) -> Dict[str, Any]:
             "last_reseed": list(last) if last is not None else None}
 
 
-def _participant_state(p: Any, kind: str) -> Any:
+def _participant_state(p: Any) -> Any:
     """A participant's state read without side effects, or ``None`` where that is not possible.
 
-    A participant may offer ``seeder_trace_state()`` (cheap, no side effects, plain values).
-    Samplers are read through their public ``epoch`` and ``consumed``: their
-    ``state_dict()`` warns (once) about a missing ``advance()``, which a trace must not
-    use up. Registered generators' ``state_dict()`` is an RNG state. Other participants
-    (a DALI pipeline checkpoints itself in ``state_dict()``) are not read.
+    Samplers and loaders are :class:`~seeder.participant.Positioned`: their ``seeder_position()``
+    (their ``state_dict()`` may warn once about a missing ``advance()``, which a trace must not
+    use up). Registered generators' ``state_dict()`` is an RNG state (``None`` for a plain
+    callable). Other participants (a DALI pipeline checkpoints itself in ``state_dict()``) are not read.
     """
-    try:
-        fn = getattr(p, "seeder_trace_state", None)
-        if callable(fn):
-            return fn()
-        if hasattr(p, "consumed") and hasattr(p, "epoch"):
-            return {"epoch": int(p.epoch), "position": int(p.consumed)}
-        if kind == "generator":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return p.state_dict()
-    except Exception:  # a plain callable has no state; unknown rather than a crash in the data path
-        return None
+    from .participant import GeneratorParticipant, Positioned
+
+    if isinstance(p, Positioned):
+        return p.seeder_position()
+    if isinstance(p, GeneratorParticipant):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return p.state_dict()
     return None
 
 

@@ -93,8 +93,10 @@ def test_stateful_dataloader_resumes_exactly(num_workers):
     loader = stateful(num_workers)
     it = iter(loader)
     head = [next(it) for _ in range(2)]
-    state = loader.state_dict()
-    assert seeder_warnings(loader.state_dict) == []  # torchdata keeps the position: no advance() needed
+    states = []
+    assert seeder_warnings(lambda: states.append(loader.state_dict())) == []  # torchdata keeps the position:
+    assert seeder_warnings(loader.state_dict) == []  # no advance() needed, from the first state on
+    state = states[0]
     again = stateful(num_workers)
     again.load_state_dict(state)
     rest = list(again)

@@ -220,6 +220,17 @@ class DataLoader(torch.utils.data.DataLoader):
         """Record that ``batches`` batches of ``epoch`` have been handed to the training loop."""
         self._done = (epoch, batches)
 
+    def _batch(self) -> int:
+        """Batches of the sampler's epoch handed out (or loaded to resume from)."""
+        epoch = self.sampler.epoch
+        if self._resume is not None and self._resume[0] == epoch:
+            return self._resume[1]
+        return self._done[1] if self._done[0] == epoch else 0
+
+    def seeder_position(self) -> Dict[str, int]:
+        """:class:`~seeder.participant.Positioned`: the epoch and the samples of it handed out; changes nothing."""
+        return {"epoch": self.sampler.epoch, "position": self.samples_before(self._batch())}
+
     def samples_before(self, batch: int) -> int:
         """Samples of this rank's epoch in the batches before ``batch``."""
         return min(batch * self.batch_size, self.sampler.num_samples)
@@ -260,12 +271,7 @@ class DataLoader(torch.utils.data.DataLoader):
         >>> st = loader.state_dict(); st["batch"], st["position"], st["num_batches"]
         (1, 3, 4)
         """
-        epoch = self.sampler.epoch
-        batch = 0
-        if self._resume is not None and self._resume[0] == epoch:
-            batch = self._resume[1]
-        elif self._done[0] == epoch:
-            batch = self._done[1]
+        epoch, batch = self.sampler.epoch, self._batch()
         sampler_state = self.sampler.state_dict()
         return {
             "format": "seeder.loader",

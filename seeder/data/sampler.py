@@ -45,6 +45,7 @@ from .audit import audit_loader, find_loader, loader_on_stack, unconsumed_messag
 from .order import MODES, index_blocks, shard_sizes, shuffle_key
 from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state
 from .sampler_iter import Progress, SamplerIterator
+from .workers import SeededDataset
 
 __all__ = ["DistributedSampler", "MODES", "SAMPLER_STATE_VERSION"]
 
@@ -116,7 +117,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._n = n
         self.num_samples, self.total_size = shard_sizes(self._n, self.num_replicas, drop_last)
         if with_epoch is None:
-            with_epoch = getattr(type(dataset), "seeder_wants_epoch", False) is True
+            with_epoch = isinstance(dataset, SeededDataset)
         self.with_epoch = with_epoch
         self._seeder = seeder
         last = seeder.last_reseed
@@ -228,9 +229,18 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
     def note_tracked(self) -> None:
         """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``).
 
+        The sampler's iterator calls it when asked for its state (:meth:`SamplerIterator.state_dict`) or given one.
+        torchdata asks the sampler for its state just before its iterator's, so :meth:`state_dict` also recognises
+        torchdata as its caller (the one place seeder reads the call stack for it).
+
         :meth:`state_dict` then no longer warns that no position was reported with :meth:`advance`.
         """
         self._tracked = True
+
+    def seeder_position(self) -> Dict[str, int]:
+        """:class:`~seeder.participant.Positioned`: the epoch and the samples of it consumed; changes nothing
+        (unlike :meth:`state_dict`, it uses up no warning)."""
+        return {"epoch": self.epoch, "position": self._consumed}
 
     @property
     def consumed(self) -> int:
@@ -266,7 +276,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         (0, 0, 8)
         """
         if sys._getframe(1).f_globals.get("__name__", "").startswith("torchdata."):
-            self.note_tracked()  # torchdata's StatefulDataLoader saves the iterator's position with this state
+            self.note_tracked()  # torchdata's StatefulDataLoader asks for this state before its iterator's (see note_tracked)
         self._warn_inexact("state_dict")
         return {"format": "seeder.sampler", "version": SAMPLER_STATE_VERSION, "epoch": self.epoch,
                 "position": self._consumed, "key": self._key(self.epoch) if self.shuffle else 0, **self._layout()}

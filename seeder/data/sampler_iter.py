@@ -70,7 +70,8 @@ class SamplerIterator(itertools.chain):
     before drawing from it: the iterator then starts there, in O(1). ``sampler`` is anything
     with ``num_samples`` and ``note_tracked()``.
 
-    >>> it = SamplerIterator.from_iterable([iter([1, 2])]); it.progress = Progress(0)
+    >>> class Sampler: num_samples = 2; note_tracked = lambda self: None
+    >>> it = SamplerIterator.from_iterable([iter([1, 2])]); it.progress, it.sampler = Progress(0), Sampler()
     >>> it.state_dict()
     {'format': 'seeder.sampler_iter', 'yielded': 0}
     """
@@ -79,7 +80,8 @@ class SamplerIterator(itertools.chain):
     sampler: Any
 
     def state_dict(self) -> Dict[str, Any]:
-        """The number of indices drawn so far."""
+        """The number of indices drawn so far; the loader asking for it saves the position, so the sampler is told."""
+        self.sampler.note_tracked()
         return {"format": "seeder.sampler_iter", "yielded": self.progress.yielded()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:

@@ -265,8 +265,6 @@ class SeededDataset(torch.utils.data.Dataset):
     True
     """
 
-    seeder_wants_epoch = True
-
     def __init__(self, dataset: Any, *, per_sample: bool = True, task: int = 1, seeder: Optional[Seeder] = None):
         if not callable(getattr(dataset, "__getitem__", None)):
             raise TypeError(f"SeededDataset wraps a map-style dataset (with __getitem__), got {type(dataset).__name__}")
