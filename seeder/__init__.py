@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 # Importing seeder is cheap (no torch until a name that needs it is used), so that
 # `seeder run` and `seeder env diff` start fast and the launcher holds little memory.
 _LAZY: Dict[str, str] = {
-    "Seeder": "core", "Participant": "core", "ENV_SEED": "core", "STATE_FORMAT_VERSION": "core",
+    "Seeder": "core", "default_seeder": "default", "Participant": "core", "ENV_SEED": "core", "STATE_FORMAT_VERSION": "core",
     "digest": "digest",
     "DERIVATION_VERSION": "derive", "Domain": "derive", "derive_seed": "derive",
     "DeterminismReport": "env.determinism", "enforce_determinism": "env.determinism",
@@ -34,26 +34,9 @@ _LAZY: Dict[str, str] = {
 #: Module-level functions: the methods of the default Seeder.
 _BOUND = ("init", "get_master_seed", "reseed", "get_seed", "register_generator", "unregister_generator",
           "state_dict", "load_state_dict", "check_state_dict", "gather_state_dict", "fork_rng", "join", "leave")
-_default = None
-
-
-def default_seeder() -> "Seeder":
-    """The :class:`Seeder` behind the module-level functions.
-
-    >>> default_seeder() is default_seeder()
-    True
-    """
-    global _default
-    if _default is None:
-        from .core import Seeder
-
-        _default = Seeder()
-    return _default
-
-
 def __getattr__(name: str) -> Any:
     if name in _BOUND:
-        value = getattr(default_seeder(), name)
+        value = getattr(importlib.import_module(".default", __name__).default_seeder(), name)
     elif name in _LAZY:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     else:

@@ -16,7 +16,7 @@ from typing import AbstractSet, Any, Optional
 
 from .errors import StateError
 
-__all__ = ["is_int", "check_int", "check_bool", "check_state_header"]
+__all__ = ["is_int", "is_bool", "check_int", "check_bool", "check_state_header"]
 
 
 def is_int(value: Any) -> bool:
@@ -26,6 +26,16 @@ def is_int(value: Any) -> bool:
     (True, False, False)
     """
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+
+
+def is_bool(value: Any) -> bool:
+    """Whether ``value`` is ``True`` or ``False`` (Python's or NumPy's bool).
+
+    >>> import numpy as np
+    >>> is_bool(True), is_bool(np.bool_(False)), is_bool(1)
+    (True, True, False)
+    """
+    return isinstance(value, bool) or type(value).__name__ == "bool_"
 
 
 def check_int(value: Any, name: str, *, low: Optional[int] = None, high: Optional[int] = None) -> int:
@@ -56,7 +66,7 @@ def check_bool(value: Any, name: str) -> bool:
     ...
     TypeError: drop_last must be True or False, got int 1
     """
-    if not (isinstance(value, bool) or type(value).__name__ == "bool_"):
+    if not is_bool(value):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
     return bool(value)
 

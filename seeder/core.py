@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import warnings
 from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
 
 from . import derive, state
-from .checks import check_bool, check_int
-from .derive import Domain, check_key, check_master_seed
+from .checks import check_bool, check_int, is_bool
+from .derive import Domain, check_key
 from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning
 from .participant import GeneratorParticipant, Participant, describe, participant_for, require_participant
@@ -34,8 +33,7 @@ __all__ = ["Seeder", "Participant", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSH
 logger = logging.getLogger("seeder")
 
 STATE_FORMAT_VERSION = state.STATE_FORMAT_VERSION
-#: Environment variable that supplies the master seed when ``init`` gets none.
-ENV_SEED = "SEEDER_SEED"
+ENV_SEED = derive.ENV_SEED
 #: Environment variable that turns on deterministic mode when ``init`` gets ``deterministic=None``.
 ENV_DETERMINISTIC = "SEEDER_DETERMINISTIC"
 #: Environment variable naming the snapshot directory when ``init`` gets ``snapshot_dir=None``.
@@ -331,12 +329,7 @@ def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool
 
 def _master_seed(master_seed: Optional[int]) -> Tuple[int, bool]:
     """``(seed, explicit)``: the argument, else ``$SEEDER_SEED``, else one drawn from OS entropy."""
-    if master_seed is not None:
-        return check_master_seed(master_seed), True
-    env = os.environ.get(ENV_SEED)
-    if env not in (None, ""):
-        return derive.parse_master_seed(env, ENV_SEED), True
-    return secrets.randbelow(derive.MAX_MASTER_SEED + 1), False
+    return derive.resolve_master_seed(master_seed, os.environ)
 
 
 def _snapshot_dir(value: Any) -> Optional[str]:
@@ -354,9 +347,9 @@ def _snapshot_dir(value: Any) -> Optional[str]:
 def _flag(value: Any, name: str, env_name: str) -> bool:
     """A bool argument, or when it is None the boolean in ``$env_name`` (1/true/yes/on, 0/false/no/off)."""
     if value is not None:
-        if not isinstance(value, bool):
+        if not is_bool(value):
             raise TypeError(f"{name} must be True, False or None (read ${env_name}), got {type(value).__name__} {value!r}")
-        return value
+        return bool(value)
     raw = os.environ.get(env_name, "").strip().lower()
     if raw in ("", "0", "false", "no", "off"):
         return False

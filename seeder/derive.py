@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import enum
 import functools
-from typing import Any, List, Sequence, Tuple
+import secrets
+from typing import Any, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
 from .checks import is_int
 
 __all__ = [
+    "ENV_SEED",
+    "TRAIN_TASK",
+    "resolve_master_seed",
     "DERIVATION_VERSION",
     "MAX_MASTER_SEED",
     "MAX_KEY",
@@ -119,6 +123,34 @@ def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
     except ValueError:
         raise ValueError(f"{source}={text!r} is not an integer; unset it or set it to a seed such as 42") from None
     return check_master_seed(value, source)
+
+
+#: The task id of the training loop (NVIDIA's convention: 0 initialisation, 1 training): each epoch starts with
+#: ``reseed(TRAIN_TASK, epoch)``; samplers, datasets and the integrations follow this task unless told another.
+TRAIN_TASK = 1
+
+#: Environment variable that supplies the master seed when none is given (``seeder.init``, ``seeder run``).
+ENV_SEED = "SEEDER_SEED"
+
+
+def resolve_master_seed(master_seed: Any, environ: Mapping[str, str], what: str = "master_seed") -> Tuple[int, bool]:
+    """``(seed, explicit)``: ``master_seed``, else ``environ["SEEDER_SEED"]``, else one drawn from OS entropy.
+
+    ``explicit`` is ``False`` only for a drawn seed. A variable that is empty or only
+    whitespace counts as unset; any other value must be a valid master seed. ``what`` names
+    the argument in errors.
+
+    >>> resolve_master_seed(None, {"SEEDER_SEED": " 7\n"}), resolve_master_seed(3, {"SEEDER_SEED": "7"})
+    ((7, True), (3, True))
+    >>> resolve_master_seed(None, {"SEEDER_SEED": " "})[1]
+    False
+    """
+    if master_seed is not None:
+        return check_master_seed(master_seed, what), True
+    text = environ.get(ENV_SEED, "")
+    if isinstance(text, str) and not text.strip():
+        return secrets.randbelow(MAX_MASTER_SEED + 1), False
+    return parse_master_seed(text, ENV_SEED), True
 
 
 def derive_seed(

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 import torch
 
 from . import derive
-from .checks import is_int
+from .checks import check_bool, is_int
 from .distributed import process_group_active
 from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
@@ -140,8 +140,7 @@ def _unsupported(what: str, version: Any) -> StateError:
 
 def own_entry(state: Any, world_size: int, rank: int, allow_world_change: bool) -> Tuple[Dict[str, Any], bool]:
     """This rank's single-process state in ``state`` (one process's, or gathered) and whether the world changed."""
-    if not isinstance(allow_world_change, bool):
-        raise TypeError(f"allow_world_change must be True or False, got {allow_world_change!r}")
+    allow_world_change = check_bool(allow_world_change, "allow_world_change")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
         if state.get("version") != STATE_FORMAT_VERSION:
             raise _unsupported("gathered seeder state", state.get("version"))

@@ -28,13 +28,15 @@ import logging
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
+from ..checks import check_bool
 from ..core import Seeder
+from ..default import resolve_seeder
 from ..derive import check_key
 from ..errors import SeederWarning, StateError
 from ..internals import require
 from ..participant import Participant
 from .dali_seeds import (INSTALL_HINT, MAX_DALI_SEED, SEEDER_KIND, check_entry, fold_seed, pipeline_class,
-                         pipeline_kwargs, pipeline_seed, require_dali, resolve_seeder, saved_checkpoints)
+                         pipeline_kwargs, pipeline_seed, require_dali, saved_checkpoints)
 
 if TYPE_CHECKING:  # pragma: no cover
     from nvidia.dali import Pipeline
@@ -286,8 +288,7 @@ def track(
     _check_iterator(iterator)
     s = resolve_seeder(seeder)
     pid = check_key(pipeline_id, "pipeline_id")
-    if not isinstance(shared, bool):
-        raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
+    shared = check_bool(shared, "shared")
     for t in _tracked(s):
         if t.pipeline is pipeline:
             raise ValueError(f"this pipeline is already tracked as DALI pipeline {t.pipeline_id}; track it once")

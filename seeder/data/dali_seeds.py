@@ -16,7 +16,9 @@ import logging
 import sys
 from typing import Any, Dict, List, Optional, Union
 
+from ..checks import check_bool
 from ..core import Seeder
+from ..default import resolve_seeder
 from ..state import GATHERED_FORMAT, own_entry
 from ..derive import Domain, check_key, numpy_seed
 from ..errors import StateError
@@ -30,7 +32,6 @@ __all__ = [
     "pipeline_kwargs",
     "saved_checkpoints",
     "pipeline_class",
-    "resolve_seeder",
     "check_entry",
     "STATE_KEYS",
     "SEEDER_KIND",
@@ -74,17 +75,6 @@ def pipeline_class() -> Optional[type]:
     return getattr(mod, "Pipeline", None) if mod is not None else None
 
 
-def resolve_seeder(seeder: Optional[Seeder]) -> Seeder:
-    """``seeder``, or the default seeder when it is ``None``; a ``TypeError`` for anything else."""
-    if seeder is None:
-        from .. import default_seeder  # the package is fully imported by the time this runs
-
-        return default_seeder()
-    if not isinstance(seeder, Seeder):
-        raise TypeError(f"seeder must be a seeder.Seeder or None (the default seeder), got {type(seeder).__name__}")
-    return seeder
-
-
 def fold_seed(seed: int) -> int:
     """Fold a 64-bit derived seed into DALI's seed range ``[0, 2**32 - 1]``.
 
@@ -121,8 +111,7 @@ def pipeline_seed(
     """
     s = resolve_seeder(seeder)
     pid = check_key(pipeline_id, "pipeline_id")
-    if not isinstance(shared, bool):
-        raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
+    shared = check_bool(shared, "shared")
     if not s.initialized:
         raise RuntimeError("seeder.dali.pipeline_seed() called before seeder.init(); call seeder.init(master_seed=...) first")
     return fold_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))

@@ -38,6 +38,7 @@ import torch.utils.data
 from .. import trace
 from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
+from ..default import resolve_seeder
 from ..derive import check_key
 from ..errors import StateError
 from ..internals import require
@@ -53,12 +54,6 @@ logger = logging.getLogger("seeder")
 LOADER_STATE_VERSION = 1
 _STATE_KEYS = frozenset({"format", "version", "epoch", "batch", "position", "batch_size", "drop_last", "num_batches",
                          "sampler"})
-
-
-def _default_seeder() -> Seeder:
-    from .. import default_seeder  # the package imports this module: resolve at call time
-
-    return default_seeder()
 
 
 class _LoaderIter:
@@ -136,10 +131,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 "(or torchdata's StatefulDataLoader) and give the dataset state_dict()/load_state_dict()")
         require("torch:DataLoader._get_iterator")  # what _get_iterator below relies on
         require("torch:DataLoader.dataset")
-        if seeder is None:
-            seeder = _default_seeder()
-        elif not isinstance(seeder, Seeder):
-            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
+        seeder = resolve_seeder(seeder)
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")

@@ -26,10 +26,11 @@ Example:
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, List, Tuple, Union
 
 import numpy as np
+
+from ..checks import is_int
 
 __all__ = ["FeistelPermutation", "TablePermutation", "keyed_permutation", "SMALL_N", "ROUNDS", "MAX_N"]
 
@@ -60,7 +61,7 @@ def _splitmix64(state: int, count: int) -> List[int]:
 
 def _check_n_key(n: Any, key: Any) -> Tuple[int, int]:
     for name, value, hi in (("n", n, MAX_N), ("key", key, _M64)):
-        if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
+        if not is_int(value):
             raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
         if not 0 <= int(value) <= hi:
             raise ValueError(f"{name} must be in [0, {hi}], got {value}")
@@ -90,9 +91,9 @@ class FeistelPermutation:
 
     def __init__(self, n: int, key: int, rounds: int = ROUNDS):
         n, key = _check_n_key(n, key)
-        if not isinstance(rounds, int) or rounds < 1:
+        if not is_int(rounds) or rounds < 1:
             raise ValueError(f"rounds must be a positive int, got {rounds!r}")
-        self.n, self.key, self.rounds = n, key, rounds
+        self.n, self.key, self.rounds = n, key, int(rounds)
         bits = max(1, (n - 1).bit_length())
         self._left = bits // 2  # high half width
         self._right = bits - self._left  # low half width (>= left)

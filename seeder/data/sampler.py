@@ -38,7 +38,8 @@ import torch.utils.data.distributed
 
 from ..checks import check_bool, is_int
 from ..core import Seeder
-from ..derive import check_key
+from ..default import resolve_seeder
+from ..derive import TRAIN_TASK, check_key
 from ..errors import SeederWarning
 from ..trace import record_step
 from .audit import audit_loader, find_loader, loader_on_stack, unconsumed_message
@@ -50,12 +51,6 @@ from .workers import SeededDataset
 __all__ = ["DistributedSampler", "MODES", "SAMPLER_STATE_VERSION"]
 
 logger = logging.getLogger("seeder")
-
-
-def _default_seeder() -> Seeder:
-    from .. import default_seeder  # the package imports this module: resolve at call time
-
-    return default_seeder()
 
 
 class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
@@ -99,7 +94,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         drop_last: bool = False,
         *,
         mode: str = "feistel",
-        task: int = 1,
+        task: int = TRAIN_TASK,
         stream: int = 0,
         with_epoch: Optional[bool] = None,
         seeder: Optional[Seeder] = None,
@@ -107,9 +102,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
     ) -> None:
         n, num_replicas, rank, shuffle, seed, drop_last, task, stream, with_epoch = check_sampler_args(
             dataset, num_replicas, rank, shuffle, seed, drop_last, mode, task, stream, with_epoch)
-        seeder = _default_seeder() if seeder is None else seeder
-        if not isinstance(seeder, Seeder):
-            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
+        seeder = resolve_seeder(seeder)
         self.dataset = dataset
         self.num_replicas, self.rank = num_replicas, rank
         self.shuffle, self.drop_last, self.seed = shuffle, drop_last, seed
@@ -227,19 +220,15 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
             self._finished = True
 
     def note_tracked(self) -> None:
-        """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``).
-
-        The sampler's iterator calls it when asked for its state (:meth:`SamplerIterator.state_dict`) or given one.
-        torchdata asks the sampler for its state just before its iterator's, so :meth:`state_dict` also recognises
-        torchdata as its caller (the one place seeder reads the call stack for it).
-
+        """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``):
         :meth:`state_dict` then no longer warns that no position was reported with :meth:`advance`.
-        """
+
+        Called by the sampler's iterator when a loader takes or gives it a state; :meth:`state_dict` (which torchdata
+        calls first) also recognises torchdata as its caller."""
         self._tracked = True
 
     def seeder_position(self) -> Dict[str, int]:
-        """:class:`~seeder.participant.Positioned`: the epoch and the samples of it consumed; changes nothing
-        (unlike :meth:`state_dict`, it uses up no warning)."""
+        """:class:`~seeder.participant.Positioned`: epoch and samples consumed; unlike :meth:`state_dict`, never warns."""
         return {"epoch": self.epoch, "position": self._consumed}
 
     @property

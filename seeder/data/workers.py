@@ -36,8 +36,10 @@ import torch
 import torch.utils.data
 
 from .. import derive
+from ..checks import check_bool, is_int
 from ..core import Seeder
-from ..derive import Domain, StreamSeeds, check_key, numpy_seed, seed_stream_block
+from ..default import check_seeder, resolve_seeder
+from ..derive import TRAIN_TASK, Domain, StreamSeeds, check_key, numpy_seed, seed_stream_block
 from ..rngs import adapter_for
 
 __all__ = [
@@ -55,12 +57,6 @@ __all__ = [
 
 _M32 = 0xFFFFFFFF
 _VECTOR_MIN = 8  # batches at least this long derive their per-sample seeds in one NumPy pass
-
-
-def _default_seeder() -> Seeder:
-    from .. import default_seeder  # the package imports this module: resolve at call time
-
-    return default_seeder()
 
 
 # --------------------------------------------------------------------------- where seeds come from
@@ -82,7 +78,7 @@ class SeedSource:
         self._snap: Optional[Dict[str, Any]] = None
 
     def _live(self) -> Seeder:
-        return self._seeder if self._seeder is not None else _default_seeder()
+        return resolve_seeder(self._seeder)
 
     def __getstate__(self) -> Dict[str, Any]:
         if self._snap is not None:
@@ -165,8 +161,7 @@ class WorkerInitFn:
     def __init__(self, fn: Optional[Callable[[int], Any]] = None, *, seeder: Optional[Seeder] = None):
         if fn is not None and not callable(fn):
             raise TypeError(f"fn must be a callable fn(worker_id) or None, got {type(fn).__name__}")
-        if seeder is not None and not isinstance(seeder, Seeder):
-            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
+        check_seeder(seeder)
         self.fn = fn
         self._source = SeedSource(seeder)
 
@@ -206,7 +201,7 @@ def dataloader_generator(*, seeder: Optional[Seeder] = None) -> torch.Generator:
     >>> isinstance(dataloader_generator(seeder=s), torch.Generator)
     True
     """
-    s = seeder if seeder is not None else _default_seeder()
+    s = resolve_seeder(seeder)
     g = torch.Generator()
     if s.initialized:
         g.manual_seed(s.derive(Domain.WORKER, 0, 0, stream=derive.MAX_KEY))
@@ -220,7 +215,7 @@ def _split_index(index: int) -> Tuple[int, int]:
     return index >> 32, index & _M32
 
 
-def sample_seed(index: int, epoch: int, *, task: int = 1, seeder: Optional[Seeder] = None) -> int:
+def sample_seed(index: int, epoch: int, *, task: int = TRAIN_TASK, seeder: Optional[Seeder] = None) -> int:
     """The seed :class:`SeededDataset` uses for sample ``index`` in ``epoch``: ``derive(SAMPLE, task, epoch, index)``.
 
     The same on every rank, for every number of workers. Use it to seed your own
@@ -231,9 +226,10 @@ def sample_seed(index: int, epoch: int, *, task: int = 1, seeder: Optional[Seede
     >>> sample_seed(3, 0, seeder=s) == sample_seed(3, 0, seeder=s) != sample_seed(3, 1, seeder=s)
     True
     """
-    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 2**64:
+    if not is_int(index) or not 0 <= index < 2**64:
         raise ValueError(f"index must be an int in [0, 2**64), got {index!r}")
-    s = seeder if seeder is not None else _default_seeder()
+    index = int(index)
+    s = resolve_seeder(seeder)
     hi, lo = _split_index(index)
     return s.derive(Domain.SAMPLE, task, epoch, rank=hi, stream=lo)
 
@@ -265,13 +261,11 @@ class SeededDataset(torch.utils.data.Dataset):
     True
     """
 
-    def __init__(self, dataset: Any, *, per_sample: bool = True, task: int = 1, seeder: Optional[Seeder] = None):
+    def __init__(self, dataset: Any, *, per_sample: bool = True, task: int = TRAIN_TASK, seeder: Optional[Seeder] = None):
         if not callable(getattr(dataset, "__getitem__", None)):
             raise TypeError(f"SeededDataset wraps a map-style dataset (with __getitem__), got {type(dataset).__name__}")
-        if not isinstance(per_sample, bool):
-            raise TypeError(f"per_sample must be True or False, got {per_sample!r}")
-        if seeder is not None and not isinstance(seeder, Seeder):
-            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
+        per_sample = check_bool(per_sample, "per_sample")
+        check_seeder(seeder)
         self.dataset = dataset
         self.per_sample = per_sample
         self.task = check_key(task, "task")

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import signal
 import sys
 import threading
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..checks import check_bool
-from ..derive import MAX_MASTER_SEED, check_master_seed, parse_master_seed
+from ..derive import ENV_SEED, resolve_master_seed
 from .determinism import CUBLAS_WORKSPACE_DEFAULT, python_hash_seed
 
 __all__ = ["launch_environment", "run_command", "exit_code", "FORWARDED_SIGNALS", "LAUNCH_VARIABLES"]
@@ -53,13 +52,8 @@ def launch_environment(master_seed: Optional[int] = None, *, deterministic: bool
     """
     check_bool(deterministic, "deterministic")
     env = dict(os.environ if environ is None else environ)
-    if master_seed is not None:
-        seed = check_master_seed(master_seed, "--seed")
-    elif env.get("SEEDER_SEED", "").strip():
-        seed = parse_master_seed(env["SEEDER_SEED"], "SEEDER_SEED")
-    else:
-        seed = secrets.randbelow(MAX_MASTER_SEED + 1)
-    env["SEEDER_SEED"] = str(seed)
+    seed, _ = resolve_master_seed(master_seed, env, "--seed")
+    env[ENV_SEED] = str(seed)
     env["PYTHONHASHSEED"] = str(python_hash_seed(seed))
     if not env.get("CUBLAS_WORKSPACE_CONFIG"):
         env["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE_DEFAULT

@@ -41,33 +41,18 @@ from accelerate.state import GradientState
 from accelerate.utils import send_to_device
 
 from ..core import Seeder
+from ..default import resolve_seeder
 from ..distributed import process_group_active
 from ..errors import StateError
 from ..internals import require
 
-__all__ = ["SeederAccelerator", "PreparedLoader", "resolve_seeder", "STATE_FILE", "state_file", "save_checkpoint_state",
+__all__ = ["SeederAccelerator", "PreparedLoader", "STATE_FILE", "state_file", "save_checkpoint_state",
            "read_checkpoint_state", "load_checkpoint_state"]
 
 logger = logging.getLogger("seeder")
 
 #: Name of one rank's seeder state in a checkpoint folder (``{rank}`` is the global rank).
 STATE_FILE = "seeder_state_{rank}.pt"
-
-
-def resolve_seeder(seeder: Optional[Seeder]) -> Seeder:
-    """``seeder`` itself, or the default :class:`seeder.Seeder` when it is ``None``; ``TypeError`` otherwise.
-
-    >>> import seeder
-    >>> resolve_seeder(None) is seeder.default_seeder()
-    True
-    """
-    if seeder is None:
-        from .. import default_seeder
-
-        return default_seeder()
-    if not isinstance(seeder, Seeder):
-        raise TypeError(f"seeder must be a seeder.Seeder or None (the default one), got {type(seeder).__name__}")
-    return seeder
 
 
 def state_file(directory: Union[str, "os.PathLike[str]"], rank: int) -> str:

@@ -54,6 +54,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("seeder.integrations.lightning needs Lightning >= 2.3: pip install 'seeder[lightning]'") from exc
 
 from ..core import Seeder
+from ..default import resolve_seeder
+from ..derive import TRAIN_TASK
 from ..data.loader import DataLoader
 from ..data.sampler import DistributedSampler
 from ..distributed import process_group_active
@@ -61,20 +63,12 @@ from ..errors import SeederWarning, StateError
 from ..internals import require
 from ..state import GATHERED_FORMAT
 
-__all__ = ["SeederCallback", "TRAIN_TASK", "CALLBACK_STATE_VERSION"]
+__all__ = ["SeederCallback", "CALLBACK_STATE_VERSION"]
 
 logger = logging.getLogger("seeder")
 
-#: The task id of the training loop (NVIDIA's convention: 0 initialisation, 1 training).
-TRAIN_TASK = 1
 #: Version of the layout of :meth:`SeederCallback.state_dict`.
 CALLBACK_STATE_VERSION = 1
-
-
-def _default_seeder() -> Seeder:
-    from .. import default_seeder
-
-    return default_seeder()
 
 
 def _flatten(obj: Any) -> Iterator[Any]:
@@ -108,9 +102,7 @@ class SeederCallback(Callback):
     """
 
     def __init__(self, seeder: Optional[Seeder] = None) -> None:
-        if seeder is not None and not isinstance(seeder, Seeder):
-            raise TypeError(f"seeder must be a seeder.Seeder or None (the default seeder), got {type(seeder).__name__}")
-        self.seeder = seeder if seeder is not None else _default_seeder()
+        self.seeder = resolve_seeder(seeder)
         self._trainer: Optional["pl.Trainer"] = None
         self._pending: Optional[Dict[str, Any]] = None  # the loaded callback state, applied at on_train_start
         self._applied_early = False

@@ -47,14 +47,14 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 from ..core import Seeder
 from ..errors import SeederWarning, StateError
 from ..internals import require
-from .accelerate import resolve_seeder, read_checkpoint_state, save_checkpoint_state
+from ..default import resolve_seeder
+from ..derive import TRAIN_TASK
+from .accelerate import read_checkpoint_state, save_checkpoint_state
 
-__all__ = ["SeederTrainer", "SeederCheckpointCallback", "TRAIN_TASK"]
+__all__ = ["SeederTrainer", "SeederCheckpointCallback"]
 
 logger = logging.getLogger("seeder")
 
-#: The seeder task of the training loop: each epoch starts with ``reseed(TRAIN_TASK, epoch)``.
-TRAIN_TASK = 1
 
 
 class _TrainLoader:

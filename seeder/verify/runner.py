@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from ..checks import is_int
+
 __all__ = ["RunSpec", "RunResult", "RunFailed", "run_all", "child_environment", "log_tail"]
 
 logger = logging.getLogger("seeder")
@@ -201,7 +203,7 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
     A failed run is returned with status ``failed`` and its reason; callers decide
     what to do (see :class:`RunFailed`).
     """
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+    if not is_int(jobs) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     names = [s.name for s in specs]
     if len(set(names)) != len(names):

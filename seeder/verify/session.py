@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..checks import is_int
 from ..trace import ENV_TRACE
 from .analysis import ALL_KINDS, analyze_compare, analyze_verify
 from .contract import Contract, Metrics, read_metrics
@@ -66,7 +67,7 @@ class _Common:
             raise ValueError(f"command must be a non-empty list of strings, got {self.command!r}")
         for name in ("epochs", "seed", "jobs"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "seed" else 1):
+            if not is_int(v) or v < (0 if name == "seed" else 1):
                 raise ValueError(f"{name} must be an integer >= {0 if name == 'seed' else 1}, got {v!r}")
         if self.timeout is not None and not self.timeout > 0:
             raise ValueError(f"timeout must be positive seconds, got {self.timeout!r}")
@@ -96,11 +97,11 @@ class VerifyConfig(_Common):
         self._validate()
         if self.epochs < 2 and self.stop_after_steps is None:
             raise ValueError(f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}")
-        if not isinstance(self.repeats, int) or self.repeats < 2:
+        if not is_int(self.repeats) or self.repeats < 2:
             raise ValueError(f"repeats must be >= 2 (the variance test compares spreads), got {self.repeats!r}")
-        if self.stop_after_steps is not None and (not isinstance(self.stop_after_steps, int) or self.stop_after_steps < 1):
+        if self.stop_after_steps is not None and (not is_int(self.stop_after_steps) or self.stop_after_steps < 1):
             raise ValueError(f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}")
-        if not isinstance(self.mid_epoch, bool):
+        if not isinstance(self.mid_epoch, bool):  # a frozen config written to JSON: Python's bool only
             raise TypeError(f"mid_epoch must be True or False, got {self.mid_epoch!r}")
         if self.stop_after_steps is not None and not self.mid_epoch:
             raise ValueError("stop_after_steps sets the mid-epoch stop (run 2b); it cannot go with mid_epoch=False")
@@ -124,7 +125,7 @@ class CompareConfig(_Common):
 
     def validate(self) -> None:
         self._validate()
-        if not isinstance(self.runs, int) or self.runs < 2:
+        if not is_int(self.runs) or self.runs < 2:
             raise ValueError(f"runs must be >= 2 (a paired interval needs two pairs), got {self.runs!r}")
         if not self.levels or not all(0 < lv < 1 for lv in self.levels):
             raise ValueError(f"levels must be confidence levels in (0, 1), got {self.levels!r}")

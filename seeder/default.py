@@ -1,0 +1,55 @@
+"""The default :class:`~seeder.Seeder` (behind ``seeder.init``, ``seeder.reseed`` ...) and the one reading of ``seeder=``.
+
+Every function and class that takes ``seeder=None`` resolves it here: ``None`` is the
+default seeder, a :class:`~seeder.Seeder` is itself, anything else is a ``TypeError``.
+
+Example:
+    >>> import seeder
+    >>> resolve_seeder(None) is default_seeder() is seeder.default_seeder()
+    True
+    >>> resolve_seeder(42)
+    Traceback (most recent call last):
+    ...
+    TypeError: seeder must be a seeder.Seeder or None (the default seeder), got int 42
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from .core import Seeder
+
+__all__ = ["default_seeder", "check_seeder", "resolve_seeder"]
+
+_DEFAULT: List[Seeder] = []
+
+
+def default_seeder() -> Seeder:
+    """The :class:`Seeder` behind the module-level functions (made at the first call).
+
+    >>> default_seeder() is default_seeder()
+    True
+    """
+    if not _DEFAULT:
+        _DEFAULT.append(Seeder())
+    return _DEFAULT[0]
+
+
+def check_seeder(seeder: Any) -> Optional[Seeder]:
+    """``seeder`` if it is a :class:`Seeder` or ``None`` (resolved later, at use), else a ``TypeError``.
+
+    >>> check_seeder(None) is None
+    True
+    """
+    if seeder is not None and not isinstance(seeder, Seeder):
+        raise TypeError(f"seeder must be a seeder.Seeder or None (the default seeder), got {type(seeder).__name__} "
+                        f"{seeder!r}")
+    return seeder
+
+
+def resolve_seeder(seeder: Any) -> Seeder:
+    """``seeder``, or the default seeder when it is ``None``; a ``TypeError`` for anything else.
+
+    >>> s = Seeder(); resolve_seeder(s) is s
+    True
+    """
+    return default_seeder() if check_seeder(seeder) is None else seeder
