@@ -27,6 +27,8 @@ from typing import Any, List, Optional, Set
 
 import torch.utils.data
 
+from ..internals import require
+
 __all__ = ["find_loader", "audit_loader", "loader_on_stack", "unconsumed_message"]
 
 
@@ -37,6 +39,7 @@ def loader_on_stack(sampler: Any, depth: int = 12) -> Any:
     >>> loader_on_stack(object()) is None
     True
     """
+    require("torch:_MultiProcessingDataLoaderIter._reset")  # the frame locals and iterator names read below
     frame = sys._getframe(1)
     under = None
     for _ in range(depth):
