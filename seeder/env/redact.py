@@ -25,7 +25,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 from urllib.parse import quote, unquote
 
 __all__ = ["REDACTED", "SECRET_NAME_PARTS", "SECRET_NAME_WORDS", "SECRET_KEY_WORDS", "MIN_LITERAL", "Redactor",
-           "is_secret_name", "is_secret_key", "redact_text", "redact_environ", "redact_argv", "file_redactor"]
+           "is_secret_name", "is_secret_key", "redact_text", "redact_environ", "redact_argv", "redact_json",
+           "file_redactor"]
 
 #: What replaces a secret in every file seeder writes.
 REDACTED = "<redacted>"
@@ -231,6 +232,25 @@ def file_redactor(argvs: Iterable[Sequence[str]] = ()) -> Redactor:
     import sys
 
     return Redactor(os.environ, [sys.argv, *argvs])
+
+
+def _argvs_in(obj: Any, key: str = "") -> List[List[str]]:
+    if isinstance(obj, Mapping):
+        return [a for k, v in obj.items() for a in _argvs_in(v, str(k))]
+    if isinstance(obj, (list, tuple)):
+        if key.lower() in _ARGV_KEYS and all(isinstance(a, str) for a in obj):
+            return [list(obj)]
+        return [a for v in obj for a in _argvs_in(v)]
+    return []
+
+
+def redact_json(obj: Any, argvs: Iterable[Sequence[str]] = ()) -> Any:
+    """A JSON-able object ready for a file: :meth:`Redactor.data` with :func:`file_redactor` of its own argv lists.
+
+    >>> redact_json({"argv": ["t.py", "--db-password", "pa55w0rd"], "reason": "login pa55w0rd refused"})
+    {'argv': ['t.py', '--db-password', '<redacted>'], 'reason': 'login <redacted> refused'}
+    """
+    return file_redactor([*_argvs_in(obj), *argvs]).data(obj)
 
 
 def redact_text(text: str, environ: Optional[Mapping[str, str]] = None) -> str:
