@@ -19,6 +19,7 @@ Example:
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
@@ -40,13 +41,14 @@ SECRET_NAME_WORDS = ("PWD", "PW", "JWT", "SAS", "OTP")
 SECRET_KEY_WORDS = ("password", "passwd", "passphrase", "pwd", "pw", "pass", "secret", "token", "apikey", "key",
                     "credential", "credentials", "creds", "jwt", "cookie", "dsn", "webhook", "signature", "sas",
                     "accountkey", "sharedaccesskey", "auth", "authorization")
-#: Secret values shorter than this are redacted where they are named (the variable, a flag, a key) but not
-#: searched for elsewhere: ``KEYTIMEOUT=1`` would otherwise remove every ``1`` of every file.
+#: Secret values shorter than this (and numbers, and ``true``/``false``-like words) are redacted where they are
+#: named (the variable, a flag, a key) but not searched for elsewhere: ``KEYTIMEOUT=1`` would otherwise remove
+#: every ``1`` of every file.
 MIN_LITERAL = 4
 _NOT_SECRET_VALUES = {"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "default", "disabled",
                       "enabled", "unset"}
 
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/?#@'\"<>]+)@")
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>(?:[^\s/?#@'\"<>]|<redacted>)+)@")
 _QUERY_SECRET = re.compile(
     r"(?i)(?P<key>[?&;][^=&\s#]*?(?:token|secret|sig|signature|key|password|passwd|pwd|auth|credential)[^=&\s#]*=)"
     r"(?P<value>[^&\s#'\"]+)")
@@ -122,7 +124,14 @@ def _hides(name: str, value: str, flag: bool = False) -> bool:
 
 
 def _searchable(value: str) -> bool:
-    return len(value) >= MIN_LITERAL and value.strip().lower() not in _NOT_SECRET_VALUES
+    """Whether a secret value is searched for in all text: not too short, not a word or number that is everywhere."""
+    if len(value) < MIN_LITERAL or value.strip().lower() in _NOT_SECRET_VALUES:
+        return False
+    try:
+        float(value)  # KEY_SIZE=2048: removing every 2048 would rewrite the numbers of logs and records
+    except ValueError:
+        return True
+    return False
 
 
 class Redactor:
@@ -155,7 +164,9 @@ class Redactor:
                 if flag.startswith("-") and is_secret_key(flag):
                     following = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else ""
                     literals.add(value if eq else following)
-        literals |= {unquote(v) for v in literals} | {quote(v, safe="") for v in literals}
+        # As written in URLs, JSON and Python reprs (a script that prints its argv or config) too.
+        literals |= {f(v) for v in literals for f in (unquote, lambda v: quote(v, safe=""),
+                                                       lambda v: json.dumps(v)[1:-1], lambda v: repr(v)[1:-1])}
         long_first = sorted((v for v in literals if _searchable(v)), key=len, reverse=True)
         self.literals = long_first
         self._short = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(v)}(?![A-Za-z0-9])" for v in long_first
@@ -163,6 +174,11 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with every secret replaced by :data:`REDACTED`."""
+        for literal in self.literals:  # first: no pattern below may cut a known secret in two
+            if len(literal) >= 8:
+                text = text.replace(literal, REDACTED)
+        if self._short is not None:
+            text = self._short.sub(REDACTED, text)
         text = _PRIVATE_KEY.sub(REDACTED, text)
         text = _URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", text)
         text = _QUERY_SECRET.sub(lambda m: m.group("key") + REDACTED, text)
@@ -170,11 +186,7 @@ class Redactor:
         text = _KNOWN_TOKENS.sub(REDACTED, text)
         text = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, text)
         text = _FLAG.sub(self._pair("flag"), text)
-        text = _KEY_VALUE.sub(self._pair("name"), text)
-        for literal in self.literals:  # last: the patterns above must still see whole URLs
-            if len(literal) >= 8:
-                text = text.replace(literal, REDACTED)
-        return self._short.sub(REDACTED, text) if self._short is not None else text
+        return _KEY_VALUE.sub(self._pair("name"), text)
 
     @staticmethod
     def _pair(group: str):

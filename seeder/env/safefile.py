@@ -83,14 +83,21 @@ def write_file(directory: _PathLike, name: str, data: bytes, mode: int = 0o600, 
 
 
 def open_log(path: _PathLike, mode: int = 0o644) -> int:
-    """A new, truncated log file's descriptor, opened for writing without following a symbolic link at ``path``."""
+    """A new, empty log file's descriptor for writing; a symbolic link at ``path`` is replaced, never followed.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "log.txt").symlink_to(d / "victim")
+    >>> os.close(open_log(d / "log.txt")); (d / "log.txt").is_symlink(), (d / "victim").exists()
+    (False, False)
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW | _CLOEXEC
     try:
-        return os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW | _CLOEXEC, mode)
-    except OSError as exc:
-        if os.path.islink(path):
-            raise UnsafeDirectoryError(f"{path} is a symbolic link; seeder does not write through symbolic links: "
-                                       "remove it") from None
-        raise
+        return os.open(os.fspath(path), flags, mode)
+    except OSError:
+        if not os.path.islink(path):
+            raise
+    os.unlink(path)  # the link itself, not what it points to
+    return os.open(os.fspath(path), flags | os.O_EXCL, mode)
 
 
 def symlinks_in(directory: _PathLike, depth: int = 1) -> List[str]:
