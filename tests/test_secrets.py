@@ -4,6 +4,7 @@ seeder writes."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import string
@@ -307,6 +308,20 @@ def test_verify_writes_reports_and_run_records_without_following_symlinks(tmp_pa
     res = run_all([RunSpec("r", [sys.executable, "-c", "print('api_key = k3yPrintedByTheRun01')"], work)], progress=False)
     assert res[0].ok and (victim / "file").read_text() == "v" and not (victim / "log").exists()
     assert "k3yPrintedByTheRun01" not in (work / "log.txt").read_text() + (work / "run.json").read_text()
+
+
+def test_seeder_log_records_are_redacted_before_a_file_handler_writes_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("MYSQL_PWD", "logPw-8812")
+    handler = logging.FileHandler(tmp_path / "seeder.log")
+    logger = logging.getLogger("seeder")
+    logger.addHandler(handler)
+    try:
+        logger.warning("could not start %s", ["t.py", "--token=logTok-55", "logPw-8812"])
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    text = (tmp_path / "seeder.log").read_text()
+    assert "could not start" in text and "logTok-55" not in text and "logPw-8812" not in text
 
 
 def test_leak_count_for_the_note():

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
@@ -27,7 +28,7 @@ from urllib.parse import quote, unquote
 
 __all__ = ["REDACTED", "SECRET_NAME_PARTS", "SECRET_NAME_WORDS", "SECRET_KEY_WORDS", "MIN_LITERAL", "Redactor",
            "is_secret_name", "is_secret_key", "redact_text", "redact_environ", "redact_argv", "redact_json",
-           "file_redactor"]
+           "file_redactor", "RedactingFilter"]
 
 #: What replaces a secret in every file seeder writes.
 REDACTED = "<redacted>"
@@ -297,3 +298,28 @@ def redact_environ(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str
     """
     env = os.environ if environ is None else environ
     return Redactor(env).environ(env)
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts each record of the ``seeder`` logger (its message with its arguments) before a handler writes it.
+
+    Installed on the ``seeder`` logger when this module is imported (every snapshot and verify imports it).
+
+    >>> RedactingFilter().filter(logging.LogRecord("seeder", 20, "", 0, "got %s", ("--token=t0k",), None))
+    True
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a broken format: logging reports it itself
+            return True
+        clean = file_redactor().text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+_seeder_logger = logging.getLogger("seeder")
+if not any(isinstance(f, RedactingFilter) for f in _seeder_logger.filters):
+    _seeder_logger.addFilter(RedactingFilter())
