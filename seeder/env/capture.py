@@ -283,10 +283,9 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
 
     _freeze(writer)
     packages, editables = installed_distributions()
-    for entry in editables:
+    for entry in editables:  # the manifest is redacted as a whole when written
         entry["git"] = _git_state(entry["path"], writer, f"git diff ({entry['name']})", f"editable/{_safe(entry['name'])}.diff") \
             if os.path.isdir(entry["path"]) else {"status": "source missing"}
-        entry["url"], entry["path"] = redactor.text(entry["url"]), redactor.text(entry["path"])
     _modules(writer)
 
     git = _git_state(os.getcwd(), writer, "git diff (working directory)", "git.diff")
@@ -295,7 +294,7 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
                    f"dirty: {git['dirty']}", "remotes:"] + [f"  {r}" for r in git["remotes"]] + \
                   ["untracked:"] + [f"  {u}" for u in git["untracked"]]
         git["summary"] = writer.write("git.txt", "\n".join(summary) + "\n", "git rev-parse/status/remote")
-    writer.tools["git"] = {"status": git["status"], "command": ["git", "-C", redactor.text(os.getcwd())],
+    writer.tools["git"] = {"status": git["status"], "command": ["git", "-C", os.getcwd()],
                            **({"error": git["error"]} if "error" in git else {})}
 
     writer.run_to_file("dpkg-query", ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${Architecture}\\n"],

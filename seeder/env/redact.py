@@ -116,6 +116,8 @@ def _hides(name: str, value: str, flag: bool = False) -> bool:
         return False
     words = _key_words(name)
     last, before = words[-1], words[-2] if len(words) > 1 else ""
+    if words == ["pwd"] and value.startswith("/"):  # the shell's PWD=/home/me (ODBC's PWD= is a password)
+        return False
     if last in ("password", "passwd", "pwd", "pw", "pass", "secret", "passphrase"):
         return True
     if not flag and ((last == "key" and before not in _STRONG_KEY) or (last == "token" and before in _NOT_A_TOKEN)
