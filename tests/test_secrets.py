@@ -65,6 +65,10 @@ DIFF_LINES = {
     "export GITHUB_TOKEN=ghp_DiffGithubTokenAbcdefghijklmnopqr0123": "ghp_DiffGithubTokenAbcdefghijklmnopqr0123",
     "aws_secret_access_key = Zk9PlantedAwsSecretInCredentialsFile01": "Zk9PlantedAwsSecretInCredentialsFile01",
     "token: glpat-PlantedGitlabToken1234": "glpat-PlantedGitlabToken1234",
+    'api_password = "two words planted"': "two words planted",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----": None,
+    "lQOYBGPlantedPgpKeyBody0123": "lQOYBGPlantedPgpKeyBody0123",
+    "-----END PGP PRIVATE KEY BLOCK-----": None,
     "-----BEGIN OPENSSH PRIVATE KEY-----": None,
     "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAplanted": "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAplanted",
     "-----END OPENSSH PRIVATE KEY-----": None,
@@ -154,7 +158,7 @@ def test_seeder_verify_writes_no_planted_secret(tmp_path):
     for run in report["runs"]:
         assert run["argv"][1:7] == expected[:6]
         assert json.loads((out / "runs" / run["name"] / "run.json").read_text())["argv"][1:7] == expected[:6]
-        log = (out / run["log"]).read_text()
+        log = (out / run["log"]).read_text()  # the script printed its argv and environment: all redacted
         assert log.startswith("config: ") and f"MYSQL_PWD={REDACTED}" in log
 
 
@@ -204,6 +208,8 @@ def test_argv_flags():
     argv = ["x", "--db-password", "p", "--token=t", "--api-key", "k", "--password", "--next", "-p", "8080", "--lr", "1"]
     assert redact_argv(argv, environ={}) == ["x", "--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED,
                                              "--password", "--next", "-p", "8080", "--lr", "1"]
+    printed = Redactor({}, [["t.py", "db.password=hydraPw-8q", "--db-password", "flagPw-1", "--token=tok-0042"]])
+    assert printed.text("conf hydraPw-8q flagPw-1 tok-0042") == f"conf {REDACTED} {REDACTED} {REDACTED}"
 
 
 def test_json_is_redacted_before_it_is_serialised():

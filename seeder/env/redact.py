@@ -60,14 +60,15 @@ _KNOWN_TOKENS = re.compile(
     r"|xapp-[A-Za-z0-9\-]{10,}|AIza[0-9A-Za-z_\-]{35}|npm_[A-Za-z0-9]{36}|pypi-[A-Za-z0-9_\-]{50,}"
     r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}|ya29\.[A-Za-z0-9_\-]{20,}"
     r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)")
-_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S)
+_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----.*?(?:-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|\Z)",
+                          re.S)
 _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\s*[:=]\s*[\"']?(?:bearer|basic|token|digest)?\s*)[^\s\"']+")
 # --flag value / --flag=value, in free text (logs, variables, diffs); argv lists go through Redactor.argv.
 _FLAG = re.compile(r"(?<![\w\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)(?P<q>[\"'])?"
                    r"(?P<value>(?(q)[^\"'\n]+|(?!-)[^\s\"']+))")
 # name = value, name: value, "name": "value", Pwd={a;b}: diffs, configs, connection strings.
 _KEY_VALUE = re.compile(r"(?P<name>(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[\"']?[ \t]*[:=][ \t]*)"
-                        r"(?P<q>[\"']?)(?P<value>\{[^}\n]*\}|[^\s\"',;)}\]&]+)")
+                        r"(?P<q>[\"'])?(?P<value>(?(q)[^\"'\n]+|(?:\{[^}\n]*\}|[^\s\"',;)}\]&]+)))")
 _CREDENTIAL_LIKE = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
 _HIGH_ENTROPY = re.compile(r"(?=[A-Za-z0-9_\-+/=.]*\d)(?=[A-Za-z0-9_\-+/=.]*[A-Za-z])[A-Za-z0-9_\-+/=.]{16,}")
 _WORDS = re.compile(r"[a-z0-9]+")
@@ -163,10 +164,12 @@ class Redactor:
         for argv in argvs:
             args = [str(a) for a in argv]
             for i, a in enumerate(args):
-                flag, eq, value = a.partition("=")
-                if flag.startswith("-") and is_secret_key(flag):
-                    following = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else ""
-                    literals.add(value if eq else following)
+                name, eq, value = a.partition("=")  # --token=X, db.password=X (a Hydra override)
+                if eq and is_secret_key(name) and _hides(name, value, flag=name.startswith("-")):
+                    literals.add(value)
+                elif not eq and a.startswith("-") and is_secret_key(a) and i + 1 < len(args) \
+                        and not args[i + 1].startswith("--"):
+                    literals.add(args[i + 1])
         # As written in URLs, JSON and Python reprs (a script that prints its argv or config) too.
         literals |= {f(v) for v in literals for f in (unquote, lambda v: quote(v, safe=""),
                                                        lambda v: json.dumps(v)[1:-1], lambda v: repr(v)[1:-1])}
