@@ -256,6 +256,19 @@ def test_a_value_after_a_secret_flag_is_removed(value, flag):
     assert out == ["train.py", flag, REDACTED, f"{flag}={REDACTED}", "--lr", "0.1"]
 
 
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(value=st.text(alphabet=string.ascii_letters + string.digits + "_-+/=.!@#$%^*~?|", min_size=1, max_size=40),
+       key=st.sampled_from(["db_pass", "password", "Pwd", "PWD", "client_secret", "api_key", "secret_key", "passwd",
+                            "DB_PASSWORD", "apiKey", "privateKey", "AccountKey"]),
+       sep=st.sampled_from([": ", " = ", "=", '": "', " := "]))
+def test_a_value_under_a_secret_key_in_a_file_is_removed(value, key, sep):
+    assume(value.lower() not in ("true", "false", "yes", "no", "on", "off", "none", "null", "auto", "default",
+                                 "disabled", "enabled", "unset") and not value.startswith("/"))
+    line = f'+    "{key}{sep}{value}",  # planted\n' if sep.startswith('"') else f"+    {key}{sep}{value};\n"
+    LEAKS["cases"] += 1
+    assert redact_text(line, environ={}).split(sep, 1)[1].startswith(REDACTED), line
+
+
 # ------------------------------------------------------------------ files are never written through a symlink
 
 

@@ -67,7 +67,7 @@ _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\s*[:=]\s*[\"']?(?:be
 _FLAG = re.compile(r"(?<![\w\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)(?P<q>[\"'])?"
                    r"(?P<value>(?(q)[^\"'\n]+|(?!-)[^\s\"']+))")
 # name = value, name: value, "name": "value", Pwd={a;b}: diffs, configs, connection strings.
-_KEY_VALUE = re.compile(r"(?P<name>(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[\"']?[ \t]*[:=][ \t]*)"
+_KEY_VALUE = re.compile(r"(?P<name>(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[\"']?[ \t]*(?::=|[:=])[ \t]*)"
                         r"(?P<q>[\"'])?(?P<value>(?(q)[^\"'\n]+|(?:\{[^}\n]*\}|[^\s\"',;)}\]&]+)))")
 _CREDENTIAL_LIKE = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
 _HIGH_ENTROPY = re.compile(r"(?=[A-Za-z0-9_\-+/=.]*\d)(?=[A-Za-z0-9_\-+/=.]*[A-Za-z])[A-Za-z0-9_\-+/=.]{16,}")
