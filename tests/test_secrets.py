@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from helpers import REPO_ROOT, child_env, run_python
+from helpers import REPO_ROOT, child_env
+from seeder import Seeder, SeederWarning
 from seeder.environment import REDACTED, capture_environment, redact_environ, redact_text
 from seeder.env.redact import MIN_LITERAL, Redactor, redact_argv, redact_json
 from seeder.env.safefile import UnsafeDirectoryError, write_file
@@ -285,6 +286,9 @@ def test_snapshot_refuses_a_directory_with_a_planted_symlink(tmp_path):
         with pytest.raises(UnsafeDirectoryError, match="symbolic link"):
             capture_environment(d, overwrite=True)
         assert victim.read_text() == "precious" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+    with pytest.warns(SeederWarning, match="symbolic link"):
+        Seeder().init(5, snapshot_dir=tmp_path / "snap0")  # training goes on without the snapshot
+    assert victim.read_text() == "precious" and stat.S_IMODE(victim.stat().st_mode) == 0o644
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "weights.pt").write_text("w")

@@ -28,8 +28,12 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-class UnsafeDirectoryError(OSError):
-    """A directory seeder was asked to write into holds a symbolic link or files seeder did not write."""
+class UnsafeDirectoryError(FileExistsError):
+    """A directory seeder was asked to write into holds a symbolic link or files seeder did not write.
+
+    A ``FileExistsError``: something is in the way, as with a snapshot already there (``seeder.init``
+    warns and goes on).
+    """
 
 
 def _open_subdir(dfd: int, name: str, mode: int) -> int:
