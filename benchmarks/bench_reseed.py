@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import seeder  # noqa: E402
+from seeder.rngs_torch import accelerator_types  # noqa: E402
 from timing import interleaved_medians_us, lightning_seed_module  # noqa: E402
 
 TARGETS = {"seeder.reseed": 0.25, "seeder.reseed + 6 generators": 0.35}
@@ -79,7 +80,7 @@ def main() -> None:
         "torch.manual_seed alone": lambda i: torch.manual_seed(i),
         "lightning seed_everything": lambda i: lightning.seed_everything(i % 2**32, verbose=False),
     }
-    devices = ["cpu"] + seeder.rngs.accelerator_types()
+    devices = ["cpu"] + accelerator_types()
     print(f"torch {torch.__version__}, numpy {np.__version__}, devices seeded by seeder: {devices}; "
           f"baseline {baseline}; median of {args.rounds} interleaved rounds x {args.calls} calls")
     fns = [counted(fn) for fn in cases.values()]

@@ -27,13 +27,13 @@ from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning
 from .participant import GeneratorParticipant, Participant, describe, participant_for, require_participant
 from .registry import Registry
-from .rngs import RNGAdapter, global_adapters
+from .rngbase import RNGAdapter
+from .rngs import global_adapters
 
-__all__ = ["Seeder", "Participant", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR", "STATE_FORMAT_VERSION"]
+__all__ = ["Seeder", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR"]
 
 logger = logging.getLogger("seeder")
 
-STATE_FORMAT_VERSION = state.STATE_FORMAT_VERSION
 #: Environment variable that supplies the master seed when ``init`` gets none.
 ENV_SEED = "SEEDER_SEED"
 #: Environment variable that turns on deterministic mode when ``init`` gets ``deterministic=None``.

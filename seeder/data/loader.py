@@ -41,11 +41,11 @@ from ..core import Seeder
 from ..derive import check_key
 from ..errors import StateError
 from ..rngs import global_adapters
-from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset, batch_seeds
+from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset
 from .sampler import DistributedSampler
 from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
 
-__all__ = ["DataLoader", "LOADER_DOMAIN", "LOADER_STATE_VERSION", "batch_seeds"]
+__all__ = ["DataLoader", "LOADER_STATE_VERSION"]
 
 logger = logging.getLogger("seeder")
 

@@ -37,7 +37,7 @@ import torch.utils.data
 
 from .. import derive
 from ..core import Seeder
-from ..derive import Domain, StreamSeeds, check_key, numpy_seed, seed_stream_block
+from ..derive import Domain, StreamSeeds, check_key, numpy_seed
 from ..rngs import adapter_for
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "SeededDataset",
     "sample_seed",
     "dataloader_generator",
-    "seed_stream_block",
     "SeedSource",
     "seed_globals",
 ]
