@@ -4,7 +4,7 @@ Run: python benchmarks/bench_reseed.py [--rounds 21] [--calls 200]
 All in one process; rounds alternate between the cases (a load spike hits them all alike); medians over
 rounds; ratios are ours / theirs; memory is the tracemalloc peak of one call. Every call reseeds a new
 epoch, as training does (nothing is served from a cache of the same epoch). Lightning's ``seed_everything``
-comes from the installed ``lightning`` package. Targets (issue 14): reseed <= 0.25x, reseed with 6
+comes from the installed ``lightning`` package. Targets: reseed <= 0.25x, reseed with 6
 registered generators (4 random.Random, a NumPy Generator, a torch.Generator) <= 0.35x.
 """
 from __future__ import annotations

@@ -40,7 +40,7 @@ from .contract import Metrics, format_step_key
 
 __all__ = ["analyze_verify", "analyze_compare", "stop_point", "RUN_KINDS", "MID_KINDS", "ALL_KINDS", "RESUME_CHECKS"]
 
-#: Run kinds of the methodology, with the numbers of seed 004 and what they are.
+#: Run kinds of the methodology, with the numbers NVIDIA seeder's README gives them and what they are.
 RUN_KINDS = {
     "full": "1: seeded, X epochs",
     "half": "2: seeded, X/2 epochs, checkpoint",
