@@ -25,7 +25,6 @@ __all__ = [
     "INSTALL_HINT",
     "MAX_DALI_SEED",
     "require_dali",
-    "fold_seed",
     "pipeline_seed",
     "pipeline_kwargs",
     "saved_checkpoints",
@@ -85,12 +84,12 @@ def resolve_seeder(seeder: Optional[Seeder]) -> Seeder:
     return seeder
 
 
-def fold_seed(seed: int) -> int:
+def _fold_seed(seed: int) -> int:
     """Fold a 64-bit derived seed into DALI's seed range ``[0, 2**32 - 1]``.
 
     The two 32-bit halves are xor-ed (:func:`seeder.derive.numpy_seed`), so every bit matters.
 
-    >>> fold_seed(2**32 + 5)
+    >>> _fold_seed(2**32 + 5)
     4
     """
     return numpy_seed(seed)
@@ -125,7 +124,7 @@ def pipeline_seed(
         raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
     if not s.initialized:
         raise RuntimeError("seeder.data.dali_seeds.pipeline_seed() called before seeder.init(); call seeder.init(master_seed=...) first")
-    return fold_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))
+    return _fold_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))
 
 
 def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
