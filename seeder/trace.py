@@ -20,7 +20,7 @@ Example:
     >>> import seeder, os, tempfile
     >>> s = seeder.Seeder(); s.init(1); s.reseed(1, 0)
     >>> record_step(s, "loader", epoch=0, step=0, position=0)   # no-op: $SEEDER_TRACE unset
-    >>> snap = snapshot(s)
+    >>> snap = state_fingerprints(s)
     >>> sorted(snap["rngs"])[:3], len(snap["rngs"]["python"])
     (['numpy', 'python', 'torch'], 16)
     >>> prefix = os.path.join(tempfile.mkdtemp(), "trace")
@@ -40,7 +40,7 @@ import re
 import warnings
 from typing import Any, Dict, List, Optional
 
-__all__ = ["ENV_TRACE", "enabled", "record_step", "snapshot", "fingerprint", "trace_file", "read_trace"]
+__all__ = ["ENV_TRACE", "enabled", "record_step", "state_fingerprints", "fingerprint", "trace_file", "read_trace"]
 
 #: Environment variable: path prefix of the per-rank trace files; unset means no tracing.
 ENV_TRACE = "SEEDER_TRACE"
@@ -100,7 +100,7 @@ def _participants(seeder: Any) -> List[Any]:
     return list(lister()) if callable(lister) else []
 
 
-def snapshot(seeder: Any) -> Dict[str, Any]:
+def state_fingerprints(seeder: Any) -> Dict[str, Any]:
     """Fingerprints of every random state ``seeder`` knows, without changing any of them.
 
     ``rngs`` maps each global RNG (``python``, ``numpy``, ``torch``, then accelerators) to
@@ -197,7 +197,7 @@ def record_step(seeder: Any, source: str, *, epoch: int, step: Optional[int], po
         return
     global _counter
     record = {"source": str(source), "epoch": int(epoch), "step": None if step is None else int(step),
-              "position": int(position), "n": _counter, "pid": os.getpid(), **snapshot(seeder)}
+              "position": int(position), "n": _counter, "pid": os.getpid(), **state_fingerprints(seeder)}
     _counter += 1
     _write(trace_file(prefix, _rank(seeder)), (json.dumps(record, separators=(",", ":")) + "\n").encode())
 
