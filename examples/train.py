@@ -91,7 +91,7 @@ class SyntheticDataset(Dataset):
         x = torch.roll(x, random.randint(-1, 1))  # Python random
         x = x * float(np.random.uniform(0.9, 1.1))  # NumPy's global RNG
         x = x + 0.1 * torch.randn(x.shape)  # torch's global RNG
-        for pert in self.perturbations:  # member generators
+        for pert in self.perturbations:  # the dataset's generators
             x = pert(x)
         return x, self.y[i]
 

@@ -3,7 +3,7 @@
 When ``$SEEDER_TRACE`` names a path prefix (``seeder verify`` sets it for the runs it
 starts), the data path calls :func:`record_step` as it hands out each batch, and one
 JSON line per call goes to ``<prefix>.rank<R>.jsonl``: the source, the epoch, the
-step, the position (samples of the epoch consumed before the next batch), and a
+step, the position (samples of the epoch trained on before the next batch), and a
 short hash of every random state the seeder knows: Python ``random``, NumPy's global
 RNG, torch's CPU generator, each accelerator, each registered generator, and each
 participant (a sampler's epoch and position). Without ``$SEEDER_TRACE`` a call costs
@@ -188,7 +188,7 @@ def _write(path: str, line: bytes) -> None:
 def record_step(seeder: Any, source: str, *, epoch: int, step: Optional[int], position: int) -> None:
     """Append one fingerprint line for the batch ``step`` of ``epoch`` that ``source`` is handing out.
 
-    ``position`` is the number of samples of the epoch consumed before this batch;
+    ``position`` is the number of samples of the epoch trained on before this batch;
     ``step`` is the batch's index in the epoch, or ``None`` where the caller does not
     count batches (a sampler). A no-op unless :func:`enabled`.
     """

@@ -55,7 +55,7 @@ class TrackedPipeline(Participant):
     """A DALI pipeline (and optionally the DALI iterator over it) known to a :class:`~seeder.Seeder`.
 
     Made by :func:`track` or by ``seeder.register_generator(pipe)``. At the first
-    reseed after it joined it warns once (DALI cannot be reseeded after build);
+    reseed after it becomes a participant it warns once (DALI cannot be reseeded after build);
     ``state_dict()`` holds its DALI checkpoint(s); after ``seeder.load_state_dict``,
     :attr:`checkpoint` / :attr:`restored_checkpoints` hold the loaded ones for
     rebuilding with ``checkpoint=`` (then :meth:`replace` the old pipeline).

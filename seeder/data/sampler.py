@@ -257,7 +257,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
 
     # ------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
-        """Epoch, samples consumed, shuffle key and layout: ints, bools and strings only.
+        """Epoch, position, shuffle key and layout: ints, bools and strings only.
 
         >>> import seeder
         >>> s = seeder.Seeder(); s.init(0)
@@ -280,7 +280,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         check_sampler_state(state, self._layout(), self.num_samples)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from ``state``: the next iteration yields exactly the samples not yet consumed.
+        """Continue from ``state``: the next iteration yields exactly the samples after its position.
 
         The epoch comes from the state, and its shuffle key too (so a resumed epoch keeps
         its order). Validates first; a bad state raises and changes nothing.
