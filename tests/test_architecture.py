@@ -222,7 +222,35 @@ def check_one_way(path: Path, pkg: Path = PKG) -> List[str]:
     return bad
 
 
-RULES = {"size": check_size, "class_size": check_class_size, "private_imports": check_private_imports,
+def check_exports(path: Path, pkg: Path = PKG) -> List[str]:
+    """A module's ``__all__`` lists what it defines: no re-export lists, no module standing in for another.
+
+    Package ``__init__`` files are the public surface (``seeder``, ``seeder.verify``) and may gather names.
+    """
+    if path.name == "__init__.py":
+        return []
+    tree = ast.parse(path.read_text())
+    bad = [f"line {n.lineno}: replaces itself in sys.modules" for n in ast.walk(tree)
+           if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and ast.unparse(n.value) == "sys.modules"]
+    defined, imported = set(), set()
+    for node in tree.body:
+        for n in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(n.name)
+            elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                defined |= {t.id for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                            for t in ast.walk(target) if isinstance(t, ast.Name)}
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                imported |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets) \
+                and isinstance(node.value, (ast.List, ast.Tuple)):
+            bad += [f"line {node.lineno}: __all__ lists {e.value}, defined elsewhere" for e in node.value.elts
+                    if isinstance(e, ast.Constant) and e.value not in defined]
+    return bad
+
+
+RULES = {"size": check_size, "exports": check_exports, "class_size": check_class_size, "private_imports": check_private_imports,
          "private_attributes": check_private_attributes, "one_way": check_one_way}
 
 
@@ -260,6 +288,11 @@ def test_no_private_attributes_of_other_modules_objects(path, owners):
     assert not bad, f"seeder.{module_name(path)} reads private attributes defined elsewhere: {bad}"
 
 
+def test_modules_export_what_they_define():
+    bad = {module_name(p): problems("exports", p) for p in MODULES}
+    assert not {k: v for k, v in bad.items() if v}, "re-exports (import the name from the module that defines it)"
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
 def test_imports_go_one_way(path):
     bad = problems("one_way", path)
@@ -287,6 +320,9 @@ BAD = {
                        "def load(name):\n    return importlib.import_module(PLUGINS[name])\n"),
     "state.py": "import importlib\n\n\ndef f():\n    return importlib.import_module('seeder.core')\n",
     "data/__init__.py": "",
+    "data/order.py": "from .permutation import keyed\n\n__all__ = ['keyed', 'shard']\n\n\ndef shard():\n    pass\n",
+    "data/permutation.py": ("import importlib\nimport sys\n\n"
+                            "sys.modules[__name__] = importlib.import_module('seeder.data.order')\n"),
     "data/dali.py": "x = 1\n",
     "data/sampler.py": "class Sampler:\n    def __init__(self):\n        self._seeder = None\n",
     "data/loader.py": ("class Loader:\n    def __init__(self, sampler):\n        self._seeder = sampler._seeder\n\n\n"
@@ -295,6 +331,7 @@ BAD = {
 }
 EXPECTED = {  # rule -> (bad module, a word of the problem it must report)
     "size": ("derive", "lines"),
+    "exports": ("data.order", "__all__ lists keyed, defined elsewhere"),
     "class_size": ("errors", "class Big"),
     "private_imports": ("checks", "_hidden from seeder.derive"),
     "private_attributes": ("data.loader", "._seeder (also defined in seeder.data.sampler"),
@@ -329,4 +366,6 @@ def test_the_sharper_checks_see_what_the_old_ones_missed(bad_package):
     assert "line 2: imports seeder.data.dali" in problems("one_way", bad_package / "participant.py", bad_package)
     assert problems("private_imports", bad_package / "rngs.py", bad_package) == ["line 5: derive._hidden (seeder.derive)"]
     assert problems("one_way", bad_package / "data" / "loader.py", bad_package) == []  # core is below data
+    assert problems("exports", bad_package / "data" / "permutation.py", bad_package) == [
+        "line 4: replaces itself in sys.modules"]
     assert layer("integrations.lightning") > layer("data.loader") > layer("core") > layer("state") > layer("derive")
