@@ -40,7 +40,8 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, runtime_checka
 import torch
 
 from .errors import StateError
-from .rngs import RNGAdapter, adapter_for
+from .rngbase import RNGAdapter
+from .rngs import adapter_for
 
 __all__ = ["Participant", "Stands", "Positioned", "GeneratorParticipant", "participant_for", "participant_keys",
            "describe", "saves_state", "validates_state", "owner_saves_state", "require_participant", "PLUGINS"]

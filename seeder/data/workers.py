@@ -39,7 +39,7 @@ from .. import derive
 from ..checks import check_bool, is_int
 from ..core import Seeder
 from ..default import check_seeder, resolve_seeder
-from ..derive import TRAIN_TASK, Domain, StreamSeeds, check_key, numpy_seed, seed_stream_block
+from ..derive import TRAIN_TASK, Domain, StreamSeeds, check_key, numpy_seed
 from ..rngs import adapter_for
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
     "SeededDataset",
     "sample_seed",
     "dataloader_generator",
-    "seed_stream_block",
     "SeedSource",
     "seed_globals",
 ]
@@ -61,9 +60,9 @@ _VECTOR_MIN = 8  # batches at least this long derive their per-sample seeds in o
 
 # --------------------------------------------------------------------------- where seeds come from
 class SeedSource:
-    """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable snapshot of one.
+    """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable copy of one.
 
-    The live seeder serves the main process and forked workers. Pickling takes the snapshot: master seed, rank, last reseed and the registered
+    The live seeder serves the main process and forked workers. Pickling copies the master seed, rank, last reseed and the registered
     generators, which travel in the same pickle as the dataset, so they stay the
     dataset's own objects in the worker.
 
