@@ -73,7 +73,7 @@ class Participant(Protocol):
 
 @runtime_checkable
 class Stands(Protocol):
-    """Optional: a participant made for another object (a DALI pipeline's :class:`~seeder.dali.TrackedPipeline`).
+    """Optional: a participant made for another object (a DALI pipeline's :class:`~seeder.data.dali.TrackedPipeline`).
 
     ``seeder_target`` is that object: ``seeder.unregister_generator(obj)`` and ``seeder.leave(obj)``
     find the participant through it.

@@ -104,9 +104,9 @@ def state_fingerprints(seeder: Any) -> Dict[str, Any]:
     """Fingerprints of every random state ``seeder`` knows, without changing any of them.
 
     ``rngs`` maps each global RNG (``python``, ``numpy``, ``torch``, then accelerators) to
-    its hash; ``participants`` maps ``generator.<n>`` (registered generators, numbered 1,
-    2, ... in registration order) and ``<kind>.<n>`` (samplers, loaders, ...) to a hash of
-    their state; ``positions`` holds the plain ``{"epoch", "position"}`` of participants
+    its hash; ``participants`` maps each participant, named as in the state
+    (:func:`seeder.participant.participant_keys`: ``generator.<stream>``, ``<kind>.<n>``), to a
+    hash of its state; ``positions`` holds the plain ``{"epoch", "position"}`` of participants
     that count samples. A state that cannot be read is ``None``.
     """
     from .participant import participant_keys  # torch is imported by the caller's data path anyway

@@ -43,9 +43,6 @@ KNOWN: Dict[Tuple[str, str], Dict[str, str]] = {
     ("one_way", "participant"): {
         "imports seeder.data.dali": "PLUGINS names seeder.data.dali by string for DALI pipelines; the one "
                                     "participant protocol is the protocol change"},
-    ("private_attributes", "data.loader"): {
-        "._seeder": "reads sampler._seeder (a DistributedSampler's); the loader and the sampler share the "
-                    "default-seeder resolver of the protocol change"},
 }
 
 

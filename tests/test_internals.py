@@ -111,7 +111,8 @@ def test_dali_pipeline_and_iterator_without_private_names_are_loud(unchecked):
     pytest.importorskip("nvidia.dali")
     from nvidia.dali import fn, pipeline_def
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
-    import seeder.dali as sd
+    import seeder.data.dali as sd
+    import seeder.data.dali_seeds as ds
 
     @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_checkpointing=True)
     def noise():
@@ -119,7 +120,7 @@ def test_dali_pipeline_and_iterator_without_private_names_are_loud(unchecked):
 
     s = seeder.Seeder()
     s.init(1)
-    pipe = noise(seed=sd.pipeline_seed(0, seeder=s))
+    pipe = noise(seed=ds.pipeline_seed(0, seeder=s))
     pipe.build()
     it = DALIGenericIterator(pipe, ["x"], size=4)
     del it._pipes

@@ -52,7 +52,7 @@ def test_state_and_trace_name_participants_the_same_way():
     s.reseed(1, 0)
     with pytest.warns(seeder.SeederWarning, match="plain callable with no state"):
         saved = set(s.state_dict()["participants"])
-    traced = trace.snapshot(s)["participants"]
+    traced = trace.state_fingerprints(s)["participants"]
     assert saved == {"sampler.0", "loader.0", "generator.1", "noise.0"}
     assert set(traced) == saved | {"generator.2"} and traced["generator.2"] is None
     assert isinstance(noise, Participant) and not isinstance(noise, Positioned)
@@ -74,7 +74,7 @@ def test_positioned_participants_report_without_side_effects():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert sampler.seeder_position() == {"epoch": 0, "position": 0}
-        assert trace.snapshot(s)["positions"]["loader.0"] == {"epoch": 0, "position": 4}
+        assert trace.state_fingerprints(s)["positions"]["loader.0"] == {"epoch": 0, "position": 4}
     assert loader.seeder_position()["position"] == loader.state_dict()["position"]
     with pytest.warns(seeder.SeederWarning, match="no sample was reported consumed"):
         sampler.state_dict()  # the warning was not used up by the trace

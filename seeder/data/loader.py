@@ -159,7 +159,7 @@ class DataLoader(torch.utils.data.DataLoader):
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         self._seeder = seeder
-        self._owns_sampler = sampler._seeder is seeder and not _joined(seeder, sampler)
+        self._owns_sampler = sampler.seeder is seeder and not _joined(seeder, sampler)
         self._wrapped = PositionedDataset(dataset, SeedSource(seeder))
         self._resume: Optional[Tuple[int, int]] = None  # (epoch, batch) from load_state_dict
         self._done: Tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)

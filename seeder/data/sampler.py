@@ -232,6 +232,11 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         return {"epoch": self.epoch, "position": self._consumed}
 
     @property
+    def seeder(self) -> Seeder:
+        """The :class:`seeder.Seeder` this sampler takes its shuffle keys from."""
+        return self._seeder
+
+    @property
     def consumed(self) -> int:
         """Samples of the current epoch reported with :meth:`advance` (or restored by :meth:`load_state_dict`)."""
         return self._consumed
