@@ -36,13 +36,13 @@ import torch
 import torch.utils.data
 
 from .. import trace
-from ..checks import check_int, check_state_header, is_int
+from ..checks import check_bool, check_int, check_state_header, is_int
 from ..core import Seeder
-from ..derive import check_key
+from ..derive import MAX_KEY, check_key
 from ..errors import StateError
 from ..rngs import global_adapters
 from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset, batch_seeds
-from .sampler import DistributedSampler
+from .sampler import DistributedSampler, refuse_in_worker
 from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
 
 __all__ = ["DataLoader", "LOADER_DOMAIN", "LOADER_STATE_VERSION", "batch_seeds"]
@@ -66,6 +66,7 @@ class _LoaderIter:
     def __init__(self, loader: "DataLoader", inner: Any, epoch: int, start: int, token: object):
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
+        self._start, self._loads = start, loader.loads
         # With 0 workers the main process fetches: the streams seed_globals seeds are saved and put back.
         self._restore = [a for a in global_adapters() if a.name in FETCH_SEEDED] if loader.num_workers == 0 else []
         self._trace = trace.enabled()
@@ -74,7 +75,8 @@ class _LoaderIter:
         return self
 
     def __len__(self) -> int:
-        return len(self._inner)
+        """The batches this iterator yields: what is left of the epoch when it started from a loaded position."""
+        return len(self._inner) - self._start
 
     def __next__(self) -> Any:
         if self._restore:  # main process fetches: keep the training loop's global streams untouched
@@ -91,6 +93,11 @@ class _LoaderIter:
         loader = self._loader
         if loader.live_token is self._token:
             loader.handed(self._epoch, b + 1)
+        elif loader.loads != self._loads:
+            raise RuntimeError(
+                "this iterator of seeder.DataLoader was started before loader.load_state_dict(): it stops here instead "
+                "of yielding batches that the loaded state does not continue. Call iter(loader) again (a new for loop) "
+                "to continue from the loaded position")
         if self._trace:
             trace.record_step(loader.seeder, "loader", epoch=self._epoch, step=b, position=loader.samples_before(b))
         return batch
@@ -137,6 +144,8 @@ class DataLoader(torch.utils.data.DataLoader):
             seeder = _default_seeder()
         elif not isinstance(seeder, Seeder):
             raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
+        shuffle = None if shuffle is None else check_bool(shuffle, "shuffle")
+        _check_in_order(kwargs, num_workers)
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
@@ -161,6 +170,7 @@ class DataLoader(torch.utils.data.DataLoader):
                     "torch.utils.data.DataLoader with it (resume will not be exact; see docs/dataloader.md)")
         else:
             sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seeder=seeder, join=False)
+        _check_batches(sampler, batch_size, drop_last)
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         self._seeder = seeder
@@ -170,6 +180,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self._done: Tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)
         self._live_token: Optional[object] = None
         self._pending: Optional[Tuple[int, int, object]] = None
+        self._loads = 0  # load_state_dict calls: an iterator started before the last one stops instead of going on
         batches = BatchKeys(sampler, batch_size, drop_last, self)
         super().__init__(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
                          pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
@@ -190,6 +201,11 @@ class DataLoader(torch.utils.data.DataLoader):
     def epoch(self) -> int:
         """The epoch the next ``iter(loader)`` runs (the sampler's)."""
         return self.sampler.epoch
+
+    @property
+    def loads(self) -> int:
+        """How many times :meth:`load_state_dict` was called: an iterator started before the last load is stale."""
+        return self._loads
 
     @property
     def live_token(self) -> Optional[object]:
@@ -309,16 +325,41 @@ class DataLoader(torch.utils.data.DataLoader):
         Loading the same state twice (seeder and a framework both restore it) is harmless.
         Validates first; a bad state raises :class:`seeder.StateError` and changes nothing.
         """
+        refuse_in_worker("seeder.DataLoader.load_state_dict()")
         self.check_state_dict(state)
         self.sampler.load_state_dict(state["sampler"])
         epoch = check_key(state["epoch"], "epoch")
         self._resume = (epoch, int(state["batch"]))
         self._done = self._resume
         self._live_token = None
+        self._loads += 1
 
     def __repr__(self) -> str:
         return (f"seeder.DataLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, "
                 f"epoch={self.sampler.epoch}, sampler={self.sampler!r})")
+
+
+def _check_in_order(kwargs: Dict[str, Any], num_workers: Any) -> None:
+    """Refuse ``in_order=False`` with workers: batches would reach the loop out of order, and a count of them is no position."""
+    if "in_order" not in kwargs:
+        return
+    in_order = check_bool(kwargs["in_order"], "in_order")
+    if not in_order and is_int(num_workers) and num_workers > 0:
+        raise ValueError(
+            "seeder.DataLoader cannot resume in_order=False with num_workers > 0: batches reach the training loop in "
+            "whichever order the workers finish, so the batches handed out are no longer the first k of the epoch and "
+            "a resume would repeat some and skip others. Drop in_order=False (in_order=True is exact and as fast once "
+            "prefetch_factor covers a slow batch), or use torch.utils.data.DataLoader (no exact resume)")
+
+
+def _check_batches(sampler: DistributedSampler, batch_size: int, drop_last: bool) -> None:
+    """Refuse more than 2**32 batches per epoch and rank: the batch index is one 32-bit word of the batch seeds' key."""
+    n = sampler.num_samples
+    batches = n // batch_size if drop_last else -(-n // batch_size)
+    if batches > MAX_KEY + 1:
+        raise ValueError(
+            f"seeder.DataLoader would have {batches} batches per epoch on this rank, more than 2**32: the batch index is "
+            "one 32-bit word of each batch's seed key. Pass a larger batch_size (or more ranks)")
 
 
 def _joined(seeder: Seeder, sampler: DistributedSampler) -> bool:

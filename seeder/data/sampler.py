@@ -46,9 +46,33 @@ from .order import MODES, index_blocks, shard_sizes, shuffle_key
 from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state
 from .sampler_iter import Progress, SamplerIterator
 
-__all__ = ["DistributedSampler", "MODES", "SAMPLER_STATE_VERSION"]
+__all__ = ["DistributedSampler", "MODES", "SAMPLER_STATE_VERSION", "refuse_in_worker"]
 
 logger = logging.getLogger("seeder")
+
+
+def refuse_in_worker(what: str) -> None:
+    """Raise ``RuntimeError`` inside a ``DataLoader`` worker process: states are loaded in the main process.
+
+    A worker holds a copy of the sampler and the loader; loading a state there changes only the
+    copy (and the batches that worker fetches), never the run.
+
+    >>> refuse_in_worker("DistributedSampler.load_state_dict()")  # the main process: nothing to refuse
+    """
+    info = torch.utils.data.get_worker_info()
+    if info is not None:
+        raise RuntimeError(
+            f"{what} was called inside DataLoader worker {info.id}: a worker holds a copy of the sampler and loader, so "
+            "the load would change only the batches that worker fetches. Load states in the main process, before "
+            "iter(loader)")
+
+
+def _check_not_stopped(progress: Progress) -> None:
+    if progress.stopped:
+        raise RuntimeError(
+            "this iterator of the sampler was started before sampler.load_state_dict(): it stops here instead of "
+            "yielding indices that the loaded state does not continue; call iter(sampler) again (or iter() on the "
+            "DataLoader around it) to continue from the loaded position")
 
 
 def _default_seeder() -> Seeder:
@@ -133,6 +157,8 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._warned_causes: Set[str] = set()
         self._under_loader = False  # a DataLoader iterator was seen drawing from this sampler
         self._tracked = False  # a loader that saves the iterator's position (torchdata) iterates this sampler
+        self._left_from = 0  # where the pending (loaded) or live iteration starts: len() is what is left from there
+        self._live: Optional[Progress] = None  # the live iteration's progress, until it hands out its last block
         if check_bool(join, "join"):
             seeder.join(self)
 
@@ -157,8 +183,8 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         if self._resume:
             logger.info("sampler: epoch %d via %s drops the loaded position %d of epoch %d", epoch, how, self._resume, self.epoch)
         self.epoch, self._loaded = epoch, None
-        self._resume = self._consumed = self._handed = 0
-        self._token, self._finished = object(), False
+        self._resume = self._consumed = self._handed = self._left_from = 0
+        self._token, self._finished, self._live = object(), False, None
 
     # ------------------------------------------------------------ keys
     def _key(self, epoch: int) -> int:
@@ -169,16 +195,30 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
 
     # --------------------------------------------------------- iteration
     def __len__(self) -> int:
-        return self.num_samples
+        """Indices the next (or the live) iteration yields: ``num_samples`` less a loaded position.
+
+        After :meth:`load_state_dict` it is what is left of the epoch (``list()`` and
+        ``DataLoader`` size themselves from it); once that iteration has handed out its
+        last index, or the epoch changes, it is the whole shard again.
+
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> a = DistributedSampler(range(10), seeder=s); _ = list(a); a.advance(7)
+        >>> b = DistributedSampler(range(10), seeder=s); b.load_state_dict(a.state_dict())
+        >>> len(b), len(list(b)), len(b)
+        (3, 3, 10)
+        """
+        return self.num_samples - self._left_from
 
     def __iter__(self) -> Iterator[Any]:
         epoch, start = self.epoch, self._resume
-        self._resume = 0
         key = self._key(epoch) if self.shuffle else 0
+        self._resume = 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
         record_step(self._seeder, "sampler", epoch=epoch, step=None, position=start)  # $SEEDER_TRACE only
         progress = Progress(start)
+        self._live, self._left_from = progress, start
         it = SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
         it.progress, it.sampler = progress, self
         return it
@@ -219,11 +259,13 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         if self._token is token:
             self._handed = progress.start
         for end, items in progress.draw(self._blocks(key, progress.start), epoch if self.with_epoch else None):
+            _check_not_stopped(progress)
             if self._token is token:
                 self._handed = end
             yield items
+        _check_not_stopped(progress)
         if self._token is token:
-            self._finished = True
+            self._finished, self._live, self._left_from = True, None, 0
 
     def note_tracked(self) -> None:
         """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``).
@@ -292,13 +334,21 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         >>> list(b) == full[4:]
         True
         """
+        refuse_in_worker("DistributedSampler.load_state_dict()")
         self.check_state_dict(state)
+        self._stop_live()
         self.epoch = int(state["epoch"])
         self._loaded = (self.epoch, int(state["key"]))
-        self._resume = self._consumed = self._handed = int(state["position"])
+        self._resume = self._consumed = self._handed = self._left_from = int(state["position"])
         self._token, self._finished = object(), False
         self._warned_epoch = None
         self._warn_inexact("load_state_dict")
+
+    def _stop_live(self) -> None:
+        """End the live iteration at its current index: its next draw raises instead of continuing a stale order."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     def _warn_inexact(self, what: str) -> None:
         """One :class:`SeederWarning` per way the loader around this sampler loses exactness (see :mod:`.audit`)."""

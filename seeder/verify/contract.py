@@ -28,6 +28,7 @@ import dataclasses
 import json
 import os
 import shlex
+import string
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["Contract", "Metrics", "parse_metrics", "read_metrics", "default_command", "format_step_key", "METRICS_ENV",
+__all__ = ["Contract", "check_template", "TEMPLATE_FIELDS", "Metrics", "parse_metrics", "read_metrics", "default_command", "format_step_key", "METRICS_ENV",
            "TEMPLATE_NAMES", "StepKey"]
 
 #: Environment variable through which a run receives its metrics file.
@@ -78,11 +79,7 @@ class Contract:
         if isinstance(self.loss_keys, str) or not self.loss_keys or not all(isinstance(k, str) and k for k in self.loss_keys):
             raise TypeError(f"Contract.loss_keys must be a non-empty tuple of dotted keys, got {self.loss_keys!r}")
         for name in TEMPLATE_NAMES:
-            try:
-                _words(getattr(self, name), {"seed": 0, "epochs": 0, "ckpt_dir": "d", "steps": 0, "metrics": "m"})
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ValueError(f"Contract.{name} template {getattr(self, name)!r} is invalid ({exc!r}); "
-                                 "use placeholders {seed}, {epochs}, {ckpt_dir}, {steps} or {metrics}") from None
+            check_template(name, getattr(self, name))
 
     def with_overrides(self, overrides: Dict[str, str]) -> "Contract":
         """A copy with some templates replaced; ``loss_keys`` may be given comma-separated.
@@ -130,6 +127,43 @@ class Contract:
             raise ValueError(f"this run needs the {name!r} argument but its template is empty; "
                              f"set it with --arg {name}=TEMPLATE")
         return _words(template, values)
+
+
+#: The fields each template is formatted with (what :meth:`Contract.args` passes it), with a sample value each.
+TEMPLATE_FIELDS: Dict[str, Dict[str, Any]] = {
+    "seed": {"seed": 0}, "epochs": {"epochs": 0}, "ckpt_dir": {"ckpt_dir": "d"}, "resume": {"ckpt_dir": "d"},
+    "stop_after_epochs": {"epochs": 0}, "stop_after_steps": {"steps": 0}, "metrics": {"metrics": "m"},
+}
+
+
+def check_template(name: str, template: str) -> None:
+    """Raise ``ValueError`` naming ``name``, ``template`` and its allowed fields unless every placeholder is one of them.
+
+    A placeholder is a bare field (``{seed}``), optionally with a conversion or format spec
+    (``{seed:08d}``); attribute and index lookups (``{seed.real}``, ``{ckpt_dir[0]}``) are refused.
+
+    >>> check_template("seed", "--seed={seed:04d}")
+    >>> check_template("seed", "--seed={seed.nope}")
+    Traceback (most recent call last):
+    ...
+    ValueError: --arg seed='--seed={seed.nope}': {seed.nope} is not a field of this template; it may use {seed} (a bare name, optionally with :format)
+    """
+    fields = TEMPLATE_FIELDS[name]
+    allowed = ", ".join("{" + f + "}" for f in fields)
+    try:
+        words = shlex.split(template)
+        for word in words:
+            for _, field, spec, conversion in string.Formatter().parse(word):
+                if field is not None and field not in fields:
+                    shown = "{" + field + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
+                    raise ValueError(f"--arg {name}={template!r}: {shown} is not a field of this template; it may use "
+                                     f"{allowed} (a bare name, optionally with :format)")
+        _words(template, fields)
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
+        if str(exc).startswith(f"--arg {name}="):
+            raise
+        raise ValueError(f"--arg {name}={template!r} is not a valid template ({exc}); it may use {allowed}, "
+                         "with {{ and }} for literal braces") from None
 
 
 def _words(template: str, values: Dict[str, Any]) -> List[str]:
