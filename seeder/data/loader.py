@@ -36,12 +36,13 @@ import torch
 import torch.utils.data
 
 from .. import trace
-from ..checks import check_bool, check_int, check_state_header, is_int
+from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
-from ..derive import MAX_KEY, check_key
+from ..derive import check_key
 from ..errors import StateError
 from ..rngs import global_adapters
 from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset, batch_seeds
+from .loader_checks import check_batch_count, check_loader_args
 from .sampler import DistributedSampler, refuse_in_worker
 from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
 
@@ -144,8 +145,8 @@ class DataLoader(torch.utils.data.DataLoader):
             seeder = _default_seeder()
         elif not isinstance(seeder, Seeder):
             raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
-        shuffle = None if shuffle is None else check_bool(shuffle, "shuffle")
-        _check_in_order(kwargs, num_workers)
+        shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,
+                                    generator, kwargs)
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
@@ -170,7 +171,7 @@ class DataLoader(torch.utils.data.DataLoader):
                     "torch.utils.data.DataLoader with it (resume will not be exact; see docs/dataloader.md)")
         else:
             sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seeder=seeder, join=False)
-        _check_batches(sampler, batch_size, drop_last)
+        check_batch_count(sampler.num_samples, batch_size, drop_last)
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         self._seeder = seeder
@@ -337,29 +338,6 @@ class DataLoader(torch.utils.data.DataLoader):
     def __repr__(self) -> str:
         return (f"seeder.DataLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, "
                 f"epoch={self.sampler.epoch}, sampler={self.sampler!r})")
-
-
-def _check_in_order(kwargs: Dict[str, Any], num_workers: Any) -> None:
-    """Refuse ``in_order=False`` with workers: batches would reach the loop out of order, and a count of them is no position."""
-    if "in_order" not in kwargs:
-        return
-    in_order = check_bool(kwargs["in_order"], "in_order")
-    if not in_order and is_int(num_workers) and num_workers > 0:
-        raise ValueError(
-            "seeder.DataLoader cannot resume in_order=False with num_workers > 0: batches reach the training loop in "
-            "whichever order the workers finish, so the batches handed out are no longer the first k of the epoch and "
-            "a resume would repeat some and skip others. Drop in_order=False (in_order=True is exact and as fast once "
-            "prefetch_factor covers a slow batch), or use torch.utils.data.DataLoader (no exact resume)")
-
-
-def _check_batches(sampler: DistributedSampler, batch_size: int, drop_last: bool) -> None:
-    """Refuse more than 2**32 batches per epoch and rank: the batch index is one 32-bit word of the batch seeds' key."""
-    n = sampler.num_samples
-    batches = n // batch_size if drop_last else -(-n // batch_size)
-    if batches > MAX_KEY + 1:
-        raise ValueError(
-            f"seeder.DataLoader would have {batches} batches per epoch on this rank, more than 2**32: the batch index is "
-            "one 32-bit word of each batch's seed key. Pass a larger batch_size (or more ranks)")
 
 
 def _joined(seeder: Seeder, sampler: DistributedSampler) -> bool:

@@ -146,7 +146,7 @@ def check_template(name: str, template: str) -> None:
     >>> check_template("seed", "--seed={seed.nope}")
     Traceback (most recent call last):
     ...
-    ValueError: --arg seed='--seed={seed.nope}': {seed.nope} is not a field of this template; it may use {seed} (a bare name, optionally with :format)
+    ValueError: --arg seed='--seed={seed.nope}': {seed.nope} is not a field of this template; its placeholders are {seed} (bare names, optionally with :format)
     """
     fields = TEMPLATE_FIELDS[name]
     allowed = ", ".join("{" + f + "}" for f in fields)
@@ -156,13 +156,13 @@ def check_template(name: str, template: str) -> None:
             for _, field, spec, conversion in string.Formatter().parse(word):
                 if field is not None and field not in fields:
                     shown = "{" + field + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
-                    raise ValueError(f"--arg {name}={template!r}: {shown} is not a field of this template; it may use "
-                                     f"{allowed} (a bare name, optionally with :format)")
+                    raise ValueError(f"--arg {name}={template!r}: {shown} is not a field of this template; its placeholders are "
+                                     f"{allowed} (bare names, optionally with :format)")
         _words(template, fields)
     except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
         if str(exc).startswith(f"--arg {name}="):
             raise
-        raise ValueError(f"--arg {name}={template!r} is not a valid template ({exc}); it may use {allowed}, "
+        raise ValueError(f"--arg {name}={template!r} is not a valid template ({exc}); its placeholders are {allowed}, "
                          "with {{ and }} for literal braces") from None
 
 
