@@ -251,6 +251,15 @@ def test_seeder_seed_plain_digits_and_surrounding_whitespace_are_accepted(monkey
     assert s.get_master_seed() == 99
 
 
+@pytest.mark.parametrize("argv", [["run", "--seed", "1_000", "--print-env"], ["run", "--seed", "+7", "--print-env"],
+                                  ["derive", "--seed", "\u0664\u0662"], ["derive", "--seed", "1", "--rank", "0x1"]])
+def test_cli_integer_options_are_plain_ascii_digits_too(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    captured = capsys.readouterr()
+    assert info.value.code == 2 and captured.out == "" and "is not an integer written in plain ASCII digits" in captured.err
+
+
 # --------------------------------------------------------------------------- seeder verify templates
 @pytest.mark.parametrize("pair, shown", [
     ("seed={seed.nope}", "{seed.nope} is not a field of this template; its placeholders are {seed}"),

@@ -195,19 +195,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
 
     # --------------------------------------------------------- iteration
     def __len__(self) -> int:
-        """Indices the next (or the live) iteration yields: ``num_samples`` less a loaded position.
-
-        After :meth:`load_state_dict` it is what is left of the epoch (``list()`` and
-        ``DataLoader`` size themselves from it); once that iteration has handed out its
-        last index, or the epoch changes, it is the whole shard again.
-
-        >>> import seeder
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> a = DistributedSampler(range(10), seeder=s); _ = list(a); a.advance(7)
-        >>> b = DistributedSampler(range(10), seeder=s); b.load_state_dict(a.state_dict())
-        >>> len(b), len(list(b)), len(b)
-        (3, 3, 10)
-        """
+        """Indices the next (or live) iteration yields: after :meth:`load_state_dict`, what is left of the epoch."""
         return self.num_samples - self._left_from
 
     def __iter__(self) -> Iterator[Any]:
@@ -309,7 +297,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         """
         if sys._getframe(1).f_globals.get("__name__", "").startswith("torchdata."):
             self.note_tracked()  # torchdata's StatefulDataLoader saves the iterator's position with this state
-        self._warn_inexact("state_dict")
+        _warn_inexact(self, "state_dict")
         return {"format": "seeder.sampler", "version": SAMPLER_STATE_VERSION, "epoch": self.epoch,
                 "position": self._consumed, "key": self._key(self.epoch) if self.shuffle else 0, **self._layout()}
 
@@ -336,32 +324,28 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         """
         refuse_in_worker("DistributedSampler.load_state_dict()")
         self.check_state_dict(state)
-        self._stop_live()
+        if self._live is not None:  # the live iteration stops at its next index instead of going on in the old order
+            self._live.stop()
         self.epoch = int(state["epoch"])
         self._loaded = (self.epoch, int(state["key"]))
         self._resume = self._consumed = self._handed = self._left_from = int(state["position"])
-        self._token, self._finished = object(), False
+        self._token, self._finished, self._live = object(), False, None
         self._warned_epoch = None
-        self._warn_inexact("load_state_dict")
-
-    def _stop_live(self) -> None:
-        """End the live iteration at its current index: its next draw raises instead of continuing a stale order."""
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-
-    def _warn_inexact(self, what: str) -> None:
-        """One :class:`SeederWarning` per way the loader around this sampler loses exactness (see :mod:`.audit`)."""
-        if self._warned_epoch != self.epoch and not self._tracked and self._consumed == 0 and self._handed > 0:
-            self._warned_epoch = self.epoch
-            warnings.warn(unconsumed_message(what, self.epoch, self._finished), SeederWarning, stacklevel=3)
-        if self._audited is None and self._under_loader:
-            loader = find_loader(self)  # a gc scan, once: single-process loading leaves no DataLoader on the stack
-            self._audited = weakref.ref(loader) if loader is not None else (lambda: None)
-        mid = 0 < self._consumed < self.num_samples or (self._handed > 0 and self._consumed < self.num_samples)
-        for problem in audit_loader(self._audited() if self._audited is not None else None, mid, self._warned_causes):
-            warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=3)
+        _warn_inexact(self, "load_state_dict")
 
     def __repr__(self) -> str:
         return (f"seeder.DistributedSampler(len={self._n}, num_replicas={self.num_replicas}, rank={self.rank}, "
                 f"shuffle={self.shuffle}, mode={self.mode!r}, epoch={self.epoch})")
+
+
+def _warn_inexact(sampler: "DistributedSampler", what: str) -> None:
+    """One :class:`SeederWarning` per way the loader around ``sampler`` loses exactness (see :mod:`.audit`)."""
+    if sampler._warned_epoch != sampler.epoch and not sampler._tracked and sampler._consumed == 0 and sampler._handed > 0:
+        sampler._warned_epoch = sampler.epoch
+        warnings.warn(unconsumed_message(what, sampler.epoch, sampler._finished), SeederWarning, stacklevel=4)
+    if sampler._audited is None and sampler._under_loader:
+        loader = find_loader(sampler)  # a gc scan, once: single-process loading leaves no DataLoader on the stack
+        sampler._audited = weakref.ref(loader) if loader is not None else (lambda: None)
+    mid = 0 < sampler._consumed < sampler.num_samples or (sampler._handed > 0 and sampler._consumed < sampler.num_samples)
+    for problem in audit_loader(sampler._audited() if sampler._audited is not None else None, mid, sampler._warned_causes):
+        warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=4)
