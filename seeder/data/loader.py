@@ -117,6 +117,10 @@ class DataLoader(torch.utils.data.DataLoader):
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
     * An ``IterableDataset`` raises ``TypeError`` (its position is the dataset's own state).
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
+    * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
+      ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
+      iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
+      continues from the loaded position.
 
     The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or
     ``loader.sampler.set_epoch``. Once every batch of an epoch was handed out, the state
