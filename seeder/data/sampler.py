@@ -9,7 +9,7 @@ as :class:`torch.utils.data.DistributedSampler` does.
 Two modes:
 
 * ``"feistel"`` (default): a keyed bijection of ``range(N)``
-  (:mod:`seeder.permutation`) evaluated in vectorised blocks. Starting an epoch
+  (:mod:`seeder.data.permutation`) evaluated in vectorised blocks. Starting an epoch
   or resuming at any position costs O(1) time and memory.
 * ``"torch"``: ``torch.randperm`` as torch's sampler does it, O(N) per epoch. With
   ``seed=s`` it yields exactly what ``torch.utils.data.DistributedSampler(seed=s)``
@@ -42,11 +42,11 @@ from ..derive import check_key
 from ..errors import SeederWarning
 from ..trace import record_step
 from .audit import audit_loader, find_loader, loader_on_stack, unconsumed_message
-from .order import MODES, index_blocks, shard_sizes, shuffle_key
+from .order import index_blocks, shard_sizes, shuffle_key
 from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state
 from .sampler_iter import Progress, SamplerIterator
 
-__all__ = ["DistributedSampler", "MODES", "SAMPLER_STATE_VERSION", "refuse_in_worker"]
+__all__ = ["DistributedSampler", "refuse_in_worker"]
 
 logger = logging.getLogger("seeder")
 
@@ -156,7 +156,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._audited: Optional[Any] = None  # weak reference to the DataLoader holding this sampler, once looked up
         self._warned_causes: Set[str] = set()
         self._under_loader = False  # a DataLoader iterator was seen drawing from this sampler
-        self._tracked = False  # a loader that saves the iterator's position (torchdata) iterates this sampler
+        self._loader_tracks = False  # a loader that saves the iterator's position (torchdata) iterates this sampler
         self._left_from = 0  # where the pending (loaded) or live iteration starts: len() is what is left from there
         self._live: Optional[Progress] = None  # the live iteration's progress, until it hands out its last block
         if check_bool(join, "join"):
@@ -260,7 +260,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
 
         :meth:`state_dict` then no longer warns that no position was reported with :meth:`advance`.
         """
-        self._tracked = True
+        self._loader_tracks = True
 
     @property
     def consumed(self) -> int:
@@ -287,7 +287,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
 
     # ------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
-        """Epoch, samples consumed, shuffle key and layout: ints, bools and strings only.
+        """Epoch, position, shuffle key and layout: ints, bools and strings only.
 
         >>> import seeder
         >>> s = seeder.Seeder(); s.init(0)
@@ -310,7 +310,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         check_sampler_state(state, self._layout(), self.num_samples)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from ``state``: the next iteration yields exactly the samples not yet consumed.
+        """Continue from ``state``: the next iteration yields exactly the samples after its position.
 
         The epoch comes from the state, and its shuffle key too (so a resumed epoch keeps
         its order). Validates first; a bad state raises and changes nothing.
@@ -340,7 +340,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
 
 def _warn_inexact(sampler: "DistributedSampler", what: str) -> None:
     """One :class:`SeederWarning` per way the loader around ``sampler`` loses exactness (see :mod:`.audit`)."""
-    if sampler._warned_epoch != sampler.epoch and not sampler._tracked and sampler._consumed == 0 and sampler._handed > 0:
+    if sampler._warned_epoch != sampler.epoch and not sampler._loader_tracks and sampler._consumed == 0 and sampler._handed > 0:
         sampler._warned_epoch = sampler.epoch
         warnings.warn(unconsumed_message(what, sampler.epoch, sampler._finished), SeederWarning, stacklevel=4)
     if sampler._audited is None and sampler._under_loader:
