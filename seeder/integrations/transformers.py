@@ -46,6 +46,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 
 from ..core import Seeder
 from ..errors import SeederWarning, StateError
+from ..foreign import expected
 from .accelerate import resolve_seeder, read_checkpoint_state, save_checkpoint_state
 
 __all__ = ["SeederTrainer", "SeederCheckpointCallback", "TRAIN_TASK"]
@@ -113,7 +114,8 @@ class SeederTrainer(Trainer):
 
     def __init__(self, *args: Any, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
         seeder = resolve_seeder(seeder)  # before the Trainer's __init__: fail fast on a bad argument
-        super().__init__(*args, **kwargs)
+        with expected("the Trainer's set_seed(args.seed)"):  # routed through the seeder, as every foreign seeding
+            super().__init__(*args, **kwargs)
         bad = []
         if self.args.ignore_data_skip:
             bad.append("ignore_data_skip=True (the seeder.DataLoader resumes at its saved batch without replay; "
@@ -189,7 +191,7 @@ class SeederTrainer(Trainer):
         self.seeder_train_loader.iterated = False
         if resume_from_checkpoint is not None:
             self._pending_state = read_checkpoint_state(resume_from_checkpoint, self.seeder)
-        with self._answer_skip():
+        with self._answer_skip(), expected("the Trainer's set_seed(args.seed) before model_init"):
             return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=None,
                                  ignore_keys_for_eval=ignore_keys_for_eval, **kwargs)
 
