@@ -37,6 +37,7 @@ def test_verify_toy_passes_with_figures_and_per_run_output(tmp_path):
     for run in rep["runs"]:
         d = out / "runs" / run["name"]
         assert (d / "log.txt").read_text().startswith("pid ")
+        assert f" cwd {os.path.realpath(d)}\n" in (d / "log.txt").read_text()  # every run in its own directory
         record = json.loads((d / "run.json").read_text())
         assert record["status"] == "ok" and record["argv"][:2] == toy()
     assert json.loads((out / "report.json").read_text())["verdict"] == "PASS"
@@ -68,7 +69,9 @@ def test_default_run_catches_a_bug_only_a_mid_epoch_resume_shows(tmp_path):
     assert rep["verdict"] == "FAIL"
     assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
     assert rep["reasons"][0].startswith("mid-epoch stop, repeat 0: the resumed run (3b) differs from the uninterrupted "
-                                        "run (1) from step 5 on")  # 8 steps per epoch: stopped after 5 of epoch 0
+                                        "run (1) from step 13 on")  # --epochs 2: stopped after 5 of 8 steps of epoch 1
+    mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
+    assert "(5 of 8 steps into epoch 1)" in mid["summary"], mid["summary"]
     assert "the checkpoint does not restore everything" in rep["reasons"][0]  # a script without seeder: no trace
     old_default = verify(VerifyConfig(command=toy("--bug", "mid-epoch-rng"), out=tmp_path / "old", epochs=2, repeats=2,
                                       jobs=2, progress=False, figures=False, mid_epoch=False))

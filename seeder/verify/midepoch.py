@@ -136,13 +136,21 @@ class StepStopSupport:
         return self._result
 
 
-def mid_epoch_step(half: Metrics, epochs: Optional[int] = None) -> Tuple[Optional[int], str]:
+def mid_epoch_step(half: Metrics, epochs: Optional[int] = None, *, after_first: bool = False) -> Tuple[Optional[int], str]:
     """The global step (a count of steps) at which to stop mid-epoch, from run (2)'s metrics, and where it lies.
 
     The stop is inside run (2)'s last epoch, at the odd step nearest its middle (an odd
     step also shifts the batch-to-worker assignment of a DataLoader with two workers).
     Where the metrics carry no epochs, run (2)'s ``epochs`` (X/2) divide its steps.
-    ``(None, why)`` when every epoch is a single step.
+    With ``after_first``, a run (2) of one epoch puts the stop in epoch 1 instead (an
+    epoch as long as epoch 0): a stop in the first epoch passes by luck for a script
+    that saves no RNG state but seeds at its start. ``(None, why)`` when every epoch is
+    a single step.
+
+    >>> import numpy as np
+    >>> one = Metrics([(k,) for k in range(8)], np.zeros(8), [0] * 8)
+    >>> mid_epoch_step(one), mid_epoch_step(one, after_first=True)
+    ((5, '5 of 8 steps into epoch 0'), (13, '5 of 8 steps into epoch 1'))
     """
     n = len(half)
     if n == 0:
@@ -151,14 +159,16 @@ def mid_epoch_step(half: Metrics, epochs: Optional[int] = None) -> Tuple[Optiona
     if all(e is not None for e in logged):
         last = logged[-1]
         per_epoch = sum(1 for e in logged if e == last)
-        label = f"epoch {last}"
+        index = len(set(logged)) - 1
     else:  # epochs not logged: assume epochs of equal length
         per_epoch = n // epochs if epochs else n
-        label = f"epoch {epochs - 1}" if epochs else "run (2)'s only epoch"
+        last = index = (epochs - 1) if epochs else 0
     if per_epoch < 2:
         return None, "each epoch is a single step, so there is no step inside an epoch to stop at"
     into = per_epoch // 2
     if into % 2 == 0:
         into += 1
     into = min(into, per_epoch - 1)
-    return n - per_epoch + into, f"{into} of {per_epoch} steps into {label}"
+    if after_first and index == 0:  # run (2) ran the first epoch only: stop in the next one
+        return n + into, f"{into} of {per_epoch} steps into epoch {last + 1}"
+    return n - per_epoch + into, f"{into} of {per_epoch} steps into epoch {last}"

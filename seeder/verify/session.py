@@ -31,9 +31,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from ..trace import ENV_TRACE
 from .analysis import ALL_KINDS, analyze_compare, analyze_verify
 from .contract import Contract, Metrics, read_metrics
-from .diagnose import TRACE_NAME, diagnose_dirs
+from .diagnose import TRACE_NAME, diagnose_dirs, preinit_hints
 from .midepoch import StepStopSupport, mid_epoch_step
 from .runner import RunFailed, RunResult, RunSpec, child_environment, run_all
+from ..announce import parse_drawn_seed
+from .workdirs import absolute_command, base_environment, copy_run_dir
 
 __all__ = ["VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData", "MARKER", "OutputDirError"]
 
@@ -160,21 +162,14 @@ def _argv(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), **kw: A
 def _spec(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), after: Optional[str] = None, prepare=None,
           **kw: Any) -> RunSpec:
     workdir = out / "runs" / name
-    env = cfg.contract.env(str(_metrics_path(out, name)))
+    base = Path(cfg.cwd or Path.cwd()).resolve()
+    env = {**base_environment(base), **cfg.contract.env(str(_metrics_path(out, name)))}
     if kw.get("seed") is not None:  # seeded runs leave a trace where their data path records one
         env[ENV_TRACE] = str(workdir / TRACE_NAME)
-    return RunSpec(name, _argv(cfg, out, name, extra, **kw), workdir, env=env, after=after, prepare=prepare, cwd=cfg.cwd)
-
-
-def _copy_ckpt(src: Path, dst: Path):
-    def prepare() -> None:
-        if dst.exists():
-            shutil.rmtree(dst)
-        if src.exists():
-            shutil.copytree(src, dst)
-        else:
-            dst.mkdir(parents=True)
-    return prepare
+    spec = RunSpec(name, _argv(cfg, out, name, extra, **kw), workdir, env=env, after=after, prepare=prepare, cwd=workdir)
+    spec.info["seed"] = kw.get("seed")
+    spec.argv = absolute_command(spec.argv, base)  # each run in its own directory (seeder.verify.workdirs)
+    return spec
 
 
 def _prepare_mid(cfg: VerifyConfig, out: Path, r: int, support: Optional[StepStopSupport]):
@@ -187,11 +182,11 @@ def _prepare_mid(cfg: VerifyConfig, out: Path, r: int, support: Optional[StepSto
         steps, where = cfg.stop_after_steps, "given with --stop-after-steps"
         if steps is None:
             half = read_metrics(_metrics_path(out, f"half-{r}"), out / "runs" / f"half-{r}" / "log.txt", cfg.contract)
-            steps, where = mid_epoch_step(half, cfg.epochs // 2)
+            steps, where = mid_epoch_step(half, cfg.epochs // 2, after_first=True)
             if steps is None:
                 return where
-        spec.argv = _argv(cfg, out, spec.name, seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt),
-                          stop_after_steps=steps)
+        spec.argv = absolute_command(_argv(cfg, out, spec.name, seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt),
+                                          stop_after_steps=steps), Path(cfg.cwd or Path.cwd()).resolve())
         spec.info.update(stop_after_steps=steps, stop_where=where)
         return None
 
@@ -210,7 +205,7 @@ def plan_verify(cfg: VerifyConfig, out: Path, support: Optional[StepStopSupport]
     x, specs = cfg.epochs, []
     for r in range(cfg.repeats):
         half_ckpt, res_ckpt = out / "runs" / f"half-{r}" / "ckpt", out / "runs" / f"resume-{r}" / "ckpt"
-        mid_ckpt, res_mid_ckpt = out / "runs" / f"mid-{r}" / "ckpt", out / "runs" / f"resume-mid-{r}" / "ckpt"
+        res_mid_ckpt = out / "runs" / f"resume-mid-{r}" / "ckpt"
         if cfg.contract.stop_after_epochs:
             stop: Dict[str, Any] = {"epochs": x, "stop_after_epochs": x // 2}
         else:  # no stop flag: NVIDIA's way, a run of X/2 epochs
@@ -219,11 +214,11 @@ def plan_verify(cfg: VerifyConfig, out: Path, support: Optional[StepStopSupport]
             specs.append(_spec(cfg, out, f"half-{r}", seed=cfg.seed, ckpt_dir=str(half_ckpt), **stop))
         specs += [_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=x), _spec(cfg, out, f"unseeded-{r}", epochs=x)]
         if x >= 2:
-            specs.append(_spec(cfg, out, f"resume-{r}", after=f"half-{r}", prepare=_copy_ckpt(half_ckpt, res_ckpt),
+            specs.append(_spec(cfg, out, f"resume-{r}", after=f"half-{r}", prepare=copy_run_dir(half_ckpt.parent, res_ckpt.parent),
                                seed=cfg.seed, epochs=x, ckpt_dir=str(res_ckpt), resume=True))
         if cfg.mid_epoch:
             specs += [_prepare_mid(cfg, out, r, support),
-                      _spec(cfg, out, f"resume-mid-{r}", after=f"mid-{r}", prepare=_copy_ckpt(mid_ckpt, res_mid_ckpt),
+                      _spec(cfg, out, f"resume-mid-{r}", after=f"mid-{r}", prepare=copy_run_dir(res_mid_ckpt.parent.parent / f"mid-{r}", res_mid_ckpt.parent),
                             seed=cfg.seed, epochs=x, ckpt_dir=str(res_mid_ckpt), resume=True)]
     for s in specs:
         kind, rep = s.name.rsplit("-", 1)
@@ -247,7 +242,18 @@ def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) 
             "returncode": res.returncode, "duration_s": round(res.duration, 3), "reason": res.reason,
             "log": str(res.log.relative_to(out)), "metrics": str(_metrics_path(out, spec.name).relative_to(out)),
             "steps": len(m) if m is not None else None, "digest": m.digest if m is not None else None, "argv": spec.argv,
-            "stop_after_steps": spec.info.get("stop_after_steps"), "stop_where": spec.info.get("stop_where")}
+            "stop_after_steps": spec.info.get("stop_after_steps"), "stop_where": spec.info.get("stop_where"),
+            "master_seed": _run_seed(spec, res)}
+
+
+def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
+    """The run's master seed: the one verify gave, or the one an unseeded run drew and printed."""
+    if spec.info.get("seed") is not None:
+        return int(spec.info["seed"])  # type: ignore[arg-type]
+    try:
+        return parse_drawn_seed(Path(res.log).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
 
 
 def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str) -> Tuple[Dict[str, Metrics], Dict[str, Any]]:
@@ -308,6 +314,9 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
         return d.as_dict() if d is not None else None
 
     report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha, diagnose=diagnose, skipped=skipped))
+    hints = preinit_hints([out / "runs" / f"full-{r}" for r in range(cfg.repeats)])
+    if hints and report["verdict"] == "FAIL":
+        report["reasons"] = hints + report["reasons"]
     _finish(cfg, out, report, metrics)
     return report
 
