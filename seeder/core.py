@@ -20,7 +20,7 @@ import warnings
 from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
 
-from . import derive, foreign, state
+from . import derive, foreign, state, stepwatch
 from .announce import show_drawn_seed
 from .checks import check_bool, check_int
 from .derive import Domain, check_key, check_master_seed
@@ -92,6 +92,7 @@ class Seeder:
             logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
         _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
         foreign.watch(self)  # later foreign seeding (seed_everything, set_seed, torch.manual_seed) is routed
+        stepwatch.watch(self)  # under seeder verify: per-step records, the step counter, the stops
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
         self.__init__()  # type: ignore[misc]

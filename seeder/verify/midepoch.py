@@ -39,7 +39,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .contract import Contract, Metrics
 
-__all__ = ["StepStopSupport", "flag_word", "mid_epoch_step", "HELP_TIMEOUT"]
+__all__ = ["StepStopSupport", "flag_word", "mid_epoch_step", "mentions", "help_output", "HELP_TIMEOUT"]
 
 #: Seconds ``COMMAND --help`` may take before the answer is "cannot tell".
 HELP_TIMEOUT = 60.0
@@ -53,7 +53,7 @@ def flag_word(template: str) -> Optional[str]:
     return None
 
 
-def _mentions(command: Sequence[str], flag: str, cwd: Optional[Path]) -> Optional[str]:
+def mentions(command: Sequence[str], flag: str, cwd: Optional[Path]) -> Optional[str]:
     """A ``.py`` file of the command whose text contains ``flag``, or ``None``."""
     for word in command:
         if not word.endswith(".py"):
@@ -67,7 +67,7 @@ def _mentions(command: Sequence[str], flag: str, cwd: Optional[Path]) -> Optiona
     return None
 
 
-def _help_output(command: Sequence[str], env: Dict[str, str], cwd: Optional[Path], timeout: float) -> Tuple[Optional[str], str]:
+def help_output(command: Sequence[str], env: Dict[str, str], cwd: Optional[Path], timeout: float) -> Tuple[Optional[str], str]:
     """``(output, problem)`` of ``COMMAND --help``; output ``None`` when it could not be read."""
     try:
         proc = subprocess.Popen(list(command) + ["--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -109,7 +109,7 @@ class StepStopSupport:
         elif template != Contract().stop_after_steps or flag is None:
             self._result = (True, f"the contract passes {template!r} (set with --arg)")
         else:
-            found = _mentions(command, flag, cwd)
+            found = mentions(command, flag, cwd)
             if found is not None:
                 self._result = (True, f"{found} mentions {flag}")
             else:
@@ -118,7 +118,7 @@ class StepStopSupport:
                 self._thread.start()
 
     def _probe(self, command: List[str], flag: str, env: Dict[str, str], cwd: Optional[Path], timeout: float) -> None:
-        out, problem = _help_output(command, env, cwd, timeout)
+        out, problem = help_output(command, env, cwd, timeout)
         shown = " ".join(shlex.quote(w) for w in command) + " --help"
         if out is not None and flag in out:
             self._result = (True, f"`{shown}` lists {flag}")

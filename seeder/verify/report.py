@@ -110,6 +110,8 @@ def table(report: Dict[str, Any]) -> str:
     text = _grid(rows) + f"\n\nverdict: {report['verdict']}"
     for r in report.get("reasons", []):
         text += f"\n  - {r}"
+    if report.get("notes"):
+        text += "\n\nhow the command was driven:" + "".join(f"\n  - {n}" for n in report["notes"])
     return text
 
 
@@ -158,6 +160,8 @@ def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
             lines += ["Reasons:", ""] + [f"- {r}" for r in report["reasons"]] + [""]
         lines += ["| check | result | summary |", "|---|---|---|"]
         lines += [f"| {c['name']} | {c['status']} | {c['summary']} |" for c in report["checks"]]
+        if report.get("notes"):
+            lines += ["", "How the command was driven:", ""] + [f"- {n}" for n in report["notes"]]
         ps = report["per_step"]
         corr = ps.get("correlation", {})
         lines += ["", "## Statistics", "",
