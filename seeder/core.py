@@ -20,7 +20,7 @@ import warnings
 from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
 
-from . import derive, foreign, state, stepwatch
+from . import derive, runwatch, state
 from .announce import show_drawn_seed
 from .checks import check_bool, check_int
 from .derive import Domain, check_key, check_master_seed
@@ -91,8 +91,7 @@ class Seeder:
         if dropped:
             logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
         _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
-        foreign.watch(self)  # later foreign seeding (seed_everything, set_seed, torch.manual_seed) is routed
-        stepwatch.watch(self)  # under seeder verify: per-step records, the step counter, the stops
+        runwatch.after_init(self)  # foreign seeding routed; under seeder verify, optimizer steps recorded
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
         self.__init__()  # type: ignore[misc]
@@ -162,8 +161,7 @@ class Seeder:
         """
         self._topo("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
-        if self.pending.parts:
-            self.pending.require_claimed(f"seeder.reseed{key}")
+        self.pending.require_claimed("seeder.reseed", key)
         if not self.run.begin(key):
             return
         seed = self.stream_seed(key[0], key[1], shared=False, stream=0)
@@ -256,7 +254,7 @@ class Seeder:
         ['derivation_version', 'format', 'last_reseed']
         """
         topo = self._topo("state_dict")
-        self.pending.require_claimed("seeder.state_dict()")
+        self.pending.require_claimed("seeder.state_dict", ())
         state.warn_unsaved_generators(self.generators())
         return state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
 
@@ -287,8 +285,8 @@ class Seeder:
         """Validate ``state_`` completely, then restore every RNG and participant.
 
         Takes one process's :meth:`state_dict` or a :meth:`gather_state_dict` (this rank's entry
-        is used). Raises before changing anything. The state of a loader, sampler or generator not
-        built yet waits until it is (:mod:`seeder.pending`); the next :meth:`reseed` raises if one never is. The next :meth:`reseed` of the saved
+        is used). Raises before changing anything. Parts for loaders or generators not built yet wait
+        for them (:mod:`seeder.pending`). The next :meth:`reseed` of the saved
         ``(task, epoch)`` is skipped, so a run stopped mid-epoch continues exactly. With
         ``allow_world_change=True`` a state from another world size gives only the master seed
         and the last ``(task, epoch)``: continue from the next epoch boundary.

@@ -115,10 +115,10 @@ class PendingParts:
             del self.parts[key]
             logger.info("%s resumed from the loaded seeder state", part_name(key))
 
-    def require_claimed(self, what: str) -> None:
-        """Raise :class:`StateError` if a loaded part is still waiting for its loader or generator."""
+    def require_claimed(self, call: str, args: Tuple[int, ...]) -> None:
+        """Raise :class:`StateError` if a loaded part is still waiting for its loader or generator (at ``call(*args)``)."""
         if self.parts:
             raise StateError(
-                f"{what}: the loaded checkpoint holds the state of {_names(self.parts)}, which this process has not "
+                f"{call}{args}: the loaded checkpoint holds the state of {_names(self.parts)}, which this process has not "
                 "built; build every seeder.DataLoader (and register every generator) of the saved run before the "
                 "training loop starts, in the same order")

@@ -186,19 +186,21 @@ def read_marks(path: Any) -> Dict[str, int]:
     >>> read_marks("/nonexistent")
     {}
     """
-    marks: Dict[str, int] = {}
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict) and isinstance(rec.get("seeder_verify"), str):
-                    marks[rec["seeder_verify"]] = rec.get("at_step")
+            records = [r for r in map(_record, fh) if r is not None]
     except OSError:
-        pass
-    return marks
+        return {}
+    return {r["seeder_verify"]: r.get("at_step") for r in records if isinstance(r.get("seeder_verify"), str)}
+
+
+def _record(line: str) -> Optional[Dict[str, Any]]:
+    """One JSON object of a steps file, or ``None`` (a line cut short by a kill, say)."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def del_env() -> None:

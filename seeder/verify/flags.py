@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..stepwatch import STOP_CKPT
 from .contract import TEMPLATE_NAMES, Contract
-from .midepoch import HELP_TIMEOUT, flag_word, help_output, mentions
+from .midepoch import HELP_TIMEOUT, flag_word, has_flag, help_output, mentions
 
 __all__ = ["adapt_contract", "LIGHTNING_RESUME"]
 #: The resume template for a command that offers LightningCLI's ``--ckpt_path``.
@@ -53,8 +53,8 @@ def adapt_contract(command: Sequence[str], contract: Contract, *, cwd: Optional[
         help_text, problem = help_output(command, env or dict(os.environ), cwd, timeout)
         if help_text is None or problem:
             return contract, [f"could not read `{' '.join(command)} --help` ({problem}); the contract's flags are kept"]
-    dropped = {name: "" for name, flag in unknown.items() if flag not in help_text}
-    if "resume" in dropped and "--ckpt_path" in help_text:
+    dropped = {name: "" for name, flag in unknown.items() if not has_flag(help_text, flag)}
+    if "resume" in dropped and has_flag(help_text, "--ckpt_path"):
         dropped["resume"] = LIGHTNING_RESUME
     notes = [f"the command takes no {unknown[n]}: " + (f"it resumes with {v}" if v else _WHO[n])
              for n, v in dropped.items()]

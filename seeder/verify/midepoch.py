@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -39,10 +40,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .contract import Contract, Metrics
 
-__all__ = ["StepStopSupport", "flag_word", "mid_epoch_step", "mentions", "help_output", "HELP_TIMEOUT"]
+__all__ = ["StepStopSupport", "flag_word", "has_flag", "mid_epoch_step", "mentions", "help_output", "HELP_TIMEOUT"]
 
 #: Seconds ``COMMAND --help`` may take before the answer is "cannot tell".
 HELP_TIMEOUT = 60.0
+
+
+def has_flag(text: str, flag: str) -> bool:
+    """Whether ``text`` names the option ``flag`` as a whole word (``--seed`` is not in ``--seed_everything``).
+
+    >>> has_flag("[--seed SEED]", "--seed"), has_flag("[--seed_everything S]", "--seed")
+    (True, False)
+    """
+    return re.search(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])", text) is not None
 
 
 def flag_word(template: str) -> Optional[str]:
@@ -60,7 +70,7 @@ def mentions(command: Sequence[str], flag: str, cwd: Optional[Path]) -> Optional
             continue
         path = Path(word) if os.path.isabs(word) or cwd is None else Path(cwd) / word
         try:
-            if flag in path.read_text(encoding="utf-8", errors="replace"):
+            if has_flag(path.read_text(encoding="utf-8", errors="replace"), flag):
                 return word
         except OSError:
             continue
@@ -120,7 +130,7 @@ class StepStopSupport:
     def _probe(self, command: List[str], flag: str, env: Dict[str, str], cwd: Optional[Path], timeout: float) -> None:
         out, problem = help_output(command, env, cwd, timeout)
         shown = " ".join(shlex.quote(w) for w in command) + " --help"
-        if out is not None and flag in out:
+        if out is not None and has_flag(out, flag):
             self._result = (True, f"`{shown}` lists {flag}")
         elif out is not None and not problem:
             self._result = (False, f"`{shown}` does not list {flag}; a script that takes it (exit after global step S "

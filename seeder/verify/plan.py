@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..core import ENV_SEED
 from ..stepwatch import ENV_CKPT_DIR, ENV_RESUME, ENV_STEPS
 from ..trace import ENV_TRACE
 from .seederstops import STEPS_NAME, stop_env, stop_steps
@@ -22,6 +21,9 @@ from .diagnose import TRACE_NAME
 from .midepoch import StepStopSupport, mid_epoch_step
 from .runner import RunSpec
 from .workdirs import absolute_command, base_environment, copy_run_dir
+
+#: The variable ``seeder.init`` reads the master seed from (``seeder.ENV_SEED``; verify imports no Seeder).
+ENV_SEED = "SEEDER_SEED"
 
 __all__ = ["metrics_path", "run_argv", "make_spec", "prepare_mid", "plan_verify", "plan_compare", "seeder_stops"]
 
