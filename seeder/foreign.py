@@ -214,8 +214,11 @@ def watch(seeder: Any) -> None:
         logger.info("%s drawn from before seeder.init at %s: what it made differs between runs", drawn, _init_site)
     prefix = os.environ.get("SEEDER_TRACE")
     if prefix:  # seeder verify reads it when a seeded run differs
-        with open(f"{prefix}{PREINIT_SUFFIX}{seeder.rank}.json", "w", encoding="utf-8") as fh:
-            json.dump({"init_site": _init_site, "drawn_before_init": drawn}, fh)
+        from .env.safefile import write_file
+
+        path = f"{prefix}{PREINIT_SUFFIX}{seeder.rank}.json"
+        write_file(os.path.dirname(os.path.abspath(path)), os.path.basename(path),
+                   json.dumps({"init_site": _init_site, "drawn_before_init": drawn}).encode(), 0o644)
 
 
 @contextlib.contextmanager

@@ -93,9 +93,12 @@ def _rank0() -> bool:
 
 def _write(record: Dict[str, Any]) -> None:
     path = os.environ.get(ENV_STEPS)
-    if path and _rank0():
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+    if path and _rank0():  # one write per line, never through a symbolic link
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        finally:
+            os.close(fd)
 
 
 def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
