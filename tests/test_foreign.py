@@ -170,3 +170,20 @@ def test_drawn_seed_is_on_stderr_with_logging_unconfigured(fresh_default, capfd,
     monkeypatch.setenv("SEEDER_QUIET", "1")
     fresh_default.init()  # silenced
     assert "master seed" not in capfd.readouterr().err
+
+
+def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path, monkeypatch):
+    from seeder.verify.diagnose import preinit_hints
+
+    for name, draw in (("drawn", True), ("clean", False)):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        monkeypatch.setenv("SEEDER_TRACE", str(run_dir / "trace"))
+        np.random.seed(0)              # no seeder run yet: seeds as it says
+        if draw:
+            np.random.permutation(10)  # a dataset split before seeder.init
+        fresh_default.init(master_seed=1)
+        fresh_default.default_seeder().reset()
+    hints = preinit_hints([tmp_path / "drawn"])
+    assert len(hints) == 1 and hints[0].startswith("NumPy's global RNG was drawn from before seeder.init (at ")
+    assert f"{HERE}:" in hints[0] and preinit_hints([tmp_path / "clean"]) == []
