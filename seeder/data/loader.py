@@ -213,6 +213,25 @@ class DataLoader(torch.utils.data.DataLoader):
         return self._loads
 
     @property
+    def batches_done(self) -> int:
+        """Batches of epoch :attr:`epoch` handed out so far; after a resume, those before the stop count too.
+
+        ``enumerate(loader, start=loader.batches_done)`` numbers a resumed epoch's batches as the
+        uninterrupted run did (a progress log prints ``[3/6]``, not ``[0/6]``).
+
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s); it = iter(loader); _ = next(it)
+        >>> loader.batches_done
+        1
+        """
+        epoch = self.sampler.epoch
+        for mark in (self._resume, self._done):
+            if mark is not None and mark[0] == epoch:
+                return mark[1]
+        return 0
+
+    @property
     def live_token(self) -> Optional[object]:
         """Identifies the newest iterator; only it moves the position."""
         return self._live_token

@@ -100,13 +100,13 @@ class Contract:
              resume: bool = False, stop_after_epochs: Optional[int] = None, stop_after_steps: Optional[int] = None,
              metrics: Optional[str] = None) -> List[str]:
         """The arguments that ask the script for one run (``None`` leaves a flag out)."""
-        out: List[str] = []
-        if seed is not None:
-            out += self._need("seed", {"seed": seed})
-        if epochs is not None:
-            out += self._need("epochs", {"epochs": epochs})
-        if ckpt_dir is not None:
-            out += self._need("ckpt_dir", {"ckpt_dir": ckpt_dir})
+        out: List[str] = []  # no seed / epochs / ckpt_dir flag: $SEEDER_SEED, the script's epochs, the run's directory
+        if seed is not None and self.seed:
+            out += _words(self.seed, {"seed": seed})
+        if epochs is not None and self.epochs:
+            out += _words(self.epochs, {"epochs": epochs})
+        if ckpt_dir is not None and self.ckpt_dir:
+            out += _words(self.ckpt_dir, {"ckpt_dir": ckpt_dir})
         if resume:
             out += self._need("resume", {"ckpt_dir": ckpt_dir})
         if stop_after_epochs is not None:
@@ -284,13 +284,15 @@ def format_step_key(key: StepKey) -> str:
     return str(key[0]) if len(key) == 1 else "(" + ", ".join(map(str, key)) + ")"
 
 
-def read_metrics(metrics_file: Optional[Path], log_file: Optional[Path], contract: Optional[Contract] = None) -> Metrics:
-    """The metrics of one run: the metrics file if it has steps, else the run's log.
+def read_metrics(metrics_file: Optional[Path], log_file: Optional[Path], contract: Optional[Contract] = None,
+                 steps_file: Optional[Path] = None) -> Metrics:
+    """The metrics of one run: the metrics file if it has steps, else the run's log, else seeder's own records.
 
-    Raises ``ValueError`` when neither holds a step, naming both places.
+    ``steps_file`` holds what seeder recorded after each optimizer step (:mod:`seeder.stepwatch`).
+    Raises ``ValueError`` when none holds a step, naming every place.
     """
     tried = []
-    for path, strict in ((metrics_file, True), (log_file, False)):
+    for path, strict in ((metrics_file, True), (log_file, False), (steps_file, False)):
         if path is None:
             continue
         tried.append(str(path))
@@ -299,7 +301,7 @@ def read_metrics(metrics_file: Optional[Path], log_file: Optional[Path], contrac
         with open(path, encoding="utf-8", errors="replace") as fh:
             m = parse_metrics(fh, contract, source=str(path), strict=strict)
         if len(m):
-            if m.digest is None and path != log_file and log_file is not None and Path(log_file).is_file():
+            if m.digest is None and path == metrics_file and log_file is not None and Path(log_file).is_file():
                 m.digest = _digest_from_log(Path(log_file))
             return m
     raise ValueError(f"no per-step losses found in {' or '.join(tried) or 'nothing'}; the command must write "
