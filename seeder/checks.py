@@ -61,6 +61,8 @@ def check_int(value: Any, name: str, *, low: Optional[int] = None, high: Optiona
 def check_bool(value: Any, name: str) -> bool:
     """``value`` if it is ``True`` or ``False`` (NumPy's bool too), else a ``TypeError`` naming ``name``.
 
+    >>> import numpy as np; check_bool(np.True_, "shuffle")
+    True
     >>> check_bool(1, "drop_last")
     Traceback (most recent call last):
     ...
