@@ -41,7 +41,9 @@ class PythonRandomAdapter(RNGAdapter):
     name = "python"
 
     def __init__(self, rng: Optional[random.Random] = None):
-        self.rng: Any = rng if rng is not None else random  # the module's seed/getstate/setstate: the global RNG
+        # The global Random: the random module's functions are its bound methods (random.seed may be wrapped by
+        # seeder.foreign; getstate is not).
+        self.rng: random.Random = rng if rng is not None else random.getstate.__self__  # type: ignore[attr-defined]
 
     def seed(self, seed: int) -> None:
         self.rng.seed(seed)
