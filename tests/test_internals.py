@@ -54,7 +54,10 @@ def test_torch_iterators_not_reading_dataset_raise(unchecked, monkeypatch):
 def test_numpy_global_that_is_not_the_global_raises(unchecked, monkeypatch):
     from seeder.rngs import NumpyRandomStateAdapter
 
-    monkeypatch.setattr(np.random.mtrand, "_rand", np.random.RandomState(5))
+    other = np.random.RandomState()
+    other.set_state(np.random.get_state())
+    other.random_sample()  # a RandomState one draw ahead of the global one: never the same state
+    monkeypatch.setattr(np.random.mtrand, "_rand", other)
     with loud(r"numpy .* changed: numpy.random.mtrand._rand is not the RandomState behind"):
         NumpyRandomStateAdapter()
 
