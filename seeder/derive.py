@@ -60,6 +60,7 @@ class Domain(enum.IntEnum):
     SAMPLE = 4  #: per-sample augmentation seeds
     DALI = 5  #: DALI pipeline seeds
     LOADER = 6  #: per-batch seeds of seeder.DataLoader (batch index as the stream)
+    STREAM = 7  #: per-batch seeds of seeder.DataLoader over an IterableDataset (batch x workers + worker as the stream)
 
 
 def check_master_seed(value: Any, what: str = "master_seed") -> int:

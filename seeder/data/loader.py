@@ -107,7 +107,7 @@ class DataLoader(torch.utils.data.DataLoader):
       ``torch.utils.data.DataLoader`` for it, and see ``docs/dataloader.md``).
     * ``seeder=``: a :class:`seeder.Seeder` other than the default one.
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
-    * An ``IterableDataset`` raises ``TypeError`` (its position is the dataset's own state).
+    * An ``IterableDataset`` gets a :class:`seeder.data.iterable.IterableLoader` (see its docs).
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
 
     The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or
@@ -122,6 +122,13 @@ class DataLoader(torch.utils.data.DataLoader):
     """
 
     seeder_kind = "loader"
+
+    def __new__(cls, dataset: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
+            from .iterable import IterableLoader
+
+            return IterableLoader(dataset, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
