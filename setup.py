@@ -24,7 +24,7 @@ setup(
         "lightning": ["lightning>=2.3"],
         "transformers": ["transformers>=4.40", "accelerate>=0.30"],
         "accelerate": ["accelerate>=0.30"],
-        "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2", "torchdata>=0.8",
+        "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2", "torchdata>=0.8", "datasets>=3",
                  # the editable-install test builds a package in a fresh venv: these are what that build needs
                  "setuptools>=64", "wheel"],
     },

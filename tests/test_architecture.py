@@ -96,7 +96,7 @@ def test_no_private_names_across_modules(path):
 # DALI's _enable_checkpointing/_pipes (read behind fallbacks in seeder/data/dali.py), sys._getframe (the
 # sampler recognises torchdata's StatefulDataLoader by its caller).
 THIRD_PARTY_PRIVATE = {"_C", "_get_privateuse1_backend_name", "_inst", "_rand", "_enable_checkpointing", "_pipes",
-                       "_getframe"}
+                       "_getframe", "_ex_iterable", "_distributed"}  # the last two: datasets' IterableDataset
 
 
 def own_private_names(tree):

@@ -168,15 +168,6 @@ def test_bad_state_raises_and_changes_nothing():
     assert loader.state_dict() == good
 
 
-def test_iterable_dataset_is_refused():
-    class Stream(torch.utils.data.IterableDataset):
-        def __iter__(self):
-            return iter(range(3))
-
-    with pytest.raises(TypeError, match="map-style dataset"):
-        DataLoader(Stream())
-
-
 def test_foreign_sampler_is_refused():
     with pytest.raises(TypeError, match="seeder.DistributedSampler"):
         DataLoader(Noisy(), sampler=torch.utils.data.RandomSampler(range(N)))

@@ -44,7 +44,7 @@ from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..errors import StateError
 from ..rngs import global_adapters
-from .streams import WorkerStream, keep_batch
+from .streams import WorkerStream, keep_batch, warn_threaded_maps
 from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
 
 __all__ = ["IterableLoader", "STREAM_STATE_VERSION"]
@@ -165,6 +165,7 @@ class IterableLoader(torch.utils.data.DataLoader):
         if collate_fn is None:
             collate_fn = default_collate if batch_size is not None else default_convert
         user = dataset
+        warn_threaded_maps(dataset)
         dataset = _split_by_rank(dataset, seeder)
         self._stream = WorkerStream(dataset, SeedSource(seeder), batch_size, bool(drop_last), collate_fn, num_workers,
                                     seeder.rank, seeder.world_size, task)

@@ -28,13 +28,17 @@ import logging
 import time
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+import warnings
+
 import torch
 import torch.utils.data
 
 from ..derive import MAX_KEY, Domain, StreamSeeds
+from ..errors import SeederWarning
 from .workers import SeedSource, seed_globals
 
-__all__ = ["StreamShare", "stream_share", "WorkerStream", "is_stateful", "REPLAY_LOG_EVERY", "keep_batch"]
+__all__ = ["StreamShare", "stream_share", "WorkerStream", "is_stateful", "REPLAY_LOG_EVERY", "keep_batch",
+           "warn_threaded_maps"]
 
 logger = logging.getLogger("seeder")
 
@@ -90,7 +94,39 @@ def is_stateful(dataset: Any) -> bool:
     """
     if not (callable(getattr(dataset, "state_dict", None)) and callable(getattr(dataset, "load_state_dict", None))):
         return False
-    return not (type(dataset).__module__.startswith("datasets.") and getattr(dataset, "_shuffling", None) is not None)
+    if not type(dataset).__module__.startswith("datasets."):
+        return True
+    return not any(type(n).__name__ == "BufferShuffledExamplesIterable" for n in _below(dataset._ex_iterable))
+
+
+def _below(node: Any) -> Iterator[Any]:
+    """``node`` and every ``datasets`` examples iterable it wraps."""
+    yield node
+    for child in [getattr(node, "ex_iterable", None), *(getattr(node, "ex_iterables", None) or ())]:
+        if child is not None:
+            yield from _below(child)
+
+
+def warn_threaded_maps(dataset: Any) -> None:
+    """Warn if a ``datasets`` stream runs ``.map``/``.filter`` functions in its shard-reading thread pool.
+
+    ``.shuffle(..., max_buffer_input_shards > 1)`` reads several shards at once in threads;
+    functions mapped *below* the shuffle run there, in no fixed order, so their draws from
+    the global RNGs differ from run to run (with or without a resume).
+
+    >>> warn_threaded_maps([1, 2])
+    """
+    if not type(dataset).__module__.startswith("datasets."):
+        return
+    for node in _below(dataset._ex_iterable):
+        if type(node).__name__ == "InterleavedShardsExamplesIterable" and node.max_input_shards > 1:
+            mapped = [n for n in _below(node) if type(n).__name__ in ("MappedExamplesIterable", "FilteredExamplesIterable")]
+            if mapped:
+                warnings.warn("this datasets stream reads shards in a thread pool (.shuffle with max_buffer_input_shards > 1) "
+                              "and runs a .map/.filter below the shuffle in those threads, in no fixed order: random draws "
+                              "there are not reproducible, resumed or not. Apply .map after .shuffle, or pass "
+                              "max_buffer_input_shards=1", SeederWarning, stacklevel=3)
+            return
 
 
 def keep_batch(batch: Any) -> Any:
