@@ -8,8 +8,12 @@ without a shuffle buffer). Every state goes through torch.save / torch.load(weig
 from __future__ import annotations
 
 import io
+import json
 import logging
+import os
 import random
+import signal
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -20,9 +24,12 @@ import torch
 import seeder
 from seeder import DataLoader, Seeder, SeederWarning, StateError
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from stream_common import Counted, Noisy, flat, hf_stream
+from stream_common import Counted, Noisy, flat, hf_stream  # noqa: E402
+
+from helpers import REPO_ROOT, child_env, json_lines, torchrun  # noqa: E402
 
 MASTER, BS, N = 11, 3, 23  # 2 workers: 12 + 11 items, 4 batches each, the last ones short
+TRAIN = str(REPO_ROOT / "tests" / "scripts" / "stream_train.py")
 
 
 def roundtrip(state):
@@ -183,3 +190,58 @@ def test_map_below_a_threaded_shuffle_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DataLoader(ds.shuffle(seed=1).map(lambda e: e), seeder=s)
+
+
+# --------------------------------------------------------------------------- real processes
+def start(args, err_path):
+    return subprocess.Popen([sys.executable, TRAIN, *args], env=child_env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=open(err_path, "w"), text=True, cwd=str(REPO_ROOT),
+                            start_new_session=True)  # its own process group: the kill reaches its workers too
+
+
+def finish(proc, err_path):
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, f"{TRAIN} exited {proc.returncode}\n{out[-3000:]}\n{open(err_path).read()[-4000:]}"
+    return json_lines(out, "STEP"), json_lines(out, "DONE")
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path):
+    """Killed (SIGKILL, persistent workers alive) right after the checkpoint of step 5 of 8 in epoch 0."""
+    kill_after = 5
+    reference = start([str(tmp_path / "ref.pt"), "2"], tmp_path / "ref.err")
+    ckpt = tmp_path / "run.pt"
+    victim = start([str(ckpt), "2", "--pause-after", str(kill_after)], tmp_path / "victim.err")
+    seen = []
+    try:
+        for line in victim.stdout:  # the child's own line: its checkpoint of step 5 is on disk
+            if line.startswith("STEP"):
+                seen.append(json.loads(line[len("STEP"):]))
+                if seen[-1]["step"] == kill_after:
+                    break
+    finally:
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait()
+    assert victim.returncode == -signal.SIGKILL
+    assert [r["step"] for r in seen] == list(range(1, kill_after + 1)), open(tmp_path / "victim.err").read()[-3000:]
+    want, want_done = finish(reference, tmp_path / "ref.err")
+    assert len(want) == 16 and [r["epoch"] for r in want] == [0] * 8 + [1] * 8
+    assert seen == want[:kill_after]
+    resumed, done = finish(start([str(ckpt), "2"], tmp_path / "resumed.err"), tmp_path / "resumed.err")
+    assert resumed == want[kill_after:]  # every later loss, bit for bit
+    assert done == want_done
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_streams_are_disjoint_and_resume_bitwise():
+    pytest.importorskip("datasets")
+    procs = torchrun(["tests/scripts/stream_ranks.py", "9"], nproc=2)
+    rows = {(r["rank"], r["kind"]): r for r in json_lines(procs[0].stdout, "STREAM ")}
+    assert sorted(rows) == [(0, "datasets"), (0, "plain"), (1, "datasets"), (1, "plain")]
+    for (rank, kind), r in rows.items():
+        assert r["got"] == r["want"], (rank, kind)
+    for kind, n in (("plain", 26), ("datasets", 32)):  # epoch 0 (half the batches): the ranks' shares are disjoint
+        want = [rows[rank, kind]["want"] for rank in (0, 1)]
+        items = [int(x[0]) if kind == "plain" else x for w in want for b in w[:len(w) // 2]
+                 for x in (b if kind == "plain" else b["x"])]
+        assert sorted(items) == list(range(n)), kind
