@@ -52,12 +52,12 @@ __all__ = ["IterableLoader", "STREAM_STATE_VERSION"]
 logger = logging.getLogger("seeder")
 
 STREAM_STATE_VERSION = 1
-_KEYS = frozenset({"format", "version", "epoch", "batches", "next_worker", "complete", "workers", "num_workers",
+_KEYS = frozenset({"format", "version", "epoch", "batch", "next_worker", "complete", "workers", "num_workers",
                    "batch_size", "drop_last", "world_size"})
 
 
 def _fresh(epoch: int, workers: int) -> Dict[str, Any]:
-    return {"epoch": epoch, "batches": 0, "next_worker": 0, "complete": False,
+    return {"epoch": epoch, "batch": 0, "next_worker": 0, "complete": False,
             "workers": [{"produced": 0, "state": None, "done": False} for _ in range(workers)]}
 
 
@@ -119,7 +119,7 @@ class _StreamIter:
                 progress["complete"] = all(r["done"] for r in progress["workers"])
             else:
                 progress["workers"][w] = {"produced": record["produced"], "state": record["state"], "done": False}
-                progress["batches"] += 1
+                progress["batch"] += 1
             self._progress = progress
             if live:
                 self._loader.handed(progress)
@@ -216,7 +216,7 @@ class IterableLoader(torch.utils.data.DataLoader):
         self._generation += 1
         stream = self._stream
         stream.control.copy_(torch.tensor([epoch, self._generation], dtype=torch.int64))
-        stream.resume = {"generation": self._generation, "workers": progress["workers"]} if progress["batches"] or \
+        stream.resume = {"generation": self._generation, "workers": progress["workers"]} if progress["batch"] or \
             progress["complete"] or any(r["done"] for r in progress["workers"]) else None
         if progress["complete"]:
             logger.info("seeder.DataLoader: epoch %d was complete in the loaded state; nothing left to yield", epoch)
@@ -247,7 +247,7 @@ class IterableLoader(torch.utils.data.DataLoader):
         ...     def __iter__(self): return iter(range(5))
         >>> s = seeder.Seeder(); s.init(0)
         >>> loader = seeder.DataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it)
-        >>> st = loader.state_dict(); st["batches"], st["workers"]
+        >>> st = loader.state_dict(); st["batch"], st["workers"]
         (1, [{'produced': 1, 'state': None, 'done': False}])
         """
         progress = self._resume if self._resume is not None else self._progress
@@ -278,7 +278,7 @@ class IterableLoader(torch.utils.data.DataLoader):
                                  "the state is corrupt")
         nxt = state["next_worker"]
         if not (is_int(state["epoch"]) and state["epoch"] >= 0 and is_int(nxt) and 0 <= nxt < len(workers)
-                and is_int(state["batches"]) and isinstance(state["complete"], bool)):
+                and is_int(state["batch"]) and isinstance(state["complete"], bool)):
             raise StateError("seeder.DataLoader state epoch/batches/next_worker/complete are out of range; "
                              "the state is corrupt")
 
@@ -289,7 +289,7 @@ class IterableLoader(torch.utils.data.DataLoader):
         Persistent workers already running are stopped (they hold the old position).
         """
         self.check_state_dict(state)
-        progress = {k: state[k] for k in ("epoch", "batches", "next_worker", "complete")}
+        progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
         progress["workers"] = [dict(r) for r in state["workers"]]
         self._epoch = int(state["epoch"])
         self._resume = progress
