@@ -1,5 +1,5 @@
-"""Streams through the integrations: SeederTrainer and Lightning's fit loop on a ``datasets`` stream with a random
-``.map``; a run stopped at a checkpoint and resumed matches the uninterrupted run loss for loss."""
+"""A stream through SeederTrainer: a ``datasets`` stream with a random ``.map``; a run stopped at a checkpoint and
+resumed matches the uninterrupted run loss for loss (in the stream's first epoch; later, the resume is refused)."""
 from __future__ import annotations
 
 import os
@@ -75,3 +75,4 @@ def test_seeder_trainer_resumes_a_stream_bitwise_in_its_first_epoch_and_refuses_
     trainer_run(str(tmp_path / "late"), stop=7)
     with pytest.raises(seeder.StateError, match="resumes after batch 7 of the epoch but the seeder state stands at batch 2"):
         trainer_run(str(tmp_path / "late"), resume=True)
+
