@@ -33,8 +33,9 @@ Example:
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional
 
 import torch
 import torch.utils.data
@@ -70,6 +71,17 @@ def _split_by_rank(dataset: Any, seeder: Seeder) -> Any:
     from datasets.distributed import split_dataset_by_node
 
     return split_dataset_by_node(dataset, rank=seeder.rank, world_size=seeder.world_size)
+
+
+@contextlib.contextmanager
+def _showing(loader: Any, dataset: Any) -> Iterator[None]:
+    """``loader.dataset`` is ``dataset`` inside the block, the user's dataset again after it."""
+    user = loader.__dict__["dataset"]
+    object.__setattr__(loader, "dataset", dataset)
+    try:
+        yield
+    finally:
+        object.__setattr__(loader, "dataset", user)
 
 
 class _StreamIter:
@@ -226,12 +238,8 @@ class IterableLoader(torch.utils.data.DataLoader):
         return _StreamIter(self, super().__iter__(), progress, token)
 
     def _get_iterator(self) -> Any:
-        user = self.__dict__["dataset"]
-        object.__setattr__(self, "dataset", self._stream)
-        try:
+        with _showing(self, self._stream):  # torch's iterators read loader.dataset: give them the worker stream
             return super()._get_iterator()
-        finally:
-            object.__setattr__(self, "dataset", user)
 
     # --------------------------------------------------------------- seeder
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
