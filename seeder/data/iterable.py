@@ -161,12 +161,9 @@ class IterableLoader(torch.utils.data.DataLoader):
             raise ValueError(f"seeder.DataLoader over the IterableDataset {type(dataset).__name__} takes no shuffle, sampler "
                              "or batch_sampler: a stream's order is the dataset's own (use datasets' .shuffle(seed, "
                              "buffer_size) or shuffle inside __iter__ with the global RNGs, which seeder seeds per batch)")
-        if seeder is None:
-            from .. import default_seeder  # the package imports this module: resolve at call time
-
-            seeder = default_seeder()
-        elif not isinstance(seeder, Seeder):
-            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
+        if not isinstance(seeder, Seeder):  # seeder.DataLoader passes the default one
+            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}; build the loader with "
+                            "seeder.DataLoader(iterable_dataset, ...)")
         if not seeder.initialized:
             raise RuntimeError("seeder.DataLoader over an IterableDataset shards by global rank: call "
                                "seeder.init(master_seed=...) before building it")
@@ -235,11 +232,9 @@ class IterableLoader(torch.utils.data.DataLoader):
         token = object()
         self._live_token = token
         self._progress = progress
-        return _StreamIter(self, super().__iter__(), progress, token)
-
-    def _get_iterator(self) -> Any:
         with _showing(self, self._stream):  # torch's iterators read loader.dataset: give them the worker stream
-            return super()._get_iterator()
+            inner = super().__iter__()
+        return _StreamIter(self, inner, progress, token)
 
     # --------------------------------------------------------------- seeder
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
