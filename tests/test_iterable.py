@@ -149,7 +149,7 @@ def test_stateful_stream_saves_the_state_as_of_the_batches_handed_out():
         next(it)
     state = loader.state_dict()
     assert [w["state"] for w in state["workers"]] == [{"pos": 2 * BS}, {"pos": BS}]
-    assert state["next_worker"] == 1 and state["batches"] == 3
+    assert state["next_worker"] == 1 and state["batch"] == 3
 
 
 def test_other_number_of_workers_is_refused_and_changes_nothing():
