@@ -190,14 +190,13 @@ class IterableLoader(torch.utils.data.DataLoader):
         super().__init__(self._stream, batch_size=None, num_workers=num_workers, collate_fn=keep_batch,
                          pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
                          multiprocessing_context=multiprocessing_context, generator=generator, **kwargs)
-        object.__setattr__(self, "dataset", user)
-        object.__setattr__(self, "batch_size", batch_size)
-        object.__setattr__(self, "drop_last", bool(drop_last))
+        for name, value in (("dataset", user), ("batch_size", batch_size), ("drop_last", bool(drop_last))):
+            object.__setattr__(self, name, value)  # what users read; torch's loop batches nothing itself
         seeder.join(self)
 
     @property
     def seeder(self) -> Seeder:
-        """The :class:`seeder.Seeder` this loader takes its seeds from and joins."""
+        """The seeder whose master seed, rank and reseeds drive this stream."""
         return self._seeder
 
     @property
