@@ -134,8 +134,10 @@ def test_replay_is_counted_and_logged(caplog):
     assert state["workers"] == [{"produced": 2, "state": None, "done": False}]
     again = loader_for(lambda: Noisy(N), s, 0)
     again.load_state_dict(state)
+    assert again.batches_done == 2
     with caplog.at_level(logging.INFO, logger="seeder"):
         assert len(list(again)) == 6
+    assert again.batches_done == 8
     assert "replayed 2/2 batches of epoch 0" in caplog.text
 
 

@@ -209,6 +209,12 @@ class IterableLoader(torch.utils.data.DataLoader):
         """Identifies the newest iterator; only it moves the position."""
         return self._live_token
 
+    @property
+    def batches_done(self) -> int:
+        """Batches of epoch :attr:`epoch` handed out so far, those before a resume's stop included."""
+        progress = self._resume if self._resume is not None else self._progress
+        return progress["batch"] if progress["epoch"] == self._epoch else 0
+
     def set_epoch(self, epoch: int) -> None:
         """Run ``epoch`` next (what ``seeder.reseed(task, epoch)`` does)."""
         self._epoch = check_int(epoch, "epoch", low=0)
