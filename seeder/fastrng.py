@@ -103,24 +103,30 @@ class LegacyAccess:
         ctypes.memmove(key_ptr, address, KEY_BYTES)
         return ctypes.c_int.from_address(address + KEY_BYTES).value
 
-    def snapshot(self, rs: np.random.RandomState, bitgen: Any) -> Tuple[bytes, bytes]:
-        """The key and position, and the Gaussian cache, as raw bytes (for :meth:`put_back`; hold ``bitgen.lock``)."""
-        return (ctypes.string_at(bitgen.ctypes.state_address, MT_BYTES),
-                ctypes.string_at(id(rs) + self.gauss_offset, _GAUSS.size))
+    def views(self, rs: np.random.RandomState, bitgen: Any) -> Tuple[Any, Any]:
+        """``ctypes`` views of ``bitgen``'s key and position and of ``rs``'s Gaussian cache: ``.raw`` reads them.
 
-    def put_back(self, rs: np.random.RandomState, bitgen: Any, snapshot: Tuple[bytes, bytes]) -> None:
-        """Put a :meth:`snapshot` back (the cache through ``set_state``, only when it differs; hold ``bitgen.lock``)."""
+        The views do not keep ``rs`` and ``bitgen`` alive: hold them too.
+        """
+        return ((ctypes.c_char * MT_BYTES).from_address(bitgen.ctypes.state_address),
+                (ctypes.c_char * _GAUSS.size).from_address(id(rs) + self.gauss_offset))
+
+    def put_back(self, rs: np.random.RandomState, views: Tuple[Any, Any], snapshot: Tuple[bytes, bytes]) -> None:
+        """Write ``(key and position, Gaussian cache)`` bytes read from :meth:`views` back (hold ``bitgen.lock``).
+
+        The cache is written through ``set_state``, and only when it differs.
+        """
         mt, gauss = snapshot
-        if gauss != ctypes.string_at(id(rs) + self.gauss_offset, _GAUSS.size):
+        if gauss != views[1].raw:
             rs.set_state(("MT19937", self.zeros, 0, *_GAUSS.unpack(gauss)))
-        ctypes.memmove(bitgen.ctypes.state_address, mt, MT_BYTES)
+        views[0].raw = mt
 
     @staticmethod
     def as_state(snapshot: Tuple[bytes, bytes]) -> Tuple[Any, ...]:
-        """A :meth:`snapshot` as the tuple ``RandomState.set_state`` takes.
+        """``(key and position, Gaussian cache)`` bytes as the tuple ``RandomState.set_state`` takes.
 
-        >>> access = legacy_access(); rs = np.random.RandomState(3)
-        >>> access is None or LegacyAccess.as_state(access.snapshot(rs, rs.__reduce__()[1][0]))[2] == 624
+        >>> access = legacy_access(); rs = np.random.RandomState(3); bitgen = rs.__reduce__()[1][0]
+        >>> access is None or LegacyAccess.as_state([v.raw for v in access.views(rs, bitgen)])[2] == 624
         True
         """
         mt, gauss = snapshot

@@ -113,6 +113,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def __init__(self, rng: Optional[np.random.RandomState] = None):
         self._rng = rng
         self._bitgen: Any = None
+        self._fast: Any = None  # (rng, bit generator, key view, gauss view) of the fast path
 
     @property
     def rng(self) -> np.random.RandomState:
@@ -182,29 +183,39 @@ class NumpyRandomStateAdapter(RNGAdapter):
         words = key.numpy().view(np.uint32).tolist()
         rng.set_state((state["kind"], words, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
-    def snapshot(self) -> Any:
-        """``(bit generator, raw bytes)`` through :mod:`seeder.fastrng` (2.5 KB copied), else ``get_state()``."""
+    def _views(self) -> Any:
+        """``(rng, bit generator, key view, gauss view)`` when :mod:`seeder.fastrng`'s access applies, else ``None``."""
         rng = self.rng
+        bitgen = np.random.get_bit_generator() if self._rng is None else self._bitgen
+        views = self._fast
+        if views is not None and views[0] is rng and views[1] is bitgen:
+            return views
         access = legacy_access()
         bitgen = self._bit_generator(rng) if access is not None else None
         if bitgen is None:
-            return rng.get_state()
-        with bitgen.lock:
-            return bitgen, access.snapshot(rng, bitgen)  # type: ignore[union-attr]
+            return None
+        self._fast = views = (rng, bitgen, *access.views(rng, bitgen))  # type: ignore[union-attr]
+        return views
+
+    def snapshot(self) -> Any:
+        """``(views, key and position bytes, Gaussian cache bytes)`` (2.5 KB copied), else ``get_state()``."""
+        views = self._views()
+        if views is None:
+            return self.rng.get_state()
+        with views[1].lock:
+            return views, views[2].raw, views[3].raw
 
     def put_back(self, snapshot: Any) -> None:
-        rng = self.rng
-        if len(snapshot) != 2:  # NumPy's own state tuple
-            rng.set_state(snapshot)
+        if len(snapshot) != 3:  # NumPy's own state tuple
+            self.rng.set_state(snapshot)
             return
-        owner, raw = snapshot
-        access = legacy_access()
-        bitgen = self._bit_generator(rng)
-        if bitgen is owner and access is not None:
-            with bitgen.lock:
-                access.put_back(rng, bitgen, raw)
+        then, mt, gauss = snapshot
+        views = self._views()
+        if views is then:
+            with views[1].lock:
+                legacy_access().put_back(views[0], views[2:], (mt, gauss))  # type: ignore[union-attr]
         else:  # the global bit generator was replaced since the snapshot
-            rng.set_state(LegacyAccess.as_state(raw))
+            self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
 
 
 NumpyGlobalAdapter = NumpyRandomStateAdapter
