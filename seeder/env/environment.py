@@ -16,7 +16,7 @@ from __future__ import annotations
 from .capture import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, capture_environment, default_snapshot_dir, load_snapshot
 from .diff import (DEFAULT_IGNORED_VARIABLES, IMPORTANT_VARIABLES, SECTIONS, Change, EnvDiff, diff_environments,
                    important_variable)
-from .redact import REDACTED, SECRET_NAME_PARTS, is_secret_name, redact_environ, redact_text
+from .redact import REDACTED, SECRET_NAME_PARTS, is_secret_name, redact_argv, redact_environ, redact_text
 
 __all__ = [
     "SNAPSHOT_FORMAT",
@@ -31,6 +31,7 @@ __all__ = [
     "is_secret_name",
     "redact_text",
     "redact_environ",
+    "redact_argv",
     "important_variable",
     "DEFAULT_IGNORED_VARIABLES",
     "IMPORTANT_VARIABLES",
