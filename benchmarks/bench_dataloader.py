@@ -1,6 +1,7 @@
 """seeder.DataLoader against torch's DataLoader and torchdata's StatefulDataLoader, in the same process.
 
 Run: PYTHONPATH=. nice python benchmarks/bench_dataloader.py [--workers 0 2] [--batches 8 64 256] [--repeats 7]
+     [--clock cpu]   (0-worker epochs in this process's CPU time: on a machine others are using)
 
 Prints, for each (workers, batch size, item cost): the median epoch time of each loader (rounds interleaved,
 so machine load hits all three alike), the ratio ours/torch in throughput with its goal, and seeder's own cost
@@ -58,15 +59,39 @@ class Augmented(torch.utils.data.Dataset):
         return torch.rand(2) + (i + random.random() + float(np.random.random()))
 
 
+#: How an epoch is timed: wall time, or (``--clock cpu``, for a loaded machine) this process's CPU time, which
+#: leaves out the time other processes hold the cores; worker processes are timed by the wall clock either way.
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
+
+
 def epoch_time(loader) -> float:
-    t = time.perf_counter()
+    now = clock if loader.num_workers == 0 else time.perf_counter
+    t = now()
     for _ in loader:
         pass
-    return time.perf_counter() - t
+    return now() - t
 
 
-def loaders(ds, batch: int, workers: int) -> Dict[str, object]:
-    kw = dict(batch_size=batch, shuffle=True, num_workers=workers, persistent_workers=workers > 0)
+class Free(torch.utils.data.Dataset):
+    """Items that cost nothing (the index itself): what is left of an epoch is the loaders' own work."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def as_list(batch: list) -> list:
+    return batch
+
+
+def loaders(ds, batch: int, workers: int, **extra) -> Dict[str, object]:
+    kw = dict(batch_size=batch, shuffle=True, num_workers=workers, persistent_workers=workers > 0, **extra)
     out = {"seeder": seeder.DataLoader(ds, **kw), "torch": torch.utils.data.DataLoader(ds, **kw)}
     if StatefulDataLoader is not None:
         out["torchdata"] = StatefulDataLoader(ds, **kw)
@@ -74,8 +99,10 @@ def loaders(ds, batch: int, workers: int) -> Dict[str, object]:
 
 
 def compare(n: int, us: float, workers: int, batch: int, repeats: int) -> Dict[str, float]:
-    """Median epoch time (s) of each loader, rounds interleaved; the first epoch of each is a warm-up."""
-    found = loaders(Augmented(n, us), batch, workers)
+    """Median epoch time (s) of each loader, rounds interleaved; the first epoch of each is a warm-up.
+
+    ``us < 0``: items that cost nothing and no collation (:class:`Free`)."""
+    found = loaders(Free(n), batch, workers, collate_fn=as_list) if us < 0 else loaders(Augmented(n, us), batch, workers)
     times: Dict[str, List[float]] = {k: [] for k in found}
     for r in range(repeats + 1):
         seeder.default_seeder().reseed(1, next(_epochs))
@@ -87,9 +114,9 @@ def compare(n: int, us: float, workers: int, batch: int, repeats: int) -> Dict[s
 
 
 def own_cost_us(batch: int, repeats: int) -> float:
-    """seeder's cost per batch, 0 workers: (seeder - torch) per batch over items that cost nothing."""
+    """seeder's cost per batch, 0 workers: (seeder - torch) per batch over items that cost nothing, not collated."""
     n = 256 * batch
-    med = compare(n, 0, 0, batch, repeats)
+    med = compare(n, -1, 0, batch, repeats)
     return (med["seeder"] - med["torch"]) / (n // batch) * 1e6
 
 
@@ -101,7 +128,7 @@ def fetch_side_us(repeat: int) -> float:
     view = BatchSeedingDataset([], SeedSource(seeder.default_seeder()))
     master, batches = seeder.get_master_seed(), iter(range(2**32 - 1))
     saved = random.getstate(), np.random.get_state(), torch.default_generator.get_state()
-    cost = interleaved_medians_us([lambda: view.__getitems__((master, 1, 7, 0, next(batches), []))], repeat, 2000)[0]
+    cost = interleaved_medians_us([lambda: view.__getitems__((master, 1, 7, 0, next(batches), []))], repeat, 2000, clock)[0]
     random.setstate(saved[0])
     np.random.set_state(saved[1])
     torch.default_generator.set_state(saved[2])
@@ -132,7 +159,7 @@ def primitives(repeat: int) -> Dict[str, float]:
         "numpy get_state": np.random.get_state,
         "numpy set_state": lambda: np.random.set_state(np_state),
     }
-    times = interleaved_medians_us(list(calls.values()), repeat, 2000)
+    times = interleaved_medians_us(list(calls.values()), repeat, 2000, clock)
     random.setstate(py_state)
     np.random.set_state(np_state)
     gen.set_state(torch_state)
@@ -155,13 +182,18 @@ def main() -> None:
     p.add_argument("--costs", type=float, nargs="+", default=[3, 200], help="item costs in us")
     p.add_argument("--items", type=int, default=8192, help="items per epoch at 3 us (fewer for dearer items)")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="time 0-worker epochs by wall time or by this process's CPU time (a shared machine)")
     args = p.parse_args()
+    global clock
+    clock = CLOCKS[args.clock]
     seeder.init(0)
-    prims = primitives(max(args.repeats, 3))
-    print("primitive calls (median us per call):")
+    prims = primitives(max(args.repeats, 3))  # measured with the chosen clock, like seeder's own cost
+    print(f"primitive calls (median us per call, {args.clock} clock):")
     for name, t in prims.items():
         print(f"  {name:28s} {t:6.2f}")
-    print(f"\nepoch time, median of {args.repeats} epochs (ms); throughput ratio = torch time / seeder time")
+    print(f"\nepoch time, median of {args.repeats} epochs (ms, 0 workers: {args.clock} clock); "
+          "throughput ratio = torch time / seeder time")
     print("| workers, batch | item | seeder | torch | torchdata | seeder / torch | goal |")
     print("|---|---|---|---|---|---|---|")
     for workers in args.workers:
@@ -180,6 +212,7 @@ def main() -> None:
           f"  in the fetching process (a worker): {fetch:6.1f} us per batch, floor {fl:.1f} us, ratio {fetch / fl:.2f} "
           f"(goal <= 2.00)")
     print("  0 workers, whole loader (seeder - torch over items that cost nothing), with the save/restore:")
+    seeder.default_seeder().reseed(1, next(_epochs))
     for batch in args.batches:
         own = own_cost_us(batch, args.repeats)
         fl = floor_us(prims, 0)

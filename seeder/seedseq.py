@@ -180,7 +180,7 @@ class StreamSeeds:
         (y0, n0), (y1, n1) = self._out[:2]
         self._one = (words == 1, MIX_MULT_L * self._pool[0] & M32, x0, m0, MIX_MULT_L * self._pool[1] & M32, x1, m1,
                      y0, n0, y1, n1)
-        self._block: Tuple[int, List[List[int]]] = (0, [])
+        self._block: Tuple[int, List[int]] = (0, [])
         self._grow = 16
         self.exact = matches_numpy()
 
@@ -221,16 +221,21 @@ class StreamSeeds:
         return np.stack(self._words(halves), axis=1) if halves else np.empty((len(streams), 0), np.uint64)
 
     def at(self, stream: int) -> List[int]:
-        """:meth:`seed` through a cached block of consecutive streams: what a loader asks for, batch after batch."""
-        first, rows = self._block
-        i = stream - first
-        if 0 <= i < len(rows):
-            return rows[i]
+        """:meth:`seed` through a cached block of consecutive streams: what a loader asks for, batch after batch.
+
+        The block is one flat list of ints (no per-row lists: thousands of new containers would wake the
+        garbage collector's full passes).
+        """
+        first, flat = self._block
+        w = self.words
+        i = (stream - first) * w
+        if 0 <= i < len(flat):
+            return flat[i:i + w]
         count = min(self._grow, M32 + 1 - stream)
         self._grow = min(4 * self._grow, BLOCK)
-        rows = self.seeds(np.arange(stream, stream + count, dtype=np.uint64)).tolist()
-        self._block = (stream, rows)
-        return rows[0]
+        flat = self.seeds(np.arange(stream, stream + count, dtype=np.uint64)).ravel().tolist()
+        self._block = (stream, flat)
+        return flat[:w]
 
 
 _EXACT: List[bool] = []
