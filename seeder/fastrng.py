@@ -111,15 +111,14 @@ class LegacyAccess:
         return ((ctypes.c_char * MT_BYTES).from_address(bitgen.ctypes.state_address),
                 (ctypes.c_char * _GAUSS.size).from_address(id(rs) + self.gauss_offset))
 
-    def put_back(self, rs: np.random.RandomState, views: Tuple[Any, Any], snapshot: Tuple[bytes, bytes]) -> None:
-        """Write ``(key and position, Gaussian cache)`` bytes read from :meth:`views` back (hold ``bitgen.lock``).
+    def put_back(self, rs: np.random.RandomState, key_view: Any, gauss_view: Any, mt: bytes, gauss: bytes) -> None:
+        """Write key and position, and Gaussian cache bytes read from :meth:`views` back (hold ``bitgen.lock``).
 
         The cache is written through ``set_state``, and only when it differs.
         """
-        mt, gauss = snapshot
-        if gauss != views[1].raw:
+        if gauss != gauss_view.raw:
             rs.set_state(("MT19937", self.zeros, 0, *_GAUSS.unpack(gauss)))
-        views[0].raw = mt
+        key_view.raw = mt
 
     @staticmethod
     def as_state(snapshot: Tuple[bytes, bytes]) -> Tuple[Any, ...]:

@@ -184,7 +184,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
         rng.set_state((state["kind"], words, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
     def _views(self) -> Any:
-        """``(rng, bit generator, key view, gauss view)`` when :mod:`seeder.fastrng`'s access applies, else ``None``."""
+        """``(rng, bit generator, key view, gauss view, access)`` when :mod:`seeder.fastrng`'s access applies, else ``None``."""
         rng = self.rng
         bitgen = np.random.get_bit_generator() if self._rng is None else self._bitgen
         views = self._fast
@@ -194,7 +194,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
         bitgen = self._bit_generator(rng) if access is not None else None
         if bitgen is None:
             return None
-        self._fast = views = (rng, bitgen, *access.views(rng, bitgen))  # type: ignore[union-attr]
+        self._fast = views = (rng, bitgen, *access.views(rng, bitgen), access)  # type: ignore[union-attr]
         return views
 
     def snapshot(self) -> Any:
@@ -213,7 +213,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
         views = self._views()
         if views is then:
             with views[1].lock:
-                legacy_access().put_back(views[0], views[2:], (mt, gauss))  # type: ignore[union-attr]
+                views[4].put_back(views[0], views[2], views[3], mt, gauss)
         else:  # the global bit generator was replaced since the snapshot
             self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
 

@@ -245,3 +245,20 @@ def test_snapshots_put_back_every_global_rng_exactly():
     draws()
     assert put_back_states(saved, strict=True) == []
     assert draws() == want
+
+
+def test_numpy_put_back_after_the_global_bit_generator_was_replaced():
+    """A snapshot of NumPy's global RNG goes into whatever bit generator is global when it is put back."""
+    adapter = NumpyRandomStateAdapter()
+    original = np.random.get_bit_generator()
+    np.random.seed(8)
+    np.random.standard_normal()
+    snap = adapter.snapshot()
+    want = np.random.get_state()
+    np.random.set_bit_generator(np.random.MT19937(1))
+    try:
+        adapter.put_back(snap)
+        got = np.random.get_state()
+        assert got[0] == want[0] and np.array_equal(got[1], want[1]) and got[2:] == want[2:]
+    finally:
+        np.random.set_bit_generator(original)
