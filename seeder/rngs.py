@@ -20,20 +20,10 @@ import torch
 from .derive import numpy_seed
 from .errors import StateError
 from .rngbase import CPU_FIX, RNGAdapter, expect, on_cpu
-from .rngs_torch import AcceleratorAdapter, TorchCPUAdapter, TorchGeneratorAdapter, accelerator_types
+from .rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
 from .fastrng import LegacyAccess, fast_seeding_state, legacy_access, python_mt_view
 
-__all__ = [
-    "RNGAdapter",
-    "PythonRandomAdapter",
-    "NumpyGlobalAdapter",
-    "TorchCPUAdapter",
-    "AcceleratorAdapter",
-    "global_adapters",
-    "accelerator_types",
-    "on_cpu",
-    "StateError",
-]
+__all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdapter", "global_adapters", "adapter_for"]
 
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
@@ -216,9 +206,6 @@ class NumpyRandomStateAdapter(RNGAdapter):
                 views[4].put_back(views[0], views[2], views[3], mt, gauss)
         else:  # the global bit generator was replaced since the snapshot
             self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
-
-
-NumpyGlobalAdapter = NumpyRandomStateAdapter
 
 
 class NumpyGeneratorAdapter(RNGAdapter):

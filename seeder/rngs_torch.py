@@ -12,7 +12,7 @@ import torch
 
 from .rngbase import RNGAdapter, check_uint8_tensor, expect, on_cpu
 
-__all__ = ["TorchGeneratorAdapter", "TorchCPUAdapter", "AcceleratorAdapter", "accelerator_types"]
+__all__ = ["TorchGeneratorAdapter", "AcceleratorAdapter", "accelerator_types"]
 
 
 class TorchGeneratorAdapter(RNGAdapter):
@@ -46,8 +46,6 @@ class TorchGeneratorAdapter(RNGAdapter):
     def put_back(self, snapshot: torch.Tensor) -> None:
         self.generator.set_state(snapshot)  # get_state() gave a CPU tensor
 
-
-TorchCPUAdapter = TorchGeneratorAdapter
 
 
 class AcceleratorAdapter(RNGAdapter):

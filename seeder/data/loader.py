@@ -248,7 +248,7 @@ class DataLoader(torch.utils.data.DataLoader):
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
-        """Epoch, batches handed out, samples consumed and the sampler's state: plain values only.
+        """Epoch, position (batches and samples handed to the training loop) and the sampler's state: plain values only.
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)

@@ -74,9 +74,9 @@ class SeedInputs(NamedTuple):
 
 
 class SeedSource:
-    """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable snapshot of one.
+    """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable copy of one.
 
-    The live seeder serves the main process and forked workers. Pickling takes the snapshot: master seed, rank, last reseed and the registered
+    The live seeder serves the main process and forked workers. Pickling copies the master seed, rank, last reseed and the registered
     generators, which travel in the same pickle as the dataset, so they stay the
     dataset's own objects in the worker.
 
