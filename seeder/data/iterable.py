@@ -44,9 +44,9 @@ from torch.utils.data import default_collate, default_convert
 from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..errors import StateError
-from ..rngs import global_adapters
+from ..rngbase import put_back_states, save_states
 from .streams import WorkerStream, keep_batch, warn_threaded_maps
-from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
+from .workers import SeedSource, dataloader_generator, fetch_adapters
 
 __all__ = ["IterableLoader", "STREAM_STATE_VERSION"]
 
@@ -91,19 +91,18 @@ class _StreamIter:
         self._loader, self._inner, self._progress, self._token = loader, inner, progress, token
         self._workers = len(progress["workers"])
         self._queues: List[Deque[Any]] = [collections.deque() for _ in range(self._workers)]
-        self._restore = [a for a in global_adapters() if a.name in FETCH_SEEDED] if loader.num_workers == 0 else []
+        self._restore = fetch_adapters() if loader.num_workers == 0 else []
 
     def __iter__(self) -> "_StreamIter":
         return self
 
     def _pull(self) -> None:
         if self._restore:  # main process produces: the training loop's global streams stay untouched
-            saved = [(adapter, adapter.get_state()) for adapter in self._restore]
+            saved = save_states(self._restore)
             try:
                 batch, record = next(self._inner)
             finally:
-                for adapter, state in saved:
-                    adapter.set_state(state)
+                put_back_states(saved, strict=True)
         else:
             batch, record = next(self._inner)
         self._queues[record["worker"]].append((batch, record))

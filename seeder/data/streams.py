@@ -33,7 +33,7 @@ import warnings
 import torch
 import torch.utils.data
 
-from ..derive import MAX_KEY, Domain, StreamSeeds
+from ..derive import MAX_KEY, Domain, stream_seeds
 from ..errors import SeederWarning
 from .workers import SeedSource, seed_globals
 
@@ -173,9 +173,9 @@ class WorkerStream(torch.utils.data.IterableDataset):
         if record["done"]:
             yield None, end
             return
-        master, _, _, gens = self.source.resolve("seeder.DataLoader")
+        master, _, _, gens = self.source.inputs("seeder.DataLoader")
         words = 1 + max((stream for _, _, stream in gens), default=0)
-        seeds = StreamSeeds(master, int(Domain.STREAM), self.task, epoch, self.rank, words)
+        seeds = stream_seeds(master, int(Domain.STREAM), self.task, epoch, self.rank, words)
         ds = self.dataset
         if callable(getattr(ds, "set_epoch", None)):
             ds.set_epoch(epoch)
