@@ -104,6 +104,36 @@ class _LoaderIter:
         return batch
 
 
+def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[bool], sampler: Any, batch_sampler: Any,
+                    drop_last: bool, seeder: Seeder) -> Tuple[DistributedSampler, int, bool]:
+    """The loader's ``(sampler, batch_size, drop_last)`` from torch's arguments; refuses what seeder cannot resume."""
+    if batch_sampler is not None:
+        if batch_size != 1 or shuffle or sampler is not None or drop_last:
+            raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
+        inner = getattr(batch_sampler, "sampler", None)
+        if not (type(batch_sampler) is torch.utils.data.BatchSampler and isinstance(inner, DistributedSampler)):
+            raise TypeError(
+                f"seeder.DataLoader takes batch_sampler=torch.utils.data.BatchSampler(seeder.DistributedSampler(...), ...) "
+                f"only, got {type(batch_sampler).__name__}; seeder cannot restore the position of another batch sampler. "
+                "Pass sampler=/shuffle= instead, or use torch.utils.data.DataLoader (resume will not be exact)")
+        sampler, batch_size, drop_last = inner, batch_sampler.batch_size, batch_sampler.drop_last
+    if batch_size is None:
+        raise ValueError("seeder.DataLoader counts its position in batches: batch_size=None (no batching) is not "
+                         "supported; pass batch_size=1")
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    if sampler is not None:
+        if shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if not isinstance(sampler, DistributedSampler):
+            raise TypeError(
+                f"seeder.DataLoader takes sampler=seeder.DistributedSampler(...) only, got {type(sampler).__name__}; "
+                "seeder cannot restore another sampler's position. Drop sampler= (shuffle=True uses seeder's), or use "
+                "torch.utils.data.DataLoader with it (resume will not be exact; see docs/dataloader.md)")
+    else:
+        sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seeder=seeder, join=False)
+    return sampler, batch_size, drop_last
+
+
 class DataLoader(torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
@@ -151,30 +181,8 @@ class DataLoader(torch.utils.data.DataLoader):
             raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
         shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,
                                     generator, kwargs)
-        if batch_sampler is not None:
-            if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
-            inner = getattr(batch_sampler, "sampler", None)
-            if not (type(batch_sampler) is torch.utils.data.BatchSampler and isinstance(inner, DistributedSampler)):
-                raise TypeError(
-                    f"seeder.DataLoader takes batch_sampler=torch.utils.data.BatchSampler(seeder.DistributedSampler(...), ...) "
-                    f"only, got {type(batch_sampler).__name__}; seeder cannot restore the position of another batch sampler. "
-                    "Pass sampler=/shuffle= instead, or use torch.utils.data.DataLoader (resume will not be exact)")
-            sampler, batch_size, drop_last = inner, batch_sampler.batch_size, batch_sampler.drop_last
-        if batch_size is None:
-            raise ValueError("seeder.DataLoader counts its position in batches: batch_size=None (no batching) is not "
-                             "supported; pass batch_size=1")
-        batch_size = check_int(batch_size, "batch_size", low=1)
-        if sampler is not None:
-            if shuffle:
-                raise ValueError("sampler option is mutually exclusive with shuffle")
-            if not isinstance(sampler, DistributedSampler):
-                raise TypeError(
-                    f"seeder.DataLoader takes sampler=seeder.DistributedSampler(...) only, got {type(sampler).__name__}; "
-                    "seeder cannot restore another sampler's position. Drop sampler= (shuffle=True uses seeder's), or use "
-                    "torch.utils.data.DataLoader with it (resume will not be exact; see docs/dataloader.md)")
-        else:
-            sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seeder=seeder, join=False)
+        sampler, batch_size, drop_last = _choose_sampler(dataset, batch_size, shuffle, sampler, batch_sampler,
+                                                         drop_last, seeder)
         check_batch_count(sampler.num_samples, batch_size, drop_last)
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
