@@ -27,7 +27,7 @@ from .checks import check_bool, is_int
 from .distributed import process_group_active
 from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
-from .rngbase import RNGAdapter
+from .rngbase import RNGAdapter, put_back_states, save_states
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "Snapshot", "make_state",
            "gather", "warn_unsaved_generators", "own_entry", "check_entry", "apply_entry", "check", "load", "capture", "restore", "fork_rng", "world_message"]
@@ -238,7 +238,7 @@ def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: 
 
 def capture(adapters: List[RNGAdapter], members: List[Any], run: RunState) -> Snapshot:
     """A :class:`Snapshot` of ``adapters``' RNGs, ``members``' states and the run's bookkeeping."""
-    rngs = [(a, a.get_state()) for a in adapters]
+    rngs = save_states(adapters)
     if not members:
         return Snapshot(rngs, [], run.copy())
     with warnings.catch_warnings():  # a snapshot is no checkpoint: participants' checkpoint advice does not apply
@@ -250,12 +250,7 @@ def capture(adapters: List[RNGAdapter], members: List[Any], run: RunState) -> Sn
 
 def restore(snapshot: Snapshot) -> List[str]:
     """Put a :func:`capture` back, as much as possible; return what could not be restored."""
-    failed = []
-    for adapter, st in snapshot.rngs:
-        try:
-            adapter.set_state(st)
-        except Exception as exc:  # keep restoring the others
-            failed.append(f"{adapter.name} ({exc})")
+    failed = put_back_states(snapshot.rngs)
     for obj, st in snapshot.participants:
         try:
             obj.load_state_dict(st)
