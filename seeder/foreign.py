@@ -64,6 +64,9 @@ _STDLIB = tuple(p for p in {sysconfig.get_paths().get("stdlib"), sysconfig.get_p
                             sysconfig.get_paths().get("platlib")} if p)
 
 _OWN_CALLERS: Tuple[str, ...] = ()  # seeder's and torch's directories: their calls pass through
+#: torch's own wrappers around a seeding function (``torch._dynamo`` wraps ``torch.manual_seed`` with
+#: ``torch._disable_dynamo`` when it is imported): skipped when looking for the caller.
+_TORCH_WRAPPERS: Tuple[str, ...] = ()
 _owner: Optional["weakref.ReferenceType[Any]"] = None
 _installed = False
 _quiet = 0
@@ -155,6 +158,8 @@ def _wrap(original: Callable[..., Any], family: str, primitive: str, returns: Ca
     def seeding(*args: Any, **kwargs: Any) -> Any:
         seeder = _active()
         caller = sys._getframe(1)
+        while caller.f_back is not None and caller.f_code.co_filename.startswith(_TORCH_WRAPPERS):
+            caller = caller.f_back
         if seeder is None or caller.f_code.co_filename.startswith(_OWN_CALLERS):
             return original(*args, **kwargs)
         seed_arg = args[0] if args else next(iter(kwargs.values()), None)
@@ -162,13 +167,23 @@ def _wrap(original: Callable[..., Any], family: str, primitive: str, returns: Ca
         return returns()
 
     seeding.__wrapped__ = original  # type: ignore[attr-defined]
+    seeding.seeder_routes = True  # type: ignore[attr-defined]
     seeding.__doc__ = original.__doc__
     seeding.__name__ = getattr(original, "__name__", primitive)
     return seeding
 
 
+def _routes(fn: Any) -> bool:
+    """Whether ``fn`` is (or wraps, as torch's ``_disable_dynamo`` does) one of seeder's routing wrappers."""
+    while fn is not None:
+        if getattr(fn, "seeder_routes", False):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
 def _install() -> None:
-    global _installed, _OWN_CALLERS
+    global _installed, _OWN_CALLERS, _TORCH_WRAPPERS
     if _installed:
         return
     import random
@@ -176,7 +191,9 @@ def _install() -> None:
     import numpy as np
     import torch
 
-    _OWN_CALLERS = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(torch.__file__) + os.sep)
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    _OWN_CALLERS = (os.path.dirname(os.path.abspath(__file__)) + os.sep, torch_dir)
+    _TORCH_WRAPPERS = (os.path.join(torch_dir, "_compile.py"), os.path.join(torch_dir, "_dynamo") + os.sep)
 
     targets: List[Tuple[Any, str, str, str, Callable[[], Any]]] = [
         (random, "seed", "python", "random.seed", lambda: None),
@@ -188,7 +205,7 @@ def _install() -> None:
     ]
     for module, attr, family, primitive, returns in targets:
         original = getattr(module, attr, None)
-        if original is not None and not hasattr(original, "__wrapped__"):
+        if original is not None and not _routes(original):
             setattr(module, attr, _wrap(original, family, primitive, returns))
     _installed = True
 

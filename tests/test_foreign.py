@@ -187,3 +187,23 @@ def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path,
     hints = preinit_hints([tmp_path / "drawn"])
     assert len(hints) == 1 and hints[0].startswith("NumPy's global RNG was drawn from before seeder.init (at ")
     assert f"{HERE}:" in hints[0] and preinit_hints([tmp_path / "clean"]) == []
+
+
+@pytest.mark.parametrize("dynamo_first", [True, False])
+def test_torch_dynamo_wrapping_manual_seed_keeps_the_routing(dynamo_first):
+    """torch._dynamo wraps torch.manual_seed when it is imported, before or after seeder.init: still routed and warned."""
+    from helpers import run_python
+
+    code = ("import warnings, torch, seeder\n"
+            + ("import torch._dynamo\n" if dynamo_first else "")
+            + "seeder.init(5); seeder.reseed(0, 0)\n"
+            + ("" if dynamo_first else "import torch._dynamo\n")
+            + "assert torch.manual_seed is not getattr(torch.manual_seed, '__wrapped__', None)\n"
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    warnings.simplefilter('always'); torch.manual_seed(3)\n"
+            "a = torch.rand(2)\n"
+            "seeder.init(5); seeder.reseed(0, 0); torch.manual_seed(3)\n"
+            "assert torch.equal(a, torch.rand(2)), 'routed: the same master seed gives the same draws'\n"
+            "print(len(caught), 'torch.manual_seed(3) at <string>' in str(caught[0].message))\n")
+    out = run_python(["-c", code], env={"SEEDER_QUIET": "1"}).stdout.split()
+    assert out == ["1", "True"]
