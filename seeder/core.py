@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import threading
 import warnings
 from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
@@ -63,6 +64,10 @@ class Seeder:
         self._adapters: Optional[List[RNGAdapter]] = None
         self.registry = Registry()
         self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
+        #: The run a state being checked by :meth:`load_state_dict` describes (participants check against it), else None.
+        self.loading: Optional[state.RunState] = None
+        # One call at a time changes or reads the streams: a state_dict() never sees half a reseed.
+        self._lock = threading.RLock()
 
     def init(self, master_seed: Optional[int] = None, ngpus: Optional[int] = None, local_rank: Optional[int] = None,
              *, rank: Optional[int] = None, deterministic: Optional[bool] = None,
@@ -81,12 +86,17 @@ class Seeder:
         deterministic, snapshot_dir = _init_options(ngpus, local_rank, rank, deterministic, snapshot_dir)
         topology = discover(rank, ngpus, local_rank)
         seed, explicit = agree_master_seed(seed, explicit, topology)
-
-        dropped = self.registry.drop_registered()
-        self.run, self.explicit, self._topology = state.RunState(master=seed), explicit, topology
+        with self._lock:
+            _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)  # may raise: nothing set yet
+            run, mark = state.RunState(master=seed), self.registry.mark()
+            try:
+                dropped = self.registry.drop_registered()
+            except BaseException:
+                self.registry.rollback(mark)
+                raise
+            self.run, self.explicit, self._topology = run, explicit, topology
         if dropped:
             logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
-        _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
         self.__init__()  # type: ignore[misc]
@@ -156,14 +166,27 @@ class Seeder:
         """
         self._topo("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
-        if not self.run.begin(key):
-            return
-        seed = self.stream_seed(key[0], key[1], shared=False, stream=0)
-        for adapter in self.global_adapters():
-            adapter.seed(seed)
-        self.run.last = key
-        for member in self.participants():
-            member.seeder_reseed(self, key[0], key[1])
+        with self._lock:
+            run = self.run
+            if run.resumes(key):
+                run.resume_pending = None
+                logger.info("reseed%s skipped: resuming inside it from the loaded state", key)
+                return
+            seed = self.stream_seed(key[0], key[1], shared=False, stream=0)
+            run.open_reseed(key)
+            member: Any = "the global RNGs"
+            try:
+                for adapter in self.global_adapters():
+                    adapter.seed(seed)
+                run.last = key  # participants that read last_reseed see the new (task, epoch)
+                for member in self.participants():
+                    member.seeder_reseed(self, key[0], key[1])
+            except BaseException as exc:
+                run.torn = (f"seeder.reseed{key} raised {type(exc).__name__} in {describe(getattr(member, 'gen', member))}, "
+                            f"so its random streams are partly in {key} and partly in the (task, epoch) before; call "
+                            f"seeder.reseed{key} again (it seeds every stream from the start) before saving a state")
+                raise
+            run.close_reseed(key)
 
     def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
         """Reseed ``gen`` at every :meth:`reseed` (NVIDIA's API); :meth:`init` drops it again.
@@ -179,16 +202,27 @@ class Seeder:
         >>> s.register_generator(rng); s.reseed(1, 0)
         """
         self._topo("register_generator")
-        member = self.registry.register(gen, check_bool(shared, "shared"), lambda: participant_for(gen, self, shared))
-        if member is not None and self.run.last is not None:
-            member.seeder_reseed(self, *self.run.last)
+        check_bool(shared, "shared")
+        with self._lock:
+            mark = self.registry.mark()
+            try:
+                member = self.registry.register(gen, shared, lambda: participant_for(gen, self, shared))
+                if member is not None and self.run.last is not None:
+                    member.seeder_reseed(self, *self.run.last)
+            except BaseException as exc:
+                self.registry.rollback(mark)  # not registered: a later reseed does not call it
+                if isinstance(exc, Exception) and self.run.last is not None and self.registry.find(gen) is None:
+                    _add_note(exc, f"register_generator(): {describe(gen)} was not registered (seeding it for "
+                                   f"reseed{self.run.last} raised); fix it and register it again")
+                raise
 
     def unregister_generator(self, gen: GeneratorLike) -> None:
         """Stop reseeding ``gen`` (the object or bound method given to :meth:`register_generator`)."""
-        found = self.registry.find(gen)
-        if found is None:
-            raise ValueError(f"{describe(gen)} is not registered; nothing to unregister")
-        self.registry.remove(found)
+        with self._lock:
+            found = self.registry.find(gen)
+            if found is None:
+                raise ValueError(f"{describe(gen)} is not registered; nothing to unregister")
+            self.registry.remove(found)
 
     def join(self, participant: Any, *, weak: bool = True) -> None:
         """Add a participant (sampler, loader, DALI pipeline, ...; see :mod:`seeder.participant`).
@@ -204,13 +238,15 @@ class Seeder:
         """
         check_bool(weak, "weak")
         made = require_participant(participant, self)
-        self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
+        with self._lock:
+            self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
 
     def leave(self, participant: Any) -> None:
         """Remove a participant that joined; unknown ones are ignored."""
-        found = self.registry.find(participant)
-        if found is not None:
-            self.registry.remove(found)
+        with self._lock:
+            found = self.registry.find(participant)
+            if found is not None:
+                self.registry.remove(found)
 
     def participants(self) -> List[Any]:
         """Live participants in the order they joined (registered generators included)."""
@@ -246,8 +282,11 @@ class Seeder:
         ['derivation_version', 'format', 'last_reseed']
         """
         topo = self._topo("state_dict")
-        state.warn_unsaved_generators(self.generators())
-        return state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
+        with self._lock:
+            if self.run.torn is not None:
+                raise RuntimeError(f"seeder.state_dict() refused: {self.run.torn}")
+            state.warn_unsaved_generators(self.generators())
+            return state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
 
     def gather_state_dict(self, dst: int = 0) -> Optional[Dict[str, Any]]:
         """Every rank's :meth:`state_dict` in one dict on rank ``dst``, ``None`` on the others (a collective).
@@ -270,7 +309,8 @@ class Seeder:
         ...
         seeder.errors.StateError: seeder state format 99 is not supported by this version (which reads format 1); load it with the seeder version that wrote it
         """
-        state.check(self, state_, allow_world_change)
+        with self._lock:
+            state.check(self, state_, allow_world_change)
 
     def load_state_dict(self, state_: Dict[str, Any], *, allow_world_change: bool = False) -> None:
         """Validate ``state_`` completely, then restore every RNG and participant.
@@ -284,7 +324,8 @@ class Seeder:
         >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
         >>> s.load_state_dict(st)
         """
-        state.load(self, state_, allow_world_change)
+        with self._lock:
+            state.load(self, state_, allow_world_change)
 
     def fork_rng(self) -> ContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.
@@ -299,6 +340,12 @@ class Seeder:
         return state.fork_rng(self)
 
 
+def _add_note(exc: BaseException, note: str) -> None:
+    """Add ``note`` to ``exc``'s traceback where Python supports notes (3.11+)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+
+
 def _init_options(ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, snapshot_dir: Any) -> Tuple[bool, Optional[str]]:
     """Check ``init``'s arguments; return ``(deterministic, snapshot_dir)`` with the environment's defaults applied."""
     for name, value in (("ngpus", ngpus), ("local_rank", local_rank), ("rank", rank)):
@@ -311,14 +358,8 @@ def _init_options(ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, sn
 
 def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool, snapshot_dir: Optional[str],
               taken: set) -> None:
-    """``init``'s side effects: log the seed (rank 0), deterministic mode, the environment snapshot (once, rank 0)."""
-    if topology.rank == 0:
-        how = "given" if explicit else "drawn from OS entropy"
-        logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
-    if deterministic:
-        from .env.determinism import enforce_determinism  # lazy: only when asked for
-
-        enforce_determinism()
+    """``init``'s side effects, those that can fail first: the environment snapshot (once, rank 0), deterministic
+    mode, then the seed in the log (rank 0). Raises before changing anything of the seeder."""
     if snapshot_dir is not None and topology.rank == 0 and snapshot_dir not in taken:
         from .env.capture import capture_environment  # lazy: only when asked for
 
@@ -326,7 +367,18 @@ def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool
             capture_environment(snapshot_dir, extra={"master_seed": seed, "world_size": topology.world_size})
         except FileExistsError as exc:
             warnings.warn(f"environment snapshot not taken: {exc}", SeederWarning, stacklevel=4)
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"init(): the environment snapshot cannot be written to {snapshot_dir} "
+                                       f"({exc.strerror or exc}); pass a writable snapshot_dir= (or fix or unset "
+                                       f"${ENV_SNAPSHOT_DIR}); the seeder was not changed") from exc
         taken.add(snapshot_dir)
+    if deterministic:
+        from .env.determinism import enforce_determinism  # lazy: only when asked for
+
+        enforce_determinism()
+    if topology.rank == 0:
+        how = "given" if explicit else "drawn from OS entropy"
+        logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
 
 
 def _master_seed(master_seed: Optional[int]) -> Tuple[int, bool]:

@@ -56,6 +56,14 @@ class Registry:
                     f"pipeline); got {type(gen).__name__} {gen!r}")
         return self.add_generator(gen, shared)
 
+    def mark(self) -> Tuple[List[Tuple[Any, bool]], int]:
+        """What :meth:`rollback` returns to: the members and the next stream number, as they are now."""
+        return list(self._members), self._next_stream
+
+    def rollback(self, mark: Tuple[List[Tuple[Any, bool]], int]) -> None:
+        """Return to a :meth:`mark` (a registration that raised leaves nothing behind)."""
+        self._members, self._next_stream = mark
+
     def add(self, participant: Any, *, weak: bool, registered: bool = False) -> None:
         """Add ``participant`` (a weak reference if ``weak``) unless it is already there."""
         if self.find(participant) is None:

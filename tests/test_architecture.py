@@ -11,7 +11,7 @@ MODULES = sorted(p for p in PKG.rglob("*.py"))
 LAYERS = [
     ("errors", 0), ("checks", 0), ("derive", 0), ("fastrng", 0), ("rngbase", 1), ("rngs_torch", 1), ("rngs", 1),
     ("distributed", 1),
-    ("participant", 2), ("registry", 2), ("state", 2), ("trace", 2), ("digest", 2), ("core", 3),
+    ("participant", 2), ("registry", 2), ("rollback", 2), ("state", 2), ("trace", 2), ("digest", 2), ("core", 3),
     ("env", 1), ("verify", 2), ("data", 4), ("integrations", 5), ("cli", 6), ("__init__", 6), ("__main__", 6),
     ("pyt", 6),
 ]

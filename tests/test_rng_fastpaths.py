@@ -137,8 +137,8 @@ def test_subclasses_and_other_bit_generators_take_numpys_path():
 
 @pytest.mark.parametrize("field,value,message", [
     ("pos", 625, "pos must be an int in [0, 624]"),
-    ("has_gauss", 2, "has_gauss must be 0 or 1"),
-    ("cached_gaussian", 1, "cached_gaussian must be a float"),
+    ("has_gauss", 2, "has_gauss must be an int in [0, 1]"),
+    ("cached_gaussian", 1, "cached_gaussian must be a finite float"),
     ("key", torch.zeros(623, dtype=torch.int32), "expected an int32 tensor of shape (624,)"),
 ])
 def test_corrupt_numpy_state_is_rejected_before_anything_changes(field, value, message):
