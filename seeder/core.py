@@ -26,7 +26,7 @@ from .checks import check_bool, check_int
 from .derive import Domain, check_key, check_master_seed
 from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning
-from .participant import GeneratorParticipant, Participant, describe, participant_for, require_participant
+from .participant import GeneratorParticipant, Participant, describe, require_participant
 from .registry import Registry
 from .rngs import RNGAdapter, global_adapters
 
@@ -64,10 +64,8 @@ class Seeder:
         self._adapters: Optional[List[RNGAdapter]] = None
         self.registry = Registry()
         self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
-        #: The run a state being checked by :meth:`load_state_dict` describes (participants check against it), else None.
-        self.loading: Optional[state.RunState] = None
-        # One call at a time changes or reads the streams: a state_dict() never sees half a reseed.
-        self._lock = threading.RLock()
+        self.loading: Optional[state.RunState] = None  # the run a state being loaded describes (participants check it)
+        self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
 
     def init(self, master_seed: Optional[int] = None, ngpus: Optional[int] = None, local_rank: Optional[int] = None,
              *, rank: Optional[int] = None, deterministic: Optional[bool] = None,
@@ -167,26 +165,7 @@ class Seeder:
         self._topo("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
         with self._lock:
-            run = self.run
-            if run.resumes(key):
-                run.resume_pending = None
-                logger.info("reseed%s skipped: resuming inside it from the loaded state", key)
-                return
-            seed = self.stream_seed(key[0], key[1], shared=False, stream=0)
-            run.open_reseed(key)
-            member: Any = "the global RNGs"
-            try:
-                for adapter in self.global_adapters():
-                    adapter.seed(seed)
-                run.last = key  # participants that read last_reseed see the new (task, epoch)
-                for member in self.participants():
-                    member.seeder_reseed(self, key[0], key[1])
-            except BaseException as exc:
-                run.torn = (f"seeder.reseed{key} raised {type(exc).__name__} in {describe(getattr(member, 'gen', member))}, "
-                            f"so its random streams are partly in {key} and partly in the (task, epoch) before; call "
-                            f"seeder.reseed{key} again (it seeds every stream from the start) before saving a state")
-                raise
-            run.close_reseed(key)
+            state.reseed(self, key)
 
     def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
         """Reseed ``gen`` at every :meth:`reseed` (NVIDIA's API); :meth:`init` drops it again.
@@ -202,19 +181,8 @@ class Seeder:
         >>> s.register_generator(rng); s.reseed(1, 0)
         """
         self._topo("register_generator")
-        check_bool(shared, "shared")
         with self._lock:
-            mark = self.registry.mark()
-            try:
-                member = self.registry.register(gen, shared, lambda: participant_for(gen, self, shared))
-                if member is not None and self.run.last is not None:
-                    member.seeder_reseed(self, *self.run.last)
-            except BaseException as exc:
-                self.registry.rollback(mark)  # not registered: a later reseed does not call it
-                if isinstance(exc, Exception) and self.run.last is not None and self.registry.find(gen) is None:
-                    _add_note(exc, f"register_generator(): {describe(gen)} was not registered (seeding it for "
-                                   f"reseed{self.run.last} raised); fix it and register it again")
-                raise
+            self.registry.register_or_nothing(self, gen, check_bool(shared, "shared"))
 
     def unregister_generator(self, gen: GeneratorLike) -> None:
         """Stop reseeding ``gen`` (the object or bound method given to :meth:`register_generator`)."""
@@ -338,12 +306,6 @@ class Seeder:
         True
         """
         return state.fork_rng(self)
-
-
-def _add_note(exc: BaseException, note: str) -> None:
-    """Add ``note`` to ``exc``'s traceback where Python supports notes (3.11+)."""
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)
 
 
 def _init_options(ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, snapshot_dir: Any) -> Tuple[bool, Optional[str]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .participant import GeneratorParticipant, describe, saves_state
+from .participant import GeneratorParticipant, describe, participant_for, saves_state
 from .rngs import adapter_for
 
 __all__ = ["Registry"]
@@ -63,6 +63,24 @@ class Registry:
     def rollback(self, mark: Tuple[List[Tuple[Any, bool]], int]) -> None:
         """Return to a :meth:`mark` (a registration that raised leaves nothing behind)."""
         self._members, self._next_stream = mark
+
+    def register_or_nothing(self, seeder: Any, gen: Any, shared: bool) -> None:
+        """``seeder.register_generator(gen)``: :meth:`register`, and seed it for the last reseed; on any raise, no trace.
+
+        A generator that raises when it is seeded (a bug, the wrong arity) stays out of the registry,
+        so later reseeds do not call it.
+        """
+        mark = self.mark()
+        try:
+            member = self.register(gen, shared, lambda: participant_for(gen, seeder, shared))
+            if member is not None and seeder.run.last is not None:
+                member.seeder_reseed(seeder, *seeder.run.last)
+        except BaseException as exc:
+            self.rollback(mark)
+            if isinstance(exc, Exception) and seeder.run.last is not None and hasattr(exc, "add_note"):
+                exc.add_note(f"register_generator(): {describe(gen)} was not registered (seeding it for "
+                             f"reseed{seeder.run.last} raised); fix it and register it again")
+            raise
 
     def add(self, participant: Any, *, weak: bool, registered: bool = False) -> None:
         """Add ``participant`` (a weak reference if ``weak``) unless it is already there."""

@@ -29,7 +29,7 @@ from .participant import GeneratorParticipant, describe, validates_state
 from .rngs import RNGAdapter
 from .rollback import Snapshot, capture, restore, saved_state
 
-__all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "make_state", "gather",
+__all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "reseed", "make_state", "gather",
            "warn_unsaved_generators", "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
            "load", "fork_rng", "world_message"]
 
@@ -79,6 +79,33 @@ class RunState:
     def copy(self) -> "RunState":
         """An independent copy (the ``seen`` set is copied)."""
         return dataclasses.replace(self, seen=set(self.seen))
+
+
+def reseed(seeder: Any, key: Tuple[int, int]) -> None:
+    """``seeder.reseed(*key)``: the global RNGs, then every participant; a raise is recorded in ``seeder.run.torn``.
+
+    Skipped when it resumes the ``(task, epoch)`` a loaded state stopped inside.
+    """
+    run = seeder.run
+    if run.resumes(key):
+        run.resume_pending = None
+        logger.info("reseed%s skipped: resuming inside it from the loaded state", key)
+        return
+    seed = seeder.stream_seed(key[0], key[1], shared=False, stream=0)
+    run.open_reseed(key)
+    member: Any = "the global RNGs"
+    try:
+        for adapter in seeder.global_adapters():
+            adapter.seed(seed)
+        run.last = key  # participants that read last_reseed see the new (task, epoch)
+        for member in seeder.participants():
+            member.seeder_reseed(seeder, key[0], key[1])
+    except BaseException as exc:
+        run.torn = (f"seeder.reseed{key} raised {type(exc).__name__} in {describe(getattr(member, 'gen', member))}, "
+                    f"so its random streams are partly in {key} and partly in the (task, epoch) before; call "
+                    f"seeder.reseed{key} again (it seeds every stream from the start) before saving a state")
+        raise
+    run.close_reseed(key)
 
 
 def make_state(run: RunState, world_size: int, rank: int, adapters: List[RNGAdapter],
