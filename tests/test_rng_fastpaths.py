@@ -11,7 +11,8 @@ from seeder.errors import StateError
 from seeder.rngs import NumpyGeneratorAdapter, NumpyRandomStateAdapter, PythonRandomAdapter
 
 FAST = settings(max_examples=60, deadline=None)
-DOUBLES = st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 5e-324, -1.5, 1e308])
+# Finite only: seeder refuses a non-finite cached Gaussian (no run produces one).
+DOUBLES = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([0.0, -0.0, 5e-324, -1.5, 1e308])
 
 
 def legacy(rs):
