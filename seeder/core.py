@@ -155,7 +155,8 @@ class Seeder:
         ``reseed(0, 0)`` before building the model, ``reseed(1, epoch)`` at each epoch
         start. Right after :meth:`load_state_dict` a reseed of the saved ``(task, epoch)``
         is skipped (the restored states already continue that epoch). Repeating a
-        ``(task, epoch)`` in one process repeats its streams and warns once.
+        ``(task, epoch)`` in one process repeats its streams and warns once. If a participant
+        raises, :meth:`state_dict` refuses until a reseed completes (docs/checkpoints.md).
 
         >>> import random
         >>> s = Seeder(); s.init(3); s.reseed(1, 0); a = random.random()
@@ -165,7 +166,16 @@ class Seeder:
         self._topo("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
         with self._lock:
-            state.reseed(self, key)
+            members = state.start_reseed(self, key)  # the global RNGs; None: resuming inside this (task, epoch)
+            if members is None:
+                return
+            try:
+                for member in members:  # here, so that participants' warnings point at the caller of reseed
+                    member.seeder_reseed(self, key[0], key[1])
+            except BaseException as exc:
+                state.tear(self.run, key, member, exc)
+                raise
+            self.run.close_reseed(key)
 
     def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
         """Reseed ``gen`` at every :meth:`reseed` (NVIDIA's API); :meth:`init` drops it again.
@@ -176,8 +186,7 @@ class Seeder:
         at once for that ``(task, epoch)``. Seeds are 64-bit (fold with ``% 2**32`` for 32-bit
         RNGs). A participant or a DALI pipeline is joined (held strongly) instead.
 
-        >>> import random
-        >>> s = Seeder(); s.init(5); rng = random.Random()
+        >>> import random; s = Seeder(); s.init(5); rng = random.Random()
         >>> s.register_generator(rng); s.reseed(1, 0)
         """
         self._topo("register_generator")
@@ -187,10 +196,7 @@ class Seeder:
     def unregister_generator(self, gen: GeneratorLike) -> None:
         """Stop reseeding ``gen`` (the object or bound method given to :meth:`register_generator`)."""
         with self._lock:
-            found = self.registry.find(gen)
-            if found is None:
-                raise ValueError(f"{describe(gen)} is not registered; nothing to unregister")
-            self.registry.remove(found)
+            self.registry.remove(self.registry.find_or_raise(gen))
 
     def join(self, participant: Any, *, weak: bool = True) -> None:
         """Add a participant (sampler, loader, DALI pipeline, ...; see :mod:`seeder.participant`).
@@ -199,8 +205,7 @@ class Seeder:
         that joined stay across :meth:`init` and follow the new run. Joining twice has no effect.
 
         >>> import seeder
-        >>> s = seeder.Seeder(); s.init(1)
-        >>> sampler = seeder.DistributedSampler(range(4), seeder=s)   # a sampler joins by itself
+        >>> s = seeder.Seeder(); s.init(1); sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
         >>> sampler in s.participants()
         True
         """
@@ -212,9 +217,7 @@ class Seeder:
     def leave(self, participant: Any) -> None:
         """Remove a participant that joined; unknown ones are ignored."""
         with self._lock:
-            found = self.registry.find(participant)
-            if found is not None:
-                self.registry.remove(found)
+            self.registry.discard(participant)
 
     def participants(self) -> List[Any]:
         """Live participants in the order they joined (registered generators included)."""
@@ -223,8 +226,7 @@ class Seeder:
     def generators(self) -> List[GeneratorParticipant]:
         """Registered generators in registration order (:class:`seeder.participant.GeneratorParticipant`).
 
-        >>> import random
-        >>> s = Seeder(); s.init(1); s.register_generator(random.Random()); [g.stream for g in s.generators()]
+        >>> import random; s = Seeder(); s.init(1); s.register_generator(random.Random()); [g.stream for g in s.generators()]
         [1]
         """
         return self.registry.generators()
@@ -250,11 +252,10 @@ class Seeder:
         ['derivation_version', 'format', 'last_reseed']
         """
         topo = self._topo("state_dict")
-        with self._lock:
-            if self.run.torn is not None:
-                raise RuntimeError(f"seeder.state_dict() refused: {self.run.torn}")
+        with self._lock:  # make_state refuses a torn run (a reseed that raised)
+            made = state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
             state.warn_unsaved_generators(self.generators())
-            return state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
+            return made
 
     def gather_state_dict(self, dst: int = 0) -> Optional[Dict[str, Any]]:
         """Every rank's :meth:`state_dict` in one dict on rank ``dst``, ``None`` on the others (a collective).
@@ -298,8 +299,7 @@ class Seeder:
     def fork_rng(self) -> ContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.
 
-        >>> import random
-        >>> s = Seeder(); s.init(1); s.reseed(1, 0)
+        >>> import random; s = Seeder(); s.init(1); s.reseed(1, 0)
         >>> with s.fork_rng():
         ...     inside = random.random()
         >>> inside == random.random()

@@ -105,6 +105,19 @@ class Registry:
                 return p
         return None
 
+    def find_or_raise(self, gen: Any) -> Any:
+        """:meth:`find`, or a ``ValueError`` saying ``gen`` is not registered (``unregister_generator``)."""
+        found = self.find(gen)
+        if found is None:
+            raise ValueError(f"{describe(gen)} is not registered; nothing to unregister")
+        return found
+
+    def discard(self, participant: Any) -> None:
+        """Remove the participant for ``participant`` if there is one (``leave``)."""
+        found = self.find(participant)
+        if found is not None:
+            self.remove(found)
+
     def remove(self, participant: Any) -> None:
         """Remove ``participant`` (and dead weak references)."""
         self._members = [(m, r) for m, r in self._members if _resolve(m) is not None and _resolve(m) is not participant]

@@ -29,7 +29,7 @@ from .participant import GeneratorParticipant, describe, validates_state
 from .rngs import RNGAdapter
 from .rollback import Snapshot, capture, restore, saved_state
 
-__all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "reseed", "make_state", "gather",
+__all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",
            "warn_unsaved_generators", "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
            "load", "fork_rng", "world_message"]
 
@@ -81,36 +81,41 @@ class RunState:
         return dataclasses.replace(self, seen=set(self.seen))
 
 
-def reseed(seeder: Any, key: Tuple[int, int]) -> None:
-    """``seeder.reseed(*key)``: the global RNGs, then every participant; a raise is recorded in ``seeder.run.torn``.
+def start_reseed(seeder: Any, key: Tuple[int, int]) -> Optional[List[Any]]:
+    """``seeder.reseed(*key)`` up to the participants: seed the global RNGs and return the participants to reseed.
 
-    Skipped when it resumes the ``(task, epoch)`` a loaded state stopped inside.
+    ``None`` when the reseed resumes the ``(task, epoch)`` a loaded state stopped inside (nothing
+    to seed). Until :meth:`RunState.close_reseed` the run is marked torn (see :func:`tear`).
     """
     run = seeder.run
     if run.resumes(key):
         run.resume_pending = None
         logger.info("reseed%s skipped: resuming inside it from the loaded state", key)
-        return
+        return None
     seed = seeder.stream_seed(key[0], key[1], shared=False, stream=0)
     run.open_reseed(key)
-    member: Any = "the global RNGs"
     try:
         for adapter in seeder.global_adapters():
             adapter.seed(seed)
-        run.last = key  # participants that read last_reseed see the new (task, epoch)
-        for member in seeder.participants():
-            member.seeder_reseed(seeder, key[0], key[1])
     except BaseException as exc:
-        run.torn = (f"seeder.reseed{key} raised {type(exc).__name__} in {describe(getattr(member, 'gen', member))}, "
-                    f"so its random streams are partly in {key} and partly in the (task, epoch) before; call "
-                    f"seeder.reseed{key} again (it seeds every stream from the start) before saving a state")
+        tear(run, key, "the global RNGs", exc)
         raise
-    run.close_reseed(key)
+    run.last = key  # participants that read last_reseed see the new (task, epoch)
+    return seeder.participants()
+
+
+def tear(run: RunState, key: Tuple[int, int], where: Any, exc: BaseException) -> None:
+    """Record in ``run.torn`` that ``reseed(*key)`` raised ``exc`` in ``where``: its streams are in no one epoch."""
+    run.torn = (f"seeder.reseed{key} raised {type(exc).__name__} in {describe(getattr(where, 'gen', where))}, "
+                f"so its random streams are partly in {key} and partly in the (task, epoch) before; call "
+                f"seeder.reseed{key} again (it seeds every stream from the start) before saving a state")
 
 
 def make_state(run: RunState, world_size: int, rank: int, adapters: List[RNGAdapter],
                stateful: Dict[str, Any]) -> Dict[str, Any]:
-    """One process's state: header, every global RNG, every stateful participant by key."""
+    """One process's state: header, every global RNG, every stateful participant by key (refused for a torn run)."""
+    if run.torn is not None:
+        raise RuntimeError(f"seeder.state_dict() refused: {run.torn}")
     return {
         "format": "seeder",
         "version": STATE_FORMAT_VERSION,
