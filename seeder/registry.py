@@ -12,6 +12,7 @@ Example:
 """
 from __future__ import annotations
 
+import inspect
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -23,6 +24,17 @@ __all__ = ["Registry"]
 
 def _resolve(member: Any) -> Any:
     return member() if isinstance(member, weakref.ref) else member
+
+
+def _check_arity(gen: Any) -> None:
+    """A ``TypeError`` now, not at the next reseed, for a callable that cannot be called as ``f(seed)``."""
+    try:
+        inspect.signature(gen).bind(0)
+    except TypeError as exc:
+        raise TypeError(f"register_generator() needs a callable f(seed: int) that takes the seed as its one "
+                        f"argument; {describe(gen)} cannot be called with one argument ({exc})") from None
+    except ValueError:  # no signature to read (some builtins): found out at the first reseed
+        pass
 
 
 class Registry:
@@ -49,7 +61,9 @@ class Registry:
             if participant is not None:  # e.g. a DALI pipeline: joins at the next reseed, not called now
                 self.add(participant, weak=False, registered=True)
                 return None
-            if not callable(gen):
+            if callable(gen):
+                _check_arity(gen)
+            else:
                 raise TypeError(
                     f"register_generator() needs a callable f(seed: int), a random.Random, numpy Generator/"
                     f"RandomState, torch.Generator or a participant (an object with seeder_reseed, or a DALI "
