@@ -120,8 +120,9 @@ def run_constraints(seeder: Any, seed: Optional[int], mode: str, task: int, stre
 
     The run is the one a seeder state describes while ``seeder.load_state_dict`` checks it
     (``seeder.loading``), else the seeder's own. The key of an epoch is ``None`` when no master
-    seed is known yet. The epoch is the last reseed's when that reseed was of the sampler's
-    ``task`` during a ``seeder.load_state_dict``, unless the epoch is set by hand (``manual``).
+    seed is known yet. During a ``seeder.load_state_dict``, unless the epoch is set by hand
+    (``manual``), the epoch is the last reseed's when that reseed was of the sampler's ``task``,
+    and 0 when the state has no reseed at all.
 
     >>> from seeder import Seeder
     >>> s = Seeder(); s.init(3); key_of, epoch = run_constraints(s, None, "feistel", 1, 0, True, False)
@@ -138,8 +139,12 @@ def run_constraints(seeder: Any, seed: Optional[int], mode: str, task: int, stre
             return shuffle_key(seeder, seed, mode, task, epoch, stream)
         return None if run.master is None else derive_seed(run.master, Domain.SAMPLER, task, epoch, 0, stream)
 
-    last = loading.last if loading is not None else None
-    return key_of, (last[1] if last is not None and last[0] == task and not manual else None)
+    if loading is None or manual:
+        return key_of, None
+    last = loading.last
+    if last is None:  # no reseed yet in that run: a sampler that follows reseed is still in its first epoch
+        return key_of, 0
+    return key_of, (last[1] if last[0] == task else None)
 
 
 def check_advance(n: Any, consumed: int, handed: int, num_samples: int, epoch: int) -> int:
