@@ -28,13 +28,13 @@ from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning
 from .participant import GeneratorParticipant, Participant, describe, require_participant
 from .registry import Registry
-from .rngs import RNGAdapter, global_adapters
+from .rngbase import RNGAdapter
+from .rngs import global_adapters
 
-__all__ = ["Seeder", "Participant", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR", "STATE_FORMAT_VERSION"]
+__all__ = ["Seeder", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR"]
 
 logger = logging.getLogger("seeder")
 
-STATE_FORMAT_VERSION = state.STATE_FORMAT_VERSION
 #: Environment variable that supplies the master seed when ``init`` gets none.
 ENV_SEED = "SEEDER_SEED"
 #: Environment variable that turns on deterministic mode when ``init`` gets ``deterministic=None``.
@@ -104,19 +104,20 @@ class Seeder:
         """Whether :meth:`init` has been called."""
         return self.run.master is not None
 
-    def _topo(self, what: str) -> Topology:
+    def _require_init(self, what: str) -> Topology:
+        """The run's topology; ``RuntimeError`` naming ``what`` if :meth:`init` was not called."""
         if self._topology is None:
             raise RuntimeError(f"seeder.{what}() called before seeder.init(); call seeder.init(master_seed=...) first")
         return self._topology
 
     def get_master_seed(self) -> int:
         """The master seed of this run (given, from ``$SEEDER_SEED``, drawn, or from a loaded checkpoint)."""
-        self._topo("get_master_seed")
+        self._require_init("get_master_seed")
         return self.run.master  # type: ignore[return-value]
 
-    rank = property(lambda self: self._topo("rank").rank, doc="Global rank used in derivation.")
-    world_size = property(lambda self: self._topo("world_size").world_size, doc="Processes over all nodes.")
-    local_rank = property(lambda self: self._topo("local_rank").local_rank, doc="Rank on this node (informational).")
+    rank = property(lambda self: self._require_init("rank").rank, doc="Global rank used in derivation.")
+    world_size = property(lambda self: self._require_init("world_size").world_size, doc="Processes over all nodes.")
+    local_rank = property(lambda self: self._require_init("local_rank").local_rank, doc="Rank on this node (informational).")
     last_reseed = property(lambda self: self.run.last, doc="``(task_id, epoch)`` of the last reseed, or ``None``.")
 
     def get_seed(self, task_id: int, epoch: int = 0, *, shared: bool = False, stream: int = 0) -> int:
@@ -129,7 +130,7 @@ class Seeder:
         >>> s.get_seed(1, 0) != s.get_seed(1, 1)
         True
         """
-        self._topo("get_seed")
+        self._require_init("get_seed")
         check_bool(shared, "shared")
         return self.stream_seed(check_key(task_id, "task_id"), check_key(epoch, "epoch"), shared=shared,
                                 stream=check_key(stream, "stream"))
@@ -146,7 +147,7 @@ class Seeder:
         >>> s.derive(Domain.WORKER, 1, 0, stream=3) == s.derive(Domain.WORKER, 1, 0, stream=3)
         True
         """
-        topo = self._topo("derive")
+        topo = self._require_init("derive")
         return derive.derive_seed(self.run.master, domain, task_id, epoch, topo.rank if rank is None else rank, stream)  # type: ignore[arg-type]
 
     def reseed(self, task_id: int, epoch: int = 0) -> None:
@@ -163,7 +164,7 @@ class Seeder:
         >>> t = Seeder(); t.init(3); t.reseed(1, 0); a == random.random()
         True
         """
-        self._topo("reseed")
+        self._require_init("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
         with self._lock:
             members = state.start_reseed(self, key)  # the global RNGs; None: resuming inside this (task, epoch)
@@ -189,7 +190,7 @@ class Seeder:
         >>> import random; s = Seeder(); s.init(5); rng = random.Random()
         >>> s.register_generator(rng); s.reseed(1, 0)
         """
-        self._topo("register_generator")
+        self._require_init("register_generator")
         with self._lock:
             self.registry.register_or_nothing(self, gen, check_bool(shared, "shared"))
 
@@ -251,7 +252,7 @@ class Seeder:
         >>> sorted(s.state_dict())[:3]
         ['derivation_version', 'format', 'last_reseed']
         """
-        topo = self._topo("state_dict")
+        topo = self._require_init("state_dict")
         with self._lock:  # make_state refuses a torn run (a reseed that raised)
             made = state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
             state.warn_unsaved_generators(self.generators())
@@ -265,7 +266,7 @@ class Seeder:
         (1, 1)
         >>> s.load_state_dict(g)
         """
-        topo = self._topo("gather_state_dict")
+        topo = self._require_init("gather_state_dict")
         check_int(dst, "dst", low=0, high=topo.world_size - 1)
         return state.gather(self.state_dict(), topo.world_size, topo.rank, dst)
 

@@ -24,7 +24,7 @@ from typing import Any, Iterator, List, NamedTuple, Tuple
 
 from .errors import SeederWarning
 from .participant import GeneratorParticipant, describe, validates_state
-from .rngs import RNGAdapter
+from .rngbase import RNGAdapter
 
 __all__ = ["Snapshot", "capture", "saved_state", "restore", "interrupts_deferred"]
 

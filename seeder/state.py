@@ -26,7 +26,7 @@ from .checks import is_int
 from .distributed import process_group_active
 from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
-from .rngs import RNGAdapter
+from .rngbase import RNGAdapter
 from .rollback import Snapshot, capture, restore, saved_state
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",

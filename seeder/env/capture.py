@@ -1,4 +1,4 @@
-"""Environment snapshots (seed 000's recipe): write one with :func:`capture_environment`, read one back.
+"""Environment snapshots: write one with :func:`capture_environment`, read one back.
 
 :func:`capture_environment` writes, into a directory readable by its owner only, the
 environment variables (``env.txt``), ``pip freeze``, ``module list``, the git diff of each
@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from ..checks import check_bool
 from .probe import installed_distributions, python_info, system_info, torch_info
 from .redact import Redactor
+from .safefile import check_directory, names, write_file
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "PathLike", "capture_environment", "default_snapshot_dir",
            "load_snapshot"]
@@ -48,13 +49,17 @@ SNAPSHOT_FORMAT = "seeder-environment"
 #: The manifest layout version this seeder writes and reads.
 SNAPSHOT_VERSION = 1
 _TOOL_TIMEOUT = 120.0
+#: Every name a snapshot writes at its top level: a directory holding anything else is not used.
+SNAPSHOT_FILES = ("env.txt", "requirements.txt", "modules.txt", "editable", "git.txt", "git.diff", "apt-packages.txt",
+                  "conda-list.txt", "nvidia-smi.txt", "nvidia-smi-q.txt", "nvidia-smi-topo.txt", "torch-config.txt",
+                  "lscpu.txt", "manifest.json")
 
 #: A directory or file path.
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 def default_snapshot_dir(base: Optional[PathLike] = None) -> Path:
-    """Seed 000's directory: ``<base>/repro/$SLURM_JOB_ID`` (``base`` defaults to the working directory).
+    """The snapshot directory: ``<base>/repro/$SLURM_JOB_ID`` (``base`` defaults to the working directory).
 
     A requeued SLURM job (``SLURM_RESTART_COUNT`` > 0) gets ``<job>-restart<N>``; outside
     SLURM the name is ``local-<UTC time>-<pid>``.
@@ -118,20 +123,14 @@ class _Writer:
         self.files: Dict[str, Dict[str, Any]] = {}
         self.tools: Dict[str, Dict[str, Any]] = {}
 
-    def write(self, name: str, text: str, source: str, assignments: bool = True) -> str:
-        data = self.redactor.text(text, assignments=assignments).encode("utf-8")
-        path = self.root / name
-        if path.parent != self.root:
-            _make_private_dir(path.parent)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(path, 0o600)
+    def write(self, name: str, text: str, source: str) -> str:
+        data = self.redactor.text(text).encode("utf-8")
+        write_file(self.root, name, data)
         self.files[name] = {"source": source, "sha256": _sha256(data), "bytes": len(data)}
         return name
 
     def tool(self, label: str, argv: Sequence[str], result: _ToolResult, file: Optional[str] = None) -> None:
-        entry: Dict[str, Any] = {"status": result.status, "command": [self.redactor.text(a) for a in argv]}
+        entry: Dict[str, Any] = {"status": result.status, "command": self.redactor.argv(argv)}
         if file:
             entry["file"] = file
         if result.error:
@@ -139,12 +138,12 @@ class _Writer:
         self.tools[label] = entry
 
     def run_to_file(self, label: str, argv: Sequence[str], name: str, stream: str = "stdout",
-                    assignments: bool = False, **kw: Any) -> _ToolResult:
+                    **kw: Any) -> _ToolResult:
         result = _run(argv, **kw)
         file = None
         if result.status == "ok":
             text = result.stderr if stream == "stderr" else result.stdout
-            file = self.write(name, text, " ".join(argv), assignments=assignments)
+            file = self.write(name, text, " ".join(self.redactor.argv(argv)))
         self.tool(label, argv, result, file)
         return result
 
@@ -268,23 +267,25 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
         raise NotADirectoryError(f"{target} exists and is not a directory; pass a directory for the snapshot")
     if (target / "manifest.json").exists() and not overwrite:
         raise FileExistsError(f"{target} already holds a snapshot; pass overwrite=True (--force) or another directory")
+    # A directory seeder created (it holds a snapshot, whose owner may have added notes) or one with nothing else.
+    check_directory(target, (lambda name: True) if (target / "manifest.json").is_file() else names(SNAPSHOT_FILES),
+                    "environment snapshot")
     environ = dict(os.environ)
-    redactor = Redactor(environ)
+    redactor = Redactor(environ, [sys.argv])
     _make_private_dir(target)
     _remove_previous(target)
     writer = _Writer(target, redactor)
     started = _dt.datetime.now(_dt.timezone.utc)
 
     env = redactor.environ(environ)
-    writer.write("env.txt", "".join(f"{k}={_one_line(v)}\n" for k, v in env.items()), "os.environ", assignments=False)
+    writer.write("env.txt", "".join(f"{k}={_one_line(v)}\n" for k, v in env.items()), "os.environ")
     writer.tool("printenv", ["os.environ"], _ToolResult("ok"), "env.txt")
 
     _freeze(writer)
     packages, editables = installed_distributions()
-    for entry in editables:
+    for entry in editables:  # the manifest is redacted as a whole when written
         entry["git"] = _git_state(entry["path"], writer, f"git diff ({entry['name']})", f"editable/{_safe(entry['name'])}.diff") \
             if os.path.isdir(entry["path"]) else {"status": "source missing"}
-        entry["url"], entry["path"] = redactor.text(entry["url"]), redactor.text(entry["path"])
     _modules(writer)
 
     git = _git_state(os.getcwd(), writer, "git diff (working directory)", "git.diff")
@@ -293,7 +294,7 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
                    f"dirty: {git['dirty']}", "remotes:"] + [f"  {r}" for r in git["remotes"]] + \
                   ["untracked:"] + [f"  {u}" for u in git["untracked"]]
         git["summary"] = writer.write("git.txt", "\n".join(summary) + "\n", "git rev-parse/status/remote")
-    writer.tools["git"] = {"status": git["status"], "command": ["git", "-C", redactor.text(os.getcwd())],
+    writer.tools["git"] = {"status": git["status"], "command": ["git", "-C", os.getcwd()],
                            **({"error": git["error"]} if "error" in git else {})}
 
     writer.run_to_file("dpkg-query", ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${Architecture}\\n"],
@@ -310,7 +311,7 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
 
     torch_facts, torch_config = torch_info()
     if torch_facts is not None:
-        torch_facts["config"] = writer.write("torch-config.txt", torch_config, "torch.__config__", assignments=False)
+        torch_facts["config"] = writer.write("torch-config.txt", torch_config, "torch.__config__")
         torch_facts["config_sha256"] = writer.files["torch-config.txt"]["sha256"]
         writer.tool("torch", ["torch.__config__.show()"], _ToolResult("ok"), "torch-config.txt")
     else:
@@ -324,9 +325,9 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
             "hostname": socket.gethostname(),
             "user": _user(),
             "pid": os.getpid(),
-            "cwd": redactor.text(os.getcwd()),
-            "argv": [redactor.text(a) for a in sys.argv],
-            "extra": json.loads(redactor.text(json.dumps(dict(extra or {})), assignments=False)),
+            "cwd": os.getcwd(),
+            "argv": list(sys.argv),
+            "extra": dict(extra or {}),
         },
         "python": python_info(),
         "system": system_info(),
@@ -339,11 +340,8 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
         "tools": writer.tools,
         "files": writer.files,
     }
-    text = json.dumps(manifest, indent=2, sort_keys=False) + "\n"
-    data = redactor.text(text, assignments=False)
-    fd = os.open(target / "manifest.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(data)
+    text = json.dumps(redactor.data(manifest), indent=2, sort_keys=False) + "\n"
+    write_file(target, "manifest.json", text.encode("utf-8"))
     missing = sorted(k for k, v in writer.tools.items() if v["status"] != "ok")
     logger.info("environment snapshot written to %s (%d files; not captured: %s)", target, len(writer.files) + 1,
                 ", ".join(missing) or "none")

@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from ..env.redact import file_redactor, redact_json
+from ..env.safefile import open_log, write_file
+
 __all__ = ["RunSpec", "RunResult", "RunFailed", "run_all", "child_environment", "log_tail"]
 
 logger = logging.getLogger("seeder")
@@ -187,9 +190,22 @@ def _write_record(spec: RunSpec, result: RunResult, env_extra: Dict[str, str]) -
               "started": result.started, "ended": None if result.started is None else result.started + result.duration,
               "reason": result.reason, **{k: v for k, v in spec.info.items() if isinstance(v, (str, int, float, type(None)))}}
     try:
-        (Path(spec.workdir) / "run.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        write_file(spec.workdir, "run.json", (json.dumps(redact_json(record), indent=1) + "\n").encode(), 0o644)
+        _redact_log(spec)
     except OSError as exc:  # the run's outcome still reaches the report
         logger.warning("could not write %s/run.json: %s", spec.workdir, exc)
+
+
+def _redact_log(spec: RunSpec) -> None:
+    """Replace the run's log by its redacted text (secrets the command was given or printed) once the run ended."""
+    try:
+        with open(spec.log, "rb") as fh:
+            text = fh.read().decode("utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        return
+    clean = file_redactor([spec.argv]).text(text)
+    if clean != text:
+        write_file(spec.workdir, spec.log.name, clean.encode("utf-8", errors="surrogateescape"), 0o644)
 
 
 def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, keep_going: bool = False,
@@ -260,7 +276,7 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
                 if left_out:
                     finish(RunResult(spec.name, "omitted", None, 0.0, spec.log, str(left_out), spec.info), spec, spec.env)
                     continue
-                fh = open(spec.log, "wb")
+                fh = os.fdopen(open_log(spec.log), "wb")
                 try:
                     proc = subprocess.Popen(spec.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             env={**base_env, **spec.env}, cwd=str(spec.cwd) if spec.cwd else None,

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..env.redact import file_redactor, redact_json
+from ..env.safefile import symlinks_in, write_file
 from ..trace import ENV_TRACE
 from .analysis import ALL_KINDS, analyze_compare, analyze_verify
 from .contract import Contract, Metrics, read_metrics
@@ -133,6 +135,10 @@ class CompareConfig(_Common):
 def prepare_out(out: Path) -> Path:
     """Create ``out`` or clear a previous seeder output there; refuse any other non-empty directory."""
     out = Path(out).resolve()
+    links = symlinks_in(out, depth=2)  # out/ and out/runs/ (rmtree never follows the deeper ones)
+    if links:
+        raise OutputDirError(f"output directory {out} holds a symbolic link ({', '.join(sorted(links)[:3])}); seeder "
+                             "does not write through symbolic links: remove it or choose another --out")
     if out.exists() and not out.is_dir():
         raise OutputDirError(f"output path {out} exists and is not a directory; choose another --out")
     if out.is_dir() and any(out.iterdir()):
@@ -145,7 +151,7 @@ def prepare_out(out: Path) -> Path:
         for png in out.glob("*.png"):
             png.unlink()
     out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text(json.dumps({"report_version": REPORT_VERSION}) + "\n", encoding="utf-8")
+    write_file(out, MARKER, (json.dumps({"report_version": REPORT_VERSION}) + "\n").encode(), 0o644)
     return out
 
 
@@ -336,7 +342,7 @@ def _finish(cfg: _Common, out: Path, report: Dict[str, Any], metrics: Dict[str, 
         figures = [str(p) for p in plots.write_figures(report, metrics, fig_dir)]
     report["figures"] = figures
     write_json(out / "report.json", report)
-    (out / "report.md").write_text(rep.markdown(report, out), encoding="utf-8")
+    write_file(out, "report.md", file_redactor([cfg.command]).text(rep.markdown(report, out)).encode(), 0o644)
 
 
 def _clean(obj: Any) -> Any:
@@ -350,8 +356,9 @@ def _clean(obj: Any) -> Any:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """Strict JSON (NaN as null, infinity as "inf")."""
-    Path(path).write_text(json.dumps(_clean(obj), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    """Strict JSON (NaN as null, infinity as "inf"), secrets redacted, written without following a symbolic link."""
+    text = json.dumps(redact_json(_clean(obj)), indent=1, allow_nan=False) + "\n"
+    write_file(Path(path).parent, Path(path).name, text.encode("utf-8"), 0o644)
 
 
 @dataclass

@@ -1,0 +1,353 @@
+"""Secrets never reach a file: planted secrets of every kind against the real `seeder env`, `seeder run` and
+`seeder verify`, every byte they wrote searched; the redaction path as properties; symlinks planted where
+seeder writes."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import string
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from helpers import REPO_ROOT, child_env
+from seeder import Seeder, SeederWarning
+from seeder.env.capture import capture_environment
+from seeder.env.redact import MIN_LITERAL, REDACTED, Redactor, redact_argv, redact_environ, redact_json, redact_text
+from seeder.env.safefile import UnsafeDirectoryError, write_file
+from seeder.verify.runner import RunSpec, run_all
+from seeder.verify.session import OutputDirError, prepare_out, write_json
+
+HEX40 = "9f3a1c5e7b2d4f6081a3c5e7092b4d6f8a1c3e5b"  # a wandb key
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjaS1qb2ItcGxhbnRlZCJ9.c2lnbmF0dXJlUGxhbnRlZDAx"
+# Secret-named variables: their values must leave no trace, whatever their length.
+NAMED = {
+    "API_KEY": "abc123",  # shorter than 8 characters
+    "MYSQL_PWD": "myS9lPw",
+    "DB_PW": "dbpw-4417x",
+    "CI_JOB_JWT": JWT,
+    "HF_TOKEN": "hf_PlantedHuggingFaceTokenAbcdefgh01",
+    "GITHUB_TOKEN": "ghp_PlantedGithubTokenAbcdefghijklmnop0123",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYplantedKEY",
+    "WANDB_API_KEY": HEX40,
+    "SLACK_BOT_TOKEN": "xoxb-2222-planted-slackbot",
+    "PGPASSWORD": "pg pass word 77",  # with spaces
+    "SESSION_COOKIE": 'ck"quote\\back',  # quote and backslash: JSON and repr escape them
+}
+# Secrets inside variables whose names are not secret: found by pattern.
+INDIRECT = {
+    "ODBC_CONNECT": ("Driver={ODBC Driver 18};Server=db;Uid=sa;Pwd=odbcPw!42x;", "odbcPw!42x"),
+    "ODBC_BRACED": ("Server=db;PWD={br;aced-Pw9};Database=x", "br;aced-Pw9"),
+    "DATABASE_URL": ("postgresql://app:pgUrlPass99@db:5432/x", "pgUrlPass99"),
+    "TRAIN_OPTS": ("--lr 0.1 --api-key optsKey-5521 --epochs 3", "optsKey-5521"),
+    "DEPLOY_NOTE": ("rotated AKIAPLANTEDKEY123456 today", "AKIAPLANTEDKEY123456"),
+    "WEBHOOK_HINT_X": ("see https://hooks.example/x?token=hookTok-3377", "hookTok-3377"),
+    "ID_HEADER": ("Authorization: Bearer bearerTok-9912", "bearerTok-9912"),
+    "AZURE_STORAGE": ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=azK3yPlanted+Base64==;",
+                      "azK3yPlanted+Base64=="),
+}
+# On the command line: flags, a Hydra override, a key=value.
+ARGV = ["--db-password", "argvDbPw-31", "--token=argvTok-77x", "--api-key", "argvApiK-5", "--password=pw with space",
+        "db.password=hydraPw-8q", "--secret", "s3", "--note", "abc123"]
+ARGV_SECRETS = ["argvDbPw-31", "argvTok-77x", "argvApiK-5", "pw with space", "hydraPw-8q"]
+# Lines of an uncommitted change (git.diff).
+DIFF_LINES = {
+    "db_pass: yamlDbPass-61": "yamlDbPass-61",
+    'wandb.login(key="0a1b2c3d4e5f60718293a4b5c6d7e8f901234567")': "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567",
+    'password = "diffPassword-19"': "diffPassword-19",
+    '"client_secret": "clientSecret-23",': "clientSecret-23",
+    'conn = "Server=x;Pwd=diffOdbc-88;"': "diffOdbc-88",
+    "export GITHUB_TOKEN=ghp_DiffGithubTokenAbcdefghijklmnopqr0123": "ghp_DiffGithubTokenAbcdefghijklmnopqr0123",
+    "aws_secret_access_key = Zk9PlantedAwsSecretInCredentialsFile01": "Zk9PlantedAwsSecretInCredentialsFile01",
+    "token: glpat-PlantedGitlabToken1234": "glpat-PlantedGitlabToken1234",
+    'api_password = "two words planted"': "two words planted",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----": None,
+    "lQOYBGPlantedPgpKeyBody0123": "lQOYBGPlantedPgpKeyBody0123",
+    "-----END PGP PRIVATE KEY BLOCK-----": None,
+    "-----BEGIN OPENSSH PRIVATE KEY-----": None,
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAplanted": "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAplanted",
+    "-----END OPENSSH PRIVATE KEY-----": None,
+    'slack = "xoxp-1234567890-plantedslack"': "xoxp-1234567890-plantedslack",
+    "jwt = " + JWT.replace("cGxhbnRlZCJ9", "ZGlmZiJ9"): JWT.replace("cGxhbnRlZCJ9", "ZGlmZiJ9"),
+}
+NEEDLES = sorted({*NAMED.values(), *(v for _, v in INDIRECT.values()), *ARGV_SECRETS,
+                  *(v for v in DIFF_LINES.values() if v)})
+LEAKS = {"cases": 0, "leaks": 0}  # counted for the issue's note
+
+
+def _planted_env(extra=None):
+    env = child_env({**NAMED, **{k: v for k, (v, _) in INDIRECT.items()},
+                     "PLANTED_NAMES": ",".join([*NAMED, *INDIRECT])})
+    env.update(extra or {})
+    return env
+
+
+def _repo(path: Path) -> Path:
+    path.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"]
+    (path / "config.py").write_text("lr = 0.1\n")
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(git + args, cwd=path, check=True, capture_output=True)
+    (path / "config.py").write_text("lr = 0.2\n" + "\n".join(DIFF_LINES) + "\n")
+    return path
+
+
+def _assert_nothing_leaked(root: Path, needles=NEEDLES) -> int:
+    """Every byte of every file under ``root``: no needle, in UTF-8 or as JSON escapes it. Returns the file count."""
+    files = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert files
+    found = []
+    for path in files:
+        data = path.read_bytes()
+        for needle in needles:
+            LEAKS["cases"] += 1
+            forms = {needle.encode(), json.dumps(needle)[1:-1].encode(), repr(needle)[1:-1].encode()}
+            if any(f in data for f in forms):
+                found.append((needle, str(path.relative_to(root))))
+    LEAKS["leaks"] += len(found)
+    assert not found, f"planted secrets reached files: {found}"
+    return len(files)
+
+
+# ------------------------------------------------------------------ the real commands, every byte they wrote
+
+
+def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
+    repo = _repo(tmp_path / "repo")
+    env = _planted_env()
+    p = subprocess.run([sys.executable, "-m", "seeder", "env", "snapshot", str(tmp_path / "cli")], cwd=repo, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    code = "import seeder; seeder.init(7)"
+    p = subprocess.run([sys.executable, "-m", "seeder", "run", "--seed", "7", "--", sys.executable, "-c", code, *ARGV],
+                       cwd=repo, env={**env, "SEEDER_SNAPSHOT_DIR": str(tmp_path / "run")}, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    for snap in ("cli", "run"):
+        assert _assert_nothing_leaked(tmp_path / snap) >= 6
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["run"]["argv"][1:] == ["--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED,
+                                           f"--password={REDACTED}", f"db.password={REDACTED}", "--secret", REDACTED,
+                                           "--note", REDACTED]
+    env_txt = (tmp_path / "run" / "env.txt").read_text()
+    assert all(f"{k}={REDACTED}\n" in env_txt for k in NAMED) and f"\nPWD={os.environ['PWD']}\n" in env_txt
+    assert "ODBC_CONNECT=Driver={ODBC Driver 18};Server=db;Uid=sa;Pwd=" + REDACTED in env_txt  # the rest is kept
+    diff = (tmp_path / "run" / "git.diff").read_text()
+    assert "+lr = 0.2" in diff and f"+db_pass: {REDACTED}" in diff
+    for path in (tmp_path / "run").rglob("*"):
+        assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
+
+
+def test_seeder_verify_writes_no_planted_secret(tmp_path):
+    out = tmp_path / "v"
+    toy = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_secret_toy.py"), *ARGV[:6]]
+    p = subprocess.run([sys.executable, "-m", "seeder", "verify", "--out", str(out), "--epochs", "2", "--repeats", "2",
+                        "--jobs", "2", "--no-figures", "--no-mid-epoch", "--no-progress", "--", *toy],
+                       env=_planted_env(), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert _assert_nothing_leaked(out) >= 2 + 4 * 2 * 3  # report.json, report.md; 8 runs' run.json, log.txt, metrics
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "PASS"
+    expected = [toy[1], "--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED, f"--password={REDACTED}"]
+    assert report["config"]["command"][1:] == expected
+    for run in report["runs"]:
+        assert run["argv"][1:7] == expected[:6]
+        assert json.loads((out / "runs" / run["name"] / "run.json").read_text())["argv"][1:7] == expected[:6]
+        log = (out / run["log"]).read_text()  # the script printed its argv and environment: all redacted
+        assert log.startswith("config: ") and f"MYSQL_PWD={REDACTED}" in log
+
+
+# ------------------------------------------------------------------ the findings, one by one, on the public API
+
+
+def test_short_secret_is_redacted_in_argv_as_in_the_environment():
+    env = {"API_KEY": "abc123"}
+    assert redact_environ(env)["API_KEY"] == REDACTED
+    assert redact_text("train.py --note abc123 --x=abc123", environ=env) == f"train.py --note {REDACTED} --x={REDACTED}"
+    assert redact_text("xabc123 abc1234", environ=env) == "xabc123 abc1234"  # whole words only below 8 characters
+
+
+@pytest.mark.parametrize("name", ["MYSQL_PWD", "DB_PW", "CI_JOB_JWT", "REDIS_PASS", "SENTRY_DSN"])
+def test_secret_names(name):
+    value = "val-" + name.lower()
+    assert redact_environ({name: value})[name] == REDACTED
+    assert redact_text(f"echo {value}", environ={name: value}) == f"echo {REDACTED}"
+
+
+@pytest.mark.parametrize("name", ["PWD", "OLDPWD", "PATH", "TOKENIZERS_PARALLELISM"])
+def test_values_that_are_not_searched_for(name):
+    """PWD is the working directory; TOKENIZERS_PARALLELISM=false would remove every `false`."""
+    env = {"PWD": "/home/u", "OLDPWD": "/tmp", "PATH": "/usr/bin", "TOKENIZERS_PARALLELISM": "false"}
+    assert redact_text("cd /home/u; false", environ=env) == "cd /home/u; false"
+    assert redact_environ(env)[name] == (REDACTED if name == "TOKENIZERS_PARALLELISM" else env[name])
+
+
+@pytest.mark.parametrize("var, secret", list(INDIRECT.values()))
+def test_secrets_inside_other_variables(var, secret):
+    assert secret not in redact_environ({"X": var})["X"]
+
+
+@pytest.mark.parametrize("secret", [v for v in DIFF_LINES.values() if v])
+def test_secrets_in_a_diff(secret):
+    diff = "".join(f"+{line}\n" for line in DIFF_LINES)
+    assert secret not in redact_text(diff, environ={})
+
+
+@pytest.mark.parametrize("text", ["eos_token = '</s>'", "sort_key = name", "max_tokens: 512", "pad_token_id = 0",
+                                  "--password-file /run/secrets/pw", "key = 'id'", "step_key: step"])
+def test_what_is_not_a_secret_stays(text):
+    assert redact_text(text, environ={}) == text
+
+
+def test_argv_flags():
+    argv = ["x", "--db-password", "p", "--token=t", "--api-key", "k", "--password", "--next", "-p", "8080", "--lr", "1"]
+    assert redact_argv(argv, environ={}) == ["x", "--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED,
+                                             "--password", "--next", "-p", "8080", "--lr", "1"]
+    printed = Redactor({}, [["t.py", "db.password=hydraPw-8q", "--db-password", "flagPw-1", "--token=tok-0042"]])
+    assert printed.text("conf hydraPw-8q flagPw-1 tok-0042") == f"conf {REDACTED} {REDACTED} {REDACTED}"
+
+
+def test_json_is_redacted_before_it_is_serialised():
+    obj = {"argv": ["t", "--db-password", 'a"b\\c'], "reason": 'failed: a"b\\c', "loss_keys": ["loss"], "step_key": "step"}
+    text = json.dumps(redact_json(obj))
+    assert 'a\\"b\\\\c' not in text and json.loads(text)["loss_keys"] == ["loss"] and '"step_key": "step"' in text
+
+
+# ------------------------------------------------------------------ properties: any value, any alphabet
+
+_ALPHABET = string.ascii_letters + string.digits + string.punctuation + " é中"
+_SECRET_VARS = ["API_KEY", "MYSQL_PWD", "DB_PW", "CI_JOB_JWT", "HF_TOKEN", "MY_PASSWORD", "X_SECRET", "SESSION_COOKIE"]
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=st.text(alphabet=_ALPHABET, min_size=MIN_LITERAL, max_size=48), name=st.sampled_from(_SECRET_VARS))
+def test_a_secret_variable_leaves_no_trace(value, name):
+    try:
+        float(value)
+        assume(False)  # numbers are not searched for (documented)
+    except ValueError:
+        pass
+    assume(value.strip().lower() not in ("true", "false", "none", "null", "auto", "default", "yes", "no"))
+    r = Redactor({name: value, "OTHER": "x"})
+    texts = [f"run {value} end", f"{value}", f"'{value}'", f"a={value};", json.dumps({"k": value}), repr([value])]
+    for text in texts:
+        clean = r.text(text)
+        assume(value not in text.replace(value, REDACTED))  # the value is not part of the fixed text around it
+        LEAKS["cases"] += 1
+        assert value not in clean, (text, clean)
+    data = json.dumps(r.data({"argv": ["t", value], "msg": f"got {value}", name: value}))
+    assert json.dumps(value)[1:-1] not in data
+    assert r.environ({name: value, "OTHER": "x"})[name] == REDACTED
+
+
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(value=st.text(alphabet=_ALPHABET.replace(" ", ""), min_size=1, max_size=32),
+       flag=st.sampled_from(["--password", "--db-password", "--token", "--api-key", "--hf_token", "--secret", "--key",
+                             "-passwd", "--client-secret", "--jwt"]))
+def test_a_value_after_a_secret_flag_is_removed(value, flag):
+    assume(not value.startswith("--"))
+    LEAKS["cases"] += 2
+    out = Redactor({}).argv(["train.py", flag, value, f"{flag}={value}", "--lr", "0.1"])
+    assert out == ["train.py", flag, REDACTED, f"{flag}={REDACTED}", "--lr", "0.1"]
+
+
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(value=st.text(alphabet=string.ascii_letters + string.digits + "_-+/=.!@#$%^*~?|", min_size=1, max_size=40),
+       key=st.sampled_from(["db_pass", "password", "Pwd", "PWD", "client_secret", "api_key", "secret_key", "passwd",
+                            "DB_PASSWORD", "apiKey", "privateKey", "AccountKey"]),
+       sep=st.sampled_from([": ", " = ", "=", '": "', " := "]))
+def test_a_value_under_a_secret_key_in_a_file_is_removed(value, key, sep):
+    assume(value.lower() not in ("true", "false", "yes", "no", "on", "off", "none", "null", "auto", "default",
+                                 "disabled", "enabled", "unset") and not value.startswith("/"))
+    line = f'+    "{key}{sep}{value}",  # planted\n' if sep.startswith('"') else f"+    {key}{sep}{value};\n"
+    LEAKS["cases"] += 1
+    assert redact_text(line, environ={}).split(sep, 1)[1].startswith(REDACTED), line
+
+
+# ------------------------------------------------------------------ files are never written through a symlink
+
+
+def test_snapshot_refuses_a_directory_with_a_planted_symlink(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    victim.chmod(0o644)
+    for existing_snapshot in (False, True):
+        d = tmp_path / f"snap{int(existing_snapshot)}"
+        d.mkdir()
+        if existing_snapshot:
+            (d / "manifest.json").write_text(json.dumps({"files": {}}))
+        (d / "env.txt").symlink_to(victim)
+        with pytest.raises(UnsafeDirectoryError, match="symbolic link"):
+            capture_environment(d, overwrite=True)
+        assert victim.read_text() == "precious" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+    with pytest.warns(SeederWarning, match="symbolic link"):
+        Seeder().init(5, snapshot_dir=tmp_path / "snap0")  # training goes on without the snapshot
+    assert victim.read_text() == "precious" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "weights.pt").write_text("w")
+    with pytest.raises(UnsafeDirectoryError, match="not empty"):
+        capture_environment(foreign)
+    assert sorted(p.name for p in foreign.iterdir()) == ["weights.pt"]
+
+
+def test_write_file_replaces_a_symlink_instead_of_following_it(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("v")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "report.json").symlink_to(victim)
+    (tmp_path / "d" / "sub").symlink_to(tmp_path)
+    write_file(tmp_path / "d", "report.json", b"{}")
+    with pytest.raises(UnsafeDirectoryError):
+        write_file(tmp_path / "d", "sub/victim", b"x")
+    assert victim.read_text() == "v" and (tmp_path / "d" / "report.json").read_text() == "{}"
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["report.json", "sub"]  # no temporary file left
+
+
+def test_verify_writes_reports_and_run_records_without_following_symlinks(tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "file").write_text("v")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".seeder-verify").write_text("{}")
+    (out / "runs").symlink_to(victim)
+    with pytest.raises(OutputDirError, match="symbolic link"):
+        prepare_out(out)
+    (out / "runs").unlink()
+    (out / "report.json").symlink_to(victim / "file")
+    write_json(out / "report.json", {"argv": ["t", "--token", "tok-planted-1"]})
+    assert (victim / "file").read_text() == "v" and "tok-planted-1" not in (out / "report.json").read_text()
+    work = tmp_path / "run"
+    work.mkdir()
+    (work / "run.json").symlink_to(victim / "file")
+    (work / "log.txt").symlink_to(victim / "log")
+    res = run_all([RunSpec("r", [sys.executable, "-c", "print('api_key = k3yPrintedByTheRun01')"], work)], progress=False)
+    assert res[0].ok and (victim / "file").read_text() == "v" and not (victim / "log").exists()
+    assert "k3yPrintedByTheRun01" not in (work / "log.txt").read_text() + (work / "run.json").read_text()
+
+
+def test_seeder_log_records_are_redacted_before_a_file_handler_writes_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("MYSQL_PWD", "logPw-8812")
+    handler = logging.FileHandler(tmp_path / "seeder.log")
+    logger = logging.getLogger("seeder")
+    logger.addHandler(handler)
+    try:
+        logger.warning("could not start %s", ["t.py", "--token=logTok-55", "logPw-8812"])
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    text = (tmp_path / "seeder.log").read_text()
+    assert "could not start" in text and "logTok-55" not in text and "logPw-8812" not in text
+
+
+def test_leak_count_for_the_note():
+    """Runs last in this file: prints the cases checked and the leaks found (0)."""
+    print(f"\nsecrets: {LEAKS['cases']} planted-value checks, {LEAKS['leaks']} leaks")
+    assert LEAKS["leaks"] == 0
