@@ -117,3 +117,11 @@ class RNGAdapter:
 
     def set_state(self, state: Any) -> None:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def snapshot(self) -> Any:
+        """What :meth:`put_back` needs to return to the current state (by default :meth:`get_state`)."""
+        return self.get_state()
+
+    def put_back(self, snapshot: Any) -> None:
+        """Return to a :meth:`snapshot` (by default :meth:`set_state`)."""
+        self.set_state(snapshot)

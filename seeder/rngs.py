@@ -10,6 +10,8 @@ Example:
 """
 from __future__ import annotations
 
+import ctypes
+import platform
 import random
 import struct
 from typing import Any, Dict, List, Optional
@@ -49,6 +51,20 @@ class PythonRandomAdapter(RNGAdapter):
         version, internal, gauss_next = self.rng.getstate()
         return {"version": version, "state": internal, "gauss_next": gauss_next}
 
+    def snapshot(self) -> Any:
+        """The generator's C state as bytes where that is checked to match ``getstate`` (~30x cheaper), else its state."""
+        raw = _python_raw()
+        if raw is not None and type(self.rng) is random.Random:
+            return (ctypes.string_at(id(self.rng) + raw, _PY_RAW.size), self.rng.gauss_next)
+        return self.get_state()
+
+    def put_back(self, snapshot: Any) -> None:
+        if isinstance(snapshot, tuple):
+            ctypes.memmove(id(self.rng) + _python_raw(), snapshot[0], _PY_RAW.size)  # type: ignore[operator]
+            self.rng.gauss_next = snapshot[1]
+        else:
+            self.set_state(snapshot)
+
     def check_state(self, state: Any, where: str) -> None:
         expect(isinstance(state, dict) and state.keys() == _PYTHON_KEYS, where,
                 "expected a dict with keys version, state, gauss_next")
@@ -68,6 +84,27 @@ class PythonRandomAdapter(RNGAdapter):
     def set_state(self, state: Dict[str, Any]) -> None:
         words = state["state"]
         self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
+
+
+_PY_RAW = struct.Struct("=i624I")  # CPython's RandomObject after its header: int index; uint32_t state[624]
+_PY_RAW_OFFSET: List[Optional[int]] = []
+
+
+def _python_raw() -> Optional[int]:
+    """Where a ``random.Random``'s index and key are in the object, if that is checked on two generators; else None.
+
+    Checked once against ``getstate()`` (which copies 625 ints, the slow part of a snapshot).
+    """
+    if not _PY_RAW_OFFSET:
+        offset: Optional[int] = object.__basicsize__ if platform.python_implementation() == "CPython" else None
+        for seed in (1, 2):
+            rng = random.Random(seed)
+            rng.random()
+            words = rng.getstate()[1]
+            if offset is None or ctypes.string_at(id(rng) + offset, _PY_RAW.size) != _PY_RAW.pack(words[-1], *words[:-1]):
+                offset = None
+        _PY_RAW_OFFSET.append(offset)
+    return _PY_RAW_OFFSET[0]
 
 
 _NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})

@@ -57,7 +57,7 @@ def saved_state(participant: Any) -> Any:
 
 def capture(adapters: List[RNGAdapter], members: List[Any]) -> Snapshot:
     """A :class:`Snapshot` of ``adapters``' RNGs and ``members``' states."""
-    return Snapshot([(a, a.get_state()) for a in adapters], [(p, saved_state(p)) for p in members])
+    return Snapshot([(a, a.snapshot()) for a in adapters], [(p, saved_state(p)) for p in members])
 
 
 def restore(snapshot: Snapshot) -> List[str]:
@@ -75,7 +75,7 @@ def restore(snapshot: Snapshot) -> List[str]:
                 failed.append(f"{describe(getattr(obj, 'gen', obj))} ({exc})")
         for adapter, st in reversed(snapshot.rngs):
             try:
-                adapter.set_state(st)
+                adapter.put_back(st)
             except Exception as exc:
                 failed.append(f"{adapter.name} ({exc})")
     if failed:

@@ -296,7 +296,7 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
             undo.participants.append((member, saved_state(member)))
             member.load_state_dict(entry["participants"][key])
         for adapter in adapters:
-            undo.rngs.append((adapter, adapter.get_state()))
+            undo.rngs.append((adapter, adapter.snapshot()))
             adapter.set_state(entry["rngs"][adapter.name])
     except BaseException as exc:
         stuck = restore(undo)
