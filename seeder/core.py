@@ -21,11 +21,13 @@ import warnings
 from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
 
-from . import derive, state
+from . import derive, runwatch, state
+from .announce import show_drawn_seed
 from .checks import check_bool, check_int
 from .derive import Domain, check_key, check_master_seed
 from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning
+from .pending import PendingParts
 from .participant import GeneratorParticipant, Participant, describe, require_participant
 from .registry import Registry
 from .rngbase import RNGAdapter
@@ -63,6 +65,7 @@ class Seeder:
         self._topology: Optional[Topology] = None
         self._adapters: Optional[List[RNGAdapter]] = None
         self.registry = Registry()
+        self.pending = PendingParts()  # loaded state for loaders and generators not built yet
         self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
         self.loading: Optional[state.RunState] = None  # the run a state being loaded describes (participants check it)
         self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
@@ -86,15 +89,16 @@ class Seeder:
         seed, explicit = agree_master_seed(seed, explicit, topology)
         with self._lock:
             _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)  # may raise: nothing set yet
-            run, mark = state.RunState(master=seed), self.registry.mark()
+            run, mark, pending = state.RunState(master=seed), self.registry.mark(), PendingParts()
             try:
                 dropped = self.registry.drop_registered()
             except BaseException:
                 self.registry.rollback(mark)
                 raise
-            self.run, self.explicit, self._topology = run, explicit, topology
+            self.pending, self.run, self.explicit, self._topology = pending, run, explicit, topology
         if dropped:
             logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
+        runwatch.after_init(self)  # foreign seeding routed; under seeder verify, optimizer steps recorded
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
         self.__init__()  # type: ignore[misc]
@@ -167,6 +171,7 @@ class Seeder:
         self._require_init("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
         with self._lock:
+            self.pending.require_claimed("seeder.reseed", key)
             members = state.start_reseed(self, key)  # the global RNGs; None: resuming inside this (task, epoch)
             if members is None:
                 return
@@ -192,7 +197,13 @@ class Seeder:
         """
         self._require_init("register_generator")
         with self._lock:
+            mark = self.registry.mark()
             self.registry.register_or_nothing(self, gen, check_bool(shared, "shared"))
+            try:
+                self.pending.claim(self)
+            except BaseException:
+                self.registry.rollback(mark)
+                raise
 
     def unregister_generator(self, gen: GeneratorLike) -> None:
         """Stop reseeding ``gen`` (the object or bound method given to :meth:`register_generator`)."""
@@ -214,6 +225,7 @@ class Seeder:
         made = require_participant(participant, self)
         with self._lock:
             self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
+            self.pending.claim(self)
 
     def leave(self, participant: Any) -> None:
         """Remove a participant that joined; unknown ones are ignored."""
@@ -254,6 +266,7 @@ class Seeder:
         """
         topo = self._require_init("state_dict")
         with self._lock:  # make_state refuses a torn run (a reseed that raised)
+            self.pending.require_claimed("seeder.state_dict", ())
             made = state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
             state.warn_unsaved_generators(self.generators())
             return made
@@ -280,13 +293,14 @@ class Seeder:
         seeder.errors.StateError: seeder state format 99 is not supported by this version (which reads format 1); load it with the seeder version that wrote it
         """
         with self._lock:
-            state.check(self, state_, allow_world_change)
+            self.pending.check(self, state_, allow_world_change)
 
     def load_state_dict(self, state_: Dict[str, Any], *, allow_world_change: bool = False) -> None:
         """Validate ``state_`` completely, then restore every RNG and participant.
 
         Takes one process's :meth:`state_dict` or a :meth:`gather_state_dict` (this rank's entry
-        is used). Raises before changing anything. The next :meth:`reseed` of the saved
+        is used). Raises before changing anything. Parts for loaders or generators not built yet wait
+        for them (:mod:`seeder.pending`). The next :meth:`reseed` of the saved
         ``(task, epoch)`` is skipped, so a run stopped mid-epoch continues exactly. With
         ``allow_world_change=True`` a state from another world size gives only the master seed
         and the last ``(task, epoch)``: continue from the next epoch boundary.
@@ -295,7 +309,7 @@ class Seeder:
         >>> s.load_state_dict(st)
         """
         with self._lock:
-            state.load(self, state_, allow_world_change)
+            self.pending.load(self, state_, allow_world_change)
 
     def fork_rng(self) -> ContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.
@@ -342,6 +356,8 @@ def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool
     if topology.rank == 0:
         how = "given" if explicit else "drawn from OS entropy"
         logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
+        if not explicit:
+            show_drawn_seed(seed)
 
 
 def _master_seed(master_seed: Optional[int]) -> Tuple[int, bool]:
