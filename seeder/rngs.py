@@ -10,8 +10,6 @@ Example:
 """
 from __future__ import annotations
 
-import ctypes
-import platform
 import random
 import struct
 from typing import Any, Dict, List, Optional
@@ -23,7 +21,7 @@ from .derive import numpy_seed
 from .errors import StateError
 from .rngbase import CPU_FIX, RNGAdapter, check_cached_float, check_exact_int, check_mt_words, expect, on_cpu
 from .rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
-from .fastrng import fast_seeding_state, legacy_access
+from .fastrng import LegacyAccess, fast_seeding_state, legacy_access, python_mt_view
 
 __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdapter", "global_adapters", "adapter_for"]
 
@@ -43,27 +41,31 @@ class PythonRandomAdapter(RNGAdapter):
 
     def __init__(self, rng: Optional[random.Random] = None):
         self.rng = rng if rng is not None else random._inst  # type: ignore[attr-defined]
+        self._view: Any = False  # python_mt_view(rng), found on first snapshot
 
     def seed(self, seed: int) -> None:
         self.rng.seed(seed)
 
+    def _mt_view(self) -> Any:
+        if self._view is False:
+            self._view = python_mt_view(self.rng)
+        return self._view
+
+    def snapshot(self) -> Any:
+        """The generator's bytes and ``gauss_next`` (a copy of 2.5 KB), else ``getstate()``."""
+        view = self._mt_view()
+        return (view.raw, self.rng.gauss_next) if view is not None else self.rng.getstate()
+
+    def put_back(self, snapshot: Any) -> None:
+        view = self._mt_view()
+        if view is None:
+            self.rng.setstate(snapshot)
+        else:
+            view.raw, self.rng.gauss_next = snapshot
+
     def get_state(self) -> Dict[str, Any]:
         version, internal, gauss_next = self.rng.getstate()
         return {"version": version, "state": internal, "gauss_next": gauss_next}
-
-    def snapshot(self) -> Any:
-        """The generator's C state as bytes where that is checked to match ``getstate`` (~30x cheaper), else its state."""
-        raw = _python_raw()
-        if raw is not None and type(self.rng) is random.Random:
-            return (ctypes.string_at(id(self.rng) + raw, _PY_RAW.size), self.rng.gauss_next)
-        return self.get_state()
-
-    def put_back(self, snapshot: Any) -> None:
-        if isinstance(snapshot, tuple):
-            ctypes.memmove(id(self.rng) + _python_raw(), snapshot[0], _PY_RAW.size)  # type: ignore[operator]
-            self.rng.gauss_next = snapshot[1]
-        else:
-            self.set_state(snapshot)
 
     def check_state(self, state: Any, where: str) -> None:
         expect(isinstance(state, dict) and state.keys() == _PYTHON_KEYS, where,
@@ -86,27 +88,6 @@ class PythonRandomAdapter(RNGAdapter):
         self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
 
 
-_PY_RAW = struct.Struct("=i624I")  # CPython's RandomObject after its header: int index; uint32_t state[624]
-_PY_RAW_OFFSET: List[Optional[int]] = []
-
-
-def _python_raw() -> Optional[int]:
-    """Where a ``random.Random``'s index and key are in the object, if that is checked on two generators; else None.
-
-    Checked once against ``getstate()`` (which copies 625 ints, the slow part of a snapshot).
-    """
-    if not _PY_RAW_OFFSET:
-        offset: Optional[int] = object.__basicsize__ if platform.python_implementation() == "CPython" else None
-        for seed in (1, 2):
-            rng = random.Random(seed)
-            rng.random()
-            words = rng.getstate()[1]
-            if offset is None or ctypes.string_at(id(rng) + offset, _PY_RAW.size) != _PY_RAW.pack(words[-1], *words[:-1]):
-                offset = None
-        _PY_RAW_OFFSET.append(offset)
-    return _PY_RAW_OFFSET[0]
-
-
 _NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
 _PYTHON_KEYS = frozenset({"version", "state", "gauss_next"})
 
@@ -122,6 +103,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def __init__(self, rng: Optional[np.random.RandomState] = None):
         self._rng = rng
         self._bitgen: Any = None
+        self._fast: Any = None  # (rng, bit generator, key view, gauss view) of the fast path
 
     @property
     def rng(self) -> np.random.RandomState:
@@ -192,6 +174,39 @@ class NumpyRandomStateAdapter(RNGAdapter):
         words = key.numpy().view(np.uint32).tolist()
         rng.set_state((state["kind"], words, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
+    def _views(self) -> Any:
+        """``(rng, bit generator, key view, gauss view, access)`` when :mod:`seeder.fastrng`'s access applies, else ``None``."""
+        rng = self.rng
+        bitgen = np.random.get_bit_generator() if self._rng is None else self._bitgen
+        views = self._fast
+        if views is not None and views[0] is rng and views[1] is bitgen:
+            return views
+        access = legacy_access()
+        bitgen = self._bit_generator(rng) if access is not None else None
+        if bitgen is None:
+            return None
+        self._fast = views = (rng, bitgen, *access.views(rng, bitgen), access)  # type: ignore[union-attr]
+        return views
+
+    def snapshot(self) -> Any:
+        """``(views, key and position bytes, Gaussian cache bytes)`` (2.5 KB copied), else ``get_state()``."""
+        views = self._views()
+        if views is None:
+            return self.rng.get_state()
+        with views[1].lock:
+            return views, views[2].raw, views[3].raw
+
+    def put_back(self, snapshot: Any) -> None:
+        if len(snapshot) != 3:  # NumPy's own state tuple
+            self.rng.set_state(snapshot)
+            return
+        then, mt, gauss = snapshot
+        views = self._views()
+        if views is then:
+            with views[1].lock:
+                views[4].put_back(views[0], views[2], views[3], mt, gauss)
+        else:  # the global bit generator was replaced since the snapshot
+            self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
 
 
 class NumpyGeneratorAdapter(RNGAdapter):

@@ -6,7 +6,7 @@
 * Before batch ``b`` of epoch ``e`` is fetched, the process that fetches it (a worker, or
   the main process with ``num_workers=0``) seeds ``random``, NumPy's global RNG, torch's
   CPU generator and the seeder's registered generators from
-  ``SeedSequence(master, spawn_key=(LOADER_DOMAIN, task, e, rank, b))``. What a batch
+  :func:`seeder.derive.batch_seeds` ``(master, task, e, rank, b)``. What a batch
   holds is a pure function of (master seed, epoch, position): the same with 0 or 8
   workers, persistent or not, fork or spawn, before and after a resume.
 * With ``num_workers=0`` the main process's global RNG states are put back after each
@@ -40,11 +40,12 @@ from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..derive import check_key
 from ..errors import StateError
-from ..rngs import global_adapters
-from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset
+from ..rngbase import put_back_states, save_states
+from .batches import BatchKeys, BatchSeedingDataset
+from .iterable import IterableLoader
 from .loader_checks import check_batch_count, check_loader_args
 from .sampler import DistributedSampler, refuse_in_worker
-from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
+from .workers import SeedSource, dataloader_generator, fetch_adapters
 
 __all__ = ["DataLoader", "LOADER_STATE_VERSION"]
 
@@ -68,8 +69,8 @@ class _LoaderIter:
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
         self._start, self._loads = start, loader.loads
-        # With 0 workers the main process fetches: the streams seed_globals seeds are saved and put back.
-        self._restore = [a for a in global_adapters() if a.name in FETCH_SEEDED] if loader.num_workers == 0 else []
+        # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
+        self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
 
     def __iter__(self) -> "_LoaderIter":
@@ -81,12 +82,11 @@ class _LoaderIter:
 
     def __next__(self) -> Any:
         if self._restore:  # main process fetches: keep the training loop's global streams untouched
-            saved = [(adapter, adapter.get_state()) for adapter in self._restore]
+            saved = save_states(self._restore)
             try:
                 batch = next(self._inner)
             finally:
-                for adapter, state in saved:
-                    adapter.set_state(state)
+                put_back_states(saved, strict=True)
         else:
             batch = next(self._inner)
         b = self._next
@@ -115,7 +115,7 @@ class DataLoader(torch.utils.data.DataLoader):
       ``torch.utils.data.DataLoader`` for it, and see ``docs/dataloader.md``).
     * ``seeder=``: a :class:`seeder.Seeder` other than the default one.
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
-    * An ``IterableDataset`` raises ``TypeError`` (its position is the dataset's own state).
+    * An ``IterableDataset`` gets a :class:`seeder.data.iterable.IterableLoader` (see its docs).
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
       ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
@@ -135,16 +135,16 @@ class DataLoader(torch.utils.data.DataLoader):
 
     seeder_kind = "loader"
 
+    def __new__(cls, dataset: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
+            return IterableLoader(dataset, *args, **{**kwargs, "seeder": kwargs.get("seeder") or _default_seeder()})
+        return super().__new__(cls)
+
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
                  generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
-        if isinstance(dataset, torch.utils.data.IterableDataset):
-            raise TypeError(
-                "seeder.DataLoader needs a map-style dataset (with __getitem__ and __len__), got the IterableDataset "
-                f"{type(dataset).__name__}: its position lives in the dataset's own iterator; use torch.utils.data.DataLoader "
-                "(or torchdata's StatefulDataLoader) and give the dataset state_dict()/load_state_dict()")
         if seeder is None:
             seeder = _default_seeder()
         elif not isinstance(seeder, Seeder):
@@ -180,7 +180,7 @@ class DataLoader(torch.utils.data.DataLoader):
             generator = dataloader_generator(seeder=seeder)
         self._seeder = seeder
         self._owns_sampler = sampler._seeder is seeder and not _joined(seeder, sampler)
-        self._wrapped = PositionedDataset(dataset, SeedSource(seeder))
+        self._wrapped = BatchSeedingDataset(dataset, SeedSource(seeder))
         self._resume: Optional[Tuple[int, int]] = None  # (epoch, batch) from load_state_dict
         self._done: Tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)
         self._live_token: Optional[object] = None
