@@ -175,6 +175,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
         """Participant hook: follow ``reseed(task, epoch)`` of this sampler's task until :meth:`set_epoch` is used."""
         if task_id == self.task and not self._manual:
+            self._loaded = None  # a reseed that runs takes this run's key (the same as a loaded one of this run)
             self._switch(epoch, "reseed")
 
     def _switch(self, epoch: int, how: str) -> None:
