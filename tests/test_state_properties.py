@@ -161,7 +161,7 @@ def same(a: Any) -> Any:
     return norm(c)
 
 
-@settings(max_examples=int(__import__("os").environ.get("SEEDER_PROPERTY_EXAMPLES", 50)), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(__import__("os").environ.get("SEEDER_PROPERTY_EXAMPLES", 100)), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_a_mutated_state_loads_exactly_or_is_refused_changing_nothing(world, data):
     w, good, base = world
