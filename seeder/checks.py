@@ -86,7 +86,7 @@ def check_state_header(state: Any, fmt: str, version: int, keys: AbstractSet[str
     """
     if not isinstance(state, dict) or state.get("format") != fmt:
         raise StateError(f"not a {what} state: pass the dict returned by {owner or what}.state_dict()")
-    if state.get("version") != version:
+    if type(state.get("version")) is not int or state.get("version") != version:  # True == 1: a version is an int
         raise StateError(f"{what} state version {state.get('version')!r} is not supported (this seeder reads "
                          f"version {version}); load it with the seeder version that wrote it")
     if set(state) != keys:

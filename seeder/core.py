@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import warnings
 from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
@@ -26,7 +27,7 @@ from .derive import Domain, check_key
 from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning
 from .pending import PendingParts
-from .participant import GeneratorParticipant, Participant, describe, participant_for, require_participant
+from .participant import GeneratorParticipant, Participant, describe, require_participant
 from .registry import Registry
 from .rngbase import RNGAdapter
 from .rngs import global_adapters
@@ -64,6 +65,8 @@ class Seeder:
         self.registry = Registry()
         self.pending = PendingParts()  # loaded state for loaders and generators not built yet
         self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
+        self.loading: Optional[state.RunState] = None  # the run a state being loaded describes (participants check it)
+        self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
 
     def init(self, master_seed: Optional[int] = None, ngpus: Optional[int] = None, local_rank: Optional[int] = None,
              *, rank: Optional[int] = None, deterministic: Optional[bool] = None,
@@ -82,13 +85,17 @@ class Seeder:
         deterministic, snapshot_dir = _init_options(ngpus, local_rank, rank, deterministic, snapshot_dir)
         topology = discover(rank, ngpus, local_rank)
         seed, explicit = agree_master_seed(seed, explicit, topology)
-
-        dropped = self.registry.drop_registered()
-        self.pending = PendingParts()
-        self.run, self.explicit, self._topology = state.RunState(master=seed), explicit, topology
+        with self._lock:
+            _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)  # may raise: nothing set yet
+            run, mark, pending = state.RunState(master=seed), self.registry.mark(), PendingParts()
+            try:
+                dropped = self.registry.drop_registered()
+            except BaseException:
+                self.registry.rollback(mark)
+                raise
+            self.pending, self.run, self.explicit, self._topology = pending, run, explicit, topology
         if dropped:
             logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
-        _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
         runwatch.after_init(self)  # foreign seeding routed; under seeder verify, optimizer steps recorded
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
@@ -151,7 +158,8 @@ class Seeder:
         ``reseed(0, 0)`` before building the model, ``reseed(1, epoch)`` at each epoch
         start. Right after :meth:`load_state_dict` a reseed of the saved ``(task, epoch)``
         is skipped (the restored states already continue that epoch). Repeating a
-        ``(task, epoch)`` in one process repeats its streams and warns once.
+        ``(task, epoch)`` in one process repeats its streams and warns once. If a participant
+        raises, :meth:`state_dict` refuses until a reseed completes (docs/checkpoints.md).
 
         >>> import random
         >>> s = Seeder(); s.init(3); s.reseed(1, 0); a = random.random()
@@ -160,15 +168,18 @@ class Seeder:
         """
         self._require_init("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
-        self.pending.require_claimed("seeder.reseed", key)
-        if not self.run.begin(key):
-            return
-        seed = self.stream_seed(key[0], key[1], shared=False, stream=0)
-        for adapter in self.global_adapters():
-            adapter.seed(seed)
-        self.run.last = key
-        for member in self.participants():
-            member.seeder_reseed(self, key[0], key[1])
+        with self._lock:
+            self.pending.require_claimed("seeder.reseed", key)
+            members = state.start_reseed(self, key)  # the global RNGs; None: resuming inside this (task, epoch)
+            if members is None:
+                return
+            try:
+                for member in members:  # here, so that participants' warnings point at the caller of reseed
+                    member.seeder_reseed(self, key[0], key[1])
+            except BaseException as exc:
+                state.tear(self.run, key, member, exc)
+                raise
+            self.run.close_reseed(key)
 
     def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
         """Reseed ``gen`` at every :meth:`reseed` (NVIDIA's API); :meth:`init` drops it again.
@@ -179,22 +190,23 @@ class Seeder:
         at once for that ``(task, epoch)``. Seeds are 64-bit (fold with ``% 2**32`` for 32-bit
         RNGs). A participant or a DALI pipeline is joined (held strongly) instead.
 
-        >>> import random
-        >>> s = Seeder(); s.init(5); rng = random.Random()
+        >>> import random; s = Seeder(); s.init(5); rng = random.Random()
         >>> s.register_generator(rng); s.reseed(1, 0)
         """
         self._require_init("register_generator")
-        member = self.registry.register(gen, check_bool(shared, "shared"), lambda: participant_for(gen, self, shared))
-        if member is not None and self.run.last is not None:
-            member.seeder_reseed(self, *self.run.last)
-        self.pending.claim(self)
+        with self._lock:
+            mark = self.registry.mark()
+            self.registry.register_or_nothing(self, gen, check_bool(shared, "shared"))
+            try:
+                self.pending.claim(self)
+            except BaseException:
+                self.registry.rollback(mark)
+                raise
 
     def unregister_generator(self, gen: GeneratorLike) -> None:
         """Stop reseeding ``gen`` (the object or bound method given to :meth:`register_generator`)."""
-        found = self.registry.find(gen)
-        if found is None:
-            raise ValueError(f"{describe(gen)} is not registered; nothing to unregister")
-        self.registry.remove(found)
+        with self._lock:
+            self.registry.remove(self.registry.find_or_raise(gen))
 
     def join(self, participant: Any, *, weak: bool = True) -> None:
         """Add a participant (sampler, loader, DALI pipeline, ...; see :mod:`seeder.participant`).
@@ -203,21 +215,20 @@ class Seeder:
         that joined stay across :meth:`init` and follow the new run. Joining twice has no effect.
 
         >>> import seeder
-        >>> s = seeder.Seeder(); s.init(1)
-        >>> sampler = seeder.DistributedSampler(range(4), seeder=s)   # a sampler joins by itself
+        >>> s = seeder.Seeder(); s.init(1); sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
         >>> sampler in s.participants()
         True
         """
         check_bool(weak, "weak")
         made = require_participant(participant, self)
-        self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
-        self.pending.claim(self)
+        with self._lock:
+            self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
+            self.pending.claim(self)
 
     def leave(self, participant: Any) -> None:
         """Remove a participant that joined; unknown ones are ignored."""
-        found = self.registry.find(participant)
-        if found is not None:
-            self.registry.remove(found)
+        with self._lock:
+            self.registry.discard(participant)
 
     def participants(self) -> List[Any]:
         """Live participants in the order they joined (registered generators included)."""
@@ -226,8 +237,7 @@ class Seeder:
     def generators(self) -> List[GeneratorParticipant]:
         """Registered generators in registration order (:class:`seeder.participant.GeneratorParticipant`).
 
-        >>> import random
-        >>> s = Seeder(); s.init(1); s.register_generator(random.Random()); [g.stream for g in s.generators()]
+        >>> import random; s = Seeder(); s.init(1); s.register_generator(random.Random()); [g.stream for g in s.generators()]
         [1]
         """
         return self.registry.generators()
@@ -253,9 +263,11 @@ class Seeder:
         ['derivation_version', 'format', 'last_reseed']
         """
         topo = self._require_init("state_dict")
-        self.pending.require_claimed("seeder.state_dict", ())
-        state.warn_unsaved_generators(self.generators())
-        return state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
+        with self._lock:  # make_state refuses a torn run (a reseed that raised)
+            self.pending.require_claimed("seeder.state_dict", ())
+            made = state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
+            state.warn_unsaved_generators(self.generators())
+            return made
 
     def gather_state_dict(self, dst: int = 0) -> Optional[Dict[str, Any]]:
         """Every rank's :meth:`state_dict` in one dict on rank ``dst``, ``None`` on the others (a collective).
@@ -278,7 +290,8 @@ class Seeder:
         ...
         seeder.errors.StateError: seeder state format 99 is not supported by this version (which reads format 1); load it with the seeder version that wrote it
         """
-        self.pending.check(self, state_, allow_world_change)
+        with self._lock:
+            self.pending.check(self, state_, allow_world_change)
 
     def load_state_dict(self, state_: Dict[str, Any], *, allow_world_change: bool = False) -> None:
         """Validate ``state_`` completely, then restore every RNG and participant.
@@ -293,13 +306,13 @@ class Seeder:
         >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
         >>> s.load_state_dict(st)
         """
-        self.pending.load(self, state_, allow_world_change)
+        with self._lock:
+            self.pending.load(self, state_, allow_world_change)
 
     def fork_rng(self) -> ContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.
 
-        >>> import random
-        >>> s = Seeder(); s.init(1); s.reseed(1, 0)
+        >>> import random; s = Seeder(); s.init(1); s.reseed(1, 0)
         >>> with s.fork_rng():
         ...     inside = random.random()
         >>> inside == random.random()
@@ -320,16 +333,8 @@ def _init_options(ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, sn
 
 def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool, snapshot_dir: Optional[str],
               taken: set) -> None:
-    """``init``'s side effects: log the seed (rank 0), deterministic mode, the environment snapshot (once, rank 0)."""
-    if topology.rank == 0:
-        how = "given" if explicit else "drawn from OS entropy"
-        logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
-        if not explicit:
-            show_drawn_seed(seed)
-    if deterministic:
-        from .env.determinism import enforce_determinism  # lazy: only when asked for
-
-        enforce_determinism()
+    """``init``'s side effects, those that can fail first: the environment snapshot (once, rank 0), deterministic
+    mode, then the seed in the log (rank 0). Raises before changing anything of the seeder."""
     if snapshot_dir is not None and topology.rank == 0 and snapshot_dir not in taken:
         from .env.capture import capture_environment  # lazy: only when asked for
 
@@ -337,7 +342,20 @@ def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool
             capture_environment(snapshot_dir, extra={"master_seed": seed, "world_size": topology.world_size})
         except FileExistsError as exc:
             warnings.warn(f"environment snapshot not taken: {exc}", SeederWarning, stacklevel=4)
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"init(): the environment snapshot cannot be written to {snapshot_dir} "
+                                       f"({exc.strerror or exc}); pass a writable snapshot_dir= (or fix or unset "
+                                       f"${ENV_SNAPSHOT_DIR}); the seeder was not changed") from exc
         taken.add(snapshot_dir)
+    if deterministic:
+        from .env.determinism import enforce_determinism  # lazy: only when asked for
+
+        enforce_determinism()
+    if topology.rank == 0:
+        how = "given" if explicit else "drawn from OS entropy"
+        logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
+        if not explicit:
+            show_drawn_seed(seed)
 
 
 def _master_seed(master_seed: Optional[int]) -> Tuple[int, bool]:

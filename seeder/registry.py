@@ -12,10 +12,11 @@ Example:
 """
 from __future__ import annotations
 
+import inspect
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .participant import GeneratorParticipant, Stands, describe, participant_keys, saves_state
+from .participant import GeneratorParticipant, Stands, describe, participant_for, participant_keys, saves_state
 from .rngs import adapter_for
 
 __all__ = ["Registry"]
@@ -23,6 +24,17 @@ __all__ = ["Registry"]
 
 def _resolve(member: Any) -> Any:
     return member() if isinstance(member, weakref.ref) else member
+
+
+def _check_arity(gen: Any) -> None:
+    """A ``TypeError`` now, not at the next reseed, for a callable that cannot be called as ``f(seed)``."""
+    try:
+        inspect.signature(gen).bind(0)
+    except TypeError as exc:
+        raise TypeError(f"register_generator() needs a callable f(seed: int) that takes the seed as its one "
+                        f"argument; {describe(gen)} cannot be called with one argument ({exc})") from None
+    except ValueError:  # no signature to read (some builtins): found out at the first reseed
+        pass
 
 
 class Registry:
@@ -49,12 +61,40 @@ class Registry:
             if participant is not None:  # e.g. a DALI pipeline: joins at the next reseed, not called now
                 self.add(participant, weak=False, registered=True)
                 return None
-            if not callable(gen):
+            if callable(gen):
+                _check_arity(gen)
+            else:
                 raise TypeError(
                     f"register_generator() needs a callable f(seed: int), a random.Random, numpy Generator/"
                     f"RandomState, torch.Generator or a participant (an object with seeder_reseed, or a DALI "
                     f"pipeline); got {type(gen).__name__} {gen!r}")
         return self.add_generator(gen, shared)
+
+    def mark(self) -> Tuple[List[Tuple[Any, bool]], int]:
+        """What :meth:`rollback` returns to: the members and the next stream number, as they are now."""
+        return list(self._members), self._next_stream
+
+    def rollback(self, mark: Tuple[List[Tuple[Any, bool]], int]) -> None:
+        """Return to a :meth:`mark` (a registration that raised leaves nothing behind)."""
+        self._members, self._next_stream = mark
+
+    def register_or_nothing(self, seeder: Any, gen: Any, shared: bool) -> None:
+        """``seeder.register_generator(gen)``: :meth:`register`, and seed it for the last reseed; on any raise, no trace.
+
+        A generator that raises when it is seeded (a bug, the wrong arity) stays out of the registry,
+        so later reseeds do not call it.
+        """
+        mark = self.mark()
+        try:
+            member = self.register(gen, shared, lambda: participant_for(gen, seeder, shared))
+            if member is not None and seeder.run.last is not None:
+                member.seeder_reseed(seeder, *seeder.run.last)
+        except BaseException as exc:
+            self.rollback(mark)
+            if isinstance(exc, Exception) and seeder.run.last is not None and hasattr(exc, "add_note"):
+                exc.add_note(f"register_generator(): {describe(gen)} was not registered (seeding it for "
+                             f"reseed{seeder.run.last} raised); fix it and register it again")
+            raise
 
     def add(self, participant: Any, *, weak: bool, registered: bool = False) -> None:
         """Add ``participant`` (a weak reference if ``weak``) unless it is already there."""
@@ -79,6 +119,19 @@ class Registry:
                     or (isinstance(p, Stands) and p.seeder_target is obj):
                 return p
         return None
+
+    def find_or_raise(self, gen: Any) -> Any:
+        """:meth:`find`, or a ``ValueError`` saying ``gen`` is not registered (``unregister_generator``)."""
+        found = self.find(gen)
+        if found is None:
+            raise ValueError(f"{describe(gen)} is not registered; nothing to unregister")
+        return found
+
+    def discard(self, participant: Any) -> None:
+        """Remove the participant for ``participant`` if there is one (``leave``)."""
+        found = self.find(participant)
+        if found is not None:
+            self.remove(found)
 
     def remove(self, participant: Any) -> None:
         """Remove ``participant`` (and dead weak references)."""

@@ -7,13 +7,15 @@ Example:
 """
 from __future__ import annotations
 
+import math
 from typing import Any, List, Sequence, Tuple
 
 import torch
 
 from .errors import StateError
 
-__all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "on_cpu", "CPU_FIX", "save_states", "put_back_states"]
+__all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "check_mt_words", "check_cached_float", "check_exact_int",
+           "on_cpu", "CPU_FIX", "save_states", "put_back_states"]
 
 
 def expect(cond: bool, where: str, msg: str) -> None:
@@ -34,6 +36,56 @@ def check_uint8_tensor(value: Any, where: str) -> None:
                          f"{tuple(value.shape)}; {CPU_FIX} and pass its RNG states on unchanged")
     if value.device.type == "meta":
         raise StateError(f"{where}: the tensor is on the meta device and holds no values; {CPU_FIX}")
+    if value.layout != torch.strided or not value.is_contiguous():
+        raise StateError(f"{where}: the state tensor is a non-contiguous view (or not strided); pass the tensor that "
+                         "get_state()/state_dict() returned, unchanged")
+
+
+def check_mt_words(words: Sequence[Any], where: str) -> None:
+    """Refuse a Mersenne Twister key with fewer than two nonzero words (all zero: every draw is 0).
+
+    A seeded Mersenne Twister never comes near that (the chance is about 2**-19900), so such a
+    key is a corrupt state, not one a run produced. ``words`` starts with the 624 key words (ints or NumPy ints).
+
+    >>> check_mt_words([0] * 624, "x")
+    Traceback (most recent call last):
+    ...
+    seeder.errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
+    """
+    if words[1] and words[2]:  # a real key: two nonzero words (checked first: the fast path)
+        return
+    nonzero = sum(1 for w in words[:624] if w)
+    if nonzero < 2:
+        raise StateError(f"{where}: the Mersenne Twister key has {nonzero} nonzero word(s) of 624: a degenerate "
+                         "state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt")
+
+
+def check_cached_float(value: Any, where: str, name: str, *, optional: bool = False) -> None:
+    """Refuse a cached sample that is not a finite Python float (``None`` too when ``optional``).
+
+    >>> check_cached_float(float("nan"), "x", "gauss_next")
+    Traceback (most recent call last):
+    ...
+    seeder.errors.StateError: x: gauss_next must be a finite float, got nan
+    """
+    if optional and value is None:
+        return
+    if type(value) is not float or not math.isfinite(value):
+        kind = "None or a finite float" if optional else "a finite float"
+        got = repr(value) if type(value) is float else f"{type(value).__name__} {value!r}"
+        raise StateError(f"{where}: {name} must be {kind}, got {got}")
+
+
+def check_exact_int(value: Any, where: str, name: str, low: int, high: int) -> None:
+    """Refuse anything but a Python ``int`` in ``[low, high]`` (``True``, ``1.0`` and NumPy ints included).
+
+    >>> check_exact_int(True, "x", "has_gauss", 0, 1)
+    Traceback (most recent call last):
+    ...
+    seeder.errors.StateError: x: has_gauss must be an int in [0, 1], got bool True
+    """
+    if type(value) is not int or not low <= value <= high:
+        raise StateError(f"{where}: {name} must be an int in [{low}, {high}], got {type(value).__name__} {value!r}")
 
 
 def on_cpu(value: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ import torch
 from .derive import numpy_seed
 from .errors import StateError
 from .internals import require
-from .rngbase import CPU_FIX, RNGAdapter, expect, on_cpu
+from .rngbase import CPU_FIX, RNGAdapter, check_cached_float, check_exact_int, check_mt_words, expect, on_cpu
 from .rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
 from .fastrng import LegacyAccess, fast_seeding_state, legacy_access, python_mt_view
 
@@ -73,18 +73,18 @@ class PythonRandomAdapter(RNGAdapter):
     def check_state(self, state: Any, where: str) -> None:
         expect(isinstance(state, dict) and state.keys() == _PYTHON_KEYS, where,
                 "expected a dict with keys version, state, gauss_next")
-        if state["version"] != 3:
-            raise StateError(f"{where}: unsupported random state version {state['version']!r}")
+        if type(state["version"]) is not int or state["version"] != 3:
+            raise StateError(f"{where}: unsupported random state version {state['version']!r} (Python's is the int 3)")
         words = state["state"]
         expect(isinstance(words, (list, tuple)) and len(words) == 625, where,
                 "expected a tuple of 625 ints (624 Mersenne Twister words and the position)")
-        gauss = state["gauss_next"]
-        expect(gauss is None or type(gauss) is float, where, "gauss_next must be None or a float")
+        check_cached_float(state["gauss_next"], where, "gauss_next", optional=True)
         try:  # one C loop checks that every word is an int in [0, 2**32) (struct: ~2x faster than array)
             _MT_WORDS.pack(*words)
         except struct.error as exc:
             raise StateError(f"{where}: Mersenne Twister words must be ints in [0, 2**32) ({exc})") from None
         expect(words[-1] <= 624, where, f"position {words[-1]} out of range [0, 624]")
+        check_mt_words(words, where)
 
     def set_state(self, state: Dict[str, Any]) -> None:
         words = state["state"]
@@ -152,17 +152,18 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def check_state(self, state: Any, where: str) -> None:
         expect(isinstance(state, dict) and state.keys() == _NUMPY_KEYS, where,
                 "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
-        if state["kind"] != "MT19937":
+        if type(state["kind"]) is not str or state["kind"] != "MT19937":
             raise StateError(f"{where}: unsupported NumPy bit generator {state['kind']!r}")
         key = state["key"]
         if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
             raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
                              f"{CPU_FIX} and pass its RNG states on unchanged")
         expect(key.device.type != "meta", where, f"the tensor is on the meta device and holds no values; {CPU_FIX}")
-        pos = state["pos"]
-        expect(type(pos) is int and 0 <= pos <= 624, where, "pos must be an int in [0, 624]")
-        expect(state["has_gauss"] in (0, 1), where, "has_gauss must be 0 or 1")
-        expect(type(state["cached_gaussian"]) is float, where, "cached_gaussian must be a float")
+        expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
+        check_exact_int(state["pos"], where, "pos", 0, 624)
+        check_exact_int(state["has_gauss"], where, "has_gauss", 0, 1)
+        check_cached_float(state["cached_gaussian"], where, "cached_gaussian")
+        check_mt_words(on_cpu(key).numpy(), where)
 
     def set_state(self, state: Dict[str, Any]) -> None:
         key = on_cpu(state["key"]).contiguous()  # e.g. loaded with map_location="cuda"
@@ -235,6 +236,15 @@ class NumpyGeneratorAdapter(RNGAdapter):
         expect(state.get("bit_generator") == want, where,
                 f"state is for bit generator {state.get('bit_generator')!r}, this generator uses {want!r}")
         probe = _probe_bit_generator(type(self.rng.bit_generator))
+        _check_like(state, _plain(probe.state), where)
+        if "has_uint32" in state:
+            check_exact_int(state["has_uint32"], where, "has_uint32", 0, 1)
+            check_exact_int(state["uinteger"], where, "uinteger", 0, 2**32 - 1)
+        inner = state["state"]
+        if want in ("PCG64", "PCG64DXSM"):
+            expect(inner["inc"] % 2 == 1, where, "the PCG64 increment 'inc' must be odd (NumPy always makes it odd)")
+        elif want == "MT19937":
+            check_mt_words(on_cpu(inner["key"]["__ndarray__"]).numpy(), where)
         try:
             probe.state = _unplain(state)
         except Exception as exc:  # whatever NumPy rejects, reported the same way
@@ -245,6 +255,23 @@ class NumpyGeneratorAdapter(RNGAdapter):
 
 
 _BITGEN_PROBES: Dict[type, Any] = {}
+
+
+def _check_like(value: Any, like: Any, where: str) -> None:
+    """Refuse ``value`` unless it has the keys, Python types, tensor dtypes and shapes of ``like`` (a :func:`_plain` state)."""
+    if isinstance(like, dict):
+        expect(isinstance(value, dict) and value.keys() == like.keys(), where,
+               f"expected a dict with keys {sorted(like)}, got {sorted(value) if isinstance(value, dict) else type(value).__name__}")
+        for k in like:
+            _check_like(value[k], like[k], f"{where}[{k!r}]")
+    elif isinstance(like, torch.Tensor):
+        expect(isinstance(value, torch.Tensor) and value.dtype == like.dtype and value.shape == like.shape
+               and value.layout == torch.strided and value.device.type != "meta", where,
+               f"expected a {like.dtype} tensor of shape {tuple(like.shape)}; {CPU_FIX} and pass the state on unchanged")
+    else:
+        expect(type(value) is type(like), where, f"expected {type(like).__name__}, got {type(value).__name__} {value!r}")
+        if isinstance(like, str):
+            expect(value == like, where, f"expected {like!r}, got {value!r}")
 
 
 def _probe_bit_generator(kind: type) -> Any:

@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
+from .errors import StateError
 from .internals import require
 from .rngbase import RNGAdapter, check_uint8_tensor, expect, on_cpu
 
@@ -28,6 +29,7 @@ class TorchGeneratorAdapter(RNGAdapter):
     def __init__(self, generator: Optional[torch.Generator] = None):
         self.generator = generator if generator is not None else torch.default_generator
         self._size: Optional[int] = None  # bytes in this generator's state (fixed per device type)
+        self._probe: Optional[torch.Generator] = None  # a spare generator of the same device that states are tried on
 
     def seed(self, seed: int) -> None:
         self.generator.manual_seed(seed)
@@ -40,6 +42,12 @@ class TorchGeneratorAdapter(RNGAdapter):
         want = self._size if self._size is not None else self.generator.get_state().numel()
         self._size = want
         expect(state.numel() == want, where, f"expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
+        if self._probe is None:
+            self._probe = torch.Generator(device=self.generator.device)
+        try:  # torch's own content checks (e.g. an all-zero state is "Invalid mt19937 state"), on a spare generator
+            self._probe.set_state(on_cpu(state))
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise StateError(f"{where}: torch refuses this generator state ({exc}); the checkpoint is corrupt") from None
 
     def set_state(self, state: torch.Tensor) -> None:
         self.generator.set_state(on_cpu(state))  # CPU and CUDA generators both take their state as a CPU tensor

@@ -14,11 +14,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import logging
 import warnings
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import torch
 
@@ -27,10 +26,12 @@ from .checks import check_bool, is_int
 from .distributed import process_group_active
 from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
-from .rngbase import RNGAdapter, put_back_states, save_states
+from .rngbase import RNGAdapter
+from .rollback import Snapshot, capture, restore, saved_state
 
-__all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "Snapshot", "make_state",
-           "gather", "warn_unsaved_generators", "own_entry", "check_entry", "apply_entry", "check", "load", "capture", "restore", "fork_rng", "world_message"]
+__all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",
+           "warn_unsaved_generators", "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
+           "load", "fork_rng", "world_message"]
 
 logger = logging.getLogger("seeder")
 
@@ -45,42 +46,76 @@ STATE_KEYS = frozenset({"format", "version", "derivation_version", "master_seed"
 
 @dataclasses.dataclass
 class RunState:
-    """A seeder's bookkeeping: the master seed, the last reseed, the pending resume, the reseeds seen."""
+    """A seeder's bookkeeping: the master seed, the last reseed, the pending resume, the reseeds seen.
+
+    ``torn`` says why the random streams are in no single ``(task, epoch)``: a reseed is running,
+    or one raised half way. :meth:`seeder.Seeder.state_dict` refuses while it is set.
+    """
 
     master: Optional[int] = None
     last: Optional[Tuple[int, int]] = None
     resume_pending: Optional[Tuple[int, int]] = None
     seen: Set[Tuple[int, int]] = dataclasses.field(default_factory=set)
+    torn: Optional[str] = None
 
-    def begin(self, key: Tuple[int, int]) -> bool:
-        """Whether ``reseed(*key)`` must seed: not when it resumes the loaded ``(task, epoch)``. Warns on a repeat."""
-        if self.resume_pending is not None:
-            pending, self.resume_pending = self.resume_pending, None
-            if key == pending:
-                logger.info("reseed%s skipped: resuming inside it from the loaded state", key)
-                return False
+    def resumes(self, key: Tuple[int, int]) -> bool:
+        """Whether ``reseed(*key)`` is the ``(task, epoch)`` a loaded state stopped inside (so it must not seed)."""
+        return self.resume_pending is not None and key == self.resume_pending
+
+    def open_reseed(self, key: Tuple[int, int]) -> None:
+        """Mark the run as inside ``reseed(*key)`` until :meth:`close_reseed`; warn if ``key`` was seeded before."""
         if key in self.seen:
             warnings.warn(f"seeder.reseed{key} was already called in this process: its random streams repeat. "
                           "Pass a new epoch (or task id) to get fresh randomness.", SeederWarning, stacklevel=4)
+        self.resume_pending = None
+        self.torn = f"seeder.reseed{key} did not finish"
+
+    def close_reseed(self, key: Tuple[int, int]) -> None:
+        """Record that ``reseed(*key)`` seeded every stream."""
+        self.last = key
         self.seen.add(key)
-        return True
+        self.torn = None
 
     def copy(self) -> "RunState":
         """An independent copy (the ``seen`` set is copied)."""
         return dataclasses.replace(self, seen=set(self.seen))
 
 
-class Snapshot(NamedTuple):
-    """What :func:`capture` took: global RNG states, participant states, and the run's bookkeeping."""
+def start_reseed(seeder: Any, key: Tuple[int, int]) -> Optional[List[Any]]:
+    """``seeder.reseed(*key)`` up to the participants: seed the global RNGs and return the participants to reseed.
 
-    rngs: List[Tuple[RNGAdapter, Any]]
-    participants: List[Tuple[Any, Any]]
-    run: RunState
+    ``None`` when the reseed resumes the ``(task, epoch)`` a loaded state stopped inside (nothing
+    to seed). Until :meth:`RunState.close_reseed` the run is marked torn (see :func:`tear`).
+    """
+    run = seeder.run
+    if run.resumes(key):
+        run.resume_pending = None
+        logger.info("reseed%s skipped: resuming inside it from the loaded state", key)
+        return None
+    seed = seeder.stream_seed(key[0], key[1], shared=False, stream=0)
+    run.open_reseed(key)
+    try:
+        for adapter in seeder.global_adapters():
+            adapter.seed(seed)
+    except BaseException as exc:
+        tear(run, key, "the global RNGs", exc)
+        raise
+    run.last = key  # participants that read last_reseed see the new (task, epoch)
+    return seeder.participants()
+
+
+def tear(run: RunState, key: Tuple[int, int], where: Any, exc: BaseException) -> None:
+    """Record in ``run.torn`` that ``reseed(*key)`` raised ``exc`` in ``where``: its streams are in no one epoch."""
+    run.torn = (f"seeder.reseed{key} raised {type(exc).__name__} in {describe(getattr(where, 'gen', where))}, "
+                f"so its random streams are partly in {key} and partly in the (task, epoch) before; call "
+                f"seeder.reseed{key} again (it seeds every stream from the start) before saving a state")
 
 
 def make_state(run: RunState, world_size: int, rank: int, adapters: List[RNGAdapter],
                stateful: Dict[str, Any]) -> Dict[str, Any]:
-    """One process's state: header, every global RNG, every stateful participant by key."""
+    """One process's state: header, every global RNG, every stateful participant by key (refused for a torn run)."""
+    if run.torn is not None:
+        raise RuntimeError(f"seeder.state_dict() refused: {run.torn}")
     return {
         "format": "seeder",
         "version": STATE_FORMAT_VERSION,
@@ -142,7 +177,7 @@ def own_entry(state: Any, world_size: int, rank: int, allow_world_change: bool) 
     """This rank's single-process state in ``state`` (one process's, or gathered) and whether the world changed."""
     allow_world_change = check_bool(allow_world_change, "allow_world_change")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
-        if state.get("version") != STATE_FORMAT_VERSION:
+        if not _is_version(state.get("version"), STATE_FORMAT_VERSION):
             raise _unsupported("gathered seeder state", state.get("version"))
         if set(state) != {"format", "version", "world_size", "ranks"}:
             raise StateError("gathered seeder state must have exactly the keys format, version, world_size, ranks")
@@ -177,10 +212,15 @@ def _as_state_error(check: Any, *args: Any) -> None:
         raise StateError(str(exc)) from None
 
 
-def _check_header(entry: Dict[str, Any]) -> None:
-    if entry.get("version") != STATE_FORMAT_VERSION:
+def _is_version(value: Any, want: int) -> bool:
+    return type(value) is int and value == want  # True == 1, 1.0 == 1: a version is an int
+
+
+def check_header(entry: Dict[str, Any]) -> None:
+    """Raise :class:`StateError` unless ``entry``'s format, keys, master seed, world, rank and last reseed are valid."""
+    if not _is_version(entry.get("version"), STATE_FORMAT_VERSION):
         raise _unsupported("seeder state", entry.get("version"))
-    if entry.get("derivation_version") != derive.DERIVATION_VERSION:
+    if not _is_version(entry.get("derivation_version"), derive.DERIVATION_VERSION):
         raise StateError(
             f"the checkpoint used seed derivation v{entry.get('derivation_version')!r}, this seeder derives "
             f"v{derive.DERIVATION_VERSION}; install the seeder version that wrote it to continue the same streams")
@@ -202,12 +242,15 @@ def _check_header(entry: Dict[str, Any]) -> None:
                 _as_state_error(derive.check_key, word, f"state['last_reseed'][{i}]")
 
 
+def described_run(entry: Dict[str, Any]) -> RunState:
+    """The bookkeeping a header-checked ``entry`` describes: its master seed and last reseed."""
+    last = entry["last_reseed"]
+    return RunState(master=int(entry["master_seed"]), last=(int(last[0]), int(last[1])) if last is not None else None)
+
+
 def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: List[RNGAdapter],
-                stateful: Dict[str, Any], changed: bool) -> None:
-    """Raise :class:`StateError` unless ``entry`` loads into this process; change nothing."""
-    _check_header(entry)
-    if changed:
-        return
+                stateful: Dict[str, Any]) -> None:
+    """Raise :class:`StateError` unless a header-checked ``entry`` of this world loads into this process; change nothing."""
     if entry["world_size"] != world_size:
         raise StateError(world_message(entry["world_size"], world_size))
     if entry["rank"] != rank:
@@ -236,64 +279,54 @@ def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: 
                 raise StateError(f"state['participants'][{key!r}]: {exc}") from None
 
 
-def capture(adapters: List[RNGAdapter], members: List[Any], run: RunState) -> Snapshot:
-    """A :class:`Snapshot` of ``adapters``' RNGs, ``members``' states and the run's bookkeeping."""
-    rngs = save_states(adapters)
-    if not members:
-        return Snapshot(rngs, [], run.copy())
-    with warnings.catch_warnings():  # a snapshot is no checkpoint: participants' checkpoint advice does not apply
-        warnings.simplefilter("ignore", SeederWarning)
-        parts = [(p, p.state_dict() if isinstance(p, GeneratorParticipant) and p.adapter is not None
-                  else copy.deepcopy(p.state_dict())) for p in members]
-    return Snapshot(rngs, parts, run.copy())
+def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dict[str, Any]) -> None:
+    """Load a checked ``entry``: participants, then global RNGs; on any exception put everything back and raise.
 
-
-def restore(snapshot: Snapshot) -> List[str]:
-    """Put a :func:`capture` back, as much as possible; return what could not be restored."""
-    failed = put_back_states(snapshot.rngs)
-    for obj, st in snapshot.participants:
-        try:
-            obj.load_state_dict(st)
-        except Exception as exc:
-            failed.append(f"{describe(getattr(obj, 'gen', obj))} ({exc})")
-    if failed:
-        logger.error("seeder could not restore the state of: %s", "; ".join(failed))
-    return failed
-
-
-def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dict[str, Any], run: RunState) -> None:
-    """Load a checked ``entry``: participants, then global RNGs; on failure put everything back and raise.
-
-    Participants whose state nothing validated go first, each snapshotted; then the ones that validated
-    theirs; then the global RNGs, validated field by field, where nothing can fail any more. Snapshots only
-    where needed: one is not free, and a participant's ``state_dict`` may have side effects (DALI).
+    Participants whose state nothing validated go first. Each state is saved right before it is
+    replaced, so that whatever stops the load (an error, Ctrl-C, ``SystemExit``) is followed by
+    putting back everything replaced so far. An ``Exception`` becomes a :class:`StateError` that
+    says what was restored; Ctrl-C and ``SystemExit`` propagate as they are, after the restore.
     """
     unchecked = [k for k, p in stateful.items() if not validates_state(p)]
-    snapshot = capture([], [stateful[k] for k in unchecked], run) if unchecked else None
-    applied: List[str] = []
+    undo = Snapshot([], [])
     try:
         for key in unchecked + [k for k in stateful if k not in unchecked]:
-            stateful[key].load_state_dict(entry["participants"][key])
-            applied.append(key)
+            member = stateful[key]
+            undo.participants.append((member, saved_state(member)))
+            member.load_state_dict(entry["participants"][key])
         for adapter in adapters:
+            undo.rngs.append((adapter, adapter.snapshot()))
             adapter.set_state(entry["rngs"][adapter.name])
-    except Exception as exc:
-        stuck = [f"{k} (already loaded)" for k in applied if k not in unchecked]
-        stuck += restore(snapshot) if snapshot is not None else []
-        kept = "every RNG and participant was put back as it was before load_state_dict"
-        if stuck:
-            kept += f", except {'; '.join(stuck)}"
+    except BaseException as exc:
+        stuck = restore(undo)
+        if not isinstance(exc, Exception):
+            raise
+        names = [a.name for a, _ in undo.rngs] + [k for k in stateful if any(p is stateful[k] for p, _ in undo.participants)]
+        kept = "every RNG and participant is as it was before load_state_dict"
+        kept = (f"NOT restored: {'; '.join(stuck)}; the rest is as before load_state_dict" if stuck
+                else f"{kept} (put back: {', '.join(names)})" if names else kept)
         raise StateError(f"loading the seeder state failed ({type(exc).__name__}: {exc}); {kept}") from exc
 
 
 def check(seeder: Any, state: Any, allow_world_change: bool,
           stateful: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], bool]:
-    """This rank's entry of ``state`` and whether the world changed, after checking it all against ``seeder``."""
+    """This rank's entry of ``state`` and whether the world changed, after checking it all against ``seeder``.
+
+    Participants check their states against the run the state describes (``seeder.loading``):
+    a sampler's shuffle key must be the one its master seed and epoch derive.
+    """
     if not seeder.initialized:
         raise RuntimeError("seeder.load_state_dict() called before seeder.init(); call seeder.init(master_seed=...) first")
     entry, changed = own_entry(state, seeder.world_size, seeder.rank, allow_world_change)
-    check_entry(entry, world_size=seeder.world_size, rank=seeder.rank, adapters=seeder.global_adapters(),
-                stateful=seeder.stateful() if stateful is None else stateful, changed=changed)
+    check_header(entry)
+    if changed:
+        return entry, changed
+    seeder.loading = described_run(entry)
+    try:
+        check_entry(entry, world_size=seeder.world_size, rank=seeder.rank, adapters=seeder.global_adapters(),
+                    stateful=seeder.stateful() if stateful is None else stateful)
+    finally:
+        seeder.loading = None
     return entry, changed
 
 
@@ -301,35 +334,37 @@ def load(seeder: Any, state: Any, allow_world_change: bool) -> None:
     """``seeder.load_state_dict``: check everything, then apply (with rollback) and arm the resume."""
     stateful = seeder.stateful()
     entry, changed = check(seeder, state, allow_world_change, stateful)
-    saved_master, run = entry["master_seed"], seeder.run
-    if seeder.explicit and saved_master != run.master:
-        warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with {saved_master}; "
+    saved, run = described_run(entry), seeder.run
+    if seeder.explicit and saved.master != run.master:
+        warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with {saved.master}; "
                       "continuing with the checkpoint's seed", SeederWarning, stacklevel=3)
-    if saved_master != run.master and seeder.rank == 0:
-        logger.info("Using seed: %d (from checkpoint)", saved_master)
-    last = tuple(entry["last_reseed"]) if entry["last_reseed"] is not None else None
+    if saved.master != run.master and seeder.rank == 0:
+        logger.info("Using seed: %d (from checkpoint)", saved.master)
+    last, saved.seen = saved.last, set(run.seen)
     if changed:
-        seeder.run = RunState(master=saved_master, last=last, seen=set(run.seen))
+        seeder.run = saved
         logger.info("seeder state from a world of %d loaded into a world of %d: master seed and last reseed %s "
                     "restored, RNG and participant states left as they are; continue with reseed() of the next "
                     "epoch", entry["world_size"], seeder.world_size, last)
         return
-    apply_entry(entry, seeder.global_adapters(), stateful, run)
-    seeder.run = RunState(master=saved_master, last=last, resume_pending=last,
-                          seen=run.seen | ({last} if last is not None else set()))
+    saved.resume_pending = last
+    if last is not None:
+        saved.seen.add(last)
+    apply_entry(entry, seeder.global_adapters(), stateful)
+    seeder.run = saved
 
 
 @contextlib.contextmanager
 def fork_rng(seeder: Any) -> Iterator[None]:
     """Run a block with every RNG ``seeder`` knows isolated; restore them all afterwards (see ``Seeder.fork_rng``)."""
     members = [p for p in seeder.stateful().values() if isinstance(p, GeneratorParticipant)]
-    snapshot = capture(seeder.global_adapters(), members, seeder.run)
+    snapshot, run = capture(seeder.global_adapters(), members), seeder.run.copy()
     try:
         yield
     finally:
-        reseeded = seeder.run.last != snapshot.run.last or seeder.run.seen != snapshot.run.seen
+        reseeded = seeder.run.last != run.last or seeder.run.seen != run.seen or seeder.run.torn != run.torn
         failed = restore(snapshot)
-        seeder.run = snapshot.run
+        seeder.run = run
         if failed:
             warnings.warn(f"fork_rng() could not restore: {'; '.join(failed)}", SeederWarning, stacklevel=3)
         if reseeded:

@@ -288,7 +288,7 @@ def test_state_holds_plain_values_and_loads_weights_only(s):
     assert roundtrip(state) == state
 
 
-def test_resumed_epoch_keeps_its_order_even_if_the_seed_source_differs(s):
+def test_a_state_from_another_master_seed_is_refused_and_its_own_seed_resumes_it(s):
     a = make(200, s)
     full = list(a)
     a.advance(50)
@@ -296,6 +296,9 @@ def test_resumed_epoch_keeps_its_order_even_if_the_seed_source_differs(s):
     other = Seeder()
     other.init(999)
     b = DistributedSampler(Sized(200), seeder=other)
+    with pytest.raises(StateError, match="not the shuffle key of epoch 0"):  # its next epochs would diverge
+        b.load_state_dict(state)
+    other.init(s.get_master_seed())
     b.load_state_dict(state)
     assert list(b) == full[50:]
 

@@ -44,7 +44,7 @@ from ..errors import SeederWarning
 from ..trace import record_step
 from .audit import audit_loader, find_loader, loader_on_stack, unconsumed_message
 from .order import index_blocks, shard_sizes, shuffle_key
-from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state
+from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state, run_constraints
 from .sampler_iter import Progress, SamplerIterator
 from .workers import SeededDataset
 
@@ -169,6 +169,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
         """Participant hook: follow ``reseed(task, epoch)`` of this sampler's task until :meth:`set_epoch` is used."""
         if task_id == self.task and not self._manual:
+            self._loaded = None  # a reseed that runs takes this run's key (the same as a loaded one of this run)
             self._switch(epoch, "reseed")
 
     def _switch(self, epoch: int, how: str) -> None:
@@ -310,8 +311,10 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
                 "drop_last": self.drop_last, "task": self.task, "stream": self.stream}
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler; change nothing."""
-        check_sampler_state(state, self._layout(), self.num_samples)
+        """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler, or has another shuffle key or
+        epoch than the run it is loaded into implies (:func:`.sampler_checks.run_constraints`); change nothing."""
+        key_of, epoch = run_constraints(self._seeder, self.seed, self.mode, self.task, self.stream, self.shuffle, self._manual)
+        check_sampler_state(state, self._layout(), self.num_samples, key_of, epoch)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue from ``state``: the next iteration yields exactly the samples after its position.

@@ -8,17 +8,18 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch.distributed
 
 from ..checks import check_bool, check_state_header, is_int
-from ..derive import MAX_KEY, MAX_MASTER_SEED, check_key
+from ..derive import MAX_KEY, MAX_MASTER_SEED, Domain, check_key, derive_seed
 from ..distributed import MAX_WORLD_SIZE, process_group_active
 from ..errors import StateError
-from .order import M64, MODES
+from .order import M64, MODES, shuffle_key
 
-__all__ = ["SAMPLER_STATE_VERSION", "SAMPLER_STATE_KEYS", "check_sampler_args", "check_sampler_state", "check_advance"]
+__all__ = ["SAMPLER_STATE_VERSION", "SAMPLER_STATE_KEYS", "check_sampler_args", "check_sampler_state", "run_constraints",
+           "check_advance"]
 
 #: Version of the layout of :meth:`DistributedSampler.state_dict`.
 SAMPLER_STATE_VERSION = 1
@@ -79,11 +80,16 @@ def check_sampler_args(dataset: Any, num_replicas: Any, rank: Any, shuffle: Any,
     return int(n), int(num_replicas), int(rank), shuffle, seed, drop_last, task, stream, with_epoch
 
 
-def check_sampler_state(state: Any, layout: Dict[str, Any], num_samples: int) -> None:
+def check_sampler_state(state: Any, layout: Dict[str, Any], num_samples: int,
+                        derived_key: Optional[Callable[[int], Optional[int]]] = None,
+                        run_epoch: Optional[int] = None) -> None:
     """Raise :class:`seeder.StateError` unless ``state`` is a sampler state saved with ``layout``; change nothing.
 
     ``layout`` holds the sampler's ``mode``, ``dataset_len``, ``num_replicas``, ``shuffle``,
     ``drop_last``, ``task`` and ``stream``; ``num_samples`` bounds the position.
+    ``derived_key(epoch)`` is the shuffle key the master seed derives for an epoch (``None``:
+    not known); ``run_epoch`` the epoch the seeder's last reseed puts this sampler in (``None``:
+    no such constraint). A state that disagrees with either came from another run.
 
     >>> check_sampler_state({"format": "x"}, {}, 4)
     Traceback (most recent call last):
@@ -102,6 +108,48 @@ def check_sampler_state(state: Any, layout: Dict[str, Any], num_samples: int) ->
     pos = state["position"]
     if not is_int(pos) or not 0 <= pos <= num_samples:
         raise StateError(f"sampler state['position'] must be an int in [0, {num_samples}], got {pos!r}")
+    if run_epoch is not None and state["epoch"] != run_epoch:
+        raise StateError(f"the sampler state is in epoch {state['epoch']} but the seeder state's last reseed is epoch "
+                         f"{run_epoch} of the sampler's task; the two states come from different points of a run "
+                         "(save both at the same step)")
+    want = derived_key(int(state["epoch"])) if derived_key is not None else None
+    if want is not None and state["key"] != want:
+        raise StateError(f"sampler state['key'] {state['key']} is not the shuffle key of epoch {state['epoch']} "
+                         f"({want}) for this master seed and sampler; the state comes from another run or seed: "
+                         "load the seeder state it was saved with (seeder.load_state_dict) or init with that master seed")
+
+
+def run_constraints(seeder: Any, seed: Optional[int], mode: str, task: int, stream: int, shuffle: bool,
+                    manual: bool) -> Tuple[Callable[[int], Optional[int]], Optional[int]]:
+    """What a sampler state must agree with in the run it is loaded into: ``(key of an epoch, epoch or None)``.
+
+    The run is the one a seeder state describes while ``seeder.load_state_dict`` checks it
+    (``seeder.loading``), else the seeder's own. The key of an epoch is ``None`` when no master
+    seed is known yet. During a ``seeder.load_state_dict``, unless the epoch is set by hand
+    (``manual``), the epoch is the last reseed's when that reseed was of the sampler's ``task``,
+    and 0 when the state has no reseed at all.
+
+    >>> from seeder import Seeder
+    >>> s = Seeder(); s.init(3); key_of, epoch = run_constraints(s, None, "feistel", 1, 0, True, False)
+    >>> key_of(0) == s.derive(3, 1, 0, rank=0), epoch
+    (True, None)
+    """
+    loading = seeder.loading
+    run = loading or seeder.run
+
+    def key_of(epoch: int) -> Optional[int]:
+        if not shuffle:
+            return 0
+        if seed is not None:
+            return shuffle_key(seeder, seed, mode, task, epoch, stream)
+        return None if run.master is None else derive_seed(run.master, Domain.SAMPLER, task, epoch, 0, stream)
+
+    if loading is None or manual:
+        return key_of, None
+    last = loading.last
+    if last is None:  # no reseed yet in that run: a sampler that follows reseed is still in its first epoch
+        return key_of, 0
+    return key_of, (last[1] if last[0] == task else None)
 
 
 def check_advance(n: Any, consumed: int, handed: int, num_samples: int, epoch: int) -> int:

@@ -11,6 +11,9 @@ Hooks (all optional; the remaining arguments go to ``examples/train.py``'s ``mai
     when writing the checkpoint of global step STEP, write half of its bytes to the
     temporary file the example would use, print ``CKPT_PAUSE STEP`` and sleep, so
     that a kill lands in the middle of a checkpoint write;
+``--fault-ckpt-kill-at STEP`` with ``--fault-ckpt-kill-fraction F``
+    when writing the checkpoint of global step STEP, write the first fraction F of its bytes
+    to the temporary file (F = 1: all of them, before the rename) and SIGKILL itself;
 ``--fault-kill-at STEP`` with ``--fault-kill-rank RANK``
     that rank SIGKILLs itself after logging step STEP, on the first ``torchrun``
     attempt only (``TORCHELASTIC_RESTART_COUNT`` 0).
@@ -39,6 +42,8 @@ HOOKS = argparse.ArgumentParser(add_help=False)
 HOOKS.add_argument("--fault-step-sleep", type=float, default=0.0)
 HOOKS.add_argument("--fault-ckpt-pause", type=float, default=0.0)
 HOOKS.add_argument("--fault-ckpt-pause-at", type=int, default=None)
+HOOKS.add_argument("--fault-ckpt-kill-at", type=int, default=None)
+HOOKS.add_argument("--fault-ckpt-kill-fraction", type=float, default=0.5)
 HOOKS.add_argument("--fault-kill-at", type=int, default=None)
 HOOKS.add_argument("--fault-kill-rank", type=int, default=0)
 
@@ -50,6 +55,14 @@ def install(hooks: argparse.Namespace) -> None:
     rank = int(os.environ.get("RANK", "0"))
 
     def paused_save(obj: Any, path: str) -> None:
+        if obj.get("step") == hooks.fault_ckpt_kill_at:
+            buf = io.BytesIO()
+            torch.save(obj, buf)
+            data = buf.getvalue()
+            with open(train.temporary_path(path), "wb") as f:
+                f.write(data[: int(len(data) * hooks.fault_ckpt_kill_fraction)])
+                f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
         if hooks.fault_ckpt_pause and obj.get("step") == hooks.fault_ckpt_pause_at:
             buf = io.BytesIO()
             torch.save(obj, buf)
