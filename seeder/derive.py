@@ -60,6 +60,8 @@ class Domain(enum.IntEnum):
     SAMPLE = 4  #: per-sample augmentation seeds
     DALI = 5  #: DALI pipeline seeds
     LOADER = 6  #: per-batch seeds of seeder.DataLoader (batch index as the stream)
+    ELASTIC = 7  #: per-sample seeds of the elastic loader (position in the epoch's global order as rank, stream)
+    ELASTIC_RANK = 8  #: a rank's main-process streams after a world-size change (global step as the stream)
 
 
 def check_master_seed(value: Any, what: str = "master_seed") -> int:

@@ -297,9 +297,18 @@ def check(seeder: Any, state: Any, allow_world_change: bool,
     """This rank's entry of ``state`` and whether the world changed, after checking it all against ``seeder``."""
     if not seeder.initialized:
         raise RuntimeError("seeder.load_state_dict() called before seeder.init(); call seeder.init(master_seed=...) first")
-    entry, changed = own_entry(state, seeder.world_size, seeder.rank, allow_world_change)
+    stateful = seeder.stateful() if stateful is None else stateful
+    moving = elastic_keys(stateful)
+    allow = True if moving and allow_world_change is False else allow_world_change
+    entry, changed = own_entry(state, seeder.world_size, seeder.rank, allow)
     check_entry(entry, world_size=seeder.world_size, rank=seeder.rank, adapters=seeder.global_adapters(),
-                stateful=seeder.stateful() if stateful is None else stateful, changed=changed)
+                stateful=stateful, changed=changed)
+    if changed and moving:
+        for key in moving:
+            if key not in entry["participants"]:
+                raise StateError(f"the checkpoint holds no state for {key!r} (an elastic loader of this process); "
+                                 "create the same loaders in the same order before load_state_dict")
+            stateful[key].check_state_dict(entry["participants"][key])
     return entry, changed
 
 
@@ -314,6 +323,12 @@ def load(seeder: Any, state: Any, allow_world_change: bool) -> None:
     if saved_master != run.master and seeder.rank == 0:
         logger.info("Using seed: %d (from checkpoint)", saved_master)
     last = tuple(entry["last_reseed"]) if entry["last_reseed"] is not None else None
+    moving = elastic_keys(stateful)
+    if changed and moving:
+        move_world(entry, stateful, moving, seeder)
+        seeder.run = RunState(master=saved_master, last=last, resume_pending=last,
+                              seen=run.seen | ({last} if last is not None else set()))
+        return
     if changed:
         seeder.run = RunState(master=saved_master, last=last, seen=set(run.seen))
         logger.info("seeder state from a world of %d loaded into a world of %d: master seed and last reseed %s "
@@ -345,3 +360,38 @@ def fork_rng(seeder: Any) -> Iterator[None]:
                         f"fork_rng(): the block reseeded, and registered generator {describe(member.gen)} is a plain "
                         "callable whose state cannot be restored; register the RNG object itself or give its owner "
                         "state_dict()/load_state_dict()", SeederWarning, stacklevel=3)
+
+
+def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
+    """Keys of the elastic participants (global state), if they and registered generators are all there is; else ``[]``."""
+    keys = [k for k, p in stateful.items() if getattr(p, "seeder_elastic", False) is True]
+    rest = [k for k, p in stateful.items() if k not in keys and not isinstance(p, GeneratorParticipant)]
+    return keys if keys and not rest else []
+
+
+def move_world(entry: Dict[str, Any], stateful: Dict[str, Any], moving: List[str], seeder: Any) -> None:
+    """Load a checked ``entry`` of another world size: the elastic participants' global states (rolled back on failure),
+    then this rank's global RNGs and registered generators seeded from ``derive(ELASTIC_RANK, task, epoch, rank,
+    stream=global step)`` (shared generators: rank ``2**32 - 1``)."""
+    snapshot = capture([], [stateful[k] for k in moving], seeder.run)
+    try:
+        for key in moving:
+            stateful[key].load_state_dict(entry["participants"][key])
+    except BaseException as exc:
+        restore(snapshot)
+        raise StateError(f"loading the elastic loader state failed ({type(exc).__name__}: {exc}); put back as it was") from exc
+    first = stateful[moving[0]]
+    step = first.elastic_step(entry["participants"][moving[0]])
+    task, epoch = entry["last_reseed"] if entry["last_reseed"] is not None else (0, 0)
+    gens = seeder.generators()
+    words = 1 + max((g.stream for g in gens), default=0)
+    master, rank, domain = entry["master_seed"], seeder.rank, int(derive.Domain.ELASTIC_RANK)
+    own = derive.StreamSeeds(master, domain, task, epoch, rank, words).seed(step)
+    shared = derive.StreamSeeds(master, domain, task, epoch, derive.MAX_KEY, words).seed(step)
+    for adapter in seeder.global_adapters():
+        adapter.seed(own[0])
+    for gen in gens:
+        gen.seed((shared if gen.shared else own)[gen.stream])
+    logger.info("seeder state from a world of %d loaded into a world of %d: elastic loader(s) %s continue at global "
+                "step %d of (task, epoch) %s; this rank's RNG streams re-derived from (master, task, epoch, rank %d, "
+                "step)", entry["world_size"], seeder.world_size, ", ".join(moving), step, (task, epoch), rank)

@@ -109,6 +109,8 @@ class DataLoader(torch.utils.data.DataLoader):
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
     * An ``IterableDataset`` raises ``TypeError`` (its position is the dataset's own state).
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
+    * ``elastic=True``: one global order per epoch whatever the world size, per-sample seeds by
+      position, a state that resumes on another world size (:class:`seeder.data.elastic_loader.ElasticDataLoader`).
 
     The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or
     ``loader.sampler.set_epoch``. Once every batch of an epoch was handed out, the state
@@ -123,11 +125,19 @@ class DataLoader(torch.utils.data.DataLoader):
 
     seeder_kind = "loader"
 
+    def __new__(cls, *args: Any, elastic: bool = False, **kwargs: Any) -> "DataLoader":
+        if elastic is True and cls is DataLoader:  # one global order, any world size: docs/elastic.md
+            from .elastic_loader import ElasticDataLoader
+
+            return super().__new__(ElasticDataLoader)
+        return super().__new__(cls)
+
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
-                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
+                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, elastic: bool = False,
+                 **kwargs: Any) -> None:
         if isinstance(dataset, torch.utils.data.IterableDataset):
             raise TypeError(
                 "seeder.DataLoader needs a map-style dataset (with __getitem__ and __len__), got the IterableDataset "
