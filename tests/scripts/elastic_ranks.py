@@ -1,9 +1,10 @@
 """Child of tests/test_elastic_ranks.py, run under torchrun: an elastic seeder.DataLoader over 2 epochs.
 
 ``DIR WORKERS full|resume [SAVED_WORLD ...]``: ``full`` trains 2 epochs uninterrupted, and after global step
-STOP of epoch 0 every rank saves ``seeder.state_dict()`` to DIR/ckpt<world>_<rank>.pt. Then, for each saved
-world, a fresh seeder and loader load that checkpoint (rank r's own file on the same world size, else
-rank 0's) and train what is left. Every rank writes what it saw to DIR/<tag>_<rank>.pt: one row per step,
+STOP of epoch 0 every rank saves ``seeder.state_dict()`` to DIR/ckpt<world>_<rank>.pt and, with
+``torch.distributed.checkpoint``, to DIR/dcp<world>. Then, for each saved world (``<world>d``: its DCP
+checkpoint), a fresh seeder and loader load that checkpoint (rank r's own file on the same world size,
+else rank 0's) and train what is left. Every rank writes what it saw to DIR/<tag>_<rank>.pt: one row per step,
 ``(epoch, step, sample tensors, the main process's draws after the step)``.
 """
 from __future__ import annotations
@@ -15,8 +16,10 @@ import sys
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
 
 import seeder
+from seeder.integrations.dcp import SeederStateful
 
 N, GLOBAL_BATCH, STOP, EPOCHS = 44, 8, 2, 2
 
@@ -67,18 +70,23 @@ def main(out: str, workers: int, full: bool, saved_worlds) -> None:
         def stop(epoch: int, step: int) -> None:
             if (epoch, step) == (0, STOP):
                 torch.save(s.state_dict(), os.path.join(out, f"ckpt{world}_{rank}.pt"))
+                dcp.save({"seeder": SeederStateful(s)}, checkpoint_id=os.path.join(out, f"dcp{world}"))
 
         train(s, loader, rows, 0, stop)
         torch.save(rows, os.path.join(out, f"full{world}_{rank}.pt"))
-    for saved in saved_worlds:
+    for tag in saved_worlds:
         s, loader = setup(workers)
-        state = torch.load(os.path.join(out, f"ckpt{saved}_{rank if saved == world else 0}.pt"), weights_only=True)
-        s.load_state_dict(state)
+        saved = int(tag.rstrip("d"))
+        if tag.endswith("d"):  # torch.distributed.checkpoint, from every rank
+            dcp.load({"seeder": SeederStateful(s)}, checkpoint_id=os.path.join(out, f"dcp{saved}"))
+        else:
+            state = torch.load(os.path.join(out, f"ckpt{saved}_{rank if saved == world else 0}.pt"), weights_only=True)
+            s.load_state_dict(state)
         rows = []
         train(s, loader, rows, s.last_reseed[1])
-        torch.save(rows, os.path.join(out, f"resume{saved}to{world}_{rank}.pt"))
+        torch.save(rows, os.path.join(out, f"resume{tag}to{world}_{rank}.pt"))
     dist.barrier()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "full", [int(w) for w in sys.argv[4:]])
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "full", sys.argv[4:])
