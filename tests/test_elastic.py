@@ -52,6 +52,9 @@ def test_same_samples_and_draws_on_any_world_size_and_worker_count(s):
     # The global order is the one-replica seeder.DistributedSampler's order.
     order = [int(r[0]) for b in loaders(s, 1)[0] for r in b]
     assert order == list(seeder.DistributedSampler(range(N), num_replicas=1, rank=0, seeder=s))
+    # Sample at position p draws from random seeded with derive(ELASTIC, task 1, epoch 0, p >> 32, p & 0xFFFFFFFF).
+    assert [one[i][1].item() for i in order] == [random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random()
+                                                for p in range(N)]
     s.reseed(1, 1)
     assert [int(r[0]) for b in loaders(s, 1)[0] for r in b] != order
 
