@@ -5,7 +5,7 @@ Compares ``seeder.reseed`` with Lightning's ``seed_everything``, ``accelerate.ut
 ``state_dict()`` + ``load_state_dict()`` with Lightning's ``_collect_rng_states`` / ``_set_rng_states``.
 Prints medians (us), ratios ours/theirs and memory (tracemalloc peak of one call). Without CUDA it
 prints ``skipped: no CUDA`` and exits 0. Rounds alternate between the cases (``timing.py``); every
-reseed call seeds a new epoch, as training does. Targets (issue 14): reseed <= 0.25x and reseed with
+reseed call seeds a new epoch, as training does. Targets: reseed <= 0.25x and reseed with
 6 generators <= 0.35x Lightning's ``seed_everything``; state capture + restore <= 0.5x Lightning's.
 
 Run: ``PYTHONPATH=. python benchmarks/bench_cuda.py [--rounds 21] [--calls 200]``
@@ -133,7 +133,7 @@ def bench_state(rounds: int, calls: int, device: str) -> None:
 
 
 def ratio_line(ours: str, theirs: str, ratio: float) -> str:
-    """``RATIO ours / theirs = r``, with issue 14's target where ``ours`` has one against Lightning."""
+    """``RATIO ours / theirs = r``, with its target where ``ours`` has one against Lightning."""
     target = TARGETS.get(ours) if theirs.startswith("Lightning") or theirs.startswith("lightning") else None
     verdict = f" (target <= {target}: {'met' if ratio <= target else 'NOT met'})" if target is not None else ""
     return f"RATIO {ours} / {theirs} = {ratio:.3f}{verdict}"

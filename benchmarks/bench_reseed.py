@@ -4,7 +4,7 @@ Run: python benchmarks/bench_reseed.py [--rounds 21] [--calls 200]
 All in one process; rounds alternate between the cases (a load spike hits them all alike); medians over
 rounds; ratios are ours / theirs; memory is the tracemalloc peak of one call. Every call reseeds a new
 epoch, as training does (nothing is served from a cache of the same epoch). Lightning's ``seed_everything``
-comes from the installed ``lightning`` package. Targets (issue 14): reseed <= 0.25x, reseed with 6
+comes from the installed ``lightning`` package. Targets: reseed <= 0.25x, reseed with 6
 registered generators (4 random.Random, a NumPy Generator, a torch.Generator) <= 0.35x.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import seeder  # noqa: E402
+from seeder.rngs_torch import accelerator_types  # noqa: E402
 from timing import interleaved_medians_us, lightning_seed_module  # noqa: E402
 
 TARGETS = {"seeder.reseed": 0.25, "seeder.reseed + 6 generators": 0.35}
@@ -79,7 +80,7 @@ def main() -> None:
         "torch.manual_seed alone": lambda i: torch.manual_seed(i),
         "lightning seed_everything": lambda i: lightning.seed_everything(i % 2**32, verbose=False),
     }
-    devices = ["cpu"] + seeder.rngs.accelerator_types()
+    devices = ["cpu"] + accelerator_types()
     print(f"torch {torch.__version__}, numpy {np.__version__}, devices seeded by seeder: {devices}; "
           f"baseline {baseline}; median of {args.rounds} interleaved rounds x {args.calls} calls")
     fns = [counted(fn) for fn in cases.values()]

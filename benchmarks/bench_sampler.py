@@ -10,7 +10,7 @@ For each N (8 replicas, rank 0), in this one process:
 Then the per-sample seeding overhead of seeder.SeededDataset.
 
 Prints medians over --repeats runs and ratios ours/torch (< 1 means faster).
-Targets (issue 3), feistel mode: first index and resume <= 1 ms at every N, epoch at N=1e8
+Targets, feistel mode: first index and resume <= 1 ms at every N, epoch at N=1e8
 >= 15x faster than torch, extra memory <= 16 MiB; per-sample overhead <= 25 us.
 
     PYTHONPATH=. python benchmarks/bench_sampler.py                      # N = 1e6 1e7 1e8 1e9

@@ -7,7 +7,7 @@ ours/theirs. Run: ``python benchmarks/bench_state.py [--repeat N]``.
 
 The baseline is Lightning's own ``_collect_rng_states``/``_set_rng_states`` from the
 installed ``lightning`` package (``lightning.fabric.utilities.seed``; the standalone
-``lightning_fabric`` if that is all there is). Target (issue 14): global RNGs <= 0.5x.
+``lightning_fabric`` if that is all there is). Target: global RNGs <= 0.5x.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from timing import interleaved_medians_us, lightning_seed_module  # noqa: E402
 
 _lightning, BASELINE = lightning_seed_module()
 _collect_rng_states, _set_rng_states = _lightning._collect_rng_states, _lightning._set_rng_states
-#: Issue 14's target for capture + restore of the global RNGs, ours / Lightning's.
+#: Target for capture + restore of the global RNGs, ours / Lightning's.
 TARGET = 0.5
 
 

@@ -3,7 +3,7 @@
 Synthetic labelled images come from an ``external_source`` callback that is a
 pure function of DALI's sample info (epoch, index in epoch), so DALI's
 checkpoints capture its position; random crop and flip run in DALI with the
-pipeline seed from :func:`seeder.dali.pipeline_seed`. Works without a GPU
+pipeline seed from :func:`seeder.data.dali_seeds.pipeline_seed`. Works without a GPU
 (``device_id=None``).
 
 Wiring into a training script (``--loader dali``)::
@@ -26,7 +26,8 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import numpy as np
 
 import seeder
-import seeder.dali
+from seeder.data.dali import track
+from seeder.data.dali_seeds import pipeline_kwargs, pipeline_seed, require_dali
 
 __all__ = ["SyntheticSource", "DaliLoader"]
 
@@ -101,7 +102,7 @@ def _define(source: SyntheticSource, crop: int, **pipeline_args: Any) -> Any:
 class DaliLoader:
     """Batches ``(images float32 [N, C, crop, crop], labels int64 [N])`` from a DALI CPU pipeline.
 
-    The pipeline's seed is ``seeder.dali.pipeline_seed(pipeline_id)`` (different per
+    The pipeline's seed is ``pipeline_seed(pipeline_id)`` (different per
     rank), checkpointing is on, and the pipeline and its PyTorch iterator are tracked
     by the seeder, so ``seeder.state_dict()`` holds their checkpoint. Pass ``state``
     (a saved ``seeder.state_dict()``) to rebuild at the saved position, then call
@@ -114,7 +115,7 @@ class DaliLoader:
                  channels: int = 3, num_classes: int = 10, pipeline_id: int = 0,
                  state: Optional[Dict[str, Any]] = None, num_threads: int = 1,
                  seeder_obj: Optional[seeder.Seeder] = None):
-        seeder.dali.require_dali()
+        require_dali()
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
         s = seeder_obj if seeder_obj is not None else seeder.default_seeder()
@@ -130,14 +131,14 @@ class DaliLoader:
             dataset_size, per_rank, image_size=image_size, channels=channels, num_classes=num_classes,
             rank=s.rank, world_size=s.world_size,
             # the data order is shared by all ranks (a different task id from the pipeline seed)
-            order_seed=seeder.dali.pipeline_seed(pipeline_id, shared=True, task_id=1, seeder=s),
+            order_seed=pipeline_seed(pipeline_id, shared=True, task_id=1, seeder=s),
         )
-        kwargs = seeder.dali.pipeline_kwargs(pipeline_id, state=state, seeder=s)
+        kwargs = pipeline_kwargs(pipeline_id, state=state, seeder=s)
         self.pipeline = _define(self.source, crop, batch_size=batch_size, num_threads=num_threads,
                                 device_id=None, **kwargs)
         self.iterator = DALIGenericIterator(self.pipeline, ["image", "label"], auto_reset=True,
                                             last_batch_policy=LastBatchPolicy.DROP)
-        self.tracked = seeder.dali.track(self.pipeline, pipeline_id, iterator=self.iterator, seeder=s)
+        self.tracked = track(self.pipeline, pipeline_id, iterator=self.iterator, seeder=s)
         self._seeder = s
 
     def __len__(self) -> int:

@@ -10,7 +10,7 @@ CPU only; one process, or ``--devices 2`` (``strategy="ddp"`` on gloo; Lightning
 
 What it shows: NVIDIA's recipe (``seeder.init``, ``reseed(0, 0)`` before the model is
 built), ``seeder.DataLoader`` returned by ``train_dataloader()``, the dataset, model and metrics of
-``examples/train.py`` (augmentation drawn from ``random``, NumPy, torch and registered member
+``examples/train.py`` (augmentation drawn from ``random``, NumPy, torch and registered
 generators, in 2 DataLoader workers; dropout), an LR scheduler,
 ``SeederCallback`` in the Trainer, Lightning's ``ModelCheckpoint(every_n_train_steps=...)``
 and ``fit(ckpt_path=...)``. It speaks ``seeder verify``'s contract: per-step metrics as
@@ -45,7 +45,7 @@ class Classifier(pl.LightningModule):
         self.args = args
         self.net = build_model()  # dropout inside
         self.dataset = SyntheticDataset(args.samples)
-        for pert in self.dataset.perturbations:  # member generators, as NVIDIA's seeder registers them
+        for pert in self.dataset.perturbations:  # the dataset's generators, registered as NVIDIA's seeder does
             seeder.register_generator(pert.reseed_rng)
 
     def setup(self, stage: str) -> None:

@@ -10,8 +10,8 @@ Copy it as the model for your own script. CPU only; one process or
     torchrun --nproc-per-node 2 examples/train.py --seed 42 --ckpt-dir ckpt --resume
 
 NVIDIA's recipe: ``--seed`` (default None: seeder draws and logs one), ``seeder.init``,
-``reseed(0, 0)`` before the model is built, ``reseed(1, epoch)`` every epoch, member
-generators registered like seed 004's ``Perturbation.reseed_rng``. On top of it: an
+``reseed(0, 0)`` before the model is built, ``reseed(1, epoch)`` every epoch, the
+dataset's generators registered like ``Perturbation.reseed_rng`` in NVIDIA seeder's README. On top of it: an
 atomic checkpoint (model, optimizer, scheduler, every rank's seeder state) at every
 epoch end and every ``--ckpt-every-steps`` steps, and ``--resume``.
 
@@ -45,7 +45,7 @@ DALI_IMAGE, DALI_CROP, DALI_CHANNELS, DALI_CLASSES = 12, 8, 3, 10  # --loader da
 
 # ----------------------------------------------------------------------------------------- data
 class Perturbation:
-    """Seed 004's member generator: a random gain drawn from its own ``random.Random``.
+    """NVIDIA seeder's example generator: a random gain drawn from its own ``random.Random``.
 
     ``reseed_rng`` is what NVIDIA's seeder registers. ``state_dict``/``load_state_dict``
     let a checkpoint carry this generator's position too (a mid-epoch resume needs it).
@@ -91,7 +91,7 @@ class SyntheticDataset(Dataset):
         x = torch.roll(x, random.randint(-1, 1))  # Python random
         x = x * float(np.random.uniform(0.9, 1.1))  # NumPy's global RNG
         x = x + 0.1 * torch.randn(x.shape)  # torch's global RNG
-        for pert in self.perturbations:  # member generators
+        for pert in self.perturbations:  # the dataset's generators
             x = pert(x)
         return x, self.y[i]
 

@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 # Importing seeder is cheap (no torch until a name that needs it is used), so that
 # `seeder run` and `seeder env diff` start fast and the launcher holds little memory.
 _LAZY: Dict[str, str] = {
-    "Seeder": "core", "Participant": "core", "ENV_SEED": "core", "STATE_FORMAT_VERSION": "core",
+    "Seeder": "core", "ENV_SEED": "core", "Participant": "participant", "STATE_FORMAT_VERSION": "state",
     "digest": "digest",
     "DERIVATION_VERSION": "derive", "Domain": "derive", "derive_seed": "derive",
     "DeterminismReport": "env.determinism", "enforce_determinism": "env.determinism",

@@ -27,13 +27,13 @@ from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning
 from .participant import GeneratorParticipant, Participant, describe, participant_for, require_participant
 from .registry import Registry
-from .rngs import RNGAdapter, global_adapters
+from .rngbase import RNGAdapter
+from .rngs import global_adapters
 
-__all__ = ["Seeder", "Participant", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR", "STATE_FORMAT_VERSION"]
+__all__ = ["Seeder", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR"]
 
 logger = logging.getLogger("seeder")
 
-STATE_FORMAT_VERSION = state.STATE_FORMAT_VERSION
 #: Environment variable that supplies the master seed when ``init`` gets none.
 ENV_SEED = "SEEDER_SEED"
 #: Environment variable that turns on deterministic mode when ``init`` gets ``deterministic=None``.
@@ -96,19 +96,20 @@ class Seeder:
         """Whether :meth:`init` has been called."""
         return self.run.master is not None
 
-    def _topo(self, what: str) -> Topology:
+    def _require_init(self, what: str) -> Topology:
+        """The run's topology; ``RuntimeError`` naming ``what`` if :meth:`init` was not called."""
         if self._topology is None:
             raise RuntimeError(f"seeder.{what}() called before seeder.init(); call seeder.init(master_seed=...) first")
         return self._topology
 
     def get_master_seed(self) -> int:
         """The master seed of this run (given, from ``$SEEDER_SEED``, drawn, or from a loaded checkpoint)."""
-        self._topo("get_master_seed")
+        self._require_init("get_master_seed")
         return self.run.master  # type: ignore[return-value]
 
-    rank = property(lambda self: self._topo("rank").rank, doc="Global rank used in derivation.")
-    world_size = property(lambda self: self._topo("world_size").world_size, doc="Processes over all nodes.")
-    local_rank = property(lambda self: self._topo("local_rank").local_rank, doc="Rank on this node (informational).")
+    rank = property(lambda self: self._require_init("rank").rank, doc="Global rank used in derivation.")
+    world_size = property(lambda self: self._require_init("world_size").world_size, doc="Processes over all nodes.")
+    local_rank = property(lambda self: self._require_init("local_rank").local_rank, doc="Rank on this node (informational).")
     last_reseed = property(lambda self: self.run.last, doc="``(task_id, epoch)`` of the last reseed, or ``None``.")
 
     def get_seed(self, task_id: int, epoch: int = 0, *, shared: bool = False, stream: int = 0) -> int:
@@ -121,7 +122,7 @@ class Seeder:
         >>> s.get_seed(1, 0) != s.get_seed(1, 1)
         True
         """
-        self._topo("get_seed")
+        self._require_init("get_seed")
         check_bool(shared, "shared")
         return self.stream_seed(check_key(task_id, "task_id"), check_key(epoch, "epoch"), shared=shared,
                                 stream=check_key(stream, "stream"))
@@ -138,7 +139,7 @@ class Seeder:
         >>> s.derive(Domain.WORKER, 1, 0, stream=3) == s.derive(Domain.WORKER, 1, 0, stream=3)
         True
         """
-        topo = self._topo("derive")
+        topo = self._require_init("derive")
         return derive.derive_seed(self.run.master, domain, task_id, epoch, topo.rank if rank is None else rank, stream)  # type: ignore[arg-type]
 
     def reseed(self, task_id: int, epoch: int = 0) -> None:
@@ -154,7 +155,7 @@ class Seeder:
         >>> t = Seeder(); t.init(3); t.reseed(1, 0); a == random.random()
         True
         """
-        self._topo("reseed")
+        self._require_init("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
         if not self.run.begin(key):
             return
@@ -178,7 +179,7 @@ class Seeder:
         >>> s = Seeder(); s.init(5); rng = random.Random()
         >>> s.register_generator(rng); s.reseed(1, 0)
         """
-        self._topo("register_generator")
+        self._require_init("register_generator")
         member = self.registry.register(gen, check_bool(shared, "shared"), lambda: participant_for(gen, self, shared))
         if member is not None and self.run.last is not None:
             member.seeder_reseed(self, *self.run.last)
@@ -245,7 +246,7 @@ class Seeder:
         >>> sorted(s.state_dict())[:3]
         ['derivation_version', 'format', 'last_reseed']
         """
-        topo = self._topo("state_dict")
+        topo = self._require_init("state_dict")
         state.warn_unsaved_generators(self.generators())
         return state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
 
@@ -257,7 +258,7 @@ class Seeder:
         (1, 1)
         >>> s.load_state_dict(g)
         """
-        topo = self._topo("gather_state_dict")
+        topo = self._require_init("gather_state_dict")
         check_int(dst, "dst", low=0, high=topo.world_size - 1)
         return state.gather(self.state_dict(), topo.world_size, topo.rank, dst)
 

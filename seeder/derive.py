@@ -1,4 +1,4 @@
-"""Pure seed derivation: no global state, no torch import.
+"""Pure seed derivation: every seed a function of its key alone (the caches only keep results), no torch import.
 
 Every seed seeder hands out is a pure function of
 ``(master_seed, domain, task_id, epoch, rank, stream)`` computed with

@@ -34,7 +34,8 @@ from typing import Any, Callable, Optional, Protocol, runtime_checkable
 import torch
 
 from .errors import StateError
-from .rngs import RNGAdapter, adapter_for
+from .rngbase import RNGAdapter
+from .rngs import adapter_for
 
 __all__ = ["Participant", "GeneratorParticipant", "participant_for", "describe", "saves_state", "validates_state",
            "owner_saves_state", "require_participant", "PLUGINS"]

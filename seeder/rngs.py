@@ -20,20 +20,10 @@ import torch
 from .derive import numpy_seed
 from .errors import StateError
 from .rngbase import CPU_FIX, RNGAdapter, expect, on_cpu
-from .rngs_torch import AcceleratorAdapter, TorchCPUAdapter, TorchGeneratorAdapter, accelerator_types
+from .rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
 from .fastrng import fast_seeding_state, legacy_access
 
-__all__ = [
-    "RNGAdapter",
-    "PythonRandomAdapter",
-    "NumpyGlobalAdapter",
-    "TorchCPUAdapter",
-    "AcceleratorAdapter",
-    "global_adapters",
-    "accelerator_types",
-    "on_cpu",
-    "StateError",
-]
+__all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdapter", "global_adapters", "adapter_for"]
 
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
@@ -164,8 +154,6 @@ class NumpyRandomStateAdapter(RNGAdapter):
         words = key.numpy().view(np.uint32).tolist()
         rng.set_state((state["kind"], words, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
-
-NumpyGlobalAdapter = NumpyRandomStateAdapter
 
 
 class NumpyGeneratorAdapter(RNGAdapter):

@@ -12,7 +12,7 @@ import torch
 
 from .rngbase import RNGAdapter, check_uint8_tensor, expect, on_cpu
 
-__all__ = ["TorchGeneratorAdapter", "TorchCPUAdapter", "AcceleratorAdapter", "accelerator_types"]
+__all__ = ["TorchGeneratorAdapter", "AcceleratorAdapter", "accelerator_types"]
 
 
 class TorchGeneratorAdapter(RNGAdapter):
@@ -43,8 +43,6 @@ class TorchGeneratorAdapter(RNGAdapter):
     def set_state(self, state: torch.Tensor) -> None:
         self.generator.set_state(on_cpu(state))  # CPU and CUDA generators both take their state as a CPU tensor
 
-
-TorchCPUAdapter = TorchGeneratorAdapter
 
 
 class AcceleratorAdapter(RNGAdapter):

@@ -27,7 +27,7 @@ from .checks import is_int
 from .distributed import process_group_active
 from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
-from .rngs import RNGAdapter
+from .rngbase import RNGAdapter
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "Snapshot", "make_state",
            "gather", "warn_unsaved_generators", "own_entry", "check_entry", "apply_entry", "check", "load", "capture", "restore", "fork_rng", "world_message"]

@@ -3,7 +3,7 @@
 When ``$SEEDER_TRACE`` names a path prefix (``seeder verify`` sets it for the runs it
 starts), the data path calls :func:`record_step` as it hands out each batch, and one
 JSON line per call goes to ``<prefix>.rank<R>.jsonl``: the source, the epoch, the
-step, the position (samples of the epoch consumed before the next batch), and a
+step, the position (samples of the epoch trained on before the next batch), and a
 short hash of every random state the seeder knows: Python ``random``, NumPy's global
 RNG, torch's CPU generator, each accelerator, each registered generator, and each
 participant (a sampler's epoch and position). Without ``$SEEDER_TRACE`` a call costs
@@ -20,7 +20,7 @@ Example:
     >>> import seeder, os, tempfile
     >>> s = seeder.Seeder(); s.init(1); s.reseed(1, 0)
     >>> record_step(s, "loader", epoch=0, step=0, position=0)   # no-op: $SEEDER_TRACE unset
-    >>> snap = snapshot(s)
+    >>> snap = state_fingerprints(s)
     >>> sorted(snap["rngs"])[:3], len(snap["rngs"]["python"])
     (['numpy', 'python', 'torch'], 16)
     >>> prefix = os.path.join(tempfile.mkdtemp(), "trace")
@@ -40,7 +40,7 @@ import re
 import warnings
 from typing import Any, Dict, List, Optional
 
-__all__ = ["ENV_TRACE", "enabled", "record_step", "snapshot", "fingerprint", "trace_file", "read_trace"]
+__all__ = ["ENV_TRACE", "enabled", "record_step", "state_fingerprints", "fingerprint", "trace_file", "read_trace"]
 
 #: Environment variable: path prefix of the per-rank trace files; unset means no tracing.
 ENV_TRACE = "SEEDER_TRACE"
@@ -100,7 +100,7 @@ def _participants(seeder: Any) -> List[Any]:
     return list(lister()) if callable(lister) else []
 
 
-def snapshot(seeder: Any) -> Dict[str, Any]:
+def state_fingerprints(seeder: Any) -> Dict[str, Any]:
     """Fingerprints of every random state ``seeder`` knows, without changing any of them.
 
     ``rngs`` maps each global RNG (``python``, ``numpy``, ``torch``, then accelerators) to
@@ -188,7 +188,7 @@ def _write(path: str, line: bytes) -> None:
 def record_step(seeder: Any, source: str, *, epoch: int, step: Optional[int], position: int) -> None:
     """Append one fingerprint line for the batch ``step`` of ``epoch`` that ``source`` is handing out.
 
-    ``position`` is the number of samples of the epoch consumed before this batch;
+    ``position`` is the number of samples of the epoch trained on before this batch;
     ``step`` is the batch's index in the epoch, or ``None`` where the caller does not
     count batches (a sampler). A no-op unless :func:`enabled`.
     """
@@ -197,7 +197,7 @@ def record_step(seeder: Any, source: str, *, epoch: int, step: Optional[int], po
         return
     global _counter
     record = {"source": str(source), "epoch": int(epoch), "step": None if step is None else int(step),
-              "position": int(position), "n": _counter, "pid": os.getpid(), **snapshot(seeder)}
+              "position": int(position), "n": _counter, "pid": os.getpid(), **state_fingerprints(seeder)}
     _counter += 1
     _write(trace_file(prefix, _rank(seeder)), (json.dumps(record, separators=(",", ":")) + "\n").encode())
 

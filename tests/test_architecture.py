@@ -1,105 +1,136 @@
-"""The layout of DESIGN.md, checked on the source: module size, private names, one-way imports."""
+"""The layout of docs/layout.md, checked on the source: module and class size, private names, one-way imports.
+
+Each rule is a function from one module to the problems it finds. ``test_each_rule_fails_on_a_bad_module``
+feeds every rule a synthetic bad package and watches it fail; ``KNOWN`` names the problems whose fix
+belongs to another change, and ``test_known_exceptions_are_still_needed`` fails once one is fixed.
+"""
 import ast
 from pathlib import Path
+from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "seeder"
-MODULES = sorted(p for p in PKG.rglob("*.py"))
+MODULES = sorted(PKG.rglob("*.py"))
+MAX_MODULE_LINES = 400  # docs/development.md: modules at most 400 lines
+MAX_CLASS_LINES = 250   # classes at most 250
 
-# Layers from the bottom up; a module may import its own layer or a lower one. The first matching prefix wins.
-LAYERS = [
-    ("errors", 0), ("checks", 0), ("derive", 0), ("fastrng", 0), ("rngbase", 1), ("rngs_torch", 1), ("rngs", 1),
-    ("distributed", 1),
-    ("participant", 2), ("registry", 2), ("state", 2), ("trace", 2), ("digest", 2), ("core", 3),
-    ("env", 1), ("verify", 2), ("data", 4), ("integrations", 5), ("cli", 6), ("__init__", 6), ("__main__", 6),
-    ("pyt", 6),
-]
-ALIASES = {"sampler", "permutation", "workers", "dali", "determinism", "launcher", "environment"}
+# Layers from the bottom up (docs/layout.md, "Import order"); a module may import its own layer or a lower one.
+LAYERS = {
+    "errors": 0, "checks": 0, "derive": 0, "fastrng": 0, "rngbase": 1, "rngs_torch": 1, "rngs": 1, "distributed": 1,
+    "env": 1, "participant": 2, "registry": 2, "state": 2, "trace": 2, "digest": 2, "verify": 2, "core": 3,
+    "data": 4, "integrations": 5, "cli": 6, "__init__": 6, "__main__": 6, "pyt": 6,
+}
+
+# Private names of other libraries that seeder reads, each where it is used: torch._C (the privateuse1
+# backend's name), random._inst and np.random.mtrand._rand (the global RNG objects), DALI's
+# _enable_checkpointing/_pipes (seeder/data/dali.py), sys._getframe (the sampler recognises torchdata's
+# StatefulDataLoader by its caller).
+THIRD_PARTY_PRIVATE = {"_C", "_get_privateuse1_backend_name", "_inst", "_rand", "_enable_checkpointing", "_pipes",
+                       "_getframe"}
+
+# Known problems whose fix belongs to another change in flight: (rule, module) -> {problem text: why}.
+# Remove an entry when its fix lands (test_known_exceptions_are_still_needed says when).
+KNOWN: Dict[Tuple[str, str], Dict[str, str]] = {
+    ("class_size", "core"): {
+        "class Seeder": "over 250 lines; core.py is being reworked by the atomic change"},
+    ("class_size", "data.sampler"): {
+        "class DistributedSampler": "over 250 lines; data/sampler.py is being reworked by the refusals change"},
+    ("size", "env.capture"): {
+        "lines": "over 400 lines; the external tool runs (_run, _freeze, _conda, _modules, _gpus) are a concept of "
+                 "their own, to move out with env/capture.py's owner (the secrets change)"},
+    ("one_way", "data.loader"): {
+        "imports seeder.__init__": "_default_seeder() imports default_seeder from the package root; one "
+                                   "default-seeder resolver below data/ is the protocol change"},
+    ("one_way", "data.sampler"): {"imports seeder.__init__": "the same default-seeder helper (protocol change)"},
+    ("one_way", "data.workers"): {"imports seeder.__init__": "the same default-seeder helper (protocol change)"},
+    ("one_way", "data.dali_seeds"): {"imports seeder.__init__": "the same default-seeder helper (protocol change)"},
+    ("one_way", "integrations.accelerate"): {
+        "imports seeder.__init__": "the same default-seeder helper (protocol change)"},
+    ("one_way", "integrations.lightning"): {
+        "imports seeder.__init__": "the same default-seeder helper (protocol change)"},
+    ("one_way", "participant"): {
+        "imports seeder.data.dali": "PLUGINS names seeder.data.dali by string for DALI pipelines; the one "
+                                    "participant protocol is the protocol change"},
+    ("private_attributes", "data.loader"): {
+        "._seeder": "reads sampler._seeder (a DistributedSampler's); the loader and the sampler share the "
+                    "default-seeder resolver of the protocol change"},
+}
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(PKG).with_suffix("")
-    parts = [p for p in rel.parts if p != "__init__"] or ["__init__"]
-    return ".".join(parts)
+# ------------------------------------------------------------------------------------------- reading the source
+def module_name(path: Path, pkg: Path = PKG) -> str:
+    rel = path.relative_to(pkg).with_suffix("")
+    return ".".join(p for p in rel.parts if p != "__init__") or "__init__"
 
 
 def layer(name: str) -> int:
     head = name.split(".")[0]
-    for prefix, level in LAYERS:
-        if head == prefix:
-            return level
-    if head in ALIASES:
-        return 6
-    raise AssertionError(f"seeder.{name} is not in the layout of DESIGN.md; add it to tests/test_architecture.py")
+    if head not in LAYERS:
+        raise AssertionError(f"seeder.{name} is not in the layout of docs/layout.md; add it to tests/test_architecture.py")
+    return LAYERS[head]
 
 
-def imported(path: Path):
-    """(module imported, names taken from it, line) for every import of a seeder module in ``path``."""
+def _is_module(pkg: Path, dotted: str) -> bool:
+    where = pkg.joinpath(*dotted.split(".")) if dotted else pkg
+    return where.with_suffix(".py").exists() or (where / "__init__.py").exists()
+
+
+def _resolve(pkg: Path, dotted: str, name: str) -> str:
+    """The seeder module ``from seeder.<dotted> import name`` reads: the submodule if ``name`` is one."""
+    sub = f"{dotted}.{name}".strip(".")
+    if _is_module(pkg, sub):
+        return sub
+    return dotted or "__init__"
+
+
+def _import_targets(node: ast.AST, path: Path, pkg: Path) -> Iterator[Tuple[str, ast.alias]]:
+    """(seeder module, alias) for each name of one ``import`` / ``from ... import`` statement."""
+    here = module_name(path, pkg)
+    package = [] if here == "__init__" else here.split(".") if path.name == "__init__.py" else here.split(".")[:-1]
+    root = pkg.name
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = package[: len(package) - (node.level - 1)]
+            dotted = ".".join([*base, *(node.module.split(".") if node.module else [])])
+        elif node.module and (node.module == root or node.module.startswith(root + ".")):
+            dotted = node.module[len(root) + 1:]
+        else:
+            return
+        for alias in node.names:
+            yield _resolve(pkg, dotted, alias.name), alias
+    elif isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name == root or alias.name.startswith(root + "."):
+                yield alias.name[len(root) + 1:] or "__init__", alias
+
+
+def imports(path: Path, pkg: Path = PKG) -> Iterator[Tuple[str, str, int]]:
+    """(seeder module imported, name taken from it, line) for every import in ``path``.
+
+    Sees relative imports at any depth (``from .. import x`` is the package root, ``__init__``), imports
+    inside functions, and string imports: ``importlib.import_module("seeder.x")`` and any string literal that
+    is exactly a seeder module's dotted path in a module that calls ``import_module``.
+    """
     tree = ast.parse(path.read_text(), str(path))
-    here = module_name(path).split(".")
-    package = here if path.name == "__init__.py" else here[:-1]
+    root = pkg.name
+    string_imports = any((isinstance(n, ast.Name) and n.id == "import_module")
+                         or (isinstance(n, ast.Attribute) and n.attr == "import_module") for n in ast.walk(tree))
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-                target = ".".join([*base, *(node.module.split(".") if node.module else [])])
-            elif node.module and node.module.startswith("seeder"):
-                target = node.module[len("seeder."):] if node.module != "seeder" else ""
-            else:
-                continue
-            for alias in node.names:
-                sub = f"{target}.{alias.name}".strip(".")
-                yield (sub if (PKG / sub.replace(".", "/")).with_suffix(".py").exists()
-                       or (PKG / sub.replace(".", "/")).is_dir() else target), alias.name, node.lineno
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith("seeder."):
-                    yield alias.name[len("seeder."):], "*", node.lineno
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for target, alias in _import_targets(node, path, pkg):
+                yield target, alias.name, node.lineno
+        elif string_imports and isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value.startswith(root + ".") and _is_module(pkg, node.value[len(root) + 1:]):
+            yield node.value[len(root) + 1:], "*", node.lineno
 
 
-def test_modules_are_small():
-    big = [f"{p.relative_to(PKG.parent)}: {len(p.read_text().splitlines())} lines" for p in MODULES
-           if len(p.read_text().splitlines()) > 420]
-    assert not big, f"modules over ~400 lines (one concept per file): {big}"
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
 
 
-def test_classes_are_small():
-    big = []
-    for p in MODULES:
-        for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno > 260:
-                big.append(f"{p.name}:{node.name} ({node.end_lineno - node.lineno} lines)")
-    assert not big, f"classes over ~250 lines: {big}"
-
-
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
-def test_no_private_names_across_modules(path):
-    here = module_name(path)
-    bad = []
-    for target, name, line in imported(path):
-        if target != here and name.startswith("_") and not name.startswith("__"):
-            bad.append(f"line {line}: {name} from seeder.{target}")
-    tree = ast.parse(path.read_text())
-    modules = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-               for alias in node.names}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
-                and node.attr.startswith("_") and not node.attr.startswith("__") and node.value.id != "self":
-            if (PKG / f"{node.value.id}.py").exists() or (PKG / path.parent.name / f"{node.value.id}.py").exists():
-                bad.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
-    assert not bad, f"seeder.{here} uses private names of other modules: {bad}"
-
-
-# Private names of other libraries that seeder must read (documented where used).
-# torch._C (the privateuse1 backend's name), random._inst and np.random.mtrand._rand (the global RNG objects),
-# DALI's _enable_checkpointing/_pipes (read behind fallbacks in seeder/data/dali.py), sys._getframe (the
-# sampler recognises torchdata's StatefulDataLoader by its caller).
-THIRD_PARTY_PRIVATE = {"_C", "_get_privateuse1_backend_name", "_inst", "_rand", "_enable_checkpointing", "_pipes",
-                       "_getframe"}
-
-
-def own_private_names(tree):
+def private_names_defined(tree: ast.AST) -> Set[str]:
+    """Private functions, classes, variables and attributes (``x._a = ...``) a module defines."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -108,50 +139,234 @@ def own_private_names(tree):
             names.add(node.attr)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
-    return {n for n in names if n.startswith("_")}
+    return {n for n in names if _private(n)}
 
 
-def _on_self(node):
-    """``self._x``: a subclass of a framework class (transformers' Trainer) using what it inherits."""
-    return isinstance(node.value, ast.Name) and node.value.id == "self"
+def private_owners(pkg: Path = PKG) -> Dict[str, Set[str]]:
+    """Each private name -> the seeder modules that define it."""
+    owners: Dict[str, Set[str]] = {}
+    for p in sorted(pkg.rglob("*.py")):
+        for name in private_names_defined(ast.parse(p.read_text())):
+            owners.setdefault(name, set()).add(module_name(p, pkg))
+    return owners
+
+
+# ------------------------------------------------------------------------------------------------- the rules
+def check_size(path: Path, pkg: Path = PKG) -> List[str]:
+    n = len(path.read_text().splitlines())
+    return [f"{n} lines (at most {MAX_MODULE_LINES}: one concept per file)"] if n > MAX_MODULE_LINES else []
+
+
+def check_class_size(path: Path, pkg: Path = PKG) -> List[str]:
+    return [f"class {node.name}: {node.end_lineno - node.lineno + 1} lines (at most {MAX_CLASS_LINES})"
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES]
+
+
+def check_private_imports(path: Path, pkg: Path = PKG) -> List[str]:
+    """``from .x import _y`` and ``x._y`` where ``x`` is another seeder module."""
+    here = module_name(path, pkg)
+    bad = [f"line {line}: {name} from seeder.{target}" for target, name, line in imports(path, pkg)
+           if target != here and _private(name)]
+    tree = ast.parse(path.read_text())
+    modules = {}  # local name -> the seeder module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for target, alias in _import_targets(node, path, pkg):
+                if isinstance(node, ast.Import) and alias.asname:
+                    modules[alias.asname] = target
+                elif isinstance(node, ast.ImportFrom) and target.split(".")[-1] == alias.name:
+                    modules[alias.asname or alias.name] = target
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
+                and _private(node.attr) and modules[node.value.id] != here:
+            bad.append(f"line {node.lineno}: {node.value.id}.{node.attr} (seeder.{modules[node.value.id]})")
+    return bad
+
+
+def _on_self(node: ast.Attribute) -> bool:
+    """``self._x`` / ``cls._x``: an object using what its class (or a framework base class) defines."""
+    return isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+
+
+def check_private_attributes(path: Path, pkg: Path = PKG, owners: Dict[str, Set[str]] = None) -> List[str]:
+    """``obj._x`` on another object is allowed only when ``_x`` is defined in this module and in no other.
+
+    A same-named attribute of the reader does not make ``sampler._seeder`` its own: if another seeder
+    module defines ``_seeder`` too, the read may reach into that module's object.
+    """
+    owners = private_owners(pkg) if owners is None else owners
+    here = module_name(path, pkg)
+    bad = []
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.Attribute) and _private(n.attr) and not _on_self(n) and n.attr not in THIRD_PARTY_PRIVATE:
+            mine = owners.get(n.attr, set())
+            if here not in mine:
+                bad.append(f"line {n.lineno}: .{n.attr} (defined in no class of this module)")
+            elif mine != {here}:
+                others = ", ".join(sorted(f"seeder.{m}" for m in mine - {here}))
+                bad.append(f"line {n.lineno}: .{n.attr} (also defined in {others}: whose object is it?)")
+    return bad
+
+
+def check_one_way(path: Path, pkg: Path = PKG) -> List[str]:
+    here = module_name(path, pkg)
+    mine = here.split(".")[0]
+    bad = []
+    for target, _, line in imports(path, pkg):
+        theirs = target.split(".")[0]
+        if target == here or theirs == mine:
+            continue
+        if theirs == "integrations" or layer(theirs) > layer(here) or {mine, theirs} == {"data", "env"} \
+                or (mine in ("env", "verify") and theirs in ("core", "state", "data")):
+            bad.append(f"line {line}: imports seeder.{target}")
+    return bad
+
+
+def check_exports(path: Path, pkg: Path = PKG) -> List[str]:
+    """A module's ``__all__`` lists what it defines: no re-export lists, no module standing in for another.
+
+    Package ``__init__`` files are the public surface (``seeder``, ``seeder.verify``) and may gather names.
+    """
+    if path.name == "__init__.py":
+        return []
+    tree = ast.parse(path.read_text())
+    bad = [f"line {n.lineno}: replaces itself in sys.modules" for n in ast.walk(tree)
+           if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and ast.unparse(n.value) == "sys.modules"]
+    defined, imported = set(), set()
+    for node in tree.body:
+        for n in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(n.name)
+            elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                defined |= {t.id for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                            for t in ast.walk(target) if isinstance(t, ast.Name)}
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                imported |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets) \
+                and isinstance(node.value, (ast.List, ast.Tuple)):
+            bad += [f"line {node.lineno}: __all__ lists {e.value}, defined elsewhere" for e in node.value.elts
+                    if isinstance(e, ast.Constant) and e.value not in defined]
+    return bad
+
+
+RULES = {"size": check_size, "class_size": check_class_size, "exports": check_exports,
+         "private_imports": check_private_imports, "private_attributes": check_private_attributes, "one_way": check_one_way}
+
+
+def problems(rule: str, path: Path, pkg: Path = PKG, **kw) -> List[str]:
+    """What ``rule`` finds in ``path``, less the known exceptions."""
+    known = KNOWN.get((rule, module_name(path, pkg)), {}) if pkg == PKG else {}
+    return [p for p in RULES[rule](path, pkg, **kw) if not any(k in p for k in known)]
+
+
+# ------------------------------------------------------------------------------------------------- the tests
+def test_modules_are_small():
+    big = {str(p.relative_to(PKG.parent)): problems("size", p) for p in MODULES}
+    assert not {k: v for k, v in big.items() if v}
+
+
+def test_classes_are_small():
+    big = {str(p.relative_to(PKG.parent)): problems("class_size", p) for p in MODULES}
+    assert not {k: v for k, v in big.items() if v}
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
-def test_no_private_attributes_of_other_modules_objects(path):
-    """``obj._x`` where ``_x`` is not defined in this module reaches into another module's internals."""
-    tree = ast.parse(path.read_text())
-    mine = own_private_names(tree) | THIRD_PARTY_PRIVATE
-    bad = [f"line {n.lineno}: .{n.attr}" for n in ast.walk(tree)
-           if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
-           and n.attr not in mine and not _on_self(n)]
+def test_no_private_names_across_modules(path):
+    bad = problems("private_imports", path)
+    assert not bad, f"seeder.{module_name(path)} uses private names of other modules: {bad}"
+
+
+@pytest.fixture(scope="module")
+def owners():
+    return private_owners()
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
+def test_no_private_attributes_of_other_modules_objects(path, owners):
+    bad = problems("private_attributes", path, owners=owners)
     assert not bad, f"seeder.{module_name(path)} reads private attributes defined elsewhere: {bad}"
 
 
-def seeder_imports(path):
-    """(this module, seeder module it imports, line), aliases and self-imports left out."""
-    here = module_name(path)
-    for target, _, line in imported(path):
-        if target and target != here and here.split(".")[0] not in ALIASES:
-            yield here, target, line
+def test_modules_export_what_they_define():
+    bad = {module_name(p): problems("exports", p) for p in MODULES}
+    assert not {k: v for k, v in bad.items() if v}, "re-exports (import the name from the module that defines it)"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
 def test_imports_go_one_way(path):
-    bad = []
-    for here, target, line in seeder_imports(path):
-        mine, theirs = here.split(".")[0], target.split(".")[0]
-        if mine == theirs:
-            continue
-        if theirs == "integrations" or layer(theirs) > layer(here) \
-                or {mine, theirs} == {"data", "env"} or (mine in ("env", "verify") and theirs in ("core", "state", "data")):
-            bad.append(f"line {line}: seeder.{here} imports seeder.{target}")
-    assert not bad, f"imports against the one-way order of DESIGN.md: {bad}"
+    bad = problems("one_way", path)
+    assert not bad, f"imports against the one-way order of docs/layout.md: {bad}"
 
 
-def test_the_check_can_fail(tmp_path):
-    """The walker sees a private import and an upward import (a test that cannot fail is a defect)."""
-    fake = PKG / "derive.py"
-    tree_imports = list(imported(fake))
-    assert all(t.split(".")[0] in ("errors", "checks", "derive") for t, _, _ in tree_imports)
-    assert layer("core") > layer("state") > layer("rngs") > layer("derive")
-    assert layer("integrations.lightning") > layer("data.loader") > layer("core")
+def test_known_exceptions_are_still_needed(owners):
+    """An exception whose problem is gone must leave KNOWN (else it would hide the next one)."""
+    stale = []
+    for (rule, module), known in KNOWN.items():
+        path = next((p for p in MODULES if module_name(p) == module), None)
+        found = [] if path is None else RULES[rule](path, PKG, **({"owners": owners} if rule == "private_attributes" else {}))
+        stale += [f"{rule} {module}: {k!r}" for k in known if not any(k in p for p in found)]
+    assert not stale, f"fixed: remove from KNOWN in tests/test_architecture.py: {stale}"
+
+
+# A bad package: each module breaks one rule, and the good module breaks none.
+BAD = {
+    "derive.py": "x = 1\n" * (MAX_MODULE_LINES + 1),
+    "errors.py": "class Big:\n" + "    x = 1\n" * MAX_CLASS_LINES,
+    "checks.py": "from .derive import _hidden\n",
+    "rngs.py": "from . import derive\n\n\ndef f():\n    return derive._hidden\n",
+    "core.py": "from . import errors\n",
+    "participant.py": ("import importlib\nPLUGINS = {'dali': 'seeder.data.dali'}\n\n\n"
+                       "def load(name):\n    return importlib.import_module(PLUGINS[name])\n"),
+    "state.py": "import importlib\n\n\ndef f():\n    return importlib.import_module('seeder.core')\n",
+    "data/__init__.py": "",
+    "data/order.py": "from .permutation import keyed\n\n__all__ = ['keyed', 'shard']\n\n\ndef shard():\n    pass\n",
+    "data/permutation.py": ("import importlib\nimport sys\n\n"
+                            "sys.modules[__name__] = importlib.import_module('seeder.data.order')\n"),
+    "data/dali.py": "x = 1\n",
+    "data/sampler.py": "class Sampler:\n    def __init__(self):\n        self._seeder = None\n",
+    "data/loader.py": ("class Loader:\n    def __init__(self, sampler):\n        self._seeder = sampler._seeder\n\n\n"
+                       "def default():\n    from .. import core\n    return core\n"),
+    "data/batches.py": "def f():\n    from .. import default_seeder\n    return default_seeder()\n",
+}
+EXPECTED = {  # rule -> (bad module, a word of the problem it must report)
+    "size": ("derive", "lines"),
+    "exports": ("data.order", "__all__ lists keyed, defined elsewhere"),
+    "class_size": ("errors", "class Big"),
+    "private_imports": ("checks", "_hidden from seeder.derive"),
+    "private_attributes": ("data.loader", "._seeder (also defined in seeder.data.sampler"),
+    "one_way": ("participant", "imports seeder.data.dali"),
+}
+
+
+@pytest.fixture
+def bad_package(tmp_path):
+    pkg = tmp_path / "seeder"
+    for name, text in BAD.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    (pkg / "__init__.py").write_text("")
+    return pkg
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_each_rule_fails_on_a_bad_module(bad_package, rule):
+    """Every rule finds its planted problem, and nothing in the clean module (``core`` imports a lower layer)."""
+    module, word = EXPECTED[rule]
+    path = bad_package.joinpath(*module.split(".")).with_suffix(".py")
+    found = problems(rule, path, bad_package)
+    assert any(word in p for p in found), (rule, found)
+    assert not problems(rule, bad_package / "core.py", bad_package)
+
+
+def test_the_sharper_checks_see_what_the_old_ones_missed(bad_package):
+    """Upward ``from .. import``, string imports and a private read through a same-named attribute."""
+    assert problems("one_way", bad_package / "data" / "batches.py", bad_package) == ["line 2: imports seeder.__init__"]
+    assert problems("one_way", bad_package / "state.py", bad_package) == ["line 5: imports seeder.core"]
+    assert "line 2: imports seeder.data.dali" in problems("one_way", bad_package / "participant.py", bad_package)
+    assert problems("private_imports", bad_package / "rngs.py", bad_package) == ["line 5: derive._hidden (seeder.derive)"]
+    assert problems("one_way", bad_package / "data" / "loader.py", bad_package) == []  # core is below data
+    assert problems("exports", bad_package / "data" / "permutation.py", bad_package) == [
+        "line 4: replaces itself in sys.modules"]
+    assert layer("integrations.lightning") > layer("data.loader") > layer("core") > layer("state") > layer("derive")

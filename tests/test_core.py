@@ -331,7 +331,7 @@ def test_import_does_no_heavy_work():
 
 LIGHT_PROBE = """
 import sys
-import seeder, seeder.cli, seeder.launcher, seeder.environment, seeder.derive
+import seeder, seeder.cli, seeder.env.launcher, seeder.env.capture, seeder.env.diff, seeder.derive
 assert "torch" not in sys.modules, "importing seeder (or what `seeder run` needs) imported torch"
 seeder.init(5)  # the first use loads what it needs
 assert "torch" in sys.modules and seeder.get_master_seed() == 5

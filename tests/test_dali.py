@@ -1,4 +1,4 @@
-"""seeder.dali on real DALI CPU pipelines (device_id=None): seeds, the once-per-pipeline warning, checkpoint resume."""
+"""seeder.data.dali on real DALI CPU pipelines (device_id=None): seeds, the once-per-pipeline warning, checkpoint resume."""
 from __future__ import annotations
 
 import copy
@@ -27,7 +27,8 @@ import dali_common as dc  # noqa: E402
 from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy  # noqa: E402
 
 import seeder  # noqa: E402
-import seeder.dali as sd  # noqa: E402
+import seeder.data.dali as sd  # noqa: E402
+import seeder.data.dali_seeds as ds  # noqa: E402
 from seeder import Seeder, SeederWarning, StateError  # noqa: E402
 from seeder.derive import Domain, derive_seed  # noqa: E402
 
@@ -56,35 +57,35 @@ def seeder_warnings(record):
 def test_pipeline_seed_is_derived_in_the_dali_domain_and_folded():
     s = make_seeder(42, rank=1, ngpus=2)
     raw = derive_seed(42, Domain.DALI, 0, 0, 1, 3)
-    assert sd.pipeline_seed(3, seeder=s) == (raw ^ (raw >> 32)) & 0xFFFFFFFF
+    assert ds.pipeline_seed(3, seeder=s) == (raw ^ (raw >> 32)) & 0xFFFFFFFF
     shared_raw = derive_seed(42, Domain.DALI, 0, 0, 0, 3)
-    assert sd.pipeline_seed(3, shared=True, seeder=s) == (shared_raw ^ (shared_raw >> 32)) & 0xFFFFFFFF
+    assert ds.pipeline_seed(3, shared=True, seeder=s) == (shared_raw ^ (shared_raw >> 32)) & 0xFFFFFFFF
     # golden value: an upgrade must not silently change a user's DALI streams
-    assert sd.pipeline_seed(0, seeder=make_seeder(42)) == 787803391
+    assert ds.pipeline_seed(0, seeder=make_seeder(42)) == 787803391
 
 
 def test_pipeline_seed_per_rank_per_id_per_master():
     r0, r1 = make_seeder(42, rank=0, ngpus=2), make_seeder(42, rank=1, ngpus=2)
-    assert sd.pipeline_seed(0, seeder=r0) != sd.pipeline_seed(0, seeder=r1)
-    assert sd.pipeline_seed(0, shared=True, seeder=r0) == sd.pipeline_seed(0, shared=True, seeder=r1)
-    assert sd.pipeline_seed(0, seeder=r0) != sd.pipeline_seed(1, seeder=r0)
-    assert sd.pipeline_seed(0, seeder=r0) != sd.pipeline_seed(0, seeder=make_seeder(43, rank=0, ngpus=2))
-    seeds = [sd.pipeline_seed(i, seeder=make_seeder(m)) for m in range(20) for i in range(5)]
-    assert all(0 <= x <= sd.MAX_DALI_SEED for x in seeds) and len(set(seeds)) == len(seeds)
+    assert ds.pipeline_seed(0, seeder=r0) != ds.pipeline_seed(0, seeder=r1)
+    assert ds.pipeline_seed(0, shared=True, seeder=r0) == ds.pipeline_seed(0, shared=True, seeder=r1)
+    assert ds.pipeline_seed(0, seeder=r0) != ds.pipeline_seed(1, seeder=r0)
+    assert ds.pipeline_seed(0, seeder=r0) != ds.pipeline_seed(0, seeder=make_seeder(43, rank=0, ngpus=2))
+    seeds = [ds.pipeline_seed(i, seeder=make_seeder(m)) for m in range(20) for i in range(5)]
+    assert all(0 <= x <= ds.MAX_DALI_SEED for x in seeds) and len(set(seeds)) == len(seeds)
 
 
 def test_pipeline_seed_bad_input_raises():
     s = make_seeder()
     with pytest.raises(RuntimeError, match="before seeder.init"):
-        sd.pipeline_seed(0, seeder=Seeder())
+        ds.pipeline_seed(0, seeder=Seeder())
     with pytest.raises(ValueError, match="pipeline_id"):
-        sd.pipeline_seed(-1, seeder=s)
+        ds.pipeline_seed(-1, seeder=s)
     with pytest.raises(ValueError, match="pipeline_id"):
-        sd.pipeline_seed(2**32, seeder=s)
+        ds.pipeline_seed(2**32, seeder=s)
     with pytest.raises(TypeError, match="shared"):
-        sd.pipeline_seed(0, shared="yes", seeder=s)
+        ds.pipeline_seed(0, shared="yes", seeder=s)
     with pytest.raises(TypeError, match="seeder"):
-        sd.pipeline_seed(0, seeder=object())
+        ds.pipeline_seed(0, seeder=object())
 
 
 def test_dali_uses_only_low_32_bits_of_the_seed_so_seeds_are_folded():
@@ -94,15 +95,15 @@ def test_dali_uses_only_low_32_bits_of_the_seed_so_seeds_are_folded():
 
     assert dc.same(first(5), first(5 + 2**32))
     assert not dc.same(first(5), first(6))
-    dc.run(dc.augment_pipeline(seed=sd.MAX_DALI_SEED), 1)  # the largest folded seed is accepted
+    dc.run(dc.augment_pipeline(seed=ds.MAX_DALI_SEED), 1)  # the largest folded seed is accepted
     with pytest.raises(TypeError):
         dc.augment_pipeline(seed=2**63).build()
 
 
 def test_two_master_seeds_give_different_pipelines_same_seed_same_pipeline():
-    a = dc.run(dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=make_seeder(1))), 3)
-    b = dc.run(dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=make_seeder(1))), 3)
-    c = dc.run(dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=make_seeder(2))), 3)
+    a = dc.run(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=make_seeder(1))), 3)
+    b = dc.run(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=make_seeder(1))), 3)
+    c = dc.run(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=make_seeder(2))), 3)
     assert dc.same(a, b)
     assert not dc.same(a, c)
     assert all(np.array_equal(x[1], y[1]) for x, y in zip(a, c))  # same samples, different augmentation
@@ -112,13 +113,13 @@ def test_two_master_seeds_give_different_pipelines_same_seed_same_pipeline():
 
 # ------------------------------------------------------------------ resume
 def full_run(master=42, n=N):
-    return dc.run(dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=make_seeder(master))), n)
+    return dc.run(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=make_seeder(master))), n)
 
 
 @pytest.mark.parametrize("first", [0, 1, N // 2, N - 1])
 def test_n_iterations_equal_first_part_checkpoint_rebuild_rest(first):
     s1 = make_seeder()
-    pipe = dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s1))
+    pipe = dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s1))
     sd.track(pipe, 0, seeder=s1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeederWarning)  # the once-per-pipeline reseed warning
@@ -128,7 +129,7 @@ def test_n_iterations_equal_first_part_checkpoint_rebuild_rest(first):
     assert isinstance(state["participants"]["dali.0"]["checkpoints"][0], bytes)
 
     s2 = make_seeder()
-    pipe2 = dc.augment_pipeline(**sd.pipeline_kwargs(0, state=state, seeder=s2))
+    pipe2 = dc.augment_pipeline(**ds.pipeline_kwargs(0, state=state, seeder=s2))
     sd.track(pipe2, 0, seeder=s2)
     s2.load_state_dict(state)
     got += dc.run(pipe2, N - first)
@@ -138,17 +139,17 @@ def test_n_iterations_equal_first_part_checkpoint_rebuild_rest(first):
 
 def test_resume_by_stored_checkpoint_after_load_state_dict_and_replace():
     s1 = make_seeder()
-    pipe = dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s1))
+    pipe = dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s1))
     assert sd.track(pipe, 0, seeder=s1).checkpoint is None
     got = dc.run(pipe, 3)
     state = roundtrip(s1.state_dict())
 
     s2 = make_seeder()
-    fresh = dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s2))
+    fresh = dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s2))
     tracked = sd.track(fresh, 0, seeder=s2)
     s2.load_state_dict(state)
     assert tracked.checkpoint == state["participants"]["dali.0"]["checkpoints"][0]
-    rebuilt = dc.augment_pipeline(seed=sd.pipeline_seed(0, seeder=s2), enable_checkpointing=True,
+    rebuilt = dc.augment_pipeline(seed=ds.pipeline_seed(0, seeder=s2), enable_checkpointing=True,
                                   checkpoint=tracked.checkpoint)
     tracked.replace(rebuilt)
     assert sd.get_tracked(0, seeder=s2).pipeline is rebuilt
@@ -161,12 +162,12 @@ def test_resume_by_stored_checkpoint_after_load_state_dict_and_replace():
 
 def test_pipeline_not_rebuilt_from_loaded_checkpoint_warns_once():
     s1 = make_seeder()
-    pipe = dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s1))
+    pipe = dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s1))
     sd.track(pipe, 0, seeder=s1)
     dc.run(pipe, 2)
     state = s1.state_dict()
     s2 = make_seeder()
-    sd.track(dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s2)), 0, seeder=s2)  # no checkpoint=
+    sd.track(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s2)), 0, seeder=s2)  # no checkpoint=
     s2.load_state_dict(state)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
@@ -193,19 +194,19 @@ def test_iterator_round_trip_across_epoch_boundaries():
 
     epoch = 3 * dc.BATCH
     s0 = make_seeder()
-    full = take(iterator(dc.augment_pipeline(epoch_size=epoch, **sd.pipeline_kwargs(0, seeder=s0))), 8)
+    full = take(iterator(dc.augment_pipeline(epoch_size=epoch, **ds.pipeline_kwargs(0, seeder=s0))), 8)
     idx = [int(b[1][0]) for b in full]
     assert idx == [0, 4, 8, 0, 4, 8, 0, 4]  # three epochs seen
     assert not torch.equal(full[0][0], full[3][0])  # same samples, new augmentation next epoch
     for first in (2, 3, 4):
         s1 = make_seeder()
-        pipe = dc.augment_pipeline(epoch_size=epoch, **sd.pipeline_kwargs(0, seeder=s1))
+        pipe = dc.augment_pipeline(epoch_size=epoch, **ds.pipeline_kwargs(0, seeder=s1))
         it = iterator(pipe)
         sd.track(pipe, 0, iterator=it, seeder=s1)
         got = take(it, first)
         state = roundtrip(s1.state_dict())
         s2 = make_seeder()
-        pipe2 = dc.augment_pipeline(epoch_size=epoch, **sd.pipeline_kwargs(0, state=state, seeder=s2))
+        pipe2 = dc.augment_pipeline(epoch_size=epoch, **ds.pipeline_kwargs(0, state=state, seeder=s2))
         it2 = iterator(pipe2)
         sd.track(pipe2, 0, iterator=it2, seeder=s2)
         s2.load_state_dict(state)
@@ -245,19 +246,19 @@ def test_reader_iterator_round_trip_needs_the_iterator_checkpoint(tmp_path):
     def same(a, b):
         return len(a) == len(b) and all(all(torch.equal(u, v) for u, v in zip(x, y)) for x, y in zip(a, b))
 
-    full = take(iterator(reader_pipe(**sd.pipeline_kwargs(0, seeder=make_seeder()))), 9)
+    full = take(iterator(reader_pipe(**ds.pipeline_kwargs(0, seeder=make_seeder()))), 9)
     assert [len(b[1]) for b in full[:3]] == [4, 4, 2]  # epochs of 10 samples: the iterator trims the last batch
-    other = take(iterator(reader_pipe(**sd.pipeline_kwargs(0, seeder=make_seeder(7)))), 9)
+    other = take(iterator(reader_pipe(**ds.pipeline_kwargs(0, seeder=make_seeder(7)))), 9)
     assert [b[1].tolist() for b in other] != [b[1].tolist() for b in full]  # the shuffle follows the master seed
     for first in (2, 4):
         s1 = make_seeder()
-        pipe = reader_pipe(**sd.pipeline_kwargs(0, seeder=s1))
+        pipe = reader_pipe(**ds.pipeline_kwargs(0, seeder=s1))
         it = iterator(pipe)
         sd.track(pipe, 0, iterator=it, seeder=s1)
         got = take(it, first)
         state = roundtrip(s1.state_dict())
         s2 = make_seeder()
-        pipe2 = reader_pipe(**sd.pipeline_kwargs(0, state=state, seeder=s2))
+        pipe2 = reader_pipe(**ds.pipeline_kwargs(0, state=state, seeder=s2))
         it2 = iterator(pipe2)
         sd.track(pipe2, 0, iterator=it2, seeder=s2)
         s2.load_state_dict(state)
@@ -268,8 +269,8 @@ def test_reader_iterator_round_trip_needs_the_iterator_checkpoint(tmp_path):
 # ------------------------------------------------------------------ warnings
 def test_reseed_warns_exactly_once_per_pipeline():
     s = make_seeder()
-    train = dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s))
-    val = dc.augment_pipeline(**sd.pipeline_kwargs(1, seeder=s))
+    train = dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s))
+    val = dc.augment_pipeline(**ds.pipeline_kwargs(1, seeder=s))
     sd.track(train, 0, seeder=s)
     s.register_generator(val)  # handed to register_generator: the id is found from its seed
     assert sd.get_tracked(1, seeder=s).pipeline is val
@@ -285,7 +286,7 @@ def test_reseed_warns_exactly_once_per_pipeline():
     assert all(w.filename == __file__ for w in seeder_warnings(rec))  # points at the user's reseed call
 
     # a pipeline rebuilt and swapped in warns once more; an unregistered one never again
-    sd.get_tracked(0, seeder=s).replace(dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s)))
+    sd.get_tracked(0, seeder=s).replace(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s)))
     s.unregister_generator(val)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
@@ -297,7 +298,7 @@ def test_reseed_warns_exactly_once_per_pipeline():
 
 def test_pipeline_without_checkpointing_warns_in_state_dict_and_saves_none():
     s = make_seeder()
-    pipe = dc.augment_pipeline(seed=sd.pipeline_seed(0, seeder=s))
+    pipe = dc.augment_pipeline(seed=ds.pipeline_seed(0, seeder=s))
     sd.track(pipe, 0, seeder=s)
     dc.run(pipe, 1)
     with warnings.catch_warnings(record=True) as rec:
@@ -310,8 +311,8 @@ def test_pipeline_without_checkpointing_warns_in_state_dict_and_saves_none():
     assert "enable_checkpointing=True" in msgs[0]  # the reseed warning says how to get exact resume
     assert "cannot save its position" in msgs[1]
     assert st["participants"]["dali.0"]["checkpoints"] is None
-    assert sd.saved_checkpoints(st, 0) is None
-    assert sd.pipeline_kwargs(0, state=st, seeder=s)["checkpoint"] is None
+    assert ds.saved_checkpoints(st, 0) is None
+    assert ds.pipeline_kwargs(0, state=st, seeder=s)["checkpoint"] is None
     s.load_state_dict(roundtrip(st))  # loads; nothing to restore
 
 
@@ -326,7 +327,7 @@ def test_foreign_seed_warns_at_track():
 # ------------------------------------------------------------------ bad input
 def test_track_bad_input_raises_and_changes_nothing():
     s = make_seeder()
-    pipe = dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s))
+    pipe = dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s))
     sd.track(pipe, 0, seeder=s)
     before = s.participants()
     with pytest.raises(TypeError, match="nvidia.dali.Pipeline"):
@@ -334,15 +335,15 @@ def test_track_bad_input_raises_and_changes_nothing():
     with pytest.raises(ValueError, match="already tracked"):
         sd.track(pipe, 1, seeder=s)
     with pytest.raises(ValueError, match="id 0 is already tracked"):
-        sd.track(dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s)), 0, seeder=s)
+        sd.track(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s)), 0, seeder=s)
     with pytest.raises(TypeError, match="checkpoints"):
-        sd.track(dc.augment_pipeline(**sd.pipeline_kwargs(1, seeder=s)), 1, iterator=object(), seeder=s)
+        sd.track(dc.augment_pipeline(**ds.pipeline_kwargs(1, seeder=s)), 1, iterator=object(), seeder=s)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the duplicate is refused before anything else happens
         with pytest.raises(ValueError, match="already registered"):
             s.register_generator(pipe)
     with pytest.raises(ValueError, match="pipeline_id"):
-        sd.track(dc.augment_pipeline(**sd.pipeline_kwargs(1, seeder=s)), -1, seeder=s)
+        sd.track(dc.augment_pipeline(**ds.pipeline_kwargs(1, seeder=s)), -1, seeder=s)
     assert s.participants() == before
     with pytest.raises(ValueError, match="no DALI pipeline 3"):
         sd.get_tracked(3, seeder=s)
@@ -350,13 +351,13 @@ def test_track_bad_input_raises_and_changes_nothing():
 
 def test_bad_state_raises_state_error_and_changes_nothing():
     s1 = make_seeder()
-    pipe = dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s1))
+    pipe = dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s1))
     sd.track(pipe, 0, seeder=s1)
     dc.run(pipe, 2)
     good = s1.state_dict()
 
     s2 = make_seeder()
-    other = dc.augment_pipeline(**sd.pipeline_kwargs(1, seeder=s2))
+    other = dc.augment_pipeline(**ds.pipeline_kwargs(1, seeder=s2))
     tracked = sd.track(other, 1, seeder=s2)  # a different pipeline id at position dali.0
     rng_before = torch.get_rng_state().clone()
     with pytest.raises(StateError, match="DALI pipeline 0 where this process tracks pipeline 1"):
@@ -364,7 +365,7 @@ def test_bad_state_raises_state_error_and_changes_nothing():
     assert tracked.restored_checkpoints is None and torch.equal(torch.get_rng_state(), rng_before)
 
     s3 = make_seeder()
-    tracked3 = sd.track(dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=s3)), 0, seeder=s3)
+    tracked3 = sd.track(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s3)), 0, seeder=s3)
     for mutate, match in [
         (lambda e: e.update(checkpoints=[]), "non-empty list"),
         (lambda e: e.update(checkpoints=[b"a", b"b"]), "2 checkpoint"),
@@ -381,20 +382,20 @@ def test_bad_state_raises_state_error_and_changes_nothing():
     two = copy.deepcopy(good)
     two["participants"]["dali.0"]["checkpoints"] *= 2  # as saved through an iterator over two pipelines
     with pytest.raises(ValueError, match="iterator over 2 pipelines"):
-        sd.pipeline_kwargs(0, state=two, seeder=s3)
-    assert len(sd.saved_checkpoints(two, 0)) == 2
+        ds.pipeline_kwargs(0, state=two, seeder=s3)
+    assert len(ds.saved_checkpoints(two, 0)) == 2
     with pytest.raises(StateError, match="no DALI pipeline 7"):
-        sd.saved_checkpoints(good, 7)
+        ds.saved_checkpoints(good, 7)
     with pytest.raises(StateError, match="not a seeder state"):
-        sd.saved_checkpoints({"model": {}}, 0)
+        ds.saved_checkpoints({"model": {}}, 0)
 
 
 def test_module_level_default_seeder(fresh_default):
     fresh_default.init(42)
-    pipe = dc.augment_pipeline(**sd.pipeline_kwargs(0))
+    pipe = dc.augment_pipeline(**ds.pipeline_kwargs(0))
     tracked = sd.track(pipe, 0)
     assert seeder.default_seeder().participants() == [tracked]
-    assert pipe.seed == sd.pipeline_seed(0) == sd.pipeline_seed(0, seeder=make_seeder(42))
+    assert pipe.seed == ds.pipeline_seed(0) == ds.pipeline_seed(0, seeder=make_seeder(42))
     assert list(fresh_default.state_dict()["participants"]) == ["dali.0"]
 
 

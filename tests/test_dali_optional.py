@@ -1,4 +1,4 @@
-"""seeder.dali without DALI: importable, and a clear install message when a DALI feature is used.
+"""seeder.data.dali without DALI: importable, and a clear install message when a DALI feature is used.
 
 Runs whether or not DALI is installed: the child process hides nvidia.dali from import.
 """
@@ -20,16 +20,17 @@ sys.meta_path.insert(0, _NoDali())
 
 
 @pytest.mark.slow
-def test_seeder_and_seeder_dali_import_without_dali_and_say_how_to_install():
+def test_seeder_and_seeder_data_dali_import_without_dali_and_say_how_to_install():
     code = HIDE_DALI + """
-import seeder, seeder.dali
+import seeder, seeder.data.dali
+from seeder.data import dali_seeds
 assert not any(m == "nvidia.dali" or m.startswith("nvidia.dali.") for m in sys.modules), "import seeder imported DALI"
 seeder.init(42)
-assert 0 <= seeder.dali.pipeline_seed(0) < 2**32          # seeds need no DALI
-assert seeder.dali.pipeline_kwargs(0)["enable_checkpointing"] is True
+assert 0 <= dali_seeds.pipeline_seed(0) < 2**32          # seeds need no DALI
+assert dali_seeds.pipeline_kwargs(0)["enable_checkpointing"] is True
 import random
 seeder.register_generator(random.Random())               # register_generator still works without DALI
-for call in (seeder.dali.require_dali, lambda: seeder.dali.track(object(), 0)):
+for call in (dali_seeds.require_dali, lambda: seeder.data.dali.track(object(), 0)):
     try:
         call()
     except ImportError as exc:
@@ -48,8 +49,9 @@ def test_import_seeder_does_not_import_dali_in_this_process_if_not_already():
     import sys
 
     import seeder  # noqa: F401
-    import seeder.dali  # noqa: F401
+    import seeder.data.dali  # noqa: F401
+    from seeder.data import dali_seeds
 
-    assert "seeder.dali" in sys.modules
-    # Other tests may import DALI themselves; seeder.dali must never be the one: it only peeks.
-    assert seeder.dali.pipeline_class() is getattr(sys.modules.get("nvidia.dali.pipeline"), "Pipeline", None)
+    assert "seeder.data.dali" in sys.modules
+    # Other tests may import DALI themselves; seeder.data.dali must never be the one: it only peeks.
+    assert dali_seeds.pipeline_class() is getattr(sys.modules.get("nvidia.dali.pipeline"), "Pipeline", None)

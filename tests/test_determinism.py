@@ -14,7 +14,7 @@ import seeder
 from helpers import REPO_ROOT, run_python
 from seeder import Seeder, SeederWarning
 from seeder.derive import Domain, derive_seed, numpy_seed
-from seeder.determinism import CUBLAS_WORKSPACE_DEFAULT, enforce_determinism, python_hash_seed
+from seeder.env.determinism import CUBLAS_WORKSPACE_DEFAULT, enforce_determinism, python_hash_seed
 
 _VARS = ("CUBLAS_WORKSPACE_CONFIG", "PYTHONHASHSEED", "HOROVOD_FUSION_THRESHOLD", "HOROVOD_RANK", "HOROVOD_SIZE",
          "HOROVOD_LOCAL_RANK", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR")
@@ -137,7 +137,8 @@ def test_core_imports_determinism_and_environment_lazily():
     tree = ast.parse((REPO_ROOT / "seeder" / "core.py").read_text())
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     names = {(n.module or "") for n in top if isinstance(n, ast.ImportFrom)} | {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
-    assert not {"determinism", "environment", "seeder.determinism", "seeder.environment"} & names
+    names |= {f"{n.module or ''}.{a.name}".strip(".") for n in top if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert names and not {m for m in names if m.split(".")[0] == "env" or m.startswith("seeder.env")}
 
 
 def test_init_deterministic_argument_and_variable(clean):

@@ -18,8 +18,9 @@ import torch
 
 from helpers import child_env
 from seeder import cli
-from seeder.environment import (REDACTED, capture_environment, default_snapshot_dir, diff_environments,
-                                is_secret_name, load_snapshot, redact_environ, redact_text)
+from seeder.env.capture import capture_environment, default_snapshot_dir, load_snapshot
+from seeder.env.diff import diff_environments
+from seeder.env.redact import REDACTED, is_secret_name, redact_environ, redact_text
 
 # Planted secrets: none of these strings may appear in any file of a snapshot.
 SECRETS = {

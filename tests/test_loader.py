@@ -11,7 +11,7 @@ import torch.utils.data
 
 import seeder
 from seeder import DataLoader, DistributedSampler, Seeder, StateError
-from seeder.data.loader import batch_seeds
+from seeder.data.batches import batch_seeds
 
 MASTER = 777
 N, BS = 23, 4  # 6 batches an epoch, the last one short

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 import seeder
 from seeder import DistributedSampler, SeededDataset, Seeder, SeederWarning, StateError
 from seeder.derive import Domain, derive_seed
-from seeder.permutation import keyed_permutation
+from seeder.data.permutation import keyed_permutation
 
 
 class Sized:

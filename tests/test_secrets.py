@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from helpers import REPO_ROOT, child_env
 from seeder import Seeder, SeederWarning
-from seeder.environment import REDACTED, capture_environment, redact_environ, redact_text
-from seeder.env.redact import MIN_LITERAL, Redactor, redact_argv, redact_json
+from seeder.env.capture import capture_environment
+from seeder.env.redact import MIN_LITERAL, REDACTED, Redactor, redact_argv, redact_environ, redact_json, redact_text
 from seeder.env.safefile import UnsafeDirectoryError, write_file
 from seeder.verify.runner import RunSpec, run_all
 from seeder.verify.session import OutputDirError, prepare_out, write_json

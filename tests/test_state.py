@@ -15,7 +15,7 @@ from seeder.state import GATHERED_FORMAT
 
 
 class Perturbation:
-    """Seed 004's member generator, with the owner state protocol."""
+    """NVIDIA seeder's example generator, with state_dict/load_state_dict."""
 
     def __init__(self):
         self._rng = random.Random()
@@ -36,7 +36,7 @@ class Perturbation:
 
 
 class PlainPerturbation:
-    """Seed 004's member generator exactly: a reseed method and nothing else."""
+    """NVIDIA seeder's example generator exactly: a reseed method and nothing else."""
 
     def __init__(self):
         self._rng = random.Random()

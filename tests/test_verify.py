@@ -353,7 +353,7 @@ def test_progress_without_tqdm_prints_one_line_per_run(monkeypatch, capsys, tmp_
 
 
 def test_bad_config_raises_before_touching_the_output_directory(tmp_path):
-    from seeder.verify.session import CompareConfig, VerifyConfig, compare, verify
+    from seeder.verify import CompareConfig, VerifyConfig, compare, verify
 
     out = tmp_path / "v"
     for cfg, match in ((VerifyConfig(command=["python", "t.py"], out=out, repeats=1), "repeats must be >= 2"),

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from helpers import REPO_ROOT
-from seeder.verify.session import CompareConfig, VerifyConfig, compare, verify
+from seeder.verify import CompareConfig, VerifyConfig, compare, verify
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import REPO_ROOT, child_env, run_python
 from seeder.verify import Contract, RunSpec, run_all
-from seeder.verify.session import CompareConfig, VerifyConfig, compare, verify
+from seeder.verify import CompareConfig, VerifyConfig, compare, verify
 
 pytestmark = pytest.mark.slow
 

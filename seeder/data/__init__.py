@@ -1,12 +1,4 @@
-"""The data path: the sampler, its keyed permutation, ``DataLoader``, worker seeding and DALI pipelines."""
-from typing import Any
+"""The data path: the sampler, its keyed permutation, ``DataLoader``, worker seeding and DALI pipelines.
 
-__all__ = ["DataLoader"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "DataLoader":  # lazy: importing seeder.data loads no torch
-        from .loader import DataLoader
-
-        return DataLoader
-    raise AttributeError(f"module 'seeder.data' has no attribute {name!r}")
+Importing ``seeder.data`` loads no torch; each module is imported by name (``seeder.data.dali``).
+"""

@@ -25,7 +25,6 @@ __all__ = ["LOADER_DOMAIN", "batch_seeds", "PositionedDataset", "BatchKeys"]
 
 #: Derivation domain of the per-batch seeds (after ``seeder.derive.Domain.DALI``; reserved for the loader).
 LOADER_DOMAIN = int(Domain.LOADER)
-#: Version of the layout of :meth:`DataLoader.state_dict`.
 
 def batch_seeds(master: int, task: int, epoch: int, rank: int, batch: int, words: int = 1) -> List[int]:
     """The seed words of batch ``batch`` of ``epoch`` on ``rank``: word 0 seeds the global RNGs, word ``k`` generator ``k``.

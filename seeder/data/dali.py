@@ -12,8 +12,12 @@ with ``checkpoint=`` and continues its data and random streams exactly.
 This module imports no DALI until a function that needs a pipeline is called,
 so ``import seeder`` works without DALI installed.
 
+The seeds and the saved checkpoints need no pipeline and live in
+:mod:`seeder.data.dali_seeds`; this module tracks pipelines.
+
 Example (no DALI needed to compute seeds):
     >>> import seeder
+    >>> from seeder.data.dali_seeds import MAX_DALI_SEED, pipeline_seed
     >>> s = seeder.Seeder(); s.init(42)
     >>> pipeline_seed(0, seeder=s) == pipeline_seed(0, seeder=s)   # same master seed, same seed
     True
@@ -32,15 +36,12 @@ from ..core import Seeder
 from ..derive import check_key
 from ..errors import SeederWarning, StateError
 from ..participant import Participant
-from .dali_seeds import (INSTALL_HINT, MAX_DALI_SEED, SEEDER_KIND, check_entry, fold_seed, pipeline_class,
-                         pipeline_kwargs, pipeline_seed, require_dali, resolve_seeder, saved_checkpoints)
+from .dali_seeds import SEEDER_KIND, check_entry, pipeline_class, pipeline_seed, require_dali, resolve_seeder
 
 if TYPE_CHECKING:  # pragma: no cover
     from nvidia.dali import Pipeline
 
-__all__ = ["track", "get_tracked", "participant_for", "TrackedPipeline",  # and, from dali_seeds:
-           "INSTALL_HINT", "MAX_DALI_SEED", "require_dali", "fold_seed", "pipeline_seed", "pipeline_kwargs",
-           "saved_checkpoints", "pipeline_class"]
+__all__ = ["track", "get_tracked", "participant_for", "TrackedPipeline"]
 
 logger = logging.getLogger("seeder")
 
@@ -54,7 +55,7 @@ class TrackedPipeline(Participant):
     """A DALI pipeline (and optionally the DALI iterator over it) known to a :class:`~seeder.Seeder`.
 
     Made by :func:`track` or by ``seeder.register_generator(pipe)``. At the first
-    reseed after it joined it warns once (DALI cannot be reseeded after build);
+    reseed after it becomes a participant it warns once (DALI cannot be reseeded after build);
     ``state_dict()`` holds its DALI checkpoint(s); after ``seeder.load_state_dict``,
     :attr:`checkpoint` / :attr:`restored_checkpoints` hold the loaded ones for
     rebuilding with ``checkpoint=`` (then :meth:`replace` the old pipeline).
@@ -106,9 +107,9 @@ class TrackedPipeline(Participant):
         self._warned_reseed = True
         if self.checkpointing:
             how = ("Its checkpoint is saved by seeder.state_dict(), so a resumed run continues it exactly "
-                   f"when it is rebuilt with checkpoint=seeder.dali.saved_checkpoints(state, {self.pipeline_id})[0].")
+                   f"when it is rebuilt with checkpoint=seeder.data.dali_seeds.saved_checkpoints(state, {self.pipeline_id})[0].")
         else:
-            how = ("To resume it exactly, build it with enable_checkpointing=True (seeder.dali.pipeline_kwargs()) "
+            how = ("To resume it exactly, build it with enable_checkpointing=True (seeder.data.dali_seeds.pipeline_kwargs()) "
                    "and rebuild it from the checkpoint in seeder.state_dict() on resume.")
         warnings.warn(
             f"DALI pipeline {self.pipeline_id} (seed {self.pipeline.seed}) cannot be reseeded after it is built: "
@@ -130,7 +131,7 @@ class TrackedPipeline(Participant):
             warnings.warn(
                 f"DALI pipeline {self.pipeline_id} was built without enable_checkpointing=True: seeder.state_dict() "
                 "cannot save its position, and a resumed run restarts its data and random streams from the start "
-                "instead of continuing them. Build it with enable_checkpointing=True (seeder.dali.pipeline_kwargs()).",
+                "instead of continuing them. Build it with enable_checkpointing=True (seeder.data.dali_seeds.pipeline_kwargs()).",
                 SeederWarning,
                 stacklevel=3,
             )
@@ -180,7 +181,7 @@ class TrackedPipeline(Participant):
         warnings.warn(
             f"DALI pipeline {self.pipeline_id} was built {what} loaded by seeder.load_state_dict(): its data and "
             "random streams do not continue the saved run. Build it with "
-            f"checkpoint=seeder.dali.saved_checkpoints(state, {self.pipeline_id})[0] before load_state_dict, "
+            f"checkpoint=seeder.data.dali_seeds.saved_checkpoints(state, {self.pipeline_id})[0] before load_state_dict, "
             "or with checkpoint=tracked.checkpoint after it and then tracked.replace(new_pipeline).",
             SeederWarning,
             stacklevel=4,
@@ -222,7 +223,7 @@ def get_tracked(pipeline_id: int = 0, *, seeder: Optional[Seeder] = None) -> Tra
     >>> get_tracked(0, seeder=seeder.Seeder())
     Traceback (most recent call last):
     ...
-    ValueError: no DALI pipeline 0 is tracked (tracked: none); call seeder.dali.track(pipe, 0) first
+    ValueError: no DALI pipeline 0 is tracked (tracked: none); call seeder.data.dali.track(pipe, 0) first
     """
     s = resolve_seeder(seeder)
     pid = check_key(pipeline_id, "pipeline_id")
@@ -231,7 +232,7 @@ def get_tracked(pipeline_id: int = 0, *, seeder: Optional[Seeder] = None) -> Tra
         if t.pipeline_id == pid:
             return t
     have = ", ".join(str(t.pipeline_id) for t in tracked) or "none"
-    raise ValueError(f"no DALI pipeline {pid} is tracked (tracked: {have}); call seeder.dali.track(pipe, {pid}) first")
+    raise ValueError(f"no DALI pipeline {pid} is tracked (tracked: {have}); call seeder.data.dali.track(pipe, {pid}) first")
 
 
 def _warn_foreign_seed(s: Seeder, pipeline: Any, pid: int, shared: bool, stacklevel: int) -> None:
@@ -246,7 +247,7 @@ def _warn_foreign_seed(s: Seeder, pipeline: Any, pid: int, shared: bool, stackle
         return
     warnings.warn(
         f"DALI pipeline {pid} was built {msg}; build it with "
-        f"seed=seeder.dali.pipeline_seed({pid}{', shared=True' if shared else ''}) (= {want}).",
+        f"seed=seeder.data.dali_seeds.pipeline_seed({pid}{', shared=True' if shared else ''}) (= {want}).",
         SeederWarning,
         stacklevel=stacklevel,
     )
@@ -268,13 +269,14 @@ def track(
     Warns if the pipeline's seed is not the one the seeder derives. Returns the
     participant; ``seeder.unregister_generator(pipeline)`` removes it.
 
-    >>> import seeder, seeder.dali
+    >>> import seeder
+    >>> from seeder.data.dali_seeds import pipeline_kwargs
     >>> from nvidia.dali import pipeline_def, fn                  # doctest: +SKIP
     >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
     ... def noise(): return fn.random.uniform(range=(0, 1))      # doctest: +SKIP
     >>> seeder.init(42)                                           # doctest: +SKIP
-    >>> pipe = noise(**seeder.dali.pipeline_kwargs(0))            # doctest: +SKIP
-    >>> seeder.dali.track(pipe, 0)                                # doctest: +SKIP
+    >>> pipe = noise(**pipeline_kwargs(0))                        # doctest: +SKIP
+    >>> track(pipe, 0)                                            # doctest: +SKIP
     TrackedPipeline(id=0, seed=..., shared=False, checkpointing=True, iterator=False)
     """
     _check_pipeline(pipeline)

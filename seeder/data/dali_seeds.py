@@ -1,4 +1,4 @@
-"""DALI seeds and checkpoints: the pure part of :mod:`seeder.dali` (no pipeline object needed).
+"""DALI seeds and saved checkpoints: what needs no pipeline object (tracking one is :mod:`seeder.data.dali`).
 
 Seeds come from the master seed in the ``Domain.DALI`` family, per global rank and
 pipeline id, folded to the 32 bits DALI uses. Nothing here imports DALI.
@@ -25,7 +25,6 @@ __all__ = [
     "INSTALL_HINT",
     "MAX_DALI_SEED",
     "require_dali",
-    "fold_seed",
     "pipeline_seed",
     "pipeline_kwargs",
     "saved_checkpoints",
@@ -85,12 +84,12 @@ def resolve_seeder(seeder: Optional[Seeder]) -> Seeder:
     return seeder
 
 
-def fold_seed(seed: int) -> int:
+def _fold_seed(seed: int) -> int:
     """Fold a 64-bit derived seed into DALI's seed range ``[0, 2**32 - 1]``.
 
     The two 32-bit halves are xor-ed (:func:`seeder.derive.numpy_seed`), so every bit matters.
 
-    >>> fold_seed(2**32 + 5)
+    >>> _fold_seed(2**32 + 5)
     4
     """
     return numpy_seed(seed)
@@ -124,8 +123,8 @@ def pipeline_seed(
     if not isinstance(shared, bool):
         raise TypeError(f"shared must be True or False, got {type(shared).__name__} {shared!r}")
     if not s.initialized:
-        raise RuntimeError("seeder.dali.pipeline_seed() called before seeder.init(); call seeder.init(master_seed=...) first")
-    return fold_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))
+        raise RuntimeError("seeder.data.dali_seeds.pipeline_seed() called before seeder.init(); call seeder.init(master_seed=...) first")
+    return _fold_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))
 
 
 def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
@@ -143,7 +142,7 @@ def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
     >>> saved_checkpoints({"format": "seeder", "participants": {}}, 0)
     Traceback (most recent call last):
     ...
-    seeder.errors.StateError: the seeder state holds no DALI pipeline 0 (it has: none); track the pipeline with seeder.dali.track(pipe, 0) before saving
+    seeder.errors.StateError: the seeder state holds no DALI pipeline 0 (it has: none); track the pipeline with seeder.data.dali.track(pipe, 0) before saving
     """
     pid = check_key(pipeline_id, "pipeline_id")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
@@ -161,7 +160,7 @@ def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
     have = ", ".join(str(i) for i in found) or "none"
     raise StateError(
         f"the seeder state holds no DALI pipeline {pid} (it has: {have}); "
-        f"track the pipeline with seeder.dali.track(pipe, {pid}) before saving")
+        f"track the pipeline with seeder.data.dali.track(pipe, {pid}) before saving")
 
 
 def pipeline_kwargs(
@@ -190,7 +189,7 @@ def pipeline_kwargs(
             if len(saved) != 1:
                 raise ValueError(
                     f"DALI pipeline {pipeline_id} was saved through an iterator over {len(saved)} pipelines; "
-                    f"take checkpoint i from seeder.dali.saved_checkpoints(state, {pipeline_id})[i] for each")
+                    f"take checkpoint i from seeder.data.dali_seeds.saved_checkpoints(state, {pipeline_id})[i] for each")
             checkpoint = saved[0]
     return {"seed": seed, "enable_checkpointing": True, "checkpoint": checkpoint}
 

@@ -41,11 +41,11 @@ from ..core import Seeder
 from ..derive import check_key
 from ..errors import StateError
 from ..rngs import global_adapters
-from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset, batch_seeds
+from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset
 from .sampler import DistributedSampler
 from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
 
-__all__ = ["DataLoader", "LOADER_DOMAIN", "LOADER_STATE_VERSION", "batch_seeds"]
+__all__ = ["DataLoader", "LOADER_STATE_VERSION"]
 
 logger = logging.getLogger("seeder")
 
@@ -259,7 +259,7 @@ class DataLoader(torch.utils.data.DataLoader):
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
-        """Epoch, batches handed out, samples consumed and the sampler's state: plain values only.
+        """Epoch, position (batches and samples handed to the training loop) and the sampler's state: plain values only.
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)

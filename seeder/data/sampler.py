@@ -9,7 +9,7 @@ as :class:`torch.utils.data.DistributedSampler` does.
 Two modes:
 
 * ``"feistel"`` (default): a keyed bijection of ``range(N)``
-  (:mod:`seeder.permutation`) evaluated in vectorised blocks. Starting an epoch
+  (:mod:`seeder.data.permutation`) evaluated in vectorised blocks. Starting an epoch
   or resuming at any position costs O(1) time and memory.
 * ``"torch"``: ``torch.randperm`` as torch's sampler does it, O(N) per epoch. With
   ``seed=s`` it yields exactly what ``torch.utils.data.DistributedSampler(seed=s)``
@@ -42,11 +42,11 @@ from ..derive import check_key
 from ..errors import SeederWarning
 from ..trace import record_step
 from .audit import audit_loader, find_loader, loader_on_stack, unconsumed_message
-from .order import MODES, index_blocks, shard_sizes, shuffle_key
+from .order import index_blocks, shard_sizes, shuffle_key
 from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state
 from .sampler_iter import Progress, SamplerIterator
 
-__all__ = ["DistributedSampler", "MODES", "SAMPLER_STATE_VERSION"]
+__all__ = ["DistributedSampler"]
 
 logger = logging.getLogger("seeder")
 
@@ -257,7 +257,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
 
     # ------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
-        """Epoch, samples consumed, shuffle key and layout: ints, bools and strings only.
+        """Epoch, position, shuffle key and layout: ints, bools and strings only.
 
         >>> import seeder
         >>> s = seeder.Seeder(); s.init(0)
@@ -280,7 +280,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         check_sampler_state(state, self._layout(), self.num_samples)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from ``state``: the next iteration yields exactly the samples not yet consumed.
+        """Continue from ``state``: the next iteration yields exactly the samples after its position.
 
         The epoch comes from the state, and its shuffle key too (so a resumed epoch keeps
         its order). Validates first; a bad state raises and changes nothing.

@@ -37,7 +37,7 @@ import torch.utils.data
 
 from .. import derive
 from ..core import Seeder
-from ..derive import Domain, StreamSeeds, check_key, numpy_seed, seed_stream_block
+from ..derive import Domain, StreamSeeds, check_key, numpy_seed
 from ..rngs import adapter_for
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "SeededDataset",
     "sample_seed",
     "dataloader_generator",
-    "seed_stream_block",
     "SeedSource",
     "seed_globals",
 ]
@@ -65,9 +64,9 @@ def _default_seeder() -> Seeder:
 
 # --------------------------------------------------------------------------- where seeds come from
 class SeedSource:
-    """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable snapshot of one.
+    """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable copy of one.
 
-    The live seeder serves the main process and forked workers. Pickling takes the snapshot: master seed, rank, last reseed and the registered
+    The live seeder serves the main process and forked workers. Pickling copies the master seed, rank, last reseed and the registered
     generators, which travel in the same pickle as the dataset, so they stay the
     dataset's own objects in the worker.
 

@@ -1,4 +1,4 @@
-"""Environment snapshots (seed 000's recipe): write one with :func:`capture_environment`, read one back.
+"""Environment snapshots: write one with :func:`capture_environment`, read one back.
 
 :func:`capture_environment` writes, into a directory readable by its owner only, the
 environment variables (``env.txt``), ``pip freeze``, ``module list``, the git diff of each
@@ -59,7 +59,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def default_snapshot_dir(base: Optional[PathLike] = None) -> Path:
-    """Seed 000's directory: ``<base>/repro/$SLURM_JOB_ID`` (``base`` defaults to the working directory).
+    """The snapshot directory: ``<base>/repro/$SLURM_JOB_ID`` (``base`` defaults to the working directory).
 
     A requeued SLURM job (``SLURM_RESTART_COUNT`` > 0) gets ``<job>-restart<N>``; outside
     SLURM the name is ``local-<UTC time>-<pid>``.

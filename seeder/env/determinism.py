@@ -52,7 +52,7 @@ _HOROVOD_MARKERS = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK")
 def enforce_reproducibility(use_seed: Optional[int] = None) -> int:
     """Seed ``random``, NumPy and torch (CPU and all devices) with one seed and return it.
 
-    Seed 000's helper: with ``use_seed=None`` a seed is drawn from OS entropy, logged
+    The common ``enforce_reproducibility`` recipe: with ``use_seed=None`` a seed is drawn from OS entropy, logged
     ("Using seed: N") and returned, and cuDNN is left fast; with a seed, cuDNN is
     also made deterministic (``deterministic=True``, ``benchmark=False``), which can
     be slower. Unlike :func:`seeder.reseed` the seed is used as given, not derived.

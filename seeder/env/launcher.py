@@ -43,7 +43,7 @@ def launch_environment(master_seed: Optional[int] = None, *, deterministic: bool
     """The environment ``seeder run`` gives the command: ``environ`` (``os.environ``) plus the launch variables.
 
     The master seed is ``master_seed``, else ``$SEEDER_SEED``, else one drawn from OS entropy.
-    ``PYTHONHASHSEED`` is :func:`seeder.determinism.python_hash_seed` of it (any value already
+    ``PYTHONHASHSEED`` is :func:`seeder.python_hash_seed` of it (any value already
     there is replaced), ``CUBLAS_WORKSPACE_CONFIG`` is set to ``:4096:8`` when missing.
     ``deterministic=True`` adds ``SEEDER_DETERMINISTIC=1`` (``seeder.init`` then calls
     ``enforce_determinism``) and ``HOROVOD_FUSION_THRESHOLD=0``.

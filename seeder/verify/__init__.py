@@ -1,6 +1,6 @@
 """``seeder verify`` and ``seeder compare``: show that a training script is seeded and resumes bit for bit.
 
-The methodology (seed 004): with one seed, (1) train X epochs, (2) train X/2 epochs
+The methodology (NVIDIA seeder's README): with one seed, (1) train X epochs, (2) train X/2 epochs
 and checkpoint, (3) resume from (2) to X; without a seed, (4) train X epochs; repeat;
 then compare the losses. :func:`verify` runs it and decides PASS/FAIL, :func:`compare`
 runs a paired A/B comparison, :func:`load` reads an output directory back for plots.

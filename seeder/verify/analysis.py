@@ -20,7 +20,7 @@ for the mean paired difference.
 
 Example:
     >>> import numpy as np
-    >>> from seeder.verify.contract import Metrics
+    >>> from seeder.verify import Metrics
     >>> m = lambda v, keys=range(4): Metrics([(k,) for k in keys], np.array(v, float), [k // 2 for k in keys])
     >>> runs = {"full": [m([4, 3, 2, 1])] * 2, "half": [m([4, 3], range(2))] * 2,
     ...         "resume": [m([2, 1], range(2, 4))] * 2, "unseeded": [m([4, 3, 2, 1.5]), m([4, 3.1, 2, 1.2])]}
@@ -40,7 +40,7 @@ from .contract import Metrics, format_step_key
 
 __all__ = ["analyze_verify", "analyze_compare", "stop_point", "RUN_KINDS", "MID_KINDS", "ALL_KINDS", "RESUME_CHECKS"]
 
-#: Run kinds of the methodology, with the numbers of seed 004 and what they are.
+#: Run kinds of the methodology, with the numbers NVIDIA seeder's README gives them and what they are.
 RUN_KINDS = {
     "full": "1: seeded, X epochs",
     "half": "2: seeded, X/2 epochs, checkpoint",

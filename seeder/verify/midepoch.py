@@ -20,7 +20,7 @@ an epoch boundary.
 
 Example:
     >>> import numpy as np
-    >>> from seeder.verify.contract import Metrics
+    >>> from seeder.verify import Metrics
     >>> half = Metrics([(k,) for k in range(16)], np.zeros(16), [k // 8 for k in range(16)])
     >>> mid_epoch_step(half)   # 8 steps in epoch 0, then 5 of the 8 of epoch 1
     (13, '5 of 8 steps into epoch 1')

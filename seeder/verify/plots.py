@@ -136,7 +136,7 @@ def _curves_axes(ax, runs: Sequence[Tuple[int, Metrics]], kind: str, xmap, label
 
 
 def plot_loss_curves(report: Dict[str, Any], metrics: Dict[str, Metrics]) -> Figure:
-    """One panel per run type, every repeat drawn (seed 004's test1)."""
+    """One panel per run type, every repeat drawn (NVIDIA seeder's test 1)."""
     xmap = _x_of(metrics)
     panels = [(("full",), "(1) seeded, X epochs"), (("half", "resume"), "(2) stopped + (3) resumed, seeded"),
               (("mid", "resume-mid"), "(2b) stopped mid-epoch + (3b) resumed"), (("unseeded",), "(4) unseeded, X epochs")]
@@ -158,7 +158,7 @@ def plot_loss_curves(report: Dict[str, Any], metrics: Dict[str, Metrics]) -> Fig
 
 
 def plot_overlay(report: Dict[str, Any], metrics: Dict[str, Metrics]) -> Figure:
-    """All runs on one axes (seed 004's test2): seeded runs lie on one line, unseeded ones spread."""
+    """All runs on one axes (NVIDIA seeder's test 2): seeded runs lie on one line, unseeded ones spread."""
     xmap = _x_of(metrics)
     fig = Figure(figsize=(8, 4.5), dpi=110, layout="constrained")
     ax = fig.add_subplot()

@@ -13,7 +13,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dali_common as dc  # noqa: E402
 
 import seeder  # noqa: E402
-import seeder.dali as sd  # noqa: E402
+import seeder.data.dali as sd  # noqa: E402
+import seeder.data.dali_seeds as ds  # noqa: E402
 
 
 def main() -> None:
@@ -24,8 +25,8 @@ def main() -> None:
     seeder.init(master_seed=args.seed, ngpus=dist.get_world_size(), local_rank=int(os.environ["LOCAL_RANK"]))
     seeder.reseed(0, 0)
 
-    own = dc.augment_pipeline(**sd.pipeline_kwargs(0))
-    shared = dc.augment_pipeline(**sd.pipeline_kwargs(1, shared=True))
+    own = dc.augment_pipeline(**ds.pipeline_kwargs(0))
+    shared = dc.augment_pipeline(**ds.pipeline_kwargs(1, shared=True))
     sd.track(own, 0)
     sd.track(shared, 1, shared=True)
     own_run, shared_run = dc.run(own, 6), dc.run(shared, 6)
@@ -33,13 +34,13 @@ def main() -> None:
     # resume on this rank: 3 batches, save, rebuild from the saved state in a fresh Seeder, 3 more
     first = seeder.Seeder()
     first.init(args.seed)
-    pipe = dc.augment_pipeline(**sd.pipeline_kwargs(0, seeder=first))
+    pipe = dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=first))
     sd.track(pipe, 0, seeder=first)
     resumed = dc.run(pipe, 3)
     state = first.state_dict()
     second = seeder.Seeder()
     second.init(args.seed)
-    pipe2 = dc.augment_pipeline(**sd.pipeline_kwargs(0, state=state, seeder=second))
+    pipe2 = dc.augment_pipeline(**ds.pipeline_kwargs(0, state=state, seeder=second))
     sd.track(pipe2, 0, seeder=second)
     second.load_state_dict(state)
     resumed += dc.run(pipe2, 3)
