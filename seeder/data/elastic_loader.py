@@ -27,6 +27,7 @@ from ..checks import check_bool, check_int, check_state_header, is_int
 from ..core import Seeder
 from ..distributed import process_group_active
 from ..errors import StateError
+from .dali_seeds import resolve_seeder
 from .elastic import ElasticBatches, ElasticView
 from .loader import LOADER_STATE_VERSION, DataLoader
 from .sampler import DistributedSampler
@@ -85,10 +86,7 @@ class ElasticDataLoader(DataLoader):
         if isinstance(dataset, torch.utils.data.IterableDataset):
             raise TypeError("seeder.DataLoader(elastic=True) needs a map-style dataset (with __getitem__ and __len__), got "
                             f"the IterableDataset {type(dataset).__name__}")
-        if seeder is None:
-            from .. import default_seeder  # the package imports this module: resolve at call time
-
-            seeder = default_seeder()
+        seeder = resolve_seeder(seeder)
         batch_size = check_int(batch_size, "batch_size", low=1)
         world, self_rank = _world(num_replicas, rank)
         self.allow_global_batch_change = check_bool(allow_global_batch_change, "allow_global_batch_change")
@@ -100,7 +98,7 @@ class ElasticDataLoader(DataLoader):
         super().__init__(dataset, batch_size, None, order, None, num_workers, collate_fn, pin_memory, drop_last, *args,
                          seeder=seeder, **kwargs)
         object.__setattr__(self, "batch_sampler", ElasticBatches(order, batch_size, drop_last, self, world, self_rank))
-        self._view = ElasticView(dataset, SeedSource(seeder))
+        self._wrapped = ElasticView(dataset, SeedSource(seeder))  # what the base class's fetchers see
 
     # ------------------------------------------------------------ positions
     @property
@@ -136,14 +134,6 @@ class ElasticDataLoader(DataLoader):
         if batch >= len(self.batch_sampler):  # everything this rank takes part in was handed out
             return min(origin + self.batch_sampler.steps(origin) * g, n)
         return min(origin + batch * g, n)
-
-    def _get_iterator(self) -> Any:
-        user = self.__dict__["dataset"]
-        object.__setattr__(self, "dataset", self._view)
-        try:
-            return torch.utils.data.DataLoader._get_iterator(self)
-        finally:
-            object.__setattr__(self, "dataset", user)
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
@@ -183,11 +173,12 @@ class ElasticDataLoader(DataLoader):
         if not is_int(saved) or saved < 1:
             raise StateError(f"elastic loader state['global_batch_size'] must be a positive int, got {saved!r}")
         if saved != g and not self.allow_global_batch_change:
+            keep = (f"pass batch_size={saved // self.world_size} to keep it" if saved % self.world_size == 0 else
+                    f"{saved} samples do not split over {self.world_size} ranks")
             raise StateError(
                 f"the checkpoint's global batch size is {saved} samples per step, this loader's is {g} "
-                f"(batch_size={self.batch_size} x {self.world_size} ranks); pass batch_size={saved // self.world_size} "
-                f"per rank if {saved} divides over {self.world_size} ranks, or allow_global_batch_change=True to continue "
-                "the same order in steps of the new size")
+                f"(batch_size={self.batch_size} x {self.world_size} ranks); {keep}, or pass "
+                "allow_global_batch_change=True to the loader to continue the same order in steps of the new size")
         done = state["samples_done"]
         if not is_int(done) or not 0 <= done <= n:
             raise StateError(f"elastic loader state['samples_done'] must be an int in [0, {n}], got {done!r}")

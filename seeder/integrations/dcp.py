@@ -24,6 +24,7 @@ import torch
 import torch.distributed
 
 from ..core import Seeder
+from ..data.dali_seeds import resolve_seeder
 from ..distributed import process_group_active
 
 __all__ = ["SeederStateful"]
@@ -37,13 +38,7 @@ class SeederStateful:
     """
 
     def __init__(self, seeder: Optional[Seeder] = None, *, allow_world_change: bool = False):
-        if seeder is None:
-            from .. import default_seeder  # the package imports this module: resolve at call time
-
-            seeder = default_seeder()
-        if not isinstance(seeder, Seeder):
-            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
-        self.seeder = seeder
+        self.seeder = resolve_seeder(seeder)
         self.allow_world_change = allow_world_change
 
     def state_dict(self) -> Dict[str, Any]:
