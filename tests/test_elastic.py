@@ -8,9 +8,12 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import seeder
 from seeder import StateError
+from seeder.data.elastic import num_steps, rank_slice
 from seeder.derive import MAX_KEY, Domain, derive_seed
 
 N = 23
@@ -148,3 +151,29 @@ def test_refusals():
         seeder.DataLoader(range(4), elastic=True, num_replicas=2, rank=2, seeder=s)
     loader = seeder.DataLoader(range(4), elastic=False, seeder=s)
     assert type(loader) is seeder.DataLoader
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 60), per_rank=st.integers(1, 5), world=st.integers(1, 6), drop_last=st.booleans(),
+       origin=st.integers(0, 7))
+def test_rank_slices_cover_each_position_once(n, per_rank, world, drop_last, origin):
+    """Over all ranks and steps, the slices cover the epoch from ``origin`` once (less a short last batch if dropped)."""
+    g = per_rank * world
+    steps = num_steps(n, origin, g, drop_last)
+    covered = Counter(p for step in range(steps) for r in range(world)
+                      for p in range(*rank_slice(step, g, origin, world, r, n)))
+    end = origin + steps * g if drop_last else n
+    assert covered == Counter(range(origin, max(end, origin)))
+    for step in range(steps):
+        sizes = [len(range(*rank_slice(step, g, origin, world, r, n))) for r in range(world)]
+        assert max(sizes) - min(sizes) <= 1 and (sizes == [per_rank] * world or step == steps - 1)
+
+
+def test_persistent_workers_follow_the_epochs(s):
+    persistent = loaders(s, 1, num_workers=1, persistent_workers=True)[0]
+    first = rows(persistent)
+    assert all(torch.equal(first[i], v) for i, v in rows(loaders(s, 1)[0]).items())
+    s.reseed(1, 1)
+    second = rows(persistent)
+    assert all(torch.equal(second[i], v) for i, v in rows(loaders(s, 1)[0]).items())
+    assert not torch.equal(first[0], second[0])
