@@ -24,7 +24,7 @@ import numpy as np
 import torch.utils.data
 
 from ..derive import Domain, StreamSeeds
-from .order import shuffle_key
+from .order import FIRST_BLOCK, shuffle_key
 from .permutation import keyed_permutation
 from .sampler import DistributedSampler
 from .workers import SeedSource, seed_globals
@@ -32,6 +32,7 @@ from .workers import SeedSource, seed_globals
 __all__ = ["num_steps", "rank_slice", "ElasticView", "ElasticBatches"]
 
 _M32 = 0xFFFFFFFF
+_CHUNK = 1 << 13  # positions per pass of the permutation (NumPy's per-call cost spread over many steps)
 
 
 def num_steps(n: int, origin: int, global_batch: int, drop_last: bool) -> int:
@@ -154,10 +155,16 @@ class ElasticBatches(torch.utils.data.BatchSampler):
     def _keys(self, head: Tuple[int, int, int], n: int, key: Optional[int], origin: int,
               start: int) -> Iterator[Tuple[Any, ...]]:
         perm = keyed_permutation(n, key) if key is not None else None
-        for step in range(start, self.steps(origin)):
-            lo, hi = rank_slice(step, self.global_batch, origin, self.world, self.rank, n)
-            if lo == hi:
-                continue
-            pos = np.arange(lo, hi, dtype=np.uint64)
-            indices = (perm.apply_unchecked(pos) if perm is not None else pos.astype(np.int64)).tolist()
-            yield head + (lo, indices)
+        stop = self.steps(origin)
+        first, chunk = start, max(1, FIRST_BLOCK // self.batch_size)  # steps computed in one pass: few at first
+        while first < stop:
+            slices = [rank_slice(step, self.global_batch, origin, self.world, self.rank, n)
+                      for step in range(first, min(first + chunk, stop))]
+            first, chunk = first + chunk, min(chunk * 4, max(1, _CHUNK // self.batch_size))
+            pos = np.concatenate([np.arange(lo, hi, dtype=np.uint64) for lo, hi in slices])
+            flat = (perm.apply_unchecked(pos) if perm is not None else pos.astype(np.int64)).tolist()
+            at = 0
+            for lo, hi in slices:
+                if lo < hi:
+                    yield head + (lo, flat[at:at + hi - lo])
+                at += hi - lo
