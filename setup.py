@@ -21,10 +21,10 @@ setup(
         "plot": ["matplotlib>=3.5", "scipy>=1.8", "nbclient>=0.7", "nbformat>=5.7", "ipykernel>=6", "tqdm>=4.60"],
         # Framework integrations (seeder/integrations/): imported only when used. scripts/install.sh pins the
         # torch already installed while installing these, so they never replace it.
-        "lightning": ["lightning>=2.3"],
+        "lightning": ["lightning>=2.3", "jsonargparse[signatures]>=4.27.7"],  # LightningCLI needs jsonargparse
         "transformers": ["transformers>=4.40", "accelerate>=0.30"],
         "accelerate": ["accelerate>=0.30"],
-        "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2", "torchdata>=0.8",
+        "test": ["pytest>=7", "hypothesis>=6", "pytest-timeout>=2", "torchdata>=0.8", "datasets>=2.14",
                  # the editable-install test builds a package in a fresh venv: these are what that build needs
                  "setuptools>=64", "wheel"],
     },

@@ -127,7 +127,7 @@ def main(argv=None) -> int:
                              seed=0 if a.seed is None else a.seed, log_level="warning")
     seeder.init(master_seed=a.seed)  # None: drawn and logged; after TrainingArguments, which starts the process group
     a.seed = seeder.get_master_seed()
-    torch.manual_seed(seeder.get_seed(0, 0, shared=True) % 2**63)  # initial weights: shared by every rank
+    seeder.reseed(0, 0)  # initial weights (under DDP the Trainer broadcasts rank 0's)
     model = Classifier()
     dataset = Augmented(a.samples)
     world = int(os.environ.get("WORLD_SIZE", "1"))

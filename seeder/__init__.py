@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 # `seeder run` and `seeder env diff` start fast and the launcher holds little memory.
 _LAZY: Dict[str, str] = {
     "Seeder": "core", "ENV_SEED": "core", "Participant": "participant", "STATE_FORMAT_VERSION": "state",
-    "digest": "digest",
+    "digest": "digest", "Checkpoint": "checkpoint",
     "DERIVATION_VERSION": "derive", "Domain": "derive", "derive_seed": "derive",
     "DeterminismReport": "env.determinism", "enforce_determinism": "env.determinism",
     "enforce_reproducibility": "env.determinism", "python_hash_seed": "env.determinism",
@@ -91,6 +91,7 @@ __all__ = [
     "gather_state_dict",
     "fork_rng",
     "digest",
+    "Checkpoint",
     "enforce_reproducibility",
     "enforce_determinism",
     "DeterminismReport",

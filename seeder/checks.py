@@ -51,12 +51,14 @@ def check_int(value: Any, name: str, *, low: Optional[int] = None, high: Optiona
 def check_bool(value: Any, name: str) -> bool:
     """``value`` if it is ``True`` or ``False`` (NumPy's bool too), else a ``TypeError`` naming ``name``.
 
+    >>> import numpy as np; check_bool(np.True_, "shuffle")
+    True
     >>> check_bool(1, "drop_last")
     Traceback (most recent call last):
     ...
     TypeError: drop_last must be True or False, got int 1
     """
-    if not (isinstance(value, bool) or type(value).__name__ == "bool_"):
+    if not (isinstance(value, bool) or type(value).__name__ in ("bool_", "bool")):  # NumPy 1's bool_, NumPy 2's bool
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
     return bool(value)
 

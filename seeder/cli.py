@@ -21,14 +21,24 @@ from . import derive
 __all__ = ["main", "build_parser"]
 
 
+def _integer(text: str) -> int:
+    """An ``int`` option written in plain ASCII digits, as ``SEEDER_SEED`` is (a leading ``-`` reaches the range check)."""
+    body = text[1:] if text.startswith("-") else text
+    try:
+        value = derive.parse_decimal(body, "value")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer written in plain ASCII digits 0-9") from None
+    return -value if body is not text else value
+
+
 def _add_derive(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("derive", help="print a derived seed", description="Print the seed seeder derives for a key.")
-    p.add_argument("--seed", type=int, required=True, help="master seed")
-    p.add_argument("--task", type=int, default=0, help="task id (0 = init, 1 = training, ...)")
-    p.add_argument("--epoch", type=int, default=0)
-    p.add_argument("--rank", type=int, default=0, help="global rank")
+    p.add_argument("--seed", type=_integer, required=True, help="master seed")
+    p.add_argument("--task", type=_integer, default=0, help="task id (0 = init, 1 = training, ...)")
+    p.add_argument("--epoch", type=_integer, default=0)
+    p.add_argument("--rank", type=_integer, default=0, help="global rank")
     p.add_argument("--domain", default="rank", choices=[d.name.lower() for d in derive.Domain])
-    p.add_argument("--stream", type=int, default=0, help="stream (generator number, worker id, pipeline id)")
+    p.add_argument("--stream", type=_integer, default=0, help="stream (generator number, worker id, pipeline id)")
 
     def run(args: argparse.Namespace) -> int:
         domain = derive.Domain[args.domain.upper()]
@@ -47,7 +57,7 @@ def _add_run(sub: "argparse._SubParsersAction") -> None:
                     "exit code is returned (128+N if it died of signal N; 127 if it was not found). "
                     "Works with torchrun as COMMAND.",
         epilog="example: seeder run --seed 42 --deterministic -- torchrun --nproc-per-node 8 train.py")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=_integer, default=None,
                    help="master seed (default: $SEEDER_SEED, else drawn from OS entropy and printed)")
     p.add_argument("--deterministic", action="store_true",
                    help="also set SEEDER_DETERMINISTIC=1 (seeder.init enforces deterministic algorithms) and "

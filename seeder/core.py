@@ -20,11 +20,13 @@ import warnings
 from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
 
-from . import derive, state
+from . import derive, runwatch, state
+from .announce import show_drawn_seed
 from .checks import check_bool, check_int
 from .derive import Domain, check_key, check_master_seed
 from .distributed import Topology, agree_master_seed, discover
 from .errors import SeederWarning
+from .pending import PendingParts
 from .participant import GeneratorParticipant, Participant, describe, participant_for, require_participant
 from .registry import Registry
 from .rngbase import RNGAdapter
@@ -62,6 +64,7 @@ class Seeder:
         self._topology: Optional[Topology] = None
         self._adapters: Optional[List[RNGAdapter]] = None
         self.registry = Registry()
+        self.pending = PendingParts()  # loaded state for loaders and generators not built yet
         self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
 
     def init(self, master_seed: Optional[int] = None, ngpus: Optional[int] = None, local_rank: Optional[int] = None,
@@ -83,10 +86,12 @@ class Seeder:
         seed, explicit = agree_master_seed(seed, explicit, topology)
 
         dropped = self.registry.drop_registered()
+        self.pending = PendingParts()
         self.run, self.explicit, self._topology = state.RunState(master=seed), explicit, topology
         if dropped:
             logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
         _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
+        runwatch.after_init(self)  # foreign seeding routed; under seeder verify, optimizer steps recorded
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
         self.__init__()  # type: ignore[misc]
@@ -157,6 +162,7 @@ class Seeder:
         """
         self._require_init("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
+        self.pending.require_claimed("seeder.reseed", key)
         if not self.run.begin(key):
             return
         seed = self.stream_seed(key[0], key[1], shared=False, stream=0)
@@ -183,6 +189,7 @@ class Seeder:
         member = self.registry.register(gen, check_bool(shared, "shared"), lambda: participant_for(gen, self, shared))
         if member is not None and self.run.last is not None:
             member.seeder_reseed(self, *self.run.last)
+        self.pending.claim(self)
 
     def unregister_generator(self, gen: GeneratorLike) -> None:
         """Stop reseeding ``gen`` (the object or bound method given to :meth:`register_generator`)."""
@@ -206,6 +213,7 @@ class Seeder:
         check_bool(weak, "weak")
         made = require_participant(participant, self)
         self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
+        self.pending.claim(self)
 
     def leave(self, participant: Any) -> None:
         """Remove a participant that joined; unknown ones are ignored."""
@@ -247,6 +255,7 @@ class Seeder:
         ['derivation_version', 'format', 'last_reseed']
         """
         topo = self._require_init("state_dict")
+        self.pending.require_claimed("seeder.state_dict", ())
         state.warn_unsaved_generators(self.generators())
         return state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
 
@@ -271,13 +280,14 @@ class Seeder:
         ...
         seeder.errors.StateError: seeder state format 99 is not supported by this version (which reads format 1); load it with the seeder version that wrote it
         """
-        state.check(self, state_, allow_world_change)
+        self.pending.check(self, state_, allow_world_change)
 
     def load_state_dict(self, state_: Dict[str, Any], *, allow_world_change: bool = False) -> None:
         """Validate ``state_`` completely, then restore every RNG and participant.
 
         Takes one process's :meth:`state_dict` or a :meth:`gather_state_dict` (this rank's entry
-        is used). Raises before changing anything. The next :meth:`reseed` of the saved
+        is used). Raises before changing anything. Parts for loaders or generators not built yet wait
+        for them (:mod:`seeder.pending`). The next :meth:`reseed` of the saved
         ``(task, epoch)`` is skipped, so a run stopped mid-epoch continues exactly. With
         ``allow_world_change=True`` a state from another world size gives only the master seed
         and the last ``(task, epoch)``: continue from the next epoch boundary.
@@ -285,7 +295,7 @@ class Seeder:
         >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
         >>> s.load_state_dict(st)
         """
-        state.load(self, state_, allow_world_change)
+        self.pending.load(self, state_, allow_world_change)
 
     def fork_rng(self) -> ContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.
@@ -316,6 +326,8 @@ def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool
     if topology.rank == 0:
         how = "given" if explicit else "drawn from OS entropy"
         logger.info("Using seed: %d (%s; rank 0 of %d)", seed, how, topology.world_size)
+        if not explicit:
+            show_drawn_seed(seed)
     if deterministic:
         from .env.determinism import enforce_determinism  # lazy: only when asked for
 

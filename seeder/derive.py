@@ -31,6 +31,7 @@ __all__ = [
     "MAX_MASTER_SEED",
     "MAX_KEY",
     "seed_from_key",
+    "parse_decimal",
     "parse_master_seed",
     "StreamSeeds",
     "stream_seeds",
@@ -101,25 +102,46 @@ def check_key(value: Any, what: str) -> int:
     return value
 
 
-def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
-    """The master seed written in ``text`` (the value of the variable ``source``), else a ``ValueError``.
+def parse_decimal(text: str, source: str) -> int:
+    """The non-negative integer written in ``text`` (the value of the variable ``source``) in plain ASCII digits.
 
-    Surrounding whitespace is ignored; the error names ``source``, the value and the fix.
-    An empty value is an error too: treat an empty variable as unset before calling this.
+    Surrounding spaces, tabs and newlines are ignored. No sign, no ``_`` separators, no
+    other scripts' digits, no ``0x`` prefix, although Python's ``int()`` takes all of
+    those: launchers and ``seeder run`` write plain digits, anything else is a mistake.
 
-    >>> parse_master_seed(" 42\\n")
-    42
-    >>> parse_master_seed("abc")
+    >>> parse_decimal(" 7\\n", "RANK")
+    7
+    >>> parse_decimal("+7", "RANK")
     Traceback (most recent call last):
     ...
-    ValueError: SEEDER_SEED='abc' is not an integer; unset it or set it to a seed such as 42
+    ValueError: RANK='+7' is not an integer written in plain ASCII digits 0-9
     """
     if not isinstance(text, str):
         raise TypeError(f"{source} must be given as text (str), got {type(text).__name__} {text!r}")
+    digits = text.strip(" \t\n\r\v\f")
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise ValueError(f"{source}={text!r} is not an integer written in plain ASCII digits 0-9")
+    return int(digits)
+
+
+def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
+    """The master seed written in ``text`` (the value of the variable ``source``), else a ``ValueError``.
+
+    Only plain ASCII digits are a seed (:func:`parse_decimal`: no sign, ``_``, ``0x`` or
+    other scripts' digits). The error names ``source``, the value and the fix. An empty
+    value is an error too: treat an empty variable as unset before calling this.
+
+    >>> parse_master_seed(" 42\\n")
+    42
+    >>> parse_master_seed("1_000")
+    Traceback (most recent call last):
+    ...
+    ValueError: SEEDER_SEED='1_000' is not an integer written in plain ASCII digits 0-9; unset it or set it to a seed such as 42
+    """
     try:
-        value = int(text.strip())
-    except ValueError:
-        raise ValueError(f"{source}={text!r} is not an integer; unset it or set it to a seed such as 42") from None
+        value = parse_decimal(text, source)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; unset it or set it to a seed such as 42") from None
     return check_master_seed(value, source)
 
 

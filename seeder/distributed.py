@@ -1,6 +1,6 @@
 """Rank and world discovery, master-seed agreement across ranks.
 
-Imports nothing of the package. ``torch.distributed`` is used only when a
+Imports only :mod:`seeder.derive` of the package. ``torch.distributed`` is used only when a
 process group is initialised; otherwise the caller's arguments and the
 launcher's environment decide, in this order (the first that has a value wins):
 
@@ -33,10 +33,17 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
-__all__ = ["Topology", "Launcher", "LAUNCHERS", "LAUNCHER_VARIABLES", "discover", "process_group_active",
-           "agree_master_seed"]
+from .derive import MAX_KEY, parse_decimal
+
+__all__ = ["Topology", "Launcher", "LAUNCHERS", "LAUNCHER_VARIABLES", "discover", "check_topology", "process_group_active",
+           "agree_master_seed", "MAX_RANK", "MAX_WORLD_SIZE"]
 
 logger = logging.getLogger("seeder")
+
+#: Largest global or local rank: the rank is one 32-bit word of every derived seed's key.
+MAX_RANK = MAX_KEY
+#: Largest world size (ranks ``0 .. MAX_RANK``).
+MAX_WORLD_SIZE = MAX_KEY + 1
 
 
 class Topology(NamedTuple):
@@ -100,18 +107,18 @@ def process_group_active() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
-def _env_int(name: str, low: int = 0) -> Optional[int]:
+def _env_int(name: str, low: int = 0, high: int = MAX_RANK) -> Optional[int]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return None
+    negative = raw.strip().startswith("-") and raw.strip()[1:].isascii() and raw.strip()[1:].isdigit()
     try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r} is not an integer; unset it or fix the launcher "
-                         "that set it") from None
-    if value < low:
-        raise ValueError(f"environment variable {name}={raw!r} must be >= {low}; unset it or fix the launcher "
-                         "that set it")
+        value = -1 if negative else parse_decimal(raw, f"environment variable {name}")
+    except ValueError as exc:
+        raise ValueError(f"{exc}; unset it or fix the launcher that set it") from None
+    if not low <= value <= high:
+        raise ValueError(f"environment variable {name}={raw!r} must be >= {low} and <= {high} (a rank is one 32-bit "
+                         "word of every seed's derivation key); unset it or fix the launcher that set it")
     return value
 
 
@@ -120,7 +127,7 @@ LIGHTNING = Launcher("Lightning", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
 def _lightning_launch() -> Optional[_Found]:
-    node, local, size = _env_int("NODE_RANK"), _env_int("LOCAL_RANK"), _env_int("WORLD_SIZE", 1)
+    node, local, size = _env_int("NODE_RANK"), _env_int("LOCAL_RANK"), _env_int("WORLD_SIZE", 1, MAX_WORLD_SIZE)
     if local is None:
         return None
     if node != 0:
@@ -148,7 +155,7 @@ def _launcher() -> Optional[_Found]:
                              f"or unset {have}")
         if not has_rank:
             continue
-        rank, size, local = _env_int(launcher.rank), _env_int(launcher.size, 1), _env_int(launcher.local)
+        rank, size, local = _env_int(launcher.rank), _env_int(launcher.size, 1, MAX_WORLD_SIZE), _env_int(launcher.local)
         assert rank is not None and size is not None
         if rank >= size:
             raise ValueError(f"{launcher.rank}={rank} is not below {launcher.size}={size}: the {launcher.name} "
@@ -178,10 +185,7 @@ def discover(rank: Optional[int], world_size: Optional[int], local_rank: Optiona
         topology = _from_process_group(rank, world_size, local_rank)
     else:
         topology = _from_environment(rank, world_size, local_rank)
-    if not 0 <= topology.rank < topology.world_size:
-        raise ValueError(f"rank {topology.rank} (from {topology.rank_from}) is outside the world of "
-                         f"{topology.world_size} process(es) (from {topology.world_from}); pass rank= below ngpus=, "
-                         "or fix the launcher's variables")
+    check_topology(topology)
     global _LAST
     if topology != _LAST:
         logger.info("seeder topology: %s", topology.describe())
@@ -190,6 +194,31 @@ def discover(rank: Optional[int], world_size: Optional[int], local_rank: Optiona
 
 
 _LAST: Optional[Topology] = None  # the topology discover() returned last in this process
+
+
+def check_topology(topology: Topology) -> None:
+    """Raise ``ValueError`` unless rank, world size and local rank fit the derivation, naming each value's source.
+
+    A rank is one 32-bit word of every derived seed's key: a rank of ``2**32`` would
+    silently take rank 0's seeds, so every source (arguments, process group, launcher
+    variables) is held to ``0 <= rank < world_size <= 2**32`` and ``0 <= local_rank < 2**32``.
+
+    >>> check_topology(Topology(2**32, 2**32 + 1, 0, "RANK", "WORLD_SIZE"))
+    Traceback (most recent call last):
+    ...
+    ValueError: world size 4294967297 (from WORLD_SIZE) is outside [1, 4294967296]: a rank is one 32-bit word of every seed's derivation key; fix the launcher's variables or pass rank= and ngpus=
+    """
+    fix = "fix the launcher's variables or pass rank= and ngpus="
+    for what, value, source, high, low in (("world size", topology.world_size, topology.world_from, MAX_WORLD_SIZE, 1),
+                                           ("rank", topology.rank, topology.rank_from, MAX_RANK, 0),
+                                           ("local rank", topology.local_rank, topology.local_from, MAX_RANK, 0)):
+        if not low <= value <= high:
+            raise ValueError(f"{what} {value} (from {source}) is outside [{low}, {high}]: a rank is one 32-bit word of "
+                             f"every seed's derivation key; {fix}")
+    if not topology.rank < topology.world_size:
+        raise ValueError(f"rank {topology.rank} (from {topology.rank_from}) is outside the world of "
+                         f"{topology.world_size} process(es) (from {topology.world_from}); pass rank= below ngpus=, "
+                         "or fix the launcher's variables")
 
 
 def _from_process_group(rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]) -> Topology:

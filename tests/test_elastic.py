@@ -149,6 +149,8 @@ def test_refusals():
         seeder.DataLoader(range(4), sampler=seeder.DistributedSampler(range(4), seeder=s), elastic=True, seeder=s)
     with pytest.raises(ValueError, match="rank must be in"):
         seeder.DataLoader(range(4), elastic=True, num_replicas=2, rank=2, seeder=s)
+    with pytest.raises(TypeError, match="elastic must be True or False"):
+        seeder.DataLoader(range(4), elastic=1, seeder=s)
     loader = seeder.DataLoader(range(4), elastic=False, seeder=s)
     assert type(loader) is seeder.DataLoader
 

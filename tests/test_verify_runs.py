@@ -37,6 +37,7 @@ def test_verify_toy_passes_with_figures_and_per_run_output(tmp_path):
     for run in rep["runs"]:
         d = out / "runs" / run["name"]
         assert (d / "log.txt").read_text().startswith("pid ")
+        assert f" cwd {os.path.realpath(d)}\n" in (d / "log.txt").read_text()  # every run in its own directory
         record = json.loads((d / "run.json").read_text())
         assert record["status"] == "ok" and record["argv"][:2] == toy()
     assert json.loads((out / "report.json").read_text())["verdict"] == "PASS"
@@ -68,7 +69,9 @@ def test_default_run_catches_a_bug_only_a_mid_epoch_resume_shows(tmp_path):
     assert rep["verdict"] == "FAIL"
     assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
     assert rep["reasons"][0].startswith("mid-epoch stop, repeat 0: the resumed run (3b) differs from the uninterrupted "
-                                        "run (1) from step 5 on")  # 8 steps per epoch: stopped after 5 of epoch 0
+                                        "run (1) from step 13 on")  # --epochs 2: stopped after 5 of 8 steps of epoch 1
+    mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
+    assert "(5 of 8 steps into epoch 1)" in mid["summary"], mid["summary"]
     assert "the checkpoint does not restore everything" in rep["reasons"][0]  # a script without seeder: no trace
     old_default = verify(VerifyConfig(command=toy("--bug", "mid-epoch-rng"), out=tmp_path / "old", epochs=2, repeats=2,
                                       jobs=2, progress=False, figures=False, mid_epoch=False))
@@ -215,9 +218,9 @@ def test_verify_names_the_missing_dataloader_generator(tmp_path):
     assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
     mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
     diagnosis = mid["details"]["repeats"][0]["diagnosis"]
-    # 6 steps per epoch: stopped after 3 of epoch 0 (8 samples a batch), first differing step 4
-    assert (diagnosis["state"], diagnosis["epoch"], diagnosis["position"]) == ("torch", 0, 24)
-    assert "differs from the uninterrupted run (1) from step 4 on" in rep["reasons"][0]
+    # 6 steps per epoch: --epochs 2 stopped after 3 of epoch 1 (8 samples a batch), first differing step 10
+    assert (diagnosis["state"], diagnosis["epoch"], diagnosis["position"]) == ("torch", 1, 24)
+    assert "differs from the uninterrupted run (1) from step 10 on" in rep["reasons"][0]
     assert (tmp_path / "v" / "runs" / "full-0" / "trace.rank0.jsonl").is_file()
     assert not (tmp_path / "v" / "runs" / "unseeded-0" / "trace.rank0.jsonl").exists()
 
@@ -230,7 +233,7 @@ def test_verify_names_a_sampler_position_that_never_moved(tmp_path):
     assert mid["details"]["repeats"][0]["diagnosis"]["state"] == "position"
     reason = rep["reasons"][0]
     assert "logged steps the uninterrupted run (1) does not have" in reason  # it trained epoch 0 over again
-    assert ("the sampler position differs: the resumed run restarted epoch 0 at its first sample, although the stopped "
+    assert ("the sampler position differs: the resumed run restarted epoch 1 at its first sample, although the stopped "
             "run had trained 3 step(s) of it") in reason and "call sampler.advance(len(batch))" in reason
 
 
@@ -246,5 +249,19 @@ def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
     runs = {r["name"]: r for r in rep["runs"]}
     assert runs["full-0"]["argv"][1] == str(REPO_ROOT / "examples" / "train.py")
     assert runs["full-0"]["digest"] == runs["resume-0"]["digest"] == runs["resume-mid-0"]["digest"] == runs["full-1"]["digest"]
-    assert runs["mid-0"]["stop_after_steps"] == 5  # 256 samples / 32 = 8 steps an epoch: 5 of 8 into epoch 0
+    assert runs["mid-0"]["stop_after_steps"] == 13  # 256 samples / 32 = 8 steps an epoch: 5 of 8 into epoch 1
     assert runs["unseeded-0"]["digest"] != runs["unseeded-1"]["digest"]
+
+
+PLAIN = str(REPO_ROOT / "tests" / "scripts" / "plain_loop.py")
+
+
+def test_verify_without_a_contract_a_plain_loop_with_seeder_checkpoint(tmp_path):
+    """No flag of verify's: seeder records the steps, seeder.Checkpoint stops and resumes; mid-epoch stop in epoch 1."""
+    rep = verify(VerifyConfig(command=[sys.executable, PLAIN], out=tmp_path / "v", epochs=2, repeats=2, jobs=2,
+                              progress=False, figures=False))
+    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "PASS", "variance": "PASS"}
+    runs = {r["name"]: r for r in rep["runs"]}
+    assert runs["mid-0"]["stop_where"] == "3 of 6 steps into epoch 1" and runs["half-0"]["stop_after_steps"] == 6
+    assert runs["unseeded-0"]["master_seed"] != runs["unseeded-1"]["master_seed"]  # drawn, printed, recorded
+    assert any("takes no --resume" in n for n in rep["notes"])

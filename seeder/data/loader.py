@@ -42,7 +42,8 @@ from ..derive import check_key
 from ..errors import StateError
 from ..rngs import global_adapters
 from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset
-from .sampler import DistributedSampler
+from .loader_checks import check_batch_count, check_loader_args
+from .sampler import DistributedSampler, refuse_in_worker
 from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
 
 __all__ = ["DataLoader", "LOADER_STATE_VERSION"]
@@ -66,6 +67,7 @@ class _LoaderIter:
     def __init__(self, loader: "DataLoader", inner: Any, epoch: int, start: int, token: object):
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
+        self._start, self._loads = start, loader.loads
         # With 0 workers the main process fetches: the streams seed_globals seeds are saved and put back.
         self._restore = [a for a in global_adapters() if a.name in FETCH_SEEDED] if loader.num_workers == 0 else []
         self._trace = trace.enabled()
@@ -74,7 +76,8 @@ class _LoaderIter:
         return self
 
     def __len__(self) -> int:
-        return len(self._inner)
+        """The batches this iterator yields: what is left of the epoch when it started from a loaded position."""
+        return len(self._inner) - self._start
 
     def __next__(self) -> Any:
         if self._restore:  # main process fetches: keep the training loop's global streams untouched
@@ -91,6 +94,11 @@ class _LoaderIter:
         loader = self._loader
         if loader.live_token is self._token:
             loader.handed(self._epoch, b + 1)
+        elif loader.loads != self._loads:
+            raise RuntimeError(
+                "this iterator of seeder.DataLoader was started before loader.load_state_dict(): it stops here instead "
+                "of yielding batches that the loaded state does not continue. Call iter(loader) again (a new for loop) "
+                "to continue from the loaded position")
         if self._trace:
             trace.record_step(loader.seeder, "loader", epoch=self._epoch, step=b, position=loader.samples_before(b))
         return batch
@@ -111,6 +119,10 @@ class DataLoader(torch.utils.data.DataLoader):
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
     * ``elastic=True``: one global order per epoch whatever the world size, per-sample seeds by
       position, a state that resumes on another world size (:class:`seeder.data.elastic_loader.ElasticDataLoader`).
+    * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
+      ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
+      iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
+      continues from the loaded position.
 
     The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or
     ``loader.sampler.set_epoch``. Once every batch of an epoch was handed out, the state
@@ -126,7 +138,9 @@ class DataLoader(torch.utils.data.DataLoader):
     seeder_kind = "loader"
 
     def __new__(cls, *args: Any, elastic: bool = False, **kwargs: Any) -> "DataLoader":
-        if elastic is True and cls is DataLoader:  # one global order, any world size: docs/elastic.md
+        if not isinstance(elastic, bool):
+            raise TypeError(f"elastic must be True or False, got {type(elastic).__name__} {elastic!r}")
+        if elastic and cls is DataLoader:  # one global order, any world size: docs/elastic.md
             from .elastic_loader import ElasticDataLoader
 
             return super().__new__(ElasticDataLoader)
@@ -147,6 +161,8 @@ class DataLoader(torch.utils.data.DataLoader):
             seeder = _default_seeder()
         elif not isinstance(seeder, Seeder):
             raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
+        shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,
+                                    generator, kwargs)
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
@@ -171,6 +187,7 @@ class DataLoader(torch.utils.data.DataLoader):
                     "torch.utils.data.DataLoader with it (resume will not be exact; see docs/dataloader.md)")
         else:
             sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seeder=seeder, join=False)
+        check_batch_count(sampler.num_samples, batch_size, drop_last)
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         self._seeder = seeder
@@ -180,6 +197,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self._done: Tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)
         self._live_token: Optional[object] = None
         self._pending: Optional[Tuple[int, int, object]] = None
+        self._loads = 0  # load_state_dict calls: an iterator started before the last one stops instead of going on
         batches = BatchKeys(sampler, batch_size, drop_last, self)
         super().__init__(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
                          pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
@@ -200,6 +218,30 @@ class DataLoader(torch.utils.data.DataLoader):
     def epoch(self) -> int:
         """The epoch the next ``iter(loader)`` runs (the sampler's)."""
         return self.sampler.epoch
+
+    @property
+    def loads(self) -> int:
+        """How many times :meth:`load_state_dict` was called: an iterator started before the last load is stale."""
+        return self._loads
+
+    @property
+    def batches_done(self) -> int:
+        """Batches of epoch :attr:`epoch` handed out so far; after a resume, those before the stop count too.
+
+        ``enumerate(loader, start=loader.batches_done)`` numbers a resumed epoch's batches as the
+        uninterrupted run did (a progress log prints ``[3/6]``, not ``[0/6]``).
+
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s); it = iter(loader); _ = next(it)
+        >>> loader.batches_done
+        1
+        """
+        epoch = self.sampler.epoch
+        for mark in (self._resume, self._done):
+            if mark is not None and mark[0] == epoch:
+                return mark[1]
+        return 0
 
     @property
     def live_token(self) -> Optional[object]:
@@ -319,12 +361,14 @@ class DataLoader(torch.utils.data.DataLoader):
         Loading the same state twice (seeder and a framework both restore it) is harmless.
         Validates first; a bad state raises :class:`seeder.StateError` and changes nothing.
         """
+        refuse_in_worker("seeder.DataLoader.load_state_dict()")
         self.check_state_dict(state)
         self.sampler.load_state_dict(state["sampler"])
         epoch = check_key(state["epoch"], "epoch")
         self._resume = (epoch, int(state["batch"]))
         self._done = self._resume
         self._live_token = None
+        self._loads += 1
 
     def __repr__(self) -> str:
         return (f"seeder.DataLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, "

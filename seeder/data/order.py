@@ -13,7 +13,6 @@ Example:
 """
 from __future__ import annotations
 
-import math
 from typing import Iterator, Optional, Tuple
 
 import numpy as np
@@ -40,11 +39,13 @@ def shard_sizes(n: int, replicas: int, drop_last: bool) -> Tuple[int, int]:
 
     >>> shard_sizes(7, 2, drop_last=True)
     (3, 6)
+    >>> shard_sizes(2**63 - 1, 1, drop_last=False)[0] == 2**63 - 1  # a float division would round up to 2**63
+    True
     """
     if drop_last and n % replicas != 0:
-        num_samples = math.ceil((n - replicas) / replicas)
+        num_samples = -(-(n - replicas) // replicas)  # torch's math.ceil((n - R) / R), in integers: exact past 2**53
     else:
-        num_samples = math.ceil(n / replicas)
+        num_samples = -(-n // replicas)
     return num_samples, num_samples * replicas
 
 

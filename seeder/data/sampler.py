@@ -46,9 +46,33 @@ from .order import index_blocks, shard_sizes, shuffle_key
 from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state
 from .sampler_iter import Progress, SamplerIterator
 
-__all__ = ["DistributedSampler"]
+__all__ = ["DistributedSampler", "refuse_in_worker"]
 
 logger = logging.getLogger("seeder")
+
+
+def refuse_in_worker(what: str) -> None:
+    """Raise ``RuntimeError`` inside a ``DataLoader`` worker process: states are loaded in the main process.
+
+    A worker holds a copy of the sampler and the loader; loading a state there changes only the
+    copy (and the batches that worker fetches), never the run.
+
+    >>> refuse_in_worker("DistributedSampler.load_state_dict()")  # the main process: nothing to refuse
+    """
+    info = torch.utils.data.get_worker_info()
+    if info is not None:
+        raise RuntimeError(
+            f"{what} was called inside DataLoader worker {info.id}: a worker holds a copy of the sampler and loader, so "
+            "the load would change only the batches that worker fetches. Load states in the main process, before "
+            "iter(loader)")
+
+
+def _check_not_stopped(progress: Progress) -> None:
+    if progress.stopped:
+        raise RuntimeError(
+            "this iterator of the sampler was started before sampler.load_state_dict(): it stops here instead of "
+            "yielding indices that the loaded state does not continue; call iter(sampler) again (or iter() on the "
+            "DataLoader around it) to continue from the loaded position")
 
 
 def _default_seeder() -> Seeder:
@@ -132,7 +156,9 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._audited: Optional[Any] = None  # weak reference to the DataLoader holding this sampler, once looked up
         self._warned_causes: Set[str] = set()
         self._under_loader = False  # a DataLoader iterator was seen drawing from this sampler
-        self._tracked = False  # a loader that saves the iterator's position (torchdata) iterates this sampler
+        self._loader_tracks = False  # a loader that saves the iterator's position (torchdata) iterates this sampler
+        self._left_from = 0  # where the pending (loaded) or live iteration starts: len() is what is left from there
+        self._live: Optional[Progress] = None  # the live iteration's progress, until it hands out its last block
         if check_bool(join, "join"):
             seeder.join(self)
 
@@ -157,8 +183,8 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         if self._resume:
             logger.info("sampler: epoch %d via %s drops the loaded position %d of epoch %d", epoch, how, self._resume, self.epoch)
         self.epoch, self._loaded = epoch, None
-        self._resume = self._consumed = self._handed = 0
-        self._token, self._finished = object(), False
+        self._resume = self._consumed = self._handed = self._left_from = 0
+        self._token, self._finished, self._live = object(), False, None
 
     # ------------------------------------------------------------ keys
     def _key(self, epoch: int) -> int:
@@ -169,16 +195,18 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
 
     # --------------------------------------------------------- iteration
     def __len__(self) -> int:
-        return self.num_samples
+        """Indices the next (or live) iteration yields: after :meth:`load_state_dict`, what is left of the epoch."""
+        return self.num_samples - self._left_from
 
     def __iter__(self) -> Iterator[Any]:
         epoch, start = self.epoch, self._resume
-        self._resume = 0
         key = self._key(epoch) if self.shuffle else 0
+        self._resume = 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
         record_step(self._seeder, "sampler", epoch=epoch, step=None, position=start)  # $SEEDER_TRACE only
         progress = Progress(start)
+        self._live, self._left_from = progress, start
         it = SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
         it.progress, it.sampler = progress, self
         return it
@@ -219,18 +247,20 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         if self._token is token:
             self._handed = progress.start
         for end, items in progress.draw(self._blocks(key, progress.start), epoch if self.with_epoch else None):
+            _check_not_stopped(progress)
             if self._token is token:
                 self._handed = end
             yield items
+        _check_not_stopped(progress)
         if self._token is token:
-            self._finished = True
+            self._finished, self._live, self._left_from = True, None, 0
 
     def note_tracked(self) -> None:
         """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``).
 
         :meth:`state_dict` then no longer warns that no position was reported with :meth:`advance`.
         """
-        self._tracked = True
+        self._loader_tracks = True
 
     @property
     def consumed(self) -> int:
@@ -267,7 +297,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         """
         if sys._getframe(1).f_globals.get("__name__", "").startswith("torchdata."):
             self.note_tracked()  # torchdata's StatefulDataLoader saves the iterator's position with this state
-        self._warn_inexact("state_dict")
+        _warn_inexact(self, "state_dict")
         return {"format": "seeder.sampler", "version": SAMPLER_STATE_VERSION, "epoch": self.epoch,
                 "position": self._consumed, "key": self._key(self.epoch) if self.shuffle else 0, **self._layout()}
 
@@ -292,26 +322,30 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         >>> list(b) == full[4:]
         True
         """
+        refuse_in_worker("DistributedSampler.load_state_dict()")
         self.check_state_dict(state)
+        if self._live is not None:  # the live iteration stops at its next index instead of going on in the old order
+            self._live.stop()
         self.epoch = int(state["epoch"])
         self._loaded = (self.epoch, int(state["key"]))
-        self._resume = self._consumed = self._handed = int(state["position"])
-        self._token, self._finished = object(), False
+        self._resume = self._consumed = self._handed = self._left_from = int(state["position"])
+        self._token, self._finished, self._live = object(), False, None
         self._warned_epoch = None
-        self._warn_inexact("load_state_dict")
-
-    def _warn_inexact(self, what: str) -> None:
-        """One :class:`SeederWarning` per way the loader around this sampler loses exactness (see :mod:`.audit`)."""
-        if self._warned_epoch != self.epoch and not self._tracked and self._consumed == 0 and self._handed > 0:
-            self._warned_epoch = self.epoch
-            warnings.warn(unconsumed_message(what, self.epoch, self._finished), SeederWarning, stacklevel=3)
-        if self._audited is None and self._under_loader:
-            loader = find_loader(self)  # a gc scan, once: single-process loading leaves no DataLoader on the stack
-            self._audited = weakref.ref(loader) if loader is not None else (lambda: None)
-        mid = 0 < self._consumed < self.num_samples or (self._handed > 0 and self._consumed < self.num_samples)
-        for problem in audit_loader(self._audited() if self._audited is not None else None, mid, self._warned_causes):
-            warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=3)
+        _warn_inexact(self, "load_state_dict")
 
     def __repr__(self) -> str:
         return (f"seeder.DistributedSampler(len={self._n}, num_replicas={self.num_replicas}, rank={self.rank}, "
                 f"shuffle={self.shuffle}, mode={self.mode!r}, epoch={self.epoch})")
+
+
+def _warn_inexact(sampler: "DistributedSampler", what: str) -> None:
+    """One :class:`SeederWarning` per way the loader around ``sampler`` loses exactness (see :mod:`.audit`)."""
+    if sampler._warned_epoch != sampler.epoch and not sampler._loader_tracks and sampler._consumed == 0 and sampler._handed > 0:
+        sampler._warned_epoch = sampler.epoch
+        warnings.warn(unconsumed_message(what, sampler.epoch, sampler._finished), SeederWarning, stacklevel=4)
+    if sampler._audited is None and sampler._under_loader:
+        loader = find_loader(sampler)  # a gc scan, once: single-process loading leaves no DataLoader on the stack
+        sampler._audited = weakref.ref(loader) if loader is not None else (lambda: None)
+    mid = 0 < sampler._consumed < sampler.num_samples or (sampler._handed > 0 and sampler._consumed < sampler.num_samples)
+    for problem in audit_loader(sampler._audited() if sampler._audited is not None else None, mid, sampler._warned_causes):
+        warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=4)

@@ -14,7 +14,7 @@ import torch.distributed
 
 from ..checks import check_bool, check_state_header, is_int
 from ..derive import MAX_KEY, MAX_MASTER_SEED, check_key
-from ..distributed import process_group_active
+from ..distributed import MAX_WORLD_SIZE, process_group_active
 from ..errors import StateError
 from .order import M64, MODES
 
@@ -46,14 +46,19 @@ def check_sampler_args(dataset: Any, num_replicas: Any, rank: Any, shuffle: Any,
         n = len(dataset)
     except TypeError:
         raise TypeError(f"DistributedSampler needs a dataset with __len__, got {type(dataset).__name__}") from None
+    except OverflowError:
+        raise ValueError(f"the dataset's __len__ returned more than Python's len() can hold (sys.maxsize = 2**63 - 1); "
+                         f"seeder.DistributedSampler takes datasets of up to 2**63 - 1 items: split "
+                         f"{type(dataset).__name__} into several datasets") from None
     if num_replicas is None:
         num_replicas = torch.distributed.get_world_size() if process_group_active() else 1
     if rank is None:
         rank = torch.distributed.get_rank() if process_group_active() else 0
     if not is_int(num_replicas):
         raise TypeError(f"num_replicas must be an int (the number of ranks), got {type(num_replicas).__name__} {num_replicas!r}")
-    if num_replicas < 1:
-        raise ValueError(f"num_replicas must be >= 1 (the number of ranks), got {num_replicas}")
+    if not 1 <= num_replicas <= MAX_WORLD_SIZE:
+        raise ValueError(f"num_replicas must be in [1, 2**32] (the number of ranks; a rank is one 32-bit word of "
+                         f"the batch seeds' key), got {num_replicas}")
     if not is_int(rank):
         raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}")
     if not 0 <= rank < num_replicas:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -36,9 +36,26 @@ class Progress:
         self.current: Optional[Iterator[int]] = None
         self.current_len = 0
         self.started = False
+        self.stopped = False  # stop() was called: the owner loaded another state under this iteration
+        self._items: Optional[List[Any]] = None
+        self._stopped_at = 0
+
+    def stop(self) -> None:
+        """End the iteration at the index it has reached: the current block is emptied, its owner raises next.
+
+        >>> p = Progress(0); blocks = p.draw([np.array([1, 2, 3])], None)
+        >>> _, it = next(blocks); first = next(it); p.stop(); list(it), p.yielded()
+        ([], 1)
+        """
+        self._stopped_at = self.yielded()
+        self.stopped = True
+        if self._items is not None:
+            self._items.clear()
 
     def yielded(self) -> int:
         """Indices drawn so far in this epoch (the start position included)."""
+        if self.stopped:
+            return self._stopped_at
         if self.current is None:
             return self.block_start
         return self.block_start + self.current_len - operator.length_hint(self.current)
@@ -55,10 +72,10 @@ class Progress:
         for block in blocks:
             self.block_start = end
             end += len(block)
-            items = block.tolist()
+            items = self._items = block.tolist()
             self.current, self.current_len = iter(items), len(items)
             yield end, (zip(itertools.repeat(epoch), self.current) if epoch is not None else self.current)
-        self.current = None
+        self.current = self._items = None
         self.block_start = end
 
 

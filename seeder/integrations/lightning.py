@@ -42,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -53,6 +54,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("seeder.integrations.lightning needs Lightning >= 2.3: pip install 'seeder[lightning]'") from exc
 
+from .. import stepwatch
 from ..core import Seeder
 from ..data.loader import DataLoader
 from ..data.sampler import DistributedSampler
@@ -169,6 +171,16 @@ class SeederCallback(Callback):
                 f"SeederCallback: Lightning resumes epoch {trainer.current_epoch} but the seeder state continues "
                 f"{last}; the checkpoint's loop and seeder states do not belong together (save both with the same "
                 "Trainer.save_checkpoint)")
+
+    def on_train_batch_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        """Under ``seeder verify``: at the step it asks for, save Lightning's checkpoint and exit (status 0)."""
+        if stepwatch.should_stop():
+            path = os.path.join(stepwatch.ckpt_dir() or trainer.default_root_dir, stepwatch.STOP_CKPT)
+            trainer.save_checkpoint(path)
+            stepwatch.mark("stopped")
+            logger.info("stopped for seeder verify after step %s; checkpoint %s", stepwatch.steps_done(), path)
+            raise SystemExit(0)
 
     # ------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:

@@ -44,8 +44,10 @@ import transformers.trainer as _hf_trainer_module
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
+from .. import stepwatch
 from ..core import Seeder
 from ..errors import SeederWarning, StateError
+from ..foreign import expected
 from .accelerate import resolve_seeder, read_checkpoint_state, save_checkpoint_state
 
 __all__ = ["SeederTrainer", "SeederCheckpointCallback", "TRAIN_TASK"]
@@ -87,6 +89,7 @@ class SeederCheckpointCallback(TrainerCallback):
 
     def __init__(self, trainer: "SeederTrainer"):
         self.trainer = trainer
+        self.stopping = False  # seeder verify asked for a stop at this step
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
@@ -98,6 +101,15 @@ class SeederCheckpointCallback(TrainerCallback):
             raise StateError("the Trainer did not train from the seeder.DataLoader SeederTrainer built (was "
                              "get_train_dataloader or the training loop replaced?); its position would not be saved")
         save_checkpoint_state(folder, self.trainer.seeder)
+        if self.stopping:
+            stepwatch.mark("stopped")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Under ``seeder verify``: at the step it asks for, save the Trainer's checkpoint and stop training."""
+        if stepwatch.should_stop() and not self.stopping:
+            self.stopping = True
+            control.should_save = True
+            control.should_training_stop = True
 
 
 class SeederTrainer(Trainer):
@@ -113,7 +125,8 @@ class SeederTrainer(Trainer):
 
     def __init__(self, *args: Any, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
         seeder = resolve_seeder(seeder)  # before the Trainer's __init__: fail fast on a bad argument
-        super().__init__(*args, **kwargs)
+        with expected("the Trainer's set_seed(args.seed)"):  # routed through the seeder, as every foreign seeding
+            super().__init__(*args, **kwargs)
         bad = []
         if self.args.ignore_data_skip:
             bad.append("ignore_data_skip=True (the seeder.DataLoader resumes at its saved batch without replay; "
@@ -180,6 +193,8 @@ class SeederTrainer(Trainer):
             raise ValueError("SeederTrainer does not support hyperparameter search (trial=...): use Trainer")
         if resume_from_checkpoint is False:
             resume_from_checkpoint = None
+        if resume_from_checkpoint is None and stepwatch.resume_requested():  # seeder verify's resumed run
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir) if os.path.isdir(self.args.output_dir) else None
         if resume_from_checkpoint is True:
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
             if resume_from_checkpoint is None:
@@ -189,7 +204,9 @@ class SeederTrainer(Trainer):
         self.seeder_train_loader.iterated = False
         if resume_from_checkpoint is not None:
             self._pending_state = read_checkpoint_state(resume_from_checkpoint, self.seeder)
-        with self._answer_skip():
+            stepwatch.mark("resumed", int(str(resume_from_checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
+                           if str(resume_from_checkpoint).rsplit("-", 1)[-1].isdigit() else None)
+        with self._answer_skip(), expected("the Trainer's set_seed(args.seed) before model_init"):
             return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=None,
                                  ignore_keys_for_eval=ignore_keys_for_eval, **kwargs)
 

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import os
 import shlex
+import string
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["Contract", "Metrics", "parse_metrics", "read_metrics", "default_command", "format_step_key", "METRICS_ENV",
+__all__ = ["Contract", "check_template", "TEMPLATE_FIELDS", "Metrics", "parse_metrics", "read_metrics", "default_command", "format_step_key", "METRICS_ENV",
            "TEMPLATE_NAMES", "StepKey"]
 
 #: Environment variable through which a run receives its metrics file.
@@ -78,11 +79,7 @@ class Contract:
         if isinstance(self.loss_keys, str) or not self.loss_keys or not all(isinstance(k, str) and k for k in self.loss_keys):
             raise TypeError(f"Contract.loss_keys must be a non-empty tuple of dotted keys, got {self.loss_keys!r}")
         for name in TEMPLATE_NAMES:
-            try:
-                _words(getattr(self, name), {"seed": 0, "epochs": 0, "ckpt_dir": "d", "steps": 0, "metrics": "m"})
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ValueError(f"Contract.{name} template {getattr(self, name)!r} is invalid ({exc!r}); "
-                                 "use placeholders {seed}, {epochs}, {ckpt_dir}, {steps} or {metrics}") from None
+            check_template(name, getattr(self, name))
 
     def with_overrides(self, overrides: Dict[str, str]) -> "Contract":
         """A copy with some templates replaced; ``loss_keys`` may be given comma-separated.
@@ -103,13 +100,13 @@ class Contract:
              resume: bool = False, stop_after_epochs: Optional[int] = None, stop_after_steps: Optional[int] = None,
              metrics: Optional[str] = None) -> List[str]:
         """The arguments that ask the script for one run (``None`` leaves a flag out)."""
-        out: List[str] = []
-        if seed is not None:
-            out += self._need("seed", {"seed": seed})
-        if epochs is not None:
-            out += self._need("epochs", {"epochs": epochs})
-        if ckpt_dir is not None:
-            out += self._need("ckpt_dir", {"ckpt_dir": ckpt_dir})
+        out: List[str] = []  # no seed / epochs / ckpt_dir flag: $SEEDER_SEED, the script's epochs, the run's directory
+        if seed is not None and self.seed:
+            out += _words(self.seed, {"seed": seed})
+        if epochs is not None and self.epochs:
+            out += _words(self.epochs, {"epochs": epochs})
+        if ckpt_dir is not None and self.ckpt_dir:
+            out += _words(self.ckpt_dir, {"ckpt_dir": ckpt_dir})
         if resume:
             out += self._need("resume", {"ckpt_dir": ckpt_dir})
         if stop_after_epochs is not None:
@@ -130,6 +127,43 @@ class Contract:
             raise ValueError(f"this run needs the {name!r} argument but its template is empty; "
                              f"set it with --arg {name}=TEMPLATE")
         return _words(template, values)
+
+
+#: The fields each template is formatted with (what :meth:`Contract.args` passes it), with a sample value each.
+TEMPLATE_FIELDS: Dict[str, Dict[str, Any]] = {
+    "seed": {"seed": 0}, "epochs": {"epochs": 0}, "ckpt_dir": {"ckpt_dir": "d"}, "resume": {"ckpt_dir": "d"},
+    "stop_after_epochs": {"epochs": 0}, "stop_after_steps": {"steps": 0}, "metrics": {"metrics": "m"},
+}
+
+
+def check_template(name: str, template: str) -> None:
+    """Raise ``ValueError`` naming ``name``, ``template`` and its allowed fields unless every placeholder is one of them.
+
+    A placeholder is a bare field (``{seed}``), optionally with a conversion or format spec
+    (``{seed:08d}``); attribute and index lookups (``{seed.real}``, ``{ckpt_dir[0]}``) are refused.
+
+    >>> check_template("seed", "--seed={seed:04d}")
+    >>> check_template("seed", "--seed={seed.nope}")
+    Traceback (most recent call last):
+    ...
+    ValueError: --arg seed='--seed={seed.nope}': {seed.nope} is not a field of this template; its placeholders are {seed} (bare names, optionally with :format)
+    """
+    fields = TEMPLATE_FIELDS[name]
+    allowed = ", ".join("{" + f + "}" for f in fields)
+    try:
+        words = shlex.split(template)
+        for word in words:
+            for _, field, spec, conversion in string.Formatter().parse(word):
+                if field is not None and field not in fields:
+                    shown = "{" + field + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
+                    raise ValueError(f"--arg {name}={template!r}: {shown} is not a field of this template; its placeholders are "
+                                     f"{allowed} (bare names, optionally with :format)")
+        _words(template, fields)
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
+        if str(exc).startswith(f"--arg {name}="):
+            raise
+        raise ValueError(f"--arg {name}={template!r} is not a valid template ({exc}); its placeholders are {allowed}, "
+                         "with {{ and }} for literal braces") from None
 
 
 def _words(template: str, values: Dict[str, Any]) -> List[str]:
@@ -250,13 +284,15 @@ def format_step_key(key: StepKey) -> str:
     return str(key[0]) if len(key) == 1 else "(" + ", ".join(map(str, key)) + ")"
 
 
-def read_metrics(metrics_file: Optional[Path], log_file: Optional[Path], contract: Optional[Contract] = None) -> Metrics:
-    """The metrics of one run: the metrics file if it has steps, else the run's log.
+def read_metrics(metrics_file: Optional[Path], log_file: Optional[Path], contract: Optional[Contract] = None,
+                 steps_file: Optional[Path] = None) -> Metrics:
+    """The metrics of one run: the metrics file if it has steps, else the run's log, else seeder's own records.
 
-    Raises ``ValueError`` when neither holds a step, naming both places.
+    ``steps_file`` holds what seeder recorded after each optimizer step (:mod:`seeder.stepwatch`).
+    Raises ``ValueError`` when none holds a step, naming every place.
     """
     tried = []
-    for path, strict in ((metrics_file, True), (log_file, False)):
+    for path, strict in ((metrics_file, True), (log_file, False), (steps_file, False)):
         if path is None:
             continue
         tried.append(str(path))
@@ -265,7 +301,7 @@ def read_metrics(metrics_file: Optional[Path], log_file: Optional[Path], contrac
         with open(path, encoding="utf-8", errors="replace") as fh:
             m = parse_metrics(fh, contract, source=str(path), strict=strict)
         if len(m):
-            if m.digest is None and path != log_file and log_file is not None and Path(log_file).is_file():
+            if m.digest is None and path == metrics_file and log_file is not None and Path(log_file).is_file():
                 m.digest = _digest_from_log(Path(log_file))
             return m
     raise ValueError(f"no per-step losses found in {' or '.join(tried) or 'nothing'}; the command must write "

@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..trace import read_trace
 from .contract import Metrics
 
-__all__ = ["Diagnosis", "diagnose", "diagnose_dirs", "TRACE_NAME"]
+__all__ = ["Diagnosis", "diagnose", "diagnose_dirs", "preinit_hints", "TRACE_NAME"]
 
 #: File prefix of a run's traces inside its run directory.
 TRACE_NAME = "trace"
@@ -229,3 +229,28 @@ def diagnose_dirs(full_dir: Path, stopped_dir: Path, resumed_dir: Path,
     if not traces[2]:
         return None
     return diagnose(traces[0], traces[1], traces[2], stopped_metrics)
+
+
+def preinit_hints(run_dirs: Sequence[Path]) -> List[str]:
+    """What the seeded runs drew from a global RNG before ``seeder.init`` (:func:`seeder.foreign.global_draws`).
+
+    Each traced run writes ``trace.preinit.rank<R>.json`` at ``seeder.init``; a global RNG
+    drawn from before it (a dataset split with NumPy's, say) makes whatever it made differ
+    between runs, from the first step on.
+    """
+    import glob
+    import json
+
+    found: Dict[str, str] = {}
+    for d in run_dirs:
+        for path in sorted(glob.glob(glob.escape(str(Path(d) / TRACE_NAME)) + ".preinit.rank*.json")):
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    rec = json.load(fh)
+                for name in rec.get("drawn_before_init", []):
+                    found.setdefault(str(name), str(rec.get("init_site")))
+            except (OSError, ValueError, AttributeError):
+                continue
+    return [f"{_LABEL.get(name, name)} was drawn from before seeder.init (at {site}): what it made (a dataset split, "
+            "a shuffled list, random initial values) differs between runs; call seeder.init and seeder.reseed(0, 0) "
+            "before preparing the data" for name, site in found.items()]

@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -39,10 +40,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .contract import Contract, Metrics
 
-__all__ = ["StepStopSupport", "flag_word", "mid_epoch_step", "HELP_TIMEOUT"]
+__all__ = ["StepStopSupport", "flag_word", "has_flag", "mid_epoch_step", "mentions", "help_output", "HELP_TIMEOUT"]
 
 #: Seconds ``COMMAND --help`` may take before the answer is "cannot tell".
 HELP_TIMEOUT = 60.0
+
+
+def has_flag(text: str, flag: str) -> bool:
+    """Whether ``text`` names the option ``flag`` as a whole word (``--seed`` is not in ``--seed_everything``).
+
+    >>> has_flag("[--seed SEED]", "--seed"), has_flag("[--seed_everything S]", "--seed")
+    (True, False)
+    """
+    return re.search(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])", text) is not None
 
 
 def flag_word(template: str) -> Optional[str]:
@@ -53,21 +63,21 @@ def flag_word(template: str) -> Optional[str]:
     return None
 
 
-def _mentions(command: Sequence[str], flag: str, cwd: Optional[Path]) -> Optional[str]:
+def mentions(command: Sequence[str], flag: str, cwd: Optional[Path]) -> Optional[str]:
     """A ``.py`` file of the command whose text contains ``flag``, or ``None``."""
     for word in command:
         if not word.endswith(".py"):
             continue
         path = Path(word) if os.path.isabs(word) or cwd is None else Path(cwd) / word
         try:
-            if flag in path.read_text(encoding="utf-8", errors="replace"):
+            if has_flag(path.read_text(encoding="utf-8", errors="replace"), flag):
                 return word
         except OSError:
             continue
     return None
 
 
-def _help_output(command: Sequence[str], env: Dict[str, str], cwd: Optional[Path], timeout: float) -> Tuple[Optional[str], str]:
+def help_output(command: Sequence[str], env: Dict[str, str], cwd: Optional[Path], timeout: float) -> Tuple[Optional[str], str]:
     """``(output, problem)`` of ``COMMAND --help``; output ``None`` when it could not be read."""
     try:
         proc = subprocess.Popen(list(command) + ["--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -109,7 +119,7 @@ class StepStopSupport:
         elif template != Contract().stop_after_steps or flag is None:
             self._result = (True, f"the contract passes {template!r} (set with --arg)")
         else:
-            found = _mentions(command, flag, cwd)
+            found = mentions(command, flag, cwd)
             if found is not None:
                 self._result = (True, f"{found} mentions {flag}")
             else:
@@ -118,9 +128,9 @@ class StepStopSupport:
                 self._thread.start()
 
     def _probe(self, command: List[str], flag: str, env: Dict[str, str], cwd: Optional[Path], timeout: float) -> None:
-        out, problem = _help_output(command, env, cwd, timeout)
+        out, problem = help_output(command, env, cwd, timeout)
         shown = " ".join(shlex.quote(w) for w in command) + " --help"
-        if out is not None and flag in out:
+        if out is not None and has_flag(out, flag):
             self._result = (True, f"`{shown}` lists {flag}")
         elif out is not None and not problem:
             self._result = (False, f"`{shown}` does not list {flag}; a script that takes it (exit after global step S "
@@ -136,13 +146,21 @@ class StepStopSupport:
         return self._result
 
 
-def mid_epoch_step(half: Metrics, epochs: Optional[int] = None) -> Tuple[Optional[int], str]:
+def mid_epoch_step(half: Metrics, epochs: Optional[int] = None, *, after_first: bool = False) -> Tuple[Optional[int], str]:
     """The global step (a count of steps) at which to stop mid-epoch, from run (2)'s metrics, and where it lies.
 
     The stop is inside run (2)'s last epoch, at the odd step nearest its middle (an odd
     step also shifts the batch-to-worker assignment of a DataLoader with two workers).
     Where the metrics carry no epochs, run (2)'s ``epochs`` (X/2) divide its steps.
-    ``(None, why)`` when every epoch is a single step.
+    With ``after_first``, a run (2) of one epoch puts the stop in epoch 1 instead (an
+    epoch as long as epoch 0): a stop in the first epoch passes by luck for a script
+    that saves no RNG state but seeds at its start. ``(None, why)`` when every epoch is
+    a single step.
+
+    >>> import numpy as np
+    >>> one = Metrics([(k,) for k in range(8)], np.zeros(8), [0] * 8)
+    >>> mid_epoch_step(one), mid_epoch_step(one, after_first=True)
+    ((5, '5 of 8 steps into epoch 0'), (13, '5 of 8 steps into epoch 1'))
     """
     n = len(half)
     if n == 0:
@@ -151,14 +169,16 @@ def mid_epoch_step(half: Metrics, epochs: Optional[int] = None) -> Tuple[Optiona
     if all(e is not None for e in logged):
         last = logged[-1]
         per_epoch = sum(1 for e in logged if e == last)
-        label = f"epoch {last}"
+        index = len(set(logged)) - 1
     else:  # epochs not logged: assume epochs of equal length
         per_epoch = n // epochs if epochs else n
-        label = f"epoch {epochs - 1}" if epochs else "run (2)'s only epoch"
+        last = index = (epochs - 1) if epochs else 0
     if per_epoch < 2:
         return None, "each epoch is a single step, so there is no step inside an epoch to stop at"
     into = per_epoch // 2
     if into % 2 == 0:
         into += 1
     into = min(into, per_epoch - 1)
-    return n - per_epoch + into, f"{into} of {per_epoch} steps into {label}"
+    if after_first and index == 0:  # run (2) ran the first epoch only: stop in the next one
+        return n + into, f"{into} of {per_epoch} steps into epoch {last + 1}"
+    return n - per_epoch + into, f"{into} of {per_epoch} steps into epoch {last}"

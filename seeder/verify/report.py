@@ -110,6 +110,8 @@ def table(report: Dict[str, Any]) -> str:
     text = _grid(rows) + f"\n\nverdict: {report['verdict']}"
     for r in report.get("reasons", []):
         text += f"\n  - {r}"
+    if report.get("notes"):
+        text += "\n\nhow the command was driven:" + "".join(f"\n  - {n}" for n in report["notes"])
     return text
 
 
@@ -158,6 +160,8 @@ def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
             lines += ["Reasons:", ""] + [f"- {r}" for r in report["reasons"]] + [""]
         lines += ["| check | result | summary |", "|---|---|---|"]
         lines += [f"| {c['name']} | {c['status']} | {c['summary']} |" for c in report["checks"]]
+        if report.get("notes"):
+            lines += ["", "How the command was driven:", ""] + [f"- {n}" for n in report["notes"]]
         ps = report["per_step"]
         corr = ps.get("correlation", {})
         lines += ["", "## Statistics", "",
@@ -171,11 +175,14 @@ def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
                   VERIFY_METHOD.format(seed=cfg["seed"], repeats=cfg["repeats"], epochs=cfg["epochs"],
                                        stop=_stop_text(report)[0], mid=_stop_text(report)[1], atol=cfg["atol"],
                                        alpha=cfg["alpha"])]
-    lines += ["## Runs", "", "| run | status | steps | seconds | digest | log |", "|---|---|---|---|---|---|"]
+    lines += ["## Runs", "", "Master seed: given by verify, or drawn by an unseeded run and printed by seeder "
+              "(replay that run with `SEEDER_SEED=<seed>`).", "",
+              "| run | status | master seed | steps | seconds | digest | log |", "|---|---|---|---|---|---|---|"]
     for r in report["runs"]:
         log = f"[{r['log']}]({r['log']})" if r["status"] != "omitted" else f"not run: {r['reason']}"
-        lines.append(f"| {r['name']} | {r['status']} | {_fmt(r['steps'])} | {r['duration_s']:.1f} | "
-                     f"{(r['digest'] or '')[:12]} | {log} |")
+        seed = r.get("master_seed")
+        lines.append(f"| {r['name']} | {r['status']} | {'not shown' if seed is None else seed} | {_fmt(r['steps'])} | "
+                     f"{r['duration_s']:.1f} | {(r['digest'] or '')[:12]} | {log} |")
     if report.get("figures"):
         lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({_rel(f, out)})" for f in report["figures"]]
     return "\n".join(lines) + "\n"

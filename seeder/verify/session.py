@@ -26,16 +26,19 @@ import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..env.redact import file_redactor, redact_json
 from ..env.safefile import symlinks_in, write_file
-from ..trace import ENV_TRACE
 from .analysis import ALL_KINDS, analyze_compare, analyze_verify
 from .contract import Contract, Metrics, read_metrics
-from .diagnose import TRACE_NAME, diagnose_dirs
-from .midepoch import StepStopSupport, mid_epoch_step
+from .diagnose import diagnose_dirs, preinit_hints
+from .flags import adapt_contract
+from .midepoch import StepStopSupport
 from .runner import RunFailed, RunResult, RunSpec, child_environment, run_all
+from ..announce import parse_drawn_seed
+from .plan import metrics_path, plan_compare, plan_verify, seeder_stops
+from .seederstops import STEPS_NAME, untested
 
 __all__ = ["VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData", "MARKER", "OutputDirError"]
 
@@ -155,105 +158,23 @@ def prepare_out(out: Path) -> Path:
     return out
 
 
-def _metrics_path(out: Path, name: str) -> Path:
-    return out / "runs" / name / "metrics.jsonl"
-
-
-def _argv(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), **kw: Any) -> List[str]:
-    return list(cfg.command) + cfg.contract.args(metrics=str(_metrics_path(out, name)), **kw) + list(extra)
-
-
-def _spec(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), after: Optional[str] = None, prepare=None,
-          **kw: Any) -> RunSpec:
-    workdir = out / "runs" / name
-    env = cfg.contract.env(str(_metrics_path(out, name)))
-    if kw.get("seed") is not None:  # seeded runs leave a trace where their data path records one
-        env[ENV_TRACE] = str(workdir / TRACE_NAME)
-    return RunSpec(name, _argv(cfg, out, name, extra, **kw), workdir, env=env, after=after, prepare=prepare, cwd=cfg.cwd)
-
-
-def _copy_ckpt(src: Path, dst: Path):
-    def prepare() -> None:
-        if dst.exists():
-            shutil.rmtree(dst)
-        if src.exists():
-            shutil.copytree(src, dst)
-        else:
-            dst.mkdir(parents=True)
-    return prepare
-
-
-def _prepare_mid(cfg: VerifyConfig, out: Path, r: int, support: Optional[StepStopSupport]):
-    """Run (2b)'s prepare: leave it out where the command has no step stop, else fill in its stop step."""
-    def prepare() -> Optional[str]:
-        if support is not None:
-            supported, why = support.result()
-            if not supported:
-                return why
-        steps, where = cfg.stop_after_steps, "given with --stop-after-steps"
-        if steps is None:
-            half = read_metrics(_metrics_path(out, f"half-{r}"), out / "runs" / f"half-{r}" / "log.txt", cfg.contract)
-            steps, where = mid_epoch_step(half, cfg.epochs // 2)
-            if steps is None:
-                return where
-        spec.argv = _argv(cfg, out, spec.name, seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt),
-                          stop_after_steps=steps)
-        spec.info.update(stop_after_steps=steps, stop_where=where)
-        return None
-
-    ckpt = out / "runs" / f"mid-{r}" / "ckpt"
-    spec = _spec(cfg, out, f"mid-{r}", after=f"half-{r}" if cfg.stop_after_steps is None else None, prepare=prepare,
-                 seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt), stop_after_steps=cfg.stop_after_steps)
-    return spec
-
-
-def plan_verify(cfg: VerifyConfig, out: Path, support: Optional[StepStopSupport] = None) -> List[RunSpec]:
-    """The runs of the methodology, in launch order: per repeat (2), (1), (4), (3) after (2), (2b), (3b) after (2b).
-
-    Runs (2)/(3) need X >= 2; (2b)/(3b) need ``cfg.mid_epoch``, and are left out at
-    start time when ``support`` says the command has no step stop flag.
-    """
-    x, specs = cfg.epochs, []
-    for r in range(cfg.repeats):
-        half_ckpt, res_ckpt = out / "runs" / f"half-{r}" / "ckpt", out / "runs" / f"resume-{r}" / "ckpt"
-        mid_ckpt, res_mid_ckpt = out / "runs" / f"mid-{r}" / "ckpt", out / "runs" / f"resume-mid-{r}" / "ckpt"
-        if cfg.contract.stop_after_epochs:
-            stop: Dict[str, Any] = {"epochs": x, "stop_after_epochs": x // 2}
-        else:  # no stop flag: NVIDIA's way, a run of X/2 epochs
-            stop = {"epochs": x // 2}
-        if x >= 2:
-            specs.append(_spec(cfg, out, f"half-{r}", seed=cfg.seed, ckpt_dir=str(half_ckpt), **stop))
-        specs += [_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=x), _spec(cfg, out, f"unseeded-{r}", epochs=x)]
-        if x >= 2:
-            specs.append(_spec(cfg, out, f"resume-{r}", after=f"half-{r}", prepare=_copy_ckpt(half_ckpt, res_ckpt),
-                               seed=cfg.seed, epochs=x, ckpt_dir=str(res_ckpt), resume=True))
-        if cfg.mid_epoch:
-            specs += [_prepare_mid(cfg, out, r, support),
-                      _spec(cfg, out, f"resume-mid-{r}", after=f"mid-{r}", prepare=_copy_ckpt(mid_ckpt, res_mid_ckpt),
-                            seed=cfg.seed, epochs=x, ckpt_dir=str(res_mid_ckpt), resume=True)]
-    for s in specs:
-        kind, rep = s.name.rsplit("-", 1)
-        s.info.update(kind=kind, repeat=int(rep))
-    return specs
-
-
-def plan_compare(cfg: CompareConfig, out: Path) -> List[RunSpec]:
-    """Runs a-i and b-i with seed ``seed + i``, interleaved."""
-    specs = []
-    for i in range(cfg.runs):
-        for cfgname, extra in (("a", cfg.a_args), ("b", cfg.b_args)):
-            s = _spec(cfg, out, f"{cfgname}-{i}", extra, seed=cfg.seed + i, epochs=cfg.epochs)
-            s.info.update(kind=cfgname, repeat=i, seed=cfg.seed + i)
-            specs.append(s)
-    return specs
-
-
 def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) -> Dict[str, Any]:
     return {"name": spec.name, "kind": spec.info.get("kind"), "repeat": spec.info.get("repeat"), "status": res.status,
             "returncode": res.returncode, "duration_s": round(res.duration, 3), "reason": res.reason,
-            "log": str(res.log.relative_to(out)), "metrics": str(_metrics_path(out, spec.name).relative_to(out)),
+            "log": str(res.log.relative_to(out)), "metrics": str(metrics_path(out, spec.name).relative_to(out)),
             "steps": len(m) if m is not None else None, "digest": m.digest if m is not None else None, "argv": spec.argv,
-            "stop_after_steps": spec.info.get("stop_after_steps"), "stop_where": spec.info.get("stop_where")}
+            "stop_after_steps": spec.info.get("stop_after_steps"), "stop_where": spec.info.get("stop_where"),
+            "master_seed": _run_seed(spec, res)}
+
+
+def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
+    """The run's master seed: the one verify gave, or the one an unseeded run drew and printed."""
+    if spec.info.get("seed") is not None:
+        return int(spec.info["seed"])  # type: ignore[arg-type]
+    try:
+        return parse_drawn_seed(Path(res.log).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
 
 
 def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str) -> Tuple[Dict[str, Metrics], Dict[str, Any]]:
@@ -265,7 +186,8 @@ def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str
         res = by_name[spec.name]
         if res.ok:
             try:
-                metrics[spec.name] = read_metrics(_metrics_path(out, spec.name), res.log, cfg.contract)
+                metrics[spec.name] = read_metrics(metrics_path(out, spec.name), res.log, cfg.contract,
+                                                  Path(spec.workdir) / STEPS_NAME)
             except (ValueError, OSError) as exc:
                 res.status, res.reason = "failed", f"exited 0 but its metrics are unusable: {exc}"
     base = {"seeder_verify": REPORT_VERSION, "kind": kind, "config": _config_dict(cfg),
@@ -293,8 +215,10 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
     """
     cfg.validate()
     out = prepare_out(cfg.out)
+    contract, notes = adapt_contract(cfg.command, cfg.contract, cwd=cfg.cwd, env=child_environment(cfg.jobs))
+    cfg = dataclasses.replace(cfg, contract=contract)
     support = None
-    if cfg.mid_epoch:  # decided while the first runs go (a `--help` probe at most)
+    if cfg.mid_epoch and not seeder_stops(cfg):  # decided while the first runs go (a `--help` probe at most)
         support = StepStopSupport(cfg.command, cfg.contract, explicit_step=cfg.stop_after_steps is not None,
                                   env=child_environment(cfg.jobs), cwd=cfg.cwd)
     specs = plan_verify(cfg, out, support)
@@ -307,6 +231,18 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
     else:
         omitted = next((r["reason"] for r in report["runs"] if r["kind"] == "mid" and r["status"] == "omitted"), None)
         skipped["resume-mid-epoch"] = omitted or "its runs did not finish"
+    if seeder_stops(cfg):  # a stop or resume that did not happen tests nothing: say so
+        omitted = next((r["reason"] for r in report["runs"] if r["kind"] == "half" and r["status"] == "omitted"), None)
+        skipped["resume"] = omitted or skipped["resume"]
+        for check, (stop, resume) in (("resume", ("half", "resume")), ("resume-mid-epoch", ("mid", "resume-mid"))):
+            steps = {r["name"]: r.get("stop_after_steps") for r in report["runs"]}
+            why = next((w for w in (untested(out / "runs" / f"{stop}-{r}", out / "runs" / f"{resume}-{r}",
+                                             steps.get(f"{stop}-{r}"), bool(cfg.contract.resume))
+                                    for r in range(cfg.repeats)) if w), None)
+            if why:
+                runs.pop(stop, None), runs.pop(resume, None)
+                skipped[check] = why
+    report["notes"] = notes
 
     def diagnose(check: str, r: int) -> Optional[Dict[str, Any]]:
         stop, resume = ("half", "resume") if check == "resume" else ("mid", "resume-mid")
@@ -314,6 +250,9 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
         return d.as_dict() if d is not None else None
 
     report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha, diagnose=diagnose, skipped=skipped))
+    hints = preinit_hints([out / "runs" / f"full-{r}" for r in range(cfg.repeats)])
+    if hints and report["verdict"] == "FAIL":
+        report["reasons"] = hints + report["reasons"]
     _finish(cfg, out, report, metrics)
     return report
 
@@ -381,5 +320,6 @@ def load(out: Union[str, Path]) -> VerifyData:
     metrics = {}
     for run in report["runs"]:
         if run["status"] == "ok":
-            metrics[run["name"]] = read_metrics(out / run["metrics"], out / run["log"], contract)
+            metrics[run["name"]] = read_metrics(out / run["metrics"], out / run["log"], contract,
+                                                out / "runs" / run["name"] / STEPS_NAME)
     return VerifyData(out, report, metrics)

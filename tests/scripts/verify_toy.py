@@ -52,7 +52,7 @@ def main():
     p.add_argument("--bug", default="none")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds per step (for interrupt tests)")
     a = p.parse_args()
-    print(f"pid {os.getpid()}", flush=True)
+    print(f"pid {os.getpid()} cwd {os.getcwd()}", flush=True)
 
     seed = a.seed
     if a.bug == "ignore-seed" or seed is None:

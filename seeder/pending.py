@@ -1,0 +1,124 @@
+"""Loading a checkpoint before its loaders exist: their states wait until each one is built.
+
+A common resume loads the checkpoint first and builds the data loaders after it.
+``seeder.load_state_dict`` then restores what exists (the master seed, the global RNGs,
+the loaders and generators already there) and keeps each missing part pending: a
+``seeder.DataLoader``, ``seeder.DistributedSampler``, DALI pipeline or registered
+generator built afterwards receives its own state as it joins (keys follow join order,
+as in :meth:`seeder.Seeder.state_dict`). A part nothing claimed by the next ``reseed``
+(the training loop starting) or ``state_dict`` is an error naming it.
+
+Example:
+    >>> import torch, seeder
+    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+    >>> loader = seeder.DataLoader(torch.arange(8.0), batch_size=2, shuffle=True, seeder=s)
+    >>> it = iter(loader); _ = next(it); saved = s.state_dict(); rest = list(it)
+    >>> t = seeder.Seeder(); t.init(3); t.load_state_dict(saved)      # no loader yet
+    >>> t.pending.names()
+    ['seeder.DataLoader loader.0']
+    >>> again = seeder.DataLoader(torch.arange(8.0), batch_size=2, shuffle=True, seeder=t)   # claims it
+    >>> t.reseed(1, 0); all(torch.equal(a, b) for a, b in zip(again, rest))
+    True
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Tuple
+
+from . import state as state_mod
+from .errors import StateError
+from .participant import validates_state
+
+__all__ = ["PendingParts", "part_name"]
+
+logger = logging.getLogger("seeder")
+
+_KINDS = {"loader": "seeder.DataLoader", "sampler": "seeder.DistributedSampler", "dali": "DALI pipeline"}
+
+
+def part_name(key: str) -> str:
+    """How messages name a participant's key: ``seeder.DataLoader loader.0``, ``registered generator 2``.
+
+    >>> part_name("loader.1"), part_name("generator.2")
+    ('seeder.DataLoader loader.1', 'registered generator 2')
+    """
+    kind, _, n = key.partition(".")
+    if kind == "generator":
+        return f"registered generator {n}"
+    return f"{_KINDS.get(kind, kind)} {key}"
+
+
+def _names(keys: Any) -> str:
+    return ", ".join(part_name(k) for k in keys) or "nothing"
+
+
+class PendingParts:
+    """The parts of a loaded state whose owners were not built yet, by key (``<kind>.<n>``, ``generator.<n>``)."""
+
+    def __init__(self) -> None:
+        self.parts: Dict[str, Any] = {}
+
+    def names(self) -> List[str]:
+        """The pending parts, named as messages name them."""
+        return [part_name(k) for k in self.parts]
+
+    def split(self, seeder: Any, state: Any, allow_world_change: bool) -> Tuple[Any, Dict[str, Any]]:
+        """``(what loads now, what waits)``: the state restricted to the participants there are, and the rest.
+
+        Raises :class:`StateError` when this process has a participant the checkpoint holds no state for.
+        """
+        if not seeder.initialized:
+            return state, {}
+        entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, allow_world_change)
+        parts = entry.get("participants")
+        if changed or not isinstance(parts, dict):
+            return state, {}  # the full check says what is wrong, or the world changed (no participant loads)
+        have = seeder.stateful()
+        extra = [k for k in have if k not in parts]
+        if extra:
+            raise StateError(f"this process has {_names(extra)} but the checkpoint holds no state for it (it holds "
+                             f"{_names(parts)}): build the same loaders and register the same generators, in the "
+                             "same order, as the run that saved it")
+        later = {k: v for k, v in parts.items() if k not in have}
+        if not later:
+            return state, {}
+        return dict(entry, participants={k: parts[k] for k in have}), later
+
+    def check(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
+        """``seeder.check_state_dict``: everything that can be checked now; parts for loaders not built yet wait."""
+        now, _ = self.split(seeder, state, allow_world_change)
+        state_mod.check(seeder, now, allow_world_change)
+
+    def load(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
+        """``seeder.load_state_dict``: load what exists, keep the rest for the loaders and generators to come."""
+        now, later = self.split(seeder, state, allow_world_change)
+        state_mod.load(seeder, now, allow_world_change)
+        self.parts = later
+        if later:
+            logger.info("seeder state loaded; waiting for %s to be built", _names(later))
+
+    def claim(self, seeder: Any) -> None:
+        """Give each participant that joined its pending part (checked first)."""
+        if not self.parts:
+            return
+        stateful = seeder.stateful()
+        for key in [k for k in self.parts if k in stateful]:
+            obj, part = stateful[key], self.parts[key]
+            try:
+                if validates_state(obj):
+                    obj.check_state_dict(part)
+                obj.load_state_dict(part)
+            except (StateError, TypeError, ValueError, KeyError) as exc:
+                raise StateError(f"the checkpoint's state for {part_name(key)} does not fit the one just built: "
+                                 f"{exc}; build it with the same dataset, batch size and options as the run that "
+                                 "saved it") from None
+            del self.parts[key]
+            logger.info("%s resumed from the loaded seeder state", part_name(key))
+
+    def require_claimed(self, call: str, args: Tuple[int, ...]) -> None:
+        """Raise :class:`StateError` if a loaded part is still waiting for its loader or generator (at ``call(*args)``)."""
+        if self.parts:
+            raise StateError(
+                f"{call}{args}: the loaded checkpoint holds the state of {_names(self.parts)}, which this process has not "
+                "built; build every seeder.DataLoader (and register every generator) of the saved run before the "
+                "training loop starts, in the same order")

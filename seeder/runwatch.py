@@ -1,0 +1,24 @@
+"""What ``seeder.init`` of the module-level seeder starts watching in the process.
+
+* foreign seeding (:mod:`seeder.foreign`): later ``random.seed`` / ``np.random.seed`` /
+  ``torch.manual_seed`` / ``seed_everything`` / ``set_seed`` calls are routed through seeder;
+* under ``seeder verify`` (:mod:`seeder.stepwatch`): optimizer steps are counted and recorded.
+
+Example:
+    >>> import seeder
+    >>> seeder.init(1); after_init(seeder.default_seeder())   # init calls it; a second call changes nothing
+    >>> seeder.default_seeder().reset()
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import foreign, stepwatch
+
+__all__ = ["after_init"]
+
+
+def after_init(seeder: Any) -> None:
+    """Start both watches for ``seeder`` (only the module-level seeder is watched)."""
+    foreign.watch(seeder)
+    stepwatch.watch(seeder)

@@ -1,0 +1,167 @@
+"""The runs of a verify or compare session: their commands, environments and directories.
+
+Example (planning only; :func:`seeder.verify.session.verify` runs these)::
+
+    >>> from seeder.verify.session import VerifyConfig
+    >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=4, repeats=2)
+    >>> specs = plan_verify(cfg, Path("/tmp/v"))
+    >>> [(s.name, s.after) for s in specs[:4]]
+    [('half-0', None), ('full-0', None), ('unseeded-0', None), ('resume-0', 'half-0')]
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..stepwatch import ENV_CKPT_DIR, ENV_RESUME, ENV_STEPS
+from ..trace import ENV_TRACE
+from .seederstops import STEPS_NAME, stop_env, stop_steps
+from .contract import read_metrics
+from .diagnose import TRACE_NAME
+from .midepoch import StepStopSupport, mid_epoch_step
+from .runner import RunSpec
+from .workdirs import absolute_command, base_environment, copy_run_dir
+
+#: The variable ``seeder.init`` reads the master seed from (``seeder.ENV_SEED``; verify imports no Seeder).
+ENV_SEED = "SEEDER_SEED"
+
+__all__ = ["metrics_path", "run_argv", "make_spec", "prepare_mid", "plan_verify", "plan_compare", "seeder_stops"]
+
+
+def seeder_stops(cfg: Any) -> bool:
+    """Whether seeder stops the runs (the command has no stop flag; :mod:`seeder.verify.seederstops`)."""
+    return not cfg.contract.stop_after_epochs and not cfg.contract.stop_after_steps
+
+
+def metrics_path(out: Path, name: str) -> Path:
+    return out / "runs" / name / "metrics.jsonl"
+
+
+def run_argv(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), **kw: Any) -> List[str]:
+    return list(cfg.command) + cfg.contract.args(metrics=str(metrics_path(out, name)), **kw) + list(extra)
+
+
+def make_spec(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), after: Optional[str] = None, prepare=None,
+          **kw: Any) -> RunSpec:
+    workdir = out / "runs" / name
+    base = Path(cfg.cwd or Path.cwd()).resolve()
+    env = {**base_environment(base), **cfg.contract.env(str(metrics_path(out, name))),
+           ENV_STEPS: str(workdir / STEPS_NAME)}  # seeder's own per-step records (seeder.stepwatch)
+    if kw.get("seed") is not None:  # seeded runs leave a trace where their data path records one
+        env[ENV_TRACE] = str(workdir / TRACE_NAME)
+        if not cfg.contract.seed:  # no --seed flag: seeder.init reads it
+            env[ENV_SEED] = str(kw["seed"])
+    if kw.get("ckpt_dir") is not None:
+        env[ENV_CKPT_DIR] = str(kw["ckpt_dir"])
+    spec = RunSpec(name, run_argv(cfg, out, name, extra, **kw), workdir, env=env, after=after, prepare=prepare, cwd=workdir)
+    spec.info["seed"] = kw.get("seed")
+    spec.argv = absolute_command(spec.argv, base)  # each run in its own directory (seeder.verify.workdirs)
+    return spec
+
+
+def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport]):
+    """Run (2b)'s prepare: leave it out where the command has no step stop, else fill in its stop step."""
+    def prepare() -> Optional[str]:
+        if support is not None:
+            supported, why = support.result()
+            if not supported:
+                return why
+        steps, where = cfg.stop_after_steps, "given with --stop-after-steps"
+        if steps is None:
+            half = read_metrics(metrics_path(out, f"half-{r}"), out / "runs" / f"half-{r}" / "log.txt", cfg.contract)
+            steps, where = mid_epoch_step(half, cfg.epochs // 2, after_first=True)
+            if steps is None:
+                return where
+        spec.argv = absolute_command(run_argv(cfg, out, spec.name, seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt),
+                                          stop_after_steps=steps), Path(cfg.cwd or Path.cwd()).resolve())
+        spec.info.update(stop_after_steps=steps, stop_where=where)
+        return None
+
+    ckpt = out / "runs" / f"mid-{r}" / "ckpt"
+    spec = make_spec(cfg, out, f"mid-{r}", after=f"half-{r}" if cfg.stop_after_steps is None else None, prepare=prepare,
+                 seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt), stop_after_steps=cfg.stop_after_steps)
+    return spec
+
+
+def _plan_seeder_stops(cfg: Any, out: Path) -> List[RunSpec]:
+    """Per repeat (1), (4), (2) and (2b) after run (1) of repeat 0 (their stop steps come from it), (3), (3b)."""
+    specs: List[RunSpec] = []
+    stops: Dict[str, Any] = {}
+
+    def stopped(name: str, which: int):
+        def prepare() -> Optional[str]:
+            if "steps" not in stops:
+                full = read_metrics(metrics_path(out, "full-0"), out / "runs" / "full-0" / "log.txt", cfg.contract,
+                                    out / "runs" / "full-0" / STEPS_NAME)
+                stops["steps"] = stop_steps(full)
+            steps, where = stops["steps"][which]
+            if steps is None:
+                return where
+            if which == 1 and getattr(cfg, "stop_after_steps", None) is not None:
+                steps, where = cfg.stop_after_steps, "given with --stop-after-steps"
+            by_name[name].env.update(stop_env(steps))
+            by_name[name].info.update(stop_after_steps=steps, stop_where=where)
+            return None
+        return prepare
+
+    by_name: Dict[str, RunSpec] = {}
+    for r in range(cfg.repeats):
+        run = {k: out / "runs" / f"{k}-{r}" for k in ("half", "resume", "mid", "resume-mid")}
+        specs += [make_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=cfg.epochs),
+                  make_spec(cfg, out, f"unseeded-{r}", epochs=cfg.epochs)]
+        pairs = [("half", "resume", 0)] + ([("mid", "resume-mid", 1)] if cfg.mid_epoch else [])
+        for stop, resume, which in pairs:
+            by_name[f"{stop}-{r}"] = make_spec(cfg, out, f"{stop}-{r}", after="full-0", prepare=stopped(f"{stop}-{r}", which),
+                                               seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(run[stop] / "ckpt"))
+            resumed = make_spec(cfg, out, f"{resume}-{r}", after=f"{stop}-{r}",
+                                prepare=copy_run_dir(run[stop], run[resume]), seed=cfg.seed, epochs=cfg.epochs,
+                                ckpt_dir=str(run[resume] / "ckpt"), resume=bool(cfg.contract.resume))
+            resumed.env[ENV_RESUME] = "1"
+            specs += [by_name[f"{stop}-{r}"], resumed]
+    for s in specs:
+        kind, rep = s.name.rsplit("-", 1)
+        s.info.update(kind=kind, repeat=int(rep))
+    return specs
+
+
+def plan_verify(cfg: Any, out: Path, support: Optional[StepStopSupport] = None) -> List[RunSpec]:
+    """The runs of the methodology, in launch order: per repeat (2), (1), (4), (3) after (2), (2b), (3b) after (2b).
+
+    Runs (2)/(3) need X >= 2; (2b)/(3b) need ``cfg.mid_epoch``, and are left out at
+    start time when ``support`` says the command has no step stop flag.
+    """
+    if seeder_stops(cfg):
+        return _plan_seeder_stops(cfg, out)
+    x, specs = cfg.epochs, []
+    for r in range(cfg.repeats):
+        half_ckpt, res_ckpt = out / "runs" / f"half-{r}" / "ckpt", out / "runs" / f"resume-{r}" / "ckpt"
+        res_mid_ckpt = out / "runs" / f"resume-mid-{r}" / "ckpt"
+        if cfg.contract.stop_after_epochs:
+            stop: Dict[str, Any] = {"epochs": x, "stop_after_epochs": x // 2}
+        else:  # no stop flag: NVIDIA's way, a run of X/2 epochs
+            stop = {"epochs": x // 2}
+        if x >= 2:
+            specs.append(make_spec(cfg, out, f"half-{r}", seed=cfg.seed, ckpt_dir=str(half_ckpt), **stop))
+        specs += [make_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=x), make_spec(cfg, out, f"unseeded-{r}", epochs=x)]
+        if x >= 2:
+            specs.append(make_spec(cfg, out, f"resume-{r}", after=f"half-{r}", prepare=copy_run_dir(half_ckpt.parent, res_ckpt.parent),
+                               seed=cfg.seed, epochs=x, ckpt_dir=str(res_ckpt), resume=True))
+        if cfg.mid_epoch:
+            specs += [prepare_mid(cfg, out, r, support),
+                      make_spec(cfg, out, f"resume-mid-{r}", after=f"mid-{r}", prepare=copy_run_dir(res_mid_ckpt.parent.parent / f"mid-{r}", res_mid_ckpt.parent),
+                            seed=cfg.seed, epochs=x, ckpt_dir=str(res_mid_ckpt), resume=True)]
+    for s in specs:
+        kind, rep = s.name.rsplit("-", 1)
+        s.info.update(kind=kind, repeat=int(rep))
+    return specs
+
+
+def plan_compare(cfg: Any, out: Path) -> List[RunSpec]:
+    """Runs a-i and b-i with seed ``seed + i``, interleaved."""
+    specs = []
+    for i in range(cfg.runs):
+        for cfgname, extra in (("a", cfg.a_args), ("b", cfg.b_args)):
+            s = make_spec(cfg, out, f"{cfgname}-{i}", extra, seed=cfg.seed + i, epochs=cfg.epochs)
+            s.info.update(kind=cfgname, repeat=i, seed=cfg.seed + i)
+            specs.append(s)
+    return specs

@@ -1,0 +1,75 @@
+"""Stops and resumes done by seeder inside the run, for a command that has no stop flags.
+
+When the contract has neither ``stop_after_epochs`` nor ``stop_after_steps`` (the
+command takes no such flag, :mod:`seeder.verify.flags`), run (1) of the first repeat goes
+first; its per-step records give the epochs and their steps. Runs (2) and (2b) then get
+``$SEEDER_STOP_AFTER_STEP``: the last step of epoch ``X // 2 - 1`` (an epoch boundary) and
+the odd step nearest the middle of epoch ``max(1, X // 2 - 1)`` (never the first epoch).
+What stops the run is seeder's (:mod:`seeder.stepwatch`): ``seeder.Checkpoint`` in a plain
+loop, ``SeederCallback`` in Lightning, ``SeederTrainer`` in transformers; each marks the
+stop in the run's ``steps.jsonl``. A resumed run gets ``$SEEDER_RESUME=1`` and the
+script's own resume flag where it has one. A check whose stop or resume did not happen
+is not tested, and says why, instead of failing.
+
+Example:
+    >>> import numpy as np
+    >>> from seeder.verify.contract import Metrics
+    >>> full = Metrics([(k,) for k in range(1, 25)], np.zeros(24), [k // 8 for k in range(24)])
+    >>> stop_steps(full)   # 3 epochs of 8 steps: boundary after epoch 0; mid-epoch inside epoch 1
+    ((8, 'the end of epoch 0'), (13, '5 of 8 steps into epoch 1'))
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from ..stepwatch import ENV_STOP, read_marks
+from .contract import Metrics
+
+__all__ = ["stop_steps", "untested", "NO_STOP", "NO_RESUME", "STEPS_NAME"]
+
+#: The per-step records seeder writes in each run's directory.
+STEPS_NAME = "steps.jsonl"
+NO_STOP = ("nothing in the run stopped it at step {step} (seeder stops a plain loop through seeder.Checkpoint, "
+           "Lightning through SeederCallback, a Trainer through SeederTrainer); or map the script's stop flag "
+           "with --arg stop_after_steps=...")
+NO_RESUME = "no resume option; map one with --arg resume=... (or resume through seeder.Checkpoint / SeederTrainer)"
+
+Stop = Tuple[Optional[int], str]
+
+
+def stop_steps(full: Metrics) -> Tuple[Stop, Stop]:
+    """``((boundary step, where), (mid-epoch step, where))`` from run (1)'s records; a step is ``None`` with the reason."""
+    epochs = full.epochs
+    if not len(full) or any(e is None for e in epochs):
+        why = "run (1) recorded no epochs (call seeder.reseed(1, epoch) at each epoch start)"
+        return (None, why), (None, why)
+    seen = list(dict.fromkeys(epochs))
+    if len(seen) < 2:
+        why = "run (1) has a single epoch, so no stop in a later epoch; let it run 2 or more (--arg epochs=...)"
+        return (None, why), (None, why)
+    counts = [sum(1 for e in epochs if e == x) for x in seen]
+    h = len(seen) // 2
+    boundary = (sum(counts[:h]), f"the end of epoch {seen[h - 1]}")
+    m = max(1, h - 1)
+    per = counts[m]
+    if per < 2:
+        return boundary, (None, "each epoch is a single step, so there is no step inside an epoch to stop at")
+    into = min(per // 2 + (1 - (per // 2) % 2), per - 1)
+    return boundary, (sum(counts[:m]) + into, f"{into} of {per} steps into epoch {seen[m]}")
+
+
+def stop_env(step: int) -> Dict[str, str]:
+    """The environment that asks the run to stop after ``step``."""
+    return {ENV_STOP: str(step)}
+
+
+def untested(run_dir: Path, resume_dir: Path, stop: Optional[int], resume_flag: bool) -> Optional[str]:
+    """Why a stop/resume pair tests nothing (its stop or its resume did not happen), or ``None``."""
+    if stop is None:
+        return None
+    if "stopped" not in read_marks(Path(run_dir) / STEPS_NAME):
+        return NO_STOP.format(step=stop) if resume_flag else NO_RESUME
+    if not resume_flag and "resumed" not in read_marks(Path(resume_dir) / STEPS_NAME):
+        return NO_RESUME
+    return None

@@ -1,0 +1,189 @@
+"""Foreign seeding after seeder.init is routed through seeder, or warned once with its call site; the drawn seed is shown.
+
+Real Lightning (seed_everything, LightningCLI), transformers (set_seed, Trainer(args.seed)), accelerate and the
+global seeding functions of random, NumPy and torch.
+"""
+import os
+import random
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import seeder
+from seeder.errors import SeederWarning
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).name
+
+
+def _draws():
+    return random.random(), float(np.random.random()), float(torch.rand(()))
+
+
+def _caught(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return [w for w in caught if issubclass(w.category, SeederWarning)]
+
+
+@pytest.fixture
+def run(fresh_default):
+    def start(master):
+        fresh_default.init(master_seed=master)
+        fresh_default.reseed(0, 0)
+        return fresh_default
+    return start
+
+
+def test_late_global_seeding_is_routed_and_warned_once_per_site(run):
+    outcomes = []
+    for master in (11, 11, 12):
+        run(master)
+        def late():
+            for _ in range(2):  # the same line twice: one warning
+                torch.manual_seed(3); random.seed(3); np.random.seed(3)  # noqa: E702
+        caught = _caught(late)
+        outcomes.append(_draws())
+        assert len(caught) == 3, [str(w.message) for w in caught]
+        for w, call in zip(caught, ("torch.manual_seed(3)", "random.seed(3)", "np.random.seed(3)")):
+            assert call in str(w.message) and f"{HERE}:" in str(w.message) and Path(w.filename).name == HERE
+            assert "master seed" in str(w.message) and "remove the" in str(w.message)
+    assert outcomes[0] == outcomes[1] != outcomes[2]  # a function of the master seed, not of the 3
+    assert torch.manual_seed.__wrapped__ is not None
+
+
+def test_master_seed_is_routed_silently_and_allow_turns_routing_off(run, monkeypatch):
+    run(5)
+    assert _caught(lambda: random.seed(5)) == []
+    routed = random.random()
+    run(5)
+    random.seed(5)
+    assert random.random() == routed
+    monkeypatch.setenv("SEEDER_FOREIGN_SEEDING", "allow")
+    random.seed(5)
+    assert random.random() == random.Random(5).random()
+    monkeypatch.delenv("SEEDER_FOREIGN_SEEDING")
+    seeder.default_seeder().reset()  # no run: seeding does what it says
+    random.seed(5)
+    assert random.random() == random.Random(5).random()
+
+
+def test_lightning_seed_everything_is_one_warning(run):
+    from lightning.pytorch import seed_everything
+
+    results = []
+    for seed in (1234, 4321):
+        run(8)
+        caught = _caught(lambda: seed_everything(seed, verbose=False))
+        assert len(caught) == 1 and f"seed_everything({seed})" in str(caught[0].message), caught
+        assert f"{HERE}:" in str(caught[0].message)
+        results.append(_draws())
+    assert results[0] == results[1]
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+
+    def forward(self, x, labels=None):
+        return {"loss": self.lin(x).sum()}
+
+
+def _cli_weights(default):
+    import lightning.pytorch as pl
+    from lightning.pytorch.cli import LightningCLI
+
+    class Model(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 2)
+
+    caught = []
+    def build():
+        cli = LightningCLI(Model, run=False, args=[], seed_everything_default=default, save_config_callback=None,
+                           trainer_defaults={"logger": False, "enable_checkpointing": False,
+                                             "enable_progress_bar": False, "enable_model_summary": False})
+        caught.append(cli.model.lin.weight.detach().clone())
+    warned = _caught(build)
+    return caught[0], warned
+
+
+def test_lightning_cli_seed_everything_default_is_routed(run):
+    run(3)
+    a, warned = _cli_weights(1234)
+    assert len(warned) == 1 and "seed_everything_default=False" in str(warned[0].message), warned
+    run(3)
+    b, _ = _cli_weights(99)
+    run(3)
+    c, none = _cli_weights(False)  # what docs/lightning.md says: no seeding by the CLI, no warning
+    run(4)
+    d, _ = _cli_weights(1234)
+    assert none == [] and torch.equal(a, b) and not torch.equal(a, d)
+
+
+def test_transformers_and_accelerate_set_seed(run):
+    import accelerate.utils
+    import transformers
+
+    results = []
+    for seed in (1, 2):
+        run(9)
+        caught = _caught(lambda: transformers.set_seed(seed))
+        caught += _caught(lambda: accelerate.utils.set_seed(seed))
+        assert [f"set_seed({seed})" in str(w.message) for w in caught] == [True, True], caught
+        results.append(_draws())
+    assert results[0] == results[1]
+
+
+def test_trainer_seed_is_warned_and_seeder_trainer_is_not(run, tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    from seeder.integrations.transformers import SeederTrainer
+
+    args = TrainingArguments(output_dir=str(tmp_path), seed=77, report_to=[], use_cpu=True, disable_tqdm=True)
+    run(2)
+    caught = _caught(lambda: Trainer(model=_Net(), args=args))
+    assert len(caught) == 1 and "SeederTrainer" in str(caught[0].message) and f"{HERE}:" in str(caught[0].message)
+    run(2)
+    assert _caught(lambda: SeederTrainer(model=_Net(), args=args, train_dataset=[{"x": torch.zeros(4)}])) == []
+
+
+def _child(code, **env):
+    full = {k: v for k, v in os.environ.items() if k not in ("SEEDER_SEED", "SEEDER_QUIET")}
+    full.update(PYTHONPATH=str(ROOT), **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+
+
+def test_drawn_seed_is_on_stderr_with_logging_unconfigured(fresh_default, capfd, monkeypatch):
+    shown = _child("import seeder; seeder.init(); print(seeder.get_master_seed())")
+    assert shown.returncode == 0, shown.stderr
+    seed = int(shown.stdout.strip())
+    assert f"seeder: master seed {seed} drawn from OS entropy (replay with SEEDER_SEED={seed})" in shown.stderr
+    fresh_default.init(5)  # given: nothing to replay
+    monkeypatch.setenv("SEEDER_QUIET", "1")
+    fresh_default.init()  # silenced
+    assert "master seed" not in capfd.readouterr().err
+
+
+def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path, monkeypatch):
+    from seeder.verify.diagnose import preinit_hints
+
+    for name, draw in (("drawn", True), ("clean", False)):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        monkeypatch.setenv("SEEDER_TRACE", str(run_dir / "trace"))
+        np.random.seed(0)              # no seeder run yet: seeds as it says
+        if draw:
+            np.random.permutation(10)  # a dataset split before seeder.init
+        fresh_default.init(master_seed=1)
+        fresh_default.default_seeder().reset()
+    hints = preinit_hints([tmp_path / "drawn"])
+    assert len(hints) == 1 and hints[0].startswith("NumPy's global RNG was drawn from before seeder.init (at ")
+    assert f"{HERE}:" in hints[0] and preinit_hints([tmp_path / "clean"]) == []

@@ -1,0 +1,82 @@
+"""Verify without a contract, in process: flag detection, seeder's stops and resumes, seeder.Checkpoint."""
+import gc
+import json
+
+import numpy as np
+import torch
+
+import seeder
+from seeder import stepwatch
+from seeder.verify.contract import Contract, Metrics
+from seeder.verify.flags import LIGHTNING_RESUME, adapt_contract
+from seeder.verify.seederstops import NO_RESUME, NO_STOP, stop_steps, untested
+
+LIGHTNING_HELP = "usage: cli.py fit [-h] [--seed_everything SEED_EVERYTHING] [--trainer.max_epochs N] [--ckpt_path P]"
+
+
+def test_flags_the_command_does_not_take_are_left_to_seeder():
+    c, notes = adapt_contract(["python", "-c", "pass"], Contract(), help_text=LIGHTNING_HELP)
+    assert (c.seed, c.epochs, c.stop_after_steps, c.metrics, c.resume) == ("", "", "", "", LIGHTNING_RESUME)
+    assert any("--seed: the seed goes through $SEEDER_SEED" in n for n in notes)
+    given, _ = adapt_contract(["python", "-c", "pass"], Contract(epochs="--trainer.max_epochs {epochs}"),
+                              help_text=LIGHTNING_HELP)
+    assert given.epochs == "--trainer.max_epochs {epochs}"  # set with --arg: kept
+
+
+def test_stops_are_after_the_first_epoch_and_untested_pairs_say_why(tmp_path):
+    two = Metrics([(k,) for k in range(1, 13)], np.zeros(12), [k // 6 for k in range(12)])
+    assert stop_steps(two) == ((6, "the end of epoch 0"), (9, "3 of 6 steps into epoch 1"))
+    one = Metrics([(1,), (2,)], np.zeros(2), [0, 0])
+    assert "single epoch" in stop_steps(one)[1][1]
+    stop, res = tmp_path / "mid-0", tmp_path / "resume-mid-0"
+    stop.mkdir(), res.mkdir()
+    assert untested(stop, res, 9, resume_flag=False) == NO_RESUME   # nothing stopped it, no resume option
+    assert untested(stop, res, 9, resume_flag=True) == NO_STOP.format(step=9)
+    (stop / "steps.jsonl").write_text(json.dumps({"seeder_verify": "stopped", "at_step": 9}) + "\n")
+    assert untested(stop, res, 9, resume_flag=False) == NO_RESUME    # stopped, but nothing resumed
+    (res / "steps.jsonl").write_text(json.dumps({"seeder_verify": "resumed", "at_step": 9}) + "\n")
+    assert untested(stop, res, 9, resume_flag=False) is None
+    assert NO_RESUME.startswith("no resume option; map one with --arg resume=")
+
+
+def _loop(path, ckpt_resume):
+    seeder.init(master_seed=5)
+    seeder.reseed(0, 0)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Dropout(0.3), torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    loader = seeder.DataLoader(torch.linspace(-1, 1, 12)[:, None].repeat(1, 2), batch_size=3, shuffle=True)
+    ckpt = seeder.Checkpoint(path, model=model, optimizer=opt)
+    start = ckpt.resume(ckpt_resume)
+    losses = []
+    for epoch in range(start, 2):
+        seeder.reseed(1, epoch)
+        for x in loader:
+            loss = model(x + 0.1 * torch.randn_like(x)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            ckpt.step()
+    return losses, seeder.digest(model, opt)
+
+
+def test_checkpoint_stops_for_verify_and_resumes_bit_for_bit(tmp_path, fresh_default, monkeypatch):
+    steps = tmp_path / "steps.jsonl"
+    monkeypatch.setenv(stepwatch.ENV_STEPS, str(steps))
+    full, digest = _loop(tmp_path / "a.pt", False)
+    gc.collect()
+    monkeypatch.setenv(stepwatch.ENV_STOP, "6")              # 4 steps an epoch: 2 into epoch 1
+    code = None
+    try:
+        _loop(tmp_path / "b.pt", False)
+    except SystemExit as exc:  # (no traceback kept: its frames would keep the loader joined)
+        code = exc.code
+    gc.collect()  # a new process starts here: the stopped run's loader is gone
+    assert code == 0 and stepwatch.read_marks(steps) == {"stopped": 6}
+    monkeypatch.delenv(stepwatch.ENV_STOP)
+    monkeypatch.setenv(stepwatch.ENV_RESUME, "1")
+    rest, resumed = _loop(tmp_path / "b.pt", None)           # resume() loads because verify asks
+    assert rest == full[6:] and resumed == digest
+    records = [json.loads(line) for line in steps.read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r][-2:] == [7, 8]  # the counter went on from the checkpoint
+    stepwatch.del_env()
