@@ -104,13 +104,15 @@ def test_world_change_refused_with_non_elastic_state_and_bad_loader_state_change
     next(iter(ld))
     st = two.state_dict()
 
+    sharded = seeder.DistributedSampler(range(N), seeder=two)  # a per-rank state: cannot move to another world
+    st_sharded = two.state_dict()
     other = seeder.Seeder()
     other.init(1)
-    plain = seeder.DataLoader(Augmented(), batch_size=4, seeder=other)  # per-rank state: cannot move
     elastic = loaders(other, 1)[0]
+    plain = seeder.DistributedSampler(range(N), seeder=other)
     with pytest.raises(StateError, match="world of 2"):
-        other.load_state_dict(st)
-    del plain
+        other.load_state_dict(st_sharded)
+    del plain, sharded
     bad = {**st, "participants": {"loader.0": {**st["participants"]["loader.0"], "samples_done": N + 1}}}
     before = torch.get_rng_state()
     with pytest.raises(StateError, match="samples_done"):

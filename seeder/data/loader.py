@@ -104,6 +104,17 @@ class _LoaderIter:
         return batch
 
 
+def _new_loader(cls: type, *args: Any, elastic: bool = False, **kwargs: Any) -> Any:
+    """``DataLoader.__new__``: ``elastic=True`` makes an ``ElasticDataLoader`` (one global order, any world size)."""
+    if not isinstance(elastic, bool):
+        raise TypeError(f"elastic must be True or False, got {type(elastic).__name__} {elastic!r}")
+    if elastic and cls is DataLoader:
+        from .elastic_loader import ElasticDataLoader
+
+        return torch.utils.data.DataLoader.__new__(ElasticDataLoader)
+    return torch.utils.data.DataLoader.__new__(cls)
+
+
 class DataLoader(torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
@@ -117,8 +128,7 @@ class DataLoader(torch.utils.data.DataLoader):
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
     * An ``IterableDataset`` raises ``TypeError`` (its position is the dataset's own state).
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
-    * ``elastic=True``: one global order per epoch whatever the world size, per-sample seeds by
-      position, a state that resumes on another world size (:class:`seeder.data.elastic_loader.ElasticDataLoader`).
+    * ``elastic=True``: one global order whatever the world size, a state that resumes on another (docs/elastic.md).
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
       ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
       iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
@@ -137,14 +147,7 @@ class DataLoader(torch.utils.data.DataLoader):
 
     seeder_kind = "loader"
 
-    def __new__(cls, *args: Any, elastic: bool = False, **kwargs: Any) -> "DataLoader":
-        if not isinstance(elastic, bool):
-            raise TypeError(f"elastic must be True or False, got {type(elastic).__name__} {elastic!r}")
-        if elastic and cls is DataLoader:  # one global order, any world size: docs/elastic.md
-            from .elastic_loader import ElasticDataLoader
-
-            return super().__new__(ElasticDataLoader)
-        return super().__new__(cls)
+    __new__ = _new_loader  # elastic=True makes a seeder.data.elastic_loader.ElasticDataLoader
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
