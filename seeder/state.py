@@ -29,8 +29,9 @@ from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
 from .rngbase import RNGAdapter
 
-__all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "Snapshot", "make_state",
-           "gather", "warn_unsaved_generators", "own_entry", "check_entry", "apply_entry", "check", "load", "capture", "restore", "fork_rng", "world_message"]
+__all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "Snapshot", "make_state", "gather",
+           "warn_unsaved_generators", "world_change_allowed", "elastic_keys", "move_world", "own_entry", "check_entry",
+           "apply_entry", "check", "load", "capture", "restore", "fork_rng", "world_message"]
 
 logger = logging.getLogger("seeder")
 
@@ -299,8 +300,7 @@ def check(seeder: Any, state: Any, allow_world_change: bool,
         raise RuntimeError("seeder.load_state_dict() called before seeder.init(); call seeder.init(master_seed=...) first")
     stateful = seeder.stateful() if stateful is None else stateful
     moving = elastic_keys(stateful)
-    allow = True if moving and allow_world_change is False else allow_world_change
-    entry, changed = own_entry(state, seeder.world_size, seeder.rank, allow)
+    entry, changed = own_entry(state, seeder.world_size, seeder.rank, world_change_allowed(stateful, allow_world_change))
     check_entry(entry, world_size=seeder.world_size, rank=seeder.rank, adapters=seeder.global_adapters(),
                 stateful=stateful, changed=changed)
     if changed and moving:
@@ -362,6 +362,11 @@ def fork_rng(seeder: Any) -> Iterator[None]:
                         "state_dict()/load_state_dict()", SeederWarning, stacklevel=3)
 
 
+def world_change_allowed(stateful: Dict[str, Any], allow_world_change: Any) -> Any:
+    """``allow_world_change`` as loading takes it: ``True`` as well when the state is elastic (:func:`elastic_keys`)."""
+    return True if allow_world_change is False and elastic_keys(stateful) else allow_world_change
+
+
 def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
     """Keys of the elastic participants (global state), if they and registered generators are all there is; else ``[]``."""
     keys = [k for k, p in stateful.items() if getattr(p, "seeder_elastic", False) is True]
@@ -380,14 +385,12 @@ def move_world(entry: Dict[str, Any], stateful: Dict[str, Any], moving: List[str
     except BaseException as exc:
         restore(snapshot)
         raise StateError(f"loading the elastic loader state failed ({type(exc).__name__}: {exc}); put back as it was") from exc
-    first = stateful[moving[0]]
-    step = first.elastic_step(entry["participants"][moving[0]])
+    step = stateful[moving[0]].elastic_step(entry["participants"][moving[0]])
     task, epoch = entry["last_reseed"] if entry["last_reseed"] is not None else (0, 0)
     gens = seeder.generators()
     words = 1 + max((g.stream for g in gens), default=0)
     master, rank, domain = entry["master_seed"], seeder.rank, int(derive.Domain.ELASTIC_RANK)
-    own = derive.StreamSeeds(master, domain, task, epoch, rank, words).seed(step)
-    shared = derive.StreamSeeds(master, domain, task, epoch, derive.MAX_KEY, words).seed(step)
+    own, shared = (derive.StreamSeeds(master, domain, task, epoch, r, words).seed(step) for r in (rank, derive.MAX_KEY))
     for adapter in seeder.global_adapters():
         adapter.seed(own[0])
     for gen in gens:

@@ -73,6 +73,13 @@ def test_state_moves_between_world_sizes_through_seeder_state_dict(caplog):
     seen = [next(it), next(it)]
     st = two.state_dict()
     assert st["world_size"] == 2 and st["participants"]["loader.0"]["samples_done"] == 8
+    gathered = {"format": "seeder-gathered", "version": st["version"], "world_size": 2,
+                "ranks": [{**st, "rank": 0}, st]}  # as gather_state_dict() on 2 ranks makes it
+    three = seeder.Seeder()
+    three.init(9)
+    moved = loaders(three, 1)[0]
+    three.load_state_dict(gathered)
+    assert moved.state_dict()["samples_done"] == 8
 
     one = seeder.Seeder()
     one.init(9)
