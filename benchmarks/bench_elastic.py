@@ -12,33 +12,11 @@ import time
 
 import torch
 import torch.utils.data
+from bench_dataloader import Busy, epoch_time  # benchmarks/ is on sys.path when a benchmark runs
 
 import seeder
 
 _epochs = iter(range(10**9))  # every measured epoch gets a new reseed epoch (a repeated reseed warns)
-
-
-class Busy(torch.utils.data.Dataset):
-    """Items that cost about ``us`` microseconds of CPU each and draw from torch's RNG."""
-
-    def __init__(self, n: int, us: float):
-        self.n, self.us = n, us
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        end = time.perf_counter() + self.us * 1e-6
-        while time.perf_counter() < end:
-            pass
-        return torch.rand(2) + i
-
-
-def epoch_time(loader) -> float:
-    t = time.perf_counter()
-    for _ in loader:
-        pass
-    return time.perf_counter() - t
 
 
 def compare(n: int, us: float, workers: int, repeats: int, batch_size: int) -> None:
