@@ -1,25 +1,50 @@
-"""seeder.DataLoader against torch's DataLoader(shuffle=True): throughput, seeding overhead, resume latency.
+"""seeder.DataLoader against torch's DataLoader and torchdata's StatefulDataLoader, in the same process.
 
-Run: PYTHONPATH=. nice python benchmarks/bench_dataloader.py [--workers 0 2] [--repeats 5]
-Prints medians and ratios (ours/theirs); the machine is shared, so re-run when the spread is wide.
+Run: PYTHONPATH=. nice python benchmarks/bench_dataloader.py [--workers 0 2] [--batches 8 64 256] [--repeats 7]
+     [--clock cpu]   (0-worker epochs in this process's CPU time: on a machine others are using)
+
+Prints, for each (workers, batch size, item cost): the median epoch time of each loader (rounds interleaved,
+so machine load hits all three alike), the ratio ours/torch in throughput with its goal, and seeder's own cost
+per batch next to its floor (the sum of the primitive calls seeder makes per batch, each measured here).
+The items draw from ``random``, NumPy and torch (a cheap augmentation); ``shuffle=True``, persistent workers.
 """
 from __future__ import annotations
 
 import argparse
-import resource
+import ctypes
+import random
 import statistics
+import sys
 import time
+from pathlib import Path
+from typing import Dict, List
 
+import numpy as np
 import torch
 import torch.utils.data
 
-import seeder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import seeder  # noqa: E402
+from timing import interleaved_medians_us  # noqa: E402
+
+try:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+except ImportError:  # the comparison column is left out
+    StatefulDataLoader = None
 
 _epochs = iter(range(10**9))  # every measured epoch gets a new reseed epoch (a repeated reseed warns)
+#: (item cost in us, batch size) -> the throughput goal ours / torch
+GOALS = {(3, 8): 0.90, (3, 64): 0.97}
 
 
-class Busy(torch.utils.data.Dataset):
-    """Items that cost about ``us`` microseconds of CPU each and draw from torch's RNG."""
+def goal(us: float, batch: int) -> float:
+    return GOALS.get((us, batch), 0.99 if us >= 100 else 0.0)
+
+
+class Augmented(torch.utils.data.Dataset):
+    """Items that cost about ``us`` microseconds of CPU each and draw from ``random``, NumPy and torch."""
 
     def __init__(self, n: int, us: float):
         self.n, self.us = n, us
@@ -31,87 +56,167 @@ class Busy(torch.utils.data.Dataset):
         end = time.perf_counter() + self.us * 1e-6
         while time.perf_counter() < end:
             pass
-        return torch.rand(2) + i
+        return torch.rand(2) + (i + random.random() + float(np.random.random()))
+
+
+#: How an epoch is timed: wall time, or (``--clock cpu``, for a loaded machine) this process's CPU time, which
+#: leaves out the time other processes hold the cores; worker processes are timed by the wall clock either way.
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
 
 
 def epoch_time(loader) -> float:
-    t = time.perf_counter()
+    now = clock if loader.num_workers == 0 else time.perf_counter
+    t = now()
     for _ in loader:
         pass
-    return time.perf_counter() - t
+    return now() - t
 
 
-def compare(n: int, us: float, workers: int, repeats: int, batch_size: int) -> None:
-    s = seeder.default_seeder()
-    ds = Busy(n, us)
-    ours = seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0)
-    theirs = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers,
-                                         persistent_workers=workers > 0)
-    a, b = [], []
-    for r in range(repeats):
-        s.reseed(1, next(_epochs))
-        a.append(epoch_time(ours))
-        b.append(epoch_time(theirs))
-    ma, mb = statistics.median(a), statistics.median(b)
-    print(f"  {us:6.0f} us/item  workers={workers}: seeder {n / ma:9.0f} items/s, torch {n / mb:9.0f} items/s, "
-          f"throughput ratio {mb / ma:.3f}")
+class Free(torch.utils.data.Dataset):
+    """Items that cost nothing (the index itself): what is left of an epoch is the loaders' own work."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
 
 
-def seeding_overhead(n: int, batch_size: int, repeats: int) -> None:
-    """Per-sample cost of per-batch seeding: seeder.DataLoader vs the same loader with seeding skipped (0 workers)."""
-    s = seeder.default_seeder()
-    ds = Busy(n, 0)
-    ours = seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)
-    theirs = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=True)
-    a, b = [], []
-    for r in range(repeats):
-        s.reseed(1, next(_epochs))
-        a.append(epoch_time(ours))
-        b.append(epoch_time(theirs))
-    extra = (statistics.median(a) - statistics.median(b)) / n * 1e6
-    print(f"  seeding + bookkeeping overhead, batch_size={batch_size}: {extra:.2f} us/sample (ours - torch, 0 workers)")
+def as_list(batch: list) -> list:
+    return batch
 
 
-def resume_latency(n: int, workers: int, repeats: int) -> None:
-    s = seeder.default_seeder()
-    s.reseed(1, next(_epochs))
-    ds = Busy(n, 0)
-    src = seeder.DataLoader(ds, batch_size=64, shuffle=True)
-    it = iter(src)
-    next(it)
-    state = src.state_dict()
-    state = {**state, "batch": len(src) // 2, "position": len(src) // 2 * 64}
-    own, total = [], []
-    for _ in range(repeats):
-        loader = seeder.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers)
-        t0 = time.perf_counter()
-        loader.load_state_dict(state)
-        keys = iter(loader.batch_sampler)  # seeder's share: the position and the first batch's indices
-        next(keys)
-        t1 = time.perf_counter()
-        next(iter(loader))
-        t2 = time.perf_counter()
-        own.append(t1 - t0)
-        total.append(t2 - t0)
-    print(f"  resume at N={n:.0e}, batch {len(src) // 2}: seeder's own work {statistics.median(own) * 1e3:.2f} ms, "
-          f"first batch after load {statistics.median(total) * 1e3:.1f} ms (workers={workers}; worker start-up is torch's)")
+def loaders(ds, batch: int, workers: int, **extra) -> Dict[str, object]:
+    kw = dict(batch_size=batch, shuffle=True, num_workers=workers, persistent_workers=workers > 0, **extra)
+    out = {"seeder": seeder.DataLoader(ds, **kw), "torch": torch.utils.data.DataLoader(ds, **kw)}
+    if StatefulDataLoader is not None:
+        out["torchdata"] = StatefulDataLoader(ds, **kw)
+    return out
+
+
+def compare(n: int, us: float, workers: int, batch: int, repeats: int) -> Dict[str, float]:
+    """Median epoch time (s) of each loader, rounds interleaved; the first epoch of each is a warm-up.
+
+    ``us < 0``: items that cost nothing and no collation (:class:`Free`)."""
+    found = loaders(Free(n), batch, workers, collate_fn=as_list) if us < 0 else loaders(Augmented(n, us), batch, workers)
+    times: Dict[str, List[float]] = {k: [] for k in found}
+    for r in range(repeats + 1):
+        seeder.default_seeder().reseed(1, next(_epochs))
+        for name, loader in found.items():
+            t = epoch_time(loader)
+            if r:
+                times[name].append(t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def own_cost_us(batch: int, repeats: int) -> float:
+    """seeder's cost per batch, 0 workers: (seeder - torch) per batch over items that cost nothing, not collated."""
+    n = 256 * batch
+    med = compare(n, -1, 0, batch, repeats)
+    return (med["seeder"] - med["torch"]) / (n // batch) * 1e6
+
+
+def fetch_side_us(repeat: int) -> float:
+    """seeder's work per batch in the process that fetches (a worker): seeding before a fetch of no items."""
+    from seeder.data.batches import BatchSeedingDataset
+    from seeder.data.workers import SeedSource
+
+    view = BatchSeedingDataset([], SeedSource(seeder.default_seeder()))
+    master, batches = seeder.get_master_seed(), iter(range(2**32 - 1))
+    saved = random.getstate(), np.random.get_state(), torch.default_generator.get_state()
+    cost = interleaved_medians_us([lambda: view.__getitems__((master, 1, 7, 0, next(batches), []))], repeat, 2000, clock)[0]
+    random.setstate(saved[0])
+    np.random.set_state(saved[1])
+    torch.default_generator.set_state(saved[2])
+    return cost
+
+
+def primitives(repeat: int) -> Dict[str, float]:
+    """Each primitive call seeder makes per batch, alone (us): the seeding calls, and the state copies around a fetch."""
+    inst, rs, gen = random._inst, np.random.mtrand._rand, torch.default_generator
+    seed = 0x1234_5678_9ABC_DEF0
+    py_state, np_state, torch_state = random.getstate(), np.random.get_state(), gen.get_state()
+    view = (ctypes.c_char * (4 * 624 + 4)).from_address(np.random.get_bit_generator().ctypes.state_address)
+    raw = view.raw
+
+    def write() -> None:
+        view.raw = raw
+
+    calls = {
+        "random seed (C)": lambda: random.Random.__mro__[1].seed(inst, seed),
+        "numpy legacy seed": lambda: rs.seed(seed & 0xFFFFFFFF),
+        "torch manual_seed": lambda: gen.manual_seed(seed),
+        "MT state read 2.5 KB": lambda: view.raw,
+        "MT state write 2.5 KB": write,
+        "torch get_state": gen.get_state,
+        "torch set_state": lambda: gen.set_state(torch_state),
+        "random getstate": random.getstate,
+        "random setstate": lambda: random.setstate(py_state),
+        "numpy get_state": np.random.get_state,
+        "numpy set_state": lambda: np.random.set_state(np_state),
+    }
+    times = interleaved_medians_us(list(calls.values()), repeat, 2000, clock)
+    random.setstate(py_state)
+    np.random.set_state(np_state)
+    gen.set_state(torch_state)
+    return dict(zip(calls, times))
+
+
+def floor_us(p: Dict[str, float], workers: int) -> float:
+    """The primitive calls per batch: three seeds; with 0 workers also a copy out and back of each global RNG
+    (Python's and NumPy's Mersenne Twisters as 2.5 KB of bytes, torch's through get_state/set_state)."""
+    seeds = p["random seed (C)"] + p["numpy legacy seed"] + p["torch manual_seed"]
+    if workers:
+        return seeds
+    return seeds + 2 * (p["MT state read 2.5 KB"] + p["MT state write 2.5 KB"]) + p["torch get_state"] + p["torch set_state"]
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--workers", type=int, nargs="+", default=[0, 2])
+    p.add_argument("--batches", type=int, nargs="+", default=[8, 64, 256])
+    p.add_argument("--costs", type=float, nargs="+", default=[3, 200], help="item costs in us")
+    p.add_argument("--items", type=int, default=8192, help="items per epoch at 3 us (fewer for dearer items)")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="time 0-worker epochs by wall time or by this process's CPU time (a shared machine)")
     args = p.parse_args()
+    global clock
+    clock = CLOCKS[args.clock]
     seeder.init(0)
-    print("epoch throughput (median of", args.repeats, "epochs):")
+    prims = primitives(max(args.repeats, 3))  # measured with the chosen clock, like seeder's own cost
+    print(f"primitive calls (median us per call, {args.clock} clock):")
+    for name, t in prims.items():
+        print(f"  {name:28s} {t:6.2f}")
+    print(f"\nepoch time, median of {args.repeats} epochs (ms, 0 workers: {args.clock} clock); "
+          "throughput ratio = torch time / seeder time")
+    print("| workers, batch | item | seeder | torch | torchdata | seeder / torch | goal |")
+    print("|---|---|---|---|---|---|---|")
     for workers in args.workers:
-        compare(20000, 3, workers, args.repeats, 64)
-        compare(1000, 200, workers, args.repeats, 64)
-    seeding_overhead(20000, 64, args.repeats)
-    seeding_overhead(20000, 8, args.repeats)
-    for workers in args.workers:
-        resume_latency(10**8, workers, 3)
-    print(f"  peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+        for batch in args.batches:
+            for us in args.costs:
+                n = args.items if us < 100 else max(args.items // 8, 4 * batch)
+                med = compare(n, us, workers, batch, args.repeats)
+                ratio = med["torch"] / med["seeder"]
+                g = goal(us, batch)
+                verdict = f">= {g:.2f} {'met' if ratio >= g else 'NOT met'}" if g else "-"
+                td = f"{med['torchdata'] * 1e3:.1f}" if "torchdata" in med else "n/a"
+                print(f"| {workers}, {batch} | {us:.0f} us | {med['seeder'] * 1e3:.1f} | {med['torch'] * 1e3:.1f} | {td} "
+                      f"| throughput ratio {ratio:.3f} | {verdict} |", flush=True)
+    fetch, fl = fetch_side_us(max(args.repeats, 3)), floor_us(prims, 2)
+    print(f"\nseeder's own cost per batch against its floor (the sum of the primitive calls it makes):\n"
+          f"  in the fetching process (a worker): {fetch:6.1f} us per batch, floor {fl:.1f} us, ratio {fetch / fl:.2f} "
+          f"(goal <= 2.00)")
+    print("  0 workers, whole loader (seeder - torch over items that cost nothing), with the save/restore:")
+    seeder.default_seeder().reseed(1, next(_epochs))
+    for batch in args.batches:
+        own = own_cost_us(batch, args.repeats)
+        fl = floor_us(prims, 0)
+        print(f"    batch {batch:4d}: {own:6.1f} us per batch, floor {fl:.1f} us, ratio {own / fl:.2f} (goal <= 2.00)")
 
 
 if __name__ == "__main__":

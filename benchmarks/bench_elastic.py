@@ -12,7 +12,8 @@ import time
 
 import torch
 import torch.utils.data
-from bench_dataloader import Busy, epoch_time  # benchmarks/ is on sys.path when a benchmark runs
+from bench_dataloader import Augmented as Busy  # benchmarks/ is on sys.path when a benchmark runs
+from bench_dataloader import epoch_time
 
 import seeder
 

@@ -27,7 +27,8 @@ _LAZY: Dict[str, str] = {
     "EnvDiff": "env.diff", "capture_environment": "env.capture", "default_snapshot_dir": "env.capture",
     "diff_environments": "env.diff", "load_snapshot": "env.capture",
     "SeederWarning": "errors", "StateError": "errors",
-    "DistributedSampler": "data.sampler", "DataLoader": "data.loader",
+    "DistributedSampler": "data.sampler", "DataLoader": "data.loader", "stream_share": "data.streams",
+    "StreamShare": "data.streams",
     "SeededDataset": "data.workers", "WorkerInitFn": "data.workers", "dataloader_generator": "data.workers",
     "make_worker_init_fn": "data.workers", "sample_seed": "data.workers", "worker_init_fn": "data.workers",
 }
@@ -103,6 +104,8 @@ __all__ = [
     "EnvDiff",
     "DistributedSampler",
     "DataLoader",
+    "stream_share",
+    "StreamShare",
     "SeededDataset",
     "WorkerInitFn",
     "worker_init_fn",

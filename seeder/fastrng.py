@@ -13,73 +13,36 @@ implementation) it reports itself unavailable and the callers take the slow path
   which is what makes ``get_state()`` slow; its place in the object is found once by
   setting distinctive values with the public ``set_state`` and checked on 3 states of
   2 objects. The cache is only ever written through the public ``set_state``.
-- :func:`seed_sequence_words`: ``SeedSequence(entropy).generate_state(n)`` in pure Python.
-- :func:`pcg64_state`: the state ``PCG64(SeedSequence(seed))`` starts in.
+- :func:`pcg64_state`: the state ``PCG64(SeedSequence(seed))`` starts in (``SeedSequence`` from
+  :mod:`seeder.seedseq`).
 
 Example:
     >>> import numpy as np
-    >>> seed_sequence_words(5, 4) == np.random.SeedSequence(5).generate_state(4).tolist()
+    >>> pcg64_state(5) == np.random.PCG64(np.random.SeedSequence(5)).state
     True
 """
 from __future__ import annotations
 
 import ctypes
 import platform
+import random
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["KEY_WORDS", "KEY_BYTES", "LegacyAccess", "legacy_access", "seed_sequence_words", "pcg64_state",
-           "fast_seeding_state"]
+from .seedseq import seed_sequence_words
+
+__all__ = ["KEY_WORDS", "KEY_BYTES", "MT_BYTES", "LegacyAccess", "legacy_access", "pcg64_state", "fast_seeding_state",
+           "python_mt_view"]
 
 #: Words and bytes of the MT19937 key.
 KEY_WORDS = 624
 KEY_BYTES = 4 * KEY_WORDS
+#: Bytes of a Mersenne Twister's key and position as ``_random.Random`` and NumPy's MT19937 keep them.
+MT_BYTES = 4 + KEY_BYTES
 
-_M32 = 0xFFFFFFFF
-_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
-_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
 _GAUSS = struct.Struct("i4xd")  # aug_bitgen_t's has_gauss (int, padded) and gauss (double)
-
-
-def _hash_constants(count: int, init: int, mult: int) -> List[Tuple[int, int]]:
-    out, h = [], init
-    for _ in range(count):
-        nxt = (h * mult) & _M32
-        out.append((h, nxt))
-        h = nxt
-    return out
-
-
-_HASH_A = _hash_constants(4 + 12, _INIT_A, _MULT_A)
-_PAIRS = [(s, d) for s in range(4) for d in range(4) if s != d]
-_HASH_B: List[Tuple[int, int]] = []
-
-
-def seed_sequence_words(entropy: int, n: int) -> List[int]:
-    """``numpy.random.SeedSequence(entropy).generate_state(n)`` (uint32 words) for ``0 <= entropy < 2**128``.
-
-    >>> seed_sequence_words(0, 2) == np.random.SeedSequence(0).generate_state(2).tolist()
-    True
-    """
-    words = [(entropy >> (32 * i)) & _M32 for i in range(4)]
-    pool = []
-    for value, (xor, mul) in zip(words, _HASH_A):
-        v = ((value ^ xor) * mul) & _M32
-        pool.append(v ^ (v >> 16))
-    for (src, dst), (xor, mul) in zip(_PAIRS, _HASH_A[4:]):
-        v = ((pool[src] ^ xor) * mul) & _M32
-        r = (_MIX_L * pool[dst] - _MIX_R * (v ^ (v >> 16))) & _M32
-        pool[dst] = r ^ (r >> 16)
-    if len(_HASH_B) < n:
-        _HASH_B[:] = _hash_constants(max(n, 8), _INIT_B, _MULT_B)
-    out = []
-    for i in range(n):
-        xor, mul = _HASH_B[i]
-        v = ((pool[i & 3] ^ xor) * mul) & _M32
-        out.append(v ^ (v >> 16))
-    return out
 
 
 _PCG_MULT = (2549297995355413924 << 64) | 4865540595714422341
@@ -139,6 +102,35 @@ class LegacyAccess:
         address = bitgen.ctypes.state_address
         ctypes.memmove(key_ptr, address, KEY_BYTES)
         return ctypes.c_int.from_address(address + KEY_BYTES).value
+
+    def views(self, rs: np.random.RandomState, bitgen: Any) -> Tuple[Any, Any]:
+        """``ctypes`` views of ``bitgen``'s key and position and of ``rs``'s Gaussian cache: ``.raw`` reads them.
+
+        The views do not keep ``rs`` and ``bitgen`` alive: hold them too.
+        """
+        return ((ctypes.c_char * MT_BYTES).from_address(bitgen.ctypes.state_address),
+                (ctypes.c_char * _GAUSS.size).from_address(id(rs) + self.gauss_offset))
+
+    def put_back(self, rs: np.random.RandomState, key_view: Any, gauss_view: Any, mt: bytes, gauss: bytes) -> None:
+        """Write key and position, and Gaussian cache bytes read from :meth:`views` back (hold ``bitgen.lock``).
+
+        The cache is written through ``set_state``, and only when it differs.
+        """
+        if gauss != gauss_view.raw:
+            rs.set_state(("MT19937", self.zeros, 0, *_GAUSS.unpack(gauss)))
+        key_view.raw = mt
+
+    @staticmethod
+    def as_state(snapshot: Tuple[bytes, bytes]) -> Tuple[Any, ...]:
+        """``(key and position, Gaussian cache)`` bytes as the tuple ``RandomState.set_state`` takes.
+
+        >>> access = legacy_access(); rs = np.random.RandomState(3); bitgen = rs.__reduce__()[1][0]
+        >>> access is None or LegacyAccess.as_state([v.raw for v in access.views(rs, bitgen)])[2] == 624
+        True
+        """
+        mt, gauss = snapshot
+        key = np.frombuffer(mt, dtype=np.uint32, count=KEY_WORDS).tolist()
+        return ("MT19937", key, struct.unpack_from("i", mt, KEY_BYTES)[0], *_GAUSS.unpack(gauss))
 
     def write(self, rs: np.random.RandomState, bitgen: Any, key_ptr: int, pos: int, has_gauss: int,
               gauss: float) -> None:
@@ -201,3 +193,55 @@ def legacy_access() -> Optional[LegacyAccess]:
         offset = _find_gauss_offset()
         _LEGACY.append(LegacyAccess(offset) if offset is not None else None)
     return _LEGACY[0]
+
+
+_PY_MT: List[Optional[int]] = []
+
+
+def _find_python_mt_offset() -> Optional[int]:
+    if platform.python_implementation() != "CPython":
+        return None
+    probes = [random.Random(1), random.Random(2)]
+    size = type(probes[0]).__basicsize__
+    found: Optional[set] = None
+    for rng in probes:
+        for pos, first in ((7, 1000), (624, 5), (0, 2**32 - 624)):
+            words = tuple(range(first, first + KEY_WORDS))
+            rng.setstate((3, words + (pos,), None))
+            raw = ctypes.string_at(id(rng), size)
+            pattern = struct.pack(f"=i{KEY_WORDS}I", pos, *words)
+            hits = {i for i in range(0, size - MT_BYTES + 1, 4) if raw[i:i + MT_BYTES] == pattern}
+            found = hits if found is None else found & hits
+    if not found or len(found) != 1:
+        return None
+    offset = found.pop()
+    for rng in probes:  # reads and writes against getstate/setstate
+        rng.seed(11)
+        rng.random()
+        view = (ctypes.c_char * MT_BYTES).from_address(id(rng) + offset)
+        saved, want = view.raw, rng.getstate()
+        rng.random()
+        view.raw = saved
+        if rng.getstate() != want:
+            return None
+    return offset
+
+
+def python_mt_view(rng: random.Random) -> Optional[Any]:
+    """A ``ctypes`` view of the position and key inside ``rng`` (a :class:`random.Random`), or ``None``.
+
+    Reading ``view.raw`` copies the generator's state (``random.getstate`` builds 625 ints instead);
+    assigning it puts one back. The place in the object is found once by writing distinctive states with
+    ``setstate`` and checked against ``getstate`` on 2 objects; ``None`` where that does not match CPython's
+    layout. Only exact ``random.Random`` objects get one (``gauss_next`` stays a Python attribute). The view
+    does not keep ``rng`` alive: hold both.
+
+    >>> view = python_mt_view(random.Random(0))
+    >>> view is None or len(view.raw) == MT_BYTES
+    True
+    """
+    if not _PY_MT:
+        _PY_MT.append(_find_python_mt_offset())
+    if _PY_MT[0] is None or type(rng) is not random.Random:
+        return None
+    return (ctypes.c_char * MT_BYTES).from_address(id(rng) + _PY_MT[0])

@@ -7,13 +7,13 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List, Sequence, Tuple
 
 import torch
 
 from .errors import StateError
 
-__all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "on_cpu", "CPU_FIX"]
+__all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "on_cpu", "CPU_FIX", "save_states", "put_back_states"]
 
 
 def expect(cond: bool, where: str, msg: str) -> None:
@@ -50,7 +50,11 @@ def on_cpu(value: torch.Tensor) -> torch.Tensor:
 
 
 class RNGAdapter:
-    """Base class: ``name``, ``seed(seed)``, ``get_state()``, ``check_state(s)``, ``set_state(s)``."""
+    """Base class: ``name``, ``seed(seed)``, ``get_state()``, ``check_state(s)``, ``set_state(s)``.
+
+    ``snapshot()`` / ``put_back(s)`` save and restore the state within this process (around a fetch,
+    a ``fork_rng`` block) in the adapter's cheapest exact form; by default the state itself.
+    """
 
     name: str = ""
 
@@ -65,3 +69,39 @@ class RNGAdapter:
 
     def set_state(self, state: Any) -> None:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def snapshot(self) -> Any:
+        """This RNG's state for :meth:`put_back` in this process (not a checkpoint: no format promised)."""
+        return self.get_state()
+
+    def put_back(self, snapshot: Any) -> None:
+        """Restore a :meth:`snapshot`."""
+        self.set_state(snapshot)
+
+
+def save_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Any]]:
+    """``(adapter, snapshot)`` of each adapter: the one way seeder saves RNGs around a fetch or a block.
+
+    >>> import random
+    >>> from seeder.rngs import global_adapters
+    >>> saved = save_states(global_adapters()); a = random.random()
+    >>> put_back_states(saved), random.random() == a
+    ([], True)
+    """
+    return [(adapter, adapter.snapshot()) for adapter in adapters]
+
+
+def put_back_states(saved: Sequence[Tuple[RNGAdapter, Any]], strict: bool = False) -> List[str]:
+    """Put every :func:`save_states` snapshot back, going on past failures; return ``"<name> (<error>)"`` of each.
+
+    ``strict=True`` raises ``RuntimeError`` naming them instead (after trying every one).
+    """
+    failed = []
+    for adapter, snapshot in saved:
+        try:
+            adapter.put_back(snapshot)
+        except Exception as exc:  # keep restoring the others
+            failed.append(f"{adapter.name} ({exc})")
+    if failed and strict:
+        raise RuntimeError(f"seeder could not restore these RNGs: {'; '.join(failed)}")
+    return failed

@@ -21,7 +21,7 @@ from .derive import numpy_seed
 from .errors import StateError
 from .rngbase import CPU_FIX, RNGAdapter, expect, on_cpu
 from .rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
-from .fastrng import fast_seeding_state, legacy_access
+from .fastrng import LegacyAccess, fast_seeding_state, legacy_access, python_mt_view
 
 __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdapter", "global_adapters", "adapter_for"]
 
@@ -41,9 +41,27 @@ class PythonRandomAdapter(RNGAdapter):
 
     def __init__(self, rng: Optional[random.Random] = None):
         self.rng = rng if rng is not None else random._inst  # type: ignore[attr-defined]
+        self._view: Any = False  # python_mt_view(rng), found on first snapshot
 
     def seed(self, seed: int) -> None:
         self.rng.seed(seed)
+
+    def _mt_view(self) -> Any:
+        if self._view is False:
+            self._view = python_mt_view(self.rng)
+        return self._view
+
+    def snapshot(self) -> Any:
+        """The generator's bytes and ``gauss_next`` (a copy of 2.5 KB), else ``getstate()``."""
+        view = self._mt_view()
+        return (view.raw, self.rng.gauss_next) if view is not None else self.rng.getstate()
+
+    def put_back(self, snapshot: Any) -> None:
+        view = self._mt_view()
+        if view is None:
+            self.rng.setstate(snapshot)
+        else:
+            view.raw, self.rng.gauss_next = snapshot
 
     def get_state(self) -> Dict[str, Any]:
         version, internal, gauss_next = self.rng.getstate()
@@ -85,6 +103,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def __init__(self, rng: Optional[np.random.RandomState] = None):
         self._rng = rng
         self._bitgen: Any = None
+        self._fast: Any = None  # (rng, bit generator, key view, gauss view) of the fast path
 
     @property
     def rng(self) -> np.random.RandomState:
@@ -154,6 +173,39 @@ class NumpyRandomStateAdapter(RNGAdapter):
         words = key.numpy().view(np.uint32).tolist()
         rng.set_state((state["kind"], words, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
+    def _views(self) -> Any:
+        """``(rng, bit generator, key view, gauss view, access)`` when :mod:`seeder.fastrng`'s access applies, else ``None``."""
+        rng = self.rng
+        bitgen = np.random.get_bit_generator() if self._rng is None else self._bitgen
+        views = self._fast
+        if views is not None and views[0] is rng and views[1] is bitgen:
+            return views
+        access = legacy_access()
+        bitgen = self._bit_generator(rng) if access is not None else None
+        if bitgen is None:
+            return None
+        self._fast = views = (rng, bitgen, *access.views(rng, bitgen), access)  # type: ignore[union-attr]
+        return views
+
+    def snapshot(self) -> Any:
+        """``(views, key and position bytes, Gaussian cache bytes)`` (2.5 KB copied), else ``get_state()``."""
+        views = self._views()
+        if views is None:
+            return self.rng.get_state()
+        with views[1].lock:
+            return views, views[2].raw, views[3].raw
+
+    def put_back(self, snapshot: Any) -> None:
+        if len(snapshot) != 3:  # NumPy's own state tuple
+            self.rng.set_state(snapshot)
+            return
+        then, mt, gauss = snapshot
+        views = self._views()
+        if views is then:
+            with views[1].lock:
+                views[4].put_back(views[0], views[2], views[3], mt, gauss)
+        else:  # the global bit generator was replaced since the snapshot
+            self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
 
 
 class NumpyGeneratorAdapter(RNGAdapter):

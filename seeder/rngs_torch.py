@@ -43,6 +43,9 @@ class TorchGeneratorAdapter(RNGAdapter):
     def set_state(self, state: torch.Tensor) -> None:
         self.generator.set_state(on_cpu(state))  # CPU and CUDA generators both take their state as a CPU tensor
 
+    def put_back(self, snapshot: torch.Tensor) -> None:
+        self.generator.set_state(snapshot)  # get_state() gave a CPU tensor
+
 
 
 class AcceleratorAdapter(RNGAdapter):

@@ -27,7 +27,7 @@ from .checks import is_int
 from .distributed import process_group_active
 from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
-from .rngbase import RNGAdapter
+from .rngbase import RNGAdapter, put_back_states, save_states
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "Snapshot", "make_state", "gather",
            "warn_unsaved_generators", "world_change_allowed", "elastic_keys", "move_world", "own_entry", "check_entry",
@@ -240,7 +240,7 @@ def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: 
 
 def capture(adapters: List[RNGAdapter], members: List[Any], run: RunState) -> Snapshot:
     """A :class:`Snapshot` of ``adapters``' RNGs, ``members``' states and the run's bookkeeping."""
-    rngs = [(a, a.get_state()) for a in adapters]
+    rngs = save_states(adapters)
     if not members:
         return Snapshot(rngs, [], run.copy())
     with warnings.catch_warnings():  # a snapshot is no checkpoint: participants' checkpoint advice does not apply
@@ -252,12 +252,7 @@ def capture(adapters: List[RNGAdapter], members: List[Any], run: RunState) -> Sn
 
 def restore(snapshot: Snapshot) -> List[str]:
     """Put a :func:`capture` back, as much as possible; return what could not be restored."""
-    failed = []
-    for adapter, st in snapshot.rngs:
-        try:
-            adapter.set_state(st)
-        except Exception as exc:  # keep restoring the others
-            failed.append(f"{adapter.name} ({exc})")
+    failed = put_back_states(snapshot.rngs)
     for obj, st in snapshot.participants:
         try:
             obj.load_state_dict(st)
@@ -390,7 +385,7 @@ def move_world(entry: Dict[str, Any], stateful: Dict[str, Any], moving: List[str
     gens = seeder.generators()
     words = 1 + max((g.stream for g in gens), default=0)
     master, rank, domain = entry["master_seed"], seeder.rank, int(derive.Domain.ELASTIC_RANK)
-    own, shared = (derive.StreamSeeds(master, domain, task, epoch, r, words).seed(step) for r in (rank, derive.MAX_KEY))
+    own, shared = (derive.stream_seeds(master, domain, task, epoch, r, words).seed(step) for r in (rank, derive.MAX_KEY))
     for adapter in seeder.global_adapters():
         adapter.seed(own[0])
     for gen in gens:

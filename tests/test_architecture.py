@@ -17,7 +17,7 @@ MAX_CLASS_LINES = 250   # classes at most 250
 
 # Layers from the bottom up (docs/layout.md, "Import order"); a module may import its own layer or a lower one.
 LAYERS = {
-    "errors": 0, "checks": 0, "derive": 0, "fastrng": 0, "rngbase": 1, "rngs_torch": 1, "rngs": 1, "distributed": 1,
+    "errors": 0, "checks": 0, "seedseq": 0, "derive": 0, "fastrng": 0, "rngbase": 1, "rngs_torch": 1, "rngs": 1, "distributed": 1,
     "env": 1, "participant": 2, "registry": 2, "state": 2, "trace": 2, "digest": 2, "verify": 2, "core": 3,
     "announce": 0, "foreign": 2, "pending": 2, "stepwatch": 2, "runwatch": 2, "checkpoint": 4,
     "data": 4, "integrations": 5, "cli": 6, "__init__": 6, "__main__": 6, "pyt": 6,
@@ -26,9 +26,10 @@ LAYERS = {
 # Private names of other libraries that seeder reads, each where it is used: torch._C (the privateuse1
 # backend's name), random._inst and np.random.mtrand._rand (the global RNG objects), DALI's
 # _enable_checkpointing/_pipes (seeder/data/dali.py), sys._getframe (the sampler recognises torchdata's
-# StatefulDataLoader by its caller).
+# StatefulDataLoader by its caller), datasets' IterableDataset._ex_iterable/_distributed (seeder/data/streams.py
+# and iterable.py: a shuffle buffer's presence, a split by node).
 THIRD_PARTY_PRIVATE = {"_C", "_get_privateuse1_backend_name", "_inst", "_rand", "_enable_checkpointing", "_pipes",
-                       "_getframe"}
+                       "_getframe", "_ex_iterable", "_distributed"}
 
 # Known problems whose fix belongs to another change in flight: (rule, module) -> {problem text: why}.
 # Remove an entry when its fix lands (test_known_exceptions_are_still_needed says when).

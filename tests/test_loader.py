@@ -11,7 +11,7 @@ import torch.utils.data
 
 import seeder
 from seeder import DataLoader, DistributedSampler, Seeder, StateError
-from seeder.data.batches import batch_seeds
+from seeder.derive import batch_seeds
 
 MASTER = 777
 N, BS = 23, 4  # 6 batches an epoch, the last one short
@@ -166,15 +166,6 @@ def test_bad_state_raises_and_changes_nothing():
         with pytest.raises(StateError, match=match):
             loader.load_state_dict(bad)
     assert loader.state_dict() == good
-
-
-def test_iterable_dataset_is_refused():
-    class Stream(torch.utils.data.IterableDataset):
-        def __iter__(self):
-            return iter(range(3))
-
-    with pytest.raises(TypeError, match="map-style dataset"):
-        DataLoader(Stream())
 
 
 def test_foreign_sampler_is_refused():

@@ -4,11 +4,11 @@ import random
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from seeder import derive, fastrng
+from seeder import derive, fastrng, seedseq
 from seeder.errors import StateError
-from seeder.rngs import NumpyGeneratorAdapter, NumpyRandomStateAdapter, PythonRandomAdapter
+from seeder.rngs import NumpyGeneratorAdapter, NumpyRandomStateAdapter, PythonRandomAdapter, global_adapters
 
 FAST = settings(max_examples=60, deadline=None)
 DOUBLES = st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 5e-324, -1.5, 1e308])
@@ -178,7 +178,7 @@ def test_python_round_trip_from_a_list():
 @FAST
 @given(seed=st.integers(0, 2**128 - 1), n=st.integers(1, 9))
 def test_seed_sequence_words_match_numpy(seed, n):
-    assert fastrng.seed_sequence_words(seed, n) == np.random.SeedSequence(seed).generate_state(n).tolist()
+    assert seedseq.seed_sequence_words(seed, n) == np.random.SeedSequence(seed).generate_state(n).tolist()
 
 
 @FAST
@@ -204,7 +204,61 @@ def test_generator_reseed_equals_a_fresh_bit_generator(kind, seed):
        min_size=4, max_size=4), words=st.integers(1, 3))
 def test_stream_seeds_fast_paths_match_seed_sequence(master, domain, key, words):
     task, epoch, rank, stream = key
-    fast = derive.StreamSeeds(master, domain, task, epoch, rank, words).seed(stream)
+    fast = derive.stream_seeds(master, domain, task, epoch, rank, words).seed(stream)
     ref = np.random.SeedSequence(master, spawn_key=(domain, task, epoch, rank, stream)).generate_state(words, np.uint64)
     assert fast == [int(w) for w in ref]
     assert derive.stream_seeds(master, domain, task, epoch, rank).seed(stream)[0] == int(ref[0])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(master=st.integers(0, 2**63 - 1), key=st.lists(st.integers(0, 2**32 - 1), min_size=4, max_size=4),
+       words=st.integers(1, 3), jumps=st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=3))
+def test_block_derivation_matches_seed_sequence(master, key, words, jumps):
+    """Seeds from cached blocks (consecutive streams, jumps anywhere, back) equal NumPy's SeedSequence's."""
+    domain, task, epoch, rank = key
+    blocks = derive.stream_seeds(master, domain, task, epoch, rank, words)
+    streams = [s for j in jumps for s in (j, min(j + 1, 2**32 - 1), min(j + 300, 2**32 - 1), max(j - 1, 0))]
+    vector = blocks.seeds(np.array(streams, dtype=np.uint32)).tolist()
+    for stream, row in zip(streams, vector):
+        ref = np.random.SeedSequence(master, spawn_key=(domain, task, epoch, rank, stream)).generate_state(words, np.uint64)
+        assert blocks.at(stream) == row == [int(w) for w in ref]
+
+
+def test_snapshots_put_back_every_global_rng_exactly():
+    """snapshot / put_back of python, NumPy (Gaussian caches set) and torch: the same draws afterwards."""
+    from seeder.rngbase import put_back_states, save_states
+
+    adapters = global_adapters()[:3]
+
+    def draws():
+        return (random.random(), random.gauss(0, 1), np.random.random(), np.random.standard_normal(),
+                torch.rand(2).tolist())
+
+    random.seed(3)
+    random.gauss(0, 1)  # gauss_next set
+    np.random.seed(4)
+    np.random.standard_normal()  # has_gauss set
+    saved = save_states(adapters)
+    want = draws()
+    for a in adapters:
+        a.seed(99)
+    draws()
+    assert put_back_states(saved, strict=True) == []
+    assert draws() == want
+
+
+def test_numpy_put_back_after_the_global_bit_generator_was_replaced():
+    """A snapshot of NumPy's global RNG goes into whatever bit generator is global when it is put back."""
+    adapter = NumpyRandomStateAdapter()
+    original = np.random.get_bit_generator()
+    np.random.seed(8)
+    np.random.standard_normal()
+    snap = adapter.snapshot()
+    want = np.random.get_state()
+    np.random.set_bit_generator(np.random.MT19937(1))
+    try:
+        adapter.put_back(snap)
+        got = np.random.get_state()
+        assert got[0] == want[0] and np.array_equal(got[1], want[1]) and got[2:] == want[2:]
+    finally:
+        np.random.set_bit_generator(original)

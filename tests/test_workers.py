@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 import seeder
 from seeder import DistributedSampler, SeededDataset, Seeder, WorkerInitFn, make_worker_init_fn, sample_seed
 from seeder.derive import MAX_KEY, MAX_MASTER_SEED, Domain, derive_seed, numpy_seed
-from seeder.derive import StreamSeeds, seed_stream_block
+from seeder.derive import seed_stream_block, stream_seeds
 
 MASTER = 20240601
 # Several tests replay an epoch on purpose (reference runs); the seeder warns about that.
@@ -73,7 +73,7 @@ def expected_worker_draws(seed):
        epoch=st.integers(0, MAX_KEY), rank=st.integers(0, MAX_KEY), stream=st.integers(0, MAX_KEY),
        words=st.integers(1, 5))
 def test_stream_seeds_equal_seedsequence(master, domain, task, epoch, rank, stream, words):
-    fast = StreamSeeds(master, domain, task, epoch, rank, words)
+    fast = stream_seeds(master, domain, task, epoch, rank, words)
     assert fast.exact
     want = np.random.SeedSequence(master, spawn_key=(domain, task, epoch, rank, stream)).generate_state(words, np.uint64)
     assert fast.seed(stream) == [int(w) for w in want]

@@ -1,49 +1,43 @@
-"""Batches of ``seeder.DataLoader`` as keys, and the dataset view that seeds before fetching each one.
+"""Batches of ``seeder.DataLoader`` as keys, and the dataset view that seeds the RNGs before fetching each one.
 
 A batch key is ``(master, task, epoch, rank, batch, indices)``. :class:`BatchKeys` (the
 loader's batch sampler) yields them in the sampler's order from any start batch in O(1);
-:class:`PositionedDataset` seeds the global RNGs and the registered generators from
-:func:`batch_seeds` of the key, then fetches the indices, wherever it runs.
+:class:`BatchSeedingDataset` seeds the global RNGs and the registered generators from
+:func:`seeder.derive.batch_seeds` of the key, then fetches the indices, wherever it runs.
 
 Example:
-    >>> batch_seeds(1, 1, 0, 0, 0, words=2) != batch_seeds(1, 1, 0, 1, 0, words=2)
-    True
+    >>> import seeder
+    >>> s = seeder.Seeder(); s.init(3)
+    >>> BatchSeedingDataset([10, 11, 12], SeedSource(s)).__getitems__((3, 1, 0, 0, 0, [2, 0]))
+    [12, 10]
 """
 from __future__ import annotations
 
 import weakref
 from typing import Any, Iterator, List, Tuple
 
-import numpy as np
 import torch.utils.data
 
-from ..derive import Domain
+from ..derive import Domain, stream_seeds
 from .sampler import DistributedSampler
-from .workers import SeedSource, seed_globals
+from .workers import SeedSource, generator_words, seed_globals
 
-__all__ = ["LOADER_DOMAIN", "batch_seeds", "PositionedDataset", "BatchKeys"]
+__all__ = ["BatchSeedingDataset", "BatchKeys"]
 
-#: Derivation domain of the per-batch seeds (after ``seeder.derive.Domain.DALI``; reserved for the loader).
-LOADER_DOMAIN = int(Domain.LOADER)
-
-def batch_seeds(master: int, task: int, epoch: int, rank: int, batch: int, words: int = 1) -> List[int]:
-    """The seed words of batch ``batch`` of ``epoch`` on ``rank``: word 0 seeds the global RNGs, word ``k`` generator ``k``.
-
-    >>> batch_seeds(1, 1, 0, 0, 5) == batch_seeds(1, 1, 0, 0, 5) != batch_seeds(1, 1, 0, 0, 6)
-    True
-    """
-    ss = np.random.SeedSequence(master, spawn_key=(LOADER_DOMAIN, task, epoch, rank, batch))
-    return [int(w) for w in ss.generate_state(words, np.uint64)]
+_LOADER = int(Domain.LOADER)
 
 
-class PositionedDataset(torch.utils.data.Dataset):
-    """The user's dataset, fetched by batch keys ``(master, task, epoch, rank, batch, indices)``; seeds before each batch.
+class BatchSeedingDataset(torch.utils.data.Dataset):
+    """The user's dataset, fetched by batch keys ``(master, task, epoch, rank, batch, indices)``, seeding before each.
 
-    What torch's fetchers (in a worker, or the main process) see in place of the user's dataset.
+    What torch's fetchers (in a worker, or the main process) see in place of the user's dataset:
+    before fetching the indices it seeds ``random``, NumPy, torch's CPU generator and every
+    registered generator from the batch's seeds (:func:`seeder.derive.batch_seeds`, taken from a
+    cached block of the epoch's batches).
 
     >>> import seeder
     >>> s = seeder.Seeder(); s.init(3)
-    >>> view = PositionedDataset([10, 11, 12], SeedSource(s))
+    >>> view = BatchSeedingDataset([10, 11, 12], SeedSource(s))
     >>> view.__getitems__((3, 1, 0, 0, 0, [2, 0]))
     [12, 10]
     """
@@ -57,9 +51,8 @@ class PositionedDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
         master, task, epoch, rank, batch, indices = key
-        _, _, _, gens = self.source.resolve("seeder.DataLoader")
-        words = 1 + max((stream for _, _, stream in gens), default=0)
-        seeds = batch_seeds(master, task, epoch, rank, batch, words)
+        gens = self.source.generators("seeder.DataLoader")
+        seeds = stream_seeds(master, _LOADER, task, epoch, rank, generator_words(gens)).at(batch)
         seed_globals(seeds[0])
         for fn, _, stream in gens:
             fn(seeds[stream])

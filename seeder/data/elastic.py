@@ -23,15 +23,16 @@ from typing import Any, Iterator, List, Optional, Tuple
 import numpy as np
 import torch.utils.data
 
-from ..derive import Domain, StreamSeeds
+from ..derive import Domain, stream_seeds
 from .order import FIRST_BLOCK, shuffle_key
 from .permutation import keyed_permutation
 from .sampler import DistributedSampler
-from .workers import SeedSource, seed_globals
+from .workers import SeedSource, generator_words, seed_globals
 
 __all__ = ["num_steps", "rank_slice", "ElasticView", "ElasticBatches"]
 
 _M32 = 0xFFFFFFFF
+_ELASTIC = int(Domain.ELASTIC)
 _CHUNK = 1 << 13  # positions per pass of the permutation (NumPy's per-call cost spread over many steps)
 
 
@@ -71,10 +72,6 @@ class ElasticView(torch.utils.data.Dataset):
     def __init__(self, dataset: Any, source: SeedSource):
         self.dataset = dataset
         self.source = source
-        self.cache: Optional[Tuple[Tuple[int, ...], StreamSeeds]] = None
-
-    def __getstate__(self) -> dict:
-        return {"dataset": self.dataset, "source": self.source, "cache": None}
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -87,23 +84,20 @@ class ElasticView(torch.utils.data.Dataset):
             pos = first + done
             hi, lo = pos >> 32, pos & _M32
             take = min(count - done, _M32 + 1 - lo)
-            ck = (master, task, epoch, hi, words)
-            if self.cache is None or self.cache[0] != ck:
-                self.cache = (ck, StreamSeeds(master, Domain.ELASTIC, task, epoch, hi, words))
-            out[done:done + take] = self.cache[1].seeds(np.arange(lo, lo + take, dtype=np.uint32))
+            block = stream_seeds(master, _ELASTIC, task, epoch, hi, words)
+            out[done:done + take] = block.seeds(np.arange(lo, lo + take, dtype=np.uint32))
             done += take
         return out
 
     def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
         master, task, epoch, first, indices = key
-        _, _, _, gens = self.source.resolve("seeder.DataLoader(elastic=True)")
-        words = 1 + max((stream for _, _, stream in gens), default=0)
-        seeds = self.seeds(master, task, epoch, first, len(indices), words).tolist()
+        gens = self.source.generators("seeder.DataLoader(elastic=True)")
+        seeds = self.seeds(master, task, epoch, first, len(indices), generator_words(gens)).tolist()
         ds, out = self.dataset, []
-        for index, words_ in zip(indices, seeds):
-            seed_globals(words_[0])
+        for index, words in zip(indices, seeds):
+            seed_globals(words[0])
             for fn, _, stream in gens:
-                fn(words_[stream])
+                fn(words[stream])
             out.append(ds[index])
         return out
 

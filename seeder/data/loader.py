@@ -6,7 +6,7 @@
 * Before batch ``b`` of epoch ``e`` is fetched, the process that fetches it (a worker, or
   the main process with ``num_workers=0``) seeds ``random``, NumPy's global RNG, torch's
   CPU generator and the seeder's registered generators from
-  ``SeedSequence(master, spawn_key=(LOADER_DOMAIN, task, e, rank, b))``. What a batch
+  :func:`seeder.derive.batch_seeds` ``(master, task, e, rank, b)``. What a batch
   holds is a pure function of (master seed, epoch, position): the same with 0 or 8
   workers, persistent or not, fork or spawn, before and after a resume.
 * With ``num_workers=0`` the main process's global RNG states are put back after each
@@ -40,11 +40,12 @@ from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..derive import check_key
 from ..errors import StateError
-from ..rngs import global_adapters
-from .batches import LOADER_DOMAIN, BatchKeys, PositionedDataset
+from ..rngbase import put_back_states, save_states
+from .batches import BatchKeys, BatchSeedingDataset
+from .iterable import IterableLoader
 from .loader_checks import check_batch_count, check_loader_args
 from .sampler import DistributedSampler, refuse_in_worker
-from .workers import FETCH_SEEDED, SeedSource, dataloader_generator
+from .workers import SeedSource, dataloader_generator, fetch_adapters
 
 __all__ = ["DataLoader", "LOADER_STATE_VERSION"]
 
@@ -68,8 +69,8 @@ class _LoaderIter:
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
         self._start, self._loads = start, loader.loads
-        # With 0 workers the main process fetches: the streams seed_globals seeds are saved and put back.
-        self._restore = [a for a in global_adapters() if a.name in FETCH_SEEDED] if loader.num_workers == 0 else []
+        # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
+        self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
 
     def __iter__(self) -> "_LoaderIter":
@@ -81,12 +82,11 @@ class _LoaderIter:
 
     def __next__(self) -> Any:
         if self._restore:  # main process fetches: keep the training loop's global streams untouched
-            saved = [(adapter, adapter.get_state()) for adapter in self._restore]
+            saved = save_states(self._restore)
             try:
                 batch = next(self._inner)
             finally:
-                for adapter, state in saved:
-                    adapter.set_state(state)
+                put_back_states(saved, strict=True)
         else:
             batch = next(self._inner)
         b = self._next
@@ -104,10 +104,45 @@ class _LoaderIter:
         return batch
 
 
-def _new_loader(cls: type, *args: Any, elastic: bool = False, **kwargs: Any) -> Any:
-    """``DataLoader.__new__``: ``elastic=True`` makes an ``ElasticDataLoader`` (one global order, any world size)."""
+def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[bool], sampler: Any, batch_sampler: Any,
+                    drop_last: bool, seeder: Seeder) -> Tuple[DistributedSampler, int, bool]:
+    """The loader's ``(sampler, batch_size, drop_last)`` from torch's arguments; refuses what seeder cannot resume."""
+    if batch_sampler is not None:
+        if batch_size != 1 or shuffle or sampler is not None or drop_last:
+            raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
+        inner = getattr(batch_sampler, "sampler", None)
+        if not (type(batch_sampler) is torch.utils.data.BatchSampler and isinstance(inner, DistributedSampler)):
+            raise TypeError(
+                f"seeder.DataLoader takes batch_sampler=torch.utils.data.BatchSampler(seeder.DistributedSampler(...), ...) "
+                f"only, got {type(batch_sampler).__name__}; seeder cannot restore the position of another batch sampler. "
+                "Pass sampler=/shuffle= instead, or use torch.utils.data.DataLoader (resume will not be exact)")
+        sampler, batch_size, drop_last = inner, batch_sampler.batch_size, batch_sampler.drop_last
+    if batch_size is None:
+        raise ValueError("seeder.DataLoader counts its position in batches: batch_size=None (no batching) is not "
+                         "supported; pass batch_size=1")
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    if sampler is not None:
+        if shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if not isinstance(sampler, DistributedSampler):
+            raise TypeError(
+                f"seeder.DataLoader takes sampler=seeder.DistributedSampler(...) only, got {type(sampler).__name__}; "
+                "seeder cannot restore another sampler's position. Drop sampler= (shuffle=True uses seeder's), or use "
+                "torch.utils.data.DataLoader with it (resume will not be exact; see docs/dataloader.md)")
+    else:
+        sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seeder=seeder, join=False)
+    return sampler, batch_size, drop_last
+
+
+def _new_loader(cls: type, dataset: Any = None, *args: Any, elastic: bool = False, **kwargs: Any) -> Any:
+    """``DataLoader.__new__``: an ``IterableLoader`` for an ``IterableDataset``, an ``ElasticDataLoader`` for ``elastic=True``."""
     if not isinstance(elastic, bool):
         raise TypeError(f"elastic must be True or False, got {type(elastic).__name__} {elastic!r}")
+    if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
+        if elastic:
+            raise TypeError("seeder.DataLoader(elastic=True) needs a map-style dataset (with __getitem__ and __len__), got "
+                            f"the IterableDataset {type(dataset).__name__}; drop elastic=True for a stream")
+        return IterableLoader(dataset, *args, **{**kwargs, "seeder": kwargs.get("seeder") or _default_seeder()})
     if elastic and cls is DataLoader:
         from .elastic_loader import ElasticDataLoader
 
@@ -126,7 +161,7 @@ class DataLoader(torch.utils.data.DataLoader):
       ``torch.utils.data.DataLoader`` for it, and see ``docs/dataloader.md``).
     * ``seeder=``: a :class:`seeder.Seeder` other than the default one.
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
-    * An ``IterableDataset`` raises ``TypeError`` (its position is the dataset's own state).
+    * An ``IterableDataset`` gets a :class:`seeder.data.iterable.IterableLoader` (see its docs).
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
     * ``elastic=True``: one global order whatever the world size, a state that resumes on another (docs/elastic.md).
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
@@ -147,7 +182,7 @@ class DataLoader(torch.utils.data.DataLoader):
 
     seeder_kind = "loader"
 
-    __new__ = _new_loader  # elastic=True makes a seeder.data.elastic_loader.ElasticDataLoader
+    __new__ = _new_loader  # an IterableDataset gets an IterableLoader; elastic=True an ElasticDataLoader
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
@@ -155,47 +190,20 @@ class DataLoader(torch.utils.data.DataLoader):
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
                  generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, elastic: bool = False,
                  **kwargs: Any) -> None:
-        if isinstance(dataset, torch.utils.data.IterableDataset):
-            raise TypeError(
-                "seeder.DataLoader needs a map-style dataset (with __getitem__ and __len__), got the IterableDataset "
-                f"{type(dataset).__name__}: its position lives in the dataset's own iterator; use torch.utils.data.DataLoader "
-                "(or torchdata's StatefulDataLoader) and give the dataset state_dict()/load_state_dict()")
         if seeder is None:
             seeder = _default_seeder()
         elif not isinstance(seeder, Seeder):
             raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}")
         shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,
                                     generator, kwargs)
-        if batch_sampler is not None:
-            if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
-            inner = getattr(batch_sampler, "sampler", None)
-            if not (type(batch_sampler) is torch.utils.data.BatchSampler and isinstance(inner, DistributedSampler)):
-                raise TypeError(
-                    f"seeder.DataLoader takes batch_sampler=torch.utils.data.BatchSampler(seeder.DistributedSampler(...), ...) "
-                    f"only, got {type(batch_sampler).__name__}; seeder cannot restore the position of another batch sampler. "
-                    "Pass sampler=/shuffle= instead, or use torch.utils.data.DataLoader (resume will not be exact)")
-            sampler, batch_size, drop_last = inner, batch_sampler.batch_size, batch_sampler.drop_last
-        if batch_size is None:
-            raise ValueError("seeder.DataLoader counts its position in batches: batch_size=None (no batching) is not "
-                             "supported; pass batch_size=1")
-        batch_size = check_int(batch_size, "batch_size", low=1)
-        if sampler is not None:
-            if shuffle:
-                raise ValueError("sampler option is mutually exclusive with shuffle")
-            if not isinstance(sampler, DistributedSampler):
-                raise TypeError(
-                    f"seeder.DataLoader takes sampler=seeder.DistributedSampler(...) only, got {type(sampler).__name__}; "
-                    "seeder cannot restore another sampler's position. Drop sampler= (shuffle=True uses seeder's), or use "
-                    "torch.utils.data.DataLoader with it (resume will not be exact; see docs/dataloader.md)")
-        else:
-            sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seeder=seeder, join=False)
+        sampler, batch_size, drop_last = _choose_sampler(dataset, batch_size, shuffle, sampler, batch_sampler,
+                                                         drop_last, seeder)
         check_batch_count(sampler.num_samples, batch_size, drop_last)
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         self._seeder = seeder
         self._owns_sampler = sampler._seeder is seeder and not _joined(seeder, sampler)
-        self._wrapped = PositionedDataset(dataset, SeedSource(seeder))
+        self._wrapped = BatchSeedingDataset(dataset, SeedSource(seeder))
         self._resume: Optional[Tuple[int, int]] = None  # (epoch, batch) from load_state_dict
         self._done: Tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)
         self._live_token: Optional[object] = None

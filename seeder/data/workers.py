@@ -27,9 +27,7 @@ Example:
 """
 from __future__ import annotations
 
-import random
-from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -37,8 +35,9 @@ import torch.utils.data
 
 from .. import derive
 from ..core import Seeder
-from ..derive import Domain, StreamSeeds, check_key, numpy_seed
-from ..rngs import adapter_for
+from ..derive import Domain, check_key, stream_seeds
+from ..rngbase import RNGAdapter, put_back_states, save_states
+from ..rngs import adapter_for, global_adapters
 
 __all__ = [
     "FETCH_SEEDED",
@@ -49,6 +48,8 @@ __all__ = [
     "sample_seed",
     "dataloader_generator",
     "SeedSource",
+    "SeedInputs",
+    "fetch_adapters",
     "seed_globals",
 ]
 
@@ -63,6 +64,15 @@ def _default_seeder() -> Seeder:
 
 
 # --------------------------------------------------------------------------- where seeds come from
+class SeedInputs(NamedTuple):
+    """What seeding in a fetch needs from the seeder."""
+
+    master: int  #: the master seed
+    rank: int  #: the global rank
+    last_reseed: Optional[Tuple[int, int]]  #: ``(task, epoch)`` of the last ``reseed``, or ``None``
+    generators: List[Tuple[Callable[[int], Any], bool, int]]  #: ``(seed_fn, shared, stream)`` of each registered generator
+
+
 class SeedSource:
     """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable copy of one.
 
@@ -72,13 +82,14 @@ class SeedSource:
 
     >>> import seeder
     >>> s = seeder.Seeder(); s.init(4)
-    >>> SeedSource(s).resolve("example")[:3]
+    >>> SeedSource(s).inputs("example")[:3]
     (4, 0, None)
     """
 
     def __init__(self, seeder: Optional[Seeder] = None):
         self._seeder = seeder
         self._snap: Optional[Dict[str, Any]] = None
+        self._unpickled: Optional[SeedInputs] = None
 
     def _live(self) -> Seeder:
         return self._seeder if self._seeder is not None else _default_seeder()
@@ -95,53 +106,80 @@ class SeedSource:
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self._seeder = None
         self._snap = state
+        self._unpickled = None
 
-    def resolve(self, what: str) -> Tuple[int, int, Optional[Tuple[int, int]], List[Tuple[Callable[[int], Any], bool, int]]]:
-        """``(master, rank, last_reseed, [(seed_fn, shared, stream), ...])``."""
+    def generators(self, what: str) -> List[Tuple[Callable[[int], Any], bool, int]]:
+        """``inputs(what).generators`` without the rest (a fetch's hot path: the key holds the others)."""
+        if self._snap is None:
+            s = self._live()
+            if not s.initialized:
+                return self.inputs(what).generators  # raises
+            return [(m.seed, m.shared, m.stream) for m in s.generators()]
+        return (self._unpickled or self.inputs(what)).generators
+
+    def inputs(self, what: str) -> SeedInputs:
+        """The seeder's :class:`SeedInputs` now (live), or as pickled; ``what`` names the caller in errors."""
         if self._snap is None:
             s = self._live()
             if not s.initialized:
                 raise RuntimeError(f"{what} needs an initialised seeder: call seeder.init(master_seed=...) before the "
                                    "DataLoader starts its workers")
             gens = [(m.seed, m.shared, m.stream) for m in s.generators()]
-            return s.get_master_seed(), s.rank, s.last_reseed, gens
-        snap = self._snap
-        if snap["master"] is None:
-            raise RuntimeError(f"{what} was pickled (spawn start method) before seeder.init(); call seeder.init(master_seed=...) "
-                               "before iterating the DataLoader")
-        gens = []
-        for gen, shared, stream in snap["generators"]:
-            adapter = adapter_for(gen)
-            gens.append((adapter.seed if adapter is not None else gen, shared, stream))
-        return snap["master"], snap["rank"], snap["last"], gens
+            return SeedInputs(s.get_master_seed(), s.rank, s.last_reseed, gens)
+        if self._unpickled is None:
+            snap = self._snap
+            if snap["master"] is None:
+                raise RuntimeError(f"{what} was pickled (spawn start method) before seeder.init(); call "
+                                   "seeder.init(master_seed=...) before iterating the DataLoader")
+            gens = []
+            for gen, shared, stream in snap["generators"]:
+                adapter = adapter_for(gen)
+                gens.append((adapter.seed if adapter is not None else gen, shared, stream))
+            self._unpickled = SeedInputs(snap["master"], snap["rank"], snap["last"], gens)
+        return self._unpickled
 
 
 #: The global streams :func:`seed_globals` seeds, by adapter name (:func:`seeder.rngs.global_adapters`).
 FETCH_SEEDED = ("python", "numpy", "torch")
+_FETCH_ADAPTERS: List[RNGAdapter] = []
+
+
+def fetch_adapters() -> List[RNGAdapter]:
+    """The adapters of the global RNGs a fetch seeds (:data:`FETCH_SEEDED`; not accelerators: workers do not own them).
+
+    >>> [a.name for a in fetch_adapters()]
+    ['python', 'numpy', 'torch']
+    """
+    if not _FETCH_ADAPTERS:
+        _FETCH_ADAPTERS.extend(a for a in global_adapters() if a.name in FETCH_SEEDED)
+    return _FETCH_ADAPTERS
 
 
 def seed_globals(seed: int) -> None:
-    """Seed ``random``, NumPy's global RNG and torch's CPU generator (not accelerators: workers do not own them).
+    """Seed ``random``, NumPy's global RNG and torch's CPU generator through their adapters.
 
+    >>> import random
     >>> seed_globals(7); a = random.random(); seed_globals(7); a == random.random()
     True
     """
-    random.seed(seed)
-    np.random.seed(numpy_seed(seed))
-    torch.default_generator.manual_seed(seed)
+    for adapter in _FETCH_ADAPTERS or fetch_adapters():
+        adapter.seed(seed)
+
+
+def generator_words(generators: List[Tuple[Callable[[int], Any], bool, int]]) -> int:
+    """Seed words a fetch needs: word 0 for the global RNGs, word ``k`` for generator stream ``k``."""
+    return 1 + max((stream for _, _, stream in generators), default=0) if generators else 1
 
 
 def _seed_worker(source: SeedSource, worker_id: int, task: Optional[int], epoch: Optional[int], what: str) -> None:
-    master, rank, last, gens = source.resolve(what)
+    master, rank, last, gens = source.inputs(what)
     if task is None:
         task, epoch = last if last is not None else (0, 0)
-    words = 1 + max((stream for _, _, stream in gens), default=0)
-    per_rank = np.random.SeedSequence(master, spawn_key=(int(Domain.WORKER), task, epoch, rank, worker_id))
-    mine = [int(w) for w in per_rank.generate_state(words, np.uint64)]
+    words = generator_words(gens)
+    mine = stream_seeds(master, int(Domain.WORKER), task, epoch, rank, words).seed(worker_id)
     shared: List[int] = []
     if any(sh for _, sh, _ in gens):
-        ss = np.random.SeedSequence(master, spawn_key=(int(Domain.WORKER), task, epoch, 0, worker_id))
-        shared = [int(w) for w in ss.generate_state(words, np.uint64)]
+        shared = stream_seeds(master, int(Domain.WORKER), task, epoch, 0, words).seed(worker_id)
     seed_globals(mine[0])
     for fn, is_shared, stream in gens:
         fn((shared if is_shared else mine)[stream])
@@ -280,13 +318,11 @@ class SeededDataset(torch.utils.data.Dataset):
         self._init_transient()
 
     def _init_transient(self) -> None:
-        self._cache: "OrderedDict[Tuple[int, int, int], StreamSeeds]" = OrderedDict()
         self._worker_epoch: Optional[int] = None
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
-        for name in ("_cache", "_worker_epoch"):
-            state.pop(name, None)
+        state.pop("_worker_epoch", None)
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
@@ -311,15 +347,8 @@ class SeededDataset(torch.utils.data.Dataset):
             raise ValueError(f"SeededDataset key must be (epoch, index) with non-negative ints, got {key!r}")
         return epoch, index
 
-    def _deriver(self, master: int, epoch: int, hi: int, words: int) -> StreamSeeds:
-        ck = (epoch, hi, words)
-        d = self._cache.get(ck)
-        if d is None or d.prefix[0] != master:
-            d = StreamSeeds(master, Domain.SAMPLE, self.task, epoch, hi, words)
-            self._cache[ck] = d
-            while len(self._cache) > 4:
-                self._cache.popitem(last=False)
-        return d
+    def _deriver(self, master: int, epoch: int, hi: int, words: int) -> Any:
+        return stream_seeds(master, int(Domain.SAMPLE), self.task, epoch, hi, words)
 
     def _sample_seeds(self, master: int, words: int, keys: List[Tuple[int, int]]) -> List[List[int]]:
         """The seed words of every key: one vectorised pass for a batch of one epoch, else one by one."""
@@ -345,12 +374,10 @@ class SeededDataset(torch.utils.data.Dataset):
     def _fetch_per_sample(self, keys: List[Tuple[int, int]], restore: bool) -> List[Any]:
         if not keys:
             return []
-        master, _, _, gens = self._source.resolve("SeededDataset")
-        words = 1 + max((stream for _, _, stream in gens), default=0)
-        all_seeds = self._sample_seeds(master, words, keys)
-        saved = None
-        if restore:  # main process: leave the training loop's global streams untouched
-            saved = (random.getstate(), np.random.get_state(), torch.default_generator.get_state())
+        master, _, _, gens = self._source.inputs("SeededDataset")
+        all_seeds = self._sample_seeds(master, generator_words(gens), keys)
+        # main process: leave the training loop's global streams untouched
+        saved = save_states(fetch_adapters()) if restore else None
         try:
             out = []
             for (_, index), seeds in zip(keys, all_seeds):
@@ -361,9 +388,7 @@ class SeededDataset(torch.utils.data.Dataset):
             return out
         finally:
             if saved is not None:
-                random.setstate(saved[0])
-                np.random.set_state(saved[1])
-                torch.default_generator.set_state(saved[2])
+                put_back_states(saved, strict=True)
 
     def __getitem__(self, key: Any) -> Any:
         return self._fetch([self._key(key)])[0]

@@ -40,6 +40,8 @@ import os
 import warnings
 from typing import Any, Iterator, Optional
 
+import torch.utils.data
+
 import transformers.trainer as _hf_trainer_module
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
@@ -170,7 +172,8 @@ class SeederTrainer(Trainer):
         if workers > 0:
             extra = {"persistent_workers": a.dataloader_persistent_workers, "prefetch_factor": a.dataloader_prefetch_factor,
                      "multiprocessing_context": a.dataloader_multiprocessing_context}
-        return DataLoader(dataset, batch_size=self._train_batch_size, shuffle=True, collate_fn=collator,
+        stream = isinstance(dataset, torch.utils.data.IterableDataset)  # a stream's order is its own (docs/dataloader.md)
+        return DataLoader(dataset, batch_size=self._train_batch_size, shuffle=not stream, collate_fn=collator,
                           num_workers=workers, pin_memory=a.dataloader_pin_memory, drop_last=a.dataloader_drop_last,
                           seeder=self.seeder, **extra)
 

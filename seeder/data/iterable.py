@@ -1,0 +1,309 @@
+"""``seeder.DataLoader`` over an ``IterableDataset``: exact mid-epoch resume of a stream.
+
+``seeder.DataLoader(iterable_dataset, ...)`` builds an :class:`IterableLoader`. Its workers
+(:class:`seeder.data.streams.WorkerStream`) seed every batch from (master seed, epoch, rank,
+worker, batches produced) and send each batch with the dataset's state right after it.
+The main process hands batches out in a fixed round robin over the workers (worker
+``0, 1, ..., 0, 1, ...``, an exhausted worker skipped), whatever order they arrive in,
+and keeps, per worker, the state as of the last batch *handed to the training loop*:
+prefetched batches are not in the state, and a resumed loader produces them again.
+
+* Sharding: a ``datasets.IterableDataset`` is split by global rank with
+  ``datasets.distributed.split_dataset_by_node`` and by worker by ``datasets`` itself
+  (over its shards); a plain dataset reads :func:`seeder.stream_share`.
+* Epochs follow ``seeder.reseed(1, epoch)``; a dataset with ``set_epoch`` gets it in the
+  process that iterates it (workers included, persistent or not).
+* Resume is exact with the same ``num_workers``, ``batch_size``, ``drop_last`` and world
+  size (another ``num_workers`` raises :class:`seeder.StateError`): from the dataset's
+  own ``load_state_dict`` (O(1)) where it has one, else by a counted replay of the
+  batches each worker had produced (see :mod:`seeder.data.streams`).
+
+Example:
+    >>> import torch, seeder
+    >>> class Noise(torch.utils.data.IterableDataset):
+    ...     def __iter__(self):
+    ...         return (torch.rand(1).item() for _ in range(6))
+    >>> s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
+    >>> loader = seeder.DataLoader(Noise(), batch_size=2, seeder=s)
+    >>> it = iter(loader); first = next(it); state = loader.state_dict(); rest = list(it)
+    >>> again = seeder.DataLoader(Noise(), batch_size=2, seeder=s); again.load_state_dict(state)
+    >>> all(torch.equal(a, b) for a, b in zip(again, rest)), len(rest)
+    (True, 2)
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional
+
+import torch
+import torch.utils.data
+from torch.utils.data import default_collate, default_convert
+
+from ..checks import check_int, check_state_header, is_int
+from ..core import Seeder
+from ..errors import StateError
+from ..rngbase import put_back_states, save_states
+from .streams import WorkerStream, keep_batch, warn_threaded_maps
+from .workers import SeedSource, dataloader_generator, fetch_adapters
+
+__all__ = ["IterableLoader", "STREAM_STATE_VERSION"]
+
+logger = logging.getLogger("seeder")
+
+STREAM_STATE_VERSION = 1
+_KEYS = frozenset({"format", "version", "epoch", "batch", "next_worker", "complete", "workers", "num_workers",
+                   "batch_size", "drop_last", "world_size"})
+
+
+def _fresh(epoch: int, workers: int) -> Dict[str, Any]:
+    return {"epoch": epoch, "batch": 0, "next_worker": 0, "complete": False,
+            "workers": [{"produced": 0, "state": None, "done": False} for _ in range(workers)]}
+
+
+def _split_by_rank(dataset: Any, seeder: Seeder) -> Any:
+    """A ``datasets.IterableDataset`` split by global rank (unless split already); anything else as it is."""
+    if not type(dataset).__module__.startswith("datasets.") or seeder.world_size == 1:
+        return dataset
+    if getattr(dataset, "_distributed", None) is not None:
+        return dataset
+    from datasets.distributed import split_dataset_by_node
+
+    return split_dataset_by_node(dataset, rank=seeder.rank, world_size=seeder.world_size)
+
+
+@contextlib.contextmanager
+def _showing(loader: Any, dataset: Any) -> Iterator[None]:
+    """``loader.dataset`` is ``dataset`` inside the block, the user's dataset again after it."""
+    user = loader.__dict__["dataset"]
+    object.__setattr__(loader, "dataset", dataset)
+    try:
+        yield
+    finally:
+        object.__setattr__(loader, "dataset", user)
+
+
+class _StreamIter:
+    """What ``iter(loader)`` returns: batches in the loader's round robin over workers, recorded as handed out."""
+
+    def __init__(self, loader: "IterableLoader", inner: Any, progress: Dict[str, Any], token: object):
+        self._loader, self._inner, self._progress, self._token = loader, inner, progress, token
+        self._workers = len(progress["workers"])
+        self._queues: List[Deque[Any]] = [collections.deque() for _ in range(self._workers)]
+        self._restore = fetch_adapters() if loader.num_workers == 0 else []
+
+    def __iter__(self) -> "_StreamIter":
+        return self
+
+    def _pull(self) -> None:
+        if self._restore:  # main process produces: the training loop's global streams stay untouched
+            saved = save_states(self._restore)
+            try:
+                batch, record = next(self._inner)
+            finally:
+                put_back_states(saved, strict=True)
+        else:
+            batch, record = next(self._inner)
+        self._queues[record["worker"]].append((batch, record))
+
+    def __next__(self) -> Any:
+        progress = self._progress
+        live = self._loader.live_token is self._token
+        while not progress["complete"]:
+            w = progress["next_worker"]
+            records = progress["workers"]
+            if records[w]["done"]:
+                progress["next_worker"] = (w + 1) % self._workers
+                continue
+            if not self._queues[w]:
+                try:
+                    self._pull()
+                except StopIteration:  # every worker ends with an end record: this is a worker that died quietly
+                    raise RuntimeError(f"seeder.DataLoader: worker {w} stopped without its end record; "
+                                       "the epoch is incomplete") from None
+                continue
+            batch, record = self._queues[w].popleft()
+            progress = dict(progress, workers=list(records), next_worker=(w + 1) % self._workers)
+            if record.get("end"):
+                progress["workers"][w] = dict(records[w], done=True)
+                progress["complete"] = all(r["done"] for r in progress["workers"])
+            else:
+                progress["workers"][w] = {"produced": record["produced"], "state": record["state"], "done": False}
+                progress["batch"] += 1
+            self._progress = progress
+            if live:
+                self._loader.handed(progress)
+            if not record.get("end"):
+                return batch
+        raise StopIteration
+
+
+class IterableLoader(torch.utils.data.DataLoader):
+    """``seeder.DataLoader`` for an ``IterableDataset`` (what ``seeder.DataLoader(iterable, ...)`` returns).
+
+    ``batch_size``, ``drop_last``, ``collate_fn``, ``num_workers``, ``persistent_workers``,
+    ``pin_memory``, ``prefetch_factor`` as in torch; ``shuffle``/``sampler``/``batch_sampler``
+    raise ``ValueError`` (a stream's order is the dataset's). ``task`` is the reseed task
+    whose epoch it follows (1).
+    """
+
+    seeder_kind = "loader"
+
+    def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
+                 batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
+                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
+                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, task: int = 1,
+                 **kwargs: Any) -> None:
+        if shuffle or sampler is not None or batch_sampler is not None:
+            raise ValueError(f"seeder.DataLoader over the IterableDataset {type(dataset).__name__} takes no shuffle, sampler "
+                             "or batch_sampler: a stream's order is the dataset's own (use datasets' .shuffle(seed, "
+                             "buffer_size) or shuffle inside __iter__ with the global RNGs, which seeder seeds per batch)")
+        if not isinstance(seeder, Seeder):  # seeder.DataLoader passes the default one
+            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}; build the loader with "
+                            "seeder.DataLoader(iterable_dataset, ...)")
+        if not seeder.initialized:
+            raise RuntimeError("seeder.DataLoader over an IterableDataset shards by global rank: call "
+                               "seeder.init(master_seed=...) before building it")
+        if batch_size is not None:
+            batch_size = check_int(batch_size, "batch_size", low=1)
+        num_workers = check_int(num_workers, "num_workers", low=0)
+        task = check_int(task, "task", low=0)
+        if collate_fn is None:
+            collate_fn = default_collate if batch_size is not None else default_convert
+        user = dataset
+        warn_threaded_maps(dataset)
+        dataset = _split_by_rank(dataset, seeder)
+        self._stream = WorkerStream(dataset, SeedSource(seeder), batch_size, bool(drop_last), collate_fn, num_workers,
+                                    seeder.rank, seeder.world_size, task)
+        self._seeder, self._task = seeder, task
+        last = seeder.last_reseed
+        self._epoch = last[1] if last is not None and last[0] == task else 0
+        self._progress = _fresh(self._epoch, max(num_workers, 1))
+        self._resume: Optional[Dict[str, Any]] = None
+        self._generation = 0
+        self._live_token: Optional[object] = None
+        if generator is None:
+            generator = dataloader_generator(seeder=seeder)
+        super().__init__(self._stream, batch_size=None, num_workers=num_workers, collate_fn=keep_batch,
+                         pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
+                         multiprocessing_context=multiprocessing_context, generator=generator, **kwargs)
+        for name, value in (("dataset", user), ("batch_size", batch_size), ("drop_last", bool(drop_last))):
+            object.__setattr__(self, name, value)  # what users read; torch's loop batches nothing itself
+        seeder.join(self)
+
+    @property
+    def seeder(self) -> Seeder:
+        """The seeder whose master seed, rank and reseeds drive this stream."""
+        return self._seeder
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter(loader)`` runs."""
+        return self._epoch
+
+    @property
+    def live_token(self) -> Optional[object]:
+        """Identifies the newest iterator; only it moves the position."""
+        return self._live_token
+
+    @property
+    def batches_done(self) -> int:
+        """Batches of epoch :attr:`epoch` handed out so far, those before a resume's stop included."""
+        progress = self._resume if self._resume is not None else self._progress
+        return progress["batch"] if progress["epoch"] == self._epoch else 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Run ``epoch`` next (what ``seeder.reseed(task, epoch)`` does)."""
+        self._epoch = check_int(epoch, "epoch", low=0)
+
+    def handed(self, progress: Dict[str, Any]) -> None:
+        """Record the position after a batch was handed to the training loop (called by the iterator)."""
+        self._progress = progress
+
+    def __iter__(self) -> Any:
+        epoch = self._epoch
+        resume, self._resume = self._resume, None
+        progress = resume if resume is not None and resume["epoch"] == epoch else _fresh(epoch, max(self.num_workers, 1))
+        self._generation += 1
+        stream = self._stream
+        stream.control.copy_(torch.tensor([epoch, self._generation], dtype=torch.int64))
+        stream.resume = {"generation": self._generation, "workers": progress["workers"]} if progress["batch"] or \
+            progress["complete"] or any(r["done"] for r in progress["workers"]) else None
+        if progress["complete"]:
+            logger.info("seeder.DataLoader: epoch %d was complete in the loaded state; nothing left to yield", epoch)
+        token = object()
+        self._live_token = token
+        self._progress = progress
+        with _showing(self, self._stream):  # torch's iterators read loader.dataset: give them the worker stream
+            inner = super().__iter__()
+        return _StreamIter(self, inner, progress, token)
+
+    # --------------------------------------------------------------- seeder
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+        """Participant hook: ``reseed(task, epoch)`` of this loader's task starts ``epoch``."""
+        if task_id == self._task:
+            self._epoch = epoch
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Epoch, round-robin position and, per worker, the dataset's state as of the last batch handed out.
+
+        >>> import torch, seeder
+        >>> class Count(torch.utils.data.IterableDataset):
+        ...     def __iter__(self): return iter(range(5))
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> loader = seeder.DataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it)
+        >>> st = loader.state_dict(); st["batch"], st["workers"]
+        (1, [{'produced': 1, 'state': None, 'done': False}])
+        """
+        progress = self._resume if self._resume is not None else self._progress
+        if progress["epoch"] != self._epoch:
+            progress = _fresh(self._epoch, max(self.num_workers, 1))
+        return {"format": "seeder.stream_loader", "version": STREAM_STATE_VERSION, **progress,
+                "workers": [dict(r) for r in progress["workers"]], "num_workers": self.num_workers,
+                "batch_size": self.batch_size, "drop_last": self.drop_last, "world_size": self._stream.world_size}
+
+    def check_state_dict(self, state: Any) -> None:
+        """Raise :class:`seeder.StateError` if ``state`` does not fit this loader; change nothing."""
+        check_state_header(state, "seeder.stream_loader", STREAM_STATE_VERSION, _KEYS, "seeder.DataLoader (iterable)",
+                           "seeder.DataLoader")
+        have = {"num_workers": self.num_workers, "batch_size": self.batch_size, "drop_last": self.drop_last,
+                "world_size": self._stream.world_size}
+        for name, value in have.items():
+            if state[name] != value:
+                raise StateError(f"the seeder.DataLoader state was saved with {name}={state[name]!r}, this loader has "
+                                 f"{value!r}: each worker's stream is its own shard of the data, so resume with the same "
+                                 "num_workers, batch_size, drop_last and world size")
+        workers = state["workers"]
+        if not isinstance(workers, list) or len(workers) != max(self.num_workers, 1):
+            raise StateError("seeder.DataLoader state['workers'] must list one record per worker; the state is corrupt")
+        for r in workers:
+            if not (isinstance(r, dict) and set(r) == {"produced", "state", "done"} and is_int(r["produced"])
+                    and r["produced"] >= 0 and isinstance(r["done"], bool)):
+                raise StateError(f"seeder.DataLoader worker record {r!r} is not {{'produced', 'state', 'done'}}; "
+                                 "the state is corrupt")
+        nxt = state["next_worker"]
+        if not (is_int(state["epoch"]) and state["epoch"] >= 0 and is_int(nxt) and 0 <= nxt < len(workers)
+                and is_int(state["batch"]) and isinstance(state["complete"], bool)):
+            raise StateError("seeder.DataLoader state epoch/batches/next_worker/complete are out of range; "
+                             "the state is corrupt")
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet handed out.
+
+        Validates first; a bad state raises :class:`seeder.StateError` and changes nothing.
+        Persistent workers already running are stopped (they hold the old position).
+        """
+        self.check_state_dict(state)
+        progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
+        progress["workers"] = [dict(r) for r in state["workers"]]
+        self._epoch = int(state["epoch"])
+        self._resume = progress
+        self._progress = progress
+        self._live_token = None
+        self._iterator = None  # torch's persistent iterator holds workers with the old position
+
+    def __repr__(self) -> str:
+        return (f"seeder.DataLoader(<iterable {type(self.dataset).__name__}>, batch_size={self.batch_size}, "
+                f"num_workers={self.num_workers}, epoch={self._epoch})")

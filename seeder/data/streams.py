@@ -1,0 +1,224 @@
+"""The worker side of ``seeder.DataLoader`` over an ``IterableDataset``: shares, per-batch seeds, states.
+
+* :func:`stream_share` tells a plain iterable dataset which part of the data is its own:
+  ``StreamShare(index, count, ...)`` with ``index = rank * num_workers + worker`` and
+  ``count = world_size * num_workers``; keep the items ``i`` with ``i % count == index``.
+* :class:`WorkerStream` is what torch's workers (or the main process with 0 workers)
+  iterate in place of the user's dataset. Before drawing the items of its ``j``-th batch,
+  worker ``w`` seeds ``random``, NumPy's global RNG, torch's CPU generator and the
+  registered generators from ``derive_seed(master, Domain.STREAM, task, epoch, rank,
+  stream=j * num_workers + w)``: a stream's randomness is a pure function of (master
+  seed, epoch, rank, worker, batches produced). It yields ``(batch, record)`` where the
+  record holds the worker, the batches produced and the dataset's ``state_dict()`` right
+  after producing the batch; a last ``(None, record)`` with ``"end": True`` says the worker
+  is exhausted.
+* A worker resumes from its saved record: ``load_state_dict`` of the dataset's state, or,
+  for a dataset without one (or a ``datasets`` stream with a shuffle buffer, whose buffer
+  is not in its state), by replaying the batches it had produced, each seeded as before
+  (counted; progress logged every :data:`REPLAY_LOG_EVERY` batches).
+
+Example:
+    >>> stream_share()
+    StreamShare(index=0, count=1, rank=0, world_size=1, worker=0, num_workers=1, epoch=0)
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+import warnings
+
+import torch
+import torch.utils.data
+
+from ..derive import MAX_KEY, Domain, stream_seeds
+from ..errors import SeederWarning
+from .workers import SeedSource, seed_globals
+
+__all__ = ["StreamShare", "stream_share", "WorkerStream", "is_stateful", "REPLAY_LOG_EVERY", "keep_batch",
+           "warn_threaded_maps"]
+
+logger = logging.getLogger("seeder")
+
+#: A replay logs its progress every this many batches.
+REPLAY_LOG_EVERY = 1000
+
+
+class StreamShare(NamedTuple):
+    """Which part of an iterable dataset this process (rank and worker) reads: items ``i % count == index``."""
+
+    index: int
+    count: int
+    rank: int
+    world_size: int
+    worker: int
+    num_workers: int
+    epoch: int
+
+
+_CURRENT: List[Optional[StreamShare]] = [None]
+
+
+def stream_share() -> StreamShare:
+    """This rank's and worker's share of an iterable dataset, for its ``__iter__`` to call.
+
+    Under ``seeder.DataLoader`` it is the loader's global rank, worker and epoch; elsewhere,
+    torch's worker info and rank 0 of 1.
+
+    >>> import torch, seeder
+    >>> class Numbers(torch.utils.data.IterableDataset):
+    ...     def __iter__(self):
+    ...         share = seeder.stream_share()
+    ...         return iter(range(share.index, 10, share.count))
+    >>> s = seeder.Seeder(); s.init(0)
+    >>> [b.tolist() for b in seeder.DataLoader(Numbers(), batch_size=4, seeder=s)]
+    [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    """
+    current = _CURRENT[0]
+    if current is not None:
+        return current
+    info = torch.utils.data.get_worker_info()
+    worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+    return StreamShare(worker, workers, 0, 1, worker, workers, 0)
+
+
+def is_stateful(dataset: Any) -> bool:
+    """Whether ``dataset`` resumes from its own ``state_dict()`` exactly (else a worker replays its batches).
+
+    A ``datasets.IterableDataset`` with a shuffle buffer does not: the buffer is not in its state.
+
+    >>> is_stateful([1, 2])
+    False
+    """
+    if not (callable(getattr(dataset, "state_dict", None)) and callable(getattr(dataset, "load_state_dict", None))):
+        return False
+    if not type(dataset).__module__.startswith("datasets."):
+        return True
+    return not any(type(n).__name__ == "BufferShuffledExamplesIterable" for n in _below(dataset._ex_iterable))
+
+
+def _below(node: Any) -> Iterator[Any]:
+    """``node`` and every ``datasets`` examples iterable it wraps."""
+    yield node
+    for child in [getattr(node, "ex_iterable", None), *(getattr(node, "ex_iterables", None) or ())]:
+        if child is not None:
+            yield from _below(child)
+
+
+def warn_threaded_maps(dataset: Any) -> None:
+    """Warn if a ``datasets`` stream runs ``.map``/``.filter`` functions in its shard-reading thread pool.
+
+    ``.shuffle(..., max_buffer_input_shards > 1)`` reads several shards at once in threads;
+    functions mapped *below* the shuffle run there, in no fixed order, so their draws from
+    the global RNGs differ from run to run (with or without a resume).
+
+    >>> warn_threaded_maps([1, 2])
+    """
+    if not type(dataset).__module__.startswith("datasets."):
+        return
+    for node in _below(dataset._ex_iterable):
+        if type(node).__name__ == "InterleavedShardsExamplesIterable" and node.max_input_shards > 1:
+            mapped = [n for n in _below(node) if type(n).__name__ in ("MappedExamplesIterable", "FilteredExamplesIterable")]
+            if mapped:
+                warnings.warn("this datasets stream reads shards in a thread pool (.shuffle with max_buffer_input_shards > 1) "
+                              "and runs a .map/.filter below the shuffle in those threads, in no fixed order: random draws "
+                              "there are not reproducible, resumed or not. Apply .map after .shuffle, or pass "
+                              "max_buffer_input_shards=1", SeederWarning, stacklevel=3)
+            return
+
+
+def keep_batch(batch: Any) -> Any:
+    """The collate function torch's loop gets: the worker already collated (picklable, module level).
+
+    >>> keep_batch(3)
+    3
+    """
+    return batch
+
+
+class WorkerStream(torch.utils.data.IterableDataset):
+    """The user's iterable dataset, batched, seeded per batch and with its state after each batch.
+
+    ``control`` is a shared ``int64`` tensor ``[epoch, generation]`` the main process writes
+    before each epoch (persistent workers read it too); ``resume`` applies to the
+    generation it names only.
+    """
+
+    def __init__(self, dataset: Any, source: SeedSource, batch_size: Optional[int], drop_last: bool,
+                 collate_fn: Callable[[Any], Any], num_workers: int, rank: int, world_size: int, task: int):
+        self.dataset, self.source = dataset, source
+        self.batch_size, self.drop_last, self.collate_fn = batch_size, drop_last, collate_fn
+        self.num_workers, self.rank, self.world_size, self.task = num_workers, rank, world_size, task
+        self.stateful = is_stateful(dataset)
+        self.control = torch.zeros(2, dtype=torch.int64).share_memory_()
+        self.resume: Optional[Dict[str, Any]] = None
+
+    def __iter__(self) -> Iterator[Tuple[Any, Dict[str, Any]]]:
+        info = torch.utils.data.get_worker_info()
+        worker = info.id if info is not None else 0
+        workers = max(self.num_workers, 1)
+        epoch, generation = (int(v) for v in self.control.tolist())
+        record: Dict[str, Any] = {"produced": 0, "state": None, "done": False}
+        if self.resume is not None and self.resume["generation"] == generation:
+            record = self.resume["workers"][worker]
+        share = StreamShare(self.rank * workers + worker, self.world_size * workers, self.rank, self.world_size,
+                            worker, workers, epoch)
+        return self._produce(share, record)
+
+    def _produce(self, share: StreamShare, record: Dict[str, Any]) -> Iterator[Tuple[Any, Dict[str, Any]]]:
+        worker, workers, epoch = share.worker, share.num_workers, share.epoch
+        end = {"worker": worker, "end": True}
+        if record["done"]:
+            yield None, end
+            return
+        master, _, _, gens = self.source.inputs("seeder.DataLoader")
+        words = 1 + max((stream for _, _, stream in gens), default=0)
+        seeds = stream_seeds(master, int(Domain.STREAM), self.task, epoch, self.rank, words)
+        ds = self.dataset
+        if callable(getattr(ds, "set_epoch", None)):
+            ds.set_epoch(epoch)
+        produced = int(record["produced"])
+        replay = 0
+        if record["state"] is not None:
+            ds.load_state_dict(record["state"])
+        elif produced:
+            replay = produced
+        _CURRENT[0] = share
+        try:
+            items = iter(ds)
+        finally:
+            _CURRENT[0] = None
+        take = 1 if self.batch_size is None else self.batch_size
+        started = time.perf_counter()
+        j = produced - replay
+        while True:
+            stream = j * workers + worker
+            if stream > MAX_KEY:
+                raise OverflowError(f"seeder.DataLoader: worker {worker} reached batch {j} of epoch {epoch}; per-batch "
+                                    f"seeds are numbered up to 2**32 (batches x num_workers); start a new epoch sooner")
+            words_ = seeds.seed(stream)
+            seed_globals(words_[0])
+            for fn, _, k in gens:
+                fn(words_[k])
+            _CURRENT[0] = share
+            try:
+                got = list(itertools.islice(items, take))
+            finally:
+                _CURRENT[0] = None
+            if not got or (self.drop_last and len(got) < take):
+                if j < produced:
+                    logger.warning("seeder.DataLoader: worker %d ran out after %d of the %d batches it replays: the "
+                                   "dataset yields less than it did when the state was saved", worker, j, produced)
+                yield None, end
+                return
+            j += 1
+            if j <= produced:  # replaying: the items are drawn, seeded as before, and dropped
+                if j % REPLAY_LOG_EVERY == 0 or j == produced:
+                    logger.info("seeder.DataLoader: worker %d replayed %d/%d batches of epoch %d (%.2f s)", worker, j,
+                                produced, epoch, time.perf_counter() - started)
+                continue
+            batch = self.collate_fn(got[0] if self.batch_size is None else got)
+            state = ds.state_dict() if self.stateful else None
+            yield batch, {"worker": worker, "produced": j, "state": state}

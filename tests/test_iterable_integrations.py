@@ -1,0 +1,78 @@
+"""A stream through SeederTrainer: a ``datasets`` stream with a random ``.map``; a run stopped at a checkpoint and
+resumed matches the uninterrupted run loss for loss (in the stream's first epoch; later, the resume is refused)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+import seeder
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "scripts"))
+from stream_common import augment  # noqa: E402
+
+ITEMS, BS = 40, 8  # 5 steps an epoch
+
+
+def stream():
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(ITEMS, 4, generator=g)
+    ds = datasets.Dataset.from_dict({"feat": x.tolist(), "labels": (x.sum(1) > 0).long().tolist(), "x": list(range(ITEMS))})
+    return ds.to_iterable_dataset(num_shards=2).map(augment).with_format("torch")
+
+
+def trainer_run(out, stop=None, resume=False, max_steps=8):
+    pytest.importorskip("transformers")
+    from hf_common import Tiny
+    from transformers import TrainerCallback, TrainingArguments
+
+    from seeder.integrations.transformers import SeederTrainer
+
+    class Model(Tiny):
+        def forward(self, feat, noise, labels=None, **_):
+            return super().forward(feat * (1 + 0.1 * noise[:, None]), labels)
+
+    class Record(TrainerCallback):
+        def __init__(self):
+            self.losses = {}
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                self.losses[state.global_step] = logs["loss"]
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == stop:
+                control.should_save = control.should_training_stop = True
+
+    s = seeder.Seeder()
+    args = TrainingArguments(output_dir=out, per_device_train_batch_size=BS, max_steps=max_steps, learning_rate=0.1,
+                             logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
+                             dataloader_num_workers=0, seed=42, remove_unused_columns=False)
+    s.init(42)
+    torch.manual_seed(s.get_seed(0, 0, shared=True))
+    model = Model(dim=4)
+    rec = Record()
+    SeederTrainer(model=model, args=args, train_dataset=stream(), callbacks=[rec], seeder=s).train(
+        resume_from_checkpoint=True if resume else None)
+    return rec.losses, seeder.digest(model)
+
+
+@pytest.mark.slow
+def test_seeder_trainer_resumes_a_stream_bitwise_in_its_first_epoch_and_refuses_later(tmp_path):
+    full, digest = trainer_run(str(tmp_path / "full"))
+    assert sorted(full) == list(range(1, 9))  # 5 steps of stream epoch 0, 3 of epoch 1
+    first, _ = trainer_run(str(tmp_path / "run"), stop=3)
+    rest, dig = trainer_run(str(tmp_path / "run"), resume=True)
+    assert min(rest) == 4
+    assert {**first, **rest} == full and dig == digest
+    # The Trainer counts a stream without length as one epoch of max_steps: after the stream's own epoch
+    # boundary its resume position (step 7 of "epoch 0") is not the loader's (batch 2 of epoch 1): refused.
+    trainer_run(str(tmp_path / "late"), stop=7)
+    with pytest.raises(seeder.StateError, match="resumes after batch 7 of the epoch but the seeder state stands at batch 2"):
+        trainer_run(str(tmp_path / "late"), resume=True)
+
