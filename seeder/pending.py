@@ -69,7 +69,8 @@ class PendingParts:
         """
         if not seeder.initialized:
             return state, {}
-        entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, allow_world_change)
+        allow = state_mod.world_change_allowed(seeder.stateful(), allow_world_change)  # elastic loaders move
+        entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, allow)
         parts = entry.get("participants")
         if changed or not isinstance(parts, dict):
             return state, {}  # the full check says what is wrong, or the world changed (no participant loads)

@@ -28,6 +28,7 @@ from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
 from .rngbase import RNGAdapter
 from .rollback import Snapshot, capture, restore, saved_state
+from .world import check_moved, elastic_keys, move_world, world_change_allowed
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",
            "warn_unsaved_generators", "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
@@ -317,14 +318,16 @@ def check(seeder: Any, state: Any, allow_world_change: bool,
     """
     if not seeder.initialized:
         raise RuntimeError("seeder.load_state_dict() called before seeder.init(); call seeder.init(master_seed=...) first")
-    entry, changed = own_entry(state, seeder.world_size, seeder.rank, allow_world_change)
+    stateful = seeder.stateful() if stateful is None else stateful
+    entry, changed = own_entry(state, seeder.world_size, seeder.rank, world_change_allowed(stateful, allow_world_change))
     check_header(entry)
-    if changed:
-        return entry, changed
     seeder.loading = described_run(entry)
     try:
-        check_entry(entry, world_size=seeder.world_size, rank=seeder.rank, adapters=seeder.global_adapters(),
-                    stateful=seeder.stateful() if stateful is None else stateful)
+        if changed:
+            check_moved(entry, stateful)
+        else:
+            check_entry(entry, world_size=seeder.world_size, rank=seeder.rank, adapters=seeder.global_adapters(),
+                        stateful=stateful)
     finally:
         seeder.loading = None
     return entry, changed
@@ -341,6 +344,13 @@ def load(seeder: Any, state: Any, allow_world_change: bool) -> None:
     if saved.master != run.master and seeder.rank == 0:
         logger.info("Using seed: %d (from checkpoint)", saved.master)
     last, saved.seen = saved.last, set(run.seen)
+    if changed and elastic_keys(stateful):
+        move_world(entry, stateful, seeder)
+        saved.resume_pending = last
+        if last is not None:
+            saved.seen.add(last)
+        seeder.run = saved
+        return
     if changed:
         seeder.run = saved
         logger.info("seeder state from a world of %d loaded into a world of %d: master seed and last reseed %s "

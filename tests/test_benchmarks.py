@@ -13,6 +13,8 @@ CASES = {
                    "RATIO seeder: global RNGs / Lightning _collect/_set_rng_states"),
     "bench_sampler": (["--sizes", "1e4", "--repeats", "1", "--torch-max", "1e4"], "ratio = ours / torch's"),
     "bench_dataloader": (["--repeats", "1", "--workers", "0", "--batches", "64", "--items", "512"], "throughput ratio"),
+    "bench_elastic": (["--repeats", "1", "--workers", "0", "--items", "256", "--n-resume", "1e6"],
+                      "throughput ratio elastic/default"),
     "bench_hf_resume": (["--items", "256"], "RATIO SeederTrainer / Trainer (ours / theirs)"),
     "bench_iterable": (["--items", "128", "--us", "0", "--workers", "0", "--repeats", "1", "--depths", "0.5"],
                        "throughput ratio ours/torch"),

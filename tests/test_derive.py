@@ -24,6 +24,8 @@ GOLDEN_V1 = [
     (42, Domain.DALI, 0, 0, 5, 1, 16966476927594667228),
     (42, Domain.LOADER, 1, 3, 0, 17, 2584218336508350866),
     (42, Domain.STREAM, 1, 2, 0, 5, 6605625948183838637),
+    (42, Domain.ELASTIC, 1, 3, 0, 17, 1103464604572153324),
+    (42, Domain.ELASTIC_RANK, 1, 3, 2, 5, 15131040815699090601),
     (9223372036854775807, Domain.RANK, 4294967295, 4294967295, 4294967295, 4294967295, 23276081770123502),
     (123456789, Domain.RANK, 1, 10, 3, 2, 16919897145525281833),
 ]
@@ -46,7 +48,8 @@ def test_derivation_is_seedsequence_with_spawn_key(row):
 
 
 def test_domain_values_are_pinned():
-    assert {d.name: int(d) for d in Domain} == {"RANK": 0, "SHARED": 1, "WORKER": 2, "SAMPLER": 3, "SAMPLE": 4, "DALI": 5, "LOADER": 6, "STREAM": 7}
+    assert {d.name: int(d) for d in Domain} == {"RANK": 0, "SHARED": 1, "WORKER": 2, "SAMPLER": 3, "SAMPLE": 4, "DALI": 5,
+                                                "LOADER": 6, "STREAM": 7, "ELASTIC": 8, "ELASTIC_RANK": 9}
 
 
 @pytest.mark.slow

@@ -1,0 +1,91 @@
+"""seeder.DataLoader(elastic=True) against the default mode and torch's DataLoader; resume on another world size.
+
+Run: PYTHONPATH=. nice python benchmarks/bench_elastic.py [--workers 0 2] [--repeats 5] [--n-resume 1e8]
+Epochs of the three loaders are interleaved; prints medians and ratios (ours/theirs as throughput
+ratios: above 1 means faster). The machine is shared, so re-run when the spread is wide.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.utils.data
+from bench_dataloader import Augmented as Busy  # benchmarks/ is on sys.path when a benchmark runs
+from bench_dataloader import epoch_time
+
+import seeder
+
+_epochs = iter(range(10**9))  # every measured epoch gets a new reseed epoch (a repeated reseed warns)
+
+
+def compare(n: int, us: float, workers: int, repeats: int, batch_size: int) -> None:
+    s = seeder.default_seeder()
+    ds = Busy(n, us)
+    kw = dict(batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0)
+    loaders = [seeder.DataLoader(ds, elastic=True, **kw), seeder.DataLoader(ds, **kw), torch.utils.data.DataLoader(ds, **kw)]
+    times = [[], [], []]
+    for _ in range(repeats):
+        s.reseed(1, next(_epochs))
+        for t, loader in zip(times, loaders):
+            t.append(epoch_time(loader))
+    el, de, to = (statistics.median(t) for t in times)
+    print(f"  {us:5.0f} us/item workers={workers}: elastic {n / el:8.0f} items/s, default {n / de:8.0f}, torch {n / to:8.0f}; "
+          f"throughput ratio elastic/default {de / el:.3f}, elastic/torch {to / el:.3f}")
+
+
+def per_sample_seeding(n: int, batch_size: int, repeats: int) -> None:
+    """What elastic mode adds per sample over the default mode (0 workers, 0 us items): per-sample seeding."""
+    s = seeder.default_seeder()
+    ds = Busy(n, 0)
+    loaders = [seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, elastic=True),
+               seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)]
+    times = [[], []]
+    for _ in range(repeats):
+        s.reseed(1, next(_epochs))
+        for t, loader in zip(times, loaders):
+            t.append(epoch_time(loader))
+    extra = (statistics.median(times[0]) - statistics.median(times[1])) / n * 1e6
+    print(f"  per-sample seeding, elastic - default, batch_size={batch_size}: {extra:.2f} us/sample (0 workers)")
+
+
+def resume_other_world(n: int, repeats: int) -> None:
+    """Load a state saved on 4 ranks into a 2-rank loader (rank 1) at mid-epoch; seeder's share up to the first keys."""
+    s = seeder.default_seeder()
+    s.reseed(1, next(_epochs))
+    ds = Busy(n, 0)
+    src = seeder.DataLoader(ds, batch_size=16, shuffle=True, elastic=True, num_replicas=4, rank=0)
+    state = src.state_dict()
+    half = n // 2 // 64 * 64
+    state = {**state, "samples_done": half}
+    own = []
+    for _ in range(repeats):
+        loader = seeder.DataLoader(ds, batch_size=32, shuffle=True, elastic=True, num_replicas=2, rank=1)
+        t0 = time.perf_counter()
+        loader.load_state_dict(state)
+        loader.pending_start()
+        next(iter(loader.batch_sampler))
+        own.append(time.perf_counter() - t0)
+    print(f"  resume at N={n:.0e} saved on 4 ranks, loaded on 2, at sample {half}: seeder's own work "
+          f"{statistics.median(own) * 1e3:.3f} ms (load_state_dict + the first batch's keys)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--workers", type=int, nargs="+", default=[0, 2])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--items", type=int, default=20000, help="items per epoch of the cheap (3 us) dataset")
+    p.add_argument("--n-resume", type=float, default=1e8)
+    args = p.parse_args()
+    seeder.init(0)
+    print("epoch throughput (median of", args.repeats, "interleaved epochs):")
+    for workers in args.workers:
+        compare(args.items, 3, workers, args.repeats, 64)
+        compare(max(args.items // 20, 64), 200, workers, args.repeats, 64)
+    per_sample_seeding(args.items, 64, args.repeats)
+    resume_other_world(int(args.n_resume), 3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Loading a state saved on another number of processes: what elastic loaders carry over and what is re-derived.
+
+An elastic ``seeder.DataLoader`` (``elastic=True``, :mod:`seeder.data.elastic_loader`) keeps a
+global state (epoch, samples done): it loads on any world size. When every participant of a
+process is an elastic loader or a registered generator, a state of another world size loads:
+the loaders continue at the saved global step, and this rank's global RNGs and registered
+generators are seeded from ``derive(ELASTIC_RANK, task, epoch, rank, stream=global step)``.
+Anything else per rank (a default-mode loader or sampler, a DALI pipeline) keeps the state tied
+to its world size.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List
+
+from . import derive
+from .errors import StateError
+from .participant import GeneratorParticipant
+from .rollback import capture, restore
+
+__all__ = ["world_change_allowed", "elastic_keys", "check_moved", "move_world"]
+
+logger = logging.getLogger("seeder")
+
+
+def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
+    """Keys of the elastic participants, if they and registered generators are all there is; else ``[]``.
+
+    >>> elastic_keys({})
+    []
+    """
+    keys = [k for k, p in stateful.items() if getattr(p, "seeder_elastic", False) is True]
+    rest = [k for k, p in stateful.items() if k not in keys and not isinstance(p, GeneratorParticipant)]
+    return keys if keys and not rest else []
+
+
+def world_change_allowed(stateful: Dict[str, Any], allow_world_change: Any) -> Any:
+    """``allow_world_change`` as loading takes it: ``True`` as well when the state is elastic (:func:`elastic_keys`).
+
+    >>> world_change_allowed({}, False)
+    False
+    """
+    return True if allow_world_change is False and elastic_keys(stateful) else allow_world_change
+
+
+def check_moved(entry: Dict[str, Any], stateful: Dict[str, Any]) -> None:
+    """Raise :class:`StateError` unless every elastic loader of this process finds a valid state in ``entry``."""
+    parts = entry["participants"]
+    if not isinstance(parts, dict):
+        raise StateError("state['participants'] must be a dict")
+    for key in elastic_keys(stateful):
+        if key not in parts:
+            raise StateError(f"the checkpoint holds no state for {key!r} (an elastic loader of this process); "
+                             "create the same loaders in the same order before load_state_dict")
+        try:
+            stateful[key].check_state_dict(parts[key])
+        except StateError as exc:
+            raise StateError(f"state['participants'][{key!r}]: {exc}") from None
+
+
+def move_world(entry: Dict[str, Any], stateful: Dict[str, Any], seeder: Any) -> None:
+    """Load a checked ``entry`` of another world size: the elastic loaders' global states, then this rank's global
+    RNGs and registered generators seeded from ``derive(ELASTIC_RANK, task, epoch, rank, stream=global step)``
+    (shared generators: rank ``2**32 - 1``). Whatever stops it half way puts the loaders and global RNGs back."""
+    moving = elastic_keys(stateful)
+    adapters = seeder.global_adapters()
+    snapshot = capture(adapters, [stateful[k] for k in moving])
+    try:
+        for key in moving:
+            stateful[key].load_state_dict(entry["participants"][key])
+        step = stateful[moving[0]].elastic_step(entry["participants"][moving[0]])
+        task, epoch = entry["last_reseed"] if entry["last_reseed"] is not None else (0, 0)
+        gens = seeder.generators()
+        words = 1 + max((g.stream for g in gens), default=0)
+        master, rank, domain = entry["master_seed"], seeder.rank, int(derive.Domain.ELASTIC_RANK)
+        own, shared = (derive.stream_seeds(master, domain, task, epoch, r, words).seed(step) for r in (rank, derive.MAX_KEY))
+        for adapter in adapters:
+            adapter.seed(own[0])
+        for gen in gens:
+            gen.seed((shared if gen.shared else own)[gen.stream])
+    except BaseException as exc:
+        failed = restore(snapshot)
+        if not isinstance(exc, Exception):
+            raise
+        raise StateError(f"loading the elastic loader state failed ({type(exc).__name__}: {exc}); loaders and global "
+                         f"RNGs put back" + (f" except {', '.join(failed)}" if failed else "")) from exc
+    logger.info("seeder state from a world of %d loaded into a world of %d: elastic loader(s) %s continue at global "
+                "step %d of (task, epoch) %s; this rank's RNG streams re-derived from (master, task, epoch, rank %d, "
+                "step)", entry["world_size"], seeder.world_size, ", ".join(moving), step, (task, epoch), rank)

@@ -1,0 +1,190 @@
+"""seeder.DataLoader(elastic=True) in one process: ranks given explicitly, states moved between world sizes."""
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import seeder
+from seeder import StateError
+from seeder.data.elastic import num_steps, rank_slice
+from seeder.derive import MAX_KEY, Domain, derive_seed
+
+N = 23
+
+
+class Augmented(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return N
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.tensor([float(i), random.random(), float(np.random.rand()), float(torch.rand(()))], dtype=torch.float64)
+
+
+def loaders(s, world, batch=None, **kw):
+    return [seeder.DataLoader(Augmented(), batch_size=batch or 4 // world, shuffle=True, elastic=True,
+                              num_replicas=world, rank=r, seeder=s, **kw) for r in range(world)]
+
+
+def rows(batches):
+    return {int(row[0]): row for b in batches for row in b}
+
+
+@pytest.fixture
+def s():
+    s = seeder.Seeder()
+    s.init(5)
+    s.reseed(1, 0)
+    return s
+
+
+def test_same_samples_and_draws_on_any_world_size_and_worker_count(s):
+    one = rows(loaders(s, 1, num_workers=2)[0])
+    assert sorted(one) == list(range(N))
+    for world in (2, 4):
+        parts = [list(ld) for ld in loaders(s, world)]
+        assert Counter(int(r[0]) for p in parts for b in p for r in b) == Counter(range(N))
+        got = rows(b for p in parts for b in p)
+        assert all(torch.equal(got[i], one[i]) for i in range(N))
+    # The global order is the one-replica seeder.DistributedSampler's order.
+    order = [int(r[0]) for b in loaders(s, 1)[0] for r in b]
+    assert order == list(seeder.DistributedSampler(range(N), num_replicas=1, rank=0, seeder=s))
+    # Sample at position p draws from random seeded with derive(ELASTIC, task 1, epoch 0, p >> 32, p & 0xFFFFFFFF).
+    assert [one[i][1].item() for i in order] == [random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random()
+                                                for p in range(N)]
+    s.reseed(1, 1)
+    assert [int(r[0]) for b in loaders(s, 1)[0] for r in b] != order
+
+
+def test_state_moves_between_world_sizes_through_seeder_state_dict(caplog):
+    two = seeder.Seeder()
+    two.init(9, ngpus=2, rank=1)
+    gen = torch.Generator()
+    two.register_generator(gen)
+    ld = loaders(two, 2)[1]
+    two.reseed(1, 0)
+    it = iter(ld)
+    seen = [next(it), next(it)]
+    st = two.state_dict()
+    assert st["world_size"] == 2 and st["participants"]["loader.0"]["samples_done"] == 8
+    gathered = {"format": "seeder-gathered", "version": st["version"], "world_size": 2,
+                "ranks": [{**st, "rank": 0}, st]}  # as gather_state_dict() on 2 ranks makes it
+    three = seeder.Seeder()
+    three.init(9)
+    moved = loaders(three, 1)[0]
+    three.load_state_dict(gathered)
+    assert moved.state_dict()["samples_done"] == 8
+
+    one = seeder.Seeder()
+    one.init(9)
+    mine = torch.Generator()
+    one.register_generator(mine)
+    single = loaders(one, 1)[0]
+    with caplog.at_level(logging.INFO, logger="seeder"):
+        one.load_state_dict(st)  # no allow_world_change needed: the loader's state is global
+    assert "re-derived" in caplog.text
+    assert one.get_master_seed() == 9 and single.state_dict()["samples_done"] == 8
+    # This rank's streams: derive(ELASTIC_RANK, task, epoch, rank, stream=global step 2), word k for generator k.
+    words = np.random.SeedSequence(9, spawn_key=(int(Domain.ELASTIC_RANK), 1, 0, 0, 2)).generate_state(2, np.uint64)
+    assert int(words[0]) == derive_seed(9, Domain.ELASTIC_RANK, 1, 0, 0, 2)
+    assert torch.equal(torch.get_rng_state(), torch.Generator().manual_seed(int(words[0])).get_state())
+    assert torch.equal(mine.get_state(), torch.Generator().manual_seed(int(words[1])).get_state())
+    one.reseed(1, 0)  # skipped: the loaded state stands inside epoch 0
+    assert torch.equal(torch.get_rng_state(), torch.Generator().manual_seed(int(words[0])).get_state())
+    rest = [int(r[0]) for b in single for r in b]
+    trained = [int(r[0]) for b in seen for r in b]
+    assert len(rest) == N - 8 and not set(rest) & set(trained)
+    assert MAX_KEY == 2**32 - 1  # shared generators take rank 2**32 - 1 in this derivation (docs/elastic.md)
+
+
+def test_world_change_refused_with_non_elastic_state_and_bad_loader_state_changes_nothing(s):
+    two = seeder.Seeder()
+    two.init(9, ngpus=2, rank=0)
+    ld = loaders(two, 2)[0]
+    two.reseed(1, 0)
+    next(iter(ld))
+    st = two.state_dict()
+
+    sharded = seeder.DistributedSampler(range(N), seeder=two)  # a per-rank state: cannot move to another world
+    st_sharded = two.state_dict()
+    other = seeder.Seeder()
+    other.init(1)
+    elastic = loaders(other, 1)[0]
+    plain = seeder.DistributedSampler(range(N), seeder=other)
+    with pytest.raises(StateError, match="world of 2"):
+        other.load_state_dict(st_sharded)
+    del plain, sharded
+    bad = {**st, "participants": {"loader.0": {**st["participants"]["loader.0"], "samples_done": N + 1}}}
+    before = torch.get_rng_state()
+    with pytest.raises(StateError, match="samples_done"):
+        other.load_state_dict(bad)
+    assert torch.equal(torch.get_rng_state(), before) and elastic.state_dict()["samples_done"] == 0
+    assert other.get_master_seed() == 1
+
+
+def test_global_batch_change_is_refused_unless_allowed(s):
+    ld = loaders(s, 2)[0]
+    it = iter(ld)
+    next(it)
+    st = ld.state_dict()
+    assert st["global_batch_size"] == 4 and st["samples_done"] == 4
+    three = seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, elastic=True, seeder=s)
+    with pytest.raises(StateError, match="global batch size is 4 samples per step, this loader's is 3"):
+        three.load_state_dict(st)
+    assert three.state_dict()["samples_done"] == 0
+    full = rows(loaders(s, 1)[0])
+    moved = seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, elastic=True, seeder=s,
+                              allow_global_batch_change=True)
+    moved.load_state_dict(st)
+    got = [b for b in moved]
+    assert [len(b) for b in got] == [3] * 6 + [1]
+    first = [int(r[0]) for r in next(iter(loaders(s, 1)[0]))]
+    rest = rows(got)
+    assert sorted(first + list(rest)) == list(range(N))
+    assert all(torch.equal(rest[i], full[i]) for i in rest)
+    assert moved.state_dict()["samples_done"] == N
+
+
+def test_refusals():
+    s = seeder.Seeder()
+    s.init(0)
+    with pytest.raises(TypeError, match="owns the order"):
+        seeder.DataLoader(range(4), sampler=seeder.DistributedSampler(range(4), seeder=s), elastic=True, seeder=s)
+    with pytest.raises(ValueError, match="rank must be in"):
+        seeder.DataLoader(range(4), elastic=True, num_replicas=2, rank=2, seeder=s)
+    with pytest.raises(TypeError, match="elastic must be True or False"):
+        seeder.DataLoader(range(4), elastic=1, seeder=s)
+    loader = seeder.DataLoader(range(4), elastic=False, seeder=s)
+    assert type(loader) is seeder.DataLoader
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 60), per_rank=st.integers(1, 5), world=st.integers(1, 6), drop_last=st.booleans(),
+       origin=st.integers(0, 7))
+def test_rank_slices_cover_each_position_once(n, per_rank, world, drop_last, origin):
+    """Over all ranks and steps, the slices cover the epoch from ``origin`` once (less a short last batch if dropped)."""
+    g = per_rank * world
+    steps = num_steps(n, origin, g, drop_last)
+    covered = Counter(p for step in range(steps) for r in range(world)
+                      for p in range(*rank_slice(step, g, origin, world, r, n)))
+    end = origin + steps * g if drop_last else n
+    assert covered == Counter(range(origin, max(end, origin)))
+    for step in range(steps):
+        sizes = [len(range(*rank_slice(step, g, origin, world, r, n))) for r in range(world)]
+        assert max(sizes) - min(sizes) <= 1 and (sizes == [per_rank] * world or step == steps - 1)
+
+
+def test_persistent_workers_follow_the_epochs(s):
+    persistent = loaders(s, 1, num_workers=1, persistent_workers=True)[0]
+    first = rows(persistent)
+    assert all(torch.equal(first[i], v) for i, v in rows(loaders(s, 1)[0]).items())
+    s.reseed(1, 1)
+    second = rows(persistent)
+    assert all(torch.equal(second[i], v) for i, v in rows(loaders(s, 1)[0]).items())
+    assert not torch.equal(first[0], second[0])

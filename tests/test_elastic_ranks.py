@@ -1,0 +1,79 @@
+"""Elastic seeder.DataLoader under torchrun: the same samples whatever the world size, and a mid-epoch resume on another.
+
+Uninterrupted runs on 2, 4 ranks (0 workers) and 1 rank (2 workers), each saving a checkpoint inside
+epoch 0, then resumes 2 -> 1 (2 workers), 1 -> 2, 4 -> 2 and 2 -> 2 (1 worker; 4 -> 2 and one 2 -> 2 through
+torch.distributed.checkpoint). Every sample's tensor
+(its augmentation draws from random, NumPy, torch and a registered Generator) is compared bit for bit
+with the uninterrupted run's.
+"""
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+
+import pytest
+import torch
+
+from helpers import REPO_ROOT, torchrun
+
+SCRIPT = "tests/scripts/elastic_ranks.py"
+_spec = importlib.util.spec_from_file_location("elastic_ranks", REPO_ROOT / SCRIPT)
+child = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(child)  # type: ignore[union-attr]
+
+
+def samples(paths):
+    """``{(epoch, index): tensor}`` and the multiset of ``(epoch, index)`` over every rank's rows."""
+    got, count = {}, Counter()
+    for path in paths:
+        for epoch, _, batch, _, _ in torch.load(path, weights_only=True):
+            for row in batch:
+                key = (epoch, int(row[0]))
+                got[key] = row
+                count[key] += 1
+    return got, count
+
+
+def before_stop(paths):
+    """The samples the run had trained when its checkpoint was saved (epoch 0, steps 0..STOP)."""
+    count = Counter()
+    for path in paths:
+        for epoch, step, batch, _, _ in torch.load(path, weights_only=True):
+            if epoch == 0 and step <= child.STOP:
+                count.update((0, int(row[0])) for row in batch)
+    return count
+
+
+@pytest.mark.slow
+def test_elastic_resume_on_other_world_sizes_and_worker_counts(tmp_path):
+    out = str(tmp_path)
+    torchrun([SCRIPT, out, "0", "full"], nproc=2)
+    torchrun([SCRIPT, out, "0", "full"], nproc=4)
+    torchrun([SCRIPT, out, "2", "full", "2"], nproc=1)         # 2 workers; resumes 2 -> 1 ranks (0 -> 2 workers)
+    # 1 worker; 1 -> 2, 4 -> 2 (0 -> 1 worker) and 2 -> 2 through torch.distributed.checkpoint, 2 -> 2 through torch.save
+    torchrun([SCRIPT, out, "1", "resume", "1", "4d", "2d", "2"], nproc=2)
+
+    every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.N)})
+    ref, count = samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
+    assert count == every
+    for world in (1, 4):  # the same data, bit for bit, whatever the world size
+        other, count = samples([tmp_path / f"full{world}_{r}.pt" for r in range(world)])
+        assert count == every and all(torch.equal(other[k], ref[k]) for k in every)
+    assert len({ref[(0, i)][1].item() for i in range(child.N)}) == child.N  # the augmentation draws differ per sample
+
+    for tag, now in (("2", 1), ("1", 2), ("4d", 2), ("2d", 2), ("2", 2)):
+        saved = int(tag.rstrip("d"))
+        trained = before_stop([tmp_path / f"full{saved}_{r}.pt" for r in range(saved)])
+        assert sum(trained.values()) == (child.STOP + 1) * child.GLOBAL_BATCH
+        resumed, count = samples([tmp_path / f"resume{tag}to{now}_{r}.pt" for r in range(now)])
+        assert trained + count == every, (saved, now)  # every sample of the epoch once: none lost, none repeated
+        assert all(torch.equal(resumed[k], ref[k]) for k in count), (saved, now)
+
+    # The same world size: every rank's rows, the training loop's own draws included, continue bit for bit.
+    for r, tag in ((0, "2"), (1, "2"), (0, "2d"), (1, "2d")):
+        full = torch.load(tmp_path / f"full2_{r}.pt", weights_only=True)
+        again = torch.load(tmp_path / f"resume{tag}to2_{r}.pt", weights_only=True)
+        tail = [row for row in full if (row[0], row[1]) > (0, child.STOP)]
+        assert len(again) == len(tail) > 0
+        for a, b in zip(again, tail):
+            assert a[:2] == b[:2] and all(torch.equal(x, y) for x, y in zip(a[2:], b[2:]))
