@@ -24,7 +24,7 @@ from . import derive, runwatch, state
 from .announce import show_drawn_seed
 from .checks import check_bool, check_int, is_bool
 from .derive import Domain, check_key
-from .distributed import Topology, agree_master_seed, discover
+from .distributed import Topology, agree_master_seed, discover, refuse_in_worker
 from .errors import SeederWarning
 from .pending import PendingParts
 from .participant import GeneratorParticipant, Participant, describe, require_participant
@@ -306,6 +306,7 @@ class Seeder:
         >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
         >>> s.load_state_dict(st)
         """
+        refuse_in_worker("seeder.load_state_dict()")
         with self._lock:
             self.pending.load(self, state_, allow_world_change)
 

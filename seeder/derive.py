@@ -165,7 +165,7 @@ def resolve_master_seed(master_seed: Any, environ: Mapping[str, str], what: str 
     whitespace counts as unset; any other value must be a valid master seed. ``what`` names
     the argument in errors.
 
-    >>> resolve_master_seed(None, {"SEEDER_SEED": " 7\n"}), resolve_master_seed(3, {"SEEDER_SEED": "7"})
+    >>> resolve_master_seed(None, {"SEEDER_SEED": " 7\\n"}), resolve_master_seed(3, {"SEEDER_SEED": "7"})
     ((7, True), (3, True))
     >>> resolve_master_seed(None, {"SEEDER_SEED": " "})[1]
     False

@@ -35,7 +35,7 @@ import torch
 
 from .derive import MAX_KEY, parse_decimal
 
-__all__ = ["Topology", "Launcher", "LAUNCHERS", "LAUNCHER_VARIABLES", "discover", "check_topology", "process_group_active",
+__all__ = ["refuse_in_worker", "Topology", "Launcher", "LAUNCHERS", "LAUNCHER_VARIABLES", "discover", "check_topology", "process_group_active",
            "agree_master_seed", "MAX_RANK", "MAX_WORLD_SIZE"]
 
 logger = logging.getLogger("seeder")
@@ -322,3 +322,19 @@ def agree_master_seed(seed: int, explicit: bool, topology: Optional[Topology] = 
     if explicit_values:
         return next(iter(explicit_values.values())), True
     return int(gathered[0][0]), False
+
+
+def refuse_in_worker(what: str) -> None:
+    """Raise ``RuntimeError`` inside a ``DataLoader`` worker process: states are loaded in the main process.
+
+    A worker holds a copy of the sampler and the loader; loading a state there changes only the
+    copy (and the batches that worker fetches), never the run.
+
+    >>> refuse_in_worker("DistributedSampler.load_state_dict()")  # the main process: nothing to refuse
+    """
+    info = torch.utils.data.get_worker_info()
+    if info is not None:
+        raise RuntimeError(
+            f"{what} was called inside DataLoader worker {info.id}: a worker holds a copy of the sampler and loader, so "
+            "the load would change only the batches that worker fetches. Load states in the main process, before "
+            "iter(loader)")

@@ -413,3 +413,32 @@ def test_bad_arguments_and_states_raise_a_named_error_and_change_nothing(case):
     assert everything(s, loader, sampler) == before, case
     key = (target, type(info.value).__name__)
     OUTCOMES[key] = OUTCOMES.get(key, 0) + 1
+
+
+class SeederLoadsInWorker(torch.utils.data.Dataset):
+    """Each item calls Seeder.load_state_dict in the worker (a plain torch DataLoader: no seeder loader joined)."""
+
+    def __init__(self, seeder, state):
+        self.seeder, self.state = seeder, state
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        try:
+            self.seeder.load_state_dict(self.state)
+            return "loaded"
+        except RuntimeError as exc:
+            return str(exc)
+
+
+def test_seeder_load_state_dict_inside_a_plain_torch_worker_is_refused():
+    s = Seeder()
+    s.init(5)
+    s.reseed(1, 0)
+    state = s.state_dict()
+    loader = torch.utils.data.DataLoader(SeederLoadsInWorker(s, state), batch_size=None, num_workers=1,
+                                         multiprocessing_context="fork")
+    got = list(loader)
+    assert all("seeder.load_state_dict() was called inside DataLoader worker 0" in g for g in got), got
+    s.load_state_dict(state)  # the main process loads as before

@@ -24,6 +24,7 @@ import numpy as np
 import torch.utils.data
 
 from ..derive import Domain, stream_seeds
+from .batches import BatchSeedingDataset
 from .order import FIRST_BLOCK, shuffle_key
 from .permutation import keyed_permutation
 from .sampler import DistributedSampler
@@ -57,7 +58,7 @@ def rank_slice(step: int, global_batch: int, origin: int, world: int, rank: int,
     return start + rank * size // world, start + (rank + 1) * size // world
 
 
-class ElasticView(torch.utils.data.Dataset):
+class ElasticView(BatchSeedingDataset):
     """The user's dataset fetched by keys ``(master, task, epoch, first position, indices)``; seeds before each sample.
 
     What torch's fetchers (in a worker or the main process) see in place of the user's dataset.
@@ -68,13 +69,6 @@ class ElasticView(torch.utils.data.Dataset):
     >>> view.__getitems__((3, 1, 0, 5, [2, 0]))
     [12, 10]
     """
-
-    def __init__(self, dataset: Any, source: SeedSource):
-        self.dataset = dataset
-        self.source = source
-
-    def __len__(self) -> int:
-        return len(self.dataset)
 
     def seeds(self, master: int, task: int, epoch: int, first: int, count: int, words: int) -> np.ndarray:
         """Seed words (``count`` x ``words``, uint64) of positions ``first .. first + count - 1``."""

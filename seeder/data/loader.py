@@ -46,7 +46,8 @@ from ..rngbase import put_back_states, save_states
 from .batches import BatchKeys, BatchSeedingDataset
 from .iterable import IterableLoader
 from .loader_checks import check_batch_count, check_loader_args
-from .sampler import DistributedSampler, refuse_in_worker
+from ..distributed import refuse_in_worker
+from .sampler import DistributedSampler
 from .workers import SeedSource, dataloader_generator, fetch_adapters
 
 __all__ = ["DataLoader", "LOADER_STATE_VERSION"]

@@ -40,6 +40,7 @@ from ..checks import check_bool, is_int
 from ..core import Seeder
 from ..default import resolve_seeder
 from ..derive import TRAIN_TASK, check_key
+from ..distributed import refuse_in_worker
 from ..errors import SeederWarning
 from ..trace import record_step
 from .audit import audit_loader, find_loader, loader_on_stack, unconsumed_message
@@ -48,25 +49,9 @@ from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_
 from .sampler_iter import Progress, SamplerIterator
 from .workers import SeededDataset
 
-__all__ = ["DistributedSampler", "refuse_in_worker"]
+__all__ = ["DistributedSampler"]
 
 logger = logging.getLogger("seeder")
-
-
-def refuse_in_worker(what: str) -> None:
-    """Raise ``RuntimeError`` inside a ``DataLoader`` worker process: states are loaded in the main process.
-
-    A worker holds a copy of the sampler and the loader; loading a state there changes only the
-    copy (and the batches that worker fetches), never the run.
-
-    >>> refuse_in_worker("DistributedSampler.load_state_dict()")  # the main process: nothing to refuse
-    """
-    info = torch.utils.data.get_worker_info()
-    if info is not None:
-        raise RuntimeError(
-            f"{what} was called inside DataLoader worker {info.id}: a worker holds a copy of the sampler and loader, so "
-            "the load would change only the batches that worker fetches. Load states in the main process, before "
-            "iter(loader)")
 
 
 def _check_not_stopped(progress: Progress) -> None:
