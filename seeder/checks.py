@@ -35,7 +35,8 @@ def is_bool(value: Any) -> bool:
     >>> is_bool(True), is_bool(np.bool_(False)), is_bool(1)
     (True, True, False)
     """
-    return isinstance(value, bool) or type(value).__name__ == "bool_"
+    kind = type(value)
+    return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
 
 
 def check_int(value: Any, name: str, *, low: Optional[int] = None, high: Optional[int] = None) -> int:

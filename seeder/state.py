@@ -360,7 +360,11 @@ def load(seeder: Any, state: Any, allow_world_change: bool) -> None:
     saved.resume_pending = last
     if last is not None:
         saved.seen.add(last)
-    apply_entry(entry, seeder.global_adapters(), stateful)
+    seeder.loading = saved  # participants that check again while loading check against the run being loaded
+    try:
+        apply_entry(entry, seeder.global_adapters(), stateful)
+    finally:
+        seeder.loading = None
     seeder.run = saved
 
 
