@@ -280,8 +280,11 @@ def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: 
                 raise StateError(f"state['participants'][{key!r}]: {exc}") from None
 
 
-def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dict[str, Any]) -> None:
+def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dict[str, Any], seeder: Any = None) -> None:
     """Load a checked ``entry``: participants, then global RNGs; on any exception put everything back and raise.
+
+    With ``seeder``, participants that check their new state again check it against the run
+    ``entry`` describes (``seeder.loading``), and the states put back against the seeder's own run.
 
     Participants whose state nothing validated go first. Each state is saved right before it is
     replaced, so that whatever stops the load (an error, Ctrl-C, ``SystemExit``) is followed by
@@ -290,6 +293,8 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
     """
     unchecked = [k for k, p in stateful.items() if not validates_state(p)]
     undo = Snapshot([], [])
+    if seeder is not None:
+        seeder.loading = described_run(entry)
     try:
         for key in unchecked + [k for k in stateful if k not in unchecked]:
             member = stateful[key]
@@ -299,6 +304,8 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
             undo.rngs.append((adapter, adapter.snapshot()))
             adapter.set_state(entry["rngs"][adapter.name])
     except BaseException as exc:
+        if seeder is not None:
+            seeder.loading = None
         stuck = restore(undo)
         if not isinstance(exc, Exception):
             raise
@@ -307,6 +314,9 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
         kept = (f"NOT restored: {'; '.join(stuck)}; the rest is as before load_state_dict" if stuck
                 else f"{kept} (put back: {', '.join(names)})" if names else kept)
         raise StateError(f"loading the seeder state failed ({type(exc).__name__}: {exc}); {kept}") from exc
+    finally:
+        if seeder is not None:
+            seeder.loading = None
 
 
 def check(seeder: Any, state: Any, allow_world_change: bool,
@@ -360,11 +370,7 @@ def load(seeder: Any, state: Any, allow_world_change: bool) -> None:
     saved.resume_pending = last
     if last is not None:
         saved.seen.add(last)
-    seeder.loading = saved  # participants that check again while loading check against the run being loaded
-    try:
-        apply_entry(entry, seeder.global_adapters(), stateful)
-    finally:
-        seeder.loading = None
+    apply_entry(entry, seeder.global_adapters(), stateful, seeder)
     seeder.run = saved
 
 
