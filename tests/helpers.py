@@ -181,11 +181,12 @@ class ForkServer:
         except queue.Empty:
             return None
 
-    def start(self, args: Sequence[str], timeout: float = 60) -> ForkedRun:
-        """Start ``python ARGS`` (``ARGS[0]`` a script) in a forked child; returns once it runs."""
+    def start(self, args: Sequence[str], timeout: float = 60, cwd: Optional[Path] = None) -> ForkedRun:
+        """Start ``python ARGS`` (``ARGS[0]`` a script) in a forked child, in ``cwd``; returns once it runs."""
         self.count += 1
         out, err = (self.tmp / f"run{self.count}.{kind}" for kind in ("out", "err"))
-        self.proc.stdin.write(json.dumps({"argv": [str(a) for a in args], "stdout": str(out), "stderr": str(err)}) + "\n")
+        request = {"argv": [str(a) for a in args], "stdout": str(out), "stderr": str(err), "cwd": str(cwd or REPO_ROOT)}
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         started = self.answer(timeout)
         if started is None:
@@ -193,9 +194,10 @@ class ForkServer:
             raise AssertionError(f"the fork server did not start {list(args)}:\n{self.log.read()[-3000:]}")
         return ForkedRun(self, [str(a) for a in args], started["pid"], out, err)
 
-    def run(self, args: Sequence[str], timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+    def run(self, args: Sequence[str], timeout: float = 120, check: bool = True,
+            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
         """Run ``python ARGS`` in a forked child to its end; the finished process, output captured."""
-        forked = self.start(args)
+        forked = self.start(args, cwd=cwd)
         forked.wait(timeout)
         proc = subprocess.CompletedProcess(list(args), forked.returncode, forked.stdout(), forked.err.read_text())
         if check and proc.returncode != 0:

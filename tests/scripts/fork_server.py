@@ -3,9 +3,9 @@
 
     python tests/scripts/fork_server.py
 
-Reads one JSON request per line on stdin, ``{"argv": [script, args...], "stdout": path, "stderr": path}``, and
-runs ``script`` as ``__main__`` (``runpy``) in a child forked from here, in its own session, with its output
-in the two files. Answers each request with two lines on stdout: ``{"pid": N}`` when the child starts and
+Reads one JSON request per line on stdin, ``{"argv": [script, args...], "stdout": path, "stderr": path}`` (and
+optionally ``"cwd": path``), and runs ``script`` as ``__main__`` (``runpy``, as ``python script`` would: spawned
+processes re-import it) in a child forked from here, in its own session, with its output in the two files. Answers each request with two lines on stdout: ``{"pid": N}`` when the child starts and
 ``{"rc": RC}`` when it has ended (RC negative: the signal that ended it). The child's DataLoader workers
 are killed with its session. A run costs a fork instead of a Python start with torch (about 2 s here).
 """
@@ -24,11 +24,12 @@ import torch  # noqa: F401
 import seeder  # noqa: F401
 
 
-def child(argv: list, stdout: str, stderr: str) -> None:
+def child(argv: list, stdout: str, stderr: str, cwd: str) -> None:
     """The forked child: a fresh session, its output in files, ``argv[0]`` run as ``__main__``; never returns."""
     code = 1
     try:
         os.setsid()
+        os.chdir(cwd)
         for fd, path in ((1, stdout), (2, stderr)):
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(target, fd)
@@ -56,7 +57,7 @@ def main() -> int:
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            child(request["argv"], request["stdout"], request["stderr"])
+            child(request["argv"], request["stdout"], request["stderr"], request.get("cwd", os.getcwd()))
         print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
         try:
