@@ -37,7 +37,7 @@ from ..derive import MAX_KEY, Domain, stream_seeds
 from ..errors import SeederWarning
 from .workers import SeedSource, seed_globals
 
-__all__ = ["StreamShare", "stream_share", "WorkerStream", "is_stateful", "REPLAY_LOG_EVERY", "keep_batch",
+__all__ = ["StreamShare", "stream_share", "WorkerStream", "is_stateful", "REPLAY_LOG_EVERY", "keep_batch", "set_epoch_of",
            "warn_threaded_maps"]
 
 logger = logging.getLogger("seeder")
@@ -138,6 +138,28 @@ def keep_batch(batch: Any) -> Any:
     return batch
 
 
+def set_epoch_of(dataset: Any, epoch: int) -> None:
+    """``dataset.set_epoch(epoch)`` where it has one, unless its ``epoch`` already says so.
+
+    The main process sets it before the workers start; a worker only sets an epoch that differs.
+    ``datasets.IterableDataset`` keeps its epoch in shared memory and sets it with a
+    read-modify-write (``_epoch += epoch - _epoch``): two workers setting it at once can
+    leave it at ``2 * epoch`` and shuffle the stream by another epoch's order.
+
+    Example:
+        >>> class Stream:
+        ...     epoch, calls = 0, 0
+        ...     def set_epoch(self, epoch):
+        ...         self.epoch, self.calls = epoch, self.calls + 1
+        >>> s = Stream()
+        >>> set_epoch_of(s, 1); set_epoch_of(s, 1); (s.epoch, s.calls)
+        (1, 1)
+    """
+    set_epoch = getattr(dataset, "set_epoch", None)
+    if callable(set_epoch) and getattr(dataset, "epoch", None) != epoch:
+        set_epoch(epoch)
+
+
 class WorkerStream(torch.utils.data.IterableDataset):
     """The user's iterable dataset, batched, seeded per batch and with its state after each batch.
 
@@ -177,8 +199,7 @@ class WorkerStream(torch.utils.data.IterableDataset):
         words = 1 + max((stream for _, _, stream in gens), default=0)
         seeds = stream_seeds(master, int(Domain.STREAM), self.task, epoch, self.rank, words)
         ds = self.dataset
-        if callable(getattr(ds, "set_epoch", None)):
-            ds.set_epoch(epoch)
+        set_epoch_of(ds, epoch)
         produced = int(record["produced"])
         replay = 0
         if record["state"] is not None:
