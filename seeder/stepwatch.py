@@ -130,11 +130,10 @@ def _digest_at_exit() -> None:
 
 
 def watch(seeder: Any) -> None:
-    """Under ``seeder verify`` (``$SEEDER_STEPS``), count and record optimizer steps (called by ``init``)."""
+    """Under ``seeder verify`` (``$SEEDER_STEPS``), count and record the optimizer steps of ``seeder``'s run (``init``
+    of the module-level seeder calls this)."""
     global _counter, _seeder, _hooked, _stopped
-    from . import default_seeder
-
-    if not os.environ.get(ENV_STEPS) or seeder is not default_seeder():
+    if not os.environ.get(ENV_STEPS):
         return
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
