@@ -28,6 +28,7 @@ __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdap
 
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
+META_FIX = f"the tensor is on the meta device and holds no values; {CPU_FIX}"
 _POS = struct.Struct("=i")  # the position CPython keeps before the 624 words of a random.Random
 
 
@@ -99,7 +100,7 @@ class PythonRandomAdapter(RNGAdapter):
         if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
             raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
                              f"{CPU_FIX} and pass its RNG states on unchanged")
-        expect(key.device.type != "meta", where, f"the tensor is on the meta device and holds no values; {CPU_FIX}")
+        expect(key.device.type != "meta", where, META_FIX)
         expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
         check_exact_int(state["pos"], where, "pos", 0, 624)
         check_mt_words(on_cpu(key).numpy(), where)
@@ -187,7 +188,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
         if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
             raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
                              f"{CPU_FIX} and pass its RNG states on unchanged")
-        expect(key.device.type != "meta", where, f"the tensor is on the meta device and holds no values; {CPU_FIX}")
+        expect(key.device.type != "meta", where, META_FIX)
         expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
         check_exact_int(state["pos"], where, "pos", 0, 624)
         check_exact_int(state["has_gauss"], where, "has_gauss", 0, 1)

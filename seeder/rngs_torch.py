@@ -45,13 +45,16 @@ def check_cpu_state(state: torch.Tensor, where: str) -> None:
     """
     raw = state.numpy()
     _, left, seeded, nxt, w1, w2 = _HEAD.unpack_from(raw, 0)
+    normal, normal_valid, cached_float, float_valid = _TAIL.unpack_from(raw, _TAIL_AT)
+    words = raw[_WORDS].view("<u8")
+    if seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624 and w1 and w2 and not words.max() >> 32 and \
+            normal_valid in (0, 1) and float_valid in (0, 1) and (not normal_valid or math.isfinite(normal)) and \
+            (not float_valid or math.isfinite(cached_float)):
+        return  # a state a generator reaches: every check passed (messages are built only for a refusal)
     expect(seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624, where,
            f"torch's generator fields are out of range (seeded={seeded}, left={left}, next={nxt}); the checkpoint is corrupt")
-    words = raw[_WORDS].view("<u8")
     expect(not words.max() >> 32, where, "a Mersenne Twister word does not fit in 32 bits; the checkpoint is corrupt")
-    if not (w1 and w2):
-        check_mt_words(words, where)
-    normal, normal_valid, cached_float, float_valid = _TAIL.unpack_from(raw, _TAIL_AT)
+    check_mt_words(words, where)
     expect(normal_valid in (0, 1) and float_valid in (0, 1), where,
            f"a cached-normal flag is neither 0 nor 1 ({normal_valid}, {float_valid}); the checkpoint is corrupt")
     expect(not normal_valid or math.isfinite(normal), where,
@@ -85,7 +88,8 @@ class TorchGeneratorAdapter(RNGAdapter):
         check_uint8_tensor(state, where)
         want = self._size if self._size is not None else self.generator.get_state().numel()
         self._size = want
-        expect(state.numel() == want, where, f"expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
+        if state.numel() != want:
+            raise StateError(f"{where}: expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
         if state.device.type == "cpu" and self.generator.device.type == "cpu" and want == CPU_STATE_BYTES and \
                 require("torch:CPUGeneratorImplState"):
             check_cpu_state(state, where)  # every check torch makes on this layout, and the content ones it does not
