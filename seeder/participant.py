@@ -114,7 +114,7 @@ def is_elastic(participant: Any) -> bool:
     >>> is_elastic(Loader()), is_elastic(object())
     (True, False)
     """
-    return isinstance(participant, Elastic) and participant.seeder_elastic is True
+    return getattr(participant, "seeder_elastic", False) is True  # isinstance() on a Protocol costs ~10 us a call
 
 
 def participant_keys(participants: List[Any]) -> Dict[str, Any]:
