@@ -64,5 +64,5 @@ def adapt_contract(command: Sequence[str], contract: Contract, *, cwd: Optional[
 _WHO = {"seed": "the seed goes through $SEEDER_SEED", "epochs": "the script runs its own number of epochs",
         "ckpt_dir": "each run's directory holds its checkpoints", "resume": "seeder's helpers resume ($SEEDER_RESUME)",
         "stop_after_epochs": "seeder stops the run", "stop_after_steps": "seeder stops the run",
-        "metrics": "seeder records each optimizer step (its value, called loss in this report, is the sum of "
-                   "squares of the parameters, unless the script's output logs JSON losses)"}
+        "metrics": "seeder records each optimizer step (the sum of squared parameters, unless the script's output "
+                   "logs JSON losses)"}
