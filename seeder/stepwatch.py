@@ -81,7 +81,9 @@ class StepCounter:
 
 _counter: Optional[StepCounter] = None
 _seeder: Optional["weakref.ReferenceType[Any]"] = None
-_optimizer: Optional["weakref.ReferenceType[Any]"] = None
+#: The optimizer of the last step, held (under ``seeder verify`` only) so that the digest at exit sees it even when the
+#: script kept it in a function that has returned.
+_optimizer: Optional[Any] = None
 _hooked = False
 _stopped = False
 
@@ -108,7 +110,7 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     if _counter is None:
         return
     _counter.step += 1
-    _optimizer = weakref.ref(optimizer)
+    _optimizer = optimizer
     with torch.no_grad():
         value = sum(float(p.detach().double().pow(2).sum()) for g in optimizer.param_groups for p in g["params"])
     s = _seeder() if _seeder is not None else None
@@ -117,7 +119,7 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
 
 
 def _digest_at_exit() -> None:
-    opt = _optimizer() if _optimizer is not None else None
+    opt = _optimizer
     if opt is None or not os.environ.get(ENV_STEPS):
         return
     from .digest import digest

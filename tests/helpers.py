@@ -181,11 +181,14 @@ class ForkServer:
         except queue.Empty:
             return None
 
-    def start(self, args: Sequence[str], timeout: float = 60, cwd: Optional[Path] = None) -> ForkedRun:
-        """Start ``python ARGS`` (``ARGS[0]`` a script) in a forked child, in ``cwd``; returns once it runs."""
+    def start(self, args: Sequence[str], timeout: float = 60, cwd: Optional[Path] = None,
+              env: Optional[Dict[str, str]] = None) -> ForkedRun:
+        """Start ``python ARGS`` (``ARGS[0]`` a script) in a forked child, in ``cwd``, with ``env`` added to its
+        environment; returns once it runs."""
         self.count += 1
         out, err = (self.tmp / f"run{self.count}.{kind}" for kind in ("out", "err"))
-        request = {"argv": [str(a) for a in args], "stdout": str(out), "stderr": str(err), "cwd": str(cwd or REPO_ROOT)}
+        request = {"argv": [str(a) for a in args], "stdout": str(out), "stderr": str(err), "cwd": str(cwd or REPO_ROOT),
+                   "env": dict(env or {})}
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         started = self.answer(timeout)
@@ -194,10 +197,10 @@ class ForkServer:
             raise AssertionError(f"the fork server did not start {list(args)}:\n{self.log.read()[-3000:]}")
         return ForkedRun(self, [str(a) for a in args], started["pid"], out, err)
 
-    def run(self, args: Sequence[str], timeout: float = 120, check: bool = True,
-            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+    def run(self, args: Sequence[str], timeout: float = 120, check: bool = True, cwd: Optional[Path] = None,
+            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
         """Run ``python ARGS`` in a forked child to its end; the finished process, output captured."""
-        forked = self.start(args, cwd=cwd)
+        forked = self.start(args, cwd=cwd, env=env)
         forked.wait(timeout)
         proc = subprocess.CompletedProcess(list(args), forked.returncode, forked.stdout(), forked.err.read_text())
         if check and proc.returncode != 0:

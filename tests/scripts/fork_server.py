@@ -4,13 +4,14 @@
     python tests/scripts/fork_server.py
 
 Reads one JSON request per line on stdin, ``{"argv": [script, args...], "stdout": path, "stderr": path}`` (and
-optionally ``"cwd": path``), and runs ``script`` as ``__main__`` (``runpy``, as ``python script`` would: spawned
+optionally ``"cwd": path`` and ``"env": {name: value}``, added to the child's environment), and runs ``script`` as ``__main__`` (``runpy``, as ``python script`` would: spawned
 processes re-import it) in a child forked from here, in its own session, with its output in the two files. Answers each request with two lines on stdout: ``{"pid": N}`` when the child starts and
 ``{"rc": RC}`` when it has ended (RC negative: the signal that ended it). The child's DataLoader workers
 are killed with its session. A run costs a fork instead of a Python start with torch (about 2 s here).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import runpy
@@ -24,12 +25,14 @@ import torch  # noqa: F401
 import seeder  # noqa: F401
 
 
-def child(argv: list, stdout: str, stderr: str, cwd: str) -> None:
+def child(argv: list, stdout: str, stderr: str, cwd: str, env: dict) -> None:
     """The forked child: a fresh session, its output in files, ``argv[0]`` run as ``__main__``; never returns."""
     code = 1
     try:
         os.setsid()
+        argv = [os.path.abspath(argv[0]), *argv[1:]]  # a script named from the server's directory
         os.chdir(cwd)
+        os.environ.update(env)
         for fd, path in ((1, stdout), (2, stderr)):
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(target, fd)
@@ -46,6 +49,10 @@ def child(argv: list, stdout: str, stderr: str, cwd: str) -> None:
     except BaseException:  # noqa: BLE001 - reported in the child's stderr file and its exit status
         traceback.print_exc()
     finally:
+        try:
+            atexit._run_exitfuncs()  # what an interpreter's exit runs (seeder verify's digest at exit, say)
+        except BaseException:  # noqa: BLE001 - reported like an exception at exit
+            traceback.print_exc()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -57,7 +64,7 @@ def main() -> int:
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            child(request["argv"], request["stdout"], request["stderr"], request.get("cwd", os.getcwd()))
+            child(request["argv"], request["stdout"], request["stderr"], request.get("cwd", os.getcwd()), request.get("env", {}))
         print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
         try:
