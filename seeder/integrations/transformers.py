@@ -53,6 +53,7 @@ from ..default import resolve_seeder
 from ..derive import TRAIN_TASK
 from ..foreign import expected
 from ..internals import require
+from ..data.iterable import IterableLoader
 from .accelerate import read_checkpoint_state, save_checkpoint_state
 
 __all__ = ["SeederTrainer", "SeederCheckpointCallback"]
@@ -224,7 +225,15 @@ class SeederTrainer(Trainer):
         def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
             if dataloader is not ours:
                 return original(dataloader, num_batches)
-            position = ours.loader.state_dict()["batch"]
+            state = ours.loader.state_dict()
+            position = state["batch"]
+            if position != num_batches and isinstance(ours.loader, IterableLoader):
+                raise StateError(
+                    f"the Trainer resumes at step {num_batches} of its epoch, but the stream stands at batch {position} of "
+                    f"its epoch {state['epoch']}: over an IterableDataset the Trainer counts max_steps as one epoch and "
+                    "cannot tell where the stream's own epochs begin, so a checkpoint saved after the stream's first "
+                    "epoch ended cannot be resumed exactly; resume from a checkpoint of the stream's first epoch, or "
+                    "train one pass of the stream per Trainer run (max_steps within it)")
             if position != num_batches:
                 raise StateError(
                     f"the Trainer resumes after batch {num_batches} of the epoch but the seeder state stands at batch "
