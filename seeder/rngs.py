@@ -32,6 +32,24 @@ META_FIX = f"the tensor is on the meta device and holds no values; {CPU_FIX}"
 _POS = struct.Struct("=i")  # the position CPython keeps before the 624 words of a random.Random
 
 
+def check_mt_key(state: Dict[str, Any], where: str) -> torch.Tensor:
+    """``state["key"]`` (a Mersenne Twister's 624 words as an int32 tensor) and ``state["pos"]`` checked; the key.
+
+    The words themselves (degenerate or not) are the caller's to check.
+
+    >>> check_mt_key({"key": torch.zeros(624, dtype=torch.int32), "pos": 624}, "x").shape
+    torch.Size([624])
+    """
+    key = state["key"]
+    if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
+        raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
+                         f"{CPU_FIX} and pass its RNG states on unchanged")
+    expect(key.device.type != "meta", where, META_FIX)
+    expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
+    check_exact_int(state["pos"], where, "pos", 0, 624)
+    return key
+
+
 class PythonRandomAdapter(RNGAdapter):
     """A :class:`random.Random` (the module-level one by default).
 
@@ -96,13 +114,7 @@ class PythonRandomAdapter(RNGAdapter):
             expect(words[-1] <= 624, where, f"position {words[-1]} out of range [0, 624]")
             check_mt_words(words, where)
             return
-        key = state["key"]
-        if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
-            raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
-                             f"{CPU_FIX} and pass its RNG states on unchanged")
-        expect(key.device.type != "meta", where, META_FIX)
-        expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
-        check_exact_int(state["pos"], where, "pos", 0, 624)
+        key = check_mt_key(state, where)
         check_mt_words(on_cpu(key).numpy(), where)
 
     def set_state(self, state: Dict[str, Any]) -> None:
@@ -184,13 +196,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
                 "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
         if type(state["kind"]) is not str or state["kind"] != "MT19937":
             raise StateError(f"{where}: unsupported NumPy bit generator {state['kind']!r}")
-        key = state["key"]
-        if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
-            raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
-                             f"{CPU_FIX} and pass its RNG states on unchanged")
-        expect(key.device.type != "meta", where, META_FIX)
-        expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
-        check_exact_int(state["pos"], where, "pos", 0, 624)
+        key = check_mt_key(state, where)
         check_exact_int(state["has_gauss"], where, "has_gauss", 0, 1)
         check_cached_float(state["cached_gaussian"], where, "cached_gaussian")
         check_mt_words(on_cpu(key).numpy(), where)
