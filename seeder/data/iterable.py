@@ -229,6 +229,7 @@ class IterableLoader(torch.utils.data.DataLoader):
         self._generation += 1
         stream = self._stream
         stream.control.copy_(torch.tensor([epoch, self._generation], dtype=torch.int64))
+        stream.share_epoch(epoch)
         stream.resume = {"generation": self._generation, "workers": progress["workers"]} if progress["batch"] or \
             progress["complete"] or any(r["done"] for r in progress["workers"]) else None
         if progress["complete"]:
