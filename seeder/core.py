@@ -67,6 +67,9 @@ class Seeder:
         self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
         self.loading: Optional[state.RunState] = None  # the run a state being loaded describes (participants check it)
         self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
+        #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its ``init`` watches the
+        #: process (foreign seeding routed, optimizer steps recorded under ``seeder verify``: :mod:`seeder.runwatch`).
+        self.is_default = False
 
     def init(self, master_seed: Optional[int] = None, ngpus: Optional[int] = None, local_rank: Optional[int] = None,
              *, rank: Optional[int] = None, deterministic: Optional[bool] = None,
@@ -99,7 +102,9 @@ class Seeder:
         runwatch.after_init(self)  # foreign seeding routed; under seeder verify, optimizer steps recorded
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
+        is_default = self.is_default
         self.__init__()  # type: ignore[misc]
+        self.is_default = is_default
 
     @property
     def initialized(self) -> bool:

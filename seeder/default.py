@@ -30,7 +30,9 @@ def default_seeder() -> Seeder:
     True
     """
     if not _DEFAULT:
-        _DEFAULT.append(Seeder())
+        made = Seeder()
+        made.is_default = True
+        _DEFAULT.append(made)
     return _DEFAULT[0]
 
 

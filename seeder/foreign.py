@@ -211,16 +211,12 @@ def _install() -> None:
 
 
 def watch(seeder: Any) -> None:
-    """Route later foreign seeding through ``seeder`` (called by ``init`` of the module-level seeder).
+    """Route later foreign seeding through ``seeder``, the module-level seeder (its ``init`` calls this).
 
     >>> import seeder
     >>> watch(seeder.default_seeder())
     """
     global _owner, _init_site
-    from . import default_seeder
-
-    if seeder is not default_seeder():
-        return
     _install()
     _owner = weakref.ref(seeder)
     _sites.clear()

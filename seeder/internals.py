@@ -140,6 +140,25 @@ def _fit_loop_loaders(checkpoint: Any) -> Optional[str]:
     return "the checkpoint has no list at ['loops']['fit_loop']['state_dict']['combined_loader']"
 
 
+def _cpu_generator_layout(_: Any) -> Optional[str]:
+    import torch
+
+    g = torch.Generator()
+    g.manual_seed(12345)
+    raw = g.get_state()
+    if raw.numel() != 5056:
+        return f"a CPU generator state has {raw.numel()} bytes, not 5056"
+    b = bytes(raw.tolist())
+    head = int.from_bytes(b[0:8], "little"), int.from_bytes(b[12:16], "little"), int.from_bytes(b[24:32], "little")
+    if head != (12345, 1, 12345):
+        return "the_initial_seed, seeded and the first Mersenne-Twister word are no longer where CPUGeneratorImplState had them"
+    torch.randn(1, dtype=torch.float64, generator=g)  # leaves the pair's second normal sample cached
+    b = bytes(g.get_state().tolist())
+    if int.from_bytes(b[5040:5044], "little") != 1:
+        return "normal_is_valid is no longer at byte 5040 of the CPU generator state"
+    return None
+
+
 _TORCH, _NUMPY, _DALI = "torch 2.13.0", "numpy 2.4.6 (CPython 3.11)", "nvidia-dali 2.4.0"
 INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
     Internal("torch", "DataLoader._get_iterator", "seeder.DataLoader overrides it to hand torch's iterators the "
@@ -151,6 +170,9 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
              "*DataLoaderIter (torch passes no loader to a sampler)", _TORCH, "raises", _iterator_frames),
     Internal("torch", "_C._get_privateuse1_backend_name", "seeder.rngs_torch finds a custom accelerator backend to "
              "seed", _TORCH, "custom (privateuse1) accelerator backends are not seeded", _privateuse1),
+    Internal("torch", "CPUGeneratorImplState", "seeder.rngs_torch reads a CPU generator state's fields to refuse "
+             "contents torch accepts but no generator reaches (all-zero key, NaN cached normal)", _TORCH,
+             "torch's own set_state check only (is_valid), on a spare generator", _cpu_generator_layout),
     Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object, for its fast state access",
              _NUMPY, "raises", _numpy_global),
     Internal("numpy", "RandomState gauss cache offset", "seeder.fastrng reads the Gaussian cache at a memory offset "

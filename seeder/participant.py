@@ -11,10 +11,11 @@ libraries (DALI pipelines) into participants, whatever was imported first.
 Registered generators (``register_generator(f)``) are :class:`GeneratorParticipant`:
 a callable ``f(seed)`` or an RNG object with an adapter from :mod:`seeder.rngs`.
 
-Two optional parts, each its own protocol: :class:`Stands` (a participant that stands
-for another object, which ``unregister_generator(obj)`` and ``leave(obj)`` then find)
-and :class:`Positioned` (a participant that reports its epoch and position to
-``seeder verify``'s trace without side effects). :func:`participant_keys` names
+Three optional parts, each its own protocol: :class:`Stands` (a participant that stands
+for another object, which ``unregister_generator(obj)`` and ``leave(obj)`` then find),
+:class:`Positioned` (a participant that reports its epoch and position to
+``seeder verify``'s trace without side effects) and :class:`Elastic` (a participant whose
+state is global, so that it loads on another world size). :func:`participant_keys` names
 participants in states and traces.
 
 Example:
@@ -43,7 +44,7 @@ from .errors import StateError
 from .rngbase import RNGAdapter
 from .rngs import adapter_for
 
-__all__ = ["Participant", "Stands", "Positioned", "GeneratorParticipant", "participant_for", "participant_keys",
+__all__ = ["Participant", "Stands", "Positioned", "Elastic", "is_elastic", "GeneratorParticipant", "participant_for", "participant_keys",
            "describe", "saves_state", "validates_state", "owner_saves_state", "require_participant", "PLUGINS"]
 
 
@@ -92,6 +93,28 @@ class Positioned(Protocol):
 
     def seeder_position(self) -> Dict[str, int]:
         """The epoch and the samples of it consumed, read without side effects."""
+
+
+@runtime_checkable
+class Elastic(Protocol):
+    """Optional: a participant whose state is the same on every rank (an elastic ``seeder.DataLoader``).
+
+    ``seeder_elastic`` is ``True``: its state loads on any world size, and a process whose
+    participants are all elastic (or registered generators) loads a state of another world
+    size (:mod:`seeder.world`).
+    """
+
+    seeder_elastic: bool
+
+
+def is_elastic(participant: Any) -> bool:
+    """Whether ``participant`` is :class:`Elastic` and says so.
+
+    >>> class Loader: seeder_elastic = True
+    >>> is_elastic(Loader()), is_elastic(object())
+    (True, False)
+    """
+    return getattr(participant, "seeder_elastic", False) is True  # isinstance() on a Protocol costs ~10 us a call
 
 
 def participant_keys(participants: List[Any]) -> Dict[str, Any]:

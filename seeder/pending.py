@@ -23,11 +23,12 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import state as state_mod
 from .errors import StateError
 from .participant import validates_state
+from .stepwatch import StepCounter
 
 __all__ = ["PendingParts", "part_name"]
 
@@ -62,19 +63,27 @@ class PendingParts:
         """The pending parts, named as messages name them."""
         return [part_name(k) for k in self.parts]
 
-    def split(self, seeder: Any, state: Any, allow_world_change: bool) -> Tuple[Any, Dict[str, Any]]:
-        """``(what loads now, what waits)``: the state restricted to the participants there are, and the rest.
+    def split(self, seeder: Any, state: Any, allow_world_change: bool,
+              have: Optional[Dict[str, Any]] = None) -> Tuple[Any, Dict[str, Any]]:
+        """``(what loads now, what waits)``: the state restricted to the participants there are (``have``:
+        ``seeder.stateful()``), and the rest.
 
         Raises :class:`StateError` when this process has a participant the checkpoint holds no state for.
         """
         if not seeder.initialized:
             return state, {}
-        allow = state_mod.world_change_allowed(seeder.stateful(), allow_world_change)  # elastic loaders move
+        have = seeder.stateful() if have is None else have
+        allow = state_mod.world_change_allowed(have, allow_world_change)  # elastic loaders move
         entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, allow)
         parts = entry.get("participants")
         if changed or not isinstance(parts, dict):
             return state, {}  # the full check says what is wrong, or the world changed (no participant loads)
-        have = seeder.stateful()
+        counter = f"{StepCounter.seeder_kind}."  # seeder verify's step counter: it exists only under verify
+        if any(k.startswith(counter) for k in parts) and not any(k.startswith(counter) for k in have):
+            parts = {k: v for k, v in parts.items() if not k.startswith(counter)}
+            logger.debug("seeder state: the seeder verify step counter it holds is not used outside seeder verify")
+            entry = dict(entry, participants=parts)
+            state = entry
         extra = [k for k in have if k not in parts]
         if extra:
             raise StateError(f"this process has {_names(extra)} but the checkpoint holds no state for it (it holds "
@@ -87,13 +96,15 @@ class PendingParts:
 
     def check(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
         """``seeder.check_state_dict``: everything that can be checked now; parts for loaders not built yet wait."""
-        now, _ = self.split(seeder, state, allow_world_change)
-        state_mod.check(seeder, now, allow_world_change)
+        have = seeder.stateful() if seeder.initialized else None
+        now, _ = self.split(seeder, state, allow_world_change, have)
+        state_mod.check(seeder, now, allow_world_change, have)
 
     def load(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
         """``seeder.load_state_dict``: load what exists, keep the rest for the loaders and generators to come."""
-        now, later = self.split(seeder, state, allow_world_change)
-        state_mod.load(seeder, now, allow_world_change)
+        have = seeder.stateful() if seeder.initialized else None
+        now, later = self.split(seeder, state, allow_world_change, have)
+        state_mod.load(seeder, now, allow_world_change, have)
         self.parts = later
         if later:
             logger.info("seeder state loaded; waiting for %s to be built", _names(later))

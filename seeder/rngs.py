@@ -28,14 +28,17 @@ __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdap
 
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
+META_FIX = f"the tensor is on the meta device and holds no values; {CPU_FIX}"
+_POS = struct.Struct("=i")  # the position CPython keeps before the 624 words of a random.Random
 
 
 class PythonRandomAdapter(RNGAdapter):
     """A :class:`random.Random` (the module-level one by default).
 
-    The state is ``{"version": 3, "state": (625 ints), "gauss_next": float | None}``:
-    ``random.getstate()`` as plain values, which ``torch.load(weights_only=True)``
-    accepts and which costs no conversion.
+    The state is ``{"version": 3, "key": int32 tensor (624 words' bits), "pos": int, "gauss_next": float | None}``:
+    ``random.getstate()``'s words as one tensor (read from the generator in one copy, and loaded
+    by ``torch.load(weights_only=True)``). ``random.getstate()``'s own form, ``{"version": 3,
+    "state": (625 ints), "gauss_next": ...}``, loads too.
     """
 
     name = "python"
@@ -67,32 +70,59 @@ class PythonRandomAdapter(RNGAdapter):
             view.raw, self.rng.gauss_next = snapshot
 
     def get_state(self) -> Dict[str, Any]:
+        view = self._mt_view()
+        if view is not None:  # CPython keeps the position, then the 624 words: copied in one go
+            raw = view.raw
+            key = torch.frombuffer(bytearray(raw[_POS.size:]), dtype=torch.int32)
+            return {"version": 3, "key": key, "pos": _POS.unpack_from(raw)[0], "gauss_next": self.rng.gauss_next}
         version, internal, gauss_next = self.rng.getstate()
-        return {"version": version, "state": internal, "gauss_next": gauss_next}
+        key = torch.from_numpy(np.array(internal[:624], dtype=np.uint32).view(np.int32))
+        return {"version": version, "key": key, "pos": internal[624], "gauss_next": gauss_next}
 
     def check_state(self, state: Any, where: str) -> None:
-        expect(isinstance(state, dict) and state.keys() == _PYTHON_KEYS, where,
-                "expected a dict with keys version, state, gauss_next")
+        expect(isinstance(state, dict) and state.keys() in (_PYTHON_KEYS, _PYTHON_TUPLE_KEYS), where,
+                "expected a dict with keys version, key, pos, gauss_next")
         if type(state["version"]) is not int or state["version"] != 3:
             raise StateError(f"{where}: unsupported random state version {state['version']!r} (Python's is the int 3)")
-        words = state["state"]
-        expect(isinstance(words, (list, tuple)) and len(words) == 625, where,
-                "expected a tuple of 625 ints (624 Mersenne Twister words and the position)")
         check_cached_float(state["gauss_next"], where, "gauss_next", optional=True)
-        try:  # one C loop checks that every word is an int in [0, 2**32) (struct: ~2x faster than array)
-            _MT_WORDS.pack(*words)
-        except struct.error as exc:
-            raise StateError(f"{where}: Mersenne Twister words must be ints in [0, 2**32) ({exc})") from None
-        expect(words[-1] <= 624, where, f"position {words[-1]} out of range [0, 624]")
-        check_mt_words(words, where)
+        if "state" in state:  # random.getstate()'s 625-tuple, as seeder saved it before it used key/pos
+            words = state["state"]
+            expect(isinstance(words, (list, tuple)) and len(words) == 625, where,
+                   "expected a tuple of 625 ints (624 Mersenne Twister words and the position)")
+            try:  # one C loop checks that every word is an int in [0, 2**32) (struct: ~2x faster than array)
+                _MT_WORDS.pack(*words)
+            except struct.error as exc:
+                raise StateError(f"{where}: Mersenne Twister words must be ints in [0, 2**32) ({exc})") from None
+            expect(words[-1] <= 624, where, f"position {words[-1]} out of range [0, 624]")
+            check_mt_words(words, where)
+            return
+        key = state["key"]
+        if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
+            raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
+                             f"{CPU_FIX} and pass its RNG states on unchanged")
+        expect(key.device.type != "meta", where, META_FIX)
+        expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
+        check_exact_int(state["pos"], where, "pos", 0, 624)
+        check_mt_words(on_cpu(key).numpy(), where)
 
     def set_state(self, state: Dict[str, Any]) -> None:
-        words = state["state"]
-        self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
+        if "state" in state:
+            words = state["state"]
+            self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
+            return
+        key = on_cpu(state["key"]).contiguous()  # e.g. loaded with map_location="cuda", or a view
+        view = self._mt_view()
+        if view is not None:
+            view.raw = _POS.pack(state["pos"]) + key.numpy().tobytes()
+            self.rng.gauss_next = state["gauss_next"]
+            return
+        words = tuple(key.numpy().view(np.uint32).tolist()) + (state["pos"],)
+        self.rng.setstate((3, words, state["gauss_next"]))
 
 
 _NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
-_PYTHON_KEYS = frozenset({"version", "state", "gauss_next"})
+_PYTHON_KEYS = frozenset({"version", "key", "pos", "gauss_next"})
+_PYTHON_TUPLE_KEYS = frozenset({"version", "state", "gauss_next"})
 
 
 class NumpyRandomStateAdapter(RNGAdapter):
@@ -158,7 +188,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
         if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
             raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
                              f"{CPU_FIX} and pass its RNG states on unchanged")
-        expect(key.device.type != "meta", where, f"the tensor is on the meta device and holds no values; {CPU_FIX}")
+        expect(key.device.type != "meta", where, META_FIX)
         expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
         check_exact_int(state["pos"], where, "pos", 0, 624)
         check_exact_int(state["has_gauss"], where, "has_gauss", 0, 1)

@@ -6,15 +6,62 @@ Example:
 """
 from __future__ import annotations
 
+import math
+import struct
 from typing import Any, List, Optional, Sequence
 
 import torch
 
 from .errors import StateError
 from .internals import require
-from .rngbase import RNGAdapter, check_uint8_tensor, expect, on_cpu
+from .rngbase import RNGAdapter, check_mt_words, check_uint8_tensor, expect, on_cpu
 
-__all__ = ["TorchGeneratorAdapter", "AcceleratorAdapter", "accelerator_types"]
+__all__ = ["TorchGeneratorAdapter", "AcceleratorAdapter", "accelerator_types", "check_cpu_state"]
+
+# torch's CPU generator state (aten CPUGeneratorImplState, 5056 bytes): the_initial_seed u64, left i32, seeded i32,
+# next u64, 624 Mersenne-Twister words in u64 slots, normal_x/normal_y/normal_rho f64, normal_is_valid i32 (+4),
+# next_float_normal_sample f32, is_next_float_normal_sample_valid bool (+3). Listed in seeder/internals.py.
+# Reading it costs ~3 us a state (torch's own check on a spare generator: 0.2 us, and it misses these).
+CPU_STATE_BYTES = 5056
+_HEAD = struct.Struct("<QiiQ8xQQ")  # the_initial_seed, left, seeded, next, (word 0), words 1 and 2
+_TAIL = struct.Struct("<8xd8xi4xfB")  # (normal_x), normal_y, (normal_rho), normal_is_valid, next_float_normal_sample, flag
+_WORDS, _TAIL_AT = slice(24, 24 + 624 * 8), 24 + 624 * 8
+
+
+def check_cpu_state(state: torch.Tensor, where: str) -> None:
+    """Refuse a torch CPU generator state whose content no generator reaches (``state``: 5056 CPU bytes).
+
+    torch itself only checks the ``seeded``/``left``/``next`` fields; an all-zero Mersenne-Twister key
+    (every draw 0), a word over 32 bits, a flag other than 0/1 or a NaN/inf cached normal sample loads
+    there and silently changes every later draw.
+
+    >>> g = torch.Generator().manual_seed(3)
+    >>> check_cpu_state(g.get_state(), "x")
+    >>> bad = g.get_state(); bad[24:24 + 624 * 8] = 0
+    >>> check_cpu_state(bad, "x")
+    Traceback (most recent call last):
+    ...
+    seeder.errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
+    """
+    raw = state.numpy()
+    _, left, seeded, nxt, w1, w2 = _HEAD.unpack_from(raw, 0)
+    normal, normal_valid, cached_float, float_valid = _TAIL.unpack_from(raw, _TAIL_AT)
+    words = raw[_WORDS].view("<u8")
+    if seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624 and w1 and w2 and not words.max() >> 32 and \
+            normal_valid in (0, 1) and float_valid in (0, 1) and (not normal_valid or math.isfinite(normal)) and \
+            (not float_valid or math.isfinite(cached_float)):
+        return  # a state a generator reaches: every check passed (messages are built only for a refusal)
+    expect(seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624, where,
+           f"torch's generator fields are out of range (seeded={seeded}, left={left}, next={nxt}); the checkpoint is corrupt")
+    expect(not words.max() >> 32, where, "a Mersenne Twister word does not fit in 32 bits; the checkpoint is corrupt")
+    check_mt_words(words, where)
+    expect(normal_valid in (0, 1) and float_valid in (0, 1), where,
+           f"a cached-normal flag is neither 0 nor 1 ({normal_valid}, {float_valid}); the checkpoint is corrupt")
+    expect(not normal_valid or math.isfinite(normal), where,
+           f"the cached normal sample (double) is {normal} (the next torch.randn would return it); the checkpoint is corrupt")
+    expect(not float_valid or math.isfinite(cached_float), where,
+           f"the cached normal sample (float) is {cached_float} (the next torch.randn would return it); the checkpoint "
+           "is corrupt")
 
 
 class TorchGeneratorAdapter(RNGAdapter):
@@ -41,7 +88,12 @@ class TorchGeneratorAdapter(RNGAdapter):
         check_uint8_tensor(state, where)
         want = self._size if self._size is not None else self.generator.get_state().numel()
         self._size = want
-        expect(state.numel() == want, where, f"expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
+        if state.numel() != want:
+            raise StateError(f"{where}: expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
+        if state.device.type == "cpu" and self.generator.device.type == "cpu" and want == CPU_STATE_BYTES and \
+                require("torch:CPUGeneratorImplState"):
+            check_cpu_state(state, where)  # every check torch makes on this layout, and the content ones it does not
+            return
         if self._probe is None:
             self._probe = torch.Generator(device=self.generator.device)
         try:  # torch's own content checks (e.g. an all-zero state is "Invalid mt19937 state"), on a spare generator

@@ -19,6 +19,8 @@ __all__ = ["after_init"]
 
 
 def after_init(seeder: Any) -> None:
-    """Start both watches for ``seeder`` (only the module-level seeder is watched)."""
+    """Start both watches for ``seeder`` if it is the module-level seeder (``seeder.is_default``)."""
+    if not seeder.is_default:
+        return
     foreign.watch(seeder)
     stepwatch.watch(seeder)

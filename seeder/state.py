@@ -343,9 +343,10 @@ def check(seeder: Any, state: Any, allow_world_change: bool,
     return entry, changed
 
 
-def load(seeder: Any, state: Any, allow_world_change: bool) -> None:
-    """``seeder.load_state_dict``: check everything, then apply (with rollback) and arm the resume."""
-    stateful = seeder.stateful()
+def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[Dict[str, Any]] = None) -> None:
+    """``seeder.load_state_dict``: check everything, then apply (with rollback) and arm the resume (``stateful``:
+    ``seeder.stateful()``, when the caller has it)."""
+    stateful = seeder.stateful() if stateful is None else stateful
     entry, changed = check(seeder, state, allow_world_change, stateful)
     saved, run = described_run(entry), seeder.run
     if seeder.explicit and saved.master != run.master:

@@ -113,8 +113,7 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         value = sum(float(p.detach().double().pow(2).sum()) for g in optimizer.param_groups for p in g["params"])
     s = _seeder() if _seeder is not None else None
     last = s.last_reseed if s is not None and s.initialized else None
-    _write({"step": _counter.step, "epoch": last[1] if last else None, "loss": value, "value": "sum of squares of "
-            "the parameters (seeder)"})
+    _write({"step": _counter.step, "epoch": last[1] if last else None, "loss": value, "value": "sum of squared parameters"})
 
 
 def _digest_at_exit() -> None:
@@ -130,11 +129,10 @@ def _digest_at_exit() -> None:
 
 
 def watch(seeder: Any) -> None:
-    """Under ``seeder verify`` (``$SEEDER_STEPS``), count and record optimizer steps (called by ``init``)."""
+    """Under ``seeder verify`` (``$SEEDER_STEPS``), count and record the optimizer steps of ``seeder``'s run (``init``
+    of the module-level seeder calls this)."""
     global _counter, _seeder, _hooked, _stopped
-    from . import default_seeder
-
-    if not os.environ.get(ENV_STEPS) or seeder is not default_seeder():
+    if not os.environ.get(ENV_STEPS):
         return
     from torch.optim.optimizer import register_optimizer_step_post_hook
 

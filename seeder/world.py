@@ -15,7 +15,7 @@ from typing import Any, Dict, List
 
 from . import derive
 from .errors import StateError
-from .participant import GeneratorParticipant
+from .participant import GeneratorParticipant, is_elastic
 from .rollback import capture, restore
 
 __all__ = ["world_change_allowed", "elastic_keys", "check_moved", "move_world"]
@@ -29,7 +29,7 @@ def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
     >>> elastic_keys({})
     []
     """
-    keys = [k for k, p in stateful.items() if getattr(p, "seeder_elastic", False) is True]
+    keys = [k for k, p in stateful.items() if is_elastic(p)]
     rest = [k for k, p in stateful.items() if k not in keys and not isinstance(p, GeneratorParticipant)]
     return keys if keys and not rest else []
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -114,6 +115,104 @@ def communicate(proc: subprocess.Popen, timeout: float) -> Tuple[str, str]:
         raise AssertionError(f"{' '.join(map(str, proc.args))[:300]} hung for {timeout} s; the stacks of its processes "
                              f"(SIGABRT, faulthandler) follow\n--- stdout\n{(out or '')[-3000:]}\n--- stderr\n"
                              f"{(err or '')[-20000:]}") from None
+
+
+class ForkedRun:
+    """One run of a :class:`ForkServer`: its pid (the leader of its own session) and output files."""
+
+    def __init__(self, server: "ForkServer", args: Sequence[str], pid: int, out: Path, err: Path):
+        self.server, self.args, self.pid, self.out, self.err = server, list(args), pid, out, err
+        self.returncode: Optional[int] = None
+
+    def poll(self) -> Optional[int]:
+        """The exit status if the run has ended (negative: the signal), else None."""
+        if self.returncode is None:
+            ended = self.server.answer(0)
+            if ended is not None:
+                self.returncode = ended["rc"]
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the end; on a hang, fail with every stack of the run's process tree (as :func:`communicate`)."""
+        if self.returncode is None:
+            ended = self.server.answer(timeout)
+            if ended is None:
+                _abort_one_by_one([self.pid, *descendants(self.pid)])
+                self.server.answer(60)
+                raise AssertionError(f"{' '.join(self.args)[:300]} hung for {timeout} s; the stacks of its processes "
+                                     f"(SIGABRT, faulthandler) follow\n--- stdout\n{self.out.read_text()[-3000:]}\n"
+                                     f"--- stderr\n{self.err.read_text()[-20000:]}")
+            self.returncode = ended["rc"]
+        return self.returncode
+
+    def kill(self) -> int:
+        """SIGKILL the run's session (the script and its DataLoader workers); its exit status."""
+        if self.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return self.wait(60)
+
+    def stdout(self) -> str:
+        return self.out.read_text() if self.out.exists() else ""
+
+
+class ForkServer:
+    """Runs scripts as children forked from one ``tests/scripts/fork_server.py`` process that imported torch once.
+
+    ``run(args)`` is :func:`run_python` for a script (same result), minus the Python start; ``start(args)``
+    returns the :class:`ForkedRun` at once. Runs are one at a time.
+    """
+
+    def __init__(self, tmp: Path, env: Optional[Dict[str, str]] = None):
+        self.tmp, self.count = tmp, 0
+        self.log = open(tmp / "fork_server.err", "w+")
+        self.proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "scripts" / "fork_server.py")],
+                                     env=child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, cwd=str(REPO_ROOT))
+        self.answers: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=lambda: [self.answers.put(line) for line in self.proc.stdout], daemon=True).start()
+
+    def answer(self, timeout: float) -> Optional[dict]:
+        """The server's next answer line, or None after ``timeout`` s."""
+        try:
+            return json.loads(self.answers.get(timeout=timeout) if timeout else self.answers.get_nowait())
+        except queue.Empty:
+            return None
+
+    def start(self, args: Sequence[str], timeout: float = 60, cwd: Optional[Path] = None) -> ForkedRun:
+        """Start ``python ARGS`` (``ARGS[0]`` a script) in a forked child, in ``cwd``; returns once it runs."""
+        self.count += 1
+        out, err = (self.tmp / f"run{self.count}.{kind}" for kind in ("out", "err"))
+        request = {"argv": [str(a) for a in args], "stdout": str(out), "stderr": str(err), "cwd": str(cwd or REPO_ROOT)}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        started = self.answer(timeout)
+        if started is None:
+            self.log.seek(0)
+            raise AssertionError(f"the fork server did not start {list(args)}:\n{self.log.read()[-3000:]}")
+        return ForkedRun(self, [str(a) for a in args], started["pid"], out, err)
+
+    def run(self, args: Sequence[str], timeout: float = 120, check: bool = True,
+            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+        """Run ``python ARGS`` in a forked child to its end; the finished process, output captured."""
+        forked = self.start(args, cwd=cwd)
+        forked.wait(timeout)
+        proc = subprocess.CompletedProcess(list(args), forked.returncode, forked.stdout(), forked.err.read_text())
+        if check and proc.returncode != 0:
+            raise AssertionError(f"python {' '.join(map(str, args))} exited {proc.returncode}\n--- stdout\n"
+                                 f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+        return proc
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
 
 
 def run_python(args: Sequence[str], env: Optional[Dict[str, str]] = None, timeout: float = 120, check: bool = True,

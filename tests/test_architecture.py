@@ -41,11 +41,6 @@ KNOWN: Dict[Tuple[str, str], Dict[str, str]] = {
         "class Seeder": "over 250 lines; core.py is being reworked by the atomic change"},
     ("class_size", "data.sampler"): {
         "class DistributedSampler": "over 250 lines; data/sampler.py is being reworked by the refusals change"},
-    ("size", "env.capture"): {
-        "lines": "over 400 lines; the external tool runs (_run, _freeze, _conda, _modules, _gpus) are a concept of "
-                 "their own, to move out with env/capture.py's owner (the secrets change)"},
-    ("one_way", "foreign"): {"imports seeder.__init__": "the same default-seeder helper (protocol change)"},
-    ("one_way", "stepwatch"): {"imports seeder.__init__": "the same default-seeder helper (protocol change)"},
     ("one_way", "participant"): {
         "imports seeder.data.dali": "PLUGINS names seeder.data.dali by string for DALI pipelines; the one "
                                     "participant protocol is the protocol change"},

@@ -1,5 +1,13 @@
 """Every benchmark still runs: each script in a tiny configuration (its figures mean nothing here), checked for
-its RATIO / ratio lines. The timing itself is the benchmarks' job, never a test's."""
+its RATIO / ratio lines. The timing itself is the benchmarks' job, never a test's.
+
+All of them run in one child interpreter (``tests/scripts/run_benchmarks.py``), so torch, Lightning and
+transformers are imported once rather than once per benchmark.
+"""
+import json
+import re
+from typing import Dict, Tuple
+
 import pytest
 
 from helpers import REPO_ROOT, run_python
@@ -21,18 +29,39 @@ CASES = {
 }
 
 
+
+def run_all(cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, str]]:
+    """``{label: (script name, arguments)}`` -> each label's (exit status, stdout), all run in one child."""
+    runner = REPO_ROOT / "tests" / "scripts" / "run_benchmarks.py"
+    proc = run_python([str(runner), json.dumps([[label, str(BENCH / f"{n}.py"), a] for label, (n, a) in cases.items()])],
+                      timeout=600, check=False)
+    found = {m.group(1): (int(m.group(3)), m.group(2))
+             for m in re.finditer(r"=== BEGIN (\w+)\n(.*?)=== END \1 (-?\d+)\n", proc.stdout, re.S)}
+    missing = set(cases) - set(found)
+    assert not missing, f"{sorted(missing)} did not finish\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+    return {n: (rc, out + (proc.stderr[-3000:] if rc else "")) for n, (rc, out) in found.items()}
+
+
+@pytest.fixture(scope="module")
+def outputs():
+    cases = {n: (n, a) for n, (a, _) in CASES.items()}
+    cases["bench_cuda_default"] = ("bench_cuda", ["--rounds", "1", "--calls", "2"])
+    return run_all(cases)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_benchmark_runs(name):
-    args, expected = CASES[name]
-    out = run_python([str(BENCH / f"{name}.py"), *args], timeout=300).stdout
-    assert expected in out, out[-3000:]
+def test_the_benchmark_runs(name, outputs):
+    rc, out = outputs[name]
+    assert rc == 0 and CASES[name][1] in out, out[-3000:]
 
 
-def test_the_cuda_benchmark_skips_cleanly_without_cuda_or_runs_with_it():
+@pytest.mark.slow
+def test_the_cuda_benchmark_skips_cleanly_without_cuda_or_runs_with_it(outputs):
     import torch
 
-    out = run_python([str(BENCH / "bench_cuda.py"), "--rounds", "1", "--calls", "2"], timeout=300).stdout
+    rc, out = outputs["bench_cuda_default"]
+    assert rc == 0, out
     if torch.cuda.is_available():
         assert "RATIO seeder.reseed + 6 generators / lightning seed_everything" in out, out[-3000:]
     else:

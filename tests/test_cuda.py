@@ -48,32 +48,39 @@ def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_p
         pytest.skip(NO_CUDA)
     ck = {name: str(tmp_path / f"{name}.pt") for name in ("mid", "last_step", "epoch_end", "later")}
     start = lambda *args: _start(device, list(args))  # noqa: E731
-    first = _results({
-        "full": start("--seed", "7"),
-        "repeat": start("--seed", "7"),
-        "mid": start("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
-        "last_step": start("--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]),
-        "epoch_end": start("--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]),
-        "later": start("--seed", "7", "--stop-at-step", "17", "--ckpt", ck["later"]),
-        "unseeded_a": start(),
-        "unseeded_b": start(),
-    })
-    second = _results({
-        "mid": start("--resume", "--ckpt", ck["mid"]),
-        "mid_on_device": start("--resume", "--ckpt", ck["mid"], "--map-location", device),
-        "last_step": start("--resume", "--ckpt", ck["last_step"]),
-        "epoch_end": start("--resume", "--ckpt", ck["epoch_end"], "--map-location", device),
-        "later": start("--resume", "--ckpt", ck["later"]),
-    })
+    # The CPU harness checks the test and its child script, which the GPU run then trusts: the cases that only
+    # repeat another on a CPU (a second seeded run, a second stop in epoch 0, map_location="cpu") run on CUDA only.
+    gpu_only = {"repeat", "last_step", "mid_on_device"} if device == "cpu" else set()
+    first = _results({name: start(*args) for name, args in {
+        "full": ("--seed", "7"),
+        "repeat": ("--seed", "7"),
+        "mid": ("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
+        "last_step": ("--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]),
+        "epoch_end": ("--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]),
+        "later": ("--seed", "7", "--stop-at-step", "17", "--ckpt", ck["later"]),
+        "unseeded_a": (),
+        "unseeded_b": (),
+    }.items() if name not in gpu_only})
+    second = _results({name: start(*args) for name, args in {
+        "mid": ("--resume", "--ckpt", ck["mid"]),
+        "mid_on_device": ("--resume", "--ckpt", ck["mid"], "--map-location", device),
+        "last_step": ("--resume", "--ckpt", ck["last_step"]),
+        "epoch_end": ("--resume", "--ckpt", ck["epoch_end"], "--map-location", device),
+        "later": ("--resume", "--ckpt", ck["later"]),
+    }.items() if name not in gpu_only})
     full = first["full"]
     assert len(full["losses"]) == 36
     for run in first.values():
         assert run["deterministic"] and run["cudnn_deterministic"] and not run["cuda_started_before_init"]
         assert run["cublas"] in (":4096:8", ":16:8")
-    assert first["repeat"]["losses"] == full["losses"] and first["repeat"]["digest"] == full["digest"]
+    if "repeat" in first:
+        assert first["repeat"]["losses"] == full["losses"] and first["repeat"]["digest"] == full["digest"]
     for name, stop in (("mid", 7), ("last_step", 12), ("epoch_end", 12), ("later", 17)):
-        assert first[name]["losses"] == full["losses"][:stop], name
+        if name in first:
+            assert first[name]["losses"] == full["losses"][:stop], name
     for name, stop in (("mid", 7), ("mid_on_device", 7), ("last_step", 12), ("epoch_end", 12), ("later", 17)):
+        if name not in second:
+            continue
         resumed = second[name]
         assert resumed["first_step"] == stop and resumed["master"] == 7, name
         assert resumed["losses"] == full["losses"][stop:], name

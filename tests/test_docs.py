@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import List, Set, Tuple
 
 import pytest
 
-from helpers import REPO_ROOT, child_env
+from helpers import REPO_ROOT, ForkServer
 
 PAGES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 # A page whose code starts processes (DataLoader workers, torchrun, multiprocessing) is a slow test.
@@ -92,8 +90,16 @@ def page_params() -> List[object]:
     return params
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Each page's code runs as a script forked from one process that imported torch once (tests/helpers.py)."""
+    forks = ForkServer(tmp_path_factory.mktemp("forks"), env={"PYTHONWARNINGS": ""})
+    yield forks
+    forks.close()
+
+
 @pytest.mark.parametrize("page", page_params())
-def test_page_code_runs(page: Path, tmp_path: Path) -> None:
+def test_page_code_runs(page: Path, tmp_path: Path, server: ForkServer) -> None:
     blocks = python_blocks(page)
     name = str(page.relative_to(REPO_ROOT))
     if not blocks:
@@ -101,8 +107,8 @@ def test_page_code_runs(page: Path, tmp_path: Path) -> None:
     if needs_dali(blocks) and dali_missing():
         pytest.skip(f"{name} needs NVIDIA DALI (pip install 'seeder[dali]')")
     script = RUNNER.replace("__BLOCKS__", repr(blocks)).replace("__PAGE__", repr(name))
-    proc = subprocess.run([sys.executable, "-c", script], cwd=str(tmp_path), env=child_env({"PYTHONWARNINGS": ""}),
-                          capture_output=True, text=True, timeout=120)
+    (tmp_path / "page.py").write_text(script)
+    proc = server.run([tmp_path / "page.py"], cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode == 0, f"{name}: exit {proc.returncode}\n--- stderr\n{proc.stderr[-6000:]}\n--- stdout\n{proc.stdout[-2000:]}"
 
 

@@ -1,7 +1,7 @@
 """SIGKILL at 12 points of a training run, during steps and inside checkpoint writes: the resume is exact.
 
-One ``tests/scripts/fault_server.py`` process imports torch once and forks one child per segment;
-each child resumes from the last checkpoint and SIGKILLs itself at the next planned point (after a
+One ``tests/scripts/fork_server.py`` process imports torch once and forks one child per segment
+(``tests/scripts/train_faults.py``: the example with fault hooks); each child resumes from the last checkpoint and SIGKILLs itself at the next planned point (after a
 step, or after writing a fraction of a checkpoint's bytes, 100% meaning before the rename). The
 points come from ``SEEDER_FAULT_SEED`` (a fixed default, so CI is stable). The last segment runs to
 the end; its per-step losses and final digest must equal an uninterrupted run's.
@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 from pathlib import Path
 from typing import List
 
 import pytest
 
 from faultkit import TALLY
-from helpers import run_python
+from helpers import ForkServer
 
 pytestmark = pytest.mark.slow
+
+FAULTS = "tests/scripts/train_faults.py"
 
 SEED = "20240601"
 BASE = ["--samples", "128", "--batch-size", "32", "--seed", SEED, "--epochs", "3", "--ckpt-every-steps", "1"]
@@ -57,11 +60,15 @@ def test_sigkill_at_twelve_points_of_training_and_checkpoint_writing_resumes_exa
     segments.append(BASE + run + ["--workers", "2"])  # the last resume, to the end
     ref = ["--ckpt-dir", str(tmp_path / "ref"), "--metrics", str(tmp_path / "ref.jsonl"), "--workers", "0"]
     segments.append(BASE + ref)  # the same run, never killed
-    proc = run_python(["tests/scripts/fault_server.py", json.dumps(segments)], timeout=300)
     note = f"kill plan {kills} (SEEDER_FAULT_SEED={seed} repeats it)"
-    ended = [line.split(" ", 2)[2] for line in proc.stdout.splitlines() if line.startswith("SEGMENT ")]
-    assert ended == ["killed"] * len(kills) + ["exit 0", "exit 0"], f"{note}\n{proc.stdout[-3000:]}"
-    digests = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("DIGEST ")]
+    server = ForkServer(tmp_path)
+    try:
+        runs = [server.run([FAULTS, *segment], timeout=120, check=False) for segment in segments]
+    finally:
+        server.close()
+    ended = [run.returncode for run in runs]
+    assert ended == [-signal.SIGKILL] * len(kills) + [0, 0], f"{note}\n{runs[-1].stdout[-3000:]}{runs[-1].stderr[-3000:]}"
+    digests = [line.split()[1] for run in runs for line in run.stdout.splitlines() if line.startswith("DIGEST ")]
     assert len(digests) == 2 and digests[0] == digests[1], note
     assert records(tmp_path / "metrics.jsonl") == records(tmp_path / "ref.jsonl"), note
     assert not list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))  # halves of killed writes are cleaned on start

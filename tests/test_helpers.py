@@ -1,7 +1,10 @@
-"""The test harness itself: a hung child fails its test with the stacks of every process it started."""
+"""The test harness itself: a hung child fails its test with the stacks of every process it started, and the fork
+server reports each forked run's output and exit status as a process of its own would."""
+import signal
+
 import pytest
 
-from helpers import run_python
+from helpers import ForkServer, run_python
 
 HANG = """
 import subprocess, sys, threading
@@ -16,3 +19,36 @@ def test_a_hung_child_fails_with_the_stack_of_every_process_it_started():
     text = str(info.value)
     child, grandchild = text.index('File "<string>", line 4 in <module>'), text.index('File "<string>", line 1 in <module>')
     assert child < grandchild  # one process after the other, parents first: the stacks do not interleave
+
+
+SCRIPT = """
+import os, signal, sys, threading
+import torch
+print("argv", sys.argv[1:], flush=True)
+print("to stderr", file=sys.stderr)
+how = sys.argv[1]
+if how == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+if how == "hang":
+    threading.Event().wait()
+raise SystemExit(int(how))
+"""
+
+
+def test_the_fork_server_reports_output_exit_status_signals_and_hangs(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    server = ForkServer(tmp_path)
+    try:
+        ok = server.run([script, "0"])
+        assert ok.returncode == 0 and ok.stdout == "argv ['0']\n" and ok.stderr == "to stderr\n"
+        assert server.run([script, "3"], check=False).returncode == 3
+        with pytest.raises(AssertionError, match="exited 3"):
+            server.run([script, "3"])
+        assert server.run([script, "kill"], check=False).returncode == -signal.SIGKILL
+        with pytest.raises(AssertionError, match="hung for 3 s") as info:
+            server.run([script, "hang"], timeout=3)
+        assert "in <module>" in str(info.value)  # the hung run's stack, from faulthandler
+        assert server.run([script, "0"]).returncode == 0  # the server goes on after a hung run
+    finally:
+        server.close()

@@ -150,3 +150,20 @@ def test_torch_iterators_that_no_longer_show_their_loader_raise(unchecked, monke
     sampler = seeder.DistributedSampler(range(4), seeder=s)
     with loud(r"torch .* changed: _MultiProcessingDataLoaderIter._reset no longer takes the loader"):
         next(iter(torch.utils.data.DataLoader(range(4), sampler=sampler)))
+
+
+def test_torch_cpu_state_layout_changed_warns_and_takes_torchs_own_check(unchecked, monkeypatch):
+    import dataclasses
+
+    key = "torch:CPUGeneratorImplState"
+    moved = dataclasses.replace(INTERNALS[key], check=lambda _: "normal_is_valid is no longer at byte 5040")
+    monkeypatch.setitem(INTERNALS, key, moved)
+    s = seeder.Seeder()
+    s.init(3)
+    state = s.state_dict()
+    with pytest.warns(SeederWarning, match=r"torch 2\.\S+ changed: normal_is_valid .*torch's own set_state check only"):
+        s.load_state_dict(state)
+    bad = {**state, "rngs": {**state["rngs"], "torch": state["rngs"]["torch"].clone()}}
+    bad["rngs"]["torch"][12:16] = 0  # 'seeded' 0: torch's own check still refuses it
+    with pytest.raises(seeder.StateError, match="torch refuses this generator state"):
+        s.load_state_dict(bad)

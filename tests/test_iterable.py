@@ -123,6 +123,38 @@ def test_datasets_stream_resumes_bitwise(shuffle, workers):
         assert run(make, workers, stop) == want, stop
 
 
+class SharedEpoch(Noisy):
+    """An epoch in shared memory set by read-modify-write, as ``datasets.IterableDataset`` keeps it; counts the
+    ``set_epoch`` calls made in workers, where two at once could race."""
+
+    def __init__(self, n):
+        super().__init__(n)
+        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
+        self.worker_calls = torch.zeros((), dtype=torch.int64).share_memory_()
+
+    @property
+    def epoch(self):
+        return int(self._epoch)
+
+    def set_epoch(self, epoch):
+        if torch.utils.data.get_worker_info() is not None:
+            self.worker_calls += 1
+        self._epoch += epoch - self._epoch
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_the_epoch_is_set_before_the_workers_start_and_never_raced_by_them(persistent):
+    ds = SharedEpoch(N)
+    s = Seeder()
+    s.init(MASTER)
+    loader = DataLoader(ds, batch_size=BS, num_workers=2, seeder=s, persistent_workers=persistent)
+    for epoch in range(3):
+        s.reseed(1, epoch)
+        assert len(list(loader)) == 8
+        assert ds.epoch == epoch
+    assert int(ds.worker_calls) == 0
+
+
 def test_datasets_stream_epoch_is_set_once_not_raced_by_the_workers():
     """datasets keeps a stream's epoch in one shared-memory tensor for the main process and every worker, and
     its set_epoch reads it, then adds the difference in place. Here the two workers' set_epoch run in

@@ -79,3 +79,30 @@ def test_a_part_for_a_sampler_never_built_waits_then_fails_at_the_loop():
     assert a.pending.names() == ["seeder.DistributedSampler sampler.0"]
     with pytest.raises(StateError, match="seeder.DistributedSampler sampler.0, which this process has not built"):
         a.reseed(1, 1)
+
+
+def test_a_checkpoint_written_under_seeder_verify_resumes_outside_it():
+    """Under ``seeder verify`` a step counter joins the seeder and its count travels in the checkpoint; outside
+    verify nothing claims that part, and it must neither wait nor fail."""
+    from seeder.stepwatch import StepCounter
+
+    s = seeder.Seeder()
+    s.init(5)
+    gen = random.Random()
+    s.register_generator(gen)
+    counter = StepCounter()
+    counter.step = 7
+    s.join(counter)
+    s.reseed(1, 0)
+    saved = s.state_dict()
+    assert "verify_steps.0" in saved["participants"]
+    want = gen.random()
+
+    again = seeder.Seeder()
+    again.init(5)
+    gen2 = random.Random()
+    again.register_generator(gen2)
+    again.load_state_dict(saved)
+    assert gen2.random() == want
+    again.reseed(1, 1)  # no part waits for a step counter: the training loop goes on
+    assert "verify_steps.0" not in again.state_dict()["participants"]

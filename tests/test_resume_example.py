@@ -11,8 +11,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -20,7 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 import pytest
 import torch
 
-from helpers import REPO_ROOT, child_env, communicate, run_python, torchrun
+from helpers import ForkServer, torchrun
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +44,20 @@ LOADERS = [pytest.param("torch"),
                                                          "(pip install 'seeder[dali]')"))]
 
 
-def train(out: Path, *args: str, seed: Optional[str] = SEED) -> Tuple[List[dict], str]:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Runs of the example as children forked from one process that imported torch once (tests/helpers.py)."""
+    forks = ForkServer(tmp_path_factory.mktemp("forks"))
+    yield forks
+    forks.close()
+
+
+def train(server: ForkServer, out: Path, *args: str, seed: Optional[str] = SEED) -> Tuple[List[dict], str]:
     """Run the example to its end (or stop point); return the metric records and the printed digest."""
+    out.mkdir(parents=True, exist_ok=True)
     metrics = out / "metrics.jsonl"
     seed_args = ["--seed", seed] if seed is not None else []
-    proc = run_python([SCRIPT, *BASE, *seed_args, "--metrics", str(metrics), *args], timeout=300)
+    proc = server.run([SCRIPT, *BASE, *seed_args, "--metrics", str(metrics), *args], timeout=300)
     return read_metrics(metrics), last_digest(proc.stdout)
 
 
@@ -76,10 +83,10 @@ def steps(records: List[dict]) -> List[dict]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Tuple[List[dict], str]:
+def reference(tmp_path_factory, server) -> Tuple[List[dict], str]:
     """2 epochs uninterrupted, 2 workers, checkpoints every 3 steps (checkpointing must not change anything)."""
     out = tmp_path_factory.mktemp("reference")
-    records, digest = train(out, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(out / "ckpt"), "--ckpt-every-steps", "3")
+    records, digest = train(server, out, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(out / "ckpt"), "--ckpt-every-steps", "3")
     assert [r["step"] for r in steps(records)] == list(range(1, 9))
     assert records[-1] == {"digest": digest, "epoch": 2, "step": 8}
     return records, digest
@@ -91,35 +98,35 @@ def reference(tmp_path_factory) -> Tuple[List[dict], str]:
     (["--workers", "2", "--stop-after-steps", "3"], ["--workers", "2"]),  # inside epoch 0
     (["--workers", "2", "--stop-after-steps", "6", "--ckpt-every-steps", "4"], ["--workers", "0"]),  # inside epoch 1
 ], ids=["0-workers", "persistent-2-workers", "mid-epoch-2-workers", "mid-epoch-then-0-workers"])
-def test_stop_and_resume_is_bitwise(tmp_path, reference, first, second):
+def test_stop_and_resume_is_bitwise(tmp_path, reference, server, first, second):
     ref_records, ref_digest = reference
     ckpt = ["--epochs", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
-    part, stop_digest = train(tmp_path, *ckpt, *first)
+    part, stop_digest = train(server, tmp_path, *ckpt, *first)
     stopped_at = steps(part)[-1]["step"]
     assert 0 < stopped_at < 8 and stop_digest != ref_digest
-    records, digest = train(tmp_path, *ckpt, "--resume", *second)
+    records, digest = train(server, tmp_path, *ckpt, "--resume", *second)
     assert digest == ref_digest
     assert records == ref_records  # every step's loss, in one file, as if never stopped
 
 
 @pytest.mark.skipif(not dali_available(), reason="DALI is not installed (pip install 'seeder[dali]')")
-def test_dali_loader_stop_mid_epoch_and_resume_is_bitwise(tmp_path):
-    ref_records, ref_digest = train(tmp_path / "ref", "--epochs", "2", "--loader", "dali")
+def test_dali_loader_stop_mid_epoch_and_resume_is_bitwise(tmp_path, server):
+    ref_records, ref_digest = train(server, tmp_path / "ref", "--epochs", "2", "--loader", "dali")
     assert [r["step"] for r in steps(ref_records)] == list(range(1, 9))
     ckpt = ["--epochs", "2", "--loader", "dali", "--ckpt-dir", str(tmp_path / "ckpt")]
-    train(tmp_path, *ckpt, "--stop-after-steps", "6")
-    records, digest = train(tmp_path, *ckpt, "--resume")
+    train(server, tmp_path, *ckpt, "--stop-after-steps", "6")
+    records, digest = train(server, tmp_path, *ckpt, "--resume")
     assert digest == ref_digest and records == ref_records
-    other, other_digest = train(tmp_path / "other", "--epochs", "2", "--loader", "dali", seed="7")
+    other, other_digest = train(server, tmp_path / "other", "--epochs", "2", "--loader", "dali", seed="7")
     assert other_digest != ref_digest
 
 
-def test_seeded_runs_repeat_and_unseeded_runs_differ(tmp_path, reference):
+def test_seeded_runs_repeat_and_unseeded_runs_differ(tmp_path, reference, server):
     ref_records, ref_digest = reference
-    again, digest = train(tmp_path / "again", "--epochs", "2", "--workers", "2")
+    again, digest = train(server, tmp_path / "again", "--epochs", "2", "--workers", "2")
     assert digest == ref_digest and again == ref_records
-    a, da = train(tmp_path / "u1", "--epochs", "2", "--workers", "2", seed=None)
-    b, db = train(tmp_path / "u2", "--epochs", "2", "--workers", "2", seed=None)
+    a, da = train(server, tmp_path / "u1", "--epochs", "2", "--workers", "2", seed=None)
+    b, db = train(server, tmp_path / "u2", "--epochs", "2", "--workers", "2", seed=None)
     assert len({da, db, ref_digest}) == 3
     assert [r["loss"] for r in steps(a)] != [r["loss"] for r in steps(b)]
 
@@ -163,42 +170,41 @@ def test_torchrun_restart_after_one_rank_is_killed(tmp_path, torchrun_reference)
 # ----------------------------------------------------------------------------------------- faults
 
 class Run:
-    """One ``train.py --resume`` process (with fault hooks) in its own session, so that SIGKILL takes its workers too."""
+    """One ``train.py --resume`` run (with fault hooks) forked in its own session, so that SIGKILL takes its workers too."""
 
-    def __init__(self, out: Path, args: Sequence[str], hooks: Sequence[str] = ()):
+    def __init__(self, server: ForkServer, out: Path, args: Sequence[str], hooks: Sequence[str] = ()):
         self.metrics = out / "metrics.jsonl"
-        cmd = [sys.executable, FAULTS, *hooks, *BASE, "--seed", SEED, "--metrics", str(self.metrics), "--resume", *args]
-        self.proc = subprocess.Popen(cmd, env=child_env(), cwd=str(REPO_ROOT), stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        self.forked = server.start([FAULTS, *hooks, *BASE, "--seed", SEED, "--metrics", str(self.metrics), "--resume",
+                                    *args])
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=60)
-        assert self.proc.returncode == -signal.SIGKILL, f"exited by itself with {self.proc.returncode} before the kill"
+        rc = self.forked.kill()
+        assert rc == -signal.SIGKILL, f"exited by itself with {rc} before the kill"
 
-    def wait_for_line(self, prefix: str, timeout: float = 120) -> str:
+    def wait_for_line(self, prefix: str, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            if line.startswith(prefix):
-                return line
-            assert time.monotonic() < deadline, f"no {prefix!r} line in {timeout}s"
-        raise AssertionError(f"process ended (rc {self.proc.wait()}) without printing {prefix!r}")
+        while time.monotonic() < deadline:
+            if any(line.startswith(prefix) for line in self.forked.stdout().splitlines()):
+                return
+            if self.forked.poll() is not None:
+                raise AssertionError(f"process ended (rc {self.forked.returncode}) without printing {prefix!r}")
+            time.sleep(0.02)  # polls the run's output file
+        raise AssertionError(f"no {prefix!r} line in {timeout}s")
 
     def wait_for_step(self, step: int, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"process ended (rc {self.proc.returncode}) before step {step}")
+            if self.forked.poll() is not None:
+                raise AssertionError(f"process ended (rc {self.forked.returncode}) before step {step}")
             done = [r["step"] for r in steps(read_metrics(self.metrics))]
             if done and max(done) >= step:
                 return
-            time.sleep(0.02)
+            time.sleep(0.02)  # polls the metrics file
         raise AssertionError(f"step {step} not reached in {timeout}s")
 
 
 @pytest.mark.parametrize("loader", LOADERS[1:])  # the torch loop: twelve fixed SIGKILL points in test_fault_kills.py
-def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, loader):
+def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, server, loader):
     """>= 5 SIGKILLs at random steps and inside checkpoint writes; every resume continues from the last good file."""
     total = 12  # 3 epochs x 4 steps; checkpoints at every 2nd step and at epoch ends (4, 8, 12)
     args = ["--epochs", "3", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every-steps", "2",
@@ -213,14 +219,14 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
 
     ref_out = tmp_path / "ref"
     ref_out.mkdir()
-    ref_records, ref_digest = train(ref_out, "--epochs", "3", "--workers", "2", "--loader", loader)
+    ref_records, ref_digest = train(server, ref_out, "--epochs", "3", "--workers", "2", "--loader", loader)
     ckpt = tmp_path / "ckpt" / "last.pt"
     for kind, at in events:
         hooks = ["--fault-step-sleep", "0.1"]
         if kind == "write":
             hooks += ["--fault-ckpt-pause", "60", "--fault-ckpt-pause-at", str(at)]
         before = torch.load(ckpt, weights_only=True)["step"] if ckpt.exists() else None
-        run = Run(tmp_path, args, hooks)
+        run = Run(server, tmp_path, args, hooks)
         if kind == "write":
             if before is not None and before >= at:  # an earlier kill landed after this checkpoint: nothing to interrupt
                 run.kill()
@@ -236,11 +242,10 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
             run.kill()
         else:
             time.sleep(at)
-            if run.proc.poll() is None:
+            if run.forked.poll() is None:
                 run.kill()
-    final = Run(tmp_path, args)
-    out, _ = communicate(final.proc, 300)
-    assert final.proc.returncode == 0, note
-    assert last_digest(out) == ref_digest, note
+    final = Run(server, tmp_path, args)
+    assert final.forked.wait(300) == 0, f"{note}\n{final.forked.err.read_text()[-3000:]}"
+    assert last_digest(final.forked.stdout()) == ref_digest, note
     assert read_metrics(tmp_path / "metrics.jsonl") == ref_records, note
     assert not list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))  # stale halves are cleaned on start

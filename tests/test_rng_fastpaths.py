@@ -155,12 +155,12 @@ def test_corrupt_numpy_state_is_rejected_before_anything_changes(field, value, m
 def test_python_words_out_of_range_are_rejected(bad):
     rng = random.Random(1)
     adapter = PythonRandomAdapter(rng)
-    state = adapter.get_state()
-    words = list(state["state"])
+    version, words, gauss = rng.getstate()  # random.getstate()'s own form, which loads too
+    words = list(words)
     words[100] = bad
     before = rng.getstate()
     with pytest.raises(StateError, match=r"Mersenne Twister words must be ints in \[0, 2\*\*32\)"):
-        adapter.check_state({**state, "state": words}, "python")
+        adapter.check_state({"version": version, "state": words, "gauss_next": gauss}, "python")
     assert rng.getstate() == before
 
 
@@ -168,8 +168,8 @@ def test_python_round_trip_from_a_list():
     rng = random.Random(2)
     rng.gauss(0, 1)
     adapter = PythonRandomAdapter(rng)
-    state = adapter.get_state()
-    state = {**state, "state": list(state["state"])}  # as a weights_only load of older files may give it
+    version, words, gauss = rng.getstate()
+    state = {"version": version, "state": list(words), "gauss_next": gauss}  # random.getstate()'s form, as a list
     adapter.check_state(state, "python")
     want = [rng.random() for _ in range(5)] + [rng.gauss(0, 1)]
     adapter.set_state(state)
@@ -263,3 +263,21 @@ def test_numpy_put_back_after_the_global_bit_generator_was_replaced():
         assert got[0] == want[0] and np.array_equal(got[1], want[1]) and got[2:] == want[2:]
     finally:
         np.random.set_bit_generator(original)
+
+
+def test_python_state_is_the_same_read_fast_or_through_getstate():
+    class Sub(random.Random):  # no fast view: getstate() and setstate()
+        pass
+
+    for rng in (random.Random(3), Sub(3)):
+        rng.random()
+        rng.gauss(0, 1)
+        adapter = PythonRandomAdapter(rng)
+        state = adapter.get_state()
+        version, words, gauss = rng.getstate()
+        assert state["key"].dtype == torch.int32 and state["key"].numpy().view(np.uint32).tolist() == list(words[:624])
+        assert (state["version"], state["pos"], state["gauss_next"]) == (version, words[624], gauss)
+        want = [rng.random() for _ in range(3)] + [rng.gauss(0, 1)]
+        adapter.check_state(state, "python")
+        adapter.set_state(state)
+        assert [rng.random() for _ in range(3)] + [rng.gauss(0, 1)] == want

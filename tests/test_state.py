@@ -187,6 +187,16 @@ def _set(path, value):
     return corrupt
 
 
+def _tuple_form(fn):
+    """The global Python RNG's state in ``random.getstate()``'s own form (which loads too), then ``fn`` on its words."""
+    def corrupt(state):
+        py = state["rngs"]["python"]
+        words = tuple(py["key"].numpy().view(np.uint32).tolist()) + (py["pos"],)
+        state["rngs"]["python"] = {"version": 3, "state": fn(words), "gauss_next": py["gauss_next"]}
+        return state
+    return corrupt
+
+
 def _delete(path):
     def corrupt(state):
         target = state
@@ -244,14 +254,22 @@ CORRUPTIONS = {
     "rngs_missing": _delete(["rngs", "numpy"]),
     "rngs_extra": _set(["rngs", "cuda"], []),
     "python_version": _set(["rngs", "python", "version"], 2),
-    "python_tensor": _set(["rngs", "python", "state"], lambda w: torch.tensor(w)),
-    "python_list_short": _set(["rngs", "python", "state"], lambda w: list(w)[:-2]),
-    "python_float_word": _set(["rngs", "python", "state"], lambda w: (float(w[0]),) + w[1:]),
-    "python_str_word": _set(["rngs", "python", "state"], lambda w: w[:5] + ("7",) + w[6:]),
-    "python_shape": _set(["rngs", "python", "state"], lambda w: w[:-1]),
-    "python_word_high": _set(["rngs", "python", "state"], lambda w: (2 ** 40,) + w[1:]),
-    "python_word_negative": _set(["rngs", "python", "state"], lambda w: w[:3] + (-1,) + w[4:]),
-    "python_index": _set(["rngs", "python", "state"], lambda w: w[:-1] + (700,)),
+    "python_tensor": _tuple_form(lambda w: torch.tensor(w)),
+    "python_list_short": _tuple_form(lambda w: list(w)[:-2]),
+    "python_float_word": _tuple_form(lambda w: (float(w[0]),) + w[1:]),
+    "python_str_word": _tuple_form(lambda w: w[:5] + ("7",) + w[6:]),
+    "python_shape": _tuple_form(lambda w: w[:-1]),
+    "python_word_high": _tuple_form(lambda w: (2 ** 40,) + w[1:]),
+    "python_word_negative": _tuple_form(lambda w: w[:3] + (-1,) + w[4:]),
+    "python_index": _tuple_form(lambda w: w[:-1] + (700,)),
+    "python_tuple_zeros": _tuple_form(lambda w: (0,) * 624 + (624,)),
+    "python_key_dtype": _set(["rngs", "python", "key"], lambda t: t.to(torch.int64)),
+    "python_key_short": _set(["rngs", "python", "key"], lambda t: t[:-1].clone()),
+    "python_key_list": _set(["rngs", "python", "key"], lambda t: t.tolist()),
+    "python_key_zeros": _set(["rngs", "python", "key"], lambda t: torch.zeros_like(t)),
+    "python_pos": _set(["rngs", "python", "pos"], 625),
+    "python_pos_bool": _set(["rngs", "python", "pos"], True),
+    "python_both_forms": _set(["rngs", "python", "state"], (1,) * 625),
     "python_gauss": _set(["rngs", "python", "gauss_next"], "0.5"),
     "python_keys": _delete(["rngs", "python", "gauss_next"]),
     "numpy_kind": _set(["rngs", "numpy", "kind"], "PCG64"),

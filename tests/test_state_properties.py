@@ -10,6 +10,7 @@ seed or the last reseed) must be refused. Any mutation that loads must come back
 from __future__ import annotations
 
 import copy
+import struct
 import warnings
 from typing import Any, List, Tuple
 
@@ -88,6 +89,25 @@ class Case:
 OTHERS = [None, True, False, 1.5, "x", [], {}, float("nan"), float("inf"), -1, 2**64, (1, 2)]
 
 
+def _set(fmt: str, at: int, *values: Any):
+    return lambda raw: struct.pack_into(fmt, raw, at, *values)
+
+
+#: Contents of a torch CPU generator state (5056 bytes, see seeder/rngs_torch.py) that torch loads but no generator
+#: reaches: each must be refused.
+IMPOSSIBLE_TORCH = {
+    "all-zero key": lambda raw: raw.__setitem__(slice(24, 24 + 624 * 8), 0),
+    "word over 32 bits": _set("<Q", 24 + 8 * 5, 2**32 + 1),
+    "NaN cached double normal": lambda raw: (_set("<d", 5024, float("nan"))(raw), _set("<i", 5040, 1)(raw)),
+    "inf cached float normal": lambda raw: (_set("<f", 5048, float("-inf"))(raw), raw.__setitem__(5052, 1)),
+    "float flag 2": lambda raw: raw.__setitem__(5052, 2),
+    "double flag 3": _set("<i", 5040, 3),
+    "not seeded": _set("<i", 12, 0),
+    "left 0": _set("<i", 8, 0),
+    "next 625": _set("<Q", 16, 625),
+}
+
+
 @st.composite
 def mutations(draw, good: dict):
     """A :class:`Case`."""
@@ -101,7 +121,7 @@ def _mutations(draw, good: dict):
     """``(mutated state, must_refuse, description)``; descriptions start with the path."""
     where = draw(st.sampled_from([p for p, _ in paths(good) if p]))
     value = paths(good, ())[[p for p, _ in paths(good)].index(where)][1]
-    kind = draw(st.sampled_from(["type", "value", "drop", "add", "nest", "word", "tensor"]))
+    kind = draw(st.sampled_from(["type", "value", "drop", "add", "nest", "word", "tensor", "torch"]))
     derived = any(k in DERIVED for k in where if isinstance(k, str))
     if where[-2:] == ("sampler", "position") and where[-3].startswith("loader"):
         derived = False  # a seeder.DataLoader resumes from its own batch count; its sampler's is not cross-checked
@@ -118,6 +138,11 @@ def _mutations(draw, good: dict):
         new = draw(st.sampled_from([-1, 2**32, 1.5, "x", None, 625, 7, 123456789]))
         valid = type(new) is int and 0 <= new < 2**32 and (i < 624 or new <= 624)
         return put(good, where, tuple(new if j == i else w for j, w in enumerate(value))), not valid, f"{where} word {i} = {new!r}"
+    if kind == "torch" and isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.numel() == 5056:
+        how = draw(st.sampled_from(sorted(IMPOSSIBLE_TORCH)))
+        bad = value.clone()
+        IMPOSSIBLE_TORCH[how](bad.numpy())
+        return put(good, where, bad), True, f"{where} torch CPU state: {how}"
     if kind == "tensor" and isinstance(value, torch.Tensor):
         how = draw(st.sampled_from(["zeros", "dtype", "view", "byte", "short"]))
         if how == "zeros":
@@ -188,3 +213,18 @@ def test_a_mutated_state_loads_exactly_or_is_refused_changing_nothing(world, dat
     w.s.load_state_dict(copy.deepcopy(mutated))
     assert w.rest_of_epoch() == first, f"{what}: two resumes from the same state differ"
     TALLY["bad states", "exact"] += 1
+
+
+@pytest.mark.parametrize("how", sorted(IMPOSSIBLE_TORCH))
+def test_impossible_torch_cpu_states_are_refused_changing_nothing(world, how):
+    w, good, base = world
+    where = [p for p, v in paths(good) if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.numel() == 5056]
+    assert ("rngs", "torch") in where and len(where) >= 2  # the global generator and a registered torch.Generator
+    for path in where:
+        bad = paths(good)[[p for p, _ in paths(good)].index(path)][1].clone()
+        IMPOSSIBLE_TORCH[how](bad.numpy())
+        w.s.load_state_dict(base)
+        before = w.everything()
+        with pytest.raises(StateError, match="corrupt"):
+            w.s.load_state_dict(put(good, path, bad))
+        assert w.everything() == before, f"{path}: {how} changed the state"

@@ -165,6 +165,19 @@ def test_verify_pass():
     assert rep["per_step"]["correlation"]["full_vs_resumed"] == pytest.approx(1.0)
 
 
+def test_records_that_name_their_value_are_reported_as_that_not_as_loss():
+    lines = [json.dumps({"step": i, "epoch": 0, "loss": 1.0 + i, "value": "sum of squared parameters"}) for i in range(3)]
+    parsed = parse_metrics(lines)
+    assert parsed.quantity == "sum of squared parameters" and parse_metrics(['{"step": 0, "loss": 1}']).quantity == "loss"
+    runs = runs_ok()
+    for ms in runs.values():
+        for one in ms:
+            one.quantity = "sum of squared parameters"
+    variance = {c["name"]: c for c in analyze_verify(runs)["checks"]}["variance"]
+    assert variance["summary"].startswith("last-epoch sum of squared parameters: seeded std")
+    assert "loss" not in variance["summary"] + variance["details"]["statistic"]
+
+
 def test_verify_broken_resume_names_the_step_and_difference():
     runs = runs_ok()
     runs["resume"] = [m(np.array(BASE[4:]) + [0, 0.5, 0, 0], start=4, digest="d2") for _ in range(3)]

@@ -71,7 +71,7 @@ class ElasticDataLoader(DataLoader):
     ([[0, 1], [4, 5]], [[2, 3], [6, 7]])
     """
 
-    seeder_elastic = True
+    seeder_elastic = True  # seeder.participant.Elastic: a global state, loads on any world size
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Any = None, pin_memory: bool = False,

@@ -45,7 +45,7 @@ from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..errors import StateError
 from ..rngbase import put_back_states, save_states
-from .streams import WorkerStream, keep_batch, warn_threaded_maps
+from .streams import WorkerStream, keep_batch, set_epoch_of, warn_threaded_maps
 from .workers import SeedSource, dataloader_generator, fetch_adapters
 
 __all__ = ["IterableLoader", "STREAM_STATE_VERSION"]
@@ -229,7 +229,7 @@ class IterableLoader(torch.utils.data.DataLoader):
         self._generation += 1
         stream = self._stream
         stream.control.copy_(torch.tensor([epoch, self._generation], dtype=torch.int64))
-        stream.share_epoch(epoch)
+        set_epoch_of(stream.dataset, epoch)  # before the workers start: they read it, and need not write it
         stream.resume = {"generation": self._generation, "workers": progress["workers"]} if progress["batch"] or \
             progress["complete"] or any(r["done"] for r in progress["workers"]) else None
         if progress["complete"]:

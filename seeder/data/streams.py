@@ -37,8 +37,8 @@ from ..derive import MAX_KEY, Domain, stream_seeds
 from ..errors import SeederWarning
 from .workers import SeedSource, seed_globals
 
-__all__ = ["StreamShare", "stream_share", "WorkerStream", "is_stateful", "REPLAY_LOG_EVERY", "keep_batch",
-           "warn_threaded_maps", "give_epoch", "is_datasets_stream"]
+__all__ = ["StreamShare", "stream_share", "WorkerStream", "is_stateful", "REPLAY_LOG_EVERY", "keep_batch", "set_epoch_of",
+           "warn_threaded_maps"]
 
 logger = logging.getLogger("seeder")
 
@@ -84,15 +84,6 @@ def stream_share() -> StreamShare:
     return StreamShare(worker, workers, 0, 1, worker, workers, 0)
 
 
-def is_datasets_stream(dataset: Any) -> bool:
-    """Whether ``dataset`` is a Hugging Face ``datasets`` object (or a subclass of one).
-
-    >>> is_datasets_stream([1, 2])
-    False
-    """
-    return any(cls.__module__.startswith("datasets.") for cls in type(dataset).__mro__)
-
-
 def is_stateful(dataset: Any) -> bool:
     """Whether ``dataset`` resumes from its own ``state_dict()`` exactly (else a worker replays its batches).
 
@@ -103,7 +94,7 @@ def is_stateful(dataset: Any) -> bool:
     """
     if not (callable(getattr(dataset, "state_dict", None)) and callable(getattr(dataset, "load_state_dict", None))):
         return False
-    if not is_datasets_stream(dataset):
+    if not type(dataset).__module__.startswith("datasets."):
         return True
     return not any(type(n).__name__ == "BufferShuffledExamplesIterable" for n in _below(dataset._ex_iterable))
 
@@ -125,7 +116,7 @@ def warn_threaded_maps(dataset: Any) -> None:
 
     >>> warn_threaded_maps([1, 2])
     """
-    if not is_datasets_stream(dataset):
+    if not type(dataset).__module__.startswith("datasets."):
         return
     for node in _below(dataset._ex_iterable):
         if type(node).__name__ == "InterleavedShardsExamplesIterable" and node.max_input_shards > 1:
@@ -138,28 +129,6 @@ def warn_threaded_maps(dataset: Any) -> None:
             return
 
 
-def give_epoch(dataset: Any, epoch: int) -> None:
-    """Call ``dataset.set_epoch(epoch)``; a ``datasets`` stream already at ``epoch`` is left alone.
-
-    A ``datasets.IterableDataset`` keeps its epoch in a torch tensor in shared memory, one
-    tensor for the main process and all its workers, and ``set_epoch`` adds the difference in
-    place (read, then add): two workers setting epoch 1 at once can both read 0 and both add 1,
-    and read epoch 2, another shard order and shuffle. The loader gives it the epoch in the
-    main process before its workers iterate, so a worker finds it set and writes nothing.
-
-    >>> class Epochs:
-    ...     calls = 0
-    ...     def set_epoch(self, epoch): self.calls += 1
-    >>> ds = Epochs(); give_epoch(ds, 1); give_epoch(ds, 1); ds.calls
-    2
-    """
-    if not callable(getattr(dataset, "set_epoch", None)):
-        return
-    if is_datasets_stream(dataset) and dataset.epoch == epoch:
-        return
-    dataset.set_epoch(epoch)
-
-
 def keep_batch(batch: Any) -> Any:
     """The collate function torch's loop gets: the worker already collated (picklable, module level).
 
@@ -167,6 +136,28 @@ def keep_batch(batch: Any) -> Any:
     3
     """
     return batch
+
+
+def set_epoch_of(dataset: Any, epoch: int) -> None:
+    """``dataset.set_epoch(epoch)`` where it has one, unless its ``epoch`` already says so.
+
+    The main process sets it before the workers start; a worker only sets an epoch that differs.
+    ``datasets.IterableDataset`` keeps its epoch in shared memory and sets it with a
+    read-modify-write (``_epoch += epoch - _epoch``): two workers setting it at once can
+    leave it at ``2 * epoch`` and shuffle the stream by another epoch's order.
+
+    Example:
+        >>> class Stream:
+        ...     epoch, calls = 0, 0
+        ...     def set_epoch(self, epoch):
+        ...         self.epoch, self.calls = epoch, self.calls + 1
+        >>> s = Stream()
+        >>> set_epoch_of(s, 1); set_epoch_of(s, 1); (s.epoch, s.calls)
+        (1, 1)
+    """
+    set_epoch = getattr(dataset, "set_epoch", None)
+    if callable(set_epoch) and getattr(dataset, "epoch", None) != epoch:
+        set_epoch(epoch)
 
 
 class WorkerStream(torch.utils.data.IterableDataset):
@@ -185,11 +176,6 @@ class WorkerStream(torch.utils.data.IterableDataset):
         self.stateful = is_stateful(dataset)
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()
         self.resume: Optional[Dict[str, Any]] = None
-
-    def share_epoch(self, epoch: int) -> None:
-        """In the main process, before the workers iterate: give a ``datasets`` stream ``epoch`` (see :func:`give_epoch`)."""
-        if self.num_workers and is_datasets_stream(self.dataset):
-            give_epoch(self.dataset, epoch)
 
     def __iter__(self) -> Iterator[Tuple[Any, Dict[str, Any]]]:
         info = torch.utils.data.get_worker_info()
@@ -213,7 +199,7 @@ class WorkerStream(torch.utils.data.IterableDataset):
         words = 1 + max((stream for _, _, stream in gens), default=0)
         seeds = stream_seeds(master, int(Domain.STREAM), self.task, epoch, self.rank, words)
         ds = self.dataset
-        give_epoch(ds, epoch)
+        set_epoch_of(ds, epoch)
         produced = int(record["produced"])
         replay = 0
         if record["state"] is not None:

@@ -20,24 +20,20 @@ from __future__ import annotations
 
 import datetime as _dt
 import getpass
-import hashlib
-import importlib.util
 import json
 import logging
 import os
 import re
-import shutil
 import socket
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 from ..checks import check_bool
 from .probe import installed_distributions, python_info, system_info, torch_info
 from .redact import Redactor
 from .safefile import check_directory, names, write_file
+from .tools import SnapshotWriter, ToolResult, conda_list, git_state, gpu_list, module_list, pip_freeze, sha256
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "PathLike", "capture_environment", "default_snapshot_dir",
            "load_snapshot"]
@@ -48,7 +44,6 @@ logger = logging.getLogger("seeder")
 SNAPSHOT_FORMAT = "seeder-environment"
 #: The manifest layout version this seeder writes and reads.
 SNAPSHOT_VERSION = 1
-_TOOL_TIMEOUT = 120.0
 #: Every name a snapshot writes at its top level: a directory holding anything else is not used.
 SNAPSHOT_FILES = ("env.txt", "requirements.txt", "modules.txt", "editable", "git.txt", "git.diff", "apt-packages.txt",
                   "conda-list.txt", "nvidia-smi.txt", "nvidia-smi-q.txt", "nvidia-smi-topo.txt", "torch-config.txt",
@@ -77,169 +72,9 @@ def default_snapshot_dir(base: Optional[PathLike] = None) -> Path:
     return root / "repro" / name
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-@dataclass
-class _ToolResult:
-    status: str  # ok | missing | failed
-    stdout: str = ""
-    stderr: str = ""
-    returncode: Optional[int] = None
-    error: str = ""
-
-
-def _run(argv: Sequence[str], cwd: Optional[PathLike] = None, timeout: float = _TOOL_TIMEOUT,
-         env: Optional[Mapping[str, str]] = None) -> _ToolResult:
-    exe = argv[0]
-    if os.sep not in exe and shutil.which(exe) is None:
-        return _ToolResult("missing", error=f"{exe} not found on PATH")
-    child_env = dict(os.environ if env is None else env)
-    child_env.update({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "GIT_OPTIONAL_LOCKS": "0",
-                      "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
-    try:
-        proc = subprocess.run(list(argv), cwd=None if cwd is None else str(cwd), env=child_env, capture_output=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        return _ToolResult("missing", error=f"{exe} not found")
-    except subprocess.TimeoutExpired:
-        return _ToolResult("failed", error=f"timed out after {timeout:.0f} s")
-    except OSError as exc:
-        return _ToolResult("failed", error=str(exc))
-    out = proc.stdout.decode("utf-8", "replace")
-    err = proc.stderr.decode("utf-8", "replace")
-    if proc.returncode != 0:
-        return _ToolResult("failed", out, err, proc.returncode, err.strip()[-500:] or f"exit code {proc.returncode}")
-    return _ToolResult("ok", out, err, 0)
-
-
-class _Writer:
-    """Writes redacted files (mode 0o600) into a 0o700 directory and indexes them."""
-
-    def __init__(self, root: Path, redactor: Redactor):
-        self.root = root
-        self.redactor = redactor
-        self.files: Dict[str, Dict[str, Any]] = {}
-        self.tools: Dict[str, Dict[str, Any]] = {}
-
-    def write(self, name: str, text: str, source: str) -> str:
-        data = self.redactor.text(text).encode("utf-8")
-        write_file(self.root, name, data)
-        self.files[name] = {"source": source, "sha256": _sha256(data), "bytes": len(data)}
-        return name
-
-    def tool(self, label: str, argv: Sequence[str], result: _ToolResult, file: Optional[str] = None) -> None:
-        entry: Dict[str, Any] = {"status": result.status, "command": self.redactor.argv(argv)}
-        if file:
-            entry["file"] = file
-        if result.error:
-            entry["error"] = self.redactor.text(result.error)
-        self.tools[label] = entry
-
-    def run_to_file(self, label: str, argv: Sequence[str], name: str, stream: str = "stdout",
-                    **kw: Any) -> _ToolResult:
-        result = _run(argv, **kw)
-        file = None
-        if result.status == "ok":
-            text = result.stderr if stream == "stderr" else result.stdout
-            file = self.write(name, text, " ".join(self.redactor.argv(argv)))
-        self.tool(label, argv, result, file)
-        return result
-
-
 def _make_private_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask; an existing directory keeps its own
-
-
-def _git_state(path: PathLike, writer: _Writer, label: str, diff_name: str) -> Dict[str, Any]:
-    """Commit, branch, status and uncommitted diff (against HEAD, staged included) of the repo holding ``path``."""
-    top = _run(["git", "-C", str(path), "rev-parse", "--show-toplevel"])
-    if top.status != "ok":
-        status = "missing" if top.status == "missing" else "not a git repository"
-        return {"status": status, "error": writer.redactor.text(top.error)}
-    root = top.stdout.strip()
-    state: Dict[str, Any] = {"status": "ok", "root": root}
-    head = _run(["git", "-C", root, "rev-parse", "HEAD"])
-    state["commit"] = head.stdout.strip() if head.status == "ok" else None
-    branch = _run(["git", "-C", root, "rev-parse", "--abbrev-ref", "HEAD"])
-    state["branch"] = branch.stdout.strip() if branch.status == "ok" else None
-    status = _run(["git", "-C", root, "status", "--porcelain=v1", "--untracked-files=normal"])
-    lines = status.stdout.splitlines() if status.status == "ok" else []
-    state["untracked"] = [writer.redactor.text(line[3:]) for line in lines if line.startswith("??")]
-    remotes = _run(["git", "-C", root, "remote", "-v"])
-    state["remotes"] = sorted({writer.redactor.text(line.rsplit(" ", 1)[0]) for line in remotes.stdout.splitlines()}) \
-        if remotes.status == "ok" else []
-    diff_argv = ["git", "-C", root, "diff", "HEAD", "--no-color", "--no-ext-diff"] if state["commit"] else \
-        ["git", "-C", root, "diff", "--cached", "--no-color", "--no-ext-diff"]
-    diff = _run(diff_argv)
-    if diff.status == "ok":
-        state["dirty"] = bool(diff.stdout) or bool(state["untracked"])
-        if diff.stdout:
-            state["diff"] = writer.write(diff_name, diff.stdout, label)
-            state["diff_sha256"] = writer.files[diff_name]["sha256"]
-        else:
-            state["diff_sha256"] = None
-    else:
-        state["dirty"] = None
-        state["error"] = writer.redactor.text(diff.error)
-    return state
-
-
-def _gpus() -> Tuple[List[Dict[str, str]], _ToolResult]:
-    query = ["nvidia-smi", "--query-gpu=index,name,uuid,driver_version,memory.total,pci.bus_id", "--format=csv,noheader"]
-    result = _run(query, timeout=60)
-    gpus = []
-    if result.status == "ok":
-        for line in result.stdout.splitlines():
-            parts = [p.strip() for p in line.split(",")]
-            if len(parts) == 6:
-                gpus.append(dict(zip(("index", "name", "uuid", "driver", "memory", "pci_bus_id"), parts)))
-    return gpus, result
-
-
-def _modules(writer: _Writer) -> None:
-    label = "module list"
-    for var in ("LMOD_CMD", "MODULES_CMD"):
-        cmd = os.environ.get(var)
-        if cmd:  # `module list` is a shell function around these; the list goes to stderr
-            writer.run_to_file(label, [cmd, "bash", "list"], "modules.txt", stream="stderr")
-            return
-    loaded = os.environ.get("LOADEDMODULES")
-    if loaded:
-        text = "\n".join(loaded.split(":")) + "\n"
-        writer.tool(label, ["$LOADEDMODULES"], _ToolResult("ok"), writer.write("modules.txt", text, "$LOADEDMODULES"))
-    else:
-        writer.tool(label, ["module", "list"],
-                    _ToolResult("missing", error="no environment modules (LMOD_CMD, MODULES_CMD, LOADEDMODULES unset)"))
-
-
-def _freeze(writer: _Writer) -> None:
-    try:
-        cfg = Path(sys.prefix, "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        cfg = ""
-    uv_env = re.search(r"^\s*uv\s*=", cfg, re.M) is not None
-    has_pip = importlib.util.find_spec("pip") is not None
-    if shutil.which("uv") and (uv_env or not has_pip):
-        argv = ["uv", "pip", "freeze", "--python", sys.executable]
-        label = "uv pip freeze"
-    else:
-        argv = [sys.executable, "-m", "pip", "freeze"]
-        label = "pip freeze"
-        if not has_pip:
-            writer.tool(label, argv, _ToolResult("missing", error="neither pip nor uv is available"))
-            return
-    writer.run_to_file(label, argv, "requirements.txt")
-
-
-def _conda(writer: _Writer) -> None:
-    exe = os.environ.get("CONDA_EXE") or shutil.which("conda") or "conda"
-    argv = [exe, "list"]
-    if os.path.isdir(os.path.join(sys.prefix, "conda-meta")):
-        argv += ["--prefix", sys.prefix]
-    writer.run_to_file("conda list", argv, "conda-list.txt")
 
 
 def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool = False,
@@ -274,21 +109,21 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
     redactor = Redactor(environ, [sys.argv])
     _make_private_dir(target)
     _remove_previous(target)
-    writer = _Writer(target, redactor)
+    writer = SnapshotWriter(target, redactor)
     started = _dt.datetime.now(_dt.timezone.utc)
 
     env = redactor.environ(environ)
     writer.write("env.txt", "".join(f"{k}={_one_line(v)}\n" for k, v in env.items()), "os.environ")
-    writer.tool("printenv", ["os.environ"], _ToolResult("ok"), "env.txt")
+    writer.tool("printenv", ["os.environ"], ToolResult("ok"), "env.txt")
 
-    _freeze(writer)
+    pip_freeze(writer)
     packages, editables = installed_distributions()
     for entry in editables:  # the manifest is redacted as a whole when written
-        entry["git"] = _git_state(entry["path"], writer, f"git diff ({entry['name']})", f"editable/{_safe(entry['name'])}.diff") \
+        entry["git"] = git_state(entry["path"], writer, f"git diff ({entry['name']})", f"editable/{_safe(entry['name'])}.diff") \
             if os.path.isdir(entry["path"]) else {"status": "source missing"}
-    _modules(writer)
+    module_list(writer)
 
-    git = _git_state(os.getcwd(), writer, "git diff (working directory)", "git.diff")
+    git = git_state(os.getcwd(), writer, "git diff (working directory)", "git.diff")
     if git["status"] == "ok":
         summary = [f"root: {git['root']}", f"commit: {git['commit']}", f"branch: {git['branch']}",
                    f"dirty: {git['dirty']}", "remotes:"] + [f"  {r}" for r in git["remotes"]] + \
@@ -299,8 +134,8 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
 
     writer.run_to_file("dpkg-query", ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${Architecture}\\n"],
                        "apt-packages.txt")
-    _conda(writer)
-    gpus, query = _gpus()
+    conda_list(writer)
+    gpus, query = gpu_list()
     if query.status == "ok":
         writer.run_to_file("nvidia-smi", ["nvidia-smi"], "nvidia-smi.txt", timeout=60)
         writer.run_to_file("nvidia-smi -q", ["nvidia-smi", "-q"], "nvidia-smi-q.txt", timeout=60)
@@ -312,10 +147,10 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
     torch_facts, torch_config = torch_info()
     if torch_facts is not None:
         torch_facts["config"] = writer.write("torch-config.txt", torch_config, "torch.__config__")
-        torch_facts["config_sha256"] = writer.files["torch-config.txt"]["sha256"]
-        writer.tool("torch", ["torch.__config__.show()"], _ToolResult("ok"), "torch-config.txt")
+        torch_facts["configsha256"] = writer.files["torch-config.txt"]["sha256"]
+        writer.tool("torch", ["torch.__config__.show()"], ToolResult("ok"), "torch-config.txt")
     else:
-        writer.tool("torch", ["import torch"], _ToolResult("missing", error="torch is not installed"))
+        writer.tool("torch", ["import torch"], ToolResult("missing", error="torch is not installed"))
 
     manifest = {
         "format": SNAPSHOT_FORMAT,

@@ -99,12 +99,12 @@ def _check_reproducible(full: Sequence[Metrics], atol: float) -> Dict[str, Any]:
             found.append((r, "steps", f"logged different steps than full-0 ({len(miss)} missing, {len(d.missing)} extra)"))
         elif not _close(d, atol):
             found.append((r, "diff", f"differs from seeded run full-0 from step {format_step_key(d.first_diff)} on (largest "
-                          f"|loss difference| {d.max_abs_diff:.3g}): the same seed does not give the same run"))
+                          f"|{full[0].quantity} difference| {d.max_abs_diff:.3g}): the same seed does not give the same run"))
     reasons = _grouped(found, "seeded run full-{}")
     if digest_ok is False and not reasons and atol == 0:
         reasons.append(f"seeded runs end with different model digests ({len(set(digests))} distinct) although their losses agree")
     summary = (f"{len(full)} seeded runs " + ("bitwise identical" if bitwise else
-               f"agree within {atol:g}" if ok else f"differ (largest |loss difference| {max_diff:.3g})"))
+               f"agree within {atol:g}" if ok else f"differ (largest |{full[0].quantity} difference| {max_diff:.3g})"))
     return _check("reproducible", ok, summary, {"runs": len(full), "bitwise": bitwise, "max_abs_diff": max_diff,
                                                  "digests_equal": digest_ok}, reasons)
 
@@ -217,7 +217,8 @@ def _check_variance(full: Sequence[Metrics], unseeded: Sequence[Metrics], alpha:
     s = np.array([stats.summary_value(m) for m in full])
     u = np.array([stats.summary_value(m) for m in unseeded])
     t = stats.variance_test(s, u)
-    details = {"statistic": "mean loss of the last epoch, one value per run", "alpha": alpha,
+    quantity = full[0].quantity if full else "loss"
+    details = {"statistic": f"mean {quantity} of the last epoch, one value per run", "alpha": alpha,
                "seeded_values": s.tolist(), "unseeded_values": u.tolist(),
                "std_seeded": math.sqrt(t["var_seeded"]), "std_unseeded": math.sqrt(t["var_unseeded"]),
                "variance_ratio": t["ratio"], "p_value": t["p_value"]}
@@ -226,7 +227,7 @@ def _check_variance(full: Sequence[Metrics], unseeded: Sequence[Metrics], alpha:
                       ["the unseeded runs (4) are identical to each other: the script seeds itself when --seed is absent "
                        "(or has no randomness), so the seed cannot be shown to control the run"])
     ok = t["p_value"] < alpha
-    summary = (f"last-epoch loss: seeded std {details['std_seeded']:.3g} vs unseeded std {details['std_unseeded']:.3g} "
+    summary = (f"last-epoch {quantity}: seeded std {details['std_seeded']:.3g} vs unseeded std {details['std_unseeded']:.3g} "
                f"(variance ratio {t['ratio']:.3g}, p = {t['p_value']:.3g})")
     reasons = [] if ok else [f"seeded runs are not less spread than unseeded runs (variance ratio {t['ratio']:.3g}, "
                              f"one-sided F test p = {t['p_value']:.3g} >= {alpha:g}): the seed does not control the run"]

@@ -183,6 +183,9 @@ class Metrics:
     losses: np.ndarray = field(default_factory=lambda: np.zeros(0))
     epochs: List[Optional[int]] = field(default_factory=list)
     digest: Optional[str] = None
+    #: What the values are: ``"loss"``, or the ``"value"`` the records name (seeder's own records of a script
+    #: that reports no loss: ``"sum of squared parameters"``).
+    quantity: str = "loss"
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -233,6 +236,7 @@ def parse_metrics(lines: Iterable[str], contract: Optional[Contract] = None, *, 
     losses: List[float] = []
     epochs: List[Optional[int]] = []
     digest: Optional[str] = None
+    quantity = "loss"
     seen: Dict[StepKey, int] = {}
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -269,10 +273,12 @@ def parse_metrics(lines: Iterable[str], contract: Optional[Contract] = None, *, 
         epoch = obj.get("epoch")
         if not isinstance(epoch, int) or isinstance(epoch, bool):
             epoch = key[0] if len(key) > 1 else None
+        if isinstance(obj.get("value"), str) and obj["value"]:
+            quantity = obj["value"]
         keys.append(key)
         losses.append(float(loss))
         epochs.append(epoch)
-    return Metrics(keys, np.asarray(losses, dtype=np.float64), epochs, digest)
+    return Metrics(keys, np.asarray(losses, dtype=np.float64), epochs, digest, quantity)
 
 
 def format_step_key(key: StepKey) -> str:

@@ -1,0 +1,73 @@
+#!/usr/bin/env python
+"""Runs Python scripts as forked children of one process that has imported torch once.
+
+    python tests/scripts/fork_server.py
+
+Reads one JSON request per line on stdin, ``{"argv": [script, args...], "stdout": path, "stderr": path}`` (and
+optionally ``"cwd": path``), and runs ``script`` as ``__main__`` (``runpy``, as ``python script`` would: spawned
+processes re-import it) in a child forked from here, in its own session, with its output in the two files. Answers each request with two lines on stdout: ``{"pid": N}`` when the child starts and
+``{"rc": RC}`` when it has ended (RC negative: the signal that ended it). The child's DataLoader workers
+are killed with its session. A run costs a fork instead of a Python start with torch (about 2 s here).
+"""
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+import traceback
+
+import numpy  # noqa: F401  (imported once here, inherited by every child)
+import torch  # noqa: F401
+
+import seeder  # noqa: F401
+
+
+def child(argv: list, stdout: str, stderr: str, cwd: str) -> None:
+    """The forked child: a fresh session, its output in files, ``argv[0]`` run as ``__main__``; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.chdir(cwd)
+        for fd, path in ((1, stdout), (2, stderr)):
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(target, fd)
+            os.close(target)
+        sys.argv = list(argv)
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        try:
+            runpy.run_path(argv[0], run_name="__main__")
+            code = 0
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+            if not isinstance(stop.code, (int, type(None))):
+                print(stop.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - reported in the child's stderr file and its exit status
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def main() -> int:
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            child(request["argv"], request["stdout"], request["stderr"], request.get("cwd", os.getcwd()))
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        try:
+            os.killpg(pid, signal.SIGKILL)  # what is left of its session: DataLoader workers of a killed child
+        except (ProcessLookupError, PermissionError):
+            pass
+        rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        print(json.dumps({"rc": rc}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
