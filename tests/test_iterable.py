@@ -155,6 +155,35 @@ def test_the_epoch_is_set_before_the_workers_start_and_never_raced_by_them(persi
     assert int(ds.worker_calls) == 0
 
 
+def test_datasets_stream_epoch_is_set_once_not_raced_by_the_workers():
+    """datasets keeps a stream's epoch in one shared-memory tensor for the main process and every worker, and
+    its set_epoch reads it, then adds the difference in place. Here the two workers' set_epoch run in
+    lockstep (a barrier between the read and the add): had each worker set the epoch, both would read 0
+    and add 1, and epoch 1 would run as epoch 2 (another shard order). The loader sets it before the
+    workers start, so they find it set."""
+    datasets = pytest.importorskip("datasets")
+    import multiprocessing
+
+    class Lockstep(datasets.IterableDataset):
+        def set_epoch(self, epoch):
+            if torch.utils.data.get_worker_info() is None:
+                return super().set_epoch(epoch)
+            delta = epoch - self._epoch  # datasets' own read-then-add, the two workers in step between them
+            self.barrier.wait(timeout=30)
+            self._epoch += delta
+
+    def make():
+        ds = hf_stream(40, shuffle=False)
+        ds.__class__, ds.barrier = Lockstep, multiprocessing.get_context("fork").Barrier(2)
+        return ds
+
+    made = []
+    got = run(lambda: made.append(make()) or made[-1], 2)
+    assert made[0].epoch == 1
+    assert got == run(lambda: hf_stream(40, shuffle=False), 2)
+    assert sorted(x for b in got[14:] for x in b["x"]) == list(range(40))
+
+
 def test_replay_is_counted_and_logged(caplog):
     s = Seeder()
     s.init(MASTER)
