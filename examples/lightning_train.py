@@ -43,7 +43,7 @@ class Classifier(pl.LightningModule):
     def __init__(self, args: argparse.Namespace):
         super().__init__()
         self.args = args
-        self.net = build_model()  # dropout inside
+        self.net = build_model("torch")  # dropout inside
         self.dataset = SyntheticDataset(args.samples)
         for pert in self.dataset.perturbations:  # the dataset's generators, registered as NVIDIA's seeder does
             seeder.register_generator(pert.reseed_rng)
