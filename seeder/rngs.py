@@ -28,7 +28,7 @@ __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdap
 
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
-META_FIX = f"the tensor is on the meta device and holds no values; {CPU_FIX}"
+_META_FIX = f"the tensor is on the meta device and holds no values; {CPU_FIX}"
 _POS = struct.Struct("=i")  # the position CPython keeps before the 624 words of a random.Random
 
 
@@ -44,7 +44,7 @@ def check_mt_key(state: Dict[str, Any], where: str) -> torch.Tensor:
     if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
         raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
                          f"{CPU_FIX} and pass its RNG states on unchanged")
-    expect(key.device.type != "meta", where, META_FIX)
+    expect(key.device.type != "meta", where, _META_FIX)
     expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
     check_exact_int(state["pos"], where, "pos", 0, 624)
     return key
@@ -103,7 +103,7 @@ class PythonRandomAdapter(RNGAdapter):
         if type(state["version"]) is not int or state["version"] != 3:
             raise StateError(f"{where}: unsupported random state version {state['version']!r} (Python's is the int 3)")
         check_cached_float(state["gauss_next"], where, "gauss_next", optional=True)
-        if "state" in state:  # random.getstate()'s 625-tuple, as seeder saved it before it used key/pos
+        if "state" in state:  # random.getstate()'s own form: 625 ints (624 words and the position)
             words = state["state"]
             expect(isinstance(words, (list, tuple)) and len(words) == 625, where,
                    "expected a tuple of 625 ints (624 Mersenne Twister words and the position)")
