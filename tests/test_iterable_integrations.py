@@ -77,3 +77,44 @@ def test_seeder_trainer_resumes_a_stream_bitwise_in_its_first_epoch_and_refuses_
                                                 r"epoch 1: .* cannot tell where the stream's own epochs begin"):
         trainer_run(str(tmp_path / "late"), resume=True)
 
+
+
+# --------------------------------------------------------------------------------------------- Lightning
+def lightning_stream_loader(workers):
+    """A stream of the Lightning tests' noisy items (random, NumPy and torch draws per item), sharded by seeder."""
+    from lightning_common import BATCH, NoisyDataset
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __init__(self):
+            self.items = NoisyDataset()
+
+        def __iter__(self):
+            share = seeder.stream_share()
+            for i in range(share.index, len(self.items), share.count):
+                yield self.items[i]
+
+    return seeder.DataLoader(Stream(), batch_size=BATCH, num_workers=workers)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning")
+@pytest.mark.parametrize("workers,steps", [(0, [3, 9]), (2, [5, 6])])
+def test_lightning_resumes_a_stream_bitwise_mid_epoch_and_at_its_end(tmp_path, workers, steps):
+    """Lightning fetches one batch ahead of a loader with no length, and its checkpoint would hold the stream's
+    position after that batch: SeederCallback saves the position of what was trained. Steps 3, 5 and 9 are
+    mid-epoch; step 6 is the epoch's last batch, taken before the stream has said that it ended."""
+    pytest.importorskip("lightning")
+    import gc
+
+    from lightning_common import run
+
+    factory = lambda: lightning_stream_loader(workers)  # noqa: E731
+    full = run(3, ckpt_dir=str(tmp_path), loader_factory=factory)
+    assert [s for s, _ in full["losses"]] == list(range(1, 13))  # 6 batches an epoch, 2 epochs
+    assert len({loss for _, loss in full["losses"]}) == 12
+    gc.collect()
+    for step in steps:
+        resumed = run(3, ckpt_path=str(tmp_path / f"step={step}.ckpt"), loader_factory=factory)
+        assert resumed["losses"] == full["losses"][step:], step
+        assert all(torch.equal(full["weights"][k], resumed["weights"][k]) for k in full["weights"])
+        gc.collect()
