@@ -96,19 +96,34 @@ def lightning_stream_loader(workers):
     return seeder.DataLoader(Stream(), batch_size=BATCH, num_workers=workers)
 
 
+def lightning_hf_loader(workers):
+    """A shuffled ``datasets`` stream (buffer of 8) with a ``.map`` that draws, as Lightning's (x, y) batches."""
+    from lightning_common import BATCH
+    from stream_common import hf_stream
+
+    def collate(items):
+        b = torch.utils.data.default_collate(items)
+        x = torch.stack([b["x"] / 24, b["noise"], b["jitter"], b["r"], b["noise"] * b["r"], b["jitter"] - b["r"]], 1)
+        return x.float(), (b["noise"] + b["r"] > 1).float()[:, None]
+
+    return seeder.DataLoader(hf_stream(24, shuffle=True), batch_size=BATCH, num_workers=workers, collate_fn=collate)
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning")
-@pytest.mark.parametrize("workers,steps", [(0, [3, 9]), (2, [5, 6])])
-def test_lightning_resumes_a_stream_bitwise_mid_epoch_and_at_its_end(tmp_path, workers, steps):
+@pytest.mark.parametrize("workers,steps,make", [(0, [3, 9], lightning_stream_loader), (2, [5, 6], lightning_stream_loader),
+                                                (2, [4], lightning_hf_loader)], ids=["plain-0", "plain-2", "datasets-2"])
+def test_lightning_resumes_a_stream_bitwise_mid_epoch_and_at_its_end(tmp_path, workers, steps, make):
     """Lightning fetches one batch ahead of a loader with no length, and its checkpoint would hold the stream's
     position after that batch: SeederCallback saves the position of what was trained. Steps 3, 5 and 9 are
-    mid-epoch; step 6 is the epoch's last batch, taken before the stream has said that it ended."""
+    mid-epoch; step 6 is the epoch's last batch, taken before the stream has said that it ended. The ``datasets``
+    stream is shuffled through a buffer and augmented by a ``.map`` that draws from the global RNGs."""
     pytest.importorskip("lightning")
     import gc
 
     from lightning_common import run
 
-    factory = lambda: lightning_stream_loader(workers)  # noqa: E731
+    factory = lambda: make(workers)  # noqa: E731
     full = run(3, ckpt_dir=str(tmp_path), loader_factory=factory)
     assert [s for s, _ in full["losses"]] == list(range(1, 13))  # 6 batches an epoch, 2 epochs
     assert len({loss for _, loss in full["losses"]}) == 12
