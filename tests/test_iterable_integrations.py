@@ -1,5 +1,6 @@
-"""A stream through SeederTrainer: a ``datasets`` stream with a random ``.map``; a run stopped at a checkpoint and
-resumed matches the uninterrupted run loss for loss (in the stream's first epoch; later, the resume is refused)."""
+"""Streams through the integrations. SeederTrainer: a ``datasets`` stream with a random ``.map``; a run stopped at a
+checkpoint (in the stream's first epoch or a later one, once or twice) and resumed matches the uninterrupted run loss
+for loss. SeederCallback: Lightning with plain and ``datasets`` streams, 0 and 2 workers, mid-epoch and at the end."""
 from __future__ import annotations
 
 import os
@@ -63,20 +64,34 @@ def trainer_run(out, stop=None, resume=False, max_steps=8):
 
 
 @pytest.mark.slow
-def test_seeder_trainer_resumes_a_stream_bitwise_in_its_first_epoch_and_refuses_later(tmp_path):
-    full, digest = trainer_run(str(tmp_path / "full"))
-    assert sorted(full) == list(range(1, 9))  # 5 steps of stream epoch 0, 3 of epoch 1
-    first, _ = trainer_run(str(tmp_path / "run"), stop=3)
-    rest, dig = trainer_run(str(tmp_path / "run"), resume=True)
+def test_seeder_trainer_resumes_a_stream_bitwise_in_any_of_its_epochs(tmp_path):
+    full, digest = trainer_run(str(tmp_path / "full"), max_steps=12)
+    assert sorted(full) == list(range(1, 13))  # 5 steps of stream epoch 0, 5 of epoch 1, 2 of epoch 2
+    first, _ = trainer_run(str(tmp_path / "run"), stop=3, max_steps=12)
+    rest, dig = trainer_run(str(tmp_path / "run"), resume=True, max_steps=12)
     assert min(rest) == 4
     assert {**first, **rest} == full and dig == digest
-    # The Trainer counts a stream without length as one epoch of max_steps: after the stream's own epoch
-    # boundary its resume position (step 7 of "epoch 0") is not the loader's (batch 2 of epoch 1): refused.
-    trainer_run(str(tmp_path / "late"), stop=7)
-    with pytest.raises(seeder.StateError, match=r"resumes at step 7 of its epoch, but the stream stands at batch 2 of its "
-                                                r"epoch 1: .* cannot tell where the stream's own epochs begin"):
-        trainer_run(str(tmp_path / "late"), resume=True)
+    # The Trainer resumes a stream with no length as "step 7 of epoch 0"; the stream stands at batch 2 of its
+    # epoch 1, after 5 batches of epoch 0. Resumed there, and again from step 11 (epoch 2) of the resumed run.
+    first, _ = trainer_run(str(tmp_path / "late"), stop=7, max_steps=12)
+    middle, _ = trainer_run(str(tmp_path / "late"), resume=True, stop=11, max_steps=12)
+    rest, dig = trainer_run(str(tmp_path / "late"), resume=True, max_steps=12)
+    assert (min(middle), max(middle), min(rest)) == (8, 11, 12)
+    assert {**first, **middle, **rest} == full and dig == digest
 
+
+def test_a_trainer_stream_state_that_no_run_reaches_is_refused():
+    pytest.importorskip("transformers")
+    from seeder.integrations.transformers import StreamEpochs
+
+    epochs = StreamEpochs()
+    for bad in ({"format": "seeder.trainer_stream", "version": 1, "earlier": -1},
+                {"format": "seeder.trainer_stream", "version": 1, "earlier": True},
+                {"format": "seeder.trainer_stream", "version": 2, "earlier": 0},
+                {"format": "seeder.trainer_stream", "version": 1, "earlier": 0, "extra": 1}):
+        with pytest.raises(seeder.StateError):
+            epochs.check_state_dict(bad)
+    assert epochs.earlier == 0
 
 
 # --------------------------------------------------------------------------------------------- Lightning
