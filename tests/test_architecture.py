@@ -37,9 +37,6 @@ THIRD_PARTY_PRIVATE |= {"_ex_iterable", "_distributed"}
 # Known problems not fixed yet: (rule, module) -> {problem text: why}.
 # Remove an entry when its fix lands (test_known_exceptions_are_still_needed says when).
 KNOWN: Dict[Tuple[str, str], Dict[str, str]] = {
-    ("class_size", "core"): {
-        "class Seeder": "over 250 lines: the public API's methods are short, their docstrings (with examples) are not; "
-                        "splitting the facade is still to be designed"},
     ("class_size", "data.sampler"): {
         "class DistributedSampler": "over 250 lines, for the same reason as Seeder"},
     ("one_way", "participant"): {
