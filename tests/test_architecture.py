@@ -37,11 +37,7 @@ THIRD_PARTY_PRIVATE |= {"_ex_iterable", "_distributed"}
 
 # Known problems not fixed yet: (rule, module) -> {problem text: why}.
 # Remove an entry when its fix lands (test_known_exceptions_are_still_needed says when).
-KNOWN: Dict[Tuple[str, str], Dict[str, str]] = {
-    ("one_way", "participant"): {
-        "imports seeder.data.dali": "PLUGINS names seeder.data.dali by string, so that a DALI pipeline joins whatever "
-                                    "the user imported first; the alternative (registration on import) makes that an error"},
-}
+KNOWN: Dict[Tuple[str, str], Dict[str, str]] = {}
 
 
 # ------------------------------------------------------------------------------------------- reading the source
