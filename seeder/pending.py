@@ -70,14 +70,21 @@ class PendingParts:
 
         Raises :class:`StateError` when this process has a participant the checkpoint holds no state for.
         """
+        now, later, _ = self._split(seeder, state, allow_world_change, have)
+        return now, later
+
+    def _split(self, seeder: Any, state: Any, allow_world_change: bool,
+               have: Optional[Dict[str, Any]]) -> Tuple[Any, Dict[str, Any], Optional[Tuple[Dict[str, Any], bool]]]:
+        """:meth:`split`, and this rank's entry of what loads now with whether the world changed (``None`` before
+        ``init``)."""
         if not seeder.initialized:
-            return state, {}
+            return state, {}, None
         have = seeder.stateful() if have is None else have
         allow = state_mod.world_change_allowed(have, allow_world_change)  # elastic loaders move
         entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, allow)
         parts = entry.get("participants")
         if changed or not isinstance(parts, dict):
-            return state, {}  # the full check says what is wrong, or the world changed (no participant loads)
+            return state, {}, (entry, changed)  # the full check says what is wrong, or the world changed
         counter = f"{StepCounter.seeder_kind}."  # seeder verify's step counter: it exists only under verify
         if any(k.startswith(counter) for k in parts) and not any(k.startswith(counter) for k in have):
             parts = {k: v for k, v in parts.items() if not k.startswith(counter)}
@@ -91,20 +98,21 @@ class PendingParts:
                              "same order, as the run that saved it")
         later = {k: v for k, v in parts.items() if k not in have}
         if not later:
-            return state, {}
-        return dict(entry, participants={k: parts[k] for k in have}), later
+            return state, {}, (entry, changed)
+        now = dict(entry, participants={k: parts[k] for k in have})
+        return now, later, (now, changed)
 
     def check(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
         """``seeder.check_state_dict``: everything that can be checked now; parts for loaders not built yet wait."""
         have = seeder.stateful() if seeder.initialized else None
-        now, _ = self.split(seeder, state, allow_world_change, have)
-        state_mod.check(seeder, now, allow_world_change, have)
+        now, _, own = self._split(seeder, state, allow_world_change, have)
+        state_mod.check(seeder, now, allow_world_change, have, own)
 
     def load(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
         """``seeder.load_state_dict``: load what exists, keep the rest for the loaders and generators to come."""
         have = seeder.stateful() if seeder.initialized else None
-        now, later = self.split(seeder, state, allow_world_change, have)
-        state_mod.load(seeder, now, allow_world_change, have)
+        now, later, own = self._split(seeder, state, allow_world_change, have)
+        state_mod.load(seeder, now, allow_world_change, have, own)
         self.parts = later
         if later:
             logger.info("seeder state loaded; waiting for %s to be built", _names(later))

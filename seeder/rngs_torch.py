@@ -10,6 +10,7 @@ import math
 import struct
 from typing import Any, List, Optional, Sequence
 
+import numpy as np
 import torch
 
 from .errors import StateError
@@ -46,11 +47,11 @@ def check_cpu_state(state: torch.Tensor, where: str) -> None:
     raw = state.numpy()
     _, left, seeded, nxt, w1, w2 = _HEAD.unpack_from(raw, 0)
     normal, normal_valid, cached_float, float_valid = _TAIL.unpack_from(raw, _TAIL_AT)
-    words = raw[_WORDS].view("<u8")
-    if seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624 and w1 and w2 and not words.max() >> 32 and \
+    if seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624 and w1 and w2 and not np.count_nonzero(raw[_WORDS].view("<u4")[1::2]) and \
             normal_valid in (0, 1) and float_valid in (0, 1) and (not normal_valid or math.isfinite(normal)) and \
             (not float_valid or math.isfinite(cached_float)):
         return  # a state a generator reaches: every check passed (messages are built only for a refusal)
+    words = raw[_WORDS].view("<u8")
     expect(seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624, where,
            f"torch's generator fields are out of range (seeded={seeded}, left={left}, next={nxt}); the checkpoint is corrupt")
     expect(not words.max() >> 32, where, "a Mersenne Twister word does not fit in 32 bits; the checkpoint is corrupt")

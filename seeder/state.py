@@ -319,17 +319,19 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
             seeder.loading = None
 
 
-def check(seeder: Any, state: Any, allow_world_change: bool,
-          stateful: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], bool]:
+def check(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[Dict[str, Any]] = None,
+          own: Optional[Tuple[Dict[str, Any], bool]] = None) -> Tuple[Dict[str, Any], bool]:
     """This rank's entry of ``state`` and whether the world changed, after checking it all against ``seeder``.
 
     Participants check their states against the run the state describes (``seeder.loading``):
-    a sampler's shuffle key must be the one its master seed and epoch derive.
+    a sampler's shuffle key must be the one its master seed and epoch derive. ``own``: the
+    :func:`own_entry` of ``state``, where the caller has it.
     """
     if not seeder.initialized:
         raise RuntimeError("seeder.load_state_dict() called before seeder.init(); call seeder.init(master_seed=...) first")
     stateful = seeder.stateful() if stateful is None else stateful
-    entry, changed = own_entry(state, seeder.world_size, seeder.rank, world_change_allowed(stateful, allow_world_change))
+    entry, changed = own if own is not None else own_entry(
+        state, seeder.world_size, seeder.rank, world_change_allowed(stateful, allow_world_change))
     check_header(entry)
     seeder.loading = described_run(entry)
     try:
@@ -343,11 +345,12 @@ def check(seeder: Any, state: Any, allow_world_change: bool,
     return entry, changed
 
 
-def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[Dict[str, Any]] = None) -> None:
+def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[Dict[str, Any]] = None,
+         own: Optional[Tuple[Dict[str, Any], bool]] = None) -> None:
     """``seeder.load_state_dict``: check everything, then apply (with rollback) and arm the resume (``stateful``:
-    ``seeder.stateful()``, when the caller has it)."""
+    ``seeder.stateful()``, ``own``: :func:`own_entry` of ``state``, when the caller has them)."""
     stateful = seeder.stateful() if stateful is None else stateful
-    entry, changed = check(seeder, state, allow_world_change, stateful)
+    entry, changed = check(seeder, state, allow_world_change, stateful, own)
     saved, run = described_run(entry), seeder.run
     if seeder.explicit and saved.master != run.master:
         warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with {saved.master}; "
