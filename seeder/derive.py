@@ -39,6 +39,8 @@ __all__ = [
     "parse_master_seed",
     "stream_seeds",
     "batch_seeds",
+    "shuffle_seed",
+    "index_words",
     "Domain",
     "derive_seed",
     "numpy_seed",
@@ -238,7 +240,25 @@ def batch_seeds(master: int, task: int, epoch: int, rank: int, batch: int, words
     >>> batch_seeds(42, 1, 3, 0, 17)[0] == derive_seed(42, Domain.LOADER, 1, 3, 0, 17)
     True
     """
-    return list(stream_seeds(master, int(Domain.LOADER), task, epoch, rank, words).at(batch))
+    return stream_seeds(master, int(Domain.LOADER), task, epoch, rank, words).at(batch)
+
+
+def shuffle_seed(master: int, task: int, epoch: int, stream: int = 0) -> int:
+    """The shuffle key of ``epoch`` for a sampler's ``stream`` (domain ``SAMPLER``, rank 0: every rank shares it).
+
+    >>> shuffle_seed(42, 1, 3) == derive_seed(42, Domain.SAMPLER, 1, 3, 0, 0)
+    True
+    """
+    return derive_seed(master, Domain.SAMPLER, task, epoch, 0, stream)
+
+
+def index_words(index: int) -> Tuple[int, int]:
+    """A 64-bit index as the ``(rank, stream)`` words of a per-sample key (domains ``SAMPLE`` and ``ELASTIC``).
+
+    >>> index_words(2**32 + 5)
+    (1, 5)
+    """
+    return index >> 32, index & MAX_KEY
 
 
 def seed_stream_block(master: int, domain: int, task: int, epoch: int, rank: int, streams: Sequence[int]) -> np.ndarray:

@@ -39,6 +39,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
+from .checks import is_int
 from .errors import SeederWarning
 
 __all__ = ["ENV_FOREIGN", "PREINIT_SUFFIX", "watch", "expected", "global_draws", "init_site", "routed_calls"]
@@ -143,7 +144,7 @@ def _route(seeder: Any, family: str, primitive: str, seed_arg: Any, frame: Any) 
     if (site, name or primitive) in _sites:
         return
     _sites.add((site, name or primitive))
-    same = isinstance(seed_arg, int) and seed_arg == seeder.get_master_seed()
+    same = is_int(seed_arg) and seed_arg == seeder.get_master_seed()
     text = (f"{call} at {site} seeds the global RNGs after seeder.init; seeder routed it: they follow master seed "
             f"{seeder.get_master_seed()}")
     if _quiet or same:

@@ -18,13 +18,12 @@ from typing import Any, Iterator, List, Tuple
 
 import torch.utils.data
 
-from ..derive import Domain, stream_seeds
+from ..derive import batch_seeds
 from .sampler import DistributedSampler
 from .workers import SeedSource, generator_words, seed_globals
 
 __all__ = ["BatchSeedingDataset", "BatchKeys"]
 
-_LOADER = int(Domain.LOADER)
 
 
 class BatchSeedingDataset(torch.utils.data.Dataset):
@@ -52,7 +51,7 @@ class BatchSeedingDataset(torch.utils.data.Dataset):
     def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
         master, task, epoch, rank, batch, indices = key
         gens = self.source.generators("seeder.DataLoader")
-        seeds = stream_seeds(master, _LOADER, task, epoch, rank, generator_words(gens)).at(batch)
+        seeds = batch_seeds(master, task, epoch, rank, batch, generator_words(gens))
         seed_globals(seeds[0])
         for fn, _, stream in gens:
             fn(seeds[stream])

@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import Any, Dict, List, Optional, Union
 
-from ..checks import check_bool
+from ..checks import check_bool, is_bool, is_int
 from ..core import Seeder
 from ..default import resolve_seeder
 from ..state import GATHERED_FORMAT, own_entry
@@ -74,17 +74,6 @@ def pipeline_class() -> Optional[type]:
     return getattr(mod, "Pipeline", None) if mod is not None else None
 
 
-def _fold_seed(seed: int) -> int:
-    """Fold a 64-bit derived seed into DALI's seed range ``[0, 2**32 - 1]``.
-
-    The two 32-bit halves are xor-ed (:func:`seeder.derive.numpy_seed`), so every bit matters.
-
-    >>> _fold_seed(2**32 + 5)
-    4
-    """
-    return numpy_seed(seed)
-
-
 def pipeline_seed(
     pipeline_id: int = 0,
     *,
@@ -101,7 +90,8 @@ def pipeline_seed(
     rank (all ranks draw the same augmentation); give a shared and a per-rank
     pipeline different ids. ``task_id``/``epoch`` default to 0, a pipeline built
     once; pass them if you rebuild pipelines per epoch. Folded to 32 bits
-    (:data:`MAX_DALI_SEED`). Needs ``seeder.init()`` first, but not DALI.
+    (:data:`MAX_DALI_SEED`) by :func:`seeder.derive.numpy_seed`, its two halves xor-ed.
+    Needs ``seeder.init()`` first, but not DALI.
 
     >>> import seeder
     >>> s = seeder.Seeder(); s.init(7, rank=1, ngpus=2)
@@ -113,7 +103,7 @@ def pipeline_seed(
     shared = check_bool(shared, "shared")
     if not s.initialized:
         raise RuntimeError("seeder.data.dali_seeds.pipeline_seed() called before seeder.init(); call seeder.init(master_seed=...) first")
-    return _fold_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))
+    return numpy_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))
 
 
 def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
@@ -193,10 +183,10 @@ def check_entry(state: Any, where: str) -> None:
     except (TypeError, ValueError) as exc:
         raise StateError(str(exc)) from None
     for name in ("shared", "checkpointing"):
-        if not isinstance(state[name], bool):
+        if not is_bool(state[name]):
             raise StateError(f"{where}[{name!r}] must be True or False")
     seed = state["seed"]
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+    if seed is not None and (not is_int(seed) or seed < 0):
         raise StateError(f"{where}['seed'] must be None or a non-negative int")
     cks = state["checkpoints"]
     if cks is not None:

@@ -36,7 +36,7 @@ import torch
 import torch.utils.data
 
 from .. import trace
-from ..checks import check_int, check_state_header, is_int
+from ..checks import check_bool, check_int, check_state_header, is_int
 from ..core import Seeder
 from ..default import resolve_seeder
 from ..derive import check_key
@@ -133,8 +133,7 @@ def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[b
 
 def _new_loader(cls: type, dataset: Any = None, *args: Any, elastic: bool = False, **kwargs: Any) -> Any:
     """``DataLoader.__new__``: an ``IterableLoader`` for an ``IterableDataset``, an ``ElasticDataLoader`` for ``elastic=True``."""
-    if not isinstance(elastic, bool):
-        raise TypeError(f"elastic must be True or False, got {type(elastic).__name__} {elastic!r}")
+    elastic = check_bool(elastic, "elastic")
     if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
         if elastic:
             raise TypeError("seeder.DataLoader(elastic=True) needs a map-style dataset (with __getitem__ and __len__), got "

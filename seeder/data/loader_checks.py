@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from ..checks import check_bool, check_int
+from ..checks import check_bool, check_int, is_bool
 from ..derive import MAX_KEY
 
 __all__ = ["check_loader_args", "check_batch_count"]
@@ -42,7 +42,7 @@ def check_loader_args(shuffle: Any, num_workers: Any, drop_last: Any, pin_memory
     num_workers = check_int(num_workers, "num_workers", low=0)
     check_bool(drop_last, "drop_last")
     check_bool(pin_memory, "pin_memory")
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
+    if is_bool(timeout) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
         raise ValueError(f"timeout must be a number of seconds >= 0 (0: wait forever), got {timeout!r}")
     for name, fn in (("worker_init_fn", worker_init_fn), ("collate_fn", collate_fn)):
         if fn is not None and not callable(fn):

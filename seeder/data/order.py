@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..core import Seeder
-from ..derive import Domain, derive_seed
+from ..derive import shuffle_seed
 from .permutation import keyed_permutation
 
 __all__ = ["MODES", "FIRST_BLOCK", "BLOCK", "M64", "shard_sizes", "positions", "index_blocks", "shuffle_key"]
@@ -112,8 +112,8 @@ def shuffle_key(seeder: Seeder, seed: Optional[int], mode: str, task: int, epoch
     if seed is not None:
         if mode == "torch":
             return (seed + epoch) & M64
-        return derive_seed(seed, Domain.SAMPLER, task, epoch, 0, stream)
+        return shuffle_seed(seed, task, epoch, stream)
     if not seeder.initialized:
         raise RuntimeError("DistributedSampler takes its shuffle order from the seeder: call seeder.init(master_seed=...) "
                            "before iterating, or pass seed= to the sampler")
-    return seeder.derive(Domain.SAMPLER, task, epoch, rank=0, stream=stream)
+    return shuffle_seed(seeder.get_master_seed(), task, epoch, stream)

@@ -30,7 +30,7 @@ from typing import Any, List, Tuple, Union
 
 import numpy as np
 
-from ..checks import is_int
+from ..checks import check_int, is_int
 
 __all__ = ["FeistelPermutation", "TablePermutation", "keyed_permutation", "SMALL_N", "ROUNDS", "MAX_N"]
 
@@ -60,12 +60,7 @@ def _splitmix64(state: int, count: int) -> List[int]:
 
 
 def _check_n_key(n: Any, key: Any) -> Tuple[int, int]:
-    for name, value, hi in (("n", n, MAX_N), ("key", key, _M64)):
-        if not is_int(value):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-        if not 0 <= int(value) <= hi:
-            raise ValueError(f"{name} must be in [0, {hi}], got {value}")
-    return int(n), int(key)
+    return check_int(n, "n", low=0, high=MAX_N), check_int(key, "key", low=0, high=_M64)
 
 
 def _positions(x: Any, n: int) -> np.ndarray:

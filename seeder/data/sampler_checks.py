@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch.distributed
 
 from ..checks import check_bool, check_state_header, is_int
-from ..derive import MAX_KEY, MAX_MASTER_SEED, Domain, check_key, derive_seed
+from ..derive import MAX_KEY, MAX_MASTER_SEED, check_key, shuffle_seed
 from ..distributed import MAX_WORLD_SIZE, process_group_active
 from ..errors import StateError
 from .order import M64, MODES, shuffle_key
@@ -142,7 +142,7 @@ def run_constraints(seeder: Any, seed: Optional[int], mode: str, task: int, stre
             return 0
         if seed is not None:
             return shuffle_key(seeder, seed, mode, task, epoch, stream)
-        return None if run.master is None else derive_seed(run.master, Domain.SAMPLER, task, epoch, 0, stream)
+        return None if run.master is None else shuffle_seed(run.master, task, epoch, stream)
 
     if loading is None or manual:
         return key_of, None

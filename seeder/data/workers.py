@@ -37,7 +37,7 @@ from .. import derive
 from ..checks import check_bool, is_int
 from ..core import Seeder
 from ..default import check_seeder, resolve_seeder
-from ..derive import TRAIN_TASK, Domain, check_key, stream_seeds
+from ..derive import TRAIN_TASK, Domain, check_key, index_words, stream_seeds
 from ..rngbase import RNGAdapter, put_back_states, save_states
 from ..rngs import adapter_for, global_adapters
 
@@ -55,7 +55,6 @@ __all__ = [
     "seed_globals",
 ]
 
-_M32 = 0xFFFFFFFF
 _VECTOR_MIN = 8  # batches at least this long derive their per-sample seeds in one NumPy pass
 
 
@@ -248,10 +247,6 @@ def dataloader_generator(*, seeder: Optional[Seeder] = None) -> torch.Generator:
 
 
 # --------------------------------------------------------------------------- per-sample seeds
-def _split_index(index: int) -> Tuple[int, int]:
-    return index >> 32, index & _M32
-
-
 def sample_seed(index: int, epoch: int, *, task: int = TRAIN_TASK, seeder: Optional[Seeder] = None) -> int:
     """The seed :class:`SeededDataset` uses for sample ``index`` in ``epoch``: ``derive(SAMPLE, task, epoch, index)``.
 
@@ -267,7 +262,7 @@ def sample_seed(index: int, epoch: int, *, task: int = TRAIN_TASK, seeder: Optio
         raise ValueError(f"index must be an int in [0, 2**64), got {index!r}")
     index = int(index)
     s = resolve_seeder(seeder)
-    hi, lo = _split_index(index)
+    hi, lo = index_words(index)
     return s.derive(Domain.SAMPLE, task, epoch, rank=hi, stream=lo)
 
 
@@ -335,21 +330,21 @@ class SeededDataset(torch.utils.data.Dataset):
                 f"SeededDataset items are fetched with (epoch, index) keys, got {key!r}; build the sampler over the "
                 "wrapper: seeder.DistributedSampler(seeded_dataset), and pass the same wrapper to the DataLoader")
         epoch, index = key
-        if not isinstance(index, int) or isinstance(index, bool) or index < 0 or not isinstance(epoch, int) or epoch < 0:
+        if not (is_int(index) and is_int(epoch)) or index < 0 or epoch < 0:
             raise ValueError(f"SeededDataset key must be (epoch, index) with non-negative ints, got {key!r}")
-        return epoch, index
+        return int(epoch), int(index)
 
     def _deriver(self, master: int, epoch: int, hi: int, words: int) -> Any:
         return stream_seeds(master, int(Domain.SAMPLE), self.task, epoch, hi, words)
 
     def _sample_seeds(self, master: int, words: int, keys: List[Tuple[int, int]]) -> List[List[int]]:
         """The seed words of every key: one vectorised pass for a batch of one epoch, else one by one."""
-        first = keys[0]
-        hi = first[1] >> 32
-        if len(keys) >= _VECTOR_MIN and all(e == first[0] and i >> 32 == hi for e, i in keys):
-            streams = np.fromiter((i & _M32 for _, i in keys), dtype=np.uint32, count=len(keys))
-            return self._deriver(master, first[0], hi, words).seeds(streams).tolist()
-        return [self._deriver(master, e, i >> 32, words).seed(i & _M32) for e, i in keys]
+        split = [(e, *index_words(i)) for e, i in keys]
+        epoch, hi, _ = split[0]
+        if len(keys) >= _VECTOR_MIN and all(e == epoch and h == hi for e, h, _ in split):
+            streams = np.fromiter((lo for _, _, lo in split), dtype=np.uint32, count=len(keys))
+            return self._deriver(master, epoch, hi, words).seeds(streams).tolist()
+        return [self._deriver(master, e, h, words).seed(lo) for e, h, lo in split]
 
     def _fetch(self, keys: List[Tuple[int, int]]) -> List[Any]:
         info = torch.utils.data.get_worker_info()
