@@ -342,7 +342,7 @@ def test_each_rule_fails_on_a_bad_module(bad_package, rule):
     assert not problems(rule, bad_package / "core.py", bad_package)
 
 
-def test_the_sharper_checks_see_what_the_old_ones_missed(bad_package):
+def test_the_checks_see_upward_string_and_same_named_imports(bad_package):
     """Upward ``from .. import``, string imports and a private read through a same-named attribute."""
     assert problems("one_way", bad_package / "data" / "batches.py", bad_package) == ["line 2: imports seeder.__init__"]
     assert problems("one_way", bad_package / "state.py", bad_package) == ["line 5: imports seeder.core"]

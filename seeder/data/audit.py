@@ -36,6 +36,7 @@ import torch.utils.data
 
 from ..errors import SeederWarning
 from ..internals import require
+from .workers import SeededDataset, WorkerInitFn
 
 __all__ = ["LoaderWatch", "find_loader", "audit_loader", "unconsumed_message"]
 
@@ -173,8 +174,6 @@ def audit_loader(loader: Optional[torch.utils.data.DataLoader], mid_epoch: bool,
     """
     if loader is None or getattr(loader, "seeder_kind", None) == "loader":
         return []
-    from .workers import SeededDataset, WorkerInitFn  # the package imports this module: resolve at call time
-
     problems = []
     if loader.generator is None:
         problems.append(
