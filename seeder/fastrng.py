@@ -122,14 +122,14 @@ class LegacyAccess:
         key_view.raw = mt
 
     @staticmethod
-    def as_state(snapshot: Tuple[bytes, bytes]) -> Tuple[Any, ...]:
+    def as_state(kept: Tuple[bytes, bytes]) -> Tuple[Any, ...]:
         """``(key and position, Gaussian cache)`` bytes as the tuple ``RandomState.set_state`` takes.
 
         >>> access = legacy_access(); rs = np.random.RandomState(3); bitgen = rs.__reduce__()[1][0]
         >>> access is None or LegacyAccess.as_state([v.raw for v in access.views(rs, bitgen)])[2] == 624
         True
         """
-        mt, gauss = snapshot
+        mt, gauss = kept
         key = np.frombuffer(mt, dtype=np.uint32, count=KEY_WORDS).tolist()
         return ("MT19937", key, struct.unpack_from("i", mt, KEY_BYTES)[0], *_GAUSS.unpack(gauss))
 

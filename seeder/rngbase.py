@@ -104,7 +104,7 @@ def on_cpu(value: torch.Tensor) -> torch.Tensor:
 class RNGAdapter:
     """Base class: ``name``, ``seed(seed)``, ``get_state()``, ``check_state(s)``, ``set_state(s)``.
 
-    ``snapshot()`` / ``put_back(s)`` save and restore the state within this process (around a fetch,
+    ``copy_state()`` / ``put_back(kept)`` save and restore the state within this process (around a fetch,
     a ``fork_rng`` block) in the adapter's cheapest exact form; by default the state itself.
     """
 
@@ -122,13 +122,13 @@ class RNGAdapter:
     def set_state(self, state: Any) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def snapshot(self) -> Any:
-        """This RNG's state for :meth:`put_back` in this process (not a checkpoint: no format promised)."""
+    def copy_state(self) -> Any:
+        """A copy of this RNG's state for :meth:`put_back` in this process (not a checkpoint: no format promised)."""
         return self.get_state()
 
-    def put_back(self, snapshot: Any) -> None:
-        """Restore a :meth:`snapshot`."""
-        self.set_state(snapshot)
+    def put_back(self, kept: Any) -> None:
+        """Restore a :meth:`copy_state`."""
+        self.set_state(kept)
 
     def watcher(self) -> Optional[Callable[[], Any]]:
         """A function whose result changes when this RNG draws (or is set); ``None`` when no such function is
@@ -137,7 +137,7 @@ class RNGAdapter:
 
 
 def save_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Any]]:
-    """``(adapter, snapshot)`` of each adapter: the one way seeder saves RNGs around a fetch or a block.
+    """``(adapter, copy_state())`` of each adapter: the one way seeder saves RNGs around a fetch or a block.
 
     >>> import random
     >>> from seeder.rngs import global_adapters
@@ -145,18 +145,18 @@ def save_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Any]]:
     >>> put_back_states(saved), random.random() == a
     ([], True)
     """
-    return [(adapter, adapter.snapshot()) for adapter in adapters]
+    return [(adapter, adapter.copy_state()) for adapter in adapters]
 
 
 def put_back_states(saved: Sequence[Tuple[RNGAdapter, Any]], strict: bool = False) -> List[str]:
-    """Put every :func:`save_states` snapshot back, going on past failures; return ``"<name> (<error>)"`` of each.
+    """Put every :func:`save_states` copy back, going on past failures; return ``"<name> (<error>)"`` of each.
 
     ``strict=True`` raises ``RuntimeError`` naming them instead (after trying every one).
     """
     failed = []
-    for adapter, snapshot in saved:
+    for adapter, kept in saved:
         try:
-            adapter.put_back(snapshot)
+            adapter.put_back(kept)
         except Exception as exc:  # keep restoring the others
             failed.append(f"{adapter.name} ({exc})")
     if failed and strict:

@@ -66,7 +66,7 @@ class PythonRandomAdapter(RNGAdapter):
         # The global Random: the random module's functions are its bound methods (random.seed may be wrapped by
         # seeder.foreign; getstate is not).
         self.rng: random.Random = rng if rng is not None else random.getstate.__self__  # type: ignore[attr-defined]
-        self._view: Any = False  # python_mt_view(rng), found on first snapshot
+        self._view: Any = False  # python_mt_view(rng), found on first use
         # random.Random.seed(int) is the C seed and gauss_next = None; called directly it costs half (a subclass
         # may override seed: it keeps its own)
         self._c_seed = _random.Random.seed if type(self.rng) is random.Random else None
@@ -88,17 +88,17 @@ class PythonRandomAdapter(RNGAdapter):
             self._view = python_mt_view(self.rng)
         return self._view
 
-    def snapshot(self) -> Any:
+    def copy_state(self) -> Any:
         """The generator's bytes and ``gauss_next`` (a copy of 2.5 KB), else ``getstate()``."""
         view = self._mt_view()
         return (view.raw, self.rng.gauss_next) if view is not None else self.rng.getstate()
 
-    def put_back(self, snapshot: Any) -> None:
+    def put_back(self, kept: Any) -> None:
         view = self._mt_view()
         if view is None:
-            self.rng.setstate(snapshot)
+            self.rng.setstate(kept)
         else:
-            view.raw, self.rng.gauss_next = snapshot
+            view.raw, self.rng.gauss_next = kept
 
     def get_state(self) -> Dict[str, Any]:
         view = self._mt_view()
@@ -252,7 +252,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
         current = np.random.get_bit_generator if self._rng is None else (lambda: bitgen)
         return lambda: (current(), key.raw, gauss.raw)
 
-    def snapshot(self) -> Any:
+    def copy_state(self) -> Any:
         """``(views, key and position bytes, Gaussian cache bytes)`` (2.5 KB copied), else ``get_state()``."""
         views = self._views()
         if views is None:
@@ -260,16 +260,16 @@ class NumpyRandomStateAdapter(RNGAdapter):
         with views[1].lock:
             return views, views[2].raw, views[3].raw
 
-    def put_back(self, snapshot: Any) -> None:
-        if len(snapshot) != 3:  # NumPy's own state tuple
-            self.rng.set_state(snapshot)
+    def put_back(self, kept: Any) -> None:
+        if len(kept) != 3:  # NumPy's own state tuple
+            self.rng.set_state(kept)
             return
-        then, mt, gauss = snapshot
+        then, mt, gauss = kept
         views = self._views()
         if views is then:
             with views[1].lock:
                 views[4].put_back(views[0], views[2], views[3], mt, gauss)
-        else:  # the global bit generator was replaced since the snapshot
+        else:  # the global bit generator was replaced since the copy
             self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
 
 

@@ -105,8 +105,8 @@ class TorchGeneratorAdapter(RNGAdapter):
     def set_state(self, state: torch.Tensor) -> None:
         self.generator.set_state(on_cpu(state))  # CPU and CUDA generators both take their state as a CPU tensor
 
-    def put_back(self, snapshot: torch.Tensor) -> None:
-        self.generator.set_state(snapshot)  # get_state() gave a CPU tensor
+    def put_back(self, kept: torch.Tensor) -> None:
+        self.generator.set_state(kept)  # get_state() gave a CPU tensor
 
 
 

@@ -1,4 +1,4 @@
-"""Snapshots of RNGs and participants, putting them back, and holding Ctrl-C back while that runs.
+"""Copies of the states of RNGs and participants, putting them back, and holding Ctrl-C back while that runs.
 
 What makes a failed ``load_state_dict`` change nothing and what ``fork_rng`` restores:
 :func:`capture` takes states, :func:`restore` sets them again (as much as possible, and
@@ -8,8 +8,8 @@ in half (it is delivered when the block ends).
 Example:
     >>> import random
     >>> from seeder.rngs import PythonRandomAdapter
-    >>> rng = random.Random(1); snap = capture([PythonRandomAdapter(rng)], [])
-    >>> first = rng.random(); failed = restore(snap); rng.random() == first, failed
+    >>> rng = random.Random(1); saved = capture([PythonRandomAdapter(rng)], [])
+    >>> first = rng.random(); failed = restore(saved); rng.random() == first, failed
     (True, [])
 """
 from __future__ import annotations
@@ -26,12 +26,12 @@ from .errors import SeederWarning
 from .participant import GeneratorParticipant, describe, validates_state
 from .rngbase import RNGAdapter
 
-__all__ = ["Snapshot", "capture", "saved_state", "restore", "interrupts_deferred"]
+__all__ = ["Saved", "capture", "saved_state", "restore", "interrupts_deferred"]
 
 logger = logging.getLogger("seeder")
 
 
-class Snapshot(NamedTuple):
+class Saved(NamedTuple):
     """What :func:`capture` took: global RNG states and participant states, each with its owner."""
 
     rngs: List[Tuple[RNGAdapter, Any]]
@@ -49,18 +49,18 @@ def saved_state(participant: Any) -> Any:
     """
     if isinstance(participant, GeneratorParticipant) and participant.adapter is not None:
         return participant.state_dict()
-    with warnings.catch_warnings():  # a snapshot is no checkpoint: participants' checkpoint advice does not apply
+    with warnings.catch_warnings():  # a copy to put back is no checkpoint: participants' checkpoint advice does not apply
         warnings.simplefilter("ignore", SeederWarning)
         st = participant.state_dict()
     return st if validates_state(participant) else copy.deepcopy(st)
 
 
-def capture(adapters: List[RNGAdapter], members: List[Any]) -> Snapshot:
-    """A :class:`Snapshot` of ``adapters``' RNGs and ``members``' states."""
-    return Snapshot([(a, a.snapshot()) for a in adapters], [(p, saved_state(p)) for p in members])
+def capture(adapters: List[RNGAdapter], members: List[Any]) -> Saved:
+    """A :class:`Saved` copy of ``adapters``' RNGs and ``members``' states."""
+    return Saved([(a, a.copy_state()) for a in adapters], [(p, saved_state(p)) for p in members])
 
 
-def restore(snapshot: Snapshot) -> List[str]:
+def restore(saved: Saved) -> List[str]:
     """Put a :func:`capture` back, participants first, each in reverse order; return what could not be restored.
 
     Runs with Ctrl-C held back (:func:`interrupts_deferred`), so an impatient second Ctrl-C
@@ -68,12 +68,12 @@ def restore(snapshot: Snapshot) -> List[str]:
     """
     failed = []
     with interrupts_deferred():
-        for obj, st in reversed(snapshot.participants):
+        for obj, st in reversed(saved.participants):
             try:
                 obj.load_state_dict(st)
             except Exception as exc:  # keep restoring the others
                 failed.append(f"{describe(getattr(obj, 'gen', obj))} ({exc})")
-        for adapter, st in reversed(snapshot.rngs):
+        for adapter, st in reversed(saved.rngs):
             try:
                 adapter.put_back(st)
             except Exception as exc:

@@ -1,4 +1,4 @@
-"""Seeder state: capture, validate, apply with rollback, and ``fork_rng`` over named snapshots.
+"""Seeder state: capture, validate, apply with rollback; ``fork_rng`` puts copies of every RNG and participant back.
 
 Pure functions over explicit inputs (the global RNG adapters, the stateful
 participants by key, the run's bookkeeping); :class:`seeder.Seeder`'s
@@ -27,7 +27,7 @@ from .distributed import process_group_active
 from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
 from .rngbase import RNGAdapter
-from .rollback import Snapshot, capture, restore, saved_state
+from .rollback import Saved, capture, restore, saved_state
 from .world import check_moved, elastic_keys, move_world, world_change_allowed
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",
@@ -292,7 +292,7 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
     says what was restored; Ctrl-C and ``SystemExit`` propagate as they are, after the restore.
     """
     unchecked = [k for k, p in stateful.items() if not validates_state(p)]
-    undo = Snapshot([], [])
+    undo = Saved([], [])
     if seeder is not None:
         seeder.loading = described_run(entry)
     try:
@@ -301,7 +301,7 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
             undo.participants.append((member, saved_state(member)))
             member.load_state_dict(entry["participants"][key])
         for adapter in adapters:
-            undo.rngs.append((adapter, adapter.snapshot()))
+            undo.rngs.append((adapter, adapter.copy_state()))
             adapter.set_state(entry["rngs"][adapter.name])
     except BaseException as exc:
         if seeder is not None:
@@ -382,12 +382,12 @@ def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[D
 def fork_rng(seeder: Any) -> Iterator[None]:
     """Run a block with every RNG ``seeder`` knows isolated; restore them all afterwards (see ``Seeder.fork_rng``)."""
     members = [p for p in seeder.stateful().values() if isinstance(p, GeneratorParticipant)]
-    snapshot, run = capture(seeder.global_adapters(), members), seeder.run.copy()
+    saved, run = capture(seeder.global_adapters(), members), seeder.run.copy()
     try:
         yield
     finally:
         reseeded = seeder.run.last != run.last or seeder.run.seen != run.seen or seeder.run.torn != run.torn
-        failed = restore(snapshot)
+        failed = restore(saved)
         seeder.run = run
         if failed:
             warnings.warn(f"fork_rng() could not restore: {'; '.join(failed)}", SeederWarning, stacklevel=3)

@@ -225,8 +225,8 @@ def test_block_derivation_matches_seed_sequence(master, key, words, jumps):
         assert blocks.at(stream) == row == [int(w) for w in ref]
 
 
-def test_snapshots_put_back_every_global_rng_exactly():
-    """snapshot / put_back of python, NumPy (Gaussian caches set) and torch: the same draws afterwards."""
+def test_copies_put_back_every_global_rng_exactly():
+    """copy_state / put_back of python, NumPy (Gaussian caches set) and torch: the same draws afterwards."""
     from seeder.rngbase import put_back_states, save_states
 
     adapters = global_adapters()[:3]
@@ -249,12 +249,12 @@ def test_snapshots_put_back_every_global_rng_exactly():
 
 
 def test_numpy_put_back_after_the_global_bit_generator_was_replaced():
-    """A snapshot of NumPy's global RNG goes into whatever bit generator is global when it is put back."""
+    """A copy of NumPy's global RNG goes into whatever bit generator is global when it is put back."""
     adapter = NumpyRandomStateAdapter()
     original = np.random.get_bit_generator()
     np.random.seed(8)
     np.random.standard_normal()
-    snap = adapter.snapshot()
+    snap = adapter.copy_state()
     want = np.random.get_state()
     np.random.set_bit_generator(np.random.MT19937(1))
     try:
