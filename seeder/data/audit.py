@@ -65,7 +65,7 @@ class LoaderWatch:
         self._warned_causes: Set[str] = set()
         self._warned_epoch: Optional[int] = None
         #: The loader saves the iterator's position itself (torchdata's ``StatefulDataLoader``).
-        self.tracks = False
+        self.position_saved = False
 
     def iterating(self, sampler: Any) -> None:
         """Called by ``sampler``'s iteration when it draws its first block: remember the DataLoader that drives it."""
@@ -93,12 +93,12 @@ class LoaderWatch:
         warning about unconsumed samples may come again for its epoch).
         """
         loader = self.loader(sampler)
-        if not self.tracks and loader is not None and _saves_position(loader):
-            self.tracks = True
+        if not self.position_saved and loader is not None and _saves_position(loader):
+            self.position_saved = True
         if loaded:
             self._warned_epoch = None
         epoch, consumed, total = sampler.epoch, sampler.consumed, sampler.num_samples
-        if self._warned_epoch != epoch and not self.tracks and consumed == 0 and handed > 0:
+        if self._warned_epoch != epoch and not self.position_saved and consumed == 0 and handed > 0:
             self._warned_epoch = epoch
             warnings.warn(unconsumed_message(what, epoch, finished), SeederWarning, stacklevel=4)
         mid = 0 < consumed < total or (handed > 0 and consumed < total)

@@ -219,11 +219,11 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         if self._token is token:
             self._finished, self._live, self._left_from = True, None, 0
 
-    def note_tracked(self) -> None:
+    def note_position_saved(self) -> None:
         """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``),
         so that :meth:`state_dict` does not warn for want of :meth:`advance`. Called by the sampler's iterator when a
         loader takes or gives it a state; :class:`.audit.LoaderWatch` also recognises that loader by its class."""
-        self._watch.tracks = True
+        self._watch.position_saved = True
 
     def seeder_position(self) -> Dict[str, int]:
         """:class:`~seeder.participant.Positioned`: epoch and samples consumed; unlike :meth:`state_dict`, never warns."""

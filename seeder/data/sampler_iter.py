@@ -85,9 +85,9 @@ class SamplerIterator(itertools.chain):
     torchdata's ``StatefulDataLoader`` saves ``state_dict()`` (the indices drawn so far) with
     the sampler's own state, and on resume calls ``load_state_dict`` on a fresh iterator
     before drawing from it: the iterator then starts there, in O(1). ``sampler`` is anything
-    with ``num_samples`` and ``note_tracked()``.
+    with ``num_samples`` and ``note_position_saved()``.
 
-    >>> class Sampler: num_samples = 2; note_tracked = lambda self: None
+    >>> class Sampler: num_samples = 2; note_position_saved = lambda self: None
     >>> it = SamplerIterator.from_iterable([iter([1, 2])]); it.progress, it.sampler = Progress(0), Sampler()
     >>> it.state_dict()
     {'format': 'seeder.sampler_iter', 'yielded': 0}
@@ -98,7 +98,7 @@ class SamplerIterator(itertools.chain):
 
     def state_dict(self) -> Dict[str, Any]:
         """The number of indices drawn so far; the loader asking for it saves the position, so the sampler is told."""
-        self.sampler.note_tracked()
+        self.sampler.note_position_saved()
         return {"format": "seeder.sampler_iter", "yielded": self.progress.yielded()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -112,4 +112,4 @@ class SamplerIterator(itertools.chain):
         if self.progress.started:
             raise RuntimeError("load the sampler iterator's state before drawing from it")
         self.progress.start = self.progress.block_start = int(yielded)
-        self.sampler.note_tracked()
+        self.sampler.note_position_saved()
