@@ -21,9 +21,7 @@ from __future__ import annotations
 import enum
 import functools
 import secrets
-from typing import Any, List, Mapping, Sequence, Tuple
-
-import numpy as np
+from typing import Any, List, Mapping, Tuple
 
 from .checks import is_int
 from .seedseq import StreamSeeds
@@ -46,7 +44,6 @@ __all__ = [
     "numpy_seed",
     "check_master_seed",
     "check_key",
-    "seed_stream_block",
 ]
 
 #: Version of the derivation function. Bump it for any change of output.
@@ -260,18 +257,3 @@ def index_words(index: int) -> Tuple[int, int]:
     """
     return index >> 32, index & MAX_KEY
 
-
-def seed_stream_block(master: int, domain: int, task: int, epoch: int, rank: int, streams: Sequence[int]) -> np.ndarray:
-    """``derive_seed(master, domain, task, epoch, rank, s)`` for every ``s`` in ``streams``, vectorised (uint64).
-
-    >>> from seeder.derive import derive_seed, Domain
-    >>> int(seed_stream_block(7, Domain.SAMPLE, 1, 0, 0, [5])[0]) == derive_seed(7, Domain.SAMPLE, 1, 0, 0, 5)
-    True
-    """
-    check_master_seed(master)
-    for name, value in (("domain", int(domain)), ("task", task), ("epoch", epoch), ("rank", rank)):
-        check_key(value, name)
-    arr = np.asarray(streams)
-    if arr.size and (arr.dtype.kind not in "iu" or int(arr.min()) < 0 or int(arr.max()) > MAX_KEY):
-        raise ValueError("streams must be integers in [0, 2**32 - 1]")
-    return stream_seeds(master, int(domain), task, epoch, rank).seeds(arr.astype(np.uint32))[:, 0]

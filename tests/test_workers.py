@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 import seeder
 from seeder import DistributedSampler, SeededDataset, Seeder, WorkerInitFn, make_worker_init_fn, sample_seed
 from seeder.derive import MAX_KEY, MAX_MASTER_SEED, Domain, derive_seed, numpy_seed
-from seeder.derive import seed_stream_block, stream_seeds
+from seeder.derive import index_words, stream_seeds
 
 MASTER = 20240601
 # Several tests replay an epoch on purpose (reference runs); the seeder warns about that.
@@ -82,13 +82,10 @@ def test_stream_seeds_equal_seedsequence(master, domain, task, epoch, rank, stre
     assert fast.seeds(streams).tolist() == [fast.seed(int(x)) for x in streams]
 
 
-def test_seed_stream_block_and_validation():
-    got = seed_stream_block(3, Domain.SAMPLE, 1, 2, 0, range(50))
+def test_a_block_of_streams_and_per_sample_key_words():
+    got = stream_seeds(3, int(Domain.SAMPLE), 1, 2, 0).seeds(np.arange(50, dtype=np.uint32))[:, 0]
     assert got.tolist() == [derive_seed(3, Domain.SAMPLE, 1, 2, 0, i) for i in range(50)]
-    with pytest.raises(ValueError):
-        seed_stream_block(3, Domain.SAMPLE, 1, 2, 0, [2**32])
-    with pytest.raises(ValueError):
-        seed_stream_block(-1, Domain.SAMPLE, 1, 2, 0, [0])
+    assert index_words(2**40 + 7) == (2**8, 7) and index_words(MAX_KEY) == (0, MAX_KEY)
 
 
 def test_sample_seed(s):
