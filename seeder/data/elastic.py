@@ -24,7 +24,7 @@ from typing import Any, Iterator, List, Optional, Tuple
 import numpy as np
 import torch.utils.data
 
-from ..derive import Domain, stream_seeds
+from ..derive import Domain, index_words, stream_seeds
 from .batches import BatchSeedingDataset
 from .order import FIRST_BLOCK, shuffle_key
 from .permutation import keyed_permutation
@@ -78,7 +78,7 @@ class ElasticView(BatchSeedingDataset):
         done = 0
         while done < count:  # positions of one 2**32 block share the derivation prefix
             pos = first + done
-            hi, lo = pos >> 32, pos & _M32
+            hi, lo = index_words(pos)
             take = min(count - done, _M32 + 1 - lo)
             block = stream_seeds(master, _ELASTIC, task, epoch, hi, words)
             out[done:done + take] = block.seeds(np.arange(lo, lo + take, dtype=np.uint32))

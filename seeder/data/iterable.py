@@ -43,6 +43,8 @@ from torch.utils.data import default_collate, default_convert
 
 from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
+from ..default import check_seeder, resolve_seeder
+from ..derive import TRAIN_TASK
 from ..errors import StateError
 from ..rngbase import put_back_states, save_states
 from .streams import WorkerStream, keep_batch, set_epoch_of, warn_threaded_maps
@@ -156,15 +158,13 @@ class IterableLoader(torch.utils.data.DataLoader):
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
-                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, task: int = 1,
+                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, task: int = TRAIN_TASK,
                  **kwargs: Any) -> None:
         if shuffle or sampler is not None or batch_sampler is not None:
             raise ValueError(f"seeder.DataLoader over the IterableDataset {type(dataset).__name__} takes no shuffle, sampler "
                              "or batch_sampler: a stream's order is the dataset's own (use datasets' .shuffle(seed, "
                              "buffer_size) or shuffle inside __iter__ with the global RNGs, which seeder seeds per batch)")
-        if not isinstance(seeder, Seeder):  # seeder.DataLoader passes the default one
-            raise TypeError(f"seeder must be a seeder.Seeder, got {type(seeder).__name__}; build the loader with "
-                            "seeder.DataLoader(iterable_dataset, ...)")
+        seeder = resolve_seeder(check_seeder(seeder))  # seeder.DataLoader passes the default one
         if not seeder.initialized:
             raise RuntimeError("seeder.DataLoader over an IterableDataset shards by global rank: call "
                                "seeder.init(master_seed=...) before building it")
