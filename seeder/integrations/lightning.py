@@ -19,7 +19,8 @@ What the callback does:
   through Lightning's support for stateful dataloaders (the fit loop restores them
   right before it creates the resumed iterator, which nothing else can do). On
   ``fit(ckpt_path=...)`` the state is validated as soon as Lightning reads it (another
-  world size or master seed: :class:`seeder.StateError`, before anything changes) and
+  master seed, or another world size without elastic train loaders:
+  :class:`seeder.StateError`, before anything changes) and
   applied at ``on_train_start``, after the sanity check and ``train_dataloader()``, so
   that nothing draws from the restored RNGs before the first resumed step. A checkpoint
   taken at the end of an epoch resumes at the next epoch's start: the callback then
@@ -31,6 +32,11 @@ What the callback does:
   ``seeder.DataLoader`` (:class:`seeder.SeederWarning`), a ``seeder.DataLoader`` whose
   sampler is not seeder's or is not sharded for this trainer's ranks, a seeder whose
   rank/world or master seed disagree with the trainer's processes (errors naming the fix).
+
+* Elastic train loaders (``seeder.DataLoader(..., elastic=True)``, other participants only
+  registered generators): a checkpoint of another world size resumes. Lightning restores the
+  loaders' global state; the callback loads the master seed and last reseed and re-derives
+  each rank's RNG streams from the loaders' global step (:func:`seeder.world.rederive_streams`).
 
 Under ``strategy="ddp"`` Lightning leaves ``seeder.DataLoader`` alone: its sampler is a
 ``torch.utils.data.DistributedSampler`` (seeder's subclass), already sharded by global
