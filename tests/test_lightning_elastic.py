@@ -46,6 +46,7 @@ def samples(paths, upto=None):
 
 @pytest.mark.slow
 def test_lightning_elastic_resume_on_another_number_of_processes(tmp_path):
+    gc.collect()  # loaders of earlier tests leave the default seeder
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
     for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_PORT"):
