@@ -3,7 +3,8 @@
 An uninterrupted fit on 2 processes (Lightning's ``strategy="ddp"``, gloo on 127.0.0.1, Lightning's
 launcher) saves a checkpoint after every step; this process resumes the checkpoints of step 1 (inside
 epoch 0) and step 3 (the end of epoch 0). Every sample of the two epochs is trained once and its tensor
-(augmentation from random, NumPy and torch) is bit for bit the uninterrupted run's. A 2-process fit
+(augmentation from random, NumPy and torch) is bit for bit the uninterrupted run's, and inside an epoch
+the main process's streams at the first resumed step are the re-derived ones. A 2-process fit
 costs tens of seconds on a loaded CPU, so 1 -> 2 (``lightning_elastic.py OUT 2 full 1:1`` after
 ``OUT 1 full``) is not part of the suite.
 """
@@ -21,7 +22,9 @@ import torch
 
 pytest.importorskip("lightning")
 
+import seeder  # noqa: E402
 from helpers import communicate  # noqa: E402
+from seeder.world import rederive_streams  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -69,3 +72,14 @@ def test_lightning_elastic_resume_on_another_number_of_processes(tmp_path):
         resumed, count = samples([tmp_path / f"resume{saved}_{step}to{now}_{r}.pt" for r in range(now)])
         assert trained + count == every, (saved, step, now)  # every sample once: none lost, none repeated
         assert all(torch.equal(resumed[k], ref[k]) for k in count), (saved, step, now)
+
+    # Inside an epoch, the main process's streams at the first resumed step are the re-derived ones.
+    ckpt = torch.load(tmp_path / "ckpt2" / "step=1.ckpt", weights_only=False)
+    entry = ckpt["callbacks"]["SeederCallback"]["seeder"]["ranks"][0]
+    assert entry["world_size"] == 2 and list(entry["last_reseed"]) == [1, 0]
+    with seeder.Seeder().fork_rng():
+        s = seeder.Seeder()
+        s.init(child.SEED)
+        rederive_streams(entry, s, 1)  # global step 1: 8 of the epoch's samples done
+        expected = child.probe()
+    assert torch.equal(torch.load(tmp_path / "probe_resume2_1to1_0.pt", weights_only=True), expected)

@@ -7,14 +7,17 @@ running this script again. Each token, in the same processes:
 * ``<W>:<k>``: ``fit(ckpt_path=OUT/ckpt<W>/step=<k>.ckpt)``.
 
 Every rank writes the rows it trained to OUT/full<DEVICES>_<rank>.pt or OUT/resume<W>_<k>to<DEVICES>_<rank>.pt:
-one row per step, ``(epoch, global step, sample indices, sample tensors)``.
+one row per step, ``(epoch, global step, sample indices, sample tensors)``, and the main process's draws at
+``on_train_start`` (after SeederCallback's) to OUT/probe_<same name>.pt.
 """
 from __future__ import annotations
 
 import gc
 import os
+import random
 import sys
 
+import numpy as np
 import torch
 
 import lightning.pytorch as pl
@@ -41,6 +44,12 @@ class Recorder(Net):
     def __init__(self) -> None:
         super().__init__(None)
         self.rows: list = []
+        self.probe = None
+
+    def on_train_start(self) -> None:
+        """Just before the first (resumed) step, after SeederCallback's: the main process's next draws, put back."""
+        with seeder.default_seeder().fork_rng():
+            self.probe = probe()
 
     def training_step(self, batch, batch_idx):
         x, y, index = batch
@@ -50,6 +59,11 @@ class Recorder(Net):
     def train_dataloader(self):
         return seeder.DataLoader(Indexed(), batch_size=GLOBAL_BATCH // self.trainer.world_size, shuffle=True,
                                  elastic=True)
+
+
+def probe() -> torch.Tensor:
+    """The main process's next draws from random, NumPy and torch (what dropout and the like would use)."""
+    return torch.tensor([random.random(), float(np.random.rand()), float(torch.rand(()))], dtype=torch.float64)
 
 
 def fit(devices: int, ckpt_dir=None, ckpt_path=None):
@@ -65,20 +79,21 @@ def fit(devices: int, ckpt_dir=None, ckpt_path=None):
                          enable_model_summary=False, enable_checkpointing=ckpt_dir is not None, accelerator="cpu",
                          deterministic=True, devices=devices, strategy="ddp" if devices > 1 else "auto")
     trainer.fit(model, ckpt_path=ckpt_path)
-    return model.rows, trainer
+    return model.rows, model.probe, trainer
 
 
 def main(out: str, devices: int, tokens) -> None:
     for token in tokens:
         if token == "full":
-            rows, trainer = fit(devices, ckpt_dir=os.path.join(out, f"ckpt{devices}"))
+            rows, first, trainer = fit(devices, ckpt_dir=os.path.join(out, f"ckpt{devices}"))
             name = f"full{devices}"
         else:
             saved, step = token.split(":")
-            rows, trainer = fit(devices, ckpt_path=os.path.join(out, f"ckpt{saved}", f"step={step}.ckpt"))
+            rows, first, trainer = fit(devices, ckpt_path=os.path.join(out, f"ckpt{saved}", f"step={step}.ckpt"))
             name = f"resume{saved}_{step}to{devices}"
         torch.save(rows, os.path.join(out, f"{name}_{trainer.global_rank}.pt"))
-        del rows, trainer
+        torch.save(first, os.path.join(out, f"probe_{name}_{trainer.global_rank}.pt"))
+        del rows, first, trainer
         gc.collect()  # the loaders of this fit leave the default seeder
 
 
