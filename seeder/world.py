@@ -11,14 +11,14 @@ to its world size.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from . import derive
 from .errors import StateError
 from .participant import GeneratorParticipant, is_elastic
 from .rollback import capture, restore
 
-__all__ = ["world_change_allowed", "elastic_keys", "check_moved", "move_world"]
+__all__ = ["world_change_allowed", "elastic_keys", "check_moved", "move_world", "rederive_streams"]
 
 logger = logging.getLogger("seeder")
 
@@ -58,6 +58,28 @@ def check_moved(entry: Dict[str, Any], stateful: Dict[str, Any]) -> None:
             raise StateError(f"state['participants'][{key!r}]: {exc}") from None
 
 
+def rederive_streams(entry: Dict[str, Any], seeder: Any, step: int) -> Tuple[int, int]:
+    """Seed this rank's global RNGs and registered generators from ``derive(ELASTIC_RANK, task, epoch, rank,
+    stream=step)``, ``(task, epoch)`` the last reseed of the checked ``entry`` (shared generators: rank ``2**32 - 1``);
+    return ``(task, epoch)``. What :func:`move_world` does after moving the loaders, for a framework that moved them.
+
+    >>> import seeder
+    >>> s = seeder.Seeder(); s.init(5); s.reseed(1, 0)
+    >>> rederive_streams({"master_seed": 5, "last_reseed": (1, 0)}, s, 3)
+    (1, 0)
+    """
+    task, epoch = entry["last_reseed"] if entry["last_reseed"] is not None else (0, 0)
+    gens = seeder.generators()
+    words = 1 + max((g.stream for g in gens), default=0)
+    master, rank, domain = entry["master_seed"], seeder.rank, int(derive.Domain.ELASTIC_RANK)
+    own, shared = (derive.stream_seeds(master, domain, task, epoch, r, words).seed(step) for r in (rank, derive.MAX_KEY))
+    for adapter in seeder.global_adapters():
+        adapter.seed(own[0])
+    for gen in gens:
+        gen.seed((shared if gen.shared else own)[gen.stream])
+    return task, epoch
+
+
 def move_world(entry: Dict[str, Any], stateful: Dict[str, Any], seeder: Any) -> None:
     """Load a checked ``entry`` of another world size: the elastic loaders' global states, then this rank's global
     RNGs and registered generators seeded from ``derive(ELASTIC_RANK, task, epoch, rank, stream=global step)``
@@ -69,15 +91,7 @@ def move_world(entry: Dict[str, Any], stateful: Dict[str, Any], seeder: Any) -> 
         for key in moving:
             stateful[key].load_state_dict(entry["participants"][key])
         step = stateful[moving[0]].elastic_step(entry["participants"][moving[0]])
-        task, epoch = entry["last_reseed"] if entry["last_reseed"] is not None else (0, 0)
-        gens = seeder.generators()
-        words = 1 + max((g.stream for g in gens), default=0)
-        master, rank, domain = entry["master_seed"], seeder.rank, int(derive.Domain.ELASTIC_RANK)
-        own, shared = (derive.stream_seeds(master, domain, task, epoch, r, words).seed(step) for r in (rank, derive.MAX_KEY))
-        for adapter in adapters:
-            adapter.seed(own[0])
-        for gen in gens:
-            gen.seed((shared if gen.shared else own)[gen.stream])
+        task, epoch = rederive_streams(entry, seeder, step)
     except BaseException as exc:
         failed = restore(snapshot)
         if not isinstance(exc, Exception):
@@ -86,4 +100,4 @@ def move_world(entry: Dict[str, Any], stateful: Dict[str, Any], seeder: Any) -> 
                          f"RNGs put back" + (f" except {', '.join(failed)}" if failed else "")) from exc
     logger.info("seeder state from a world of %d loaded into a world of %d: elastic loader(s) %s continue at global "
                 "step %d of (task, epoch) %s; this rank's RNG streams re-derived from (master, task, epoch, rank %d, "
-                "step)", entry["world_size"], seeder.world_size, ", ".join(moving), step, (task, epoch), rank)
+                "step)", entry["world_size"], seeder.world_size, ", ".join(moving), step, (task, epoch), seeder.rank)

@@ -10,8 +10,12 @@ a :class:`PreparedLoader` that only moves batches to the device and tells
 accelerate's gradient state where the epoch ends. Its ``save_state`` writes the
 seeder state of every rank into the checkpoint folder
 (``seeder_state_<rank>.pt``, loadable with ``torch.load(weights_only=True)``), and
-its ``load_state`` validates that file before accelerate changes anything, then
-restores it: the RNGs, the registered generators and the loader's position.
+its ``load_state`` validates that file before accelerate changes anything, then,
+after accelerate's own load, restores it: the RNGs, the registered generators and
+the loader's position. With elastic loaders (``seeder.DataLoader(elastic=True)``) a
+checkpoint saved on ``W`` processes loads on ``W'``: every rank reads rank 0's file
+(the loaders' state is global), the data continues exactly and each rank's RNG
+streams are re-derived (docs/elastic.md).
 
 Example (a custom loop, resumed in the middle of an epoch)::
 
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 from accelerate import Accelerator
@@ -94,12 +98,57 @@ def _agree(error: Optional[str], world: int) -> List[str]:
     return [f"rank {r}: {e}" for r, e in enumerate(errors) if e]
 
 
-def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> Dict[str, Any]:
-    """Load and validate this rank's seeder state from ``directory``; change nothing.
+class _Unusable(Exception):
+    """A checkpoint file that is missing or unreadable; the message names it."""
 
-    The loader and generators of the run must already exist (they are part of the
-    state). Under a process group every rank must call it: if any rank's file is
-    missing or does not fit, every rank raises :class:`seeder.StateError` naming it.
+
+def _load_file(path: str) -> Any:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch.load raises many types (pickle's included): name the file
+        raise _Unusable(f"{path}: {type(exc).__name__}: {exc}") from exc
+
+
+def _saved_world(state: Any) -> Any:
+    return state.get("world_size") if isinstance(state, dict) else None
+
+
+def _choose(directory: Union[str, "os.PathLike[str]"], s: Seeder) -> Tuple[str, Any, bool]:
+    """``(path, state, moved)`` this rank loads: its own file when it was saved by a world of this size, else rank 0's.
+
+    Raises ``_Unusable`` (with the message to show) when the file to load is missing or unreadable.
+    """
+    own = state_file(directory, s.rank)
+    state: Any = None
+    if os.path.isfile(own):
+        state = _load_file(own)
+        if _saved_world(state) == s.world_size:
+            return own, state, False
+    first = state_file(directory, 0)
+    if not os.path.isfile(first):
+        found = sorted(f for f in os.listdir(directory) if f.startswith("seeder_state_")) if os.path.isdir(directory) else []
+        raise _Unusable(
+            f"no seeder state in {os.fspath(directory)} ({os.path.basename(first)} missing; found {found or 'none'}): "
+            "resume from a checkpoint folder written by SeederTrainer/SeederAccelerator")
+    first_state = state if first == own else _load_file(first)
+    if _saved_world(first_state) != s.world_size:
+        return first, first_state, True  # another world: rank 0's file (an elastic state is global)
+    if state is None:
+        raise _Unusable(f"{own} missing: the checkpoint was saved by {s.world_size} process(es) but has no file "
+                                f"for rank {s.rank}")
+    return own, state, False
+
+
+def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> Dict[str, Any]:
+    """Load and validate the seeder state this rank resumes from in ``directory``; change nothing.
+
+    On the number of processes that saved it, each rank reads its own file. On another
+    number, every rank reads rank 0's file: it loads when every participant of the run is an
+    elastic ``seeder.DataLoader(elastic=True)`` or a registered generator (their state is
+    global; this rank's RNG streams are re-derived by ``seeder.load_state_dict``), and is
+    refused otherwise. The loader and generators of the run must already exist (they are
+    part of the state). Under a process group every rank must call it: if any rank's file
+    is missing or does not fit, every rank raises :class:`seeder.StateError` naming it.
 
     >>> import tempfile, seeder
     >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0); d = tempfile.mkdtemp()
@@ -109,23 +158,26 @@ def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
     seeder.errors.StateError: cannot resume the seeder state, nothing was changed: no seeder state in ... (seeder_state_0.pt missing; found none): ...
     """
     s = resolve_seeder(seeder)
-    path = state_file(directory, s.rank)
     state: Any = None
     error: Optional[str] = None
-    if not os.path.isfile(path):
-        found = sorted(f for f in os.listdir(directory) if f.startswith("seeder_state_")) if os.path.isdir(directory) else []
-        error = (f"no seeder state in {os.fspath(directory)} ({os.path.basename(path)} missing; found {found or 'none'}): "
-                 f"resume from a checkpoint written by SeederTrainer/SeederAccelerator with the same number of processes "
-                 f"({s.world_size})")
-    else:
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-            s.check_state_dict(state)
-        except (StateError, TypeError, RuntimeError, OSError, EOFError) as exc:
-            error = f"{path}: {exc}"
+    path, moved = state_file(directory, s.rank), False
+    try:
+        path, state, moved = _choose(directory, s)
+        s.check_state_dict(state)
+    except _Unusable as exc:
+        error = str(exc)
+    except (StateError, TypeError, RuntimeError, OSError, EOFError) as exc:
+        error = f"{path}: {exc}"
+        if moved:
+            error += ("; a SeederAccelerator/SeederTrainer checkpoint loads on another number of processes only when "
+                      "every seeder participant is an elastic seeder.DataLoader(elastic=True) or a registered generator")
     errors = _agree(error, s.world_size)
     if errors:
         raise StateError("cannot resume the seeder state, nothing was changed: " + "; ".join(errors))
+    if moved:
+        logger.info("seeder checkpoint %s was saved by %s process(es), this run has %d: rank %d reads rank 0's file (the "
+                    "elastic loaders' state is global; this rank's RNG streams are re-derived)", os.fspath(directory),
+                    _saved_world(state), s.world_size, s.rank)
     return state
 
 
@@ -176,6 +228,10 @@ class PreparedLoader(DataLoaderStateMixin):
     @property
     def total_batch_size(self) -> int:
         """Samples per step over all processes (read by accelerate's gradient state)."""
+        from ..data.elastic_loader import ElasticDataLoader
+
+        if isinstance(self.loader, ElasticDataLoader):
+            return self.loader.global_batch_size
         return self.loader.batch_size * self.loader.sampler.num_replicas
 
     @property
@@ -189,7 +245,7 @@ class PreparedLoader(DataLoaderStateMixin):
 
     def __iter__(self) -> Iterator[Any]:
         it = iter(self.loader)
-        remaining = len(self.loader) - self.loader.state_dict()["batch"]  # the batch this pass starts at
+        remaining = len(self.loader) - self.loader.batches_done  # the batch this pass starts at
         self.begin()
         try:
             for i, batch in enumerate(it):
@@ -209,7 +265,11 @@ class SeederAccelerator(Accelerator):
       loader: no second sharding, no accelerate sampler, position kept.
     * ``save_state(dir)`` also writes ``dir/seeder_state_<rank>.pt`` on every rank.
     * ``load_state(dir)`` first validates that file (on every rank, before any
-      model or optimizer is touched), then restores it.
+      model or optimizer is touched), lets accelerate load, then restores it (its
+      RNG states last, over accelerate's). On another number of processes every rank
+      reads ``seeder_state_0.pt``: with elastic loaders (``elastic=True``) the data
+      continues exactly and each rank's RNG streams are re-derived; anything else is
+      refused (:func:`read_checkpoint_state`).
     * ``skip_first_batches(loader, n)`` returns the prepared loader itself when it
       already stands at batch ``n`` of its epoch (after ``load_state``); anything
       else is an error, because the position comes from the checkpoint.
@@ -220,14 +280,33 @@ class SeederAccelerator(Accelerator):
         super().__init__(*args, **kwargs)
         self.seeder = resolve_seeder(seeder)
         self.register_save_state_pre_hook(self._save_seeder)
-        self.register_load_state_pre_hook(self._load_seeder)
+        self.register_load_state_pre_hook(self._read_seeder)
+        self._read_state: Optional[Dict[str, Any]] = None  # validated by the pre-hook, loaded after accelerate
 
     def _save_seeder(self, models: Any, weights: Any, output_dir: str) -> None:
         path = save_checkpoint_state(output_dir, self.seeder)
         logger.info("seeder state saved to %s", path)
 
-    def _load_seeder(self, models: Any, input_dir: str) -> None:
-        load_checkpoint_state(input_dir, self.seeder)
+    def _read_seeder(self, models: Any, input_dir: str) -> None:
+        self._read_state = read_checkpoint_state(input_dir, self.seeder)
+
+    def load_state(self, input_dir: Optional[str] = None, load_kwargs: Optional[Dict[str, Any]] = None,
+                   **load_model_func_kwargs: Any) -> None:
+        """Accelerate's ``load_state``, then the seeder state its pre-hook validated (RNGs, generators, positions).
+
+        The seeder state loads last so that its RNG states win over accelerate's
+        ``random_states_<rank>.pkl``: the same streams on the same number of processes,
+        the re-derived ones on another.
+        """
+        self._read_state = None
+        try:
+            super().load_state(input_dir, load_kwargs, **load_model_func_kwargs)
+            if self._read_state is None:
+                raise StateError("accelerate loaded the checkpoint without calling SeederAccelerator's load_state "
+                                 "pre-hook; the seeder state was not loaded")
+            self.seeder.load_state_dict(self._read_state)
+        finally:
+            self._read_state = None
 
     def prepare_data_loader(self, data_loader: Any, device_placement: Optional[bool] = None,
                             slice_fn_for_dispatch: Any = None) -> Any:
@@ -247,7 +326,7 @@ class SeederAccelerator(Accelerator):
         """For a prepared seeder loader: itself, if it already stands at ``num_batches`` (O(1)); else accelerate's."""
         if not isinstance(dataloader, PreparedLoader):
             return super().skip_first_batches(dataloader, num_batches)
-        position = dataloader.loader.state_dict()["batch"]
+        position = dataloader.loader.batches_done
         if position != num_batches:
             raise ValueError(
                 f"the seeder.DataLoader stands at batch {position} of its epoch, not {num_batches}: its position comes "

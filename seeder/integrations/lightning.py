@@ -19,7 +19,8 @@ What the callback does:
   through Lightning's support for stateful dataloaders (the fit loop restores them
   right before it creates the resumed iterator, which nothing else can do). On
   ``fit(ckpt_path=...)`` the state is validated as soon as Lightning reads it (another
-  world size or master seed: :class:`seeder.StateError`, before anything changes) and
+  master seed, or another world size without elastic train loaders:
+  :class:`seeder.StateError`, before anything changes) and
   applied at ``on_train_start``, after the sanity check and ``train_dataloader()``, so
   that nothing draws from the restored RNGs before the first resumed step. A checkpoint
   taken at the end of an epoch resumes at the next epoch's start: the callback then
@@ -31,6 +32,11 @@ What the callback does:
   ``seeder.DataLoader`` (:class:`seeder.SeederWarning`), a ``seeder.DataLoader`` whose
   sampler is not seeder's or is not sharded for this trainer's ranks, a seeder whose
   rank/world or master seed disagree with the trainer's processes (errors naming the fix).
+
+* Elastic train loaders (``seeder.DataLoader(..., elastic=True)``, other participants only
+  registered generators): a checkpoint of another world size resumes. Lightning restores the
+  loaders' global state; the callback loads the master seed and last reseed and re-derives
+  each rank's RNG streams from the loaders' global step (:func:`seeder.world.rederive_streams`).
 
 Under ``strategy="ddp"`` Lightning leaves ``seeder.DataLoader`` alone: its sampler is a
 ``torch.utils.data.DistributedSampler`` (seeder's subclass), already sharded by global
@@ -61,6 +67,7 @@ from .. import stepwatch
 from ..core import Seeder
 from ..default import resolve_seeder
 from ..derive import TRAIN_TASK
+from ..data.elastic_loader import ElasticDataLoader
 from ..data.iterable import IterableLoader
 from ..data.loader import DataLoader
 from ..data.sampler import DistributedSampler
@@ -68,6 +75,7 @@ from ..distributed import process_group_active
 from ..errors import SeederWarning, StateError
 from ..internals import require
 from ..state import GATHERED_FORMAT
+from ..world import rederive_streams
 
 __all__ = ["SeederCallback", "CALLBACK_STATE_VERSION", "SEEDER_LOADERS"]
 
@@ -95,17 +103,30 @@ def _state(loader: Any, trainer: "pl.Trainer") -> Dict[str, Any]:
 
 
 def _position(loader: Any, trainer: "pl.Trainer") -> List[Any]:
-    """``[epoch, batches trained, batches in the epoch]`` of a seeder loader; a stream's length is ``None``."""
+    """``[epoch, batches trained, batches in the epoch]`` of a seeder loader; a stream's length is ``None``; an
+    elastic loader's ``[epoch, samples of the global order done, "global"]`` (the same on any world size)."""
     if isinstance(loader, IterableLoader):
         return [loader.epoch, _trained(trainer), None]
-    return [loader.epoch, loader.state_dict()["batch"], len(loader.batch_sampler)]
+    if isinstance(loader, ElasticDataLoader):
+        return [loader.epoch, loader.state_dict()["samples_done"], "global"]
+    return [loader.epoch, loader.batches_done, len(loader.batch_sampler)]
 
 
 def _done(loader: Any, trainer: "pl.Trainer") -> bool:
     """Whether the fit loop has trained ``loader``'s whole epoch (a stream: it has seen the end, and trained all)."""
     if isinstance(loader, IterableLoader):
         return bool(_state(loader, trainer)["complete"])
-    return loader.state_dict()["batch"] >= len(loader.batch_sampler)
+    return loader.batches_done >= len(loader.batch_sampler)
+
+
+def _movable(gathered: Dict[str, Any], checkpoint: Dict[str, Any]) -> bool:
+    """Whether a checkpoint loads on another world size: its train loaders are all elastic and the rest of its seeder
+    state is registered generators (``generator.<n>``), whose streams are re-derived."""
+    fit_loop = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
+    loaders = fit_loop.get("combined_loader") or []
+    parts = gathered["ranks"][0].get("participants")
+    return (bool(loaders) and all(isinstance(st, dict) and st.get("format") == "seeder.elastic_loader" for st in loaders)
+            and isinstance(parts, dict) and all(str(k).startswith("generator.") for k in parts))
 
 
 def _flatten(obj: Any) -> Iterator[Any]:
@@ -192,7 +213,9 @@ class SeederCallback(Callback):
             return
         if not self._applied_early:
             self._check_positions(trainer, pending["loaders"])
-            self._apply(pending["seeder"])
+            elastic = [ld for ld in self._train_loaders() if isinstance(ld, ElasticDataLoader)]
+            step = elastic[0].elastic_step(elastic[0].state_dict()) if elastic else None
+            self._apply(pending["seeder"], step)
         last = self.seeder.last_reseed
         if last is None or last[0] != TRAIN_TASK or last[1] != trainer.current_epoch:
             raise StateError(
@@ -255,7 +278,7 @@ class SeederCallback(Callback):
                 "run's random streams are not the interrupted run's; resume from a checkpoint saved with SeederCallback",
                 SeederWarning, stacklevel=2)
             return
-        self._validate(state)
+        self._validate(state, checkpoint)
         if state["epoch_complete"]:
             require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
             fit_loop = checkpoint["loops"]["fit_loop"]["state_dict"]
@@ -267,7 +290,7 @@ class SeederCallback(Callback):
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Nothing: :meth:`on_load_checkpoint` (called just before, with the whole checkpoint) took the state."""
 
-    def _validate(self, state: Any) -> None:
+    def _validate(self, state: Any, checkpoint: Dict[str, Any]) -> None:
         if not isinstance(state, dict) or state.get("version") != CALLBACK_STATE_VERSION \
                 or set(state) != {"version", "seeder", "loaders", "epoch_complete"}:
             raise StateError(f"SeederCallback: the checkpoint's callback state is not one this version wrote "
@@ -276,11 +299,13 @@ class SeederCallback(Callback):
         if not isinstance(gathered, dict) or gathered.get("format") != GATHERED_FORMAT or not gathered.get("ranks"):
             raise StateError("SeederCallback: the checkpoint holds no gathered seeder state")
         s = self.seeder
-        if gathered.get("world_size") != s.world_size:
+        if gathered.get("world_size") != s.world_size and not _movable(gathered, checkpoint):
             raise StateError(
                 f"SeederCallback: the checkpoint was saved by {gathered.get('world_size')} process(es), this run has "
                 f"{s.world_size}; resume with the same number of devices x nodes for an exact continuation "
-                "(or start a new run from the weights alone: Trainer.fit without ckpt_path, model loaded yourself)")
+                "(or start a new run from the weights alone: Trainer.fit without ckpt_path, model loaded yourself). "
+                "A checkpoint moves to another number of processes when its train loaders are elastic "
+                "(seeder.DataLoader(..., elastic=True)) and its other seeder participants registered generators")
         saved = gathered["ranks"][0].get("master_seed")
         if saved != s.get_master_seed():
             raise StateError(
@@ -313,6 +338,11 @@ class SeederCallback(Callback):
                     "will not continue exactly; return seeder.DataLoader(dataset, ...) from train_dataloader()",
                     SeederWarning, stacklevel=2)
                 continue
+            if isinstance(ld, ElasticDataLoader):
+                _same_place(trainer, "the elastic seeder.DataLoader splits its global batches as", ld.batch_sampler.rank,
+                            ld.world_size, "build the loader inside train_dataloader() (after Lightning starts the "
+                            "process group), not before Trainer.fit")
+                continue
             sampler = ld.sampler
             if not isinstance(sampler, DistributedSampler):
                 raise RuntimeError(
@@ -330,14 +360,26 @@ class SeederCallback(Callback):
                 f"seeder state was saved at {saved}; the checkpoint's loop state does not match its seeder state "
                 "(train loaders changed between save and resume?)")
 
-    def _apply(self, gathered: Dict[str, Any]) -> None:
-        """Load ``gathered`` with the seeder's loaders left out (their positions are Lightning's to restore)."""
+    def _apply(self, gathered: Dict[str, Any], step: Optional[int] = None) -> None:
+        """Load ``gathered`` with the seeder's loaders left out (their positions are Lightning's to restore).
+
+        From another world size (elastic loaders, :func:`_movable`): the master seed and last reseed load, and,
+        inside an epoch (``step``: the elastic loaders' global step, as Lightning restored them), this rank's
+        RNG streams are re-derived as ``seeder.load_state_dict`` does for elastic loaders
+        (:func:`seeder.world.rederive_streams`); at an epoch's end the next ``reseed`` seeds them.
+        """
         s = self.seeder
+        moved = gathered["world_size"] != s.world_size
         loaders = [p for p in s.participants() if isinstance(p, SEEDER_LOADERS)]
         for ld in loaders:
             s.leave(ld)
         try:
-            s.load_state_dict(gathered)
+            s.load_state_dict(gathered, allow_world_change=moved)
         finally:
             for ld in loaders:  # rejoin in the same order: their keys (loader.<n>) stay as they were
                 s.join(ld)
+        if moved and step is not None:
+            rederive_streams(gathered["ranks"][0], s, step)
+            logger.info("SeederCallback: checkpoint of %d process(es) resumed on %d: the elastic loaders continue at "
+                        "global step %d (restored by Lightning); rank %d's RNG streams re-derived from (master, task, "
+                        "epoch, rank, step)", gathered["world_size"], s.world_size, step, s.rank)
