@@ -268,18 +268,3 @@ def test_verify_without_a_contract_a_plain_loop_with_seeder_checkpoint(tmp_path)
     assert runs["mid-0"]["stop_where"] == "3 of 6 steps into epoch 1" and runs["half-0"]["stop_after_steps"] == 6
     assert runs["unseeded-0"]["master_seed"] != runs["unseeded-1"]["master_seed"]  # drawn, printed, recorded
     assert any("takes no --resume" in n for n in rep["notes"])
-
-
-def test_verify_passes_the_lightning_cli_example_with_no_line_for_verify(tmp_path):
-    """examples/lightning_cli.py as it is: verify finds the CLI's --ckpt_path, seeder records, stops and resumes."""
-    pytest.importorskip("lightning")
-    p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
-                    "--resume-repeats", "1", "--no-figures", "--no-progress", "--", sys.executable,
-                    str(REPO_ROOT / "examples" / "lightning_cli.py"), "fit", "--trainer.max_epochs", "2",
-                    "--data.samples", "24"], check=False, timeout=500)
-    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
-    rep = json.loads((tmp_path / "v" / "report.json").read_text())
-    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "PASS", "variance": "PASS"}
-    runs = {r["name"]: r for r in rep["runs"]}
-    assert len(runs) == 8 and runs["mid-0"]["stop_where"] == "1 of 3 steps into epoch 1"  # 24 samples, batch 8
-    assert any("it resumes with --ckpt_path" in n for n in rep["notes"])
