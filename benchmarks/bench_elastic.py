@@ -35,19 +35,42 @@ def compare(n: int, us: float, workers: int, repeats: int, batch_size: int) -> N
           f"throughput ratio elastic/default {de / el:.3f}, elastic/torch {to / el:.3f}")
 
 
+class TorchOnly(torch.utils.data.Dataset):
+    """Free items drawing from torch's generator only (as torchvision's transforms do)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.rand(2) + i
+
+
+class NoDraws(TorchOnly):
+    """Free items that draw from no RNG."""
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.full((2,), float(i))
+
+
 def per_sample_seeding(n: int, batch_size: int, repeats: int) -> None:
-    """What elastic mode adds per sample over the default mode (0 workers, 0 us items): per-sample seeding."""
+    """What elastic mode adds per sample over the default mode (0 workers, free items): per-sample seeding.
+
+    Torch's generator is seeded before every sample; Python's and NumPy's once a sample drew from them."""
     s = seeder.default_seeder()
-    ds = Busy(n, 0)
-    loaders = [seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, elastic=True),
-               seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)]
-    times = [[], []]
-    for _ in range(repeats):
-        s.reseed(1, next(_epochs))
-        for t, loader in zip(times, loaders):
-            t.append(epoch_time(loader))
-    extra = (statistics.median(times[0]) - statistics.median(times[1])) / n * 1e6
-    print(f"  per-sample seeding, elastic - default, batch_size={batch_size}: {extra:.2f} us/sample (0 workers)")
+    for what, ds in (("random, NumPy and torch", Busy(n, 0)), ("torch only", TorchOnly(n)), ("no RNG", NoDraws(n))):
+        loaders = [seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, elastic=True),
+                   seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)]
+        times = [[], []]
+        for _ in range(repeats):
+            s.reseed(1, next(_epochs))
+            for t, loader in zip(times, loaders):
+                t.append(epoch_time(loader))
+        extra = (statistics.median(times[0]) - statistics.median(times[1])) / n * 1e6
+        print(f"  per-sample seeding, elastic - default, batch_size={batch_size}, items drawing from {what}: "
+              f"{extra:.2f} us/sample (0 workers)")
 
 
 def resume_other_world(n: int, repeats: int) -> None:

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, Dict
 
 __version__ = "0.1.0"
@@ -35,6 +36,11 @@ _LAZY: Dict[str, str] = {
 #: Module-level functions: the methods of the default Seeder.
 _BOUND = ("init", "get_master_seed", "reseed", "get_seed", "register_generator", "unregister_generator",
           "state_dict", "load_state_dict", "check_state_dict", "gather_state_dict", "fork_rng", "join", "leave")
+#: Modules that add participant factories (seeder.participant.add_factory), imported together with the core:
+#: a DALI pipeline joins a seeder whatever the user imported first. They import no DALI themselves.
+_FACTORIES = (".data.dali",)
+
+
 def __getattr__(name: str) -> Any:
     if name in _BOUND:
         value = getattr(importlib.import_module(".default", __name__).default_seeder(), name)
@@ -42,6 +48,10 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     else:
         raise AttributeError(f"module 'seeder' has no attribute {name!r}")
+    if f"{__name__}.core" in sys.modules:
+        for module in _FACTORIES:
+            if __name__ + module not in sys.modules:
+                importlib.import_module(module, __name__)
     globals()[name] = value  # resolved once: later lookups are plain attribute reads
     return value
 

@@ -1,8 +1,9 @@
-"""The :class:`Seeder`: the run (master seed, rank, world), the participant registry, and ``reseed``.
+"""The :class:`Seeder`: the run (master seed, rank, world), ``reseed``, and the state of the run.
 
 ``core`` imports no feature. Samplers, loaders, DALI pipelines and generators join
-a seeder through one protocol (:mod:`seeder.participant`); saving and loading
-state lives in :mod:`seeder.state`.
+a seeder through one protocol (:mod:`seeder.participant`); the methods about who
+takes part (``register_generator``, ``join``, ``participants``, ...) are those of
+:class:`seeder.registry.Membership`; saving and loading state lives in :mod:`seeder.state`.
 
 Example:
     >>> s = Seeder()
@@ -17,7 +18,7 @@ import logging
 import os
 import threading
 import warnings
-from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
+from typing import Any, ContextManager, Dict, List, Optional, Tuple, Union
 
 
 from . import derive, runwatch, state
@@ -27,8 +28,7 @@ from .derive import Domain, check_key
 from .distributed import Topology, agree_master_seed, discover, refuse_in_worker
 from .errors import SeederWarning
 from .pending import PendingParts
-from .participant import GeneratorParticipant, Participant, describe, require_participant
-from .registry import Registry
+from .registry import Membership, Registry
 from .rngbase import RNGAdapter
 from .rngs import global_adapters
 
@@ -42,10 +42,8 @@ ENV_DETERMINISTIC = "SEEDER_DETERMINISTIC"
 #: Environment variable naming the snapshot directory when ``init`` gets ``snapshot_dir=None``.
 ENV_SNAPSHOT_DIR = "SEEDER_SNAPSHOT_DIR"
 
-GeneratorLike = Union[Callable[[int], Any], Any]
 
-
-class Seeder:
+class Seeder(Membership):
     """One master seed and everything derived from it, for one process.
 
     The module-level functions of :mod:`seeder` are the methods of one default
@@ -185,71 +183,6 @@ class Seeder:
                 state.tear(self.run, key, member, exc)
                 raise
             self.run.close_reseed(key)
-
-    def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
-        """Reseed ``gen`` at every :meth:`reseed` (NVIDIA's API); :meth:`init` drops it again.
-
-        ``gen`` is a callable ``f(seed: int)`` or a ``random.Random``, NumPy
-        ``Generator``/``RandomState`` or ``torch.Generator``, on its own stream: the per-rank
-        seed, or with ``shared=True`` one seed equal on all ranks. After a reseed it is seeded
-        at once for that ``(task, epoch)``. Seeds are 64-bit (fold with ``% 2**32`` for 32-bit
-        RNGs). A participant or a DALI pipeline is joined (held strongly) instead.
-
-        >>> import random; s = Seeder(); s.init(5); rng = random.Random()
-        >>> s.register_generator(rng); s.reseed(1, 0)
-        """
-        self._require_init("register_generator")
-        with self._lock:
-            mark = self.registry.mark()
-            self.registry.register_or_nothing(self, gen, check_bool(shared, "shared"))
-            try:
-                self.pending.claim(self)
-            except BaseException:
-                self.registry.rollback(mark)
-                raise
-
-    def unregister_generator(self, gen: GeneratorLike) -> None:
-        """Stop reseeding ``gen`` (the object or bound method given to :meth:`register_generator`)."""
-        with self._lock:
-            self.registry.remove(self.registry.find_or_raise(gen))
-
-    def join(self, participant: Any, *, weak: bool = True) -> None:
-        """Add a participant (sampler, loader, DALI pipeline, ...; see :mod:`seeder.participant`).
-
-        Held through a weak reference by default, so a discarded sampler leaves. Participants
-        that joined stay across :meth:`init` and follow the new run. Joining twice has no effect.
-
-        >>> import seeder
-        >>> s = seeder.Seeder(); s.init(1); sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
-        >>> sampler in s.participants()
-        True
-        """
-        check_bool(weak, "weak")
-        made = require_participant(participant, self)
-        with self._lock:
-            self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
-            self.pending.claim(self)
-
-    def leave(self, participant: Any) -> None:
-        """Remove a participant that joined; unknown ones are ignored."""
-        with self._lock:
-            self.registry.discard(participant)
-
-    def participants(self) -> List[Any]:
-        """Live participants in the order they joined (registered generators included)."""
-        return self.registry.participants()
-
-    def generators(self) -> List[GeneratorParticipant]:
-        """Registered generators in registration order (:class:`seeder.participant.GeneratorParticipant`).
-
-        >>> import random; s = Seeder(); s.init(1); s.register_generator(random.Random()); [g.stream for g in s.generators()]
-        [1]
-        """
-        return self.registry.generators()
-
-    def stateful(self) -> Dict[str, Any]:
-        """Participants whose state is saved, by key: ``generator.<stream>`` or ``<seeder_kind>.<n>``."""
-        return self.registry.stateful()
 
     def global_adapters(self) -> List[RNGAdapter]:
         """Adapters of the process-global RNGs: Python, NumPy, torch CPU, each accelerator present."""

@@ -165,8 +165,8 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
              "seeding view of the dataset", _TORCH, "raises", _dataloader_calls_get_iterator),
     Internal("torch", "DataLoader.dataset", "seeder.DataLoader swaps it (past DataLoader.__setattr__'s guard) for the "
              "seeding view while _BaseDataLoaderIter.__init__ reads it", _TORCH, "raises", _iterators_read_dataset),
-    Internal("torch", "_MultiProcessingDataLoaderIter._reset", "seeder.data.audit finds the plain DataLoader that "
-             "iterates a seeder sampler on the call stack: a local named 'loader', or an iterator named "
+    Internal("torch", "_MultiProcessingDataLoaderIter._reset", "seeder.data.audit (LoaderWatch) finds the DataLoader "
+             "that iterates a seeder sampler on the call stack: a local named 'loader', or an iterator named "
              "*DataLoaderIter (torch passes no loader to a sampler)", _TORCH, "raises", _iterator_frames),
     Internal("torch", "_C._get_privateuse1_backend_name", "seeder.rngs_torch finds a custom accelerator backend to "
              "seed", _TORCH, "custom (privateuse1) accelerator backends are not seeded", _privateuse1),

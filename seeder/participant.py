@@ -5,8 +5,10 @@ RNGs) and, when it keeps state, saved by :meth:`seeder.Seeder.state_dict` under
 ``participants["<seeder_kind>.<n>"]`` and restored by ``load_state_dict`` after
 ``check_state_dict`` accepted it. Anything with these members is a participant
 (duck typing; subclassing :class:`Participant` is optional). It joins with
-``seeder.join(obj, weak=True)``; :func:`participant_for` turns objects of known
-libraries (DALI pipelines) into participants, whatever was imported first.
+``seeder.join(obj, weak=True)``; :func:`participant_for` turns objects of other
+libraries into participants through the factories added with :func:`add_factory`
+(:mod:`seeder.data.dali` adds the one for DALI pipelines; ``import seeder`` loads it
+with the core, so a pipeline joins whatever the user imported first).
 
 Registered generators (``register_generator(f)``) are :class:`GeneratorParticipant`:
 a callable ``f(seed)`` or an RNG object with an adapter from :mod:`seeder.rngs`.
@@ -35,7 +37,6 @@ Example:
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable, Dict, List, Optional, Protocol, runtime_checkable
 
 import torch
@@ -45,7 +46,8 @@ from .rngbase import RNGAdapter
 from .rngs import adapter_for
 
 __all__ = ["Participant", "Stands", "Positioned", "Elastic", "is_elastic", "GeneratorParticipant", "participant_for", "participant_keys",
-           "describe", "saves_state", "validates_state", "owner_saves_state", "require_participant", "PLUGINS"]
+           "describe", "saves_state", "validates_state", "owner_saves_state", "require_participant", "add_factory",
+           "Factory"]
 
 
 @runtime_checkable
@@ -244,10 +246,26 @@ def validates_state(participant: Any) -> bool:
     return callable(getattr(participant, "check_state_dict", None))
 
 
-#: Libraries whose objects become participants, by top-level module of the object's class: the module
-#: named here provides ``participant_for(obj, seeder, shared)``. Looked up when such an object is
-#: joined, so a Seeder made any way accepts them whatever was imported first.
-PLUGINS = {"nvidia": "seeder.data.dali"}
+#: ``factory(obj, seeder, shared)``: a participant made for ``obj`` (an object of another library), or ``None``.
+Factory = Callable[[Any, Any, bool], Optional[Any]]
+
+_factories: List[Factory] = []
+
+
+def add_factory(factory: Factory) -> None:
+    """Let :func:`participant_for` turn objects of another library into participants with ``factory``.
+
+    ``factory(obj, seeder, shared)`` returns a participant made for ``obj``, or ``None`` when ``obj``
+    is not its library's; factories are tried in the order added, and adding one twice has no
+    effect. The module that defines a factory adds it when imported (:mod:`seeder.data.dali`).
+
+    >>> from seeder.data import dali                # adds dali.participant_for when imported
+    >>> add_factory(dali.participant_for)            # a second time: no effect
+    >>> participant_for(object(), None) is None      # no factory makes a participant of it
+    True
+    """
+    if factory not in _factories:
+        _factories.append(factory)
 
 
 def require_participant(obj: Any, seeder: Any) -> Any:
@@ -266,17 +284,15 @@ def require_participant(obj: Any, seeder: Any) -> Any:
 
 
 def participant_for(obj: Any, seeder: Any, shared: bool = False) -> Optional[Any]:
-    """``obj`` if it is a participant, a participant made for it by a plugin (DALI pipelines), else ``None``.
+    """``obj`` if it is a participant, a participant made for it by a factory (:func:`add_factory`), else ``None``.
 
     >>> participant_for(3, None) is None
     True
     """
     if callable(getattr(obj, "seeder_reseed", None)):
         return obj
-    for klass in type(obj).__mro__:
-        plugin = PLUGINS.get(klass.__module__.split(".", 1)[0])
-        if plugin is not None:
-            made = importlib.import_module(plugin).participant_for(obj, seeder, shared)
-            if made is not None:
-                return made
+    for factory in _factories:
+        made = factory(obj, seeder, shared)
+        if made is not None:
+            return made
     return None

@@ -1,8 +1,11 @@
-"""The participant registry of a :class:`seeder.Seeder`: who is reseeded and saved, in join order.
+"""Who takes part in a :class:`seeder.Seeder`: who is reseeded and saved, in join order.
 
 Participants that joined (``seeder.join``) are held weakly by default and stay
 across ``init``; generators added by ``register_generator`` are held strongly,
 numbered by their place since ``init`` (their stream), and dropped by ``init``.
+:class:`Registry` keeps them; :class:`Membership` is the seeder's API for them
+(``register_generator``, ``unregister_generator``, ``join``, ``leave``, ``participants``,
+``generators``, ``stateful``), a base class of :class:`seeder.Seeder`.
 
 Example:
     >>> import random
@@ -14,12 +17,17 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from .participant import GeneratorParticipant, Stands, describe, participant_for, participant_keys, saves_state
+from .checks import check_bool
+from .participant import (GeneratorParticipant, Stands, describe, participant_for, participant_keys, require_participant,
+                          saves_state)
 from .rngs import adapter_for
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "Membership", "GeneratorLike"]
+
+#: What ``register_generator`` takes: a callable ``f(seed)`` or an RNG object (or a participant).
+GeneratorLike = Union[Callable[[int], Any], Any]
 
 
 def _resolve(member: Any) -> Any:
@@ -148,3 +156,82 @@ class Registry:
     def stateful(self) -> Dict[str, Any]:
         """Participants whose state is saved, by key (:func:`seeder.participant.participant_keys`)."""
         return participant_keys([p for p in self.participants() if saves_state(p)])
+
+
+class Membership:
+    """The part of :class:`seeder.Seeder` about who takes part: registered generators and participants.
+
+    A base class of ``Seeder``, which provides ``registry`` (a :class:`Registry`), ``pending``
+    (:class:`seeder.pending.PendingParts`), ``run``, its lock and ``_require_init``.
+
+    >>> import seeder
+    >>> s = seeder.Seeder(); s.init(1); isinstance(s, Membership), s.participants()
+    (True, [])
+    """
+
+    registry: Registry
+
+    def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
+        """Reseed ``gen`` at every :meth:`reseed` (NVIDIA's API); :meth:`init` drops it again.
+
+        ``gen`` is a callable ``f(seed: int)`` or a ``random.Random``, NumPy
+        ``Generator``/``RandomState`` or ``torch.Generator``, on its own stream: the per-rank
+        seed, or with ``shared=True`` one seed equal on all ranks. After a reseed it is seeded
+        at once for that ``(task, epoch)``. Seeds are 64-bit (fold with ``% 2**32`` for 32-bit
+        RNGs). A participant or a DALI pipeline is joined (held strongly) instead.
+
+        >>> import random, seeder; s = seeder.Seeder(); s.init(5); rng = random.Random()
+        >>> s.register_generator(rng); s.reseed(1, 0)
+        """
+        self._require_init("register_generator")
+        with self._lock:
+            mark = self.registry.mark()
+            self.registry.register_or_nothing(self, gen, check_bool(shared, "shared"))
+            try:
+                self.pending.claim(self)
+            except BaseException:
+                self.registry.rollback(mark)
+                raise
+
+    def unregister_generator(self, gen: GeneratorLike) -> None:
+        """Stop reseeding ``gen`` (the object or bound method given to :meth:`register_generator`)."""
+        with self._lock:
+            self.registry.remove(self.registry.find_or_raise(gen))
+
+    def join(self, participant: Any, *, weak: bool = True) -> None:
+        """Add a participant (sampler, loader, DALI pipeline, ...; see :mod:`seeder.participant`).
+
+        Held through a weak reference by default, so a discarded sampler leaves. Participants
+        that joined stay across :meth:`init` and follow the new run. Joining twice has no effect.
+
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(1); sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
+        >>> sampler in s.participants()
+        True
+        """
+        check_bool(weak, "weak")
+        made = require_participant(participant, self)
+        with self._lock:
+            self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
+            self.pending.claim(self)
+
+    def leave(self, participant: Any) -> None:
+        """Remove a participant that joined; unknown ones are ignored."""
+        with self._lock:
+            self.registry.discard(participant)
+
+    def participants(self) -> List[Any]:
+        """Live participants in the order they joined (registered generators included)."""
+        return self.registry.participants()
+
+    def generators(self) -> List[GeneratorParticipant]:
+        """Registered generators in registration order (:class:`seeder.participant.GeneratorParticipant`).
+
+        >>> import random, seeder; s = seeder.Seeder(); s.init(1); s.register_generator(random.Random()); [g.stream for g in s.generators()]
+        [1]
+        """
+        return self.registry.generators()
+
+    def stateful(self) -> Dict[str, Any]:
+        """Participants whose state is saved, by key: ``generator.<stream>`` or ``<seeder_kind>.<n>``."""
+        return self.registry.stateful()

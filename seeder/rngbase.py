@@ -8,7 +8,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -129,6 +129,11 @@ class RNGAdapter:
     def put_back(self, snapshot: Any) -> None:
         """Restore a :meth:`snapshot`."""
         self.set_state(snapshot)
+
+    def watcher(self) -> Optional[Callable[[], Any]]:
+        """A function whose result changes when this RNG draws (or is set); ``None`` when no such function is
+        cheaper than seeding (callers then seed instead of comparing)."""
+        return None
 
 
 def save_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Any]]:

@@ -10,9 +10,10 @@ Example:
 """
 from __future__ import annotations
 
+import _random
 import random
 import struct
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -66,9 +67,21 @@ class PythonRandomAdapter(RNGAdapter):
         # seeder.foreign; getstate is not).
         self.rng: random.Random = rng if rng is not None else random.getstate.__self__  # type: ignore[attr-defined]
         self._view: Any = False  # python_mt_view(rng), found on first snapshot
+        # random.Random.seed(int) is the C seed and gauss_next = None; called directly it costs half (a subclass
+        # may override seed: it keeps its own)
+        self._c_seed = _random.Random.seed if type(self.rng) is random.Random else None
 
     def seed(self, seed: int) -> None:
-        self.rng.seed(seed)
+        if self._c_seed is None or type(seed) is not int:
+            self.rng.seed(seed)
+            return
+        self._c_seed(self.rng, seed)
+        self.rng.gauss_next = None
+
+    def watcher(self) -> Optional[Callable[[], Any]]:
+        """The generator's bytes and ``gauss_next`` (a 2.5 KB copy), where CPython's layout is known; else ``None``."""
+        view, rng = self._mt_view(), self.rng
+        return None if view is None else lambda: (view.raw, rng.gauss_next)
 
     def _mt_view(self) -> Any:
         if self._view is False:
@@ -228,6 +241,16 @@ class NumpyRandomStateAdapter(RNGAdapter):
             return None
         self._fast = views = (rng, bitgen, *access.views(rng, bitgen), access)  # type: ignore[union-attr]
         return views
+
+    def watcher(self) -> Optional[Callable[[], Any]]:
+        """The bit generator, its key, position and Gaussian cache (2.5 KB copied), where :mod:`seeder.fastrng`'s
+        access applies; else ``None``. A bit generator swapped in later changes the result too."""
+        views = self._views()
+        if views is None:
+            return None
+        _, bitgen, key, gauss, _ = views
+        current = np.random.get_bit_generator if self._rng is None else (lambda: bitgen)
+        return lambda: (current(), key.raw, gauss.raw)
 
     def snapshot(self) -> Any:
         """``(views, key and position bytes, Gaussian cache bytes)`` (2.5 KB copied), else ``get_state()``."""

@@ -26,8 +26,9 @@ LAYERS = {
 }
 
 # Private names of other libraries that seeder may read: exactly those listed (and checked) in seeder/internals.py,
-# plus sys._getframe (the sampler recognises torchdata's StatefulDataLoader by its caller; the audit of a plain torch
-# DataLoader finds it on the call stack).
+# plus sys._getframe: seeder.data.audit finds the DataLoader that iterates a sampler on the call stack (the torch
+# iterator internals it reads are listed in seeder/internals.py), and seeder.foreign names the user's line that
+# called a foreign seeding function.
 THIRD_PARTY_PRIVATE = {part for item in INTERNALS.values() for part in item.name.replace(" ", ".").split(".")
                        if part.startswith("_")} | {"_getframe"}
 # Not yet in seeder/internals.py: datasets' IterableDataset._ex_iterable/_distributed (seeder/data/streams.py and
@@ -36,16 +37,7 @@ THIRD_PARTY_PRIVATE |= {"_ex_iterable", "_distributed"}
 
 # Known problems not fixed yet: (rule, module) -> {problem text: why}.
 # Remove an entry when its fix lands (test_known_exceptions_are_still_needed says when).
-KNOWN: Dict[Tuple[str, str], Dict[str, str]] = {
-    ("class_size", "core"): {
-        "class Seeder": "over 250 lines: the public API's methods are short, their docstrings (with examples) are not; "
-                        "splitting the facade is still to be designed"},
-    ("class_size", "data.sampler"): {
-        "class DistributedSampler": "over 250 lines, for the same reason as Seeder"},
-    ("one_way", "participant"): {
-        "imports seeder.data.dali": "PLUGINS names seeder.data.dali by string, so that a DALI pipeline joins whatever "
-                                    "the user imported first; the alternative (registration on import) makes that an error"},
-}
+KNOWN: Dict[Tuple[str, str], Dict[str, str]] = {}
 
 
 # ------------------------------------------------------------------------------------------- reading the source

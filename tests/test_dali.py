@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import REPO_ROOT, json_lines, torchrun
+from helpers import REPO_ROOT, json_lines, run_python, torchrun
 
 if os.environ.get("SEEDER_REQUIRE_DALI") == "1":  # CI sets this: a missing DALI is a failure there, not a skip
     import nvidia.dali  # noqa: F401
@@ -294,6 +294,25 @@ def test_reseed_warns_exactly_once_per_pipeline():
         s.reseed(1, 6)
     msgs = [str(w.message) for w in seeder_warnings(rec)]
     assert len(msgs) == 1 and msgs[0].startswith("DALI pipeline 0 ")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setup", [
+    "import seeder\nseeder.init(42)\ns = seeder.default_seeder()\nimport dali_common as dc",
+    "import dali_common as dc\nfrom seeder import Seeder\ns = Seeder(); s.init(42)",
+], ids=["seeder-first", "dali-first"])
+def test_a_pipeline_registers_whatever_was_imported_first(setup):
+    """``import seeder`` loads the DALI participant factory with the core: the user never imports seeder.data.dali."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(REPO_ROOT / "tests" / "scripts")!r})
+{setup}
+from seeder.data.dali_seeds import pipeline_kwargs
+pipe = dc.augment_pipeline(**pipeline_kwargs(1, seeder=s))
+s.register_generator(pipe)
+print(type(s.participants()[0]).__name__, s.participants()[0].pipeline_id)
+"""
+    assert run_python(["-c", code]).stdout.split() == ["TrackedPipeline", "1"]
 
 
 def test_pipeline_without_checkpointing_warns_in_state_dict_and_saves_none():

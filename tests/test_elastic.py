@@ -188,3 +188,60 @@ def test_persistent_workers_follow_the_epochs(s):
     second = rows(persistent)
     assert all(torch.equal(second[i], v) for i, v in rows(loaders(s, 1)[0]).items())
     assert not torch.equal(first[0], second[0])
+
+
+# ----------------------------------------------------------------------------------- seeding at the RNGs' cost
+USES = st.lists(st.sampled_from(["none", "random", "gauss", "numpy", "numpy-normal", "torch", "all"]), min_size=1,
+                max_size=12)
+
+
+def draw(use):
+    """A fetch drawing from the RNGs ``use`` names (gauss draws keep a cached value between calls)."""
+    out = [float(torch.rand(()))] if use in ("torch", "all") else []
+    if use in ("random", "all"):
+        out.append(random.random())
+    if use == "gauss":
+        out.append(random.gauss(0, 1))
+    if use in ("numpy", "all"):
+        out.append(float(np.random.rand()))
+    if use == "numpy-normal":
+        out.append(float(np.random.standard_normal()))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(uses=USES, seeds=st.lists(st.integers(0, 2**64 - 1), min_size=12, max_size=12))
+def test_seeding_only_the_rngs_a_sample_draws_from_gives_the_items_of_seeding_them_all(uses, seeds):
+    """SampleSeeding watches Python's and NumPy's RNGs and seeds them only once a sample draws from them: every item
+    equals the one fetched with every RNG seeded, whatever the order in which samples start drawing."""
+    from seeder.data.lazyseed import SampleSeeding
+    from seeder.data.workers import fetch_adapters, seed_globals
+
+    adapters = fetch_adapters()
+    want = []
+    for use, seed in zip(uses, seeds):
+        seed_globals(seed)
+        want.append(draw(use))
+    random.gauss(0, 1), np.random.standard_normal()  # leave Gaussians cached in the unseeded RNGs
+    lazy = SampleSeeding(adapters)
+    assert [lazy.fetch(draw, use, seed, [], [seed]) for use, seed in zip(uses, seeds)] == want
+    assert {a.name for a in lazy.seeded} >= {"torch"} | ({"python"} if {"random", "gauss", "all"} & set(uses) else set())
+
+
+def test_the_elastic_loader_seeds_a_sample_that_starts_drawing_late_as_the_others(s):
+    """Samples 0-9 draw nothing from Python's RNG, later ones do: with 0 and 2 workers (each process learns on its
+    own) every sample's draw is that of random seeded with its position's seed."""
+    class Late(torch.utils.data.Dataset):
+        def __len__(self):
+            return N
+
+        def __getitem__(self, i):
+            return torch.tensor([float(i), random.random() if i >= 10 else -1.0], dtype=torch.float64)
+
+    for workers in (0, 2):
+        ld = seeder.DataLoader(Late(), batch_size=4, shuffle=True, elastic=True, num_replicas=1, rank=0, seeder=s,
+                               num_workers=workers)
+        got = [row for b in ld for row in b]
+        want = [random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random() if int(r[0]) >= 10 else -1.0
+                for p, r in enumerate(got)]
+        assert [r[1].item() for r in got] == want, workers

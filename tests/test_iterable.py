@@ -39,16 +39,17 @@ def roundtrip(state):
     return torch.load(buf, weights_only=True)
 
 
-def loader_for(make, s, workers, persistent=False):
-    return DataLoader(make(), batch_size=BS, num_workers=workers, seeder=s, persistent_workers=persistent)
+def loader_for(make, s, workers, persistent=False, context=None):
+    return DataLoader(make(), batch_size=BS, num_workers=workers, seeder=s, persistent_workers=persistent,
+                      multiprocessing_context=context)
 
 
-def run(make, workers, stop=None, persistent=False, epochs=2):
+def run(make, workers, stop=None, persistent=False, epochs=2, context=None):
     """Batches of ``epochs`` epochs; with ``stop=(epoch, k)`` a fresh seeder and loader continue after batch ``k``
     (``k="end"``: after the epoch's last ``StopIteration``) from ``seeder.state_dict()``."""
     s = Seeder()
     s.init(MASTER)
-    loader = loader_for(make, s, workers, persistent)
+    loader = loader_for(make, s, workers, persistent, context)
     out, saved = [], None
     for epoch in range(epochs):
         s.reseed(1, epoch)
@@ -66,7 +67,7 @@ def run(make, workers, stop=None, persistent=False, epochs=2):
     del loader
     s2 = Seeder()
     s2.init(MASTER)
-    again = loader_for(make, s2, workers, persistent)
+    again = loader_for(make, s2, workers, persistent, context)
     s2.load_state_dict(saved)
     for epoch in range(stop[0], epochs):
         s2.reseed(1, epoch)
@@ -106,6 +107,14 @@ def test_persistent_workers_resume_bitwise_and_follow_epochs():
     assert want == run(make, 2)  # persistent workers change nothing
     for stop in [(0, 1), (1, 3)]:
         assert run(make, 2, stop=stop, persistent=True) == want, stop
+
+
+@pytest.mark.slow
+def test_spawned_workers_stream_what_forked_ones_do_and_resume_bitwise():
+    """Workers started with ``spawn`` (a fresh interpreter: nothing inherited) produce the forked workers' batches."""
+    make = lambda: Counted(N)  # noqa: E731
+    want = run(make, 2)
+    assert run(make, 2, stop=(0, 3), persistent=True, context="spawn") == want
 
 
 @pytest.mark.parametrize("shuffle", [False, True], ids=["plain", "shuffle-buffer"])

@@ -1,5 +1,6 @@
-"""A stream through SeederTrainer: a ``datasets`` stream with a random ``.map``; a run stopped at a checkpoint and
-resumed matches the uninterrupted run loss for loss (in the stream's first epoch; later, the resume is refused)."""
+"""Streams through the integrations. SeederTrainer: a ``datasets`` stream with a random ``.map``; a run stopped at a
+checkpoint (in the stream's first epoch or a later one, once or twice) and resumed matches the uninterrupted run loss
+for loss. SeederCallback: Lightning with plain and ``datasets`` streams, 0 and 2 workers, mid-epoch and at the end."""
 from __future__ import annotations
 
 import os
@@ -63,17 +64,87 @@ def trainer_run(out, stop=None, resume=False, max_steps=8):
 
 
 @pytest.mark.slow
-def test_seeder_trainer_resumes_a_stream_bitwise_in_its_first_epoch_and_refuses_later(tmp_path):
-    full, digest = trainer_run(str(tmp_path / "full"))
-    assert sorted(full) == list(range(1, 9))  # 5 steps of stream epoch 0, 3 of epoch 1
-    first, _ = trainer_run(str(tmp_path / "run"), stop=3)
-    rest, dig = trainer_run(str(tmp_path / "run"), resume=True)
+def test_seeder_trainer_resumes_a_stream_bitwise_in_any_of_its_epochs(tmp_path):
+    full, digest = trainer_run(str(tmp_path / "full"), max_steps=12)
+    assert sorted(full) == list(range(1, 13))  # 5 steps of stream epoch 0, 5 of epoch 1, 2 of epoch 2
+    first, _ = trainer_run(str(tmp_path / "run"), stop=3, max_steps=12)
+    rest, dig = trainer_run(str(tmp_path / "run"), resume=True, max_steps=12)
     assert min(rest) == 4
     assert {**first, **rest} == full and dig == digest
-    # The Trainer counts a stream without length as one epoch of max_steps: after the stream's own epoch
-    # boundary its resume position (step 7 of "epoch 0") is not the loader's (batch 2 of epoch 1): refused.
-    trainer_run(str(tmp_path / "late"), stop=7)
-    with pytest.raises(seeder.StateError, match=r"resumes at step 7 of its epoch, but the stream stands at batch 2 of its "
-                                                r"epoch 1: .* cannot tell where the stream's own epochs begin"):
-        trainer_run(str(tmp_path / "late"), resume=True)
+    # The Trainer resumes a stream with no length as "step 7 of epoch 0"; the stream stands at batch 2 of its
+    # epoch 1, after 5 batches of epoch 0. Resumed there, and again from step 11 (epoch 2) of the resumed run.
+    first, _ = trainer_run(str(tmp_path / "late"), stop=7, max_steps=12)
+    middle, _ = trainer_run(str(tmp_path / "late"), resume=True, stop=11, max_steps=12)
+    rest, dig = trainer_run(str(tmp_path / "late"), resume=True, max_steps=12)
+    assert (min(middle), max(middle), min(rest)) == (8, 11, 12)
+    assert {**first, **middle, **rest} == full and dig == digest
 
+
+def test_a_trainer_stream_state_that_no_run_reaches_is_refused():
+    pytest.importorskip("transformers")
+    from seeder.integrations.transformers import StreamEpochs
+
+    epochs = StreamEpochs()
+    for bad in ({"format": "seeder.trainer_stream", "version": 1, "earlier": -1},
+                {"format": "seeder.trainer_stream", "version": 1, "earlier": True},
+                {"format": "seeder.trainer_stream", "version": 2, "earlier": 0},
+                {"format": "seeder.trainer_stream", "version": 1, "earlier": 0, "extra": 1}):
+        with pytest.raises(seeder.StateError):
+            epochs.check_state_dict(bad)
+    assert epochs.earlier == 0
+
+
+# --------------------------------------------------------------------------------------------- Lightning
+def lightning_stream_loader(workers):
+    """A stream of the Lightning tests' noisy items (random, NumPy and torch draws per item), sharded by seeder."""
+    from lightning_common import BATCH, NoisyDataset
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __init__(self):
+            self.items = NoisyDataset()
+
+        def __iter__(self):
+            share = seeder.stream_share()
+            for i in range(share.index, len(self.items), share.count):
+                yield self.items[i]
+
+    return seeder.DataLoader(Stream(), batch_size=BATCH, num_workers=workers)
+
+
+def lightning_hf_loader(workers):
+    """A shuffled ``datasets`` stream (buffer of 8) with a ``.map`` that draws, as Lightning's (x, y) batches."""
+    from lightning_common import BATCH
+    from stream_common import hf_stream
+
+    def collate(items):
+        b = torch.utils.data.default_collate(items)
+        x = torch.stack([b["x"] / 24, b["noise"], b["jitter"], b["r"], b["noise"] * b["r"], b["jitter"] - b["r"]], 1)
+        return x.float(), (b["noise"] + b["r"] > 1).float()[:, None]
+
+    return seeder.DataLoader(hf_stream(24, shuffle=True), batch_size=BATCH, num_workers=workers, collate_fn=collate)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning")
+@pytest.mark.parametrize("workers,steps,make", [(0, [3, 9], lightning_stream_loader), (2, [5, 6], lightning_stream_loader),
+                                                (2, [4], lightning_hf_loader)], ids=["plain-0", "plain-2", "datasets-2"])
+def test_lightning_resumes_a_stream_bitwise_mid_epoch_and_at_its_end(tmp_path, workers, steps, make):
+    """Lightning fetches one batch ahead of a loader with no length, and its checkpoint would hold the stream's
+    position after that batch: SeederCallback saves the position of what was trained. Steps 3, 5 and 9 are
+    mid-epoch; step 6 is the epoch's last batch, taken before the stream has said that it ended. The ``datasets``
+    stream is shuffled through a buffer and augmented by a ``.map`` that draws from the global RNGs."""
+    pytest.importorskip("lightning")
+    import gc
+
+    from lightning_common import run
+
+    factory = lambda: make(workers)  # noqa: E731
+    full = run(3, ckpt_dir=str(tmp_path), loader_factory=factory)
+    assert [s for s, _ in full["losses"]] == list(range(1, 13))  # 6 batches an epoch, 2 epochs
+    assert len({loss for _, loss in full["losses"]}) == 12
+    gc.collect()
+    for step in steps:
+        resumed = run(3, ckpt_path=str(tmp_path / f"step={step}.ckpt"), loader_factory=factory)
+        assert resumed["losses"] == full["losses"][step:], step
+        assert all(torch.equal(full["weights"][k], resumed["weights"][k]) for k in full["weights"])
+        gc.collect()

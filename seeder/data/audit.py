@@ -1,15 +1,20 @@
-"""Find what a plain torch ``DataLoader`` around a seeder sampler is missing for an exact resume.
+"""What a sampler knows of the loader around it, and what a plain torch ``DataLoader`` lacks for an exact resume.
 
-:class:`seeder.DistributedSampler` calls :func:`audit_loader` when its state is taken or
-loaded. It finds the ``torch.utils.data.DataLoader`` that holds the sampler (through the
-garbage collector's referrers, once; then a weak reference) and names what would make
-a resume diverge silently:
+Each :class:`seeder.DistributedSampler` holds one :class:`LoaderWatch`. When an iteration
+starts, the watch looks for the ``torch.utils.data.DataLoader`` that drives the sampler on
+the call stack (torch passes no loader to a sampler); when the sampler's state is taken or
+loaded, it finds that loader (through the garbage collector's referrers, once; then a weak
+reference) and warns once per cause of what would make a resume diverge silently:
 
+* the training loop reported no consumed sample (``sampler.advance``) while the loader drew
+  indices, and the loader does not save the position itself (torchdata's ``StatefulDataLoader``
+  does, recognised by its class);
 * ``generator=None``: every ``iter(loader)`` draws its base seed from torch's global RNG;
 * workers without per-sample seeding: worker RNG streams depend on which worker ran
   what and on how far it got, not on the position in the epoch.
 
-``seeder.DataLoader`` needs neither (it is skipped).
+``seeder.DataLoader`` needs none of this (it is skipped). The call-stack reading relies on
+torch's iterator internals, listed in :mod:`seeder.internals`.
 
 Example:
     >>> import torch, seeder
@@ -23,24 +28,100 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import Any, List, Optional, Set
+import warnings
+import weakref
+from typing import Any, Callable, List, Optional, Set
 
 import torch.utils.data
 
+from ..errors import SeederWarning
 from ..internals import require
 
-__all__ = ["find_loader", "audit_loader", "loader_on_stack", "unconsumed_message"]
+__all__ = ["LoaderWatch", "find_loader", "audit_loader", "unconsumed_message"]
 
 
-def loader_on_stack(sampler: Any, depth: int = 12) -> Any:
-    """Called by a sampler's iteration: the ``DataLoader`` on the call stack that owns it, ``True`` if only a
-    DataLoader iterator is there (single-process loading), else ``None``. Looks at ``depth`` frames.
+class LoaderWatch:
+    """The loader around one sampler: which ``DataLoader`` iterates it, whether that loader saves the position
+    itself, and the warnings already given.
 
-    >>> loader_on_stack(object()) is None
+    The sampler calls :meth:`iterating` when an iteration draws its first block, and :meth:`check`
+    from ``state_dict``/``load_state_dict``.
+
+    >>> import torch, warnings, seeder
+    >>> s = seeder.Seeder(); s.init(0); sampler = seeder.DistributedSampler(range(8), seeder=s)
+    >>> loader = torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2)
+    >>> _ = next(iter(loader))
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always"); _ = sampler.state_dict()
+    >>> msgs = [str(w.message) for w in caught]
+    >>> any("sampler.advance" in m for m in msgs), any("no generator" in m for m in msgs)
+    (True, True)
+    """
+
+    def __init__(self) -> None:
+        self._loader: Optional[Callable[[], Any]] = None  # weak reference to the DataLoader, once looked up
+        self._under_loader = False  # a DataLoader iterator was seen drawing from the sampler (the loader not found)
+        self._warned_causes: Set[str] = set()
+        self._warned_epoch: Optional[int] = None
+        #: The loader saves the iterator's position itself (torchdata's ``StatefulDataLoader``).
+        self.tracks = False
+
+    def iterating(self, sampler: Any) -> None:
+        """Called by ``sampler``'s iteration when it draws its first block: remember the DataLoader that drives it."""
+        if self._loader is not None:
+            return
+        found = _loader_on_stack(sampler, sys._getframe(1))
+        if found is True:
+            self._under_loader = True  # single-process loading: looked up when the state is taken
+        elif found is not None:
+            self._loader = weakref.ref(found)
+
+    def loader(self, sampler: Any) -> Optional[torch.utils.data.DataLoader]:
+        """The DataLoader that iterates ``sampler``, if one was seen (a garbage-collector scan, once, when only its
+        iterator was on the call stack)."""
+        if self._loader is None and self._under_loader:
+            found = find_loader(sampler)
+            self._loader = weakref.ref(found) if found is not None else (lambda: None)
+        return self._loader() if self._loader is not None else None
+
+    def check(self, sampler: Any, what: str, *, handed: int, finished: bool, loaded: bool = False) -> None:
+        """One :class:`seeder.SeederWarning` per way the loader around ``sampler`` loses exactness.
+
+        ``what``: ``"state_dict"`` or ``"load_state_dict"``; ``handed``: the end of the last block handed out;
+        ``finished``: the iteration handed out its last block; ``loaded``: a state was just loaded (the
+        warning about unconsumed samples may come again for its epoch).
+        """
+        loader = self.loader(sampler)
+        if not self.tracks and loader is not None and _saves_position(loader):
+            self.tracks = True
+        if loaded:
+            self._warned_epoch = None
+        epoch, consumed, total = sampler.epoch, sampler.consumed, sampler.num_samples
+        if self._warned_epoch != epoch and not self.tracks and consumed == 0 and handed > 0:
+            self._warned_epoch = epoch
+            warnings.warn(unconsumed_message(what, epoch, finished), SeederWarning, stacklevel=4)
+        mid = 0 < consumed < total or (handed > 0 and consumed < total)
+        for problem in audit_loader(loader, mid, self._warned_causes):
+            warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=4)
+
+
+def _saves_position(loader: Any) -> bool:
+    """Whether ``loader`` is torchdata's ``StatefulDataLoader`` (which saves its sampler iterator's position).
+
+    Only a loaded torchdata can have made one: torchdata is never imported here.
+    """
+    module = sys.modules.get("torchdata.stateful_dataloader")
+    return module is not None and isinstance(loader, module.StatefulDataLoader)
+
+
+def _loader_on_stack(sampler: Any, frame: Any, depth: int = 12) -> Any:
+    """The ``DataLoader`` that owns ``sampler`` on the call stack above ``frame``, ``True`` if only a DataLoader
+    iterator is there (single-process loading), else ``None``. Looks at ``depth`` frames.
+
+    >>> _loader_on_stack(object(), sys._getframe()) is None
     True
     """
     require("torch:_MultiProcessingDataLoaderIter._reset")  # the frame locals and iterator names read below
-    frame = sys._getframe(1)
     under = None
     for _ in range(depth):
         frame = frame.f_back
@@ -60,7 +141,7 @@ def loader_on_stack(sampler: Any, depth: int = 12) -> Any:
 def find_loader(sampler: Any) -> Optional[torch.utils.data.DataLoader]:
     """The ``DataLoader`` whose ``sampler`` (or ``batch_sampler.sampler``) is ``sampler``, or ``None``.
 
-    Scans the garbage collector's referrers: call it rarely (the sampler caches the answer).
+    Scans the garbage collector's referrers: call it rarely (:class:`LoaderWatch` caches the answer).
     """
     def owns(obj: Any) -> bool:
         return isinstance(obj, torch.utils.data.DataLoader) and (

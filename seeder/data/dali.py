@@ -10,7 +10,10 @@ pipeline's own checkpoint (``enable_checkpointing=True``) in
 with ``checkpoint=`` and continues its data and random streams exactly.
 
 This module imports no DALI until a function that needs a pipeline is called,
-so ``import seeder`` works without DALI installed.
+so ``import seeder`` works without DALI installed. Importing it adds
+:func:`participant_for` to the participant factories (:func:`seeder.participant.add_factory`),
+so that ``register_generator(pipeline)`` and ``join(pipeline)`` track a pipeline;
+:mod:`seeder` imports it together with the core.
 
 The seeds and the saved checkpoints need no pipeline and live in
 :mod:`seeder.data.dali_seeds`; this module tracks pipelines.
@@ -38,7 +41,7 @@ from ..default import resolve_seeder
 from ..derive import check_key
 from ..errors import SeederWarning, StateError
 from ..internals import require
-from ..participant import Participant
+from ..participant import Participant, add_factory
 from .dali_seeds import SEEDER_KIND, check_entry, pipeline_class, pipeline_seed, require_dali
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -326,3 +329,4 @@ def participant_for(obj: Any, seeder: Seeder, shared: bool = False) -> Optional[
     return TrackedPipeline(obj, pid, shared=shared)
 
 
+add_factory(participant_for)  # a DALI pipeline handed to register_generator or join becomes a TrackedPipeline

@@ -6,8 +6,9 @@ Global batch ``s`` holds positions ``origin + s*G .. origin + (s+1)*G`` (``G`` t
 size, ``origin`` 0 unless a resume changed ``G``); rank ``r`` of ``W`` fetches the ``r``-th of
 ``W`` contiguous slices of it. Before each sample, the fetching process seeds ``random``, NumPy,
 torch CPU and the registered generators from ``derive(Domain.ELASTIC, task, epoch,
-rank=position >> 32, stream=position & 0xFFFFFFFF)``: a sample's randomness is a pure function
-of (master seed, epoch, its position in the global order), whatever the topology.
+rank=position >> 32, stream=position & 0xFFFFFFFF)`` (Python's and NumPy's only once it has seen
+a sample draw from them: :mod:`.lazyseed`): a sample's randomness is a pure function of (master
+seed, epoch, its position in the global order), whatever the topology.
 
 Example:
     >>> rank_slice(0, 8, 0, 2, 1, 10)      # step 0, G=8, world 2, rank 1, N=10: positions 4..8
@@ -28,7 +29,8 @@ from .batches import BatchSeedingDataset
 from .order import FIRST_BLOCK, shuffle_key
 from .permutation import keyed_permutation
 from .sampler import DistributedSampler
-from .workers import SeedSource, generator_words, seed_globals
+from .lazyseed import sample_seeding
+from .workers import SeedSource, generator_words
 
 __all__ = ["num_steps", "rank_slice", "ElasticView", "ElasticBatches"]
 
@@ -87,13 +89,8 @@ class ElasticView(BatchSeedingDataset):
         master, task, epoch, first, indices = key
         gens = self.source.generators("seeder.DataLoader(elastic=True)")
         seeds = self.seeds(master, task, epoch, first, len(indices), generator_words(gens)).tolist()
-        ds, out = self.dataset, []
-        for index, words in zip(indices, seeds):
-            seed_globals(words[0])
-            for fn, _, stream in gens:
-                fn(words[stream])
-            out.append(ds[index])
-        return out
+        get, seeding = self.dataset.__getitem__, sample_seeding()
+        return [seeding.fetch(get, index, words[0], gens, words) for index, words in zip(indices, seeds)]
 
 
 class ElasticBatches(torch.utils.data.BatchSampler):

@@ -53,6 +53,8 @@ __all__ = ["IterableLoader", "STREAM_STATE_VERSION"]
 logger = logging.getLogger("seeder")
 
 STREAM_STATE_VERSION = 1
+#: Positions kept behind the newest, for :meth:`IterableLoader.state_dict_at` (a framework fetches a few batches ahead).
+KEPT_POSITIONS = 8
 _KEYS = frozenset({"format", "version", "epoch", "batch", "next_worker", "complete", "workers", "num_workers",
                    "batch_size", "drop_last", "world_size"})
 
@@ -181,6 +183,7 @@ class IterableLoader(torch.utils.data.DataLoader):
         last = seeder.last_reseed
         self._epoch = last[1] if last is not None and last[0] == task else 0
         self._progress = _fresh(self._epoch, max(num_workers, 1))
+        self._kept: Deque[Dict[str, Any]] = collections.deque(maxlen=KEPT_POSITIONS + 1)  # the newest last
         self._resume: Optional[Dict[str, Any]] = None
         self._generation = 0
         self._live_token: Optional[object] = None
@@ -221,6 +224,7 @@ class IterableLoader(torch.utils.data.DataLoader):
     def handed(self, progress: Dict[str, Any]) -> None:
         """Record the position after a batch was handed to the training loop (called by the iterator)."""
         self._progress = progress
+        self._kept.append(progress)
 
     def __iter__(self) -> Any:
         epoch = self._epoch
@@ -237,6 +241,8 @@ class IterableLoader(torch.utils.data.DataLoader):
         token = object()
         self._live_token = token
         self._progress = progress
+        self._kept.clear()
+        self._kept.append(progress)
         with _showing(self, self._stream):  # torch's iterators read loader.dataset: give them the worker stream
             inner = super().__iter__()
         return _StreamIter(self, inner, progress, token)
@@ -261,6 +267,36 @@ class IterableLoader(torch.utils.data.DataLoader):
         progress = self._resume if self._resume is not None else self._progress
         if progress["epoch"] != self._epoch:
             progress = _fresh(self._epoch, max(self.num_workers, 1))
+        return self._state_of(progress)
+
+    def state_dict_at(self, batches_done: int) -> Dict[str, Any]:
+        """:meth:`state_dict` as it was when ``batches_done`` batches of this epoch had been handed out.
+
+        For a training loop that fetches ahead (Lightning prefetches a batch from a loader with no
+        length): the state of what it trained, not of what it fetched. The last
+        ``KEPT_POSITIONS`` positions of the live iterator are kept; an older one raises
+        :class:`seeder.StateError`.
+
+        >>> import torch, seeder
+        >>> class Count(torch.utils.data.IterableDataset):
+        ...     def __iter__(self): return iter(range(6))
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> loader = seeder.DataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it); _ = next(it)
+        >>> loader.state_dict_at(1)["batch"], loader.state_dict()["batch"]
+        (1, 2)
+        """
+        batches_done = check_int(batches_done, "batches_done", low=0)
+        if self._resume is None:
+            for progress in reversed(self._kept):
+                if progress["epoch"] == self._epoch and progress["batch"] == batches_done:
+                    return self._state_of(progress)
+        if self.batches_done == batches_done:
+            return self.state_dict()
+        raise StateError(f"seeder.DataLoader: the position after {batches_done} batch(es) of epoch {self._epoch} is not "
+                         f"kept (it stands at {self.batches_done}; the last {KEPT_POSITIONS} positions of the live "
+                         "iterator are); save the state within that many batches of the newest one handed out")
+
+    def _state_of(self, progress: Dict[str, Any]) -> Dict[str, Any]:
         return {"format": "seeder.stream_loader", "version": STREAM_STATE_VERSION, **progress,
                 "workers": [dict(r) for r in progress["workers"]], "num_workers": self.num_workers,
                 "batch_size": self.batch_size, "drop_last": self.drop_last, "world_size": self._stream.world_size}

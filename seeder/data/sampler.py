@@ -27,10 +27,7 @@ Example:
 from __future__ import annotations
 
 import logging
-import sys
-import warnings
-import weakref
-from typing import Any, Dict, Iterator, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -41,9 +38,8 @@ from ..core import Seeder
 from ..default import resolve_seeder
 from ..derive import TRAIN_TASK, check_key
 from ..distributed import refuse_in_worker
-from ..errors import SeederWarning
 from ..trace import record_step
-from .audit import audit_loader, find_loader, loader_on_stack, unconsumed_message
+from .audit import LoaderWatch
 from .order import index_blocks, shard_sizes, shuffle_key
 from .sampler_checks import SAMPLER_STATE_VERSION, check_advance, check_sampler_args, check_sampler_state, run_constraints
 from .sampler_iter import Progress, SamplerIterator
@@ -118,9 +114,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self.mode, self.task, self.stream = mode, task, stream
         self._n = n
         self.num_samples, self.total_size = shard_sizes(self._n, self.num_replicas, drop_last)
-        if with_epoch is None:
-            with_epoch = isinstance(dataset, SeededDataset)
-        self.with_epoch = with_epoch
+        self.with_epoch = isinstance(dataset, SeededDataset) if with_epoch is None else with_epoch
         self._seeder = seeder
         last = seeder.last_reseed
         self.epoch = last[1] if last is not None and last[0] == task else 0
@@ -131,11 +125,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._token = object()  # identifies the live iteration; a new one orphans the old
         self._handed = 0  # end of the last block handed to the DataLoader (>= indices it pulled)
         self._finished = False  # the live iteration has handed out its last block
-        self._warned_epoch: Optional[int] = None
-        self._audited: Optional[Any] = None  # weak reference to the DataLoader holding this sampler, once looked up
-        self._warned_causes: Set[str] = set()
-        self._under_loader = False  # a DataLoader iterator was seen drawing from this sampler
-        self._loader_tracks = False  # a loader that saves the iterator's position (torchdata) iterates this sampler
+        self._watch = LoaderWatch()  # the DataLoader around this sampler and the warnings about it
         self._left_from = 0  # where the pending (loaded) or live iteration starts: len() is what is left from there
         self._live: Optional[Progress] = None  # the live iteration's progress, until it hands out its last block
         if check_bool(join, "join"):
@@ -217,13 +207,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
     def _iters(self, key: int, token: object, progress: Progress, epoch: int) -> Iterator[Iterator[Any]]:
         """One C-level iterator per block (list iterators: they know how much is left); records how far the DataLoader got."""
         progress.started = True
-        if self._audited is None:  # a DataLoader on the stack: remember it for the audit
-            found = loader_on_stack(self)
-            if found is True:
-                self._audited = None  # a DataLoader iterates this sampler: look it up when the state is taken
-                self._under_loader = True
-            elif found is not None:
-                self._audited = weakref.ref(found)
+        self._watch.iterating(self)
         if self._token is token:
             self._handed = progress.start
         for end, items in progress.draw(self._blocks(key, progress.start), epoch if self.with_epoch else None):
@@ -236,12 +220,10 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
             self._finished, self._live, self._left_from = True, None, 0
 
     def note_tracked(self) -> None:
-        """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``):
-        :meth:`state_dict` then no longer warns that no position was reported with :meth:`advance`.
-
-        Called by the sampler's iterator when a loader takes or gives it a state; :meth:`state_dict` (which torchdata
-        calls first) also recognises torchdata as its caller."""
-        self._loader_tracks = True
+        """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``),
+        so that :meth:`state_dict` does not warn for want of :meth:`advance`. Called by the sampler's iterator when a
+        loader takes or gives it a state; :class:`.audit.LoaderWatch` also recognises that loader by its class."""
+        self._watch.tracks = True
 
     def seeder_position(self) -> Dict[str, int]:
         """:class:`~seeder.participant.Positioned`: epoch and samples consumed; unlike :meth:`state_dict`, never warns."""
@@ -285,9 +267,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         >>> st["epoch"], st["position"], st["dataset_len"]
         (0, 0, 8)
         """
-        if sys._getframe(1).f_globals.get("__name__", "").startswith("torchdata."):
-            self.note_tracked()  # torchdata's StatefulDataLoader asks for this state before its iterator's (see note_tracked)
-        _warn_inexact(self, "state_dict")
+        self._watch.check(self, "state_dict", handed=self._handed, finished=self._finished)
         return {"format": "seeder.sampler", "version": SAMPLER_STATE_VERSION, "epoch": self.epoch,
                 "position": self._consumed, "key": self._key(self.epoch) if self.shuffle else 0, **self._layout()}
 
@@ -322,22 +302,9 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._loaded = (self.epoch, int(state["key"]))
         self._resume = self._consumed = self._handed = self._left_from = int(state["position"])
         self._token, self._finished, self._live = object(), False, None
-        self._warned_epoch = None
-        _warn_inexact(self, "load_state_dict")
+        self._watch.check(self, "load_state_dict", handed=self._handed, finished=self._finished, loaded=True)
 
     def __repr__(self) -> str:
         return (f"seeder.DistributedSampler(len={self._n}, num_replicas={self.num_replicas}, rank={self.rank}, "
                 f"shuffle={self.shuffle}, mode={self.mode!r}, epoch={self.epoch})")
 
-
-def _warn_inexact(sampler: "DistributedSampler", what: str) -> None:
-    """One :class:`SeederWarning` per way the loader around ``sampler`` loses exactness (see :mod:`.audit`)."""
-    if sampler._warned_epoch != sampler.epoch and not sampler._loader_tracks and sampler._consumed == 0 and sampler._handed > 0:
-        sampler._warned_epoch = sampler.epoch
-        warnings.warn(unconsumed_message(what, sampler.epoch, sampler._finished), SeederWarning, stacklevel=4)
-    if sampler._audited is None and sampler._under_loader:
-        loader = find_loader(sampler)  # a gc scan, once: single-process loading leaves no DataLoader on the stack
-        sampler._audited = weakref.ref(loader) if loader is not None else (lambda: None)
-    mid = 0 < sampler._consumed < sampler.num_samples or (sampler._handed > 0 and sampler._consumed < sampler.num_samples)
-    for problem in audit_loader(sampler._audited() if sampler._audited is not None else None, mid, sampler._warned_causes):
-        warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=4)

@@ -28,6 +28,9 @@ What the callback does:
   that nothing draws from the restored RNGs before the first resumed step. A checkpoint
   taken at the end of an epoch resumes at the next epoch's start: the callback then
   reseeds that epoch before the loader is built, since Lightning calls no epoch-start hook.
+* A stream (``seeder.DataLoader`` over an ``IterableDataset``) has no length, so Lightning
+  fetches a batch ahead of it; the callback saves the stream's position as of the batches
+  trained (``on_save_checkpoint``), not as of the one fetched ahead.
 * Refuses or warns where the run cannot be exact: a train loader that is not a
   ``seeder.DataLoader`` (:class:`seeder.SeederWarning`), a ``seeder.DataLoader`` whose
   sampler is not seeder's or is not sharded for this trainer's ranks, a seeder whose
@@ -62,6 +65,7 @@ from .. import stepwatch
 from ..core import Seeder
 from ..default import resolve_seeder
 from ..derive import TRAIN_TASK
+from ..data.iterable import IterableLoader
 from ..data.loader import DataLoader
 from ..data.sampler import DistributedSampler
 from ..distributed import process_group_active
@@ -69,12 +73,43 @@ from ..errors import SeederWarning, StateError
 from ..internals import require
 from ..state import GATHERED_FORMAT
 
-__all__ = ["SeederCallback", "CALLBACK_STATE_VERSION", "resume_path"]
+__all__ = ["SeederCallback", "CALLBACK_STATE_VERSION", "SEEDER_LOADERS", "resume_path"]
 
 logger = logging.getLogger("seeder")
 
 #: Version of the layout of :meth:`SeederCallback.state_dict`.
 CALLBACK_STATE_VERSION = 1
+
+#: What ``seeder.DataLoader(...)`` returns: over a map-style dataset (elastic or not) or over a stream.
+SEEDER_LOADERS = (DataLoader, IterableLoader)
+#: The ``format`` of those loaders' states, as Lightning's loop state holds them.
+_LOADER_FORMATS = ("seeder.loader", "seeder.elastic_loader", "seeder.stream_loader")
+
+
+def _trained(trainer: "pl.Trainer") -> int:
+    """Batches of this epoch the fit loop has taken from its data fetcher (those it fetched ahead are not counted)."""
+    return int(trainer.fit_loop.epoch_loop.batch_progress.current.ready)
+
+
+def _state(loader: Any, trainer: "pl.Trainer") -> Dict[str, Any]:
+    """The state of ``loader`` as of what the fit loop trained: Lightning fetches a batch ahead of a stream."""
+    if isinstance(loader, IterableLoader):
+        return loader.state_dict_at(_trained(trainer))
+    return loader.state_dict()
+
+
+def _position(loader: Any, trainer: "pl.Trainer") -> List[Any]:
+    """``[epoch, batches trained, batches in the epoch]`` of a seeder loader; a stream's length is ``None``."""
+    if isinstance(loader, IterableLoader):
+        return [loader.epoch, _trained(trainer), None]
+    return [loader.epoch, loader.state_dict()["batch"], len(loader.batch_sampler)]
+
+
+def _done(loader: Any, trainer: "pl.Trainer") -> bool:
+    """Whether the fit loop has trained ``loader``'s whole epoch (a stream: it has seen the end, and trained all)."""
+    if isinstance(loader, IterableLoader):
+        return bool(_state(loader, trainer)["complete"])
+    return loader.state_dict()["batch"] >= len(loader.batch_sampler)
 
 
 def _stop_checkpoint(root: Optional[str]) -> str:
@@ -221,16 +256,31 @@ class SeederCallback(Callback):
         gathered = self.seeder.gather_state_dict()
         if gathered is None:  # not rank 0: only rank 0 writes the checkpoint
             return {}
-        loader_keys = {key for key, p in self.seeder.stateful().items() if isinstance(p, DataLoader)}
+        loader_keys = {key for key, p in self.seeder.stateful().items() if isinstance(p, SEEDER_LOADERS)}
         for entry in gathered["ranks"]:  # every rank has the same participants, so the same keys
             entry["participants"] = {k: v for k, v in entry["participants"].items() if k not in loader_keys}
-        loaders = [(ld.epoch, ld.state_dict()["batch"], len(ld.batch_sampler)) for ld in self._train_loaders()]
+        loaders, trainer = self._train_loaders(), self._trainer
         return {
             "version": CALLBACK_STATE_VERSION,
             "seeder": gathered,
-            "loaders": [list(x) for x in loaders],
-            "epoch_complete": bool(loaders) and all(batch >= n for _, batch, n in loaders),
+            "loaders": [_position(ld, trainer) for ld in loaders],
+            "epoch_complete": bool(loaders) and all(_done(ld, trainer) for ld in loaders),
         }
+
+    def on_save_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: Dict[str, Any]) -> None:
+        """A stream's position in Lightning's loop state: as of the batches trained, not of the one fetched ahead."""
+        streams = [ld for ld in self._train_loaders() if isinstance(ld, IterableLoader)]
+        if not streams:
+            return
+        require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
+        saved = checkpoint["loops"]["fit_loop"]["state_dict"].get("combined_loader") or []
+        mine = [i for i, st in enumerate(saved) if isinstance(st, dict) and st.get("format") == "seeder.stream_loader"]
+        if len(mine) != len(streams):
+            raise StateError(f"SeederCallback: Lightning's checkpoint holds {len(mine)} stream loader state(s) for "
+                             f"{len(streams)} seeder.DataLoader stream(s); return the train loaders from "
+                             "train_dataloader() as seeder.DataLoader objects, not wrapped")
+        for i, loader in zip(mine, streams):
+            saved[i] = _state(loader, trainer)
 
     def on_load_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: Dict[str, Any]) -> None:
         """Validate the saved state against this run as soon as Lightning reads it; nothing changes on error.
@@ -250,7 +300,7 @@ class SeederCallback(Callback):
             require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
             fit_loop = checkpoint["loops"]["fit_loop"]["state_dict"]
             loader_states = fit_loop.get("combined_loader", [])
-            if all(isinstance(st, dict) and st.get("format") == "seeder.loader" for st in loader_states):
+            if all(isinstance(st, dict) and st.get("format") in _LOADER_FORMATS for st in loader_states):
                 fit_loop["combined_loader"] = []
         self._pending = state
 
@@ -278,7 +328,7 @@ class SeederCallback(Callback):
                 f"{s.get_master_seed()}; pass master_seed={saved} to seeder.init to resume it")
 
     # ---------------------------------------------------------------- helpers
-    def _train_loaders(self) -> List[DataLoader]:
+    def _train_loaders(self) -> List[Any]:
         trainer = self._trainer
         if trainer is None:
             return []
@@ -286,11 +336,16 @@ class SeederCallback(Callback):
             loaders = trainer.train_dataloader
         except Exception:  # no fit loop data yet
             return []
-        return [ld for ld in _flatten(loaders) if isinstance(ld, DataLoader)]
+        return [ld for ld in _flatten(loaders) if isinstance(ld, SEEDER_LOADERS)]
 
     def _check_loaders(self, trainer: "pl.Trainer") -> None:
         loaders = list(_flatten(trainer.train_dataloader))
         for ld in loaders:
+            if isinstance(ld, IterableLoader):
+                _same_place(trainer, "the seeder.DataLoader's stream is sharded as", ld.seeder.rank,
+                            ld.seeder.world_size, "build the loader inside train_dataloader() (after Lightning starts "
+                            "the process group), not before Trainer.fit")
+                continue
             if not isinstance(ld, DataLoader):
                 warnings.warn(
                     f"SeederCallback: the train loader is a {type(ld).__module__}.{type(ld).__name__}, not a "
@@ -308,7 +363,7 @@ class SeederCallback(Callback):
                         "not before Trainer.fit")
 
     def _check_positions(self, trainer: "pl.Trainer", saved: List[List[int]]) -> None:
-        now = [[ld.epoch, ld.state_dict()["batch"], len(ld.batch_sampler)] for ld in self._train_loaders()]
+        now = [_position(ld, trainer) for ld in self._train_loaders()]
         if now != saved:
             raise StateError(
                 f"SeederCallback: Lightning restored the train loader(s) to (epoch, batch, batches) {now}, but the "
@@ -318,7 +373,7 @@ class SeederCallback(Callback):
     def _apply(self, gathered: Dict[str, Any]) -> None:
         """Load ``gathered`` with the seeder's loaders left out (their positions are Lightning's to restore)."""
         s = self.seeder
-        loaders = [p for p in s.participants() if isinstance(p, DataLoader)]
+        loaders = [p for p in s.participants() if isinstance(p, SEEDER_LOADERS)]
         for ld in loaders:
             s.leave(ld)
         try:

@@ -38,7 +38,7 @@ import contextlib
 import logging
 import os
 import warnings
-from typing import Any, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional
 
 import torch.utils.data
 
@@ -47,6 +47,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from .. import stepwatch
+from ..checks import check_state_header, is_int
 from ..core import Seeder
 from ..errors import SeederWarning, StateError
 from ..default import resolve_seeder
@@ -56,19 +57,62 @@ from ..internals import require
 from ..data.iterable import IterableLoader
 from .accelerate import read_checkpoint_state, save_checkpoint_state
 
-__all__ = ["SeederTrainer", "SeederCheckpointCallback"]
+__all__ = ["SeederTrainer", "SeederCheckpointCallback", "StreamEpochs"]
 
 logger = logging.getLogger("seeder")
 
 
 
+_STREAM_KEYS = frozenset({"format", "version", "earlier"})
+
+
+class StreamEpochs:
+    """Participant of a :class:`SeederTrainer` over a stream: the batches of the stream's epochs before this one.
+
+    The Trainer counts a stream with no length as one epoch of ``max_steps`` when it resumes
+    (it skips ``global_step`` batches of its epoch 0), while the stream has epochs of its own:
+    a resume checks that count against these batches plus the stream's position.
+
+    >>> StreamEpochs().state_dict()
+    {'format': 'seeder.trainer_stream', 'version': 1, 'earlier': 0}
+    """
+
+    seeder_kind = "trainer_stream"
+
+    def __init__(self) -> None:
+        self.earlier = 0
+
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+        """Nothing: the Trainer's ``set_epoch`` (through the training loader) moves the count."""
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"format": "seeder.trainer_stream", "version": 1, "earlier": self.earlier}
+
+    def check_state_dict(self, state: Any) -> None:
+        check_state_header(state, "seeder.trainer_stream", 1, _STREAM_KEYS, "SeederTrainer stream", "SeederTrainer")
+        if not (is_int(state["earlier"]) and state["earlier"] >= 0):
+            raise StateError(f"SeederTrainer stream state['earlier'] must be a non-negative int, got {state['earlier']!r}")
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.earlier = int(state["earlier"])
+
+
 class _TrainLoader:
-    """The training loader as the Trainer sees it: ``set_epoch`` reseeds, everything else is the loader's."""
+    """The training loader as the Trainer sees it: ``set_epoch`` reseeds, everything else is the loader's.
+
+    Over a stream, the Trainer's epoch after a resume is not the stream's: ``offset`` maps one on the other.
+    """
 
     def __init__(self, loader: Any, seeder: Seeder):
         self.loader = loader
         self.seeder = seeder
         self.iterated = False
+        self.stream: Optional[StreamEpochs] = None
+        self.offset = 0  # stream epoch - Trainer epoch
+        self.resumed = False  # a loaded state: the next set_epoch sets the offset
+        if isinstance(loader, IterableLoader):
+            self.stream = StreamEpochs()
+            seeder.join(self.stream)
 
     def __getattr__(self, name: str) -> Any:
         if name == "loader":
@@ -81,6 +125,12 @@ class _TrainLoader:
     def set_epoch(self, epoch: int) -> None:
         # The Trainer calls this right before iterating epoch `epoch`; after a resume inside that epoch the
         # seeder skips the reseed (the loaded state continues it).
+        if self.stream is not None:
+            if self.resumed:
+                self.offset, self.resumed = self.loader.epoch - epoch, False
+            elif epoch + self.offset != self.loader.epoch:  # the stream's next epoch
+                self.stream.earlier += self.loader.batches_done
+            epoch += self.offset
         self.seeder.reseed(TRAIN_TASK, epoch)
 
     def __iter__(self) -> Iterator[Any]:
@@ -186,6 +236,7 @@ class SeederTrainer(Trainer):
         if self._pending_state is not None:
             state, self._pending_state = self._pending_state, None
             self.seeder.load_state_dict(state)
+            self.seeder_train_loader.resumed = True
             logger.info("seeder state restored: epoch %s, batch %d", self.seeder.last_reseed,
                         self.seeder_train_loader.loader.state_dict()["batch"])
         return self.seeder_train_loader
@@ -227,13 +278,14 @@ class SeederTrainer(Trainer):
                 return original(dataloader, num_batches)
             state = ours.loader.state_dict()
             position = state["batch"]
-            if position != num_batches and isinstance(ours.loader, IterableLoader):
+            if ours.stream is not None and ours.stream.earlier + position != num_batches:
                 raise StateError(
-                    f"the Trainer resumes at step {num_batches} of its epoch, but the stream stands at batch {position} of "
-                    f"its epoch {state['epoch']}: over an IterableDataset the Trainer counts max_steps as one epoch and "
-                    "cannot tell where the stream's own epochs begin, so a checkpoint saved after the stream's first "
-                    "epoch ended cannot be resumed exactly; resume from a checkpoint of the stream's first epoch, or "
-                    "train one pass of the stream per Trainer run (max_steps within it)")
+                    f"the Trainer resumes after {num_batches} batches, but the stream stands at batch {position} of its "
+                    f"epoch {state['epoch']} after {ours.stream.earlier} batches of its earlier epochs: the checkpoint's "
+                    "trainer_state.json and seeder_state files come from different moments (or gradient accumulation "
+                    "spans the stream's epoch boundary); resume from a checkpoint folder written by one SeederTrainer save")
+            if ours.stream is not None:
+                position = num_batches  # the batches of the stream's earlier epochs count in the Trainer's epoch
             if position != num_batches:
                 raise StateError(
                     f"the Trainer resumes after batch {num_batches} of the epoch but the seeder state stands at batch "
