@@ -21,13 +21,13 @@ def records(path: Path):
             {r["seeder_verify"]: r["at_step"] for r in rows if "seeder_verify" in r})
 
 
-def stop_and_resume(tmp_path: Path, script: str, args, resume_args=()):
+def stop_and_resume(tmp_path: Path, script: str, args, resume_args=(), preload=()):
     """The full run, a run stopped at STOP and its resume (in the stopped run's directory, as verify copies it)."""
     full, part = tmp_path / "full", tmp_path / "part"
     full.mkdir()
     part.mkdir()
     env = {"SEEDER_CKPT_DIR": str(part / "ckpt")}
-    server = ForkServer(tmp_path)
+    server = ForkServer(tmp_path, preload=preload)
     try:
         server.run([script, *args], cwd=full, env={"SEEDER_STEPS": str(full / "steps.jsonl")}, timeout=240)
         server.run([script, *args], cwd=part, timeout=240,
@@ -57,7 +57,7 @@ def test_lightning_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path):
     pytest.importorskip("lightning")
     script = "examples/lightning_train.py"
     assert speaks_to_verify(script) == []
-    part = stop_and_resume(tmp_path, script, SMALL + ["--ckpt-dir", "ckpt"])
+    part = stop_and_resume(tmp_path, script, SMALL + ["--ckpt-dir", "ckpt"], preload=["lightning.pytorch"])
     assert (part / "ckpt" / "seeder-stop.ckpt").is_file()  # SeederCallback's stop, found again by resume_path
 
 
@@ -65,5 +65,6 @@ def test_hf_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path):
     pytest.importorskip("transformers")
     script = "examples/hf_train.py"
     assert speaks_to_verify(script) == []
-    part = stop_and_resume(tmp_path, script, SMALL, resume_args=["--resume"])  # verify passes the script's --resume
+    part = stop_and_resume(tmp_path, script, SMALL, resume_args=["--resume"],  # verify passes the script's --resume
+                           preload=["transformers", "seeder.integrations.transformers"])
     assert (part / "hf_train_out" / f"checkpoint-{STOP}" / "seeder_state_0.pt").is_file()
