@@ -162,13 +162,14 @@ class ForkServer:
     """Runs scripts as children forked from one ``tests/scripts/fork_server.py`` process that imported torch once.
 
     ``run(args)`` is :func:`run_python` for a script (same result), minus the Python start; ``start(args)``
-    returns the :class:`ForkedRun` at once. Runs are one at a time.
+    returns the :class:`ForkedRun` at once. Runs are one at a time. ``preload``: modules the server imports too
+    (``["lightning.pytorch"]``), so that each run does not.
     """
 
-    def __init__(self, tmp: Path, env: Optional[Dict[str, str]] = None):
+    def __init__(self, tmp: Path, env: Optional[Dict[str, str]] = None, preload: Sequence[str] = ()):
         self.tmp, self.count = tmp, 0
         self.log = open(tmp / "fork_server.err", "w+")
-        self.proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "scripts" / "fork_server.py")],
+        self.proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "scripts" / "fork_server.py"), *preload],
                                      env=child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, text=True, cwd=str(REPO_ROOT))
         self.answers: "queue.Queue[str]" = queue.Queue()

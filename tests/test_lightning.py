@@ -182,6 +182,41 @@ def test_import_seeder_does_not_import_lightning():
     subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
+# ------------------------------------------------------------------------- resume_path (seeder verify's resume)
+def test_resume_path_resumes_where_seeder_verify_stopped_the_run(tmp_path, monkeypatch, fresh):
+    """A plain script's `fit(ckpt_path=resume_path(args.ckpt_path))` under verify's variables: stop, resume, exact."""
+    import json
+
+    from seeder import stepwatch
+    from seeder.integrations.lightning import resume_path
+
+    for name in (stepwatch.ENV_STEPS, stepwatch.ENV_STOP, stepwatch.ENV_RESUME, stepwatch.ENV_CKPT_DIR):
+        monkeypatch.delenv(name, raising=False)
+    assert resume_path() is None and resume_path("mine.ckpt") == "mine.ckpt"  # outside verify: what the user gave
+    full = run(3, loader_factory=quick_loader)
+    steps = tmp_path / "steps.jsonl"
+    monkeypatch.setenv(stepwatch.ENV_STEPS, str(steps))
+    monkeypatch.setenv(stepwatch.ENV_CKPT_DIR, str(tmp_path / "ckpt"))
+    monkeypatch.setenv(stepwatch.ENV_STOP, "4")  # verify's run (2b): stop inside epoch 0 (6 steps an epoch)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            run(3, loader_factory=quick_loader, ckpt_path=resume_path())
+        assert stop.value.code == 0 and (tmp_path / "ckpt" / "seeder-stop.ckpt").is_file()
+        monkeypatch.delenv(stepwatch.ENV_STOP)
+        monkeypatch.setenv(stepwatch.ENV_RESUME, "1")  # verify's run (3b)
+        assert resume_path() == str(tmp_path / "ckpt" / "seeder-stop.ckpt")
+        assert resume_path("mine.ckpt") == "mine.ckpt"  # a checkpoint the user names wins
+        resumed = run(3, loader_factory=quick_loader, ckpt_path=resume_path())
+        assert same(full, resumed, 4) and [s for s, _ in resumed["losses"]] == list(range(5, 13))
+        marks = [r for r in map(json.loads, steps.read_text().splitlines()) if "seeder_verify" in r]
+        assert marks == [{"seeder_verify": "stopped", "at_step": 4}, {"seeder_verify": "resumed", "at_step": 4}]
+        monkeypatch.setenv(stepwatch.ENV_CKPT_DIR, str(tmp_path / "elsewhere"))
+        with pytest.warns(SeederWarning, match="no .*seeder-stop.ckpt.*put SeederCallback"):
+            assert resume_path() is None
+    finally:
+        stepwatch.del_env()
+
+
 # ----------------------------------------------------------------------------------------- Fabric
 def fabric_train(tmp_path, stop_at=None, resume=False, setup_dataloaders=False):
     """docs/lightning.md's Fabric recipe with the module-level seeder, 2 workers, 2 epochs x 6 steps."""

@@ -388,3 +388,48 @@ def test_summary_value_is_the_last_epoch_mean():
     assert stats.summary_value(m([4.0, 3.0, 2.0, 1.0, 1.0, 0.5], per_epoch=4)) == 0.75
     no_epochs = Metrics([(i,) for i in range(8)], np.arange(8.0), [None] * 8)
     assert stats.summary_value(no_epochs) == 6.5  # the last quarter of the steps
+
+
+# --- the plan: how many runs ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("contract", [Contract(), Contract(stop_after_epochs="", stop_after_steps="", resume="")],
+                         ids=["flags", "seeder-stops"])
+def test_resume_repeats_runs_fewer_stopped_and_resumed_runs(tmp_path, contract):
+    """--resume-repeats N: the two resume checks run N repeats; (1) and (4) keep --repeats; default unchanged."""
+    from collections import Counter
+
+    from seeder.cli import build_parser
+    from seeder.verify import VerifyConfig
+    from seeder.verify.plan import plan_verify
+
+    def kinds(**kw):
+        cfg = VerifyConfig(command=["python", "train.py"], out=tmp_path, epochs=4, repeats=3, contract=contract, **kw)
+        cfg.validate()
+        specs = plan_verify(cfg, tmp_path)
+        assert len({s.name for s in specs}) == len(specs)
+        return Counter(s.info["kind"] for s in specs), {s.name for s in specs}
+
+    every = {"full": 3, "unseeded": 3, "half": 3, "resume": 3, "mid": 3, "resume-mid": 3}
+    assert kinds()[0] == kinds(resume_repeats=3)[0] == every  # 18 runs
+    fewer, names = kinds(resume_repeats=1)
+    assert fewer == {"full": 3, "unseeded": 3, "half": 1, "resume": 1, "mid": 1, "resume-mid": 1}  # 10 runs
+    assert {"half-0", "resume-0", "mid-0", "resume-mid-0"} <= names and not names & {"half-1", "resume-mid-2"}
+    assert sum(kinds(resume_repeats=2, mid_epoch=False)[0].values()) == 3 * 2 + 2 * 2
+    for bad in (0, 4, 1.5):
+        with pytest.raises(ValueError, match="resume_repeats must be an integer from 1 to repeats"):
+            VerifyConfig(command=["python"], out=tmp_path, repeats=3, resume_repeats=bad).validate()
+    args = build_parser().parse_args(["verify", "--repeats", "3", "--resume-repeats", "1", "--", "python", "t.py"])
+    assert args.resume_repeats == 1
+    assert build_parser().parse_args(["verify"]).resume_repeats is None
+
+
+def test_resume_checks_with_fewer_repeats_than_the_seeded_runs():
+    runs = runs_ok()
+    fewer = {**runs, "half": runs["half"][:1], "resume": runs["resume"][:1]}
+    rep = analyze_verify(fewer)
+    resume = next(c for c in rep["checks"] if c["name"] == "resume")
+    assert rep["verdict"] == "PASS" and [r["repeat"] for r in resume["details"]["repeats"]] == [0]
+    broken = {**fewer, "resume": [m(np.array(BASE[4:]) + 0.5, start=4, digest="d1")]}
+    assert analyze_verify(broken)["verdict"] == "FAIL"
+    with pytest.raises(ValueError, match="same number of repeats"):
+        analyze_verify({**runs, "half": runs["half"][:1]})

@@ -196,7 +196,7 @@ def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path):
     """torch + the real seeder, stopped mid-epoch: resuming without seeder.load_state_dict is caught."""
     script = str(REPO_ROOT / "tests" / "scripts" / "verify_torch_toy.py")
     p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
-                    "--stop-after-steps", "9", "--no-figures", "--no-progress", "--",
+                    "--resume-repeats", "1", "--stop-after-steps", "9", "--no-figures", "--no-progress", "--",
                     sys.executable, script, "--bug", "no-seeder-state"], check=False, timeout=300)
     assert p.returncode == 1, p.stderr
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
@@ -211,7 +211,8 @@ LOADER_TOY = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_load
 def test_verify_names_the_missing_dataloader_generator(tmp_path):
     """torch + the real seeder + a plain DataLoader without generator=: the default run says what to pass."""
     p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
-                    "--no-figures", "--no-progress", "--", *LOADER_TOY, "--bug", "no-generator"], check=False, timeout=300)
+                    "--resume-repeats", "1", "--no-figures", "--no-progress", "--", *LOADER_TOY, "--bug", "no-generator"],
+                   check=False, timeout=300)
     assert p.returncode == 1, p.stderr
     assert "pass generator=seeder.dataloader_generator() to the DataLoader" in p.stdout.replace("Pass", "pass")
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
@@ -227,7 +228,7 @@ def test_verify_names_the_missing_dataloader_generator(tmp_path):
 
 def test_verify_names_a_sampler_position_that_never_moved(tmp_path):
     rep = verify(VerifyConfig(command=LOADER_TOY + ["--bug", "no-advance"], out=tmp_path / "v", epochs=2, repeats=2,
-                              jobs=2, progress=False, figures=False))
+                              resume_repeats=1, jobs=2, progress=False, figures=False))
     assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
     mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
     assert mid["details"]["repeats"][0]["diagnosis"]["state"] == "position"
@@ -241,7 +242,8 @@ def test_verify_names_a_sampler_position_that_never_moved(tmp_path):
 def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
     """The README's command, made small: no training command means examples/train.py (options after -- go to it)."""
     p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
-                    "--no-figures", "--no-progress", "--", "--samples", "256", "--workers", "1"], check=False, timeout=500)
+                    "--resume-repeats", "1", "--no-figures", "--no-progress", "--", "--samples", "256", "--workers", "1"],
+                   check=False, timeout=500)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     assert rep["verdict"] == "PASS" and checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "PASS",
@@ -259,9 +261,10 @@ PLAIN = str(REPO_ROOT / "tests" / "scripts" / "plain_loop.py")
 def test_verify_without_a_contract_a_plain_loop_with_seeder_checkpoint(tmp_path):
     """No flag of verify's: seeder records the steps, seeder.Checkpoint stops and resumes; mid-epoch stop in epoch 1."""
     rep = verify(VerifyConfig(command=[sys.executable, PLAIN], out=tmp_path / "v", epochs=2, repeats=2, jobs=2,
-                              progress=False, figures=False))
+                              resume_repeats=1, progress=False, figures=False))
     assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "PASS", "variance": "PASS"}
     runs = {r["name"]: r for r in rep["runs"]}
+    assert "resume-1" not in runs and "resume-mid-1" not in runs  # --resume-repeats 1: 8 runs, not 12
     assert runs["mid-0"]["stop_where"] == "3 of 6 steps into epoch 1" and runs["half-0"]["stop_after_steps"] == 6
     assert runs["unseeded-0"]["master_seed"] != runs["unseeded-1"]["master_seed"]  # drawn, printed, recorded
     assert any("takes no --resume" in n for n in rep["notes"])

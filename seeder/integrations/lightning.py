@@ -6,7 +6,11 @@ The user's code, and nothing else::
     seeder.reseed(0, 0)                                    # before the LightningModule is built
     model = MyModule()                                     # train_dataloader() returns seeder.DataLoader(...)
     trainer = Trainer(callbacks=[SeederCallback(), ModelCheckpoint(every_n_train_steps=100)])
-    trainer.fit(model, ckpt_path=last_or_none)
+    trainer.fit(model, ckpt_path=resume_path(args.ckpt_path))   # the user's checkpoint, or seeder verify's
+
+:func:`resume_path` returns the checkpoint to resume from: the one given, else the one
+``seeder verify`` asks the run to resume from, else ``None``; with it a plain Lightning
+script is verified without a resume flag of its own.
 
 What the callback does:
 
@@ -77,7 +81,7 @@ from ..internals import require
 from ..state import GATHERED_FORMAT
 from ..world import rederive_streams
 
-__all__ = ["SeederCallback", "CALLBACK_STATE_VERSION", "SEEDER_LOADERS"]
+__all__ = ["SeederCallback", "CALLBACK_STATE_VERSION", "SEEDER_LOADERS", "resume_path"]
 
 logger = logging.getLogger("seeder")
 
@@ -127,6 +131,41 @@ def _movable(gathered: Dict[str, Any], checkpoint: Dict[str, Any]) -> bool:
     parts = gathered["ranks"][0].get("participants")
     return (bool(loaders) and all(isinstance(st, dict) and st.get("format") == "seeder.elastic_loader" for st in loaders)
             and isinstance(parts, dict) and all(str(k).startswith("generator.") for k in parts))
+
+
+def _stop_checkpoint(root: Optional[str]) -> str:
+    """Where :class:`SeederCallback` saves a ``seeder verify`` stop: the run's checkpoint directory, else ``root``."""
+    return os.path.join(stepwatch.ckpt_dir() or root or os.getcwd(), stepwatch.STOP_CKPT)
+
+
+def resume_path(ckpt_path: Optional[str] = None) -> Optional[str]:
+    """The checkpoint for ``Trainer.fit(ckpt_path=...)``: ``ckpt_path`` when given, else the one ``seeder verify`` resumes.
+
+    ``seeder verify`` asks a run to resume with ``$SEEDER_RESUME=1``; the checkpoint is the
+    ``seeder-stop.ckpt`` that :class:`SeederCallback` saved when it stopped the run, in
+    ``$SEEDER_CKPT_DIR`` (which verify sets), else in the working directory (the Trainer's
+    default ``default_root_dir``). Outside ``seeder verify``, and in its runs that do not
+    resume, the result is ``None``: a fresh run. A resume asked for with no such file (the
+    stopped run never stopped: no ``SeederCallback`` in its Trainer) warns with
+    :class:`seeder.SeederWarning` and returns ``None``; verify then says that the resume was
+    not tested.
+
+    ``trainer.fit(model, ckpt_path=resume_path(args.ckpt_path))`` is all a script needs:
+
+    >>> resume_path("ckpt/last.ckpt")                # the user's own checkpoint wins
+    'ckpt/last.ckpt'
+    >>> resume_path() is None                        # not resumed by seeder verify: a fresh run
+    True
+    """
+    if ckpt_path is not None or not stepwatch.resume_requested():
+        return ckpt_path
+    path = _stop_checkpoint(None)
+    if not os.path.isfile(path):
+        warnings.warn(f"seeder verify asks this run to resume, but there is no {path}: the run it continues did not "
+                      "stop through SeederCallback; put SeederCallback() in the Trainer's callbacks", SeederWarning,
+                      stacklevel=2)
+        return None
+    return path
 
 
 def _flatten(obj: Any) -> Iterator[Any]:
@@ -222,12 +261,13 @@ class SeederCallback(Callback):
                 f"SeederCallback: Lightning resumes epoch {trainer.current_epoch} but the seeder state continues "
                 f"{last}; the checkpoint's loop and seeder states do not belong together (save both with the same "
                 "Trainer.save_checkpoint)")
+        stepwatch.mark("resumed")  # for seeder verify: this run continues a checkpoint (nothing outside verify)
 
     def on_train_batch_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         """Under ``seeder verify``: at the step it asks for, save Lightning's checkpoint and exit (status 0)."""
         if stepwatch.should_stop():
-            path = os.path.join(stepwatch.ckpt_dir() or trainer.default_root_dir, stepwatch.STOP_CKPT)
+            path = _stop_checkpoint(trainer.default_root_dir)
             trainer.save_checkpoint(path)
             stepwatch.mark("stopped")
             logger.info("stopped for seeder verify after step %s; checkpoint %s", stepwatch.steps_done(), path)

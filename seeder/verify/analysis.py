@@ -267,9 +267,10 @@ def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alp
     """Checks and per-step statistics for the runs of one verify session.
 
     ``runs`` maps run kinds (:data:`RUN_KINDS`, :data:`MID_KINDS`) to one :class:`Metrics`
-    per repeat (at least two repeats). ``full`` and ``unseeded`` are needed; ``half`` +
-    ``resume`` and ``mid`` + ``resume-mid`` come in pairs, and a missing pair makes its
-    check SKIP with the reason ``skipped[check name]``. ``diagnose(check, repeat)``
+    per repeat. ``full`` and ``unseeded`` are needed, at least two repeats each; ``half`` +
+    ``resume`` and ``mid`` + ``resume-mid`` come in pairs (repeat r resumes run ``full`` r;
+    a pair may have fewer repeats, at least one), and a missing pair makes its check SKIP
+    with the reason ``skipped[check name]``. ``diagnose(check, repeat)``
     may explain a resume failure (a :class:`seeder.verify.diagnose.Diagnosis` as a
     dict). Returns a dict with ``verdict`` (PASS when no check FAILs), ``reasons``,
     ``checks`` and ``per_step``.
@@ -285,8 +286,12 @@ def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alp
     if missing:
         raise ValueError(f"runs lacks the kinds {missing}")
     n = {k: len(v) for k, v in runs.items() if k in ALL_KINDS}
-    if len(set(n.values())) != 1 or n["full"] < 2:
-        raise ValueError(f"every run kind needs the same number of repeats, at least 2; got {n}")
+    if n["full"] != n["unseeded"] or n["full"] < 2:
+        raise ValueError(f"runs (1) and (4) need the same number of repeats, at least 2; got {n}")
+    for stop_kind, resume_kind in (("half", "resume"), ("mid", "resume-mid")):
+        if stop_kind in n and (n[stop_kind] != n[resume_kind] or not 1 <= n[stop_kind] <= n["full"]):
+            raise ValueError(f"{stop_kind!r} and {resume_kind!r} need the same number of repeats, from 1 to the "
+                             f"repeats of 'full'; got {n}")
     skipped = skipped or {}
     full, unseeded = list(runs["full"]), list(runs["unseeded"])
     checks = [_check_reproducible(full, atol)]

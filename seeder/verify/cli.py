@@ -108,6 +108,9 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
                        "(4) unseeded X epochs, each repeated; then decide PASS or FAIL and draw the figures.")
     _common(p, "seeder-verify", 4)
     p.add_argument("--repeats", "-r", type=int, default=3, help="repeats of the runs (default 3, at least 2)")
+    p.add_argument("--resume-repeats", type=int, default=None, metavar="N",
+                   help="repeats of the stopped and resumed runs (2), (3), (2b), (3b) (default: --repeats; from 1 to "
+                   "--repeats): each repeat fewer is 4 runs fewer (2 with --no-mid-epoch)")
     mid = p.add_mutually_exclusive_group()
     mid.add_argument("--stop-after-steps", type=int, default=None, metavar="S",
                      help="stop the mid-epoch run (2b) after global step S (default: the odd step nearest the middle of "
@@ -120,8 +123,8 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
         from .session import VerifyConfig, verify
         from . import report as rep
 
-        cfg = VerifyConfig(repeats=args.repeats, stop_after_steps=args.stop_after_steps, atol=args.atol, alpha=args.alpha,
-                           mid_epoch=not args.no_mid_epoch, **_common_kwargs(args))
+        cfg = VerifyConfig(repeats=args.repeats, resume_repeats=args.resume_repeats, stop_after_steps=args.stop_after_steps,
+                           atol=args.atol, alpha=args.alpha, mid_epoch=not args.no_mid_epoch, **_common_kwargs(args))
         result = _run(verify, cfg)
         if isinstance(result, int):
             return result

@@ -84,7 +84,10 @@ def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport])
 
 
 def _plan_seeder_stops(cfg: Any, out: Path) -> List[RunSpec]:
-    """Per repeat (1), (4), (2) and (2b) after run (1) of repeat 0 (their stop steps come from it), (3), (3b)."""
+    """Per repeat (1), (4), (2) and (2b) after run (1) of repeat 0 (their stop steps come from it), (3), (3b).
+
+    Runs (2), (3), (2b), (3b) are in the first ``cfg.resume_runs`` repeats only.
+    """
     specs: List[RunSpec] = []
     stops: Dict[str, Any] = {}
 
@@ -110,6 +113,8 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> List[RunSpec]:
         specs += [make_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=cfg.epochs),
                   make_spec(cfg, out, f"unseeded-{r}", epochs=cfg.epochs)]
         pairs = [("half", "resume", 0)] + ([("mid", "resume-mid", 1)] if cfg.mid_epoch else [])
+        if r >= cfg.resume_runs:  # the resume checks run fewer repeats (--resume-repeats)
+            pairs = []
         for stop, resume, which in pairs:
             by_name[f"{stop}-{r}"] = make_spec(cfg, out, f"{stop}-{r}", after="full-0", prepare=stopped(f"{stop}-{r}", which),
                                                seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(run[stop] / "ckpt"))
@@ -128,25 +133,27 @@ def plan_verify(cfg: Any, out: Path, support: Optional[StepStopSupport] = None) 
     """The runs of the methodology, in launch order: per repeat (2), (1), (4), (3) after (2), (2b), (3b) after (2b).
 
     Runs (2)/(3) need X >= 2; (2b)/(3b) need ``cfg.mid_epoch``, and are left out at
-    start time when ``support`` says the command has no step stop flag.
+    start time when ``support`` says the command has no step stop flag. All four are in
+    the first ``cfg.resume_runs`` repeats only (``--resume-repeats``).
     """
     if seeder_stops(cfg):
         return _plan_seeder_stops(cfg, out)
     x, specs = cfg.epochs, []
     for r in range(cfg.repeats):
+        resumes = r < cfg.resume_runs
         half_ckpt, res_ckpt = out / "runs" / f"half-{r}" / "ckpt", out / "runs" / f"resume-{r}" / "ckpt"
         res_mid_ckpt = out / "runs" / f"resume-mid-{r}" / "ckpt"
         if cfg.contract.stop_after_epochs:
             stop: Dict[str, Any] = {"epochs": x, "stop_after_epochs": x // 2}
         else:  # no stop flag: NVIDIA's way, a run of X/2 epochs
             stop = {"epochs": x // 2}
-        if x >= 2:
+        if x >= 2 and resumes:
             specs.append(make_spec(cfg, out, f"half-{r}", seed=cfg.seed, ckpt_dir=str(half_ckpt), **stop))
         specs += [make_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=x), make_spec(cfg, out, f"unseeded-{r}", epochs=x)]
-        if x >= 2:
+        if x >= 2 and resumes:
             specs.append(make_spec(cfg, out, f"resume-{r}", after=f"half-{r}", prepare=copy_run_dir(half_ckpt.parent, res_ckpt.parent),
                                seed=cfg.seed, epochs=x, ckpt_dir=str(res_ckpt), resume=True))
-        if cfg.mid_epoch:
+        if cfg.mid_epoch and resumes:
             specs += [prepare_mid(cfg, out, r, support),
                       make_spec(cfg, out, f"resume-mid-{r}", after=f"mid-{r}", prepare=copy_run_dir(res_mid_ckpt.parent.parent / f"mid-{r}", res_mid_ckpt.parent),
                             seed=cfg.seed, epochs=x, ckpt_dir=str(res_mid_ckpt), resume=True)]

@@ -90,7 +90,9 @@ def plot_methodology(report: Dict[str, Any]) -> Figure:
     top = 5.2 if mid else 3.2
     ax.set_xlim(-2.6, x + 1.9)
     ax.set_ylim(-1.2, top + 1.1)
-    ax.set_title(f"seeder verify: one seed ({cfg['seed']}) for runs 1-3, none for run 4; each repeated {r} times",
+    rr = cfg.get("resume_repeats")
+    fewer = f" (2, 3: {rr})" if rr is not None and rr != r else ""
+    ax.set_title(f"seeder verify: one seed ({cfg['seed']}) for runs 1-3, none for run 4; each repeated {r} times{fewer}",
                  fontsize=10)
     rows = [("full", top, 0, x)]
     if half is not None:

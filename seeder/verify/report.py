@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 __all__ = ["table", "markdown", "VERIFY_METHOD", "COMPARE_METHOD"]
 
 VERIFY_METHOD = """\
-With one seed ({seed}) for runs 1-3 and none for run 4, each repeated {repeats} times with X = {epochs} epochs:
+With one seed ({seed}) for runs 1-3 and none for run 4, each repeated {repeats} times{resume_repeats} with X = {epochs} epochs:
 
 - (1) **full**: seeded, X epochs without interruption;
 - (2) **half**: seeded, stopped at an epoch boundary, {stop}, with a checkpoint;
@@ -122,6 +122,12 @@ def _rel(path: str, out: Path) -> str:
         return path
 
 
+def _resume_repeats_text(cfg: Dict[str, Any]) -> str:
+    """`` (runs 2, 3, 2b, 3b: N times)`` where ``--resume-repeats`` gave fewer repeats, else nothing."""
+    n = cfg.get("resume_repeats")
+    return "" if n is None or n == cfg["repeats"] else f" (runs 2, 3, 2b, 3b: {n} {'time' if n == 1 else 'times'})"
+
+
 def _stop_text(report: Dict[str, Any]) -> Tuple[str, str]:
     """How runs (2) and (2b) were stopped, for the method text."""
     cfg = report["config"]
@@ -173,6 +179,7 @@ def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
                                                                              for k, v in corr.items())]
         lines += ["", "## How this is decided", "",
                   VERIFY_METHOD.format(seed=cfg["seed"], repeats=cfg["repeats"], epochs=cfg["epochs"],
+                                       resume_repeats=_resume_repeats_text(cfg),
                                        stop=_stop_text(report)[0], mid=_stop_text(report)[1], atol=cfg["atol"],
                                        alpha=cfg["alpha"])]
     lines += ["## Runs", "", "Master seed: given by verify, or drawn by an unseeded run and printed by seeder "

@@ -33,7 +33,8 @@ STEPS_NAME = "steps.jsonl"
 NO_STOP = ("nothing in the run stopped it at step {step} (seeder stops a plain loop through seeder.Checkpoint, "
            "Lightning through SeederCallback, a Trainer through SeederTrainer); or map the script's stop flag "
            "with --arg stop_after_steps=...")
-NO_RESUME = "no resume option; map one with --arg resume=... (or resume through seeder.Checkpoint / SeederTrainer)"
+NO_RESUME = ("no resume option; map one with --arg resume=... (or resume through seeder.Checkpoint / SeederTrainer, "
+             "or Lightning's fit(ckpt_path=seeder.integrations.lightning.resume_path(...)))")
 
 Stop = Tuple[Optional[int], str]
 

@@ -90,6 +90,9 @@ class VerifyConfig(_Common):
     ``stop_after_steps``, or by default at a step near the middle of run (2)'s last
     epoch. ``atol`` > 0 accepts loss differences up to it (for nondeterministic
     kernels); ``alpha`` is the significance level of the variance test.
+    ``resume_repeats`` (default ``None``: ``repeats``) is how many repeats run the two
+    resume checks' stopped and resumed runs, (2)/(3) and (2b)/(3b); runs (1) and (4)
+    keep ``repeats``.
     """
 
     repeats: int = 3
@@ -97,6 +100,12 @@ class VerifyConfig(_Common):
     atol: float = 0.0
     alpha: float = 0.05
     mid_epoch: bool = True
+    resume_repeats: Optional[int] = None
+
+    @property
+    def resume_runs(self) -> int:
+        """Repeats of the stopped and resumed runs: ``resume_repeats``, or ``repeats`` when it is ``None``."""
+        return self.repeats if self.resume_repeats is None else self.resume_repeats
 
     def validate(self) -> None:
         self._validate()
@@ -104,6 +113,10 @@ class VerifyConfig(_Common):
             raise ValueError(f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}")
         if not is_int(self.repeats) or self.repeats < 2:
             raise ValueError(f"repeats must be >= 2 (the variance test compares spreads), got {self.repeats!r}")
+        if self.resume_repeats is not None and (not is_int(self.resume_repeats)
+                                                or not 1 <= self.resume_repeats <= self.repeats):
+            raise ValueError(f"resume_repeats must be an integer from 1 to repeats ({self.repeats!r}), "
+                             f"got {self.resume_repeats!r}")
         if self.stop_after_steps is not None and (not is_int(self.stop_after_steps) or self.stop_after_steps < 1):
             raise ValueError(f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}")
         if not isinstance(self.mid_epoch, bool):  # a frozen config written to JSON: Python's bool only
@@ -217,15 +230,16 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
     cfg.validate()
     out = prepare_out(cfg.out)
     contract, notes = adapt_contract(cfg.command, cfg.contract, cwd=cfg.cwd, env=child_environment(cfg.jobs))
-    cfg = dataclasses.replace(cfg, contract=contract)
+    cfg = dataclasses.replace(cfg, contract=contract, resume_repeats=cfg.resume_runs)  # report.json names the count
     support = None
     if cfg.mid_epoch and not seeder_stops(cfg):  # decided while the first runs go (a `--help` probe at most)
         support = StepStopSupport(cfg.command, cfg.contract, explicit_step=cfg.stop_after_steps is not None,
                                   env=child_environment(cfg.jobs), cwd=cfg.cwd)
     specs = plan_verify(cfg, out, support)
     metrics, report = _execute(cfg, out, specs, "verify", "seeder verify")
-    runs = {k: [metrics[f"{k}-{r}"] for r in range(cfg.repeats)] for k in ALL_KINDS
-            if all(f"{k}-{r}" in metrics for r in range(cfg.repeats))}
+    counts = {k: cfg.repeats if k in ("full", "unseeded") else cfg.resume_runs for k in ALL_KINDS}
+    runs = {k: [metrics[f"{k}-{r}"] for r in range(n)] for k, n in counts.items()
+            if all(f"{k}-{r}" in metrics for r in range(n))}
     skipped = {"resume": f"X = {cfg.epochs} epoch has no epoch boundary inside the run to stop at"}
     if not cfg.mid_epoch:
         skipped["resume-mid-epoch"] = "turned off (--no-mid-epoch)"
@@ -239,7 +253,7 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
             steps = {r["name"]: r.get("stop_after_steps") for r in report["runs"]}
             why = next((w for w in (untested(out / "runs" / f"{stop}-{r}", out / "runs" / f"{resume}-{r}",
                                              steps.get(f"{stop}-{r}"), bool(cfg.contract.resume))
-                                    for r in range(cfg.repeats)) if w), None)
+                                    for r in range(cfg.resume_runs)) if w), None)
             if why:
                 runs.pop(stop, None), runs.pop(resume, None)
                 skipped[check] = why

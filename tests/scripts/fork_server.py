@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Runs Python scripts as forked children of one process that has imported torch once.
 
-    python tests/scripts/fork_server.py
+    python tests/scripts/fork_server.py [MODULE ...]     (MODULEs imported once too, e.g. lightning.pytorch)
 
 Reads one JSON request per line on stdin, ``{"argv": [script, args...], "stdout": path, "stderr": path}`` (and
 optionally ``"cwd": path`` and ``"env": {name: value}``, added to the child's environment), and runs ``script`` as ``__main__`` (``runpy``, as ``python script`` would: spawned
@@ -12,6 +12,7 @@ are killed with its session. A run costs a fork instead of a Python start with t
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import os
 import runpy
@@ -59,6 +60,8 @@ def child(argv: list, stdout: str, stderr: str, cwd: str, env: dict) -> None:
 
 
 def main() -> int:
+    for name in sys.argv[1:]:  # heavy imports the children share (a framework's import takes seconds)
+        importlib.import_module(name)
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
