@@ -80,58 +80,14 @@ from ..errors import SeederWarning, StateError
 from ..internals import require
 from ..state import GATHERED_FORMAT
 from ..world import rederive_streams
+from .lightning_loaders import LOADER_FORMATS, SEEDER_LOADERS, epoch_done, flatten, loader_state, movable, position
 
-__all__ = ["SeederCallback", "CALLBACK_STATE_VERSION", "SEEDER_LOADERS", "resume_path"]
+__all__ = ["SeederCallback", "CALLBACK_STATE_VERSION", "resume_path"]
 
 logger = logging.getLogger("seeder")
 
 #: Version of the layout of :meth:`SeederCallback.state_dict`.
 CALLBACK_STATE_VERSION = 1
-
-#: What ``seeder.DataLoader(...)`` returns: over a map-style dataset (elastic or not) or over a stream.
-SEEDER_LOADERS = (DataLoader, IterableLoader)
-#: The ``format`` of those loaders' states, as Lightning's loop state holds them.
-_LOADER_FORMATS = ("seeder.loader", "seeder.elastic_loader", "seeder.stream_loader")
-
-
-def _trained(trainer: "pl.Trainer") -> int:
-    """Batches of this epoch the fit loop has taken from its data fetcher (those it fetched ahead are not counted)."""
-    return int(trainer.fit_loop.epoch_loop.batch_progress.current.ready)
-
-
-def _state(loader: Any, trainer: "pl.Trainer") -> Dict[str, Any]:
-    """The state of ``loader`` as of what the fit loop trained: Lightning fetches a batch ahead of a stream."""
-    if isinstance(loader, IterableLoader):
-        return loader.state_dict_at(_trained(trainer))
-    return loader.state_dict()
-
-
-def _position(loader: Any, trainer: "pl.Trainer") -> List[Any]:
-    """``[epoch, batches trained, batches in the epoch]`` of a seeder loader; a stream's length is ``None``; an
-    elastic loader's ``[epoch, samples of the global order done, "global"]`` (the same on any world size)."""
-    if isinstance(loader, IterableLoader):
-        return [loader.epoch, _trained(trainer), None]
-    if isinstance(loader, ElasticDataLoader):
-        return [loader.epoch, loader.state_dict()["samples_done"], "global"]
-    return [loader.epoch, loader.batches_done, len(loader.batch_sampler)]
-
-
-def _done(loader: Any, trainer: "pl.Trainer") -> bool:
-    """Whether the fit loop has trained ``loader``'s whole epoch (a stream: it has seen the end, and trained all)."""
-    if isinstance(loader, IterableLoader):
-        return bool(_state(loader, trainer)["complete"])
-    return loader.batches_done >= len(loader.batch_sampler)
-
-
-def _movable(gathered: Dict[str, Any], checkpoint: Dict[str, Any]) -> bool:
-    """Whether a checkpoint loads on another world size: its train loaders are all elastic and the rest of its seeder
-    state is registered generators (``generator.<n>``), whose streams are re-derived."""
-    fit_loop = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
-    loaders = fit_loop.get("combined_loader") or []
-    parts = gathered["ranks"][0].get("participants")
-    return (bool(loaders) and all(isinstance(st, dict) and st.get("format") == "seeder.elastic_loader" for st in loaders)
-            and isinstance(parts, dict) and all(str(k).startswith("generator.") for k in parts))
-
 
 def _stop_checkpoint(root: Optional[str]) -> str:
     """Where :class:`SeederCallback` saves a ``seeder verify`` stop: the run's checkpoint directory, else ``root``."""
@@ -166,18 +122,6 @@ def resume_path(ckpt_path: Optional[str] = None) -> Optional[str]:
                       stacklevel=2)
         return None
     return path
-
-
-def _flatten(obj: Any) -> Iterator[Any]:
-    """The loaders in what ``trainer.train_dataloader`` returns (a loader, or lists/tuples/dicts of them)."""
-    if isinstance(obj, dict):
-        for value in obj.values():
-            yield from _flatten(value)
-    elif isinstance(obj, (list, tuple)):
-        for value in obj:
-            yield from _flatten(value)
-    elif obj is not None:
-        yield obj
 
 
 def _same_place(trainer: "pl.Trainer", what: str, rank: int, world: int, fix: str) -> None:
@@ -286,8 +230,8 @@ class SeederCallback(Callback):
         return {
             "version": CALLBACK_STATE_VERSION,
             "seeder": gathered,
-            "loaders": [_position(ld, trainer) for ld in loaders],
-            "epoch_complete": bool(loaders) and all(_done(ld, trainer) for ld in loaders),
+            "loaders": [position(ld, trainer) for ld in loaders],
+            "epoch_complete": bool(loaders) and all(epoch_done(ld, trainer) for ld in loaders),
         }
 
     def on_save_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: Dict[str, Any]) -> None:
@@ -303,7 +247,7 @@ class SeederCallback(Callback):
                              f"{len(streams)} seeder.DataLoader stream(s); return the train loaders from "
                              "train_dataloader() as seeder.DataLoader objects, not wrapped")
         for i, loader in zip(mine, streams):
-            saved[i] = _state(loader, trainer)
+            saved[i] = loader_state(loader, trainer)
 
     def on_load_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: Dict[str, Any]) -> None:
         """Validate the saved state against this run as soon as Lightning reads it; nothing changes on error.
@@ -323,7 +267,7 @@ class SeederCallback(Callback):
             require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
             fit_loop = checkpoint["loops"]["fit_loop"]["state_dict"]
             loader_states = fit_loop.get("combined_loader", [])
-            if all(isinstance(st, dict) and st.get("format") in _LOADER_FORMATS for st in loader_states):
+            if all(isinstance(st, dict) and st.get("format") in LOADER_FORMATS for st in loader_states):
                 fit_loop["combined_loader"] = []
         self._pending = state
 
@@ -339,7 +283,7 @@ class SeederCallback(Callback):
         if not isinstance(gathered, dict) or gathered.get("format") != GATHERED_FORMAT or not gathered.get("ranks"):
             raise StateError("SeederCallback: the checkpoint holds no gathered seeder state")
         s = self.seeder
-        if gathered.get("world_size") != s.world_size and not _movable(gathered, checkpoint):
+        if gathered.get("world_size") != s.world_size and not movable(gathered, checkpoint):
             raise StateError(
                 f"SeederCallback: the checkpoint was saved by {gathered.get('world_size')} process(es), this run has "
                 f"{s.world_size}; resume with the same number of devices x nodes for an exact continuation "
@@ -361,10 +305,10 @@ class SeederCallback(Callback):
             loaders = trainer.train_dataloader
         except Exception:  # no fit loop data yet
             return []
-        return [ld for ld in _flatten(loaders) if isinstance(ld, SEEDER_LOADERS)]
+        return [ld for ld in flatten(loaders) if isinstance(ld, SEEDER_LOADERS)]
 
     def _check_loaders(self, trainer: "pl.Trainer") -> None:
-        loaders = list(_flatten(trainer.train_dataloader))
+        loaders = list(flatten(trainer.train_dataloader))
         for ld in loaders:
             if isinstance(ld, IterableLoader):
                 _same_place(trainer, "the seeder.DataLoader's stream is sharded as", ld.seeder.rank,
@@ -393,7 +337,7 @@ class SeederCallback(Callback):
                         "not before Trainer.fit")
 
     def _check_positions(self, trainer: "pl.Trainer", saved: List[List[int]]) -> None:
-        now = [_position(ld, trainer) for ld in self._train_loaders()]
+        now = [position(ld, trainer) for ld in self._train_loaders()]
         if now != saved:
             raise StateError(
                 f"SeederCallback: Lightning restored the train loader(s) to (epoch, batch, batches) {now}, but the "
