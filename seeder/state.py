@@ -368,8 +368,8 @@ def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[D
     if changed:
         seeder.run = saved
         logger.info("seeder state from a world of %d loaded into a world of %d: master seed and last reseed %s "
-                    "restored, RNG and participant states left as they are; continue with reseed() of the next "
-                    "epoch", entry["world_size"], seeder.world_size, last)
+                    "restored; the saved RNG and participant states belong to the other world and are not loaded "
+                    "(the next reseed() seeds them)", entry["world_size"], seeder.world_size, last)
         return
     saved.resume_pending = last
     if last is not None:
