@@ -177,6 +177,9 @@ class DataLoader(torch.utils.data.DataLoader):
     """
 
     seeder_kind = "loader"
+    #: Whether ``__init__`` joins the seeder; a subclass that finishes building after it joins it itself (a loaded
+    #: state waiting for this loader is handed over as it joins).
+    joins_when_built = True
 
     __new__ = _new_loader  # an IterableDataset gets an IterableLoader; elastic=True an ElasticDataLoader
 
@@ -211,7 +214,8 @@ class DataLoader(torch.utils.data.DataLoader):
         object.__setattr__(self, "sampler", sampler)
         object.__setattr__(self, "batch_size", batch_size)
         object.__setattr__(self, "drop_last", drop_last)
-        seeder.join(self)
+        if self.joins_when_built:
+            seeder.join(self)
 
     # ------------------------------------------------------------ positions
     @property
