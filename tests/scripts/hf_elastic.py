@@ -1,0 +1,111 @@
+"""Child of tests/test_transformers_elastic.py: SeederTrainer(elastic=True), run under torchrun or in the test process.
+
+``python hf_elastic.py DIR full``: train EPOCHS epochs uninterrupted with a global batch of GLOBAL_BATCH
+samples (``per_device_train_batch_size = GLOBAL_BATCH // world``); at global step STOP (inside epoch 0)
+the Trainer saves DIR/full/checkpoint-STOP and goes on. Rows go to DIR/full<world>_<rank>.pt.
+:func:`resume` (``resume`` token) builds a fresh trainer on this world and resumes that checkpoint; rows go to
+DIR/resume<world>_<rank>.pt, the global RNG states at the first resumed step to DIR/rngs<world>_<rank>.pt.
+
+A row is ``(global step, sample indices, sample tensors)``, recorded by the model as it receives them.
+"""
+from __future__ import annotations
+
+import os
+import random
+import sys
+from typing import List, Optional
+
+import numpy as np
+import torch
+from transformers import TrainerCallback, TrainingArguments
+
+import seeder
+from seeder.integrations.transformers import SeederTrainer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_common import Augmented, Tiny  # noqa: E402
+
+N, GLOBAL_BATCH, STOP, EPOCHS, SEED = 32, 8, 2, 2, 42
+
+
+class Indexed(Augmented):
+    """hf_common's augmented items (drawing from random, NumPy and torch), with their index."""
+
+    def __init__(self) -> None:
+        super().__init__(n=N)
+
+    def __getitem__(self, i: int):
+        return dict(super().__getitem__(i), index=i)
+
+
+class Recording(Tiny):
+    """hf_common's model; it records each batch it receives with the global step it trains."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step = 0
+        self.rows: List[tuple] = []
+
+    def forward(self, x, labels=None, index=None):
+        self.rows.append((self.step, index.clone(), x.detach().clone()))
+        return super().forward(x, labels)
+
+
+def rng_states() -> List[torch.Tensor]:
+    """The global RNGs' states (random, NumPy, torch CPU) as tensors, without drawing."""
+    py = random.getstate()[1]
+    return [torch.tensor(py, dtype=torch.int64), torch.from_numpy(np.random.get_state()[1].astype(np.int64)),
+            torch.get_rng_state()]
+
+
+class Steps(TrainerCallback):
+    """Tells the model its step; saves a checkpoint at ``save_at``; keeps the RNG states at the first step it sees."""
+
+    def __init__(self, model: Recording, save_at: Optional[int]):
+        self.model, self.save_at = model, save_at
+        self.first: Optional[List[torch.Tensor]] = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.model.step = state.global_step + 1
+        if self.first is None:
+            self.first = rng_states()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.save_at:
+            control.should_save = True
+
+
+def trainer(out: str, save_at: Optional[int]):
+    """A SeederTrainer(elastic=True) with a global batch of GLOBAL_BATCH on this world, 0 workers."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    args = TrainingArguments(output_dir=out, per_device_train_batch_size=GLOBAL_BATCH // world, num_train_epochs=EPOCHS,
+                             learning_rate=0.1, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
+                             dataloader_num_workers=0, seed=SEED, ddp_find_unused_parameters=False)
+    s = seeder.Seeder()
+    s.init(SEED)  # after TrainingArguments: under torchrun the process group exists
+    torch.manual_seed(s.get_seed(0, 0, shared=True))  # the same initial weights on every rank
+    model = Recording()
+    steps = Steps(model, save_at)
+    t = SeederTrainer(model=model, args=args, train_dataset=Indexed(), callbacks=[steps], seeder=s, elastic=True)
+    return t, model, steps, world, s.rank
+
+
+def full(out: str) -> None:
+    t, model, _, world, rank = trainer(os.path.join(out, "full"), STOP)
+    t.train()
+    torch.save(model.rows, os.path.join(out, f"full{world}_{rank}.pt"))
+
+
+def resume(out: str) -> None:
+    t, model, steps, world, rank = trainer(os.path.join(out, "full"), None)
+    t.train(resume_from_checkpoint=os.path.join(out, "full", f"checkpoint-{STOP}"))
+    torch.save(model.rows, os.path.join(out, f"resume{world}_{rank}.pt"))
+    torch.save(steps.first, os.path.join(out, f"rngs{world}_{rank}.pt"))
+
+
+if __name__ == "__main__":
+    for token in sys.argv[2:]:
+        {"full": full, "resume": resume}[token](sys.argv[1])
+    if torch.distributed.is_initialized():  # a gloo group left to interpreter exit can abort the process (SIGABRT)
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()

@@ -1,0 +1,77 @@
+"""SeederTrainer(elastic=True): a checkpoint saved by 2 processes inside an epoch resumes on 1 with the same data.
+
+The 2-process run (torchrun, gloo on 127.0.0.1) trains two epochs uninterrupted with a global batch of 8 and
+saves a Trainer checkpoint at global step 2 of epoch 0; this process resumes it on 1 process (batch 8 per
+device, the same global batch). Every sample of the two epochs is trained once and each fetched tensor
+(augmentation from random, NumPy and torch) is bit for bit the uninterrupted run's; at the first resumed step
+the global RNGs are seeder's re-derived streams, not the Trainer's ``rng_state.pth``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from collections import Counter
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+import seeder  # noqa: E402
+
+from helpers import REPO_ROOT, torchrun  # noqa: E402
+
+SCRIPT = "tests/scripts/hf_elastic.py"
+_spec = importlib.util.spec_from_file_location("hf_elastic", REPO_ROOT / SCRIPT)
+child = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(child)  # type: ignore[union-attr]
+STEPS_PER_EPOCH = child.N // child.GLOBAL_BATCH
+
+
+def samples(paths, until=None):
+    """``{(epoch, index): tensor}`` and the multiset of ``(epoch, index)`` of the rows up to global step ``until``."""
+    got, count = {}, Counter()
+    for path in paths:
+        for step, index, x in torch.load(path, weights_only=True):
+            if until is not None and step > until:
+                continue
+            epoch = (step - 1) // STEPS_PER_EPOCH
+            for i, row in zip(index.tolist(), x):
+                got[(epoch, i)] = row
+                count[(epoch, i)] += 1
+    return got, count
+
+
+@pytest.mark.slow
+def test_trainer_checkpoint_of_two_processes_resumes_on_one(tmp_path):
+    out = str(tmp_path)
+    torchrun([SCRIPT, out, "full"], nproc=2, timeout=240)
+    folder = tmp_path / "full" / f"checkpoint-{child.STOP}"
+    # The Trainer's own file of a 1-process run: _load_rng_state loads it, the seeder's re-derived streams must win.
+    shutil.copy(folder / "rng_state_0.pth", folder / "rng_state.pth")
+    with seeder.Seeder().fork_rng():
+        child.resume(out)
+
+    every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.N)})
+    ref, count = samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
+    assert count == every
+    assert len({ref[(0, i)].sum().item() for i in range(child.N)}) == child.N
+    _, trained = samples([tmp_path / f"full2_{r}.pt" for r in range(2)], until=child.STOP)
+    assert sum(trained.values()) == child.STOP * child.GLOBAL_BATCH
+    resumed, count = samples([tmp_path / "resume1_0.pt"])
+    assert min(step for step, _, _ in torch.load(tmp_path / "resume1_0.pt", weights_only=True)) == child.STOP + 1
+    assert trained + count == every  # every sample of the two epochs once: none lost, none repeated
+    assert all(torch.equal(resumed[k], ref[k]) for k in count)
+
+    state = torch.load(folder / "seeder_state_0.pt", weights_only=True)
+    with seeder.Seeder().fork_rng():
+        s = seeder.Seeder()
+        s.init(child.SEED)
+        loader = seeder.DataLoader(child.Indexed(), batch_size=child.GLOBAL_BATCH, shuffle=True, elastic=True, seeder=s)
+        s.load_state_dict(state)
+        expected = child.rng_states()
+    assert loader.state_dict()["samples_done"] == child.STOP * child.GLOBAL_BATCH
+    got = torch.load(tmp_path / "rngs1_0.pt", weights_only=True)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    saved_cpu = torch.load(folder / "rng_state.pth", weights_only=False)["cpu"]  # the Trainer's own file (NumPy state)
+    assert not torch.equal(saved_cpu, expected[2])  # the Trainer's file holds other streams: the check can fail
