@@ -4,7 +4,8 @@ The 2-process run (torchrun, gloo on 127.0.0.1) trains two epochs uninterrupted 
 saves a Trainer checkpoint at global step 2 of epoch 0; this process resumes it on 1 process (batch 8 per
 device, the same global batch). Every sample of the two epochs is trained once and each fetched tensor
 (augmentation from random, NumPy and torch) is bit for bit the uninterrupted run's; at the first resumed step
-the global RNGs are seeder's re-derived streams, not the Trainer's ``rng_state.pth``.
+the global RNGs are seeder's re-derived streams, not the Trainer's ``rng_state.pth``. On the same number of
+processes (1 -> 1) the resume is bit for bit: data, losses (dropout included) and trained weights.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def samples(paths, until=None):
     """``{(epoch, index): tensor}`` and the multiset of ``(epoch, index)`` of the rows up to global step ``until``."""
     got, count = {}, Counter()
     for path in paths:
-        for step, index, x in torch.load(path, weights_only=True):
+        for step, index, x, _ in torch.load(path, weights_only=True):
             if until is not None and step > until:
                 continue
             epoch = (step - 1) // STEPS_PER_EPOCH
@@ -59,7 +60,7 @@ def test_trainer_checkpoint_of_two_processes_resumes_on_one(tmp_path):
     _, trained = samples([tmp_path / f"full2_{r}.pt" for r in range(2)], until=child.STOP)
     assert sum(trained.values()) == child.STOP * child.GLOBAL_BATCH
     resumed, count = samples([tmp_path / "resume1_0.pt"])
-    assert min(step for step, _, _ in torch.load(tmp_path / "resume1_0.pt", weights_only=True)) == child.STOP + 1
+    assert min(step for step, *_ in torch.load(tmp_path / "resume1_0.pt", weights_only=True)) == child.STOP + 1
     assert trained + count == every  # every sample of the two epochs once: none lost, none repeated
     assert all(torch.equal(resumed[k], ref[k]) for k in count)
 
@@ -75,3 +76,17 @@ def test_trainer_checkpoint_of_two_processes_resumes_on_one(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(got, expected))
     saved_cpu = torch.load(folder / "rng_state.pth", weights_only=False)["cpu"]  # the Trainer's own file (NumPy state)
     assert not torch.equal(saved_cpu, expected[2])  # the Trainer's file holds other streams: the check can fail
+
+
+@pytest.mark.slow
+def test_same_world_resume_is_bitwise(tmp_path):
+    with seeder.Seeder().fork_rng():
+        whole, _, digest = child.run(str(tmp_path / "whole"))
+        first, _, _ = child.run(str(tmp_path / "run"), stop=True)
+        rest, _, resumed_digest = child.run(str(tmp_path / "run"), resume=True)
+    assert [r[0] for r in first] == list(range(1, child.STOP + 1))
+    assert [r[0] for r in rest] == list(range(child.STOP + 1, child.EPOCHS * STEPS_PER_EPOCH + 1))
+    assert len(first + rest) == len(whole)
+    for a, b in zip(first + rest, whole):
+        assert a[0] == b[0] and all(torch.equal(x, y) for x, y in zip(a[1:], b[1:])), a[0]
+    assert resumed_digest == digest

@@ -5,8 +5,9 @@ samples (``per_device_train_batch_size = GLOBAL_BATCH // world``); at global ste
 the Trainer saves DIR/full/checkpoint-STOP and goes on. Rows go to DIR/full<world>_<rank>.pt.
 :func:`resume` (``resume`` token) builds a fresh trainer on this world and resumes that checkpoint; rows go to
 DIR/resume<world>_<rank>.pt, the global RNG states at the first resumed step to DIR/rngs<world>_<rank>.pt.
+:func:`run` is one run on this world (stopped, resumed or whole), for a same-world resume in the test's process.
 
-A row is ``(global step, sample indices, sample tensors)``, recorded by the model as it receives them.
+A row is ``(global step, sample indices, sample tensors, loss)``, recorded by the model as it receives them.
 """
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ class Recording(Tiny):
         self.rows: List[tuple] = []
 
     def forward(self, x, labels=None, index=None):
-        self.rows.append((self.step, index.clone(), x.detach().clone()))
-        return super().forward(x, labels)
+        out = super().forward(x, labels)
+        self.rows.append((self.step, index.clone(), x.detach().clone(), out["loss"].detach().clone()))
+        return out
 
 
 def rng_states() -> List[torch.Tensor]:
@@ -61,8 +63,8 @@ def rng_states() -> List[torch.Tensor]:
 class Steps(TrainerCallback):
     """Tells the model its step; saves a checkpoint at ``save_at``; keeps the RNG states at the first step it sees."""
 
-    def __init__(self, model: Recording, save_at: Optional[int]):
-        self.model, self.save_at = model, save_at
+    def __init__(self, model: Recording, save_at: Optional[int], stop: bool = False):
+        self.model, self.save_at, self.stop = model, save_at, stop
         self.first: Optional[List[torch.Tensor]] = None
 
     def on_step_begin(self, args, state, control, **kwargs):
@@ -73,9 +75,10 @@ class Steps(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == self.save_at:
             control.should_save = True
+            control.should_training_stop = self.stop
 
 
-def trainer(out: str, save_at: Optional[int]):
+def trainer(out: str, save_at: Optional[int], stop: bool = False):
     """A SeederTrainer(elastic=True) with a global batch of GLOBAL_BATCH on this world, 0 workers."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     args = TrainingArguments(output_dir=out, per_device_train_batch_size=GLOBAL_BATCH // world, num_train_epochs=EPOCHS,
@@ -85,7 +88,7 @@ def trainer(out: str, save_at: Optional[int]):
     s.init(SEED)  # after TrainingArguments: under torchrun the process group exists
     torch.manual_seed(s.get_seed(0, 0, shared=True))  # the same initial weights on every rank
     model = Recording()
-    steps = Steps(model, save_at)
+    steps = Steps(model, save_at, stop)
     t = SeederTrainer(model=model, args=args, train_dataset=Indexed(), callbacks=[steps], seeder=s, elastic=True)
     return t, model, steps, world, s.rank
 
@@ -101,6 +104,16 @@ def resume(out: str) -> None:
     t.train(resume_from_checkpoint=os.path.join(out, "full", f"checkpoint-{STOP}"))
     torch.save(model.rows, os.path.join(out, f"resume{world}_{rank}.pt"))
     torch.save(steps.first, os.path.join(out, f"rngs{world}_{rank}.pt"))
+
+
+def run(out: str, stop: bool = False, resume: bool = False):
+    """One run in ``out`` on this world: whole, stopped after saving at STOP, or resumed from that checkpoint.
+
+    Returns the rows, the global RNG states at its first step and the trained weights' digest.
+    """
+    t, model, steps, _, _ = trainer(out, STOP if stop else None, stop)
+    t.train(resume_from_checkpoint=os.path.join(out, f"checkpoint-{STOP}") if resume else None)
+    return model.rows, steps.first, seeder.digest(model)
 
 
 if __name__ == "__main__":
