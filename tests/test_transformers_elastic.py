@@ -90,3 +90,20 @@ def test_same_world_resume_is_bitwise(tmp_path):
     for a, b in zip(first + rest, whole):
         assert a[0] == b[0] and all(torch.equal(x, y) for x, y in zip(a[1:], b[1:])), a[0]
     assert resumed_digest == digest
+
+
+def test_elastic_argument_is_checked(tmp_path):
+    from transformers import TrainingArguments
+
+    from seeder.integrations.transformers import SeederTrainer
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter([])
+
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    with pytest.raises(TypeError, match="elastic must be True or False"):
+        SeederTrainer(model=child.Tiny(), args=args, train_dataset=child.Indexed(), seeder=seeder.Seeder(), elastic=1)
+    with pytest.raises(TypeError, match="map-style train_dataset"):
+        args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, max_steps=1)
+        SeederTrainer(model=child.Tiny(), args=args, train_dataset=Stream(), seeder=seeder.Seeder(), elastic=True)

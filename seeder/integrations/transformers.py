@@ -206,6 +206,9 @@ class SeederTrainer(Trainer):
                        "use 'random')")
         if bad:
             raise ValueError("SeederTrainer does not support " + "; ".join(bad))
+        if elastic and isinstance(self.train_dataset, torch.utils.data.IterableDataset):
+            raise TypeError(f"SeederTrainer(elastic=True) needs a map-style train_dataset (with __getitem__ and __len__), "
+                            f"got the IterableDataset {type(self.train_dataset).__name__}; drop elastic=True for a stream")
         if self.args.data_seed is not None:
             warnings.warn(f"SeederTrainer ignores data_seed={self.args.data_seed}: the data order derives from the "
                           "seeder's master seed", SeederWarning, stacklevel=2)
