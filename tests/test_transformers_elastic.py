@@ -1,8 +1,9 @@
-"""SeederTrainer(elastic=True): a checkpoint saved by 2 processes inside an epoch resumes on 1 with the same data.
+"""SeederTrainer(elastic=True): a checkpoint saved inside an epoch by 2 processes resumes on 1, and 1 on 2.
 
-The 2-process run (torchrun, gloo on 127.0.0.1) trains two epochs uninterrupted with a global batch of 8 and
-saves a Trainer checkpoint at global step 2 of epoch 0; this process resumes it on 1 process (batch 8 per
-device, the same global batch). Every sample of the two epochs is trained once and each fetched tensor
+Uninterrupted runs on 1 process (in this process) and 2 (torchrun, gloo on 127.0.0.1) train two epochs with a
+global batch of 8 and save a Trainer checkpoint at global step 2 of epoch 0; the 2-process run then resumes the
+1-process checkpoint (1 -> 2) and this process the 2-process one (2 -> 1, batch 8 per device: the same global
+batch). Both runs give every sample the same tensor. Every sample of the two epochs is trained once and each fetched tensor
 (augmentation from random, NumPy and torch) is bit for bit the uninterrupted run's; at the first resumed step
 the global RNGs are seeder's re-derived streams, not the Trainer's ``rng_state.pth``. On the same number of
 processes (1 -> 1) the resume is bit for bit: data, losses (dropout included) and trained weights.
@@ -44,25 +45,31 @@ def samples(paths, until=None):
 
 
 @pytest.mark.slow
-def test_trainer_checkpoint_of_two_processes_resumes_on_one(tmp_path):
+def test_trainer_checkpoint_resumes_on_another_number_of_processes(tmp_path):
     out = str(tmp_path)
-    torchrun([SCRIPT, out, "full"], nproc=2, timeout=240)
-    folder = tmp_path / "full" / f"checkpoint-{child.STOP}"
+    with seeder.Seeder().fork_rng():
+        child.full(out)                                          # 1 process, saves full1/checkpoint-STOP
+    torchrun([SCRIPT, out, "full", "resume1"], nproc=2, timeout=240)  # 2 processes; then 1 -> 2
+    folder = tmp_path / "full2" / f"checkpoint-{child.STOP}"
     # The Trainer's own file of a 1-process run: _load_rng_state loads it, the seeder's re-derived streams must win.
     shutil.copy(folder / "rng_state_0.pth", folder / "rng_state.pth")
     with seeder.Seeder().fork_rng():
-        child.resume(out)
+        child.resume(out, 2)                                     # 2 -> 1
 
     every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.N)})
-    ref, count = samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
+    ref, count = samples([tmp_path / "full1_0.pt"])
     assert count == every
     assert len({ref[(0, i)].sum().item() for i in range(child.N)}) == child.N
-    _, trained = samples([tmp_path / f"full2_{r}.pt" for r in range(2)], until=child.STOP)
-    assert sum(trained.values()) == child.STOP * child.GLOBAL_BATCH
-    resumed, count = samples([tmp_path / "resume1_0.pt"])
-    assert min(step for step, *_ in torch.load(tmp_path / "resume1_0.pt", weights_only=True)) == child.STOP + 1
-    assert trained + count == every  # every sample of the two epochs once: none lost, none repeated
-    assert all(torch.equal(resumed[k], ref[k]) for k in count)
+    other, count = samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
+    assert count == every and all(torch.equal(other[k], ref[k]) for k in every)  # the same data on 1 and 2
+    for saved, now in ((2, 1), (1, 2)):
+        _, trained = samples([tmp_path / f"full{saved}_{r}.pt" for r in range(saved)], until=child.STOP)
+        assert sum(trained.values()) == child.STOP * child.GLOBAL_BATCH
+        paths = [tmp_path / f"resume{saved}to{now}_{r}.pt" for r in range(now)]
+        resumed, count = samples(paths)
+        assert min(step for p in paths for step, *_ in torch.load(p, weights_only=True)) == child.STOP + 1
+        assert trained + count == every, (saved, now)  # every sample of the two epochs once: none lost, none repeated
+        assert all(torch.equal(resumed[k], ref[k]) for k in count), (saved, now)
 
     state = torch.load(folder / "seeder_state_0.pt", weights_only=True)
     with seeder.Seeder().fork_rng():
@@ -72,7 +79,7 @@ def test_trainer_checkpoint_of_two_processes_resumes_on_one(tmp_path):
         s.load_state_dict(state)
         expected = child.rng_states()
     assert loader.state_dict()["samples_done"] == child.STOP * child.GLOBAL_BATCH
-    got = torch.load(tmp_path / "rngs1_0.pt", weights_only=True)
+    got = torch.load(tmp_path / "rngs2to1_0.pt", weights_only=True)
     assert all(torch.equal(a, b) for a, b in zip(got, expected))
     saved_cpu = torch.load(folder / "rng_state.pth", weights_only=False)["cpu"]  # the Trainer's own file (NumPy state)
     assert not torch.equal(saved_cpu, expected[2])  # the Trainer's file holds other streams: the check can fail

@@ -1,10 +1,14 @@
 """Child of tests/test_transformers_elastic.py: SeederTrainer(elastic=True), run under torchrun or in the test process.
 
-``python hf_elastic.py DIR full``: train EPOCHS epochs uninterrupted with a global batch of GLOBAL_BATCH
-samples (``per_device_train_batch_size = GLOBAL_BATCH // world``); at global step STOP (inside epoch 0)
-the Trainer saves DIR/full/checkpoint-STOP and goes on. Rows go to DIR/full<world>_<rank>.pt.
-:func:`resume` (``resume`` token) builds a fresh trainer on this world and resumes that checkpoint; rows go to
-DIR/resume<world>_<rank>.pt, the global RNG states at the first resumed step to DIR/rngs<world>_<rank>.pt.
+``python hf_elastic.py DIR TOKEN...``, each token in turn:
+
+* ``full``: train EPOCHS epochs uninterrupted with a global batch of GLOBAL_BATCH samples
+  (``per_device_train_batch_size = GLOBAL_BATCH // world``); at global step STOP (inside epoch 0) the
+  Trainer saves DIR/full<world>/checkpoint-STOP and goes on. Rows go to DIR/full<world>_<rank>.pt.
+* ``resume<W>``: a fresh trainer on this world resumes DIR/full<W>/checkpoint-STOP; rows go to
+  DIR/resume<W>to<world>_<rank>.pt, the global RNG states at the first resumed step to
+  DIR/rngs<W>to<world>_<rank>.pt.
+
 :func:`run` is one run on this world (stopped, resumed or whole), for a same-world resume in the test's process.
 
 A row is ``(global step, sample indices, sample tensors, loss)``, recorded by the model as it receives them.
@@ -94,16 +98,17 @@ def trainer(out: str, save_at: Optional[int], stop: bool = False):
 
 
 def full(out: str) -> None:
-    t, model, _, world, rank = trainer(os.path.join(out, "full"), STOP)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    t, model, _, world, rank = trainer(os.path.join(out, f"full{world}"), STOP)
     t.train()
     torch.save(model.rows, os.path.join(out, f"full{world}_{rank}.pt"))
 
 
-def resume(out: str) -> None:
-    t, model, steps, world, rank = trainer(os.path.join(out, "full"), None)
-    t.train(resume_from_checkpoint=os.path.join(out, "full", f"checkpoint-{STOP}"))
-    torch.save(model.rows, os.path.join(out, f"resume{world}_{rank}.pt"))
-    torch.save(steps.first, os.path.join(out, f"rngs{world}_{rank}.pt"))
+def resume(out: str, saved: int) -> None:
+    t, model, steps, world, rank = trainer(os.path.join(out, f"resume{saved}"), None)
+    t.train(resume_from_checkpoint=os.path.join(out, f"full{saved}", f"checkpoint-{STOP}"))
+    torch.save(model.rows, os.path.join(out, f"resume{saved}to{world}_{rank}.pt"))
+    torch.save(steps.first, os.path.join(out, f"rngs{saved}to{world}_{rank}.pt"))
 
 
 def run(out: str, stop: bool = False, resume: bool = False):
@@ -118,7 +123,10 @@ def run(out: str, stop: bool = False, resume: bool = False):
 
 if __name__ == "__main__":
     for token in sys.argv[2:]:
-        {"full": full, "resume": resume}[token](sys.argv[1])
+        if token == "full":
+            full(sys.argv[1])
+        else:
+            resume(sys.argv[1], int(token[len("resume"):]))
     if torch.distributed.is_initialized():  # a gloo group left to interpreter exit can abort the process (SIGABRT)
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
