@@ -21,7 +21,7 @@ import warnings
 from typing import Any, ContextManager, Dict, List, Optional, Tuple, Union
 
 
-from . import derive, runwatch, state
+from . import derive, rollback, runwatch, state
 from .announce import show_drawn_seed
 from .checks import check_bool, check_int, is_bool
 from .derive import Domain, check_key
@@ -257,7 +257,7 @@ class Seeder(Membership):
         >>> inside == random.random()
         True
         """
-        return state.fork_rng(self)
+        return rollback.fork_rng(self)
 
 
 def _init_options(ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, snapshot_dir: Any) -> Tuple[bool, Optional[str]]:

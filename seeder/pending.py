@@ -29,6 +29,7 @@ from . import state as state_mod
 from .errors import StateError
 from .participant import validates_state
 from .stepwatch import StepCounter
+from .world import elastic_keys, rederive_streams
 
 __all__ = ["PendingParts", "part_name"]
 
@@ -58,6 +59,7 @@ class PendingParts:
 
     def __init__(self) -> None:
         self.parts: Dict[str, Any] = {}
+        self.moved: Optional[Dict[str, Any]] = None  # the entry of another world whose elastic loaders are pending
 
     def names(self) -> List[str]:
         """The pending parts, named as messages name them."""
@@ -108,9 +110,35 @@ class PendingParts:
         now, _, own = self._split(seeder, state, allow_world_change, have)
         state_mod.check(seeder, now, allow_world_change, have, own)
 
+    def _moving(self, seeder: Any, state: Any, have: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """The entry of a state saved on another world size whose participants are elastic loaders not built yet
+        (and registered generators), else ``None``: its loaders' parts wait, and this rank's streams are re-derived
+        once they joined."""
+        if elastic_keys(have):
+            return None  # the loaders exist: the state moves as it loads
+        entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, True)
+        parts = entry.get("participants")
+        if not changed or not isinstance(parts, dict):
+            return None
+        loaders = [k for k, v in parts.items() if isinstance(v, dict) and v.get("format") == "seeder.elastic_loader"]
+        if not loaders or any(k not in loaders and not str(k).startswith("generator.") for k in parts):
+            return None
+        return entry
+
     def load(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
         """``seeder.load_state_dict``: load what exists, keep the rest for the loaders and generators to come."""
         have = seeder.stateful() if seeder.initialized else None
+        moved = self._moving(seeder, state, have) if have is not None else None
+        if moved is not None:
+            state_mod.check_header(moved)
+            run = state_mod.adopt_run(seeder, moved, resume=True)
+            self.parts = {k: v for k, v in moved["participants"].items() if not str(k).startswith("generator.")}
+            self.moved = moved
+            seeder.run = run
+            logger.info("seeder state from a world of %d loaded into a world of %d: master seed and last reseed %s "
+                        "restored; waiting for %s, whose position is global, to be built (this rank's RNG streams "
+                        "are re-derived then)", moved["world_size"], seeder.world_size, run.last, _names(self.parts))
+            return
         now, later, own = self._split(seeder, state, allow_world_change, have)
         state_mod.load(seeder, now, allow_world_change, have, own)
         self.parts = later
@@ -134,6 +162,10 @@ class PendingParts:
                                  "saved it") from None
             del self.parts[key]
             logger.info("%s resumed from the loaded seeder state", part_name(key))
+        if self.moved is not None and not self.parts:  # every elastic loader of another world's state joined
+            entry, self.moved = self.moved, None
+            first = next(k for k in entry["participants"] if not str(k).startswith("generator."))
+            rederive_streams(entry, seeder, stateful[first].elastic_step(entry["participants"][first]))
 
     def require_claimed(self, call: str, args: Tuple[int, ...]) -> None:
         """Raise :class:`StateError` if a loaded part is still waiting for its loader or generator (at ``call(*args)``)."""

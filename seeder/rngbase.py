@@ -8,7 +8,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -162,3 +162,25 @@ def put_back_states(saved: Sequence[Tuple[RNGAdapter, Any]], strict: bool = Fals
     if failed and strict:
         raise RuntimeError(f"seeder could not restore these RNGs: {'; '.join(failed)}")
     return failed
+
+
+def next_keeping(adapters: Sequence[RNGAdapter], iterator: Iterator[Any]) -> Any:
+    """``next(iterator)`` with the RNGs of ``adapters`` put back afterwards, whatever it drew (none: a plain ``next``).
+
+    What a loader that fetches in the main process does, so that the training loop's global streams
+    are untouched.
+
+    >>> import random
+    >>> from seeder.rngs import PythonRandomAdapter
+    >>> random.seed(1); first = random.random(); random.seed(1)
+    >>> drawn = next_keeping([PythonRandomAdapter()], (random.random() for _ in range(1)))
+    >>> drawn == first, random.random() == first
+    (True, True)
+    """
+    if not adapters:
+        return next(iterator)
+    saved = save_states(adapters)
+    try:
+        return next(iterator)
+    finally:
+        put_back_states(saved, strict=True)

@@ -26,7 +26,7 @@ from .errors import SeederWarning
 from .participant import GeneratorParticipant, describe, validates_state
 from .rngbase import RNGAdapter
 
-__all__ = ["Saved", "capture", "saved_state", "restore", "interrupts_deferred"]
+__all__ = ["Saved", "capture", "saved_state", "restore", "interrupts_deferred", "fork_rng"]
 
 logger = logging.getLogger("seeder")
 
@@ -106,3 +106,25 @@ def interrupts_deferred() -> Iterator[List[int]]:
         signal.signal(signal.SIGINT, previous)
         if held:
             signal.raise_signal(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def fork_rng(seeder: Any) -> Iterator[None]:
+    """Run a block with every RNG ``seeder`` knows isolated; restore them all afterwards (see ``Seeder.fork_rng``)."""
+    members = [p for p in seeder.stateful().values() if isinstance(p, GeneratorParticipant)]
+    saved, run = capture(seeder.global_adapters(), members), seeder.run.copy()
+    try:
+        yield
+    finally:
+        reseeded = seeder.run.last != run.last or seeder.run.seen != run.seen or seeder.run.torn != run.torn
+        failed = restore(saved)
+        seeder.run = run
+        if failed:
+            warnings.warn(f"fork_rng() could not restore: {'; '.join(failed)}", SeederWarning, stacklevel=3)
+        if reseeded:
+            for member in seeder.generators():
+                if not member.saves_state:
+                    warnings.warn(
+                        f"fork_rng(): the block reseeded, and registered generator {describe(member.gen)} is a plain "
+                        "callable whose state cannot be restored; register the RNG object itself or give its owner "
+                        "state_dict()/load_state_dict()", SeederWarning, stacklevel=3)

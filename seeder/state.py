@@ -1,4 +1,4 @@
-"""Seeder state: capture, validate, apply with rollback; ``fork_rng`` puts copies of every RNG and participant back.
+"""Seeder state: capture, validate, apply with rollback.
 
 Pure functions over explicit inputs (the global RNG adapters, the stateful
 participants by key, the run's bookkeeping); :class:`seeder.Seeder`'s
@@ -13,11 +13,10 @@ Example:
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 
@@ -27,12 +26,12 @@ from .distributed import process_group_active
 from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
 from .rngbase import RNGAdapter
-from .rollback import Saved, capture, restore, saved_state
+from .rollback import Saved, restore, saved_state
 from .world import check_moved, elastic_keys, move_world, world_change_allowed
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",
            "warn_unsaved_generators", "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
-           "load", "fork_rng", "world_message"]
+           "load", "adopt_run", "world_message"]
 
 logger = logging.getLogger("seeder")
 
@@ -345,56 +344,38 @@ def check(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[
     return entry, changed
 
 
+def adopt_run(seeder: Any, entry: Dict[str, Any], resume: bool) -> RunState:
+    """The bookkeeping a checked ``entry`` continues: its master seed and last reseed, the seeder's reseeds seen so
+    far and, with ``resume``, the next reseed of the saved ``(task, epoch)`` skipped. Warns (an ``init`` seed the
+    checkpoint overrides) and logs; the caller installs it as ``seeder.run`` once the rest has loaded."""
+    saved, run = described_run(entry), seeder.run
+    if seeder.explicit and saved.master != run.master:
+        warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with {saved.master}; "
+                      "continuing with the checkpoint's seed", SeederWarning, stacklevel=4)
+    if saved.master != run.master and seeder.rank == 0:
+        logger.info("Using seed: %d (from checkpoint)", saved.master)
+    saved.seen = set(run.seen)
+    if resume:
+        saved.resume_pending = saved.last
+        if saved.last is not None:
+            saved.seen.add(saved.last)
+    return saved
+
+
 def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[Dict[str, Any]] = None,
          own: Optional[Tuple[Dict[str, Any], bool]] = None) -> None:
     """``seeder.load_state_dict``: check everything, then apply (with rollback) and arm the resume (``stateful``:
     ``seeder.stateful()``, ``own``: :func:`own_entry` of ``state``, when the caller has them)."""
     stateful = seeder.stateful() if stateful is None else stateful
     entry, changed = check(seeder, state, allow_world_change, stateful, own)
-    saved, run = described_run(entry), seeder.run
-    if seeder.explicit and saved.master != run.master:
-        warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with {saved.master}; "
-                      "continuing with the checkpoint's seed", SeederWarning, stacklevel=3)
-    if saved.master != run.master and seeder.rank == 0:
-        logger.info("Using seed: %d (from checkpoint)", saved.master)
-    last, saved.seen = saved.last, set(run.seen)
-    if changed and elastic_keys(stateful):
+    moves = changed and bool(elastic_keys(stateful))
+    saved = adopt_run(seeder, entry, resume=moves or not changed)
+    if moves:
         move_world(entry, stateful, seeder)
-        saved.resume_pending = last
-        if last is not None:
-            saved.seen.add(last)
-        seeder.run = saved
-        return
-    if changed:
-        seeder.run = saved
+    elif changed:
         logger.info("seeder state from a world of %d loaded into a world of %d: master seed and last reseed %s "
-                    "restored, RNG and participant states left as they are; continue with reseed() of the next "
-                    "epoch", entry["world_size"], seeder.world_size, last)
-        return
-    saved.resume_pending = last
-    if last is not None:
-        saved.seen.add(last)
-    apply_entry(entry, seeder.global_adapters(), stateful, seeder)
+                    "restored; the saved RNG and participant states belong to the other world and are not loaded "
+                    "(the next reseed() seeds them)", entry["world_size"], seeder.world_size, saved.last)
+    else:
+        apply_entry(entry, seeder.global_adapters(), stateful, seeder)
     seeder.run = saved
-
-
-@contextlib.contextmanager
-def fork_rng(seeder: Any) -> Iterator[None]:
-    """Run a block with every RNG ``seeder`` knows isolated; restore them all afterwards (see ``Seeder.fork_rng``)."""
-    members = [p for p in seeder.stateful().values() if isinstance(p, GeneratorParticipant)]
-    saved, run = capture(seeder.global_adapters(), members), seeder.run.copy()
-    try:
-        yield
-    finally:
-        reseeded = seeder.run.last != run.last or seeder.run.seen != run.seen or seeder.run.torn != run.torn
-        failed = restore(saved)
-        seeder.run = run
-        if failed:
-            warnings.warn(f"fork_rng() could not restore: {'; '.join(failed)}", SeederWarning, stacklevel=3)
-        if reseeded:
-            for member in seeder.generators():
-                if not member.saves_state:
-                    warnings.warn(
-                        f"fork_rng(): the block reseeded, and registered generator {describe(member.gen)} is a plain "
-                        "callable whose state cannot be restored; register the RNG object itself or give its owner "
-                        "state_dict()/load_state_dict()", SeederWarning, stacklevel=3)

@@ -86,14 +86,14 @@ def move_world(entry: Dict[str, Any], stateful: Dict[str, Any], seeder: Any) -> 
     (shared generators: rank ``2**32 - 1``). Whatever stops it half way puts the loaders and global RNGs back."""
     moving = elastic_keys(stateful)
     adapters = seeder.global_adapters()
-    snapshot = capture(adapters, [stateful[k] for k in moving])
+    saved = capture(adapters, [stateful[k] for k in moving])
     try:
         for key in moving:
             stateful[key].load_state_dict(entry["participants"][key])
         step = stateful[moving[0]].elastic_step(entry["participants"][moving[0]])
         task, epoch = rederive_streams(entry, seeder, step)
     except BaseException as exc:
-        failed = restore(snapshot)
+        failed = restore(saved)
         if not isinstance(exc, Exception):
             raise
         raise StateError(f"loading the elastic loader state failed ({type(exc).__name__}: {exc}); loaders and global "

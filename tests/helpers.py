@@ -282,3 +282,21 @@ def global_rng_fingerprint() -> tuple:
 
     kind, key, pos, has_gauss, cached = np.random.get_state()
     return (random.getstate(), (kind, key.tobytes(), pos, has_gauss, cached), torch.get_rng_state().numpy().tobytes())
+
+
+def trained_samples(paths, keep=None):
+    """``({(epoch, index): tensor}, Counter of (epoch, index))`` from files of ``(epoch, step, indices, rows, ...)``
+    records (the elastic integration tests' ranks write them); ``keep(epoch, step)`` filters records."""
+    import collections
+
+    import torch
+
+    got, count = {}, collections.Counter()
+    for path in paths:
+        for epoch, step, index, x, *_ in torch.load(path, weights_only=True):
+            if keep is not None and not keep(epoch, step):
+                continue
+            for i, row in zip(index.tolist(), x):
+                got[(epoch, i)] = row
+                count[(epoch, i)] += 1
+    return got, count

@@ -18,25 +18,12 @@ pytest.importorskip("accelerate")
 
 import seeder  # noqa: E402
 
-from helpers import REPO_ROOT, torchrun  # noqa: E402
+from helpers import REPO_ROOT, torchrun, trained_samples  # noqa: E402
 
 SCRIPT = "tests/scripts/accelerate_elastic.py"
 _spec = importlib.util.spec_from_file_location("accelerate_elastic", REPO_ROOT / SCRIPT)
 child = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(child)  # type: ignore[union-attr]
-
-
-def samples(paths, before=None):
-    """``{(epoch, index): tensor}`` and the multiset of ``(epoch, index)``; ``before``: only steps up to it in epoch 0."""
-    got, count = {}, Counter()
-    for path in paths:
-        for epoch, step, index, x, _ in torch.load(path, weights_only=True):
-            if before is not None and (epoch, step) > (0, before):
-                continue
-            for i, row in zip(index.tolist(), x):
-                got[(epoch, i)] = row
-                count[(epoch, i)] += 1
-    return got, count
 
 
 @pytest.mark.slow
@@ -49,16 +36,17 @@ def test_accelerate_elastic_resume_on_another_number_of_processes(tmp_path):
         child.main(out, ["2", "plain2"])                     # 2 -> 1
 
     every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.N)})
-    ref, count = samples([tmp_path / "full1_0.pt"])
+    ref, count = trained_samples([tmp_path / "full1_0.pt"])
     assert count == every
-    other, count = samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
+    other, count = trained_samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
     assert count == every and all(torch.equal(other[k], ref[k]) for k in every)  # the same data on 1 and 2
     assert len({ref[(0, i)].sum().item() for i in range(child.N)}) == child.N
 
     for saved, now in ((2, 1), (1, 2)):
-        _, trained = samples([tmp_path / f"full{saved}_{r}.pt" for r in range(saved)], before=child.STOP)
+        _, trained = trained_samples([tmp_path / f"full{saved}_{r}.pt" for r in range(saved)],
+                                     keep=lambda epoch, step: (epoch, step) <= (0, child.STOP))
         assert sum(trained.values()) == (child.STOP + 1) * child.GLOBAL_BATCH
-        resumed, count = samples([tmp_path / f"resume{saved}to{now}_{r}.pt" for r in range(now)])
+        resumed, count = trained_samples([tmp_path / f"resume{saved}to{now}_{r}.pt" for r in range(now)])
         assert trained + count == every, (saved, now)  # every sample of the two epochs once: none lost, none repeated
         assert all(torch.equal(resumed[k], ref[k]) for k in count), (saved, now)
         for r in range(now):

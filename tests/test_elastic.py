@@ -245,3 +245,72 @@ def test_the_elastic_loader_seeds_a_sample_that_starts_drawing_late_as_the_other
         want = [random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random() if int(r[0]) >= 10 else -1.0
                 for p, r in enumerate(got)]
         assert [r[1].item() for r in got] == want, workers
+
+
+def test_a_state_of_another_world_loads_before_its_elastic_loader_is_built():
+    """Load first, build the loader after (as many resumes do): the loader claims its global position when it is
+    built, and this rank's streams are then re-derived exactly as when the loader existed before the load."""
+    two = seeder.Seeder()
+    two.init(9, ngpus=2, rank=1)
+    two.register_generator(torch.Generator())
+    ld = loaders(two, 2)[1]
+    two.reseed(1, 0)
+    it = iter(ld)
+    trained = [int(r[0]) for b in (next(it), next(it)) for r in b]
+    st = two.state_dict()
+
+    def resumed(build_first):
+        one = seeder.Seeder()
+        one.init(9)
+        mine = torch.Generator()
+        one.register_generator(mine)
+        loader = loaders(one, 1)[0] if build_first else None
+        one.load_state_dict(st)
+        if loader is None:
+            assert one.pending.names() == ["seeder.DataLoader loader.0"]
+            with pytest.raises(StateError, match="loader.0"):
+                one.state_dict()  # nothing is saved while the loader's part waits
+            loader = loaders(one, 1)[0]  # claims it
+        streams = (torch.get_rng_state(), mine.get_state(), random.random())
+        one.reseed(1, 0)  # skipped: the state stands inside epoch 0
+        return [int(r[0]) for b in loader for r in b], streams
+
+    built_after, streams_after = resumed(False)
+    built_before, streams_before = resumed(True)
+    assert built_after == built_before and len(built_after) == N - 8 and not set(built_after) & set(trained)
+    assert all(torch.equal(a, b) for a, b in zip(streams_after[:2], streams_before[:2]))
+    assert streams_after[2] == streams_before[2]
+
+
+def test_two_elastic_loaders_at_different_steps_move_together():
+    """Two elastic loaders saved at different global steps on 2 ranks continue on 1 rank, each with the samples
+    and draws its own uninterrupted epoch has after its step (this rank's streams follow the first loader's step)."""
+    def pair(s, world, rank):
+        kw = dict(shuffle=True, elastic=True, num_replicas=world, rank=rank, seeder=s)
+        return (seeder.DataLoader(Augmented(), batch_size=4 // world, **kw),
+                seeder.DataLoader(Augmented(), batch_size=6 // world, **kw))
+
+    ref = seeder.Seeder()
+    ref.init(4)
+    ref.reseed(1, 0)
+    a_full, b_full = (rows(ld) for ld in pair(ref, 1, 0))
+
+    two = seeder.Seeder()
+    two.init(4, ngpus=2, rank=0)
+    a, b = pair(two, 2, 0)
+    two.reseed(1, 0)
+    ia, ib = iter(a), iter(b)
+    done_a = rows([next(ia), next(ia)])  # global step 2 of a (8 samples over both ranks)
+    done_b = rows([next(ib)])            # global step 1 of b (6 samples)
+    st = two.state_dict()
+
+    one = seeder.Seeder()
+    one.init(4)
+    a1, b1 = pair(one, 1, 0)
+    one.load_state_dict(st)
+    one.reseed(1, 0)  # skipped: inside epoch 0
+    rest_a, rest_b = rows(a1), rows(b1)
+    assert len(rest_a) == N - 8 and len(rest_b) == N - 6
+    assert not set(rest_a) & set(done_a) and not set(rest_b) & set(done_b)
+    assert all(torch.equal(rest_a[i], a_full[i]) for i in rest_a)
+    assert all(torch.equal(rest_b[i], b_full[i]) for i in rest_b)

@@ -23,7 +23,7 @@ import torch
 pytest.importorskip("lightning")
 
 import seeder  # noqa: E402
-from helpers import communicate  # noqa: E402
+from helpers import communicate, trained_samples  # noqa: E402
 from seeder.world import rederive_streams  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -32,19 +32,6 @@ import lightning_elastic as child  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning")
-
-
-def samples(paths, upto=None):
-    """``{(epoch, index): tensor}`` and the multiset of ``(epoch, index)``; ``upto``: only global steps up to it."""
-    got, count = {}, Counter()
-    for path in paths:
-        for epoch, step, index, x in torch.load(path, weights_only=True):
-            if upto is not None and step > upto:
-                continue
-            for i, row in zip(index.tolist(), x):
-                got[(epoch, i)] = row
-                count[(epoch, i)] += 1
-    return got, count
 
 
 @pytest.mark.slow
@@ -62,14 +49,15 @@ def test_lightning_elastic_resume_on_another_number_of_processes(tmp_path):
     gc.collect()
 
     every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.SAMPLES)})
-    ref, count = samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
+    ref, count = trained_samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
     assert count == every
     assert len({ref[(0, i)].sum().item() for i in range(child.SAMPLES)}) == child.SAMPLES
 
     for saved, step, now in ((2, 1, 1), (2, 3, 1)):
-        _, trained = samples([tmp_path / f"full{saved}_{r}.pt" for r in range(saved)], upto=step)
+        _, trained = trained_samples([tmp_path / f"full{saved}_{r}.pt" for r in range(saved)],
+                                     keep=lambda epoch, at, upto=step: at <= upto)
         assert sum(trained.values()) == step * child.GLOBAL_BATCH
-        resumed, count = samples([tmp_path / f"resume{saved}_{step}to{now}_{r}.pt" for r in range(now)])
+        resumed, count = trained_samples([tmp_path / f"resume{saved}_{step}to{now}_{r}.pt" for r in range(now)])
         assert trained + count == every, (saved, step, now)  # every sample once: none lost, none repeated
         assert all(torch.equal(resumed[k], ref[k]) for k in count), (saved, step, now)
 

@@ -72,6 +72,7 @@ class ElasticDataLoader(DataLoader):
     """
 
     seeder_elastic = True  # seeder.participant.Elastic: a global state, loads on any world size
+    joins_when_built = False  # joins at the end of __init__, once its batch sampler is in place
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Any = None, pin_memory: bool = False,
@@ -99,6 +100,7 @@ class ElasticDataLoader(DataLoader):
                          seeder=seeder, **kwargs)
         object.__setattr__(self, "batch_sampler", ElasticBatches(order, batch_size, drop_last, self, world, self_rank))
         self._wrapped = ElasticView(dataset, SeedSource(seeder))  # what the base class's fetchers see
+        seeder.join(self)
 
     # ------------------------------------------------------------ positions
     @property

@@ -46,7 +46,7 @@ from ..core import Seeder
 from ..default import check_seeder, resolve_seeder
 from ..derive import TRAIN_TASK
 from ..errors import StateError
-from ..rngbase import put_back_states, save_states
+from ..rngbase import next_keeping
 from .streams import WorkerStream, keep_batch, set_epoch_of, warn_threaded_maps
 from .workers import SeedSource, dataloader_generator, fetch_adapters
 
@@ -101,14 +101,7 @@ class _StreamIter:
         return self
 
     def _pull(self) -> None:
-        if self._restore:  # main process produces: the training loop's global streams stay untouched
-            saved = save_states(self._restore)
-            try:
-                batch, record = next(self._inner)
-            finally:
-                put_back_states(saved, strict=True)
-        else:
-            batch, record = next(self._inner)
+        batch, record = next_keeping(self._restore, self._inner)  # main process produces: the loop's streams stay
         self._queues[record["worker"]].append((batch, record))
 
     def __next__(self) -> Any:

@@ -42,7 +42,7 @@ from ..default import resolve_seeder
 from ..derive import check_key
 from ..errors import StateError
 from ..internals import require
-from ..rngbase import put_back_states, save_states
+from ..rngbase import next_keeping
 from .batches import BatchKeys, BatchSeedingDataset
 from .iterable import IterableLoader
 from .loader_checks import check_batch_count, check_loader_args
@@ -78,14 +78,7 @@ class _LoaderIter:
         return len(self._inner) - self._start
 
     def __next__(self) -> Any:
-        if self._restore:  # main process fetches: keep the training loop's global streams untouched
-            saved = save_states(self._restore)
-            try:
-                batch = next(self._inner)
-            finally:
-                put_back_states(saved, strict=True)
-        else:
-            batch = next(self._inner)
+        batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
         b = self._next
         self._next = b + 1
         loader = self._loader
@@ -177,6 +170,9 @@ class DataLoader(torch.utils.data.DataLoader):
     """
 
     seeder_kind = "loader"
+    #: Whether ``__init__`` joins the seeder; a subclass that finishes building after it joins it itself (a loaded
+    #: state waiting for this loader is handed over as it joins).
+    joins_when_built = True
 
     __new__ = _new_loader  # an IterableDataset gets an IterableLoader; elastic=True an ElasticDataLoader
 
@@ -211,7 +207,8 @@ class DataLoader(torch.utils.data.DataLoader):
         object.__setattr__(self, "sampler", sampler)
         object.__setattr__(self, "batch_size", batch_size)
         object.__setattr__(self, "drop_last", drop_last)
-        seeder.join(self)
+        if self.joins_when_built:
+            seeder.join(self)
 
     # ------------------------------------------------------------ positions
     @property
