@@ -21,27 +21,13 @@ pytest.importorskip("transformers")
 
 import seeder  # noqa: E402
 
-from helpers import REPO_ROOT, torchrun  # noqa: E402
+from helpers import REPO_ROOT, torchrun, trained_samples  # noqa: E402
 
 SCRIPT = "tests/scripts/hf_elastic.py"
 _spec = importlib.util.spec_from_file_location("hf_elastic", REPO_ROOT / SCRIPT)
 child = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(child)  # type: ignore[union-attr]
-STEPS_PER_EPOCH = child.N // child.GLOBAL_BATCH
-
-
-def samples(paths, until=None):
-    """``{(epoch, index): tensor}`` and the multiset of ``(epoch, index)`` of the rows up to global step ``until``."""
-    got, count = {}, Counter()
-    for path in paths:
-        for step, index, x, _ in torch.load(path, weights_only=True):
-            if until is not None and step > until:
-                continue
-            epoch = (step - 1) // STEPS_PER_EPOCH
-            for i, row in zip(index.tolist(), x):
-                got[(epoch, i)] = row
-                count[(epoch, i)] += 1
-    return got, count
+STEPS_PER_EPOCH = child.STEPS_PER_EPOCH
 
 
 @pytest.mark.slow
@@ -57,17 +43,18 @@ def test_trainer_checkpoint_resumes_on_another_number_of_processes(tmp_path):
         child.resume(out, 2)                                     # 2 -> 1
 
     every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.N)})
-    ref, count = samples([tmp_path / "full1_0.pt"])
+    ref, count = trained_samples([tmp_path / "full1_0.pt"])
     assert count == every
     assert len({ref[(0, i)].sum().item() for i in range(child.N)}) == child.N
-    other, count = samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
+    other, count = trained_samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
     assert count == every and all(torch.equal(other[k], ref[k]) for k in every)  # the same data on 1 and 2
     for saved, now in ((2, 1), (1, 2)):
-        _, trained = samples([tmp_path / f"full{saved}_{r}.pt" for r in range(saved)], until=child.STOP)
+        _, trained = trained_samples([tmp_path / f"full{saved}_{r}.pt" for r in range(saved)],
+                                     keep=lambda epoch, step: step <= child.STOP)
         assert sum(trained.values()) == child.STOP * child.GLOBAL_BATCH
         paths = [tmp_path / f"resume{saved}to{now}_{r}.pt" for r in range(now)]
-        resumed, count = samples(paths)
-        assert min(step for p in paths for step, *_ in torch.load(p, weights_only=True)) == child.STOP + 1
+        resumed, count = trained_samples(paths)
+        assert min(step for p in paths for _, step, *_ in torch.load(p, weights_only=True)) == child.STOP + 1
         assert trained + count == every, (saved, now)  # every sample of the two epochs once: none lost, none repeated
         assert all(torch.equal(resumed[k], ref[k]) for k in count), (saved, now)
 
@@ -91,11 +78,11 @@ def test_same_world_resume_is_bitwise(tmp_path):
         whole, _, digest = child.run(str(tmp_path / "whole"))
         first, _, _ = child.run(str(tmp_path / "run"), stop=True)
         rest, _, resumed_digest = child.run(str(tmp_path / "run"), resume=True)
-    assert [r[0] for r in first] == list(range(1, child.STOP + 1))
-    assert [r[0] for r in rest] == list(range(child.STOP + 1, child.EPOCHS * STEPS_PER_EPOCH + 1))
+    assert [r[1] for r in first] == list(range(1, child.STOP + 1))
+    assert [r[1] for r in rest] == list(range(child.STOP + 1, child.EPOCHS * STEPS_PER_EPOCH + 1))
     assert len(first + rest) == len(whole)
     for a, b in zip(first + rest, whole):
-        assert a[0] == b[0] and all(torch.equal(x, y) for x, y in zip(a[1:], b[1:])), a[0]
+        assert a[:2] == b[:2] and all(torch.equal(x, y) for x, y in zip(a[2:], b[2:])), a[:2]
     assert resumed_digest == digest
 
 

@@ -11,7 +11,7 @@
 
 :func:`run` is one run on this world (stopped, resumed or whole), for a same-world resume in the test's process.
 
-A row is ``(global step, sample indices, sample tensors, loss)``, recorded by the model as it receives them.
+A row is ``(epoch, global step, sample indices, sample tensors, loss)``, recorded by the model as it receives them.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import Augmented, Tiny  # noqa: E402
 
 N, GLOBAL_BATCH, STOP, EPOCHS, SEED = 32, 8, 2, 2, 42
+STEPS_PER_EPOCH = N // GLOBAL_BATCH
 
 
 class Indexed(Augmented):
@@ -53,7 +54,8 @@ class Recording(Tiny):
 
     def forward(self, x, labels=None, index=None):
         out = super().forward(x, labels)
-        self.rows.append((self.step, index.clone(), x.detach().clone(), out["loss"].detach().clone()))
+        epoch = (self.step - 1) // STEPS_PER_EPOCH
+        self.rows.append((epoch, self.step, index.clone(), x.detach().clone(), out["loss"].detach().clone()))
         return out
 
 
