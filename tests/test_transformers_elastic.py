@@ -3,10 +3,11 @@
 Uninterrupted runs on 1 process (in this process) and 2 (torchrun, gloo on 127.0.0.1) train two epochs with a
 global batch of 8 and save a Trainer checkpoint at global step 2 of epoch 0; the 2-process run then resumes the
 1-process checkpoint (1 -> 2) and this process the 2-process one (2 -> 1, batch 8 per device: the same global
-batch). Both runs give every sample the same tensor. Every sample of the two epochs is trained once and each fetched tensor
-(augmentation from random, NumPy and torch) is bit for bit the uninterrupted run's; at the first resumed step
-the global RNGs are seeder's re-derived streams, not the Trainer's ``rng_state.pth``. On the same number of
-processes (1 -> 1) the resume is bit for bit: data, losses (dropout included) and trained weights.
+batch, with one loader worker where the runs had none). Both runs give every sample the same tensor. Every
+sample of the two epochs is trained once and each fetched tensor (augmentation from random, NumPy and torch)
+is bit for bit the uninterrupted run's; at the first resumed step the global RNGs are seeder's re-derived
+streams, not the Trainer's ``rng_state.pth``. On the same number of processes (1 -> 1) the resume is bit for
+bit: data, losses (dropout included) and trained weights.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_trainer_checkpoint_resumes_on_another_number_of_processes(tmp_path):
     # The Trainer's own file of a 1-process run: _load_rng_state loads it, the seeder's re-derived streams must win.
     shutil.copy(folder / "rng_state_0.pth", folder / "rng_state.pth")
     with seeder.Seeder().fork_rng():
-        child.resume(out, 2)                                     # 2 -> 1
+        child.resume(out, 2, workers=1)                          # 2 -> 1, and 0 -> 1 loader worker
 
     every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.N)})
     ref, count = trained_samples([tmp_path / "full1_0.pt"])

@@ -5,9 +5,9 @@
 * ``full``: train EPOCHS epochs uninterrupted with a global batch of GLOBAL_BATCH samples
   (``per_device_train_batch_size = GLOBAL_BATCH // world``); at global step STOP (inside epoch 0) the
   Trainer saves DIR/full<world>/checkpoint-STOP and goes on. Rows go to DIR/full<world>_<rank>.pt.
-* ``resume<W>``: a fresh trainer on this world resumes DIR/full<W>/checkpoint-STOP; rows go to
-  DIR/resume<W>to<world>_<rank>.pt, the global RNG states at the first resumed step to
-  DIR/rngs<W>to<world>_<rank>.pt.
+* ``resume<W>``: a fresh trainer on this world (:func:`resume`: ``workers`` loader workers) resumes
+  DIR/full<W>/checkpoint-STOP; rows go to DIR/resume<W>to<world>_<rank>.pt, the global RNG states at
+  the first resumed step to DIR/rngs<W>to<world>_<rank>.pt.
 
 :func:`run` is one run on this world (stopped, resumed or whole), for a same-world resume in the test's process.
 
@@ -84,12 +84,12 @@ class Steps(TrainerCallback):
             control.should_training_stop = self.stop
 
 
-def trainer(out: str, save_at: Optional[int], stop: bool = False):
-    """A SeederTrainer(elastic=True) with a global batch of GLOBAL_BATCH on this world, 0 workers."""
+def trainer(out: str, save_at: Optional[int], stop: bool = False, workers: int = 0):
+    """A SeederTrainer(elastic=True) with a global batch of GLOBAL_BATCH on this world."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     args = TrainingArguments(output_dir=out, per_device_train_batch_size=GLOBAL_BATCH // world, num_train_epochs=EPOCHS,
                              learning_rate=0.1, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
-                             dataloader_num_workers=0, seed=SEED, ddp_find_unused_parameters=False)
+                             dataloader_num_workers=workers, seed=SEED, ddp_find_unused_parameters=False)
     s = seeder.Seeder()
     s.init(SEED)  # after TrainingArguments: under torchrun the process group exists
     torch.manual_seed(s.get_seed(0, 0, shared=True))  # the same initial weights on every rank
@@ -106,8 +106,8 @@ def full(out: str) -> None:
     torch.save(model.rows, os.path.join(out, f"full{world}_{rank}.pt"))
 
 
-def resume(out: str, saved: int) -> None:
-    t, model, steps, world, rank = trainer(os.path.join(out, f"resume{saved}"), None)
+def resume(out: str, saved: int, workers: int = 0) -> None:
+    t, model, steps, world, rank = trainer(os.path.join(out, f"resume{saved}"), None, workers=workers)
     t.train(resume_from_checkpoint=os.path.join(out, f"full{saved}", f"checkpoint-{STOP}"))
     torch.save(model.rows, os.path.join(out, f"resume{saved}to{world}_{rank}.pt"))
     torch.save(steps.first, os.path.join(out, f"rngs{saved}to{world}_{rank}.pt"))
