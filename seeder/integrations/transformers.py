@@ -17,7 +17,15 @@ a subclass: :class:`SeederTrainer` takes the same arguments as ``Trainer`` (plus
   validates it on every rank before the Trainer loads anything, and restores it
   when the training loader is created: the loader continues at its saved batch
   without replaying the ones before it (the Trainer's ``skip_first_batches`` is
-  answered by the loader itself, in O(1)).
+  answered by the loader itself, in O(1)). Its RNG states win over the Trainer's
+  ``rng_state_<rank>.pth``: when the Trainer loads that file (``_load_rng_state``),
+  the global RNGs go back to the states the seeder state set.
+* ``SeederTrainer(..., elastic=True)`` builds ``seeder.DataLoader(elastic=True)``
+  (``per_device_train_batch_size`` per rank, one global order): a checkpoint saved on
+  ``W`` processes resumes on ``W'`` with the same global batch size
+  (``per_device_train_batch_size * W'`` equal to the saved one). Every rank reads rank
+  0's seeder file; the data continue exactly and each rank's RNG streams are re-derived
+  (docs/elastic.md).
 
 Weight initialisation stays the Trainer's: with ``model_init`` it seeds
 ``args.seed`` on every rank before building the model (identical weights); a
@@ -47,9 +55,10 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from .. import stepwatch
-from ..checks import check_state_header, is_int
+from ..checks import check_bool, check_state_header, is_int
 from ..core import Seeder
 from ..errors import SeederWarning, StateError
+from ..rngbase import put_back_states, save_states
 from ..default import resolve_seeder
 from ..derive import TRAIN_TASK
 from ..foreign import expected
@@ -171,14 +180,19 @@ class SeederTrainer(Trainer):
 
     Same arguments as ``Trainer``; ``seeder`` is the :class:`seeder.Seeder` to use
     (default: the module-level one). If it is not initialised yet, it is initialised
-    with ``args.seed`` as master seed. Not supported (a ``ValueError`` says so):
+    with ``args.seed`` as master seed. ``elastic=True`` trains from an elastic
+    ``seeder.DataLoader(elastic=True)``: the same samples and augmentations on any number
+    of processes, and a checkpoint that resumes on another number of processes with the
+    same global batch size (``per_device_train_batch_size`` times the number of processes);
+    a stream (``IterableDataset``) is refused with it. Not supported (a ``ValueError`` says so):
     ``ignore_data_skip=True`` (the loader resumes at its batch at no cost, and the
     Trainer would miscount the resumed epoch), ``auto_find_batch_size``, a
     ``train_sampling_strategy`` other than ``"random"``, hyperparameter search.
     """
 
-    def __init__(self, *args: Any, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, seeder: Optional[Seeder] = None, elastic: bool = False, **kwargs: Any) -> None:
         seeder = resolve_seeder(seeder)  # before the Trainer's __init__: fail fast on a bad argument
+        elastic = check_bool(elastic, "elastic")
         with expected("the Trainer's set_seed(args.seed)"):  # routed through the seeder, as every foreign seeding
             super().__init__(*args, **kwargs)
         bad = []
@@ -192,14 +206,19 @@ class SeederTrainer(Trainer):
                        "use 'random')")
         if bad:
             raise ValueError("SeederTrainer does not support " + "; ".join(bad))
+        if elastic and isinstance(self.train_dataset, torch.utils.data.IterableDataset):
+            raise TypeError(f"SeederTrainer(elastic=True) needs a map-style train_dataset (with __getitem__ and __len__), "
+                            f"got the IterableDataset {type(self.train_dataset).__name__}; drop elastic=True for a stream")
         if self.args.data_seed is not None:
             warnings.warn(f"SeederTrainer ignores data_seed={self.args.data_seed}: the data order derives from the "
                           "seeder's master seed", SeederWarning, stacklevel=2)
         self.seeder = seeder
+        self.elastic = elastic
         if not seeder.initialized:
             seeder.init(master_seed=self.args.seed)
         self.seeder_train_loader: Optional[_TrainLoader] = None
         self._pending_state: Optional[dict] = None
+        self._loaded_rngs: Optional[list] = None  # the global RNG states the loaded seeder state set
         self.add_callback(SeederCheckpointCallback(self))
 
     # ------------------------------------------------------------------ data
@@ -225,6 +244,8 @@ class SeederTrainer(Trainer):
             extra = {"persistent_workers": a.dataloader_persistent_workers, "prefetch_factor": a.dataloader_prefetch_factor,
                      "multiprocessing_context": a.dataloader_multiprocessing_context}
         stream = isinstance(dataset, torch.utils.data.IterableDataset)  # a stream's order is its own (docs/dataloader.md)
+        if self.elastic:
+            extra["elastic"] = True  # batch_size per rank; the global batch is batch_size * world size
         return DataLoader(dataset, batch_size=self._train_batch_size, shuffle=not stream, collate_fn=collator,
                           num_workers=workers, pin_memory=a.dataloader_pin_memory, drop_last=a.dataloader_drop_last,
                           seeder=self.seeder, **extra)
@@ -236,10 +257,21 @@ class SeederTrainer(Trainer):
         if self._pending_state is not None:
             state, self._pending_state = self._pending_state, None
             self.seeder.load_state_dict(state)
+            self._loaded_rngs = save_states(self.seeder.global_adapters())
             self.seeder_train_loader.resumed = True
             logger.info("seeder state restored: epoch %s, batch %d", self.seeder.last_reseed,
-                        self.seeder_train_loader.loader.state_dict()["batch"])
+                        self.seeder_train_loader.loader.batches_done)
         return self.seeder_train_loader
+
+    def _load_rng_state(self, checkpoint: Optional[str]) -> None:
+        """The Trainer's ``rng_state_<rank>.pth``, then the global RNG states the seeder state set (they win).
+
+        On the number of processes that saved the checkpoint both are the same states; on another,
+        the Trainer's file is another rank's (or missing) and the seeder's are this rank's re-derived streams.
+        """
+        super()._load_rng_state(checkpoint)
+        if checkpoint is not None and self._loaded_rngs is not None:
+            put_back_states(self._loaded_rngs, strict=True)
 
     # ----------------------------------------------------------------- train
     def train(self, resume_from_checkpoint: Any = None, trial: Any = None, ignore_keys_for_eval: Any = None,
@@ -258,6 +290,7 @@ class SeederTrainer(Trainer):
         if self.seeder_train_loader is None:
             self.seeder_train_loader = _TrainLoader(self._build_train_loader(), self.seeder)
         self.seeder_train_loader.iterated = False
+        self._loaded_rngs = None
         if resume_from_checkpoint is not None:
             self._pending_state = read_checkpoint_state(resume_from_checkpoint, self.seeder)
             stepwatch.mark("resumed", int(str(resume_from_checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
@@ -277,7 +310,7 @@ class SeederTrainer(Trainer):
             if dataloader is not ours:
                 return original(dataloader, num_batches)
             state = ours.loader.state_dict()
-            position = state["batch"]
+            position = ours.loader.batches_done
             if ours.stream is not None and ours.stream.earlier + position != num_batches:
                 raise StateError(
                     f"the Trainer resumes after {num_batches} batches, but the stream stands at batch {position} of its "
