@@ -127,6 +127,16 @@ def _trainer_skips(_: Any) -> Optional[str]:
     return None
 
 
+def _trainer_loads_rngs(_: Any) -> Optional[str]:
+    from transformers import Trainer
+
+    if not callable(getattr(Trainer, "_load_rng_state", None)):
+        return "Trainer has no _load_rng_state"
+    if not references(Trainer, "_load_rng_state"):
+        return "no method of Trainer calls _load_rng_state"
+    return None
+
+
 def _fit_loop_loaders(checkpoint: Any) -> Optional[str]:
     from lightning.pytorch.loops.fit_loop import _FitLoop
 
@@ -191,6 +201,9 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
     Internal("transformers", "trainer.skip_first_batches", "seeder.integrations.transformers: replaced while "
              "SeederTrainer trains, so that the resumed loader is not skipped a second time", "transformers 5.23.0",
              "raises", _trainer_skips),
+    Internal("transformers", "Trainer._load_rng_state", "seeder.integrations.transformers: SeederTrainer overrides "
+             "it so that the RNG states the seeder state set win over the Trainer's rng_state_<rank>.pth",
+             "transformers 5.24.0", "raises", _trainer_loads_rngs),
     Internal("lightning", "checkpoint loops.fit_loop.state_dict.combined_loader", "seeder.integrations.lightning "
              "drops finished loader positions from Lightning's loop state", "lightning 2.6.6", "raises",
              _fit_loop_loaders, per_object=True),

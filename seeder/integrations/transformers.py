@@ -303,6 +303,7 @@ class SeederTrainer(Trainer):
     def _answer_skip(self) -> Iterator[None]:
         """While training, the Trainer's ``skip_first_batches`` returns our loader, which already stands at that batch."""
         require("transformers:trainer.skip_first_batches")
+        require("transformers:Trainer._load_rng_state")
         original = _hf_trainer_module.skip_first_batches
         ours = self.seeder_train_loader
 
