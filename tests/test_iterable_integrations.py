@@ -27,7 +27,7 @@ def stream():
     return ds.to_iterable_dataset(num_shards=2).map(augment).with_format("torch")
 
 
-def trainer_run(out, stop=None, resume=False, max_steps=8):
+def trainer_run(out, stop=None, resume=False, max_steps=8, workers=0):
     pytest.importorskip("transformers")
     from hf_common import Tiny
     from transformers import TrainerCallback, TrainingArguments
@@ -53,7 +53,7 @@ def trainer_run(out, stop=None, resume=False, max_steps=8):
     s = seeder.Seeder()
     args = TrainingArguments(output_dir=out, per_device_train_batch_size=BS, max_steps=max_steps, learning_rate=0.1,
                              logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
-                             dataloader_num_workers=0, seed=42, remove_unused_columns=False)
+                             dataloader_num_workers=workers, seed=42, remove_unused_columns=False)
     s.init(42)
     torch.manual_seed(s.get_seed(0, 0, shared=True))
     model = Model(dim=4)
@@ -78,6 +78,15 @@ def test_seeder_trainer_resumes_a_stream_bitwise_in_any_of_its_epochs(tmp_path):
     rest, dig = trainer_run(str(tmp_path / "late"), resume=True, max_steps=12)
     assert (min(middle), max(middle), min(rest)) == (8, 11, 12)
     assert {**first, **middle, **rest} == full and dig == digest
+
+
+@pytest.mark.slow
+def test_seeder_trainer_resumes_a_stream_bitwise_with_two_workers(tmp_path):
+    """The same with 2 loader workers (each reads one of the stream's 2 shards), stopped in the stream's second pass."""
+    full, digest = trainer_run(str(tmp_path / "full"), workers=2)
+    first, _ = trainer_run(str(tmp_path / "run"), stop=6, workers=2)
+    rest, dig = trainer_run(str(tmp_path / "run"), resume=True, workers=2)
+    assert min(rest) == 7 and {**first, **rest} == full and dig == digest
 
 
 def test_a_trainer_stream_state_that_no_run_reaches_is_refused():
@@ -126,8 +135,8 @@ def lightning_hf_loader(workers):
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning")
-@pytest.mark.parametrize("workers,steps,make", [(0, [3, 6, 9], lightning_stream_loader), (2, [5], lightning_hf_loader)],
-                         ids=["plain-0", "datasets-2"])
+@pytest.mark.parametrize("workers,steps,make", [(0, [3, 6, 9], lightning_stream_loader), (0, [4], lightning_hf_loader),
+                                                (2, [5], lightning_hf_loader)], ids=["plain-0", "datasets-0", "datasets-2"])
 def test_lightning_resumes_a_stream_bitwise_mid_epoch_and_at_its_end(tmp_path, workers, steps, make):
     """Lightning fetches one batch ahead of a loader with no length, and its checkpoint would hold the stream's
     position after that batch: SeederCallback saves the position of what was trained. Steps 3, 5 and 9 are
