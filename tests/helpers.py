@@ -150,8 +150,11 @@ class ForkedRun:
         if self.poll() is None:
             try:
                 os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            except ProcessLookupError:  # killed right after the fork, before its setsid: no session yet, only the child
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         return self.wait(60)
 
     def stdout(self) -> str:
