@@ -114,8 +114,8 @@ class PendingParts:
         """The entry of a state saved on another world size whose participants are elastic loaders not built yet
         (and registered generators), else ``None``: its loaders' parts wait, and this rank's streams are re-derived
         once they joined."""
-        if elastic_keys(have):
-            return None  # the loaders exist: the state moves as it loads
+        if isinstance(state, dict) and state.get("world_size") == seeder.world_size or elastic_keys(have):
+            return None  # a state of this world (the common load: nothing more to read), or the loaders exist
         entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, True)
         parts = entry.get("participants")
         if not changed or not isinstance(parts, dict):

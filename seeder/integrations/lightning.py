@@ -347,7 +347,7 @@ class SeederCallback(Callback):
     def _apply(self, gathered: Dict[str, Any], step: Optional[int] = None) -> None:
         """Load ``gathered`` with the seeder's loaders left out (their positions are Lightning's to restore).
 
-        From another world size (elastic loaders, :func:`_movable`): the master seed and last reseed load, and,
+        From another world size (elastic loaders, :func:`.lightning_loaders.movable`): the master seed and last reseed load, and,
         inside an epoch (``step``: the elastic loaders' global step, as Lightning restored them), this rank's
         RNG streams are re-derived as ``seeder.load_state_dict`` does for elastic loaders
         (:func:`seeder.world.rederive_streams`); at an epoch's end the next ``reseed`` seeds them.
