@@ -271,7 +271,7 @@ def test_a_state_of_another_world_loads_before_its_elastic_loader_is_built():
             with pytest.raises(StateError, match="loader.0"):
                 one.state_dict()  # nothing is saved while the loader's part waits
             loader = loaders(one, 1)[0]  # claims it
-        streams = (torch.get_rng_state(), mine.get_state(), random.random())
+        streams = (torch.get_rng_state(), mine.get_state(), random.getstate())  # read, not drawn
         one.reseed(1, 0)  # skipped: the state stands inside epoch 0
         return [int(r[0]) for b in loader for r in b], streams
 
