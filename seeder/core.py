@@ -254,7 +254,6 @@ class Seeder(Membership):
             except BaseException:
                 self.resume_check.drop()
                 raise
-            self.resume_check.arm(self.global_adapters())
 
     def fork_rng(self) -> ContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.

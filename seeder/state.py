@@ -302,6 +302,8 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
         for adapter in adapters:
             undo.rngs.append((adapter, adapter.copy_state()))
             adapter.set_state(entry["rngs"][adapter.name])
+        if seeder is not None and seeder.resume_check.wanted:  # a participant resumes inside an epoch
+            seeder.resume_check.arm(adapters)
     except BaseException as exc:
         if seeder is not None:
             seeder.loading = None
