@@ -2,6 +2,7 @@
 checkpoints, deterministic mode before CUDA starts. Each case runs in a child process, so that this
 process never starts CUDA (other tests check what happens before it starts). The training run's harness
 also runs on the CPU, so that it is checked on machines without a GPU too."""
+import contextlib
 import json
 import subprocess
 import sys
@@ -9,33 +10,55 @@ import sys
 import pytest
 import torch
 
-from helpers import REPO_ROOT, child_env, communicate, json_lines, run_python
+from helpers import REPO_ROOT, ForkServer, child_env, communicate, json_lines, run_python
 
 NO_CUDA = "needs a CUDA device (torch.cuda.is_available() is False)"
 
 TRAIN = str(REPO_ROOT / "tests" / "scripts" / "cuda_train.py")
 
 
-def _start(device, args):
-    return subprocess.Popen([sys.executable, TRAIN, "--device", device, *args], env=child_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
+def _parse(name, rc, stdout, stderr):
+    rows = json_lines(stdout, "RESULT ")
+    assert rc == 0 and len(rows) == 1, f"{name}: exit {rc}\n{stdout[-3000:]}\n{stderr[-5000:]}"
+    return rows[0]
 
 
-def _results(procs):
-    """Wait for every run (started together: the GPU and 16 cores take them at once) and parse RESULT lines."""
+def _together(device, runs):
+    """Start every run of ``{name: args}`` at once (the GPU and 16 cores take them together); their RESULT rows."""
+    procs = {name: subprocess.Popen([sys.executable, TRAIN, "--device", device, *args], env=child_env(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
+             for name, args in runs.items()}
     out = {}
     try:
         for name, p in procs.items():
             stdout, stderr = communicate(p, 300)
-            rows = json_lines(stdout, "RESULT ")
-            assert p.returncode == 0 and len(rows) == 1, f"{name}: exit {p.returncode}\n{stdout[-3000:]}\n{stderr[-5000:]}"
-            out[name] = rows[0]
+            out[name] = _parse(name, p.returncode, stdout, stderr)
     finally:
         for p in procs.values():
             if p.poll() is None:
                 p.kill()
                 p.wait()
     return out
+
+
+@contextlib.contextmanager
+def _runner(device, tmp_path):
+    """``results(runs)``: the RESULT row of each run of ``{name: args}``. On CUDA the runs of a call start together;
+    the CPU harness forks them one by one from a server that imported torch once, and what
+    ``torch.use_deterministic_algorithms`` imports (``torch._inductor.config``, over a second)."""
+    if device != "cpu":
+        yield lambda runs: _together(device, runs)
+        return
+    server = ForkServer(tmp_path, preload=["torch._inductor.config"])
+
+    def forked(name, args):
+        done = server.run([TRAIN, "--device", device, *args], timeout=300, check=False)
+        return _parse(name, done.returncode, done.stdout, done.stderr)
+
+    try:
+        yield lambda runs: {name: forked(name, args) for name, args in runs.items()}
+    finally:
+        server.close()
 
 
 @pytest.mark.slow
@@ -47,27 +70,27 @@ def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_p
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip(NO_CUDA)
     ck = {name: str(tmp_path / f"{name}.pt") for name in ("mid", "last_step", "epoch_end", "later")}
-    start = lambda *args: _start(device, list(args))  # noqa: E731
     # The CPU harness checks the test and its child script, which the GPU run then trusts: the cases that only
     # repeat another on a CPU (a second seeded run, a second stop in epoch 0, map_location="cpu") run on CUDA only.
     gpu_only = {"repeat", "last_step", "mid_on_device"} if device == "cpu" else set()
-    first = _results({name: start(*args) for name, args in {
-        "full": ("--seed", "7"),
-        "repeat": ("--seed", "7"),
-        "mid": ("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
-        "last_step": ("--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]),
-        "epoch_end": ("--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]),
-        "later": ("--seed", "7", "--stop-at-step", "17", "--ckpt", ck["later"]),
-        "unseeded_a": (),
-        "unseeded_b": (),
-    }.items() if name not in gpu_only})
-    second = _results({name: start(*args) for name, args in {
-        "mid": ("--resume", "--ckpt", ck["mid"]),
-        "mid_on_device": ("--resume", "--ckpt", ck["mid"], "--map-location", device),
-        "last_step": ("--resume", "--ckpt", ck["last_step"]),
-        "epoch_end": ("--resume", "--ckpt", ck["epoch_end"], "--map-location", device),
-        "later": ("--resume", "--ckpt", ck["later"]),
-    }.items() if name not in gpu_only})
+    with _runner(device, tmp_path) as results:
+        first = results({name: args for name, args in {
+            "full": ("--seed", "7"),
+            "repeat": ("--seed", "7"),
+            "mid": ("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
+            "last_step": ("--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]),
+            "epoch_end": ("--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]),
+            "later": ("--seed", "7", "--stop-at-step", "17", "--ckpt", ck["later"]),
+            "unseeded_a": (),
+            "unseeded_b": (),
+        }.items() if name not in gpu_only})
+        second = results({name: args for name, args in {
+            "mid": ("--resume", "--ckpt", ck["mid"]),
+            "mid_on_device": ("--resume", "--ckpt", ck["mid"], "--map-location", device),
+            "last_step": ("--resume", "--ckpt", ck["last_step"]),
+            "epoch_end": ("--resume", "--ckpt", ck["epoch_end"], "--map-location", device),
+            "later": ("--resume", "--ckpt", ck["later"]),
+        }.items() if name not in gpu_only})
     full = first["full"]
     assert len(full["losses"]) == 36
     for run in first.values():
