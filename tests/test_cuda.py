@@ -2,7 +2,6 @@
 checkpoints, deterministic mode before CUDA starts. Each case runs in a child process, so that this
 process never starts CUDA (other tests check what happens before it starts). The training run's harness
 also runs on the CPU, so that it is checked on machines without a GPU too."""
-import contextlib
 import json
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from helpers import REPO_ROOT, ForkServer, child_env, communicate, json_lines, run_python
+from helpers import REPO_ROOT, child_env, communicate, json_lines, run_python
 
 NO_CUDA = "needs a CUDA device (torch.cuda.is_available() is False)"
 
@@ -41,29 +40,22 @@ def _together(device, runs):
     return out
 
 
-@contextlib.contextmanager
-def _runner(device, tmp_path):
+def _runner(device, forks):
     """``results(runs)``: the RESULT row of each run of ``{name: args}``. On CUDA the runs of a call start together;
-    the CPU harness forks them one by one from a server that imported torch once, and what
-    ``torch.use_deterministic_algorithms`` imports (``torch._inductor.config``, over a second)."""
+    the CPU harness forks them one by one from the session's server (torch imported once)."""
     if device != "cpu":
-        yield lambda runs: _together(device, runs)
-        return
-    server = ForkServer(tmp_path, preload=["torch._inductor.config"])
+        return lambda runs: _together(device, runs)
 
     def forked(name, args):
-        done = server.run([TRAIN, "--device", device, *args], timeout=300, check=False)
+        done = forks.run([TRAIN, "--device", device, *args], timeout=300, check=False)
         return _parse(name, done.returncode, done.stdout, done.stderr)
 
-    try:
-        yield lambda runs: {name: forked(name, args) for name, args in runs.items()}
-    finally:
-        server.close()
+    return lambda runs: {name: forked(name, args) for name, args in runs.items()}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.cuda), pytest.param("cpu", id="cpu-harness")])
-def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_path, device):
+def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_path, device, request):
     """The README's wiring (seeder.DataLoader, 2 workers), deterministic mode before CUDA starts: stops at steps 7,
     12 (epoch 0's last step), the end of epoch 0 and 17 resume bit for bit; a seeded repeat is bitwise; unseeded
     runs differ. 12 steps per epoch, 3 epochs."""
@@ -73,24 +65,24 @@ def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_p
     # The CPU harness checks the test and its child script, which the GPU run then trusts: the cases that only
     # repeat another on a CPU (a second seeded run, a second stop in epoch 0, map_location="cpu") run on CUDA only.
     gpu_only = {"repeat", "last_step", "mid_on_device"} if device == "cpu" else set()
-    with _runner(device, tmp_path) as results:
-        first = results({name: args for name, args in {
-            "full": ("--seed", "7"),
-            "repeat": ("--seed", "7"),
-            "mid": ("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
-            "last_step": ("--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]),
-            "epoch_end": ("--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]),
-            "later": ("--seed", "7", "--stop-at-step", "17", "--ckpt", ck["later"]),
-            "unseeded_a": (),
-            "unseeded_b": (),
-        }.items() if name not in gpu_only})
-        second = results({name: args for name, args in {
-            "mid": ("--resume", "--ckpt", ck["mid"]),
-            "mid_on_device": ("--resume", "--ckpt", ck["mid"], "--map-location", device),
-            "last_step": ("--resume", "--ckpt", ck["last_step"]),
-            "epoch_end": ("--resume", "--ckpt", ck["epoch_end"], "--map-location", device),
-            "later": ("--resume", "--ckpt", ck["later"]),
-        }.items() if name not in gpu_only})
+    results = _runner(device, request.getfixturevalue("forks") if device == "cpu" else None)
+    first = results({name: args for name, args in {
+        "full": ("--seed", "7"),
+        "repeat": ("--seed", "7"),
+        "mid": ("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
+        "last_step": ("--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]),
+        "epoch_end": ("--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]),
+        "later": ("--seed", "7", "--stop-at-step", "17", "--ckpt", ck["later"]),
+        "unseeded_a": (),
+        "unseeded_b": (),
+    }.items() if name not in gpu_only})
+    second = results({name: args for name, args in {
+        "mid": ("--resume", "--ckpt", ck["mid"]),
+        "mid_on_device": ("--resume", "--ckpt", ck["mid"], "--map-location", device),
+        "last_step": ("--resume", "--ckpt", ck["last_step"]),
+        "epoch_end": ("--resume", "--ckpt", ck["epoch_end"], "--map-location", device),
+        "later": ("--resume", "--ckpt", ck["later"]),
+    }.items() if name not in gpu_only})
     full = first["full"]
     assert len(full["losses"]) == 36
     for run in first.values():
