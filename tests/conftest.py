@@ -45,3 +45,18 @@ def forks(tmp_path_factory):
     server = ForkServer(tmp_path_factory.mktemp("forks"), preload=["torch._dynamo", "torch._inductor.config"])
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def framework_forks(tmp_path_factory):
+    """:func:`forks` with Lightning and transformers imported too, those installed (Lightning's import alone takes
+    seconds)."""
+    import importlib.util
+
+    from helpers import ForkServer
+
+    frameworks = {"lightning": ["lightning.pytorch"], "transformers": ["transformers", "seeder.integrations.transformers"]}
+    preload = [m for name, modules in frameworks.items() if importlib.util.find_spec(name) for m in modules]
+    server = ForkServer(tmp_path_factory.mktemp("framework_forks"), preload=["torch._dynamo", *preload])
+    yield server
+    server.close()
