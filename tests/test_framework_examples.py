@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO_ROOT, ForkServer
+from helpers import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -21,23 +21,20 @@ def records(path: Path):
             {r["seeder_verify"]: r["at_step"] for r in rows if "seeder_verify" in r})
 
 
-def stop_and_resume(tmp_path: Path, script: str, args, resume_args=(), preload=()):
-    """The full run, a run stopped at STOP and its resume (in the stopped run's directory, as verify copies it)."""
+def stop_and_resume(server, tmp_path: Path, script: str, args, resume_args=()):
+    """The full run, a run stopped at STOP and its resume (in the stopped run's directory, as verify copies it),
+    forked from ``server``."""
     full, part = tmp_path / "full", tmp_path / "part"
     full.mkdir()
     part.mkdir()
     env = {"SEEDER_CKPT_DIR": str(part / "ckpt")}
-    server = ForkServer(tmp_path, preload=preload)
-    try:
-        server.run([script, *args], cwd=full, env={"SEEDER_STEPS": str(full / "steps.jsonl")}, timeout=240)
-        server.run([script, *args], cwd=part, timeout=240,
-                   env={**env, "SEEDER_STEPS": str(part / "steps.jsonl"), "SEEDER_STOP_AFTER_STEP": str(STOP)})
-        stopped, _, marks = records(part / "steps.jsonl")
-        assert [r["step"] for r in stopped] == list(range(1, STOP + 1)) and marks == {"stopped": STOP}
-        server.run([script, *args, *resume_args], cwd=part, timeout=240,
-                   env={**env, "SEEDER_STEPS": str(part / "steps.jsonl"), "SEEDER_RESUME": "1"})
-    finally:
-        server.close()
+    server.run([script, *args], cwd=full, env={"SEEDER_STEPS": str(full / "steps.jsonl")}, timeout=240)
+    server.run([script, *args], cwd=part, timeout=240,
+               env={**env, "SEEDER_STEPS": str(part / "steps.jsonl"), "SEEDER_STOP_AFTER_STEP": str(STOP)})
+    stopped, _, marks = records(part / "steps.jsonl")
+    assert [r["step"] for r in stopped] == list(range(1, STOP + 1)) and marks == {"stopped": STOP}
+    server.run([script, *args, *resume_args], cwd=part, timeout=240,
+               env={**env, "SEEDER_STEPS": str(part / "steps.jsonl"), "SEEDER_RESUME": "1"})
     want, want_digest, _ = records(full / "steps.jsonl")
     got, got_digest, marks = records(part / "steps.jsonl")
     assert [r["step"] for r in want] == list(range(1, 13))
@@ -53,18 +50,18 @@ def speaks_to_verify(script: str):
     return [line for line in (REPO_ROOT / script).read_text().splitlines() if any(w in line for w in words)]
 
 
-def test_lightning_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path):
+def test_lightning_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_forks):
     pytest.importorskip("lightning")
     script = "examples/lightning_train.py"
     assert speaks_to_verify(script) == []
-    part = stop_and_resume(tmp_path, script, SMALL + ["--ckpt-dir", "ckpt"], preload=["lightning.pytorch"])
+    part = stop_and_resume(framework_forks, tmp_path, script, SMALL + ["--ckpt-dir", "ckpt"])
     assert (part / "ckpt" / "seeder-stop.ckpt").is_file()  # SeederCallback's stop, found again by resume_path
 
 
-def test_hf_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path):
+def test_hf_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_forks):
     pytest.importorskip("transformers")
     script = "examples/hf_train.py"
     assert speaks_to_verify(script) == []
-    part = stop_and_resume(tmp_path, script, SMALL, resume_args=["--resume"],  # verify passes the script's --resume
-                           preload=["transformers", "seeder.integrations.transformers"])
+    part = stop_and_resume(framework_forks, tmp_path, script, SMALL,
+                           resume_args=["--resume"])  # verify passes the script's --resume
     assert (part / "hf_train_out" / f"checkpoint-{STOP}" / "seeder_state_0.pt").is_file()
