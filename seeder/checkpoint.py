@@ -15,9 +15,10 @@ stops and resumes, with three lines::
 ``step()`` saves every ``every_steps`` steps (0: never on its own) and, when ``seeder
 verify`` asks for a stop at this step, saves and exits with status 0. ``save()`` writes
 ``{"model", "optimizer", "scheduler", "seeder", "step"}`` to a temporary file in the same
-directory, fsyncs it and renames it over ``path`` (a crash leaves the old file or the new
-one, and the next save removes the temporary file of a write that was killed); under ``torch.distributed`` every rank calls it (the seeder states of all ranks are
-gathered) and rank 0 writes. ``resume(True)`` loads the file (``FileNotFoundError`` if it
+directory, fsyncs it, renames it over ``path`` and fsyncs the directory (a crash leaves the
+old file or the new one, and the next save removes the temporary file of a write that was
+killed); under ``torch.distributed`` every rank calls it (the seeder states of all ranks
+are gathered) and rank 0 writes. ``resume(True)`` loads the file (``FileNotFoundError`` if it
 is missing), ``resume(False)`` does nothing, ``resume()`` loads only in a run that
 ``seeder verify`` resumes. Loading uses ``torch.load(weights_only=True)``.
 
@@ -90,6 +91,7 @@ class Checkpoint:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
+            _fsync_directory(directory)  # the rename itself survives a power cut
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -136,3 +138,15 @@ def _remove_killed_writes(directory: str, name: str, keep: str) -> None:
                 os.unlink(os.path.join(directory, entry))
             except FileNotFoundError:
                 pass
+
+
+def _fsync_directory(directory: str) -> None:
+    """Flush a directory's entries (a rename in it) to disk, where the platform can open a directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # Windows opens no directory
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
