@@ -308,6 +308,28 @@ def json_lines(text: str, prefix: str = "") -> List[dict]:
     return rows
 
 
+def step_records(path: Path) -> Tuple[List[dict], List[str]]:
+    """The per-step records seeder writes under ``$SEEDER_STEPS`` (``seeder.stepwatch``), one per step in step order,
+    and the digests written at exits.
+
+    Runs that append to one file (a run, its kills, its resumes) record a redone step again: every record of a step
+    must be equal (else AssertionError). A line a kill cut short is skipped.
+    """
+    by_step: Dict[int, dict] = {}
+    digests = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if "digest" in rec:
+            digests.append(rec["digest"])
+        elif "loss" in rec:
+            first = by_step.setdefault(rec["step"], rec)
+            assert first == rec, f"step {rec['step']} recorded as {first} and as {rec} in {path}"
+    return [by_step[k] for k in sorted(by_step)], digests
+
+
 def global_rng_fingerprint() -> tuple:
     """Exact, comparable states of Python ``random``, NumPy's global RNG and torch's CPU generator."""
     import random

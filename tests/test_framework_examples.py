@@ -51,6 +51,12 @@ def speaks_to_verify(script: str):
     return [line for line in (REPO_ROOT / script).read_text().splitlines() if any(w in line for w in words)]
 
 
+def test_plain_loop_example_has_no_flag_of_verify():
+    """examples/train.py stops and resumes for verify through seeder.Checkpoint (tests/test_resume_example.py runs it)."""
+    assert speaks_to_verify("examples/train.py") == []
+    assert "seeder.Checkpoint(" in (REPO_ROOT / "examples" / "train.py").read_text()
+
+
 def test_lightning_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_forks):
     pytest.importorskip("lightning")
     script = "examples/lightning_train.py"
