@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import seeder
 from seeder import StateError
 from seeder.data.elastic import num_steps, rank_slice
-from seeder.derive import MAX_KEY, Domain, derive_seed
+from seeder.derive import MAX_KEY, Domain, derive_seed, stream_seeds
 
 N = 23
 
@@ -364,3 +364,22 @@ def test_two_elastic_loaders_at_different_steps_move_together():
     assert not set(rest_a) & set(done_a) and not set(rest_b) & set(done_b)
     assert all(torch.equal(rest_a[i], a_full[i]) for i in rest_a)
     assert all(torch.equal(rest_b[i], b_full[i]) for i in rest_b)
+
+
+@settings(max_examples=40, deadline=None)
+@given(requests=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 9), st.integers(-20, 40)), min_size=1, max_size=30),
+       width=st.integers(1, 3), near=st.sampled_from([0, 2**32 - 100, 2**33 - 7]))
+def test_seeds_computed_ahead_are_those_of_each_position(requests, width, near):
+    """PositionSeeds hands out the derivation's seed words of every position asked for, whatever the pattern of
+    requests: strided runs (computed ahead), jumps (a resume), another epoch, short runs, runs across 2**32."""
+    from seeder.data.elastic_seeds import PositionSeeds
+
+    seeds, first = PositionSeeds(), near
+    for epoch, count, stride in requests:
+        want = [derive_seed(5, Domain.ELASTIC, 1, epoch, p >> 32, p & MAX_KEY) for p in range(first, first + count)]
+        got = seeds.words(5, 1, epoch, first, count, width)
+        assert got[::width] == want and len(got) == count * width
+        if width > 1:
+            assert got == [w for p in range(first, first + count)
+                           for w in stream_seeds(5, int(Domain.ELASTIC), 1, epoch, p >> 32, width).seed(p & MAX_KEY)]
+        first = max(0, first + stride)
