@@ -22,7 +22,7 @@ import numpy as np
 
 from ..derive import MAX_KEY, Domain, stream_seeds
 
-__all__ = ["AHEAD_POSITIONS", "PositionSeeds"]
+__all__ = ["AHEAD_POSITIONS", "position_seeds", "PositionSeeds"]
 
 #: The most positions one pass computes ahead.
 AHEAD_POSITIONS = 1 << 12
