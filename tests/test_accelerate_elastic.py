@@ -21,6 +21,7 @@ pytest.importorskip("accelerate")
 import seeder  # noqa: E402
 
 from helpers import REPO_ROOT, torchrun, trained_samples  # noqa: E402
+from seeder.world import rederive_streams  # noqa: E402
 
 SCRIPT = "tests/scripts/accelerate_elastic.py"
 _spec = importlib.util.spec_from_file_location("accelerate_elastic", REPO_ROOT / SCRIPT)
@@ -55,14 +56,12 @@ def check_resume(out, saved: int, now: int) -> None:
 
 def expected_probe(out, saved: int, rank: int, world: int) -> torch.Tensor:
     """Rank ``rank`` of ``world``'s main-process draws right after loading ckpt<saved>: the re-derived streams."""
-    state = torch.load(out / f"ckpt{saved}" / "seeder_state_0.pt", weights_only=True)
+    entry = torch.load(out / f"ckpt{saved}" / "seeder_state_0.pt", weights_only=True)
+    assert entry["world_size"] == saved and list(entry["last_reseed"]) == [1, 0]
     with seeder.Seeder().fork_rng():
         s = seeder.Seeder()
         s.init(child.SEED, ngpus=world, rank=rank)
-        loader = seeder.DataLoader(child.Indexed(), batch_size=child.GLOBAL_BATCH // world, shuffle=True, elastic=True,
-                                   num_replicas=world, rank=rank, seeder=s)
-        s.load_state_dict(state)
-        assert loader.state_dict()["samples_done"] == (child.STOP + 1) * child.GLOBAL_BATCH
+        rederive_streams(entry, s, child.STOP + 1)  # the global step the checkpoint stands at
         return child.probe()
 
 
