@@ -15,9 +15,10 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 
 import seeder
-from helpers import REPO_ROOT, torchrun
+from helpers import REPO_ROOT, free_port, torchrun
 from seeder.world import rederive_streams
 
 SCRIPT = "tests/scripts/elastic_ranks.py"
@@ -59,14 +60,29 @@ def before_stop(paths):
     return count
 
 
+def one_rank(monkeypatch, *args) -> None:
+    """The child's ``main`` on a world of one rank, in this process (its gloo group on 127.0.0.1, destroyed after)."""
+    with monkeypatch.context() as env:
+        for name, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(free_port())), ("RANK", "0"),
+                            ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
+            env.setenv(name, value)
+        with seeder.Seeder().fork_rng():
+            try:
+                child.main(*args)
+            finally:
+                if dist.is_initialized():
+                    dist.destroy_process_group()
+
+
 @pytest.mark.slow
-def test_elastic_resume_on_other_world_sizes_and_worker_counts(tmp_path):
+def test_elastic_resume_on_other_world_sizes_and_worker_counts(tmp_path, monkeypatch):
     out = str(tmp_path)
-    torchrun([SCRIPT, out, "0", "full"], nproc=2)
-    torchrun([SCRIPT, out, "0", "full"], nproc=4)
-    torchrun([SCRIPT, out, "2", "full", "2", "2d"], nproc=1)   # 2 workers; resumes 2 -> 1 ranks (0 -> 2 workers)
-    # 1 worker; 1 -> 2, 4 -> 2 (0 -> 1 worker) and 2 -> 2 through torch.distributed.checkpoint, 2 -> 2 through torch.save
-    torchrun([SCRIPT, out, "1", "resume", "1", "4d", "2d", "2"], nproc=2)
+    one_rank(monkeypatch, out, 2, 2, [])                    # 1 rank, 2 workers
+    torchrun([SCRIPT, out, "0", "0"], nproc=4)              # 4 ranks, 0 workers
+    # 2 ranks, 0 workers; then 1 worker: 1 -> 2, 4 -> 2 (0 -> 1 worker) and 2 -> 2 through torch.distributed.checkpoint,
+    # 2 -> 2 through torch.save
+    torchrun([SCRIPT, out, "0", "1", "1", "4d", "2d", "2"], nproc=2)
+    one_rank(monkeypatch, out, None, 2, ["2", "2d"])        # 2 -> 1 ranks (0 -> 2 workers), torch.save and DCP
 
     every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.N)})
     ref, count = samples([tmp_path / f"full2_{r}.pt" for r in range(2)])

@@ -1,11 +1,12 @@
-"""Child of tests/test_elastic_ranks.py, run under torchrun: an elastic seeder.DataLoader over 2 epochs.
+"""Child of tests/test_elastic_ranks.py, run under torchrun or in its process: an elastic seeder.DataLoader over 2 epochs.
 
-``DIR WORKERS full|resume [SAVED_WORLD ...]``: ``full`` trains 2 epochs uninterrupted, and after global step
+``DIR FULL_WORKERS RESUME_WORKERS [SAVED_WORLD ...]``: unless FULL_WORKERS is ``-``, a run with that many loader
+workers trains 2 epochs uninterrupted, and after global step
 STOP of epoch 0 every rank saves ``seeder.state_dict()`` to DIR/ckpt<world>_<rank>.pt and, with
 ``torch.distributed.checkpoint`` as torchtitan-style loops do (seeder, model and optimizer in one ``dcp.save``),
 to DIR/dcp<world>, and the model's and optimizer's states to DIR/weights<world>_<rank>.pt. Then, for each saved
 world (``<world>d``: its DCP checkpoint, whose loaded model and optimizer states go to
-DIR/loaded<world>dto<now>_<rank>.pt), a fresh seeder, model and loader load that checkpoint (rank r's own file
+DIR/loaded<world>dto<now>_<rank>.pt), a fresh seeder, model and loader (RESUME_WORKERS workers) load that checkpoint (rank r's own file
 on the same world size, else rank 0's) and train what is left. Every rank writes what it saw to
 DIR/<tag>_<rank>.pt: one row per step, ``(epoch, step, sample tensors, the main process's draws after the step)``.
 The model is a linear layer trained on the sample tensors, its gradients averaged over the ranks (DDP's way).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+from typing import Optional
 
 import numpy as np
 import torch
@@ -94,11 +96,12 @@ def train(s, loader, model, opt, rows, first_epoch: int, stop=None) -> None:
                 stop(epoch, step)
 
 
-def main(out: str, workers: int, full: bool, saved_worlds) -> None:
+def main(out: str, full_workers: Optional[int], workers: int, saved_worlds) -> None:
+    """The runs of one process (its process group started from the environment, as torchrun sets it)."""
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    if full:
-        s, loader, model, opt = setup(workers)
+    if full_workers is not None:
+        s, loader, model, opt = setup(full_workers)
         rows: list = []
 
         def stop(epoch: int, step: int) -> None:
@@ -127,4 +130,4 @@ def main(out: str, workers: int, full: bool, saved_worlds) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "full", sys.argv[4:])
+    main(sys.argv[1], None if sys.argv[2] == "-" else int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
