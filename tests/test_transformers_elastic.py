@@ -23,6 +23,7 @@ pytest.importorskip("transformers")
 import seeder  # noqa: E402
 
 from helpers import REPO_ROOT, torchrun, trained_samples  # noqa: E402
+from seeder.world import rederive_streams  # noqa: E402
 
 SCRIPT = "tests/scripts/hf_elastic.py"
 _spec = importlib.util.spec_from_file_location("hf_elastic", REPO_ROOT / SCRIPT)
@@ -71,6 +72,17 @@ def test_trainer_checkpoint_resumes_on_another_number_of_processes(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(got, expected))
     saved_cpu = torch.load(folder / "rng_state.pth", weights_only=False)["cpu"]  # the Trainer's own file (NumPy state)
     assert not torch.equal(saved_cpu, expected[2])  # the Trainer's file holds other streams: the check can fail
+
+    # 1 -> 2: each rank's global RNGs at the first resumed step are its own re-derived streams.
+    entry = torch.load(tmp_path / "full1" / f"checkpoint-{child.STOP}" / "seeder_state_0.pt", weights_only=True)
+    for r in range(2):
+        with seeder.Seeder().fork_rng():
+            s = seeder.Seeder()
+            s.init(child.SEED, ngpus=2, rank=r)
+            rederive_streams(entry, s, child.STOP)
+            expected = child.rng_states()
+        got = torch.load(tmp_path / f"rngs1to2_{r}.pt", weights_only=True)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected)), r
 
 
 @pytest.mark.slow
