@@ -1,10 +1,11 @@
 """Elastic seeder.DataLoader under torchrun: the same samples whatever the world size, and a mid-epoch resume on another.
 
-Uninterrupted runs on 2, 4 ranks (0 workers) and 1 rank (2 workers), each saving a checkpoint inside
-epoch 0, then resumes 2 -> 1 (2 workers), 1 -> 2, 4 -> 2 and 2 -> 2 (1 worker; 2 -> 1, 4 -> 2 and one 2 -> 2
-through torch.distributed.checkpoint, torchtitan's way: seeder, model and optimizer in one ``dcp.save``). Every
-sample's tensor (its augmentation draws from random, NumPy, torch and a registered Generator) is compared bit for
-bit with the uninterrupted run's; the model and optimizer that ``dcp.load`` gives are the saved ones.
+Uninterrupted runs on 2, 4 ranks (0 workers) and 1 rank (2 workers; the 1-rank runs in the test's process), each
+saving a checkpoint inside epoch 0, then resumes 2 -> 1 (2 workers), 1 -> 2, 4 -> 2 and 2 -> 2 (1 worker; 2 -> 1,
+4 -> 2 and one 2 -> 2 through torch.distributed.checkpoint, torchtitan's way: seeder, model and optimizer in one
+``dcp.save``). Every sample's tensor (its augmentation draws from random, NumPy, torch and a registered Generator)
+is compared bit for bit with the uninterrupted run's, and on another world size each rank's first draws in the
+training loop are its re-derived streams'; the model and optimizer that ``dcp.load`` gives are the saved ones.
 """
 from __future__ import annotations
 

@@ -1,15 +1,15 @@
-"""Child of tests/test_elastic_ranks.py, run under torchrun or in its process: an elastic seeder.DataLoader over 2 epochs.
+"""Child of tests/test_elastic_ranks.py (under torchrun, or in its process): an elastic seeder.DataLoader, 2 epochs.
 
 ``DIR FULL_WORKERS RESUME_WORKERS [SAVED_WORLD ...]``: unless FULL_WORKERS is ``-``, a run with that many loader
-workers trains 2 epochs uninterrupted, and after global step
-STOP of epoch 0 every rank saves ``seeder.state_dict()`` to DIR/ckpt<world>_<rank>.pt and, with
-``torch.distributed.checkpoint`` as torchtitan-style loops do (seeder, model and optimizer in one ``dcp.save``),
-to DIR/dcp<world>, and the model's and optimizer's states to DIR/weights<world>_<rank>.pt. Then, for each saved
-world (``<world>d``: its DCP checkpoint, whose loaded model and optimizer states go to
-DIR/loaded<world>dto<now>_<rank>.pt), a fresh seeder, model and loader (RESUME_WORKERS workers) load that checkpoint (rank r's own file
-on the same world size, else rank 0's) and train what is left. Every rank writes what it saw to
-DIR/<tag>_<rank>.pt: one row per step, ``(epoch, step, sample tensors, the main process's draws after the step)``.
-The model is a linear layer trained on the sample tensors, its gradients averaged over the ranks (DDP's way).
+workers trains 2 epochs uninterrupted, and after global step STOP of epoch 0 every rank saves
+``seeder.state_dict()`` to DIR/ckpt<world>_<rank>.pt and, with ``torch.distributed.checkpoint`` as torchtitan-style
+loops do (seeder, model and optimizer in one ``dcp.save``), to DIR/dcp<world>, and the model's and optimizer's
+states to DIR/weights<world>_<rank>.pt. Then, for each saved world (``<world>d``: its DCP checkpoint, whose loaded
+model and optimizer states go to DIR/loaded<world>dto<now>_<rank>.pt), a fresh seeder, model and loader
+(RESUME_WORKERS workers) load that checkpoint (rank r's own file on the same world size, else rank 0's) and train
+what is left. Every rank writes what it saw to DIR/<tag>_<rank>.pt: one row per step, ``(epoch, step, sample
+tensors, the main process's draws after the step)``. The model is a linear layer trained on the sample tensors,
+its gradients averaged over the ranks (DDP's way).
 """
 from __future__ import annotations
 
