@@ -1,12 +1,12 @@
-"""SeederCallback with an elastic seeder.DataLoader: a Lightning checkpoint of 2 processes resumes on 1 process.
+"""SeederCallback with an elastic seeder.DataLoader: a Lightning checkpoint of 2 processes resumes on 1, and 1 on 2.
 
-An uninterrupted fit on 2 processes (Lightning's ``strategy="ddp"``, gloo on 127.0.0.1, Lightning's
-launcher) saves a checkpoint after every step; this process resumes the checkpoints of step 1 (inside
-epoch 0) and step 3 (the end of epoch 0). Every sample of the two epochs is trained once and its tensor
-(augmentation from random, NumPy and torch) is bit for bit the uninterrupted run's, and inside an epoch
-the main process's streams at the first resumed step are the re-derived ones. A 2-process fit
-costs tens of seconds on a loaded CPU, so 1 -> 2 (``lightning_elastic.py OUT 2 full 1:1`` after
-``OUT 1 full``) is not part of the suite.
+One set of runs serves every test (a module fixture): a fit on 1 process (in this process) and an uninterrupted
+fit on 2 processes (Lightning's ``strategy="ddp"``, gloo on 127.0.0.1, Lightning's launcher) save a checkpoint
+after every step; the 2 processes then resume the 1-process checkpoint of step 1 (inside epoch 0: 1 -> 2), and
+this process the 2-process checkpoints of step 1 (inside epoch 0) and step 3 (the end of epoch 0: 2 -> 1). Both
+fits give every sample the same tensor; every sample of the two epochs is trained once and its tensor (augmentation
+from random, NumPy and torch) is bit for bit the uninterrupted run's, and inside an epoch each rank's main-process
+streams at the first resumed step are the re-derived ones.
 """
 from __future__ import annotations
 
@@ -32,42 +32,76 @@ import lightning_elastic as child  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning")
+EVERY = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.SAMPLES)})
 
 
-@pytest.mark.slow
-def test_lightning_elastic_resume_on_another_number_of_processes(tmp_path):
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The folder of the runs: full1, full2, resume1_1to2 (2 processes), resume2_1to1 and resume2_3to1."""
+    out = tmp_path_factory.mktemp("lightning_elastic")
     gc.collect()  # loaders of earlier tests leave the default seeder
+    with seeder.Seeder().fork_rng():
+        child.main(str(out), 1, ["full"])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
     for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_PORT"):
         env.pop(name, None)
-    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "lightning_elastic.py"), str(tmp_path), "2", "full"],
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "lightning_elastic.py"), str(out), "2", "full", "1:1"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = communicate(proc, 300)
-    assert proc.returncode == 0, out[-3000:] + err[-3000:]
-    child.main(str(tmp_path), 1, ["2:1", "2:3"])
+    stdout, stderr = communicate(proc, 300)
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    with seeder.Seeder().fork_rng():
+        child.main(str(out), 1, ["2:1", "2:3"])
     gc.collect()
+    return out
 
-    every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.SAMPLES)})
-    ref, count = trained_samples([tmp_path / f"full2_{r}.pt" for r in range(2)])
-    assert count == every
-    assert len({ref[(0, i)].sum().item() for i in range(child.SAMPLES)}) == child.SAMPLES
 
-    for saved, step, now in ((2, 1, 1), (2, 3, 1)):
-        _, trained = trained_samples([tmp_path / f"full{saved}_{r}.pt" for r in range(saved)],
-                                     keep=lambda epoch, at, upto=step: at <= upto)
-        assert sum(trained.values()) == step * child.GLOBAL_BATCH
-        resumed, count = trained_samples([tmp_path / f"resume{saved}_{step}to{now}_{r}.pt" for r in range(now)])
-        assert trained + count == every, (saved, step, now)  # every sample once: none lost, none repeated
-        assert all(torch.equal(resumed[k], ref[k]) for k in count), (saved, step, now)
+def check_resume(out: Path, saved: int, step: int, now: int) -> None:
+    """Every sample of the two epochs once over the saved run's first ``step`` steps and the resumed run, each
+    resumed tensor equal to the uninterrupted 2-process run's."""
+    ref, _ = trained_samples([out / f"full2_{r}.pt" for r in range(2)])
+    _, trained = trained_samples([out / f"full{saved}_{r}.pt" for r in range(saved)],
+                                 keep=lambda epoch, at: at <= step)
+    assert sum(trained.values()) == step * child.GLOBAL_BATCH
+    resumed, count = trained_samples([out / f"resume{saved}_{step}to{now}_{r}.pt" for r in range(now)])
+    assert trained + count == EVERY, (saved, step, now)  # every sample once: none lost, none repeated
+    assert all(torch.equal(resumed[k], ref[k]) for k in count), (saved, step, now)
 
-    # Inside an epoch, the main process's streams at the first resumed step are the re-derived ones.
-    ckpt = torch.load(tmp_path / "ckpt2" / "step=1.ckpt", weights_only=False)
+
+def expected_probe(out: Path, saved: int, step: int, rank: int, world: int) -> torch.Tensor:
+    """Rank ``rank`` of ``world``'s main-process draws at the first step resumed from ``step=<step>.ckpt``."""
+    ckpt = torch.load(out / f"ckpt{saved}" / f"step={step}.ckpt", weights_only=False)
     entry = ckpt["callbacks"]["SeederCallback"]["seeder"]["ranks"][0]
-    assert entry["world_size"] == 2 and list(entry["last_reseed"]) == [1, 0]
+    assert entry["world_size"] == saved and list(entry["last_reseed"]) == [1, 0]
     with seeder.Seeder().fork_rng():
         s = seeder.Seeder()
-        s.init(child.SEED)
-        rederive_streams(entry, s, 1)  # global step 1: 8 of the epoch's samples done
-        expected = child.probe()
-    assert torch.equal(torch.load(tmp_path / "probe_resume2_1to1_0.pt", weights_only=True), expected)
+        s.init(child.SEED, ngpus=world, rank=rank)
+        rederive_streams(entry, s, step)  # global step `step` of the epoch
+        return child.probe()
+
+
+@pytest.mark.slow
+def test_the_same_data_on_one_and_two_processes(runs):
+    ref, count = trained_samples([runs / f"full2_{r}.pt" for r in range(2)])
+    assert count == EVERY
+    assert len({ref[(0, i)].sum().item() for i in range(child.SAMPLES)}) == child.SAMPLES
+    other, count = trained_samples([runs / "full1_0.pt"])
+    assert count == EVERY and all(torch.equal(other[k], ref[k]) for k in EVERY)
+
+
+@pytest.mark.slow
+def test_two_processes_resume_on_one(runs):
+    for step in (1, 3):
+        check_resume(runs, 2, step, 1)
+    # Inside an epoch, the main process's streams at the first resumed step are the re-derived ones.
+    got = torch.load(runs / "probe_resume2_1to1_0.pt", weights_only=True)
+    assert torch.equal(got, expected_probe(runs, 2, 1, 0, 1))
+
+
+@pytest.mark.slow
+def test_one_process_resumes_on_two(runs):
+    check_resume(runs, 1, 1, 2)
+    probes = [torch.load(runs / f"probe_resume1_1to2_{r}.pt", weights_only=True) for r in range(2)]
+    for r in range(2):  # each rank's streams re-derived for its own rank
+        assert torch.equal(probes[r], expected_probe(runs, 1, 1, r, 2)), r
+    assert not torch.equal(probes[0], probes[1])

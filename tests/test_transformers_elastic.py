@@ -23,6 +23,7 @@ pytest.importorskip("transformers")
 import seeder  # noqa: E402
 
 from helpers import REPO_ROOT, torchrun, trained_samples  # noqa: E402
+from seeder.world import rederive_streams  # noqa: E402
 
 SCRIPT = "tests/scripts/hf_elastic.py"
 _spec = importlib.util.spec_from_file_location("hf_elastic", REPO_ROOT / SCRIPT)
@@ -31,8 +32,10 @@ _spec.loader.exec_module(child)  # type: ignore[union-attr]
 STEPS_PER_EPOCH = child.STEPS_PER_EPOCH
 
 
-@pytest.mark.slow
-def test_trainer_checkpoint_resumes_on_another_number_of_processes(tmp_path):
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The folder of the runs: full1 (1 process, the reference), full2, resume1to2, resume2to1."""
+    tmp_path = tmp_path_factory.mktemp("transformers_elastic")
     out = str(tmp_path)
     with seeder.Seeder().fork_rng():
         child.full(out)                                          # 1 process, saves full1/checkpoint-STOP
@@ -42,6 +45,13 @@ def test_trainer_checkpoint_resumes_on_another_number_of_processes(tmp_path):
     shutil.copy(folder / "rng_state_0.pth", folder / "rng_state.pth")
     with seeder.Seeder().fork_rng():
         child.resume(out, 2, workers=1)                          # 2 -> 1, and 0 -> 1 loader worker
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_trainer_checkpoint_resumes_on_another_number_of_processes(runs):
+    tmp_path = runs
+    folder = tmp_path / "full2" / f"checkpoint-{child.STOP}"
 
     every = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.N)})
     ref, count = trained_samples([tmp_path / "full1_0.pt"])
@@ -72,13 +82,25 @@ def test_trainer_checkpoint_resumes_on_another_number_of_processes(tmp_path):
     saved_cpu = torch.load(folder / "rng_state.pth", weights_only=False)["cpu"]  # the Trainer's own file (NumPy state)
     assert not torch.equal(saved_cpu, expected[2])  # the Trainer's file holds other streams: the check can fail
 
+    # 1 -> 2: each rank's global RNGs at the first resumed step are its own re-derived streams.
+    entry = torch.load(tmp_path / "full1" / f"checkpoint-{child.STOP}" / "seeder_state_0.pt", weights_only=True)
+    for r in range(2):
+        with seeder.Seeder().fork_rng():
+            s = seeder.Seeder()
+            s.init(child.SEED, ngpus=2, rank=r)
+            rederive_streams(entry, s, child.STOP)
+            expected = child.rng_states()
+        got = torch.load(tmp_path / f"rngs1to2_{r}.pt", weights_only=True)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected)), r
+
 
 @pytest.mark.slow
-def test_same_world_resume_is_bitwise(tmp_path):
-    with seeder.Seeder().fork_rng():
-        whole, _, digest = child.run(str(tmp_path / "whole"))
-        first, _, _ = child.run(str(tmp_path / "run"), stop=True)
-        rest, _, resumed_digest = child.run(str(tmp_path / "run"), resume=True)
+def test_same_world_resume_is_bitwise(runs):
+    with seeder.Seeder().fork_rng():  # the uninterrupted 1-process run's checkpoint, resumed on 1 process
+        rest, _, resumed_digest = child.run(str(runs / "full1"), resume=True)
+    whole = torch.load(runs / "full1_0.pt", weights_only=True)
+    digest = (runs / "digest1_0.txt").read_text()
+    first = [r for r in whole if r[1] <= child.STOP]
     assert [r[1] for r in first] == list(range(1, child.STOP + 1))
     assert [r[1] for r in rest] == list(range(child.STOP + 1, child.EPOCHS * STEPS_PER_EPOCH + 1))
     assert len(first + rest) == len(whole)

@@ -3,11 +3,11 @@
 ``DIR TOKEN...``, each token in turn:
 
 * ``full``: train EPOCHS epochs uninterrupted (0 workers); after global step STOP of epoch 0 every rank
-  calls ``accelerator.save_state(DIR/ckpt<world>)``. Rows go to DIR/full<world>_<rank>.pt. Then a
-  default-mode loader trains one step and saves DIR/plain<world> (a checkpoint that cannot move).
-* ``<W>``: a fresh accelerator, model and loader load DIR/ckpt<W> and train what is left; rows to
-  DIR/resume<W>to<world>_<rank>.pt, the main process's draws right after ``load_state`` to
-  DIR/probe<W>to<world>_<rank>.pt.
+  calls ``accelerator.save_state(DIR/ckpt<world>)``. Rows go to DIR/full<world>_<rank>.pt.
+* ``default``: a default-mode loader trains one step and saves DIR/plain<world> (a checkpoint that cannot move).
+* ``<W>`` or ``<W>w<K>``: a fresh accelerator, model and loader (K loader workers, else 0) load DIR/ckpt<W> and
+  train what is left; rows to DIR/resume<W>to<world>_<rank>.pt, the main process's draws right after
+  ``load_state`` to DIR/probe<W>to<world>_<rank>.pt.
 * ``plain<W>``: load DIR/plain<W>; the StateError's message goes to DIR/refused<W>to<world>_<rank>.txt.
 
 A row is ``(epoch, step, sample indices, sample tensors, loss)``.
@@ -41,7 +41,7 @@ class Indexed(Augmented):
         return dict(super().__getitem__(i), index=i)
 
 
-def setup(elastic: bool = True):
+def setup(elastic: bool = True, workers: int = 0):
     """Accelerator first (it starts the process group), then the seeder, the model and the loader."""
     s = seeder.Seeder()
     acc = SeederAccelerator(cpu=True, seeder=s)
@@ -50,7 +50,7 @@ def setup(elastic: bool = True):
     model = Tiny()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loader = seeder.DataLoader(Indexed(), batch_size=GLOBAL_BATCH // acc.num_processes, shuffle=True, elastic=elastic,
-                               seeder=s)
+                               num_workers=workers, seeder=s)
     model, opt, prepared = acc.prepare(model, opt, loader)
     return acc, s, model, opt, loader, prepared
 
@@ -90,7 +90,9 @@ def main(out: str, tokens) -> None:
 
             rows = train(acc, s, model, opt, loader, prepared, 0, stop)
             torch.save(rows, os.path.join(out, f"full{world}_{rank}.pt"))
+        elif token == "default":
             acc, s, model, opt, loader, prepared = setup(elastic=False)
+            world = acc.num_processes
             train(acc, s, model, opt, loader, prepared, 0, steps=1)
             acc.save_state(os.path.join(out, f"plain{world}"))
         elif token.startswith("plain"):
@@ -104,12 +106,13 @@ def main(out: str, tokens) -> None:
             with open(os.path.join(out, f"refused{token[5:]}to{world}_{rank}.txt"), "w") as f:
                 f.write(message)
         else:
-            acc, s, model, opt, loader, prepared = setup()
+            saved, _, workers = token.partition("w")
+            acc, s, model, opt, loader, prepared = setup(workers=int(workers or 0))
             world, rank = acc.num_processes, acc.process_index
-            acc.load_state(os.path.join(out, f"ckpt{token}"))
-            torch.save(probe(), os.path.join(out, f"probe{token}to{world}_{rank}.pt"))
+            acc.load_state(os.path.join(out, f"ckpt{saved}"))
+            torch.save(probe(), os.path.join(out, f"probe{saved}to{world}_{rank}.pt"))
             rows = train(acc, s, model, opt, loader, prepared, s.last_reseed[1])
-            torch.save(rows, os.path.join(out, f"resume{token}to{world}_{rank}.pt"))
+            torch.save(rows, os.path.join(out, f"resume{saved}to{world}_{rank}.pt"))
         acc.wait_for_everyone()
 
 

@@ -4,12 +4,14 @@
 
 * ``full``: train EPOCHS epochs uninterrupted with a global batch of GLOBAL_BATCH samples
   (``per_device_train_batch_size = GLOBAL_BATCH // world``); at global step STOP (inside epoch 0) the
-  Trainer saves DIR/full<world>/checkpoint-STOP and goes on. Rows go to DIR/full<world>_<rank>.pt.
+  Trainer saves DIR/full<world>/checkpoint-STOP and goes on. Rows go to DIR/full<world>_<rank>.pt, the
+  trained weights' digest to DIR/digest<world>_<rank>.txt.
 * ``resume<W>``: a fresh trainer on this world (:func:`resume`: ``workers`` loader workers) resumes
   DIR/full<W>/checkpoint-STOP; rows go to DIR/resume<W>to<world>_<rank>.pt, the global RNG states at
   the first resumed step to DIR/rngs<W>to<world>_<rank>.pt.
 
-:func:`run` is one run on this world (stopped, resumed or whole), for a same-world resume in the test's process.
+:func:`run` is one run on this world (stopped, resumed or whole), for a same-world resume in the test's process
+(``run(DIR/full1, resume=True)`` resumes the checkpoint of ``full`` on one process).
 
 A row is ``(epoch, global step, sample indices, sample tensors, loss)``, recorded by the model as it receives them.
 """
@@ -104,6 +106,8 @@ def full(out: str) -> None:
     t, model, _, world, rank = trainer(os.path.join(out, f"full{world}"), STOP)
     t.train()
     torch.save(model.rows, os.path.join(out, f"full{world}_{rank}.pt"))
+    with open(os.path.join(out, f"digest{world}_{rank}.txt"), "w") as f:
+        f.write(seeder.digest(model))
 
 
 def resume(out: str, saved: int, workers: int = 0) -> None:
