@@ -78,6 +78,7 @@ class TorchGeneratorAdapter(RNGAdapter):
         self.generator = generator if generator is not None else torch.default_generator
         self._size: Optional[int] = None  # bytes in this generator's state (fixed per device type)
         self._probe: Optional[torch.Generator] = None  # a spare generator of the same device that states are tried on
+        self._cpu_layout: Optional[bool] = None  # whether check_cpu_state applies (found at the first check)
 
     def seed(self, seed: int) -> None:
         self.generator.manual_seed(seed)
@@ -86,6 +87,14 @@ class TorchGeneratorAdapter(RNGAdapter):
         return self.generator.get_state()
 
     def check_state(self, state: Any, where: str) -> None:
+        if self._cpu_layout is None:  # whether this generator's states have the layout check_cpu_state reads
+            self._cpu_layout = self.generator.device.type == "cpu" and self.generator.get_state().numel() == \
+                CPU_STATE_BYTES and require("torch:CPUGeneratorImplState")
+        if self._cpu_layout and type(state) is torch.Tensor and state.dtype is torch.uint8 and state.is_cpu and \
+                state.dim() == 1 and state.numel() == CPU_STATE_BYTES and state.layout is torch.strided and \
+                state.is_contiguous():  # the fast path: check_uint8_tensor's checks and the size in one go
+            check_cpu_state(state, where)
+            return
         check_uint8_tensor(state, where)
         want = self._size if self._size is not None else self.generator.get_state().numel()
         self._size = want
