@@ -135,7 +135,9 @@ class PythonRandomAdapter(RNGAdapter):
 
 def _key_bytes(key: torch.Tensor) -> bytes:
     """A checked Mersenne Twister key's 2496 bytes (a view, or on another device: copied to the CPU first)."""
-    return ctypes.string_at(key.data_ptr(), KEY_BYTES) if plain_mt_key(key) else on_cpu(key).contiguous().numpy().tobytes()
+    if type(key) is torch.Tensor and key.is_cpu and key.nbytes == KEY_BYTES and key.is_contiguous():
+        return ctypes.string_at(key.data_ptr(), KEY_BYTES)
+    return on_cpu(key).contiguous().numpy().tobytes()
 
 
 _NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})

@@ -29,6 +29,8 @@ def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
     >>> elastic_keys({})
     []
     """
+    if not stateful:
+        return []
     keys = [k for k, p in stateful.items() if is_elastic(p)]
     rest = [k for k, p in stateful.items() if k not in keys and not isinstance(p, GeneratorParticipant)]
     return keys if keys and not rest else []
