@@ -33,6 +33,7 @@ __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdap
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
 _POS = struct.Struct("=i")  # the position CPython keeps before the 624 words of a random.Random
+_KEY = ctypes.c_char * KEY_BYTES
 
 
 class PythonRandomAdapter(RNGAdapter):
@@ -74,7 +75,7 @@ class PythonRandomAdapter(RNGAdapter):
 
     def copy_state(self) -> Any:
         """The generator's bytes and ``gauss_next`` (a copy of 2.5 KB), else ``getstate()``."""
-        view = self._mt_view()
+        view = self._view if self._view is not False else self._mt_view()
         return (view.raw, self.rng.gauss_next) if view is not None else self.rng.getstate()
 
     def put_back(self, kept: Any) -> None:
@@ -85,7 +86,7 @@ class PythonRandomAdapter(RNGAdapter):
             view.raw, self.rng.gauss_next = kept
 
     def get_state(self) -> Dict[str, Any]:
-        view = self._mt_view()
+        view = self._view if self._view is not False else self._mt_view()
         if view is not None:  # CPython keeps the position, then the 624 words: copied in one go
             raw = bytearray(view)
             key = torch.frombuffer(raw, dtype=torch.int32, offset=_POS.size)
@@ -124,7 +125,7 @@ class PythonRandomAdapter(RNGAdapter):
             words = state["state"]
             self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
             return
-        key, view = state["key"], self._mt_view()
+        key, view = state["key"], self._view if self._view is not False else self._mt_view()
         if view is not None:
             view.raw = _POS.pack(state["pos"]) + _key_bytes(key)
             self.rng.gauss_next = state["gauss_next"]
@@ -136,7 +137,7 @@ class PythonRandomAdapter(RNGAdapter):
 def _key_bytes(key: torch.Tensor) -> bytes:
     """A checked Mersenne Twister key's 2496 bytes (a view, or on another device: copied to the CPU first)."""
     if type(key) is torch.Tensor and key.is_cpu and key.nbytes == KEY_BYTES and key.is_contiguous():
-        return ctypes.string_at(key.data_ptr(), KEY_BYTES)
+        return _KEY.from_address(key.data_ptr()).raw
     return on_cpu(key).contiguous().numpy().tobytes()
 
 
@@ -226,7 +227,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def _views(self) -> Any:
         """``(rng, bit generator, key view, gauss view, access)`` when :mod:`seeder.fastrng`'s access applies, else ``None``."""
-        rng = self.rng
+        rng = self._rng if self._rng is not None else np.random.mtrand._rand  # self.rng, without a call
         bitgen = np.random.get_bit_generator() if self._rng is None else self._bitgen
         views = self._fast
         if views is not None and views[0] is rng and views[1] is bitgen:

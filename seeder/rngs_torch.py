@@ -116,7 +116,7 @@ class TorchGeneratorAdapter(RNGAdapter):
             raise StateError(f"{where}: torch refuses this generator state ({exc}); the checkpoint is corrupt") from None
 
     def set_state(self, state: torch.Tensor) -> None:
-        self.generator.set_state(on_cpu(state))  # CPU and CUDA generators both take their state as a CPU tensor
+        self.generator.set_state(state if state.is_cpu else state.cpu())  # CPU and CUDA generators: a CPU tensor
 
     def copy_state(self) -> torch.Tensor:
         return self.generator.get_state()

@@ -175,7 +175,8 @@ def _unsupported(what: str, version: Any) -> StateError:
 
 def own_entry(state: Any, world_size: int, rank: int, allow_world_change: bool) -> Tuple[Dict[str, Any], bool]:
     """This rank's single-process state in ``state`` (one process's, or gathered) and whether the world changed."""
-    allow_world_change = check_bool(allow_world_change, "allow_world_change")
+    if allow_world_change is not False and allow_world_change is not True:
+        allow_world_change = check_bool(allow_world_change, "allow_world_change")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
         if not (type(state.get("version")) is int and state["version"] == STATE_FORMAT_VERSION):  # not True, not 1.0
             raise _unsupported("gathered seeder state", state.get("version"))
@@ -299,7 +300,8 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
     putting back everything replaced so far. An ``Exception`` becomes a :class:`StateError` that
     says what was restored; Ctrl-C and ``SystemExit`` propagate as they are, after the restore.
     """
-    undo = Saved([], [])
+    kept: List[Tuple[RNGAdapter, Any]] = []
+    undo = Saved(kept, [])
     if seeder is not None:
         seeder.loading = run if run is not None else described_run(entry)
     try:
@@ -309,7 +311,7 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
                 member = stateful[key]
                 undo.participants.append((member, saved_state(member)))
                 member.load_state_dict(entry["participants"][key])
-        rngs, kept = entry["rngs"], undo.rngs
+        rngs = entry["rngs"]
         for adapter in adapters:
             kept.append((adapter, adapter.copy_state()))
             adapter.set_state(rngs[adapter.name])

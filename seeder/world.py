@@ -42,7 +42,7 @@ def world_change_allowed(stateful: Dict[str, Any], allow_world_change: Any) -> A
     >>> world_change_allowed({}, False)
     False
     """
-    return True if allow_world_change is False and elastic_keys(stateful) else allow_world_change
+    return True if allow_world_change is False and stateful and elastic_keys(stateful) else allow_world_change
 
 
 def check_moved(entry: Dict[str, Any], stateful: Dict[str, Any]) -> None:
