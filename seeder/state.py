@@ -42,6 +42,7 @@ GATHERED_FORMAT = "seeder-gathered"
 #: The keys of one process's state.
 STATE_KEYS = frozenset({"format", "version", "derivation_version", "master_seed", "world_size", "rank",
                         "last_reseed", "rngs", "participants"})
+_WHERE: Dict[str, str] = {}  # how messages name an RNG's state, by its name
 
 
 @dataclasses.dataclass
@@ -175,7 +176,7 @@ def _unsupported(what: str, version: Any) -> StateError:
 
 def own_entry(state: Any, world_size: int, rank: int, allow_world_change: bool) -> Tuple[Dict[str, Any], bool]:
     """This rank's single-process state in ``state`` (one process's, or gathered) and whether the world changed."""
-    if allow_world_change is not False and allow_world_change is not True:
+    if type(allow_world_change) is not bool:
         allow_world_change = check_bool(allow_world_change, "allow_world_change")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
         if not (type(state.get("version")) is int and state["version"] == STATE_FORMAT_VERSION):  # not True, not 1.0
@@ -279,9 +280,6 @@ def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: 
                 raise StateError(f"state['participants'][{key!r}]: {exc}") from None
 
 
-_WHERE: Dict[str, str] = {}  # how messages name an RNG's state, by its name
-
-
 def _other_rngs(rngs: Dict[str, Any], adapters: List[RNGAdapter]) -> None:
     raise StateError(f"the checkpoint has RNG states for {sorted(rngs)} but this process has "
                      f"{sorted(a.name for a in adapters)}; resume on the same kind of machine (same accelerators visible)")
@@ -300,8 +298,7 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
     putting back everything replaced so far. An ``Exception`` becomes a :class:`StateError` that
     says what was restored; Ctrl-C and ``SystemExit`` propagate as they are, after the restore.
     """
-    kept: List[Tuple[RNGAdapter, Any]] = []
-    undo = Saved(kept, [])
+    undo = Saved([], [])
     if seeder is not None:
         seeder.loading = run if run is not None else described_run(entry)
     try:
@@ -311,7 +308,7 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
                 member = stateful[key]
                 undo.participants.append((member, saved_state(member)))
                 member.load_state_dict(entry["participants"][key])
-        rngs = entry["rngs"]
+        rngs, kept = entry["rngs"], undo.rngs
         for adapter in adapters:
             kept.append((adapter, adapter.copy_state()))
             adapter.set_state(rngs[adapter.name])
