@@ -215,11 +215,12 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def set_state(self, state: Dict[str, Any]) -> None:
         key, views = state["key"], self._views()
-        if views is not None:
-            mt = _key_bytes(key) + _POS.pack(state["pos"])
-            gauss = GAUSS_CACHE.pack(int(state["has_gauss"]), state["cached_gaussian"])
+        if views is not None:  # the key copied from the tensor's memory
+            if not (type(key) is torch.Tensor and key.is_cpu and key.nbytes == KEY_BYTES and key.is_contiguous()):
+                key = on_cpu(key).contiguous()  # e.g. loaded with map_location="cuda", or a view
             with views[1].lock:
-                views[4].put_back(views[0], views[2], views[3], mt, gauss)
+                views[4].write(views[0], views[1], key.data_ptr(), state["pos"], int(state["has_gauss"]),
+                               state["cached_gaussian"])
             return
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
         words = on_cpu(key).contiguous().numpy().view(np.uint32).tolist()
