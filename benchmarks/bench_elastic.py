@@ -1,6 +1,7 @@
 """seeder.DataLoader(elastic=True) against the default mode and torch's DataLoader; resume on another world size.
 
 Run: PYTHONPATH=. nice python benchmarks/bench_elastic.py [--workers 0 2] [--repeats 5] [--n-resume 1e8]
+     [--clock cpu]   (0-worker epochs in this process's CPU time: on a machine others are using)
 Epochs of the three loaders are interleaved; prints medians and ratios (ours/theirs as throughput
 ratios: above 1 means faster). The machine is shared, so re-run when the spread is wide.
 """
@@ -12,7 +13,8 @@ import time
 
 import torch
 import torch.utils.data
-from bench_dataloader import Augmented as Busy  # benchmarks/ is on sys.path when a benchmark runs
+import bench_dataloader  # benchmarks/ is on sys.path when a benchmark runs
+from bench_dataloader import Augmented as Busy
 from bench_dataloader import epoch_time
 
 import seeder
@@ -20,9 +22,9 @@ import seeder
 _epochs = iter(range(10**9))  # every measured epoch gets a new reseed epoch (a repeated reseed warns)
 
 
-def compare(n: int, us: float, workers: int, repeats: int, batch_size: int) -> None:
+def compare(n: int, us: float, workers: int, repeats: int, batch_size: int, torch_only: bool = False) -> None:
     s = seeder.default_seeder()
-    ds = Busy(n, us)
+    ds = BusyTorch(n, us) if torch_only else Busy(n, us)
     kw = dict(batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0)
     loaders = [seeder.DataLoader(ds, elastic=True, **kw), seeder.DataLoader(ds, **kw), torch.utils.data.DataLoader(ds, **kw)]
     times = [[], [], []]
@@ -31,8 +33,18 @@ def compare(n: int, us: float, workers: int, repeats: int, batch_size: int) -> N
         for t, loader in zip(times, loaders):
             t.append(epoch_time(loader))
     el, de, to = (statistics.median(t) for t in times)
-    print(f"  {us:5.0f} us/item workers={workers}: elastic {n / el:8.0f} items/s, default {n / de:8.0f}, torch {n / to:8.0f}; "
+    print(f"  {us:5.0f} us/item{' (torch only)' if torch_only else ''} workers={workers}: elastic {n / el:8.0f} items/s, default {n / de:8.0f}, torch {n / to:8.0f}; "
           f"throughput ratio elastic/default {de / el:.3f}, elastic/torch {to / el:.3f}")
+
+
+class BusyTorch(Busy):
+    """Items that cost about ``us`` microseconds of CPU each and draw from torch only (as torchvision's transforms do)."""
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        end = time.perf_counter() + self.us * 1e-6
+        while time.perf_counter() < end:
+            pass
+        return torch.rand(2) + i
 
 
 class TorchOnly(torch.utils.data.Dataset):
@@ -58,9 +70,10 @@ class NoDraws(TorchOnly):
 def per_sample_seeding(n: int, batch_size: int, repeats: int) -> None:
     """What elastic mode adds per sample over the default mode (0 workers, free items): per-sample seeding.
 
-    Torch's generator is seeded before every sample; Python's and NumPy's once a sample drew from them."""
+    Torch's generator is seeded before every sample; Python's and NumPy's once a sample in this process drew from
+    them, and from then on: the rows run first, items drawing from no RNG, then from torch only, then from all."""
     s = seeder.default_seeder()
-    for what, ds in (("random, NumPy and torch", Busy(n, 0)), ("torch only", TorchOnly(n)), ("no RNG", NoDraws(n))):
+    for what, ds in (("no RNG", NoDraws(n)), ("torch only", TorchOnly(n)), ("random, NumPy and torch", Busy(n, 0))):
         loaders = [seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, elastic=True),
                    seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)]
         times = [[], []]
@@ -100,13 +113,18 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--items", type=int, default=20000, help="items per epoch of the cheap (3 us) dataset")
     p.add_argument("--n-resume", type=float, default=1e8)
+    p.add_argument("--clock", choices=sorted(bench_dataloader.CLOCKS), default="wall",
+                   help="cpu: time 0-worker epochs in this process's CPU time (a machine others are using)")
     args = p.parse_args()
+    bench_dataloader.clock = bench_dataloader.CLOCKS[args.clock]
     seeder.init(0)
+    per_sample_seeding(args.items, 64, args.repeats)  # first: Busy items draw from every RNG
     print("epoch throughput (median of", args.repeats, "interleaved epochs):")
+    for workers in args.workers:  # before Busy items (a forked worker starts from what its parent saw drawing)
+        compare(args.items, 3, workers, args.repeats, 64, torch_only=True)
     for workers in args.workers:
         compare(args.items, 3, workers, args.repeats, 64)
         compare(max(args.items // 20, 64), 200, workers, args.repeats, 64)
-    per_sample_seeding(args.items, 64, args.repeats)
     resume_other_world(int(args.n_resume), 3)
 
 

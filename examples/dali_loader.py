@@ -9,15 +9,18 @@ pipeline seed from :func:`seeder.data.dali_seeds.pipeline_seed`. Works without a
 Wiring into a training script (``--loader dali``)::
 
     from dali_loader import DaliLoader
-    state = ckpt["seeder"] if resuming else None       # the saved seeder.state_dict()
-    loader = DaliLoader(batch_size=32, dataset_size=1024, state=state)   # after seeder.init
-    if resuming:
-        seeder.load_state_dict(state)                   # the pipeline is tracked already
-    for epoch in range(start_epoch, epochs):
+    loader = DaliLoader(batch_size=32, dataset_size=1024)   # after seeder.init
+    ckpt = seeder.Checkpoint("ckpt/last.pt", model=model, optimizer=optimizer)
+    start = ckpt.resume(resuming)                         # seeder.load_state_dict inside
+    loader.restore()                                      # rebuild from the DALI checkpoint it loaded
+    for epoch in range(start, epochs):
         seeder.reseed(1, epoch)
-        for images, labels in loader:                   # float32 NCHW, int64 N
+        for images, labels in loader:                     # float32 NCHW, int64 N
             ...
-        torch.save({..., "seeder": seeder.state_dict()}, path)   # holds the DALI checkpoint
+            ckpt.step()                                   # the seeder state holds the DALI checkpoint
+
+``DaliLoader(..., state=saved_seeder_state)`` builds the pipeline at the saved position
+instead, for a script that reads its checkpoint before building the loader.
 """
 from __future__ import annotations
 
@@ -106,7 +109,8 @@ class DaliLoader:
     rank), checkpointing is on, and the pipeline and its PyTorch iterator are tracked
     by the seeder, so ``seeder.state_dict()`` holds their checkpoint. Pass ``state``
     (a saved ``seeder.state_dict()``) to rebuild at the saved position, then call
-    ``seeder.load_state_dict(state)``. Call after ``seeder.init``. ``len(loader)`` is
+    ``seeder.load_state_dict(state)``; or build it without, load the state, and call
+    :meth:`restore`. Call after ``seeder.init``. ``len(loader)`` is
     the number of batches in a full epoch; a loader restored mid-epoch first
     finishes that epoch.
     """
@@ -116,8 +120,6 @@ class DaliLoader:
                  state: Optional[Dict[str, Any]] = None, num_threads: int = 1,
                  seeder_obj: Optional[seeder.Seeder] = None):
         require_dali()
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
-
         s = seeder_obj if seeder_obj is not None else seeder.default_seeder()
         if not 0 < crop <= image_size:
             raise ValueError(f"crop must be in [1, image_size={image_size}], got {crop}")
@@ -133,21 +135,64 @@ class DaliLoader:
             # the data order is shared by all ranks (a different task id from the pipeline seed)
             order_seed=pipeline_seed(pipeline_id, shared=True, task_id=1, seeder=s),
         )
-        kwargs = pipeline_kwargs(pipeline_id, state=state, seeder=s)
-        self.pipeline = _define(self.source, crop, batch_size=batch_size, num_threads=num_threads,
-                                device_id=None, **kwargs)
-        self.iterator = DALIGenericIterator(self.pipeline, ["image", "label"], auto_reset=True,
-                                            last_batch_policy=LastBatchPolicy.DROP)
+        self._build_args = dict(crop=crop, batch_size=batch_size, num_threads=num_threads)
+        self.pipeline_id, self._seeder = pipeline_id, s
+        self.pipeline, self.iterator = self._build(pipeline_kwargs(pipeline_id, state=state, seeder=s))
         self.tracked = track(self.pipeline, pipeline_id, iterator=self.iterator, seeder=s)
-        self._seeder = s
+        self.position = 0  # batches of the current epoch yielded so far
+        s.join(self)  # a participant: the position travels in seeder.state_dict()
+
+    # A DALI iterator restored from a checkpoint taken after an epoch's last batch runs on into the next epoch,
+    # so the loader keeps its own position: restored at an epoch's end, it yields nothing until the next epoch.
+    seeder_kind = "dali_loader_position"
+
+    def seeder_reseed(self, seeder_obj: Any, task_id: int, epoch: int) -> None:
+        """An epoch starts."""
+        self.position = 0
+
+    def state_dict(self) -> Dict[str, int]:
+        return {"position": self.position}
+
+    def check_state_dict(self, state: Any) -> None:
+        if not isinstance(state, dict) or set(state) != {"position"} or type(state["position"]) is not int:
+            raise seeder.StateError("a DaliLoader position must be {'position': int}")
+
+    def load_state_dict(self, state: Dict[str, int]) -> None:
+        self.position = state["position"]
+
+    def _build(self, kwargs: Dict[str, Any]) -> Tuple[Any, Any]:
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        a = self._build_args
+        pipeline = _define(self.source, a["crop"], batch_size=a["batch_size"], num_threads=a["num_threads"],
+                           device_id=None, **kwargs)
+        iterator = DALIGenericIterator(pipeline, ["image", "label"], auto_reset=True,
+                                       last_batch_policy=LastBatchPolicy.DROP)
+        return pipeline, iterator
+
+    def restore(self) -> None:
+        """After ``seeder.load_state_dict`` (``seeder.Checkpoint.resume``), rebuild the pipeline from the DALI
+        checkpoint it loaded, so that it continues the saved run; nothing when none was loaded."""
+        checkpoint = self.tracked.checkpoint
+        if checkpoint is None:
+            return
+        kwargs = {**pipeline_kwargs(self.pipeline_id, seeder=self._seeder), "checkpoint": checkpoint}
+        self.pipeline, self.iterator = self._build(kwargs)
+        self.tracked.replace(self.pipeline, self.iterator)
 
     def __len__(self) -> int:
         return self.batches_per_epoch
 
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
+        if self.position >= self.batches_per_epoch:  # restored after the epoch's last batch
+            self.position = 0
+            return
         for batch in self.iterator:
+            self.position += 1
             yield batch[0]["image"], batch[0]["label"]
+        self.position = 0
 
     def close(self) -> None:
         """Stop tracking the pipeline (e.g. before building a new loader with the same id in this process)."""
         self._seeder.unregister_generator(self.pipeline)
+        self._seeder.leave(self)

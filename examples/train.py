@@ -4,27 +4,24 @@
 Copy it as the model for your own script. CPU only; one process or
 ``torchrun --nproc-per-node N`` (DDP on gloo)::
 
-    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --metrics m.jsonl
-    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --stop-after-steps 100   # stop ...
-    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --resume                 # ... resume
+    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt
+    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --resume    # continue from ckpt/last.pt
     torchrun --nproc-per-node 2 examples/train.py --seed 42 --ckpt-dir ckpt --resume
+    seeder verify -- python examples/train.py
 
 NVIDIA's recipe: ``--seed`` (default None: seeder draws and logs one), ``seeder.init``,
 ``reseed(0, 0)`` before the model is built, ``reseed(1, epoch)`` every epoch, the
-dataset's generators registered like ``Perturbation.reseed_rng`` in NVIDIA seeder's README. On top of it: an
-atomic checkpoint (model, optimizer, scheduler, every rank's seeder state) at every
-epoch end and every ``--ckpt-every-steps`` steps, and ``--resume``.
-
-The flags ``--seed --epochs --ckpt-dir --resume --stop-after-epochs --stop-after-steps
---metrics`` are the contract ``seeder verify`` drives; ``--metrics`` gets one JSON line
-per step and the final digest, and the last stdout line is ``DIGEST <hex>``.
+dataset's generators registered like ``Perturbation.reseed_rng`` in NVIDIA seeder's README.
+On top of it, a ``seeder.Checkpoint``: model, optimizer, scheduler and every rank's seeder
+state in one file, written atomically at each epoch's last step (or every
+``--ckpt-every-steps`` steps), and ``--resume`` from any of them. The last stdout line
+gives the steps trained and the digest of weights and optimizer state. Nothing here is
+there for ``seeder verify``: seeder records the steps, and ``seeder.Checkpoint`` stops and
+resumes the runs verify asks for.
 """
 from __future__ import annotations
 
 import argparse
-import glob
-import io
-import json
 import logging
 import os
 import random
@@ -96,14 +93,13 @@ class SyntheticDataset(Dataset):
         return x, self.y[i]
 
 
-def make_loader(args: argparse.Namespace, saved_seeder_state: Optional[Dict[str, Any]]) -> Any:
+def make_loader(args: argparse.Namespace) -> Any:
     """The training loader. Call after ``seeder.init``."""
-    if args.loader == "dali":  # the pipeline's seed comes from the seeder; a resume rebuilds it from its checkpoint
+    if args.loader == "dali":  # the pipeline's seed comes from the seeder
         from dali_loader import DaliLoader
 
         return DaliLoader(batch_size=args.batch_size, dataset_size=args.samples, image_size=DALI_IMAGE,
-                          crop=DALI_CROP, channels=DALI_CHANNELS, num_classes=DALI_CLASSES,
-                          state=saved_seeder_state)
+                          crop=DALI_CROP, channels=DALI_CHANNELS, num_classes=DALI_CLASSES)
     dataset = SyntheticDataset(args.samples)
     for pert in dataset.perturbations:
         seeder.register_generator(pert.reseed_rng)
@@ -133,104 +129,14 @@ def train_step(net: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.
     return loss.item()
 
 
-# ----------------------------------------------------------------------------------- checkpoints
-def temporary_path(path: str) -> str:
-    """Where :func:`atomic_save` writes before the rename: a hidden file next to ``path``."""
-    directory, name = os.path.split(os.path.abspath(path))
-    return os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-
-
-def atomic_save(obj: Any, path: str) -> None:
-    """Write ``obj`` to a temporary file in the same directory, fsync it, then rename it over ``path``.
-
-    A crash at any point leaves either the old file or the new one, never a mix.
-    """
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    tmp = temporary_path(path)
-    with open(tmp, "wb") as f:
-        f.write(buf.getvalue())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(os.path.dirname(tmp), os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the rename itself survives a power cut
-    finally:
-        os.close(fd)
-
-
-def save_checkpoint(path: Optional[str], rank: int, **training_state: Any) -> None:
-    """Every rank's seeder state (a collective) plus ``training_state``, written by rank 0."""
-    if path is None:
-        return
-    state = seeder.gather_state_dict()
-    if rank == 0:
-        atomic_save({**training_state, "seeder": state}, path)
-    if dist.is_initialized():
-        dist.barrier()
-
-
-def load_checkpoint(path: Optional[str], resume: bool, rank: int) -> Optional[Dict[str, Any]]:
-    """The checkpoint at ``path`` when resuming and there is one, else None.
-
-    Creates the directory, and rank 0 removes the temporary files of a write that was killed.
-    """
-    if path is None:
-        return None
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if rank == 0:
-        for tmp in glob.glob(os.path.join(os.path.dirname(path), f".{CKPT_NAME}.*.tmp")):
-            os.remove(tmp)
-    return torch.load(path, map_location="cpu", weights_only=True) if resume and os.path.exists(path) else None
-
-
-# --------------------------------------------------------------------------------------- metrics
-class Metrics:
-    """Per-step JSON lines (the ``--metrics`` contract), written by rank 0 and flushed every line."""
-
-    def __init__(self, path: Optional[str], rank: int):
-        self.path = path if rank == 0 else None
-        self.f = None
-
-    def truncate_after(self, step: int) -> None:
-        """On resume: drop records the resumed run will write again (steps after the checkpoint, old digests)."""
-        if self.path is None or not os.path.exists(self.path):
-            return
-        keep = []
-        with open(self.path) as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except ValueError:  # a line cut by a kill
-                    continue
-                if "loss" in rec and rec.get("step", 0) <= step:
-                    keep.append(json.dumps(rec) + "\n")
-        with open(self.path + ".tmp", "w") as f:
-            f.writelines(keep)
-        os.replace(self.path + ".tmp", self.path)
-
-    def write(self, record: Dict[str, Any]) -> None:
-        if self.path is None:
-            return
-        if self.f is None:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            self.f = open(self.path, "a")
-        self.f.write(json.dumps(record) + "\n")
-        self.f.flush()
-
-
 # ------------------------------------------------------------------------------------------ main
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="A small training run seeded by seeder, resumable bit for bit.")
     p.add_argument("--seed", type=int, default=None, help="master seed; default None draws one (logged)")
     p.add_argument("--epochs", type=int, default=4, help="epochs of the full run")
-    p.add_argument("--ckpt-dir", default=None, help="checkpoint directory (DIR/last.pt); default: no checkpoints")
+    p.add_argument("--ckpt-dir", default="ckpt", help="checkpoint directory (DIR/last.pt)")
     p.add_argument("--resume", action="store_true", help="continue from DIR/last.pt if it exists")
-    p.add_argument("--stop-after-epochs", type=int, default=None, help="exit after K epochs done and checkpointed")
-    p.add_argument("--stop-after-steps", type=int, default=None, help="exit after global step S done and checkpointed")
-    p.add_argument("--ckpt-every-steps", type=int, default=0, help="also checkpoint every K global steps (0: epoch ends only)")
-    p.add_argument("--metrics", default=os.environ.get("SEEDER_METRICS"), help="append per-step metrics (JSON lines)")
+    p.add_argument("--ckpt-every-steps", type=int, default=0, help="checkpoint every K global steps (0: at epoch ends)")
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers")
     p.add_argument("--persistent-workers", action="store_true")
     p.add_argument("--batch-size", type=int, default=32)
@@ -242,6 +148,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     for name in ("epochs", "batch_size", "samples"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.ckpt_every_steps < 0:
+        p.error("--ckpt-every-steps must be >= 0")
     if args.persistent_workers and args.workers == 0:
         p.error("--persistent-workers needs --workers >= 1")
     return args
@@ -266,65 +174,40 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.use_deterministic_algorithms(True)
     rank, world, local_rank = init_distributed()
 
-    # NVIDIA's recipe: init, record the seed, reseed(0, 0) before the model is built.
+    # NVIDIA's recipe: init, reseed(0, 0) before the model is built.
     seeder.init(master_seed=args.seed, ngpus=world, local_rank=local_rank)
-    args.seed = seeder.get_master_seed()
     seeder.reseed(0, 0)
     model = build_model(args.loader)
     net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8)
+    loader = make_loader(args)
 
-    ckpt_path = os.path.join(args.ckpt_dir, CKPT_NAME) if args.ckpt_dir else None
-    ckpt = load_checkpoint(ckpt_path, args.resume, rank)
-    loader = make_loader(args, ckpt["seeder"] if ckpt else None)
-    start_epoch, step = 0, 0
-    if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
-        seeder.load_state_dict(ckpt["seeder"])  # each rank takes its own entry; validated before anything changes
-        args.seed = seeder.get_master_seed()
-        step = ckpt["step"]
-        start_epoch = ckpt["epoch"] + 1 if ckpt["epoch_complete"] else ckpt["epoch"]
-        logging.getLogger("train").info("resumed: epoch %d, step %d, seed %d", start_epoch, step, args.seed)
-    metrics = Metrics(args.metrics, rank)
-    if args.resume:
-        metrics.truncate_after(step)  # records past the checkpoint are about to be redone
-
-    def checkpoint(epoch: int, epoch_complete: bool) -> None:
-        save_checkpoint(ckpt_path, rank, model=model.state_dict(), optimizer=optimizer.state_dict(),
-                        scheduler=scheduler.state_dict(), epoch=epoch, epoch_complete=epoch_complete, step=step)
-
+    # One file (rank 0 writes it, with every rank's seeder state), saved by ckpt.step() at each epoch's last step,
+    # before the scheduler steps: a resumed run finishes that epoch's end itself.
+    ckpt = seeder.Checkpoint(os.path.join(args.ckpt_dir, CKPT_NAME), model=model, optimizer=optimizer,
+                             scheduler=scheduler, every_steps=args.ckpt_every_steps or len(loader))
+    start_epoch = ckpt.resume(args.resume and os.path.isfile(ckpt.path))  # the epoch the checkpoint is in
+    if args.loader == "dali":
+        loader.restore()  # a DALI pipeline takes a loaded position only when it is built
     for epoch in range(start_epoch, args.epochs):
-        seeder.reseed(1, epoch)  # skipped right after a mid-epoch resume: the loaded state continues the epoch
+        seeder.reseed(1, epoch)  # skipped right after a resume: the loaded state continues the epoch
         net.train()
+        losses = []
         for x, y in loader:
-            loss = train_step(net, optimizer, x, y)
-            step += 1
-            metrics.write({"step": step, "epoch": epoch, "loss": loss})
-            stop = args.stop_after_steps is not None and step >= args.stop_after_steps
-            if stop or (args.ckpt_every_steps and step % args.ckpt_every_steps == 0):
-                checkpoint(epoch, epoch_complete=False)
-            if stop:
-                return finish(model, optimizer, metrics, rank, epoch, step)
+            losses.append(train_step(net, optimizer, x, y))
+            ckpt.step()  # after each optimizer step
         scheduler.step()
-        checkpoint(epoch, epoch_complete=True)
-        if args.stop_after_epochs is not None and epoch + 1 >= args.stop_after_epochs:
-            return finish(model, optimizer, metrics, rank, epoch + 1, step)
-    return finish(model, optimizer, metrics, rank, args.epochs, step)
+        if rank == 0 and losses:
+            logging.getLogger("train").info("epoch %d: %d steps, up to step %d; mean loss %.4f",
+                                            epoch, len(losses), ckpt.steps, sum(losses) / len(losses))
 
-
-def finish(model: torch.nn.Module, optimizer: torch.optim.Optimizer, metrics: Metrics, rank: int,
-           epochs_done: int, step: int) -> int:
-    """Record the digest of weights and optimizer state (metrics file and last stdout line); leave the group."""
     digest = seeder.digest(model, optimizer)
-    metrics.write({"digest": digest, "epoch": epochs_done, "step": step})
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
     if rank == 0:  # one line: torchrun interleaves the ranks' stdout
-        print(f"DIGEST {digest}", flush=True)
+        print(f"trained {ckpt.steps} steps; digest {digest}", flush=True)
     return 0
 
 

@@ -15,9 +15,10 @@ stops and resumes, with three lines::
 ``step()`` saves every ``every_steps`` steps (0: never on its own) and, when ``seeder
 verify`` asks for a stop at this step, saves and exits with status 0. ``save()`` writes
 ``{"model", "optimizer", "scheduler", "seeder", "step"}`` to a temporary file in the same
-directory, fsyncs it and renames it over ``path`` (a crash leaves the old file or the new
-one); under ``torch.distributed`` every rank calls it (the seeder states of all ranks are
-gathered) and rank 0 writes. ``resume(True)`` loads the file (``FileNotFoundError`` if it
+directory, fsyncs it, renames it over ``path`` and fsyncs the directory (a crash leaves the
+old file or the new one, and the next save removes the temporary file of a write that was
+killed); under ``torch.distributed`` every rank calls it (the seeder states of all ranks
+are gathered) and rank 0 writes. ``resume(True)`` loads the file (``FileNotFoundError`` if it
 is missing), ``resume(False)`` does nothing, ``resume()`` loads only in a run that
 ``seeder verify`` resumes. Loading uses ``torch.load(weights_only=True)``.
 
@@ -82,6 +83,7 @@ class Checkpoint:
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
+        _remove_killed_writes(directory, os.path.basename(self.path), keep=os.path.basename(tmp))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -89,6 +91,7 @@ class Checkpoint:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
+            _fsync_directory(directory)  # the rename itself survives a power cut
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -125,3 +128,25 @@ class Checkpoint:
             raise SystemExit(0)
         if self.every_steps and self.steps % self.every_steps == 0:
             self.save()
+
+
+def _remove_killed_writes(directory: str, name: str, keep: str) -> None:
+    """Remove the temporary files ``.NAME.<pid>.tmp`` in ``directory`` that writes of ``NAME`` killed midway left."""
+    for entry in os.listdir(directory):
+        if entry.startswith(f".{name}.") and entry.endswith(".tmp") and entry != keep:
+            try:
+                os.unlink(os.path.join(directory, entry))
+            except FileNotFoundError:
+                pass
+
+
+def _fsync_directory(directory: str) -> None:
+    """Flush a directory's entries (a rename in it) to disk, where the platform can open a directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # Windows opens no directory
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -29,6 +29,7 @@ from .distributed import Topology, agree_master_seed, discover, refuse_in_worker
 from .errors import SeederWarning
 from .pending import PendingParts
 from .registry import Membership, Registry
+from .resumecheck import ResumeCheck
 from .rngbase import RNGAdapter
 from .rngs import global_adapters
 
@@ -62,6 +63,8 @@ class Seeder(Membership):
         self._adapters: Optional[List[RNGAdapter]] = None
         self.registry = Registry()
         self.pending = PendingParts()  # loaded state for loaders and generators not built yet
+        #: The global RNGs as the last load left them, for a participant resuming inside an epoch to compare.
+        self.resume_check = ResumeCheck()
         self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
         self.loading: Optional[state.RunState] = None  # the run a state being loaded describes (participants check it)
         self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
@@ -250,7 +253,11 @@ class Seeder(Membership):
         """
         refuse_in_worker("seeder.load_state_dict()")
         with self._lock:
-            self.pending.load(self, state_, allow_world_change)
+            try:
+                self.pending.load(self, state_, allow_world_change)
+            except BaseException:
+                self.resume_check.drop()
+                raise
 
     def fork_rng(self) -> ContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.

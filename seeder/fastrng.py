@@ -34,14 +34,17 @@ import numpy as np
 from .internals import degrade
 from .seedseq import seed_sequence_words
 
-__all__ = ["KEY_WORDS", "KEY_BYTES", "MT_BYTES", "GAUSS_CACHE", "LegacyAccess", "legacy_access", "pcg64_state", "fast_seeding_state",
-           "python_mt_view"]
+__all__ = ["KEY_WORDS", "KEY_BYTES", "MT_BYTES", "MARK_BYTES", "GAUSS_CACHE", "LegacyAccess", "legacy_access", "pcg64_state",
+           "fast_seeding_state", "python_mt_view"]
 
 #: Words and bytes of the MT19937 key.
 KEY_WORDS = 624
 KEY_BYTES = 4 * KEY_WORDS
 #: Bytes of a Mersenne Twister's key and position as ``_random.Random`` and NumPy's MT19937 keep them.
 MT_BYTES = 4 + KEY_BYTES
+#: Bytes of a Mersenne Twister's mark: its position and two key words, which together change on every draw (a draw
+#: of a multiple of 624 words leaves the position where it was and regenerates the key).
+MARK_BYTES = 12
 
 #: A legacy ``RandomState``'s Gaussian cache as NumPy keeps it: ``has_gauss`` (int, padded) and the cached double.
 GAUSS_CACHE = struct.Struct("i4xd")
@@ -112,6 +115,18 @@ class LegacyAccess:
         """
         return ((ctypes.c_char * MT_BYTES).from_address(bitgen.ctypes.state_address),
                 (ctypes.c_char * GAUSS_CACHE.size).from_address(id(rs) + self.gauss_offset))
+
+    @staticmethod
+    def mark_view(bitgen: Any) -> Any:
+        """A ``ctypes`` view of ``bitgen``'s :data:`MARK_BYTES`: the key's last two words and the position after them.
+
+        The view does not keep ``bitgen`` alive: hold it too.
+
+        >>> bitgen = np.random.MT19937(0); view = LegacyAccess.mark_view(bitgen); before = view.raw
+        >>> _ = bitgen.random_raw(624); view.raw[8:] == before[8:], view.raw != before  # position back, key not
+        (True, True)
+        """
+        return (ctypes.c_char * MARK_BYTES).from_address(bitgen.ctypes.state_address + MT_BYTES - MARK_BYTES)
 
     def put_back(self, rs: np.random.RandomState, key_view: Any, gauss_view: Any, mt: bytes, gauss: bytes) -> None:
         """Write key and position, and Gaussian cache bytes read from :meth:`views` back (hold ``bitgen.lock``).
@@ -232,11 +247,11 @@ def _find_python_mt_offset() -> Optional[int]:
     return offset
 
 
-def python_mt_view(rng: random.Random) -> Optional[Any]:
+def python_mt_view(rng: random.Random, size: int = MT_BYTES) -> Optional[Any]:
     """A ``ctypes`` view of the position and key inside ``rng`` (a :class:`random.Random`), or ``None``.
 
     Reading ``view.raw`` copies the generator's state (``random.getstate`` builds 625 ints instead);
-    assigning it puts one back. The place in the object is found once by writing distinctive states with
+    assigning it puts one back. ``size=MARK_BYTES`` views the position and the first two key words only. The place in the object is found once by writing distinctive states with
     ``setstate`` and checked against ``getstate`` on 2 objects; ``None`` where that does not match CPython's
     layout. Only exact ``random.Random`` objects get one (``gauss_next`` stays a Python attribute). The view
     does not keep ``rng`` alive: hold both.
@@ -245,8 +260,10 @@ def python_mt_view(rng: random.Random) -> Optional[Any]:
     >>> view is None or len(view.raw) == MT_BYTES
     True
     """
+    if not 0 < size <= MT_BYTES:
+        raise ValueError(f"size must be in [1, {MT_BYTES}], got {size}")
     if not _PY_MT:
         _PY_MT.append(_find_python_mt_offset())
     if _PY_MT[0] is None or type(rng) is not random.Random:
         return None
-    return (ctypes.c_char * MT_BYTES).from_address(id(rng) + _PY_MT[0])
+    return (ctypes.c_char * size).from_address(id(rng) + _PY_MT[0])

@@ -186,7 +186,7 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
     Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object, for its fast state access",
              _NUMPY, "raises", _numpy_global),
     Internal("numpy", "RandomState gauss cache offset", "seeder.fastrng reads the Gaussian cache at a memory offset "
-             "found and checked at run time", _NUMPY, "NumPy's public get_state/set_state (slower state capture)",
+             "found and checked at run time (state capture; the elastic loader's watch of the global RNG)", _NUMPY, "NumPy's public get_state/set_state (slower state capture)",
              _nothing),
     Internal("nvidia-dali", "Pipeline._enable_checkpointing", "seeder.data.dali: whether a pipeline saves "
              "checkpoints (no public accessor)", _DALI, "raises", _has("_enable_checkpointing"), per_object=True),

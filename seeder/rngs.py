@@ -26,7 +26,8 @@ from .internals import require
 from .rngbase import (CPU_FIX, RNGAdapter, check_cached_float, check_exact_int, check_mt_key, check_mt_words, expect, on_cpu,
                       plain_mt_key)
 from .rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
-from .fastrng import GAUSS_CACHE, KEY_BYTES, KEY_WORDS, LegacyAccess, fast_seeding_state, legacy_access, python_mt_view
+from .fastrng import (GAUSS_CACHE, KEY_BYTES, KEY_WORDS, MARK_BYTES, LegacyAccess, fast_seeding_state, legacy_access,
+                      python_mt_view)
 
 __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdapter", "global_adapters", "adapter_for"]
 
@@ -64,9 +65,10 @@ class PythonRandomAdapter(RNGAdapter):
         self.rng.gauss_next = None
 
     def watcher(self) -> Optional[Callable[[], Any]]:
-        """The generator's bytes and ``gauss_next`` (a 2.5 KB copy), where CPython's layout is known; else ``None``."""
-        view, rng = self._mt_view(), self.rng
-        return None if view is None else lambda: (view.raw, rng.gauss_next)
+        """The position, first two key words (:data:`seeder.fastrng.MARK_BYTES`) and ``gauss_next``, where
+        CPython's layout is known; else ``None``. Any draw changes them (:mod:`seeder.data.lazyseed`)."""
+        rng, mark = self.rng, python_mt_view(self.rng, MARK_BYTES) if self._mt_view() is not None else None
+        return None if mark is None else lambda: (mark.raw, rng.gauss_next)
 
     def _mt_view(self) -> Any:
         if self._view is False:
@@ -241,14 +243,15 @@ class NumpyRandomStateAdapter(RNGAdapter):
         return views
 
     def watcher(self) -> Optional[Callable[[], Any]]:
-        """The bit generator, its key, position and Gaussian cache (2.5 KB copied), where :mod:`seeder.fastrng`'s
-        access applies; else ``None``. A bit generator swapped in later changes the result too."""
+        """The key's last two words and the position (:meth:`seeder.fastrng.LegacyAccess.mark_view`), the Gaussian
+        cache and, for the global RNG, the bit generator (one swapped in changes it), where :mod:`seeder.fastrng`'s
+        access applies; else ``None``. Any draw changes them (:mod:`seeder.data.lazyseed`)."""
         views = self._views()
         if views is None:
             return None
-        _, bitgen, key, gauss, _ = views
-        current = np.random.get_bit_generator if self._rng is None else (lambda: bitgen)
-        return lambda: (current(), key.raw, gauss.raw)
+        mark, gauss = views[4].mark_view(views[1]), views[3]
+        current = np.random.get_bit_generator if self._rng is None else lambda: None  # a RandomState keeps its own
+        return lambda _held=views: (current(), mark.raw, gauss.raw)  # _held: what the views read stays alive
 
     def copy_state(self) -> Any:
         """``(views, key and position bytes, Gaussian cache bytes)`` (2.5 KB copied), else ``get_state()``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
-from typing import Any, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -86,6 +86,10 @@ class TorchGeneratorAdapter(RNGAdapter):
 
     def seed(self, seed: int) -> None:
         self.generator.manual_seed(seed)
+
+    def seed_function(self) -> Callable[[int], Any]:
+        """The generator's own ``manual_seed``."""
+        return self.generator.manual_seed
 
     def get_state(self) -> torch.Tensor:
         return self.generator.get_state()

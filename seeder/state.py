@@ -258,13 +258,13 @@ def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: 
     rngs = entry["rngs"]
     if not isinstance(rngs, dict):
         raise StateError("state['rngs'] must be a dict")
-    if len(rngs) != len(adapters):
-        _other_rngs(rngs, adapters)
     for adapter in adapters:
         name = adapter.name
-        if name not in rngs:
+        if name not in rngs or len(rngs) != len(adapters):
             _other_rngs(rngs, adapters)
         adapter.check_state(rngs[name], _WHERE.get(name) or _WHERE.setdefault(name, f"state['rngs'][{name!r}]"))
+    if rngs and not adapters:
+        _other_rngs(rngs, adapters)
     parts = entry["participants"]
     if not isinstance(parts, dict):
         raise StateError("state['participants'] must be a dict")
@@ -289,9 +289,8 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
                 run: Optional[RunState] = None) -> None:
     """Load a checked ``entry``: participants, then global RNGs; on any exception put everything back and raise.
 
-    With ``seeder``, participants that check their new state again check it against the run
-    ``entry`` describes (``seeder.loading``: ``run``, else :func:`described_run`), and the states put
-    back against the seeder's own run.
+    With ``seeder``, participants check their new state against the run ``entry`` describes (``seeder.loading``:
+    ``run``, else :func:`described_run`), and the states put back against the seeder's own run.
 
     Participants whose state nothing validated go first. Each state is saved right before it is
     replaced, so that whatever stops the load (an error, Ctrl-C, ``SystemExit``) is followed by
@@ -312,6 +311,8 @@ def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dic
         for adapter in adapters:
             kept.append((adapter, adapter.copy_state()))
             adapter.set_state(rngs[adapter.name])
+        if seeder is not None and seeder.resume_check.wanted:  # a participant resumes inside an epoch
+            seeder.resume_check.arm(adapters)
     except BaseException as exc:
         if seeder is not None:
             seeder.loading = None

@@ -33,3 +33,30 @@ def fresh_default():
     seeder.default_seeder().reset()
     yield seeder
     seeder.default_seeder().reset()
+
+
+@pytest.fixture(scope="session")
+def forks(tmp_path_factory):
+    """One :class:`helpers.ForkServer` for the session's training scripts: torch, and what a first optimizer step
+    and ``torch.use_deterministic_algorithms`` import (``torch._dynamo``, ``torch._inductor.config``: over a
+    second each), are imported once, not once per run."""
+    from helpers import ForkServer
+
+    server = ForkServer(tmp_path_factory.mktemp("forks"), preload=["torch._dynamo", "torch._inductor.config"])
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def framework_forks(tmp_path_factory):
+    """:func:`forks` with Lightning and transformers imported too, those installed (Lightning's import alone takes
+    seconds)."""
+    import importlib.util
+
+    from helpers import ForkServer
+
+    frameworks = {"lightning": ["lightning.pytorch"], "transformers": ["transformers", "seeder.integrations.transformers"]}
+    preload = [m for name, modules in frameworks.items() if importlib.util.find_spec(name) for m in modules]
+    server = ForkServer(tmp_path_factory.mktemp("framework_forks"), preload=["torch._dynamo", *preload])
+    yield server
+    server.close()

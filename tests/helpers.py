@@ -138,7 +138,9 @@ class ForkedRun:
             ended = self.server.answer(timeout)
             if ended is None:
                 _abort_one_by_one([self.pid, *descendants(self.pid)])
-                self.server.answer(60)
+                aborted = self.server.answer(60)
+                if aborted is not None:
+                    self.returncode = aborted["rc"]
                 raise AssertionError(f"{' '.join(self.args)[:300]} hung for {timeout} s; the stacks of its processes "
                                      f"(SIGABRT, faulthandler) follow\n--- stdout\n{self.out.read_text()[-3000:]}\n"
                                      f"--- stderr\n{self.err.read_text()[-20000:]}")
@@ -234,26 +236,56 @@ def run_python(args: Sequence[str], env: Optional[Dict[str, str]] = None, timeou
     return proc
 
 
+_AGENTS: Dict[int, ForkServer] = {}
+
+
+def _agent_server() -> ForkServer:
+    """This process's fork server for torchrun agents (``torch.distributed.run`` imported once, not per launch)."""
+    if os.getpid() not in _AGENTS:
+        import atexit
+        import shutil
+        import tempfile
+
+        tmp = Path(tempfile.mkdtemp(prefix="seeder-torchrun-"))
+        server = _AGENTS[os.getpid()] = ForkServer(tmp, preload=["torch.distributed.run"])
+
+        def close(pid: int = os.getpid()) -> None:
+            if os.getpid() == pid:  # not in a forked copy of this process
+                server.close()
+                shutil.rmtree(tmp, ignore_errors=True)
+
+        atexit.register(close)
+    return _AGENTS[os.getpid()]
+
+
 def torchrun(script_args: Sequence[str], nproc: int = 2, nnodes: int = 1, env: Optional[Dict[str, str]] = None,
              timeout: float = 180, check: bool = True, extra_launcher_args: Sequence[str] = ()) -> List[subprocess.CompletedProcess]:
     """Launch ``torchrun`` on loopback; with ``nnodes > 1`` one torchrun per node, all on this machine.
 
-    Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``.
+    Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``. Node 0's agent
+    is forked from a server that imported ``torch.distributed.run`` once (the other nodes' agents run at the same
+    time, each its own Python); every worker is its own Python, as torchrun starts it.
     """
     port = free_port()
-    cmd_base = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--nproc-per-node", str(nproc),
-                "--master-addr", "127.0.0.1", "--master-port", str(port), *extra_launcher_args]
-    procs = []
-    for node in range(nnodes):
-        cmd = cmd_base + (["--node-rank", str(node)] if nnodes > 1 else []) + list(script_args)
-        procs.append(subprocess.Popen(cmd, env=child_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, cwd=str(REPO_ROOT)))
+    launcher_args = ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1",
+                     "--master-port", str(port), *extra_launcher_args]
+    node_args = [launcher_args + (["--node-rank", str(node)] if nnodes > 1 else []) + list(script_args)
+                 for node in range(nnodes)]
+    agent = _agent_server().start([REPO_ROOT / "tests" / "scripts" / "torchrun_agent.py", *node_args[0]],
+                                  env=child_env(env))
+    procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=child_env(env),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
+             for args in node_args[1:]]
     results = []
     try:
+        agent.wait(timeout)
+        results.append(subprocess.CompletedProcess([sys.executable, "-m", "torch.distributed.run", *node_args[0]],
+                                                   agent.returncode, agent.stdout(), agent.err.read_text()))
         for p in procs:
             out, err = communicate(p, timeout)
             results.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
     finally:
+        agent.kill()  # a no-op once it has ended
         for p in procs:
             if p.poll() is None:
                 p.kill()
@@ -274,6 +306,28 @@ def json_lines(text: str, prefix: str = "") -> List[dict]:
             if body.startswith("{"):
                 rows.append(json.loads(body))
     return rows
+
+
+def step_records(path: Path) -> Tuple[List[dict], List[str]]:
+    """The per-step records seeder writes under ``$SEEDER_STEPS`` (``seeder.stepwatch``), one per step in step order,
+    and the digests written at exits.
+
+    Runs that append to one file (a run, its kills, its resumes) record a redone step again: every record of a step
+    must be equal (else AssertionError). A line a kill cut short is skipped.
+    """
+    by_step: Dict[int, dict] = {}
+    digests = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if "digest" in rec:
+            digests.append(rec["digest"])
+        elif "loss" in rec:
+            first = by_step.setdefault(rec["step"], rec)
+            assert first == rec, f"step {rec['step']} recorded as {first} and as {rec} in {path}"
+    return [by_step[k] for k in sorted(by_step)], digests
 
 
 def global_rng_fingerprint() -> tuple:

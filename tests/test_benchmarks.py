@@ -1,8 +1,8 @@
 """Every benchmark still runs: each script in a tiny configuration (its figures mean nothing here), checked for
 its RATIO / ratio lines. The timing itself is the benchmarks' job, never a test's.
 
-All of them run in one child interpreter (``tests/scripts/run_benchmarks.py``), so torch, Lightning and
-transformers are imported once rather than once per benchmark.
+All of them run in one child (``tests/scripts/run_benchmarks.py``) forked from the session's framework server, so
+torch, Lightning and transformers are imported once rather than once per benchmark, or at all for this test.
 """
 import json
 import re
@@ -10,7 +10,7 @@ from typing import Dict, Tuple
 
 import pytest
 
-from helpers import REPO_ROOT, run_python
+from helpers import REPO_ROOT
 
 BENCH = REPO_ROOT / "benchmarks"
 
@@ -30,10 +30,11 @@ CASES = {
 
 
 
-def run_all(cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, str]]:
-    """``{label: (script name, arguments)}`` -> each label's (exit status, stdout), all run in one child."""
+def run_all(server, cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, str]]:
+    """``{label: (script name, arguments)}`` -> each label's (exit status, stdout), all run in one child of
+    ``server`` (a :class:`helpers.ForkServer`)."""
     runner = REPO_ROOT / "tests" / "scripts" / "run_benchmarks.py"
-    proc = run_python([str(runner), json.dumps([[label, str(BENCH / f"{n}.py"), a] for label, (n, a) in cases.items()])],
+    proc = server.run([runner, json.dumps([[label, str(BENCH / f"{n}.py"), a] for label, (n, a) in cases.items()])],
                       timeout=600, check=False)
     found = {m.group(1): (int(m.group(3)), m.group(2))
              for m in re.finditer(r"=== BEGIN (\w+)\n(.*?)=== END \1 (-?\d+)\n", proc.stdout, re.S)}
@@ -43,10 +44,10 @@ def run_all(cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, str]]:
 
 
 @pytest.fixture(scope="module")
-def outputs():
+def outputs(framework_forks):
     cases = {n: (n, a) for n, (a, _) in CASES.items()}
     cases["bench_cuda_default"] = ("bench_cuda", ["--rounds", "1", "--calls", "2"])
-    return run_all(cases)
+    return run_all(framework_forks, cases)
 
 
 @pytest.mark.slow

@@ -16,20 +16,22 @@ NO_CUDA = "needs a CUDA device (torch.cuda.is_available() is False)"
 TRAIN = str(REPO_ROOT / "tests" / "scripts" / "cuda_train.py")
 
 
-def _start(device, args):
-    return subprocess.Popen([sys.executable, TRAIN, "--device", device, *args], env=child_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
+def _parse(name, rc, stdout, stderr):
+    rows = json_lines(stdout, "RESULT ")
+    assert rc == 0 and len(rows) == 1, f"{name}: exit {rc}\n{stdout[-3000:]}\n{stderr[-5000:]}"
+    return rows[0]
 
 
-def _results(procs):
-    """Wait for every run (started together: the GPU and 16 cores take them at once) and parse RESULT lines."""
+def _together(device, runs):
+    """Start every run of ``{name: args}`` at once (the GPU and 16 cores take them together); their RESULT rows."""
+    procs = {name: subprocess.Popen([sys.executable, TRAIN, "--device", device, *args], env=child_env(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
+             for name, args in runs.items()}
     out = {}
     try:
         for name, p in procs.items():
             stdout, stderr = communicate(p, 300)
-            rows = json_lines(stdout, "RESULT ")
-            assert p.returncode == 0 and len(rows) == 1, f"{name}: exit {p.returncode}\n{stdout[-3000:]}\n{stderr[-5000:]}"
-            out[name] = rows[0]
+            out[name] = _parse(name, p.returncode, stdout, stderr)
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -38,20 +40,33 @@ def _results(procs):
     return out
 
 
+def _runner(device, forks):
+    """``results(runs)``: the RESULT row of each run of ``{name: args}``. On CUDA the runs of a call start together;
+    the CPU harness forks them one by one from the session's server (torch imported once)."""
+    if device != "cpu":
+        return lambda runs: _together(device, runs)
+
+    def forked(name, args):
+        done = forks.run([TRAIN, "--device", device, *args], timeout=300, check=False)
+        return _parse(name, done.returncode, done.stdout, done.stderr)
+
+    return lambda runs: {name: forked(name, args) for name, args in runs.items()}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.cuda), pytest.param("cpu", id="cpu-harness")])
-def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_path, device):
+def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_path, device, request):
     """The README's wiring (seeder.DataLoader, 2 workers), deterministic mode before CUDA starts: stops at steps 7,
     12 (epoch 0's last step), the end of epoch 0 and 17 resume bit for bit; a seeded repeat is bitwise; unseeded
     runs differ. 12 steps per epoch, 3 epochs."""
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip(NO_CUDA)
     ck = {name: str(tmp_path / f"{name}.pt") for name in ("mid", "last_step", "epoch_end", "later")}
-    start = lambda *args: _start(device, list(args))  # noqa: E731
     # The CPU harness checks the test and its child script, which the GPU run then trusts: the cases that only
     # repeat another on a CPU (a second seeded run, a second stop in epoch 0, map_location="cpu") run on CUDA only.
     gpu_only = {"repeat", "last_step", "mid_on_device"} if device == "cpu" else set()
-    first = _results({name: start(*args) for name, args in {
+    results = _runner(device, request.getfixturevalue("forks") if device == "cpu" else None)
+    first = results({name: args for name, args in {
         "full": ("--seed", "7"),
         "repeat": ("--seed", "7"),
         "mid": ("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
@@ -61,7 +76,7 @@ def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_p
         "unseeded_a": (),
         "unseeded_b": (),
     }.items() if name not in gpu_only})
-    second = _results({name: start(*args) for name, args in {
+    second = results({name: args for name, args in {
         "mid": ("--resume", "--ckpt", ck["mid"]),
         "mid_on_device": ("--resume", "--ckpt", ck["mid"], "--map-location", device),
         "last_step": ("--resume", "--ckpt", ck["last_step"]),

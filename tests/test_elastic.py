@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import seeder
 from seeder import StateError
 from seeder.data.elastic import num_steps, rank_slice
-from seeder.derive import MAX_KEY, Domain, derive_seed
+from seeder.derive import MAX_KEY, Domain, derive_seed, stream_seeds
 
 N = 23
 
@@ -191,41 +191,91 @@ def test_persistent_workers_follow_the_epochs(s):
 
 
 # ----------------------------------------------------------------------------------- seeding at the RNGs' cost
-USES = st.lists(st.sampled_from(["none", "random", "gauss", "numpy", "numpy-normal", "torch", "all"]), min_size=1,
-                max_size=12)
+USES = st.lists(st.sampled_from(["none", "random", "gauss", "random-624", "numpy", "numpy-normal", "numpy-624", "torch",
+                                 "all"]), min_size=1, max_size=12)
+WORDS = 624 * 32  # bits of a Mersenne Twister's key: a draw of that many leaves the position where it was
 
 
 def draw(use):
-    """A fetch drawing from the RNGs ``use`` names (gauss draws keep a cached value between calls)."""
+    """A fetch drawing from the RNGs ``use`` names (gauss draws keep a cached value between calls; a -624 draw takes
+    one key's worth of 32-bit words)."""
     out = [float(torch.rand(()))] if use in ("torch", "all") else []
     if use in ("random", "all"):
         out.append(random.random())
     if use == "gauss":
         out.append(random.gauss(0, 1))
+    if use == "random-624":
+        out.append(random.getrandbits(WORDS) >> (WORDS - 64))  # the last word's bits, readable in a failure
     if use in ("numpy", "all"):
         out.append(float(np.random.rand()))
     if use == "numpy-normal":
         out.append(float(np.random.standard_normal()))
+    if use == "numpy-624":
+        out.append(np.random.bytes(WORDS // 8)[-8:])
     return out
 
 
 @settings(max_examples=60, deadline=None)
-@given(uses=USES, seeds=st.lists(st.integers(0, 2**64 - 1), min_size=12, max_size=12))
-def test_seeding_only_the_rngs_a_sample_draws_from_gives_the_items_of_seeding_them_all(uses, seeds):
+@given(uses=USES, seeds=st.lists(st.integers(0, 2**64 - 1), min_size=12, max_size=12), batch=st.integers(1, 12))
+def test_seeding_only_the_rngs_a_sample_draws_from_gives_the_items_of_seeding_them_all(uses, seeds, batch):
     """SampleSeeding watches Python's and NumPy's RNGs and seeds them only once a sample draws from them: every item
-    equals the one fetched with every RNG seeded, whatever the order in which samples start drawing."""
+    equals the one fetched with every RNG seeded, whatever the order in which samples start drawing and the batches."""
     from seeder.data.lazyseed import SampleSeeding
     from seeder.data.workers import fetch_adapters, seed_globals
 
     adapters = fetch_adapters()
+    seeds = seeds[:len(uses)]
     want = []
     for use, seed in zip(uses, seeds):
         seed_globals(seed)
         want.append(draw(use))
     random.gauss(0, 1), np.random.standard_normal()  # leave Gaussians cached in the unseeded RNGs
     lazy = SampleSeeding(adapters)
-    assert [lazy.fetch(draw, use, seed, [], [seed]) for use, seed in zip(uses, seeds)] == want
-    assert {a.name for a in lazy.seeded} >= {"torch"} | ({"python"} if {"random", "gauss", "all"} & set(uses) else set())
+    got = [item for at in range(0, len(uses), batch) for item in lazy.fetch(draw, uses[at:at + batch], seeds[at:at + batch])]
+    assert got == want
+    assert {a.name for a in lazy.seeded} >= {"torch"} | ({"python"} if {"random", "gauss", "random-624", "all"} & set(uses)
+                                                         else set())
+
+
+@pytest.mark.parametrize("rng", ["random", "numpy"])
+def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_is_back(rng):
+    """624 words drawn from Python's or NumPy's RNG regenerate the key and leave the position where it was: the
+    watcher still changes (it holds two key words), and the sample is fetched again with that RNG seeded."""
+    from seeder.data.lazyseed import SampleSeeding
+    from seeder.data.workers import fetch_adapters, seed_globals
+    from seeder.rngs import NumpyRandomStateAdapter, PythonRandomAdapter
+
+    adapter = PythonRandomAdapter() if rng == "random" else NumpyRandomStateAdapter()
+    position = (lambda: random.getstate()[1][624]) if rng == "random" else (lambda: int(np.random.get_state()[2]))
+    watch = adapter.watcher()
+    assert watch is not None
+    random.seed(11), np.random.seed(11)
+    random.random(), np.random.rand()  # a position inside the key
+    before, at = watch(), position()
+    draw(f"{rng}-624")
+    assert position() == at and watch() != before
+
+    seed_globals(5)
+    want = draw(f"{rng}-624")
+    random.seed(12), np.random.seed(12)
+    random.random(), np.random.rand()
+    lazy = SampleSeeding(fetch_adapters())
+    assert lazy.fetch(draw, [f"{rng}-624"], [5]) == [want]
+    assert adapter.name in {a.name for a in lazy.seeded}
+
+
+def test_samples_that_draw_nothing_from_random_or_numpy_leave_them_unseeded():
+    """Fetches that draw only from torch leave Python's and NumPy's RNGs watched (not seeded), whatever the batch."""
+    from seeder.data.lazyseed import SampleSeeding
+    from seeder.data.workers import fetch_adapters
+
+    lazy = SampleSeeding(fetch_adapters())
+    random.seed(3), np.random.seed(3)
+    states = random.getstate(), np.random.get_state()[1].tolist()
+    items = lazy.fetch(draw, ["torch", "none", "torch"], [1, 2, 1])
+    assert items[0] == items[2] and items[1] == []
+    assert [a.name for a in lazy.seeded] == ["torch"]
+    assert (random.getstate(), np.random.get_state()[1].tolist()) == states
 
 
 def test_the_elastic_loader_seeds_a_sample_that_starts_drawing_late_as_the_others(s):
@@ -271,7 +321,7 @@ def test_a_state_of_another_world_loads_before_its_elastic_loader_is_built():
             with pytest.raises(StateError, match="loader.0"):
                 one.state_dict()  # nothing is saved while the loader's part waits
             loader = loaders(one, 1)[0]  # claims it
-        streams = (torch.get_rng_state(), mine.get_state(), random.random())
+        streams = (torch.get_rng_state(), mine.get_state(), random.getstate())  # read, not drawn
         one.reseed(1, 0)  # skipped: the state stands inside epoch 0
         return [int(r[0]) for b in loader for r in b], streams
 
@@ -314,3 +364,22 @@ def test_two_elastic_loaders_at_different_steps_move_together():
     assert not set(rest_a) & set(done_a) and not set(rest_b) & set(done_b)
     assert all(torch.equal(rest_a[i], a_full[i]) for i in rest_a)
     assert all(torch.equal(rest_b[i], b_full[i]) for i in rest_b)
+
+
+@settings(max_examples=40, deadline=None)
+@given(requests=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 9), st.integers(-20, 40)), min_size=1, max_size=30),
+       width=st.integers(1, 3), near=st.sampled_from([0, 2**32 - 100, 2**33 - 7]))
+def test_seeds_computed_ahead_are_those_of_each_position(requests, width, near):
+    """PositionSeeds hands out the derivation's seed words of every position asked for, whatever the pattern of
+    requests: strided runs (computed ahead), jumps (a resume), another epoch, short runs, runs across 2**32."""
+    from seeder.data.elastic_seeds import PositionSeeds
+
+    seeds, first = PositionSeeds(), near
+    for epoch, count, stride in requests:
+        want = [derive_seed(5, Domain.ELASTIC, 1, epoch, p >> 32, p & MAX_KEY) for p in range(first, first + count)]
+        got = seeds.words(5, 1, epoch, first, count, width)
+        assert got[::width] == want and len(got) == count * width
+        if width > 1:
+            assert got == [w for p in range(first, first + count)
+                           for w in stream_seeds(5, int(Domain.ELASTIC), 1, epoch, p >> 32, width).seed(p & MAX_KEY)]
+        first = max(0, first + stride)

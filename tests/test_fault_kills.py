@@ -1,24 +1,23 @@
 """SIGKILL at 12 points of a training run, during steps and inside checkpoint writes: the resume is exact.
 
 One ``tests/scripts/fork_server.py`` process imports torch once and forks one child per segment
-(``tests/scripts/train_faults.py``: the example with fault hooks); each child resumes from the last checkpoint and SIGKILLs itself at the next planned point (after a
-step, or after writing a fraction of a checkpoint's bytes, 100% meaning before the rename). The
-points come from ``SEEDER_FAULT_SEED`` (a fixed default, so CI is stable). The last segment runs to
-the end; its per-step losses and final digest must equal an uninterrupted run's.
+(``tests/scripts/train_faults.py``: examples/train.py with fault hooks); each child resumes from the last checkpoint
+and SIGKILLs itself at the next planned point (after a step, or after writing a fraction of a checkpoint's bytes,
+100% meaning before the rename). The points come from ``SEEDER_FAULT_SEED`` (a fixed default, so CI is stable).
+The last segment runs to the end. Every segment records its steps in one ``$SEEDER_STEPS`` file, as under
+``seeder verify``: each step's record (redone ones included) and the final digests must equal an uninterrupted run's.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
-from pathlib import Path
 from typing import List
 
 import pytest
 
 from faultkit import TALLY
-from helpers import ForkServer
+from helpers import ForkServer, step_records
 
 pytestmark = pytest.mark.slow
 
@@ -27,16 +26,6 @@ FAULTS = "tests/scripts/train_faults.py"
 SEED = "20240601"
 BASE = ["--samples", "128", "--batch-size", "32", "--seed", SEED, "--epochs", "3", "--ckpt-every-steps", "1"]
 STEPS = 12  # 3 epochs x 4 steps
-
-
-def records(path: Path) -> List[dict]:
-    rows = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            rows.append(json.loads(line))
-        except ValueError:  # a line cut by a kill
-            pass
-    return rows
 
 
 def plan(seed: int) -> List[list]:
@@ -55,21 +44,26 @@ def plan(seed: int) -> List[list]:
 def test_sigkill_at_twelve_points_of_training_and_checkpoint_writing_resumes_exactly(tmp_path):
     seed = int(os.environ.get("SEEDER_FAULT_SEED", "20261123"))
     kills = plan(seed)
-    run = ["--ckpt-dir", str(tmp_path / "ckpt"), "--metrics", str(tmp_path / "metrics.jsonl"), "--resume"]
+    run = ["--ckpt-dir", str(tmp_path / "ckpt"), "--resume"]
     segments = [hooks + BASE + run + ["--workers", "2" if i in (3, 8) else "0"] for i, hooks in enumerate(kills)]
     segments.append(BASE + run + ["--workers", "2"])  # the last resume, to the end
-    ref = ["--ckpt-dir", str(tmp_path / "ref"), "--metrics", str(tmp_path / "ref.jsonl"), "--workers", "0"]
-    segments.append(BASE + ref)  # the same run, never killed
+    segments.append(BASE + ["--ckpt-dir", str(tmp_path / "ref"), "--workers", "0"])  # the same run, never killed
+    steps, ref = tmp_path / "steps.jsonl", tmp_path / "ref.jsonl"
     note = f"kill plan {kills} (SEEDER_FAULT_SEED={seed} repeats it)"
     server = ForkServer(tmp_path)
     try:
-        runs = [server.run([FAULTS, *segment], timeout=120, check=False) for segment in segments]
+        runs = [server.run([FAULTS, *segment], timeout=120, check=False,
+                           env={"SEEDER_STEPS": str(ref if segment is segments[-1] else steps)}) for segment in segments]
     finally:
         server.close()
     ended = [run.returncode for run in runs]
     assert ended == [-signal.SIGKILL] * len(kills) + [0, 0], f"{note}\n{runs[-1].stdout[-3000:]}{runs[-1].stderr[-3000:]}"
-    digests = [line.split()[1] for run in runs for line in run.stdout.splitlines() if line.startswith("DIGEST ")]
-    assert len(digests) == 2 and digests[0] == digests[1], note
-    assert records(tmp_path / "metrics.jsonl") == records(tmp_path / "ref.jsonl"), note
-    assert not list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))  # halves of killed writes are cleaned on start
+    printed = [line.split()[-1] for run in runs for line in run.stdout.splitlines() if line.startswith("trained ")]
+    assert len(printed) == 2 and printed[0] == printed[1], note
+    got, got_digests = step_records(steps)
+    want, want_digests = step_records(ref)
+    assert [r["step"] for r in want] == list(range(1, STEPS + 1))
+    assert got == want, note  # every step's record, the redone ones equal too (step_records checks)
+    assert got_digests == want_digests, note  # one digest at exit: the killed runs wrote none
+    assert not list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))  # the halves of killed writes are removed
     TALLY["faults", "exact"] += len(kills)

@@ -271,35 +271,38 @@ def start(args, err_path):
                             start_new_session=True)  # its own process group: the kill reaches its workers too
 
 
-def finish(proc, err_path):
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, f"{TRAIN} exited {proc.returncode}\n{out[-3000:]}\n{open(err_path).read()[-4000:]}"
-    return json_lines(out, "STEP"), json_lines(out, "DONE")
+def finish(run):
+    """The STEP and DONE rows of a run of the session's fork server (which imported torch once)."""
+    assert run.wait(300) == 0, f"{TRAIN} exited {run.returncode}\n{run.stdout()[-3000:]}\n{run.err.read_text()[-4000:]}"
+    return json_lines(run.stdout(), "STEP"), json_lines(run.stdout(), "DONE")
 
 
 @pytest.mark.slow
-def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path):
+def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, forks):
     """Killed (SIGKILL, persistent workers alive) right after the checkpoint of step 5 of 8 in epoch 0."""
     kill_after = 5
-    reference = start([str(tmp_path / "ref.pt"), "2"], tmp_path / "ref.err")
-    ckpt = tmp_path / "run.pt"
-    victim = start([str(ckpt), "2", "--pause-after", str(kill_after)], tmp_path / "victim.err")
-    seen = []
+    reference = forks.start([TRAIN, str(tmp_path / "ref.pt"), "2"])  # forked while the victim (its own Python) starts
     try:
-        for line in victim.stdout:  # the child's own line: its checkpoint of step 5 is on disk
-            if line.startswith("STEP"):
-                seen.append(json.loads(line[len("STEP"):]))
-                if seen[-1]["step"] == kill_after:
-                    break
+        ckpt = tmp_path / "run.pt"
+        victim = start([str(ckpt), "2", "--pause-after", str(kill_after)], tmp_path / "victim.err")
+        seen = []
+        try:
+            for line in victim.stdout:  # the child's own line: its checkpoint of step 5 is on disk
+                if line.startswith("STEP"):
+                    seen.append(json.loads(line[len("STEP"):]))
+                    if seen[-1]["step"] == kill_after:
+                        break
+        finally:
+            os.killpg(victim.pid, signal.SIGKILL)
+            victim.wait()
+        assert victim.returncode == -signal.SIGKILL
+        assert [r["step"] for r in seen] == list(range(1, kill_after + 1)), open(tmp_path / "victim.err").read()[-3000:]
+        want, want_done = finish(reference)
     finally:
-        os.killpg(victim.pid, signal.SIGKILL)
-        victim.wait()
-    assert victim.returncode == -signal.SIGKILL
-    assert [r["step"] for r in seen] == list(range(1, kill_after + 1)), open(tmp_path / "victim.err").read()[-3000:]
-    want, want_done = finish(reference, tmp_path / "ref.err")
+        reference.kill()  # ended by now unless the test failed: then it is not left to the next test's runs
     assert len(want) == 16 and [r["epoch"] for r in want] == [0] * 8 + [1] * 8
     assert seen == want[:kill_after]
-    resumed, done = finish(start([str(ckpt), "2"], tmp_path / "resumed.err"), tmp_path / "resumed.err")
+    resumed, done = finish(forks.start([TRAIN, str(ckpt), "2"]))
     assert resumed == want[kill_after:]  # every later loss, bit for bit
     assert done == want_done
 

@@ -18,7 +18,6 @@ import lightning.pytorch as pl  # noqa: E402
 import seeder  # noqa: E402
 from seeder.errors import SeederWarning, StateError  # noqa: E402
 from seeder.integrations.lightning import SeederCallback  # noqa: E402
-from helpers import communicate  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -91,15 +90,12 @@ def test_resume_without_the_callback_diverges(reference, fresh):
 
 
 @pytest.mark.slow
-def test_ddp_two_processes_resume_bitwise(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
-    for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_PORT"):
-        env.pop(name, None)
-    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "lightning_ddp.py"), str(tmp_path), "--seed", "3",
-                             "--resume-from", "4", "3"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = communicate(proc, 300)
-    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+def test_ddp_two_processes_resume_bitwise(tmp_path, framework_forks):
+    """Rank 0 forks from the session's server (Lightning imported once); Lightning's launcher starts rank 1 as
+    its own Python, as it does for any script."""
+    proc = framework_forks.run([SCRIPTS / "lightning_ddp.py", tmp_path, "--seed", "3", "--resume-from", "4", "3"],
+                               env={"MASTER_ADDR": "127.0.0.1"}, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     full = torch.load(tmp_path / "full.pt", weights_only=True)
     assert full["world"] == 2 and full["sampler_replicas"] == 2  # Lightning kept seeder's sampler, sharded by rank
     assert len(full["losses"]) == 6  # 24 samples / 2 ranks / batch 4 = 3 steps an epoch

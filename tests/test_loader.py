@@ -90,6 +90,24 @@ def test_resume_is_bitwise_from_any_step(reference, stop):
     same(resume(state, 2), reference[stop:])
 
 
+def test_a_draw_between_load_and_the_resumed_epoch_warns_and_names_the_rng(reference):
+    s, loader = fresh(0)
+    _, state = train(s, loader, 2, stop=3)
+    s2, again = fresh(0)
+    s2.load_state_dict(state)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.nn.Linear(2, 2)  # a model built after the load draws its initial weights from torch's global RNG
+        first = next(iter(again))
+    got = [str(w.message) for w in caught if issubclass(w.category, seeder.SeederWarning)]
+    assert len(got) == 1 and got[0].startswith("seeder.DataLoader: the resumed epoch 0 starts with torch's global RNG")
+    assert torch.equal(first, reference[3][1])  # the data itself is exact; the training loop's stream is not
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resume(state, 2)  # nothing drawn in between: no warning
+    assert not [w for w in caught if issubclass(w.category, seeder.SeederWarning)]
+
+
 def test_loop_randomness_untouched_by_fetching(reference):
     """The loop's draws are those of a run without any data loading (the main process's RNGs are put back)."""
     s = Seeder()

@@ -40,6 +40,41 @@ def test_no_generator_warns_once():
     assert len(got) == 1 and "no generator" in got[0] and "generator=seeder.dataloader_generator()" in got[0]
 
 
+def resumed(generator, draw_after_load=False):
+    """A run stopped after two batches and resumed in a fresh seeder: (warnings at the resumed epoch's start,
+    the resumed batches, the reference batches, torch's next draw in both)."""
+    s, smp, loader = plain(generator=generator)
+    it = iter(loader)
+    for _ in range(2):
+        smp.advance(len(next(it)))
+    state = s.state_dict()
+    ref_rest, ref_next = list(it), torch.rand(1)
+    s2, smp2, loader2 = plain(generator=generator)
+    s2.load_state_dict(state)
+    if draw_after_load:
+        torch.rand(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rest = list(loader2)
+    got = [str(w.message) for w in caught if issubclass(w.category, SeederWarning)]
+    return got, rest, ref_rest, torch.rand(1), ref_next
+
+
+def test_a_resume_without_generator_warns_when_its_epoch_starts_and_with_one_is_exact():
+    got, rest, ref_rest, after, ref_after = resumed(generator=False)
+    assert len(got) == 1 and "torch's global RNG moved since seeder.load_state_dict()" in got[0], got
+    assert "generator=seeder.dataloader_generator()" in got[0]
+    assert not torch.equal(after, ref_after)  # what the warning is about: torch's stream is one draw ahead
+    got, rest, ref_rest, after, ref_after = resumed(generator=True)
+    assert got == [] and torch.equal(after, ref_after)
+    assert all(torch.equal(a, b) for a, b in zip(rest, ref_rest)) and len(rest) == len(ref_rest)
+
+
+def test_a_draw_between_load_and_resumed_epoch_warns():
+    got, *_ = resumed(generator=True, draw_after_load=True)
+    assert len(got) == 1 and "before seeder.load_state_dict()" in got[0], got
+
+
 def test_complete_recipe_does_not_warn():
     s, smp, loader = plain(generator=True)
     it = iter(loader)

@@ -1,24 +1,27 @@
 """examples/train.py end to end: stop/resume is bitwise, and so is resuming after SIGKILLs (real processes).
 
-Every run here is a real ``python examples/train.py`` (or ``torchrun``) process; the kill
-tests run it through ``tests/scripts/train_faults.py``, which adds the fault hooks the
-example does not carry. A run compares its per-step metrics (step, epoch, loss) and final
-digest with an uninterrupted reference run of the same seed.
+Every run here is a real ``python examples/train.py`` (or ``torchrun``) process, driven the way
+``seeder verify`` drives it: ``$SEEDER_STEPS`` records each optimizer step (step, epoch, sum of
+squared parameters) and a digest at exit, ``$SEEDER_STOP_AFTER_STEP`` stops it through
+``seeder.Checkpoint`` with a checkpoint, ``--resume`` (and ``$SEEDER_RESUME=1``) continues it. The kill
+tests run it through ``tests/scripts/train_faults.py``, which adds the fault hooks the example does
+not carry. A run compares its per-step records and final digest with an uninterrupted reference
+run of the same seed.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 import torch
 
-from helpers import ForkServer, torchrun
+from helpers import ForkServer, step_records, torchrun
+from seeder.stepwatch import ENV_RESUME, ENV_STEPS, ENV_STOP, read_marks
 
 pytestmark = pytest.mark.slow
 
@@ -52,34 +55,27 @@ def server(tmp_path_factory):
     forks.close()
 
 
-def train(server: ForkServer, out: Path, *args: str, seed: Optional[str] = SEED) -> Tuple[List[dict], str]:
-    """Run the example to its end (or stop point); return the metric records and the printed digest."""
+def train(server: ForkServer, out: Path, *args: str, seed: Optional[str] = SEED,
+          env: Optional[Dict[str, str]] = None) -> Tuple[List[dict], Optional[str]]:
+    """Run the example in ``out`` to its end (or a stop); return the step records in ``out`` and the printed digest."""
     out.mkdir(parents=True, exist_ok=True)
-    metrics = out / "metrics.jsonl"
     seed_args = ["--seed", seed] if seed is not None else []
-    proc = server.run([SCRIPT, *BASE, *seed_args, "--metrics", str(metrics), *args], timeout=300)
-    return read_metrics(metrics), last_digest(proc.stdout)
+    proc = server.run([SCRIPT, *BASE, *seed_args, *args], cwd=out, env={ENV_STEPS: str(out / "steps.jsonl"), **(env or {})},
+                      timeout=300)
+    return step_records(out / "steps.jsonl")[0], printed_digest(proc.stdout)
 
 
-def last_digest(stdout: str) -> str:
-    lines = [line for line in stdout.splitlines() if line.startswith("DIGEST ")]
-    assert lines, f"no DIGEST line in output:\n{stdout[-2000:]}"
-    return lines[-1].split()[1]
+def stop_at(step: int) -> Dict[str, str]:
+    return {ENV_STOP: str(step)}
 
 
-def read_metrics(path: Path) -> List[dict]:
-    """The JSON records of a metrics file, skipping a last line that a kill cut short."""
-    rows = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            pass
-    return rows
+RESUME = {ENV_RESUME: "1"}  # with --resume, as seeder verify resumes a run
 
 
-def steps(records: List[dict]) -> List[dict]:
-    return [r for r in records if "loss" in r]
+def printed_digest(stdout: str) -> Optional[str]:
+    """The digest of the example's last line (``trained N steps; digest HEX``), or None (a stopped run prints none)."""
+    lines = [line for line in stdout.splitlines() if line.startswith("trained ")]
+    return lines[-1].split()[-1] if lines else None
 
 
 @pytest.fixture(scope="module")
@@ -87,35 +83,39 @@ def reference(tmp_path_factory, server) -> Tuple[List[dict], str]:
     """2 epochs uninterrupted, 2 workers, checkpoints every 3 steps (checkpointing must not change anything)."""
     out = tmp_path_factory.mktemp("reference")
     records, digest = train(server, out, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(out / "ckpt"), "--ckpt-every-steps", "3")
-    assert [r["step"] for r in steps(records)] == list(range(1, 9))
-    assert records[-1] == {"digest": digest, "epoch": 2, "step": 8}
+    assert [(r["step"], r["epoch"]) for r in records] == [(k, (k - 1) // 4) for k in range(1, 9)]
+    assert digest is not None and len(step_records(out / "steps.jsonl")[1]) == 1  # seeder's digest at exit
     return records, digest
 
 
-@pytest.mark.parametrize("first, second", [
-    (["--workers", "0", "--stop-after-epochs", "1"], ["--workers", "0"]),
-    (["--workers", "2", "--persistent-workers", "--stop-after-epochs", "1"], ["--workers", "2", "--persistent-workers"]),
-    (["--workers", "2", "--stop-after-steps", "3"], ["--workers", "2"]),  # inside epoch 0
-    (["--workers", "2", "--stop-after-steps", "6", "--ckpt-every-steps", "4"], ["--workers", "0"]),  # inside epoch 1
+@pytest.mark.parametrize("first, stop, second", [
+    (["--workers", "0"], 4, ["--workers", "0"]),  # the end of epoch 0
+    (["--workers", "2", "--persistent-workers"], 4, ["--workers", "2", "--persistent-workers"]),
+    (["--workers", "2"], 3, ["--workers", "2"]),  # inside epoch 0
+    (["--workers", "2", "--ckpt-every-steps", "4"], 6, ["--workers", "0"]),  # inside epoch 1
 ], ids=["0-workers", "persistent-2-workers", "mid-epoch-2-workers", "mid-epoch-then-0-workers"])
-def test_stop_and_resume_is_bitwise(tmp_path, reference, server, first, second):
+def test_stop_and_resume_is_bitwise(tmp_path, reference, server, first, stop, second):
     ref_records, ref_digest = reference
     ckpt = ["--epochs", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
-    part, stop_digest = train(server, tmp_path, *ckpt, *first)
-    stopped_at = steps(part)[-1]["step"]
-    assert 0 < stopped_at < 8 and stop_digest != ref_digest
-    records, digest = train(server, tmp_path, *ckpt, "--resume", *second)
+    part, stop_digest = train(server, tmp_path, *ckpt, *first, env=stop_at(stop))
+    assert [r["step"] for r in part] == list(range(1, stop + 1)) and stop_digest is None  # exited at the stop
+    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": stop}
+    assert torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)["step"] == stop
+    records, digest = train(server, tmp_path, *ckpt, "--resume", *second, env=RESUME)
+    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": stop, "resumed": stop}
     assert digest == ref_digest
-    assert records == ref_records  # every step's loss, in one file, as if never stopped
+    assert records == ref_records  # every step's record, in one file, as if never stopped
 
 
 @pytest.mark.skipif(not dali_available(), reason="DALI is not installed (pip install 'seeder[dali]')")
-def test_dali_loader_stop_mid_epoch_and_resume_is_bitwise(tmp_path, server):
+def test_dali_loader_stopped_at_an_epoch_end_and_mid_epoch_resumes_bitwise(tmp_path, server):
     ref_records, ref_digest = train(server, tmp_path / "ref", "--epochs", "2", "--loader", "dali")
-    assert [r["step"] for r in steps(ref_records)] == list(range(1, 9))
+    assert [r["step"] for r in ref_records] == list(range(1, 9))
     ckpt = ["--epochs", "2", "--loader", "dali", "--ckpt-dir", str(tmp_path / "ckpt")]
-    train(server, tmp_path, *ckpt, "--stop-after-steps", "6")
-    records, digest = train(server, tmp_path, *ckpt, "--resume")
+    train(server, tmp_path, *ckpt, env=stop_at(4))  # after epoch 0's last batch
+    train(server, tmp_path, *ckpt, "--resume", env={**RESUME, **stop_at(6)})  # resumed there, stopped mid-epoch 1
+    records, digest = train(server, tmp_path, *ckpt, "--resume", env=RESUME)
+    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": 6, "resumed": 6}
     assert digest == ref_digest and records == ref_records
     other, other_digest = train(server, tmp_path / "other", "--epochs", "2", "--loader", "dali", seed="7")
     assert other_digest != ref_digest
@@ -128,42 +128,44 @@ def test_seeded_runs_repeat_and_unseeded_runs_differ(tmp_path, reference, server
     a, da = train(server, tmp_path / "u1", "--epochs", "2", "--workers", "2", seed=None)
     b, db = train(server, tmp_path / "u2", "--epochs", "2", "--workers", "2", seed=None)
     assert len({da, db, ref_digest}) == 3
-    assert [r["loss"] for r in steps(a)] != [r["loss"] for r in steps(b)]
+    assert [r["loss"] for r in a] != [r["loss"] for r in b]
 
 
 # ------------------------------------------------------------------------------------- torchrun
 
-def torchrun_train(out: Path, *args: str, script: str = SCRIPT, launcher: Sequence[str] = ()) -> Tuple[List[dict], str]:
-    metrics = out / "metrics.jsonl"
-    results = torchrun([script, *BASE, "--seed", SEED, "--metrics", str(metrics), *args], nproc=2,
-                       timeout=180, extra_launcher_args=launcher)
-    return read_metrics(metrics), last_digest(results[0].stdout)
+def torchrun_train(out: Path, *args: str, script: str = SCRIPT, launcher: Sequence[str] = (),
+                   env: Optional[Dict[str, str]] = None) -> Tuple[List[dict], Optional[str]]:
+    results = torchrun([script, *BASE, "--seed", SEED, *args], nproc=2, timeout=180, extra_launcher_args=launcher,
+                       env={ENV_STEPS: str(out / "steps.jsonl"), **(env or {})})
+    return step_records(out / "steps.jsonl")[0], printed_digest(results[0].stdout)
 
 
 @pytest.fixture(scope="module")
 def torchrun_reference(tmp_path_factory) -> Tuple[List[dict], str]:
     out = tmp_path_factory.mktemp("torchrun_reference")
-    records, digest = torchrun_train(out, "--epochs", "2", "--workers", "2")
-    assert [r["step"] for r in steps(records)] == [1, 2, 3, 4]
+    records, digest = torchrun_train(out, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(out / "ckpt"))
+    assert [r["step"] for r in records] == [1, 2, 3, 4] and digest is not None
     return records, digest
 
 
 def test_torchrun_two_ranks_stop_mid_epoch_and_resume(tmp_path, torchrun_reference):
     ref_records, ref_digest = torchrun_reference
     ckpt = ["--epochs", "2", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
-    torchrun_train(tmp_path, *ckpt, "--stop-after-steps", "3")
+    torchrun_train(tmp_path, *ckpt, env=stop_at(3))
     state = torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)
     assert state["step"] == 3 and [r["rank"] for r in state["seeder"]["ranks"]] == [0, 1]  # one file, every rank
-    records, digest = torchrun_train(tmp_path, *ckpt, "--resume")
+    records, digest = torchrun_train(tmp_path, *ckpt, "--resume", env=RESUME)
+    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": 3, "resumed": 3}
     assert digest == ref_digest and records == ref_records
 
 
 def test_torchrun_restart_after_one_rank_is_killed(tmp_path, torchrun_reference):
     ref_records, ref_digest = torchrun_reference
-    # Rank 1 SIGKILLs itself after step 3 (first attempt only); the group restarts and resumes from step 3's checkpoint.
+    # Rank 1 SIGKILLs itself after step 3 (first attempt only); the group restarts and resumes from step 2's checkpoint.
     records, digest = torchrun_train(tmp_path, "--fault-kill-at", "3", "--fault-kill-rank", "1", "--epochs", "2",
                                      "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every-steps", "1",
                                      "--resume", script=FAULTS, launcher=["--max-restarts", "1"])
+    assert "resumed" in read_marks(tmp_path / "steps.jsonl")
     assert digest == ref_digest and records == ref_records
 
 
@@ -173,9 +175,9 @@ class Run:
     """One ``train.py --resume`` run (with fault hooks) forked in its own session, so that SIGKILL takes its workers too."""
 
     def __init__(self, server: ForkServer, out: Path, args: Sequence[str], hooks: Sequence[str] = (), note: str = ""):
-        self.metrics, self.note = out / "metrics.jsonl", note
-        self.forked = server.start([FAULTS, *hooks, *BASE, "--seed", SEED, "--metrics", str(self.metrics), "--resume",
-                                    *args])
+        self.steps, self.note = out / "steps.jsonl", note
+        self.forked = server.start([FAULTS, *hooks, *BASE, "--seed", SEED, "--resume", *args], cwd=out,
+                                   env={ENV_STEPS: str(self.steps)})
 
     def kill(self) -> None:
         rc = self.forked.kill()
@@ -196,10 +198,10 @@ class Run:
         while time.monotonic() < deadline:
             if self.forked.poll() is not None:
                 raise AssertionError(f"process ended (rc {self.forked.returncode}) before step {step}")
-            done = [r["step"] for r in steps(read_metrics(self.metrics))]
+            done = [r["step"] for r in step_records(self.steps)[0]]
             if done and max(done) >= step:
                 return
-            time.sleep(0.02)  # polls the metrics file
+            time.sleep(0.02)  # polls the steps file
         raise AssertionError(f"step {step} not reached in {timeout}s")
 
 
@@ -219,7 +221,8 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
 
     ref_out = tmp_path / "ref"
     ref_out.mkdir()
-    ref_records, ref_digest = train(server, ref_out, "--epochs", "3", "--workers", "2", "--loader", loader)
+    ref_records, ref_digest = train(server, ref_out, "--epochs", "3", "--workers", "2", "--loader", loader,
+                                    "--ckpt-dir", str(ref_out / "ckpt"))
     ckpt = tmp_path / "ckpt" / "last.pt"
     for kind, at in events:
         hooks = ["--fault-step-sleep", "0.1"]
@@ -247,6 +250,6 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
             assert rc in (0, -signal.SIGKILL), f"exit status {rc}; {note}"
     final = Run(server, tmp_path, args)
     assert final.forked.wait(300) == 0, f"{note}\n{final.forked.err.read_text()[-3000:]}"
-    assert last_digest(final.forked.stdout()) == ref_digest, note
-    assert read_metrics(tmp_path / "metrics.jsonl") == ref_records, note
-    assert not list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))  # stale halves are cleaned on start
+    assert printed_digest(final.forked.stdout()) == ref_digest, note
+    assert step_records(tmp_path / "steps.jsonl")[0] == ref_records, note  # redone steps recorded equal too
+    assert not list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))  # the next save removes a killed write's half

@@ -80,3 +80,13 @@ def test_checkpoint_stops_for_verify_and_resumes_bit_for_bit(tmp_path, fresh_def
     records = [json.loads(line) for line in steps.read_text().splitlines()]
     assert [r["step"] for r in records if "loss" in r][-2:] == [7, 8]  # the counter went on from the checkpoint
     stepwatch.del_env()
+
+
+def test_checkpoint_save_removes_the_halves_of_killed_writes(tmp_path, fresh_default):
+    seeder.init(master_seed=2)
+    seeder.reseed(1, 0)
+    model = torch.nn.Linear(2, 1)
+    (tmp_path / ".last.pt.999999.tmp").write_bytes(b"half")   # a write killed before its rename
+    (tmp_path / ".other.pt.999999.tmp").write_bytes(b"half")  # another file's: left alone
+    seeder.Checkpoint(tmp_path / "last.pt", model=model).save()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.pt.999999.tmp", "last.pt"]

@@ -255,6 +255,19 @@ def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
     assert runs["unseeded-0"]["digest"] != runs["unseeded-1"]["digest"]
 
 
+@pytest.mark.skipif(not (REPO_ROOT / "examples" / "train.py").is_file(), reason="examples/train.py is not on this branch")
+def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(tmp_path):
+    """`seeder compare --b ...` drives examples/train.py as verify does: no --metrics flag, seeder records the steps."""
+    p = run_python(["-m", "seeder", "compare", "--out", str(tmp_path / "c"), "--runs", "2", "--epochs", "1", "--jobs", "2",
+                    "--no-figures", "--no-progress", "--b", "--lr 0.07", "--", "--samples", "128", "--workers", "0"],
+                   check=False, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    rep = json.loads((tmp_path / "c" / "report.json").read_text())
+    assert any(n.startswith("the command takes no --metrics") for n in rep["notes"]), rep["notes"]
+    assert [r["argv"][-2:] for r in rep["runs"] if r["name"].startswith("b-")] == [["--lr", "0.07"]] * 2
+    assert len(rep["paired_differences"]) == 2
+
+
 PLAIN = str(REPO_ROOT / "tests" / "scripts" / "plain_loop.py")
 
 

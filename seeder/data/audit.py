@@ -30,7 +30,7 @@ import gc
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, List, Optional, Set
+from typing import Any, Callable, List, Optional, Set, Tuple
 
 import torch.utils.data
 
@@ -64,11 +64,21 @@ class LoaderWatch:
         self._under_loader = False  # a DataLoader iterator was seen drawing from the sampler (the loader not found)
         self._warned_causes: Set[str] = set()
         self._warned_epoch: Optional[int] = None
+        self._resume: Optional[Tuple[Any, Tuple[int, int]]] = None  # (seeder, (epoch, position)) of a load to check
         #: The loader saves the iterator's position itself (torchdata's ``StatefulDataLoader``).
         self.position_saved = False
 
-    def iterating(self, sampler: Any) -> None:
-        """Called by ``sampler``'s iteration when it draws its first block: remember the DataLoader that drives it."""
+    def resuming(self, seeder: Any, epoch: int, position: int, total: int) -> None:
+        """Called when the sampler loads ``(epoch, position)`` of ``total`` samples: inside an epoch, its first indices
+        will check that nothing drew from the global RNGs since the load (:mod:`seeder.resumecheck`)."""
+        self._resume = (seeder, seeder.resume_check.want((epoch, position))) if 0 < position < total else None
+
+    def iterating(self, sampler: Any, epoch: int, start: int) -> None:
+        """Called by ``sampler``'s iteration of ``epoch`` from ``start`` when it draws its first block: the check of a
+        resumed epoch, and remember the DataLoader that drives the sampler."""
+        if self._resume is not None and self._resume[1] == (epoch, start):
+            seeder, self._resume = self._resume[0], None
+            seeder.resume_check.warn_if_moved("seeder.DistributedSampler", epoch)
         if self._loader is not None:
             return
         found = _loader_on_stack(sampler, sys._getframe(1))

@@ -7,7 +7,8 @@ size, ``origin`` 0 unless a resume changed ``G``); rank ``r`` of ``W`` fetches t
 ``W`` contiguous slices of it. Before each sample, the fetching process seeds ``random``, NumPy,
 torch CPU and the registered generators from ``derive(Domain.ELASTIC, task, epoch,
 rank=position >> 32, stream=position & 0xFFFFFFFF)`` (Python's and NumPy's only once it has seen
-a sample draw from them: :mod:`.lazyseed`): a sample's randomness is a pure function of (master
+a sample draw from them: :mod:`.lazyseed`; the seeds of the runs of positions a process fetches are computed
+ahead, :mod:`.elastic_seeds`): a sample's randomness is a pure function of (master
 seed, epoch, its position in the global order), whatever the topology.
 
 Example:
@@ -19,23 +20,21 @@ Example:
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch.utils.data
 
-from ..derive import Domain, index_words, stream_seeds
 from .batches import BatchSeedingDataset
 from .order import FIRST_BLOCK, shuffle_key
 from .permutation import keyed_permutation
 from .sampler import DistributedSampler
+from .elastic_seeds import PositionSeeds
 from .lazyseed import sample_seeding
 from .workers import SeedSource, generator_words
 
 __all__ = ["num_steps", "rank_slice", "ElasticView", "ElasticBatches"]
 
-_M32 = 0xFFFFFFFF
-_ELASTIC = int(Domain.ELASTIC)
 _CHUNK = 1 << 13  # positions per pass of the permutation (NumPy's per-call cost spread over many steps)
 
 
@@ -72,25 +71,19 @@ class ElasticView(BatchSeedingDataset):
     [12, 10]
     """
 
-    def seeds(self, master: int, task: int, epoch: int, first: int, count: int, words: int) -> np.ndarray:
-        """Seed words (``count`` x ``words``, uint64) of positions ``first .. first + count - 1``."""
-        out = np.empty((count, words), dtype=np.uint64)
-        done = 0
-        while done < count:  # positions of one 2**32 block share the derivation prefix
-            pos = first + done
-            hi, lo = index_words(pos)
-            take = min(count - done, _M32 + 1 - lo)
-            block = stream_seeds(master, _ELASTIC, task, epoch, hi, words)
-            out[done:done + take] = block.seeds(np.arange(lo, lo + take, dtype=np.uint32))
-            done += take
-        return out
+    def __init__(self, dataset: Any, source: SeedSource):
+        super().__init__(dataset, source)
+        self.positions = PositionSeeds()  # this process's seeds, computed ahead
 
     def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
         master, task, epoch, first, indices = key
         gens = self.source.generators("seeder.DataLoader(elastic=True)")
-        seeds = self.seeds(master, task, epoch, first, len(indices), generator_words(gens)).tolist()
-        get, seeding = self.dataset.__getitem__, sample_seeding()
-        return [seeding.fetch(get, index, words[0], gens, words) for index, words in zip(indices, seeds)]
+        width = generator_words(gens)
+        seeds = self.positions.words(master, task, epoch, first, len(indices), width)
+        return sample_seeding().fetch(self.dataset.__getitem__, indices, seeds, gens, width)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {**self.__dict__, "positions": PositionSeeds()}  # a spawned worker computes its own
 
 
 class ElasticBatches(torch.utils.data.BatchSampler):

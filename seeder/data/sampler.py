@@ -207,7 +207,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
     def _iters(self, key: int, token: object, progress: Progress, epoch: int) -> Iterator[Iterator[Any]]:
         """One C-level iterator per block (list iterators: they know how much is left); records how far the DataLoader got."""
         progress.started = True
-        self._watch.iterating(self)
+        self._watch.iterating(self, epoch, progress.start)
         if self._token is token:
             self._handed = progress.start
         for end, items in progress.draw(self._blocks(key, progress.start), epoch if self.with_epoch else None):
@@ -302,6 +302,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._loaded = (self.epoch, int(state["key"]))
         self._resume = self._consumed = self._handed = self._left_from = int(state["position"])
         self._token, self._finished, self._live = object(), False, None
+        self._watch.resuming(self._seeder, self.epoch, self._resume, self.num_samples)
         self._watch.check(self, "load_state_dict", handed=self._handed, finished=self._finished, loaded=True)
 
     def __repr__(self) -> str:

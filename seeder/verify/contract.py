@@ -3,7 +3,8 @@
 A training command is driven through a handful of flags (seed, epochs, checkpoint
 directory, resume, stop point, metrics file) and reports one loss per optimizer
 step. The flag spellings are templates, so a script with other names can be
-adapted without editing it; the defaults are those of ``examples/train.py``.
+adapted without editing it; a flag the command does not take is left to seeder
+(:mod:`seeder.verify.flags`).
 
 Metrics are read from the metrics file (``--metrics FILE``, or the
 ``SEEDER_METRICS`` environment variable when the metrics template is empty), and

@@ -276,8 +276,11 @@ def compare(cfg: CompareConfig) -> Dict[str, Any]:
     """Run configurations A and B with the same seeds and return the paired comparison."""
     cfg.validate()
     out = prepare_out(cfg.out)
+    contract, notes = adapt_contract(cfg.command, cfg.contract, cwd=cfg.cwd, env=child_environment(cfg.jobs))
+    cfg = dataclasses.replace(cfg, contract=contract)
     specs = plan_compare(cfg, out)
     metrics, report = _execute(cfg, out, specs, "compare", "seeder compare")
+    report["notes"] = notes
     a = [metrics[f"a-{i}"] for i in range(cfg.runs)]
     b = [metrics[f"b-{i}"] for i in range(cfg.runs)]
     report.update(analyze_compare(a, b, cfg.levels))

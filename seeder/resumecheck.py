@@ -1,0 +1,103 @@
+"""A run resumed inside an epoch draws nothing from the global RNGs between the load and the epoch's data.
+
+The run a checkpoint continues drew nothing between saving its state and its next batch, so a
+resumed run continues it only if its global RNGs are, when the epoch's data starts again, where
+the load put them. A ``torch.utils.data.DataLoader`` without ``generator=`` breaks this at every
+``iter(loader)`` (it draws its workers' base seed from torch's global RNG), and so does a model
+built, or anything else drawn, after the load.
+
+A participant that loads a position inside an epoch asks for the check (:meth:`ResumeCheck.want`);
+its seeder keeps a copy of its global RNGs once the whole load has been applied
+(:meth:`ResumeCheck.arm`), and the participant compares when its data starts
+(:meth:`ResumeCheck.moved`), once per load.
+
+Example:
+    >>> import random
+    >>> from seeder.rngs import global_adapters
+    >>> check = ResumeCheck(); _ = check.want((0, 5)); check.arm(global_adapters())
+    >>> _ = random.random(); check.moved()
+    ['python']
+    >>> check.moved()  # one comparison per load
+    []
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from .errors import SeederWarning
+from .rngbase import RNGAdapter, save_states
+
+__all__ = ["ResumeCheck", "moved_message"]
+
+
+class ResumeCheck:
+    """The global RNGs as the last load left them, kept only when a participant resumes inside an epoch."""
+
+    def __init__(self) -> None:
+        self.wanted = False  # a participant of the load being applied resumes inside an epoch
+        self._kept: Optional[List[Tuple[RNGAdapter, Any]]] = None
+
+    def want(self, key: Tuple[int, int]) -> Tuple[int, int]:
+        """Called by a participant whose ``load_state_dict`` puts it inside an epoch; returns ``key`` (its
+        ``(epoch, position)``, for it to keep until it checks)."""
+        self.wanted = True
+        return key
+
+    def arm(self, adapters: Sequence[RNGAdapter]) -> None:
+        """After a load is applied: keep a copy of ``adapters``' states if a participant wanted the check."""
+        self._kept = save_states(adapters) if self.wanted else None
+        self.wanted = False
+
+    def drop(self) -> None:
+        """Forget the request (a load that failed) and any copy kept."""
+        self.wanted, self._kept = False, None
+
+    def warn_if_moved(self, where: str, epoch: int) -> None:
+        """One :class:`seeder.SeederWarning` from ``where`` if :meth:`moved` names any RNG (at a resumed epoch's start)."""
+        moved = self.moved()
+        if moved:
+            warnings.warn(moved_message(where, moved, epoch), SeederWarning, stacklevel=4)
+
+    def moved(self) -> List[str]:
+        """Names of the global RNGs that drew (or were set) since the load; ``[]`` after the first call."""
+        kept, self._kept = self._kept, None
+        if kept is None:
+            return []
+        return [adapter.name for adapter, state in kept if not same_state(state, adapter.copy_state())]
+
+
+def same_state(a: Any, b: Any) -> bool:
+    """Whether two ``RNGAdapter.copy_state()`` results are equal (tensors, arrays and nested tuples compared by value).
+
+    >>> import torch
+    >>> same_state((torch.ones(2), 1), (torch.ones(2), 1)), same_state(torch.ones(2), torch.zeros(2))
+    (True, False)
+    """
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and np.array_equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
+    return a is b or a == b
+
+
+def moved_message(where: str, names: Sequence[str], epoch: int) -> str:
+    """The warning of ``where`` (a loader or sampler) whose resumed epoch starts with ``names`` moved since the load.
+
+    >>> "generator=seeder.dataloader_generator()" in moved_message("sampler", ["torch"], 1)
+    True
+    """
+    drew = ", ".join(f"{n}'s" for n in names)
+    fixes = []
+    if "torch" in names:
+        fixes.append("a torch DataLoader without generator= draws its base seed from torch's global RNG at every "
+                     "iter(loader): pass generator=seeder.dataloader_generator() (or use seeder.DataLoader)")
+    fixes.append("build the model and anything else that draws before seeder.load_state_dict(), not after")
+    return (f"{where}: the resumed epoch {epoch} starts with {drew} global RNG moved since seeder.load_state_dict(), "
+            "so this run does not continue the one it resumes (that run drew nothing between its checkpoint and its "
+            f"next batch); {'; '.join(fixes)}")
