@@ -123,8 +123,9 @@ class Seeder(Membership):
         self._require_init("get_master_seed")
         return self.run.master  # type: ignore[return-value]
 
-    rank = property(lambda self: self._require_init("rank").rank, doc="Global rank used in derivation.")
-    world_size = property(lambda self: self._require_init("world_size").world_size, doc="Processes over all nodes.")
+    rank = property(lambda self: (self._topology or self._require_init("rank")).rank, doc="Global rank used in derivation.")
+    world_size = property(lambda self: (self._topology or self._require_init("world_size")).world_size,
+                          doc="Processes over all nodes.")
     local_rank = property(lambda self: self._require_init("local_rank").local_rank, doc="Rank on this node (informational).")
     last_reseed = property(lambda self: self.run.last, doc="``(task_id, epoch)`` of the last reseed, or ``None``.")
 
@@ -205,9 +206,12 @@ class Seeder(Membership):
         """
         topo = self._require_init("state_dict")
         with self._lock:  # make_state refuses a torn run (a reseed that raised)
-            self.pending.require_claimed("seeder.state_dict", ())
+            if self.pending.parts:
+                self.pending.require_claimed("seeder.state_dict", ())
             made = state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
-            state.warn_unsaved_generators(self.generators())
+            generators = self.generators()
+            if generators:
+                state.warn_unsaved_generators(generators)
             return made
 
     def gather_state_dict(self, dst: int = 0) -> Optional[Dict[str, Any]]:

@@ -34,8 +34,8 @@ import numpy as np
 from .internals import degrade
 from .seedseq import seed_sequence_words
 
-__all__ = ["KEY_WORDS", "KEY_BYTES", "MT_BYTES", "MARK_BYTES", "LegacyAccess", "legacy_access", "pcg64_state", "fast_seeding_state",
-           "python_mt_view"]
+__all__ = ["KEY_WORDS", "KEY_BYTES", "MT_BYTES", "MARK_BYTES", "GAUSS_CACHE", "LegacyAccess", "legacy_access", "pcg64_state",
+           "fast_seeding_state", "python_mt_view"]
 
 #: Words and bytes of the MT19937 key.
 KEY_WORDS = 624
@@ -46,7 +46,8 @@ MT_BYTES = 4 + KEY_BYTES
 #: of a multiple of 624 words leaves the position where it was and regenerates the key).
 MARK_BYTES = 12
 
-_GAUSS = struct.Struct("i4xd")  # aug_bitgen_t's has_gauss (int, padded) and gauss (double)
+#: A legacy ``RandomState``'s Gaussian cache as NumPy keeps it: ``has_gauss`` (int, padded) and the cached double.
+GAUSS_CACHE = struct.Struct("i4xd")
 
 
 _PCG_MULT = (2549297995355413924 << 64) | 4865540595714422341
@@ -98,7 +99,7 @@ class LegacyAccess:
 
     def read_gauss(self, rs: np.random.RandomState) -> Tuple[int, float]:
         """``(has_gauss, cached_gaussian)`` exactly as ``rs.get_state()`` reports them."""
-        return _GAUSS.unpack(ctypes.string_at(id(rs) + self.gauss_offset, _GAUSS.size))
+        return GAUSS_CACHE.unpack(ctypes.string_at(id(rs) + self.gauss_offset, GAUSS_CACHE.size))
 
     @staticmethod
     def read(bitgen: Any, key_ptr: int) -> int:
@@ -113,7 +114,7 @@ class LegacyAccess:
         The views do not keep ``rs`` and ``bitgen`` alive: hold them too.
         """
         return ((ctypes.c_char * MT_BYTES).from_address(bitgen.ctypes.state_address),
-                (ctypes.c_char * _GAUSS.size).from_address(id(rs) + self.gauss_offset))
+                (ctypes.c_char * GAUSS_CACHE.size).from_address(id(rs) + self.gauss_offset))
 
     @staticmethod
     def mark_view(bitgen: Any) -> Any:
@@ -133,7 +134,7 @@ class LegacyAccess:
         The cache is written through ``set_state``, and only when it differs.
         """
         if gauss != gauss_view.raw:
-            rs.set_state(("MT19937", self.zeros, 0, *_GAUSS.unpack(gauss)))
+            rs.set_state(("MT19937", self.zeros, 0, *GAUSS_CACHE.unpack(gauss)))
         key_view.raw = mt
 
     @staticmethod
@@ -146,12 +147,12 @@ class LegacyAccess:
         """
         mt, gauss = kept
         key = np.frombuffer(mt, dtype=np.uint32, count=KEY_WORDS).tolist()
-        return ("MT19937", key, struct.unpack_from("i", mt, KEY_BYTES)[0], *_GAUSS.unpack(gauss))
+        return ("MT19937", key, struct.unpack_from("i", mt, KEY_BYTES)[0], *GAUSS_CACHE.unpack(gauss))
 
     def write(self, rs: np.random.RandomState, bitgen: Any, key_ptr: int, pos: int, has_gauss: int,
               gauss: float) -> None:
         """Set key, position and Gaussian cache (the cache through ``set_state``, only when it differs)."""
-        if _GAUSS.pack(has_gauss, gauss) != ctypes.string_at(id(rs) + self.gauss_offset, _GAUSS.size):
+        if GAUSS_CACHE.pack(has_gauss, gauss) != ctypes.string_at(id(rs) + self.gauss_offset, GAUSS_CACHE.size):
             rs.set_state(("MT19937", self.zeros, pos, has_gauss, gauss))
         address = bitgen.ctypes.state_address
         ctypes.memmove(address, key_ptr, KEY_BYTES)
@@ -174,7 +175,7 @@ def _find_gauss_offset() -> Optional[int]:
             rs.set_state(("MT19937", key, 5, has, gauss))
             raw = ctypes.string_at(id(rs), size)
             found = {off - 8 for off in range(8, size - 7, 4)
-                     if raw[off - 8:off + 8] == _GAUSS.pack(has, gauss)}
+                     if raw[off - 8:off + 8] == GAUSS_CACHE.pack(has, gauss)}
             candidates = found if candidates is None else candidates & found
     if not candidates or len(candidates) != 1:
         return None

@@ -38,6 +38,9 @@ logger = logging.getLogger("seeder")
 _KINDS = {"loader": "seeder.DataLoader", "sampler": "seeder.DistributedSampler", "dali": "DALI pipeline"}
 
 
+_COUNTER = f"{StepCounter.seeder_kind}."  # the start of the key of seeder verify's step counter
+
+
 def part_name(key: str) -> str:
     """How messages name a participant's key: ``seeder.DataLoader loader.0``, ``registered generator 2``.
 
@@ -85,9 +88,9 @@ class PendingParts:
         allow = state_mod.world_change_allowed(have, allow_world_change)  # elastic loaders move
         entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, allow)
         parts = entry.get("participants")
-        if changed or not isinstance(parts, dict):
-            return state, {}, (entry, changed)  # the full check says what is wrong, or the world changed
-        counter = f"{StepCounter.seeder_kind}."  # seeder verify's step counter: it exists only under verify
+        if changed or not isinstance(parts, dict) or parts.keys() == have.keys():
+            return state, {}, (entry, changed)  # the full check says what is wrong, the world changed, or all is there
+        counter = _COUNTER  # seeder verify's step counter: it exists only under verify
         if any(k.startswith(counter) for k in parts) and not any(k.startswith(counter) for k in have):
             parts = {k: v for k, v in parts.items() if not k.startswith(counter)}
             logger.debug("seeder state: the seeder verify step counter it holds is not used outside seeder verify")

@@ -51,12 +51,14 @@ class Registry:
     def __init__(self) -> None:
         self._members: List[Tuple[Any, bool]] = []
         self._next_stream = 1
+        self._roster: Optional[Tuple[Tuple[Tuple[str, Any], ...], Tuple[Any, ...], bool]] = None  # see _named
 
     def add_generator(self, gen: Any, shared: bool) -> GeneratorParticipant:
         """Register ``gen`` on the next stream (strongly held, dropped by :meth:`drop_registered`)."""
         member = GeneratorParticipant(gen, shared, self._next_stream)
         self._next_stream += 1
         self._members.append((member, True))
+        self._roster = None
         return member
 
     def register(self, gen: Any, shared: bool, make: Callable[[], Optional[Any]]) -> Optional[GeneratorParticipant]:
@@ -84,7 +86,7 @@ class Registry:
 
     def rollback(self, mark: Tuple[List[Tuple[Any, bool]], int]) -> None:
         """Return to a :meth:`mark` (a registration that raised leaves nothing behind)."""
-        self._members, self._next_stream = mark
+        self._members, self._next_stream, self._roster = mark[0], mark[1], None
 
     def register_or_nothing(self, seeder: Any, gen: Any, shared: bool) -> None:
         """``seeder.register_generator(gen)``: :meth:`register`, and seed it for the last reseed; on any raise, no trace.
@@ -108,11 +110,13 @@ class Registry:
         """Add ``participant`` (a weak reference if ``weak``) unless it is already there."""
         if self.find(participant) is None:
             self._members.append((weakref.ref(participant) if weak else participant, registered))
+            self._roster = None
 
     def drop_registered(self) -> int:
         """Forget what ``register_generator`` added and restart stream numbering (``init``); return how many."""
         before = len(self._members)
         self._members = [(m, registered) for m, registered in self._members if not registered]
+        self._roster = None
         self._next_stream = 1
         return before - len(self._members)
 
@@ -144,18 +148,47 @@ class Registry:
     def remove(self, participant: Any) -> None:
         """Remove ``participant`` (and dead weak references)."""
         self._members = [(m, r) for m, r in self._members if _resolve(m) is not None and _resolve(m) is not participant]
+        self._roster = None
 
     def participants(self) -> List[Any]:
         """Live participants in the order they joined."""
         return [p for p in (_resolve(m) for m, _ in self._members) if p is not None]
 
+    def _named(self) -> Tuple[Tuple[Tuple[str, Any], ...], Tuple[Any, ...], bool]:
+        """``(stateful, generators, weak)``: :meth:`stateful`'s keys and :meth:`generators` with members as stored
+        (participants or weak references), and whether any is a weak reference. Found again after each change
+        of the members (a participant's kind and whether it saves state are read then)."""
+        roster = self._roster
+        if roster is None:
+            live = [(m, p) for m, p in ((m, _resolve(m)) for m, _ in self._members) if p is not None]
+            stored = {id(p): m for m, p in live}
+            named = participant_keys([p for _, p in live if saves_state(p)])
+            roster = self._roster = (tuple((k, stored[id(p)]) for k, p in named.items()),
+                                     tuple(m for m, p in live if isinstance(p, GeneratorParticipant)),
+                                     any(isinstance(m, weakref.ref) for m, _ in live))
+        return roster
+
     def generators(self) -> List[GeneratorParticipant]:
         """Registered generators in registration order."""
-        return [p for p in self.participants() if isinstance(p, GeneratorParticipant)]
+        _, gens, weak = self._named()
+        if not weak:
+            return list(gens)
+        found = [_resolve(m) for m in gens]
+        if any(p is None for p in found):  # one held weakly is gone: the roster is found again
+            self._roster = None
+            return self.generators()
+        return found
 
     def stateful(self) -> Dict[str, Any]:
         """Participants whose state is saved, by key (:func:`seeder.participant.participant_keys`)."""
-        return participant_keys([p for p in self.participants() if saves_state(p)])
+        named, _, weak = self._named()
+        if not weak:
+            return dict(named)
+        found = {k: _resolve(m) for k, m in named}
+        if any(p is None for p in found.values()):  # one held weakly is gone: the keys of the others may change
+            self._roster = None
+            return self.stateful()
+        return found
 
 
 class Membership:

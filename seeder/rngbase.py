@@ -7,15 +7,16 @@ Example:
 """
 from __future__ import annotations
 
+import ctypes
 import math
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
 from .errors import StateError
 
-__all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "check_mt_words", "check_cached_float", "check_exact_int",
-           "on_cpu", "CPU_FIX", "save_states", "put_back_states"]
+__all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "check_mt_words", "check_mt_key", "plain_mt_key",
+           "check_cached_float", "check_exact_int", "on_cpu", "CPU_FIX", "save_states", "put_back_states"]
 
 
 def expect(cond: bool, where: str, msg: str) -> None:
@@ -34,7 +35,7 @@ def check_uint8_tensor(value: Any, where: str) -> None:
     if value.dtype != torch.uint8 or value.dim() != 1:
         raise StateError(f"{where}: expected a 1-d torch.uint8 tensor, got {value.dtype} with shape "
                          f"{tuple(value.shape)}; {CPU_FIX} and pass its RNG states on unchanged")
-    if value.device.type == "meta":
+    if value.is_meta:
         raise StateError(f"{where}: the tensor is on the meta device and holds no values; {CPU_FIX}")
     if value.layout != torch.strided or not value.is_contiguous():
         raise StateError(f"{where}: the state tensor is a non-contiguous view (or not strided); pass the tensor that "
@@ -58,6 +59,44 @@ def check_mt_words(words: Sequence[Any], where: str) -> None:
     if nonzero < 2:
         raise StateError(f"{where}: the Mersenne Twister key has {nonzero} nonzero word(s) of 624: a degenerate "
                          "state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt")
+
+
+_KEY_SHAPE = (624,)
+_WORDS3 = ctypes.c_uint32 * 3  # words 0 to 2 of a key, read in place
+
+
+def check_mt_key(state: Dict[str, Any], where: str) -> torch.Tensor:
+    """``state["key"]`` (a Mersenne Twister's 624 words as an int32 tensor) and ``state["pos"]`` checked; the key.
+
+    The words themselves (degenerate or not) are the caller's to check.
+
+    >>> check_mt_key({"key": torch.zeros(624, dtype=torch.int32), "pos": 624}, "x").shape
+    torch.Size([624])
+    """
+    key = state["key"]
+    if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == _KEY_SHAPE):
+        raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
+                         f"{CPU_FIX} and pass its RNG states on unchanged")
+    expect(not key.is_meta, where, f"the tensor is on the meta device and holds no values; {CPU_FIX}")
+    expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
+    check_exact_int(state["pos"], where, "pos", 0, 624)
+    return key
+
+
+def plain_mt_key(key: Any) -> bool:
+    """Whether ``key`` is a contiguous CPU ``torch.int32`` tensor of 624 words whose words 1 and 2 are nonzero.
+
+    Such a key passes :func:`check_mt_key` and :func:`check_mt_words`, and its bytes can be copied
+    from ``key.data_ptr()``: the adapters' fast path. ``False`` says nothing: the full checks decide.
+
+    >>> plain_mt_key(torch.arange(624, dtype=torch.int32)), plain_mt_key(torch.zeros(624, dtype=torch.int32))
+    (True, False)
+    """
+    if type(key) is torch.Tensor and key.dtype is torch.int32 and key.shape == _KEY_SHAPE and key.is_cpu \
+            and key.layout is torch.strided and key.is_contiguous():
+        words = _WORDS3.from_address(key.data_ptr())
+        return bool(words[1] and words[2])
+    return False
 
 
 def check_cached_float(value: Any, where: str, name: str, *, optional: bool = False) -> None:
@@ -98,7 +137,7 @@ def on_cpu(value: torch.Tensor) -> torch.Tensor:
     >>> t = torch.zeros(2, dtype=torch.uint8); on_cpu(t) is t
     True
     """
-    return value if value.device.type == "cpu" else value.cpu()
+    return value if value.is_cpu else value.cpu()
 
 
 class RNGAdapter:

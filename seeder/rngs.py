@@ -11,6 +11,8 @@ Example:
 from __future__ import annotations
 
 import _random
+import ctypes
+import math
 import random
 import struct
 from typing import Any, Callable, Dict, List, Optional
@@ -21,34 +23,18 @@ import torch
 from .derive import numpy_seed
 from .errors import StateError
 from .internals import require
-from .rngbase import CPU_FIX, RNGAdapter, check_cached_float, check_exact_int, check_mt_words, expect, on_cpu
+from .rngbase import (CPU_FIX, RNGAdapter, check_cached_float, check_exact_int, check_mt_key, check_mt_words, expect, on_cpu,
+                      plain_mt_key)
 from .rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
-from .fastrng import MARK_BYTES, LegacyAccess, fast_seeding_state, legacy_access, python_mt_view
+from .fastrng import (GAUSS_CACHE, KEY_BYTES, KEY_WORDS, MARK_BYTES, LegacyAccess, fast_seeding_state, legacy_access,
+                      python_mt_view)
 
 __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdapter", "global_adapters", "adapter_for"]
 
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
-_META_FIX = f"the tensor is on the meta device and holds no values; {CPU_FIX}"
 _POS = struct.Struct("=i")  # the position CPython keeps before the 624 words of a random.Random
-
-
-def check_mt_key(state: Dict[str, Any], where: str) -> torch.Tensor:
-    """``state["key"]`` (a Mersenne Twister's 624 words as an int32 tensor) and ``state["pos"]`` checked; the key.
-
-    The words themselves (degenerate or not) are the caller's to check.
-
-    >>> check_mt_key({"key": torch.zeros(624, dtype=torch.int32), "pos": 624}, "x").shape
-    torch.Size([624])
-    """
-    key = state["key"]
-    if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == (624,)):
-        raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
-                         f"{CPU_FIX} and pass its RNG states on unchanged")
-    expect(key.device.type != "meta", where, _META_FIX)
-    expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
-    check_exact_int(state["pos"], where, "pos", 0, 624)
-    return key
+_KEY = ctypes.c_char * KEY_BYTES
 
 
 class PythonRandomAdapter(RNGAdapter):
@@ -91,7 +77,7 @@ class PythonRandomAdapter(RNGAdapter):
 
     def copy_state(self) -> Any:
         """The generator's bytes and ``gauss_next`` (a copy of 2.5 KB), else ``getstate()``."""
-        view = self._mt_view()
+        view = self._view if self._view is not False else self._mt_view()
         return (view.raw, self.rng.gauss_next) if view is not None else self.rng.getstate()
 
     def put_back(self, kept: Any) -> None:
@@ -102,16 +88,21 @@ class PythonRandomAdapter(RNGAdapter):
             view.raw, self.rng.gauss_next = kept
 
     def get_state(self) -> Dict[str, Any]:
-        view = self._mt_view()
+        view = self._view if self._view is not False else self._mt_view()
         if view is not None:  # CPython keeps the position, then the 624 words: copied in one go
-            raw = view.raw
-            key = torch.frombuffer(bytearray(raw[_POS.size:]), dtype=torch.int32)
+            raw = bytearray(view)
+            key = torch.frombuffer(raw, dtype=torch.int32, offset=_POS.size)
             return {"version": 3, "key": key, "pos": _POS.unpack_from(raw)[0], "gauss_next": self.rng.gauss_next}
         version, internal, gauss_next = self.rng.getstate()
         key = torch.from_numpy(np.array(internal[:624], dtype=np.uint32).view(np.int32))
         return {"version": version, "key": key, "pos": internal[624], "gauss_next": gauss_next}
 
     def check_state(self, state: Any, where: str) -> None:
+        if type(state) is dict and state.keys() == _PYTHON_KEYS and plain_mt_key(state["key"]):  # the fast path
+            version, pos, gauss = state["version"], state["pos"], state["gauss_next"]
+            if type(version) is int and version == 3 and type(pos) is int and 0 <= pos <= 624 and \
+                    (gauss is None or type(gauss) is float and math.isfinite(gauss)):
+                return
         expect(isinstance(state, dict) and state.keys() in (_PYTHON_KEYS, _PYTHON_TUPLE_KEYS), where,
                 "expected a dict with keys version, key, pos, gauss_next")
         if type(state["version"]) is not int or state["version"] != 3:
@@ -136,14 +127,20 @@ class PythonRandomAdapter(RNGAdapter):
             words = state["state"]
             self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
             return
-        key = on_cpu(state["key"]).contiguous()  # e.g. loaded with map_location="cuda", or a view
-        view = self._mt_view()
+        key, view = state["key"], self._view if self._view is not False else self._mt_view()
         if view is not None:
-            view.raw = _POS.pack(state["pos"]) + key.numpy().tobytes()
+            view.raw = _POS.pack(state["pos"]) + _key_bytes(key)
             self.rng.gauss_next = state["gauss_next"]
             return
-        words = tuple(key.numpy().view(np.uint32).tolist()) + (state["pos"],)
+        words = tuple(on_cpu(key).contiguous().numpy().view(np.uint32).tolist()) + (state["pos"],)
         self.rng.setstate((3, words, state["gauss_next"]))
+
+
+def _key_bytes(key: torch.Tensor) -> bytes:
+    """A checked Mersenne Twister key's 2496 bytes (a view, or on another device: copied to the CPU first)."""
+    if type(key) is torch.Tensor and key.is_cpu and key.nbytes == KEY_BYTES and key.is_contiguous():
+        return _KEY.from_address(key.data_ptr()).raw
+    return on_cpu(key).contiguous().numpy().tobytes()
 
 
 _NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
@@ -187,16 +184,14 @@ class NumpyRandomStateAdapter(RNGAdapter):
         return bitgen if type(bitgen) is np.random.MT19937 else None
 
     def get_state(self) -> Dict[str, Any]:
-        rng = self.rng
-        access = legacy_access()
-        bitgen = self._bit_generator(rng) if access is not None else None
-        if bitgen is not None:  # NumPy's get_state copies the key word by word: ~50x slower
-            key = torch.empty(624, dtype=torch.int32)
-            with bitgen.lock:
-                pos = access.read(bitgen, key.data_ptr())  # type: ignore[union-attr]
-                has_gauss, cached = access.read_gauss(rng)  # type: ignore[union-attr]
-            return {"kind": "MT19937", "key": key, "pos": pos, "has_gauss": has_gauss, "cached_gaussian": cached}
-        kind, key, pos, has_gauss, cached = rng.get_state()
+        views = self._views()
+        if views is not None:  # NumPy's get_state copies the key word by word: ~50x slower
+            with views[1].lock:
+                raw, gauss = bytearray(views[2]), views[3].raw  # key and position; the Gaussian cache
+            has_gauss, cached = GAUSS_CACHE.unpack(gauss)
+            return {"kind": "MT19937", "key": torch.frombuffer(raw, dtype=torch.int32, count=KEY_WORDS),
+                    "pos": _POS.unpack_from(raw, KEY_BYTES)[0], "has_gauss": has_gauss, "cached_gaussian": cached}
+        kind, key, pos, has_gauss, cached = self.rng.get_state()
         return {
             "kind": str(kind),
             "key": torch.from_numpy(key.view(np.int32)),  # the 624 words' bits as int32: every value is valid
@@ -206,6 +201,11 @@ class NumpyRandomStateAdapter(RNGAdapter):
         }
 
     def check_state(self, state: Any, where: str) -> None:
+        if type(state) is dict and state.keys() == _NUMPY_KEYS and plain_mt_key(state["key"]):  # the fast path
+            kind, pos, has, cached = state["kind"], state["pos"], state["has_gauss"], state["cached_gaussian"]
+            if type(kind) is str and kind == "MT19937" and type(pos) is int and 0 <= pos <= 624 and type(has) is int \
+                    and 0 <= has <= 1 and type(cached) is float and math.isfinite(cached):
+                return
         expect(isinstance(state, dict) and state.keys() == _NUMPY_KEYS, where,
                 "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
         if type(state["kind"]) is not str or state["kind"] != "MT19937":
@@ -216,22 +216,21 @@ class NumpyRandomStateAdapter(RNGAdapter):
         check_mt_words(on_cpu(key).numpy(), where)
 
     def set_state(self, state: Dict[str, Any]) -> None:
-        key = on_cpu(state["key"]).contiguous()  # e.g. loaded with map_location="cuda"
-        rng = self.rng
-        access = legacy_access()
-        bitgen = self._bit_generator(rng) if access is not None else None
-        if bitgen is not None:
-            with bitgen.lock:
-                access.write(rng, bitgen, key.data_ptr(), state["pos"], int(state["has_gauss"]),  # type: ignore[union-attr]
-                             state["cached_gaussian"])
+        key, views = state["key"], self._views()
+        if views is not None:  # the key copied from the tensor's memory
+            if not (type(key) is torch.Tensor and key.is_cpu and key.nbytes == KEY_BYTES and key.is_contiguous()):
+                key = on_cpu(key).contiguous()  # e.g. loaded with map_location="cuda", or a view
+            with views[1].lock:
+                views[4].write(views[0], views[1], key.data_ptr(), state["pos"], int(state["has_gauss"]),
+                               state["cached_gaussian"])
             return
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
-        words = key.numpy().view(np.uint32).tolist()
-        rng.set_state((state["kind"], words, state["pos"], state["has_gauss"], state["cached_gaussian"]))
+        words = on_cpu(key).contiguous().numpy().view(np.uint32).tolist()
+        self.rng.set_state((state["kind"], words, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
     def _views(self) -> Any:
         """``(rng, bit generator, key view, gauss view, access)`` when :mod:`seeder.fastrng`'s access applies, else ``None``."""
-        rng = self.rng
+        rng = self._rng if self._rng is not None else np.random.mtrand._rand  # self.rng, without a call
         bitgen = np.random.get_bit_generator() if self._rng is None else self._bitgen
         views = self._fast
         if views is not None and views[0] is rng and views[1] is bitgen:

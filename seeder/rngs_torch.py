@@ -6,6 +6,7 @@ Example:
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import struct
 from typing import Any, Callable, List, Optional, Sequence
@@ -26,11 +27,13 @@ __all__ = ["TorchGeneratorAdapter", "AcceleratorAdapter", "accelerator_types", "
 CPU_STATE_BYTES = 5056
 _HEAD = struct.Struct("<QiiQ8xQQ")  # the_initial_seed, left, seeded, next, (word 0), words 1 and 2
 _TAIL = struct.Struct("<8xd8xi4xfB")  # (normal_x), normal_y, (normal_rho), normal_is_valid, next_float_normal_sample, flag
-_WORDS, _TAIL_AT = slice(24, 24 + 624 * 8), 24 + 624 * 8
+_WORDS_AT, _TAIL_AT = 24, 24 + 624 * 8
+_STATE = ctypes.c_char * CPU_STATE_BYTES
+_NO_HIGH_HALVES = bytes(4 * 624)  # the words' upper 32 bits
 
 
 def check_cpu_state(state: torch.Tensor, where: str) -> None:
-    """Refuse a torch CPU generator state whose content no generator reaches (``state``: 5056 CPU bytes).
+    """Refuse a torch CPU generator state whose content no generator reaches (``state``: 5056 contiguous CPU bytes).
 
     torch itself only checks the ``seeded``/``left``/``next`` fields; an all-zero Mersenne-Twister key
     (every draw 0), a word over 32 bits, a flag other than 0/1 or a NaN/inf cached normal sample loads
@@ -44,14 +47,15 @@ def check_cpu_state(state: torch.Tensor, where: str) -> None:
     ...
     seeder.errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
     """
-    raw = state.numpy()
+    raw = _STATE.from_address(state.data_ptr())  # read in place (a contiguous CPU tensor)
     _, left, seeded, nxt, w1, w2 = _HEAD.unpack_from(raw, 0)
     normal, normal_valid, cached_float, float_valid = _TAIL.unpack_from(raw, _TAIL_AT)
-    if seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624 and w1 and w2 and not np.count_nonzero(raw[_WORDS].view("<u4")[1::2]) and \
+    if seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624 and w1 and w2 and \
+            np.frombuffer(raw, "<u4", 2 * 624, _WORDS_AT)[1::2].tobytes() == _NO_HIGH_HALVES and \
             normal_valid in (0, 1) and float_valid in (0, 1) and (not normal_valid or math.isfinite(normal)) and \
             (not float_valid or math.isfinite(cached_float)):
         return  # a state a generator reaches: every check passed (messages are built only for a refusal)
-    words = raw[_WORDS].view("<u8")
+    words = np.frombuffer(raw, "<u8", 624, _WORDS_AT)
     expect(seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624, where,
            f"torch's generator fields are out of range (seeded={seeded}, left={left}, next={nxt}); the checkpoint is corrupt")
     expect(not words.max() >> 32, where, "a Mersenne Twister word does not fit in 32 bits; the checkpoint is corrupt")
@@ -78,6 +82,7 @@ class TorchGeneratorAdapter(RNGAdapter):
         self.generator = generator if generator is not None else torch.default_generator
         self._size: Optional[int] = None  # bytes in this generator's state (fixed per device type)
         self._probe: Optional[torch.Generator] = None  # a spare generator of the same device that states are tried on
+        self._cpu_layout: Optional[bool] = None  # whether check_cpu_state applies (found at the first check)
 
     def seed(self, seed: int) -> None:
         self.generator.manual_seed(seed)
@@ -90,6 +95,14 @@ class TorchGeneratorAdapter(RNGAdapter):
         return self.generator.get_state()
 
     def check_state(self, state: Any, where: str) -> None:
+        if self._cpu_layout is None:  # whether this generator's states have the layout check_cpu_state reads
+            self._cpu_layout = self.generator.device.type == "cpu" and self.generator.get_state().numel() == \
+                CPU_STATE_BYTES and require("torch:CPUGeneratorImplState")
+        if self._cpu_layout and type(state) is torch.Tensor and state.dtype is torch.uint8 and state.is_cpu and \
+                state.dim() == 1 and state.numel() == CPU_STATE_BYTES and state.layout is torch.strided and \
+                state.is_contiguous():  # the fast path: check_uint8_tensor's checks and the size in one go
+            check_cpu_state(state, where)
+            return
         check_uint8_tensor(state, where)
         want = self._size if self._size is not None else self.generator.get_state().numel()
         self._size = want
@@ -107,7 +120,10 @@ class TorchGeneratorAdapter(RNGAdapter):
             raise StateError(f"{where}: torch refuses this generator state ({exc}); the checkpoint is corrupt") from None
 
     def set_state(self, state: torch.Tensor) -> None:
-        self.generator.set_state(on_cpu(state))  # CPU and CUDA generators both take their state as a CPU tensor
+        self.generator.set_state(state if state.is_cpu else state.cpu())  # CPU and CUDA generators: a CPU tensor
+
+    def copy_state(self) -> torch.Tensor:
+        return self.generator.get_state()
 
     def put_back(self, kept: torch.Tensor) -> None:
         self.generator.set_state(kept)  # get_state() gave a CPU tensor

@@ -42,6 +42,7 @@ GATHERED_FORMAT = "seeder-gathered"
 #: The keys of one process's state.
 STATE_KEYS = frozenset({"format", "version", "derivation_version", "master_seed", "world_size", "rank",
                         "last_reseed", "rngs", "participants"})
+_WHERE: Dict[str, str] = {}  # how messages name an RNG's state, by its name
 
 
 @dataclasses.dataclass
@@ -175,9 +176,10 @@ def _unsupported(what: str, version: Any) -> StateError:
 
 def own_entry(state: Any, world_size: int, rank: int, allow_world_change: bool) -> Tuple[Dict[str, Any], bool]:
     """This rank's single-process state in ``state`` (one process's, or gathered) and whether the world changed."""
-    allow_world_change = check_bool(allow_world_change, "allow_world_change")
+    if type(allow_world_change) is not bool:
+        allow_world_change = check_bool(allow_world_change, "allow_world_change")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
-        if not _is_version(state.get("version"), STATE_FORMAT_VERSION):
+        if not (type(state.get("version")) is int and state["version"] == STATE_FORMAT_VERSION):  # not True, not 1.0
             raise _unsupported("gathered seeder state", state.get("version"))
         if set(state) != {"format", "version", "world_size", "ranks"}:
             raise StateError("gathered seeder state must have exactly the keys format, version, world_size, ranks")
@@ -212,15 +214,12 @@ def _as_state_error(check: Any, *args: Any) -> None:
         raise StateError(str(exc)) from None
 
 
-def _is_version(value: Any, want: int) -> bool:
-    return type(value) is int and value == want  # True == 1, 1.0 == 1: a version is an int
-
-
 def check_header(entry: Dict[str, Any]) -> None:
     """Raise :class:`StateError` unless ``entry``'s format, keys, master seed, world, rank and last reseed are valid."""
-    if not _is_version(entry.get("version"), STATE_FORMAT_VERSION):
-        raise _unsupported("seeder state", entry.get("version"))
-    if not _is_version(entry.get("derivation_version"), derive.DERIVATION_VERSION):
+    version, derivation = entry.get("version"), entry.get("derivation_version")
+    if not (type(version) is int and version == STATE_FORMAT_VERSION):  # True == 1, 1.0 == 1: a version is an int
+        raise _unsupported("seeder state", version)
+    if not (type(derivation) is int and derivation == derive.DERIVATION_VERSION):
         raise StateError(
             f"the checkpoint used seed derivation v{entry.get('derivation_version')!r}, this seeder derives "
             f"v{derive.DERIVATION_VERSION}; install the seeder version that wrote it to continue the same streams")
@@ -231,8 +230,9 @@ def check_header(entry: Dict[str, Any]) -> None:
     if not (type(master) is int and 0 <= master <= derive.MAX_MASTER_SEED):  # fast path; the full check words it
         _as_state_error(derive.check_master_seed, master, "state['master_seed']")
     for name in ("world_size", "rank"):
-        if not is_int(entry[name]) or entry[name] < 0:
-            raise StateError(f"state[{name!r}] must be a non-negative int, got {entry[name]!r}")
+        value = entry[name]
+        if not (type(value) is int and value >= 0) and (not is_int(value) or value < 0):
+            raise StateError(f"state[{name!r}] must be a non-negative int, got {value!r}")
     last = entry["last_reseed"]
     if last is not None:
         if not (isinstance(last, list) and len(last) == 2):
@@ -258,16 +258,17 @@ def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: 
     rngs = entry["rngs"]
     if not isinstance(rngs, dict):
         raise StateError("state['rngs'] must be a dict")
-    names = [a.name for a in adapters]
-    if set(rngs) != set(names):
-        raise StateError(f"the checkpoint has RNG states for {sorted(rngs)} but this process has {sorted(names)}; "
-                         "resume on the same kind of machine (same accelerators visible)")
     for adapter in adapters:
-        adapter.check_state(rngs[adapter.name], f"state['rngs'][{adapter.name!r}]")
+        name = adapter.name
+        if name not in rngs or len(rngs) != len(adapters):
+            _other_rngs(rngs, adapters)
+        adapter.check_state(rngs[name], _WHERE.get(name) or _WHERE.setdefault(name, f"state['rngs'][{name!r}]"))
+    if rngs and not adapters:
+        _other_rngs(rngs, adapters)
     parts = entry["participants"]
     if not isinstance(parts, dict):
         raise StateError("state['participants'] must be a dict")
-    if set(parts) != set(stateful):
+    if parts.keys() != stateful.keys():
         raise StateError(
             f"the checkpoint holds state for {sorted(parts)} but this process has {sorted(stateful)} registered; "
             "register the same generators, samplers, loaders and pipelines in the same order before load_state_dict")
@@ -279,29 +280,37 @@ def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: 
                 raise StateError(f"state['participants'][{key!r}]: {exc}") from None
 
 
-def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dict[str, Any], seeder: Any = None) -> None:
+def _other_rngs(rngs: Dict[str, Any], adapters: List[RNGAdapter]) -> None:
+    raise StateError(f"the checkpoint has RNG states for {sorted(rngs)} but this process has "
+                     f"{sorted(a.name for a in adapters)}; resume on the same kind of machine (same accelerators visible)")
+
+
+def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dict[str, Any], seeder: Any = None,
+                run: Optional[RunState] = None) -> None:
     """Load a checked ``entry``: participants, then global RNGs; on any exception put everything back and raise.
 
-    With ``seeder``, participants that check their new state again check it against the run
-    ``entry`` describes (``seeder.loading``), and the states put back against the seeder's own run.
+    With ``seeder``, participants check their new state against the run ``entry`` describes (``seeder.loading``:
+    ``run``, else :func:`described_run`), and the states put back against the seeder's own run.
 
     Participants whose state nothing validated go first. Each state is saved right before it is
     replaced, so that whatever stops the load (an error, Ctrl-C, ``SystemExit``) is followed by
     putting back everything replaced so far. An ``Exception`` becomes a :class:`StateError` that
     says what was restored; Ctrl-C and ``SystemExit`` propagate as they are, after the restore.
     """
-    unchecked = [k for k, p in stateful.items() if not validates_state(p)]
     undo = Saved([], [])
     if seeder is not None:
-        seeder.loading = described_run(entry)
+        seeder.loading = run if run is not None else described_run(entry)
     try:
-        for key in unchecked + [k for k in stateful if k not in unchecked]:
-            member = stateful[key]
-            undo.participants.append((member, saved_state(member)))
-            member.load_state_dict(entry["participants"][key])
+        if stateful:
+            unchecked = [k for k, p in stateful.items() if not validates_state(p)]
+            for key in unchecked + [k for k in stateful if k not in unchecked]:
+                member = stateful[key]
+                undo.participants.append((member, saved_state(member)))
+                member.load_state_dict(entry["participants"][key])
+        rngs, kept = entry["rngs"], undo.rngs
         for adapter in adapters:
-            undo.rngs.append((adapter, adapter.copy_state()))
-            adapter.set_state(entry["rngs"][adapter.name])
+            kept.append((adapter, adapter.copy_state()))
+            adapter.set_state(rngs[adapter.name])
         if seeder is not None and seeder.resume_check.wanted:  # a participant resumes inside an epoch
             seeder.resume_check.arm(adapters)
     except BaseException as exc:
@@ -328,13 +337,20 @@ def check(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[
     a sampler's shuffle key must be the one its master seed and epoch derive. ``own``: the
     :func:`own_entry` of ``state``, where the caller has it.
     """
+    entry, changed, _ = _checked(seeder, state, allow_world_change, stateful, own)
+    return entry, changed
+
+
+def _checked(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[Dict[str, Any]],
+             own: Optional[Tuple[Dict[str, Any], bool]]) -> Tuple[Dict[str, Any], bool, RunState]:
+    """:func:`check`, and the run the entry describes."""
     if not seeder.initialized:
         raise RuntimeError("seeder.load_state_dict() called before seeder.init(); call seeder.init(master_seed=...) first")
     stateful = seeder.stateful() if stateful is None else stateful
     entry, changed = own if own is not None else own_entry(
         state, seeder.world_size, seeder.rank, world_change_allowed(stateful, allow_world_change))
     check_header(entry)
-    seeder.loading = described_run(entry)
+    seeder.loading = run = described_run(entry)
     try:
         if changed:
             check_moved(entry, stateful)
@@ -343,14 +359,15 @@ def check(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[
                         stateful=stateful)
     finally:
         seeder.loading = None
-    return entry, changed
+    return entry, changed, run
 
 
-def adopt_run(seeder: Any, entry: Dict[str, Any], resume: bool) -> RunState:
+def adopt_run(seeder: Any, entry: Dict[str, Any], resume: bool, described: Optional[RunState] = None) -> RunState:
     """The bookkeeping a checked ``entry`` continues: its master seed and last reseed, the seeder's reseeds seen so
     far and, with ``resume``, the next reseed of the saved ``(task, epoch)`` skipped. Warns (an ``init`` seed the
-    checkpoint overrides) and logs; the caller installs it as ``seeder.run`` once the rest has loaded."""
-    saved, run = described_run(entry), seeder.run
+    checkpoint overrides) and logs; the caller installs it as ``seeder.run`` once the rest has loaded. ``described``:
+    :func:`described_run` of ``entry`` (completed and returned), where the caller has it."""
+    saved, run = described_run(entry) if described is None else described, seeder.run
     if seeder.explicit and saved.master != run.master:
         warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with {saved.master}; "
                       "continuing with the checkpoint's seed", SeederWarning, stacklevel=4)
@@ -369,9 +386,9 @@ def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[D
     """``seeder.load_state_dict``: check everything, then apply (with rollback) and arm the resume (``stateful``:
     ``seeder.stateful()``, ``own``: :func:`own_entry` of ``state``, when the caller has them)."""
     stateful = seeder.stateful() if stateful is None else stateful
-    entry, changed = check(seeder, state, allow_world_change, stateful, own)
+    entry, changed, described = _checked(seeder, state, allow_world_change, stateful, own)
     moves = changed and bool(elastic_keys(stateful))
-    saved = adopt_run(seeder, entry, resume=moves or not changed)
+    saved = adopt_run(seeder, entry, moves or not changed, described)
     if moves:
         move_world(entry, stateful, seeder)
     elif changed:
@@ -379,5 +396,5 @@ def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[D
                     "restored; the saved RNG and participant states belong to the other world and are not loaded "
                     "(the next reseed() seeds them)", entry["world_size"], seeder.world_size, saved.last)
     else:
-        apply_entry(entry, seeder.global_adapters(), stateful, seeder)
+        apply_entry(entry, seeder.global_adapters(), stateful, seeder, saved)
     seeder.run = saved

@@ -29,6 +29,8 @@ def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
     >>> elastic_keys({})
     []
     """
+    if not stateful:
+        return []
     keys = [k for k, p in stateful.items() if is_elastic(p)]
     rest = [k for k, p in stateful.items() if k not in keys and not isinstance(p, GeneratorParticipant)]
     return keys if keys and not rest else []
@@ -40,7 +42,7 @@ def world_change_allowed(stateful: Dict[str, Any], allow_world_change: Any) -> A
     >>> world_change_allowed({}, False)
     False
     """
-    return True if allow_world_change is False and elastic_keys(stateful) else allow_world_change
+    return True if allow_world_change is False and stateful and elastic_keys(stateful) else allow_world_change
 
 
 def check_moved(entry: Dict[str, Any], stateful: Dict[str, Any]) -> None:

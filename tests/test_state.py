@@ -565,3 +565,24 @@ def test_attached_participant_round_trip_and_validation(setup):
     assert (pos.epoch, pos.index) == (3, 17)
     setup.s.reseed(1, 3)  # skipped: the position continues
     assert pos.index == 17
+
+
+def test_the_saved_participants_follow_joins_leaves_and_a_participant_that_is_gone():
+    s = Seeder()
+    s.init(1)
+    first, second = Position(), Position()
+    s.join(first)
+    s.join(second)
+    assert list(s.stateful()) == ["position.0", "position.1"] and s.stateful()["position.1"] is second
+    del first  # held weakly: it leaves when it is gone, and the other one is position.0 from then on
+    import gc
+    gc.collect()
+    assert list(s.stateful()) == ["position.0"] and s.stateful()["position.0"] is second
+    rng = random.Random()
+    s.register_generator(rng)
+    assert list(s.stateful()) == ["position.0", "generator.1"] and [g.gen for g in s.generators()] == [rng]
+    s.unregister_generator(rng)
+    s.leave(second)
+    assert s.stateful() == {} and s.generators() == []
+    s.reseed(1, 0)
+    assert s.state_dict()["participants"] == {}
