@@ -76,7 +76,7 @@ def test_numpy_layout_probe_failing_warns_and_takes_the_public_path(unchecked, m
 
     monkeypatch.setattr(fastrng, "_LEGACY", [])
     # The layout seeder expects of the Gaussian cache, swapped: what a NumPy that moved or retyped it looks like.
-    monkeypatch.setattr(fastrng, "_GAUSS", struct.Struct("i4xf"))
+    monkeypatch.setattr(fastrng, "GAUSS_CACHE", struct.Struct("i4xf"))
     with pytest.warns(SeederWarning, match=r"numpy .* changed: .*public get_state/set_state"):
         assert fastrng.legacy_access() is None
 
