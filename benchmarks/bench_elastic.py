@@ -67,13 +67,15 @@ class NoDraws(TorchOnly):
         return torch.full((2,), float(i))
 
 
-def per_sample_seeding(n: int, batch_size: int, repeats: int) -> None:
+def per_sample_seeding(n: int, batch_size: int, repeats: int, draws_all: bool) -> None:
     """What elastic mode adds per sample over the default mode (0 workers, free items): per-sample seeding.
 
     Torch's generator is seeded before every sample; Python's and NumPy's once a sample in this process drew from
-    them, and from then on: the rows run first, items drawing from no RNG, then from torch only, then from all."""
+    them, and from then on. ``draws_all=False``: items drawing from no RNG, then from torch only (run these before
+    anything draws from ``random`` or NumPy); ``True``: items drawing from all three."""
     s = seeder.default_seeder()
-    for what, ds in (("no RNG", NoDraws(n)), ("torch only", TorchOnly(n)), ("random, NumPy and torch", Busy(n, 0))):
+    rows = [("random, NumPy and torch", Busy(n, 0))] if draws_all else [("no RNG", NoDraws(n)), ("torch only", TorchOnly(n))]
+    for what, ds in rows:
         loaders = [seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, elastic=True),
                    seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)]
         times = [[], []]
@@ -118,10 +120,14 @@ def main() -> None:
     args = p.parse_args()
     bench_dataloader.clock = bench_dataloader.CLOCKS[args.clock]
     seeder.init(0)
-    per_sample_seeding(args.items, 64, args.repeats)  # first: Busy items draw from every RNG
-    print("epoch throughput (median of", args.repeats, "interleaved epochs):")
-    for workers in args.workers:  # before Busy items (a forked worker starts from what its parent saw drawing)
+    # Everything that draws from torch only runs before the first item that draws from random or NumPy: from then
+    # on, this process (and a worker forked from it) seeds those before every sample too.
+    per_sample_seeding(args.items, 64, args.repeats, draws_all=False)
+    print("epoch throughput (median of", args.repeats, "interleaved epochs), items drawing from torch only:")
+    for workers in args.workers:
         compare(args.items, 3, workers, args.repeats, 64, torch_only=True)
+    per_sample_seeding(args.items, 64, args.repeats, draws_all=True)
+    print("epoch throughput (median of", args.repeats, "interleaved epochs), items drawing from random, NumPy and torch:")
     for workers in args.workers:
         compare(args.items, 3, workers, args.repeats, 64)
         compare(max(args.items // 20, 64), 200, workers, args.repeats, 64)
