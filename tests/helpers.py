@@ -297,6 +297,25 @@ def torchrun(script_args: Sequence[str], nproc: int = 2, nnodes: int = 1, env: O
     return results
 
 
+def kill_at_step(victim: subprocess.Popen, step: int, err: Path) -> List[dict]:
+    """Read ``victim``'s ``STEP {json}`` lines up to ``step`` (the child prints it once that step's checkpoint is on
+    disk), SIGKILL its process group, check the kill and the steps 1..``step``, and return the records read.
+    ``err``: the child's stderr file, shown when the steps are not there."""
+    seen: List[dict] = []
+    try:
+        for line in victim.stdout:
+            if line.startswith("STEP"):
+                seen.append(json.loads(line[len("STEP"):]))
+                if seen[-1]["step"] == step:
+                    break
+    finally:
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait()
+    assert victim.returncode == -signal.SIGKILL
+    assert [r["step"] for r in seen] == list(range(1, step + 1)), err.read_text()[-3000:]
+    return seen
+
+
 def json_lines(text: str, prefix: str = "") -> List[dict]:
     """Parse the lines of ``text`` that start with ``prefix`` and then hold a JSON object."""
     rows = []

@@ -93,7 +93,8 @@ def page_params() -> List[object]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """Each page's code runs as a script forked from one process that imported torch once (tests/helpers.py)."""
-    forks = ForkServer(tmp_path_factory.mktemp("forks"), env={"PYTHONWARNINGS": ""})
+    forks = ForkServer(tmp_path_factory.mktemp("forks"), env={"PYTHONWARNINGS": ""},
+                       preload=["torch._dynamo", "torch._inductor.config"])
     yield forks
     forks.close()
 

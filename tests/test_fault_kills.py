@@ -50,7 +50,7 @@ def test_sigkill_at_twelve_points_of_training_and_checkpoint_writing_resumes_exa
     segments.append(BASE + ["--ckpt-dir", str(tmp_path / "ref"), "--workers", "0"])  # the same run, never killed
     steps, ref = tmp_path / "steps.jsonl", tmp_path / "ref.jsonl"
     note = f"kill plan {kills} (SEEDER_FAULT_SEED={seed} repeats it)"
-    server = ForkServer(tmp_path)
+    server = ForkServer(tmp_path, preload=["torch._dynamo", "torch._inductor.config"])  # what train.py imports: once
     try:
         runs = [server.run([FAULTS, *segment], timeout=120, check=False,
                            env={"SEEDER_STEPS": str(ref if segment is segments[-1] else steps)}) for segment in segments]

@@ -8,11 +8,8 @@ without a shuffle buffer). Every state goes through torch.save / torch.load(weig
 from __future__ import annotations
 
 import io
-import json
 import logging
-import os
 import random
-import signal
 import subprocess
 import sys
 import warnings
@@ -26,7 +23,7 @@ from seeder import DataLoader, Seeder, SeederWarning, StateError
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from stream_common import Counted, Noisy, flat, hf_stream  # noqa: E402
 
-from helpers import REPO_ROOT, child_env, json_lines, torchrun  # noqa: E402
+from helpers import REPO_ROOT, child_env, json_lines, kill_at_step, torchrun  # noqa: E402
 
 MASTER, BS, N = 11, 3, 23  # 2 workers: 12 + 11 items, 4 batches each, the last ones short
 TRAIN = str(REPO_ROOT / "tests" / "scripts" / "stream_train.py")
@@ -285,18 +282,7 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, forks):
     try:
         ckpt = tmp_path / "run.pt"
         victim = start([str(ckpt), "2", "--pause-after", str(kill_after)], tmp_path / "victim.err")
-        seen = []
-        try:
-            for line in victim.stdout:  # the child's own line: its checkpoint of step 5 is on disk
-                if line.startswith("STEP"):
-                    seen.append(json.loads(line[len("STEP"):]))
-                    if seen[-1]["step"] == kill_after:
-                        break
-        finally:
-            os.killpg(victim.pid, signal.SIGKILL)
-            victim.wait()
-        assert victim.returncode == -signal.SIGKILL
-        assert [r["step"] for r in seen] == list(range(1, kill_after + 1)), open(tmp_path / "victim.err").read()[-3000:]
+        seen = kill_at_step(victim, kill_after, tmp_path / "victim.err")
         want, want_done = finish(reference)
     finally:
         reference.kill()  # ended by now unless the test failed: then it is not left to the next test's runs

@@ -1,16 +1,15 @@
 """SeederCallback with an elastic seeder.DataLoader: a Lightning checkpoint of 2 processes resumes on 1, and 1 on 2.
 
-One set of runs serves every test (a module fixture): a fit on 1 process (in this process) and an uninterrupted
+One set of runs serves every test (a module fixture): a fit on 1 process and an uninterrupted
 fit on 2 processes (Lightning's ``strategy="ddp"``, gloo on 127.0.0.1, Lightning's launcher) save a checkpoint
 after every step; the 2 processes then resume the 1-process checkpoint of step 1 (inside epoch 0: 1 -> 2), and
-this process the 2-process checkpoints of step 1 (inside epoch 0) and step 3 (the end of epoch 0: 2 -> 1). Both
+1 process the 2-process checkpoints of step 1 (inside epoch 0) and step 3 (the end of epoch 0: 2 -> 1). Both
 fits give every sample the same tensor; every sample of the two epochs is trained once and its tensor (augmentation
 from random, NumPy and torch) is bit for bit the uninterrupted run's, and inside an epoch each rank's main-process
 streams at the first resumed step are the re-derived ones.
 """
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import sys
@@ -36,12 +35,12 @@ EVERY = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.SAM
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """The folder of the runs: full1, full2, resume1_1to2 (2 processes), resume2_1to1 and resume2_3to1."""
+def runs(tmp_path_factory, framework_forks):
+    """The folder of the runs: full1, full2, resume1_1to2 (2 processes), resume2_1to1 and resume2_3to1. The 1-process
+    runs fork from the session's server (Lightning imported once) with a default seeder no earlier test joined."""
     out = tmp_path_factory.mktemp("lightning_elastic")
-    gc.collect()  # loaders of earlier tests leave the default seeder
-    with seeder.Seeder().fork_rng():
-        child.main(str(out), 1, ["full"])
+    script = str(SCRIPTS / "lightning_elastic.py")
+    framework_forks.run([script, str(out), "1", "full"], timeout=300)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
     for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_PORT"):
@@ -50,9 +49,7 @@ def runs(tmp_path_factory):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = communicate(proc, 300)
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
-    with seeder.Seeder().fork_rng():
-        child.main(str(out), 1, ["2:1", "2:3"])
-    gc.collect()
+    framework_forks.run([script, str(out), "1", "2:1", "2:3"], timeout=300)
     return out
 
 

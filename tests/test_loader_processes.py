@@ -1,15 +1,12 @@
 """seeder.DataLoader across real process boundaries: a SIGKILL mid-epoch, then resume; torchrun with 2 ranks."""
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
 
 import pytest
 
-from helpers import REPO_ROOT, child_env, json_lines, torchrun
+from helpers import REPO_ROOT, child_env, json_lines, kill_at_step, torchrun
 
 TRAIN = str(REPO_ROOT / "tests" / "scripts" / "loader_train.py")
 
@@ -34,18 +31,7 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, forks):
     try:
         ckpt = tmp_path / "run.pt"
         victim = start([str(ckpt), "2", "--pause-after", str(kill_after)], tmp_path / "victim.err")
-        seen = []
-        try:
-            for line in victim.stdout:  # wait on the child's own line: its checkpoint of step 4 is on disk
-                if line.startswith("STEP"):
-                    seen.append(json.loads(line[len("STEP"):]))
-                    if seen[-1]["step"] == kill_after:
-                        break
-        finally:
-            os.killpg(victim.pid, signal.SIGKILL)
-            victim.wait()
-        assert victim.returncode == -signal.SIGKILL
-        assert [r["step"] for r in seen] == list(range(1, kill_after + 1)), open(tmp_path / "victim.err").read()[-3000:]
+        seen = kill_at_step(victim, kill_after, tmp_path / "victim.err")
         want, want_done = finish(reference)
     finally:
         reference.kill()  # ended by now unless the test failed: then it is not left to the next test's runs

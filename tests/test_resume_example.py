@@ -50,7 +50,7 @@ LOADERS = [pytest.param("torch"),
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """Runs of the example as children forked from one process that imported torch once (tests/helpers.py)."""
-    forks = ForkServer(tmp_path_factory.mktemp("forks"))
+    forks = ForkServer(tmp_path_factory.mktemp("forks"), preload=["torch._dynamo", "torch._inductor.config"])
     yield forks
     forks.close()
 
