@@ -8,22 +8,24 @@ built, or anything else drawn, after the load.
 
 A participant that loads a position inside an epoch asks for the check (:meth:`ResumeCheck.want`);
 its seeder keeps a copy of its global RNGs once the whole load has been applied
-(:meth:`ResumeCheck.arm`), and the participant compares when its data starts
+(:meth:`ResumeCheck.arm`), and each participant that asked compares when its data starts
 (:meth:`ResumeCheck.moved`), once per load.
 
 Example:
     >>> import random
     >>> from seeder.rngs import global_adapters
-    >>> check = ResumeCheck(); _ = check.want((0, 5)); check.arm(global_adapters())
-    >>> _ = random.random(); check.moved()
+    >>> class Loader: pass
+    >>> loader = Loader(); check = ResumeCheck(); check.want(loader); check.arm(global_adapters())
+    >>> _ = random.random(); check.moved(loader)
     ['python']
-    >>> check.moved()  # one comparison per load
+    >>> check.moved(loader)  # one comparison per load and participant
     []
 """
 from __future__ import annotations
 
 import warnings
-from typing import Any, List, Optional, Sequence, Tuple
+import weakref
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -35,39 +37,46 @@ __all__ = ["ResumeCheck", "moved_message"]
 
 
 class ResumeCheck:
-    """The global RNGs as the last load left them, kept only when a participant resumes inside an epoch."""
+    """The global RNGs as the last load left them, kept while a participant that resumes inside an epoch has not
+    checked them yet."""
 
     def __init__(self) -> None:
-        self.wanted = False  # a participant of the load being applied resumes inside an epoch
+        #: Participants of the load being applied that resume inside an epoch (weak references).
+        self.wanted: List[Callable[[], Any]] = []
+        self._armed: List[Callable[[], Any]] = []  # those of the last load that have not checked yet
         self._kept: Optional[List[Tuple[RNGAdapter, Any]]] = None
 
-    def want(self, key: Tuple[int, int]) -> Tuple[int, int]:
-        """Called by a participant whose ``load_state_dict`` puts it inside an epoch; returns ``key`` (its
-        ``(epoch, position)``, for it to keep until it checks)."""
-        self.wanted = True
-        return key
+    def want(self, owner: Any) -> None:
+        """Called by ``owner`` (a loader or sampler) whose ``load_state_dict`` puts it inside an epoch."""
+        if not any(ref() is owner for ref in self.wanted):
+            self.wanted.append(weakref.ref(owner))
 
     def arm(self, adapters: Sequence[RNGAdapter]) -> None:
-        """After a load is applied: keep a copy of ``adapters``' states if a participant wanted the check."""
-        self._kept = save_states(adapters) if self.wanted else None
-        self.wanted = False
+        """After a load is applied: keep a copy of ``adapters``' states for the participants that wanted the check."""
+        self._armed, self.wanted = self.wanted, []
+        self._kept = save_states(adapters) if self._armed else None
 
     def drop(self) -> None:
-        """Forget the request (a load that failed) and any copy kept."""
-        self.wanted, self._kept = False, None
+        """Forget the requests (a load that failed) and any copy kept."""
+        self.wanted, self._armed, self._kept = [], [], None
 
-    def warn_if_moved(self, where: str, epoch: int) -> None:
-        """One :class:`seeder.SeederWarning` from ``where`` if :meth:`moved` names any RNG (at a resumed epoch's start)."""
-        moved = self.moved()
+    def warn_if_moved(self, owner: Any, where: str, epoch: int) -> None:
+        """One :class:`seeder.SeederWarning` from ``where`` if :meth:`moved` names any RNG (at ``owner``'s resumed
+        epoch's first batch)."""
+        moved = self.moved(owner)
         if moved:
             warnings.warn(moved_message(where, moved, epoch), SeederWarning, stacklevel=4)
 
-    def moved(self) -> List[str]:
-        """Names of the global RNGs that drew (or were set) since the load; ``[]`` after the first call."""
-        kept, self._kept = self._kept, None
-        if kept is None:
+    def moved(self, owner: Any) -> List[str]:
+        """Names of the global RNGs that drew (or were set) since the last load; ``[]`` unless ``owner`` asked for
+        the check in that load and has not checked yet."""
+        if not any(ref() is owner for ref in self._armed):
             return []
-        return [adapter.name for adapter, state in kept if not same_state(state, adapter.copy_state())]
+        kept = self._kept
+        self._armed = [ref for ref in self._armed if ref() is not owner and ref() is not None]
+        if not self._armed:
+            self._kept = None
+        return [adapter.name for adapter, state in kept if not same_state(state, adapter.copy_state())]  # type: ignore
 
 
 def same_state(a: Any, b: Any) -> bool:

@@ -151,3 +151,25 @@ def test_sampler_iterator_state_is_o1():
     fresh = iter(big)
     fresh.load_state_dict({"format": "seeder.sampler_iter", "yielded": 3})
     assert [next(fresh), next(fresh)] == first[3:]
+
+
+def test_the_resume_check_is_kept_for_each_participant_that_asked():
+    """Every loader or sampler resumed inside an epoch compares at its own first batch; one that did not ask neither
+    compares nor uses up the copy."""
+    import random
+
+    from seeder.resumecheck import ResumeCheck
+    from seeder.rngs import global_adapters
+
+    class Owner:
+        pass
+
+    a, b, other = Owner(), Owner(), Owner()
+    check = ResumeCheck()
+    check.want(a)
+    check.want(b)
+    check.arm(global_adapters())
+    assert check.moved(other) == []
+    random.random()
+    assert check.moved(a) == ["python"] and check.moved(b) == ["python"]
+    assert check.moved(a) == []  # once per load

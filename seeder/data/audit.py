@@ -71,14 +71,17 @@ class LoaderWatch:
     def resuming(self, seeder: Any, epoch: int, position: int, total: int) -> None:
         """Called when the sampler loads ``(epoch, position)`` of ``total`` samples: inside an epoch, its first indices
         will check that nothing drew from the global RNGs since the load (:mod:`seeder.resumecheck`)."""
-        self._resume = (seeder, seeder.resume_check.want((epoch, position))) if 0 < position < total else None
+        self._resume = None
+        if 0 < position < total:
+            seeder.resume_check.want(self)
+            self._resume = (seeder, (epoch, position))
 
     def iterating(self, sampler: Any, epoch: int, start: int) -> None:
         """Called by ``sampler``'s iteration of ``epoch`` from ``start`` when it draws its first block: the check of a
         resumed epoch, and remember the DataLoader that drives the sampler."""
         if self._resume is not None and self._resume[1] == (epoch, start):
             seeder, self._resume = self._resume[0], None
-            seeder.resume_check.warn_if_moved("seeder.DistributedSampler", epoch)
+            seeder.resume_check.warn_if_moved(self, "seeder.DistributedSampler", epoch)
         if self._loader is not None:
             return
         found = _loader_on_stack(sampler, sys._getframe(1))

@@ -261,7 +261,7 @@ class DataLoader(torch.utils.data.DataLoader):
         start = 0
         if self._resume is not None and self._resume[0] == epoch:
             start = self._resume[1]
-            self.seeder.resume_check.warn_if_moved("seeder.DataLoader", epoch)  # nothing drew since the load
+            self.seeder.resume_check.warn_if_moved(self, "seeder.DataLoader", epoch)  # nothing drew since the load
         self._resume = None
         token = object()
         self._live_token = token
@@ -369,7 +369,7 @@ class DataLoader(torch.utils.data.DataLoader):
         epoch = check_key(state["epoch"], "epoch")
         self._resume = (epoch, int(state["batch"]))
         if 0 < self._resume[1] < len(self.batch_sampler):  # inside the epoch: its first batch checks the global RNGs
-            self.seeder.resume_check.want(self._resume)
+            self.seeder.resume_check.want(self)
         self._done = self._resume
         self._live_token = None
         self._loads += 1
