@@ -143,7 +143,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--samples", type=int, default=2048, help="dataset size")
     p.add_argument("--loader", choices=["torch", "dali"], default="torch",
-                   help="torch: DataLoader + seeder.DistributedSampler; dali: a DALI CPU pipeline (needs seeder[dali])")
+                   help="torch: seeder.DataLoader; dali: a DALI CPU pipeline (needs seeder[dali])")
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size", "samples"):
         if getattr(args, name) < 1:
