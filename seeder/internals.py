@@ -66,19 +66,6 @@ def _iterators_read_dataset(_: Any) -> Optional[str]:
     return None
 
 
-def _iterator_frames(_: Any) -> Optional[str]:
-    from torch.utils.data import dataloader
-
-    single = getattr(dataloader, "_SingleProcessDataLoaderIter", None)
-    multi = getattr(dataloader, "_MultiProcessingDataLoaderIter", None)
-    if single is None or multi is None or not all(c.__name__.endswith("DataLoaderIter") for c in (single, multi)):
-        return "torch's DataLoader iterator classes are no longer named *DataLoaderIter"
-    reset = getattr(multi, "_reset", None)
-    if reset is None or reset.__code__.co_varnames[:2] != ("self", "loader"):
-        return "_MultiProcessingDataLoaderIter._reset no longer takes the loader as its argument 'loader'"
-    return None
-
-
 def _privateuse1(_: Any) -> Optional[str]:
     import torch
 
@@ -175,9 +162,6 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
              "seeding view of the dataset", _TORCH, "raises", _dataloader_calls_get_iterator),
     Internal("torch", "DataLoader.dataset", "seeder.DataLoader swaps it (past DataLoader.__setattr__'s guard) for the "
              "seeding view while _BaseDataLoaderIter.__init__ reads it", _TORCH, "raises", _iterators_read_dataset),
-    Internal("torch", "_MultiProcessingDataLoaderIter._reset", "seeder.data.audit (LoaderWatch) finds the DataLoader "
-             "that iterates a seeder sampler on the call stack: a local named 'loader', or an iterator named "
-             "*DataLoaderIter (torch passes no loader to a sampler)", _TORCH, "raises", _iterator_frames),
     Internal("torch", "_C._get_privateuse1_backend_name", "seeder.rngs_torch finds a custom accelerator backend to "
              "seed", _TORCH, "custom (privateuse1) accelerator backends are not seeded", _privateuse1),
     Internal("torch", "CPUGeneratorImplState", "seeder.rngs_torch reads a CPU generator state's fields to refuse "

@@ -26,9 +26,8 @@ LAYERS = {
 }
 
 # Private names of other libraries that seeder may read: exactly those listed (and checked) in seeder/internals.py,
-# plus sys._getframe: seeder.data.audit finds the DataLoader that iterates a sampler on the call stack (the torch
-# iterator internals it reads are listed in seeder/internals.py), and seeder.foreign names the user's line that
-# called a foreign seeding function.
+# plus sys._getframe: seeder.foreign names the user's line that called a foreign seeding function (and the
+# framework function on the stack), the one place seeder reads the call stack.
 THIRD_PARTY_PRIVATE = {part for item in INTERNALS.values() for part in item.name.replace(" ", ".").split(".")
                        if part.startswith("_")} | {"_getframe"}
 # Not yet in seeder/internals.py: datasets' IterableDataset._ex_iterable/_distributed (seeder/data/streams.py and
@@ -233,8 +232,24 @@ def check_exports(path: Path, pkg: Path = PKG) -> List[str]:
     return bad
 
 
+#: The one module that may read the call stack: a wrapper of ``random.seed`` & co. names the line that called it.
+STACK_READERS = {"foreign"}
+#: Call-stack and garbage-collector reads: who is calling is for the caller to say (a loader tells its sampler).
+STACK_READS = {"_getframe", "f_back", "f_locals", "extract_stack", "currentframe", "get_referrers", "get_referents"}
+
+
+def check_stack_reads(path: Path, pkg: Path = PKG) -> List[str]:
+    """Reads of the call stack or of the garbage collector's referrers outside :data:`STACK_READERS`."""
+    if module_name(path, pkg) in STACK_READERS:
+        return []
+    tree = ast.parse(path.read_text())
+    return [f"line {node.lineno}: reads .{node.attr}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in STACK_READS]
+
+
 RULES = {"size": check_size, "class_size": check_class_size, "exports": check_exports,
-         "private_imports": check_private_imports, "private_attributes": check_private_attributes, "one_way": check_one_way}
+         "private_imports": check_private_imports, "private_attributes": check_private_attributes, "one_way": check_one_way,
+         "stack_reads": check_stack_reads}
 
 
 def problems(rule: str, path: Path, pkg: Path = PKG, **kw) -> List[str]:
@@ -276,6 +291,11 @@ def test_modules_export_what_they_define():
     assert not {k: v for k, v in bad.items() if v}, "re-exports (import the name from the module that defines it)"
 
 
+def test_only_foreign_reads_the_call_stack():
+    bad = {module_name(p): problems("stack_reads", p) for p in MODULES}
+    assert not {k: v for k, v in bad.items() if v}, "call-stack or gc reads: let the caller say who it is"
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
 def test_imports_go_one_way(path):
     bad = problems("one_way", path)
@@ -311,6 +331,7 @@ BAD = {
     "data/loader.py": ("class Loader:\n    def __init__(self, sampler):\n        self._seeder = sampler._seeder\n\n\n"
                        "def default():\n    from .. import core\n    return core\n"),
     "data/batches.py": "def f():\n    from .. import default_seeder\n    return default_seeder()\n",
+    "data/audit.py": "import gc\nimport sys\n\n\ndef caller():\n    return sys._getframe(1).f_locals, gc.get_referrers(caller)\n",
 }
 EXPECTED = {  # rule -> (bad module, a word of the problem it must report)
     "size": ("derive", "lines"),
@@ -319,6 +340,7 @@ EXPECTED = {  # rule -> (bad module, a word of the problem it must report)
     "private_imports": ("checks", "_hidden from seeder.derive"),
     "private_attributes": ("data.loader", "._seeder (also defined in seeder.data.sampler"),
     "one_way": ("participant", "imports seeder.data.dali"),
+    "stack_reads": ("data.audit", "reads .get_referrers"),
 }
 
 

@@ -137,21 +137,6 @@ def test_dali_pipeline_and_iterator_without_private_names_are_loud(unchecked):
         del it
 
 
-def test_torch_iterators_that_no_longer_show_their_loader_raise(unchecked, monkeypatch):
-    from torch.utils.data import dataloader
-
-    def _reset(self, dl, first_iter=False):  # the loader under another name: the audit could no longer find it
-        pass
-
-    monkeypatch.setattr(dataloader._MultiProcessingDataLoaderIter, "_reset", _reset)
-    s = seeder.Seeder()
-    s.init(0)
-    s.reseed(1, 0)
-    sampler = seeder.DistributedSampler(range(4), seeder=s)
-    with loud(r"torch .* changed: _MultiProcessingDataLoaderIter._reset no longer takes the loader"):
-        next(iter(torch.utils.data.DataLoader(range(4), sampler=sampler)))
-
-
 def test_torch_cpu_state_layout_changed_warns_and_takes_torchs_own_check(unchecked, monkeypatch):
     import dataclasses
 

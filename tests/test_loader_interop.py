@@ -15,14 +15,15 @@ from test_loader import BS, MASTER, Noisy
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
 
-def plain(num_workers=0, generator=True, wrap=False):
+def plain(num_workers=0, generator=True, wrap=False, shown=True):
     s = Seeder()
     s.init(MASTER)
     s.reseed(1, 0)
     ds = SeededDataset(Noisy(), seeder=s) if wrap else Noisy()
     smp = DistributedSampler(ds, seeder=s)
     gen = seeder.dataloader_generator(seeder=s) if generator else None
-    return s, smp, torch.utils.data.DataLoader(ds, batch_size=BS, sampler=smp, num_workers=num_workers, generator=gen)
+    loader = torch.utils.data.DataLoader(ds, batch_size=BS, sampler=smp, num_workers=num_workers, generator=gen)
+    return s, smp, seeder.watch_loader(loader) if shown else loader
 
 
 def seeder_warnings(fn):
@@ -40,16 +41,18 @@ def test_no_generator_warns_once():
     assert len(got) == 1 and "no generator" in got[0] and "generator=seeder.dataloader_generator()" in got[0]
 
 
-def resumed(generator, draw_after_load=False):
+def resumed(generator, draw_after_load=False, shown=True):
     """A run stopped after two batches and resumed in a fresh seeder: (warnings at the resumed epoch's start,
     the resumed batches, the reference batches, torch's next draw in both)."""
-    s, smp, loader = plain(generator=generator)
+    s, smp, loader = plain(generator=generator, shown=shown)
     it = iter(loader)
     for _ in range(2):
         smp.advance(len(next(it)))
-    state = s.state_dict()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        state = s.state_dict()
     ref_rest, ref_next = list(it), torch.rand(1)
-    s2, smp2, loader2 = plain(generator=generator)
+    s2, smp2, loader2 = plain(generator=generator, shown=shown)
     s2.load_state_dict(state)
     if draw_after_load:
         torch.rand(1)
@@ -62,8 +65,9 @@ def resumed(generator, draw_after_load=False):
 
 def test_a_resume_without_generator_warns_when_its_epoch_starts_and_with_one_is_exact():
     got, rest, ref_rest, after, ref_after = resumed(generator=False)
-    assert len(got) == 1 and "torch's global RNG moved since seeder.load_state_dict()" in got[0], got
+    assert len(got) == 2 and "torch's global RNG moved since seeder.load_state_dict()" in got[0], got
     assert "generator=seeder.dataloader_generator()" in got[0]
+    assert got[1].startswith("seeder.DistributedSampler resumed inside epoch 0: no generator:")  # the loader shown
     assert not torch.equal(after, ref_after)  # what the warning is about: torch's stream is one draw ahead
     got, rest, ref_rest, after, ref_after = resumed(generator=True)
     assert got == [] and torch.equal(after, ref_after)
@@ -73,6 +77,30 @@ def test_a_resume_without_generator_warns_when_its_epoch_starts_and_with_one_is_
 def test_a_draw_between_load_and_resumed_epoch_warns():
     got, *_ = resumed(generator=True, draw_after_load=True)
     assert len(got) == 1 and "before seeder.load_state_dict()" in got[0], got
+
+
+def test_a_loader_not_shown_warns_once_when_a_state_is_taken_and_when_a_resumed_epoch_starts():
+    """torch gives a sampler no loader: unless seeder.watch_loader() shows it, seeder says it cannot check it."""
+    s, smp, loader = plain(generator=False, shown=False)
+    it = iter(loader)
+    smp.advance(len(next(it)))
+    got = seeder_warnings(s.state_dict) + seeder_warnings(s.state_dict)
+    assert len(got) == 1 and "loader not shown" in got[0] and "seeder.watch_loader(loader)" in got[0], got
+    assert "no generator" not in got[0]
+    got, rest, ref_rest, *_ = resumed(generator=True, shown=False)
+    assert len(got) == 1 and got[0].startswith("seeder.DistributedSampler resumed inside epoch 0: loader not shown")
+    assert all(torch.equal(a, b) for a, b in zip(rest, ref_rest)) and len(rest) == len(ref_rest)
+    s, smp, loader = plain()  # shown, at an epoch's start: nothing to say
+    assert seeder_warnings(s.state_dict) == []
+
+
+def test_watch_loader_names_what_it_needs():
+    with pytest.raises(TypeError, match="holds no seeder.DistributedSampler.*sampler=seeder.DistributedSampler"):
+        seeder.watch_loader(torch.utils.data.DataLoader(range(4)))
+    s, smp, _ = plain()
+    batches = torch.utils.data.BatchSampler(smp, BS, drop_last=False)
+    loader = torch.utils.data.DataLoader(Noisy(), batch_sampler=batches)
+    assert seeder.watch_loader(loader) is loader  # found inside the batch sampler
 
 
 def test_complete_recipe_does_not_warn():
@@ -118,8 +146,8 @@ def stateful(num_workers):
     s.reseed(1, 0)
     ds = SeededDataset(Noisy(), seeder=s)
     smp = DistributedSampler(ds, seeder=s)
-    return StatefulDataLoader(ds, batch_size=BS, sampler=smp, num_workers=num_workers,
-                              generator=seeder.dataloader_generator(seeder=s))
+    return seeder.watch_loader(StatefulDataLoader(ds, batch_size=BS, sampler=smp, num_workers=num_workers,
+                                                  generator=seeder.dataloader_generator(seeder=s)))
 
 
 @pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])

@@ -18,6 +18,9 @@ from seeder import DistributedSampler, SeededDataset, Seeder, SeederWarning, Sta
 from seeder.derive import Domain, derive_seed
 from seeder.data.permutation import keyed_permutation
 
+# The sampler is iterated directly here, not through a loader: "loader not shown" is for loaders.
+pytestmark = pytest.mark.filterwarnings("ignore:.*loader not shown:seeder.SeederWarning")
+
 
 class Sized:
     def __init__(self, n):
@@ -357,6 +360,7 @@ def test_state_of_rank_0_loads_on_every_rank(s):
 
 def test_advance_errors_and_warning(s):
     sampler = make(10_000, s)
+    seeder.watch_loader(torch.utils.data.DataLoader(range(10_000), sampler=sampler))  # shown: nothing else to say
     it = iter(sampler)
     for bad in (-1, 1.5, None):
         with pytest.raises(ValueError, match="advance"):

@@ -1,56 +1,61 @@
-"""What a sampler knows of the loader around it, and what a plain torch ``DataLoader`` lacks for an exact resume.
+"""What a sampler is told of the loader around it, and what a plain torch ``DataLoader`` lacks for an exact resume.
 
-Each :class:`seeder.DistributedSampler` holds one :class:`LoaderWatch`. When an iteration
-starts, the watch looks for the ``torch.utils.data.DataLoader`` that drives the sampler on
-the call stack (torch passes no loader to a sampler); when the sampler's state is taken or
-loaded, it finds that loader (through the garbage collector's referrers, once; then a weak
-reference) and warns once per cause of what would make a resume diverge silently:
+torch hands a sampler no loader, so the loader (or the user) tells it. Each
+:class:`seeder.DistributedSampler` holds one :class:`LoaderWatch`, told by:
+
+* ``seeder.DataLoader``, which owns its sampler: it keeps the position and seeds the workers itself;
+* :func:`watch_loader`, for a torch ``DataLoader`` (or torchdata's ``StatefulDataLoader``) a user built;
+* the sampler's own iterator, when a loader takes or gives its state (torchdata does): that loader
+  saves the position.
+
+When the sampler's state is taken inside an epoch, or the first indices of an epoch resumed
+inside are drawn, the watch warns once per cause of what would make the resume diverge silently:
 
 * the training loop reported no consumed sample (``sampler.advance``) while the loader drew
-  indices, and the loader does not save the position itself (torchdata's ``StatefulDataLoader``
-  does, recognised by its class);
+  indices, and no loader saves the position;
 * ``generator=None``: every ``iter(loader)`` draws its base seed from torch's global RNG;
 * workers without per-sample seeding: worker RNG streams depend on which worker ran
-  what and on how far it got, not on the position in the epoch.
-
-``seeder.DataLoader`` needs none of this (it is skipped). The call-stack reading relies on
-torch's iterator internals, listed in :mod:`seeder.internals`.
+  what and on how far it got, not on the position in the epoch;
+* a loader it was not told of: seeder cannot check it, and says how to let it.
 
 Example:
     >>> import torch, seeder
     >>> s = seeder.Seeder(); s.init(0)
     >>> sampler = seeder.DistributedSampler(range(8), seeder=s)
-    >>> loader = torch.utils.data.DataLoader(range(8), sampler=sampler)
-    >>> [p.split(":")[0] for p in audit_loader(find_loader(sampler), mid_epoch=False)]
+    >>> loader = watch_loader(torch.utils.data.DataLoader(range(8), sampler=sampler))
+    >>> [p.split(":")[0] for p in audit_loader(loader, mid_epoch=True)]
     ['no generator']
 """
 from __future__ import annotations
 
-import gc
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, List, Optional, Set, Tuple
+from typing import Any, Callable, List, Optional, Set, Tuple, TypeVar
 
 import torch.utils.data
 
 from ..errors import SeederWarning
-from ..internals import require
 from .workers import SeededDataset, WorkerInitFn
 
-__all__ = ["LoaderWatch", "find_loader", "audit_loader", "unconsumed_message"]
+__all__ = ["LoaderWatch", "watch_loader", "audit_loader", "unconsumed_message"]
+
+L = TypeVar("L")
+
+#: The cause (text before ``:``) of the warning about a loader the sampler was not told of.
+UNSEEN = "loader not shown"
 
 
 class LoaderWatch:
-    """The loader around one sampler: which ``DataLoader`` iterates it, whether that loader saves the position
+    """The loader around one sampler, as told: which loader iterates it, whether that loader saves the position
     itself, and the warnings already given.
 
     The sampler calls :meth:`iterating` when an iteration draws its first block, and :meth:`check`
-    from ``state_dict``/``load_state_dict``.
+    from ``state_dict``.
 
     >>> import torch, warnings, seeder
     >>> s = seeder.Seeder(); s.init(0); sampler = seeder.DistributedSampler(range(8), seeder=s)
-    >>> loader = torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2)
+    >>> loader = seeder.watch_loader(torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2))
     >>> _ = next(iter(loader))
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always"); _ = sampler.state_dict()
@@ -60,63 +65,102 @@ class LoaderWatch:
     """
 
     def __init__(self) -> None:
-        self._loader: Optional[Callable[[], Any]] = None  # weak reference to the DataLoader, once looked up
-        self._under_loader = False  # a DataLoader iterator was seen drawing from the sampler (the loader not found)
+        self._loader: Callable[[], Any] = lambda: None  # weak reference to the loader told of
+        self._shown = False  # a loader was told of (or the sampler's iterator saw a loader take its state)
         self._warned_causes: Set[str] = set()
         self._warned_epoch: Optional[int] = None
         self._resume: Optional[Tuple[Any, Tuple[int, int]]] = None  # (seeder, (epoch, position)) of a load to check
         #: The loader saves the iterator's position itself (torchdata's ``StatefulDataLoader``).
         self.position_saved = False
 
+    def show(self, loader: Any) -> None:
+        """Record that ``loader`` iterates the sampler (:func:`watch_loader`, ``seeder.DataLoader``)."""
+        self._loader, self._shown = weakref.ref(loader), True
+        if _saves_position(loader):
+            self.position_saved = True
+
+    def note_position_saved(self) -> None:
+        """Record that a loader took or gave the sampler iterator's state: it saves the position itself."""
+        self.position_saved = self._shown = True
+
     def resuming(self, seeder: Any, epoch: int, position: int, total: int) -> None:
         """Called when the sampler loads ``(epoch, position)`` of ``total`` samples: inside an epoch, its first indices
-        will check that nothing drew from the global RNGs since the load (:mod:`seeder.resumecheck`)."""
+        check that nothing drew from the global RNGs since the load (:mod:`seeder.resumecheck`) and what the loader
+        lacks for an exact resume."""
         self._resume = None
+        self._warned_epoch = None
         if 0 < position < total:
             seeder.resume_check.want(self)
             self._resume = (seeder, (epoch, position))
 
-    def iterating(self, sampler: Any, epoch: int, start: int) -> None:
-        """Called by ``sampler``'s iteration of ``epoch`` from ``start`` when it draws its first block: the check of a
-        resumed epoch, and remember the DataLoader that drives the sampler."""
-        if self._resume is not None and self._resume[1] == (epoch, start):
-            seeder, self._resume = self._resume[0], None
-            seeder.resume_check.warn_if_moved(self, "seeder.DistributedSampler", epoch)
-        if self._loader is not None:
+    def iterating(self, epoch: int, start: int) -> None:
+        """Called by the sampler's iteration of ``epoch`` from ``start`` when it draws its first block: the checks of
+        an epoch resumed inside."""
+        if self._resume is None or self._resume[1] != (epoch, start):
             return
-        found = _loader_on_stack(sampler, sys._getframe(1))
-        if found is True:
-            self._under_loader = True  # single-process loading: looked up when the state is taken
-        elif found is not None:
-            self._loader = weakref.ref(found)
+        seeder, self._resume = self._resume[0], None
+        seeder.resume_check.warn_if_moved(self, "seeder.DistributedSampler", epoch)
+        for problem in self._problems(mid_epoch=True):
+            warnings.warn(f"seeder.DistributedSampler resumed inside epoch {epoch}: {problem}", SeederWarning,
+                          stacklevel=5)
 
-    def loader(self, sampler: Any) -> Optional[torch.utils.data.DataLoader]:
-        """The DataLoader that iterates ``sampler``, if one was seen (a garbage-collector scan, once, when only its
-        iterator was on the call stack)."""
-        if self._loader is None and self._under_loader:
-            found = find_loader(sampler)
-            self._loader = weakref.ref(found) if found is not None else (lambda: None)
-        return self._loader() if self._loader is not None else None
+    def check(self, sampler: Any, *, handed: int, finished: bool) -> None:
+        """One :class:`seeder.SeederWarning` per way the loader around ``sampler`` loses exactness, when its state is
+        taken.
 
-    def check(self, sampler: Any, what: str, *, handed: int, finished: bool, loaded: bool = False) -> None:
-        """One :class:`seeder.SeederWarning` per way the loader around ``sampler`` loses exactness.
-
-        ``what``: ``"state_dict"`` or ``"load_state_dict"``; ``handed``: the end of the last block handed out;
-        ``finished``: the iteration handed out its last block; ``loaded``: a state was just loaded (the
-        warning about unconsumed samples may come again for its epoch).
+        ``handed``: the end of the last block handed out; ``finished``: the iteration handed out its last block.
         """
-        loader = self.loader(sampler)
-        if not self.position_saved and loader is not None and _saves_position(loader):
-            self.position_saved = True
-        if loaded:
-            self._warned_epoch = None
         epoch, consumed, total = sampler.epoch, sampler.consumed, sampler.num_samples
-        if self._warned_epoch != epoch and not self.position_saved and consumed == 0 and handed > 0:
+        unconsumed = not self.position_saved and consumed == 0 and handed > 0
+        if unconsumed and self._warned_epoch != epoch:
             self._warned_epoch = epoch
-            warnings.warn(unconsumed_message(what, epoch, finished), SeederWarning, stacklevel=4)
+            warnings.warn(unconsumed_message("state_dict", epoch, finished), SeederWarning, stacklevel=4)
         mid = 0 < consumed < total or (handed > 0 and consumed < total)
-        for problem in audit_loader(loader, mid, self._warned_causes):
-            warnings.warn(f"sampler.{what}(): {problem}", SeederWarning, stacklevel=4)
+        for problem in self._problems(mid, ask_to_be_shown=not unconsumed):
+            warnings.warn(f"sampler.state_dict(): {problem}", SeederWarning, stacklevel=4)
+
+    def _problems(self, mid_epoch: bool, ask_to_be_shown: bool = True) -> List[str]:
+        if not self._shown:
+            if not (mid_epoch and ask_to_be_shown) or UNSEEN in self._warned_causes:
+                return []
+            self._warned_causes.add(UNSEEN)
+            return [f"{UNSEEN}: seeder was not told which loader iterates this sampler, so it cannot check what would "
+                    "make a resume inside an epoch diverge (a DataLoader without generator=, workers whose random "
+                    "numbers depend on which worker ran what); pass the loader to seeder.watch_loader(loader) once "
+                    "after building it, or use seeder.DataLoader"]
+        return audit_loader(self._loader(), mid_epoch, self._warned_causes)
+
+
+def watch_loader(loader: L) -> L:
+    """Tell the :class:`seeder.DistributedSampler` inside ``loader`` which loader iterates it; return ``loader``.
+
+    torch gives a sampler no reference to its loader. Shown the loader, the sampler's
+    ``state_dict()`` inside an epoch, and the first indices of an epoch resumed inside,
+    warn once per thing in the loader that makes the resume diverge: no ``generator=``,
+    workers without per-sample seeds (:class:`seeder.SeededDataset`). A loader that saves the
+    position itself (torchdata's ``StatefulDataLoader``) needs no ``sampler.advance``. Any
+    object with a ``sampler`` (or ``batch_sampler.sampler``) that is seeder's can be shown;
+    only a torch ``DataLoader`` is checked. ``seeder.DataLoader`` needs no call.
+
+    >>> import torch, seeder
+    >>> s = seeder.Seeder(); s.init(0)
+    >>> sampler = seeder.DistributedSampler(range(8), seeder=s)
+    >>> loader = seeder.watch_loader(torch.utils.data.DataLoader(
+    ...     range(8), sampler=sampler, batch_size=2, generator=seeder.dataloader_generator(seeder=s)))
+    >>> loader.sampler is sampler
+    True
+    """
+    from .sampler import DistributedSampler
+
+    inner = getattr(loader, "sampler", None)
+    if not isinstance(inner, DistributedSampler):
+        inner = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
+    if not isinstance(inner, DistributedSampler):
+        raise TypeError(
+            f"watch_loader: {type(loader).__name__} holds no seeder.DistributedSampler (as sampler= or inside its "
+            "batch_sampler); build it with sampler=seeder.DistributedSampler(dataset), or use seeder.DataLoader")
+    inner.loader_watch.show(loader)
+    return loader
 
 
 def _saves_position(loader: Any) -> bool:
@@ -128,67 +172,17 @@ def _saves_position(loader: Any) -> bool:
     return module is not None and isinstance(loader, module.StatefulDataLoader)
 
 
-def _loader_on_stack(sampler: Any, frame: Any, depth: int = 12) -> Any:
-    """The ``DataLoader`` that owns ``sampler`` on the call stack above ``frame``, ``True`` if only a DataLoader
-    iterator is there (single-process loading), else ``None``. Looks at ``depth`` frames.
-
-    >>> _loader_on_stack(object(), sys._getframe()) is None
-    True
-    """
-    require("torch:_MultiProcessingDataLoaderIter._reset")  # the frame locals and iterator names read below
-    under = None
-    for _ in range(depth):
-        frame = frame.f_back
-        if frame is None:
-            break
-        local = frame.f_locals
-        for name in ("loader", "self"):
-            obj = local.get(name)
-            if isinstance(obj, torch.utils.data.DataLoader) and (
-                    obj.sampler is sampler or getattr(obj.batch_sampler, "sampler", None) is sampler):
-                return obj
-            if obj is not None and type(obj).__name__.endswith("DataLoaderIter"):
-                under = True
-    return under
-
-
-def find_loader(sampler: Any) -> Optional[torch.utils.data.DataLoader]:
-    """The ``DataLoader`` whose ``sampler`` (or ``batch_sampler.sampler``) is ``sampler``, or ``None``.
-
-    Scans the garbage collector's referrers: call it rarely (:class:`LoaderWatch` caches the answer).
-    """
-    def owns(obj: Any) -> bool:
-        return isinstance(obj, torch.utils.data.DataLoader) and (
-            obj.sampler is sampler or getattr(obj.batch_sampler, "sampler", None) is sampler)
-
-    candidates = gc.get_referrers(sampler)
-    for ref in candidates:
-        if owns(ref):
-            return ref
-    for ref in candidates:  # the sampler sits in an instance __dict__ (or a BatchSampler's)
-        if isinstance(ref, dict):
-            for outer in gc.get_referrers(ref):
-                if owns(outer):
-                    return outer
-                if isinstance(outer, torch.utils.data.BatchSampler):
-                    for d in gc.get_referrers(outer):
-                        for loader in gc.get_referrers(d) if isinstance(d, dict) else [d]:
-                            if owns(loader):
-                                return loader
-    return None
-
-
-def audit_loader(loader: Optional[torch.utils.data.DataLoader], mid_epoch: bool,
-                 seen: Optional[Set[str]] = None) -> List[str]:
+def audit_loader(loader: Any, mid_epoch: bool, seen: Optional[Set[str]] = None) -> List[str]:
     """What ``loader`` lacks for an exact resume (each problem a sentence that names the fix); ``[]`` if nothing.
 
-    With ``seen``, problems whose cause (the text before ``:``) is in it are left out, and the new
-    causes are added to it: each cause is reported once.
+    Only a torch ``DataLoader`` other than ``seeder.DataLoader`` is checked. With ``seen``,
+    problems whose cause (the text before ``:``) is in it are left out, and the new causes
+    are added to it: each cause is reported once.
     """
-    if loader is None or getattr(loader, "seeder_kind", None) == "loader":
+    if not isinstance(loader, torch.utils.data.DataLoader) or getattr(loader, "seeder_kind", None) == "loader":
         return []
     problems = []
-    if loader.generator is None:
+    if loader.generator is None and mid_epoch:  # at an epoch's start, reseed has just set the RNG it draws from
         problems.append(
             "no generator: the DataLoader has no generator=, so every iter(loader) draws its base seed from torch's "
             "global RNG and a resumed run draws once more than the run it continues; pass "
@@ -217,10 +211,10 @@ def unconsumed_message(what: str, epoch: int, finished: bool) -> str:
     >>> "advance" in unconsumed_message("state_dict", 0, False)
     True
     """
+    fix = ("call sampler.advance(len(batch)) after each training step (a loader that saves the position itself, "
+           "torchdata's StatefulDataLoader, needs seeder.watch_loader(loader) instead), or use seeder.DataLoader")
     if finished:
         return (f"sampler.{what}(): the DataLoader drew every index of epoch {epoch} (it prefetches) but no "
-                "sample was reported consumed, so this state resumes at the start of the epoch; call "
-                "sampler.advance(len(batch)) after each training step (or use seeder.DataLoader)")
+                f"sample was reported consumed, so this state resumes at the start of the epoch; {fix}")
     return (f"sampler.{what}(): epoch {epoch} is being iterated but no sample was reported consumed, so "
-            "this state resumes at the start of the epoch; call sampler.advance(len(batch)) after each "
-            "training step to resume mid-epoch (or use seeder.DataLoader)")
+            f"this state resumes at the start of the epoch; {fix}")

@@ -207,6 +207,7 @@ class DataLoader(torch.utils.data.DataLoader):
         object.__setattr__(self, "sampler", sampler)
         object.__setattr__(self, "batch_size", batch_size)
         object.__setattr__(self, "drop_last", drop_last)
+        sampler.loader_watch.show(self)
         if self.joins_when_built:
             seeder.join(self)
 

@@ -125,7 +125,8 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._token = object()  # identifies the live iteration; a new one orphans the old
         self._handed = 0  # end of the last block handed to the DataLoader (>= indices it pulled)
         self._finished = False  # the live iteration has handed out its last block
-        self._watch = LoaderWatch()  # the DataLoader around this sampler and the warnings about it
+        #: What this sampler is told of the loader that iterates it (:func:`seeder.watch_loader`), and its warnings.
+        self.loader_watch = LoaderWatch()
         self._left_from = 0  # where the pending (loaded) or live iteration starts: len() is what is left from there
         self._live: Optional[Progress] = None  # the live iteration's progress, until it hands out its last block
         if check_bool(join, "join"):
@@ -207,7 +208,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
     def _iters(self, key: int, token: object, progress: Progress, epoch: int) -> Iterator[Iterator[Any]]:
         """One C-level iterator per block (list iterators: they know how much is left); records how far the DataLoader got."""
         progress.started = True
-        self._watch.iterating(self, epoch, progress.start)
+        self.loader_watch.iterating(epoch, progress.start)
         if self._token is token:
             self._handed = progress.start
         for end, items in progress.draw(self._blocks(key, progress.start), epoch if self.with_epoch else None):
@@ -218,12 +219,6 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         _check_not_stopped(progress)
         if self._token is token:
             self._finished, self._live, self._left_from = True, None, 0
-
-    def note_position_saved(self) -> None:
-        """Record that the loader iterating this sampler saves its position itself (torchdata's ``StatefulDataLoader``),
-        so that :meth:`state_dict` does not warn for want of :meth:`advance`. Called by the sampler's iterator when a
-        loader takes or gives it a state; :class:`.audit.LoaderWatch` also recognises that loader by its class."""
-        self._watch.position_saved = True
 
     def seeder_position(self) -> Dict[str, int]:
         """:class:`~seeder.participant.Positioned`: epoch and samples consumed; unlike :meth:`state_dict`, never warns."""
@@ -247,10 +242,13 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         prefetched. Counting past the blocks the sampler has handed out (or past the
         epoch's end) raises ``ValueError``.
 
-        >>> import seeder
+        >>> import seeder, torch
         >>> s = seeder.Seeder(); s.init(0)
-        >>> sampler = DistributedSampler(range(8), seeder=s); it = iter(sampler)
-        >>> batch = [next(it) for _ in range(3)]; sampler.advance(len(batch))
+        >>> sampler = DistributedSampler(range(8), seeder=s)
+        >>> loader = seeder.watch_loader(torch.utils.data.DataLoader(
+        ...     range(8), batch_size=3, sampler=sampler, generator=seeder.dataloader_generator(seeder=s)))
+        >>> for batch in loader:
+        ...     sampler.advance(len(batch)); break
         >>> sampler.state_dict()["position"]
         3
         """
@@ -267,7 +265,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         >>> st["epoch"], st["position"], st["dataset_len"]
         (0, 0, 8)
         """
-        self._watch.check(self, "state_dict", handed=self._handed, finished=self._finished)
+        self.loader_watch.check(self, handed=self._handed, finished=self._finished)
         return {"format": "seeder.sampler", "version": SAMPLER_STATE_VERSION, "epoch": self.epoch,
                 "position": self._consumed, "key": self._key(self.epoch) if self.shuffle else 0, **self._layout()}
 
@@ -287,11 +285,14 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         The epoch comes from the state, and its shuffle key too (so a resumed epoch keeps
         its order). Validates first; a bad state raises and changes nothing.
 
-        >>> import seeder
+        >>> import seeder, torch
         >>> s = seeder.Seeder(); s.init(0)
-        >>> a = DistributedSampler(range(10), seeder=s); full = list(a); a.advance(4)
+        >>> def loader(sampler):
+        ...     return seeder.watch_loader(torch.utils.data.DataLoader(
+        ...         range(10), batch_size=2, sampler=sampler, generator=seeder.dataloader_generator(seeder=s)))
+        >>> a = DistributedSampler(range(10), seeder=s); full = list(loader(a)); a.advance(4)
         >>> b = DistributedSampler(range(10), seeder=s); b.load_state_dict(a.state_dict())
-        >>> list(b) == full[4:]
+        >>> [x.tolist() for x in loader(b)] == [x.tolist() for x in full[2:]]
         True
         """
         refuse_in_worker("DistributedSampler.load_state_dict()")
@@ -302,8 +303,7 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
         self._loaded = (self.epoch, int(state["key"]))
         self._resume = self._consumed = self._handed = self._left_from = int(state["position"])
         self._token, self._finished, self._live = object(), False, None
-        self._watch.resuming(self._seeder, self.epoch, self._resume, self.num_samples)
-        self._watch.check(self, "load_state_dict", handed=self._handed, finished=self._finished, loaded=True)
+        self.loader_watch.resuming(self._seeder, self.epoch, self._resume, self.num_samples)
 
     def __repr__(self) -> str:
         return (f"seeder.DistributedSampler(len={self._n}, num_replicas={self.num_replicas}, rank={self.rank}, "

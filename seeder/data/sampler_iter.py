@@ -85,9 +85,10 @@ class SamplerIterator(itertools.chain):
     torchdata's ``StatefulDataLoader`` saves ``state_dict()`` (the indices drawn so far) with
     the sampler's own state, and on resume calls ``load_state_dict`` on a fresh iterator
     before drawing from it: the iterator then starts there, in O(1). ``sampler`` is anything
-    with ``num_samples`` and ``note_position_saved()``.
+    with ``num_samples`` and a ``loader_watch`` (:class:`seeder.data.audit.LoaderWatch`).
 
-    >>> class Sampler: num_samples = 2; note_position_saved = lambda self: None
+    >>> from seeder.data.audit import LoaderWatch
+    >>> class Sampler: num_samples = 2; loader_watch = LoaderWatch()
     >>> it = SamplerIterator.from_iterable([iter([1, 2])]); it.progress, it.sampler = Progress(0), Sampler()
     >>> it.state_dict()
     {'format': 'seeder.sampler_iter', 'yielded': 0}
@@ -98,7 +99,7 @@ class SamplerIterator(itertools.chain):
 
     def state_dict(self) -> Dict[str, Any]:
         """The number of indices drawn so far; the loader asking for it saves the position, so the sampler is told."""
-        self.sampler.note_position_saved()
+        self.sampler.loader_watch.note_position_saved()
         return {"format": "seeder.sampler_iter", "yielded": self.progress.yielded()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -112,4 +113,4 @@ class SamplerIterator(itertools.chain):
         if self.progress.started:
             raise RuntimeError("load the sampler iterator's state before drawing from it")
         self.progress.start = self.progress.block_start = int(yielded)
-        self.sampler.note_position_saved()
+        self.sampler.loader_watch.note_position_saved()

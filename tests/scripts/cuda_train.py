@@ -64,8 +64,9 @@ if args.wiring == "loader":
 else:
     train_set = seeder.SeededDataset(Images())
     sampler = seeder.DistributedSampler(train_set)
-    loader = DataLoader(train_set, batch_size=8, sampler=sampler, num_workers=2,
-                        worker_init_fn=seeder.worker_init_fn, generator=seeder.dataloader_generator())
+    loader = seeder.watch_loader(DataLoader(train_set, batch_size=8, sampler=sampler, num_workers=2,
+                                            worker_init_fn=seeder.worker_init_fn,
+                                            generator=seeder.dataloader_generator()))
 
 start_epoch, step = 0, 0
 if args.resume:

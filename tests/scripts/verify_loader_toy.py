@@ -1,6 +1,6 @@
 """A torch training script on the real seeder with a plain torch DataLoader, following the examples/train.py contract.
 
-``DataLoader(dataset, sampler=seeder.DistributedSampler(dataset), generator=seeder.dataloader_generator())``,
+``seeder.watch_loader(DataLoader(dataset, sampler=seeder.DistributedSampler(dataset), generator=...))``,
 dropout from torch's global RNG, ``sampler.advance(len(y))`` after each step, and a
 checkpoint with the model, the optimizer and ``seeder.state_dict()``: a resume from
 any step is exact. ``--bug`` plants a mistake the issue measured; each one keeps the
@@ -37,8 +37,8 @@ def main():
     dataset = TensorDataset(x, y)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sampler = seeder.DistributedSampler(dataset)
-    loader = DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=a.workers,
-                        generator=None if a.bug == "no-generator" else seeder.dataloader_generator())
+    loader = seeder.watch_loader(DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=a.workers,
+                                            generator=None if a.bug == "no-generator" else seeder.dataloader_generator()))
 
     epoch0, step = 0, 0
     ckpt = os.path.join(a.ckpt_dir, "last.pt") if a.ckpt_dir else None
