@@ -96,7 +96,7 @@ def resume_other_world(n: int, repeats: int) -> None:
     src = seeder.DataLoader(ds, batch_size=16, shuffle=True, elastic=True, num_replicas=4, rank=0)
     state = src.state_dict()
     half = n // 2 // 64 * 64
-    state = {**state, "samples_done": half}
+    state = {**state, "position": half}
     own = []
     for _ in range(repeats):
         loader = seeder.DataLoader(ds, batch_size=32, shuffle=True, elastic=True, num_replicas=2, rank=1)

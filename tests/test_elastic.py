@@ -72,14 +72,14 @@ def test_state_moves_between_world_sizes_through_seeder_state_dict(caplog):
     it = iter(ld)
     seen = [next(it), next(it)]
     st = two.state_dict()
-    assert st["world_size"] == 2 and st["participants"]["loader.0"]["samples_done"] == 8
+    assert st["world_size"] == 2 and st["participants"]["loader.0"]["position"] == 8
     gathered = {"format": "seeder-gathered", "version": st["version"], "world_size": 2,
                 "ranks": [{**st, "rank": 0}, st]}  # as gather_state_dict() on 2 ranks makes it
     three = seeder.Seeder()
     three.init(9)
     moved = loaders(three, 1)[0]
     three.load_state_dict(gathered)
-    assert moved.state_dict()["samples_done"] == 8
+    assert moved.state_dict()["position"] == 8
 
     one = seeder.Seeder()
     one.init(9)
@@ -89,7 +89,7 @@ def test_state_moves_between_world_sizes_through_seeder_state_dict(caplog):
     with caplog.at_level(logging.INFO, logger="seeder"):
         one.load_state_dict(st)  # no allow_world_change needed: the loader's state is global
     assert "re-derived" in caplog.text
-    assert one.get_master_seed() == 9 and single.state_dict()["samples_done"] == 8
+    assert one.get_master_seed() == 9 and single.state_dict()["position"] == 8
     # This rank's streams: derive(ELASTIC_RANK, task, epoch, rank, stream=global step 2), word k for generator k.
     words = np.random.SeedSequence(9, spawn_key=(int(Domain.ELASTIC_RANK), 1, 0, 0, 2)).generate_state(2, np.uint64)
     assert int(words[0]) == derive_seed(9, Domain.ELASTIC_RANK, 1, 0, 0, 2)
@@ -120,11 +120,11 @@ def test_world_change_refused_with_non_elastic_state_and_bad_loader_state_change
     with pytest.raises(StateError, match="world of 2"):
         other.load_state_dict(st_sharded)
     del plain, sharded
-    bad = {**st, "participants": {"loader.0": {**st["participants"]["loader.0"], "samples_done": N + 1}}}
+    bad = {**st, "participants": {"loader.0": {**st["participants"]["loader.0"], "position": N + 1}}}
     before = torch.get_rng_state()
-    with pytest.raises(StateError, match="samples_done"):
+    with pytest.raises(StateError, match="position"):
         other.load_state_dict(bad)
-    assert torch.equal(torch.get_rng_state(), before) and elastic.state_dict()["samples_done"] == 0
+    assert torch.equal(torch.get_rng_state(), before) and elastic.state_dict()["position"] == 0
     assert other.get_master_seed() == 1
 
 
@@ -133,11 +133,11 @@ def test_global_batch_change_is_refused_unless_allowed(s):
     it = iter(ld)
     next(it)
     st = ld.state_dict()
-    assert st["global_batch_size"] == 4 and st["samples_done"] == 4
+    assert st["global_batch_size"] == 4 and st["position"] == 4
     three = seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, elastic=True, seeder=s)
     with pytest.raises(StateError, match="global batch size is 4 samples per step, this loader's is 3"):
         three.load_state_dict(st)
-    assert three.state_dict()["samples_done"] == 0
+    assert three.state_dict()["position"] == 0
     full = rows(loaders(s, 1)[0])
     moved = seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, elastic=True, seeder=s,
                               allow_global_batch_change=True)
@@ -148,7 +148,7 @@ def test_global_batch_change_is_refused_unless_allowed(s):
     rest = rows(got)
     assert sorted(first + list(rest)) == list(range(N))
     assert all(torch.equal(rest[i], full[i]) for i in rest)
-    assert moved.state_dict()["samples_done"] == N
+    assert moved.state_dict()["position"] == N
 
 
 def test_refusals():

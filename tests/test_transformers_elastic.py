@@ -76,7 +76,7 @@ def test_trainer_checkpoint_resumes_on_another_number_of_processes(runs):
         loader = seeder.DataLoader(child.Indexed(), batch_size=child.GLOBAL_BATCH, shuffle=True, elastic=True, seeder=s)
         s.load_state_dict(state)
         expected = child.rng_states()
-    assert loader.state_dict()["samples_done"] == child.STOP * child.GLOBAL_BATCH
+    assert loader.state_dict()["position"] == child.STOP * child.GLOBAL_BATCH
     got = torch.load(tmp_path / "rngs2to1_0.pt", weights_only=True)
     assert all(torch.equal(a, b) for a, b in zip(got, expected))
     saved_cpu = torch.load(folder / "rng_state.pth", weights_only=False)["cpu"]  # the Trainer's own file (NumPy state)

@@ -5,7 +5,7 @@
   (:mod:`seeder.data.elastic`).
 * Each sample's randomness is seeded from its position in the global order, so a sample gets
   the same augmentation on 1 or 8 ranks, with 0 or 8 workers.
-* The state is global (epoch, samples done, global batch size): a checkpoint saved on ``W``
+* The state is global (epoch, position in the global order, global batch size): a checkpoint saved on ``W``
   ranks loads on ``W'`` ranks and the next epoch's samples not yet trained follow, each once.
 
 Example:
@@ -13,7 +13,7 @@ Example:
     >>> s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
     >>> loader = seeder.DataLoader(torch.arange(10), batch_size=4, shuffle=True, elastic=True, seeder=s)
     >>> it = iter(loader); first = next(it); state = loader.state_dict()
-    >>> state["samples_done"], state["global_batch_size"]
+    >>> state["position"], state["global_batch_size"]
     (4, 4)
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ from .workers import SeedSource
 __all__ = ["ElasticDataLoader", "ELASTIC_STATE_VERSION"]
 
 #: Version of the layout of :meth:`ElasticDataLoader.state_dict`.
-ELASTIC_STATE_VERSION = 1
-_KEYS = frozenset({"format", "version", "epoch", "samples_done", "global_batch_size", "dataset_len", "drop_last",
+ELASTIC_STATE_VERSION = 2
+_KEYS = frozenset({"format", "version", "epoch", "position", "global_batch_size", "dataset_len", "drop_last",
                    "shuffle", "world_size", "sampler"})
 
 
@@ -139,17 +139,17 @@ class ElasticDataLoader(DataLoader):
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
-        """Epoch, samples of the global order done, global batch size: the same on every rank, any world size.
+        """Epoch, position (samples of the global order done), global batch size: the same on every rank, any world size.
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
         >>> loader = seeder.DataLoader(torch.arange(10), batch_size=3, elastic=True, seeder=s)
-        >>> it = iter(loader); _ = next(it); st = loader.state_dict(); st["samples_done"], st["epoch"]
+        >>> it = iter(loader); _ = next(it); st = loader.state_dict(); st["position"], st["epoch"]
         (3, 0)
         """
         base = super().state_dict()
         return {"format": "seeder.elastic_loader", "version": ELASTIC_STATE_VERSION, "epoch": base["epoch"],
-                "samples_done": base["position"], "global_batch_size": self.global_batch_size,
+                "position": base["position"], "global_batch_size": self.global_batch_size,
                 "dataset_len": self.sampler.num_samples, "drop_last": self.drop_last, "shuffle": self.sampler.shuffle,
                 "world_size": self.world_size, "sampler": base["sampler"]}
 
@@ -181,9 +181,9 @@ class ElasticDataLoader(DataLoader):
                 f"the checkpoint's global batch size is {saved} samples per step, this loader's is {g} "
                 f"(batch_size={self.batch_size} x {self.world_size} ranks); {keep}, or pass "
                 "allow_global_batch_change=True to the loader to continue the same order in steps of the new size")
-        done = state["samples_done"]
+        done = state["position"]
         if not is_int(done) or not 0 <= done <= n:
-            raise StateError(f"elastic loader state['samples_done'] must be an int in [0, {n}], got {done!r}")
+            raise StateError(f"elastic loader state['position'] must be an int in [0, {n}], got {done!r}")
         self.sampler.check_state_dict(state["sampler"])
         if state["epoch"] != state["sampler"]["epoch"] or not is_int(state["epoch"]):
             raise StateError(f"elastic loader state epoch {state['epoch']!r} differs from its sampler's "
@@ -194,7 +194,7 @@ class ElasticDataLoader(DataLoader):
         global batches not yet trained. Validates first; a bad state raises :class:`seeder.StateError`, changing nothing.
         """
         self.check_state_dict(state)
-        done, g = int(state["samples_done"]), self.global_batch_size
+        done, g = int(state["position"]), self.global_batch_size
         before = self._origin_pending
         self._origin_pending = (int(state["epoch"]), done % g)
         try:
@@ -211,8 +211,8 @@ class ElasticDataLoader(DataLoader):
             self._translated = None
 
     def elastic_step(self, state: Dict[str, Any]) -> int:
-        """The global step ``state`` stands at (samples done over the global batch size): keys re-derived rank streams."""
-        return int(state["samples_done"]) // int(state["global_batch_size"])
+        """The global step ``state`` stands at (position over the global batch size): keys re-derived rank streams."""
+        return int(state["position"]) // int(state["global_batch_size"])
 
     def __repr__(self) -> str:
         return (f"seeder.DataLoader(elastic=True, batch_size={self.batch_size}, world_size={self.world_size}, "

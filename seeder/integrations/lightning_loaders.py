@@ -43,7 +43,7 @@ def position(loader: Any, trainer: Any) -> List[Any]:
     if isinstance(loader, IterableLoader):
         return [loader.epoch, trained(trainer), None]
     if isinstance(loader, ElasticDataLoader):
-        return [loader.epoch, loader.state_dict()["samples_done"], "global"]
+        return [loader.epoch, loader.state_dict()["position"], "global"]
     return [loader.epoch, loader.batches_done, len(loader.batch_sampler)]
 
 

@@ -83,7 +83,7 @@ def train(s, loader, model, opt, rows, first_epoch: int, stop=None) -> None:
     """Train from ``first_epoch``; ``stop(epoch, step)`` is called after each step."""
     for epoch in range(first_epoch, EPOCHS):
         s.reseed(1, epoch)  # skipped for the epoch a loaded state stands in
-        start = loader.state_dict()["samples_done"] // GLOBAL_BATCH
+        start = loader.state_dict()["position"] // GLOBAL_BATCH
         for step, batch in enumerate(loader, start):
             model(batch[:, 1:]).pow(2).mean().backward()
             for p in model.parameters():
