@@ -18,7 +18,7 @@ from typing import Any, List, Optional
 
 from .core import Seeder
 
-__all__ = ["default_seeder", "check_seeder", "resolve_seeder"]
+__all__ = ["default_seeder", "check_seeder", "resolve_seeder", "UsesSeeder"]
 
 _DEFAULT: List[Seeder] = []
 
@@ -55,3 +55,20 @@ def resolve_seeder(seeder: Any) -> Seeder:
     True
     """
     return default_seeder() if check_seeder(seeder) is None else seeder
+
+
+class UsesSeeder:
+    """A sampler or loader bound at construction to one :class:`seeder.Seeder` (kept in ``self._seeder``).
+
+    >>> class Loader(UsesSeeder):
+    ...     def __init__(self, seeder=None): self._seeder = resolve_seeder(seeder)
+    >>> s = Seeder(); Loader(s).seeder is s
+    True
+    """
+
+    _seeder: Seeder
+
+    @property
+    def seeder(self) -> Seeder:
+        """The :class:`seeder.Seeder` whose master seed, rank and reseeds drive this object."""
+        return self._seeder

@@ -43,7 +43,7 @@ from torch.utils.data import default_collate, default_convert
 
 from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
-from ..default import check_seeder, resolve_seeder
+from ..default import UsesSeeder, check_seeder, resolve_seeder
 from ..derive import TRAIN_TASK
 from ..errors import StateError
 from ..rngbase import next_keeping
@@ -136,7 +136,7 @@ class _StreamIter:
         raise StopIteration
 
 
-class IterableLoader(torch.utils.data.DataLoader):
+class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
     """``seeder.DataLoader`` for an ``IterableDataset`` (what ``seeder.DataLoader(iterable, ...)`` returns).
 
     ``batch_size``, ``drop_last``, ``collate_fn``, ``num_workers``, ``persistent_workers``,
@@ -188,11 +188,6 @@ class IterableLoader(torch.utils.data.DataLoader):
         for name, value in (("dataset", user), ("batch_size", batch_size), ("drop_last", bool(drop_last))):
             object.__setattr__(self, name, value)  # what users read; torch's loop batches nothing itself
         seeder.join(self)
-
-    @property
-    def seeder(self) -> Seeder:
-        """The seeder whose master seed, rank and reseeds drive this stream."""
-        return self._seeder
 
     @property
     def epoch(self) -> int:

@@ -38,7 +38,7 @@ import torch.utils.data
 from .. import trace
 from ..checks import check_bool, check_int, check_state_header, is_int
 from ..core import Seeder
-from ..default import resolve_seeder
+from ..default import UsesSeeder, resolve_seeder
 from ..derive import check_key
 from ..errors import StateError
 from ..internals import require
@@ -139,7 +139,7 @@ def _new_loader(cls: type, dataset: Any = None, *args: Any, elastic: bool = Fals
     return torch.utils.data.DataLoader.__new__(cls)
 
 
-class DataLoader(torch.utils.data.DataLoader):
+class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
     * ``shuffle=True``: seeder's :class:`~seeder.DistributedSampler` (one shard per global rank
@@ -212,11 +212,6 @@ class DataLoader(torch.utils.data.DataLoader):
             seeder.join(self)
 
     # ------------------------------------------------------------ positions
-    @property
-    def seeder(self) -> Seeder:
-        """The :class:`seeder.Seeder` this loader takes its seeds from and joins."""
-        return self._seeder
-
     @property
     def epoch(self) -> int:
         """The epoch the next ``iter(loader)`` runs (the sampler's)."""

@@ -35,7 +35,7 @@ import torch.utils.data.distributed
 
 from ..checks import check_bool, is_int
 from ..core import Seeder
-from ..default import resolve_seeder
+from ..default import UsesSeeder, resolve_seeder
 from ..derive import TRAIN_TASK, check_key
 from ..distributed import refuse_in_worker
 from ..trace import record_step
@@ -58,7 +58,7 @@ def _check_not_stopped(progress: Progress) -> None:
             "DataLoader around it) to continue from the loaded position")
 
 
-class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
+class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSampler):
     """Shard and shuffle a dataset across ranks; the order comes from the seeder.
 
     Accepted wherever :class:`torch.utils.data.DistributedSampler` is (it is a
@@ -223,11 +223,6 @@ class DistributedSampler(torch.utils.data.distributed.DistributedSampler):
     def seeder_position(self) -> Dict[str, int]:
         """:class:`~seeder.participant.Positioned`: epoch and samples consumed; unlike :meth:`state_dict`, never warns."""
         return {"epoch": self.epoch, "position": self._consumed}
-
-    @property
-    def seeder(self) -> Seeder:
-        """The :class:`seeder.Seeder` this sampler takes its shuffle keys from."""
-        return self._seeder
 
     @property
     def consumed(self) -> int:
