@@ -101,6 +101,12 @@ def test_watch_loader_names_what_it_needs():
     batches = torch.utils.data.BatchSampler(smp, BS, drop_last=False)
     loader = torch.utils.data.DataLoader(Noisy(), batch_sampler=batches)
     assert seeder.watch_loader(loader) is loader  # found inside the batch sampler
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(4))
+
+    stream = seeder.DataLoader(Stream(), seeder=s)
+    assert seeder.watch_loader(stream) is stream  # a seeder.DataLoader needs no watch: returned as it is
 
 
 def test_complete_recipe_does_not_warn():

@@ -140,7 +140,7 @@ def watch_loader(loader: L) -> L:
     workers without per-sample seeds (:class:`seeder.SeededDataset`). A loader that saves the
     position itself (torchdata's ``StatefulDataLoader``) needs no ``sampler.advance``. Any
     object with a ``sampler`` (or ``batch_sampler.sampler``) that is seeder's can be shown;
-    only a torch ``DataLoader`` is checked. ``seeder.DataLoader`` needs no call.
+    only a torch ``DataLoader`` is checked. A ``seeder.DataLoader`` needs no call (it is returned as it is).
 
     >>> import torch, seeder
     >>> s = seeder.Seeder(); s.init(0)
@@ -152,6 +152,8 @@ def watch_loader(loader: L) -> L:
     """
     from .sampler import DistributedSampler
 
+    if getattr(loader, "seeder_kind", None) == "loader":  # seeder.DataLoader, any mode: it shows itself
+        return loader
     inner = getattr(loader, "sampler", None)
     if not isinstance(inner, DistributedSampler):
         inner = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
