@@ -32,7 +32,6 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from .internals import degrade
-from .seedseq import seed_sequence_words
 
 __all__ = ["KEY_WORDS", "KEY_BYTES", "MT_BYTES", "MARK_BYTES", "GAUSS_CACHE", "LegacyAccess", "legacy_access", "pcg64_state",
            "fast_seeding_state", "python_mt_view"]
@@ -55,12 +54,13 @@ _M128 = (1 << 128) - 1
 
 
 def pcg64_state(seed: int) -> Dict[str, Any]:
-    """``numpy.random.PCG64(numpy.random.SeedSequence(seed)).state`` for ``0 <= seed < 2**128``, computed directly.
+    """``numpy.random.PCG64(numpy.random.SeedSequence(seed)).state`` for ``0 <= seed < 2**128``, computed directly
+    from the sequence's eight words (NumPy's own ``SeedSequence``: in C, it is faster than the Python one for 8 words).
 
     >>> pcg64_state(7) == np.random.PCG64(np.random.SeedSequence(7)).state
     True
     """
-    w = seed_sequence_words(seed, 8)
+    w = np.random.SeedSequence(seed).generate_state(8).tolist()
     init_state = (w[1] << 96) | (w[0] << 64) | (w[3] << 32) | w[2]
     init_seq = (w[5] << 96) | (w[4] << 64) | (w[7] << 32) | w[6]
     inc = ((init_seq << 1) | 1) & _M128
