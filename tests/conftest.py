@@ -60,3 +60,15 @@ def framework_forks(tmp_path_factory):
     server = ForkServer(tmp_path_factory.mktemp("framework_forks"), preload=["torch._dynamo", *preload])
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def handoff(tmp_path_factory):
+    """One :class:`handoff.HandOffServer` for the scripts that ``seeder verify`` and ``compare`` start in tests: with
+    :meth:`~handoff.HandOffServer.env` in their environment, each run is the interpreter verify started, running its
+    script forked from a process that imported torch, ``torch._dynamo`` and ``torch._inductor.config`` once."""
+    from handoff import HandOffServer
+
+    server = HandOffServer(tmp_path_factory.mktemp("handoff"), preload=["torch._dynamo", "torch._inductor.config"])
+    yield server
+    server.close()

@@ -1,0 +1,52 @@
+"""Hands ``python SCRIPT ARGS`` over to ``tests/scripts/handoff_server.py`` when ``$SEEDER_TEST_HANDOFF`` names its socket.
+
+On ``PYTHONPATH``, Python imports this at start. An interpreter started with a script and no options sends the
+server its stdin, stdout and stderr, argv, working directory and environment; a child forked from the server (torch
+imported there once) runs the script with them. This interpreter stays the process its parent started: it forwards
+the signals it gets to the run and exits as the script did (by the same signal where a signal ended it). Any other
+start (``-m``, ``-c``, options) runs as usual.
+"""
+import os
+import sys
+
+VARIABLE = "SEEDER_TEST_HANDOFF"
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+
+
+def _hand_off(path: str) -> None:
+    import json
+    import signal
+    import socket
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+    except OSError as exc:
+        sys.stderr.write(f"sitecustomize: the handoff server at {path} does not answer: {exc}\n")
+        os._exit(1)
+    socket.send_fds(conn, [b"\0"], [0, 1, 2])
+    conn.sendall(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode() + b"\n")
+
+    def forward(signum, _frame):
+        conn.sendall(json.dumps({"signal": signum}).encode() + b"\n")
+
+    for name in FORWARDED:
+        signal.signal(getattr(signal, name), forward)
+    buf = b""
+    while b"\n" not in buf:
+        data = conn.recv(4096)
+        if not data:
+            sys.stderr.write("sitecustomize: the handoff server closed the connection without an exit status\n")
+            os._exit(1)
+        buf += data
+    rc = json.loads(buf.split(b"\n", 1)[0])["rc"]
+    if rc < 0:
+        if -rc != signal.SIGKILL:
+            signal.signal(-rc, signal.SIG_DFL)
+        os.kill(os.getpid(), -rc)
+    os._exit(rc)
+
+
+if (os.environ.get(VARIABLE) and len(sys.orig_argv) > 1 and sys.orig_argv[1] == sys.argv[0]
+        and sys.argv[0].endswith(".py") and os.path.isfile(sys.argv[0])):
+    _hand_off(os.environ[VARIABLE])
