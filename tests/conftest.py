@@ -63,12 +63,10 @@ def framework_forks(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def handoff(tmp_path_factory):
-    """One :class:`handoff.HandOffServer` for the scripts that ``seeder verify`` and ``compare`` start in tests: with
-    :meth:`~handoff.HandOffServer.env` in their environment, each run is the interpreter verify started, running its
-    script forked from a process that imported torch, ``torch._dynamo`` and ``torch._inductor.config`` once."""
-    from handoff import HandOffServer
+def handoff():
+    """The session's :class:`handoff.HandOffServer` for the torch scripts that ``seeder verify`` and ``compare`` start
+    in tests: with :meth:`~handoff.HandOffServer.env` in their environment, each run is the interpreter verify started,
+    running its script forked from a process that imported torch (and ``handoff.TORCH_PRELOAD``) once."""
+    from handoff import handoff_server
 
-    server = HandOffServer(tmp_path_factory.mktemp("handoff"), preload=["torch._dynamo", "torch._inductor.config"])
-    yield server
-    server.close()
+    return handoff_server()

@@ -3,11 +3,12 @@ their script over to a child forked from one process that imported torch once (`
 ``tests/scripts/handoff_site/sitecustomize.py``)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Sequence
+from typing import Dict, Sequence, Tuple
 
 from helpers import REPO_ROOT, child_env
 
@@ -44,3 +45,34 @@ class HandOffServer:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+
+
+#: What a first optimizer step and ``torch.use_deterministic_algorithms`` import (over a second each).
+TORCH_PRELOAD = ("torch._dynamo", "torch._inductor.config")
+#: The frameworks' modules a framework server imports too, those installed (each import takes seconds).
+FRAMEWORKS = {"lightning": ("lightning.pytorch",), "transformers": ("transformers", "seeder.integrations.transformers"),
+              "accelerate": ("accelerate",)}
+_SERVERS: Dict[Tuple[int, bool], HandOffServer] = {}
+
+
+def handoff_server(frameworks: bool = False) -> HandOffServer:
+    """This process's handoff server, started on first use and closed at exit: torch imported once, and with
+    ``frameworks`` the installed frameworks too (only for their scripts: the others run without them imported)."""
+    key = (os.getpid(), frameworks)
+    if key not in _SERVERS:
+        import atexit
+        import shutil
+        import tempfile
+
+        preload = TORCH_PRELOAD + (tuple(m for name, modules in FRAMEWORKS.items() if importlib.util.find_spec(name)
+                                         for m in modules) if frameworks else ())
+        tmp = Path(tempfile.mkdtemp(prefix="seeder-handoff-"))
+        server = _SERVERS[key] = HandOffServer(tmp, preload=preload)
+
+        def close(pid: int = os.getpid()) -> None:
+            if os.getpid() == pid:  # not in a forked copy of this process
+                server.close()
+                shutil.rmtree(tmp, ignore_errors=True)
+
+        atexit.register(close)
+    return _SERVERS[key]

@@ -3,7 +3,7 @@
 
     python tests/scripts/handoff_server.py SOCKET [MODULE ...]     (MODULEs imported once too)
 
-An interpreter started as ``python SCRIPT ARGS`` with ``tests/scripts/handoff_site`` on ``PYTHONPATH`` and
+An interpreter started as ``python [-u] SCRIPT ARGS`` with ``tests/scripts/handoff_site`` on ``PYTHONPATH`` and
 ``SEEDER_TEST_HANDOFF=SOCKET`` in its environment (``handoff_site/sitecustomize.py``) connects here before it runs
 SCRIPT and sends its stdin, stdout and stderr, its argv, working directory and environment. A child forked from
 here takes them over as a fresh interpreter would have them (a new session, fresh stdio buffering, the global RNGs
@@ -71,7 +71,7 @@ def _run(request: dict, fds: list) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(env)
-        _fresh_stdio(bool(env.get("PYTHONUNBUFFERED")))
+        _fresh_stdio(bool(request.get("unbuffered") or env.get("PYTHONUNBUFFERED")))
         import faulthandler
 
         faulthandler.enable() if env.get("PYTHONFAULTHANDLER") else faulthandler.disable()

@@ -1,10 +1,11 @@
 """Hands ``python SCRIPT ARGS`` over to ``tests/scripts/handoff_server.py`` when ``$SEEDER_TEST_HANDOFF`` names its socket.
 
-On ``PYTHONPATH``, Python imports this at start. An interpreter started with a script and no options sends the
+On ``PYTHONPATH``, Python imports this at start. An interpreter started with a script and no option but ``-u`` (as
+torchrun starts its workers) sends the
 server its stdin, stdout and stderr, argv, working directory and environment; a child forked from the server (torch
 imported there once) runs the script with them. This interpreter stays the process its parent started: it forwards
 the signals it gets to the run and exits as the script did (by the same signal where a signal ended it). Any other
-start (``-m``, ``-c``, options) runs as usual.
+start (``-m``, ``-c``, other options) runs as usual.
 """
 import os
 import sys
@@ -13,7 +14,7 @@ VARIABLE = "SEEDER_TEST_HANDOFF"
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 
-def _hand_off(path: str) -> None:
+def _hand_off(path: str, unbuffered: bool) -> None:
     import json
     import signal
     import socket
@@ -25,7 +26,8 @@ def _hand_off(path: str) -> None:
         sys.stderr.write(f"sitecustomize: the handoff server at {path} does not answer: {exc}\n")
         os._exit(1)
     socket.send_fds(conn, [b"\0"], [0, 1, 2])
-    conn.sendall(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode() + b"\n")
+    conn.sendall(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ),
+                             "unbuffered": unbuffered}).encode() + b"\n")
 
     def forward(signum, _frame):
         conn.sendall(json.dumps({"signal": signum}).encode() + b"\n")
@@ -47,6 +49,7 @@ def _hand_off(path: str) -> None:
     os._exit(rc)
 
 
-if (os.environ.get(VARIABLE) and len(sys.orig_argv) > 1 and sys.orig_argv[1] == sys.argv[0]
+_OPTIONS = sys.orig_argv[1:len(sys.orig_argv) - len(sys.argv)]
+if (os.environ.get(VARIABLE) and _OPTIONS in ([], ["-u"]) and sys.orig_argv[1 + len(_OPTIONS):] == sys.argv
         and sys.argv[0].endswith(".py") and os.path.isfile(sys.argv[0])):
-    _hand_off(os.environ[VARIABLE])
+    _hand_off(os.environ[VARIABLE], unbuffered=_OPTIONS == ["-u"])
