@@ -92,6 +92,11 @@ def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and
     assert interpreter.returncode == -signal.SIGINT and "KeyboardInterrupt" in err
 
     interpreter = start("hang")
+    with pytest.raises(AssertionError, match="hung for 2 s") as info:
+        communicate(interpreter, 2)
+    assert 'line 6 in <module>' in str(info.value)  # the hung run's stack (faulthandler), not only the interpreter's
+
+    interpreter = start("hang")
     run = int(interpreter.stdout.readline().split()[1])
     ended = os.pidfd_open(run)
     try:

@@ -78,7 +78,7 @@ def _run(request: dict, fds: list) -> None:
         argv = request["argv"]
         pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.path.dirname(os.path.abspath(argv[0]))] + pythonpath + _BASE_PATH
-        sys.argv = list(argv)
+        sys.argv, sys.orig_argv = list(argv), list(request["orig_argv"])
         numpy.random.seed()  # a new interpreter seeds NumPy's global RNG from the OS; Python's random reseeds at fork
         if FRESH_TORCH_RNG is None:
             torch.seed()

@@ -4,14 +4,15 @@ On ``PYTHONPATH``, Python imports this at start. An interpreter started with a s
 torchrun starts its workers) sends the
 server its stdin, stdout and stderr, argv, working directory and environment; a child forked from the server (torch
 imported there once) runs the script with them. This interpreter stays the process its parent started: it forwards
-the signals it gets to the run and exits as the script did (by the same signal where a signal ended it). Any other
+the signals it gets to the run (SIGABRT included, in place of its own faulthandler stacks) and exits as the script did (by the same signal where a signal ended it). Any other
 start (``-m``, ``-c``, other options) runs as usual.
 """
 import os
 import sys
 
 VARIABLE = "SEEDER_TEST_HANDOFF"
-FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+#: SIGABRT too: a test that stops a hung process tree with it (helpers.communicate) gets the stacks of the run.
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGABRT")
 
 
 def _hand_off(path: str, unbuffered: bool) -> None:
@@ -26,8 +27,8 @@ def _hand_off(path: str, unbuffered: bool) -> None:
         sys.stderr.write(f"sitecustomize: the handoff server at {path} does not answer: {exc}\n")
         os._exit(1)
     socket.send_fds(conn, [b"\0"], [0, 1, 2])
-    conn.sendall(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ),
-                             "unbuffered": unbuffered}).encode() + b"\n")
+    conn.sendall(json.dumps({"argv": sys.argv, "orig_argv": sys.orig_argv, "cwd": os.getcwd(),
+                             "env": dict(os.environ), "unbuffered": unbuffered}).encode() + b"\n")
 
     def forward(signum, _frame):
         conn.sendall(json.dumps({"signal": signum}).encode() + b"\n")
