@@ -29,8 +29,7 @@ class HandOffServer:
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=str(REPO_ROOT))
         if self.proc.stdout.readline() != "ready\n":
             self.close()
-            self.log.seek(0)
-            raise AssertionError(f"the handoff server did not start:\n{self.log.read()[-3000:]}")
+            raise AssertionError(f"the handoff server did not start:\n{(tmp / 'handoff_server.err').read_text()[-3000:]}")
 
     def env(self) -> Dict[str, str]:
         """The variables that make a Python started with them hand its script over (for :func:`child_env`)."""

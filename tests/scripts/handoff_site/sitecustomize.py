@@ -1,11 +1,11 @@
-"""Hands ``python SCRIPT ARGS`` over to ``tests/scripts/handoff_server.py`` when ``$SEEDER_TEST_HANDOFF`` names its socket.
+"""Hands ``python SCRIPT ARGS`` to ``tests/scripts/handoff_server.py`` where ``$SEEDER_TEST_HANDOFF`` names its socket.
 
 On ``PYTHONPATH``, Python imports this at start. An interpreter started with a script and no option but ``-u`` (as
-torchrun starts its workers) sends the
-server its stdin, stdout and stderr, argv, working directory and environment; a child forked from the server (torch
-imported there once) runs the script with them. This interpreter stays the process its parent started: it forwards
-the signals it gets to the run (SIGABRT included, in place of its own faulthandler stacks) and exits as the script did (by the same signal where a signal ended it). Any other
-start (``-m``, ``-c``, other options) runs as usual.
+torchrun starts its workers) sends the server its stdin, stdout and stderr, argv, working directory and environment;
+a child forked from the server (torch imported there once) runs the script with them. This interpreter stays the
+process its parent started: it forwards the signals it gets to the run (SIGABRT too, in place of printing its own
+faulthandler stacks) and exits as the script did (by the same signal where a signal ended it). Any other start
+(``-m``, ``-c``, other options) runs as usual.
 """
 import os
 import sys
