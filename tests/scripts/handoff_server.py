@@ -144,6 +144,9 @@ def _supervise(conn: socket.socket) -> None:
             os.close(fd)
         ended = os.pidfd_open(pid)
         while True:
+            *lines, buf = buf.split(b"\n")  # the signals the interpreter forwards
+            for line in lines:
+                _signal_session(pid, json.loads(line)["signal"])
             ready, _, _ = select.select([conn, ended], [], [])
             if ended in ready:
                 break
@@ -152,9 +155,6 @@ def _supervise(conn: socket.socket) -> None:
                 _signal_session(pid, signal.SIGKILL)
                 break
             buf += data
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                _signal_session(pid, json.loads(line)["signal"])
         _, status = os.waitpid(pid, 0)
         _signal_session(pid, signal.SIGKILL)  # what is left of its session: DataLoader workers of a killed run
         rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)

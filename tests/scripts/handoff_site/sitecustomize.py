@@ -21,6 +21,16 @@ def _hand_off(path: str, unbuffered: bool) -> None:
     import socket
 
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    early = []  # signals that came before the request went: forwarded right after it
+
+    def forward(signum, _frame):
+        if early is not None:
+            early.append(signum)
+        else:
+            conn.sendall(json.dumps({"signal": signum}).encode() + b"\n")
+
+    for name in FORWARDED:
+        signal.signal(getattr(signal, name), forward)
     try:
         conn.connect(path)
     except OSError as exc:
@@ -29,12 +39,9 @@ def _hand_off(path: str, unbuffered: bool) -> None:
     socket.send_fds(conn, [b"\0"], [0, 1, 2])
     conn.sendall(json.dumps({"argv": sys.argv, "orig_argv": sys.orig_argv, "cwd": os.getcwd(),
                              "env": dict(os.environ), "unbuffered": unbuffered}).encode() + b"\n")
-
-    def forward(signum, _frame):
-        conn.sendall(json.dumps({"signal": signum}).encode() + b"\n")
-
-    for name in FORWARDED:
-        signal.signal(getattr(signal, name), forward)
+    signals, early = early, None
+    for signum in signals:
+        forward(signum, None)
     buf = b""
     while b"\n" not in buf:
         data = conn.recv(4096)
