@@ -43,6 +43,7 @@ class HandOffServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.proc.stdout.close()
         self.log.close()
 
 
