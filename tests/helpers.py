@@ -39,6 +39,12 @@ def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+def sigint_as_in_a_terminal() -> None:
+    """``preexec_fn`` of a child a test stops with SIGINT (Ctrl-C): SIGINT at its default, as a terminal starts it,
+    even where the suite itself was started ignoring it (``pytest &`` in a shell without job control)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def descendants(pid: int) -> List[int]:
     """Every live process under ``pid``, read from ``/proc`` (empty without it)."""
     children: Dict[int, List[int]] = {}

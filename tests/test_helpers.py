@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from helpers import ForkServer, child_env, communicate, run_python
+from helpers import ForkServer, child_env, communicate, run_python, sigint_as_in_a_terminal
 
 HANG = """
 import subprocess, sys, threading
@@ -76,7 +76,7 @@ def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and
     def start(how):
         return subprocess.Popen([sys.executable, str(script), how], env=child_env({**handoff.env(), "X": "y"}),
                                 cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
 
     interpreter = start("3")
     out, err = communicate(interpreter, 60)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import REPO_ROOT, child_env, run_python
+from helpers import REPO_ROOT, child_env, run_python, sigint_as_in_a_terminal
 from seeder.verify import Contract, RunSpec, run_all
 from seeder.verify import CompareConfig, VerifyConfig, compare, verify
 
@@ -162,7 +162,7 @@ def test_ctrl_c_stops_every_child(tmp_path):
     cmd = [sys.executable, "-m", "seeder", "verify", "--out", str(out), "--jobs", "2", "--no-progress", "--no-figures",
            "--", *toy("--sleep", "0.5")]
     proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=str(REPO_ROOT))
+                            cwd=str(REPO_ROOT), preexec_fn=sigint_as_in_a_terminal)
     pids = []
     try:
         deadline = time.monotonic() + 60

@@ -72,9 +72,15 @@ def _run(request: dict, fds: list) -> None:
         os.environ.clear()
         os.environ.update(env)
         _fresh_stdio(bool(request.get("unbuffered") or env.get("PYTHONUNBUFFERED")))
+        for name, ignored in request["signals"].items():  # as the interpreter started: ignored, or Python's default
+            sig = getattr(signal, name)
+            signal.signal(sig, signal.SIG_IGN if ignored else
+                          signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
         import faulthandler
 
-        faulthandler.enable() if env.get("PYTHONFAULTHANDLER") else faulthandler.disable()
+        faulthandler.disable()  # enabled in this server, it would not install its handlers again
+        if env.get("PYTHONFAULTHANDLER"):
+            faulthandler.enable()
         argv = request["argv"]
         pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.path.dirname(os.path.abspath(argv[0]))] + pythonpath + _BASE_PATH

@@ -4,8 +4,9 @@ On ``PYTHONPATH``, Python imports this at start. An interpreter started with a s
 torchrun starts its workers) sends the server its stdin, stdout and stderr, argv, working directory and environment;
 a child forked from the server (torch imported there once) runs the script with them. This interpreter stays the
 process its parent started: it forwards the signals it gets to the run (SIGABRT too, in place of printing its own
-faulthandler stacks) and exits as the script did (by the same signal where a signal ended it). Any other start
-(``-m``, ``-c``, other options) runs as usual.
+faulthandler stacks), which ignores those this interpreter started ignoring (``cmd &`` in a shell without job
+control starts it ignoring SIGINT), and exits as the script did (by the same signal where a signal ended it). Any
+other start (``-m``, ``-c``, other options) runs as usual.
 """
 import os
 import sys
@@ -29,6 +30,7 @@ def _hand_off(path: str, unbuffered: bool) -> None:
         else:
             conn.sendall(json.dumps({"signal": signum}).encode() + b"\n")
 
+    ignored = [name for name in FORWARDED if signal.getsignal(getattr(signal, name)) == signal.SIG_IGN]
     for name in FORWARDED:
         signal.signal(getattr(signal, name), forward)
     try:
@@ -38,7 +40,8 @@ def _hand_off(path: str, unbuffered: bool) -> None:
         os._exit(1)
     socket.send_fds(conn, [b"\0"], [0, 1, 2])
     conn.sendall(json.dumps({"argv": sys.argv, "orig_argv": sys.orig_argv, "cwd": os.getcwd(),
-                             "env": dict(os.environ), "unbuffered": unbuffered}).encode() + b"\n")
+                             "env": dict(os.environ), "unbuffered": unbuffered,
+                             "signals": {name: name in ignored for name in FORWARDED}}).encode() + b"\n")
     signals, early = early, None
     for signum in signals:
         forward(signum, None)
