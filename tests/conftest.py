@@ -60,3 +60,13 @@ def framework_forks(tmp_path_factory):
     server = ForkServer(tmp_path_factory.mktemp("framework_forks"), preload=["torch._dynamo", *preload])
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def handoff():
+    """The session's :class:`handoff.HandOffServer` for the torch scripts that ``seeder verify`` and ``compare`` start
+    in tests: with :meth:`~handoff.HandOffServer.env` in their environment, each run is the interpreter verify started,
+    running its script forked from a process that imported torch (and ``handoff.TORCH_PRELOAD``) once."""
+    from handoff import handoff_server
+
+    return handoff_server()

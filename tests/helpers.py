@@ -39,6 +39,12 @@ def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+def sigint_as_in_a_terminal() -> None:
+    """``preexec_fn`` of a child a test stops with SIGINT (Ctrl-C): SIGINT at its default, as a terminal starts it,
+    even where the suite itself was started ignoring it (``pytest &`` in a shell without job control)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def descendants(pid: int) -> List[int]:
     """Every live process under ``pid``, read from ``/proc`` (empty without it)."""
     children: Dict[int, List[int]] = {}
@@ -259,13 +265,18 @@ def _agent_server() -> ForkServer:
 
 
 def torchrun(script_args: Sequence[str], nproc: int = 2, nnodes: int = 1, env: Optional[Dict[str, str]] = None,
-             timeout: float = 180, check: bool = True, extra_launcher_args: Sequence[str] = ()) -> List[subprocess.CompletedProcess]:
+             timeout: float = 180, check: bool = True, extra_launcher_args: Sequence[str] = (),
+             frameworks: bool = False) -> List[subprocess.CompletedProcess]:
     """Launch ``torchrun`` on loopback; with ``nnodes > 1`` one torchrun per node, all on this machine.
 
     Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``. Node 0's agent
     is forked from a server that imported ``torch.distributed.run`` once (the other nodes' agents run at the same
-    time, each its own Python); every worker is its own Python, as torchrun starts it.
+    time, each its own Python); every worker is its own Python, as torchrun starts it, that hands its script over
+    to this process's :func:`handoff.handoff_server` (``frameworks``: the one that imported the frameworks too).
     """
+    from handoff import handoff_server
+
+    env = {**handoff_server(frameworks).env(), **(env or {})}
     port = free_port()
     launcher_args = ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1",
                      "--master-port", str(port), *extra_launcher_args]

@@ -36,8 +36,8 @@ def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("accelerate_elastic")
     with seeder.Seeder().fork_rng():
         child.main(str(out), ["full", "default"])
-    torchrun([SCRIPT, str(out), "full"], nproc=4)
-    torchrun([SCRIPT, str(out), "full", "default", "1", "4w2", "plain1"], nproc=2)  # 1 -> 2, 4 -> 2
+    torchrun([SCRIPT, str(out), "full"], nproc=4, frameworks=True)
+    torchrun([SCRIPT, str(out), "full", "default", "1", "4w2", "plain1"], nproc=2, frameworks=True)  # 1 -> 2, 4 -> 2
     with seeder.Seeder().fork_rng():
         child.main(str(out), ["2", "plain2"])                                       # 2 -> 1
     return out

@@ -1,10 +1,15 @@
-"""The test harness itself: a hung child fails its test with the stacks of every process it started, and the fork
-server reports each forked run's output and exit status as a process of its own would."""
+"""The test harness itself: a hung child fails its test with the stacks of every process it started, the fork
+server reports each forked run's output and exit status as a process of its own would, and a script handed over to
+the handoff server runs as the interpreter that handed it over."""
+import os
+import select
 import signal
+import subprocess
+import sys
 
 import pytest
 
-from helpers import ForkServer, run_python
+from helpers import ForkServer, child_env, communicate, run_python, sigint_as_in_a_terminal
 
 HANG = """
 import subprocess, sys, threading
@@ -52,3 +57,51 @@ def test_the_fork_server_reports_output_exit_status_signals_and_hangs(tmp_path):
         assert server.run([script, "0"]).returncode == 0  # the server goes on after a hung run
     finally:
         server.close()
+
+
+HANDED = """
+import os, sys, threading
+print("pid", os.getpid(), "cwd", os.getcwd(), "argv", sys.argv[1:], "X", os.environ.get("X"), flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+if sys.argv[1] == "hang":
+    threading.Event().wait()
+raise SystemExit(int(sys.argv[1]))
+"""
+
+
+def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and_signals(tmp_path, handoff):
+    script = tmp_path / "script.py"
+    script.write_text(HANDED)
+
+    def start(how):
+        return subprocess.Popen([sys.executable, str(script), how], env=child_env({**handoff.env(), "X": "y"}),
+                                cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
+
+    interpreter = start("3")
+    out, err = communicate(interpreter, 60)
+    run = int(out.split()[1])
+    assert run != interpreter.pid  # run by a child of the server, not by the interpreter itself
+    assert out == f"pid {run} cwd {tmp_path} argv ['3'] X y\n" and err == "to stderr\n"
+    assert interpreter.returncode == 3
+
+    interpreter = start("hang")
+    assert interpreter.stdout.readline().startswith("pid ")
+    os.killpg(interpreter.pid, signal.SIGINT)  # as seeder verify stops a run: the interpreter's process group
+    _, err = communicate(interpreter, 60)
+    assert interpreter.returncode == -signal.SIGINT and "KeyboardInterrupt" in err
+
+    interpreter = start("hang")
+    with pytest.raises(AssertionError, match="hung for 2 s") as info:
+        communicate(interpreter, 2)
+    assert 'line 6 in <module>' in str(info.value)  # the hung run's stack (faulthandler), not only the interpreter's
+
+    interpreter = start("hang")
+    run = int(interpreter.stdout.readline().split()[1])
+    ended = os.pidfd_open(run)
+    try:
+        interpreter.kill()
+        interpreter.wait()
+        assert select.select([ended], [], [], 60)[0], "the run outlived the interpreter that handed it over"
+    finally:
+        os.close(ended)

@@ -92,9 +92,12 @@ def test_resume_without_the_callback_diverges(reference, fresh):
 @pytest.mark.slow
 def test_ddp_two_processes_resume_bitwise(tmp_path, framework_forks):
     """Rank 0 forks from the session's server (Lightning imported once); Lightning's launcher starts rank 1 as
-    its own Python, as it does for any script."""
+    its own Python, as it does for any script, which hands the script over to the framework handoff server."""
+    from handoff import handoff_server
+
     proc = framework_forks.run([SCRIPTS / "lightning_ddp.py", tmp_path, "--seed", "3", "--resume-from", "4", "3"],
-                               env={"MASTER_ADDR": "127.0.0.1"}, timeout=300, check=False)
+                               env={"MASTER_ADDR": "127.0.0.1", **handoff_server(frameworks=True).env()}, timeout=300,
+                               check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     full = torch.load(tmp_path / "full.pt", weights_only=True)
     assert full["world"] == 2 and full["sampler_replicas"] == 2  # Lightning kept seeder's sampler, sharded by rank

@@ -22,6 +22,7 @@ import torch
 pytest.importorskip("lightning")
 
 import seeder  # noqa: E402
+from handoff import handoff_server  # noqa: E402
 from helpers import communicate, trained_samples  # noqa: E402
 from seeder.world import rederive_streams  # noqa: E402
 
@@ -29,7 +30,6 @@ SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 import lightning_elastic as child  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning")
 EVERY = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.SAMPLES)})
 
@@ -37,11 +37,13 @@ EVERY = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.SAM
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, framework_forks):
     """The folder of the runs: full1, full2, resume1_1to2 (2 processes), resume2_1to1 and resume2_3to1. The 1-process
-    runs fork from the session's server (Lightning imported once) with a default seeder no earlier test joined."""
+    runs fork from the session's server (Lightning imported once) with a default seeder no earlier test joined; the
+    2-process run's interpreters (this test's and the one Lightning's launcher starts) hand their script over to the
+    framework handoff server (Lightning imported once there too)."""
     out = tmp_path_factory.mktemp("lightning_elastic")
     script = str(SCRIPTS / "lightning_elastic.py")
     framework_forks.run([script, str(out), "1", "full"], timeout=300)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    env = dict(os.environ, **handoff_server(frameworks=True).env(),  # each of the 2 processes hands its script over
                MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
     for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_PORT"):
         env.pop(name, None)

@@ -84,7 +84,8 @@ def test_import_seeder_loads_no_framework():
 
 @pytest.mark.slow
 def test_two_processes_resume_mid_epoch(tmp_path):
-    proc = torchrun([os.path.join(HERE, "scripts", "hf_trainer_run.py"), str(tmp_path), "4"], timeout=240)[0]
+    proc = torchrun([os.path.join(HERE, "scripts", "hf_trainer_run.py"), str(tmp_path), "4"], timeout=240,
+                    frameworks=True)[0]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     (full, full_digest), (first, _), (rest, dig) = json.loads(line[len("RESULT "):])
     assert len(full) == STEPS_PER_EPOCH  # each rank takes half of every epoch: 6 steps an epoch, 2 epochs

@@ -39,7 +39,7 @@ def runs(tmp_path_factory):
     out = str(tmp_path)
     with seeder.Seeder().fork_rng():
         child.full(out)                                          # 1 process, saves full1/checkpoint-STOP
-    torchrun([SCRIPT, out, "full", "resume1"], nproc=2, timeout=240)  # 2 processes; then 1 -> 2
+    torchrun([SCRIPT, out, "full", "resume1"], nproc=2, timeout=240, frameworks=True)  # 2 processes; then 1 -> 2
     folder = tmp_path / "full2" / f"checkpoint-{child.STOP}"
     # The Trainer's own file of a 1-process run: _load_rng_state loads it, the seeder's re-derived streams must win.
     shutil.copy(folder / "rng_state_0.pth", folder / "rng_state.pth")

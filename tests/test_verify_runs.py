@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import REPO_ROOT, child_env, run_python
+from helpers import REPO_ROOT, child_env, run_python, sigint_as_in_a_terminal
 from seeder.verify import Contract, RunSpec, run_all
 from seeder.verify import CompareConfig, VerifyConfig, compare, verify
 
@@ -26,6 +26,15 @@ def toy(*args):
 
 def checks(report):
     return {c["name"]: c["status"] for c in report["checks"]}
+
+
+@pytest.fixture
+def handed_off(handoff, monkeypatch):
+    """The environment under which each run verify starts (a real interpreter, as for users) hands its torch script
+    to the session's handoff server: the script runs forked from a process that imported torch once."""
+    for name, value in handoff.env().items():
+        monkeypatch.setenv(name, value)
+    return handoff.env()
 
 
 def test_verify_toy_passes_with_figures_and_per_run_output(tmp_path):
@@ -153,7 +162,7 @@ def test_ctrl_c_stops_every_child(tmp_path):
     cmd = [sys.executable, "-m", "seeder", "verify", "--out", str(out), "--jobs", "2", "--no-progress", "--no-figures",
            "--", *toy("--sleep", "0.5")]
     proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=str(REPO_ROOT))
+                            cwd=str(REPO_ROOT), preexec_fn=sigint_as_in_a_terminal)
     pids = []
     try:
         deadline = time.monotonic() + 60
@@ -192,7 +201,7 @@ def test_compare_does_not_flag_identical_configurations(tmp_path):
     assert "no difference detected" in p.stdout
 
 
-def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path):
+def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path, handed_off):
     """torch + the real seeder, stopped mid-epoch: resuming without seeder.load_state_dict is caught."""
     script = str(REPO_ROOT / "tests" / "scripts" / "verify_torch_toy.py")
     p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
@@ -208,7 +217,7 @@ def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path):
 LOADER_TOY = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_loader_toy.py")]
 
 
-def test_verify_names_the_missing_dataloader_generator(tmp_path):
+def test_verify_names_the_missing_dataloader_generator(tmp_path, handed_off):
     """torch + the real seeder + a plain DataLoader without generator=: the default run says what to pass."""
     p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
                     "--resume-repeats", "1", "--no-figures", "--no-progress", "--", *LOADER_TOY, "--bug", "no-generator"],
@@ -226,7 +235,7 @@ def test_verify_names_the_missing_dataloader_generator(tmp_path):
     assert not (tmp_path / "v" / "runs" / "unseeded-0" / "trace.rank0.jsonl").exists()
 
 
-def test_verify_names_a_sampler_position_that_never_moved(tmp_path):
+def test_verify_names_a_sampler_position_that_never_moved(tmp_path, handed_off):
     rep = verify(VerifyConfig(command=LOADER_TOY + ["--bug", "no-advance"], out=tmp_path / "v", epochs=2, repeats=2,
                               resume_repeats=1, jobs=2, progress=False, figures=False))
     assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
@@ -239,7 +248,7 @@ def test_verify_names_a_sampler_position_that_never_moved(tmp_path):
 
 
 @pytest.mark.skipif(not (REPO_ROOT / "examples" / "train.py").is_file(), reason="examples/train.py is not on this branch")
-def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
+def test_seeder_verify_alone_runs_the_bundled_example(tmp_path, handed_off):
     """The README's command, made small: no training command means examples/train.py (options after -- go to it)."""
     p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2", "--jobs", "2",
                     "--resume-repeats", "1", "--no-figures", "--no-progress", "--", "--samples", "256", "--workers", "1"],
@@ -256,7 +265,7 @@ def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
 
 
 @pytest.mark.skipif(not (REPO_ROOT / "examples" / "train.py").is_file(), reason="examples/train.py is not on this branch")
-def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(tmp_path):
+def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(tmp_path, handed_off):
     """`seeder compare --b ...` drives examples/train.py as verify does: no --metrics flag, seeder records the steps."""
     p = run_python(["-m", "seeder", "compare", "--out", str(tmp_path / "c"), "--runs", "2", "--epochs", "1", "--jobs", "2",
                     "--no-figures", "--no-progress", "--b", "--lr 0.07", "--", "--samples", "128", "--workers", "0"],
@@ -271,7 +280,7 @@ def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(tmp_pat
 PLAIN = str(REPO_ROOT / "tests" / "scripts" / "plain_loop.py")
 
 
-def test_verify_without_a_contract_a_plain_loop_with_seeder_checkpoint(tmp_path):
+def test_verify_without_a_contract_a_plain_loop_with_seeder_checkpoint(tmp_path, handed_off):
     """No flag of verify's: seeder records the steps, seeder.Checkpoint stops and resumes; mid-epoch stop in epoch 1."""
     rep = verify(VerifyConfig(command=[sys.executable, PLAIN], out=tmp_path / "v", epochs=2, repeats=2, jobs=2,
                               resume_repeats=1, progress=False, figures=False))
