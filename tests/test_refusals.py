@@ -19,6 +19,9 @@ from seeder.distributed import Topology, check_topology
 from seeder.env.launcher import launch_environment
 from tests.helpers import global_rng_fingerprint
 
+# Samplers are iterated directly here, not through a loader: "loader not shown" is for loaders.
+pytestmark = pytest.mark.filterwarnings("ignore:.*loader not shown:seeder.SeederWarning")
+
 
 class Items(torch.utils.data.Dataset):
     def __init__(self, n):

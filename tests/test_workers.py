@@ -222,9 +222,10 @@ def test_dataloader_generator_keeps_global_torch_stream(s):
 
 # --------------------------------------------------------------------------- real workers
 def loader(ds, s, workers, *, sampler=None, persistent=False, ctx=None, init=True, bs=2):
-    return DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=workers, persistent_workers=persistent,
-                      worker_init_fn=WorkerInitFn(seeder=s) if init else None, multiprocessing_context=ctx,
-                      generator=seeder.dataloader_generator(seeder=s))
+    ld = DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=workers, persistent_workers=persistent,
+                    worker_init_fn=WorkerInitFn(seeder=s) if init else None, multiprocessing_context=ctx,
+                    generator=seeder.dataloader_generator(seeder=s))
+    return seeder.watch_loader(ld) if sampler is not None else ld
 
 
 @pytest.mark.slow
