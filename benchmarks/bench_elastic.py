@@ -22,9 +22,11 @@ import seeder
 _epochs = iter(range(10**9))  # every measured epoch gets a new reseed epoch (a repeated reseed warns)
 
 
-def compare(n: int, us: float, workers: int, repeats: int, batch_size: int, torch_only: bool = False) -> None:
+def compare(n: int, us: float, workers: int, repeats: int, batch_size: int, draws: str = "all") -> None:
+    """Epoch throughput of the three loaders on items of ``us`` microseconds drawing from ``draws``: "none",
+    "torch" (torch only) or "all" (``random``, NumPy and torch)."""
     s = seeder.default_seeder()
-    ds = BusyTorch(n, us) if torch_only else Busy(n, us)
+    ds = {"none": BusyNoDraws, "torch": BusyTorch, "all": Busy}[draws](n, us)
     kw = dict(batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0)
     loaders = [seeder.DataLoader(ds, elastic=True, **kw), seeder.DataLoader(ds, **kw), torch.utils.data.DataLoader(ds, **kw)]
     times = [[], [], []]
@@ -33,7 +35,8 @@ def compare(n: int, us: float, workers: int, repeats: int, batch_size: int, torc
         for t, loader in zip(times, loaders):
             t.append(epoch_time(loader))
     el, de, to = (statistics.median(t) for t in times)
-    print(f"  {us:5.0f} us/item{' (torch only)' if torch_only else ''} workers={workers}: elastic {n / el:8.0f} items/s, default {n / de:8.0f}, torch {n / to:8.0f}; "
+    what = {"none": " (no RNG)", "torch": " (torch only)", "all": ""}[draws]
+    print(f"  {us:5.0f} us/item{what} workers={workers}: elastic {n / el:8.0f} items/s, default {n / de:8.0f}, torch {n / to:8.0f}; "
           f"throughput ratio elastic/default {de / el:.3f}, elastic/torch {to / el:.3f}")
 
 
@@ -45,6 +48,16 @@ class BusyTorch(Busy):
         while time.perf_counter() < end:
             pass
         return torch.rand(2) + i
+
+
+class BusyNoDraws(Busy):
+    """Items that cost about ``us`` microseconds of CPU each and draw from no RNG (tokenised text)."""
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        end = time.perf_counter() + self.us * 1e-6
+        while time.perf_counter() < end:
+            pass
+        return torch.full((2,), float(i))
 
 
 class TorchOnly(torch.utils.data.Dataset):
@@ -67,25 +80,25 @@ class NoDraws(TorchOnly):
         return torch.full((2,), float(i))
 
 
-def per_sample_seeding(n: int, batch_size: int, repeats: int, draws_all: bool) -> None:
+def per_sample_seeding(n: int, batch_size: int, repeats: int, draws: str) -> None:
     """What elastic mode adds per sample over the default mode (0 workers, free items): per-sample seeding.
 
-    Torch's generator is seeded before every sample; Python's and NumPy's once a sample in this process drew from
-    them, and from then on. ``draws_all=False``: items drawing from no RNG, then from torch only (run these before
-    anything draws from ``random`` or NumPy); ``True``: items drawing from all three."""
+    Each global RNG is seeded before every sample once a sample in this process drew from it, and from then on:
+    run ``draws="none"`` (items drawing from no RNG) before anything draws, ``"torch"`` (torch only) before
+    anything draws from ``random`` or NumPy, then ``"all"`` (all three)."""
     s = seeder.default_seeder()
-    rows = [("random, NumPy and torch", Busy(n, 0))] if draws_all else [("no RNG", NoDraws(n)), ("torch only", TorchOnly(n))]
-    for what, ds in rows:
-        loaders = [seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, elastic=True),
-                   seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)]
-        times = [[], []]
-        for _ in range(repeats):
-            s.reseed(1, next(_epochs))
-            for t, loader in zip(times, loaders):
-                t.append(epoch_time(loader))
-        extra = (statistics.median(times[0]) - statistics.median(times[1])) / n * 1e6
-        print(f"  per-sample seeding, elastic - default, batch_size={batch_size}, items drawing from {what}: "
-              f"{extra:.2f} us/sample (0 workers)")
+    what, ds = {"none": ("no RNG", NoDraws(n)), "torch": ("torch only", TorchOnly(n)),
+                "all": ("random, NumPy and torch", Busy(n, 0))}[draws]
+    loaders = [seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, elastic=True),
+               seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)]
+    times = [[], []]
+    for _ in range(repeats):
+        s.reseed(1, next(_epochs))
+        for t, loader in zip(times, loaders):
+            t.append(epoch_time(loader))
+    extra = (statistics.median(times[0]) - statistics.median(times[1])) / n * 1e6
+    print(f"  per-sample seeding, elastic - default, batch_size={batch_size}, items drawing from {what}: "
+          f"{extra:.2f} us/sample (0 workers)")
 
 
 def resume_other_world(n: int, repeats: int) -> None:
@@ -120,17 +133,15 @@ def main() -> None:
     args = p.parse_args()
     bench_dataloader.clock = bench_dataloader.CLOCKS[args.clock]
     seeder.init(0)
-    # Everything that draws from torch only runs before the first item that draws from random or NumPy: from then
-    # on, this process (and a worker forked from it) seeds those before every sample too.
-    per_sample_seeding(args.items, 64, args.repeats, draws_all=False)
-    print("epoch throughput (median of", args.repeats, "interleaved epochs), items drawing from torch only:")
-    for workers in args.workers:
-        compare(args.items, 3, workers, args.repeats, 64, torch_only=True)
-    per_sample_seeding(args.items, 64, args.repeats, draws_all=True)
-    print("epoch throughput (median of", args.repeats, "interleaved epochs), items drawing from random, NumPy and torch:")
-    for workers in args.workers:
-        compare(args.items, 3, workers, args.repeats, 64)
-        compare(max(args.items // 20, 64), 200, workers, args.repeats, 64)
+    # Once an item draws from a global RNG, this process (and a worker forked from it) seeds that RNG before every
+    # sample: items drawing from nothing run first, then from torch only, then from random, NumPy and torch.
+    for draws, what in (("none", "no RNG"), ("torch", "torch only"), ("all", "random, NumPy and torch")):
+        per_sample_seeding(args.items, 64, args.repeats, draws)
+        print(f"epoch throughput (median of {args.repeats} interleaved epochs), items drawing from {what}:")
+        for workers in args.workers:
+            compare(args.items, 3, workers, args.repeats, 64, draws)
+            if draws == "all":
+                compare(max(args.items // 20, 64), 200, workers, args.repeats, 64, draws)
     resume_other_world(int(args.n_resume), 3)
 
 

@@ -94,6 +94,14 @@ class TorchGeneratorAdapter(RNGAdapter):
     def get_state(self) -> torch.Tensor:
         return self.generator.get_state()
 
+    def watcher(self) -> Optional[Callable[[], Any]]:
+        """A CPU generator's whole state as bytes (5 KB; two reads a batch cost less than seeding each of its
+        samples); ``None`` for an accelerator's generator."""
+        if self.generator.device.type != "cpu":
+            return None
+        get_state = self.generator.get_state
+        return lambda: get_state().numpy().tobytes()
+
     def check_state(self, state: Any, where: str) -> None:
         if self._cpu_layout is None:  # whether this generator's states have the layout check_cpu_state reads
             self._cpu_layout = self.generator.device.type == "cpu" and self.generator.get_state().numel() == \

@@ -233,8 +233,9 @@ def test_seeding_only_the_rngs_a_sample_draws_from_gives_the_items_of_seeding_th
     lazy = SampleSeeding(adapters)
     got = [item for at in range(0, len(uses), batch) for item in lazy.fetch(draw, uses[at:at + batch], seeds[at:at + batch])]
     assert got == want
-    assert {a.name for a in lazy.seeded} >= {"torch"} | ({"python"} if {"random", "gauss", "random-624", "all"} & set(uses)
-                                                         else set())
+    drew = {"torch"} if {"torch", "all"} & set(uses) else set()
+    drew |= {"python"} if {"random", "gauss", "random-624", "all"} & set(uses) else set()
+    assert {a.name for a in lazy.seeded} >= drew
 
 
 @pytest.mark.parametrize("rng", ["random", "numpy"])
@@ -265,17 +266,20 @@ def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_i
 
 
 def test_samples_that_draw_nothing_from_random_or_numpy_leave_them_unseeded():
-    """Fetches that draw only from torch leave Python's and NumPy's RNGs watched (not seeded), whatever the batch."""
+    """Fetches that draw only from torch leave Python's and NumPy's RNGs watched (not seeded), whatever the batch;
+    fetches that draw nothing leave torch's too."""
     from seeder.data.lazyseed import SampleSeeding
     from seeder.data.workers import fetch_adapters
 
     lazy = SampleSeeding(fetch_adapters())
-    random.seed(3), np.random.seed(3)
-    states = random.getstate(), np.random.get_state()[1].tolist()
+    random.seed(3), np.random.seed(3), torch.manual_seed(3)
+    states = random.getstate(), np.random.get_state()[1].tolist(), torch.get_rng_state()
+    assert lazy.fetch(draw, ["none"] * 5, [1, 2, 3, 4, 5]) == [[]] * 5
+    assert lazy.seeded == [] and torch.equal(torch.get_rng_state(), states[2])  # nothing drew: nothing seeded
     items = lazy.fetch(draw, ["torch", "none", "torch"], [1, 2, 1])
     assert items[0] == items[2] and items[1] == []
     assert [a.name for a in lazy.seeded] == ["torch"]
-    assert (random.getstate(), np.random.get_state()[1].tolist()) == states
+    assert (random.getstate(), np.random.get_state()[1].tolist()) == states[:2]
 
 
 def test_the_elastic_loader_seeds_a_sample_that_starts_drawing_late_as_the_others(s):
