@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Dict, Sequence, Tuple
 
-from helpers import REPO_ROOT, child_env
+from helpers import REPO_ROOT, child_env, stop_server
 
 
 class HandOffServer:
@@ -37,12 +37,7 @@ class HandOffServer:
                                                child_env()["PYTHONPATH"]]), "SEEDER_TEST_HANDOFF": str(self.socket)}
 
     def close(self) -> None:
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_server(self.proc)
         self.proc.stdout.close()
         self.log.close()
 

@@ -169,6 +169,16 @@ class ForkedRun:
         return self.out.read_text() if self.out.exists() else ""
 
 
+def stop_server(proc: subprocess.Popen) -> None:
+    """End a server that stops when its stdin closes (killed after 30 s)."""
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class ForkServer:
     """Runs scripts as children forked from one ``tests/scripts/fork_server.py`` process that imported torch once.
 
@@ -221,12 +231,7 @@ class ForkServer:
         return proc
 
     def close(self) -> None:
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_server(self.proc)
         self.log.close()
 
 

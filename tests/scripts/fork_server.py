@@ -11,14 +11,14 @@ are killed with its session. A run costs a fork instead of a Python start with t
 """
 from __future__ import annotations
 
-import atexit
 import importlib
 import json
 import os
-import runpy
 import signal
 import sys
 import traceback
+
+from script_main import exit_as_interpreter, run_as_main  # tests/scripts is this script's directory
 
 import numpy  # noqa: F401  (imported once here, inherited by every child)
 import torch  # noqa: F401
@@ -40,23 +40,11 @@ def child(argv: list, stdout: str, stderr: str, cwd: str, env: dict) -> None:
             os.close(target)
         sys.argv = list(argv)
         sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-        try:
-            runpy.run_path(argv[0], run_name="__main__")
-            code = 0
-        except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-            if not isinstance(stop.code, (int, type(None))):
-                print(stop.code, file=sys.stderr)
+        code = run_as_main(argv[0])
     except BaseException:  # noqa: BLE001 - reported in the child's stderr file and its exit status
         traceback.print_exc()
     finally:
-        try:
-            atexit._run_exitfuncs()  # what an interpreter's exit runs (seeder verify's digest at exit, say)
-        except BaseException:  # noqa: BLE001 - reported like an exception at exit
-            traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        exit_as_interpreter(code)
 
 
 def main() -> int:

@@ -15,18 +15,18 @@ Prints ``ready`` once it listens; ends when its stdin closes.
 """
 from __future__ import annotations
 
-import atexit
 import importlib
 import io
 import json
 import os
-import runpy
 import select
 import signal
 import socket
 import sys
 import threading
 import traceback
+
+from script_main import exit_as_interpreter, run_as_main  # tests/scripts is this script's directory
 
 import numpy
 import torch
@@ -93,12 +93,7 @@ def _run(request: dict, fds: list) -> None:
         if env.get("OMP_NUM_THREADS", "").isdigit():
             torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
         try:
-            runpy.run_path(argv[0], run_name="__main__")
-            code = 0
-        except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-            if not isinstance(stop.code, (int, type(None))):
-                print(stop.code, file=sys.stderr)
+            code = run_as_main(argv[0])
         except KeyboardInterrupt:
             traceback.print_exc()
             code = -signal.SIGINT  # an interpreter ends on an uncaught KeyboardInterrupt by SIGINT
@@ -106,19 +101,7 @@ def _run(request: dict, fds: list) -> None:
     except BaseException:  # noqa: BLE001 - reported on the run's stderr and in its exit status
         traceback.print_exc()
     finally:
-        try:
-            atexit._run_exitfuncs()  # what an interpreter's exit runs (seeder verify's digest at exit, say)
-        except BaseException:  # noqa: BLE001 - reported like an exception at exit
-            traceback.print_exc()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:  # noqa: BLE001 - a closed stream: nothing left to write
-                pass
-        if code < 0:
-            signal.signal(-code, signal.SIG_DFL)
-            os.kill(os.getpid(), -code)
-        os._exit(code)
+        exit_as_interpreter(code)
 
 
 def _signal_session(pid: int, sig: int) -> None:
