@@ -114,7 +114,7 @@ class LoaderWatch:
         unconsumed = not self.position_saved and consumed == 0 and handed > 0
         if unconsumed and self._warned_epoch != epoch:
             self._warned_epoch = epoch
-            warnings.warn(unconsumed_message("state_dict", epoch, finished), SeederWarning, stacklevel=4)
+            warnings.warn(unconsumed_message(epoch, finished), SeederWarning, stacklevel=4)
         mid = 0 < consumed < total or (handed > 0 and consumed < total)
         for problem in self._problems(mid, ask_to_be_shown=not unconsumed):
             warnings.warn(f"sampler.state_dict(): {problem}", SeederWarning, stacklevel=4)
@@ -150,14 +150,12 @@ def watch_loader(loader: L) -> L:
     >>> loader.sampler is sampler
     True
     """
-    from .sampler import DistributedSampler
-
     if getattr(loader, "seeder_kind", None) == "loader":  # seeder.DataLoader, any mode: it shows itself
         return loader
     inner = getattr(loader, "sampler", None)
-    if not isinstance(inner, DistributedSampler):
+    if not isinstance(getattr(inner, "loader_watch", None), LoaderWatch):
         inner = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
-    if not isinstance(inner, DistributedSampler):
+    if not isinstance(getattr(inner, "loader_watch", None), LoaderWatch):
         raise TypeError(
             f"watch_loader: {type(loader).__name__} holds no seeder.DistributedSampler (as sampler= or inside its "
             "batch_sampler); build it with sampler=seeder.DistributedSampler(dataset), or use seeder.DataLoader")
@@ -205,18 +203,18 @@ def audit_loader(loader: Any, mid_epoch: bool, seen: Optional[Set[str]] = None) 
     return problems
 
 
-def unconsumed_message(what: str, epoch: int, finished: bool) -> str:
-    """The warning of a sampler whose ``what`` (``state_dict``/``load_state_dict``) sees indices drawn but none consumed.
+def unconsumed_message(epoch: int, finished: bool) -> str:
+    """The warning of a sampler whose ``state_dict()`` sees indices of ``epoch`` drawn but none consumed.
 
     ``finished``: the loader drew the whole epoch (it prefetches).
 
-    >>> "advance" in unconsumed_message("state_dict", 0, False)
+    >>> "advance" in unconsumed_message(0, False)
     True
     """
     fix = ("call sampler.advance(len(batch)) after each training step (a loader that saves the position itself, "
            "torchdata's StatefulDataLoader, needs seeder.watch_loader(loader) instead), or use seeder.DataLoader")
     if finished:
-        return (f"sampler.{what}(): the DataLoader drew every index of epoch {epoch} (it prefetches) but no "
+        return (f"sampler.state_dict(): the DataLoader drew every index of epoch {epoch} (it prefetches) but no "
                 f"sample was reported consumed, so this state resumes at the start of the epoch; {fix}")
-    return (f"sampler.{what}(): epoch {epoch} is being iterated but no sample was reported consumed, so "
+    return (f"sampler.state_dict(): epoch {epoch} is being iterated but no sample was reported consumed, so "
             f"this state resumes at the start of the epoch; {fix}")

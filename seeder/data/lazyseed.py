@@ -8,7 +8,7 @@ global RNGs only once this process has seen a sample draw from them. It compares
 (:meth:`seeder.rngbase.RNGAdapter.watcher`: for Python and NumPy a Mersenne Twister's position
 and two key words, and the Gaussian cache; for torch the whole 5 KB state) before and after the
 batch, and fetches a batch in which a sample drew from an unseeded one again, with it seeded
-(as it is from then on). A dataset that draws nothing (tokenised text) is seeded never.
+(as it is from then on). A dataset that draws nothing (tokenised text) is never seeded.
 
 One comparison per batch sees every draw: the watched RNGs are not seeded within the batch, so
 the samples' draws add up. Every draw moves the position, except a draw of a multiple of 624
