@@ -13,7 +13,18 @@ stops and resumes, with three lines::
             ckpt.step()                       # after each optimizer step
 
 ``step()`` saves every ``every_steps`` steps (0: never on its own) and, when ``seeder
-verify`` asks for a stop at this step, saves and exits with status 0. ``save()`` writes
+verify`` asks for a stop at this step, saves and exits with status 0. ``ckpt.steps`` counts
+the optimizer steps of the run, those before the checkpoint included: after ``resume()`` it
+is the step the checkpoint was saved at, where an iteration-based loop (no epochs) goes on::
+
+    ckpt = seeder.Checkpoint("out/ckpt.pt", model=model, optimizer=optimizer)
+    ckpt.resume(args.resume)
+    for iter_num in range(ckpt.steps, max_iters):   # 0 in a fresh run
+        x, y = get_batch()                        # drawn inside the step, after the checkpoint it follows
+        ...
+        optimizer.step()
+        ckpt.step()
+ ``save()`` writes
 ``{"model", "optimizer", "scheduler", "seeder", "step"}`` to a temporary file in the same
 directory, fsyncs it, renames it over ``path`` and fsyncs the directory (a crash leaves the
 old file or the new one, and the next save removes the temporary file of a write that was
@@ -30,6 +41,10 @@ Example:
     >>> ckpt = Checkpoint(path, model=net, optimizer=opt); ckpt.save()
     >>> Checkpoint(path, model=net, optimizer=opt).resume(True)
     0
+    >>> net(torch.ones(2)).sum().backward(); opt.step(); ckpt.step(); ckpt.save()
+    >>> again = Checkpoint(path, model=net, optimizer=opt); again.resume(True); again.steps
+    0
+    1
 """
 from __future__ import annotations
 
@@ -52,7 +67,24 @@ logger = logging.getLogger("seeder")
 
 
 class Checkpoint:
-    """One checkpoint file for a plain loop: see the module documentation."""
+    """One checkpoint file for a plain loop: see the module documentation.
+
+    Args:
+        path: the file (its directory is created on the first save).
+        model: what ``state_dict()``/``load_state_dict()`` save and load (an ``nn.Module``).
+        optimizer: its optimizer, or ``None``.
+        scheduler: an LR scheduler (or anything with ``state_dict()``/``load_state_dict()``), or ``None``.
+        every_steps: ``step()`` saves every this many steps (0: only verify's stop and ``save()`` do).
+        seeder: the seeder whose state goes with it (default: the module-level one).
+
+    Attributes:
+        steps: optimizer steps of the run so far, those of the run it resumed included (``step()`` adds one). After
+            ``resume()``, the step the checkpoint was saved at: an iteration-based loop starts there
+            (``for iter_num in range(ckpt.steps, max_iters)``).
+
+    Raises:
+        TypeError: a path that is no file path, or a model without ``state_dict()``.
+    """
 
     def __init__(self, path: Union[str, "os.PathLike[str]"], *, model: torch.nn.Module,
                  optimizer: Optional[torch.optim.Optimizer] = None, scheduler: Any = None, every_steps: int = 0,
@@ -65,7 +97,7 @@ class Checkpoint:
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.every_steps = check_int(every_steps, "every_steps", low=0)
         self.seeder = resolve_seeder(seeder)
-        self.steps = 0  # optimizer steps of the run, restored ones included
+        self.steps = 0  # optimizer steps of the run, restored ones included (documented: iteration-based loops)
 
     def _rank(self) -> int:
         return self.seeder.rank if self.seeder.initialized else 0
@@ -98,7 +130,11 @@ class Checkpoint:
             raise
 
     def resume(self, enabled: Optional[bool] = None) -> int:
-        """Load the file (``enabled=None``: only when ``seeder verify`` resumes this run); return the epoch to start at."""
+        """Load the file (``enabled=None``: only when ``seeder verify`` resumes this run); return the epoch to start at.
+
+        Sets :attr:`steps` to the step the checkpoint was saved at (unchanged when nothing is loaded): an
+        iteration-based loop starts there.
+        """
         if enabled is None:
             enabled = stepwatch.resume_requested()
         if not enabled:

@@ -17,6 +17,15 @@ it starts. When the module-level seeder is initialised in such a run:
 * ``$SEEDER_RESUME=1`` asks the same helpers to resume from the run's own checkpoint
   (they :func:`mark` ``("resumed", S)``). A run that asked for a stop or a resume and has
   no such mark had nothing that could do it: verify says so instead of failing.
+* Each step's record also says how many numbers each global Mersenne-Twister RNG (torch's
+  CPU generator, NumPy's global ``RandomState``, Python's ``random``) gave out since the
+  previous record, or since the load of a resumed run (``"draws"``, ``None`` across a
+  reseed), and a fingerprint of each (``"rngs"``): a resumed run whose first step draws
+  more than the uninterrupted run's did drew something before the checkpoint and again
+  after it (:mod:`seeder.verify.diagnose`).
+* The step counter's state names the run that wrote it (its ``$SEEDER_STEPS``), and a
+  load writes a ``{"seeder_verify": "loaded", "from": ...}`` line: a run that resumed
+  from another run's checkpoint is told apart from one that resumed its own.
 
 Nothing here runs without ``$SEEDER_STEPS``.
 
@@ -35,13 +44,16 @@ Example:
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
+import random
 import weakref
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["ENV_STEPS", "ENV_STOP", "ENV_RESUME", "ENV_CKPT_DIR", "STOP_CKPT", "StepCounter", "watch", "steps_done", "stop_step",
-           "should_stop", "resume_requested", "ckpt_dir", "mark", "read_marks", "del_env"]
+           "should_stop", "resume_requested", "ckpt_dir", "mark", "read_marks", "read_loads", "read_steps", "drawn",
+           "mt_states", "del_env"]
 
 #: Where a run's per-step records go (``seeder verify`` sets it); unset: nothing is recorded.
 ENV_STEPS = "SEEDER_STEPS"
@@ -56,7 +68,8 @@ ENV_CKPT_DIR = "SEEDER_CKPT_DIR"
 
 
 class StepCounter:
-    """The optimizer steps of the run so far: a participant, so that a checkpoint carries the count."""
+    """The optimizer steps of the run so far: a participant, so that a checkpoint carries the count, and the run that
+    wrote it (its ``$SEEDER_STEPS`` file)."""
 
     seeder_kind = "verify_steps"
 
@@ -66,17 +79,22 @@ class StepCounter:
     def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
         """Nothing to reseed."""
 
-    def state_dict(self) -> Dict[str, int]:
-        return {"step": self.step}
+    def state_dict(self) -> Dict[str, Any]:
+        return {"step": self.step, "run": os.environ.get(ENV_STEPS, "")}
 
     def check_state_dict(self, state: Any) -> None:
         from .errors import StateError
 
-        if not isinstance(state, dict) or set(state) != {"step"} or type(state["step"]) is not int or state["step"] < 0:
-            raise StateError("the verify step counter's state must be {'step': int >= 0}")
+        if not isinstance(state, dict) or not {"step"} <= set(state) <= {"step", "run"} \
+                or type(state["step"]) is not int or state["step"] < 0 \
+                or not isinstance(state.get("run", ""), str) or len(state.get("run", "")) > 4096:
+            raise StateError("the verify step counter's state must be {'step': int >= 0, 'run': path of at most "
+                             "4096 characters}")
 
-    def load_state_dict(self, state: Dict[str, int]) -> None:
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.step = int(state["step"])
+        if self is _counter:  # the run's own counter: say whose checkpoint this run continues
+            _write({"seeder_verify": "loaded", "at_step": self.step, "from": state.get("run", "")})
 
 
 _counter: Optional[StepCounter] = None
@@ -86,6 +104,10 @@ _seeder: Optional["weakref.ReferenceType[Any]"] = None
 _optimizer: Optional[Any] = None
 _hooked = False
 _stopped = False
+#: Each global Mersenne-Twister RNG's ``(key, position)`` at the previous record (or at the load of a resumed run).
+_previous: Dict[str, Tuple[Any, int]] = {}
+#: Words searched for the position of one RNG after another before the answer is "unknown" (a reseed, a big draw).
+DRAW_LIMIT = 1 << 20
 
 
 def _rank0() -> bool:
@@ -115,7 +137,80 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         value = sum(float(p.detach().double().pow(2).sum()) for g in optimizer.param_groups for p in g["params"])
     s = _seeder() if _seeder is not None else None
     last = s.last_reseed if s is not None and s.initialized else None
-    _write({"step": _counter.step, "epoch": last[1] if last else None, "loss": value, "value": "sum of squared parameters"})
+    draws, prints = _draws_since_previous()
+    _write({"step": _counter.step, "epoch": last[1] if last else None, "loss": value, "value": "sum of squared parameters",
+            "draws": draws, "rngs": prints})
+
+
+def mt_states() -> Dict[str, Tuple[Any, int]]:
+    """The Mersenne-Twister ``(key, position)`` of torch's CPU generator, NumPy's global RNG and Python's ``random``,
+    as NumPy's ``MT19937`` takes them (positions 0-624; 624: the key is used up)."""
+    import numpy as np
+    import torch
+
+    out: Dict[str, Tuple[Any, int]] = {}
+    raw = torch.get_rng_state().numpy()  # CPUGeneratorImplState (seeder/internals.py): left i32 at 8, next u64 at 16
+    left, nxt = int(raw[8:12].view("<i4")[0]), int(raw[16:24].view("<u8")[0])
+    out["torch"] = (raw[24:24 + 624 * 8].view("<u8").astype(np.uint32), 624 if left == 1 else nxt)
+    _, key, pos = np.random.get_state()[:3]
+    out["numpy"] = (np.asarray(key, dtype=np.uint32), int(pos))
+    words = random.getstate()[1]
+    out["python"] = (np.asarray(words[:624], dtype=np.uint32), int(words[624]))
+    return out
+
+
+def _print(state: Tuple[Any, int]) -> str:
+    return hashlib.blake2b(state[0].tobytes() + state[1].to_bytes(2, "little"), digest_size=8).hexdigest()
+
+
+def drawn(before: Tuple[Any, int], after: Tuple[Any, int], limit: int = DRAW_LIMIT) -> Optional[int]:
+    """How many 32-bit numbers a Mersenne Twister gave out to go from ``before`` to ``after`` (``mt_states`` items), or
+    ``None`` when ``after`` is not within ``limit`` numbers of ``before`` (a reseed, a set_state, a bigger draw).
+
+    >>> import numpy as np
+    >>> rs = np.random.RandomState(3); a = rs.get_state()[1:3]; _ = rs.random_sample(5); b = rs.get_state()[1:3]
+    >>> drawn(a, b), drawn(b, a, limit=5000)
+    (10, None)
+    """
+    import numpy as np
+
+    if before[1] == after[1] and np.array_equal(before[0], after[0]):
+        return 0
+    target = _stream(after, 3)
+    gen, base, chunk, tail = _generator(before), 0, 4096, np.zeros(0, dtype=np.uint64)
+    while base < limit:
+        out = np.concatenate([tail, gen.random_raw(chunk)])
+        for at in np.flatnonzero(out[:-2] == target[0]):
+            if out[at + 1] == target[1] and out[at + 2] == target[2]:
+                return base - len(tail) + int(at)
+        base += chunk
+        tail, chunk = out[-2:], min(chunk * 4, max(limit - base, 1))
+    return None
+
+
+def _generator(state: Tuple[Any, int]) -> Any:
+    import numpy as np
+
+    gen = np.random.MT19937()
+    gen.state = {"bit_generator": "MT19937", "state": {"key": state[0], "pos": state[1]}}
+    return gen
+
+
+def _stream(state: Tuple[Any, int], n: int) -> Any:
+    return _generator(state).random_raw(n)
+
+
+def _draws_since_previous() -> Tuple[Dict[str, Optional[int]], Dict[str, str]]:
+    """Numbers each global RNG gave out since the previous record, and their fingerprints now."""
+    global _previous
+    try:
+        now = mt_states()
+    except Exception:  # a record must not fail the step (an RNG replaced by something that is no Mersenne Twister)
+        _previous = {}
+        return {}, {}
+    draws = {name: drawn(_previous[name], state) if name in _previous else None for name, state in now.items()}
+    _previous = now
+    return draws, {name: _print(state) for name, state in now.items()}
 
 
 def _digest_at_exit() -> None:
@@ -145,6 +240,7 @@ def watch(seeder: Any) -> None:
     if _counter is not None:
         seeder.leave(_counter)  # a new run counts from 0
     _counter, _seeder, _stopped = StepCounter(), weakref.ref(seeder), False
+    _previous.clear()
     seeder.join(_counter, weak=False)
 
 
@@ -176,11 +272,22 @@ def ckpt_dir() -> Optional[str]:
 
 
 def mark(kind: str, step: Optional[int] = None) -> None:
-    """Record that this run ``stopped`` or ``resumed`` (at global step ``step``) for ``seeder verify``."""
-    global _stopped
+    """Record that this run ``stopped`` or ``resumed`` (at global step ``step``) for ``seeder verify``.
+
+    A ``resumed`` mark, written once the checkpoint is loaded, also holds the fingerprints of the global RNGs as the
+    load left them, and the next step's record counts the numbers drawn from them since.
+    """
+    global _stopped, _previous
     if kind == "stopped":
         _stopped = True
-    _write({"seeder_verify": kind, "at_step": steps_done() if step is None else step})
+    record: Dict[str, Any] = {"seeder_verify": kind, "at_step": steps_done() if step is None else step}
+    if kind == "resumed" and os.environ.get(ENV_STEPS):
+        try:
+            _previous = mt_states()
+            record["rngs"] = {name: _print(state) for name, state in _previous.items()}
+        except Exception:  # the mark matters more than the fingerprints
+            _previous = {}
+    _write(record)
 
 
 def read_marks(path: Any) -> Dict[str, int]:
@@ -189,12 +296,25 @@ def read_marks(path: Any) -> Dict[str, int]:
     >>> read_marks("/nonexistent")
     {}
     """
+    return {r["seeder_verify"]: r.get("at_step") for r in read_steps(path) if isinstance(r.get("seeder_verify"), str)}
+
+
+def read_loads(path: Any) -> List[Dict[str, Any]]:
+    """The ``loaded`` lines of a steps file: ``{"at_step": S, "from": <the steps file of the run that saved it>}``.
+
+    >>> read_loads("/nonexistent")
+    []
+    """
+    return [r for r in read_steps(path) if r.get("seeder_verify") == "loaded"]
+
+
+def read_steps(path: Any) -> List[Dict[str, Any]]:
+    """Every record of a steps file, in order (``[]`` when there is none)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            records = [r for r in map(_record, fh) if r is not None]
+            return [r for r in map(_record, fh) if r is not None]
     except OSError:
-        return {}
-    return {r["seeder_verify"]: r.get("at_step") for r in records if isinstance(r.get("seeder_verify"), str)}
+        return []
 
 
 def _record(line: str) -> Optional[Dict[str, Any]]:

@@ -27,7 +27,7 @@ def test_stops_are_after_the_first_epoch_and_untested_pairs_say_why(tmp_path):
     two = Metrics([(k,) for k in range(1, 13)], np.zeros(12), [k // 6 for k in range(12)])
     assert stop_steps(two) == ((6, "the end of epoch 0"), (9, "3 of 6 steps into epoch 1"))
     one = Metrics([(1,), (2,)], np.zeros(2), [0, 0])
-    assert "single epoch" in stop_steps(one)[1][1]
+    assert "too few" in stop_steps(one)[1][1]
     stop, res = tmp_path / "mid-0", tmp_path / "resume-mid-0"
     stop.mkdir(), res.mkdir()
     assert untested(stop, res, 9, resume_flag=False) == NO_RESUME   # nothing stopped it, no resume option

@@ -96,12 +96,10 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> List[RunSpec]:
             if "steps" not in stops:
                 full = read_metrics(metrics_path(out, "full-0"), out / "runs" / "full-0" / "log.txt", cfg.contract,
                                     out / "runs" / "full-0" / STEPS_NAME)
-                stops["steps"] = stop_steps(full)
+                stops["steps"] = stop_steps(full, getattr(cfg, "stop_after_steps", None))
             steps, where = stops["steps"][which]
             if steps is None:
                 return where
-            if which == 1 and getattr(cfg, "stop_after_steps", None) is not None:
-                steps, where = cfg.stop_after_steps, "given with --stop-after-steps"
             by_name[name].env.update(stop_env(steps))
             by_name[name].info.update(stop_after_steps=steps, stop_where=where)
             return None

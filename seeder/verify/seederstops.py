@@ -5,6 +5,9 @@ command takes no such flag, :mod:`seeder.verify.flags`), run (1) of the first re
 first; its per-step records give the epochs and their steps. Runs (2) and (2b) then get
 ``$SEEDER_STOP_AFTER_STEP``: the last step of epoch ``X // 2 - 1`` (an epoch boundary) and
 the odd step nearest the middle of epoch ``max(1, X // 2 - 1)`` (never the first epoch).
+An iteration-based run (fewer than two epochs: no ``seeder.reseed(1, epoch)`` per epoch,
+``for iter_num in range(max_iters)``) stops at step ``N // 2`` of its ``N`` steps and at the
+odd step nearest ``3 N / 4``. ``seeder verify --stop-after-steps S`` sets run (2b)'s stop.
 What stops the run is seeder's (:mod:`seeder.stepwatch`): ``seeder.Checkpoint`` in a plain
 loop, ``SeederCallback`` in Lightning, ``SeederTrainer`` in transformers; each marks the
 stop in the run's ``steps.jsonl``. A resumed run gets ``$SEEDER_RESUME=1`` and the
@@ -17,6 +20,9 @@ Example:
     >>> full = Metrics([(k,) for k in range(1, 25)], np.zeros(24), [k // 8 for k in range(24)])
     >>> stop_steps(full)   # 3 epochs of 8 steps: boundary after epoch 0; mid-epoch inside epoch 1
     ((8, 'the end of epoch 0'), (13, '5 of 8 steps into epoch 1'))
+    >>> iters = Metrics([(k,) for k in range(1, 41)], np.zeros(40), [0] * 40)   # no epochs: 40 iterations
+    >>> stop_steps(iters), stop_steps(iters, given=7)[1]
+    (((20, 'step 20 of 40 (no epochs)'), (31, 'step 31 of 40 (no epochs)')), (7, 'given with --stop-after-steps'))
 """
 from __future__ import annotations
 
@@ -39,16 +45,32 @@ NO_RESUME = ("no resume option; map one with --arg resume=... (or resume through
 Stop = Tuple[Optional[int], str]
 
 
-def stop_steps(full: Metrics) -> Tuple[Stop, Stop]:
-    """``((boundary step, where), (mid-epoch step, where))`` from run (1)'s records; a step is ``None`` with the reason."""
-    epochs = full.epochs
-    if not len(full) or any(e is None for e in epochs):
-        why = "run (1) recorded no epochs (call seeder.reseed(1, epoch) at each epoch start)"
+GIVEN = "given with --stop-after-steps"
+
+
+def stop_steps(full: Metrics, given: Optional[int] = None) -> Tuple[Stop, Stop]:
+    """``((boundary step, where), (mid-epoch step, where))`` from run (1)'s records; a step is ``None`` with the reason.
+
+    ``given`` (``--stop-after-steps S``) is the mid-epoch stop, whatever the records say.
+    """
+    boundary, mid = _from_records(full)
+    return boundary, ((given, GIVEN) if given is not None else mid)
+
+
+def _from_records(full: Metrics) -> Tuple[Stop, Stop]:
+    epochs, n = full.epochs, len(full)
+    if not n:
+        why = "run (1) recorded no steps (an optimizer.step() records one)"
         return (None, why), (None, why)
     seen = list(dict.fromkeys(epochs))
-    if len(seen) < 2:
-        why = "run (1) has a single epoch, so no stop in a later epoch; let it run 2 or more (--arg epochs=...)"
-        return (None, why), (None, why)
+    if len(seen) < 2 or None in seen:  # iteration-based: no epochs to stop between, any step will do
+        if n < 3:
+            why = f"run (1) made {n} step(s): too few for a stop with steps after it"
+            return (None, why), (None, why)
+        half = n // 2
+        late = min(n - 1, 3 * n // 4 + (1 - (3 * n // 4) % 2))
+        late = late if late != half else max(1, half - 1)
+        return (half, f"step {half} of {n} (no epochs)"), (late, f"step {late} of {n} (no epochs)")
     counts = [sum(1 for e in epochs if e == x) for x in seen]
     h = len(seen) // 2
     boundary = (sum(counts[:h]), f"the end of epoch {seen[h - 1]}")
