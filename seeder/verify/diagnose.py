@@ -6,9 +6,15 @@ one fingerprint line per batch: the position in the epoch and a hash of every ra
 state seeder knows. When a resumed run (3) differs from the uninterrupted run (1),
 :func:`diagnose` lines up the traces of (1), of the stopped run (2) and of (3) by
 ``(source, epoch, position)`` and names the first state that differs, starting
-right after the resume, with what usually causes it and the fix. Where no trace
-exists (a script that does not use seeder's data path) it returns ``None`` and the
-report keeps its generic message.
+right after the resume, with what usually causes it and the fix.
+
+Seeder's own per-step records (``steps.jsonl``, :mod:`seeder.stepwatch`), which every run
+verify starts writes, name causes the trace does not see: a resumed run that resumed
+from a checkpoint another run wrote (:func:`foreign_resume`), a resumed epoch whose
+batches the loop discarded, and a batch drawn before the checkpoint and drawn again after
+the resume (:mod:`seeder.verify._stepcauses`, from the numbers each global RNG gave out
+per step). Where nothing is found :func:`diagnose_dirs` returns
+``None`` and the report keeps its generic message.
 
 Example:
     >>> rec = lambda pos, torch="t0", src="sampler": {"source": src, "epoch": 1, "position": pos, "rngs":
@@ -25,10 +31,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..stepwatch import read_steps
 from ..trace import read_trace
+from ._stepcauses import discarded_batches, prefetched
 from .contract import Metrics
 
-__all__ = ["Diagnosis", "diagnose", "diagnose_dirs", "preinit_hints", "TRACE_NAME"]
+__all__ = ["Diagnosis", "diagnose", "diagnose_dirs", "preinit_hints", "TRACE_NAME", "foreign_resume", "foreign_resumes",
+           "STEPS_FILE"]
+
+#: seeder's per-step records in a run directory (:mod:`seeder.stepwatch`).
+STEPS_FILE = "steps.jsonl"
 
 #: File prefix of a run's traces inside its run directory.
 TRACE_NAME = "trace"
@@ -222,13 +234,84 @@ def diagnose(full: Dict[int, Records], stopped: Dict[int, Records], resumed: Dic
     return d
 
 
-def diagnose_dirs(full_dir: Path, stopped_dir: Path, resumed_dir: Path,
-                  stopped_metrics: Optional[Metrics] = None) -> Optional[Diagnosis]:
-    """:func:`diagnose` on the traces in three run directories (``<dir>/trace.rank<R>.jsonl``)."""
+def diagnose_dirs(full_dir: Path, stopped_dir: Path, resumed_dir: Path, stopped_metrics: Optional[Metrics] = None,
+                  full_metrics: Optional[Metrics] = None, resumed_metrics: Optional[Metrics] = None) -> Optional[Diagnosis]:
+    """Why run (3) in ``resumed_dir`` differs from run (1) in ``full_dir``, from their traces and step records.
+
+    In this order: a checkpoint another run wrote (:func:`foreign_resume`); batches of the resumed epoch discarded
+    (with the three runs' metrics); the first traced state that differs
+    (:func:`diagnose` on ``<dir>/trace.rank<R>.jsonl``); a batch drawn ahead across the checkpoint
+    (:func:`prefetched`). ``None`` when none of them says anything.
+    """
+    resumed_dir = Path(resumed_dir)
+    foreign = foreign_resume(resumed_dir, [Path(stopped_dir)])
+    if foreign is not None:
+        return Diagnosis("foreign-checkpoint", foreign)
+    if full_metrics is not None and stopped_metrics is not None and resumed_metrics is not None:
+        found = discarded_batches(full_metrics, stopped_metrics, resumed_metrics, _log_line(resumed_dir, "discarded"))
+        if found is not None:
+            return Diagnosis("discarded", found, epoch=stopped_metrics.epochs[-1])
     traces: Sequence[Dict[int, Records]] = [read_trace(str(Path(d) / TRACE_NAME)) for d in (full_dir, stopped_dir, resumed_dir)]
-    if not traces[2]:
+    traced = diagnose(traces[0], traces[1], traces[2], stopped_metrics) if traces[2] else None
+    if traced is not None and traced.state != "none":
+        return traced
+    ahead = prefetched(read_steps(Path(full_dir) / STEPS_FILE), read_steps(resumed_dir / STEPS_FILE))
+    return Diagnosis(*ahead) if ahead is not None else traced
+
+
+MSG_FOREIGN = ("run {run} resumed from a checkpoint that {writer} wrote{at}, not from one of its own: the script finds "
+               "its checkpoint outside its run's directory ({where}, its working directory under seeder verify), "
+               "where other runs write theirs (a path such as ../outputs, or an absolute one). Save and resume "
+               "checkpoints under the working directory (a relative path inside it), or pass the directory with the "
+               "script's flag (--arg ckpt_dir=\"--save-dir {{ckpt_dir}}\")")
+
+
+def foreign_resume(run_dir: Path, own: Sequence[Path] = ()) -> Optional[str]:
+    """Why the run in ``run_dir`` continued a checkpoint that neither it nor a run of ``own`` wrote, or ``None``.
+
+    A run loads seeder's state, whose step counter names the run that saved it (:mod:`seeder.stepwatch`); a run not
+    asked to resume that marks a resume anyway found a checkpoint written outside verify.
+    """
+    run_dir = Path(run_dir)
+    records = read_steps(run_dir / STEPS_FILE)
+    mine = {str(Path(d) / STEPS_FILE) for d in (run_dir, *own)}
+    loads = [r for r in records if r.get("seeder_verify") == "loaded"]
+    for rec in loads:
+        writer = rec.get("from")
+        if isinstance(writer, str) and writer and writer not in mine:
+            at = f" (at step {rec['at_step']})" if isinstance(rec.get("at_step"), int) else ""
+            name = Path(writer).parent.name
+            who = f"run {name}" if Path(writer).parent.parent == run_dir.parent else f"another process ({writer})"
+            return MSG_FOREIGN.format(run=run_dir.name, writer=who, at=at, where=run_dir)
+    resumed = next((r for r in records if r.get("seeder_verify") == "resumed"), None)
+    if not own and resumed is not None and not any(r.get("from") in mine for r in loads):
+        at = f" (at step {resumed['at_step']})" if isinstance(resumed.get("at_step"), int) else ""
+        return MSG_FOREIGN.format(run=run_dir.name, writer="an earlier run", at=at, where=run_dir).replace(
+            "resumed from a checkpoint", "was not asked to resume, yet resumed from a checkpoint")
+    return None
+
+
+def foreign_resumes(out: Path, names: Sequence[str]) -> List[str]:
+    """:func:`foreign_resume` for each run of a session (``OUT/runs/<name>``): a resumed run ``resume-R`` and
+    ``resume-mid-R`` may continue the checkpoint of ``half-R`` and ``mid-R``, every other run none."""
+    parent = {"resume": "half", "resume-mid": "mid"}
+    found = []
+    for name in names:
+        kind, _, repeat = name.rpartition("-")
+        own = [Path(out) / "runs" / f"{parent[kind]}-{repeat}"] if kind in parent else []
+        why = foreign_resume(Path(out) / "runs" / name, own)
+        if why is not None:
+            found.append(why)
+    return found
+
+
+def _log_line(run_dir: Path, word: str) -> Optional[str]:
+    """The first line of the run's log that contains ``word``, or ``None``."""
+    try:
+        with open(Path(run_dir) / "log.txt", encoding="utf-8", errors="replace") as fh:
+            return next((line for line in fh if word in line), None)
+    except OSError:
         return None
-    return diagnose(traces[0], traces[1], traces[2], stopped_metrics)
 
 
 def preinit_hints(run_dirs: Sequence[Path]) -> List[str]:

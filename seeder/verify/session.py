@@ -33,7 +33,8 @@ from ..env.redact import file_redactor, redact_json
 from ..env.safefile import symlinks_in, write_file
 from .analysis import ALL_KINDS, analyze_compare, analyze_verify
 from .contract import Contract, Metrics, read_metrics
-from .diagnose import diagnose_dirs, preinit_hints
+from ._stepcauses import own_length
+from .diagnose import diagnose_dirs, foreign_resumes, preinit_hints
 from .flags import adapt_contract
 from .midepoch import StepStopSupport
 from .runner import RunFailed, RunResult, RunSpec, child_environment, run_all
@@ -204,6 +205,7 @@ def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str
                                                   Path(spec.workdir) / STEPS_NAME)
             except (ValueError, OSError) as exc:
                 res.status, res.reason = "failed", f"exited 0 but its metrics are unusable: {exc}"
+                res.reason += "".join(f"; {why}" for why in foreign_resumes(out, [spec.name]))  # the cause, if found
     base = {"seeder_verify": REPORT_VERSION, "kind": kind, "config": _config_dict(cfg),
             "runs": [_run_record(out, s, by_name[s.name], metrics.get(s.name)) for s in specs]}
     if any(r.status not in ("ok", "omitted") for r in results):  # omitted: left out on purpose, not a failure
@@ -261,10 +263,18 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
 
     def diagnose(check: str, r: int) -> Optional[Dict[str, Any]]:
         stop, resume = ("half", "resume") if check == "resume" else ("mid", "resume-mid")
-        d = diagnose_dirs(*(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)), metrics.get(f"{stop}-{r}"))
+        d = diagnose_dirs(*(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)), metrics.get(f"{stop}-{r}"),
+                          metrics.get(f"full-{r}"), metrics.get(f"{resume}-{r}"))
         return d.as_dict() if d is not None else None
 
     report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha, diagnose=diagnose, skipped=skipped))
+    foreign = foreign_resumes(out, [s.name for s in specs if s.name in metrics])
+    if foreign:  # runs that continued another run's checkpoint: their checks compare the wrong runs
+        report["reasons"] = foreign + report["reasons"]
+        report["verdict"] = "FAIL"
+    if not cfg.contract.epochs and "full-0" in metrics:  # the table says how long the script ran on its own
+        check = next(c for c in report["checks"] if c["name"] == "reproducible")
+        check["summary"] += f"; {own_length(cfg.epochs, metrics['full-0'])}"
     hints = preinit_hints([out / "runs" / f"full-{r}" for r in range(cfg.repeats)])
     if hints and report["verdict"] == "FAIL":
         report["reasons"] = hints + report["reasons"]
