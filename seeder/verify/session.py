@@ -204,8 +204,9 @@ def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str
                 metrics[spec.name] = read_metrics(metrics_path(out, spec.name), res.log, cfg.contract,
                                                   Path(spec.workdir) / STEPS_NAME)
             except (ValueError, OSError) as exc:
-                res.status, res.reason = "failed", f"exited 0 but its metrics are unusable: {exc}"
-                res.reason += "".join(f"; {why}" for why in foreign_resumes(out, [spec.name]))  # the cause, if found
+                foreign = foreign_resumes(out, [spec.name])  # the cause, where seeder's records show it
+                res.status, res.reason = "failed", (f"exited 0 without a step of its own: {foreign[0]}" if foreign
+                                                    else f"exited 0 but its metrics are unusable: {exc}")
     base = {"seeder_verify": REPORT_VERSION, "kind": kind, "config": _config_dict(cfg),
             "runs": [_run_record(out, s, by_name[s.name], metrics.get(s.name)) for s in specs]}
     if any(r.status not in ("ok", "omitted") for r in results):  # omitted: left out on purpose, not a failure
