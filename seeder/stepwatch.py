@@ -296,7 +296,7 @@ def read_marks(path: Any) -> Dict[str, int]:
     >>> read_marks("/nonexistent")
     {}
     """
-    return {r["seeder_verify"]: r.get("at_step") for r in read_steps(path) if isinstance(r.get("seeder_verify"), str)}
+    return {r["seeder_verify"]: r.get("at_step") for r in read_steps(path) if r.get("seeder_verify") in ("stopped", "resumed")}
 
 
 def read_loads(path: Any) -> List[Dict[str, Any]]:
