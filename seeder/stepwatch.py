@@ -22,7 +22,9 @@ it starts. When the module-level seeder is initialised in such a run:
   previous record, or since the load of a resumed run (``"draws"``, ``None`` across a
   reseed), and a fingerprint of each (``"rngs"``): a resumed run whose first step draws
   more than the uninterrupted run's did drew something before the checkpoint and again
-  after it (:mod:`seeder.verify.diagnose`).
+  after it (:mod:`seeder.verify.diagnose`). Counting reads the three states and searches the
+  stream (about 10 ms for a step that draws 100,000 numbers, 35 ms where none is found
+  within a million: after a reseed).
 * The step counter's state names the run that wrote it (its ``$SEEDER_STEPS``), and a
   load writes a ``{"seeder_verify": "loaded", "from": ...}`` line: a run that resumed
   from another run's checkpoint is told apart from one that resumed its own.
