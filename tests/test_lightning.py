@@ -207,8 +207,9 @@ def test_resume_path_resumes_where_seeder_verify_stopped_the_run(tmp_path, monke
         assert resume_path("mine.ckpt") == "mine.ckpt"  # a checkpoint the user names wins
         resumed = run(3, loader_factory=quick_loader, ckpt_path=resume_path())
         assert same(full, resumed, 4) and [s for s, _ in resumed["losses"]] == list(range(5, 13))
-        marks = [r for r in map(json.loads, steps.read_text().splitlines()) if "seeder_verify" in r]
-        assert marks == [{"seeder_verify": "stopped", "at_step": 4}, {"seeder_verify": "resumed", "at_step": 4}]
+        marks = [(r["seeder_verify"], r["at_step"]) for r in map(json.loads, steps.read_text().splitlines())
+                 if "seeder_verify" in r]
+        assert marks == [("stopped", 4), ("loaded", 4), ("resumed", 4)]  # loaded: the state the stopped run saved
         monkeypatch.setenv(stepwatch.ENV_CKPT_DIR, str(tmp_path / "elsewhere"))
         with pytest.warns(SeederWarning, match="no .*seeder-stop.ckpt.*put SeederCallback"):
             assert resume_path() is None
