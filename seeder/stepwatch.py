@@ -82,21 +82,35 @@ class StepCounter:
         """Nothing to reseed."""
 
     def state_dict(self) -> Dict[str, Any]:
-        return {"step": self.step, "run": os.environ.get(ENV_STEPS, "")}
+        state: Dict[str, Any] = {"step": self.step, "run": os.environ.get(ENV_STEPS, "")}
+        try:  # the global RNGs as this state saves them: a resumed run counts its draws from there
+            state["rngs"] = _as_tensor(mt_states())
+        except Exception:  # an RNG that is no Mersenne Twister: no counts after a resume, nothing else lost
+            pass
+        return state
 
     def check_state_dict(self, state: Any) -> None:
         from .errors import StateError
 
-        if not isinstance(state, dict) or not {"step"} <= set(state) <= {"step", "run"} \
+        if not isinstance(state, dict) or not {"step"} <= set(state) <= {"step", "run", "rngs"} \
                 or type(state["step"]) is not int or state["step"] < 0 \
                 or not isinstance(state.get("run", ""), str) or len(state.get("run", "")) > 4096:
             raise StateError("the verify step counter's state must be {'step': int >= 0, 'run': path of at most "
-                             "4096 characters}")
+                             "4096 characters, 'rngs': Mersenne-Twister states}")
+        if "rngs" in state:
+            _from_tensor(state["rngs"])
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
+        global _previous
         self.step = int(state["step"])
-        if self is _counter:  # the run's own counter: say whose checkpoint this run continues
-            _write({"seeder_verify": "loaded", "at_step": self.step, "from": state.get("run", "")})
+        if self is not _counter:
+            return
+        # The state the load puts the global RNGs in (saved at the same moment as theirs): the next step counts from it.
+        _previous = _from_tensor(state["rngs"]) if "rngs" in state else {}
+        record = {"seeder_verify": "loaded", "at_step": self.step, "from": state.get("run", "")}
+        if _previous:
+            record["rngs"] = {name: _print(mt) for name, mt in _previous.items()}
+        _write(record)  # whose checkpoint this run continues, and the RNGs it continues from
 
 
 _counter: Optional[StepCounter] = None
@@ -108,6 +122,8 @@ _hooked = False
 _stopped = False
 #: Each global Mersenne-Twister RNG's ``(key, position)`` at the previous record (or at the load of a resumed run).
 _previous: Dict[str, Tuple[Any, int]] = {}
+#: The global RNGs whose draws are counted, in the order of the counter's saved states.
+RNG_NAMES = ("torch", "numpy", "python")
 #: Words searched for the position of one RNG after another before the answer is "unknown" (a reseed, a big draw).
 DRAW_LIMIT = 1 << 20
 
@@ -150,7 +166,7 @@ def mt_states() -> Dict[str, Tuple[Any, int]]:
     import numpy as np
     import torch
 
-    out: Dict[str, Tuple[Any, int]] = {}
+    out: Dict[str, Tuple[Any, int]] = {}  # in the order of RNG_NAMES
     raw = torch.get_rng_state().numpy()  # CPUGeneratorImplState (seeder/internals.py): left i32 at 8, next u64 at 16
     left, nxt = int(raw[8:12].view("<i4")[0]), int(raw[16:24].view("<u8")[0])
     out["torch"] = (raw[24:24 + 624 * 8].view("<u8").astype(np.uint32), 624 if left == 1 else nxt)
@@ -159,6 +175,31 @@ def mt_states() -> Dict[str, Tuple[Any, int]]:
     words = random.getstate()[1]
     out["python"] = (np.asarray(words[:624], dtype=np.uint32), int(words[624]))
     return out
+
+
+def _as_tensor(states: Dict[str, Tuple[Any, int]]) -> Any:
+    """``mt_states()`` as one int64 tensor, a row per RNG (:data:`RNG_NAMES`): 624 key words, then the position."""
+    import numpy as np
+    import torch
+
+    rows = [np.append(states[name][0].astype(np.int64), states[name][1]) for name in RNG_NAMES]
+    return torch.from_numpy(np.stack(rows))
+
+
+def _from_tensor(value: Any) -> Dict[str, Tuple[Any, int]]:
+    """The states :func:`_as_tensor` made, checked: a ``StateError`` for anything a Mersenne Twister cannot be in."""
+    import numpy as np
+    import torch
+
+    from .errors import StateError
+
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.int64 or tuple(value.shape) != (len(RNG_NAMES), 625):
+        raise StateError("the verify step counter's 'rngs' must be an int64 tensor of shape (3, 625)")
+    rows = value.numpy()
+    if rows.min() < 0 or rows[:, :624].max() >= 1 << 32 or rows[:, 624].max() > 624 or not rows[:, :624].any(axis=1).all():
+        raise StateError("the verify step counter's 'rngs' holds no Mersenne-Twister state (words of 32 bits, not all "
+                         "0, a position up to 624); the checkpoint is corrupt")
+    return {name: (rows[i, :624].astype(np.uint32), int(rows[i, 624])) for i, name in enumerate(RNG_NAMES)}
 
 
 def _print(state: Tuple[Any, int]) -> str:
@@ -276,20 +317,13 @@ def ckpt_dir() -> Optional[str]:
 def mark(kind: str, step: Optional[int] = None) -> None:
     """Record that this run ``stopped`` or ``resumed`` (at global step ``step``) for ``seeder verify``.
 
-    A ``resumed`` mark, written once the checkpoint is loaded, also holds the fingerprints of the global RNGs as the
-    load left them, and the next step's record counts the numbers drawn from them since.
+    (The load itself writes a ``loaded`` line: the run that saved the state, and the fingerprints of the global RNGs
+    it puts back, from which the next step's record counts the numbers drawn.)
     """
-    global _stopped, _previous
+    global _stopped
     if kind == "stopped":
         _stopped = True
-    record: Dict[str, Any] = {"seeder_verify": kind, "at_step": steps_done() if step is None else step}
-    if kind == "resumed" and os.environ.get(ENV_STEPS):
-        try:
-            _previous = mt_states()
-            record["rngs"] = {name: _print(state) for name, state in _previous.items()}
-        except Exception:  # the mark matters more than the fingerprints
-            _previous = {}
-    _write(record)
+    _write({"seeder_verify": kind, "at_step": steps_done() if step is None else step})
 
 
 def read_marks(path: Any) -> Dict[str, int]:

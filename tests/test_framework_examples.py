@@ -19,7 +19,7 @@ STOP = 9  # mid-epoch 1, where verify's default stop goes
 def records(path: Path):
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     return ([r for r in rows if "step" in r and "loss" in r], [r["digest"] for r in rows if "digest" in r],
-            {r["seeder_verify"]: r["at_step"] for r in rows if "seeder_verify" in r})
+            {r["seeder_verify"]: r["at_step"] for r in rows if r.get("seeder_verify") in ("stopped", "resumed")})
 
 
 def stop_and_resume(server, tmp_path: Path, script: str, args, resume_args=(), *, steps=12, stop=STOP, env=None):

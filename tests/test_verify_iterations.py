@@ -85,10 +85,11 @@ def test_an_iteration_loop_resumes_at_ckpt_steps_and_its_records_count_draws(tmp
     monkeypatch.setenv(stepwatch.ENV_RESUME, "1")
     rest, resumed = _iterations(tmp_path / "b.pt", None)
     assert rest == full[6:] and resumed == digest
-    loaded = stepwatch.read_loads(stepped)
-    assert loaded == [{"seeder_verify": "loaded", "at_step": 6, "from": str(stepped)}]  # the run that wrote it
-    mark = next(r for r in stepwatch.read_steps(stepped) if r.get("seeder_verify") == "resumed")
-    assert mark["rngs"] == next(r for r in records if r.get("step") == 6)["rngs"]  # the load put back step 6's RNGs
+    (loaded,) = stepwatch.read_loads(stepped)
+    assert (loaded["at_step"], loaded["from"]) == (6, str(stepped))   # the run that wrote it
+    assert loaded["rngs"] == next(r for r in records if r.get("step") == 6)["rngs"]  # the load put back step 6's RNGs
+    again = [r for r in stepwatch.read_steps(stepped) if "loss" in r]
+    assert [r["draws"] for r in again] == [r["draws"] for r in records if "loss" in r]  # counted from the load too
     stepwatch.del_env()
 
 
@@ -96,7 +97,15 @@ def test_the_step_counter_state_names_its_run_and_refuses_bad_content():
     counter = stepwatch.StepCounter()
     counter.check_state_dict({"step": 3})                      # written before runs were named: accepted
     counter.check_state_dict({"step": 3, "run": "/out/runs/half-0/steps.jsonl"})
-    for bad in ({"step": 3, "run": 5}, {"step": 3, "run": "x" * 5000}, {"step": -1}, {"step": 3, "other": 1}):
+    good = counter.state_dict()["rngs"]
+    counter.check_state_dict({"step": 3, "rngs": good})
+    zero_key, wide, far = good.clone(), good.clone(), good.clone()
+    zero_key[1, :624] = 0
+    wide[0, 5] = 1 << 32
+    far[2, 624] = 625
+    for bad in ({"step": 3, "run": 5}, {"step": 3, "run": "x" * 5000}, {"step": -1}, {"step": 3, "other": 1},
+                {"step": 3, "rngs": good.int()}, {"step": 3, "rngs": good[:2]}, {"step": 3, "rngs": zero_key},
+                {"step": 3, "rngs": wide}, {"step": 3, "rngs": far}, {"step": 3, "rngs": [1, 2]}):
         with pytest.raises(StateError, match="verify step counter"):
             counter.check_state_dict(bad)
 
@@ -147,7 +156,7 @@ def _rec(step, draws, prints=None):
 
 def test_a_prefetched_batch_is_told_from_other_extra_draws():
     full = [_rec(s, 30) for s in range(1, 9)]
-    resumed = [{"seeder_verify": "resumed", "at_step": 4, "rngs": {"torch": "t4", "numpy": "n"}},
+    resumed = [{"seeder_verify": "loaded", "at_step": 4, "rngs": {"torch": "t4", "numpy": "n"}},
                _rec(5, 38), _rec(6, 30), _rec(7, 30)]
     state, msg = prefetched(full, resumed)
     assert state == "prefetch" and "drew 8 number(s) more from it than step 5" in msg

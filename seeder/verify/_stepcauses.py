@@ -10,7 +10,7 @@
 
 Example:
     >>> full = [{"step": s, "loss": 0.0, "draws": {"torch": 24}, "rngs": {"torch": f"t{s}"}} for s in (4, 5, 6)]
-    >>> resumed = [{"seeder_verify": "resumed", "at_step": 4, "rngs": {"torch": "t4"}},
+    >>> resumed = [{"seeder_verify": "loaded", "at_step": 4, "rngs": {"torch": "t4"}},
     ...            {"step": 5, "loss": 0.0, "draws": {"torch": 36}}, {"step": 6, "loss": 0.0, "draws": {"torch": 24}}]
     >>> state, message = prefetched(full, resumed)
     >>> state, message.split(",")[1]
@@ -87,10 +87,10 @@ def prefetched(full: Records, resumed: Records) -> Optional[Tuple[str, str]]:
     run's, or ``None``.
 
     ``full`` and ``resumed`` are the step records of runs (1) and (3) (:func:`seeder.stepwatch.read_steps`): each
-    step's numbers drawn per RNG (``draws``) and fingerprints (``rngs``), and the resumed run's ``resumed`` mark with
-    the fingerprints the load left.
+    step's numbers drawn per RNG (``draws``) and fingerprints (``rngs``), and the resumed run's ``loaded`` line with
+    the fingerprints of the RNG states the load put back.
     """
-    mark = next((r for r in resumed if r.get("seeder_verify") == "resumed" and isinstance(r.get("rngs"), dict)), None)
+    mark = next((r for r in resumed if r.get("seeder_verify") == "loaded" and isinstance(r.get("rngs"), dict)), None)
     steps = {r["step"]: r for r in full if isinstance(r.get("step"), int) and "loss" in r}
     if mark is None or not isinstance(mark.get("at_step"), int):
         return None
