@@ -1,12 +1,14 @@
-"""A tiny GPT with the interface of karpathy/nanoGPT's ``model.py`` that ``examples/nanogpt_port.py`` uses.
+"""A tiny GPT with the interface of karpathy/nanoGPT's ``model.py``, for examples/nanogpt_port.py.
 
-``GPTConfig``, ``GPT(config)``, ``forward(idx, targets) -> (logits, loss)``, ``configure_optimizers``,
-``estimate_mfu`` and ``crop_block_size``, written small (causal self-attention, an MLP, pre-LayerNorm
-blocks, tied embeddings) so that the port trains in seconds on a CPU. No pretrained weights.
+``GPTConfig``, ``GPT(config)``, ``forward(idx, targets) -> (logits, loss)``,
+``configure_optimizers``, ``estimate_mfu`` and ``crop_block_size``, written small (causal
+self-attention, an MLP, pre-LayerNorm blocks, tied embeddings) so that the port trains in
+seconds on a CPU. No pretrained weights.
 
 Original interface: Copyright (c) 2022 Andrej Karpathy, MIT License
 (https://github.com/karpathy/nanoGPT/blob/master/LICENSE).
 """
+
 import math
 from dataclasses import dataclass
 
@@ -33,17 +35,24 @@ class Block(nn.Module):
         self.attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = nn.Sequential(nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias), nn.GELU(),
-                                 nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias),
-                                 nn.Dropout(config.dropout))
+        self.mlp = nn.Sequential(
+            nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias),
+            nn.GELU(),
+            nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias),
+            nn.Dropout(config.dropout),
+        )
         self.n_head, self.dropout = config.n_head, config.dropout
 
     def forward(self, x):
         B, T, C = x.size()
         q, k, v = self.attn(self.ln_1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0, is_causal=True)
-        x = x + F.dropout(self.proj(y.transpose(1, 2).contiguous().view(B, T, C)), self.dropout, self.training)
+        y = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.dropout if self.training else 0, is_causal=True
+        )
+        x = x + F.dropout(
+            self.proj(y.transpose(1, 2).contiguous().view(B, T, C)), self.dropout, self.training
+        )
         return x + self.mlp(self.ln_2(x))
 
 
@@ -68,7 +77,11 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
-        loss = None if targets is None else F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        loss = (
+            None
+            if targets is None
+            else F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        )
         return logits, loss
 
     def crop_block_size(self, block_size):
@@ -77,12 +90,18 @@ class GPT(nn.Module):
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         params = [p for p in self.parameters() if p.requires_grad]
-        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
 
     def estimate_mfu(self, fwdbwd_per_iter, dt):
         n = sum(p.numel() for p in self.parameters())
         cfg = self.config
-        flops = (6 * n + 12 * cfg.n_layer * cfg.n_embd * cfg.block_size) * cfg.block_size * fwdbwd_per_iter
+        flops = (
+            (6 * n + 12 * cfg.n_layer * cfg.n_embd * cfg.block_size)
+            * cfg.block_size
+            * fwdbwd_per_iter
+        )
         return flops / max(dt, 1e-9) / 312e12 if math.isfinite(dt) else 0.0

@@ -20,7 +20,7 @@ is the step the checkpoint was saved at, where an iteration-based loop (no epoch
     ckpt = seeder.Checkpoint("out/ckpt.pt", model=model, optimizer=optimizer)
     ckpt.resume(args.resume)
     for iter_num in range(ckpt.steps, max_iters):   # 0 in a fresh run
-        x, y = get_batch()                        # drawn inside the step, after the checkpoint it follows
+        x, y = get_batch()                        # drawn in its step, after the last checkpoint
         ...
         optimizer.step()
         ckpt.step()
@@ -73,14 +73,16 @@ class Checkpoint:
         path: the file (its directory is created on the first save).
         model: what ``state_dict()``/``load_state_dict()`` save and load (an ``nn.Module``).
         optimizer: its optimizer, or ``None``.
-        scheduler: an LR scheduler (or anything with ``state_dict()``/``load_state_dict()``), or ``None``.
-        every_steps: ``step()`` saves every this many steps (0: only verify's stop and ``save()`` do).
+        scheduler: an LR scheduler (anything with ``state_dict()``/``load_state_dict()``), or
+            ``None``.
+        every_steps: ``step()`` saves every this many steps (0: only verify's stop and
+            ``save()`` do).
         seeder: the seeder whose state goes with it (default: the module-level one).
 
     Attributes:
-        steps: optimizer steps of the run so far, those of the run it resumed included (``step()`` adds one). After
-            ``resume()``, the step the checkpoint was saved at: an iteration-based loop starts there
-            (``for iter_num in range(ckpt.steps, max_iters)``).
+        steps: optimizer steps of the run so far, those of the run it resumed included
+            (``step()`` adds one). After ``resume()``, the step the checkpoint was saved at: an
+            iteration-based loop starts there (``for iter_num in range(ckpt.steps, max_iters)``).
 
     Raises:
         TypeError: a path that is no file path, or a model without ``state_dict()``.
@@ -97,7 +99,7 @@ class Checkpoint:
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.every_steps = check_int(every_steps, "every_steps", low=0)
         self.seeder = resolve_seeder(seeder)
-        self.steps = 0  # optimizer steps of the run, restored ones included (documented: iteration-based loops)
+        self.steps = 0  # optimizer steps of the run, restored ones included (public: see above)
 
     def _rank(self) -> int:
         return self.seeder.rank if self.seeder.initialized else 0
@@ -130,10 +132,10 @@ class Checkpoint:
             raise
 
     def resume(self, enabled: Optional[bool] = None) -> int:
-        """Load the file (``enabled=None``: only when ``seeder verify`` resumes this run); return the epoch to start at.
+        """Load the file (``enabled=None``: when ``seeder verify`` resumes this run); the epoch to start.
 
-        Sets :attr:`steps` to the step the checkpoint was saved at (unchanged when nothing is loaded): an
-        iteration-based loop starts there.
+        Sets :attr:`steps` to the step the checkpoint was saved at (unchanged when nothing is
+        loaded): an iteration-based loop starts there.
         """
         if enabled is None:
             enabled = stepwatch.resume_requested()

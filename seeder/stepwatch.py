@@ -22,9 +22,9 @@ it starts. When the module-level seeder is initialised in such a run:
   previous record, or since the load of a resumed run (``"draws"``, ``None`` across a
   reseed), and a fingerprint of each (``"rngs"``): a resumed run whose first step draws
   more than the uninterrupted run's did drew something before the checkpoint and again
-  after it (:mod:`seeder.verify.diagnose`). Counting reads the three states and searches the
-  stream (about 10 ms for a step that draws 100,000 numbers, 35 ms where none is found
-  within a million: after a reseed).
+  after it (:mod:`seeder.verify.diagnose`). Counting reads the three states and searches
+  the stream (about 10 ms for a step that draws 100,000 numbers, 35 ms where none is
+  found within a million: after a reseed).
 * The step counter's state names the run that wrote it (its ``$SEEDER_STEPS``), and a
   load writes a ``{"seeder_verify": "loaded", "from": ...}`` line: a run that resumed
   from another run's checkpoint is told apart from one that resumed its own.
@@ -46,16 +46,16 @@ Example:
 from __future__ import annotations
 
 import atexit
-import hashlib
 import json
 import os
-import random
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._draws import drawn, fingerprint, mt_states, states_from_tensor, states_tensor
+
 __all__ = ["ENV_STEPS", "ENV_STOP", "ENV_RESUME", "ENV_CKPT_DIR", "STOP_CKPT", "StepCounter", "watch", "steps_done", "stop_step",
-           "should_stop", "resume_requested", "ckpt_dir", "mark", "read_marks", "read_loads", "read_steps", "drawn",
-           "mt_states", "del_env"]
+           "should_stop", "resume_requested", "ckpt_dir", "mark", "read_marks", "read_loads",
+           "read_steps", "del_env"]
 
 #: Where a run's per-step records go (``seeder verify`` sets it); unset: nothing is recorded.
 ENV_STEPS = "SEEDER_STEPS"
@@ -70,8 +70,8 @@ ENV_CKPT_DIR = "SEEDER_CKPT_DIR"
 
 
 class StepCounter:
-    """The optimizer steps of the run so far: a participant, so that a checkpoint carries the count, and the run that
-    wrote it (its ``$SEEDER_STEPS`` file)."""
+    """The optimizer steps of the run so far: a participant, so that a checkpoint carries the
+    count, the run that wrote it (its ``$SEEDER_STEPS`` file) and the global RNGs' states."""
 
     seeder_kind = "verify_steps"
 
@@ -84,32 +84,33 @@ class StepCounter:
     def state_dict(self) -> Dict[str, Any]:
         state: Dict[str, Any] = {"step": self.step, "run": os.environ.get(ENV_STEPS, "")}
         try:  # the global RNGs as this state saves them: a resumed run counts its draws from there
-            state["rngs"] = _as_tensor(mt_states())
-        except Exception:  # an RNG that is no Mersenne Twister: no counts after a resume, nothing else lost
+            state["rngs"] = states_tensor(mt_states())
+        except Exception:  # an RNG that is no Mersenne Twister: no counts after a resume, only that
             pass
         return state
 
     def check_state_dict(self, state: Any) -> None:
         from .errors import StateError
 
+        run = state.get("run", "") if isinstance(state, dict) else None
         if not isinstance(state, dict) or not {"step"} <= set(state) <= {"step", "run", "rngs"} \
                 or type(state["step"]) is not int or state["step"] < 0 \
-                or not isinstance(state.get("run", ""), str) or len(state.get("run", "")) > 4096:
-            raise StateError("the verify step counter's state must be {'step': int >= 0, 'run': path of at most "
-                             "4096 characters, 'rngs': Mersenne-Twister states}")
+                or not isinstance(run, str) or len(run) > 4096:
+            raise StateError("the verify step counter's state must be {'step': int >= 0, 'run': "
+                             "path of at most 4096 characters, 'rngs': Mersenne-Twister states}")
         if "rngs" in state:
-            _from_tensor(state["rngs"])
+            states_from_tensor(state["rngs"])
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         global _previous
         self.step = int(state["step"])
         if self is not _counter:
             return
-        # The state the load puts the global RNGs in (saved at the same moment as theirs): the next step counts from it.
-        _previous = _from_tensor(state["rngs"]) if "rngs" in state else {}
+        # What the load puts the global RNGs back to (saved with them): counts start there.
+        _previous = states_from_tensor(state["rngs"]) if "rngs" in state else {}
         record = {"seeder_verify": "loaded", "at_step": self.step, "from": state.get("run", "")}
         if _previous:
-            record["rngs"] = {name: _print(mt) for name, mt in _previous.items()}
+            record["rngs"] = {name: fingerprint(mt) for name, mt in _previous.items()}
         _write(record)  # whose checkpoint this run continues, and the RNGs it continues from
 
 
@@ -120,12 +121,8 @@ _seeder: Optional["weakref.ReferenceType[Any]"] = None
 _optimizer: Optional[Any] = None
 _hooked = False
 _stopped = False
-#: Each global Mersenne-Twister RNG's ``(key, position)`` at the previous record (or at the load of a resumed run).
+#: Each global Mersenne-Twister RNG's ``(key, position)`` at the previous record (or at the load).
 _previous: Dict[str, Tuple[Any, int]] = {}
-#: The global RNGs whose draws are counted, in the order of the counter's saved states.
-RNG_NAMES = ("torch", "numpy", "python")
-#: Words searched for the position of one RNG after another before the answer is "unknown" (a reseed, a big draw).
-DRAW_LIMIT = 1 << 20
 
 
 def _rank0() -> bool:
@@ -156,91 +153,8 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     s = _seeder() if _seeder is not None else None
     last = s.last_reseed if s is not None and s.initialized else None
     draws, prints = _draws_since_previous()
-    _write({"step": _counter.step, "epoch": last[1] if last else None, "loss": value, "value": "sum of squared parameters",
-            "draws": draws, "rngs": prints})
-
-
-def mt_states() -> Dict[str, Tuple[Any, int]]:
-    """The Mersenne-Twister ``(key, position)`` of torch's CPU generator, NumPy's global RNG and Python's ``random``,
-    as NumPy's ``MT19937`` takes them (positions 0-624; 624: the key is used up)."""
-    import numpy as np
-    import torch
-
-    out: Dict[str, Tuple[Any, int]] = {}  # in the order of RNG_NAMES
-    raw = torch.get_rng_state().numpy()  # CPUGeneratorImplState (seeder/internals.py): left i32 at 8, next u64 at 16
-    left, nxt = int(raw[8:12].view("<i4")[0]), int(raw[16:24].view("<u8")[0])
-    out["torch"] = (raw[24:24 + 624 * 8].view("<u8").astype(np.uint32), 624 if left == 1 else nxt)
-    _, key, pos = np.random.get_state()[:3]
-    out["numpy"] = (np.asarray(key, dtype=np.uint32), int(pos))
-    words = random.getstate()[1]
-    out["python"] = (np.asarray(words[:624], dtype=np.uint32), int(words[624]))
-    return out
-
-
-def _as_tensor(states: Dict[str, Tuple[Any, int]]) -> Any:
-    """``mt_states()`` as one int64 tensor, a row per RNG (:data:`RNG_NAMES`): 624 key words, then the position."""
-    import numpy as np
-    import torch
-
-    rows = [np.append(states[name][0].astype(np.int64), states[name][1]) for name in RNG_NAMES]
-    return torch.from_numpy(np.stack(rows))
-
-
-def _from_tensor(value: Any) -> Dict[str, Tuple[Any, int]]:
-    """The states :func:`_as_tensor` made, checked: a ``StateError`` for anything a Mersenne Twister cannot be in."""
-    import numpy as np
-    import torch
-
-    from .errors import StateError
-
-    if not isinstance(value, torch.Tensor) or value.dtype != torch.int64 or tuple(value.shape) != (len(RNG_NAMES), 625):
-        raise StateError("the verify step counter's 'rngs' must be an int64 tensor of shape (3, 625)")
-    rows = value.numpy()
-    if rows.min() < 0 or rows[:, :624].max() >= 1 << 32 or rows[:, 624].max() > 624 or not rows[:, :624].any(axis=1).all():
-        raise StateError("the verify step counter's 'rngs' holds no Mersenne-Twister state (words of 32 bits, not all "
-                         "0, a position up to 624); the checkpoint is corrupt")
-    return {name: (rows[i, :624].astype(np.uint32), int(rows[i, 624])) for i, name in enumerate(RNG_NAMES)}
-
-
-def _print(state: Tuple[Any, int]) -> str:
-    return hashlib.blake2b(state[0].tobytes() + state[1].to_bytes(2, "little"), digest_size=8).hexdigest()
-
-
-def drawn(before: Tuple[Any, int], after: Tuple[Any, int], limit: int = DRAW_LIMIT) -> Optional[int]:
-    """How many 32-bit numbers a Mersenne Twister gave out to go from ``before`` to ``after`` (``mt_states`` items), or
-    ``None`` when ``after`` is not within ``limit`` numbers of ``before`` (a reseed, a set_state, a bigger draw).
-
-    >>> import numpy as np
-    >>> rs = np.random.RandomState(3); a = rs.get_state()[1:3]; _ = rs.random_sample(5); b = rs.get_state()[1:3]
-    >>> drawn(a, b), drawn(b, a, limit=5000)
-    (10, None)
-    """
-    import numpy as np
-
-    if before[1] == after[1] and np.array_equal(before[0], after[0]):
-        return 0
-    target = _stream(after, 3)
-    gen, base, chunk, tail = _generator(before), 0, 4096, np.zeros(0, dtype=np.uint64)
-    while base < limit:
-        out = np.concatenate([tail, gen.random_raw(chunk)])
-        for at in np.flatnonzero(out[:-2] == target[0]):
-            if out[at + 1] == target[1] and out[at + 2] == target[2]:
-                return base - len(tail) + int(at)
-        base += chunk
-        tail, chunk = out[-2:], min(chunk * 4, max(limit - base, 1))
-    return None
-
-
-def _generator(state: Tuple[Any, int]) -> Any:
-    import numpy as np
-
-    gen = np.random.MT19937()
-    gen.state = {"bit_generator": "MT19937", "state": {"key": state[0], "pos": state[1]}}
-    return gen
-
-
-def _stream(state: Tuple[Any, int], n: int) -> Any:
-    return _generator(state).random_raw(n)
+    _write({"step": _counter.step, "epoch": last[1] if last else None, "loss": value,
+            "value": "sum of squared parameters", "draws": draws, "rngs": prints})
 
 
 def _draws_since_previous() -> Tuple[Dict[str, Optional[int]], Dict[str, str]]:
@@ -248,12 +162,13 @@ def _draws_since_previous() -> Tuple[Dict[str, Optional[int]], Dict[str, str]]:
     global _previous
     try:
         now = mt_states()
-    except Exception:  # a record must not fail the step (an RNG replaced by something that is no Mersenne Twister)
+    except Exception:  # a record must not fail the step (an RNG that is no Mersenne Twister)
         _previous = {}
         return {}, {}
-    draws = {name: drawn(_previous[name], state) if name in _previous else None for name, state in now.items()}
+    draws = {name: drawn(_previous[name], state) if name in _previous else None
+             for name, state in now.items()}
     _previous = now
-    return draws, {name: _print(state) for name, state in now.items()}
+    return draws, {name: fingerprint(state) for name, state in now.items()}
 
 
 def _digest_at_exit() -> None:
@@ -315,10 +230,10 @@ def ckpt_dir() -> Optional[str]:
 
 
 def mark(kind: str, step: Optional[int] = None) -> None:
-    """Record that this run ``stopped`` or ``resumed`` (at global step ``step``) for ``seeder verify``.
+    """Record that this run ``stopped`` or ``resumed`` (at global step ``step``) for verify.
 
-    (The load itself writes a ``loaded`` line: the run that saved the state, and the fingerprints of the global RNGs
-    it puts back, from which the next step's record counts the numbers drawn.)
+    (The load itself writes a ``loaded`` line: the run that saved the state, and the fingerprints
+    of the global RNGs it puts back, from which the next step's record counts the numbers drawn.)
     """
     global _stopped
     if kind == "stopped":
@@ -332,11 +247,20 @@ def read_marks(path: Any) -> Dict[str, int]:
     >>> read_marks("/nonexistent")
     {}
     """
-    return {r["seeder_verify"]: r.get("at_step") for r in read_steps(path) if r.get("seeder_verify") in ("stopped", "resumed")}
+    return {r["seeder_verify"]: r.get("at_step") for r in read_steps(path)
+            if r.get("seeder_verify") in ("stopped", "resumed")}
 
 
 def read_loads(path: Any) -> List[Dict[str, Any]]:
-    """The ``loaded`` lines of a steps file: ``{"at_step": S, "from": <the steps file of the run that saved it>}``.
+    """The ``loaded`` lines of a steps file, one per load of a seeder state.
+
+    Args:
+        path: a run's steps file (``$SEEDER_STEPS``).
+
+    Returns:
+        ``[{"seeder_verify": "loaded", "at_step": S, "from": F, "rngs": {...}}, ...]``: ``F`` is
+        the steps file of the run that saved the state (``""`` when unknown), ``rngs`` the
+        fingerprints of the global RNGs it put back.
 
     >>> read_loads("/nonexistent")
     []
@@ -345,7 +269,18 @@ def read_loads(path: Any) -> List[Dict[str, Any]]:
 
 
 def read_steps(path: Any) -> List[Dict[str, Any]]:
-    """Every record of a steps file, in order (``[]`` when there is none)."""
+    """Every record of a steps file, in order.
+
+    Args:
+        path: a run's steps file (``$SEEDER_STEPS``).
+
+    Returns:
+        The JSON objects of its lines (a line cut short by a kill is left out); ``[]`` when the
+        file cannot be read.
+
+    >>> read_steps("/nonexistent")
+    []
+    """
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return [r for r in map(_record, fh) if r is not None]

@@ -1,7 +1,8 @@
-"""seeder verify on iteration-based scripts (no epochs) and the causes it names from seeder's step records: a batch
-prefetched across the checkpoint, a resumed epoch discarded by a skip loop, another run's checkpoint, a script that
-ran its own length. The slow tests run ``seeder verify`` on real scripts (examples/nanogpt_port.py,
-tests/scripts/verify_causes.py)."""
+"""seeder verify on iteration-based scripts (no epochs) and the causes it names from seeder's step
+records: a batch prefetched across the checkpoint, a resumed epoch discarded by a skip loop, another
+run's checkpoint, a script that ran its own length. The slow tests run ``seeder verify`` on real
+scripts (examples/nanogpt_port.py, tests/scripts/verify_causes.py)."""
+
 from __future__ import annotations
 
 import gc
@@ -34,16 +35,27 @@ def checks(report):
     return {c["name"]: c["status"] for c in report["checks"]}
 
 
-# ------------------------------------------------------------------------------------------------ stops and steps
+# ------------------------------------------------------------------------------- stops and steps
 def test_a_run_without_epochs_stops_at_two_steps_and_a_given_step_is_honoured():
-    iters = metrics(range(1, 42), [0] * 41)                    # reseed(0, 0) only: every step in "epoch" 0
-    assert stop_steps(iters) == ((20, "step 20 of 41 (no epochs)"), (31, "step 31 of 41 (no epochs)"))
-    assert stop_steps(metrics(range(1, 42), [None] * 41))[0] == (20, "step 20 of 41 (no epochs)")  # no reseed at all
-    one_reseed = metrics(range(1, 13), [1] * 12)               # a single reseed(1, 1): no epoch boundary either
+    iters = metrics(range(1, 42), [0] * 41)  # reseed(0, 0) only: every step in "epoch" 0
+    assert stop_steps(iters) == (
+        (20, "step 20 of 41 (no epochs)"),
+        (31, "step 31 of 41 (no epochs)"),
+    )
+    assert stop_steps(metrics(range(1, 42), [None] * 41))[0] == (
+        20,
+        "step 20 of 41 (no epochs)",
+    )  # no reseed at all
+    one_reseed = metrics(range(1, 13), [1] * 12)  # a single reseed(1, 1): no epoch boundary either
     assert stop_steps(one_reseed)[1] == (9, "step 9 of 12 (no epochs)")
-    assert stop_steps(iters, given=101)[1] == (101, "given with --stop-after-steps")
+    assert stop_steps(iters, given=25)[1] == (25, "given with --stop-after-steps")
+    assert stop_steps(iters, given=101)[1] == (
+        None, "--stop-after-steps 101 leaves no step after it: run (1) made 41 step(s)")
     epochs = metrics(range(1, 13), [k // 6 for k in range(12)])
-    assert stop_steps(epochs, given=4) == ((6, "the end of epoch 0"), (4, "given with --stop-after-steps"))
+    assert stop_steps(epochs, given=4) == (
+        (6, "the end of epoch 0"),
+        (4, "given with --stop-after-steps"),
+    )
 
 
 def _iterations(path, resume):
@@ -54,8 +66,8 @@ def _iterations(path, resume):
     ckpt = seeder.Checkpoint(path, model=model, optimizer=opt)
     ckpt.resume(resume)
     losses = []
-    for _ in range(ckpt.steps, 10):                 # as docs/verify.md: the loop starts at ckpt.steps
-        x = torch.randn(4, 3)                       # the batch, drawn inside its step
+    for _ in range(ckpt.steps, 10):  # as docs/verify.md: the loop starts at ckpt.steps
+        x = torch.randn(4, 3)  # the batch, drawn inside its step
         loss = model(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
@@ -65,13 +77,16 @@ def _iterations(path, resume):
     return losses, seeder.digest(model, opt)
 
 
-def test_an_iteration_loop_resumes_at_ckpt_steps_and_its_records_count_draws(tmp_path, fresh_default, monkeypatch):
+def test_an_iteration_loop_resumes_at_ckpt_steps_and_its_records_count_draws(
+    tmp_path, fresh_default, monkeypatch
+):
     steps = tmp_path / "steps.jsonl"
     monkeypatch.setenv(stepwatch.ENV_STEPS, str(steps))
     full, digest = _iterations(tmp_path / "a.pt", False)
     records = stepwatch.read_steps(steps)
     draws = [r["draws"]["torch"] for r in records if "loss" in r]
-    # the first step follows reseed(0, 0) (no count across a reseed); then a batch and a dropout mask each step
+    # the first step follows reseed(0, 0) (no count across a reseed); then a batch and a dropout
+    # mask each step
     assert draws[0] is None and len(set(draws[1:])) == 1 and draws[1] > 0
     assert {r["draws"]["numpy"] for r in records if "loss" in r} - {None} == {0}
     gc.collect()
@@ -86,16 +101,20 @@ def test_an_iteration_loop_resumes_at_ckpt_steps_and_its_records_count_draws(tmp
     rest, resumed = _iterations(tmp_path / "b.pt", None)
     assert rest == full[6:] and resumed == digest
     (loaded,) = stepwatch.read_loads(stepped)
-    assert (loaded["at_step"], loaded["from"]) == (6, str(stepped))   # the run that wrote it
-    assert loaded["rngs"] == next(r for r in records if r.get("step") == 6)["rngs"]  # the load put back step 6's RNGs
+    assert (loaded["at_step"], loaded["from"]) == (6, str(stepped))  # the run that wrote it
+    assert (
+        loaded["rngs"] == next(r for r in records if r.get("step") == 6)["rngs"]
+    )  # the load put back step 6's RNGs
     again = [r for r in stepwatch.read_steps(stepped) if "loss" in r]
-    assert [r["draws"] for r in again] == [r["draws"] for r in records if "loss" in r]  # counted from the load too
+    assert [r["draws"] for r in again] == [
+        r["draws"] for r in records if "loss" in r
+    ]  # counted from the load too
     stepwatch.del_env()
 
 
 def test_the_step_counter_state_names_its_run_and_refuses_bad_content():
     counter = stepwatch.StepCounter()
-    counter.check_state_dict({"step": 3})                      # written before runs were named: accepted
+    counter.check_state_dict({"step": 3})  # written before runs were named: accepted
     counter.check_state_dict({"step": 3, "run": "/out/runs/half-0/steps.jsonl"})
     good = counter.state_dict()["rngs"]
     counter.check_state_dict({"step": 3, "rngs": good})
@@ -103,14 +122,23 @@ def test_the_step_counter_state_names_its_run_and_refuses_bad_content():
     zero_key[1, :624] = 0
     wide[0, 5] = 1 << 32
     far[2, 624] = 625
-    for bad in ({"step": 3, "run": 5}, {"step": 3, "run": "x" * 5000}, {"step": -1}, {"step": 3, "other": 1},
-                {"step": 3, "rngs": good.int()}, {"step": 3, "rngs": good[:2]}, {"step": 3, "rngs": zero_key},
-                {"step": 3, "rngs": wide}, {"step": 3, "rngs": far}, {"step": 3, "rngs": [1, 2]}):
+    for bad in (
+        {"step": 3, "run": 5},
+        {"step": 3, "run": "x" * 5000},
+        {"step": -1},
+        {"step": 3, "other": 1},
+        {"step": 3, "rngs": good.int()},
+        {"step": 3, "rngs": good[:2]},
+        {"step": 3, "rngs": zero_key},
+        {"step": 3, "rngs": wide},
+        {"step": 3, "rngs": far},
+        {"step": 3, "rngs": [1, 2]},
+    ):
         with pytest.raises(StateError, match="verify step counter"):
             counter.check_state_dict(bad)
 
 
-# ----------------------------------------------------------------------------------- causes, on their own records
+# ---------------------------------------------------------------- causes, on their own records
 def _steps(path, *records):
     path.mkdir(parents=True, exist_ok=True)
     (path / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -119,110 +147,228 @@ def _steps(path, *records):
 def test_another_runs_checkpoint_is_named_with_the_fix(tmp_path):
     runs = tmp_path / "runs"
     _steps(runs / "half-0", {"step": 1, "loss": 0.0})
-    _steps(runs / "resume-0", {"seeder_verify": "loaded", "at_step": 6, "from": str(runs / "half-0" / "steps.jsonl")})
-    _steps(runs / "full-1", {"seeder_verify": "loaded", "at_step": 18, "from": str(runs / "unseeded-0" / "steps.jsonl")},
-           {"seeder_verify": "resumed", "at_step": 18})
-    _steps(runs / "full-0", {"seeder_verify": "resumed", "at_step": 4})   # a checkpoint written outside verify
+    _steps(
+        runs / "resume-0",
+        {"seeder_verify": "loaded", "at_step": 6, "from": str(runs / "half-0" / "steps.jsonl")},
+    )
+    _steps(
+        runs / "full-1",
+        {
+            "seeder_verify": "loaded",
+            "at_step": 18,
+            "from": str(runs / "unseeded-0" / "steps.jsonl"),
+        },
+        {"seeder_verify": "resumed", "at_step": 18},
+    )
+    _steps(
+        runs / "full-0", {"seeder_verify": "resumed", "at_step": 4}
+    )  # a checkpoint written outside verify
     _steps(runs / "unseeded-0", {"step": 1, "loss": 0.0})
     found = foreign_resumes(tmp_path, ["half-0", "resume-0", "full-1", "full-0", "unseeded-0"])
     assert len(found) == 2
-    assert found[0].startswith("run full-1 resumed from a checkpoint that run unseeded-0 wrote (at step 18), not from "
-                               "one of its own")
+    assert found[0].startswith(
+        "run full-1 resumed from a checkpoint that run unseeded-0 wrote (at step 18), not from "
+        "one of its own"
+    )
     assert "a path such as ../outputs" in found[0] and "--arg ckpt_dir=" in found[0]
-    assert found[1].startswith("run full-0 was not asked to resume, yet resumed from a checkpoint that an earlier run "
-                               "wrote (at step 4)")
+    assert found[1].startswith(
+        "run full-0 was not asked to resume, yet resumed from a checkpoint that an earlier run "
+        "wrote (at step 4)"
+    )
     # a resumed run continuing another repeat's stop is named too
-    _steps(runs / "resume-1", {"seeder_verify": "loaded", "at_step": 6, "from": str(runs / "half-0" / "steps.jsonl")})
+    _steps(
+        runs / "resume-1",
+        {"seeder_verify": "loaded", "at_step": 6, "from": str(runs / "half-0" / "steps.jsonl")},
+    )
     assert "that run half-0 wrote" in foreign_resumes(tmp_path, ["resume-1"])[0]
 
 
 def test_a_discarded_resumed_epoch_is_named_with_the_warning_it_logged():
     full = metrics(range(1, 13), [0] * 6 + [1] * 6)
-    stopped, trained = metrics(range(1, 10), [0] * 6 + [1] * 3), metrics(range(10, 14), [1] + [2] * 3)
-    msg = discarded_batches(full, stopped, trained, "SeederWarning: 2 batches discarded; use loader.batches_done\n")
-    assert msg.startswith("the resumed run (3b) trained 1 of the 3 step(s) left of epoch 1 ((2b) had trained 3 of its 6)")
+    stopped, trained = (
+        metrics(range(1, 10), [0] * 6 + [1] * 3),
+        metrics(range(10, 14), [1] + [2] * 3),
+    )
+    msg = discarded_batches(
+        full, stopped, trained, "SeederWarning: 2 batches discarded; use loader.batches_done\n"
+    )
+    assert msg.startswith(
+        "the resumed run (3b) trained 1 of the 3 step(s) left of epoch 1 "
+        "((2b) had trained 3 of its 6)"
+    )
     assert "enumerate(loader, start=loader.batches_done)" in msg
     assert msg.endswith("(its log: SeederWarning: 2 batches discarded; use loader.batches_done)")
     whole = metrics(range(10, 13), [1] * 3)
-    assert discarded_batches(full, stopped, whole) is None                          # every step left was trained
-    assert discarded_batches(full, metrics(range(1, 7), [0] * 6), whole) is None    # stopped at the epoch's end
+    assert discarded_batches(full, stopped, whole) is None  # every step left was trained
+    assert (
+        discarded_batches(full, metrics(range(1, 7), [0] * 6), whole) is None
+    )  # stopped at the epoch's end
     assert discarded_batches(metrics(range(1, 13), [0] * 12), stopped, trained) is None  # no epochs
 
 
 def _rec(step, draws, prints=None):
-    return {"step": step, "loss": 0.0, "draws": {"torch": draws, "numpy": 0}, "rngs": {"torch": prints or f"t{step}",
-                                                                                        "numpy": "n"}}
+    return {
+        "step": step,
+        "loss": 0.0,
+        "draws": {"torch": draws, "numpy": 0},
+        "rngs": {"torch": prints or f"t{step}", "numpy": "n"},
+    }
 
 
 def test_a_prefetched_batch_is_told_from_other_extra_draws():
     full = [_rec(s, 30) for s in range(1, 9)]
-    resumed = [{"seeder_verify": "loaded", "at_step": 4, "rngs": {"torch": "t4", "numpy": "n"}},
-               _rec(5, 38), _rec(6, 30), _rec(7, 30)]
+    resumed = [
+        {"seeder_verify": "loaded", "at_step": 4, "rngs": {"torch": "t4", "numpy": "n"}},
+        _rec(5, 38),
+        _rec(6, 30),
+        _rec(7, 30),
+    ]
     state, msg = prefetched(full, resumed)
     assert state == "prefetch" and "drew 8 number(s) more from it than step 5" in msg
     assert "Draw each step's batch at the start of the step" in msg
     not_restored = [dict(resumed[0], rngs={"torch": "other", "numpy": "n"})] + resumed[1:]
-    assert prefetched(full, not_restored) is None                  # the load did not put the RNG back: another cause
+    assert (
+        prefetched(full, not_restored) is None
+    )  # the load did not put the RNG back: another cause
     drifting = resumed[:2] + [_rec(6, 31), _rec(7, 30)]
-    assert prefetched(full, drifting) is None                      # not one extra draw at the start
+    assert prefetched(full, drifting) is None  # not one extra draw at the start
     seed_draw = [resumed[0], _rec(5, 32)] + resumed[2:]
-    assert prefetched(full, seed_draw)[0] == "iterator-seed"       # 2 words: an iterator's seed, not a batch
-    assert prefetched(full, [resumed[0], _rec(5, 30)] + resumed[2:]) is None   # drew as the uninterrupted run
+    assert (
+        prefetched(full, seed_draw)[0] == "iterator-seed"
+    )  # 2 words: an iterator's seed, not a batch
+    assert (
+        prefetched(full, [resumed[0], _rec(5, 30)] + resumed[2:]) is None
+    )  # drew as the uninterrupted run
 
 
 def test_own_length_says_what_the_script_ran():
-    assert own_length(4, metrics(range(1, 42), [0] * 41)) == ("the script ran its own 41 steps (no epochs): it takes "
-                                                              "no --epochs, so --epochs 4 did not apply")
+    assert own_length(4, metrics(range(1, 42), [0] * 41)) == (
+        "the script ran its own 41 steps (no epochs): it takes "
+        "no --epochs, so --epochs 4 did not apply"
+    )
 
 
-# ----------------------------------------------------------------------------------------- real scripts, verified
+# ---------------------------------------------------------------------- real scripts, verified
 @pytest.fixture
 def handed_off(handoff, monkeypatch):
-    """Each run verify starts hands its script to the session's handoff server (torch imported once)."""
+    """Each run verify starts hands its script to the session's handoff server (torch imported
+    once)."""
     for name, value in handoff.env().items():
         monkeypatch.setenv(name, value)
     return handoff.env()
 
 
-NO_FLAGS = ["--arg", "seed=", "--arg", "epochs=", "--arg", "ckpt_dir=", "--arg", "resume=", "--arg",
-            "stop_after_epochs=", "--arg", "stop_after_steps=", "--arg", "metrics="]
+NO_FLAGS = [
+    "--arg",
+    "seed=",
+    "--arg",
+    "epochs=",
+    "--arg",
+    "ckpt_dir=",
+    "--arg",
+    "resume=",
+    "--arg",
+    "stop_after_epochs=",
+    "--arg",
+    "stop_after_steps=",
+    "--arg",
+    "metrics=",
+]
 
 
 @pytest.mark.slow
 def test_seeder_verify_passes_the_nanogpt_port_stopped_mid_run(tmp_path, handed_off):
-    """karpathy/nanoGPT's train.py ported (examples/nanogpt_port.py): no epochs, batches from torch.randint; seeder
-    stops it at step 20 of 41 and at the given step 25 and resumes it through seeder.Checkpoint, iter_num from
-    ckpt.steps. Its configurator takes only --key=value, so no flag of verify's is passed (NO_FLAGS)."""
-    p = run_python(["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2",
-                    "--resume-repeats", "1", "--jobs", "2", "--stop-after-steps", "25", "--no-figures",
-                    "--no-progress", *NO_FLAGS, "--", sys.executable, NANOGPT], check=False, timeout=400)
+    """karpathy/nanoGPT's train.py ported (examples/nanogpt_port.py): no epochs, batches from
+    torch.randint; seeder stops it at step 20 of 41 and at the given step 25 and resumes it through
+    seeder.Checkpoint, iter_num from ckpt.steps. Its configurator takes only --key=value, so no
+    flag of verify's is passed (NO_FLAGS)."""
+    p = run_python(
+        [
+            "-m",
+            "seeder",
+            "verify",
+            "--out",
+            str(tmp_path / "v"),
+            "--epochs",
+            "2",
+            "--repeats",
+            "2",
+            "--resume-repeats",
+            "1",
+            "--jobs",
+            "2",
+            "--stop-after-steps",
+            "25",
+            "--no-figures",
+            "--no-progress",
+            *NO_FLAGS,
+            "--",
+            sys.executable,
+            NANOGPT,
+        ],
+        check=False,
+        timeout=400,
+    )
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     print(p.stdout)  # verify's table, for the record
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
-    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "PASS", "variance": "PASS"}
+    assert checks(rep) == {
+        "reproducible": "PASS",
+        "resume": "PASS",
+        "resume-mid-epoch": "PASS",
+        "variance": "PASS",
+    }
     runs = {r["name"]: r for r in rep["runs"]}
-    assert (runs["half-0"]["stop_after_steps"], runs["half-0"]["stop_where"]) == (20, "step 20 of 41 (no epochs)")
-    assert (runs["mid-0"]["stop_after_steps"], runs["mid-0"]["stop_where"]) == (25, "given with --stop-after-steps")
+    assert (runs["half-0"]["stop_after_steps"], runs["half-0"]["stop_where"]) == (
+        20,
+        "step 20 of 41 (no epochs)",
+    )
+    assert (runs["mid-0"]["stop_after_steps"], runs["mid-0"]["stop_where"]) == (
+        25,
+        "given with --stop-after-steps",
+    )
     summary = {c["name"]: c["summary"] for c in rep["checks"]}
-    assert summary["resume-mid-epoch"].startswith("stopped at step 25 of 41 (no epochs): resumed runs bitwise identical")
+    assert summary["resume-mid-epoch"].startswith(
+        "stopped at step 25 of 41 (no epochs): resumed runs bitwise identical"
+    )
     assert "the script ran its own 41 steps (no epochs)" in summary["reproducible"]
     assert runs["full-0"]["digest"] == runs["resume-0"]["digest"] == runs["resume-mid-0"]["digest"]
 
 
 def _verify(tmp_path, bug):
-    return verify(VerifyConfig(command=CAUSES + ["--bug", bug], out=tmp_path / "v", epochs=2, repeats=2,
-                               resume_repeats=1, jobs=2, progress=False, figures=False))
+    return verify(
+        VerifyConfig(
+            command=CAUSES + ["--bug", bug],
+            out=tmp_path / "v",
+            epochs=2,
+            repeats=2,
+            resume_repeats=1,
+            jobs=2,
+            progress=False,
+            figures=False,
+        )
+    )
 
 
 @pytest.mark.slow
 def test_verify_names_a_batch_prefetched_across_the_checkpoint(tmp_path, handed_off):
     rep = _verify(tmp_path, "prefetch")
-    assert checks(rep) == {"reproducible": "PASS", "resume": "FAIL", "resume-mid-epoch": "FAIL", "variance": "PASS"}
+    assert checks(rep) == {
+        "reproducible": "PASS",
+        "resume": "FAIL",
+        "resume-mid-epoch": "FAIL",
+        "variance": "PASS",
+    }
     for check in ("resume", "resume-mid-epoch"):
-        diagnosis = next(c for c in rep["checks"] if c["name"] == check)["details"]["repeats"][0]["diagnosis"]
+        diagnosis = next(c for c in rep["checks"] if c["name"] == check)["details"]["repeats"][0][
+            "diagnosis"
+        ]
         assert diagnosis["state"] == "prefetch", diagnosis
-    assert ("torch's global RNG was restored as it was after step 12, yet the resumed run's first step drew 8 "
-            "number(s) more from it than step 13") in rep["reasons"][0]  # a batch of 8 indices, drawn twice
+    assert (
+        "torch's global RNG was restored as it was after step 12, yet the resumed run's first step "
+        "drew 8 "
+        "number(s) more from it than step 13"
+    ) in rep["reasons"][0]  # a batch of 8 indices, drawn twice
     assert "a batch prefetched across the checkpoint" in rep["reasons"][0]
     assert "the checkpoint does not restore everything" not in " ".join(rep["reasons"])
 
@@ -230,13 +376,23 @@ def test_verify_names_a_batch_prefetched_across_the_checkpoint(tmp_path, handed_
 @pytest.mark.slow
 def test_verify_names_a_resumed_epoch_discarded_by_a_skip_loop(tmp_path, handed_off):
     rep = _verify(tmp_path, "skip-loop")
-    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
-    assert ("the resumed run (3b) trained 0 of the 3 step(s) left of epoch 1 ((2b) had trained 3 of its 6)"
-            in rep["reasons"][0]) and "enumerate(loader, start=loader.batches_done)" in rep["reasons"][0]
+    assert checks(rep) == {
+        "reproducible": "PASS",
+        "resume": "PASS",
+        "resume-mid-epoch": "FAIL",
+        "variance": "PASS",
+    }
+    assert (
+        "the resumed run (3b) trained 0 of the 3 step(s) left of epoch 1 "
+        "((2b) had trained 3 of its 6)"
+        in rep["reasons"][0]
+    ) and "enumerate(loader, start=loader.batches_done)" in rep["reasons"][0]
     # the script takes no --epochs: the table says it ran its own 3
     reproducible = next(c for c in rep["checks"] if c["name"] == "reproducible")["summary"]
-    assert reproducible.endswith("the script ran its own 3 epochs (18 steps): it takes no --epochs, so --epochs 2 "
-                                 "did not apply")
+    assert reproducible.endswith(
+        "the script ran its own 3 epochs (18 steps): it takes no --epochs, so --epochs 2 "
+        "did not apply"
+    )
 
 
 @pytest.mark.slow
@@ -246,5 +402,7 @@ def test_verify_names_a_run_that_continued_another_runs_checkpoint(tmp_path, han
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     named = [r for r in rep["reasons"] if "resumed from a checkpoint that run " in r]
     assert named, rep["reasons"]
-    assert "exited 0 without a step of its own" in named[0] and "a path such as ../outputs" in named[0]
+    assert (
+        "exited 0 without a step of its own" in named[0] and "a path such as ../outputs" in named[0]
+    )
     assert "no per-step losses found" not in named[0]

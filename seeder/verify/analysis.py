@@ -122,7 +122,8 @@ def stop_point(stopped: Metrics, full: Metrics) -> Dict[str, Any]:
                 "text": "before its first step"}
     last, epoch = stopped.keys[-1], stopped.epochs[-1]
     if len(set(full.epochs)) < 2:  # iteration-based: no epoch to be inside of
-        return {"step": list(last), "epoch": epoch, "into_epoch": None, "epoch_steps": None, "epoch_boundary": None,
+        return {"step": list(last), "epoch": epoch, "into_epoch": None, "epoch_steps": None,
+                "epoch_boundary": None,
                 "text": f"at step {format_step_key(last)} of {len(full)} (no epochs)"}
     into = sum(1 for e in stopped.epochs if e == epoch) if epoch is not None else None
     per = sum(1 for e in full.epochs if e == epoch) if epoch is not None else None

@@ -36,8 +36,8 @@ from ..trace import read_trace
 from ._stepcauses import discarded_batches, prefetched
 from .contract import Metrics
 
-__all__ = ["Diagnosis", "diagnose", "diagnose_dirs", "preinit_hints", "TRACE_NAME", "foreign_resume", "foreign_resumes",
-           "STEPS_FILE"]
+__all__ = ["Diagnosis", "diagnose", "diagnose_dirs", "preinit_hints", "TRACE_NAME",
+           "foreign_resume", "foreign_resumes", "STEPS_FILE"]
 
 #: seeder's per-step records in a run directory (:mod:`seeder.stepwatch`).
 STEPS_FILE = "steps.jsonl"
@@ -234,43 +234,74 @@ def diagnose(full: Dict[int, Records], stopped: Dict[int, Records], resumed: Dic
     return d
 
 
-def diagnose_dirs(full_dir: Path, stopped_dir: Path, resumed_dir: Path, stopped_metrics: Optional[Metrics] = None,
-                  full_metrics: Optional[Metrics] = None, resumed_metrics: Optional[Metrics] = None) -> Optional[Diagnosis]:
-    """Why run (3) in ``resumed_dir`` differs from run (1) in ``full_dir``, from their traces and step records.
+def diagnose_dirs(full_dir: Path, stopped_dir: Path, resumed_dir: Path,
+                  stopped_metrics: Optional[Metrics] = None, full_metrics: Optional[Metrics] = None,
+                  resumed_metrics: Optional[Metrics] = None) -> Optional[Diagnosis]:
+    """Why run (3) in ``resumed_dir`` differs from run (1) in ``full_dir``: traces and step records.
 
-    In this order: a checkpoint another run wrote (:func:`foreign_resume`); batches of the resumed epoch discarded
-    (with the three runs' metrics); the first traced state that differs
+    In this order: a checkpoint another run wrote (:func:`foreign_resume`); batches of the resumed
+    epoch discarded (from the three runs' metrics); the first traced state that differs
     (:func:`diagnose` on ``<dir>/trace.rank<R>.jsonl``); a batch drawn ahead across the checkpoint
-    (:func:`prefetched`). ``None`` when none of them says anything.
+    (from the step records' draws).
+
+    Args:
+        full_dir: run (1)'s directory.
+        stopped_dir: run (2)'s.
+        resumed_dir: run (3)'s.
+        stopped_metrics: run (2)'s metrics (tells a position that never moved).
+        full_metrics: run (1)'s metrics.
+        resumed_metrics: run (3)'s metrics.
+
+    Returns:
+        The first cause found, or ``None`` when none of them says anything.
     """
     resumed_dir = Path(resumed_dir)
     foreign = foreign_resume(resumed_dir, [Path(stopped_dir)])
     if foreign is not None:
         return Diagnosis("foreign-checkpoint", foreign)
     if full_metrics is not None and stopped_metrics is not None and resumed_metrics is not None:
-        found = discarded_batches(full_metrics, stopped_metrics, resumed_metrics, _log_line(resumed_dir, "discarded"))
+        found = discarded_batches(full_metrics, stopped_metrics, resumed_metrics,
+                                  _log_line(resumed_dir, "discarded"))
         if found is not None:
             return Diagnosis("discarded", found, epoch=stopped_metrics.epochs[-1])
     traces: Sequence[Dict[int, Records]] = [read_trace(str(Path(d) / TRACE_NAME)) for d in (full_dir, stopped_dir, resumed_dir)]
     traced = diagnose(traces[0], traces[1], traces[2], stopped_metrics) if traces[2] else None
     if traced is not None and traced.state != "none":
         return traced
-    ahead = prefetched(read_steps(Path(full_dir) / STEPS_FILE), read_steps(resumed_dir / STEPS_FILE))
+    ahead = prefetched(read_steps(Path(full_dir) / STEPS_FILE),
+                       read_steps(resumed_dir / STEPS_FILE))
     return Diagnosis(*ahead) if ahead is not None else traced
 
 
-MSG_FOREIGN = ("run {run} resumed from a checkpoint that {writer} wrote{at}, not from one of its own: the script finds "
-               "its checkpoint outside its run's directory ({where}, its working directory under seeder verify), "
-               "where other runs write theirs (a path such as ../outputs, or an absolute one). Save and resume "
-               "checkpoints under the working directory (a relative path inside it), or pass the directory with the "
-               "script's flag (--arg ckpt_dir=\"--save-dir {{ckpt_dir}}\")")
+MSG_FOREIGN = (
+    "run {run} resumed from a checkpoint that {writer} wrote{at}, not from one of its own: the "
+    "script finds its checkpoint outside its run's directory ({where}, its working directory "
+    "under seeder verify), where other runs write theirs (a path such as ../outputs, or an "
+    "absolute one). Save and resume checkpoints under the working directory (a relative path "
+    "inside it), or pass the directory with the script's flag "
+    "(--arg ckpt_dir=\"--save-dir {{ckpt_dir}}\")")
 
 
 def foreign_resume(run_dir: Path, own: Sequence[Path] = ()) -> Optional[str]:
-    """Why the run in ``run_dir`` continued a checkpoint that neither it nor a run of ``own`` wrote, or ``None``.
+    """Why the run in ``run_dir`` continued a checkpoint that neither it nor a run of ``own`` wrote.
 
-    A run loads seeder's state, whose step counter names the run that saved it (:mod:`seeder.stepwatch`); a run not
-    asked to resume that marks a resume anyway found a checkpoint written outside verify.
+    A run loads seeder's state, whose step counter names the run that saved it
+    (:mod:`seeder.stepwatch`); a run not asked to resume (``own`` empty) that marks a resume
+    anyway found a checkpoint written outside verify.
+
+    Args:
+        run_dir: the run's directory (``OUT/runs/<name>``, with its ``steps.jsonl``).
+        own: the directories of the runs whose checkpoints it may continue.
+
+    Returns:
+        The message naming the run that wrote the checkpoint and the fix, or ``None``.
+
+    >>> import tempfile; from pathlib import Path
+    >>> run = Path(tempfile.mkdtemp()) / "full-1"; run.mkdir()
+    >>> _ = (run / STEPS_FILE).write_text('{"seeder_verify": "loaded", "at_step": 9, "from": "'
+    ...                                    + str(run.parent / "half-0" / STEPS_FILE) + '"}')
+    >>> foreign_resume(run).split(",")[0]
+    'run full-1 resumed from a checkpoint that run half-0 wrote (at step 9)'
     """
     run_dir = Path(run_dir)
     records = read_steps(run_dir / STEPS_FILE)
@@ -281,19 +312,29 @@ def foreign_resume(run_dir: Path, own: Sequence[Path] = ()) -> Optional[str]:
         if isinstance(writer, str) and writer and writer not in mine:
             at = f" (at step {rec['at_step']})" if isinstance(rec.get("at_step"), int) else ""
             name = Path(writer).parent.name
-            who = f"run {name}" if Path(writer).parent.parent == run_dir.parent else f"another process ({writer})"
+            same = Path(writer).parent.parent == run_dir.parent  # a run of this session
+            who = f"run {name}" if same else f"another process ({writer})"
             return MSG_FOREIGN.format(run=run_dir.name, writer=who, at=at, where=run_dir)
     resumed = next((r for r in records if r.get("seeder_verify") == "resumed"), None)
     if not own and resumed is not None and not any(r.get("from") in mine for r in loads):
         at = f" (at step {resumed['at_step']})" if isinstance(resumed.get("at_step"), int) else ""
-        return MSG_FOREIGN.format(run=run_dir.name, writer="an earlier run", at=at, where=run_dir).replace(
-            "resumed from a checkpoint", "was not asked to resume, yet resumed from a checkpoint")
+        why = MSG_FOREIGN.format(run=run_dir.name, writer="an earlier run", at=at, where=run_dir)
+        return why.replace("resumed from a checkpoint",
+                           "was not asked to resume, yet resumed from a checkpoint")
     return None
 
 
 def foreign_resumes(out: Path, names: Sequence[str]) -> List[str]:
-    """:func:`foreign_resume` for each run of a session (``OUT/runs/<name>``): a resumed run ``resume-R`` and
-    ``resume-mid-R`` may continue the checkpoint of ``half-R`` and ``mid-R``, every other run none."""
+    """:func:`foreign_resume` for each run of a session.
+
+    Args:
+        out: the session's output directory (runs in ``OUT/runs/<name>``).
+        names: the runs to look at: ``resume-R`` and ``resume-mid-R`` may continue the checkpoint
+            of ``half-R`` and ``mid-R``, every other run none.
+
+    Returns:
+        One message per run that continued another run's checkpoint.
+    """
     parent = {"resume": "half", "resume-mid": "mid"}
     found = []
     for name in names:

@@ -20,9 +20,11 @@ Example:
     >>> full = Metrics([(k,) for k in range(1, 25)], np.zeros(24), [k // 8 for k in range(24)])
     >>> stop_steps(full)   # 3 epochs of 8 steps: boundary after epoch 0; mid-epoch inside epoch 1
     ((8, 'the end of epoch 0'), (13, '5 of 8 steps into epoch 1'))
-    >>> iters = Metrics([(k,) for k in range(1, 41)], np.zeros(40), [0] * 40)   # no epochs: 40 iterations
-    >>> stop_steps(iters), stop_steps(iters, given=7)[1]
-    (((20, 'step 20 of 40 (no epochs)'), (31, 'step 31 of 40 (no epochs)')), (7, 'given with --stop-after-steps'))
+    >>> iters = Metrics([(k,) for k in range(1, 41)], np.zeros(40), [0] * 40)   # 40 iterations
+    >>> stop_steps(iters)
+    ((20, 'step 20 of 40 (no epochs)'), (31, 'step 31 of 40 (no epochs)'))
+    >>> stop_steps(iters, given=7)[1]
+    (7, 'given with --stop-after-steps')
 """
 from __future__ import annotations
 
@@ -49,12 +51,23 @@ GIVEN = "given with --stop-after-steps"
 
 
 def stop_steps(full: Metrics, given: Optional[int] = None) -> Tuple[Stop, Stop]:
-    """``((boundary step, where), (mid-epoch step, where))`` from run (1)'s records; a step is ``None`` with the reason.
+    """Where runs (2) and (2b) stop, from run (1)'s records.
 
-    ``given`` (``--stop-after-steps S``) is the mid-epoch stop, whatever the records say.
+    Args:
+        full: run (1)'s metrics (seeder's step records).
+        given: ``--stop-after-steps S``: run (2b)'s stop, whatever the records say.
+
+    Returns:
+        ``((boundary step, where), (mid-epoch step, where))``; a step is ``None`` with the
+        reason there is no stop.
     """
     boundary, mid = _from_records(full)
-    return boundary, ((given, GIVEN) if given is not None else mid)
+    if given is not None and len(full) and given >= len(full):
+        mid = (None, f"--stop-after-steps {given} leaves no step after it: run (1) made "
+                     f"{len(full)} step(s)")
+    elif given is not None:
+        mid = (given, GIVEN)
+    return boundary, mid
 
 
 def _from_records(full: Metrics) -> Tuple[Stop, Stop]:
@@ -63,7 +76,7 @@ def _from_records(full: Metrics) -> Tuple[Stop, Stop]:
         why = "run (1) recorded no steps (an optimizer.step() records one)"
         return (None, why), (None, why)
     seen = list(dict.fromkeys(epochs))
-    if len(seen) < 2 or None in seen:  # iteration-based: no epochs to stop between, any step will do
+    if len(seen) < 2 or None in seen:  # iteration-based: no epoch to stop between, steps will do
         if n < 3:
             why = f"run (1) made {n} step(s): too few for a stop with steps after it"
             return (None, why), (None, why)

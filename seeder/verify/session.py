@@ -204,9 +204,10 @@ def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str
                 metrics[spec.name] = read_metrics(metrics_path(out, spec.name), res.log, cfg.contract,
                                                   Path(spec.workdir) / STEPS_NAME)
             except (ValueError, OSError) as exc:
-                foreign = foreign_resumes(out, [spec.name])  # the cause, where seeder's records show it
-                res.status, res.reason = "failed", (f"exited 0 without a step of its own: {foreign[0]}" if foreign
-                                                    else f"exited 0 but its metrics are unusable: {exc}")
+                foreign = foreign_resumes(out, [spec.name])  # the cause, where the records show it
+                res.status, res.reason = "failed", (
+                    f"exited 0 without a step of its own: {foreign[0]}" if foreign
+                    else f"exited 0 but its metrics are unusable: {exc}")
     base = {"seeder_verify": REPORT_VERSION, "kind": kind, "config": _config_dict(cfg),
             "runs": [_run_record(out, s, by_name[s.name], metrics.get(s.name)) for s in specs]}
     if any(r.status not in ("ok", "omitted") for r in results):  # omitted: left out on purpose, not a failure
@@ -264,8 +265,9 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
 
     def diagnose(check: str, r: int) -> Optional[Dict[str, Any]]:
         stop, resume = ("half", "resume") if check == "resume" else ("mid", "resume-mid")
-        d = diagnose_dirs(*(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)), metrics.get(f"{stop}-{r}"),
-                          metrics.get(f"full-{r}"), metrics.get(f"{resume}-{r}"))
+        d = diagnose_dirs(*(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)),
+                          metrics.get(f"{stop}-{r}"), metrics.get(f"full-{r}"),
+                          metrics.get(f"{resume}-{r}"))
         return d.as_dict() if d is not None else None
 
     report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha, diagnose=diagnose, skipped=skipped))
@@ -273,7 +275,7 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
     if foreign:  # runs that continued another run's checkpoint: their checks compare the wrong runs
         report["reasons"] = foreign + report["reasons"]
         report["verdict"] = "FAIL"
-    if not cfg.contract.epochs and "full-0" in metrics:  # the table says how long the script ran on its own
+    if not cfg.contract.epochs and "full-0" in metrics:  # the table says how long it ran instead
         check = next(c for c in report["checks"] if c["name"] == "reproducible")
         check["summary"] += f"; {own_length(cfg.epochs, metrics['full-0'])}"
     hints = preinit_hints([out / "runs" / f"full-{r}" for r in range(cfg.repeats)])

@@ -1,17 +1,19 @@
 """Small training scripts, each with a defect whose cause ``seeder verify`` names: ``--bug NAME``.
 
-* ``prefetch``: an iteration-based loop (batches drawn with ``torch.randint``, no epochs) that draws the next
-  batch before the step ends, as karpathy/nanoGPT's train.py does: the checkpoint holds the RNG after that
-  draw, and the resumed run draws the batch again.
+* ``prefetch``: an iteration-based loop (batches drawn with ``torch.randint``, no epochs) that
+  draws the next batch before the step ends, as karpathy/nanoGPT's train.py does: the
+  checkpoint holds the RNG after that draw, and the resumed run draws the batch again.
 * ``skip-loop``: an epoch loop over ``seeder.DataLoader`` that resumes with the common skip idiom
-  (``if i < done: continue``) although the loader already resumes at its position: the resumed epoch's
-  batches are discarded.
-* ``shared-ckpt``: a script that resumes whenever its checkpoint exists, at ``../shared/last.pt``, outside
-  the run's directory: runs continue each other's checkpoints.
+  (``if i < done: continue``) although the loader already resumes at its position: the
+  resumed epoch's batches are discarded.
+* ``shared-ckpt``: a script that resumes whenever its checkpoint exists, at
+  ``../shared/last.pt``, outside the run's directory: runs continue each other's checkpoints.
 * ``none``: the iteration-based loop drawing each batch inside its step (exact).
 
-No flag of verify's: seeder records the steps, stops the runs through ``seeder.Checkpoint`` and resumes them.
+No flag of verify's: seeder records the steps, stops the runs through ``seeder.Checkpoint`` and
+resumes them.
 """
+
 import argparse
 import os
 
@@ -20,7 +22,9 @@ import torch
 import seeder
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--bug", default="none", choices=["none", "prefetch", "skip-loop", "shared-ckpt"])
+parser.add_argument(
+    "--bug", default="none", choices=["none", "prefetch", "skip-loop", "shared-ckpt"]
+)
 args = parser.parse_args()
 
 seeder.init()
@@ -28,7 +32,7 @@ seeder.reseed(0, 0)
 model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Dropout(0.2), torch.nn.Linear(16, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 xs = torch.linspace(-1, 1, 48)
-data = torch.stack([xs, xs ** 2, xs.sin(), xs.cos()], 1)
+data = torch.stack([xs, xs**2, xs.sin(), xs.cos()], 1)
 target = (2 * xs + 0.5)[:, None]
 
 
@@ -47,7 +51,9 @@ def get_batch():
 if args.bug == "skip-loop":
     ckpt = seeder.Checkpoint("ckpt/last.pt", model=model, optimizer=optimizer)
     start = ckpt.resume()
-    loader = seeder.DataLoader(torch.utils.data.TensorDataset(data, target), batch_size=8, shuffle=True)
+    loader = seeder.DataLoader(
+        torch.utils.data.TensorDataset(data, target), batch_size=8, shuffle=True
+    )
     skip = ckpt.steps - start * len(loader)  # steps done of the resumed epoch
     for epoch in range(start, 3):
         seeder.reseed(1, epoch)
