@@ -6,7 +6,8 @@ examples/nanogpt_port.py` stops and resumes mid-run.
 The port, for seeder (docs/verify.md, "Iteration-based scripts"): `import seeder`;
 `torch.manual_seed(1337 + seed_offset)` becomes `seeder.init()` + `seeder.reseed(0, 0)` (the seed:
 $SEEDER_SEED, else drawn and printed; every rank derives its own); a `seeder.Checkpoint` holds model,
-optimizer and seeder state, saved after the optimizer step every eval_interval iterations, and
+optimizer and seeder state, saved after the optimizer step every eval_interval iterations (not
+after the evaluation: it draws batches; with always_save_checkpoint=False, no periodic save), and
 `iter_num = ckpt.steps` continues from it; the batch is drawn at the start of each micro step, not
 prefetched across the step's end. For a CPU and no download: the model is examples/nanogpt_model.py,
 the data synthetic tokens, the defaults tiny, configurator.py's loop inline.
