@@ -1,4 +1,4 @@
-"""seeder.DataLoader(elastic=True) against the default mode and torch's DataLoader; resume on another world size.
+"""seeder.ElasticDataLoader against the default mode and torch's DataLoader; resume on another world size.
 
 Run: PYTHONPATH=. nice python benchmarks/bench_elastic.py [--workers 0 2] [--repeats 5] [--n-resume 1e8]
      [--clock cpu]   (0-worker epochs in this process's CPU time: on a machine others are using)
@@ -28,7 +28,7 @@ def compare(n: int, us: float, workers: int, repeats: int, batch_size: int, draw
     s = seeder.default_seeder()
     ds = {"none": BusyNoDraws, "torch": BusyTorch, "all": Busy}[draws](n, us)
     kw = dict(batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0)
-    loaders = [seeder.DataLoader(ds, elastic=True, **kw), seeder.DataLoader(ds, **kw), torch.utils.data.DataLoader(ds, **kw)]
+    loaders = [seeder.ElasticDataLoader(ds, **kw), seeder.DataLoader(ds, **kw), torch.utils.data.DataLoader(ds, **kw)]
     times = [[], [], []]
     for _ in range(repeats):
         s.reseed(1, next(_epochs))
@@ -89,7 +89,7 @@ def per_sample_seeding(n: int, batch_size: int, repeats: int, draws: str) -> Non
     s = seeder.default_seeder()
     what, ds = {"none": ("no RNG", NoDraws(n)), "torch": ("torch only", TorchOnly(n)),
                 "all": ("random, NumPy and torch", Busy(n, 0))}[draws]
-    loaders = [seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, elastic=True),
+    loaders = [seeder.ElasticDataLoader(ds, batch_size=batch_size, shuffle=True),
                seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)]
     times = [[], []]
     for _ in range(repeats):
@@ -106,13 +106,13 @@ def resume_other_world(n: int, repeats: int) -> None:
     s = seeder.default_seeder()
     s.reseed(1, next(_epochs))
     ds = Busy(n, 0)
-    src = seeder.DataLoader(ds, batch_size=16, shuffle=True, elastic=True, num_replicas=4, rank=0)
+    src = seeder.ElasticDataLoader(ds, batch_size=16, shuffle=True, num_replicas=4, rank=0)
     state = src.state_dict()
     half = n // 2 // 64 * 64
     state = {**state, "position": half}
     own = []
     for _ in range(repeats):
-        loader = seeder.DataLoader(ds, batch_size=32, shuffle=True, elastic=True, num_replicas=2, rank=1)
+        loader = seeder.ElasticDataLoader(ds, batch_size=32, shuffle=True, num_replicas=2, rank=1)
         t0 = time.perf_counter()
         loader.load_state_dict(state)
         loader.pending_start()

@@ -1,6 +1,7 @@
-"""seeder.DataLoader(elastic=True) in one process: ranks given explicitly, states moved between world sizes."""
+"""seeder.ElasticDataLoader in one process: ranks given explicitly, states moved between world sizes."""
 from __future__ import annotations
 
+import importlib
 import logging
 import random
 from collections import Counter
@@ -28,7 +29,7 @@ class Augmented(torch.utils.data.Dataset):
 
 
 def loaders(s, world, batch=None, **kw):
-    return [seeder.DataLoader(Augmented(), batch_size=batch or 4 // world, shuffle=True, elastic=True,
+    return [seeder.ElasticDataLoader(Augmented(), batch_size=batch or 4 // world, shuffle=True,
                               num_replicas=world, rank=r, seeder=s, **kw) for r in range(world)]
 
 
@@ -134,12 +135,12 @@ def test_global_batch_change_is_refused_unless_allowed(s):
     next(it)
     st = ld.state_dict()
     assert st["global_batch_size"] == 4 and st["position"] == 4
-    three = seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, elastic=True, seeder=s)
+    three = seeder.ElasticDataLoader(Augmented(), batch_size=3, shuffle=True, seeder=s)
     with pytest.raises(StateError, match="global batch size is 4 samples per step, this loader's is 3"):
         three.load_state_dict(st)
     assert three.state_dict()["position"] == 0
     full = rows(loaders(s, 1)[0])
-    moved = seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, elastic=True, seeder=s,
+    moved = seeder.ElasticDataLoader(Augmented(), batch_size=3, shuffle=True, seeder=s,
                               allow_global_batch_change=True)
     moved.load_state_dict(st)
     got = [b for b in moved]
@@ -155,13 +156,40 @@ def test_refusals():
     s = seeder.Seeder()
     s.init(0)
     with pytest.raises(TypeError, match="owns the order"):
-        seeder.DataLoader(range(4), sampler=seeder.DistributedSampler(range(4), seeder=s), elastic=True, seeder=s)
+        seeder.ElasticDataLoader(range(4), sampler=seeder.DistributedSampler(range(4), seeder=s), seeder=s)
     with pytest.raises(ValueError, match="rank must be in"):
-        seeder.DataLoader(range(4), elastic=True, num_replicas=2, rank=2, seeder=s)
-    with pytest.raises(TypeError, match="elastic must be True or False"):
-        seeder.DataLoader(range(4), elastic=1, seeder=s)
-    loader = seeder.DataLoader(range(4), elastic=False, seeder=s)
-    assert type(loader) is seeder.DataLoader
+        seeder.ElasticDataLoader(range(4), num_replicas=2, rank=2, seeder=s)
+    with pytest.raises(TypeError, match="needs a map-style dataset"):
+        seeder.ElasticDataLoader(Stream(), seeder=s)
+    with pytest.raises(TypeError, match="drop elastic=True"):
+        seeder.ElasticDataLoader(range(4), elastic=True, seeder=s)
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(range(4))
+
+
+@pytest.mark.parametrize("dataset", [range(4), Stream()], ids=["map", "stream"])
+@pytest.mark.parametrize("value", [True, False, 1])
+def test_data_loader_refuses_elastic_and_names_the_elastic_class(dataset, value):
+    """seeder.DataLoader(..., elastic=...) does not dispatch: a TypeError names seeder.ElasticDataLoader, and
+    nothing joins the seeder."""
+    s = seeder.Seeder()
+    s.init(0)
+    with pytest.raises(TypeError, match="seeder.ElasticDataLoader") as err:
+        seeder.DataLoader(dataset, batch_size=2, elastic=value, seeder=s)
+    assert ("build seeder.ElasticDataLoader(" in str(err.value)) == (value is True)
+    assert s.participants() == []
+
+
+def test_each_loader_is_the_class_it_was_built_as():
+    s = seeder.Seeder()
+    s.init(0)
+    assert type(seeder.ElasticDataLoader(range(4), batch_size=2, seeder=s)) is seeder.ElasticDataLoader
+    assert type(seeder.DataLoader(range(4), batch_size=2, seeder=s)) is seeder.DataLoader
+    assert seeder.ElasticDataLoader is importlib.import_module("seeder.data.elastic_loader").ElasticDataLoader
+    assert "ElasticDataLoader" in seeder.__all__
 
 
 @settings(max_examples=40, deadline=None)
@@ -293,7 +321,7 @@ def test_the_elastic_loader_seeds_a_sample_that_starts_drawing_late_as_the_other
             return torch.tensor([float(i), random.random() if i >= 10 else -1.0], dtype=torch.float64)
 
     for workers in (0, 2):
-        ld = seeder.DataLoader(Late(), batch_size=4, shuffle=True, elastic=True, num_replicas=1, rank=0, seeder=s,
+        ld = seeder.ElasticDataLoader(Late(), batch_size=4, shuffle=True, num_replicas=1, rank=0, seeder=s,
                                num_workers=workers)
         got = [row for b in ld for row in b]
         want = [random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random() if int(r[0]) >= 10 else -1.0
@@ -340,9 +368,9 @@ def test_two_elastic_loaders_at_different_steps_move_together():
     """Two elastic loaders saved at different global steps on 2 ranks continue on 1 rank, each with the samples
     and draws its own uninterrupted epoch has after its step (this rank's streams follow the first loader's step)."""
     def pair(s, world, rank):
-        kw = dict(shuffle=True, elastic=True, num_replicas=world, rank=rank, seeder=s)
-        return (seeder.DataLoader(Augmented(), batch_size=4 // world, **kw),
-                seeder.DataLoader(Augmented(), batch_size=6 // world, **kw))
+        kw = dict(shuffle=True, num_replicas=world, rank=rank, seeder=s)
+        return (seeder.ElasticDataLoader(Augmented(), batch_size=4 // world, **kw),
+                seeder.ElasticDataLoader(Augmented(), batch_size=6 // world, **kw))
 
     ref = seeder.Seeder()
     ref.init(4)

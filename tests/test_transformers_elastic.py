@@ -73,7 +73,7 @@ def test_trainer_checkpoint_resumes_on_another_number_of_processes(runs):
     with seeder.Seeder().fork_rng():
         s = seeder.Seeder()
         s.init(child.SEED)
-        loader = seeder.DataLoader(child.Indexed(), batch_size=child.GLOBAL_BATCH, shuffle=True, elastic=True, seeder=s)
+        loader = seeder.ElasticDataLoader(child.Indexed(), batch_size=child.GLOBAL_BATCH, shuffle=True, seeder=s)
         s.load_state_dict(state)
         expected = child.rng_states()
     assert loader.state_dict()["position"] == child.STOP * child.GLOBAL_BATCH

@@ -77,7 +77,7 @@ class ElasticView(BatchSeedingDataset):
 
     def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
         master, task, epoch, first, indices = key
-        gens = self.source.generators("seeder.DataLoader(elastic=True)")
+        gens = self.source.generators("seeder.ElasticDataLoader")
         width = generator_words(gens)
         seeds = self.positions.words(master, task, epoch, first, len(indices), width)
         return sample_seeding().fetch(self.dataset.__getitem__, indices, seeds, gens, width)

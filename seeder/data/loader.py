@@ -36,7 +36,7 @@ import torch
 import torch.utils.data
 
 from .. import trace
-from ..checks import check_bool, check_int, check_state_header, is_int
+from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..default import UsesSeeder, resolve_seeder
 from ..derive import check_key
@@ -124,18 +124,22 @@ def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[b
     return sampler, batch_size, drop_last
 
 
-def _new_loader(cls: type, dataset: Any = None, *args: Any, elastic: bool = False, **kwargs: Any) -> Any:
-    """``DataLoader.__new__``: an ``IterableLoader`` for an ``IterableDataset``, an ``ElasticDataLoader`` for ``elastic=True``."""
-    elastic = check_bool(elastic, "elastic")
-    if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
-        if elastic:
-            raise TypeError("seeder.DataLoader(elastic=True) needs a map-style dataset (with __getitem__ and __len__), got "
-                            f"the IterableDataset {type(dataset).__name__}; drop elastic=True for a stream")
-        return IterableLoader(dataset, *args, **{**kwargs, "seeder": resolve_seeder(kwargs.get("seeder"))})
-    if elastic and cls is DataLoader:
-        from .elastic_loader import ElasticDataLoader
+def _refuse_elastic(kwargs: Dict[str, Any]) -> None:
+    """Raise ``TypeError`` naming :class:`seeder.ElasticDataLoader` if ``elastic=`` was passed to ``seeder.DataLoader``."""
+    if "elastic" not in kwargs:
+        return
+    if kwargs["elastic"] is True:
+        raise TypeError("seeder.DataLoader takes no elastic= argument: build seeder.ElasticDataLoader(dataset, "
+                        "batch_size=..., shuffle=...) for one global order whatever the world size (docs/elastic.md)")
+    raise TypeError(f"seeder.DataLoader takes no elastic= argument, got elastic={kwargs['elastic']!r}: drop it "
+                    "(seeder.ElasticDataLoader is the elastic loader)")
 
-        return torch.utils.data.DataLoader.__new__(ElasticDataLoader)
+
+def _new_loader(cls: type, dataset: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``DataLoader.__new__``: an ``IterableLoader`` for an ``IterableDataset``."""
+    _refuse_elastic(kwargs)
+    if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
+        return IterableLoader(dataset, *args, **{**kwargs, "seeder": resolve_seeder(kwargs.get("seeder"))})
     return torch.utils.data.DataLoader.__new__(cls)
 
 
@@ -152,7 +156,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
     * An ``IterableDataset`` gets a :class:`seeder.data.iterable.IterableLoader` (see its docs).
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
-    * ``elastic=True``: one global order whatever the world size, a state that resumes on another (docs/elastic.md).
+    * ``elastic=`` raises ``TypeError``: :class:`seeder.ElasticDataLoader` is the elastic loader (docs/elastic.md).
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
       ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
       iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
@@ -174,14 +178,14 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     #: state waiting for this loader is handed over as it joins).
     joins_when_built = True
 
-    __new__ = _new_loader  # an IterableDataset gets an IterableLoader; elastic=True an ElasticDataLoader
+    __new__ = _new_loader  # an IterableDataset gets an IterableLoader
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
-                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, elastic: bool = False,
-                 **kwargs: Any) -> None:
+                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
+        _refuse_elastic(kwargs)
         require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")  # _get_iterator relies on
         seeder = resolve_seeder(seeder)
         shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,
