@@ -18,7 +18,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.utils.data
@@ -31,7 +31,8 @@ from .dali_seeds import resolve_seeder
 from .elastic import ElasticBatches, ElasticView
 from .loader import LOADER_STATE_VERSION, DataLoader
 from .sampler import DistributedSampler
-from .workers import SeedSource
+from .lazyseed import check_sample_rngs
+from .workers import FETCH_SEEDED, SeedSource
 
 __all__ = ["ElasticDataLoader", "ELASTIC_STATE_VERSION"]
 
@@ -63,6 +64,12 @@ class ElasticDataLoader(DataLoader):
       when ``len(dataset) % global batch size`` may be below the world size).
     * ``allow_global_batch_change=True`` accepts a state saved with another global batch size:
       the samples not yet trained follow, in the same order, in batches of the new size.
+    * ``sample_rngs``: the global RNGs seeded from each sample's position before it is fetched,
+      out of ``("python", "numpy", "torch")`` (all three by default). Each costs about 1-3 us a
+      sample whether or not the sample draws; ``sample_rngs=()`` suits a dataset that draws from
+      none (tokenised text), ``("torch",)`` torchvision's transforms. A sample that draws from a
+      global RNG left out warns (:class:`seeder.SeederWarning`) and that RNG is seeded from then on.
+      ``__getitem__`` runs once per sample either way.
 
     >>> import torch, seeder
     >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
@@ -83,7 +90,8 @@ class ElasticDataLoader(DataLoader):
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Any = None, pin_memory: bool = False,
                  drop_last: bool = False, *args: Any, seeder: Optional[Seeder] = None,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None,
-                 allow_global_batch_change: bool = False, **kwargs: Any) -> None:
+                 allow_global_batch_change: bool = False, sample_rngs: Sequence[str] = FETCH_SEEDED,
+                 **kwargs: Any) -> None:
         if "elastic" in kwargs:
             raise TypeError(f"seeder.ElasticDataLoader is the elastic loader: drop elastic={kwargs['elastic']!r}")
         if sampler is not None or batch_sampler is not None:
@@ -96,6 +104,7 @@ class ElasticDataLoader(DataLoader):
         batch_size = check_int(batch_size, "batch_size", low=1)
         world, self_rank = _world(num_replicas, rank)
         self.allow_global_batch_change = check_bool(allow_global_batch_change, "allow_global_batch_change")
+        rngs = check_sample_rngs(sample_rngs)
         self._origin_pending: Optional[Tuple[int, int]] = None  # (epoch, origin) from load_state_dict
         self._origin_live: Tuple[Any, int, int] = (None, 0, 0)  # (token, epoch, origin) of the live iterator
         self._translated: Optional[Dict[str, Any]] = None  # the base class's state, while load_state_dict runs
@@ -104,7 +113,7 @@ class ElasticDataLoader(DataLoader):
         super().__init__(dataset, batch_size, None, order, None, num_workers, collate_fn, pin_memory, drop_last, *args,
                          seeder=seeder, **kwargs)
         object.__setattr__(self, "batch_sampler", ElasticBatches(order, batch_size, drop_last, self, world, self_rank))
-        self._wrapped = ElasticView(dataset, SeedSource(seeder))  # what the base class's fetchers see
+        self._wrapped = ElasticView(dataset, SeedSource(seeder), rngs)  # what the base class's fetchers see
         seeder.join(self)
 
     # ------------------------------------------------------------ positions
