@@ -43,6 +43,7 @@ from ..derive import check_key
 from ..errors import StateError
 from ..internals import require
 from ..rngbase import next_keeping
+from ._discardwatch import FIRST_WATCHED, DiscardWatch
 from .batches import BatchKeys, BatchSeedingDataset
 from .iterable import IterableLoader
 from .loader_checks import check_batch_count, check_loader_args
@@ -69,6 +70,9 @@ class _LoaderIter:
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
+        # Resumed inside the epoch: a loop that skips the batches it had trained would drop these (the discard watch).
+        self._watch = DiscardWatch(start, epoch, f"seeder.{type(loader).__name__}") \
+            if FIRST_WATCHED <= start < len(inner) else None
 
     def __iter__(self) -> "_LoaderIter":
         return self
@@ -78,7 +82,19 @@ class _LoaderIter:
         return len(self._inner) - self._start
 
     def __next__(self) -> Any:
-        batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
+        watch = self._watch
+        if watch is not None:
+            watch.next_asked()
+            if not watch.active:
+                self._watch = watch = None
+        try:
+            batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
+        except StopIteration:
+            if watch is not None:
+                watch.ended()
+            raise
+        if watch is not None:
+            watch.handed()
         b = self._next
         self._next = b + 1
         loader = self._loader
@@ -261,7 +277,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         start = 0
         if self._resume is not None and self._resume[0] == epoch:
             start = self._resume[1]
-            self.seeder.resume_check.warn_if_moved(self, "seeder.DataLoader", epoch)  # nothing drew since the load
+            self.seeder.resume_check.warn_if_moved(self, f"seeder.{type(self).__name__}", epoch)  # nothing drew since the load
         self._resume = None
         token = object()
         self._live_token = token
