@@ -93,13 +93,38 @@ def test_the_skip_idiom_on_a_resumed_loader_warns_that_batches_were_discarded(ki
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_the_skip_idiom_that_discards_the_rest_of_the_epoch_warns_at_its_end(kind):
+@pytest.mark.parametrize("then", ["validation", "next-epoch"])
+def test_the_skip_idiom_that_discards_the_rest_of_the_epoch_warns_at_the_next_forward_pass(kind, then):
+    """Resumed at batch 8 of 12, the skip idiom drops all 4 batches left: the epoch ends with none used, and the
+    first forward pass after it (a validation, or the next epoch's first batch) warns."""
     loader, model, opt, _ = resumed(kind, saved=8)
-    with pytest.warns(SeederWarning, match="discarded the first 4 batches"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeederWarning)
         for i, batch in enumerate(loader):
             if i < 8:
                 continue
             train_step(model, opt, batch)
+    with pytest.warns(SeederWarning, match="discarded the first 4 batches") as caught:
+        if then == "validation":
+            with torch.no_grad():
+                model(torch.ones(2))
+        else:
+            loader.seeder.reseed(1, 1)
+            for batch in loader:
+                train_step(model, opt, batch)
+    assert "batches 8..11" in discarded(caught)[0]
+    assert hooks_left() == 0
+
+
+def test_a_loop_without_a_model_over_a_resumed_epoch_does_not_warn():
+    """A look at the data (no forward pass, no step) drops every batch it is handed: no warning, and the watch's
+    hooks go with the loader."""
+    loader, _, _, _ = resumed("map", saved=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeederWarning)
+        assert len([batch for batch in loader]) == N - 8
+        del loader
+        torch.nn.Linear(2, 1)(torch.ones(2))
     assert hooks_left() == 0
 
 

@@ -27,8 +27,10 @@ The first use of a batch tells the loops apart:
 
 The watch warns once (:class:`seeder.SeederWarning`, which names the idiom and
 ``enumerate(loader, start=loader.batches_done)``) when the first use comes after ``start + 1``
-or more batches, or the epoch ends after two or more batches with none used. A resume at batch 1
-is not watched: one batch discarded looks like a framework's fetch ahead.
+or more batches. When the epoch ends after two or more batches with none used, the loop may hold
+no model at all (a test, a look at the data): the watch stays, as long as the loader, and warns
+at the first forward pass or optimizer step that follows (a validation, the next epoch). A
+resume at batch 1 is not watched: one batch discarded looks like a framework's fetch ahead.
 
 Example:
     >>> import torch, warnings
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+import weakref
 from typing import Any, List, Optional
 
 from torch.nn.modules.module import register_module_forward_pre_hook
@@ -69,20 +72,26 @@ class DiscardWatch:
         epoch: the epoch, for the message.
         what: the loader's class as the user wrote it, for the message.
 
-    The loader's iterator calls :meth:`next_asked` when the training loop asks for a batch (before it fetches),
-    :meth:`handed` once it has the batch, and :meth:`ended` when the epoch has no more.
+    The loader's iterator calls :meth:`next_asked` when the training loop asks for a batch (before it fetches:
+    what runs from then on is the fetch's), :meth:`handed` once it has the batch, and :meth:`ended` when the
+    epoch has no more. Whoever holds the watch keeps the hooks: a watch dropped undecided removes them.
     """
 
     def __init__(self, start: int, epoch: int, what: str):
         self._handles: List[Any] = []
         self.start, self.epoch, self.what = start, epoch, what
         self.batches = 0  # batches handed so far
-        uses = self._uses = [0]
+        self.uses = 0  # forward passes and optimizer steps outside the loader's fetches
+        self._mark = 0  # uses when the last batch was handed
+        self._fetching = False
+        self._pending: Optional[int] = None  # batches discarded up to the epoch's end, confirmed by a later use
+        me = weakref.ref(self)  # the hooks do not keep the watch alive
 
-        def count(*_: Any) -> None:  # a forward pass or an optimizer step, anywhere in this process
-            uses[0] += 1
+        def count(*_: Any) -> None:
+            watch = me()
+            if watch is not None:
+                watch._used()
 
-        self._mark = 0  # uses counted when the last batch was handed: those of the fetch are not the loop's
         self._handles = [register_module_forward_pre_hook(count), register_optimizer_step_post_hook(count)]
 
     @property
@@ -90,40 +99,62 @@ class DiscardWatch:
         """Whether the hooks are still registered (the watch has not decided)."""
         return bool(self._handles)
 
+    def _used(self) -> None:
+        if self._fetching:
+            return
+        self.uses += 1
+        if self._pending is not None:  # the loop trains after all: the epoch's last batches were thrown away
+            discarded, self._pending = self._pending, None
+            self.close()
+            self._warn(discarded, stacklevel=3)
+
     def next_asked(self) -> None:
         """The training loop asks for the next batch: if it used one since the last was handed, decide."""
-        if self._handles and self.batches and self._uses[0] > self._mark:
+        if self._handles and self.batches and self.uses > self._mark:
             self._decide(used_after=self.batches)
+        self._fetching = bool(self._handles)
 
     def handed(self) -> None:
         """A batch was handed to the training loop."""
+        self._fetching = False
         if not self._handles:
             return
         self.batches += 1
-        self._mark = self._uses[0]
+        self._mark = self.uses
         if self.batches > self.start + 1:  # nothing used after start + 1 batches: not the idiom's pattern
             self.close()
 
-    def ended(self) -> None:
-        """The epoch has no more batches."""
+    def ended(self) -> bool:
+        """The epoch has no more batches; ``True`` when the watch waits for a use to confirm a discarded rest (keep
+        the watch, and its hooks, as long as the loader)."""
+        self._fetching = False
         if not self._handles:
-            return
-        used = self._uses[0] > self._mark
-        self._decide(used_after=self.batches if used else None)
+            return False
+        if self.uses > self._mark:
+            self._decide(used_after=self.batches)
+            return False
+        if self.batches < 2:
+            self.close()
+            return False
+        # Every batch left was dropped. A loop without a model does that too: the first forward pass or optimizer
+        # step from now on (a validation, the next epoch) says that this one is a training loop.
+        self._pending = self.batches
+        return True
 
-    def _decide(self, used_after: Optional[int]) -> None:
+    def _decide(self, used_after: int) -> None:
         self.close()
-        discarded = self.batches if used_after is None else used_after - 1
-        if (used_after is None and discarded >= 2) or (used_after is not None and used_after > self.start):
-            first, last = self.start, self.start + discarded - 1
-            warnings.warn(
-                f"{self.what} resumed at batch {self.start} of epoch {self.epoch}, and the training loop discarded the "
-                f"first {discarded} batches it handed out (no forward pass, no optimizer step between them): batches "
-                f"{first}..{last} of the epoch, which the interrupted run had not trained. The loader already starts "
-                "at the saved batch, so a loop that skips the saved number of batches (`for i, batch in "
-                "enumerate(loader): if i < saved_step: continue`) skips them a second time. Drop the skip and number "
-                "the batches with `for i, batch in enumerate(loader, start=loader.batches_done)`",
-                SeederWarning, stacklevel=4)
+        if used_after > self.start:
+            self._warn(used_after - 1, stacklevel=5)
+
+    def _warn(self, discarded: int, stacklevel: int) -> None:
+        first, last = self.start, self.start + discarded - 1
+        warnings.warn(
+            f"{self.what} resumed at batch {self.start} of epoch {self.epoch}, and the training loop discarded the "
+            f"first {discarded} batches it handed out (no forward pass, no optimizer step between them): batches "
+            f"{first}..{last} of the epoch, which the interrupted run had not trained. The loader already starts at "
+            "the saved batch, so a loop that skips the saved number of batches (`for i, batch in enumerate(loader): "
+            "if i < saved_step: continue`) skips them a second time. Drop the skip and number the batches with "
+            "`for i, batch in enumerate(loader, start=loader.batches_done)`", SeederWarning, stacklevel=stacklevel)
 
     def close(self) -> None:
         """Remove the hooks (idempotent)."""
@@ -131,5 +162,5 @@ class DiscardWatch:
         for handle in handles:
             handle.remove()
 
-    def __del__(self) -> None:  # an iterator dropped before the watch decided (a loop left with break)
+    def __del__(self) -> None:  # dropped undecided (a loop left with break, a loader gone)
         self.close()

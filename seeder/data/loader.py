@@ -90,8 +90,8 @@ class _LoaderIter:
         try:
             batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
         except StopIteration:
-            if watch is not None:
-                watch.ended()
+            if watch is not None and watch.ended():
+                self._loader._discard_watch = watch  # it waits for a use that says the loop trains
             raise
         if watch is not None:
             watch.handed()
@@ -219,6 +219,8 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._live_token: Optional[object] = None
         self._pending: Optional[Tuple[int, int, object]] = None
         self._loads = 0  # load_state_dict calls: an iterator started before the last one stops instead of going on
+        # A resumed epoch's discard watch that outlives its iterator (._discardwatch): dropped with the loader.
+        self._discard_watch: Optional[DiscardWatch] = None
         batches = BatchKeys(sampler, batch_size, drop_last, self)
         super().__init__(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
                          pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
