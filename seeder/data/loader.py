@@ -46,7 +46,7 @@ from ..rngbase import next_keeping
 from ._discardwatch import FIRST_WATCHED, DiscardWatch
 from .batches import BatchKeys, BatchSeedingDataset
 from .iterable import IterableLoader
-from .loader_checks import check_batch_count, check_loader_args
+from .loader_checks import check_batch_count, check_loader_args, refuse_elastic
 from ..distributed import refuse_in_worker
 from .sampler import DistributedSampler
 from .workers import SeedSource, dataloader_generator, fetch_adapters
@@ -140,20 +140,9 @@ def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[b
     return sampler, batch_size, drop_last
 
 
-def _refuse_elastic(kwargs: Dict[str, Any]) -> None:
-    """Raise ``TypeError`` naming :class:`seeder.ElasticDataLoader` if ``elastic=`` was passed to ``seeder.DataLoader``."""
-    if "elastic" not in kwargs:
-        return
-    if kwargs["elastic"] is True:
-        raise TypeError("seeder.DataLoader takes no elastic= argument: build seeder.ElasticDataLoader(dataset, "
-                        "batch_size=..., shuffle=...) for one global order whatever the world size (docs/elastic.md)")
-    raise TypeError(f"seeder.DataLoader takes no elastic= argument, got elastic={kwargs['elastic']!r}: drop it "
-                    "(seeder.ElasticDataLoader is the elastic loader)")
-
-
 def _new_loader(cls: type, dataset: Any = None, *args: Any, **kwargs: Any) -> Any:
     """``DataLoader.__new__``: an ``IterableLoader`` for an ``IterableDataset``."""
-    _refuse_elastic(kwargs)
+    refuse_elastic(kwargs)
     if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
         return IterableLoader(dataset, *args, **{**kwargs, "seeder": resolve_seeder(kwargs.get("seeder"))})
     return torch.utils.data.DataLoader.__new__(cls)
@@ -201,7 +190,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
                  generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
-        _refuse_elastic(kwargs)
+        refuse_elastic(kwargs)
         require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")  # _get_iterator relies on
         seeder = resolve_seeder(seeder)
         shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,
