@@ -56,20 +56,28 @@ class ElasticDataLoader(DataLoader):
     """A :class:`seeder.DataLoader` whose order and samples do not depend on the world size: ``batch_size`` per rank,
     global batch ``batch_size * world_size``; its state resumes mid-epoch on another world size.
 
-    * ``shuffle``: the epoch's global order is shuffled (else sequential); ``sampler=`` and
-      ``batch_sampler=`` are refused (the order is the loader's).
-    * ``num_replicas``/``rank``: default to the process group's (one replica without one).
-    * ``drop_last=True`` drops the last, short global batch; otherwise it is split evenly over
-      the ranks (a rank whose share is empty yields one batch less: use ``drop_last=True`` under DDP
-      when ``len(dataset) % global batch size`` may be below the world size).
-    * ``allow_global_batch_change=True`` accepts a state saved with another global batch size:
-      the samples not yet trained follow, in the same order, in batches of the new size.
-    * ``sample_rngs``: the global RNGs seeded from each sample's position before it is fetched,
-      out of ``("python", "numpy", "torch")`` (all three by default). Each costs about 1-3 us a
-      sample whether or not the sample draws; ``sample_rngs=()`` suits a dataset that draws from
-      none (tokenised text), ``("torch",)`` torchvision's transforms. A sample that draws from a
-      global RNG left out warns (:class:`seeder.SeederWarning`) and that RNG is seeded from then on.
-      ``__getitem__`` runs once per sample either way.
+    Args:
+        dataset: a map-style dataset (``__getitem__`` and ``__len__``); ``__getitem__`` runs once per sample.
+        batch_size: samples per rank and step.
+        shuffle: the epoch's global order is shuffled (else sequential).
+        num_workers, collate_fn, pin_memory, **kwargs: as torch's ``DataLoader``.
+        drop_last: drop the last, short global batch; otherwise it is split evenly over the ranks (a rank
+            whose share is empty yields one batch less: use ``drop_last=True`` under DDP when
+            ``len(dataset) % global batch size`` may be below the world size).
+        seeder: a :class:`seeder.Seeder` other than the default one.
+        num_replicas, rank: default to the process group's (one replica without one).
+        allow_global_batch_change: accept a state saved with another global batch size: the samples not
+            yet trained follow, in the same order, in batches of the new size.
+        sample_rngs: the global RNGs seeded from each sample's position before it is fetched, out of
+            ``("python", "numpy", "torch")`` (all three by default). Each costs about 1-3 us a sample
+            whether or not the sample draws; ``sample_rngs=()`` suits a dataset that draws from none
+            (tokenised text), ``("torch",)`` torchvision's transforms. A sample that draws from a global
+            RNG left out warns (:class:`seeder.SeederWarning`) and that RNG is seeded from then on.
+
+    Raises:
+        TypeError: ``sampler=``, ``batch_sampler=`` or ``elastic=`` given (the order is the loader's), an
+            ``IterableDataset``, or ``sample_rngs`` not a list or tuple.
+        ValueError: ``rank`` outside ``[0, num_replicas)``, a ``sample_rngs`` name not one of the three.
 
     >>> import torch, seeder
     >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
