@@ -42,10 +42,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import stats
+from ._verdict import verdict
 from .contract import Metrics, format_step_key
 
-__all__ = ["analyze_verify", "analyze_compare", "stop_point", "verdict", "RUN_KINDS", "MID_KINDS", "ALL_KINDS",
-           "RESUME_CHECKS", "ALLOW_SKIP_HINT"]
+__all__ = ["analyze_verify", "analyze_compare", "stop_point", "RUN_KINDS", "MID_KINDS", "ALL_KINDS", "RESUME_CHECKS"]
 
 #: Run kinds of the methodology, with the numbers NVIDIA seeder's README gives them and what they are.
 RUN_KINDS = {
@@ -216,33 +216,8 @@ def _check_resume(name: str, full: Sequence[Metrics], half: Sequence[Metrics], r
     return _check(name, ok, summary, details, reasons)
 
 
-#: How a user accepts a verdict without the checks that could not run.
-ALLOW_SKIP_HINT = "or pass --allow-skip to accept a verdict without it"
-
-
 def _skipped(name: str, why: str) -> Dict[str, Any]:
     return {"name": name, "status": "SKIP", "summary": f"not tested: {why}", "reasons": [], "details": {"skipped": why}}
-
-
-def verdict(checks: Sequence[Dict[str, Any]], allow_skip: Union[bool, Sequence[str]] = False) -> Tuple[str, List[str]]:
-    """The verdict of ``checks`` and the reasons for it: FAIL, INCOMPLETE (a SKIP not allowed) or PASS.
-
-    ``allow_skip`` is ``True`` (every SKIP allowed) or the names of the checks that may be SKIP.
-
-    >>> checks = [{"name": "resume", "status": "SKIP", "summary": "not tested: no stop", "reasons": []}]
-    >>> verdict(checks)
-    ('INCOMPLETE', ['resume was not tested: no stop (or pass --allow-skip to accept a verdict without it)'])
-    >>> verdict(checks, allow_skip=["resume"])
-    ('PASS', [])
-    """
-    reasons = [r for c in checks for r in c["reasons"]]
-    if any(c["status"] == "FAIL" for c in checks):
-        return "FAIL", reasons
-    allowed = (lambda name: True) if allow_skip is True else (lambda name: name in (allow_skip or ()))
-    missing = [c for c in checks if c["status"] == "SKIP" and not allowed(c["name"])]
-    if missing:
-        return "INCOMPLETE", [f"{c['name']} was {c['summary']} ({ALLOW_SKIP_HINT})" for c in missing]
-    return "PASS", reasons
 
 
 def _check_variance(full: Sequence[Metrics], unseeded: Sequence[Metrics], alpha: float) -> Dict[str, Any]:
@@ -254,6 +229,11 @@ def _check_variance(full: Sequence[Metrics], unseeded: Sequence[Metrics], alpha:
                "seeded_values": s.tolist(), "unseeded_values": u.tolist(),
                "std_seeded": math.sqrt(t["var_seeded"]), "std_unseeded": math.sqrt(t["var_unseeded"]),
                "variance_ratio": t["ratio"], "p_value": t["p_value"]}
+    bad = [f"{kind}-{i}" for kind, vals in (("full", s), ("unseeded", u)) for i, v in enumerate(vals) if not math.isfinite(v)]
+    if bad:
+        return _check("variance", False, f"last-epoch {quantity} is not a finite number in {len(bad)} run(s)", details,
+                      [f"the last-epoch {quantity} of run(s) {', '.join(bad)} is not a finite number (NaN or infinite): "
+                       "the training diverged or the logged values are not losses, so no spread can be compared"])
     if t["var_unseeded"] == 0.0:
         return _check("variance", False, "unseeded runs are identical", details,
                       ["the unseeded runs (4) are identical to each other: the script seeds itself when --seed is absent "

@@ -20,12 +20,13 @@ from .contract import read_metrics
 from .diagnose import TRACE_NAME
 from .midepoch import StepStopSupport, mid_epoch_step
 from .runner import RunSpec
-from .workdirs import absolute_command, base_environment, copy_run_dir
+from .workdirs import absolute_command, base_environment, copy_run_dir, mirror_user_dir
 
 #: The variable ``seeder.init`` reads the master seed from (``seeder.ENV_SEED``; verify imports no Seeder).
 ENV_SEED = "SEEDER_SEED"
 
-__all__ = ["metrics_path", "run_argv", "make_spec", "prepare_mid", "plan_verify", "plan_compare", "seeder_stops"]
+__all__ = ["metrics_path", "run_argv", "make_spec", "with_mirror", "prepare_mid", "plan_verify", "plan_compare",
+           "seeder_stops"]
 
 
 def seeder_stops(cfg: Any) -> bool:
@@ -53,10 +54,21 @@ def make_spec(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), after: 
             env[ENV_SEED] = str(kw["seed"])
     if kw.get("ckpt_dir") is not None:
         env[ENV_CKPT_DIR] = str(kw["ckpt_dir"])
-    spec = RunSpec(name, run_argv(cfg, out, name, extra, **kw), workdir, env=env, after=after, prepare=prepare, cwd=workdir)
-    spec.info["seed"] = kw.get("seed")
+    spec = RunSpec(name, run_argv(cfg, out, name, extra, **kw), workdir, env=env, after=after,
+                   prepare=with_mirror(prepare, base, workdir, out), cwd=workdir)
+    spec.info.update(seed=kw.get("seed"), command_words=len(cfg.command))  # the flags verify adds come after
     spec.argv = absolute_command(spec.argv, base)  # each run in its own directory (seeder.verify.workdirs)
     return spec
+
+
+def with_mirror(prepare, base: Path, workdir: Path, out: Path):
+    """``prepare``, then the run's folder mirrors the user's (:func:`seeder.verify.workdirs.mirror_user_dir`)."""
+    def run() -> Optional[str]:
+        left_out = prepare() if prepare is not None else None
+        if not left_out:
+            mirror_user_dir(base, workdir, keep_out=[out])
+        return left_out
+    return run
 
 
 def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport]):
