@@ -23,12 +23,14 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["snapshot", "escapes", "SNAPSHOT_LIMIT", "OUT_ENTRIES"]
+__all__ = ["snapshot", "escapes", "SNAPSHOT_LIMIT", "OUT_ENTRIES", "PROBE_NAME"]
 
 #: Files of the user's folder whose size and modification time are recorded (a larger folder is checked this far).
 SNAPSHOT_LIMIT = 20000
 #: What verify itself writes at the top of its output folder.
-OUT_ENTRIES = (".seeder-verify", "runs", "probe", "report.json", "report.md")
+OUT_ENTRIES = (".seeder-verify", "runs", "report.json", "report.md")
+#: The folder in ``OUT/runs`` where the command ran up to its parser (:func:`seeder.verify.flags.probe_parser`).
+PROBE_NAME = "probe"
 
 Snapshot = Dict[str, Tuple[int, int]]
 
@@ -113,7 +115,7 @@ def escapes(out: Path, run_names: Sequence[str], base: Path, before: Snapshot, a
     out = Path(out).resolve()
     start = out / "runs" / (run_names[0] if run_names else "full-0")
     runs = out / "runs"
-    strays = [p for p in sorted(runs.iterdir()) if p.name not in run_names] if runs.is_dir() else []
+    strays = [p for p in sorted(runs.iterdir()) if p.name not in (*run_names, PROBE_NAME)] if runs.is_dir() else []
     strays += [p for p in sorted(out.iterdir()) if p.name not in OUT_ENTRIES and p.suffix != ".png"]
     found = [_finding(p, start, actions, argv) for p in strays]
     notes: List[str] = []

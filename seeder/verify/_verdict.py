@@ -85,7 +85,8 @@ def unreadable_report(problems: Dict[str, str]) -> Dict[str, Any]:
     name, why = next(iter(problems.items()))
     others = len(problems) - 1
     also = f" (and {others} other run{'s' if others > 1 else ''})" if others else ""
-    reason = f"the output of run {name}{also} had no per-step values seeder could read: {why}. {_FIX}"
+    fix = "" if "seeder.init()" in why else f". {_FIX}"  # read_metrics says what to do already
+    reason = f"the output of run {name}{also} had no per-step values seeder could read: {why}{fix}"
     skip = "no per-step values to compare"
     checks = [{"name": n, "status": "SKIP", "summary": f"not tested: {skip}", "reasons": [], "details": {"skipped": skip}}
               for n in CHECK_NAMES]

@@ -106,9 +106,14 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> List[RunSpec]:
     def stopped(name: str, which: int):
         def prepare() -> Optional[str]:
             if "steps" not in stops:
-                full = read_metrics(metrics_path(out, "full-0"), out / "runs" / "full-0" / "log.txt", cfg.contract,
-                                    out / "runs" / "full-0" / STEPS_NAME)
-                stops["steps"] = stop_steps(full)
+                try:
+                    full = read_metrics(metrics_path(out, "full-0"), out / "runs" / "full-0" / "log.txt", cfg.contract,
+                                        out / "runs" / "full-0" / STEPS_NAME)
+                except ValueError:  # the verdict says what run (1) logged; nothing to stop at
+                    why = "run (1) logged no per-step values to find its epochs in"
+                    stops["steps"] = ((None, why), (None, why))
+                else:
+                    stops["steps"] = stop_steps(full)
             steps, where = stops["steps"][which]
             if steps is None:
                 return where

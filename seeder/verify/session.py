@@ -7,6 +7,7 @@ Output directory layout::
     OUT/*.png                   figures (or --figures DIR)
     OUT/runs/<name>/            log.txt, run.json, metrics.jsonl, ckpt/ for each run, and
                                 trace.rank<R>.jsonl for seeded runs whose data path records it
+    OUT/runs/probe/             the command run up to its argument parser: parser.json, log.txt
 
 Example (planning only; :func:`verify` runs these)::
 
@@ -34,7 +35,7 @@ from ..env.safefile import symlinks_in, write_file
 from .analysis import ALL_KINDS, analyze_compare, analyze_verify
 from .contract import Contract, Metrics, read_metrics
 from .diagnose import diagnose_dirs, preinit_hints
-from ._escapes import snapshot, escapes
+from ._escapes import PROBE_NAME, escapes, snapshot
 from ._verdict import unreadable, unreadable_report
 from .flags import ParserProbe, adapt_contract, probe_parser
 from .midepoch import StepStopSupport
@@ -168,7 +169,6 @@ def prepare_out(out: Path) -> Path:
             raise OutputDirError(f"output directory {out} is not empty and was not written by seeder verify; "
                                  "choose another --out (or empty it)")
         shutil.rmtree(out / "runs", ignore_errors=True)
-        shutil.rmtree(out / "probe", ignore_errors=True)
         for name in ("report.json", "report.md"):
             (out / name).unlink(missing_ok=True)
         for png in out.glob("*.png"):
@@ -245,7 +245,7 @@ def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str
 def _probe(cfg: _Common, out: Path) -> Tuple[ParserProbe, Path]:
     """The command's parser options (:func:`seeder.verify.flags.probe_parser`), run in a mirror of the user's folder."""
     base = Path(cfg.cwd or Path.cwd()).resolve()
-    folder = out / "probe"
+    folder = out / "runs" / PROBE_NAME  # as deep as the runs' folders: its mirror's links are below out/runs/
     mirror_user_dir(base, folder, keep_out=[out])
     env = child_environment(cfg.jobs, base_environment(base))
     return probe_parser(cfg.command, base, folder, env), base

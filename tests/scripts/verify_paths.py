@@ -1,20 +1,25 @@
 """A plain loop with seeder.Checkpoint that reads and writes relative paths, for ``seeder verify``'s isolation.
 
 Reads ``settings.txt`` (the learning rate) relative to its working directory, as a script next to its configuration
-does; writes a log line to ``train.log`` and its checkpoint under ``--save-dir`` (default ``ckpt``; ``../outputs``
-escapes the run's folder, as LambdaLabs' guide's default does). Without ``--resume-any``, it resumes only when
-seeder verify asks (``seeder.Checkpoint.resume()``); with it, whenever its checkpoint exists.
+does; writes a log line to ``train.log`` and its checkpoint under ``--save-dir`` (default ``ckpt``; with
+``--guide``, ``../outputs``: LambdaLabs' guide's default, which escapes the run's folder). Without ``--resume-any``,
+it resumes only when seeder verify asks (``seeder.Checkpoint.resume()``); with it, whenever its checkpoint exists.
+``--log-losses`` prints one JSON line per step with the loss (and no digest of its own).
 """
 import argparse
+import json
 import os
+import sys
 
 import torch
 
 import seeder
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--save-dir", default="ckpt")
+parser.add_argument("--save-dir", default="../outputs" if "--guide" in sys.argv else "ckpt")
+parser.add_argument("--guide", action="store_true")
 parser.add_argument("--resume-any", action="store_true")
+parser.add_argument("--log-losses", action="store_true")
 args = parser.parse_args()
 with open("settings.txt") as fh:
     lr = float(fh.read())
@@ -37,5 +42,7 @@ for epoch in range(start, 3):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        if args.log_losses:
+            print(json.dumps({"step": ckpt.steps + 1, "epoch": epoch, "loss": loss.item()}))
         ckpt.step()
 ckpt.save()
