@@ -14,7 +14,7 @@ installed first, and writes one JSON object to REPORT at the first one reached:
 * ``seeder.Seeder.init`` is called before any parser: ``{"reached": "seeder.init"}``;
 * a torch optimizer steps before either: ``{"reached": "optimizer step"}``.
 
-It then ends the process at once (``os._exit``: no ``finally`` of the script, no ``atexit``), so
+It then ends its own process at once (SIGKILL: no ``finally`` of the script, no ``atexit``), so
 nothing trains and nothing is saved. A script that reaches none of them ends as it ends; REPORT
 then holds nothing and verify drives the script through seeder's environment variables only.
 
@@ -45,6 +45,7 @@ import argparse
 import importlib.abc
 import json
 import runpy
+import signal
 from typing import Any, Callable, Dict, List, Optional
 
 __all__ = ["main", "describe_action"]
@@ -95,7 +96,8 @@ class _Probe:
             json.dump(record, fh)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)  # nothing more of the script runs: no finally, no atexit, no save
+        # Nothing more of the script may run: no `finally`, no `except SystemExit` that goes on training, no atexit.
+        os.kill(os.getpid(), signal.SIGKILL)
 
     def wrap_parse(self, original: Callable[..., Any]) -> Callable[..., Any]:
         probe = self

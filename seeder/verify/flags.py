@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..env.redact import file_redactor, redact_json
+from ..env.safefile import open_log, write_file
 from ..stepwatch import STOP_CKPT
 from .contract import TEMPLATE_NAMES, Contract
 
@@ -125,9 +127,10 @@ def probe_parser(command: Sequence[str], cwd: Path, folder: Path, env: Dict[str,
     if argv is None:
         return ParserProbe(None, why)
     report = folder / PROBE_REPORT
+    report.unlink(missing_ok=True)  # never a link to follow (the probe writes it with open())
     argv = [str(report) if w == "{report}" else w for w in argv]
     shown = " ".join(shlex.quote(w) for w in command)
-    with open(folder / "log.txt", "wb") as log:
+    with os.fdopen(open_log(folder / "log.txt"), "wb") as log:
         try:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                     cwd=str(folder), start_new_session=True)
@@ -143,8 +146,11 @@ def probe_parser(command: Sequence[str], cwd: Path, folder: Path, env: Dict[str,
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait()
+    redact = file_redactor([command])
+    _rewrite(folder, "log.txt", lambda text: redact.text(text))
     try:
         record = json.loads(report.read_text(encoding="utf-8"))
+        write_file(folder, PROBE_REPORT, (json.dumps(redact_json(record), indent=1) + "\n").encode(), 0o644)
     except (OSError, ValueError):
         record = None
     if isinstance(record, dict) and record.get("reached") == "parser" and isinstance(record.get("actions"), list):
@@ -156,6 +162,15 @@ def probe_parser(command: Sequence[str], cwd: Path, folder: Path, env: Dict[str,
                                  f"{timeout:g} s")
     return ParserProbe(None, f"`{shown}` ended (status {code}) before any argument parser, seeder.init or optimizer "
                              f"step (its output: {folder / 'log.txt'})")
+
+
+def _rewrite(folder: Path, name: str, change: Any) -> None:
+    """Replace a file the probe wrote by ``change(its text)`` (secrets redacted), never through a link."""
+    try:
+        text = (folder / name).read_bytes().decode("utf-8", errors="surrogateescape")
+    except OSError:
+        return
+    write_file(folder, name, change(text).encode("utf-8", errors="surrogateescape"), 0o644)
 
 
 def _takes_value(action: Dict[str, Any]) -> bool:

@@ -25,13 +25,25 @@ from .workdirs import absolute_command, base_environment, copy_run_dir, mirror_u
 #: The variable ``seeder.init`` reads the master seed from (``seeder.ENV_SEED``; verify imports no Seeder).
 ENV_SEED = "SEEDER_SEED"
 
-__all__ = ["metrics_path", "run_argv", "make_spec", "with_mirror", "prepare_mid", "plan_verify", "plan_compare",
+__all__ = ["driven_by", "DRIVING_VARIABLES", "metrics_path", "run_argv", "make_spec", "with_mirror", "prepare_mid", "plan_verify", "plan_compare",
            "seeder_stops"]
 
 
 def seeder_stops(cfg: Any) -> bool:
     """Whether seeder stops the runs (the command has no stop flag; :mod:`seeder.verify.seederstops`)."""
     return not cfg.contract.stop_after_epochs and not cfg.contract.stop_after_steps
+
+
+#: The variables through which verify drives a run that takes none of its flags.
+DRIVING_VARIABLES = ("SEEDER_SEED", "SEEDER_STOP_AFTER_STEP", "SEEDER_RESUME")
+
+
+def driven_by(spec: RunSpec) -> str:
+    """How a run was asked for its seed, stop and resume: the flags verify added and seeder's variables it set."""
+    added = spec.argv[int(spec.info.get("command_words", len(spec.argv))):]  # type: ignore[call-overload]
+    env = [f"{k}={spec.env[k]}" for k in DRIVING_VARIABLES if k in spec.env]
+    parts = ([f"flags {' '.join(added)}"] if added else []) + ([f"environment {' '.join(env)}"] if env else [])
+    return "; ".join(parts) or "nothing (the script's own defaults)"
 
 
 def metrics_path(out: Path, name: str) -> Path:

@@ -41,7 +41,7 @@ from .flags import ParserProbe, adapt_contract, probe_parser
 from .midepoch import StepStopSupport
 from .runner import RunFailed, RunResult, RunSpec, child_environment, run_all
 from ..announce import parse_drawn_seed
-from .plan import metrics_path, plan_compare, plan_verify, seeder_stops
+from .plan import driven_by, metrics_path, plan_compare, plan_verify, seeder_stops
 from .workdirs import base_environment, mirror_user_dir
 from .seederstops import STEPS_NAME, untested
 
@@ -185,18 +185,6 @@ def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) 
             "steps": len(m) if m is not None else None, "digest": m.digest if m is not None else None, "argv": spec.argv,
             "stop_after_steps": spec.info.get("stop_after_steps"), "stop_where": spec.info.get("stop_where"),
             "master_seed": _run_seed(spec, res), "driven_by": driven_by(spec)}
-
-
-#: The variables through which verify drives a run that takes none of its flags.
-DRIVING_VARIABLES = ("SEEDER_SEED", "SEEDER_STOP_AFTER_STEP", "SEEDER_RESUME")
-
-
-def driven_by(spec: RunSpec) -> str:
-    """How a run was asked for its seed, stop and resume: the flags verify added and seeder's variables it set."""
-    added = spec.argv[int(spec.info.get("command_words", len(spec.argv))):]  # type: ignore[call-overload]
-    env = [f"{k}={spec.env[k]}" for k in DRIVING_VARIABLES if k in spec.env]
-    parts = ([f"flags {' '.join(added)}"] if added else []) + ([f"environment {' '.join(env)}"] if env else [])
-    return "; ".join(parts) or "nothing (the script's own defaults)"
 
 
 def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:

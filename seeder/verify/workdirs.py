@@ -32,7 +32,7 @@ __all__ = ["absolute_command", "copy_run_dir", "base_environment", "mirror_user_
            "NOT_MIRRORED"]
 
 #: Files seeder verify writes into a run directory itself: not copied into a resumed run's directory.
-OWN_FILES = ("log.txt", "run.json", "metrics.jsonl", "steps.jsonl")
+OWN_FILES = ("log.txt", "run.json", "metrics.jsonl", "steps.jsonl", "parser.json")
 #: Folders mirrored entry by entry in one run directory; past this many entries a folder is one symbolic link.
 MIRROR_BUDGET = 2000
 #: Names never mirrored: version control and caches (git finds the repository from the run's folder anyway).
@@ -89,7 +89,8 @@ def mirror_user_dir(base: Path, dst: Path, keep_out: Sequence[Path] = (), budget
     """Fill ``dst`` with ``base``'s entries: folders as real folders (mirrored in turn), files as symbolic links.
 
     Entries ``dst`` already has (what a resumed run copied from its stopped run) win. ``keep_out`` (verify's
-    output folder) and seeder outputs are left out; past ``budget`` entries a folder becomes one symbolic link.
+    output folder), seeder outputs and the names of verify's own files (:data:`OWN_FILES`, traces) are left out;
+    past ``budget`` entries a folder becomes one symbolic link.
 
     >>> import tempfile, pathlib
     >>> base, dst = (pathlib.Path(tempfile.mkdtemp()) for _ in range(2))
@@ -109,7 +110,7 @@ def mirror_user_dir(base: Path, dst: Path, keep_out: Sequence[Path] = (), budget
         for entry in entries:
             path = Path(entry.path).resolve()
             target = into / entry.name
-            if entry.name in NOT_MIRRORED or path in skip or os.path.lexists(target):
+            if entry.name in NOT_MIRRORED or path in skip or os.path.lexists(target) or (into == top and _own(entry.name)):
                 continue
             holds_out = any(path in p.parents for p in skip)
             if entry.is_dir() and (holds_out or (left[0] > 0 and not (path / _OUTPUT_MARKER).exists())):
@@ -122,5 +123,11 @@ def mirror_user_dir(base: Path, dst: Path, keep_out: Sequence[Path] = (), budget
                 target.symlink_to(path, target_is_directory=entry.is_dir())
                 left[0] -= 1
 
-    Path(dst).mkdir(parents=True, exist_ok=True)
-    mirror(Path(base).resolve(), Path(dst))
+    top = Path(dst)
+    top.mkdir(parents=True, exist_ok=True)
+    mirror(Path(base).resolve(), top)
+
+
+def _own(name: str) -> bool:
+    """A name verify or seeder writes at the top of a run's folder: never a link into the user's folder."""
+    return name in OWN_FILES or name.startswith("trace.")
