@@ -62,22 +62,24 @@ def test_the_probe_reads_the_parser_with_arity_and_the_script_trains_nothing(tmp
     assert contract.resume == "" and contract.seed == "--seed {seed}"  # ImageNet's --resume PATH gets no bare --resume
 
 
-def test_the_probe_sees_a_subcommand_and_stops_a_parserless_script_at_seeder_init(tmp_path, handoff):
+def test_the_probe_sees_a_subcommand_and_stops_a_parserless_script_at_its_first_step(tmp_path, handoff):
     cli = tmp_path / "cli.py"
     cli.write_text("import argparse\np = argparse.ArgumentParser()\nsub = p.add_subparsers()\n"
                    "fit = sub.add_parser('fit')\nfit.add_argument('--ckpt_path')\np.parse_args()\nopen('ran', 'w')\n")
     probe = probe_parser([sys.executable, str(cli), "fit"], tmp_path, tmp_path / "p1", dict(os.environ))
     assert [a["subcommand"] for a in probe.actions if a["options"] == ["--ckpt_path"]] == ["fit"]
-    notebook = tmp_path / "notebook.py"  # no parser: trains as soon as it starts
-    notebook.write_text("import torch, seeder\nopen('started', 'w')\nseeder.init()\nopen('trained.pt', 'w')\n")
     env = {**os.environ, **handoff.env()}
-    probe = probe_parser([sys.executable, str(notebook)], tmp_path, tmp_path / "p2", env)
-    assert probe.actions is None and probe.how.endswith("reached seeder.init before any argument parser")
-    stepper = tmp_path / "stepper.py"
-    stepper.write_text("import torch\nw = torch.nn.Parameter(torch.ones(1))\nopt = torch.optim.SGD([w], lr=1)\n"
-                       "w.sum().backward()\nopt.step()\nopen('trained.pt', 'w')\n")
-    probe = probe_parser([sys.executable, str(stepper)], tmp_path, tmp_path / "p3", env)
-    assert probe.how.endswith("reached optimizer step before any argument parser")
+    # seeder.init first, then the parser (LightningCLI's order): the parser is still read
+    late = tmp_path / "late_parser.py"
+    late.write_text("import argparse, seeder\nseeder.init()\np = argparse.ArgumentParser()\n"
+                    "p.add_argument('--ckpt_path')\np.parse_args()\nopen('ran', 'w')\n")
+    probe = probe_parser([sys.executable, str(late)], tmp_path, tmp_path / "p2", env)
+    assert ["--ckpt_path"] in [a["options"] for a in probe.actions or []], probe.how
+    notebook = tmp_path / "notebook.py"  # no parser: trains as soon as it starts
+    notebook.write_text("import torch, seeder\nseeder.init()\nw = torch.nn.Parameter(torch.ones(1))\n"
+                        "opt = torch.optim.SGD([w], lr=1)\nw.sum().backward()\nopt.step()\nopen('trained.pt', 'w')\n")
+    probe = probe_parser([sys.executable, str(notebook)], tmp_path, tmp_path / "p3", env)
+    assert probe.actions is None and probe.how.endswith("reached its first optimizer step before any argument parser")
     hangs = tmp_path / "hangs.py"
     hangs.write_text("import time\ntime.sleep(600)\n")
     probe = probe_parser([sys.executable, str(hangs)], tmp_path, tmp_path / "p4", dict(os.environ), timeout=1)

@@ -42,11 +42,10 @@ def test_flags_are_passed_only_with_the_arity_the_parser_gives_them():
 
 
 def test_unknown_flags_leave_every_default_flag_to_seeder():
-    c, notes = adapt_contract(Contract(), ParserProbe(None, "`python t.py` reached seeder.init before any argument "
-                                                            "parser"))
+    why = "`python t.py` reached its first optimizer step before any argument parser"
+    c, notes = adapt_contract(Contract(), ParserProbe(None, why))
     assert all(getattr(c, n) == "" for n in TEMPLATE_NAMES)
-    assert notes == ["flags not known (`python t.py` reached seeder.init before any argument parser): the runs are "
-                     "driven through seeder's environment variables"]
+    assert notes == [f"flags not known ({why}): the runs are driven through seeder's environment variables"]
     kept, _ = adapt_contract(Contract(seed="--random-seed {seed}"), ParserProbe(None, "not known"))
     assert kept.seed == "--random-seed {seed}" and kept.epochs == ""
 

@@ -291,7 +291,7 @@ def test_verify_without_a_contract_a_plain_loop_with_seeder_checkpoint(tmp_path,
     assert "resume-1" not in runs and "resume-mid-1" not in runs  # --resume-repeats 1: 8 runs, not 12
     assert runs["mid-0"]["stop_where"] == "3 of 6 steps into epoch 1" and runs["half-0"]["stop_after_steps"] == 6
     assert runs["unseeded-0"]["master_seed"] != runs["unseeded-1"]["master_seed"]  # drawn, printed, recorded
-    assert any("reached seeder.init before any argument parser" in n for n in rep["notes"]), rep["notes"]
+    assert any("reached its first optimizer step before any argument parser" in n for n in rep["notes"]), rep["notes"]
     assert runs["full-0"]["argv"] == [sys.executable, PLAIN]  # no flag it may not take: only seeder's variables
     assert runs["resume-mid-0"]["driven_by"] == "environment SEEDER_SEED=42 SEEDER_RESUME=1"
     assert runs["mid-0"]["driven_by"] == "environment SEEDER_SEED=42 SEEDER_STOP_AFTER_STEP=9"

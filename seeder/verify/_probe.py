@@ -4,15 +4,18 @@
 
     python _probe.py REPORT SCRIPT ARGS...        (or: python _probe.py REPORT -m MODULE ARGS...)
 
-runs SCRIPT as ``__main__`` (``sys.argv`` as ``python SCRIPT ARGS`` gives it) with three exits
+runs SCRIPT as ``__main__`` (``sys.argv`` as ``python SCRIPT ARGS`` gives it) with two exits
 installed first, and writes one JSON object to REPORT at the first one reached:
 
 * the script's parser (an ``argparse.ArgumentParser``, or a subclass such as jsonargparse's or
   ``HfArgumentParser``) is asked to parse the command line: ``{"reached": "parser", "actions": [...]}``,
   each action's option strings, ``nargs``, metavar, whether it is required and its default, with those
   of the subcommand named on the command line (LightningCLI's ``fit``);
-* ``seeder.Seeder.init`` is called before any parser: ``{"reached": "seeder.init"}``;
-* a torch optimizer steps before either: ``{"reached": "optimizer step"}``.
+* a torch optimizer steps before any parser: ``{"reached": "optimizer step", "seeder_init": true}``
+  (whether ``seeder.init`` ran before it).
+
+``seeder.init`` does not end the probe: a LightningCLI script initialises seeder before the CLI
+builds its parser.
 
 It then ends its own process at once (SIGKILL: no ``finally`` of the script, no ``atexit``), so
 nothing trains and nothing is saved. A script that reaches none of them ends as it ends; REPORT
@@ -90,6 +93,7 @@ class _Probe:
     def __init__(self, report: str):
         self.report = report
         self.depth = 0
+        self.init_seen = False
 
     def done(self, record: Dict[str, Any]) -> None:
         with open(self.report, "w", encoding="utf-8") as fh:
@@ -131,18 +135,20 @@ class _Probe:
         def init_subclass(cls: type, **kw: Any) -> None:  # parsers defined later (jsonargparse, transformers)
             probe.wrap_class(cls)
         argparse.ArgumentParser.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
-        _after_import("seeder.core", self.stop_at_init)
+        _after_import("seeder.core", self.watch_init)
         _after_import("torch.optim.optimizer", self.stop_at_step)
 
-    def stop_at_init(self, module: Any) -> None:
-        probe = self
+    def watch_init(self, module: Any) -> None:
+        original, probe = module.Seeder.init, self
 
         def init(self: Any, *args: Any, **kw: Any) -> Any:
-            probe.done({"reached": "seeder.init"})
+            probe.init_seen = True
+            return original(self, *args, **kw)
         module.Seeder.init = init
 
     def stop_at_step(self, module: Any) -> None:
-        module.register_optimizer_step_pre_hook(lambda *a: self.done({"reached": "optimizer step"}))
+        module.register_optimizer_step_pre_hook(
+            lambda *a: self.done({"reached": "optimizer step", "seeder_init": self.init_seen}))
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

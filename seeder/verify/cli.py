@@ -41,8 +41,8 @@ _VERIFY_PARAGRAPHS = (
     "epoch, and (3b) resumed from it; (4) unseeded; each repeated. Then decide: PASS (every check ran and passed), "
     "FAIL, or INCOMPLETE (a check could not run).",
     "The script runs only as these runs, each in its own folder under --out that mirrors the current folder for "
-    "reading. Its flags come from its own argument parser, read by running it up to that parser (it stops there, at "
-    "seeder.init or at its first optimizer step: nothing trains). Where it takes no flag for a request, seeder does "
+    "reading. Its flags come from its own argument parser, read by running it up to that parser (it stops there, or "
+    "at its first optimizer step: nothing trains). Where it takes no flag for a request, seeder does "
     "it inside the run through $SEEDER_SEED, $SEEDER_STOP_AFTER_STEP and $SEEDER_RESUME (seeder.Checkpoint, "
     "SeederCallback, SeederTrainer stop and resume it).",
     "Exit status: 0 PASS, 1 FAIL, 2 usage error, 3 a run failed, 4 INCOMPLETE, 130 interrupted.",

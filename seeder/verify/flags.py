@@ -2,8 +2,7 @@
 
 Before any run, :func:`probe_parser` runs the command's script once up to its argument parser
 (:mod:`seeder.verify._probe`: the script stops when it asks its ``argparse`` parser to read the
-command line, at ``seeder.init``, or at its first optimizer step, whichever comes first; nothing
-trains). The parser's options and their arity decide each default flag of the contract
+command line, or at its first optimizer step, whichever comes first; nothing trains). The parser's options and their arity decide each default flag of the contract
 (:func:`adapt_contract`); a flag set with ``--arg`` is kept as given. A flag the parser does not
 take as verify would pass it is left out, and seeder does that part inside the run:
 
@@ -16,8 +15,8 @@ take as verify would pass it is left out, and seeder does that part inside the r
   ``--ckpt_path`` (LightningCLI) resumes with ``--ckpt_path {ckpt_dir}/seeder-stop.ckpt``;
 * ``--metrics``: seeder records the steps.
 
-Where the parser cannot be known (no parser reached before ``seeder.init``, a command that is not
-a Python script, a probe that did not finish), every default flag is left out: the runs are
+Where the parser cannot be known (no parser reached before the first optimizer step, a command that
+is not a Python script, a probe that did not finish), every default flag is left out: the runs are
 driven through seeder's environment variables only. The notes say which flag went which way.
 
 Example:
@@ -53,7 +52,7 @@ __all__ = ["ParserProbe", "probe_parser", "probe_argv", "adapt_contract", "flag_
 
 #: The resume template for a command that offers LightningCLI's ``--ckpt_path``.
 LIGHTNING_RESUME = "--ckpt_path {ckpt_dir}/" + STOP_CKPT
-#: Seconds the script may take to reach its parser, ``seeder.init`` or an optimizer step.
+#: Seconds the script may take to reach its parser or an optimizer step.
 PROBE_TIMEOUT = 120.0
 #: What the probe writes, in its folder.
 PROBE_REPORT = "parser.json"
@@ -156,12 +155,11 @@ def probe_parser(command: Sequence[str], cwd: Path, folder: Path, env: Dict[str,
     if isinstance(record, dict) and record.get("reached") == "parser" and isinstance(record.get("actions"), list):
         return ParserProbe(record["actions"], f"the options of its parser, read by running `{shown}` up to it")
     if isinstance(record, dict) and record.get("reached"):
-        return ParserProbe(None, f"`{shown}` reached {record['reached']} before any argument parser")
+        return ParserProbe(None, f"`{shown}` reached its first {record['reached']} before any argument parser")
     if code is None:
-        return ParserProbe(None, f"`{shown}` reached no argument parser, seeder.init or optimizer step within "
-                                 f"{timeout:g} s")
-    return ParserProbe(None, f"`{shown}` ended (status {code}) before any argument parser, seeder.init or optimizer "
-                             f"step (its output: {folder / 'log.txt'})")
+        return ParserProbe(None, f"`{shown}` reached no argument parser or optimizer step within {timeout:g} s")
+    return ParserProbe(None, f"`{shown}` ended (status {code}) before any argument parser or optimizer step (its "
+                             f"output: {folder / 'log.txt'})")
 
 
 def _rewrite(folder: Path, name: str, change: Any) -> None:
