@@ -1,6 +1,8 @@
 """Verify without a contract, in process: flag detection, seeder's stops and resumes, seeder.Checkpoint."""
 import gc
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -8,7 +10,8 @@ import torch
 import seeder
 from seeder import stepwatch
 from seeder.verify.contract import TEMPLATE_NAMES, Contract, Metrics
-from seeder.verify.flags import LIGHTNING_RESUME, ParserProbe, adapt_contract
+import seeder.verify.flags
+from seeder.verify.flags import LIGHTNING_RESUME, ParserProbe, adapt_contract, probe_argv
 from seeder.verify.seederstops import NO_RESUME, NO_STOP, stop_steps, untested
 
 #: LightningCLI's parser as the probe reports it: options of the root and of the `fit` subcommand.
@@ -117,3 +120,18 @@ def test_checkpoint_save_removes_the_halves_of_killed_writes(tmp_path, fresh_def
     (tmp_path / ".other.pt.999999.tmp").write_bytes(b"half")  # another file's: left alone
     seeder.Checkpoint(tmp_path / "last.pt", model=model).save()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".other.pt.999999.tmp", "last.pt"]
+
+
+def test_the_probe_runs_the_script_a_launcher_would_start_never_the_launcher(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    probe = str(Path(seeder.verify.flags.__file__).with_name("_probe.py"))
+    for launcher in (["torchrun", "--standalone", "--nproc-per-node", "2"],
+                     ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2"], ["accelerate", "launch"]):
+        assert probe_argv(launcher + ["train.py", "--lr", "1"], tmp_path) == (
+            [sys.executable, probe, "{report}", "train.py", "--lr", "1"], "")
+    assert probe_argv(["python3", "-u", "-X", "dev", "train.py"], tmp_path)[0] == [
+        "python3", "-u", "-X", "dev", probe, "{report}", "train.py"]
+    assert probe_argv(["python", "-m", "pkg.train", "--a"], tmp_path)[0] == ["python", probe, "{report}", "-m",
+                                                                             "pkg.train", "--a"]
+    for no in (["python", "-c", "pass"], ["bash", "run.sh"], ["torchrun", "missing.py"]):
+        assert probe_argv(no, tmp_path)[0] is None

@@ -61,11 +61,14 @@ def snapshot(base: Path, leave_out: Sequence[Path] = (), limit: int = SNAPSHOT_L
 
 
 def _points_at(value: str, start: Path, target: Path) -> bool:
-    """Whether the path ``value``, read from folder ``start``, is ``target`` or lies under it, or holds it."""
+    """Whether the path ``value``, read from folder ``start``, is ``target``, lies under it, or is a folder that holds
+    it below ``start``'s parent (``out`` of ``out/ckpt.pt``; never ``.`` or ``..``, which hold everything)."""
     if not value or value.startswith("-"):
         return False
     where = Path(os.path.normpath(os.path.join(start, value)))
-    return where == target or target in where.parents or where in target.parents
+    floor = start.parent
+    return where == target or target in where.parents or (where in target.parents and floor in where.parents
+                                                          and where != start)
 
 
 def _culprit(target: Path, start: Path, actions: Sequence[Dict[str, Any]], argv: Sequence[str]) -> Optional[str]:

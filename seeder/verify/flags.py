@@ -57,6 +57,8 @@ PROBE_TIMEOUT = 120.0
 #: What the probe writes, in its folder.
 PROBE_REPORT = "parser.json"
 _PROBE = str(Path(__file__).with_name("_probe.py"))
+#: Modules that launch a script rather than being one (``python -m torch.distributed.run ... train.py``).
+_LAUNCHERS = ("torch.distributed.", "accelerate", "deepspeed")
 #: Python's options that take a value in the next word.
 _PY_VALUE_OPTIONS = ("-W", "-X", "--check-hash-based-pycs")
 
@@ -98,15 +100,18 @@ def probe_argv(command: Sequence[str], cwd: Path) -> Tuple[Optional[List[str]], 
     (None, 'bash run.sh is not a Python script or module verify can start up to its parser')
     """
     words = list(command)
-    if words and _is_python(words[0]):
+    launcher = bool(words) and not _is_python(words[0])
+    if words and not launcher:
         i = 1
         while i < len(words) and words[i].startswith("-") and words[i] not in ("-m", "-c", "-"):
             i += 2 if words[i] in _PY_VALUE_OPTIONS else 1
-        if i < len(words) and words[i] == "-m" and i + 1 < len(words):
-            return words[:i] + [_PROBE, "{report}", "-m"] + words[i + 1:], ""
-        if i < len(words) and words[i] not in ("-c", "-"):
+        if i + 1 < len(words) and words[i] == "-m":
+            if not words[i + 1].startswith(_LAUNCHERS):
+                return words[:i] + [_PROBE, "{report}", "-m"] + words[i + 1:], ""
+            launcher = True
+        elif i < len(words) and words[i] not in ("-c", "-", "-m"):
             return words[:i] + [_PROBE, "{report}"] + words[i:], ""
-    else:
+    if launcher:  # its script, under this Python
         for i, word in enumerate(words[1:], 1):
             if word.endswith(".py") and (Path(cwd) / word).is_file():
                 return [sys.executable, _PROBE, "{report}"] + words[i:], ""
