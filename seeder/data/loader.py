@@ -78,17 +78,17 @@ class _LoaderIter:
         return len(self._inner) - self._start
 
     def __next__(self) -> Any:
-        batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
-        b = self._next
-        self._next = b + 1
         loader = self._loader
-        if loader.live_token is self._token:
-            loader.handed(self._epoch, b + 1)
-        elif loader.loads != self._loads:
+        if loader.live_token is not self._token and loader.loads != self._loads:  # before fetching: it seeds
             raise RuntimeError(
                 "this iterator of seeder.DataLoader was started before loader.load_state_dict(): it stops here instead "
                 "of yielding batches that the loaded state does not continue. Call iter(loader) again (a new for loop) "
                 "to continue from the loaded position")
+        batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
+        b = self._next
+        self._next = b + 1
+        if loader.live_token is self._token:
+            loader.handed(self._epoch, b + 1)
         if self._trace:
             trace.record_step(loader.seeder, "loader", epoch=self._epoch, step=b, position=loader.samples_before(b))
         return batch
