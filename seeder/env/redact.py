@@ -23,8 +23,10 @@ import json
 import logging
 import os
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote, unquote
+
+from ._shown import redact_diff, shown_value
 
 __all__ = ["REDACTED", "SECRET_NAME_PARTS", "SECRET_NAME_WORDS", "SECRET_KEY_WORDS", "MIN_LITERAL", "Redactor",
            "is_secret_name", "is_secret_key", "redact_text", "redact_environ", "redact_argv", "redact_json",
@@ -73,6 +75,7 @@ _CREDENTIAL_LIKE = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
 _HIGH_ENTROPY = re.compile(r"(?=[A-Za-z0-9_\-+/=.]*\d)(?=[A-Za-z0-9_\-+/=.]*[A-Za-z])[A-Za-z0-9_\-+/=.]{16,}")
 _WORDS = re.compile(r"[a-z0-9]+")
 _ARGV_KEYS = {"argv", "command", "cmd"}
+_HYDRA_KEY = re.compile(r"[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\-/@]*")  # key=value overrides: trainer.devices=4
 
 
 def is_secret_name(name: str) -> bool:
@@ -170,6 +173,9 @@ class Redactor:
                 elif not eq and a.startswith("-") and is_secret_key(a) and i + 1 < len(args) \
                         and not args[i + 1].startswith("--"):
                     literals.add(args[i + 1])
+            for option, value in _argv_values(args):  # what argv() does not show is not shown where printed either
+                if shown_value(value, option) != value:
+                    literals.add(value)
         # As written in URLs, JSON and Python reprs (a script that prints its argv or config) too.
         literals |= {f(v) for v in literals for f in (unquote, lambda v: quote(v, safe=""),
                                                        lambda v: json.dumps(v)[1:-1], lambda v: repr(v)[1:-1])}
@@ -204,19 +210,36 @@ class Redactor:
         return sub
 
     def argv(self, argv: Sequence[Any]) -> List[str]:
-        """A command line with the value after each secret flag (``--password X``, ``--token=X``) removed."""
+        """A command line showing only what seeder can tell is harmless (:func:`seeder.env._shown.shown_value`):
+        the value after each secret flag (``--password X``, ``--token=X``) is removed, and so is any other value
+        that is not a number, short, a path or the value of a known-harmless option; URLs keep scheme and host."""
         out: List[str] = []
-        hide_next = False
+        option: Optional[str] = None  # the flag whose value comes next
         for a in (str(a) for a in argv):
-            flag, eq, value = a.partition("=")
-            if hide_next and not a.startswith("--"):
-                out.append(REDACTED)
-            elif a.startswith("-") and eq and is_secret_key(flag) and value:
-                out.append(flag + "=" + REDACTED)
-            else:
+            name, eq, value = a.partition("=")
+            if option is not None and not a.startswith("--"):
+                out.append(REDACTED if is_secret_key(option) else self.text(shown_value(a, option)))
+                option = None
+                continue
+            option = None
+            if a.startswith("-") and not _is_number(a) and not eq:
                 out.append(self.text(a))
-            hide_next = not hide_next and a.startswith("-") and not eq and is_secret_key(a)
+                option = a
+            elif eq and (a.startswith("-") or _HYDRA_KEY.fullmatch(name)):
+                hide = is_secret_key(name) and bool(value) and (a.startswith("-") or _hides(name, value))
+                out.append(self.text(name + "=" + (REDACTED if hide else shown_value(value, name))))
+            else:
+                out.append(self.text(shown_value(a)))
         return out
+
+    def diff(self, diff: str) -> str:
+        """A ``git diff`` for a file: no line of a credential file's change (``.netrc``, ``.pgpass``, ``*.env``,
+        ...), no random-looking token, URL path or value after ``password``-like words elsewhere, then :meth:`text`.
+
+        >>> Redactor({}).diff("diff --git a/.pgpass b/.pgpass\\n@@ -0,0 +1 @@\\n+db:5432:app:me:pgPw\\n").splitlines()[-1]
+        '+<redacted>'
+        """
+        return self.text(redact_diff(diff))
 
     def environ(self, environ: Mapping[str, str]) -> Dict[str, str]:
         """A sorted copy of ``environ``: secret-named variables redacted whole, the others' values scrubbed."""
@@ -239,6 +262,32 @@ class Redactor:
                 return self.argv(obj)
             return [self.data(v) for v in obj]
         return obj
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _argv_values(args: Sequence[str]) -> List[Tuple[Optional[str], str]]:
+    """``(option, value)`` of each value of a command line, as :meth:`Redactor.argv` reads it (option ``None``:
+    positional; the program itself is left out)."""
+    found: List[Tuple[Optional[str], str]] = []
+    option: Optional[str] = None
+    for a in args[1:]:
+        name, eq, value = a.partition("=")
+        if option is not None and not a.startswith("--"):
+            found.append((option, a))
+            option = None
+        elif a.startswith("-") and not _is_number(a) and not eq:
+            option = a
+        else:
+            option = None
+            found.append((name, value) if eq and (a.startswith("-") or _HYDRA_KEY.fullmatch(name)) else (None, a))
+    return found
 
 
 def file_redactor(argvs: Iterable[Sequence[str]] = ()) -> Redactor:
