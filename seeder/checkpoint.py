@@ -50,6 +50,7 @@ from .checks import check_int, is_bool
 from .core import Seeder
 from .default import resolve_seeder
 from .distributed import process_group_active
+from .rollback import interrupts_deferred
 
 __all__ = ["Checkpoint"]
 
@@ -64,8 +65,11 @@ class Checkpoint:
                  seeder: Optional[Seeder] = None) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
-        if not hasattr(model, "state_dict"):
-            raise TypeError(f"model must have state_dict()/load_state_dict() (an nn.Module), got {type(model).__name__}")
+        for name, obj in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler)):
+            if (obj is not None or name == "model") and not (hasattr(obj, "state_dict")
+                                                             and hasattr(obj, "load_state_dict")):
+                raise TypeError(f"{name} must have state_dict()/load_state_dict() (a torch {name}), got "
+                                f"{type(obj).__name__} {obj!r:.80}")
         self.path = os.fspath(path)
         if self.path.endswith(("/", os.sep)) or os.path.isdir(self.path):
             raise ValueError(f"path {self.path!r} names a directory; pass the checkpoint file's path "
@@ -113,13 +117,14 @@ class Checkpoint:
             return 0
         state = read_checkpoint(self.path)
         steps = check_checkpoint(state, self.path, self.model, self.optimizer, self.scheduler, self.seeder)
-        self.model.load_state_dict(state["model"])
-        if self.optimizer is not None:
-            self.optimizer.load_state_dict(state["optimizer"])
-        if self.scheduler is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
-        self.seeder.load_state_dict(state["seeder"])
-        self.steps = steps
+        with interrupts_deferred():  # checked whole: a Ctrl-C now would leave some parts loaded and others not
+            self.model.load_state_dict(state["model"])
+            if self.optimizer is not None:
+                self.optimizer.load_state_dict(state["optimizer"])
+            if self.scheduler is not None:
+                self.scheduler.load_state_dict(state["scheduler"])
+            self.seeder.load_state_dict(state["seeder"])
+            self.steps = steps
         stepwatch.mark("resumed", self.steps)
         last = self.seeder.last_reseed
         logger.info("resumed from %s after step %d", self.path, self.steps)

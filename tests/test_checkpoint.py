@@ -333,3 +333,32 @@ def test_a_temporary_file_is_removed_only_once_its_writer_is_gone(tmp_path):
     assert target.read_bytes() == b"again"
     with pytest.raises(IsADirectoryError):
         write_atomic(str(tmp_path) + "/", b"x")
+
+
+def test_ctrl_c_while_a_checked_file_loads_lets_every_part_load_first(saved):
+    """A Ctrl-C that arrives while the checked parts load is delivered once all of them loaded: never a model of the
+    checkpoint with the optimizer and seeder of the fresh run."""
+    import signal
+
+    class Interrupted(torch.nn.Sequential):
+        def load_state_dict(self, *args, **kwargs):
+            out = super().load_state_dict(*args, **kwargs)
+            signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C here
+            return out
+
+    ckpt = fresh(saved)
+    net = Interrupted(*ckpt.model)
+    ckpt.model = net
+    want = torch.load(saved, weights_only=True)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.resume(True)
+    assert same(net.state_dict(), want["model"]) and ckpt.scheduler.state_dict() == want["scheduler"]
+    assert same(ckpt.optimizer.state_dict()["state"], want["optimizer"]["state"])
+    assert ckpt.steps == 3 and ckpt.seeder.last_reseed == (1, 0)
+
+
+@pytest.mark.parametrize("kw", [{"model": None}, {"model": "net"}, {"optimizer": 3}, {"scheduler": "step"}])
+def test_what_cannot_be_saved_and_loaded_is_refused_when_the_checkpoint_is_built(tmp_path, kw):
+    args = {"model": torch.nn.Linear(1, 1), **kw}
+    with pytest.raises(TypeError, match=f"{next(iter(kw))} must have state_dict"):
+        seeder.Checkpoint(tmp_path / "last.pt", **args)
