@@ -1,4 +1,4 @@
-"""One atomic write for every file seeder writes: a temporary file, fsync, rename, fsync of the directory.
+"""One atomic write for every file seeder writes: temporary file, fsync, rename, directory fsync.
 
 A reader sees the old file or the new one, whole, whatever happens to the writer (a
 kill, a power cut), and two writers of one path never disturb each other: each writes
@@ -17,6 +17,7 @@ Example:
     >>> open(path, "rb").read(), sorted(os.listdir(os.path.dirname(path)))
     (b'two', ['state.pt'])
 """
+
 from __future__ import annotations
 
 import errno
@@ -29,48 +30,65 @@ from typing import Optional, Tuple, Union
 
 try:
     import fcntl
-except ImportError:  # Windows: no advisory locks; temporary files of other hosts are then left alone
+except (
+    ImportError
+):  # Windows: no advisory locks; temporary files of other hosts are then left alone
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["write_atomic", "write_in", "temp_name", "writer_gone", "remove_stale_temps", "STALE_AFTER_S"]
+__all__ = [
+    "write_atomic",
+    "write_in",
+    "temp_name",
+    "writer_gone",
+    "remove_stale_temps",
+    "STALE_AFTER_S",
+]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-#: Seconds after its last write that another host's unlocked temporary file counts as a killed write's.
+#: Seconds after its last write that another host's unlocked temporary file counts as a killed
+#: write's.
 STALE_AFTER_S = 60.0
 
 
 def _host() -> str:
-    """This host's name as temporary file names hold it: letters, digits and ``-`` only (no dots)."""
+    """This host's name as temporary file names hold it: letters, digits and ``-`` (no dots)."""
     return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"
 
 
 def temp_name(name: str) -> str:
-    """A new temporary file name for writing ``name``, owned by this process (host, pid and a random token).
+    """A new temporary file name for writing ``name``, owned by this process (host, pid, token).
 
-    >>> t = temp_name("last.pt"); t.startswith(".last.pt.") and t.endswith(".tmp") and str(os.getpid()) in t
+    >>> t = temp_name("last.pt")
+    >>> t.startswith(".last.pt.") and t.endswith(".tmp") and str(os.getpid()) in t
     True
     """
     return f".{name}.{_host()}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
 
 
 def _owner(entry: str, name: str) -> Optional[Tuple[str, int]]:
-    """``(host, pid)`` of the writer of ``entry`` if it is a temporary file of ``name``, else ``None``.
+    """``(host, pid)`` of the writer of ``entry`` if it is a temporary file of ``name``, else None.
 
     A name with a pid only (``.NAME.<pid>.tmp``) is taken as a writer's on this host.
 
-    >>> _owner(".a.pt.node-1.42.0f0f.tmp", "a.pt"), _owner(".a.pt.42.tmp", "a.pt")[1], _owner(".a.pt.bak.x.1.ab.tmp", "a.pt")
-    (('node-1', 42), 42, None)
+    >>> _owner(".a.pt.node-1.42.0f0f.tmp", "a.pt"), _owner(".a.pt.42.tmp", "a.pt")[1]
+    (('node-1', 42), 42)
+    >>> _owner(".a.pt.bak.x.1.ab.tmp", "a.pt") is None
+    True
     """
     prefix = f".{name}."
     if not (entry.startswith(prefix) and entry.endswith(".tmp")):
         return None
-    fields = entry[len(prefix):-len(".tmp")].split(".")
+    fields = entry[len(prefix) : -len(".tmp")].split(".")
     if len(fields) == 1 and fields[0].isdigit():
         return _host(), int(fields[0])
-    if len(fields) == 3 and fields[1].isdigit() and re.fullmatch(r"[A-Za-z0-9-]+", fields[0]) \
-            and re.fullmatch(r"[0-9a-f]+", fields[2]):
+    if (
+        len(fields) == 3
+        and fields[1].isdigit()
+        and re.fullmatch(r"[A-Za-z0-9-]+", fields[0])
+        and re.fullmatch(r"[0-9a-f]+", fields[2])
+    ):
         return fields[0], int(fields[1])
     return None  # another file's temporary file (``.NAME.bak...``), or not seeder's
 
@@ -93,7 +111,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def writer_gone(dfd: int, entry: str, name: str) -> bool:
-    """Whether ``entry`` in directory ``dfd`` is a temporary file of ``name`` whose writer is gone (see the module)."""
+    """Whether ``entry`` in directory ``dfd`` is a temporary file of ``name`` whose writer is gone
+    (see the module)."""
     owner = _owner(entry, name)
     if owner is None:
         return False
@@ -118,7 +137,7 @@ def writer_gone(dfd: int, entry: str, name: str) -> bool:
 
 
 def remove_stale_temps(dfd: int, name: str) -> None:
-    """Remove the temporary files of ``name`` in directory ``dfd`` whose writers are gone (killed writes)."""
+    """Remove the temporary files of ``name`` in directory ``dfd`` whose writers are gone."""
     for entry in os.listdir(dfd):
         if writer_gone(dfd, entry, name):
             try:
@@ -128,7 +147,7 @@ def remove_stale_temps(dfd: int, name: str) -> None:
 
 
 def write_in(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
-    """Write ``data`` to ``name`` in the directory open as ``dfd``, atomically (see the module); the file gets ``mode``.
+    """Write ``data`` to ``name`` in the directory open as ``dfd``, atomically (see the module).
 
     Args:
         dfd: a descriptor of the target's directory.
@@ -137,10 +156,12 @@ def write_in(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
         mode: the file's permission bits (set on the open file: the umask does not filter them).
 
     Raises:
-        OSError: the directory cannot be written; the target is left as it was and no temporary file stays.
+        OSError: the directory cannot be written; the target is left as it was and no temporary
+            file stays.
 
     >>> import tempfile
-    >>> d = tempfile.mkdtemp(); dfd = os.open(d, os.O_RDONLY); write_in(dfd, "a.txt", b"x"); os.close(dfd)
+    >>> d = tempfile.mkdtemp(); dfd = os.open(d, os.O_RDONLY)
+    >>> write_in(dfd, "a.txt", b"x"); os.close(dfd)
     >>> open(os.path.join(d, "a.txt"), "rb").read()
     b'x'
     """
@@ -149,7 +170,9 @@ def write_in(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             if fcntl is not None:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # held until closed: other hosts see a live write
+                fcntl.flock(
+                    fh.fileno(), fcntl.LOCK_EX
+                )  # held until closed: other hosts see a live write
             os.fchmod(fh.fileno(), mode)  # open's mode is filtered by the umask
             fh.write(data)
             fh.flush()
@@ -165,7 +188,11 @@ def write_in(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
     try:
         os.fsync(dfd)  # the rename itself survives a power cut
     except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):  # file systems that cannot sync a directory
+        if exc.errno not in (
+            errno.EINVAL,
+            errno.EBADF,
+            errno.ENOTSUP,
+        ):  # file systems that cannot sync a directory
             raise
 
 
@@ -182,13 +209,16 @@ def write_atomic(path: Union[str, "os.PathLike[str]"], data: bytes, *, mode: int
         OSError: the file cannot be written; ``path`` is left as it was.
 
     >>> import tempfile
-    >>> p = os.path.join(tempfile.mkdtemp(), "sub", "f.bin"); write_atomic(p, b"\\x00"); open(p, "rb").read()
+    >>> p = os.path.join(tempfile.mkdtemp(), "sub", "f.bin")
+    >>> write_atomic(p, b"\\x00"); open(p, "rb").read()
     b'\\x00'
     """
     text = os.fspath(path)
     directory, name = os.path.split(os.path.abspath(text))
     if not name or text.endswith(("/", os.sep)) or os.path.isdir(text):
-        raise IsADirectoryError(errno.EISDIR, f"{text} names a directory, not a file to write", text)
+        raise IsADirectoryError(
+            errno.EISDIR, f"{text} names a directory, not a file to write", text
+        )
     os.makedirs(directory, exist_ok=True)
     dfd = os.open(directory, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     try:

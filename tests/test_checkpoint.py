@@ -1,4 +1,6 @@
-"""seeder.Checkpoint: a refused file changes nothing and names what is wrong; concurrent writers never crash."""
+"""seeder.Checkpoint: a refused file changes nothing and names what is wrong; concurrent writers
+never crash."""
+
 from __future__ import annotations
 
 import os
@@ -42,7 +44,9 @@ def saved(tmp_path):
     s.init(11)
     s.reseed(1, 0)
     net, opt, sched = build(s)
-    ckpt = seeder.Checkpoint(tmp_path / "last.pt", model=net, optimizer=opt, scheduler=sched, seeder=s)
+    ckpt = seeder.Checkpoint(
+        tmp_path / "last.pt", model=net, optimizer=opt, scheduler=sched, seeder=s
+    )
     for _ in range(3):
         train_step(net, opt, sched)
         ckpt.step()
@@ -51,7 +55,8 @@ def saved(tmp_path):
 
 
 def fresh(path, seed=11):
-    """What a resuming process has before ``resume``: a fresh model, optimizer with one step's state, and seeder."""
+    """What a resuming process has before ``resume``: a fresh model, an optimizer with one step's
+    state, and a seeder."""
     s = seeder.Seeder()
     s.init(seed)
     s.reseed(0, 0)
@@ -64,10 +69,19 @@ def snapshot(ckpt):
     """Everything a resume changes, copied."""
     params = {k: v.clone() for k, v in ckpt.model.state_dict().items()}
     opt = ckpt.optimizer.state_dict()
-    opt_state = {k: {n: (t.clone() if isinstance(t, torch.Tensor) else t) for n, t in v.items()}
-                 for k, v in opt["state"].items()}
-    return (params, opt_state, ckpt.scheduler.state_dict(), ckpt.seeder.get_master_seed(),
-            ckpt.seeder.last_reseed, torch.get_rng_state(), ckpt.steps)
+    opt_state = {
+        k: {n: (t.clone() if isinstance(t, torch.Tensor) else t) for n, t in v.items()}
+        for k, v in opt["state"].items()
+    }
+    return (
+        params,
+        opt_state,
+        ckpt.scheduler.state_dict(),
+        ckpt.seeder.get_master_seed(),
+        ckpt.seeder.last_reseed,
+        torch.get_rng_state(),
+        ckpt.steps,
+    )
 
 
 def same(a, b):
@@ -79,6 +93,7 @@ def same(a, b):
         if isinstance(x, (list, tuple)):
             return len(x) == len(y) and all(eq(p, q) for p, q in zip(x, y))
         return x == y
+
     return eq(a, b)
 
 
@@ -92,7 +107,10 @@ def test_a_valid_checkpoint_resumes_every_part(saved):
     ckpt = fresh(saved)
     assert ckpt.resume(True) == 0 and ckpt.steps == 3
     want = torch.load(saved, weights_only=True)
-    assert same(ckpt.model.state_dict(), want["model"]) and ckpt.scheduler.state_dict() == want["scheduler"]
+    assert (
+        same(ckpt.model.state_dict(), want["model"])
+        and ckpt.scheduler.state_dict() == want["scheduler"]
+    )
 
 
 @pytest.mark.parametrize("bad", ["no", "", 1, 0, 1.0, [True], "True"])
@@ -168,7 +186,9 @@ def test_a_refused_seeder_part_leaves_model_optimizer_and_scheduler_untouched(sa
     before = snapshot(ckpt)
     with pytest.raises(StateError, match=f"{saved}: the seeder part: .*derivation"):
         ckpt.resume(True)
-    assert same(snapshot(ckpt), before)  # model parameters bitwise equal, optimizer and scheduler too
+    assert same(
+        snapshot(ckpt), before
+    )  # model parameters bitwise equal, optimizer and scheduler too
 
 
 def test_a_seeder_part_of_another_world_is_refused_before_the_model_loads(saved):
@@ -209,8 +229,14 @@ def test_an_optimizer_part_that_does_not_fit_changes_nothing(saved):
     opt = state["optimizer"]
     cases = [
         ({**opt, "param_groups": opt["param_groups"] * 2}, "2 parameter group"),
-        ({**opt, "param_groups": [{**opt["param_groups"][0], "params": [0, 1]}]}, "2 parameters in the checkpoint"),
-        ({**opt, "state": {**opt["state"], 0: {**opt["state"][0], "exp_avg": torch.zeros(9)}}}, r"shape \(9,\)"),
+        (
+            {**opt, "param_groups": [{**opt["param_groups"][0], "params": [0, 1]}]},
+            "2 parameters in the checkpoint",
+        ),
+        (
+            {**opt, "state": {**opt["state"], 0: {**opt["state"][0], "exp_avg": torch.zeros(9)}}},
+            r"shape \(9,\)",
+        ),
         ({**opt, "state": {99: {}}}, "parameter 99"),
         ({"state": {}}, "not an optimizer state dict"),
         (None, "holds no optimizer state"),
@@ -231,15 +257,24 @@ def test_an_optimizer_part_that_does_not_fit_changes_nothing(saved):
 
 
 PARTS = st.sampled_from(["model", "optimizer", "scheduler", "seeder", "step"])
-JUNK = st.one_of(st.none(), st.integers(-3, 3), st.text(max_size=3), st.lists(st.integers(), max_size=2),
-                 st.dictionaries(st.text(max_size=2), st.integers(), max_size=2), st.just(torch.zeros(2)))
+JUNK = st.one_of(
+    st.none(),
+    st.integers(-3, 3),
+    st.text(max_size=3),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    st.just(torch.zeros(2)),
+)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(part=PARTS, junk=JUNK, key=st.text(max_size=8))
 def test_any_part_replaced_by_junk_loads_whole_or_changes_nothing(saved, part, junk, key):
-    """Property: a checkpoint one of whose parts (or one key of a part) is junk either loads or raises a
-    ``StateError`` naming the file, and a refusal leaves model, optimizer, scheduler, seeder and RNGs as they were."""
+    """Property: a checkpoint one of whose parts (or one key of a part) is junk either loads or
+    raises a ``StateError`` naming the file, and a refusal leaves model, optimizer, scheduler,
+    seeder and RNGs as they were."""
     good = torch.load(saved, weights_only=True)
     state = dict(good)
     if isinstance(state[part], dict) and key:
@@ -257,7 +292,7 @@ def test_any_part_replaced_by_junk_loads_whole_or_changes_nothing(saved, part, j
         assert same(snapshot(ckpt), before)
 
 
-# ------------------------------------------------------------------------------------------ concurrent writers
+# ------------------------------------------------------------------------------ concurrent writers
 WRITER = textwrap.dedent("""
     import sys, torch, seeder
     who = int(sys.argv[2])
@@ -278,9 +313,17 @@ WRITER = textwrap.dedent("""
 @pytest.mark.slow
 def test_two_processes_saving_to_one_path_never_crash_and_leave_one_whole_file(tmp_path):
     path = tmp_path / "ckpt" / "last.pt"
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(who)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
-               for who in (1, 2)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(who)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        for who in (1, 2)
+    ]
     try:
         for w in writers:
             assert w.stdout.readline().strip() == "ready", w.stderr.read()
@@ -299,21 +342,30 @@ def test_two_processes_saving_to_one_path_never_crash_and_leave_one_whole_file(t
     who = int(state["model"]["bias"][0])
     assert who in (1, 2) and torch.equal(state["model"]["weight"], torch.full((64, 64), float(who)))
     assert state["seeder"]["master_seed"] == who and state["step"] == 29
-    assert sorted(p.name for p in path.parent.iterdir()) == ["last.pt"]  # every temporary file renamed or removed
+    assert sorted(p.name for p in path.parent.iterdir()) == [
+        "last.pt"
+    ]  # every temporary file renamed or removed
 
 
 def test_a_temporary_file_is_removed_only_once_its_writer_is_gone(tmp_path):
-    """Killed writes (dead pid on this host; on another host an unlocked file older than a minute) are removed; a
-    live writer's file, this process's and a recent one of another host stay."""
+    """Killed writes (dead pid on this host; on another host an unlocked file older than a minute)
+    are removed; a live writer's file, this process's and a recent one of another host stay."""
     target = tmp_path / "last.pt"
-    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    live = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     host = seeder._atomic.temp_name("x").split(".")[2]
-    names = {"dead": f".last.pt.{host}.{dead.pid}.00aa.tmp", "dead_pid_only": f".last.pt.{dead.pid}.tmp",
-             "live": f".last.pt.{host}.{live.pid}.00bb.tmp", "mine": f".last.pt.{host}.{os.getpid()}.00cc.tmp",
-             "other_old": ".last.pt.elsewhere.1.00dd.tmp", "other_new": ".last.pt.elsewhere.2.00ee.tmp",
-             "other_file": f".last.pt.bak.{host}.{dead.pid}.00ff.tmp"}
+    names = {
+        "dead": f".last.pt.{host}.{dead.pid}.00aa.tmp",
+        "dead_pid_only": f".last.pt.{dead.pid}.tmp",
+        "live": f".last.pt.{host}.{live.pid}.00bb.tmp",
+        "mine": f".last.pt.{host}.{os.getpid()}.00cc.tmp",
+        "other_old": ".last.pt.elsewhere.1.00dd.tmp",
+        "other_new": ".last.pt.elsewhere.2.00ee.tmp",
+        "other_file": f".last.pt.bak.{host}.{dead.pid}.00ff.tmp",
+    }
     for name in names.values():
         (tmp_path / name).write_bytes(b"half")
     old = time.time() - STALE_AFTER_S - 5
@@ -321,7 +373,13 @@ def test_a_temporary_file_is_removed_only_once_its_writer_is_gone(tmp_path):
     try:
         write_atomic(target, b"whole")
         left = {p.name for p in tmp_path.iterdir()}
-        assert left == {"last.pt", names["live"], names["mine"], names["other_new"], names["other_file"]}
+        assert left == {
+            "last.pt",
+            names["live"],
+            names["mine"],
+            names["other_new"],
+            names["other_file"],
+        }
         live.stdin.close()
         live.wait()
         write_atomic(target, b"again")
@@ -336,8 +394,8 @@ def test_a_temporary_file_is_removed_only_once_its_writer_is_gone(tmp_path):
 
 
 def test_ctrl_c_while_a_checked_file_loads_lets_every_part_load_first(saved):
-    """A Ctrl-C that arrives while the checked parts load is delivered once all of them loaded: never a model of the
-    checkpoint with the optimizer and seeder of the fresh run."""
+    """A Ctrl-C that arrives while the checked parts load is delivered once all of them loaded:
+    never a model of the checkpoint with the optimizer and seeder of the fresh run."""
     import signal
 
     class Interrupted(torch.nn.Sequential):
@@ -352,12 +410,16 @@ def test_ctrl_c_while_a_checked_file_loads_lets_every_part_load_first(saved):
     want = torch.load(saved, weights_only=True)
     with pytest.raises(KeyboardInterrupt):
         ckpt.resume(True)
-    assert same(net.state_dict(), want["model"]) and ckpt.scheduler.state_dict() == want["scheduler"]
+    assert (
+        same(net.state_dict(), want["model"]) and ckpt.scheduler.state_dict() == want["scheduler"]
+    )
     assert same(ckpt.optimizer.state_dict()["state"], want["optimizer"]["state"])
     assert ckpt.steps == 3 and ckpt.seeder.last_reseed == (1, 0)
 
 
-@pytest.mark.parametrize("kw", [{"model": None}, {"model": "net"}, {"optimizer": 3}, {"scheduler": "step"}])
+@pytest.mark.parametrize(
+    "kw", [{"model": None}, {"model": "net"}, {"optimizer": 3}, {"scheduler": "step"}]
+)
 def test_what_cannot_be_saved_and_loaded_is_refused_when_the_checkpoint_is_built(tmp_path, kw):
     args = {"model": torch.nn.Linear(1, 1), **kw}
     with pytest.raises(TypeError, match=f"{next(iter(kw))} must have state_dict"):

@@ -1,5 +1,7 @@
-"""Loads of another world size, loaders refused as they are built, states without a reseed, stale iterators and
-rebuilt loaders: each refusal changes nothing and says what was wrong; each warning names the real cause."""
+"""Loads of another world size, loaders refused as they are built, states without a reseed, stale
+iterators and rebuilt loaders: each refusal changes nothing and says what was wrong; each warning
+names the real cause."""
+
 from __future__ import annotations
 
 import gc
@@ -25,8 +27,15 @@ class Augmented(torch.utils.data.Dataset):
 
 
 def elastic(s, world=1, rank=0, batch=None):
-    return seeder.DataLoader(Augmented(), batch_size=batch or 4 // world, shuffle=True, elastic=True,
-                             num_replicas=world, rank=rank, seeder=s)
+    return seeder.DataLoader(
+        Augmented(),
+        batch_size=batch or 4 // world,
+        shuffle=True,
+        elastic=True,
+        num_replicas=world,
+        rank=rank,
+        seeder=s,
+    )
 
 
 def default(s):
@@ -46,12 +55,14 @@ def same_rngs(a, b):
         if isinstance(x, (list, tuple)):
             return len(x) == len(y) and all(eq(p, q) for p, q in zip(x, y))
         return bool(x == y)
+
     return eq(a, b)
 
 
 @pytest.fixture(scope="module")
 def two_ranks_state():
-    """Rank 1's state of a world of 2 whose only participant is an elastic loader, two global steps in."""
+    """Rank 1's state of a world of 2 whose only participant is an elastic loader, two global steps
+    in."""
     two = seeder.Seeder()
     two.init(9, ngpus=2, rank=1)
     loader = elastic(two, 2, 1)
@@ -70,7 +81,9 @@ PER_RANK = {
 
 
 @pytest.mark.parametrize("build", list(PER_RANK.values()), ids=list(PER_RANK))
-def test_another_world_is_refused_before_anything_loads_when_a_participant_cannot_move(two_ranks_state, build):
+def test_another_world_is_refused_before_anything_loads_when_a_participant_cannot_move(
+    two_ranks_state, build
+):
     one = seeder.Seeder()
     one.init(3)
     built = build(one)
@@ -78,21 +91,30 @@ def test_another_world_is_refused_before_anything_loads_when_a_participant_canno
     positions = [b.state_dict()["position"] for b in built]
     before = rng_states()
     for call in (one.check_state_dict, one.load_state_dict):
-        with pytest.raises(StateError, match=r"world of 2 .*(sampler\.0|loader\.1|loader\.0).* cannot|world of 2"):
+        with pytest.raises(
+            StateError, match=r"world of 2 .*(sampler\.0|loader\.1|loader\.0).* cannot|world of 2"
+        ):
             call(two_ranks_state)
     with pytest.raises(StateError, match="nothing was loaded") as info:
         one.load_state_dict(two_ranks_state)
     assert "only elastic loaders and registered generators move" in str(info.value)
     assert one.get_master_seed() == 3 and one.last_reseed == (1, 0) and not one.pending.parts
-    assert same_rngs(rng_states(), before) and [b.state_dict()["position"] for b in built] == positions
+    assert (
+        same_rngs(rng_states(), before) and [b.state_dict()["position"] for b in built] == positions
+    )
     one.reseed(1, 1)  # the run goes on as if the load had not been tried
-    one.load_state_dict(two_ranks_state, allow_world_change=True)  # asked for: the next epoch boundary
+    one.load_state_dict(
+        two_ranks_state, allow_world_change=True
+    )  # asked for: the next epoch boundary
     assert one.get_master_seed() == 9
 
 
-def test_a_state_of_another_world_is_checked_as_it_loads_before_its_loader_is_built(two_ranks_state):
-    """``check_state_dict`` (what ``seeder.Checkpoint.resume`` runs before loading anything) accepts what
-    ``load_state_dict`` loads: an elastic state of another world whose loader is built after the load."""
+def test_a_state_of_another_world_is_checked_as_it_loads_before_its_loader_is_built(
+    two_ranks_state,
+):
+    """``check_state_dict`` (what ``seeder.Checkpoint.resume`` runs before loading anything) accepts
+    what ``load_state_dict`` loads: an elastic state of another world whose loader is built after
+    the load."""
     one = seeder.Seeder()
     one.init(9)
     one.check_state_dict(two_ranks_state)
@@ -102,8 +124,9 @@ def test_a_state_of_another_world_is_checked_as_it_loads_before_its_loader_is_bu
 
 
 @pytest.mark.parametrize("world_of_state", [1, 2])
-def test_a_loader_refused_as_it_is_built_is_not_registered_while_its_exception_is_kept(two_ranks_state,
-                                                                                        world_of_state):
+def test_a_loader_refused_as_it_is_built_is_not_registered_while_its_exception_is_kept(
+    two_ranks_state, world_of_state
+):
     if world_of_state == 2:
         state, make, good = two_ranks_state, (lambda s: elastic(s, batch=3)), elastic
     else:
@@ -113,7 +136,10 @@ def test_a_loader_refused_as_it_is_built_is_not_registered_while_its_exception_i
         saver.reseed(1, 0)
         next(iter(saved))
         state = saver.state_dict()
-        make, good = (lambda s: seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, seeder=s)), default
+        make, good = (
+            (lambda s: seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, seeder=s)),
+            default,
+        )
     one = seeder.Seeder()
     one.init(9)
     one.load_state_dict(state)
@@ -122,8 +148,9 @@ def test_a_loader_refused_as_it_is_built_is_not_registered_while_its_exception_i
     kept = info  # a notebook keeps the last exception, and with it the refused loader
     assert one.stateful() == {} and one.participants() == []
     loader = good(one)  # the right loader, built next, takes the waiting state
-    assert list(one.stateful()) == ["loader.0"] and loader.state_dict()["position"] == (8 if world_of_state == 2
-                                                                                       else 2)
+    assert list(one.stateful()) == ["loader.0"] and loader.state_dict()["position"] == (
+        8 if world_of_state == 2 else 2
+    )
     assert kept.value is not None
 
 
@@ -145,11 +172,15 @@ def test_a_reseed_after_loading_a_state_saved_inside_an_epoch_before_any_reseed_
     resumed = make(one)
     one.load_state_dict(state)
     before = rng_states()
-    with pytest.raises(StateError, match=r"reseed\(1, 0\) refused: .*last_reseed is None.*nothing was changed"):
+    with pytest.raises(
+        StateError, match=r"reseed\(1, 0\) refused: .*last_reseed is None.*nothing was changed"
+    ):
         one.reseed(1, 0)
     assert same_rngs(rng_states(), before) and one.last_reseed is None
     with warnings.catch_warnings():
-        warnings.simplefilter("error", seeder.SeederWarning)  # nothing moved: no warning blames an RNG
+        warnings.simplefilter(
+            "error", seeder.SeederWarning
+        )  # nothing moved: no warning blames an RNG
         rest = torch.cat(list(resumed))
     assert torch.equal(torch.cat([done, rest]), full)  # exact, as the saved run went on
     one.reseed(1, 1)  # the next epoch is seeded as usual
@@ -173,7 +204,9 @@ def test_a_state_whose_last_reseed_was_removed_is_refused_at_the_reseed_not_resu
         with pytest.raises(StateError, match="last_reseed is None"):
             one.reseed(1, 0)
     assert not [w for w in caught if "torch DataLoader without generator" in str(w.message)]
-    assert len(list(resumed)) == 11  # its data goes on from the loaded position (1 of 12 batches done)
+    assert (
+        len(list(resumed)) == 11
+    )  # its data goes on from the loaded position (1 of 12 batches done)
 
 
 def test_a_refused_stale_next_changes_no_registered_generator():
@@ -217,7 +250,9 @@ def test_a_sampler_shown_with_a_loader_dropped_since_warns_for_the_loader_rebuil
             sampler.state_dict()
         return [str(w.message) for w in caught]
 
-    shown = seeder.watch_loader(torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2))
+    shown = seeder.watch_loader(
+        torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2)
+    )
     assert any("no generator" in m for m in taken(shown))
     del shown
     gc.collect()
@@ -226,4 +261,6 @@ def test_a_sampler_shown_with_a_loader_dropped_since_warns_for_the_loader_rebuil
     assert any("loader not shown" in m for m in taken(rebuilt))
     seeder.watch_loader(rebuilt)
     s.reseed(1, 2)
-    assert any("no generator" in m for m in taken(rebuilt))  # its own problems, though the dropped one's were said
+    assert any(
+        "no generator" in m for m in taken(rebuilt)
+    )  # its own problems, though the dropped one's were said
