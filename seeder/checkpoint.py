@@ -68,12 +68,12 @@ class Checkpoint:
         for name, obj in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler)):
             if (obj is not None or name == "model") and not (hasattr(obj, "state_dict")
                                                              and hasattr(obj, "load_state_dict")):
-                raise TypeError(f"{name} must have state_dict()/load_state_dict() (a torch {name}), got "
-                                f"{type(obj).__name__} {obj!r:.80}")
+                raise TypeError(f"{name} must have state_dict()/load_state_dict() (a torch "
+                                f"{name}), got {type(obj).__name__} {obj!r:.80}")
         self.path = os.fspath(path)
         if self.path.endswith(("/", os.sep)) or os.path.isdir(self.path):
-            raise ValueError(f"path {self.path!r} names a directory; pass the checkpoint file's path "
-                             f"(e.g. {os.path.join(self.path, 'last.pt')!r})")
+            raise ValueError(f"path {self.path!r} names a directory; pass the checkpoint "
+                             f"file's path (e.g. {os.path.join(self.path, 'last.pt')!r})")
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.every_steps = check_int(every_steps, "every_steps", low=0)
         self.seeder = resolve_seeder(seeder)
@@ -83,7 +83,8 @@ class Checkpoint:
         return self.seeder.rank if self.seeder.initialized else 0
 
     def save(self) -> None:
-        """Write model, optimizer, scheduler and seeder state atomically (every rank calls it; rank 0 writes).
+        """Write model, optimizer, scheduler and seeder state atomically (every rank calls it;
+        rank 0 writes).
 
         Two processes saving to one path do not disturb each other: the last whole save wins.
         """
@@ -98,7 +99,8 @@ class Checkpoint:
         write_atomic(self.path, buf.getvalue())
 
     def resume(self, enabled: Optional[bool] = None) -> int:
-        """Load the file (``enabled=None``: only when ``seeder verify`` resumes this run); return the epoch to start at.
+        """Load the file (``enabled=None``: only when ``seeder verify`` resumes this run); return
+        the epoch to start at.
 
         The whole file is read and every part checked against the model, optimizer, scheduler and
         seeder before any of them loads: a refused file changes nothing.
@@ -106,18 +108,20 @@ class Checkpoint:
         Raises:
             TypeError: ``enabled`` is not ``True``, ``False`` or ``None``.
             FileNotFoundError: there is no file to resume from.
-            seeder.StateError: the file is empty, truncated, not a checkpoint, or a part does not fit.
+            seeder.StateError: the file is empty, truncated, not a checkpoint, or a part does not
+                fit.
         """
         if enabled is None:
             enabled = stepwatch.resume_requested()
         elif not is_bool(enabled):
-            raise TypeError(f"resume() takes True, False or None (resume when seeder verify asks), got "
-                            f"{type(enabled).__name__} {enabled!r}")
+            raise TypeError(f"resume() takes True, False or None (resume when seeder verify asks), "
+                            f"got {type(enabled).__name__} {enabled!r}")
         if not enabled:
             return 0
         state = read_checkpoint(self.path)
-        steps = check_checkpoint(state, self.path, self.model, self.optimizer, self.scheduler, self.seeder)
-        with interrupts_deferred():  # checked whole: a Ctrl-C now would leave some parts loaded and others not
+        steps = check_checkpoint(state, self.path, self.model, self.optimizer, self.scheduler,
+                                 self.seeder)
+        with interrupts_deferred():  # checked whole: a Ctrl-C would leave only some parts loaded
             self.model.load_state_dict(state["model"])
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(state["optimizer"])

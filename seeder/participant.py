@@ -46,9 +46,9 @@ from .errors import SeederWarning, StateError
 from .rngbase import RNGAdapter
 from .rngs import adapter_for
 
-__all__ = ["warn_unsaved_generators", "Participant", "Stands", "Positioned", "Elastic", "is_elastic", "GeneratorParticipant", "participant_for", "participant_keys",
+__all__ = ["Participant", "Stands", "Positioned", "Elastic", "is_elastic", "GeneratorParticipant", "participant_for", "participant_keys",
            "describe", "saves_state", "validates_state", "owner_saves_state", "require_participant", "add_factory",
-           "Factory"]
+           "Factory", "warn_unsaved_generators"]
 
 
 @runtime_checkable
@@ -300,15 +300,18 @@ def participant_for(obj: Any, seeder: Any, shared: bool = False) -> Optional[Any
 
 
 def warn_unsaved_generators(generators: List[GeneratorParticipant]) -> None:
-    """Warn once per registered plain callable: its stream cannot be saved, so a mid-epoch resume cannot continue it."""
+    """Warn once per registered plain callable: its stream cannot be saved, so a mid-epoch resume
+    cannot continue it."""
     for member in generators:
         if member.saves_state or member.warned:
             continue
         member.warned = True
         owner = getattr(member.gen, "__self__", None)
-        hint = (f"give {type(owner).__name__} state_dict()/load_state_dict() methods that save its RNG"
-                if owner is not None and not isinstance(owner, (torch.nn.Module, torch.optim.Optimizer))
-                else "register the RNG object itself (random.Random, numpy Generator/RandomState or torch.Generator)")
-        warnings.warn(f"registered generator {describe(member.gen)} is a plain callable with no state to save: a run "
-                      f"resumed from a checkpoint taken inside an epoch will not continue its random stream; {hint}",
-                      SeederWarning, stacklevel=3)
+        frameworks = (torch.nn.Module, torch.optim.Optimizer)
+        hint = (f"give {type(owner).__name__} state_dict()/load_state_dict() methods that save its "
+                "RNG" if owner is not None and not isinstance(owner, frameworks)
+                else "register the RNG object itself (random.Random, numpy Generator/RandomState "
+                     "or torch.Generator)")
+        warnings.warn(f"registered generator {describe(member.gen)} is a plain callable with no "
+                      "state to save: a run resumed from a checkpoint taken inside an epoch will "
+                      f"not continue its random stream; {hint}", SeederWarning, stacklevel=3)

@@ -26,6 +26,7 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import state as state_mod
+from .checks import is_bool
 from .errors import StateError
 from .participant import validates_state
 from .stepwatch import StepCounter
@@ -57,23 +58,27 @@ def _names(keys: Any) -> str:
     return ", ".join(part_name(k) for k in keys) or "nothing"
 
 
-def refuse_per_rank(have: Dict[str, Any], state: Any, world_size: int, allow_world_change: Any) -> None:
-    """Raise :class:`StateError` naming the participants of ``have`` that cannot move, when ``state`` is of another
-    world size than ``world_size`` and ``allow_world_change`` is not ``True``: before anything loads.
+def refuse_per_rank(have: Dict[str, Any], state: Any, world_size: int,
+                    allow_world_change: Any) -> None:
+    """Raise :class:`StateError` naming the participants of ``have`` that cannot move, when
+    ``state`` is of another world size than ``world_size`` and ``allow_world_change`` is not
+    true: before anything loads.
 
     >>> refuse_per_rank({}, {"world_size": 2}, 1, False)
     """
     saved = state.get("world_size") if isinstance(state, dict) else None
-    if allow_world_change is True or type(saved) is not int or saved == world_size:
+    if (is_bool(allow_world_change) and allow_world_change) or type(saved) is not int \
+            or saved == world_size:
         return
     keys = per_rank_keys(have)
     if keys:
-        raise StateError(f"the checkpoint was saved by a world of {saved} process(es), this run has {world_size}, "
-                         f"and {_names(keys)} of this process keep(s) the state of one rank of one world size "
-                         "(only elastic loaders and registered generators move to another world); nothing was "
-                         f"loaded. Resume with {saved} processes, build only seeder.DataLoader(elastic=True) "
-                         "loaders, or pass allow_world_change=True to load_state_dict to continue from the next "
-                         "epoch boundary")
+        raise StateError(
+            f"the checkpoint was saved by a world of {saved} process(es), this run has "
+            f"{world_size}, and {_names(keys)} of this process keep(s) the state of one rank of "
+            "one world size (only elastic loaders and registered generators move to another "
+            f"world); nothing was loaded. Resume with {saved} processes, build only "
+            "seeder.DataLoader(elastic=True) loaders, or pass allow_world_change=True to "
+            "load_state_dict to continue from the next epoch boundary")
 
 
 class PendingParts:
@@ -132,7 +137,7 @@ class PendingParts:
         if have is not None:
             refuse_per_rank(have, state, seeder.world_size, allow_world_change)
             moved = self._moving(seeder, state, have)
-            if moved is not None:  # its loaders are not built: what load_state_dict reads now is the header
+            if moved is not None:  # its loaders are not built: load_state_dict reads the header
                 state_mod.check_header(moved)
                 return
         now, _, own = self._split(seeder, state, allow_world_change, have)

@@ -250,8 +250,9 @@ class Membership:
             try:
                 self.pending.claim(self)
             except BaseException:
-                # A refused participant leaves no trace: while its exception (and so the participant) is
-                # referenced, a notebook's last traceback, it would take the key of the one built next.
+                # A refused participant leaves no trace: while its exception (and so the
+                # participant) is referenced, a notebook's last traceback, it would take the key
+                # of the one built next.
                 self.registry.rollback(mark)
                 raise
 

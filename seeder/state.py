@@ -90,7 +90,7 @@ def start_reseed(seeder: Any, key: Tuple[int, int]) -> Optional[List[Any]]:
     to seed). Until :meth:`RunState.close_reseed` the run is marked torn (see :func:`tear`).
     """
     run = seeder.run
-    if run.unseeded_resume:  # a reseed the saved run did not make before that epoch's data is refused
+    if run.unseeded_resume:  # a reseed the saved run did not make before that epoch's data
         seeder.resume_check.refuse_reseed(key)
         run.unseeded_resume = False
     if run.resumes(key):
@@ -153,9 +153,9 @@ def gather(own: Dict[str, Any], world: int, rank: int, dst: int) -> Optional[Dic
 
 def world_message(saved: int, now: int) -> str:
     """The error text for a checkpoint of another world size."""
-    return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}; resume with the same world "
-            "size for an exact continuation, or pass allow_world_change=True to load_state_dict to keep the master "
-            "seed and epoch position and continue from the next epoch boundary")
+    return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}; resume with the same "
+            f"world size for an exact continuation, or pass allow_world_change=True to load_state_dict to keep the "
+            f"master seed and epoch position and continue from the next epoch boundary")
 
 
 def _unsupported(what: str, version: Any) -> StateError:

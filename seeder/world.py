@@ -38,13 +38,14 @@ def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
 
 
 def per_rank_keys(stateful: Dict[str, Any]) -> List[str]:
-    """Keys of the participants whose state belongs to one rank of one world size: neither elastic loaders nor
-    registered generators (a default-mode loader, a sampler, a stream, a DALI pipeline).
+    """Keys of the participants whose state belongs to one rank of one world size: neither elastic
+    loaders nor registered generators (a default-mode loader, a sampler, a stream, a DALI pipeline).
 
     >>> per_rank_keys({})
     []
     """
-    return [k for k, p in stateful.items() if not is_elastic(p) and not isinstance(p, GeneratorParticipant)]
+    return [k for k, p in stateful.items()
+            if not is_elastic(p) and not isinstance(p, GeneratorParticipant)]
 
 
 def world_change_allowed(stateful: Dict[str, Any], allow_world_change: Any) -> Any:

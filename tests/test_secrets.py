@@ -52,12 +52,14 @@ INDIRECT = {
     "AZURE_STORAGE": ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=azK3yPlanted+Base64==;",
                       "azK3yPlanted+Base64=="),
 }
-# On the command line: flags, a Hydra override, a key=value, a webhook URL under a flag no pattern knows.
+# On the command line: flags, a Hydra override, a key=value, a webhook URL under a flag no pattern
+# knows.
 WEBHOOK_SECRET = "aBcDeFgHiJkLmNoPqRsTuVwX"  # letters only: no token pattern, no digit
 WEBHOOK = f"https://hooks.slack.com/services/T024BE7LD/B01PLNTD9/{WEBHOOK_SECRET}"
 ARGV = ["--db-password", "argvDbPw-31", "--token=argvTok-77x", "--api-key", "argvApiK-5", "--password=pw with space",
         "db.password=hydraPw-8q", "--secret", "s3", "--note", "abc123", "--notify", WEBHOOK]
-ARGV_SECRETS = ["argvDbPw-31", "argvTok-77x", "argvApiK-5", "pw with space", "hydraPw-8q", WEBHOOK_SECRET]
+ARGV_SECRETS = ["argvDbPw-31", "argvTok-77x", "argvApiK-5", "pw with space", "hydraPw-8q",
+                WEBHOOK_SECRET]
 # Lines of an uncommitted change (git.diff).
 DIFF_LINES = {
     "db_pass: yamlDbPass-61": "yamlDbPass-61",
@@ -79,7 +81,8 @@ DIFF_LINES = {
     "jwt = " + JWT.replace("cGxhbnRlZCJ9", "ZGlmZiJ9"): JWT.replace("cGxhbnRlZCJ9", "ZGlmZiJ9"),
 }
 # Changes only the diff rule removes: credential files' lines, a key under a name no pattern knows.
-DIFF_FILES = {".netrc": ("machine api.example.com login me password netrcPw-4521\n", "netrcPw-4521"),
+DIFF_FILES = {".netrc": ("machine api.example.com login me password netrcPw-4521\n",
+                         "netrcPw-4521"),
               ".pgpass": ("db.example.com:5432:app:me:pgpassPw-9931\n", "pgpassPw-9931"),
               "wandb.yaml": (f"wandb: {HEX40[::-1]}\n", HEX40[::-1])}
 NEEDLES = sorted({*NAMED.values(), *(v for _, v in INDIRECT.values()), *ARGV_SECRETS,
@@ -150,7 +153,8 @@ def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
     assert "ODBC_CONNECT=Driver={ODBC Driver 18};Server=db;Uid=sa;Pwd=" + REDACTED in env_txt  # the rest is kept
     diff = (tmp_path / "run" / "git.diff").read_text()
     assert "+lr = 0.2" in diff and f"+db_pass: {REDACTED}" in diff
-    assert f"+{REDACTED}\n" in diff.split("diff --git a/.netrc", 1)[1] and f"+wandb: {REDACTED}" in diff
+    assert f"+{REDACTED}\n" in diff.split("diff --git a/.netrc", 1)[1]
+    assert f"+wandb: {REDACTED}" in diff
     for path in (tmp_path / "run").rglob("*"):
         assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
 
@@ -282,19 +286,23 @@ def test_a_value_under_a_secret_key_in_a_file_is_removed(value, key, sep):
     assert redact_text(line, environ={}).split(sep, 1)[1].startswith(REDACTED), line
 
 
-# ------------------------------------------------------------------ the rule that needs no secret's shape
+# ------------------------------------------------------------ the rule that needs no secret's shape
 
 _HOSTS = st.from_regex(r"[a-z][a-z0-9]{0,10}(\.[a-z][a-z0-9]{0,6}){1,2}", fullmatch=True)
-_URL_PARTS = st.text(alphabet=string.ascii_letters + string.digits + "-_.~%", min_size=1, max_size=24)
+_URL_PARTS = st.text(alphabet=string.ascii_letters + string.digits + "-_.~%", min_size=1,
+                     max_size=24)
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)
-@given(host=_HOSTS, parts=st.lists(_URL_PARTS, min_size=1, max_size=4), query=st.none() | _URL_PARTS,
-       user=st.none() | _URL_PARTS, option=st.sampled_from(["--notify", "--url", "--endpoint", "--hook", "--x", None]))
+@given(host=_HOSTS, parts=st.lists(_URL_PARTS, min_size=1, max_size=4),
+       query=st.none() | _URL_PARTS, user=st.none() | _URL_PARTS,
+       option=st.sampled_from(["--notify", "--url", "--endpoint", "--hook", "--x", None]))
 def test_a_url_on_the_command_line_keeps_its_scheme_and_host_only(host, parts, query, user, option):
-    """Property: whatever its path, query or credentials (a Slack webhook has no token shape), a URL in argv is shown
-    as scheme and host, and what was cut is not shown where the script prints it (its log)."""
-    url = f"https://{user + '@' if user else ''}{host}/{'/'.join(parts)}{'?q=' + query if query else ''}"
+    """Property: whatever its path, query or credentials (a Slack webhook has no token shape), a
+    URL in argv is shown as scheme and host, and what was cut is not shown where the script prints
+    it (its log)."""
+    userinfo, query = (user + "@" if user else ""), ("?q=" + query if query else "")
+    url = f"https://{userinfo}{host}/{'/'.join(parts)}{query}"
     argv = ["train.py", *([option] if option else []), url]
     r = Redactor({}, [argv])
     assert r.argv(argv)[-1] == f"https://{host}/{REDACTED}"
@@ -302,14 +310,16 @@ def test_a_url_on_the_command_line_keeps_its_scheme_and_host_only(host, parts, q
     LEAKS["cases"] += 1
 
 
-_WORDISH = st.text(alphabet=string.ascii_letters + string.digits + "-_+=!@#$%^&*", min_size=9, max_size=40)
+_WORDISH = st.text(alphabet=string.ascii_letters + string.digits + "-_+=!@#$%^&*", min_size=9,
+                   max_size=40)
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)
-@given(value=_WORDISH, option=st.sampled_from(["--note", "--hook-id", "--x", "-k", "--passcode", "--wandb"]))
+@given(value=_WORDISH,
+       option=st.sampled_from(["--note", "--hook-id", "--x", "-k", "--passcode", "--wandb"]))
 def test_a_value_seeder_cannot_show_harmless_is_not_shown(value, option):
-    """Property: a long value that is no number, path or URL, under an option not known to be harmless, is removed
-    from argv and from any text that prints it."""
+    """Property: a long value that is no number, path or URL, under an option not known to be
+    harmless, is removed from argv and from any text that prints it."""
     assume(not value.startswith("-") and "/" not in value and "." not in value)
     try:
         float(value)
@@ -324,21 +334,24 @@ def test_a_value_seeder_cannot_show_harmless_is_not_shown(value, option):
 
 
 def test_what_a_command_line_shows():
-    argv = ["/usr/bin/python", "-m", "torch.distributed.run", "train.py", "--lr", "-0.1", "--epochs", "3",
-            "--out-dir", "/runs/exp-1", "--config", "configs/base.yaml", "--model", "resnet50-imagenet-v2",
-            "--run-name", "my-long-experiment-name", "trainer.devices=4", "model=vit_base_patch16", "--amp",
-            "--gpus", "0,1,2,3", "--data", f"/data/{HEX40}/x"]
+    argv = ["/usr/bin/python", "-m", "torch.distributed.run", "train.py", "--lr", "-0.1",
+            "--epochs", "3", "--out-dir", "/runs/exp-1", "--config", "configs/base.yaml",
+            "--model", "resnet50-imagenet-v2", "--run-name", "my-long-experiment-name",
+            "trainer.devices=4", "model=vit_base_patch16", "--amp", "--gpus", "0,1,2,3",
+            "--data", f"/data/{HEX40}/x"]
     shown = Redactor({}).argv(argv)
-    assert shown[:-1] == argv[:-1] and shown[-1] == f"/data/{REDACTED}/x"  # a token inside a path is cut
+    assert shown[:-1] == argv[:-1]
+    assert shown[-1] == f"/data/{REDACTED}/x"  # a token inside a path is cut
 
 
-@pytest.mark.parametrize("name", [".netrc", "home/.pgpass", "prod.env", ".env", ".env.local", "aws/credentials",
-                                  "deploy/secrets.yaml", "id_ed25519", "tls/server.key"])
-@pytest.mark.parametrize("line", ["machine h login u password netrcPw-4521", "db:5432:app:me:pgpassPw-9931",
-                                  "plain words only here"])
+@pytest.mark.parametrize("name", [".netrc", "home/.pgpass", "prod.env", ".env", ".env.local",
+                                  "aws/credentials", "deploy/secrets.yaml", "id_ed25519",
+                                  "tls/server.key"])
+@pytest.mark.parametrize("line", ["machine h login u password netrcPw-4521",
+                                  "db:5432:app:me:pgpassPw-9931", "plain words only here"])
 def test_a_credential_files_lines_leave_nothing_in_a_diff(name, line):
-    diff = (f"diff --git a/{name} b/{name}\nindex 1..2 100644\n--- a/{name}\n+++ b/{name}\n@@ -1,2 +1,2 @@\n"
-            f" {line} kept\n-{line} old\n+{line} new\n")
+    diff = (f"diff --git a/{name} b/{name}\nindex 1..2 100644\n--- a/{name}\n+++ b/{name}\n"
+            f"@@ -1,2 +1,2 @@\n {line} kept\n-{line} old\n+{line} new\n")
     out = Redactor({}).diff(diff)
     LEAKS["cases"] += 1
     assert line not in out and out.count(REDACTED) == 3 and f"+++ b/{name}" in out
@@ -349,7 +362,8 @@ def test_a_credential_files_lines_leave_nothing_in_a_diff(name, line):
        key=st.sampled_from(["wandb", "run_id", "hash", "x", "value", "neptune"]),
        sep=st.sampled_from([": ", " = ", "=", " "]))
 def test_a_random_looking_token_in_a_diff_line_is_removed(token, key, sep):
-    """Property: 20 or more letters and digits mixed, under any name (``wandb: <40 hex>``), leave no trace in a diff."""
+    """Property: 20 or more letters and digits mixed, under any name (``wandb: <40 hex>``), leave
+    no trace in a diff."""
     assume(any(c.isdigit() for c in token) and any(c.isalpha() for c in token))
     diff = f"diff --git a/c.yaml b/c.yaml\n@@ -1 +1,2 @@\n lr: 1\n+{key}{sep}{token}\n"
     LEAKS["cases"] += 1
@@ -357,8 +371,8 @@ def test_a_random_looking_token_in_a_diff_line_is_removed(token, key, sep):
 
 
 def test_a_diff_keeps_what_is_harmless():
-    diff = ("diff --git a/train.py b/train.py\n@@ -1,3 +1,3 @@\n import torch\n-lr = 0.1\n+lr = 0.2\n"
-            " model = DistributedDataParallel(net)\n")
+    diff = ("diff --git a/train.py b/train.py\n@@ -1,3 +1,3 @@\n import torch\n-lr = 0.1\n"
+            "+lr = 0.2\n model = DistributedDataParallel(net)\n")
     assert Redactor({}).diff(diff) == diff
 
 

@@ -67,7 +67,7 @@ class LoaderWatch:
     def __init__(self) -> None:
         self._loader: Callable[[], Any] = lambda: None  # weak reference to the loader told of
         self._shown = False  # a loader was told of (or the sampler's iterator saw a loader take its state)
-        self._held = False  # the loader told of is referenced by self._loader (it may have been dropped since)
+        self._held = False  # self._loader refers to the loader told of (dropped since, maybe)
         self._by_state = False  # a loader took or gave the sampler iterator's state
         self._warned_causes: Set[str] = set()
         self._warned_epoch: Optional[int] = None
@@ -88,7 +88,8 @@ class LoaderWatch:
         self.position_saved = self._shown = self._by_state = True
 
     def _forget_dropped(self) -> None:
-        """A loader told of and dropped since iterates the sampler no more: the one that does now was not shown."""
+        """A loader told of and dropped since iterates the sampler no more: the one that does now
+        was not shown."""
         if self._held and self._loader() is None:
             self._held, self._shown, self.position_saved = False, self._by_state, self._by_state
             self._warned_causes = set()

@@ -79,12 +79,14 @@ class _LoaderIter:
 
     def __next__(self) -> Any:
         loader = self._loader
-        if loader.live_token is not self._token and loader.loads != self._loads:  # before fetching: it seeds
+        # Refused before fetching: a fetch seeds the registered generators.
+        if loader.live_token is not self._token and loader.loads != self._loads:
             raise RuntimeError(
                 "this iterator of seeder.DataLoader was started before loader.load_state_dict(): it stops here instead "
                 "of yielding batches that the loaded state does not continue. Call iter(loader) again (a new for loop) "
                 "to continue from the loaded position")
-        batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
+        # The main process fetches: the training loop's streams stay.
+        batch = next_keeping(self._restore, self._inner)
         b = self._next
         self._next = b + 1
         if loader.live_token is self._token:

@@ -129,9 +129,11 @@ _SPACED_SECRET = re.compile(
     r"(?P<sep>\s+)(?P<value>[^\s<=:\"'][^\s]*)"
 )  # ``password X`` (.netrc)
 _CREDENTIAL_NAMES = re.compile(
-    r"(?i)^(?:[._]?netrc|\.pgpass|\.pypirc|\.npmrc|\.yarnrc|\.git-credentials|\.htpasswd|\.dockercfg|\.s3cfg|\.boto"
-    r"|\.vault-token|kubeconfig|\.my\.cnf|id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?|\.?env(?:\..*)?|.*\.env"
-    r"|.*(?:credential|secret|password|passwd|pgpass|netrc).*|.*\.(?:pem|key|p12|pfx|jks|keystore|asc|gpg))$"
+    r"(?i)^(?:[._]?netrc|\.pgpass|\.pypirc|\.npmrc|\.yarnrc|\.git-credentials|\.htpasswd"
+    r"|\.dockercfg|\.s3cfg|\.boto|\.vault-token|kubeconfig|\.my\.cnf"
+    r"|id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?|\.?env(?:\..*)?|.*\.env"
+    r"|.*(?:credential|secret|password|passwd|pgpass|netrc).*"
+    r"|.*\.(?:pem|key|p12|pfx|jks|keystore|asc|gpg))$"
 )
 _DIFF_FILE = re.compile(r"^diff --git a/(?P<a>.*) b/(?P<b>.*)$")
 

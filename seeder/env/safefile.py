@@ -70,7 +70,7 @@ def write_file(directory: _PathLike, name: str, data: bytes, mode: int = 0o600, 
             sub = _open_subdir(dfd, part, dir_mode)
             os.close(dfd)
             dfd = sub
-        write_in(dfd, base, data, mode=mode)  # temporary file, fsync, rename, fsync of the directory
+        write_in(dfd, base, data, mode=mode)  # temporary file, fsync, rename, directory fsync
     finally:
         os.close(dfd)
 
