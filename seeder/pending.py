@@ -77,7 +77,7 @@ def refuse_per_rank(have: Dict[str, Any], state: Any, world_size: int,
             f"{world_size}, and {_names(keys)} of this process keep(s) the state of one rank of "
             "one world size (only elastic loaders and registered generators move to another "
             f"world); nothing was loaded. Resume with {saved} processes, build only "
-            "seeder.DataLoader(elastic=True) loaders, or pass allow_world_change=True to "
+            "seeder.ElasticDataLoader loaders, or pass allow_world_change=True to "
             "load_state_dict to continue from the next epoch boundary")
 
 

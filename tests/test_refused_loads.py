@@ -27,11 +27,10 @@ class Augmented(torch.utils.data.Dataset):
 
 
 def elastic(s, world=1, rank=0, batch=None):
-    return seeder.DataLoader(
+    return seeder.ElasticDataLoader(
         Augmented(),
         batch_size=batch or 4 // world,
         shuffle=True,
-        elastic=True,
         num_replicas=world,
         rank=rank,
         seeder=s,
