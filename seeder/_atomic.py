@@ -220,8 +220,30 @@ def write_atomic(path: Union[str, "os.PathLike[str]"], data: bytes, *, mode: int
             errno.EISDIR, f"{text} names a directory, not a file to write", text
         )
     os.makedirs(directory, exist_ok=True)
+    if os.open not in os.supports_dir_fd:  # Windows: no directory descriptors
+        _write_by_path(directory, name, data, mode)
+        return
     dfd = os.open(directory, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     try:
         write_in(dfd, name, data, mode=mode)
     finally:
         os.close(dfd)
+
+
+def _write_by_path(directory: str, name: str, data: bytes, mode: int) -> None:
+    """:func:`write_in` where directories cannot be opened: temporary file, fsync, rename (no
+    directory fsync, no removal of other writers' temporary files)."""
+    tmp = os.path.join(directory, temp_name(name))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, os.path.join(directory, name))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -424,3 +424,12 @@ def test_what_cannot_be_saved_and_loaded_is_refused_when_the_checkpoint_is_built
     args = {"model": torch.nn.Linear(1, 1), **kw}
     with pytest.raises(TypeError, match=f"{next(iter(kw))} must have state_dict"):
         seeder.Checkpoint(tmp_path / "last.pt", **args)
+
+
+def test_the_write_without_directory_descriptors_is_atomic_too(tmp_path):
+    """Where directories cannot be opened (Windows), the file is still written whole by a rename."""
+    from seeder._atomic import _write_by_path
+
+    (tmp_path / "f.bin").write_bytes(b"old")
+    _write_by_path(str(tmp_path), "f.bin", b"new", 0o600)
+    assert (tmp_path / "f.bin").read_bytes() == b"new" and len(list(tmp_path.iterdir())) == 1
