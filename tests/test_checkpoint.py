@@ -11,14 +11,13 @@ import time
 
 import pytest
 import torch
+from helpers import child_env, communicate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import seeder
 from seeder import StateError
 from seeder._atomic import STALE_AFTER_S, write_atomic
-
-from helpers import child_env, communicate
 
 
 def build(s):
