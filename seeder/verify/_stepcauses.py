@@ -4,7 +4,6 @@
   left (a skip loop over a loader that resumes by itself);
 * :func:`prefetched`: a global RNG restored exactly, yet the resumed run's first step drew more
   from it than the uninterrupted run's did (a batch drawn ahead, across the checkpoint);
-* :func:`own_length`: how long a script that takes no ``--epochs`` ran.
 
 :mod:`seeder.verify.diagnose` asks them in its order.
 
@@ -24,8 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .contract import Metrics
 
-__all__ = ["discarded_batches", "prefetched", "own_length", "MSG_DISCARDED", "MSG_PREFETCH",
-           "MSG_ITER_SEED"]
+__all__ = ["discarded_batches", "prefetched", "MSG_DISCARDED", "MSG_PREFETCH", "MSG_ITER_SEED"]
 
 Records = List[Dict[str, Any]]
 #: The global RNGs in the order they are looked at: torch's first, where nanoGPT-style loops draw.
@@ -143,23 +141,3 @@ def prefetched(full: Records, resumed: Records) -> Optional[Tuple[str, str]]:
             return "iterator-seed", MSG_ITER_SEED.format(**fields)
         return "prefetch", MSG_PREFETCH.format(**fields)
     return None
-
-
-def own_length(asked_epochs: int, full: Metrics) -> str:
-    """What the table says of a script that takes no ``--epochs``: how long it ran on its own.
-
-    Args:
-        asked_epochs: verify's ``--epochs``, which the script did not get.
-        full: run (1)'s metrics.
-
-    Returns:
-        A clause for the table.
-
-    >>> import numpy as np
-    >>> own_length(4, Metrics([(k,) for k in range(6)], np.zeros(6), [0, 0, 1, 1, 2, 2]))
-    'the script ran its own 3 epochs (6 steps): it takes no --epochs, so --epochs 4 did not apply'
-    """
-    n, epochs = len(full), [e for e in dict.fromkeys(full.epochs) if e is not None]
-    length = f"{len(epochs)} epochs ({n} steps)" if len(epochs) >= 2 else f"{n} steps (no epochs)"
-    return (f"the script ran its own {length}: it takes no --epochs, so --epochs {asked_epochs} "
-            "did not apply")
