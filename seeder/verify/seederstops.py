@@ -31,6 +31,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+import numpy as np
+
 from ..stepwatch import ENV_STOP, read_marks
 from .contract import Metrics
 
@@ -72,8 +74,8 @@ def stop_steps(full: Metrics, given: Optional[int] = None) -> Tuple[Stop, Stop]:
 
 def _from_records(full: Metrics) -> Tuple[Stop, Stop]:
     epochs, n = full.epochs, len(full)
-    if not n:
-        why = "run (1) recorded no steps (an optimizer.step() records one)"
+    if not n or not np.isfinite(full.losses).any():  # nothing to compare a stopped run with
+        why = "run (1) recorded no steps with a finite value (an optimizer.step() records one)"
         return (None, why), (None, why)
     seen = list(dict.fromkeys(epochs))
     if len(seen) < 2 or None in seen:  # iteration-based: no epoch to stop between, steps will do
