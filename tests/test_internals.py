@@ -73,12 +73,44 @@ def test_torch_without_privateuse1_name_warns_and_seeds_the_rest(unchecked, monk
 
 def test_numpy_layout_probe_failing_warns_and_takes_the_public_path(unchecked, monkeypatch):
     from seeder import fastrng
+    from seeder.rngs import NumpyRandomStateAdapter
 
     monkeypatch.setattr(fastrng, "_LEGACY", [])
     # The layout seeder expects of the Gaussian cache, swapped: what a NumPy that moved or retyped it looks like.
     monkeypatch.setattr(fastrng, "GAUSS_CACHE", struct.Struct("i4xf"))
+    adapter = NumpyRandomStateAdapter(np.random.RandomState(3))
+    adapter.rng.standard_normal()
     with pytest.warns(SeederWarning, match=r"numpy .* changed: .*public get_state/set_state"):
-        assert fastrng.legacy_access() is None
+        restore = adapter.keep()
+    watch, want = adapter.watcher(), adapter.rng.get_state()
+    seen = watch()
+    adapter.rng.standard_normal()
+    assert adapter._fast is None and watch() != seen  # the public path: get_state's fields
+    restore()
+    got = adapter.rng.get_state()
+    assert np.array_equal(got[1], want[1]) and got[2:] == want[2:] and watch() == seen
+
+
+def test_python_layout_probe_failing_warns_and_takes_the_public_path(unchecked, monkeypatch):
+    import random
+
+    from seeder import fastrng
+    from seeder.rngs import PythonRandomAdapter
+
+    monkeypatch.setattr(fastrng, "_PY_MT", [])
+    # The bytes seeder expects for the position and key, one word longer: what a CPython that changed them looks like.
+    monkeypatch.setattr(fastrng, "MT_BYTES", fastrng.MT_BYTES + 4)
+    rng = random.Random(4)
+    rng.gauss(0, 1)
+    adapter = PythonRandomAdapter(rng)
+    with pytest.warns(SeederWarning, match=r"python 3\.\S+ changed: .*public getstate/setstate"):
+        restore = adapter.keep()
+    watch, want = adapter.watcher(), rng.getstate()
+    seen = watch()
+    rng.random()
+    assert adapter._view is None and watch() != seen
+    restore()
+    assert rng.getstate() == want and watch() == seen
 
 
 def test_accelerate_mixin_no_longer_reading_drop_last_raises(unchecked, monkeypatch):
