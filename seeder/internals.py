@@ -169,7 +169,8 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
     Internal("torch", "CPUGeneratorImplState", "seeder.rngs_torch reads a CPU generator state's fields to refuse "
              "contents torch accepts but no generator reaches (all-zero key, NaN cached normal)", _TORCH,
              "torch's own set_state check only (is_valid), on a spare generator", _cpu_generator_layout),
-    Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object, for its fast state access",
+    Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object (its public seed/get_state/"
+             "set_state, and its layout on the per-batch paths of seeder.fastrng)",
              _NUMPY, "raises", _numpy_global),
     Internal("numpy", "RandomState gauss cache offset", "seeder.fastrng: a legacy RandomState's key, position and "
              "Gaussian cache read in place (found and checked against get_state at first use), for the per-batch "

@@ -16,7 +16,11 @@ BENCH = REPO_ROOT / "benchmarks"
 
 CASES = {
     "bench_reseed": (["--rounds", "1", "--calls", "2"], "RATIO seeder.reseed + 6 generators / lightning"),
-    "bench_state": (["--repeat", "1", "--number", "2"], "RATIO seeder global RNGs capture+restore / Lightning"),
+    "bench_state": (["--repeat", "1", "--number", "2"],
+                    "RATIO seeder state_dict + load_state_dict / torch.save of a small model"),
+    "bench_step": (["--items", "64", "--batch", "16", "--repeats", "1", "--save-every", "2"],
+                   "RATIO workers 2: seeder / torch epoch time"),
+    "bench_hotpaths": (["--items", "128", "--repeats", "1"], "RATIO watch: public / private epoch time"),
     "bench_cuda": (["--device", "cpu", "--rounds", "1", "--calls", "2"],
                    "RATIO seeder: global RNGs / Lightning _collect/_set_rng_states"),
     "bench_sampler": (["--sizes", "1e4", "--repeats", "1", "--torch-max", "1e4"], "ratio = ours / torch's"),
