@@ -3,6 +3,7 @@
 Real Lightning (seed_everything, LightningCLI), transformers (set_seed, Trainer(args.seed)), accelerate and the
 global seeding functions of random, NumPy and torch.
 """
+import inspect
 import os
 import random
 import subprocess
@@ -41,37 +42,57 @@ def run(fresh_default):
     return start
 
 
-def test_late_global_seeding_is_routed_and_warned_once_per_site(run):
-    outcomes = []
-    for master in (11, 11, 12):
+def _line_of(fn, text):
+    """The line number of ``text`` in ``fn``'s source (what a warning about that call must name)."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def _without_seeder(fn):
+    seeder.default_seeder().reset()
+    return fn()
+
+
+def test_user_seeding_does_what_it_says_and_warns_once_with_its_line(run):
+    def late():
+        for _ in range(2):  # the same line twice: one warning per call on it
+            torch.manual_seed(3); random.seed(3); np.random.seed(3)  # noqa: E702
+        return _draws()
+
+    expected = _without_seeder(late)
+    line = _line_of(late, "torch.manual_seed(3)")
+    for master in (11, 12):
         run(master)
-        def late():
-            for _ in range(2):  # the same line twice: one warning
-                torch.manual_seed(3); random.seed(3); np.random.seed(3)  # noqa: E702
-        caught = _caught(late)
-        outcomes.append(_draws())
+        drawn = []
+        caught = _caught(lambda: drawn.append(late()))
+        assert drawn == [expected]  # what the calls say, whatever the master seed
         assert len(caught) == 3, [str(w.message) for w in caught]
         for w, call in zip(caught, ("torch.manual_seed(3)", "random.seed(3)", "np.random.seed(3)")):
-            assert call in str(w.message) and f"{HERE}:" in str(w.message) and Path(w.filename).name == HERE
-            assert "master seed" in str(w.message) and "remove the" in str(w.message)
-    assert outcomes[0] == outcomes[1] != outcomes[2]  # a function of the master seed, not of the 3
-    assert torch.manual_seed.__wrapped__ is not None
+            text = str(w.message)
+            assert text.startswith(f"{call} at {__file__}:{line} seeds ") and (w.filename, w.lineno) == (__file__, line)
+            assert f"depends on 3, not on master seed {master}" in text and "remove the call" in text
+    run(11)
+    assert _caught(lambda: random.seed(11)) == []  # the master seed: the run still depends on it alone
+    assert random.random() == random.Random(11).random()
 
 
-def test_master_seed_is_routed_silently_and_allow_turns_routing_off(run, monkeypatch):
-    run(5)
-    assert _caught(lambda: random.seed(5)) == []
-    routed = random.random()
-    run(5)
-    random.seed(5)
-    assert random.random() == routed
+def test_manual_seed_after_init_gives_what_it_gives_without_seeder(run):
+    run(7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeederWarning)
+        torch.manual_seed(123)
+    assert float(torch.rand(1)) == float(torch.rand(1, generator=torch.Generator().manual_seed(123)))
+    assert round(float(torch.rand(1, generator=torch.Generator().manual_seed(123))), 4) == 0.2961
+
+
+def test_allow_lets_frameworks_seed_as_they_say_without_a_warning(run, monkeypatch):
+    from lightning.pytorch import seed_everything
+
     monkeypatch.setenv("SEEDER_FOREIGN_SEEDING", "allow")
-    random.seed(5)
-    assert random.random() == random.Random(5).random()
-    monkeypatch.delenv("SEEDER_FOREIGN_SEEDING")
-    seeder.default_seeder().reset()  # no run: seeding does what it says
-    random.seed(5)
-    assert random.random() == random.Random(5).random()
+    run(5)
+    assert _caught(lambda: seed_everything(1234, verbose=False)) == []
+    assert _caught(lambda: torch.manual_seed(3)) == []
+    assert random.random() == random.Random(1234).random()
 
 
 def test_lightning_seed_everything_is_one_warning(run):
@@ -190,8 +211,9 @@ def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path,
 
 
 @pytest.mark.parametrize("dynamo_first", [True, False])
-def test_torch_dynamo_wrapping_manual_seed_keeps_the_routing(dynamo_first):
-    """torch._dynamo wraps torch.manual_seed when it is imported, before or after seeder.init: still routed and warned."""
+def test_torch_dynamo_wrapping_manual_seed_keeps_the_watch(dynamo_first):
+    """torch._dynamo wraps torch.manual_seed when it is imported, before or after seeder.init: the user's call still
+    seeds as it says and warns once, naming the line."""
     from helpers import run_python
 
     code = ("import warnings, torch, seeder\n"
@@ -202,8 +224,7 @@ def test_torch_dynamo_wrapping_manual_seed_keeps_the_routing(dynamo_first):
             "with warnings.catch_warnings(record=True) as caught:\n"
             "    warnings.simplefilter('always'); torch.manual_seed(3)\n"
             "a = torch.rand(2)\n"
-            "seeder.init(5); seeder.reseed(0, 0); torch.manual_seed(3)\n"
-            "assert torch.equal(a, torch.rand(2)), 'routed: the same master seed gives the same draws'\n"
-            "print(len(caught), 'torch.manual_seed(3) at <string>' in str(caught[0].message))\n")
+            "assert torch.equal(a, torch.rand(2, generator=torch.Generator().manual_seed(3))), 'seeds as it says'\n"
+            "print(len(caught), 'torch.manual_seed(3) at <string>:' in str(caught[0].message))\n")
     out = run_python(["-c", code], env={"SEEDER_QUIET": "1"}).stdout.split()
     assert out == ["1", "True"]
