@@ -1,10 +1,13 @@
 """NVIDIA's ``init`` semantics: init starts a fresh run; a generator's seed depends only on
 (master seed, rank, task, epoch, its place among the generators registered since init)."""
 import random
+import warnings
 
+import numpy as np
 import pytest
+import torch
 
-from seeder import DistributedSampler, Seeder
+from seeder import DistributedSampler, Seeder, SeederWarning
 from seeder.derive import Domain, derive_seed
 
 
@@ -71,3 +74,17 @@ def test_register_before_init_is_an_error_and_changes_nothing():
     with pytest.raises(RuntimeError, match="before seeder.init"):
         s.register_generator(random.Random())
     assert s.participants() == [] and not s.initialized
+
+
+def test_init_leaves_other_code_s_seeding_calls_as_they_are(fresh_default):
+    """After init and a reseed, torch.manual_seed(123) / random.seed / np.random.seed seed as they say."""
+    fresh_default.init(7)
+    fresh_default.reseed(0, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeederWarning)  # the user's own call is warned about: not the subject here
+        torch.manual_seed(123)
+        random.seed(123)
+        np.random.seed(123)
+    assert round(float(torch.rand(1)), 4) == 0.2961
+    assert random.random() == random.Random(123).random()
+    assert np.random.random() == np.random.RandomState(123).random_sample()
