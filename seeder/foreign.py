@@ -1,4 +1,4 @@
-"""Seeding calls after ``seeder.init``: frameworks' run-level seeding is routed, the rest do as they say.
+"""Seeding calls after ``seeder.init``: frameworks' run-level seeding routed, the rest as they say.
 
 Once the module-level seeder (``seeder.init``) has started a run, a later ``random.seed``,
 ``np.random.seed``, ``torch.manual_seed`` or ``torch.cuda.manual_seed(_all)`` is told apart by

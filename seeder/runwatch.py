@@ -1,7 +1,8 @@
 """What ``seeder.init`` of the module-level seeder starts watching in the process.
 
-* foreign seeding (:mod:`seeder.foreign`): later ``random.seed`` / ``np.random.seed`` /
-  ``torch.manual_seed`` / ``seed_everything`` / ``set_seed`` calls are routed through seeder;
+* seeding calls (:mod:`seeder.foreign`): a framework's later ``seed_everything`` / ``set_seed``
+  is routed through seeder; other ``random.seed`` / ``np.random.seed`` / ``torch.manual_seed``
+  calls seed as they say, the user's own warned about once;
 * under ``seeder verify`` (:mod:`seeder.stepwatch`): optimizer steps are counted and recorded.
 
 Example:
