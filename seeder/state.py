@@ -163,10 +163,14 @@ def warn_unsaved_generators(generators: List[GeneratorParticipant]) -> None:
 
 
 def world_message(saved: int, now: int) -> str:
-    """The error text for a checkpoint of another world size."""
-    return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}; resume with the same "
-            f"world size for an exact continuation, or pass allow_world_change=True to load_state_dict to keep the "
-            f"master seed and epoch position and continue from the next epoch boundary")
+    """The error text for a checkpoint of another world size: the three ways on, what each does."""
+    return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}. Resume with "
+            f"the same world size for an exact continuation; or pass allow_world_change=True to "
+            f"load_state_dict, which keeps the master seed and the epoch and continues from the next epoch "
+            f"boundary (the rest of the saved epoch is not trained); or, to resume inside an epoch on another "
+            f"world size, train with elastic=True: an elastic loader (seeder.ElasticDataLoader) keeps one "
+            f"global order whose checkpoint resumes mid-epoch on any world size, every remaining sample "
+            f"exactly once (the checkpoint must come from elastic loaders)")
 
 
 def _unsupported(what: str, version: Any) -> StateError:
