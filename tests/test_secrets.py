@@ -21,8 +21,7 @@ from seeder import Seeder, SeederWarning
 from seeder.env.capture import capture_environment
 from seeder.env.redact import MIN_LITERAL, REDACTED, Redactor, redact_argv, redact_environ, redact_json, redact_text
 from seeder.env.safefile import UnsafeDirectoryError, write_file
-from seeder.verify.runner import RunSpec, run_all
-from seeder.verify.session import OutputDirError, prepare_out, write_json
+from optional import need_verify
 
 HEX40 = "9f3a1c5e7b2d4f6081a3c5e7092b4d6f8a1c3e5b"  # a wandb key
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjaS1qb2ItcGxhbnRlZCJ9.c2lnbmF0dXJlUGxhbnRlZDAx"
@@ -145,6 +144,7 @@ def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
 
 
 def test_seeder_verify_writes_no_planted_secret(tmp_path):
+    need_verify(figures=False)
     out = tmp_path / "v"
     toy = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_secret_toy.py"), *ARGV[:6]]
     p = subprocess.run([sys.executable, "-m", "seeder", "verify", "--out", str(out), "--epochs", "2", "--repeats", "2",
@@ -311,6 +311,10 @@ def test_write_file_replaces_a_symlink_instead_of_following_it(tmp_path):
 
 
 def test_verify_writes_reports_and_run_records_without_following_symlinks(tmp_path):
+    need_verify(figures=False)
+    from seeder.verify.runner import RunSpec, run_all
+    from seeder.verify.session import OutputDirError, prepare_out, write_json
+
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "file").write_text("v")
