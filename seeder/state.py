@@ -27,11 +27,11 @@ from .errors import SeederWarning, StateError
 from .participant import GeneratorParticipant, describe, validates_state
 from .rngbase import RNGAdapter
 from .rollback import Saved, restore, saved_state
-from .world import check_moved, elastic_keys, move_world, world_change_allowed
+from .world import check_moved, elastic_keys, move_world, world_change_allowed, world_message
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",
            "warn_unsaved_generators", "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
-           "load", "adopt_run", "world_message"]
+           "load", "adopt_run"]
 
 logger = logging.getLogger("seeder")
 
@@ -160,17 +160,6 @@ def warn_unsaved_generators(generators: List[GeneratorParticipant]) -> None:
         warnings.warn(f"registered generator {describe(member.gen)} is a plain callable with no state to save: a run "
                       f"resumed from a checkpoint taken inside an epoch will not continue its random stream; {hint}",
                       SeederWarning, stacklevel=3)
-
-
-def world_message(saved: int, now: int) -> str:
-    """The error text for a checkpoint of another world size: the three ways on, what each does."""
-    return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}. Resume with "
-            f"the same world size for an exact continuation; or pass allow_world_change=True to "
-            f"load_state_dict, which keeps the master seed and the epoch and continues from the next epoch "
-            f"boundary (the rest of the saved epoch is not trained); or, to resume inside an epoch on another "
-            f"world size, train with elastic=True: an elastic loader (seeder.ElasticDataLoader) keeps one "
-            f"global order whose checkpoint resumes mid-epoch on any world size, every remaining sample "
-            f"exactly once (the checkpoint must come from elastic loaders)")
 
 
 def _unsupported(what: str, version: Any) -> StateError:
