@@ -19,6 +19,10 @@ sys.path.insert(0, str(ROOT / "tests"))  # as tests/conftest.py does: the suite'
 from optional import EXTRAS  # noqa: E402
 
 
+#: Modules whose doctests need more than the module itself imports.
+DOCTEST_NEEDS = {"seeder.verify.plan": "scipy"}  # its example builds a VerifyConfig (seeder.verify.session)
+
+
 class _Absent(pytest.File):
     """A module of seeder's whose doctests cannot be collected here: skipped with the reason."""
 
@@ -40,6 +44,8 @@ def pytest_collect_file(file_path: Path, parent: Any) -> Any:
     name = ".".join(("seeder", *rel.with_suffix("").parts)).removesuffix(".__init__")
     try:
         importlib.import_module(name)
+        if name in DOCTEST_NEEDS:
+            importlib.import_module(DOCTEST_NEEDS[name])
     except ImportError as exc:
         missing = exc if isinstance(exc, ModuleNotFoundError) else exc.__cause__  # an integration's own message
         top = str(getattr(missing, "name", None) or "").split(".")[0]

@@ -8,8 +8,10 @@ skips with the reason. DALI is the exception CI makes: with ``SEEDER_REQUIRE_DAL
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from types import ModuleType
+from typing import Iterable
 
 import pytest
 
@@ -41,9 +43,33 @@ def need(module: str, why: str = "") -> ModuleType:
     top = module.split(".")[0]
     if top == "nvidia" and os.environ.get("SEEDER_REQUIRE_DALI") == "1":  # CI: DALI must be there
         return importlib.import_module(module)
-    reason = (f"{why or module} needs {module}, which is not installed "
-              f"(pip install 'seeder[{EXTRAS[top]}]')")
-    return pytest.importorskip(module, reason=reason)
+    return pytest.importorskip(module, reason=_reason(module, why))
+
+
+def _reason(module: str, why: str) -> str:
+    top = module.split(".")[0]
+    return f"{why or module} needs {module}, which is not installed (pip install 'seeder[{EXTRAS[top]}]')"
+
+
+def need_installed(modules: Iterable[str], why: str) -> None:
+    """Skip the caller unless each of ``modules`` is installed: found, not imported (no import's cost).
+
+    Args:
+        modules: dotted module names whose top levels are in :data:`EXTRAS`.
+        why: what needs them, for the reason.
+    """
+    __tracebackhide__ = True
+    for module in modules:
+        top = module.split(".")[0]
+        package = "nvidia.dali" if top == "nvidia" else top  # other packages share nvidia's namespace
+        if top == "nvidia" and os.environ.get("SEEDER_REQUIRE_DALI") == "1":
+            continue  # CI: a missing DALI fails where it is used
+        try:
+            found = importlib.util.find_spec(package) is not None
+        except ModuleNotFoundError:  # nvidia.dali without any nvidia package
+            found = False
+        if not found:
+            pytest.skip(_reason(package, why))
 
 
 def need_verify(figures: bool = True) -> None:

@@ -153,6 +153,7 @@ def test_position_uniformity(source, n):
 
 
 def _consecutive(values):
+    stats = need("scipy.stats", "the chi-square test of consecutive differences")
     n = len(values)
     v = values.astype(np.float64)
     z = np.corrcoef(v[:-1], v[1:])[0, 1] * math.sqrt(n)
