@@ -43,16 +43,17 @@ def need(module: str, why: str = "") -> ModuleType:
     top = module.split(".")[0]
     if top == "nvidia" and os.environ.get("SEEDER_REQUIRE_DALI") == "1":  # CI: DALI must be there
         return importlib.import_module(module)
-    return pytest.importorskip(module, reason=_reason(module, why))
+    return pytest.importorskip(module, reason=missing(module, why))
 
 
-def _reason(module: str, why: str) -> str:
-    top = module.split(".")[0]
-    return f"{why or module} needs {module}, which is not installed (pip install 'seeder[{EXTRAS[top]}]')"
+def missing(module: str, why: str) -> str:
+    """The reason of a skip: ``why`` needs ``module``, and the extra that installs it."""
+    extra = EXTRAS[module.split(".")[0]]
+    return f"{why or module} needs {module}, which is not installed (pip install 'seeder[{extra}]')"
 
 
 def need_installed(modules: Iterable[str], why: str) -> None:
-    """Skip the caller unless each of ``modules`` is installed: found, not imported (no import's cost).
+    """Skip the caller unless each of ``modules`` is installed: found, not imported (cheap).
 
     Args:
         modules: dotted module names whose top levels are in :data:`EXTRAS`.
@@ -61,7 +62,7 @@ def need_installed(modules: Iterable[str], why: str) -> None:
     __tracebackhide__ = True
     for module in modules:
         top = module.split(".")[0]
-        package = "nvidia.dali" if top == "nvidia" else top  # other packages share nvidia's namespace
+        package = "nvidia.dali" if top == "nvidia" else top  # other packages share nvidia.*
         if top == "nvidia" and os.environ.get("SEEDER_REQUIRE_DALI") == "1":
             continue  # CI: a missing DALI fails where it is used
         try:
@@ -69,7 +70,7 @@ def need_installed(modules: Iterable[str], why: str) -> None:
         except ModuleNotFoundError:  # nvidia.dali without any nvidia package
             found = False
         if not found:
-            pytest.skip(_reason(package, why))
+            pytest.skip(missing(package, why))
 
 
 def need_verify(figures: bool = True) -> None:
