@@ -281,6 +281,10 @@ def test_fakedata_yields_under_seeder_what_it_yields_without(run, kind, workers)
     assert [labels for _, labels in got] == [labels for _, labels in plain]
     assert all(torch.equal(a, b) for (a, _), (b, _) in zip(got, plain))
     assert caught == []  # seeding inside a fetch is the dataset's own: no warning names the loop's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeederWarning)  # indexed by a test's own line: the user's call
+        direct = [FakeData()[i] for i in range(16)]
+    assert [label for _, label in direct] == [label for _, labels in plain for label in labels]
 
 
 def test_a_library_seeding_locally_gets_its_own_numbers_silently(run):
