@@ -55,7 +55,8 @@ def run_all(server, cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, 
 @pytest.fixture(scope="module")
 def outputs(framework_forks):
     cases = {n: (n, a) for n, (a, _) in CASES.items() if _installed(n)}
-    cases["bench_cuda_default"] = ("bench_cuda", ["--rounds", "1", "--calls", "2"])
+    if _installed("bench_cuda"):
+        cases["bench_cuda_default"] = ("bench_cuda", ["--rounds", "1", "--calls", "2"])
     return run_all(framework_forks, cases)
 
 
@@ -72,6 +73,7 @@ def test_the_benchmark_runs(name, outputs):
 def test_the_cuda_benchmark_skips_cleanly_without_cuda_or_runs_with_it(outputs):
     import torch
 
+    need("lightning", "benchmarks/bench_cuda.py's baseline")
     rc, out = outputs["bench_cuda_default"]
     assert rc == 0, out
     if torch.cuda.is_available():
