@@ -34,10 +34,10 @@ def world_message(saved: int, now: int) -> str:
             "Resume with the same world size for an exact continuation; or pass "
             "allow_world_change=True to load_state_dict, which keeps the master seed and the epoch "
             "and continues from the next epoch boundary (the rest of the saved epoch is not "
-            "trained); or, to resume inside an epoch on another world size, train with "
-            "elastic=True: an elastic loader (seeder.ElasticDataLoader) keeps one global order "
-            "whose checkpoint resumes mid-epoch on any world size, every remaining sample exactly "
-            "once (the checkpoint must come from elastic loaders)")
+            "trained); or, to resume inside an epoch on another world size, train with an elastic "
+            "loader (seeder.ElasticDataLoader; elastic=True for SeederTrainer): it keeps one global "
+            "order whose checkpoint resumes mid-epoch on any world size, every remaining sample "
+            "exactly once (the checkpoint must come from elastic loaders)")
 
 
 def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
