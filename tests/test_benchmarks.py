@@ -30,9 +30,9 @@ CASES = {
                        "throughput ratio ours/torch"),
 }
 #: The optional packages a benchmark's baseline comes from (transformers' Trainer needs accelerate).
-NEEDS = {"bench_reseed": ("lightning",), "bench_state": ("lightning",), "bench_cuda": ("lightning",),
-         "bench_dataloader": ("torchdata",), "bench_iterable": ("torchdata",),
-         "bench_hf_resume": ("transformers", "accelerate")}
+NEEDS = {"bench_reseed": ("lightning",), "bench_state": ("lightning",),
+         "bench_cuda": ("lightning",), "bench_dataloader": ("torchdata",),
+         "bench_iterable": ("torchdata",), "bench_hf_resume": ("transformers", "accelerate")}
 
 
 def _installed(name: str) -> bool:

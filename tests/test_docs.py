@@ -57,14 +57,17 @@ def python_blocks(page: Path) -> List[Tuple[int, str]]:
 
 
 #: What importing a module of seeder's (or a framework's part) needs beyond its own package.
-ALSO_NEEDS = {"seeder.integrations.lightning": ("lightning",), "seeder.integrations.accelerate": ("accelerate",),
+ALSO_NEEDS = {"seeder.integrations.lightning": ("lightning",),
+              "seeder.integrations.accelerate": ("accelerate",),
               "seeder.integrations.transformers": ("transformers", "accelerate"),
               "lightning.pytorch.cli": ("jsonargparse",), "transformers": ("accelerate",)}
+IMPORT = re.compile(r"^\s*(?:import|from)\s+([\w.]+)", re.M)
 
 
 def optional_needs(blocks: List[Tuple[int, str]]) -> List[str]:
-    """The optional packages a page's code imports (``tests/optional.py``'s), directly or through seeder."""
-    names = {m for _, code in blocks for m in re.findall(r"^\s*(?:import|from)\s+([\w.]+)", code, re.M)}
+    """The optional packages (``tests/optional.py``'s) a page's code imports, itself or through
+    seeder."""
+    names = {m for _, code in blocks for m in IMPORT.findall(code)}
     needs = {n.split(".")[0] if not n.startswith("nvidia.") else "nvidia.dali" for n in names
              if n.split(".")[0] in EXTRAS}
     for name in names:

@@ -1,7 +1,10 @@
-"""Foreign seeding after seeder.init is routed through seeder, or warned once with its call site; the drawn seed is shown.
+"""Seeding calls after seeder.init: frameworks' routed and said once, the rest as they say.
 
-Real Lightning (seed_everything, LightningCLI), transformers (set_seed, Trainer(args.seed)), accelerate and the
-global seeding functions of random, NumPy and torch.
+A framework's run-level seeding is routed through seeder; a dataset's or library's local seeding
+gets its own numbers, silently, with 0 or 2 workers; the user's own call seeds as it says and is
+warned about once with its line. Real Lightning (seed_everything, LightningCLI), transformers
+(set_seed, Trainer(args.seed)), accelerate, datasets, and the global seeding functions of random,
+NumPy and torch. The drawn seed is shown.
 """
 import inspect
 import os
@@ -16,6 +19,7 @@ import pytest
 import torch
 
 import seeder
+from optional import need
 from seeder.errors import SeederWarning
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,15 +73,17 @@ def test_user_seeding_does_what_it_says_and_warns_once_with_its_line(run):
         assert len(caught) == 3, [str(w.message) for w in caught]
         for w, call in zip(caught, ("torch.manual_seed(3)", "random.seed(3)", "np.random.seed(3)")):
             text = str(w.message)
-            assert text.startswith(f"{call} at {__file__}:{line} seeds ") and (w.filename, w.lineno) == (__file__, line)
-            assert f"depends on 3, not on master seed {master}" in text and "remove the call" in text
+            assert text.startswith(f"{call} at {__file__}:{line} seeds ")
+            assert (w.filename, w.lineno) == (__file__, line)
+            assert f"depends on 3, not on master seed {master}" in text
+            assert "remove the call" in text
     run(11)
-    assert _caught(lambda: random.seed(11)) == []  # the master seed: the run still depends on it alone
+    assert _caught(lambda: random.seed(11)) == []  # the master seed: the run depends on it alone
     assert random.random() == random.Random(11).random()
 
 
 def test_allow_lets_frameworks_seed_as_they_say_without_a_warning(run, monkeypatch):
-    seed_everything = pytest.importorskip("lightning.pytorch", reason="needs Lightning").seed_everything
+    seed_everything = need("lightning.pytorch", "seed_everything").seed_everything
 
     monkeypatch.setenv("SEEDER_FOREIGN_SEEDING", "allow")
     run(5)
@@ -87,8 +93,9 @@ def test_allow_lets_frameworks_seed_as_they_say_without_a_warning(run, monkeypat
 
 
 def test_lightning_seed_everything_is_routed_and_said_once(run):
-    """Lightning's seed_everything leaves the run a function of the master seed; one warning names the call."""
-    seed_everything = pytest.importorskip("lightning.pytorch", reason="needs Lightning").seed_everything
+    """Lightning's seed_everything leaves the run a function of the master seed; one warning
+    names the call."""
+    seed_everything = need("lightning.pytorch", "seed_everything").seed_everything
 
     def call(seed):
         seed_everything(seed, verbose=False); seed_everything(seed, verbose=False)  # noqa: E702
@@ -100,8 +107,10 @@ def test_lightning_seed_everything_is_routed_and_said_once(run):
         caught = _caught(lambda: call(seed))
         assert len(caught) == 1, caught
         text = str(caught[0].message)
-        assert text.startswith(f"Lightning's seed_everything({seed}), reached from {__file__}:{line},"), text
-        assert f"they follow master seed {master}" in text and "remove the seed_everything call" in text
+        start = f"Lightning's seed_everything({seed}), reached from {__file__}:{line},"
+        assert text.startswith(start), text
+        assert f"they follow master seed {master}" in text
+        assert "remove the seed_everything call" in text
         results.append(_draws())
     assert results[0] == results[1] != results[2]
 
@@ -135,7 +144,7 @@ def _cli_weights(default):
 
 
 def test_lightning_cli_seed_everything_default_is_routed(run):
-    pytest.importorskip("lightning.pytorch.cli", reason="needs Lightning and its CLI's jsonargparse")
+    need("lightning.pytorch.cli", "LightningCLI")  # jsonargparse too
     run(3)
     a, warned = _cli_weights(1234)
     assert len(warned) == 1 and "seed_everything_default=False" in str(warned[0].message), warned
@@ -149,8 +158,8 @@ def test_lightning_cli_seed_everything_default_is_routed(run):
 
 
 def test_transformers_and_accelerate_set_seed(run):
-    transformers = pytest.importorskip("transformers", reason="needs transformers")
-    accelerate_utils = pytest.importorskip("accelerate.utils", reason="needs accelerate")
+    transformers = need("transformers", "transformers' set_seed")
+    accelerate_utils = need("accelerate.utils", "accelerate's set_seed")
 
     results = []
     for seed in (1, 2):
@@ -164,7 +173,7 @@ def test_transformers_and_accelerate_set_seed(run):
 
 
 def test_trainer_seed_is_warned_and_seeder_trainer_is_not(run, tmp_path):
-    pytest.importorskip("transformers", reason="needs transformers")
+    need("transformers", "a Trainer")
     from transformers import Trainer, TrainingArguments
 
     from seeder.integrations.transformers import SeederTrainer
@@ -213,8 +222,8 @@ def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path,
 
 @pytest.mark.parametrize("dynamo_first", [True, False])
 def test_torch_dynamo_wrapping_manual_seed_keeps_the_watch(dynamo_first):
-    """torch._dynamo wraps torch.manual_seed when it is imported, before or after seeder.init: the user's call still
-    seeds as it says and warns once, naming the line."""
+    """torch._dynamo wraps torch.manual_seed when it is imported, before or after seeder.init:
+    the user's call still seeds as it says and warns once, naming the line."""
     from helpers import run_python
 
     code = ("import warnings, torch, seeder\n"
@@ -225,21 +234,23 @@ def test_torch_dynamo_wrapping_manual_seed_keeps_the_watch(dynamo_first):
             "with warnings.catch_warnings(record=True) as caught:\n"
             "    warnings.simplefilter('always'); torch.manual_seed(3)\n"
             "a = torch.rand(2)\n"
-            "assert torch.equal(a, torch.rand(2, generator=torch.Generator().manual_seed(3))), 'seeds as it says'\n"
+            "g = torch.Generator().manual_seed(3)\n"
+            "assert torch.equal(a, torch.rand(2, generator=g)), 'seeds as it says'\n"
             "print(len(caught), 'torch.manual_seed(3) at <string>:' in str(caught[0].message))\n")
     out = run_python(["-c", code], env={"SEEDER_QUIET": "1"}).stdout.split()
     assert out == ["1", "True"]
 
 
 class FakeData(torch.utils.data.Dataset):
-    """torchvision's ``FakeData``, whose ``__getitem__`` seeds torch's global generator from the sample's index.
+    """torchvision's ``FakeData``: its ``__getitem__`` seeds torch's generator from the index.
 
-    The sample logic of ``torchvision/datasets/fakedata.py`` (pytorch/vision; the same from torchvision 0.9 to 0.28):
-    an index past the end raises ``IndexError``; then ``get_rng_state``, ``torch.manual_seed(index +
-    random_offset)``, an image from ``torch.randn(*image_size)``, a label from ``torch.randint(0, num_classes,
-    size=(1,), dtype=torch.long)[0]``, ``set_rng_state`` back, and ``(image, label.item())``. The conversion to
-    a PIL image and the transforms are left out (torchvision does not install next to torch 2.13 CPU here); they
-    draw nothing.
+    The sample logic of ``torchvision/datasets/fakedata.py`` (pytorch/vision; the same from
+    torchvision 0.9 to 0.28): an index past the end raises ``IndexError``; then
+    ``get_rng_state``, ``torch.manual_seed(index + random_offset)``, an image from
+    ``torch.randn(*image_size)``, a label from ``torch.randint(0, num_classes, size=(1,),
+    dtype=torch.long)[0]``, ``set_rng_state`` back, and ``(image, label.item())``. The
+    conversion to a PIL image and the transforms are left out (torchvision does not install next
+    to torch 2.13 CPU here); they draw nothing.
     """
 
     def __init__(self, size=16, image_size=(3, 4, 4), num_classes=10, random_offset=0):
@@ -267,9 +278,11 @@ def _fake_batches(loader):
 @pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("kind", ["seeder", "torch"])
 def test_fakedata_yields_under_seeder_what_it_yields_without(run, kind, workers):
-    """A dataset seeding from its index gets its own numbers, with 0 or 2 workers; nothing is warned."""
-    plain = _without_seeder(lambda: _fake_batches(torch.utils.data.DataLoader(FakeData(), batch_size=4)))
-    assert len({label for _, labels in plain for label in labels}) > 1  # the samples differ from each other
+    """A dataset seeding from its index gets its own numbers, with 0 or 2 workers; nothing is
+    warned."""
+    plain = _without_seeder(
+        lambda: _fake_batches(torch.utils.data.DataLoader(FakeData(), batch_size=4)))
+    assert len({label for _, labels in plain for label in labels}) > 1  # the samples differ
     run(7)
     seeder.reseed(1, 0)
     if kind == "seeder":
@@ -280,17 +293,18 @@ def test_fakedata_yields_under_seeder_what_it_yields_without(run, kind, workers)
     caught = _caught(lambda: got.extend(_fake_batches(loader)))
     assert [labels for _, labels in got] == [labels for _, labels in plain]
     assert all(torch.equal(a, b) for (a, _), (b, _) in zip(got, plain))
-    assert caught == []  # seeding inside a fetch is the dataset's own: no warning names the loop's line
+    assert caught == []  # seeding inside a fetch is the dataset's: no warning names the loop
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SeederWarning)  # indexed by a test's own line: the user's call
+        warnings.simplefilter("ignore", SeederWarning)  # indexed by the test's line: a user call
         direct = [FakeData()[i] for i in range(16)]
     assert [label for _, label in direct] == [label for _, labels in plain for label in labels]
 
 
 def test_a_library_seeding_locally_gets_its_own_numbers_silently(run):
-    """``datasets``' ``temp_seed`` seeds NumPy's and torch's global RNGs and puts them back: under seeder it draws
-    what it draws without, says nothing, and the run's RNGs stand where they stood."""
-    py_utils = pytest.importorskip("datasets.utils.py_utils", reason="needs the datasets package")
+    """``datasets``' ``temp_seed`` seeds NumPy's and torch's global RNGs and puts them back: under
+    seeder it draws what it draws without, says nothing, and the run's RNGs stand where they
+    stood."""
+    py_utils = need("datasets.utils.py_utils", "datasets' temp_seed")
 
     def local():
         with py_utils.temp_seed(42, set_pytorch=True):
@@ -301,4 +315,5 @@ def test_a_library_seeding_locally_gets_its_own_numbers_silently(run):
     before = np.random.get_state()[1].copy(), torch.get_rng_state()
     got = []
     assert _caught(lambda: got.append(local())) == [] and got == [expected]
-    assert np.array_equal(before[0], np.random.get_state()[1]) and torch.equal(before[1], torch.get_rng_state())
+    assert np.array_equal(before[0], np.random.get_state()[1])
+    assert torch.equal(before[1], torch.get_rng_state())

@@ -79,11 +79,12 @@ def test_register_before_init_is_an_error_and_changes_nothing():
 
 
 def test_init_leaves_other_code_s_seeding_calls_as_they_are(fresh_default):
-    """After init and a reseed, torch.manual_seed(123) / random.seed / np.random.seed seed as they say."""
+    """After init and a reseed, torch.manual_seed(123), random.seed, np.random.seed seed as they
+    say."""
     fresh_default.init(7)
     fresh_default.reseed(0, 0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SeederWarning)  # the user's own call is warned about: not the subject here
+        warnings.simplefilter("ignore", SeederWarning)  # the user's call is warned: not tested here
         torch.manual_seed(123)
         random.seed(123)
         np.random.seed(123)
@@ -107,7 +108,8 @@ def test_seeding_calls_after_init_seed_as_they_say_for_any_seed(seed):
             torch.manual_seed(seed)
             random.seed(seed)
             np.random.seed(seed)
-        assert torch.equal(torch.rand(3), torch.rand(3, generator=torch.Generator().manual_seed(seed)))
+        own = torch.Generator().manual_seed(seed)
+        assert torch.equal(torch.rand(3), torch.rand(3, generator=own))
         assert random.random() == random.Random(seed).random()
         assert np.random.random() == np.random.RandomState(seed).random_sample()
     finally:
@@ -122,4 +124,5 @@ def test_a_bad_seed_raises_as_without_seeder_and_changes_nothing(fresh_default):
         np.random.seed(-1)
     with pytest.raises(ValueError):
         torch.manual_seed(2**70)
-    assert np.array_equal(before[0], np.random.get_state()[1]) and torch.equal(before[1], torch.get_rng_state())
+    assert np.array_equal(before[0], np.random.get_state()[1])
+    assert torch.equal(before[1], torch.get_rng_state())

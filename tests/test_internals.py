@@ -37,8 +37,9 @@ def test_every_entry_names_versions_and_passes_on_this_machine(unchecked):
     for key, item in INTERNALS.items():
         assert item.checked and item.used_for and item.if_changed, key
         package = key.split(":")[0]
-        if not item.per_object and (package in ("torch", "numpy") or importlib.util.find_spec(package)):
-            assert internals.require(key) is True, key  # an optional package's entries where it is installed
+        installed = package in ("torch", "numpy") or importlib.util.find_spec(package)
+        if not item.per_object and installed:  # an optional package's entries where it is there
+            assert internals.require(key) is True, key
 
 
 def test_torch_dataloader_without_get_iterator_raises(unchecked, monkeypatch):

@@ -12,7 +12,7 @@ from seeder import DistributedSampler, SeededDataset, Seeder, SeederWarning
 from optional import need
 from test_loader import BS, MASTER, Noisy
 
-StatefulDataLoader = need("torchdata.stateful_dataloader", "torchdata's StatefulDataLoader").StatefulDataLoader
+StatefulDataLoader = need("torchdata.stateful_dataloader", "StatefulDataLoader").StatefulDataLoader
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
