@@ -52,6 +52,17 @@ ENV_LOCATE_STOP = "SEEDER_LOCATE_STOP"
 RANDOM_OPS = frozenset({"aten::native_dropout", "aten::_fused_dropout", "aten::rrelu_with_noise", "aten::dropout",
                         "aten::feature_dropout", "aten::alpha_dropout", "aten::feature_alpha_dropout"})
 
+#: Operators whose outputs are uninitialised memory: their contents are not the run's data.
+EMPTY_OPS = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                       "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_", "aten::resize_as_"})
+
+
+def _pointer(t: torch.Tensor) -> int:
+    try:
+        return t.data_ptr()
+    except RuntimeError:  # no storage (sparse, a tensor subclass)
+        return 0
+
 
 def ops_path(directory: str, rank: int) -> str:
     """The record file of ``rank`` in ``directory``."""
@@ -62,14 +73,15 @@ def _takes_generator(func: Any) -> bool:
     return any("Generator" in str(a.type) for a in func._schema.arguments)
 
 
-def _op_info(func: Any) -> "tuple[str, bool]":
-    """The operator's name and whether it draws random numbers: some overload of it takes a Generator
-    (``aten::randn.default`` takes none and draws from the default generator, ``randn.generator`` takes one)."""
-    name = func._schema.name
+def _op_info(func: Any) -> "tuple[str, bool, bool]":
+    """The operator's name, whether it draws random numbers (some overload of it takes a Generator:
+    ``aten::randn.default`` takes none and draws from the default generator) and whether it writes an argument."""
+    schema = func._schema
     packet = func.overloadpacket
-    random = name in RANDOM_OPS or _takes_generator(func) or any(
+    random = schema.name in RANDOM_OPS or _takes_generator(func) or any(
         _takes_generator(getattr(packet, o)) for o in packet.overloads())
-    return name, random
+    writes = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+    return schema.name, random, writes
 
 
 class _Modules:
@@ -158,12 +170,13 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self.file = open(ops_path(directory, rank), "w", encoding="utf-8", buffering=1 << 20)
         self.stop_after, self.steps, self.closed = stop_after, 0, False
-        self.infos: Dict[Any, "tuple[str, bool]"] = {}
+        self.infos: Dict[Any, "tuple[str, bool, bool]"] = {}
         self.modules = _Modules(self.write)
         self.pending: List[torch.Tensor] = []  # the last forward operation's outputs, to label their autograd nodes
         self.node = torch._C._current_autograd_node if require("torch:_C._current_autograd_node") else None
         self.last_forward = ("", "")
         self.optimizer = ""  # the class of the optimizer whose step is running
+        self.uninit: set = set()  # data pointers of tensors an EMPTY_OPS operator made and nothing wrote since
         self.step_hooks = [register_optimizer_step_pre_hook(self.before_step),
                            register_optimizer_step_post_hook(self.after_step)]
 
@@ -214,12 +227,12 @@ class Recorder(TorchDispatchMode):
         info = self.infos.get(func)
         if info is None:
             info = self.infos[func] = _op_info(func)
-        name, random = info
+        name, random, writes = info
         if name.startswith("profiler::"):  # record_function markers: no data
             return func(*args, **kwargs)
         flat = tree_flatten((args, kwargs))[0]
         record: Dict[str, Any] = {"k": "op", "op": name,
-                                  "in": [tensor_print(a) for a in flat if isinstance(a, torch.Tensor)],
+                                  "in": [self._print(a) for a in flat if isinstance(a, torch.Tensor)],
                                   "args": "|".join(value_print(a) for a in flat if not isinstance(a, torch.Tensor))}
         if random:
             record.update(self._generator(func, args, kwargs, flat))
@@ -234,12 +247,22 @@ class Recorder(TorchDispatchMode):
                 record.update(data=site.dataset or True)
         out = func(*args, **kwargs)
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        record["out"] = [tensor_print(t) for t in outs]
+        if name in EMPTY_OPS:
+            self.uninit.update(_pointer(t) for t in outs)
+        elif self.uninit:  # written, or new memory where an uninitialised tensor was: data now (a view is not)
+            views = set() if writes else {_pointer(a) for a in flat if isinstance(a, torch.Tensor)}
+            self.uninit.difference_update(p for p in map(_pointer, outs) if p not in views)
+        record["out"] = [self._print(t) for t in outs]
         if node is None:
             self.last_forward = (record["mod"], record["at"])
             self.pending = outs
         self.write(record)
         return out
+
+    def _print(self, t: torch.Tensor) -> str:
+        if self.uninit and _pointer(t) in self.uninit:
+            return f"empty{t.dtype}{tuple(t.shape)}"  # uninitialised memory differs between runs: not data
+        return tensor_print(t)
 
     def close(self) -> None:
         """Stop recording and flush the file (the hooks are removed; the mode stays entered, passing through)."""
