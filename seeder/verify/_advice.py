@@ -126,15 +126,21 @@ def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:
                            "outside seeder) or an augmentation or dataset RNG seeder does not own (a NumPy "
                            "Generator or random.Random made without a seed)"}.get(d.order or "content")
         ds = rec.get("data")
-        source = f" from dataset {ds}" if isinstance(ds, str) and ds else ""
-        entered = short_path(rec.get("at", "")) or "?"
-        lines = [f"{head}: the batch differs{source}, fetched at {entered} "
-                 f"({rec.get('op', 'entering ' + str(rec.get('mod', 'the model')))})",
-                 f"cause: {what}" + _hash(hash_seed),
-                 "fix: " + _hash_fix(hash_seed, "use seeder.DataLoader (or seeder.DistributedSampler and "
-                                     "generator=seeder.dataloader_generator()); draw augmentation from seeded "
-                                     "RNGs (seeder.SeededDataset, or np.random.default_rng(seeder.sample_seed(...)))")]
-        return lines
+        fed = (f" fed to {d.batch.get('mod', 'the model')} at {short_path(d.batch.get('at', '')) or '?'}"
+               if d.batch else "")
+        if rec.get("k") == "batch":
+            entered = "before any operation on it"
+        else:
+            source = f" in dataset {ds}" if isinstance(ds, str) and ds else ""
+            entered = f"first seen at {_where(rec)}{source}"
+        fix = ("use seeder.DataLoader (or seeder.DistributedSampler and generator=seeder.dataloader_generator())"
+               if d.order == "order" else
+               "use seeder.DataLoader (or seeder.DistributedSampler and generator=seeder.dataloader_generator()); "
+               "draw augmentation from seeded RNGs (seeder.SeededDataset, or "
+               "np.random.default_rng(seeder.sample_seed(...)))")
+        return [f"{head}: the batch{fed} differs, {entered}",
+                f"cause: {what}" + _hash(hash_seed),
+                "fix: " + _hash_fix(hash_seed, fix)]
     return [f"{head}: input {d.input} of {_where(rec)} differs, and no earlier operation made it",
             "cause: a tensor made from a value outside torch's operations differs: Python or NumPy data, a "
             "value from the clock (time.time) or the OS (os.urandom, a process id)" + _hash(hash_seed),

@@ -43,6 +43,7 @@ class Difference:
     other: Dict[str, Any] = field(default_factory=dict)  #: run B's record
     input: int = -1  #: for ``input`` and ``batch``: which tensor input differs
     order: str = ""  #: for ``batch``: ``'order'`` (same samples, another order), ``'content'`` or ``''``
+    batch: Dict[str, Any] = field(default_factory=dict)  #: for ``batch``: run A's record of it entering the model
     records: int = 0  #: records compared
 
 
@@ -105,7 +106,7 @@ def first_difference(a: Iterable[Dict[str, Any]], b: Iterable[Dict[str, Any]]) -
             return d
         if ra["k"] == "batch":
             j = next((j for j, (x, y) in enumerate(zip(ra["in"], rb["in"])) if x != y), 0)
-            d.kind, d.input, d.order = "batch", j, _order(ra, rb, j)
+            d.kind, d.input, d.order, d.batch = "batch", j, _order(ra, rb, j), ra
             return d
         if ra["k"] != "op":
             return d
@@ -116,17 +117,17 @@ def first_difference(a: Iterable[Dict[str, Any]], b: Iterable[Dict[str, Any]]) -
             diff = [j for j, (x, y) in enumerate(zip(ra["in"], rb["in"])) if x != y]
             d.input = diff[0] if diff else -1
             if ra.get("data"):  # while a batch is fetched (a collate's stack, a dataset's own operations)
-                d.kind = "batch"
+                na, nb = _next_batch(ia), _next_batch(ib)
+                d.kind, d.batch = "batch", na or {}
                 d.order = _order(ra, rb, d.input) if ra["op"] in ("aten::stack", "aten::cat") else ""
                 if not d.order:
-                    na, nb = _next_batch(ia), _next_batch(ib)
                     d.order = _order(na, nb, 0) if na and nb else "content"
             else:  # a tensor no recorded operation made, or changed outside them
                 d.kind = "input"
                 if ra["op"] != "aten::lift_fresh":  # not torch.tensor(data): is it the batch, on its way in?
                     na, nb = _next_batch(ia), _next_batch(ib)
                     if na and nb and na["in"] != nb["in"] and ra["in"][d.input] not in made_a:
-                        d.kind, d.order = "batch", _order(na, nb, 0)
+                        d.kind, d.order, d.batch = "batch", _order(na, nb, 0), na
             return d
         if ra["out"] != rb["out"]:
             d.kind = "kernel"
