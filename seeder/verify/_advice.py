@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Dict, List, Optional
 
 from ._compare import Difference
@@ -70,6 +71,11 @@ def short_path(line: str) -> str:
         return line
     rel = os.path.relpath(path)
     return f"{rel}:{num}" if not rel.startswith("..") else line
+
+
+def _short_paths(text: str) -> str:
+    """``Name (/abs/path.py:12, __getitem__)`` with the path as :func:`short_path` gives it."""
+    return re.sub(r"\((\S+:\d+),", lambda m: f"({short_path(m.group(1))},", text)
 
 
 def _where(rec: Dict[str, Any]) -> str:
@@ -131,7 +137,7 @@ def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:
         if rec.get("k") == "batch":
             entered = "before any operation on it"
         else:
-            source = f" in dataset {ds}" if isinstance(ds, str) and ds else ""
+            source = f" in dataset {_short_paths(ds)}" if isinstance(ds, str) and ds else ""
             entered = f"first seen at {_where(rec)}{source}"
         fix = ("use seeder.DataLoader (or seeder.DistributedSampler and generator=seeder.dataloader_generator())"
                if d.order == "order" else
