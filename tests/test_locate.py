@@ -109,6 +109,22 @@ def test_identical_runs_locate_nothing_and_a_given_step_skips_the_first_runs(tmp
     assert [r["n"] for r in ops if r["k"] == "step"] == [1, 2]  # the run ended after the step asked for
 
 
+@pytest.mark.slow
+def test_verify_locate_names_the_cause_in_its_output_and_report(tmp_path, handed_off):
+    out = tmp_path / "v"
+    proc = run_python(["-m", "seeder", "verify", "--locate", "--epochs", "2", "--repeats", "2", "--no-mid-epoch",
+                       "--no-figures", "--no-progress", "--out", str(out), "--", sys.executable, str(SCRIPT),
+                       "--cause", "urandom-sum"], env={"SEEDER_QUIET": "1", **handed_off}, check=False, timeout=400)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "FAIL" and report["locate"]["kind"] == "kernel"
+    assert report["locate"]["step_from"] == "given"  # from the seeded runs' own records: no runs to find it
+    first = f"locate_toy::shuffled_sum in model.pool (forward) at {line_of('x + torch.ops.locate_toy')}"
+    assert "first difference (seeder locate):" in proc.stdout and first in proc.stdout
+    assert "## The first difference (seeder locate)" in (out / "report.md").read_text()
+    assert sorted(os.listdir(out / "locate" / "runs")) == ["ops-a", "ops-b"]
+
+
 @pytest.mark.cuda
 @pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)

@@ -33,9 +33,10 @@ from ..env.safefile import write_file
 from ._advice import HASH_SEED_CAUSES, explain
 from ._compare import Difference, first_difference, read_records
 from .runner import RunFailed, RunSpec, run_all
+from .seederstops import STEPS_NAME
 from .workdirs import absolute_command, base_environment
 
-__all__ = ["LocateConfig", "locate", "first_differing_step", "MARKER"]
+__all__ = ["LocateConfig", "locate", "first_differing_step", "locate_after_verify", "MARKER"]
 
 #: The file that marks an output directory as seeder locate's (a later run may replace it).
 MARKER = ".seeder-locate"
@@ -200,3 +201,44 @@ def _finish(out: Path, report: Dict[str, Any]) -> Dict[str, Any]:
     write_file(out, "report.md", text.encode(), 0o644)
     write_file(out, "report.json", (json.dumps(report, indent=1, default=str) + "\n").encode(), 0o644)
     return report
+
+
+def locate_after_verify(report: Dict[str, Any], out: Path, timeout: Optional[float] = None) -> List[str]:
+    """``seeder verify --locate``: when the seeded runs differ, locate the first difference of run ``full-0``'s command.
+
+    The first differing optimizer step comes from the seeded runs' per-step records; the
+    localisation runs go to ``OUT/locate/``. The lines are added to ``report.json``
+    (``"locate"``) and to ``report.md``.
+
+    Args:
+        report: what :func:`seeder.verify.verify` returned.
+        out: its output directory.
+        timeout: fail a localisation run that takes longer (seconds).
+
+    Returns:
+        The lines of the localisation (none when the seeded runs agree).
+    """
+    check = next((c for c in report.get("checks", []) if c["name"] == "reproducible"), None)
+    if check is None or check["status"] != "FAIL":
+        return []
+    runs = {r["name"]: r for r in report["runs"]}
+    full = [Path(out) / "runs" / name for name in sorted(runs) if name.startswith("full-")]
+    step = None
+    for other in full[1:]:
+        step, _, identical = first_differing_step(full[0] / STEPS_NAME, other / STEPS_NAME)
+        if step is not None or not identical:
+            break
+    recorded = json.loads((full[0] / "run.json").read_text(encoding="utf-8"))
+    env = {k: v.replace(str(full[0]), "{workdir}") for k, v in (recorded.get("env") or {}).items()
+           if k not in ("SEEDER_STEPS", "SEEDER_TRACE")}  # verify's own records: not needed once the step is known
+    seed = runs["full-0"].get("master_seed")
+    result = locate(LocateConfig(command=list(runs["full-0"]["argv"]), out=Path(out) / "locate",
+                                 seed=seed if seed is not None else 42, step=step, env=env, timeout=timeout))
+    report["locate"] = result
+    from .session import write_json  # the report's own writer (strict JSON, secrets redacted)
+
+    write_json(Path(out) / "report.json", report)
+    md = (Path(out) / "report.md").read_text(encoding="utf-8")
+    md += "\n## The first difference (seeder locate)\n\n" + "\n".join(f"- {line}" for line in result["lines"]) + "\n"
+    write_file(Path(out), "report.md", md.encode(), 0o644)
+    return list(result["lines"])

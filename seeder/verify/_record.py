@@ -16,12 +16,12 @@ Nothing here runs without ``$SEEDER_LOCATE``.
 
 Example:
     >>> import json, os, tempfile, torch
-    >>> d = tempfile.mkdtemp(); rec = Recorder(d)
+    >>> d = tempfile.mkdtemp(); net = torch.nn.Linear(2, 1); x = torch.ones(2); rec = Recorder(d)
     >>> with rec:
-    ...     y = torch.nn.Linear(2, 1)(torch.ones(2)).sum()
+    ...     y = net(x).sum()
     >>> rec.close(); ops = [json.loads(line) for line in open(os.path.join(d, "ops.rank0.jsonl"))]
-    >>> [r.get("op") for r in ops][-1], ops[0]["k"]
-    ('aten::sum', 'batch')
+    >>> [(r["k"], r.get("op"), r.get("mod")) for r in ops]
+    [('batch', None, 'net'), ('op', 'aten::view', 'net'), ('op', 'aten::t', 'net'), ('op', 'aten::addmm', 'net'), ('op', 'aten::view', 'net'), ('op', 'aten::sum', '')]
 """
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ from typing import Any, Dict, List, Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-from torch.utils._pytree import tree_flatten
 
 from ..internals import require
 from ._fingerprint import default_generator, generator_print, row_prints, tensor_print, value_print
@@ -67,6 +66,15 @@ def _pointer(t: torch.Tensor) -> int:
 def ops_path(directory: str, rank: int) -> str:
     """The record file of ``rank`` in ``directory``."""
     return os.path.join(directory, f"ops.rank{rank}.jsonl")
+
+
+def _flatten(obj: Any) -> List[Any]:
+    """The leaves of nested lists, tuples and dicts (an operator's arguments and results), in order."""
+    if isinstance(obj, (list, tuple)):
+        return [leaf for item in obj for leaf in _flatten(item)]
+    if isinstance(obj, dict):
+        return [leaf for item in obj.values() for leaf in _flatten(item)]
+    return [obj]
 
 
 def _takes_generator(func: Any) -> bool:
@@ -129,7 +137,7 @@ class _Modules:
 
     @staticmethod
     def _batch(root: str, args: Any) -> Dict[str, Any]:
-        tensors = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)]
+        tensors = [t for t in _flatten(args) if isinstance(t, torch.Tensor)]
         return {"k": "batch", "mod": root, "at": user_site().line, "in": [tensor_print(t) for t in tensors],
                 "rows": [row_prints(t) for t in tensors]}
 
@@ -194,7 +202,7 @@ class Recorder(TorchDispatchMode):
         if self.stop_after is not None and self.steps >= self.stop_after:
             self.close()
             logger.info("seeder locate: stopped after step %d", self.steps)
-            os._exit(0)  # a localisation run ends at the step asked for; nothing after it is needed
+            raise SystemExit(0)  # a localisation run ends at the step asked for; nothing after it is needed
 
     def _label(self) -> None:
         """Give the autograd nodes the last forward operation made its module and line (read back in backward)."""
@@ -230,7 +238,7 @@ class Recorder(TorchDispatchMode):
         name, random, writes = info
         if name.startswith("profiler::"):  # record_function markers: no data
             return func(*args, **kwargs)
-        flat = tree_flatten((args, kwargs))[0]
+        flat = _flatten((args, kwargs))
         record: Dict[str, Any] = {"k": "op", "op": name,
                                   "in": [self._print(a) for a in flat if isinstance(a, torch.Tensor)],
                                   "args": "|".join(value_print(a) for a in flat if not isinstance(a, torch.Tensor))}
@@ -246,7 +254,7 @@ class Recorder(TorchDispatchMode):
             if site.in_data:
                 record.update(data=site.dataset or True)
         out = func(*args, **kwargs)
-        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        outs = [t for t in _flatten(out) if isinstance(t, torch.Tensor)]
         if name in EMPTY_OPS:
             self.uninit.update(_pointer(t) for t in outs)
         elif self.uninit:  # written, or new memory where an uninitialised tensor was: data now (a view is not)
