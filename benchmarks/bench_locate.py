@@ -1,4 +1,4 @@
-"""The cost of ``seeder locate``'s fingerprints per training step: a small transformer and a small CNN.
+"""The cost of ``seeder locate``'s fingerprints per step: a small transformer and a small CNN.
 
 For each model, one process trains steps (forward, loss, backward, Adam step) without and
 with seeder locate's recorder (every tensor operation's inputs and outputs fingerprinted,
@@ -10,6 +10,7 @@ step: this is what those runs pay, not what training pays.
 
 Run: ``python benchmarks/bench_locate.py [--device cpu|cuda] [--rounds N] [--steps N]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from seeder.verify._record import Recorder  # noqa: E402
 
 
-def transformer(device: str) -> Tuple[torch.nn.Module, Callable[[], Tuple[torch.Tensor, torch.Tensor]]]:
-    """A 2-layer encoder (d_model 64, 4 heads) over 16 sequences of 32 tokens from a vocabulary of 1000."""
+def transformer(
+    device: str,
+) -> Tuple[torch.nn.Module, Callable[[], Tuple[torch.Tensor, torch.Tensor]]]:
+    """A 2-layer encoder (d_model 64, 4 heads), 16 sequences of 32 tokens, vocabulary 1000."""
+
     class Model(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -52,11 +56,19 @@ def transformer(device: str) -> Tuple[torch.nn.Module, Callable[[], Tuple[torch.
 
 
 def cnn(device: str) -> Tuple[torch.nn.Module, Callable[[], Tuple[torch.Tensor, torch.Tensor]]]:
-    """Two conv + batch norm + ReLU + pool blocks and a linear head over 32 images of 3x32x32, 10 classes."""
+    """Two conv + batch norm + ReLU + pool blocks and a linear head; 32 images of 3x32x32."""
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(32 * 8 * 8, 10)).to(device)
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1),
+        torch.nn.BatchNorm2d(32),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32 * 8 * 8, 10),
+    ).to(device)
 
     def batch() -> Tuple[torch.Tensor, torch.Tensor]:
         return torch.randn(32, 3, 32, 32, device=device), torch.randint(0, 10, (32,), device=device)
@@ -81,7 +93,7 @@ def step_fn(model: torch.nn.Module, batch: Callable, device: str) -> Callable[[]
 
 
 def timed(step: Callable[[], None], steps: int, record_dir: str = "") -> Tuple[float, int, int]:
-    """ms/step over ``steps`` steps (with the recorder when ``record_dir``), operations and bytes recorded."""
+    """ms/step over ``steps`` steps (recorded into ``record_dir`` if given), ops and bytes."""
     rec = Recorder(record_dir) if record_dir else None
     if rec is not None:
         rec.__enter__()
@@ -126,10 +138,16 @@ def main(argv: List[str] = None) -> None:
         return
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, python {sys.version.split()[0]}, device {args.device}, "
-          f"{args.threads} thread(s); median of {args.rounds} rounds x {args.steps} steps, rounds alternating")
-    print(f"{'model':12s} {'baseline ms/step':>17s} {'fingerprinted':>14s} {'ratio':>7s} {'ops/step':>9s} "
-          f"{'KiB/step':>9s} {'heap KiB base/fp':>17s} {'dev MiB base/fp':>16s}")
+    print(
+        f"torch {torch.__version__}, python {sys.version.split()[0]}, device {args.device}, "
+        f"{args.threads} thread(s); median of {args.rounds} rounds x {args.steps} steps, rounds "
+        "alternating"
+    )
+    print(
+        f"{'model':12s} {'baseline ms/step':>17s} {'fingerprinted':>14s} {'ratio':>7s} "
+        f"{'ops/step':>9s} "
+        f"{'KiB/step':>9s} {'heap KiB base/fp':>17s} {'dev MiB base/fp':>16s}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name, build in (("transformer", transformer), ("cnn", cnn)):
             model, batch = build(args.device)
@@ -144,8 +162,10 @@ def main(argv: List[str] = None) -> None:
                 times["fp"].append(ms)
             base, fp = statistics.median(times["base"]), statistics.median(times["fp"])
             (hb, db), (hf, df) = peak(step), peak(step, tmp)
-            print(f"{name:12s} {base:17.2f} {fp:14.2f} {fp / base:7.1f} {ops // args.steps:9d} "
-                  f"{size / args.steps / 1024:9.0f} {hb:8.0f}/{hf:<8.0f} {db:7.1f}/{df:<8.1f}")
+            print(
+                f"{name:12s} {base:17.2f} {fp:14.2f} {fp / base:7.1f} {ops // args.steps:9d} "
+                f"{size / args.steps / 1024:9.0f} {hb:8.0f}/{hf:<8.0f} {db:7.1f}/{df:<8.1f}"
+            )
             print(f"RATIO fingerprinted / baseline ms per step [{name}] = {fp / base:.2f}")
 
 

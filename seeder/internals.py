@@ -161,7 +161,9 @@ def _dispatch_mode(_: Any) -> Optional[str]:
         from torch.utils._python_dispatch import TorchDispatchMode
     except ImportError:
         return "torch.utils._python_dispatch.TorchDispatchMode is gone"
-    return None if hasattr(TorchDispatchMode, "__torch_dispatch__") else "TorchDispatchMode has no __torch_dispatch__"
+    if hasattr(TorchDispatchMode, "__torch_dispatch__"):
+        return None
+    return "TorchDispatchMode has no __torch_dispatch__"
 
 
 def _autograd_node(_: Any) -> Optional[str]:
@@ -193,13 +195,16 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
     Internal("torch", "CPUGeneratorImplState", "seeder.rngs_torch reads a CPU generator state's fields to refuse "
              "contents torch accepts but no generator reaches (all-zero key, NaN cached normal)", _TORCH,
              "torch's own set_state check only (is_valid), on a spare generator", _cpu_generator_layout),
-    Internal("torch", "utils._python_dispatch.TorchDispatchMode", "seeder.verify._record: seeder locate's "
-             "localisation runs fingerprint every tensor operation", _TORCH, "raises", _dispatch_mode),
-    Internal("torch", "_C._current_autograd_node", "seeder.verify._record: the autograd node a backward operation "
-             "belongs to, for its module and line", _TORCH, "backward operations are named without their module",
+    Internal("torch", "utils._python_dispatch.TorchDispatchMode",
+             "seeder.verify._record: seeder locate's localisation runs fingerprint every tensor "
+             "operation", _TORCH, "raises", _dispatch_mode),
+    Internal("torch", "_C._current_autograd_node",
+             "seeder.verify._record: the autograd node a backward operation belongs to, for its "
+             "module and line", _TORCH, "backward operations are named without their module",
              _autograd_node),
-    Internal("torch", "OpOverload._schema", "seeder.verify._record: an operator's name and whether it takes a "
-             "Generator (draws random numbers)", _TORCH, "raises", _op_schema),
+    Internal("torch", "OpOverload._schema",
+             "seeder.verify._record: an operator's name and whether it takes a Generator (draws "
+             "random numbers)", _TORCH, "raises", _op_schema),
     Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object, for its fast state access",
              _NUMPY, "raises", _numpy_global),
     Internal("numpy", "RandomState gauss cache offset", "seeder.fastrng reads the Gaussian cache at a memory offset "

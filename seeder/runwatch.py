@@ -26,7 +26,7 @@ def after_init(seeder: Any) -> None:
         return
     foreign.watch(seeder)
     stepwatch.watch(seeder)
-    if os.environ.get("SEEDER_LOCATE"):  # a localisation run of seeder locate: torch is imported only then
+    if os.environ.get("SEEDER_LOCATE"):  # seeder locate's runs only: torch imported only then
         from .verify._record import start
 
         start(seeder)

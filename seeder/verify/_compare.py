@@ -16,12 +16,14 @@ differs says what kind of thing parted them:
 * ``none``: no difference in what was recorded.
 
 Example:
-    >>> a = [{"k": "op", "op": "aten::add", "in": ["1", "2"], "args": "", "ph": "f", "mod": "m", "at": "t.py:3",
+    >>> a = [{"k": "op", "op": "aten::add", "in": ["1", "2"], "args": "", "ph": "f", "mod": "m",
+    ...       "at": "t.py:3",
     ...       "out": ["3"]}]
     >>> b = [dict(a[0], out=["4"])]
     >>> f = first_difference(a, b); f.kind, f.record["op"], f.index
     ('kernel', 'aten::add', 0)
 """
+
 from __future__ import annotations
 
 import json
@@ -42,13 +44,17 @@ class Difference:
     record: Dict[str, Any] = field(default_factory=dict)  #: run A's record
     other: Dict[str, Any] = field(default_factory=dict)  #: run B's record
     input: int = -1  #: for ``input`` and ``batch``: which tensor input differs
-    order: str = ""  #: for ``batch``: ``'order'`` (same samples, another order), ``'content'`` or ``''``
-    batch: Dict[str, Any] = field(default_factory=dict)  #: for ``batch``: run A's record of it entering the model
+    order: str = (
+        ""  #: for ``batch``: ``'order'`` (same samples, another order), ``'content'`` or ``''``
+    )
+    batch: Dict[str, Any] = field(
+        default_factory=dict
+    )  #: for ``batch``: run A's record of it entering the model
     records: int = 0  #: records compared
 
 
 def read_records(path: str) -> Iterator[Dict[str, Any]]:
-    """The records of one run's ``ops.rank<R>.jsonl`` (a last line cut short by the stop is dropped)."""
+    """The records of one run's ``ops.rank<R>.jsonl`` (a last line cut short is dropped)."""
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             try:
@@ -58,7 +64,7 @@ def read_records(path: str) -> Iterator[Dict[str, Any]]:
 
 
 def _samples(records: List[Dict[str, Any]], j: int) -> List[str]:
-    """The per-sample fingerprints of the differing tensor: a batch record's rows, or a collate's inputs."""
+    """The per-sample fingerprints of a differing tensor: a batch's rows, or a collate's inputs."""
     rec = records[0]
     if rec.get("k") == "batch":
         rows = rec.get("rows") or []
@@ -116,15 +122,21 @@ def first_difference(a: Iterable[Dict[str, Any]], b: Iterable[Dict[str, Any]]) -
         if ra["in"] != rb["in"] or ra["args"] != rb["args"]:
             diff = [j for j, (x, y) in enumerate(zip(ra["in"], rb["in"])) if x != y]
             d.input = diff[0] if diff else -1
-            if ra.get("data"):  # while a batch is fetched (a collate's stack, a dataset's own operations)
+            if ra.get(
+                "data"
+            ):  # while a batch is fetched (a collate's stack, a dataset's own operations)
                 na, nb = _next_batch(ia), _next_batch(ib)
                 d.kind, d.batch = "batch", na or {}
-                d.order = _order(ra, rb, d.input) if ra["op"] in ("aten::stack", "aten::cat") else ""
+                d.order = (
+                    _order(ra, rb, d.input) if ra["op"] in ("aten::stack", "aten::cat") else ""
+                )
                 if not d.order:
                     d.order = _order(na, nb, 0) if na and nb else "content"
             else:  # a tensor no recorded operation made, or changed outside them
                 d.kind = "input"
-                if ra["op"] != "aten::lift_fresh":  # not torch.tensor(data): is it the batch, on its way in?
+                if (
+                    ra["op"] != "aten::lift_fresh"
+                ):  # not torch.tensor(data): is it the batch, on its way in?
                     na, nb = _next_batch(ia), _next_batch(ib)
                     if na and nb and na["in"] != nb["in"] and ra["in"][d.input] not in made_a:
                         d.kind, d.order, d.batch = "batch", _order(na, nb, 0), na
@@ -132,5 +144,6 @@ def first_difference(a: Iterable[Dict[str, Any]], b: Iterable[Dict[str, Any]]) -
         if ra["out"] != rb["out"]:
             d.kind = "kernel"
             return d
-        return d  # same operation, inputs and outputs, another module or line: the runs took another path
+        # the same operation, inputs and outputs, in another module or line: another path
+        return d
     return Difference("none", records=i + 1 if i else 0, step=step)

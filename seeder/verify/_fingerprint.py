@@ -12,11 +12,13 @@ fingerprint does not depend on the order the device adds in.
 Example:
     >>> import torch
     >>> a = torch.arange(6.0).reshape(2, 3)
-    >>> tensor_print(a) == tensor_print(a.clone()), tensor_print(a) == tensor_print(a.t().contiguous())
+    >>> b = a.t().contiguous()
+    >>> tensor_print(a) == tensor_print(a.clone()), tensor_print(a) == tensor_print(b)
     (True, False)
     >>> len(row_prints(a)), row_prints(a)[0] == tensor_print(a[0])
     (2, True)
 """
+
 from __future__ import annotations
 
 import zlib
@@ -24,16 +26,17 @@ from typing import Any, List, Optional
 
 import torch
 
+__all__ = ["tensor_print", "row_prints", "value_print", "generator_print", "default_generator"]
+
 try:
     import xxhash
 
     def _bytes_print(data: memoryview, head: bytes) -> str:
         return xxhash.xxh3_64_hexdigest(data, seed=zlib.crc32(head))
 except ImportError:  # the standard library's CRC-32: the same guarantees, slower
+
     def _bytes_print(data: memoryview, head: bytes) -> str:
         return f"{zlib.crc32(data, zlib.crc32(head)):08x}"
-
-__all__ = ["tensor_print", "row_prints", "value_print", "generator_print", "default_generator"]
 
 #: Row fingerprints are taken for at most this many rows of a batch tensor (the first rows).
 MAX_ROWS = 4096
@@ -44,13 +47,13 @@ def _header(t: torch.Tensor) -> bytes:
 
 
 def tensor_print(t: torch.Tensor) -> str:
-    """The fingerprint of a tensor's dtype, shape and bytes (``'?'`` for one whose bytes cannot be read).
+    """The fingerprint of a tensor's dtype, shape and bytes.
 
     Args:
-        t: any tensor (strided; sparse, meta and other layouts give a fingerprint of the shape only).
+        t: any tensor (sparse, meta and other layouts: a fingerprint of the shape only).
 
     Returns:
-        Hex digits on the CPU, ``'<header>:<sum>:<weighted sum>'`` in hex for an accelerator's tensor.
+        Hex digits on the CPU; ``'<header>:<sum>:<weighted sum>'`` on an accelerator.
     """
     head = _header(t)
     if t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
@@ -70,9 +73,11 @@ def tensor_print(t: torch.Tensor) -> str:
 
 
 def _device_print(raw: torch.Tensor, head: bytes) -> str:
-    """Two wrapping 64-bit sums over the bytes, computed where the tensor lives (one small copy to the host)."""
+    """Two wrapping 64-bit sums of the bytes, computed where the tensor lives (16 bytes copied)."""
     words = raw.to(torch.int64)
-    weights = torch.arange(1, words.numel() + 1, device=words.device, dtype=torch.int64).mul_(0x9E3779B1)
+    weights = torch.arange(1, words.numel() + 1, device=words.device, dtype=torch.int64).mul_(
+        0x9E3779B1
+    )
     pair = torch.stack([words.sum(), (words * weights).sum()]).tolist()
     return f"{zlib.crc32(head):08x}:{pair[0] & (2**64 - 1):x}:{pair[1] & (2**64 - 1):x}"
 
@@ -91,7 +96,18 @@ def row_prints(t: torch.Tensor) -> List[str]:
     return [tensor_print(t[i]) for i in range(min(t.shape[0], MAX_ROWS))]
 
 
-_SIMPLE = (int, float, bool, str, type(None), complex, torch.dtype, torch.device, torch.layout, torch.memory_format)
+_SIMPLE = (
+    int,
+    float,
+    bool,
+    str,
+    type(None),
+    complex,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+)
 
 
 def value_print(v: Any) -> str:
@@ -124,7 +140,9 @@ def default_generator(device: Optional[torch.device]) -> torch.Generator:
     if device is None or device.type == "cpu":
         return torch.default_generator
     if device.type == "cuda":
-        return torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+        return torch.cuda.default_generators[
+            device.index if device.index is not None else torch.cuda.current_device()
+        ]
     module = getattr(torch, device.type, None)
     gens = getattr(module, "default_generators", None)
     if gens:

@@ -1,4 +1,4 @@
-"""``seeder locate``: run a script twice with one seed and name the first operation or input that parts the runs.
+"""``seeder locate``: two runs with one seed; name the first operation or input that differs.
 
 1. Unless the step is given, two runs with per-step records (``$SEEDER_STEPS``, as under
    ``seeder verify``) give the first optimizer step whose parameters differ.
@@ -19,6 +19,7 @@ Example:
     >>> cfg.validate(); cfg.step
     3
 """
+
 from __future__ import annotations
 
 import json
@@ -50,12 +51,13 @@ class LocateConfig:
     Args:
         command: the training command (a script that calls ``seeder.init``).
         out: the output directory.
-        seed: the master seed of both runs (``$SEEDER_SEED``; a script that passes its own seed keeps it).
-        step: the first optimizer step that differs, when known (``seeder verify`` knows it); ``None``: found first.
+        seed: the master seed of both runs (``$SEEDER_SEED``; a script passing its own keeps it).
+        step: the first optimizer step that differs, when known (``seeder verify`` knows it);
+            ``None``: found by two runs first.
         env: more environment variables for every run.
         cwd: the directory paths in ``command`` are relative to (default: the current one).
         timeout: fail a run that takes longer (seconds).
-        hash_check: re-run with a fixed ``PYTHONHASHSEED`` where a set's or dict's order could be the cause.
+        hash_check: re-run with a fixed ``PYTHONHASHSEED`` where a set's order could be the cause.
     """
 
     command: List[str]
@@ -70,7 +72,9 @@ class LocateConfig:
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
         if not self.command or not all(isinstance(w, str) for w in self.command):
-            raise ValueError("no command given; usage: seeder locate [--seed N] [--step S] -- COMMAND [ARG ...]")
+            raise ValueError(
+                "no command given; usage: seeder locate [--seed N] [--step S] -- COMMAND [ARG ...]"
+            )
         if not is_int(self.seed) or self.seed < 0:
             raise ValueError(f"--seed must be an integer >= 0, got {self.seed!r}")
         if self.step is not None and (not is_int(self.step) or self.step < 1):
@@ -85,26 +89,34 @@ def _prepare_out(out: Path) -> Path:
         raise ValueError(f"output path {out} exists and is not a directory; choose another --out")
     if out.is_dir() and any(out.iterdir()):
         if not (out / MARKER).is_file():
-            raise ValueError(f"output directory {out} is not empty and was not written by seeder locate; "
-                             "choose another --out (or empty it)")
+            raise ValueError(
+                f"output directory {out} is not empty and was not written by seeder locate; "
+                "choose another --out (or empty it)"
+            )
         shutil.rmtree(out / "runs", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     write_file(out, MARKER, b"{}\n", 0o644)
     return out
 
 
-def _specs(cfg: LocateConfig, out: Path, names: Tuple[str, str], extra: Dict[str, str]) -> List[RunSpec]:
+def _specs(
+    cfg: LocateConfig, out: Path, names: Tuple[str, str], extra: Dict[str, str]
+) -> List[RunSpec]:
     base = Path(cfg.cwd or Path.cwd()).resolve()
     specs = []
     for name in names:
         workdir = out / "runs" / name
         env = {**base_environment(base), **cfg.env, "SEEDER_SEED": str(cfg.seed), **extra}
         env = {k: v.replace("{workdir}", str(workdir)) for k, v in env.items()}
-        specs.append(RunSpec(name, absolute_command(cfg.command, base), workdir, env=env, cwd=workdir))
+        specs.append(
+            RunSpec(name, absolute_command(cfg.command, base), workdir, env=env, cwd=workdir)
+        )
     return specs
 
 
-def _run_pair(cfg: LocateConfig, out: Path, names: Tuple[str, str], extra: Dict[str, str]) -> List[Path]:
+def _run_pair(
+    cfg: LocateConfig, out: Path, names: Tuple[str, str], extra: Dict[str, str]
+) -> List[Path]:
     specs = _specs(cfg, out, names, extra)
     for s in specs:
         s.workdir.mkdir(parents=True, exist_ok=True)
@@ -134,7 +146,8 @@ def first_differing_step(a: Path, b: Path) -> Tuple[Optional[int], str, bool]:
         b: run B's records.
 
     Returns:
-        ``(step, why, identical)``: the step (1-based) or ``None``, why, and whether the runs agree throughout.
+        ``(step, why, identical)``: the step (1-based) or ``None``, why, and whether the runs
+        agree throughout.
     """
     (va, da), (vb, db) = _steps(a), _steps(b)
     if not va and not vb:
@@ -143,18 +156,33 @@ def first_differing_step(a: Path, b: Path) -> Tuple[Optional[int], str, bool]:
         if x != y:
             return i + 1, f"the parameters differ after step {i + 1}", False
     if len(va) != len(vb):
-        return min(len(va), len(vb)) + 1, f"one run made {len(va)} steps, the other {len(vb)}", False
+        return (
+            min(len(va), len(vb)) + 1,
+            f"one run made {len(va)} steps, the other {len(vb)}",
+            False,
+        )
     if da != db:
-        return len(va), f"every step agrees but the final digests differ (of {len(va)} steps)", False
-    return None, f"the runs agree at each of {len(va)} steps and end with the same parameters and optimizer state", True
+        return (
+            len(va),
+            f"every step agrees but the final digests differ (of {len(va)} steps)",
+            False,
+        )
+    return (
+        None,
+        f"the runs agree at each of {len(va)} steps and end with the same parameters and optimizer "
+        "state",
+        True,
+    )
 
 
 def _compare(dirs: List[Path]) -> Difference:
     paths = [d / "ops.rank0.jsonl" for d in dirs]
     for p in paths:
         if not p.is_file():
-            raise RuntimeError(f"{p.parent.name} recorded no operations ({p} is missing): the command must call "
-                               "seeder.init (the recorder starts there)")
+            raise RuntimeError(
+                f"{p.parent.name} recorded no operations ({p} is missing): the command must call "
+                "seeder.init (the recorder starts there)"
+            )
     return first_difference(read_records(str(paths[0])), read_records(str(paths[1])))
 
 
@@ -173,15 +201,27 @@ def locate(cfg: LocateConfig) -> Dict[str, Any]:
     """
     cfg.validate()
     out = _prepare_out(cfg.out)
-    report: Dict[str, Any] = {"command": list(cfg.command), "seed": cfg.seed, "step": cfg.step,
-                              "step_from": "given" if cfg.step is not None else None}
+    report: Dict[str, Any] = {
+        "command": list(cfg.command),
+        "seed": cfg.seed,
+        "step": cfg.step,
+        "step_from": "given" if cfg.step is not None else None,
+    }
     step = cfg.step
     if step is None:
-        dirs = _run_pair(cfg, out, ("steps-a", "steps-b"), {"SEEDER_STEPS": "{workdir}/steps.jsonl"})
-        step, why, identical = first_differing_step(dirs[0] / "steps.jsonl", dirs[1] / "steps.jsonl")
+        dirs = _run_pair(
+            cfg, out, ("steps-a", "steps-b"), {"SEEDER_STEPS": "{workdir}/steps.jsonl"}
+        )
+        step, why, identical = first_differing_step(
+            dirs[0] / "steps.jsonl", dirs[1] / "steps.jsonl"
+        )
         report.update(step=step, step_from=why)
         if identical:
-            report.update(differs=False, kind="identical", lines=[f"the two runs are identical: {why}; nothing to locate"])
+            report.update(
+                differs=False,
+                kind="identical",
+                lines=[f"the two runs are identical: {why}; nothing to locate"],
+            )
             return _finish(out, report)
     stop = {} if step is None else {"SEEDER_LOCATE_STOP": str(step)}
     located = {"SEEDER_LOCATE": "{workdir}", **stop}
@@ -189,22 +229,36 @@ def locate(cfg: LocateConfig) -> Dict[str, Any]:
     hash_seed = None
     env_hash = cfg.env.get("PYTHONHASHSEED", os.environ.get("PYTHONHASHSEED"))
     if cfg.hash_check and d.kind in HASH_SEED_CAUSES and env_hash in (None, "random"):
-        fixed = _compare(_run_pair(cfg, out, ("hash-a", "hash-b"), {**located, "PYTHONHASHSEED": _HASH_SEED}))
+        fixed = _compare(
+            _run_pair(cfg, out, ("hash-a", "hash-b"), {**located, "PYTHONHASHSEED": _HASH_SEED})
+        )
         hash_seed = fixed.kind == "none" or fixed.index > d.index
-    report.update(differs=d.kind != "none", kind=d.kind, hash_seed=hash_seed, lines=explain(d, hash_seed),
-                  operation=d.index + 1, at_step=d.step, record=d.record, other=d.other)
+    report.update(
+        differs=d.kind != "none",
+        kind=d.kind,
+        hash_seed=hash_seed,
+        lines=explain(d, hash_seed),
+        operation=d.index + 1,
+        at_step=d.step,
+        record=d.record,
+        other=d.other,
+    )
     return _finish(out, report)
 
 
 def _finish(out: Path, report: Dict[str, Any]) -> Dict[str, Any]:
     text = "# seeder locate\n\n" + "\n".join(f"- {line}" for line in report["lines"]) + "\n"
     write_file(out, "report.md", text.encode(), 0o644)
-    write_file(out, "report.json", (json.dumps(report, indent=1, default=str) + "\n").encode(), 0o644)
+    write_file(
+        out, "report.json", (json.dumps(report, indent=1, default=str) + "\n").encode(), 0o644
+    )
     return report
 
 
-def locate_after_verify(report: Dict[str, Any], out: Path, timeout: Optional[float] = None) -> List[str]:
-    """``seeder verify --locate``: when the seeded runs differ, locate the first difference of run ``full-0``'s command.
+def locate_after_verify(
+    report: Dict[str, Any], out: Path, timeout: Optional[float] = None
+) -> List[str]:
+    """``seeder verify --locate``: when the seeded runs differ, locate their first difference.
 
     The first differing optimizer step comes from the seeded runs' per-step records; the
     localisation runs go to ``OUT/locate/``. The lines are added to ``report.json``
@@ -229,16 +283,31 @@ def locate_after_verify(report: Dict[str, Any], out: Path, timeout: Optional[flo
         if step is not None or not identical:
             break
     recorded = json.loads((full[0] / "run.json").read_text(encoding="utf-8"))
-    env = {k: v.replace(str(full[0]), "{workdir}") for k, v in (recorded.get("env") or {}).items()
-           if k not in ("SEEDER_STEPS", "SEEDER_TRACE")}  # verify's own records: not needed once the step is known
+    env = {
+        k: v.replace(str(full[0]), "{workdir}")
+        for k, v in (recorded.get("env") or {}).items()
+        if k not in ("SEEDER_STEPS", "SEEDER_TRACE")
+    }  # verify's own records: not needed once the step is known
     seed = runs["full-0"].get("master_seed")
-    result = locate(LocateConfig(command=list(runs["full-0"]["argv"]), out=Path(out) / "locate",
-                                 seed=seed if seed is not None else 42, step=step, env=env, timeout=timeout))
+    result = locate(
+        LocateConfig(
+            command=list(runs["full-0"]["argv"]),
+            out=Path(out) / "locate",
+            seed=seed if seed is not None else 42,
+            step=step,
+            env=env,
+            timeout=timeout,
+        )
+    )
     report["locate"] = result
     from .session import write_json  # the report's own writer (strict JSON, secrets redacted)
 
     write_json(Path(out) / "report.json", report)
     md = (Path(out) / "report.md").read_text(encoding="utf-8")
-    md += "\n## The first difference (seeder locate)\n\n" + "\n".join(f"- {line}" for line in result["lines"]) + "\n"
+    md += (
+        "\n## The first difference (seeder locate)\n\n"
+        + "\n".join(f"- {line}" for line in result["lines"])
+        + "\n"
+    )
     write_file(Path(out), "report.md", md.encode(), 0o644)
     return list(result["lines"])

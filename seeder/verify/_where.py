@@ -12,6 +12,7 @@ Example:
     >>> here.line.startswith("<doctest") or ":" in here.line, here.in_data
     (True, False)
 """
+
 from __future__ import annotations
 
 import inspect
@@ -35,8 +36,11 @@ _kinds: Dict[str, "tuple[bool, bool]"] = {}
 def _kind(filename: str) -> "tuple[bool, bool]":
     k = _kinds.get(filename)
     if k is None:
-        skipped = (filename.startswith((_TORCH_DIR, _SEEDER_DIR)) or filename.startswith("<frozen")
-                   or os.path.basename(filename) in ("contextlib.py", "functools.py"))
+        skipped = (
+            filename.startswith((_TORCH_DIR, _SEEDER_DIR))
+            or filename.startswith("<frozen")
+            or os.path.basename(filename) in ("contextlib.py", "functools.py")
+        )
         k = _kinds[filename] = (skipped, filename.startswith((_DATA_DIR, _SEEDER_DATA_DIR)))
     return k
 
@@ -47,7 +51,8 @@ class Site:
 
     line: str  #: ``path:line`` of the innermost frame outside torch and seeder ('' if none)
     in_data: bool  #: a frame of torch's (or seeder's) data loading is on the stack
-    dataset: str = ""  #: the dataset being fetched from, when ``in_data`` (its class, file and ``__getitem__`` line)
+    #: the dataset fetched from, when ``in_data`` (its class, file and ``__getitem__`` line)
+    dataset: str = ""
 
 
 def user_site(depth: int = 1) -> Site:
@@ -103,7 +108,7 @@ def variable_name(obj: Any, depth: int = 1) -> Optional[str]:
     """The name the user's innermost frame gives ``obj`` (a local, else a global), or ``None``.
 
     Args:
-        obj: the object to look for (compared by identity), or a predicate (a function) that says which value.
+        obj: the object to look for (by identity), or a predicate (a function) on values.
         depth: frames to skip above this function's caller.
 
     Returns:

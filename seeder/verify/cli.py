@@ -118,8 +118,10 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
     mid.add_argument("--no-mid-epoch", action="store_true", help="leave out the mid-epoch stop (runs 2b and 3b)")
     p.add_argument("--atol", type=float, default=0.0, help="accept loss differences up to this (default 0: bit for bit)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the variance test (default 0.05)")
-    p.add_argument("--locate", action="store_true", help="when the seeded runs differ, name the first operation or "
-                   "input that parts them (seeder locate: two more runs up to the first differing step, in OUT/locate)")
+    p.add_argument("--locate", action="store_true",
+                   help="when the seeded runs differ, name the first operation or input that "
+                   "parts them (seeder locate: two more runs up to the first differing step, "
+                   "in OUT/locate)")
 
     def run(args: argparse.Namespace) -> int:
         from .session import VerifyConfig, verify
@@ -139,7 +141,8 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
             except RunFailed as exc:
                 return _report_failure(exc, Path(cfg.out) / "locate")
             if lines:
-                print("\nfirst difference (seeder locate):" + "".join(f"\n  - {line}" for line in lines))
+                print("\nfirst difference (seeder locate):"
+                      + "".join(f"\n  - {line}" for line in lines))
         print(f"report: {Path(cfg.out) / 'report.md'}")
         return 0 if result["verdict"] == "PASS" else EXIT_FAIL
 

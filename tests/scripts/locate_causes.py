@@ -1,4 +1,5 @@
-"""A small training script with one injected cause of irreproducibility, for ``seeder locate`` (tests/test_locate.py).
+"""A small training script with one injected cause of irreproducibility, for ``seeder locate``
+(tests/test_locate.py).
 
 ``--cause`` picks it:
 
@@ -16,6 +17,7 @@
 
 Everything else is seeded by seeder. The run makes ``--steps`` optimizer steps.
 """
+
 import argparse
 import os
 import random
@@ -44,7 +46,9 @@ def _urandom_order(n):
 
 def shuffled_sum(x):
     out = torch.zeros_like(x[0])
-    for i in _urandom_order(x.shape[0]):  # float addition is not associative: the order shows in the last bits
+    for i in _urandom_order(
+        x.shape[0]
+    ):  # float addition is not associative: the order shows in the last bits
         out = out + x[i]
     return out
 
@@ -90,16 +94,24 @@ class Pool(torch.nn.Module):
 class Embed(torch.nn.Module):
     def __init__(self, n, d):
         super().__init__()
-        self.table = torch.nn.Parameter(torch.randn(n, d) * 1e-3)  # small: a last-bit change of its gradient shows
+        self.table = torch.nn.Parameter(
+            torch.randn(n, d) * 1e-3
+        )  # small: a last-bit change of its gradient shows
 
     def forward(self, ids):
-        scale = torch.linspace(500, 1500, ids.shape[0]).unsqueeze(1)  # each position its own gradient
-        return (Gather.apply(self.table, ids) if cause == "urandom-backward" else self.table[ids]) * scale
+        scale = torch.linspace(500, 1500, ids.shape[0]).unsqueeze(
+            1
+        )  # each position its own gradient
+        return (
+            Gather.apply(self.table, ids) if cause == "urandom-backward" else self.table[ids]
+        ) * scale
 
 
 class IndexAdd(torch.nn.Module):
     def forward(self, x):
-        index = torch.arange(x.shape[0], device=x.device) % 3  # repeated indices: atomics race on the GPU
+        index = (
+            torch.arange(x.shape[0], device=x.device) % 3
+        )  # repeated indices: atomics race on the GPU
         return torch.zeros(3, x.shape[1], device=x.device).index_add_(0, index, x)
 
 
