@@ -131,6 +131,31 @@ def test_a_dataset_drawing_from_an_unseeded_numpy_generator_is_named(tmp_path, h
 
 
 @pytest.mark.slow
+def test_a_batch_from_worker_processes_is_compared_where_it_enters_the_model(tmp_path, handed_off):
+    # forked workers inherit the recorder: they must neither record nor write into its file
+    rc, rep, text = _locate_workers(tmp_path, handed_off)
+    assert rc == 1 and rep["kind"] == "batch", text
+    assert rep["lines"][0].endswith(
+        f"the batch fed to model at {line_of('loss = model(x)')} differs, first seen at aten::set_ "
+        f"in no module (forward) at {line_of('x = next(batches)')}"
+    )  # where the batch from a worker becomes a tensor
+    assert "other sample content" in rep["lines"][1]
+
+
+def _locate_workers(tmp_path, env):
+    out = tmp_path / "workers"
+    argv = ["-m", "seeder", "locate", "--out", str(out), "--no-hash-check", "--step", "1", "--",
+            sys.executable, str(SCRIPT), "--cause", "numpy-dataset", "--workers", "2"]
+    proc = run_python(argv, env={"SEEDER_QUIET": "1", **env}, check=False, timeout=400)
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-5000:]
+    for run in ("ops-a", "ops-b"):  # one writer: every line is a whole record
+        for line in open(out / "runs" / run / "ops.rank0.jsonl"):
+            json.loads(line)
+    report = json.loads((out / "report.json").read_text())
+    return proc.returncode, report, "\n".join(report["lines"])
+
+
+@pytest.mark.slow
 def test_a_batch_norm_fed_a_differently_ordered_batch_is_named_as_the_data_order(
     tmp_path, handed_off
 ):

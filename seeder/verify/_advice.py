@@ -21,15 +21,14 @@ from ._compare import Difference
 
 __all__ = ["explain", "kernel_fix", "short_path", "HASH_SEED_CAUSES"]
 
-#: Kinds of first difference a set's or dict's order (the hash seed) can cause: worth a re-run with
-#: it fixed.
+#: Kinds of first difference a set's or dict's order (the hash seed) can cause: worth a re-run
+#: with it fixed.
 HASH_SEED_CAUSES = frozenset({"input", "path", "batch"})
 
 _SCATTER = (
     "torch.use_deterministic_algorithms(True) (or seeder.enforce_determinism()) makes {op} "
-    "deterministic "
-    "on CUDA, at some cost in speed; or accumulate without atomics (sort the indices and use "
-    "torch.segment_reduce, or a one-hot matrix product)"
+    "deterministic on CUDA, at some cost in speed; or accumulate without atomics (sort the "
+    "indices and use torch.segment_reduce, or a one-hot matrix product)"
 )
 _CUBLAS = (
     "set CUBLAS_WORKSPACE_CONFIG=:4096:8 before the process starts (seeder run does) and call "
@@ -39,57 +38,17 @@ _CUDNN = (
     "set torch.backends.cudnn.deterministic = True and torch.backends.cudnn.benchmark = False "
     "(seeder.enforce_determinism() sets both), or torch.use_deterministic_algorithms(True)"
 )
-#: Operator (without the trailing ``_`` of in-place forms) -> the fix.
-_FIXES: Dict[str, str] = {
-    **{
-        op: _SCATTER
-        for op in (
-            "aten::index_add",
-            "aten::scatter_add",
-            "aten::scatter_reduce",
-            "aten::index_put",
-            "aten::_index_put_impl",
-            "aten::put",
-            "aten::index_reduce",
-            "aten::cumsum",
-            "aten::embedding_dense_backward",
-            "aten::_embedding_bag_dense_backward",
-            "aten::index_select_backward",
-            "aten::scatter",
-            "aten::bincount",
-            "aten::histc",
-        )
-    },
-    **{
-        op: _CUBLAS
-        for op in (
-            "aten::mm",
-            "aten::addmm",
-            "aten::bmm",
-            "aten::baddbmm",
-            "aten::matmul",
-            "aten::addmv",
-            "aten::mv",
-            "aten::linear",
-            "aten::_scaled_dot_product_efficient_attention",
-            "aten::_scaled_dot_product_flash_attention",
-        )
-    },
-    **{
-        op: _CUDNN
-        for op in (
-            "aten::convolution",
-            "aten::_convolution",
-            "aten::cudnn_convolution",
-            "aten::convolution_backward",
-            "aten::cudnn_batch_norm",
-            "aten::cudnn_batch_norm_backward",
-            "aten::_cudnn_rnn",
-            "aten::_cudnn_rnn_backward",
-            "aten::cudnn_convolution_transpose",
-        )
-    },
+#: Operators (without the trailing ``_`` of in-place forms) and their fix.
+_GROUPS = {
+    _SCATTER: "index_add scatter_add scatter_reduce index_put _index_put_impl put index_reduce "
+    "cumsum embedding_dense_backward _embedding_bag_dense_backward index_select_backward scatter "
+    "bincount histc",
+    _CUBLAS: "mm addmm bmm baddbmm matmul addmv mv linear _scaled_dot_product_efficient_attention "
+    "_scaled_dot_product_flash_attention",
+    _CUDNN: "convolution _convolution cudnn_convolution convolution_backward cudnn_batch_norm "
+    "cudnn_batch_norm_backward _cudnn_rnn _cudnn_rnn_backward cudnn_convolution_transpose",
 }
+_FIXES: Dict[str, str] = {f"aten::{op}": fix for fix, ops in _GROUPS.items() for op in ops.split()}
 
 
 def kernel_fix(op: str) -> str:
@@ -107,16 +66,14 @@ def kernel_fix(op: str) -> str:
     if not op.startswith("aten::"):
         return (
             f"{op} is not one of torch's operators: its kernel gives different results for the "
-            "same inputs "
-            "(an order of accumulation that varies, atomics, threads, or a value from outside); "
-            "make its "
-            "reduction order fixed, or replace it with a deterministic implementation"
+            "same inputs (an order of accumulation that varies, atomics, threads, or a value from "
+            "outside); make its reduction order fixed, or replace it with a deterministic "
+            "implementation"
         )
     return (
         "torch.use_deterministic_algorithms(True) (or seeder.enforce_determinism()) selects "
-        "deterministic "
-        f"kernels, or raises at {op} if torch has none; on CUDA also "
-        f"{_CUBLAS.split(' and call')[0]}"
+        f"deterministic kernels, or raises at {op} if torch has none; on CUDA also set "
+        "CUBLAS_WORKSPACE_CONFIG=:4096:8 before the process starts (seeder run does)"
     )
 
 
@@ -159,9 +116,8 @@ def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:
     if d.kind == "none":
         return [
             f"no difference in {d.records} recorded operations up to step {d.step - 1}: the runs "
-            "part in "
-            "what seeder locate does not see (a value printed or logged from outside torch's "
-            "operations)"
+            "part in what seeder locate does not see (a value printed or logged from outside "
+            "torch's operations)"
         ]
     if d.kind == "path":
         return [
@@ -182,25 +138,23 @@ def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:
         if name.startswith("torch's default"):
             cause = (
                 f"{name}'s state differs at this draw: something seeded it, or drew from it, "
-                "outside seeder "
-                "since the last seeder.reseed (a DataLoader without generator=, a library's own "
-                "seeding)"
+                "outside seeder since the last seeder.reseed (a DataLoader without generator=, a "
+                "library's own seeding)"
             )
             fix = (
                 "pass generator=seeder.dataloader_generator() to DataLoaders; let seeder.reseed "
-                "seed the "
-                "global generators (no torch.manual_seed of your own with a value that varies)"
+                "seed the global generators (no torch.manual_seed of your own with a value that "
+                "varies)"
             )
         else:
             cause = (
                 f"it draws from {name}, a generator seeded from something other than seeder (the "
-                "clock, the "
-                "OS, an unseeded default): its state differs at this draw"
+                "clock, the OS, an unseeded default): its state differs at this draw"
             )
             fix = (
                 f"seed it from seeder: seeder.register_generator({name.rsplit('.', 1)[-1]}) "
-                "reseeds it at "
-                "every seeder.reseed, or .manual_seed(seeder.get_seed(task, epoch, stream=k))"
+                "reseeds it at every seeder.reseed, or "
+                ".manual_seed(seeder.get_seed(task, epoch, stream=k))"
             )
         return [f"{head}: {_where(rec)} (a random operation)", "cause: " + cause, "fix: " + fix]
     if d.kind == "batch":
@@ -237,11 +191,12 @@ def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:
             f"cause: {what}" + _hash(hash_seed),
             "fix: " + _hash_fix(hash_seed, fix),
         ]
+    what = f"input {d.input}" if d.input >= 0 else "an argument"
     return [
-        f"{head}: input {d.input} of {_where(rec)} differs, and no earlier operation made it",
+        f"{head}: {what} of {_where(rec)} differs, and no earlier operation made it",
         "cause: a tensor made from a value outside torch's operations differs: Python or NumPy "
-        "data, a "
-        "value from the clock (time.time) or the OS (os.urandom, a process id)" + _hash(hash_seed),
+        "data, a value from the clock (time.time) or the OS (os.urandom, a process id)"
+        + _hash(hash_seed),
         "fix: "
         + _hash_fix(
             hash_seed, "derive that value from the seed (seeder.get_seed) or make it constant"
@@ -253,8 +208,7 @@ def _hash(hash_seed: Optional[bool]) -> str:
     if hash_seed:
         return (
             "; with PYTHONHASHSEED fixed both runs agree here: the order of a Python set or dict "
-            "keyed by "
-            "str or bytes (the hash seed) decides it"
+            "keyed by str or bytes (the hash seed) decides it"
         )
     if hash_seed is False:
         return " (not the hash seed: with PYTHONHASHSEED fixed the runs still differ here)"
@@ -265,7 +219,6 @@ def _hash_fix(hash_seed: Optional[bool], otherwise: str) -> str:
     if hash_seed:
         return (
             "iterate in a fixed order (sorted(the_set)) where the order reaches tensors, or start "
-            "Python with "
-            "a fixed PYTHONHASHSEED (seeder run sets one derived from the master seed)"
+            "Python with a fixed PYTHONHASHSEED (seeder run sets one derived from the master seed)"
         )
     return otherwise

@@ -134,9 +134,8 @@ def first_difference(a: Iterable[Dict[str, Any]], b: Iterable[Dict[str, Any]]) -
                     d.order = _order(na, nb, 0) if na and nb else "content"
             else:  # a tensor no recorded operation made, or changed outside them
                 d.kind = "input"
-                if (
-                    ra["op"] != "aten::lift_fresh"
-                ):  # not torch.tensor(data): is it the batch, on its way in?
+                # not torch.tensor(data): is it the batch, on its way in?
+                if ra["op"] != "aten::lift_fresh" and d.input >= 0:
                     na, nb = _next_batch(ia), _next_batch(ib)
                     if na and nb and na["in"] != nb["in"] and ra["in"][d.input] not in made_a:
                         d.kind, d.order, d.batch = "batch", _order(na, nb, 0), na

@@ -26,7 +26,8 @@ from typing import Any, List, Optional
 
 import torch
 
-__all__ = ["tensor_print", "row_prints", "value_print", "generator_print", "default_generator"]
+__all__ = ["tensor_print", "storage_print", "row_prints", "value_print", "generator_print",
+           "default_generator"]
 
 try:
     import xxhash
@@ -80,6 +81,19 @@ def _device_print(raw: torch.Tensor, head: bytes) -> str:
     )
     pair = torch.stack([words.sum(), (words * weights).sum()]).tolist()
     return f"{zlib.crc32(head):08x}:{pair[0] & (2**64 - 1):x}:{pair[1] & (2**64 - 1):x}"
+
+
+def storage_print(s: "torch.UntypedStorage | torch.TypedStorage") -> str:
+    """The fingerprint of a storage's bytes (what ``set_`` makes a tensor of).
+
+    Args:
+        s: an untyped or typed storage.
+
+    Returns:
+        The fingerprint of its bytes as a ``uint8`` tensor.
+    """
+    untyped = s.untyped() if isinstance(s, torch.TypedStorage) else s
+    return tensor_print(torch.empty(0, dtype=torch.uint8, device=untyped.device).set_(untyped))
 
 
 def row_prints(t: torch.Tensor) -> List[str]:

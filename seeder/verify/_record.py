@@ -43,7 +43,13 @@ from torch.optim.optimizer import (
 )
 
 from ..internals import require
-from ._fingerprint import default_generator, generator_print, tensor_print, value_print
+from ._fingerprint import (
+    default_generator,
+    generator_print,
+    storage_print,
+    tensor_print,
+    value_print,
+)
 from ._modules import ModuleStack, flatten
 from ._where import user_site
 
@@ -86,6 +92,10 @@ EMPTY_OPS = frozenset(
         "aten::resize_as_",
     }
 )
+
+
+#: Arguments fingerprinted as data (the rest by value).
+_DATA = (torch.Tensor, torch.UntypedStorage, torch.TypedStorage)
 
 
 def _pointer(t: torch.Tensor) -> int:
@@ -228,8 +238,10 @@ class Recorder(TorchDispatchMode):
         record: Dict[str, Any] = {
             "k": "op",
             "op": name,
-            "in": [self._print(a) for a in flat if isinstance(a, torch.Tensor)],
-            "args": "|".join(value_print(a) for a in flat if not isinstance(a, torch.Tensor)),
+            # a storage is data too: ``set_`` makes a tensor of one (a batch from a worker process)
+            "in": [self._print(a) if isinstance(a, torch.Tensor) else storage_print(a)
+                   for a in flat if isinstance(a, _DATA)],
+            "args": "|".join(value_print(a) for a in flat if not isinstance(a, _DATA)),
         }
         if random:
             record.update(self._generator(func, args, kwargs, flat))

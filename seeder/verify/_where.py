@@ -26,6 +26,7 @@ import torch
 __all__ = ["Site", "user_site", "variable_name", "describe_dataset"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep  # pickle, multiprocessing: not the user's line
 _SEEDER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _DATA_DIR = os.path.join(_TORCH_DIR, "utils", "data") + os.sep
 _SEEDER_DATA_DIR = os.path.join(_SEEDER_DIR, "data") + os.sep
@@ -38,6 +39,7 @@ def _kind(filename: str) -> "tuple[bool, bool]":
     if k is None:
         skipped = (
             filename.startswith((_TORCH_DIR, _SEEDER_DIR))
+            or (filename.startswith(_STDLIB_DIR) and "-packages" + os.sep not in filename)
             or filename.startswith("<frozen")
             or os.path.basename(filename) in ("contextlib.py", "functools.py")
         )

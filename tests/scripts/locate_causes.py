@@ -31,6 +31,7 @@ import seeder
 parser = argparse.ArgumentParser()
 parser.add_argument("--cause", default="none")
 parser.add_argument("--steps", type=int, default=3)
+parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
 args = parser.parse_args()
 cause = args.cause
 device = "cuda" if cause == "index-add" else "cpu"
@@ -176,7 +177,7 @@ data = NoisyData()
 if cause == "batch-order":
     loader = torch.utils.data.DataLoader(data, batch_sampler=ShuffledBatches(len(data)))
 else:
-    loader = seeder.DataLoader(data, batch_size=8, shuffle=True)
+    loader = seeder.DataLoader(data, batch_size=8, shuffle=True, num_workers=args.workers)
 seeder.reseed(1, 0)
 batches = vocab_batches() if cause == "set-vocab" else iter(loader)
 for step in range(args.steps):
