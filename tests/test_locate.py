@@ -104,7 +104,7 @@ def test_a_vocabulary_from_a_set_is_named_as_the_hash_seed(tmp_path):
     rc, rep, text = locate(tmp_path, "set-vocab", env={"PYTHONHASHSEED": "random"})
     assert rc == 1 and rep["kind"] == "input" and rep["hash_seed"] is True, text
     assert (
-        f"input 0 of aten::lift_fresh in no module (forward) at {line_of('ids = torch.tensor(')}"
+        f"input 0 of aten::lift_fresh (forward) at {line_of('ids = torch.tensor(')}"
         in text
     )
     assert "with PYTHONHASHSEED fixed both runs agree here" in rep["lines"][1]
@@ -137,7 +137,7 @@ def test_a_batch_from_worker_processes_is_compared_where_it_enters_the_model(tmp
     assert rc == 1 and rep["kind"] == "batch", text
     assert rep["lines"][0].endswith(
         f"the batch fed to model at {line_of('loss = model(x)')} differs, first seen at aten::set_ "
-        f"in no module (forward) at {line_of('x = next(batches)')}"
+        f"(forward) at {line_of('x = next(batches)')}"
     )  # where the batch from a worker becomes a tensor
     assert "other sample content" in rep["lines"][1]
 

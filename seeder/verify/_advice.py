@@ -93,11 +93,11 @@ def _short_paths(text: str) -> str:
 
 def _where(rec: Dict[str, Any]) -> str:
     phase = {"f": "forward", "b": "backward", "o": "optimizer step"}.get(rec.get("ph", ""), "")
-    mod = rec.get("mod") or "no module"
+    op = f"{rec['op']} in {rec['mod']}" if rec.get("mod") else rec["op"]
     at = short_path(rec.get("at", "")) or "an unknown line"
     if rec.get("ph") == "b" and rec.get("node"):
-        return f"{rec['op']} in {mod} ({phase}, {rec['node']} of the forward at {at})"
-    return f"{rec['op']} in {mod} ({phase}) at {at}"
+        return f"{op} ({phase}, {rec['node']} of the forward at {at})"
+    return f"{op} ({phase}) at {at}"
 
 
 def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:

@@ -110,10 +110,11 @@ class Embed(torch.nn.Module):
 
 class IndexAdd(torch.nn.Module):
     def forward(self, x):
-        index = (
-            torch.arange(x.shape[0], device=x.device) % 3
-        )  # repeated indices: atomics race on the GPU
-        return torch.zeros(3, x.shape[1], device=x.device).index_add_(0, index, x)
+        # thousands of rows onto 3 (repeated indices): the GPU's atomics add them in varying order
+        scale = torch.linspace(0.5, 1.5, 512 * x.shape[0], device=x.device)[:, None]
+        rows = x.repeat(512, 1) * scale
+        index = torch.arange(rows.shape[0], device=x.device) % 3
+        return torch.zeros(3, x.shape[1], device=x.device).index_add_(0, index, rows)
 
 
 class Net(torch.nn.Module):
