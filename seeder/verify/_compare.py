@@ -44,12 +44,10 @@ class Difference:
     record: Dict[str, Any] = field(default_factory=dict)  #: run A's record
     other: Dict[str, Any] = field(default_factory=dict)  #: run B's record
     input: int = -1  #: for ``input`` and ``batch``: which tensor input differs
-    order: str = (
-        ""  #: for ``batch``: ``'order'`` (same samples, another order), ``'content'`` or ``''``
-    )
-    batch: Dict[str, Any] = field(
-        default_factory=dict
-    )  #: for ``batch``: run A's record of it entering the model
+    #: for ``batch``: ``'order'`` (same samples, another order), ``'content'`` or ``''``
+    order: str = ""
+    #: for ``batch``: run A's record of it entering the model
+    batch: Dict[str, Any] = field(default_factory=dict)
     records: int = 0  #: records compared
 
 
@@ -122,9 +120,8 @@ def first_difference(a: Iterable[Dict[str, Any]], b: Iterable[Dict[str, Any]]) -
         if ra["in"] != rb["in"] or ra["args"] != rb["args"]:
             diff = [j for j, (x, y) in enumerate(zip(ra["in"], rb["in"])) if x != y]
             d.input = diff[0] if diff else -1
-            if ra.get(
-                "data"
-            ):  # while a batch is fetched (a collate's stack, a dataset's own operations)
+            # while a batch is fetched (a collate's stack, a dataset's own operations)
+            if ra.get("data"):
                 na, nb = _next_batch(ia), _next_batch(ib)
                 d.kind, d.batch = "batch", na or {}
                 d.order = (

@@ -76,9 +76,8 @@ def tensor_print(t: torch.Tensor) -> str:
 def _device_print(raw: torch.Tensor, head: bytes) -> str:
     """Two wrapping 64-bit sums of the bytes, computed where the tensor lives (16 bytes copied)."""
     words = raw.to(torch.int64)
-    weights = torch.arange(1, words.numel() + 1, device=words.device, dtype=torch.int64).mul_(
-        0x9E3779B1
-    )
+    weights = torch.arange(1, words.numel() + 1, device=words.device, dtype=torch.int64)
+    weights.mul_(0x9E3779B1)  # odd, so distinct weights mod 2**64: a moved byte changes the sum
     pair = torch.stack([words.sum(), (words * weights).sum()]).tolist()
     return f"{zlib.crc32(head):08x}:{pair[0] & (2**64 - 1):x}:{pair[1] & (2**64 - 1):x}"
 

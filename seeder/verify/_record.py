@@ -145,23 +145,20 @@ class Recorder(TorchDispatchMode):
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
         self.fd = os.open(ops_path(directory, rank), flags, 0o644)
         # Records are written with os.write from this process only: a forked DataLoader worker
-        # inherits the mode
-        # and a copy of the buffer, and must neither record nor flush that copy.
+        # inherits the mode and a copy of the buffer, and must neither record nor flush that copy.
         self.pid, self.buffer, self.buffered = os.getpid(), [], 0
         self.stop_after, self.steps, self.closed = stop_after, 0, False
         self.infos: Dict[Any, "tuple[str, bool, bool]"] = {}
         self.modules = ModuleStack(self.write)
-        self.pending: List[
-            torch.Tensor
-        ] = []  # the last forward operation's outputs, to label their autograd nodes
+        # the last forward operation's outputs, to label their autograd nodes
+        self.pending: List[torch.Tensor] = []
         self.node = (
             torch._C._current_autograd_node if require("torch:_C._current_autograd_node") else None
         )
         self.last_forward = ("", "")
         self.optimizer = ""  # the class of the optimizer whose step is running
-        self.uninit: set = (
-            set()
-        )  # data pointers of tensors an EMPTY_OPS operator made and nothing wrote since
+        # data pointers of tensors an EMPTY_OPS operator made and nothing wrote since
+        self.uninit: set = set()
         self.step_hooks = [
             register_optimizer_step_pre_hook(self.before_step),
             register_optimizer_step_post_hook(self.after_step),
@@ -194,9 +191,8 @@ class Recorder(TorchDispatchMode):
         if self.stop_after is not None and self.steps >= self.stop_after:
             self.close()
             logger.info("seeder locate: stopped after step %d", self.steps)
-            raise SystemExit(
-                0
-            )  # a localisation run ends at the step asked for; nothing after it is needed
+            # a localisation run ends at the step asked for; nothing after it is needed
+            raise SystemExit(0)
 
     def _label(self) -> None:
         """Label the autograd nodes the last forward operation made with its module and line."""
@@ -262,9 +258,8 @@ class Recorder(TorchDispatchMode):
         outs = [t for t in flatten(out) if isinstance(t, torch.Tensor)]
         if name in EMPTY_OPS:
             self.uninit.update(_pointer(t) for t in outs)
-        elif (
-            self.uninit
-        ):  # written, or new memory where an uninitialised tensor was: data now (a view is not)
+        elif self.uninit:
+            # written, or new memory where an uninitialised tensor was: data now (a view is not)
             views = set() if writes else {_pointer(a) for a in flat if isinstance(a, torch.Tensor)}
             self.uninit.difference_update(p for p in map(_pointer, outs) if p not in views)
         record["out"] = [self._print(t) for t in outs]
@@ -280,12 +275,8 @@ class Recorder(TorchDispatchMode):
             return f"empty{t.dtype}{tuple(t.shape)}"
         try:
             return tensor_print(t)
-        except (
-            RuntimeError,
-            TypeError,
-            ValueError,
-            NotImplementedError,
-        ):  # a subclass without bytes to read
+        except (RuntimeError, TypeError, ValueError, NotImplementedError):
+            # a tensor subclass without bytes to read
             return f"?{type(t).__name__}{t.dtype}{tuple(t.shape)}"
 
     def close(self) -> None:

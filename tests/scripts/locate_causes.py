@@ -47,9 +47,8 @@ def _urandom_order(n):
 
 def shuffled_sum(x):
     out = torch.zeros_like(x[0])
-    for i in _urandom_order(
-        x.shape[0]
-    ):  # float addition is not associative: the order shows in the last bits
+    # float addition is not associative: the order shows in the last bits
+    for i in _urandom_order(x.shape[0]):
         out = out + x[i]
     return out
 
@@ -95,14 +94,12 @@ class Pool(torch.nn.Module):
 class Embed(torch.nn.Module):
     def __init__(self, n, d):
         super().__init__()
-        self.table = torch.nn.Parameter(
-            torch.randn(n, d) * 1e-3
-        )  # small: a last-bit change of its gradient shows
+        # small: a last-bit change of its gradient shows after the update
+        self.table = torch.nn.Parameter(torch.randn(n, d) * 1e-3)
 
     def forward(self, ids):
-        scale = torch.linspace(500, 1500, ids.shape[0]).unsqueeze(
-            1
-        )  # each position its own gradient
+        # each position its own gradient
+        scale = torch.linspace(500, 1500, ids.shape[0]).unsqueeze(1)
         return (
             Gather.apply(self.table, ids) if cause == "urandom-backward" else self.table[ids]
         ) * scale
