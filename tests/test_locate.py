@@ -266,6 +266,7 @@ def test_bad_usage_is_refused_before_any_run(tmp_path):
     assert os.listdir(tmp_path / "mine") == ["notes.txt"]
 
 
+@pytest.mark.slow
 def test_a_failing_run_and_a_script_without_seeder_are_reported(tmp_path):
     proc = run_python(["-m", "seeder", "locate", "--out", str(tmp_path / "a"), "--", sys.executable,
                        "-c", "print('about to fail'); raise SystemExit(4)"], check=False)
@@ -276,6 +277,7 @@ def test_a_failing_run_and_a_script_without_seeder_are_reported(tmp_path):
     assert proc.returncode == 2 and "the command must call seeder.init" in proc.stderr
 
 
+@pytest.mark.slow
 def test_nothing_is_recorded_or_imported_outside_a_localisation_run(tmp_path):
     code = (
         "import sys, seeder; seeder.init(master_seed=1); import torch; torch.ones(2).sum(); "
