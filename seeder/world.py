@@ -1,6 +1,6 @@
 """Loading a state saved on another number of processes: what elastic loaders carry over and what is re-derived.
 
-An elastic ``seeder.DataLoader`` (``elastic=True``, :mod:`seeder.data.elastic_loader`) keeps a
+An elastic loader (``seeder.ElasticDataLoader``, :mod:`seeder.data.elastic_loader`) keeps a
 global state (epoch, samples done): it loads on any world size. When every participant of a
 process is an elastic loader or a registered generator, a state of another world size loads:
 the loaders continue at the saved global step, and this rank's global RNGs and registered
@@ -18,7 +18,8 @@ from .errors import StateError
 from .participant import GeneratorParticipant, is_elastic
 from .rollback import capture, restore
 
-__all__ = ["world_change_allowed", "elastic_keys", "check_moved", "move_world", "rederive_streams"]
+__all__ = ["world_change_allowed", "elastic_keys", "per_rank_keys", "check_moved", "move_world",
+           "rederive_streams"]
 
 logger = logging.getLogger("seeder")
 
@@ -34,6 +35,17 @@ def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
     keys = [k for k, p in stateful.items() if is_elastic(p)]
     rest = [k for k, p in stateful.items() if k not in keys and not isinstance(p, GeneratorParticipant)]
     return keys if keys and not rest else []
+
+
+def per_rank_keys(stateful: Dict[str, Any]) -> List[str]:
+    """Keys of the participants whose state belongs to one rank of one world size: neither elastic
+    loaders nor registered generators (a default-mode loader, a sampler, a stream, a DALI pipeline).
+
+    >>> per_rank_keys({})
+    []
+    """
+    return [k for k, p in stateful.items()
+            if not is_elastic(p) and not isinstance(p, GeneratorParticipant)]
 
 
 def world_change_allowed(stateful: Dict[str, Any], allow_world_change: Any) -> Any:

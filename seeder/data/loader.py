@@ -36,16 +36,17 @@ import torch
 import torch.utils.data
 
 from .. import trace
-from ..checks import check_bool, check_int, check_state_header, is_int
+from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..default import UsesSeeder, resolve_seeder
 from ..derive import check_key
 from ..errors import StateError
 from ..internals import require
 from ..rngbase import next_keeping
+from ._discardwatch import FIRST_WATCHED, DiscardWatch
 from .batches import BatchKeys, BatchSeedingDataset
 from .iterable import IterableLoader
-from .loader_checks import check_batch_count, check_loader_args
+from .loader_checks import check_batch_count, check_loader_args, refuse_elastic
 from ..distributed import refuse_in_worker
 from .sampler import DistributedSampler
 from .workers import SeedSource, dataloader_generator, fetch_adapters
@@ -69,6 +70,9 @@ class _LoaderIter:
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
+        # Resumed inside the epoch: a loop that skips the batches it had trained would drop these (the discard watch).
+        self._watch = DiscardWatch(start, epoch, f"seeder.{type(loader).__name__}") \
+            if FIRST_WATCHED <= start < len(inner) else None
 
     def __iter__(self) -> "_LoaderIter":
         return self
@@ -78,17 +82,30 @@ class _LoaderIter:
         return len(self._inner) - self._start
 
     def __next__(self) -> Any:
-        batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
-        b = self._next
-        self._next = b + 1
         loader = self._loader
-        if loader.live_token is self._token:
-            loader.handed(self._epoch, b + 1)
-        elif loader.loads != self._loads:
+        # Refused before fetching: a fetch seeds the registered generators.
+        if loader.live_token is not self._token and loader.loads != self._loads:
             raise RuntimeError(
                 "this iterator of seeder.DataLoader was started before loader.load_state_dict(): it stops here instead "
                 "of yielding batches that the loaded state does not continue. Call iter(loader) again (a new for loop) "
                 "to continue from the loaded position")
+        watch = self._watch
+        if watch is not None:
+            watch.next_asked()
+            if not watch.active:
+                self._watch = watch = None
+        try:
+            batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
+        except StopIteration:
+            if watch is not None and watch.ended():
+                self._loader._discard_watch = watch  # it waits for a use that says the loop trains
+            raise
+        if watch is not None:
+            watch.handed()
+        b = self._next
+        self._next = b + 1
+        if loader.live_token is self._token:
+            loader.handed(self._epoch, b + 1)
         if self._trace:
             trace.record_step(loader.seeder, "loader", epoch=self._epoch, step=b, position=loader.samples_before(b))
         return batch
@@ -124,18 +141,11 @@ def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[b
     return sampler, batch_size, drop_last
 
 
-def _new_loader(cls: type, dataset: Any = None, *args: Any, elastic: bool = False, **kwargs: Any) -> Any:
-    """``DataLoader.__new__``: an ``IterableLoader`` for an ``IterableDataset``, an ``ElasticDataLoader`` for ``elastic=True``."""
-    elastic = check_bool(elastic, "elastic")
+def _new_loader(cls: type, dataset: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``DataLoader.__new__``: an ``IterableLoader`` for an ``IterableDataset``."""
+    refuse_elastic(kwargs)
     if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
-        if elastic:
-            raise TypeError("seeder.DataLoader(elastic=True) needs a map-style dataset (with __getitem__ and __len__), got "
-                            f"the IterableDataset {type(dataset).__name__}; drop elastic=True for a stream")
         return IterableLoader(dataset, *args, **{**kwargs, "seeder": resolve_seeder(kwargs.get("seeder"))})
-    if elastic and cls is DataLoader:
-        from .elastic_loader import ElasticDataLoader
-
-        return torch.utils.data.DataLoader.__new__(ElasticDataLoader)
     return torch.utils.data.DataLoader.__new__(cls)
 
 
@@ -152,7 +162,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
     * An ``IterableDataset`` gets a :class:`seeder.data.iterable.IterableLoader` (see its docs).
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
-    * ``elastic=True``: one global order whatever the world size, a state that resumes on another (docs/elastic.md).
+    * ``elastic=`` raises ``TypeError``: :class:`seeder.ElasticDataLoader` is the elastic loader (docs/elastic.md).
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
       ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
       iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
@@ -174,14 +184,14 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     #: state waiting for this loader is handed over as it joins).
     joins_when_built = True
 
-    __new__ = _new_loader  # an IterableDataset gets an IterableLoader; elastic=True an ElasticDataLoader
+    __new__ = _new_loader  # an IterableDataset gets an IterableLoader
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
-                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, elastic: bool = False,
-                 **kwargs: Any) -> None:
+                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
+        refuse_elastic(kwargs)
         require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")  # _get_iterator relies on
         seeder = resolve_seeder(seeder)
         shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,
@@ -199,6 +209,8 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._live_token: Optional[object] = None
         self._pending: Optional[Tuple[int, int, object]] = None
         self._loads = 0  # load_state_dict calls: an iterator started before the last one stops instead of going on
+        # A resumed epoch's discard watch that outlives its iterator (._discardwatch): dropped with the loader.
+        self._discard_watch: Optional[DiscardWatch] = None
         batches = BatchKeys(sampler, batch_size, drop_last, self)
         super().__init__(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
                          pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
@@ -257,7 +269,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         start = 0
         if self._resume is not None and self._resume[0] == epoch:
             start = self._resume[1]
-            self.seeder.resume_check.warn_if_moved(self, "seeder.DataLoader", epoch)  # nothing drew since the load
+            self.seeder.resume_check.warn_if_moved(self, f"seeder.{type(self).__name__}", epoch)  # nothing drew since the load
         self._resume = None
         token = object()
         self._live_token = token

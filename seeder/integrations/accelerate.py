@@ -12,7 +12,7 @@ seeder state of every rank into the checkpoint folder
 (``seeder_state_<rank>.pt``, loadable with ``torch.load(weights_only=True)``), and
 its ``load_state`` validates that file before accelerate changes anything, then,
 after accelerate's own load, restores it: the RNGs, the registered generators and
-the loader's position. With elastic loaders (``seeder.DataLoader(elastic=True)``) a
+the loader's position. With elastic loaders (``seeder.ElasticDataLoader``) a
 checkpoint saved on ``W`` processes loads on ``W'``: every rank reads rank 0's file
 (the loaders' state is global), the data continues exactly and each rank's RNG
 streams are re-derived (docs/elastic.md).
@@ -34,6 +34,7 @@ Importing this module imports accelerate; ``import seeder`` does not.
 """
 from __future__ import annotations
 
+import io
 import logging
 import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
@@ -44,6 +45,7 @@ from accelerate.data_loader import DataLoaderStateMixin
 from accelerate.state import GradientState
 from accelerate.utils import send_to_device
 
+from .._atomic import write_atomic
 from ..core import Seeder
 from ..default import resolve_seeder
 from ..distributed import process_group_active
@@ -71,8 +73,8 @@ def state_file(directory: Union[str, "os.PathLike[str]"], rank: int) -> str:
 def save_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> str:
     """Write this rank's ``seeder.state_dict()`` into ``directory``; return the file's path.
 
-    Every rank writes its own file (no collective), atomically (a temporary file
-    renamed over the old one). It loads with ``torch.load(weights_only=True)``.
+    Every rank writes its own file (no collective), atomically (a temporary file, fsync,
+    rename over the old one, fsync of the folder). It loads with ``torch.load(weights_only=True)``.
 
     >>> import tempfile, seeder
     >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
@@ -81,11 +83,10 @@ def save_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
     """
     s = resolve_seeder(seeder)
     state = s.state_dict()
-    os.makedirs(directory, exist_ok=True)
     path = state_file(directory, s.rank)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    write_atomic(path, buf.getvalue())
     return path
 
 
@@ -144,7 +145,7 @@ def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
 
     On the number of processes that saved it, each rank reads its own file. On another
     number, every rank reads rank 0's file: it loads when every participant of the run is an
-    elastic ``seeder.DataLoader(elastic=True)`` or a registered generator (their state is
+    elastic ``seeder.ElasticDataLoader`` or a registered generator (their state is
     global; this rank's RNG streams are re-derived by ``seeder.load_state_dict``), and is
     refused otherwise. The loader and generators of the run must already exist (they are
     part of the state). Under a process group every rank must call it: if any rank's file
@@ -170,7 +171,7 @@ def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
         error = f"{path}: {exc}"
         if moved:
             error += ("; a SeederAccelerator/SeederTrainer checkpoint loads on another number of processes only when "
-                      "every seeder participant is an elastic seeder.DataLoader(elastic=True) or a registered generator")
+                      "every seeder participant is an elastic seeder.ElasticDataLoader or a registered generator")
     errors = _agree(error, s.world_size)
     if errors:
         raise StateError("cannot resume the seeder state, nothing was changed: " + "; ".join(errors))
@@ -267,7 +268,7 @@ class SeederAccelerator(Accelerator):
     * ``load_state(dir)`` first validates that file (on every rank, before any
       model or optimizer is touched), lets accelerate load, then restores it (its
       RNG states last, over accelerate's). On another number of processes every rank
-      reads ``seeder_state_0.pt``: with elastic loaders (``elastic=True``) the data
+      reads ``seeder_state_0.pt``: with elastic loaders (``seeder.ElasticDataLoader``) the data
       continues exactly and each rank's RNG streams are re-derived; anything else is
       refused (:func:`read_checkpoint_state`).
     * ``skip_first_batches(loader, n)`` returns the prepared loader itself when it
