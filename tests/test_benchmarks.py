@@ -28,6 +28,8 @@ CASES = {
     "bench_hf_resume": (["--items", "256"], "RATIO SeederTrainer / Trainer (ours / theirs)"),
     "bench_iterable": (["--items", "128", "--us", "0", "--workers", "0", "--repeats", "1", "--depths", "0.5"],
                        "throughput ratio ours/torch"),
+    "bench_locate": (["--rounds", "1", "--steps", "1"],
+                     "RATIO fingerprinted / baseline ms per step [cnn]"),
 }
 #: The optional packages a benchmark's baseline comes from (transformers' Trainer needs accelerate).
 NEEDS = {"bench_reseed": ("lightning",), "bench_state": ("lightning",),
