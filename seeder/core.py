@@ -27,6 +27,7 @@ from .checks import check_bool, check_int, is_bool
 from .derive import Domain, check_key
 from .distributed import Topology, agree_master_seed, discover, refuse_in_worker
 from .errors import SeederWarning
+from .participant import warn_unsaved_generators
 from .pending import PendingParts
 from .registry import Membership, Registry
 from .resumecheck import ResumeCheck
@@ -69,7 +70,7 @@ class Seeder(Membership):
         self.loading: Optional[state.RunState] = None  # the run a state being loaded describes (participants check it)
         self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
         #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its ``init`` watches the
-        #: process (foreign seeding routed, optimizer steps recorded under ``seeder verify``: :mod:`seeder.runwatch`).
+        #: process (frameworks' seeding routed, optimizer steps recorded under ``seeder verify``: :mod:`seeder.runwatch`).
         self.is_default = False
 
     def init(self, master_seed: Optional[int] = None, ngpus: Optional[int] = None, local_rank: Optional[int] = None,
@@ -100,7 +101,7 @@ class Seeder(Membership):
             self.pending, self.run, self.explicit, self._topology = pending, run, explicit, topology
         if dropped:
             logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
-        runwatch.after_init(self)  # foreign seeding routed; under seeder verify, optimizer steps recorded
+        runwatch.after_init(self)  # frameworks' seeding routed; under seeder verify, optimizer steps recorded
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
         is_default = self.is_default
@@ -211,7 +212,7 @@ class Seeder(Membership):
             made = state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
             generators = self.generators()
             if generators:
-                state.warn_unsaved_generators(generators)
+                warn_unsaved_generators(generators)
             return made
 
     def gather_state_dict(self, dst: int = 0) -> Optional[Dict[str, Any]]:

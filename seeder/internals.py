@@ -157,6 +157,34 @@ def _cpu_generator_layout(_: Any) -> Optional[str]:
     return None
 
 
+def _dispatch_mode(_: Any) -> Optional[str]:
+    try:
+        from torch.utils._python_dispatch import TorchDispatchMode
+    except ImportError:
+        return "torch.utils._python_dispatch.TorchDispatchMode is gone"
+    if hasattr(TorchDispatchMode, "__torch_dispatch__"):
+        return None
+    return "TorchDispatchMode has no __torch_dispatch__"
+
+
+def _autograd_node(_: Any) -> Optional[str]:
+    import torch
+
+    fn = getattr(torch._C, "_current_autograd_node", None)
+    return None if callable(fn) and fn() is None else "torch._C._current_autograd_node is gone"
+
+
+def _op_schema(_: Any) -> Optional[str]:
+    import torch
+
+    schema = getattr(torch.ops.aten.normal_.default, "_schema", None)
+    if schema is None or schema.name != "aten::normal_":
+        return "OpOverload._schema.name no longer names the operator"
+    if not any("Generator" in str(a.type) for a in schema.arguments):
+        return "OpOverload._schema.arguments no longer shows aten::normal_'s generator"
+    return None
+
+
 _TORCH, _NUMPY, _DALI = "torch 2.13.0", "numpy 2.4.6 (CPython 3.11)", "nvidia-dali 2.4.0"
 _PYTHON = "CPython 3.11"
 INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
@@ -169,8 +197,18 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
     Internal("torch", "CPUGeneratorImplState", "seeder.rngs_torch reads a CPU generator state's fields to refuse "
              "contents torch accepts but no generator reaches (all-zero key, NaN cached normal)", _TORCH,
              "torch's own set_state check only (is_valid), on a spare generator", _cpu_generator_layout),
-    Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object (its public seed/get_state/"
-             "set_state, and its layout on the per-batch paths of seeder.fastrng)",
+    Internal("torch", "utils._python_dispatch.TorchDispatchMode",
+             "seeder.verify._record: seeder locate's localisation runs fingerprint every tensor "
+             "operation", _TORCH, "raises", _dispatch_mode),
+    Internal("torch", "_C._current_autograd_node",
+             "seeder.verify._record: the autograd node a backward operation belongs to, for its "
+             "module and line", _TORCH, "backward operations are named without their module",
+             _autograd_node),
+    Internal("torch", "OpOverload._schema",
+             "seeder.verify._record: an operator's name and whether it takes a Generator (draws "
+             "random numbers)", _TORCH, "raises", _op_schema),
+    Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object (its "
+             "public seed/get_state/set_state, and its layout on the per-batch paths of seeder.fastrng)",
              _NUMPY, "raises", _numpy_global),
     Internal("numpy", "RandomState gauss cache offset", "seeder.fastrng: a legacy RandomState's key, position and "
              "Gaussian cache read in place (found and checked against get_state at first use), for the per-batch "

@@ -13,6 +13,7 @@ import seeder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "scripts"))
+from optional import need  # noqa: E402
 from stream_common import augment  # noqa: E402
 
 ITEMS, BS = 40, 8  # 5 steps an epoch
@@ -142,7 +143,9 @@ def test_lightning_resumes_a_stream_bitwise_mid_epoch_and_at_its_end(tmp_path, w
     position after that batch: SeederCallback saves the position of what was trained. Steps 3, 5 and 9 are
     mid-epoch; step 6 is the epoch's last batch, taken before the stream has said that it ended. The ``datasets``
     stream (2 workers) is shuffled through a buffer and augmented by a ``.map`` that draws from the global RNGs."""
-    pytest.importorskip("lightning")
+    need("lightning", "SeederCallback")
+    if make is lightning_hf_loader:
+        need("datasets", "a datasets stream")
     import gc
 
     from lightning_common import run

@@ -6,11 +6,13 @@ import warnings
 import pytest
 import torch
 import torch.utils.data
-from torchdata.stateful_dataloader import StatefulDataLoader
 
 import seeder
 from seeder import DistributedSampler, SeededDataset, Seeder, SeederWarning
+from optional import need
 from test_loader import BS, MASTER, Noisy
+
+StatefulDataLoader = need("torchdata.stateful_dataloader", "StatefulDataLoader").StatefulDataLoader
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 

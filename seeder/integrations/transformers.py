@@ -193,7 +193,7 @@ class SeederTrainer(Trainer):
     def __init__(self, *args: Any, seeder: Optional[Seeder] = None, elastic: bool = False, **kwargs: Any) -> None:
         seeder = resolve_seeder(seeder)  # before the Trainer's __init__: fail fast on a bad argument
         elastic = check_bool(elastic, "elastic")
-        with expected("the Trainer's set_seed(args.seed)"):  # routed through the seeder, as every foreign seeding
+        with expected("the Trainer's set_seed(args.seed)"):  # routed through the seeder, as every framework's
             super().__init__(*args, **kwargs)
         bad = []
         if self.args.ignore_data_skip:
