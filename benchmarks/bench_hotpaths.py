@@ -1,19 +1,23 @@
-"""What each private layout seeder keeps (seeder/fastrng.py) gains per epoch, against its public fallback.
+"""What each private layout in seeder/fastrng.py gains per epoch over its public fallback.
 
-Run: PYTHONPATH=. nice python benchmarks/bench_hotpaths.py [--items 4096] [--batch 64] [--repeats 7] [--clock cpu]
+Run: PYTHONPATH=. nice python benchmarks/bench_hotpaths.py [--items 4096] [--batch 64] [--repeats 7]
+     [--clock cpu]
 
-Two per-batch paths read Python's and NumPy's Mersenne Twister in place (entries of seeder/internals.py); where
-the layout check fails they take ``getstate``/``get_state`` instead. This runs the same loader epochs with the
-private layouts and with the public fallback, rounds interleaved in one process (0 workers: the main process
-fetches), and prints the median epoch time of each, the per-epoch difference and the ratio:
+Two per-batch paths read Python's and NumPy's Mersenne Twister in place (entries of
+seeder/internals.py); where the layout check fails they take ``getstate``/``get_state`` instead.
+This runs the same loader epochs with the private layouts and with the public fallback, rounds
+interleaved in one process (0 workers: the main process fetches), and prints the median epoch time
+of each, the per-epoch difference and the ratio:
 
-- ``keep``: ``seeder.DataLoader`` copies the training loop's ``random``, NumPy and torch states before each
-  batch it fetches and puts them back after (:meth:`seeder.rngbase.RNGAdapter.keep`);
-- ``watch``: ``seeder.ElasticDataLoader(sample_rngs=("torch",))`` also compares Python's and NumPy's global
-  RNGs before and after each batch (:meth:`seeder.rngbase.RNGAdapter.watcher`).
+- ``keep``: ``seeder.DataLoader`` copies the training loop's ``random``, NumPy and torch states
+  before each batch it fetches and puts them back after (:meth:`seeder.rngbase.RNGAdapter.keep`);
+- ``watch``: ``seeder.ElasticDataLoader(sample_rngs=("torch",))`` also compares Python's and NumPy's
+  global RNGs before and after each batch (:meth:`seeder.rngbase.RNGAdapter.watcher`).
 
-The fallback is switched on as a failed layout check would (the checked offsets forgotten), without the warning.
+The fallback is switched on as a failed layout check would (the checked offsets forgotten), without
+the warning.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,13 +81,16 @@ def compare(loader: Any, repeats: int, clock: Callable[[], float]) -> Dict[str, 
         use_private(private)
         epoch(loader, clock)
     for r in range(repeats):
-        for private in ((True, False) if r % 2 == 0 else (False, True)):
+        for private in (True, False) if r % 2 == 0 else (False, True):
             use_private(private)
             times[private].append(epoch(loader, clock))
     use_private(True)
     diffs = [pub - priv for pub, priv in zip(times[False], times[True])]
-    return {"private": statistics.median(times[True]), "public": statistics.median(times[False]),
-            "gain": statistics.median(diffs)}
+    return {
+        "private": statistics.median(times[True]),
+        "public": statistics.median(times[False]),
+        "gain": statistics.median(diffs),
+    }
 
 
 def main(argv: List[str] = None) -> None:
@@ -99,18 +106,28 @@ def main(argv: List[str] = None) -> None:
     clock = CLOCKS[args.clock]
     ds = TorchItems(args.items)
     cases = {
-        "keep  (seeder.DataLoader, 0 workers)": seeder.DataLoader(ds, batch_size=args.batch, shuffle=True),
-        "watch (ElasticDataLoader, sample_rngs=('torch',), 0 workers)":
-            seeder.ElasticDataLoader(ds, batch_size=args.batch, shuffle=True, sample_rngs=("torch",)),
+        "keep  (seeder.DataLoader, 0 workers)": seeder.DataLoader(
+            ds, batch_size=args.batch, shuffle=True
+        ),
+        "watch (ElasticDataLoader, sample_rngs=('torch',), 0 workers)": seeder.ElasticDataLoader(
+            ds, batch_size=args.batch, shuffle=True, sample_rngs=("torch",)
+        ),
     }
     batches = -(-args.items // args.batch)
-    print(f"torch {torch.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}; {args.items} items, "
-          f"batch {args.batch} ({batches} batches), median of {args.repeats} epochs ({args.clock} clock)")
+    print(
+        f"torch {torch.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}; "
+        f"{args.items} items, batch {args.batch} ({batches} batches), median of {args.repeats} "
+        f"epochs ({args.clock} clock)"
+    )
     for name, loader in cases.items():
         r = compare(loader, args.repeats, clock)
-        print(f"{name}: epoch private {r['private'] * 1e3:.2f} ms, public {r['public'] * 1e3:.2f} ms; gain "
-              f"{r['gain'] * 1e3:.2f} ms per epoch ({r['gain'] / batches * 1e6:.1f} us per batch)")
-        print(f"RATIO {name.split()[0]}: public / private epoch time = {r['public'] / r['private']:.3f}")
+        print(
+            f"{name}: epoch private {r['private'] * 1e3:.2f} ms, public {r['public'] * 1e3:.2f} "
+            f"ms; gain {r['gain'] * 1e3:.2f} ms per epoch ({r['gain'] / batches * 1e6:.1f} us "
+            "per batch)"
+        )
+        ratio = r["public"] / r["private"]
+        print(f"RATIO {name.split()[0]}: public / private epoch time = {ratio:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
-"""seeder's state on the checkpoint path: one save and one load, next to a ``torch.save`` of a small model.
+"""seeder's state on the checkpoint path: a save and a load, beside ``torch.save`` of a small model.
 
-Prints the median time of ``seeder.state_dict()`` and of ``seeder.load_state_dict()`` (validation and
-rollback copies included), of one capture + restore, and of a ``torch.save`` of a small model's
+Prints the median time of ``seeder.state_dict()`` and of ``seeder.load_state_dict()`` (validation
+and rollback copies included), of one capture + restore, and of a ``torch.save`` of a small model's
 ``state_dict`` (a 2-layer MLP, 32 -> 256 -> 10, to memory), the size of the state serialised by
-``torch.save``, the peak Python memory of one capture + restore (tracemalloc), whether the saved state
-loads with ``torch.load(weights_only=True)``, and Lightning's ``_collect_rng_states``/``_set_rng_states``
-(``lightning.fabric.utilities.seed``, or the standalone ``lightning_fabric``) for reference, all in one
-process with rounds interleaved. Run: ``python benchmarks/bench_state.py [--repeat N]``.
+``torch.save``, the peak Python memory of one capture + restore (tracemalloc), whether the saved
+state loads with ``torch.load(weights_only=True)``, and Lightning's
+``_collect_rng_states``/``_set_rng_states`` (``lightning.fabric.utilities.seed``, or the standalone
+``lightning_fabric``) for reference, all in one process with rounds interleaved.
+Run: ``python benchmarks/bench_state.py [--repeat N]``.
 """
 from __future__ import annotations
 
@@ -114,9 +115,11 @@ def main(argv: List[str] = None) -> None:
 
     for fn in (model_save, save, load):
         fn()
-    model_us, save_us, load_us = interleaved_medians_us([model_save, save, load], args.repeat, args.number)
-    print(f"torch.save of a small model (MLP 32-256-10, {sum(p.numel() for p in net.parameters())} parameters): "
-          f"{model_us:.1f} us; seeder.state_dict() {save_us:.1f} us, seeder.load_state_dict() {load_us:.1f} us "
+    fns = [model_save, save, load]
+    model_us, save_us, load_us = interleaved_medians_us(fns, args.repeat, args.number)
+    params = sum(p.numel() for p in net.parameters())
+    print(f"torch.save of a small model (MLP 32-256-10, {params} parameters): {model_us:.1f} us; "
+          f"seeder.state_dict() {save_us:.1f} us, seeder.load_state_dict() {load_us:.1f} us "
           "(global RNGs)")
     print(f"RATIO seeder state_dict + load_state_dict / torch.save of a small model = "
           f"{(save_us + load_us) / model_us:.3f}")
