@@ -26,7 +26,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -75,8 +75,8 @@ def epoch(loader: Any, clock: Callable[[], float]) -> float:
     return clock() - t
 
 
-def compare(loader: Any, repeats: int, clock: Callable[[], float]) -> Dict[str, float]:
-    times: Dict[bool, List[float]] = {True: [], False: []}
+def compare(loader: Any, repeats: int, clock: Callable[[], float]) -> dict[str, float]:
+    times: dict[bool, list[float]] = {True: [], False: []}
     for private in (True, False):  # warm-up
         use_private(private)
         epoch(loader, clock)
@@ -93,7 +93,7 @@ def compare(loader: Any, repeats: int, clock: Callable[[], float]) -> Dict[str, 
     }
 
 
-def main(argv: List[str] = None) -> None:
+def main(argv: list[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=4096)
     parser.add_argument("--batch", type=int, default=64)

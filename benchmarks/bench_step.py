@@ -26,7 +26,7 @@ import sys
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -74,7 +74,7 @@ class Run:
         self.loader, self.with_seeder, self.save_every = loader, with_seeder, save_every
         self.net = model()
         self.opt = torch.optim.SGD(self.net.parameters(), lr=0.01)
-        self.states: List[Any] = []
+        self.states: list[Any] = []
 
     def one_epoch(self) -> int:
         """Train one epoch; the number of steps."""
@@ -110,9 +110,9 @@ def peak_kib(run: Run) -> float:
 
 def compare(
     items: int, batch: int, workers: int, repeats: int, save_every: int, clock_name: str
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     ds = Augmented(items)
-    kw: Dict[str, Any] = dict(
+    kw: dict[str, Any] = dict(
         batch_size=batch, shuffle=True, num_workers=workers, persistent_workers=workers > 0
     )
     runs = {
@@ -122,7 +122,7 @@ def compare(
     clock = (
         CLOCKS[clock_name] if workers == 0 else time.perf_counter
     )  # workers' time: the wall clock only
-    times: Dict[str, List[float]] = {k: [] for k in runs}
+    times: dict[str, list[float]] = {k: [] for k in runs}
     steps = runs["torch"].one_epoch()
     runs["seeder"].one_epoch()  # warm-up: workers started, caches filled
     for r in range(repeats):
@@ -139,7 +139,7 @@ def compare(
     }
 
 
-def main(argv: List[str] = None) -> None:
+def main(argv: list[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--items", type=int, default=2048)

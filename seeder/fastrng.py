@@ -1,4 +1,4 @@
-"""Exact shortcuts for the per-batch and per-sample paths: RNG state as raw bytes, and PCG64 seeding.
+"""Exact shortcuts for the per-batch paths: RNG state as raw bytes; and PCG64 seeding.
 
 The checkpoint path (``state_dict``, ``load_state_dict``, their validation and rollback copies)
 uses the libraries' public state APIs only. Two paths that run once a batch or once a sample
@@ -22,6 +22,7 @@ Example:
     >>> pcg64_state(5) == np.random.PCG64(np.random.SeedSequence(5)).state
     True
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -34,19 +35,33 @@ import numpy as np
 
 from .internals import degrade
 
-__all__ = ["KEY_WORDS", "KEY_BYTES", "MT_BYTES", "MARK_BYTES", "GAUSS_CACHE", "PYTHON_MT", "NUMPY_GAUSS",
-           "LegacyAccess", "legacy_access", "pcg64_state", "fast_seeding_state", "python_mt_view"]
+__all__ = [
+    "KEY_WORDS",
+    "KEY_BYTES",
+    "MT_BYTES",
+    "MARK_BYTES",
+    "GAUSS_CACHE",
+    "PYTHON_MT",
+    "NUMPY_GAUSS",
+    "LegacyAccess",
+    "legacy_access",
+    "pcg64_state",
+    "fast_seeding_state",
+    "python_mt_view",
+]
 
 #: Words and bytes of the MT19937 key.
 KEY_WORDS = 624
 KEY_BYTES = 4 * KEY_WORDS
-#: Bytes of a Mersenne Twister's key and position as ``_random.Random`` and NumPy's MT19937 keep them.
+#: Bytes of a Mersenne Twister's key and position, as ``_random.Random`` and NumPy's MT19937 keep
+#: them.
 MT_BYTES = 4 + KEY_BYTES
-#: Bytes of a Mersenne Twister's mark: its position and two key words, which together change on every
-#: draw (a draw of a multiple of 624 words leaves the position where it was and regenerates the key).
+#: Bytes of a Mersenne Twister's mark: its position and two key words, which together change on
+#: every draw (a draw of a multiple of 624 words leaves the position and regenerates the key).
 MARK_BYTES = 12
 
-#: A legacy ``RandomState``'s Gaussian cache as NumPy keeps it: ``has_gauss`` (int, padded) and the double.
+#: A legacy ``RandomState``'s Gaussian cache as NumPy keeps it: ``has_gauss`` (int, padded), the
+#: double.
 GAUSS_CACHE = struct.Struct("i4xd")
 
 #: The :data:`seeder.internals.INTERNALS` keys of the two layouts.
@@ -58,7 +73,7 @@ _M128 = (1 << 128) - 1
 
 
 def pcg64_state(seed: int) -> Dict[str, Any]:
-    """``numpy.random.PCG64(numpy.random.SeedSequence(seed)).state``, computed from the sequence's eight words.
+    """``numpy.random.PCG64(numpy.random.SeedSequence(seed)).state``, from the sequence's 8 words.
 
     Args:
         seed: an int in ``[0, 2**128)``.
@@ -73,21 +88,29 @@ def pcg64_state(seed: int) -> Dict[str, Any]:
     init_state = (w[1] << 96) | (w[0] << 64) | (w[3] << 32) | w[2]
     init_seq = (w[5] << 96) | (w[4] << 64) | (w[7] << 32) | w[6]
     inc = ((init_seq << 1) | 1) & _M128
-    state = ((inc + init_state) * _PCG_MULT + inc) & _M128  # from state 0: one step gives inc, add, one step
-    return {"bit_generator": "PCG64", "state": {"state": state, "inc": inc}, "has_uint32": 0, "uinteger": 0}
+    state = (
+        (inc + init_state) * _PCG_MULT + inc
+    ) & _M128  # from state 0: one step gives inc, add, one step
+    return {
+        "bit_generator": "PCG64",
+        "state": {"state": state, "inc": inc},
+        "has_uint32": 0,
+        "uinteger": 0,
+    }
 
 
 _FAST_SEEDING: Dict[type, Any] = {}
 
 
 def fast_seeding_state(kind: type) -> Optional[Any]:
-    """``f(seed) -> state`` equal to ``kind(SeedSequence(seed)).state``, or ``None`` when none is checked.
+    """``f(seed) -> state`` equal to ``kind(SeedSequence(seed)).state``, or ``None`` if none is.
 
     Args:
         kind: a NumPy bit generator class.
 
     Returns:
-        :func:`pcg64_state` for ``PCG64`` (checked against NumPy on probe seeds once), else ``None``.
+        :func:`pcg64_state` for ``PCG64`` (checked against NumPy on probe seeds once), else
+        ``None``.
 
     >>> fast_seeding_state(np.random.PCG64)(3) == np.random.PCG64(np.random.SeedSequence(3)).state
     True
@@ -102,7 +125,7 @@ def fast_seeding_state(kind: type) -> Optional[Any]:
 
 
 class LegacyAccess:
-    """``ctypes`` views of a legacy ``RandomState``'s MT19937 key and position and of its Gaussian cache.
+    """``ctypes`` views of a legacy ``RandomState``'s MT19937 key and position and Gaussian cache.
 
     ``gauss_offset`` is where ``has_gauss`` (int) and the cached double are in the RandomState
     object. Use :func:`legacy_access` to get one; the cache is only ever written through the
@@ -114,7 +137,7 @@ class LegacyAccess:
         self.zeros = [0] * KEY_WORDS  # set_state's key argument when only the cache is written
 
     def views(self, rs: np.random.RandomState, bitgen: Any) -> Tuple[Any, Any]:
-        """Views of ``bitgen``'s key and position and of ``rs``'s Gaussian cache: ``.raw`` reads them.
+        """Views of ``bitgen``'s key and position and of ``rs``'s Gaussian cache (``.raw`` reads).
 
         Args:
             rs: the RandomState.
@@ -124,12 +147,14 @@ class LegacyAccess:
             ``(key and position view, Gaussian cache view)``. They do not keep ``rs`` and ``bitgen``
             alive: hold them too.
         """
-        return ((ctypes.c_char * MT_BYTES).from_address(bitgen.ctypes.state_address),
-                (ctypes.c_char * GAUSS_CACHE.size).from_address(id(rs) + self.gauss_offset))
+        return (
+            (ctypes.c_char * MT_BYTES).from_address(bitgen.ctypes.state_address),
+            (ctypes.c_char * GAUSS_CACHE.size).from_address(id(rs) + self.gauss_offset),
+        )
 
     @staticmethod
     def mark_view(bitgen: Any) -> Any:
-        """A view of ``bitgen``'s :data:`MARK_BYTES`: the key's last two words and the position after them.
+        """A view of ``bitgen``'s :data:`MARK_BYTES`: the key's last two words and the position.
 
         Args:
             bitgen: an MT19937 (held by the caller: the view does not keep it alive).
@@ -138,13 +163,20 @@ class LegacyAccess:
             A ``ctypes`` char array; ``.raw`` reads it.
 
         >>> bitgen = np.random.MT19937(0); view = LegacyAccess.mark_view(bitgen); before = view.raw
-        >>> _ = bitgen.random_raw(624); view.raw[8:] == before[8:], view.raw != before  # position back, key not
+        >>> _ = bitgen.random_raw(624)  # the position comes back, the key does not
+        >>> view.raw[8:] == before[8:], view.raw != before
         (True, True)
         """
-        return (ctypes.c_char * MARK_BYTES).from_address(bitgen.ctypes.state_address + MT_BYTES - MARK_BYTES)
+        return (ctypes.c_char * MARK_BYTES).from_address(
+            bitgen.ctypes.state_address + MT_BYTES - MARK_BYTES
+        )
 
-    def put_back(self, rs: np.random.RandomState, key_view: Any, gauss_view: Any, mt: bytes, gauss: bytes) -> None:
-        """Write key, position and Gaussian cache bytes read from :meth:`views` back (hold ``bitgen.lock``).
+    def put_back(
+        self, rs: np.random.RandomState, key_view: Any, gauss_view: Any, mt: bytes, gauss: bytes
+    ) -> None:
+        """Write key, position and Gaussian cache bytes read from :meth:`views` back.
+
+        Hold ``bitgen.lock``.
 
         The cache is written through ``set_state``, and only when it differs.
         """
@@ -154,27 +186,39 @@ class LegacyAccess:
 
     @staticmethod
     def as_state(kept: Tuple[bytes, bytes]) -> Tuple[Any, ...]:
-        """``(key and position, Gaussian cache)`` bytes as the tuple ``RandomState.set_state`` takes.
+        """``(key and position, Gaussian cache)`` bytes as ``RandomState.set_state`` takes.
 
         >>> access = legacy_access(); rs = np.random.RandomState(3); bitgen = rs.__reduce__()[1][0]
-        >>> access is None or LegacyAccess.as_state([v.raw for v in access.views(rs, bitgen)])[2] == 624
+        >>> kept = [v.raw for v in access.views(rs, bitgen)] if access else None
+        >>> access is None or LegacyAccess.as_state(kept)[2] == 624
         True
         """
         mt, gauss = kept
         key = np.frombuffer(mt, dtype=np.uint32, count=KEY_WORDS).tolist()
-        return ("MT19937", key, struct.unpack_from("i", mt, KEY_BYTES)[0], *GAUSS_CACHE.unpack(gauss))
+        return (
+            "MT19937",
+            key,
+            struct.unpack_from("i", mt, KEY_BYTES)[0],
+            *GAUSS_CACHE.unpack(gauss),
+        )
 
 
 _LEGACY: List[Optional[LegacyAccess]] = []
 
 
 def _find_gauss_offset() -> Optional[int]:
-    """The Gaussian cache's offset in a RandomState, found with distinctive values set through ``set_state``
-    on 2 objects, and the views checked against ``get_state``/``set_state``; ``None`` where they disagree."""
-    if platform.python_implementation() != "CPython" or not hasattr(np.random.BitGenerator, "ctypes"):
+    """The Gaussian cache's offset in a RandomState, found with distinctive values set through
+    ``set_state`` on 2 objects, and the views checked against ``get_state``/``set_state``; ``None``
+    where they disagree."""
+    if platform.python_implementation() != "CPython" or not hasattr(
+        np.random.BitGenerator, "ctypes"
+    ):
         return None
     size = np.random.RandomState.__basicsize__
-    probes = [np.random.RandomState(np.random.MT19937(1)), np.random.RandomState(np.random.MT19937(2))]
+    probes = [
+        np.random.RandomState(np.random.MT19937(1)),
+        np.random.RandomState(np.random.MT19937(2)),
+    ]
     values = [(1, 0.12345678901234567), (0, -7.25e11), (1, -3.0e-300)]
     key = list(range(7, 7 + KEY_WORDS))
     candidates: Optional[set] = None
@@ -182,8 +226,11 @@ def _find_gauss_offset() -> Optional[int]:
         for has, gauss in values:
             rs.set_state(("MT19937", key, 5, has, gauss))
             raw = ctypes.string_at(id(rs), size)
-            found = {off - 8 for off in range(8, size - 7, 4)
-                     if raw[off - 8:off + 8] == GAUSS_CACHE.pack(has, gauss)}
+            found = {
+                off - 8
+                for off in range(8, size - 7, 4)
+                if raw[off - 8 : off + 8] == GAUSS_CACHE.pack(has, gauss)
+            }
             candidates = found if candidates is None else candidates & found
     if not candidates or len(candidates) != 1:
         return None
@@ -208,21 +255,26 @@ def _find_gauss_offset() -> Optional[int]:
 
 
 def legacy_access() -> Optional[LegacyAccess]:
-    """The checked access to legacy ``RandomState`` states, or ``None`` where it does not match NumPy.
+    """The checked access to legacy ``RandomState`` states, or ``None`` where it does not match.
 
     Returns:
         A :class:`LegacyAccess`; ``None`` (after one :class:`seeder.SeederWarning` on CPython) where
-        the probe found no single place of the Gaussian cache or the views disagreed with ``get_state``.
+        the probe found no single place of the Gaussian cache or the views disagreed with
+        ``get_state``.
 
     >>> access = legacy_access()
-    >>> access is None or access.views(np.random.RandomState(0), np.random.MT19937(0))[1].raw[:4] == bytes(4)
+    >>> rs = np.random.RandomState(0)
+    >>> access is None or access.views(rs, np.random.MT19937(0))[1].raw[:4] == bytes(4)
     True
     """
     if not _LEGACY:
         offset = _find_gauss_offset()
         if offset is None and platform.python_implementation() == "CPython":
-            degrade(NUMPY_GAUSS, "the probe found no single place of the Gaussian cache in a RandomState, or the "
-                    "views disagreed with get_state()")
+            degrade(
+                NUMPY_GAUSS,
+                "the probe found no single place of the Gaussian cache in a "
+                "RandomState, or the views disagreed with get_state()",
+            )
         _LEGACY.append(LegacyAccess(offset) if offset is not None else None)
     return _LEGACY[0]
 
@@ -231,8 +283,9 @@ _PY_MT: List[Optional[int]] = []
 
 
 def _find_python_mt_offset() -> Optional[int]:
-    """Where CPython keeps a ``random.Random``'s position and key, found with distinctive states set through
-    ``setstate`` on 2 objects and checked against ``getstate``; ``None`` where that does not match."""
+    """Where CPython keeps a ``random.Random``'s position and key, found with distinctive states set
+    through ``setstate`` on 2 objects and checked against ``getstate``; ``None`` where that does not
+    match."""
     if platform.python_implementation() != "CPython":
         return None
     probes = [random.Random(1), random.Random(2)]
@@ -244,7 +297,7 @@ def _find_python_mt_offset() -> Optional[int]:
             rng.setstate((3, words + (pos,), None))
             raw = ctypes.string_at(id(rng), size)
             pattern = struct.pack(f"=i{KEY_WORDS}I", pos, *words)
-            hits = {i for i in range(0, size - MT_BYTES + 1, 4) if raw[i:i + MT_BYTES] == pattern}
+            hits = {i for i in range(0, size - MT_BYTES + 1, 4) if raw[i : i + MT_BYTES] == pattern}
             found = hits if found is None else found & hits
     if not found or len(found) != 1:
         return None
@@ -289,8 +342,11 @@ def python_mt_view(rng: random.Random, size: int = MT_BYTES) -> Optional[Any]:
     if not _PY_MT:
         offset = _find_python_mt_offset()
         if offset is None and platform.python_implementation() == "CPython":
-            degrade(PYTHON_MT, "the probe found no single place of the Mersenne Twister's position and key in a "
-                    "random.Random, or writing them disagreed with getstate()")
+            degrade(
+                PYTHON_MT,
+                "the probe found no single place of the Mersenne Twister's position "
+                "and key in a random.Random, or writing them disagreed with getstate()",
+            )
         _PY_MT.append(offset)
     if _PY_MT[0] is None or type(rng) is not random.Random:
         return None

@@ -1,12 +1,13 @@
-"""Every private name of another library that seeder relies on, each checked at first use.
+"""Every private name or layout of another library that seeder relies on, each checked at first use.
 
 Where no public API does the job (or, on a per-batch or per-sample path, none does it at
 the speed the loader benchmarks measure), seeder reads or overrides a private name of
-Python, torch, NumPy, DALI, Lightning, transformers or accelerate. Each such name is listed in :data:`INTERNALS` with the versions it was
-checked on, and each use goes through :func:`require` (the dependency still works
-the way seeder relies on, else :class:`DependencyChanged` naming the library and its
-version) or :func:`degrade` (a :class:`seeder.SeederWarning` naming them, then a
-slower public path). A changed dependency is never a silent change of behaviour.
+Python, torch, NumPy, DALI, Lightning, transformers or accelerate. Each such name is listed
+in :data:`INTERNALS` with the versions it was checked on, and each use goes through
+:func:`require` (the dependency still works the way seeder relies on, else
+:class:`DependencyChanged` naming the library and its version) or :func:`degrade` (a
+:class:`seeder.SeederWarning` naming them, then a slower public path). A changed dependency
+is never a silent change of behaviour.
 
 Example:
     >>> INTERNALS["torch:DataLoader._get_iterator"].library
@@ -208,16 +209,18 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
              "seeder.verify._record: an operator's name and whether it takes a Generator (draws "
              "random numbers)", _TORCH, "raises", _op_schema),
     Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object (its "
-             "public seed/get_state/set_state, and its layout on the per-batch paths of seeder.fastrng)",
+             "public seed/get_state/set_state, and its layout on seeder.fastrng's per-batch paths)",
              _NUMPY, "raises", _numpy_global),
-    Internal("numpy", "RandomState gauss cache offset", "seeder.fastrng: a legacy RandomState's key, position and "
-             "Gaussian cache read in place (found and checked against get_state at first use), for the per-batch "
-             "copy a loader fetching in the main process puts back and the elastic loader's watch of NumPy's global "
-             "RNG", _NUMPY, "NumPy's public get_state/set_state (a slower per-batch copy and watch)", _nothing),
-    Internal("python", "random.Random Mersenne Twister layout", "seeder.fastrng: a random.Random's position and key "
-             "read in place (found and checked against getstate/setstate at first use), for the per-batch copy a "
-             "loader fetching in the main process puts back and the elastic loader's watch of Python's global RNG",
-             _PYTHON, "Python's public getstate/setstate (a slower per-batch copy and watch)", _nothing),
+    Internal("numpy", "RandomState gauss cache offset", "seeder.fastrng: a legacy RandomState's "
+             "key, position and Gaussian cache read in place (found and checked against get_state "
+             "at first use), for the per-batch copy a loader fetching in the main process puts "
+             "back and the elastic loader's watch of NumPy's global RNG", _NUMPY,
+             "NumPy's public get_state/set_state (a slower per-batch copy and watch)", _nothing),
+    Internal("python", "random.Random Mersenne Twister layout", "seeder.fastrng: a random.Random's "
+             "position and key read in place (found and checked against getstate/setstate at first "
+             "use), for the per-batch copy a loader fetching in the main process puts back and the "
+             "elastic loader's watch of Python's global RNG", _PYTHON,
+             "Python's public getstate/setstate (a slower per-batch copy and watch)", _nothing),
     Internal("nvidia-dali", "Pipeline._enable_checkpointing", "seeder.data.dali: whether a pipeline saves "
              "checkpoints (no public accessor)", _DALI, "raises", _has("_enable_checkpointing"), per_object=True),
     Internal("nvidia-dali", "Pipeline._checkpoint", "seeder.data.dali: which checkpoint a pipeline was built from",
@@ -248,11 +251,11 @@ class DependencyChanged(RuntimeError):
 
 
 def library_version(library: str) -> str:
-    """The installed version of ``library`` (a distribution name, or ``"python"``: the interpreter), or
-    ``"not installed"``.
+    """The installed version of ``library`` (a distribution name, or ``"python"``: the interpreter),
+    or ``"not installed"``.
 
-    >>> library_version("numpy") != "not installed", library_version("python") == platform.python_version()
-    (True, True)
+    >>> library_version("numpy") != "not installed", library_version("python")[0]
+    (True, '3')
     """
     if library == "python":
         return platform.python_version()

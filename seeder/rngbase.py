@@ -15,8 +15,8 @@ import torch
 from .errors import StateError
 
 __all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "check_mt_words", "check_mt_key",
-           "check_cached_float", "check_exact_int", "on_cpu", "CPU_FIX", "save_states", "put_back_states", "keep_states",
-           "restore_states"]
+           "check_cached_float", "check_exact_int", "on_cpu", "CPU_FIX", "save_states",
+           "put_back_states", "keep_states", "restore_states"]
 
 
 def expect(cond: bool, where: str, msg: str) -> None:
@@ -53,7 +53,7 @@ def check_mt_words(words: Sequence[Any], where: str) -> None:
     ...
     seeder.errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
     """
-    if words[1] and words[2]:  # a seeded key: two nonzero words (the count below is for the message)
+    if words[1] and words[2]:  # a seeded key: two nonzero words (the count is for the message)
         return
     nonzero = sum(1 for w in words[:624] if w)
     if nonzero < 2:
@@ -156,15 +156,16 @@ class RNGAdapter:
         self.set_state(kept)
 
     def keep(self) -> Callable[[], None]:
-        """A function that puts this RNG's current state back: what a loader fetching in the main process runs
-        after each batch. By default :meth:`copy_state` and :meth:`put_back`.
+        """A function that puts this RNG's current state back: what a loader fetching in the main
+        process runs after each batch. By default :meth:`copy_state` and :meth:`put_back`.
 
         Returns:
             A function of no arguments.
 
         >>> import random
         >>> from seeder.rngs import PythonRandomAdapter
-        >>> restore = PythonRandomAdapter().keep(); a = random.random(); restore(); a == random.random()
+        >>> restore = PythonRandomAdapter().keep(); a = random.random(); restore()
+        >>> a == random.random()
         True
         """
         kept = self.copy_state()
@@ -215,7 +216,7 @@ def put_back_states(saved: Sequence[Tuple[RNGAdapter, Any]], strict: bool = Fals
 
 
 def keep_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Callable[[], None]]]:
-    """``(adapter, adapter.keep())`` of each adapter: the per-batch save of the RNGs around a main-process fetch.
+    """``(adapter, adapter.keep())`` of each adapter: the per-batch save around a fetch.
 
     Args:
         adapters: the RNGs to put back later with :func:`restore_states`.
@@ -232,15 +233,16 @@ def keep_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Callab
     return [(adapter, adapter.keep()) for adapter in adapters]
 
 
-def restore_states(kept: Sequence[Tuple[RNGAdapter, Callable[[], None]]], strict: bool = False) -> List[str]:
-    """Run every :func:`keep_states` restore, going on past failures; return ``"<name> (<error>)"`` of each.
+def restore_states(kept: Sequence[Tuple[RNGAdapter, Callable[[], None]]],
+                   strict: bool = False) -> List[str]:
+    """Run every :func:`keep_states` restore, going on past failures.
 
     Args:
         kept: what :func:`keep_states` returned.
         strict: raise instead of returning the failures (after trying every one).
 
     Returns:
-        The failures, ``[]`` when every RNG is back.
+        ``"<name> (<error>)"`` of each failure, ``[]`` when every RNG is back.
 
     Raises:
         RuntimeError: ``strict`` and some RNG could not be put back; the message names them.

@@ -21,30 +21,32 @@ from .derive import numpy_seed
 from .errors import StateError
 from .fastrng import MARK_BYTES, LegacyAccess, fast_seeding_state, legacy_access, python_mt_view
 from .internals import require
-from .rngbase import CPU_FIX, RNGAdapter, check_cached_float, check_exact_int, check_mt_key, check_mt_words, expect, on_cpu
+from .rngbase import (CPU_FIX, RNGAdapter, check_cached_float, check_exact_int, check_mt_key,
+                      check_mt_words, expect, on_cpu)
 from .rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
 
 __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdapter", "global_adapters", "adapter_for"]
 
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
-_KEY = struct.Struct("=624I")  # getstate()'s words as bytes: 6x faster than numpy.array of the tuple
+_KEY = struct.Struct("=624I")  # getstate()'s words as bytes: 6x faster than numpy.array(tuple)
 _NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
 _PYTHON_KEYS = frozenset({"version", "key", "pos", "gauss_next"})
 _PYTHON_TUPLE_KEYS = frozenset({"version", "state", "gauss_next"})
 
 
 def _key_words(key: torch.Tensor) -> List[int]:
-    """A checked Mersenne Twister key tensor's 624 words as Python ints (what ``setstate``/``set_state`` take)."""
+    """A checked Mersenne Twister key tensor's 624 words as ints, as ``setstate`` takes them."""
     return on_cpu(key).contiguous().numpy().view(np.uint32).tolist()
 
 
 class PythonRandomAdapter(RNGAdapter):
-    """A :class:`random.Random` (the module-level one by default), through ``getstate``/``setstate``.
+    """A :class:`random.Random` (the module's by default), through ``getstate``/``setstate``.
 
     The state is ``{"version": 3, "key": int32 tensor (624 words' bits), "pos": int, "gauss_next": float | None}``:
     ``random.getstate()``'s words as one tensor (loaded by ``torch.load(weights_only=True)``).
-    ``random.getstate()``'s own form, ``{"version": 3, "state": (625 ints), "gauss_next": ...}``, loads too.
+    ``random.getstate()``'s own form, ``{"version": 3, "state": (625 ints), "gauss_next": ...}``,
+    loads too.
 
     Args:
         rng: the generator; ``None``: the one behind the :mod:`random` module's functions.
@@ -67,8 +69,9 @@ class PythonRandomAdapter(RNGAdapter):
         return self._view
 
     def keep(self) -> Callable[[], None]:
-        """The generator's position and key as 2.5 KB of bytes and ``gauss_next`` (``random.getstate`` builds
-        625 ints: 10-40x slower), where CPython's layout checked out; else ``getstate``."""
+        """The generator's position and key as 2.5 KB of bytes and ``gauss_next``
+        (``random.getstate`` builds 625 ints: 10-40x slower), where CPython's layout checked out;
+        else ``getstate``."""
         view, rng = self._view if self._view is not False else self._mt_view(), self.rng
         if view is None:
             return super().keep()
@@ -80,8 +83,9 @@ class PythonRandomAdapter(RNGAdapter):
         return restore
 
     def watcher(self) -> Optional[Callable[[], Any]]:
-        """The position, first two key words (:data:`seeder.fastrng.MARK_BYTES`) and ``gauss_next`` where CPython's
-        layout checked out, else ``getstate()``. Any draw changes them (:mod:`seeder.data.lazyseed`)."""
+        """The position, first two key words (:data:`seeder.fastrng.MARK_BYTES`) and ``gauss_next``
+        where CPython's layout checked out, else ``getstate()``. Any draw changes them
+        (:mod:`seeder.data.lazyseed`)."""
         rng = self.rng
         mark = python_mt_view(rng, MARK_BYTES) if self._mt_view() is not None else None
         return rng.getstate if mark is None else lambda: (mark.raw, rng.gauss_next)
@@ -126,7 +130,9 @@ class PythonRandomAdapter(RNGAdapter):
 
 
 class NumpyRandomStateAdapter(RNGAdapter):
-    """A legacy :class:`numpy.random.RandomState` (NumPy's global one by default), through ``get_state``/``set_state``.
+    """A legacy :class:`numpy.random.RandomState` (NumPy's global one by default).
+
+    Read and written through ``get_state``/``set_state``.
 
     Seeded with the 64-bit seed folded to 32 bits (:func:`seeder.derive.numpy_seed`).
 
@@ -141,7 +147,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
             require("numpy:random.mtrand._rand")
         self._rng = rng
         self._bitgen: Any = None
-        self._fast: Any = None  # (rng, bit generator, key view, gauss view, access) of the per-batch path
+        self._fast: Any = None  # (rng, bit generator, key view, gauss view, access): per-batch path
 
     @property
     def rng(self) -> np.random.RandomState:
@@ -173,25 +179,27 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def set_state(self, state: Dict[str, Any]) -> None:
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
-        self.rng.set_state((state["kind"], _key_words(state["key"]), state["pos"], int(state["has_gauss"]),
-                            state["cached_gaussian"]))
+        self.rng.set_state((state["kind"], _key_words(state["key"]), state["pos"],
+                            int(state["has_gauss"]), state["cached_gaussian"]))
 
     def copy_state(self) -> Any:
         return self.rng.get_state()
 
     def put_back(self, kept: Any) -> None:
-        kind, key, pos, has_gauss, cached = kept  # the key as a list: set_state copies an array 40x slower
+        kind, key, pos, has_gauss, cached = kept  # a list: set_state copies an array 40x slower
         self.rng.set_state((kind, key.tolist(), pos, has_gauss, cached))
 
     def _views(self) -> Any:
-        """``(rng, bit generator, key view, gauss view, access)`` where :func:`seeder.fastrng.legacy_access` checked
-        out and the RNG is an exact RandomState over an MT19937; else ``None``."""
+        """``(rng, bit generator, key view, gauss view, access)`` where
+        :func:`seeder.fastrng.legacy_access` checked out and the RNG is an exact RandomState over an
+        MT19937; else ``None``."""
         rng = self._rng if self._rng is not None else np.random.mtrand._rand  # self.rng, without a call
         if self._rng is None:
-            bitgen = np.random.get_bit_generator()  # the global one may be swapped by set_bit_generator
+            bitgen = np.random.get_bit_generator()  # set_bit_generator may swap the global one
         else:
             if self._bitgen is None:
-                self._bitgen = rng.__reduce__()[1][0]  # pickling's public way to name a RandomState's bit generator
+                # pickling's public way to name a RandomState's bit generator
+                self._bitgen = rng.__reduce__()[1][0]
             bitgen = self._bitgen
         views = self._fast
         if views is not None and views[0] is rng and views[1] is bitgen:
@@ -206,8 +214,9 @@ class NumpyRandomStateAdapter(RNGAdapter):
         return views
 
     def keep(self) -> Callable[[], None]:
-        """The key and position and the Gaussian cache as 2.5 KB of bytes (NumPy's ``get_state`` copies the key
-        word by word: 20-50x slower) where :func:`seeder.fastrng.legacy_access` checked out; else ``get_state``."""
+        """The key and position and the Gaussian cache as 2.5 KB of bytes (NumPy's ``get_state``
+        copies the key word by word: 20-50x slower) where :func:`seeder.fastrng.legacy_access`
+        checked out; else ``get_state``."""
         views = self._views()
         if views is None:
             return super().keep()
@@ -219,26 +228,30 @@ class NumpyRandomStateAdapter(RNGAdapter):
             if self._views() is views:
                 with bitgen.lock:
                     access.put_back(rng, key_view, gauss_view, mt, gauss)
-            else:  # the global bit generator was replaced since: the state goes into the one in place now
+            else:  # the global bit generator was replaced since: into the one in place now
                 self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
         return restore
 
     def watcher(self) -> Optional[Callable[[], Any]]:
-        """The key's last two words and the position (:meth:`seeder.fastrng.LegacyAccess.mark_view`), the Gaussian
-        cache and, for the global RNG, the bit generator (one swapped in changes it), where
-        :func:`seeder.fastrng.legacy_access` checked out; else the fields of ``get_state()``. Any draw changes them
+        """The key's last two words and the position
+        (:meth:`seeder.fastrng.LegacyAccess.mark_view`), the Gaussian cache and, for the global RNG,
+        the bit generator (one swapped in changes it), where :func:`seeder.fastrng.legacy_access`
+        checked out; else the fields of ``get_state()``. Any draw changes them
         (:mod:`seeder.data.lazyseed`)."""
         views = self._views()
         if views is None:
             mine = self._rng
 
             def public() -> Any:
-                kind, key, pos, has, cached = (mine if mine is not None else np.random.mtrand._rand).get_state()
+                rng = mine if mine is not None else np.random.mtrand._rand
+                kind, key, pos, has, cached = rng.get_state()
                 return kind, key.tobytes(), pos, has, cached
             return public
         mark, gauss = views[4].mark_view(views[1]), views[3]
-        current = np.random.get_bit_generator if self._rng is None else lambda: None  # a RandomState keeps its own
-        return lambda _held=views: (current(), mark.raw, gauss.raw)  # _held: what the views read stays alive
+        # a RandomState keeps its own bit generator; the global one may be swapped
+        current = np.random.get_bit_generator if self._rng is None else lambda: None
+        # _held: what the views read stays alive
+        return lambda _held=views: (current(), mark.raw, gauss.raw)
 
 
 class NumpyGeneratorAdapter(RNGAdapter):

@@ -22,8 +22,9 @@ __all__ = ["TorchGeneratorAdapter", "AcceleratorAdapter", "accelerator_types", "
 # torch's CPU generator state (aten CPUGeneratorImplState, 5056 bytes): the_initial_seed u64, left i32, seeded i32,
 # next u64, 624 Mersenne-Twister words in u64 slots, normal_x/normal_y/normal_rho f64, normal_is_valid i32 (+4),
 # next_float_normal_sample f32, is_next_float_normal_sample_valid bool (+3). Listed in seeder/internals.py.
-# Read from the bytes of the state tensor, to refuse contents torch's own check (a spare generator's set_state) lets
-# through; this is validation (a loaded state no run produces changes every later draw), not a speed path.
+# Read from the bytes of the state tensor, to refuse contents torch's own check (a spare generator's
+# set_state) lets through: validation (a loaded state no run produces changes every later draw), not
+# a speed path.
 CPU_STATE_BYTES = 5056
 _HEAD = struct.Struct("<QiiQ8xQQ")  # the_initial_seed, left, seeded, next, (word 0), words 1 and 2
 _TAIL = struct.Struct("<8xd8xi4xfB")  # (normal_x), normal_y, (normal_rho), normal_is_valid, next_float_normal_sample, flag
@@ -107,7 +108,7 @@ class TorchGeneratorAdapter(RNGAdapter):
         self._size = want
         if state.numel() != want:
             raise StateError(f"{where}: expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
-        if self._cpu_layout is None:  # whether this generator's states have the layout check_cpu_state reads
+        if self._cpu_layout is None:  # whether its states have the layout check_cpu_state reads
             self._cpu_layout = self.generator.device.type == "cpu" and want == CPU_STATE_BYTES and \
                 require("torch:CPUGeneratorImplState")
         if self._cpu_layout and state.device.type == "cpu":
@@ -146,7 +147,7 @@ class AcceleratorAdapter(RNGAdapter):
         self._sizes: Optional[List[int]] = None  # bytes of each device's state (fixed once the backend started)
 
     def _started(self) -> bool:
-        """Whether the backend has started in this process (the device count and state sizes are fixed then)."""
+        """Whether the backend has started in this process (device count and state sizes fixed)."""
         started = getattr(self.module, "is_initialized", None)
         return bool(started is not None and started())
 

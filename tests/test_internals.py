@@ -102,7 +102,8 @@ def test_python_layout_probe_failing_warns_and_takes_the_public_path(unchecked, 
     from seeder.rngs import PythonRandomAdapter
 
     monkeypatch.setattr(fastrng, "_PY_MT", [])
-    # The bytes seeder expects for the position and key, one word longer: what a CPython that changed them looks like.
+    # The bytes seeder expects for the position and key, one word longer: what a CPython that
+    # changed them looks like.
     monkeypatch.setattr(fastrng, "MT_BYTES", fastrng.MT_BYTES + 4)
     rng = random.Random(4)
     rng.gauss(0, 1)

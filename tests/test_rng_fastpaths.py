@@ -1,5 +1,6 @@
-"""The RNG adapters against the libraries' public state APIs: the checkpoint path uses nothing else, and the
-per-batch paths that read a private layout (seeder.fastrng: keep() and watcher()) are bit-exact with them."""
+"""The RNG adapters against the libraries' public state APIs: the checkpoint path uses nothing
+else, and the per-batch paths that read a private layout (seeder.fastrng: keep() and watcher())
+are bit-exact with them."""
 import random
 
 import numpy as np
@@ -28,7 +29,8 @@ def as_legacy(state):
 
 
 def test_the_private_layouts_are_in_use_here():
-    # CPython with NumPy >= 1.25: if this fails, the per-batch copies fell back to the 10-50x slower public path.
+    # CPython with NumPy >= 1.25: if this fails, the per-batch copies fell back to the public path
+    # (10-50x slower).
     assert fastrng.legacy_access() is not None
     assert fastrng.python_mt_view(random.Random(0)) is not None
 
@@ -229,8 +231,8 @@ def test_block_derivation_matches_seed_sequence(master, key, words, jumps):
 
 @pytest.mark.parametrize("per_batch", [False, True])
 def test_copies_put_back_every_global_rng_exactly(per_batch):
-    """copy_state / put_back (public) and keep() (per batch) of python, NumPy (Gaussian caches set) and torch: the
-    same draws afterwards."""
+    """copy_state / put_back (public) and keep() (per batch) of python, NumPy (Gaussian caches
+    set) and torch: the same draws afterwards."""
     from seeder.rngbase import keep_states, put_back_states, restore_states, save_states
 
     adapters = global_adapters()[:3]
@@ -253,7 +255,7 @@ def test_copies_put_back_every_global_rng_exactly(per_batch):
 
 
 def test_numpy_put_back_after_the_global_bit_generator_was_replaced():
-    """A per-batch copy of NumPy's global RNG goes into whatever bit generator is global when it is put back."""
+    """A per-batch copy of NumPy's global RNG goes into the bit generator global at put-back."""
     adapter = NumpyRandomStateAdapter()
     original = np.random.get_bit_generator()
     np.random.seed(8)
@@ -300,7 +302,8 @@ def no_private_layouts(monkeypatch):
 
 
 def test_the_checkpoint_path_uses_public_state_apis_only(no_private_layouts):
-    """state_dict, load_state_dict (validation, rollback copies, a failed load put back) touch no private layout."""
+    """state_dict, load_state_dict (validation, rollback copies, a failed load put back) touch no
+    private layout."""
     import seeder
 
     s = seeder.Seeder()
@@ -319,7 +322,8 @@ def test_the_checkpoint_path_uses_public_state_apis_only(no_private_layouts):
     assert (random.random(), np.random.random(), torch.rand(1).item()) == want
 
 
-PY_STEP = st.one_of(st.tuples(st.just("random"), st.integers(0, 700)), st.tuples(st.just("gauss"), st.integers(0, 3)),
+PY_STEP = st.one_of(st.tuples(st.just("random"), st.integers(0, 700)),
+                    st.tuples(st.just("gauss"), st.integers(0, 3)),
                     st.tuples(st.just("bits"), st.sampled_from([32, 32 * 624, 32 * 625])),
                     st.tuples(st.just("seed"), st.integers(0, 2**64)))
 
@@ -340,7 +344,8 @@ def move_python(rng, step):
 @FAST
 @given(before=st.lists(PY_STEP, max_size=4), drawn=st.lists(PY_STEP, min_size=1, max_size=4))
 def test_python_keep_and_watcher_match_getstate(before, drawn):
-    """keep() reads CPython's layout in place: what it puts back is getstate()'s state; the watcher sees any draw."""
+    """keep() reads CPython's layout in place: what it puts back is getstate()'s state; the watcher
+    sees any draw."""
     rng = random.Random(3)
     adapter = PythonRandomAdapter(rng)
     for step in before:
@@ -359,7 +364,8 @@ def test_python_keep_and_watcher_match_getstate(before, drawn):
 @given(before=st.lists(STEP, max_size=4), drawn=st.lists(STEP, min_size=1, max_size=4),
        which=st.sampled_from(["global", "instance"]))
 def test_numpy_keep_and_watcher_match_get_state(before, drawn, which):
-    """keep() reads NumPy's key, position and Gaussian cache in place: what it puts back is get_state()'s state."""
+    """keep() reads NumPy's key, position and Gaussian cache in place: what it puts back is
+    get_state()'s state."""
     saved = np.random.get_state()
     try:
         rs = np.random.mtrand._rand if which == "global" else np.random.RandomState(7)
