@@ -117,7 +117,7 @@ def lightning_stream_loader(workers):
             for i in range(share.index, len(self.items), share.count):
                 yield self.items[i]
 
-    return seeder.DataLoader(Stream(), batch_size=BATCH, num_workers=workers)
+    return seeder.IterableDataLoader(Stream(), batch_size=BATCH, num_workers=workers)
 
 
 def lightning_hf_loader(workers):
@@ -130,7 +130,7 @@ def lightning_hf_loader(workers):
         x = torch.stack([b["x"] / 24, b["noise"], b["jitter"], b["r"], b["noise"] * b["r"], b["jitter"] - b["r"]], 1)
         return x.float(), (b["noise"] + b["r"] > 1).float()[:, None]
 
-    return seeder.DataLoader(hf_stream(24, shuffle=True), batch_size=BATCH, num_workers=workers, collate_fn=collate)
+    return seeder.IterableDataLoader(hf_stream(24, shuffle=True), batch_size=BATCH, num_workers=workers, collate_fn=collate)
 
 
 @pytest.mark.slow

@@ -44,7 +44,6 @@ from ..errors import StateError
 from ..internals import require
 from ..rngbase import next_keeping
 from .batches import BatchKeys, BatchSeedingDataset
-from .iterable import IterableLoader
 from .loader_checks import check_batch_count, check_loader_args
 from ..distributed import refuse_in_worker
 from .sampler import DistributedSampler
@@ -125,13 +124,8 @@ def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[b
 
 
 def _new_loader(cls: type, dataset: Any = None, *args: Any, elastic: bool = False, **kwargs: Any) -> Any:
-    """``DataLoader.__new__``: an ``IterableLoader`` for an ``IterableDataset``, an ``ElasticDataLoader`` for ``elastic=True``."""
+    """``DataLoader.__new__``: an ``ElasticDataLoader`` for ``elastic=True``."""
     elastic = check_bool(elastic, "elastic")
-    if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
-        if elastic:
-            raise TypeError("seeder.DataLoader(elastic=True) needs a map-style dataset (with __getitem__ and __len__), got "
-                            f"the IterableDataset {type(dataset).__name__}; drop elastic=True for a stream")
-        return IterableLoader(dataset, *args, **{**kwargs, "seeder": resolve_seeder(kwargs.get("seeder"))})
     if elastic and cls is DataLoader:
         from .elastic_loader import ElasticDataLoader
 
@@ -150,7 +144,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
       ``torch.utils.data.DataLoader`` for it, and see ``docs/dataloader.md``).
     * ``seeder=``: a :class:`seeder.Seeder` other than the default one.
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
-    * An ``IterableDataset`` gets a :class:`seeder.data.iterable.IterableLoader` (see its docs).
+    * An ``IterableDataset`` raises ``TypeError``: a stream's loader is :class:`seeder.IterableDataLoader`.
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
     * ``elastic=True``: one global order whatever the world size, a state that resumes on another (docs/elastic.md).
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
@@ -174,7 +168,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     #: state waiting for this loader is handed over as it joins).
     joins_when_built = True
 
-    __new__ = _new_loader  # an IterableDataset gets an IterableLoader; elastic=True an ElasticDataLoader
+    __new__ = _new_loader  # elastic=True gets an ElasticDataLoader
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
@@ -182,6 +176,11 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
                  generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, elastic: bool = False,
                  **kwargs: Any) -> None:
+        if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream has its own class (docs/dataloader.md)
+            raise TypeError(f"seeder.DataLoader takes a map-style dataset (with __getitem__ and __len__), got the "
+                            f"IterableDataset {type(dataset).__name__}: use seeder.IterableDataLoader({type(dataset).__name__}"
+                            "(...), batch_size=..., num_workers=...) for a stream (same arguments, no shuffle or "
+                            "sampler), which resumes it exactly")
         require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")  # _get_iterator relies on
         seeder = resolve_seeder(seeder)
         shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,

@@ -72,7 +72,7 @@ from ..core import Seeder
 from ..default import resolve_seeder
 from ..derive import TRAIN_TASK
 from ..data.elastic_loader import ElasticDataLoader
-from ..data.iterable import IterableLoader
+from ..data.iterable import IterableDataLoader
 from ..data.loader import DataLoader
 from ..data.sampler import DistributedSampler
 from ..distributed import process_group_active
@@ -236,7 +236,7 @@ class SeederCallback(Callback):
 
     def on_save_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: Dict[str, Any]) -> None:
         """A stream's position in Lightning's loop state: as of the batches trained, not of the one fetched ahead."""
-        streams = [ld for ld in self._train_loaders() if isinstance(ld, IterableLoader)]
+        streams = [ld for ld in self._train_loaders() if isinstance(ld, IterableDataLoader)]
         if not streams:
             return
         require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
@@ -310,7 +310,7 @@ class SeederCallback(Callback):
     def _check_loaders(self, trainer: "pl.Trainer") -> None:
         loaders = list(flatten(trainer.train_dataloader))
         for ld in loaders:
-            if isinstance(ld, IterableLoader):
+            if isinstance(ld, IterableDataLoader):
                 _same_place(trainer, "the seeder.DataLoader's stream is sharded as", ld.seeder.rank,
                             ld.seeder.world_size, "build the loader inside train_dataloader() (after Lightning starts "
                             "the process group), not before Trainer.fit")
