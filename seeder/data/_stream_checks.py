@@ -10,15 +10,16 @@ another loader layout, or that is in another epoch than the run it is loaded int
 :class:`seeder.StateError` naming what is wrong and what to do.
 
 Example:
-    >>> state = {"format": "seeder.stream_loader", "version": 1, "epoch": 0, "batch": 2, "next_worker": 0,
-    ...          "complete": False, "workers": [{"produced": 1, "state": None, "done": False}] * 2,
-    ...          "num_workers": 2, "batch_size": 4, "drop_last": False, "world_size": 1}
     >>> layout = {"num_workers": 2, "batch_size": 4, "drop_last": False, "world_size": 1}
+    >>> state = {"format": "seeder.stream_loader", "version": 1, "epoch": 0, "batch": 2,
+    ...          "next_worker": 0, "complete": False,
+    ...          "workers": [{"produced": 1, "state": None, "done": False}] * 2, **layout}
     >>> check_stream_state(state, layout, None, lambda worker, st: None)
     >>> check_stream_state({**state, "batch": 3}, layout, None, lambda worker, st: None)
+    ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.errors.StateError: seeder.IterableDataLoader state['batch'] is 3, but its workers produced 2 batch(es) (per worker [1, 1]); the state is corrupt: load the state the loader saved
+    seeder.errors.StateError: ...['batch'] is 3, but its workers produced 2 batch(es) (per ...
 """
 from __future__ import annotations
 
@@ -28,13 +29,14 @@ from ..checks import check_state_header, is_int
 from ..derive import MAX_KEY
 from ..errors import StateError
 
-__all__ = ["STREAM_STATE_VERSION", "STREAM_STATE_KEYS", "WORKER_KEYS", "check_stream_state", "run_epoch"]
+__all__ = ["STREAM_STATE_VERSION", "STREAM_STATE_KEYS", "WORKER_KEYS", "check_stream_state",
+           "run_epoch"]
 
 #: Version of the layout of :meth:`seeder.IterableDataLoader.state_dict`.
 STREAM_STATE_VERSION = 1
 #: The keys of that state.
-STREAM_STATE_KEYS = frozenset({"format", "version", "epoch", "batch", "next_worker", "complete", "workers",
-                               "num_workers", "batch_size", "drop_last", "world_size"})
+STREAM_STATE_KEYS = frozenset({"format", "version", "epoch", "batch", "next_worker", "complete",
+                               "workers", "num_workers", "batch_size", "drop_last", "world_size"})
 #: The keys of one worker's record in it.
 WORKER_KEYS = frozenset({"produced", "state", "done"})
 
@@ -43,7 +45,7 @@ _NAME = "seeder.IterableDataLoader"
 
 
 def run_epoch(seeder: Any, task: int) -> Optional[int]:
-    """The epoch a loader of ``task`` stands in, in the run a state is loaded into (``None``: no constraint).
+    """The epoch a loader of ``task`` stands in, in the run a state is loaded into (``None``: any).
 
     Inside ``seeder.load_state_dict`` (``seeder.loading``) the run is the one the state being
     loaded describes: a loader that follows ``reseed(task, epoch)`` is in the epoch of its last
@@ -80,81 +82,97 @@ def run_epoch(seeder: Any, task: int) -> Optional[int]:
 def _check_records(workers: Any, count: int) -> List[Dict[str, Any]]:
     if not isinstance(workers, list) or len(workers) != count:
         size = len(workers) if isinstance(workers, list) else type(workers).__name__
-        raise StateError(f"{_NAME} state['workers'] must list one record per worker ({count}), got {size}; {_CORRUPT}")
+        raise StateError(f"{_NAME} state['workers'] must list one record per worker ({count}), "
+                         f"got {size}; {_CORRUPT}")
     for w, r in enumerate(workers):
         if not (isinstance(r, dict) and set(r) == WORKER_KEYS):
-            raise StateError(f"{_NAME} state: worker {w}'s record {r!r:.200} is not a dict of {sorted(WORKER_KEYS)}; "
-                             f"{_CORRUPT}")
-        if not (is_int(r["produced"]) and 0 <= r["produced"] and r["produced"] * count <= MAX_KEY):
-            raise StateError(f"{_NAME} state: worker {w}'s 'produced' must be an int in [0, {MAX_KEY // count}] (the "
-                             f"batches it produced in the epoch), got {r['produced']!r}; {_CORRUPT}")
+            raise StateError(f"{_NAME} state: worker {w}'s record {r!r:.200} is not a dict of "
+                             f"{sorted(WORKER_KEYS)}; {_CORRUPT}")
+        produced = r["produced"]
+        if not (is_int(produced) and 0 <= produced and produced * count <= MAX_KEY):
+            raise StateError(f"{_NAME} state: worker {w}'s 'produced' must be an int in "
+                             f"[0, {MAX_KEY // count}] (the batches it produced in the epoch), got "
+                             f"{produced!r}; {_CORRUPT}")
         if not isinstance(r["done"], bool):
-            raise StateError(f"{_NAME} state: worker {w}'s 'done' must be True or False, got {r['done']!r}; {_CORRUPT}")
+            raise StateError(f"{_NAME} state: worker {w}'s 'done' must be True or False, got "
+                             f"{r['done']!r}; {_CORRUPT}")
     return workers
 
 
 def _check_round_robin(workers: List[Dict[str, Any]], nxt: int) -> None:
-    """Refuse per-worker progress that no round robin over the workers reaches (see the module's docs)."""
+    """Refuse per-worker progress that no round robin over the workers reaches (module docs)."""
     produced = [int(r["produced"]) for r in workers]
-    running = {w: produced[w] - (1 if w < nxt else 0) for w, r in enumerate(workers) if not r["done"]}
+    exhausted = [w for w, r in enumerate(workers) if r["done"]]
+    # Visits of worker w after `rounds` full rounds: rounds, one more before next_worker.
+    running = {produced[w] - (w < nxt) for w in range(len(workers)) if w not in exhausted}
     if not running:
         return
-    rounds = set(running.values())
-    ended = [w for w, r in enumerate(workers) if r["done"] and produced[w] >= min(rounds) + (1 if w < nxt else 0)]
-    if len(rounds) == 1 and min(rounds) >= 0 and not ended:
+    rounds = min(running)
+    ahead = [w for w in exhausted if produced[w] >= rounds + (w < nxt)]  # its end was a visit too
+    if len(running) == 1 and rounds >= 0 and not ahead:
         return
     raise StateError(f"{_NAME} state: the batches produced per worker {produced} (exhausted: "
-                     f"{[w for w, r in enumerate(workers) if r['done']]}) with next_worker={nxt} are no position of the "
-                     "round robin over the workers (worker 0, 1, ..., an exhausted worker skipped); " + _CORRUPT)
+                     f"{exhausted}) with next_worker={nxt} are no position of the round robin over "
+                     f"the workers (worker 0, 1, ..., an exhausted worker skipped); {_CORRUPT}")
 
 
 def check_stream_state(state: Any, layout: Dict[str, Any], epoch: Optional[int],
                        check_dataset: Callable[[int, Any], None]) -> None:
-    """Raise :class:`seeder.StateError` unless ``state`` is a position this loader can continue from; change nothing.
+    """Raise :class:`seeder.StateError` unless ``state`` is a position the loader can continue from.
+
+    Changes nothing.
 
     Args:
         state: what :meth:`seeder.IterableDataLoader.state_dict` returned.
         layout: the loader's ``num_workers``, ``batch_size``, ``drop_last`` and ``world_size``.
         epoch: the epoch the run stands in (:func:`run_epoch`); ``None``: any.
-        check_dataset: ``check_dataset(worker, dataset_state)`` raises ``StateError`` for a per-worker dataset state
-            that does not load into the loader's dataset.
+        check_dataset: ``check_dataset(worker, dataset_state)`` raises ``StateError`` for a
+            per-worker dataset state that does not load into the loader's dataset.
 
     Raises:
         StateError: what is wrong with the state, and what to do.
 
-    >>> check_stream_state({"format": "x"}, {}, None, lambda w, s: None)
+    >>> check_stream_state({"format": "x"}, {}, None, lambda w, s: None)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.errors.StateError: not a seeder.IterableDataLoader state: pass the dict returned by seeder.IterableDataLoader.state_dict()
+    seeder.errors.StateError: not a seeder.IterableDataLoader state: pass the dict returned by ...
     """
-    check_state_header(state, "seeder.stream_loader", STREAM_STATE_VERSION, STREAM_STATE_KEYS, _NAME)
+    check_state_header(state, "seeder.stream_loader", STREAM_STATE_VERSION, STREAM_STATE_KEYS,
+                       _NAME)
     for name, have in layout.items():
         if state[name] != have or type(state[name]) is not type(have):
-            raise StateError(f"the {_NAME} state was saved with {name}={state[name]!r}, this loader has {have!r}: each "
-                             "worker's stream is its own shard of the data, so resume with the same num_workers, "
-                             "batch_size, drop_last and world size")
+            raise StateError(f"the {_NAME} state was saved with {name}={state[name]!r}, this "
+                             f"loader has {have!r}: each worker's stream is its own shard of the "
+                             "data, so resume with the same num_workers, batch_size, drop_last and "
+                             "world size")
     count = max(layout["num_workers"], 1)
     workers = _check_records(state["workers"], count)
-    e, nxt, batch, complete = state["epoch"], state["next_worker"], state["batch"], state["complete"]
+    e, nxt, batch = state["epoch"], state["next_worker"], state["batch"]
+    complete = state["complete"]
     if not (is_int(e) and 0 <= e <= MAX_KEY):
-        raise StateError(f"{_NAME} state['epoch'] must be an int in [0, {MAX_KEY}], got {e!r}; {_CORRUPT}")
+        raise StateError(f"{_NAME} state['epoch'] must be an int in [0, {MAX_KEY}], got {e!r}; "
+                         f"{_CORRUPT}")
     if not (is_int(nxt) and 0 <= nxt < count):
-        raise StateError(f"{_NAME} state['next_worker'] must be an int in [0, {count - 1}], got {nxt!r}; {_CORRUPT}")
+        raise StateError(f"{_NAME} state['next_worker'] must be an int in [0, {count - 1}], got "
+                         f"{nxt!r}; {_CORRUPT}")
     if not isinstance(complete, bool):
-        raise StateError(f"{_NAME} state['complete'] must be True or False, got {complete!r}; {_CORRUPT}")
+        raise StateError(f"{_NAME} state['complete'] must be True or False, got {complete!r}; "
+                         f"{_CORRUPT}")
     total = sum(int(r["produced"]) for r in workers)
     if not is_int(batch) or batch != total:
-        raise StateError(f"{_NAME} state['batch'] is {batch!r}, but its workers produced {total} batch(es) (per worker "
-                         f"{[r['produced'] for r in workers]}); {_CORRUPT}")
+        raise StateError(f"{_NAME} state['batch'] is {batch!r}, but its workers produced {total} "
+                         f"batch(es) (per worker {[r['produced'] for r in workers]}); {_CORRUPT}")
     exhausted = all(r["done"] for r in workers)
     if complete != exhausted:
-        raise StateError(f"{_NAME} state['complete'] is {complete}, but {'every' if exhausted else 'not every'} worker is "
-                         f"exhausted (done: {[r['done'] for r in workers]}); {_CORRUPT}")
+        raise StateError(f"{_NAME} state['complete'] is {complete}, but "
+                         f"{'every' if exhausted else 'not every'} worker is exhausted (done: "
+                         f"{[r['done'] for r in workers]}); {_CORRUPT}")
     _check_round_robin(workers, int(nxt))
     if epoch is not None and e != epoch:
-        raise StateError(f"the {_NAME} state is in epoch {e} but the run's last reseed is epoch {epoch} of the "
-                         "loader's task: the two come from different points of a run (save both at the same step, "
-                         "with seeder.state_dict(), and load that)")
+        raise StateError(f"the {_NAME} state is in epoch {e} but the run's last reseed is epoch "
+                         f"{epoch} of the loader's task: the two come from different points of a "
+                         "run (save both at the same step, with seeder.state_dict(), and load "
+                         "that)")
     for w, r in enumerate(workers):
         if r["state"] is not None:
             check_dataset(w, r["state"])

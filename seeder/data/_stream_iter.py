@@ -1,4 +1,4 @@
-"""The iterator of :class:`seeder.IterableDataLoader`: batches handed out in a fixed round robin over the workers.
+"""The iterator of :class:`seeder.IterableDataLoader`: batches handed out in a fixed round robin.
 
 Worker ``0, 1, ..., 0, 1, ...``, an exhausted worker skipped, whatever order the batches
 arrive in: each batch comes with its worker's record (batches produced, the dataset's state
@@ -25,9 +25,20 @@ from .workers import fetch_adapters
 
 __all__ = ["StreamIter"]
 
+_STALE = ("this iterator of seeder.IterableDataLoader was started before loader.load_state_dict(): "
+          "it stops here instead of yielding batches that the loaded state does not continue. Call "
+          "iter(loader) again (a new for loop) to continue from the loaded position")
+
 
 class StreamIter:
-    """What ``iter(loader)`` returns: batches in the loader's round robin over workers, recorded as handed out."""
+    """What ``iter(loader)`` returns: batches in the round robin, counted as handed out.
+
+    Args:
+        loader: the :class:`seeder.IterableDataLoader` (its ``handed``, ``live_token``, ``loads``).
+        inner: torch's iterator over the loader's worker stream: ``(batch, record)`` pairs.
+        progress: the position this iterator starts from.
+        token: the loader's ``live_token`` for this iterator (only the newest moves the position).
+    """
 
     def __init__(self, loader: Any, inner: Any, progress: Dict[str, Any], token: object):
         self._loader, self._inner, self._progress, self._token = loader, inner, progress, token
@@ -40,17 +51,15 @@ class StreamIter:
         return self
 
     def _pull(self) -> None:
-        batch, record = next_keeping(self._restore, self._inner)  # main process produces: the loop's streams stay
+        # The main process produces with 0 workers: the training loop's streams are put back.
+        batch, record = next_keeping(self._restore, self._inner)
         self._queues[record["worker"]].append((batch, record))
 
     def __next__(self) -> Any:
         loader = self._loader
         live = loader.live_token is self._token
-        if not live and loader.loads != self._loads:  # before anything is produced: a refused next() draws nothing
-            raise RuntimeError(
-                "this iterator of seeder.IterableDataLoader was started before loader.load_state_dict(): it stops here "
-                "instead of yielding batches that the loaded state does not continue. Call iter(loader) again (a new "
-                "for loop) to continue from the loaded position")
+        if not live and loader.loads != self._loads:  # before anything is produced: draws nothing
+            raise RuntimeError(_STALE)
         progress = self._progress
         skipped = 0
         while not progress["complete"]:
@@ -58,18 +67,19 @@ class StreamIter:
             records = progress["workers"]
             if records[w]["done"]:
                 skipped += 1
-                if skipped > self._workers:  # a loaded state is checked against this; a bug must not spin forever
-                    raise RuntimeError(f"seeder.IterableDataLoader: every worker of epoch {progress['epoch']} is "
-                                       "exhausted but the position does not say the epoch is complete; nothing is left "
-                                       "to yield. Please report this with the loader's state_dict()")
+                if skipped > self._workers:  # loaded states are checked for this; never spin
+                    raise RuntimeError(
+                        f"seeder.IterableDataLoader: every worker of epoch {progress['epoch']} is "
+                        "exhausted but the position does not say the epoch is complete; nothing "
+                        "is left to yield. Please report this with the loader's state_dict()")
                 progress = self._progress = dict(progress, next_worker=(w + 1) % self._workers)
                 continue
             if not self._queues[w]:
                 try:
                     self._pull()
-                except StopIteration:  # every worker ends with an end record: this is a worker that died quietly
-                    raise RuntimeError(f"seeder.IterableDataLoader: worker {w} stopped without its end record; "
-                                       "the epoch is incomplete") from None
+                except StopIteration:  # every worker ends with an end record: one died quietly
+                    raise RuntimeError(f"seeder.IterableDataLoader: worker {w} stopped without its "
+                                       "end record; the epoch is incomplete") from None
                 continue
             skipped = 0
             batch, record = self._queues[w].popleft()
@@ -78,7 +88,8 @@ class StreamIter:
                 progress["workers"][w] = dict(records[w], done=True)
                 progress["complete"] = all(r["done"] for r in progress["workers"])
             else:
-                progress["workers"][w] = {"produced": record["produced"], "state": record["state"], "done": False}
+                progress["workers"][w] = {"produced": record["produced"], "state": record["state"],
+                                          "done": False}
                 progress["batch"] += 1
             self._progress = progress
             if live:
@@ -93,12 +104,15 @@ class StreamIter:
         Looks ahead as torch's workers prefetch: the next batch (or the end records that
         follow) is produced and queued, not handed out, so the state stays that of the
         batches the training loop received.
+
+        Returns:
+            ``True`` once every worker's next record is its end.
         """
         progress, done = self._progress, [r["done"] for r in self._progress["workers"]]
         if progress["complete"]:
             return True
         w = progress["next_worker"]
-        while True:  # ends: each pass pulls from a finite stream, marks a worker exhausted, or skips one so marked
+        while True:  # ends: each pass pulls from a finite stream, or marks or skips an ended worker
             if all(done):
                 return True
             if done[w]:

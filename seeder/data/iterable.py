@@ -26,7 +26,8 @@ Example:
     >>> s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
     >>> loader = seeder.IterableDataLoader(Noise(), batch_size=2, seeder=s)
     >>> it = iter(loader); first = next(it); state = loader.state_dict(); rest = list(it)
-    >>> again = seeder.IterableDataLoader(Noise(), batch_size=2, seeder=s); again.load_state_dict(state)
+    >>> again = seeder.IterableDataLoader(Noise(), batch_size=2, seeder=s)
+    >>> again.load_state_dict(state)
     >>> all(torch.equal(a, b) for a, b in zip(again, rest)), len(rest)
     (True, 2)
 """
@@ -49,7 +50,8 @@ from ..distributed import refuse_in_worker
 from ..errors import StateError
 from ._stream_iter import StreamIter
 from ._stream_checks import STREAM_STATE_VERSION, check_stream_state, run_epoch
-from .streams import WorkerStream, check_dataset_state, keep_batch, set_epoch_of, warn_threaded_maps
+from .streams import (WorkerStream, check_dataset_state, keep_batch, set_epoch_of,
+                      warn_threaded_maps)
 from .workers import SeedSource, dataloader_generator
 
 __all__ = ["IterableDataLoader"]
@@ -88,20 +90,22 @@ def _showing(loader: Any, dataset: Any) -> Iterator[None]:
 
 
 class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
-    """A ``torch.utils.data.DataLoader`` over an ``IterableDataset`` that resumes bit for bit from any step.
+    """A ``torch.utils.data.DataLoader`` over an ``IterableDataset`` that resumes bit for bit.
 
     Args:
         dataset: a ``torch.utils.data.IterableDataset`` (a ``datasets.IterableDataset`` too); a
             map-style dataset raises ``TypeError`` (its loader is :class:`seeder.DataLoader`).
         batch_size, drop_last, collate_fn, num_workers, persistent_workers, pin_memory,
-            prefetch_factor, timeout, worker_init_fn, multiprocessing_context, generator: as in torch.
-        shuffle, sampler, batch_sampler: refused (``ValueError``): a stream's order is the dataset's.
+            prefetch_factor, timeout, worker_init_fn, multiprocessing_context, generator: as
+            in torch.
+        shuffle, sampler, batch_sampler: refused (``ValueError``): a stream's order is its own.
         seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
         task: the reseed task whose epoch it follows (1).
 
     Raises:
         TypeError: a map-style dataset.
-        ValueError: ``shuffle``, ``sampler`` or ``batch_sampler``; bad ``batch_size``/``num_workers``.
+        ValueError: ``shuffle``, ``sampler``, ``batch_sampler``; a bad ``batch_size`` or
+            ``num_workers``.
         RuntimeError: the seeder is not initialised (the stream is sharded by global rank).
 
     A state is checked whole before it loads (:meth:`check_state_dict`); an iterator started
@@ -124,13 +128,14 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
                  generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, task: int = TRAIN_TASK,
                  **kwargs: Any) -> None:
         if not isinstance(dataset, torch.utils.data.IterableDataset):
-            raise TypeError(f"seeder.IterableDataLoader takes a torch.utils.data.IterableDataset (a stream), got "
-                            f"{type(dataset).__name__}: use seeder.DataLoader for a map-style dataset (with __getitem__ "
-                            "and __len__)")
+            raise TypeError(f"seeder.IterableDataLoader takes a torch.utils.data.IterableDataset "
+                            f"(a stream), got {type(dataset).__name__}: use seeder.DataLoader for "
+                            "a map-style dataset (with __getitem__ and __len__)")
         if shuffle or sampler is not None or batch_sampler is not None:
-            raise ValueError(f"seeder.IterableDataLoader over {type(dataset).__name__} takes no shuffle, sampler or "
-                             "batch_sampler: a stream's order is the dataset's own (use datasets' .shuffle(seed, "
-                             "buffer_size) or shuffle inside __iter__ with the global RNGs, which seeder seeds per batch)")
+            raise ValueError(f"seeder.IterableDataLoader over {type(dataset).__name__} takes no "
+                             "shuffle, sampler or batch_sampler: a stream's order is the dataset's "
+                             "own (use datasets' .shuffle(seed, buffer_size) or shuffle inside "
+                             "__iter__ with the global RNGs, which seeder seeds per batch)")
         seeder = resolve_seeder(check_seeder(seeder))
         if not seeder.initialized:
             raise RuntimeError("seeder.IterableDataLoader shards its stream by global rank: call "
@@ -154,7 +159,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._resume: Optional[Dict[str, Any]] = None
         self._generation = 0
         self._live_token: Optional[object] = None
-        self._loads = 0  # load_state_dict calls: an iterator started before the last one stops instead of going on
+        self._loads = 0  # load_state_dict calls: an iterator started before the last one stops
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         super().__init__(self._stream, batch_size=None, num_workers=num_workers, collate_fn=keep_batch,
@@ -176,7 +181,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     @property
     def loads(self) -> int:
-        """How many times :meth:`load_state_dict` was called: an iterator started before the last load is stale."""
+        """How many times :meth:`load_state_dict` was called (an older iterator is stale)."""
         return self._loads
 
     @property
@@ -270,7 +275,9 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
                 "batch_size": self.batch_size, "drop_last": self.drop_last, "world_size": self._stream.world_size}
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder.StateError` if ``state`` is not a position this loader can continue from; change nothing.
+        """Raise :class:`seeder.StateError` unless this loader can continue from ``state``.
+
+        Changes nothing.
 
         Checked whole: the layout (``num_workers``, ``batch_size``, ``drop_last``, world size),
         the position (``batch``, per-worker progress, ``next_worker`` and ``complete`` must be a
@@ -283,13 +290,13 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         ...     def __iter__(self): return iter(range(5))
         >>> s = seeder.Seeder(); s.init(0)
         >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
-        >>> loader.check_state_dict({**loader.state_dict(), "batch": -5})
+        >>> loader.check_state_dict({**loader.state_dict(), "batch": -5})  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        seeder.errors.StateError: seeder.IterableDataLoader state['batch'] is -5, but its workers produced 0 batch(es) (per worker [0]); the state is corrupt: load the state the loader saved
+        seeder.errors.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
         """
-        layout = {"num_workers": self.num_workers, "batch_size": self.batch_size, "drop_last": self.drop_last,
-                  "world_size": self._stream.world_size}
+        layout = {"num_workers": self.num_workers, "batch_size": self.batch_size,
+                  "drop_last": self.drop_last, "world_size": self._stream.world_size}
         stream = self._stream
 
         def check_dataset(worker: int, dataset_state: Any) -> None:

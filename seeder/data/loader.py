@@ -144,7 +144,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
       ``torch.utils.data.DataLoader`` for it, and see ``docs/dataloader.md``).
     * ``seeder=``: a :class:`seeder.Seeder` other than the default one.
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
-    * An ``IterableDataset`` raises ``TypeError``: a stream's loader is :class:`seeder.IterableDataLoader`.
+    * An ``IterableDataset`` raises ``TypeError``: its loader is :class:`seeder.IterableDataLoader`.
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
     * ``elastic=True``: one global order whatever the world size, a state that resumes on another (docs/elastic.md).
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
@@ -176,10 +176,12 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
                  generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, elastic: bool = False,
                  **kwargs: Any) -> None:
-        if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream has its own class (docs/dataloader.md)
-            raise TypeError(f"seeder.DataLoader takes a map-style dataset (with __getitem__ and __len__), got the "
-                            f"IterableDataset {type(dataset).__name__}: use seeder.IterableDataLoader({type(dataset).__name__}"
-                            "(...), batch_size=..., num_workers=...) for a stream (same arguments, no shuffle or "
+        if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream has its own class
+            name = type(dataset).__name__
+            raise TypeError(f"seeder.DataLoader takes a map-style dataset (with __getitem__ and "
+                            f"__len__), got the IterableDataset {name}: use "
+                            f"seeder.IterableDataLoader({name}(...), batch_size=..., "
+                            "num_workers=...) for a stream (the same arguments, no shuffle or "
                             "sampler), which resumes it exactly")
         require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")  # _get_iterator relies on
         seeder = resolve_seeder(seeder)

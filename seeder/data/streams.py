@@ -65,8 +65,8 @@ _CURRENT: List[Optional[StreamShare]] = [None]
 def stream_share() -> StreamShare:
     """This rank's and worker's share of an iterable dataset, for its ``__iter__`` to call.
 
-    Under :class:`seeder.IterableDataLoader` it is the loader's global rank, worker and epoch; elsewhere,
-    torch's worker info and rank 0 of 1.
+    Under :class:`seeder.IterableDataLoader` it is the loader's global rank, worker and epoch;
+    elsewhere, torch's worker info and rank 0 of 1.
 
     >>> import torch, seeder
     >>> class Numbers(torch.utils.data.IterableDataset):
@@ -101,12 +101,13 @@ def is_stateful(dataset: Any) -> bool:
 
 
 def check_dataset_state(dataset: Any, state: Any, epoch: int, worker: int) -> None:
-    """Raise :class:`seeder.StateError` unless ``state`` (a worker's saved dataset state) loads into ``dataset``.
+    """Raise :class:`seeder.StateError` unless ``state`` (a worker's dataset state) fits it.
 
     The dataset's own ``check_state_dict(state)`` decides where it has one; otherwise ``state``
-    is loaded into a copy of the dataset (the dataset itself is not touched). A ``datasets``
-    stream applies its state only at its next ``__iter__``, and ignores one of another epoch:
-    its state must be ``{"examples_iterable": dict, "epoch": epoch}``.
+    is loaded into a copy of the dataset (the dataset itself is not touched; a dataset that
+    cannot be copied is checked at its worker's first batch). A ``datasets`` stream applies
+    its state only at its next ``__iter__`` and ignores one of another epoch: its state must
+    be ``{"examples_iterable": dict, "epoch": epoch}``.
 
     Args:
         dataset: the loader's dataset (split by rank where seeder splits it).
@@ -115,24 +116,25 @@ def check_dataset_state(dataset: Any, state: Any, epoch: int, worker: int) -> No
         worker: the worker it belongs to (named in the message).
 
     Raises:
-        StateError: the dataset rejects ``state``, or it has no ``load_state_dict``.
+        StateError: the dataset rejects ``state``, or it keeps no state at all.
 
-    >>> check_dataset_state([1, 2], {"pos": 1}, 0, 0)
+    >>> check_dataset_state([1, 2], {"pos": 1}, 0, 0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.errors.StateError: worker 0's saved dataset state does not fit list: list has no state_dict()/load_state_dict(), so its workers keep no dataset state; the state is corrupt or from another dataset: resume with the dataset it was saved with
+    seeder.errors.StateError: worker 0's saved dataset state does not fit list: list has no ...
     """
     name = type(dataset).__name__
     fix = "the state is corrupt or from another dataset: resume with the dataset it was saved with"
     if not is_stateful(dataset):
-        raise StateError(f"worker {worker}'s saved dataset state does not fit {name}: {name} has no state_dict()/"
-                         f"load_state_dict(), so its workers keep no dataset state; {fix}")
+        raise StateError(f"worker {worker}'s saved dataset state does not fit {name}: {name} has "
+                         f"no state_dict()/load_state_dict(), so its workers keep none; {fix}")
     if type(dataset).__module__.startswith("datasets."):
         if not (isinstance(state, dict) and set(state) == {"examples_iterable", "epoch"}
                 and isinstance(state["examples_iterable"], dict) and state["epoch"] == epoch):
-            raise StateError(f"worker {worker}'s saved datasets state {state!r:.200} is not a datasets.IterableDataset "
-                             f"state of epoch {epoch} ({{'examples_iterable': ..., 'epoch': {epoch}}}); {fix}")
-        return  # its load_state_dict only keeps the state until the next __iter__: a copy would check nothing
+            raise StateError(f"worker {worker}'s saved datasets state {state!r:.200} is not a "
+                             f"datasets.IterableDataset state of epoch {epoch} "
+                             f"({{'examples_iterable': ..., 'epoch': {epoch}}}); {fix}")
+        return  # its load_state_dict keeps the state until the next __iter__: a copy checks nothing
     own = getattr(dataset, "check_state_dict", None)
     try:
         if callable(own):
@@ -141,20 +143,21 @@ def check_dataset_state(dataset: Any, state: Any, epoch: int, worker: int) -> No
         trial = copy.deepcopy(dataset)
     except StateError:
         raise
-    except Exception as exc:  # whatever the dataset raises for a state it cannot take: say whose and why
+    except Exception as exc:  # whatever a dataset raises for a state it cannot take: whose, and why
         if callable(own):
             raise StateError(f"worker {worker}'s saved dataset state {state!r:.200} is refused by "
-                             f"{name}.check_state_dict ({type(exc).__name__}: {exc}); {fix}") from exc
-        logger.debug("seeder.IterableDataLoader: %s cannot be copied (%s) to check a saved state; a state it rejects "
-                     "raises at the worker's first batch", name, exc)
+                             f"{name}.check_state_dict ({type(exc).__name__}: {exc}); "
+                             f"{fix}") from exc
+        logger.debug("seeder.IterableDataLoader: %s cannot be copied (%s) to check a saved state; "
+                     "a state it rejects raises at the worker's first batch", name, exc)
         return
     try:
         trial.load_state_dict(copy.deepcopy(state))
     except StateError:
         raise
-    except Exception as exc:  # whatever the dataset raises for a state it cannot take: say whose and why
-        raise StateError(f"worker {worker}'s saved dataset state {state!r:.200} does not load into {name} "
-                         f"({type(exc).__name__}: {exc}); {fix}") from exc
+    except Exception as exc:  # whatever a dataset raises for a state it cannot take: whose, and why
+        raise StateError(f"worker {worker}'s saved dataset state {state!r:.200} does not load into "
+                         f"{name} ({type(exc).__name__}: {exc}); {fix}") from exc
 
 
 def _below(node: Any) -> Iterator[Any]:
@@ -219,10 +222,11 @@ def set_epoch_of(dataset: Any, epoch: int) -> None:
 
 
 def _unloadable(dataset: Any, worker: int, state: Any, exc: BaseException) -> StateError:
-    """The error for a dataset that fails while it resumes from a saved state: whose state, and what to do."""
-    return StateError(f"seeder.IterableDataLoader: worker {worker}'s {type(dataset).__name__} raised "
-                      f"{type(exc).__name__}: {exc} resuming from its saved dataset state {state!r:.200}; if the state is "
-                      "corrupt or from another dataset, resume with the dataset it was saved with")
+    """The error for a dataset that fails as it resumes from a saved state: whose, what to do."""
+    return StateError(f"seeder.IterableDataLoader: worker {worker}'s {type(dataset).__name__} "
+                      f"raised {type(exc).__name__}: {exc} resuming from its saved dataset state "
+                      f"{state!r:.200}; if the state is corrupt or from another dataset, resume "
+                      "with the dataset it was saved with")
 
 
 class WorkerStream(torch.utils.data.IterableDataset):
@@ -296,7 +300,7 @@ class WorkerStream(torch.utils.data.IterableDataset):
             _CURRENT[0] = share
             try:
                 got = list(itertools.islice(items, take))
-            except Exception as exc:  # the first items after a loaded state: a state the dataset took but cannot use
+            except Exception as exc:  # the first items after a load: a state taken but unusable
                 if loaded is None:
                     raise
                 raise _unloadable(ds, worker, loaded, exc) from exc
@@ -306,10 +310,11 @@ class WorkerStream(torch.utils.data.IterableDataset):
             if not got or (self.drop_last and len(got) < take):
                 if j < produced:
                     raise StateError(
-                        f"seeder.IterableDataLoader: worker {worker} ran out after {j} of the {produced} batches its "
-                        f"saved position says it produced in epoch {epoch}: the dataset yields less than when the state "
-                        "was saved (another dataset, or a source that changed), so the epoch cannot continue exactly; "
-                        "resume with the data the state was saved with")
+                        f"seeder.IterableDataLoader: worker {worker} ran out after {j} of the "
+                        f"{produced} batches its saved position says it produced in epoch {epoch}: "
+                        "the dataset yields less than when the state was saved (another dataset, "
+                        "or a source that changed), so the epoch cannot continue exactly; resume "
+                        "with the data the state was saved with")
                 yield None, end
                 return
             j += 1

@@ -206,7 +206,7 @@ def _is_stream(obj: Any) -> bool:
 
 
 class PreparedLoader(DataLoaderStateMixin):
-    """A :class:`seeder.DataLoader` or :class:`seeder.IterableDataLoader` as :class:`SeederAccelerator` prepares it.
+    """A :class:`seeder.DataLoader` or :class:`seeder.IterableDataLoader`, prepared.
 
     Iterating it iterates the loader itself (same order, same position, so the
     position counts exactly the batches your loop received), moves each batch to
@@ -260,7 +260,7 @@ class PreparedLoader(DataLoaderStateMixin):
         """``(batch, is the epoch's last)`` for each batch of ``it``."""
         if _is_stream(self.loader):
             for batch in it:
-                yield batch, it.exhausted()  # looks ahead; the position stays at the batches handed out
+                yield batch, it.exhausted()  # looks ahead; the position stays at those handed out
             return
         remaining = len(self.loader) - self.loader.batches_done  # the batch this pass starts at
         for i, batch in enumerate(it):
@@ -281,7 +281,7 @@ class PreparedLoader(DataLoaderStateMixin):
 
 
 class SeederAccelerator(Accelerator):
-    """An ``Accelerator`` (same arguments, plus ``seeder=``) that prepares seeder's loaders faithfully.
+    """An ``Accelerator`` (same arguments, plus ``seeder=``) that keeps seeder's loaders as is.
 
     * ``prepare(loader)`` of a :class:`seeder.DataLoader` (elastic or not) or a
       :class:`seeder.IterableDataLoader` returns a :class:`PreparedLoader` around the same
@@ -342,8 +342,9 @@ class SeederAccelerator(Accelerator):
         if not _is_seeder_loader(data_loader):
             return super().prepare_data_loader(data_loader, device_placement, slice_fn_for_dispatch)
         if self.dispatch_batches or self.split_batches:
-            raise ValueError(f"a {type(data_loader).__name__} is sharded by rank itself: create the Accelerator "
-                             "without dispatch_batches/split_batches (DataLoaderConfiguration defaults)")
+            raise ValueError(f"a {type(data_loader).__name__} is sharded by rank itself: create "
+                             "the Accelerator without dispatch_batches/split_batches "
+                             "(DataLoaderConfiguration defaults)")
         if device_placement is None:
             device_placement = self.device_placement
         return PreparedLoader(data_loader, self.device if device_placement else None, self.non_blocking)

@@ -19,7 +19,7 @@ from ..data.loader import DataLoader
 
 __all__ = ["SEEDER_LOADERS", "LOADER_FORMATS", "trained", "loader_state", "position", "epoch_done", "movable", "flatten"]
 
-#: seeder's loaders: ``seeder.DataLoader`` (over a map-style dataset, elastic or not) and ``seeder.IterableDataLoader``.
+#: seeder's loaders: ``seeder.DataLoader`` (map-style, elastic or not), ``IterableDataLoader``.
 SEEDER_LOADERS = (DataLoader, IterableDataLoader)
 #: The ``format`` of those loaders' states, as Lightning's loop state holds them.
 LOADER_FORMATS = ("seeder.loader", "seeder.elastic_loader", "seeder.stream_loader")

@@ -247,8 +247,9 @@ class SeederTrainer(Trainer):
         if self.elastic:
             extra["elastic"] = True  # batch_size per rank; the global batch is batch_size * world size
         if stream:  # elastic=True over a stream was refused by __init__
-            return IterableDataLoader(dataset, batch_size=self._train_batch_size, collate_fn=collator,
-                                      num_workers=workers, pin_memory=a.dataloader_pin_memory,
+            return IterableDataLoader(dataset, batch_size=self._train_batch_size,
+                                      collate_fn=collator, num_workers=workers,
+                                      pin_memory=a.dataloader_pin_memory,
                                       drop_last=a.dataloader_drop_last, seeder=self.seeder, **extra)
         return DataLoader(dataset, batch_size=self._train_batch_size, shuffle=True, collate_fn=collator,
                           num_workers=workers, pin_memory=a.dataloader_pin_memory, drop_last=a.dataloader_drop_last,
