@@ -1,12 +1,13 @@
-"""SeederAccelerator over a seeder.IterableDataLoader: one process (here) and two (torchrun, gloo on 127.0.0.1).
+"""SeederAccelerator over a seeder.IterableDataLoader: 1 process, and 2 (torchrun, gloo, loopback).
 
-Accelerate prepares a loader over an ``IterableDataset`` as a ``DataLoaderDispatcher``: a new torch DataLoader
-over the bare dataset with the loader's ``collate_fn`` (seeder's, which keeps the batch its workers collated),
-iterated on rank 0 only and split across ranks. Over seeder's stream that fails at the first batch, and would
-bypass seeder's shares, per-batch seeds and position if it did not. SeederAccelerator keeps the loader: each
-rank iterates its own share; ``save_state``/``load_state`` in the middle of epoch 0 resume bit for bit (every
-batch, loss and the final weights of the uninterrupted run), and accelerate's gradient state marks exactly
-the last batch of each epoch.
+Accelerate prepares a loader over an ``IterableDataset`` as a ``DataLoaderDispatcher``: a new torch
+DataLoader over the bare dataset with the loader's ``collate_fn`` (seeder's, which keeps the batch
+its workers collated), iterated on rank 0 only and split across ranks. Over seeder's stream that
+fails at the first batch, and would bypass seeder's shares, per-batch seeds and position if it did
+not. SeederAccelerator keeps the loader: each rank iterates its own share;
+``save_state``/``load_state`` in the middle of epoch 0 resume bit for bit (every batch, loss and the
+final weights of the uninterrupted run), and accelerate's gradient state marks exactly the last
+batch of each epoch.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class Items(torch.utils.data.IterableDataset):
 
 
 def test_prepare_keeps_the_stream_loader_and_yields_its_batches():
-    """The issue's case: 16 items, batch 2. Prepared, the loader yields its 8 batches (a dispatcher raised)."""
+    """16 items, batch 2: prepared, the loader yields its 8 batches (a dispatcher raised)."""
     from seeder.integrations.accelerate import PreparedLoader, SeederAccelerator
 
     s = seeder.Seeder()
@@ -49,7 +50,7 @@ def test_prepare_keeps_the_stream_loader_and_yields_its_batches():
     for batch in prepared:
         got.append(batch.tolist())
         flags.append(acc.gradient_state.end_of_dataloader)
-        assert loader.state_dict()["batch"] == len(got)  # the look-ahead for the last batch is not in the position
+        assert loader.state_dict()["batch"] == len(got)  # the look-ahead is not in the position
     assert got == [[float(2 * i), float(2 * i + 1)] for i in range(8)]
     assert flags == [False] * 7 + [True]
     prepared.set_epoch(1)
@@ -57,7 +58,8 @@ def test_prepare_keeps_the_stream_loader_and_yields_its_batches():
 
 
 def test_a_resumed_prepared_stream_marks_the_last_batch_and_skips_in_o1(tmp_path):
-    from seeder.integrations.accelerate import SeederAccelerator, load_checkpoint_state, save_checkpoint_state
+    from seeder.integrations.accelerate import (SeederAccelerator, load_checkpoint_state,
+                                                save_checkpoint_state)
 
     s = seeder.Seeder()
     acc = SeederAccelerator(cpu=True, seeder=s)
@@ -79,13 +81,14 @@ def test_a_resumed_prepared_stream_marks_the_last_batch_and_skips_in_o1(tmp_path
 
 
 def check(out, world):
-    """Resumed rows and weights are the uninterrupted run's; each epoch's items are each rank's share, every item
-    once over the ranks; only the epoch's last batch is flagged."""
+    """Resumed rows and weights are the uninterrupted run's; each epoch's items are each rank's
+    share, every item once over the ranks; only the epoch's last batch is flagged."""
     steps = child.N // child.BATCH // world
     for rank in range(world):
         full, digest = torch.load(out / f"full{world}_{rank}.pt", weights_only=True)
         resumed, again = torch.load(out / f"resume{world}_{rank}.pt", weights_only=True)
-        assert [(e, s) for e, s, *_ in full] == [(e, s) for e in range(child.EPOCHS) for s in range(steps)]
+        want = [(e, s) for e in range(child.EPOCHS) for s in range(steps)]
+        assert [(e, s) for e, s, *_ in full] == want
         assert [r[5] for r in full] == ([False] * (steps - 1) + [True]) * child.EPOCHS
         rest = full[child.STOP + 1:]
         assert len(resumed) == len(rest)
@@ -94,9 +97,9 @@ def check(out, world):
             assert all(torch.equal(x, y) for x, y in zip(a[2:5], b[2:5])), a[:2]
         assert again == digest
     for epoch in range(child.EPOCHS):
-        items = [int(i) for rank in range(world)
-                 for e, _, index, *_ in torch.load(out / f"full{world}_{rank}.pt", weights_only=True)[0]
-                 if e == epoch for i in index]
+        rows = [r for rank in range(world)
+                for r in torch.load(out / f"full{world}_{rank}.pt", weights_only=True)[0]]
+        items = [int(i) for e, _, index, *_ in rows if e == epoch for i in index]
         assert sorted(items) == list(range(child.N))
 
 

@@ -106,7 +106,7 @@ def test_a_trainer_stream_state_that_no_run_reaches_is_refused():
 # --------------------------------------------------------------------------------------------- DCP
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 def test_dcp_resumes_a_stream_bitwise_mid_epoch(tmp_path):
-    """seeder's state through torch.distributed.checkpoint (SeederStateful) with a stream loader of 2 workers."""
+    """seeder's state through torch.distributed.checkpoint (SeederStateful), a stream of 2 workers."""
     import torch.distributed.checkpoint as dcp
     from stream_common import Counted, flat
 

@@ -1,10 +1,10 @@
-"""seeder.IterableDataLoader states are checked whole; a refusal changes nothing; no state makes iteration spin.
+"""seeder.IterableDataLoader states are checked whole; a refusal changes nothing; nothing spins.
 
-Real streams (tests/scripts/stream_common.py: ``Noisy`` is replayed, ``Counted`` loads its own state,
-a ``datasets`` stream), real workers. A state taken after 3 of the 8 batches of epoch 0 is corrupted
-one field at a time (by hand and by hypothesis) and loaded into a fresh run: it is refused with a
-``StateError`` that leaves the loader's and the seeder's state as they were, or it resumes bit for
-bit, or (a dataset state the dataset itself takes but cannot use) the first batch raises a
+Real streams (tests/scripts/stream_common.py: ``Noisy`` is replayed, ``Counted`` loads its own
+state, a ``datasets`` stream), real workers. A state taken after 3 of the 8 batches of epoch 0 is
+corrupted one field at a time (by hand and by hypothesis) and loaded into a fresh run: it is refused
+with a ``StateError`` that leaves the loader's and the seeder's state as they were, or it resumes
+bit for bit, or (a dataset state the dataset itself takes but cannot use) the first batch raises a
 ``StateError`` naming it. Never a silent other epoch, a crash inside the dataset, or a hang.
 """
 from __future__ import annotations
@@ -56,7 +56,7 @@ def build(kind, workers, master=MASTER):
 
 @functools.lru_cache(maxsize=None)
 def reference(kind, workers):
-    """(batches of epochs 0 and 1 after the stop, seeder.state_dict() after STOP batches of epoch 0)."""
+    """(batches of epochs 0 and 1 after the stop, seeder.state_dict() after STOP batches)."""
     s, loader = build(kind, workers)
     out, saved = [], None
     for epoch in (0, 1):
@@ -69,7 +69,7 @@ def reference(kind, workers):
 
 
 def resume(kind, workers, state):
-    """A fresh run loads ``state`` (a seeder state) and trains to the end of epoch 1: its batches."""
+    """A fresh run loads ``state`` (a seeder state) and runs to the end of epoch 1: its batches."""
     s, loader = build(kind, workers)
     s.load_state_dict(state)
     out = []
@@ -80,7 +80,7 @@ def resume(kind, workers, state):
 
 
 def with_loader(state, **changes):
-    """``state`` with the loader's entry changed: top-level keys, or ``worker<i>=dict(...)`` record fields."""
+    """``state`` with the loader's entry changed: its keys, or ``worker<i>=dict(...)`` fields."""
     part = dict(state["participants"]["loader.0"])
     part["workers"] = [dict(r) for r in part["workers"]]
     for key, value in changes.items():
@@ -103,11 +103,12 @@ def refused(kind, workers, state, match):
     assert loader.state_dict() == before and canon(s.state_dict()) == run_before
 
 
-# ------------------------------------------------------------------------------------------------ live iterators
+# ----------------------------------------------------------------------------------- live iterators
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_load_refuses_the_iterator_started_before_it(workers):
-    """The stale ``next`` raises (as the map-style loader's does) instead of yielding batch 3, draws nothing (no
-    registered generator reseeded), and a new ``iter`` continues from the loaded position."""
+    """The stale ``next`` raises (as the map-style loader's does) instead of yielding batch 3,
+    draws nothing (no registered generator reseeded), and a new ``iter`` continues from the
+    loaded position."""
     runs = []
     for _ in range(2):
         s, loader = build(Noisy, workers)
@@ -130,7 +131,7 @@ def test_a_load_refuses_the_iterator_started_before_it(workers):
 
 
 def test_an_iterator_of_before_a_new_iter_goes_on_without_moving_the_position():
-    """Not a load: an older iterator still yields (as torch's would), and only the newest moves the position."""
+    """Not a load: an older iterator still yields (as torch's would); only the newest moves."""
     s, loader = build(Noisy, 0)
     s.reseed(1, 0)
     old = iter(loader)
@@ -140,27 +141,33 @@ def test_an_iterator_of_before_a_new_iter_goes_on_without_moving_the_position():
     assert loader.state_dict()["batch"] == 1
 
 
-# ------------------------------------------------------------------------------------------------ states
+# ------------------------------------------------------------------------------------------- states
 @pytest.mark.parametrize("workers", [0, 2])
 def test_every_worker_done_without_complete_is_refused_and_cannot_spin(workers):
     _, saved = reference(Counted, workers)
     done = {f"worker{w}": {"done": True} for w in range(max(workers, 1))}
-    refused(Counted, workers, with_loader(saved, **done), r"'complete'\] is False, but every worker is exhausted")
+    refused(Counted, workers, with_loader(saved, **done),
+            r"'complete'\] is False, but every worker is exhausted")
 
 
-BAD = {  # name: (changes to the loader's entry in the state after batch 3 with 2 workers, what the error says)
+# name: (changes to the loader's entry in the state after batch 3 of 2 workers, what the error says)
+BAD = {
     "batch=-5": ({"batch": -5}, r"'batch'\] is -5, but its workers produced 3"),
     "batch=99": ({"batch": 99}, r"'batch'\] is 99, but its workers produced 3"),
-    "produced=3 with batch=1": ({"batch": 1, "worker0": {"produced": 3}}, r"'batch'\] is 1, but its workers produced 4"),
-    "complete with work left": ({"complete": True}, r"'complete'\] is True, but not every worker is exhausted"),
+    "produced=3 with batch=1": ({"batch": 1, "worker0": {"produced": 3}},
+                                r"'batch'\] is 1, but its workers produced 4"),
+    "complete with work left": ({"complete": True},
+                                r"'complete'\] is True, but not every worker is exhausted"),
     "another epoch": ({"epoch": 1}, r"in epoch 1 but the run's last reseed is epoch 0"),
     "next_worker off the round robin": ({"next_worker": 0}, "no position of the round robin"),
     "exhausted worker ahead": ({"worker1": {"done": True}}, "no position of the round robin"),
     "a record short": ({"worker0": {"done": "no"}}, r"worker 0's 'done' must be True or False"),
     "negative produced": ({"worker1": {"produced": -1}}, r"worker 1's 'produced' must be an int"),
-    "garbage dataset state": ({"worker0": {"state": {"nope": 1}}}, r"worker 0's saved dataset state .* does not load "
-                              r"into Counted \(KeyError: 'pos'\)"),
-    "dataset state of a list": ({"worker0": {"state": [1, 2]}}, r"does not load into Counted \(TypeError"),
+    "garbage dataset state": ({"worker0": {"state": {"nope": 1}}},
+                              r"worker 0's saved dataset state .* does not load into Counted "
+                              r"\(KeyError: 'pos'\)"),
+    "dataset state of a list": ({"worker0": {"state": [1, 2]}},
+                                r"does not load into Counted \(TypeError"),
 }
 
 
@@ -173,7 +180,8 @@ def test_an_inconsistent_state_is_refused_with_what_is_wrong_and_nothing_changes
 
 def test_a_worker_count_mismatch_in_the_records_is_refused():
     _, saved = reference(Counted, 2)
-    part = dict(saved["participants"]["loader.0"], workers=saved["participants"]["loader.0"]["workers"][:1])
+    entry = saved["participants"]["loader.0"]
+    part = dict(entry, workers=entry["workers"][:1])
     refused(Counted, 2, {**saved, "participants": {**saved["participants"], "loader.0": part}},
             r"one record per worker \(2\), got 1")
 
@@ -190,37 +198,42 @@ def test_a_dataset_that_checks_its_own_state_decides():
                 raise StateError(f"Checked: pos must be an int, got {state.get('pos')!r}")
 
     _, saved = reference(Counted, 0)
-    refused(Checked, 0, with_loader(saved, worker0={"state": {"pos": "6"}}), "pos must be an int, got '6'")
+    refused(Checked, 0, with_loader(saved, worker0={"state": {"pos": "6"}}),
+            "pos must be an int, got '6'")
     assert resume(Checked, 0, saved) == reference(Counted, 0)[0]
 
 
 def test_a_dataset_state_the_dataset_takes_but_cannot_use_raises_at_the_first_batch_naming_it():
-    """Counted keeps whatever it loads: a string position passes the load into a copy and fails in the worker."""
+    """Counted keeps whatever it loads: a string position passes the load into a copy and fails
+    in the worker."""
     _, saved = reference(Counted, 2)
     s, loader = build(Counted, 2)
     s.load_state_dict(with_loader(saved, worker0={"state": {"pos": "six"}}))
-    with pytest.raises(StateError, match=r"worker 0's Counted raised TypeError.* resuming from its saved dataset state"):
+    match = r"worker 0's Counted raised TypeError.* resuming from its saved dataset state"
+    with pytest.raises(StateError, match=match):
         list(loader)
 
 
 def test_a_replay_that_runs_out_raises_instead_of_ending_the_epoch_early():
-    """The state says the worker produced 4 batches; this dataset yields 2 per worker: the resume cannot be exact."""
+    """The state says worker 0 produced 4 batches; this dataset yields 2 per worker: the resume
+    cannot be exact."""
     _, saved = reference(Noisy, 2)
     s = Seeder()
     s.init(MASTER)
     loader = IterableDataLoader(Noisy(12), batch_size=BS, num_workers=2, seeder=s)
-    s.load_state_dict(with_loader(saved, batch=7, next_worker=1, worker0={"produced": 4}, worker1={"produced": 3}))
+    s.load_state_dict(with_loader(saved, batch=7, next_worker=1, worker0={"produced": 4},
+                                  worker1={"produced": 3}))
     with pytest.raises(StateError, match="worker 0 ran out after 2 of the 4 batches"):
         list(loader)
 
 
 def test_a_datasets_state_of_another_epoch_is_refused():
-    """``datasets`` ignores a state whose epoch is not the stream's: the shard would restart, silently."""
+    """``datasets`` ignores a state whose epoch is not the stream's: the shard would restart."""
     pytest.importorskip("datasets")
     s = Seeder()
     s.init(MASTER)
     s.reseed(1, 0)
-    loader = IterableDataLoader(hf_stream(40, shuffle=False), batch_size=BS, num_workers=0, seeder=s)
+    loader = IterableDataLoader(hf_stream(40, shuffle=False), batch_size=BS, seeder=s)
     it = iter(loader)
     next(it)
     state = loader.state_dict()
@@ -234,15 +247,15 @@ def test_a_datasets_state_of_another_epoch_is_refused():
     loader.load_state_dict(state)  # the real one loads
 
 
-# ------------------------------------------------------------------------------------------------ properties
-FIELDS = ["epoch", "batch", "next_worker", "complete", "num_workers", "batch_size", "drop_last", "world_size",
-          "format", "version", "worker0.produced", "worker1.produced", "worker0.done", "worker1.done",
-          "worker0.state", "worker1.state", "worker0", "workers"]
-VALUES = st.one_of(st.integers(-3, 30), st.booleans(), st.none(), st.text(max_size=3), st.floats(allow_nan=True),
-                   st.lists(st.integers(0, 5), max_size=3),
+# --------------------------------------------------------------------------------------- properties
+FIELDS = ["epoch", "batch", "next_worker", "complete", "num_workers", "batch_size", "drop_last",
+          "world_size", "format", "version", "worker0.produced", "worker1.produced", "worker0.done",
+          "worker1.done", "worker0.state", "worker1.state", "worker0", "workers"]
+GARBAGE = st.one_of(st.text(max_size=2), st.none(), st.lists(st.none(), max_size=1))
+VALUES = st.one_of(st.integers(-3, 30), st.booleans(), st.none(), st.text(max_size=3),
+                   st.floats(allow_nan=True), st.lists(st.integers(0, 5), max_size=3),
                    st.dictionaries(st.sampled_from(["pos", "nope", "produced", "done", "state"]),
-                                   st.one_of(st.text(max_size=2), st.none(), st.lists(st.none(), max_size=1)),
-                                   max_size=2))
+                                   GARBAGE, max_size=2))
 
 
 def corrupt(state, field, value):
@@ -259,11 +272,13 @@ def corrupt(state, field, value):
 
 
 @pytest.mark.parametrize("kind", [Noisy, Counted], ids=["replayed", "stateful"])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(field=st.sampled_from(FIELDS), value=VALUES)
 def test_a_corrupted_state_is_refused_unchanged_or_resumes_exactly(kind, field, value):
-    """One field of a real state (2 workers, after batch 3) set to an arbitrary value. A well-formed position of a
-    dataset's own state (``{"pos": <int>}``) is not drawn: only the dataset could tell it from the saved one."""
+    """One field of a real state (2 workers, after batch 3) set to an arbitrary value. A
+    well-formed position of a dataset's own state (``{"pos": <int>}``) is not drawn: only the
+    dataset could tell it from the saved one."""
     rest, saved = reference(kind, 2)
     bad = corrupt(saved, field, value)
     s, loader = build(kind, 2)
@@ -279,7 +294,7 @@ def test_a_corrupted_state_is_refused_unchanged_or_resumes_exactly(kind, field, 
         for epoch in (0, 1):
             s.reseed(1, epoch)
             out.extend(flat(b) for b in loader)
-    except StateError as exc:  # the dataset took its state into a copy but fails on it: named, at the first batch
+    except StateError as exc:  # the dataset took the state into a copy but fails on it: named
         assert "resuming from its saved dataset state" in str(exc) and out == []
         return
     assert out == rest, (field, value)

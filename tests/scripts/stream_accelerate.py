@@ -1,16 +1,17 @@
-"""Child of tests/test_accelerate_streams.py (in-process, or under torchrun): SeederAccelerator over a stream.
+"""Child of tests/test_accelerate_streams.py (in-process, or under torchrun): a stream, accelerated.
 
-``DIR WORKERS TOKEN...``; each token in turn, on ``W`` processes (1 without a launcher), with ``WORKERS``
-loader workers:
+``DIR WORKERS TOKEN...``; each token in turn, on ``W`` processes (1 without a launcher), with
+``WORKERS`` loader workers:
 
-* ``full``: train EPOCHS epochs of a ``seeder.IterableDataLoader`` over :class:`Stream` uninterrupted; after
-  global step STOP (inside epoch 0) ``accelerator.save_state(DIR/ckpt<W>)``. Rows to DIR/full<W>_<rank>.pt.
-* ``resume``: a fresh accelerator, model, optimizer and loader; ``accelerator.load_state(DIR/ckpt<W>)``, then
-  train what is left. Rows to DIR/resume<W>_<rank>.pt.
+* ``full``: train EPOCHS epochs of a ``seeder.IterableDataLoader`` over :class:`Stream`
+  uninterrupted; after global step STOP (inside epoch 0) ``accelerator.save_state(DIR/ckpt<W>)``.
+  Rows to DIR/full<W>_<rank>.pt.
+* ``resume``: a fresh accelerator, model, optimizer and loader;
+  ``accelerator.load_state(DIR/ckpt<W>)``, then train what is left. Rows to DIR/resume<W>_<rank>.pt.
 
-A row is ``(epoch, step, item indices, batch, loss, end_of_dataloader)``: the batch as the training loop got
-it (augmented from random, NumPy and torch per item), the loss after DDP's all-reduce of the gradients
-(2 processes), and accelerate's gradient-state flag for the epoch's last batch.
+A row is ``(epoch, step, item indices, batch, loss, end_of_dataloader)``: the batch as the training
+loop got it (augmented from random, NumPy and torch per item), the loss after DDP's all-reduce of
+the gradients (2 processes), and accelerate's gradient-state flag for the epoch's last batch.
 """
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ from seeder.integrations.accelerate import SeederAccelerator
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import Tiny  # noqa: E402
 
-N, BATCH, EPOCHS, STOP, SEED = 48, 4, 2, 3, 42  # one process: 12 steps an epoch; two: 6 on each rank
+N, BATCH, EPOCHS, STOP, SEED = 48, 4, 2, 3, 42  # 1 process: 12 steps an epoch; 2: 6 on each rank
 
 
 class Stream(torch.utils.data.IterableDataset):
-    """Fixed features, each item augmented with Python ``random``, NumPy's and torch's global RNGs."""
+    """Fixed features, each item augmented with ``random``, NumPy's and torch's global RNGs."""
 
     def __init__(self) -> None:
         g = torch.Generator().manual_seed(7)
@@ -41,11 +42,12 @@ class Stream(torch.utils.data.IterableDataset):
         share = seeder.stream_share()
         for i in range(share.index, N, share.count):
             x = self.x[i] * float(np.random.uniform(0.9, 1.1)) + 0.1 * torch.randn(8)
-            yield {"x": torch.roll(x, random.randint(-1, 1)), "labels": int(self.x[i].sum() > 0), "index": i}
+            yield {"x": torch.roll(x, random.randint(-1, 1)), "labels": int(self.x[i].sum() > 0),
+                   "index": i}
 
 
 def setup(workers: int):
-    """Accelerator first (it starts the process group), then the seeder, the model and the loader."""
+    """Accelerator first (it starts the process group), then the seeder, model and loader."""
     s = seeder.Seeder()
     acc = SeederAccelerator(cpu=True, seeder=s)
     s.init(SEED)
@@ -67,7 +69,8 @@ def train(acc, s, model, opt, loader, prepared, first_epoch: int, save=None) -> 
             acc.backward(loss)
             opt.step()
             opt.zero_grad()
-            rows.append((epoch, step, batch["index"], batch["x"], loss.detach(), acc.gradient_state.end_of_dataloader))
+            last = acc.gradient_state.end_of_dataloader
+            rows.append((epoch, step, batch["index"], batch["x"], loss.detach(), last))
             if save is not None and (epoch, step) == (0, STOP):
                 acc.save_state(save)
     return rows
