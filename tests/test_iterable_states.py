@@ -151,6 +151,20 @@ def test_every_worker_done_without_complete_is_refused_and_cannot_spin(workers):
 
 
 # name: (changes to the loader's entry in the state after batch 3 of 2 workers, what the error says)
+def test_the_hand_out_loop_is_bounded_whatever_position_it_is_given():
+    """Behind the load's check, the iterator itself refuses to spin on a position whose workers are
+    all exhausted but whose epoch is not complete (it raises instead of skipping them forever)."""
+    from seeder.data._stream_iter import StreamIter
+
+    s, loader = build(Noisy, 2)
+    progress = {"epoch": 0, "batch": 0, "next_worker": 0, "complete": False,
+                "workers": [{"produced": 0, "state": None, "done": True}] * 2}
+    it = StreamIter(loader, iter([]), progress, object())
+    assert it.exhausted()
+    with pytest.raises(RuntimeError, match="every worker of epoch 0 is exhausted"):
+        next(it)
+
+
 BAD = {
     "batch=-5": ({"batch": -5}, r"'batch'\] is -5, but its workers produced 3"),
     "batch=99": ({"batch": 99}, r"'batch'\] is 99, but its workers produced 3"),
