@@ -1,4 +1,7 @@
-"""seeder.DataLoader(elastic=True) against the default mode and torch's DataLoader; resume on another world size.
+"""seeder.ElasticDataLoader against the default mode and torch's DataLoader; resume on another world size.
+
+The elastic loader runs twice: with its default ``sample_rngs`` (Python's, NumPy's and torch's global RNGs
+seeded before every sample) and with ``sample_rngs`` naming only what the items draw from ("declared").
 
 Run: PYTHONPATH=. nice python benchmarks/bench_elastic.py [--workers 0 2] [--repeats 5] [--n-resume 1e8]
      [--clock cpu]   (0-worker epochs in this process's CPU time: on a machine others are using)
@@ -28,16 +31,22 @@ def compare(n: int, us: float, workers: int, repeats: int, batch_size: int, draw
     s = seeder.default_seeder()
     ds = {"none": BusyNoDraws, "torch": BusyTorch, "all": Busy}[draws](n, us)
     kw = dict(batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0)
-    loaders = [seeder.DataLoader(ds, elastic=True, **kw), seeder.DataLoader(ds, **kw), torch.utils.data.DataLoader(ds, **kw)]
-    times = [[], [], []]
+    loaders = [seeder.ElasticDataLoader(ds, **kw), seeder.ElasticDataLoader(ds, sample_rngs=DECLARED[draws], **kw),
+               seeder.DataLoader(ds, **kw), torch.utils.data.DataLoader(ds, **kw)]
+    times = [[], [], [], []]
     for _ in range(repeats):
         s.reseed(1, next(_epochs))
         for t, loader in zip(times, loaders):
             t.append(epoch_time(loader))
-    el, de, to = (statistics.median(t) for t in times)
+    el, dec, de, to = (statistics.median(t) for t in times)
     what = {"none": " (no RNG)", "torch": " (torch only)", "all": ""}[draws]
-    print(f"  {us:5.0f} us/item{what} workers={workers}: elastic {n / el:8.0f} items/s, default {n / de:8.0f}, torch {n / to:8.0f}; "
-          f"throughput ratio elastic/default {de / el:.3f}, elastic/torch {to / el:.3f}")
+    print(f"  {us:5.0f} us/item{what} workers={workers}: elastic {n / el:8.0f} items/s, declared {n / dec:8.0f}, "
+          f"default {n / de:8.0f}, torch {n / to:8.0f}; throughput ratio elastic/default {de / el:.3f}, "
+          f"elastic/torch {to / el:.3f}, declared/default {de / dec:.3f}, declared/torch {to / dec:.3f}")
+
+
+#: ``sample_rngs`` naming what the items of each kind draw from.
+DECLARED = {"none": (), "torch": ("torch",), "all": ("python", "numpy", "torch")}
 
 
 class BusyTorch(Busy):
@@ -81,24 +90,22 @@ class NoDraws(TorchOnly):
 
 
 def per_sample_seeding(n: int, batch_size: int, repeats: int, draws: str) -> None:
-    """What elastic mode adds per sample over the default mode (0 workers, free items): per-sample seeding.
-
-    Each global RNG is seeded before every sample once a sample in this process drew from it, and from then on:
-    run ``draws="none"`` (items drawing from no RNG) before anything draws, ``"torch"`` (torch only) before
-    anything draws from ``random`` or NumPy, then ``"all"`` (all three)."""
+    """What the elastic loader adds per sample over the default mode (0 workers, free items): per-sample seeding,
+    with the default ``sample_rngs`` (all three global RNGs) and with ``sample_rngs`` naming what the items draw from."""
     s = seeder.default_seeder()
     what, ds = {"none": ("no RNG", NoDraws(n)), "torch": ("torch only", TorchOnly(n)),
                 "all": ("random, NumPy and torch", Busy(n, 0))}[draws]
-    loaders = [seeder.DataLoader(ds, batch_size=batch_size, shuffle=True, elastic=True),
+    loaders = [seeder.ElasticDataLoader(ds, batch_size=batch_size, shuffle=True),
+               seeder.ElasticDataLoader(ds, batch_size=batch_size, shuffle=True, sample_rngs=DECLARED[draws]),
                seeder.DataLoader(ds, batch_size=batch_size, shuffle=True)]
-    times = [[], []]
+    times = [[], [], []]
     for _ in range(repeats):
         s.reseed(1, next(_epochs))
         for t, loader in zip(times, loaders):
             t.append(epoch_time(loader))
-    extra = (statistics.median(times[0]) - statistics.median(times[1])) / n * 1e6
+    el, dec, de = (statistics.median(t) for t in times)
     print(f"  per-sample seeding, elastic - default, batch_size={batch_size}, items drawing from {what}: "
-          f"{extra:.2f} us/sample (0 workers)")
+          f"{(el - de) / n * 1e6:.2f} us/sample, declared {(dec - de) / n * 1e6:.2f} (0 workers)")
 
 
 def resume_other_world(n: int, repeats: int) -> None:
@@ -106,13 +113,13 @@ def resume_other_world(n: int, repeats: int) -> None:
     s = seeder.default_seeder()
     s.reseed(1, next(_epochs))
     ds = Busy(n, 0)
-    src = seeder.DataLoader(ds, batch_size=16, shuffle=True, elastic=True, num_replicas=4, rank=0)
+    src = seeder.ElasticDataLoader(ds, batch_size=16, shuffle=True, num_replicas=4, rank=0)
     state = src.state_dict()
     half = n // 2 // 64 * 64
     state = {**state, "position": half}
     own = []
     for _ in range(repeats):
-        loader = seeder.DataLoader(ds, batch_size=32, shuffle=True, elastic=True, num_replicas=2, rank=1)
+        loader = seeder.ElasticDataLoader(ds, batch_size=32, shuffle=True, num_replicas=2, rank=1)
         t0 = time.perf_counter()
         loader.load_state_dict(state)
         loader.pending_start()
@@ -133,8 +140,6 @@ def main() -> None:
     args = p.parse_args()
     bench_dataloader.clock = bench_dataloader.CLOCKS[args.clock]
     seeder.init(0)
-    # Once an item draws from a global RNG, this process (and a worker forked from it) seeds that RNG before every
-    # sample: items drawing from nothing run first, then from torch only, then from random, NumPy and torch.
     for draws, what in (("none", "no RNG"), ("torch", "torch only"), ("all", "random, NumPy and torch")):
         per_sample_seeding(args.items, 64, args.repeats, draws)
         print(f"epoch throughput (median of {args.repeats} interleaved epochs), items drawing from {what}:")

@@ -1,6 +1,6 @@
 """Loading a state saved on another number of processes: what elastic loaders carry over and what is re-derived.
 
-An elastic ``seeder.DataLoader`` (``elastic=True``, :mod:`seeder.data.elastic_loader`) keeps a
+An elastic loader (``seeder.ElasticDataLoader``, :mod:`seeder.data.elastic_loader`) keeps a
 global state (epoch, samples done): it loads on any world size. When every participant of a
 process is an elastic loader or a registered generator, a state of another world size loads:
 the loaders continue at the saved global step, and this rank's global RNGs and registered

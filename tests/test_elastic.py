@@ -1,8 +1,10 @@
-"""seeder.DataLoader(elastic=True) in one process: ranks given explicitly, states moved between world sizes."""
+"""seeder.ElasticDataLoader in one process: ranks given explicitly, states moved between world sizes."""
 from __future__ import annotations
 
+import importlib
 import logging
 import random
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -12,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seeder
-from seeder import StateError
+from seeder import SeederWarning, StateError
 from seeder.data.elastic import num_steps, rank_slice
 from seeder.derive import MAX_KEY, Domain, derive_seed, stream_seeds
 
@@ -28,7 +30,7 @@ class Augmented(torch.utils.data.Dataset):
 
 
 def loaders(s, world, batch=None, **kw):
-    return [seeder.DataLoader(Augmented(), batch_size=batch or 4 // world, shuffle=True, elastic=True,
+    return [seeder.ElasticDataLoader(Augmented(), batch_size=batch or 4 // world, shuffle=True,
                               num_replicas=world, rank=r, seeder=s, **kw) for r in range(world)]
 
 
@@ -134,12 +136,12 @@ def test_global_batch_change_is_refused_unless_allowed(s):
     next(it)
     st = ld.state_dict()
     assert st["global_batch_size"] == 4 and st["position"] == 4
-    three = seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, elastic=True, seeder=s)
+    three = seeder.ElasticDataLoader(Augmented(), batch_size=3, shuffle=True, seeder=s)
     with pytest.raises(StateError, match="global batch size is 4 samples per step, this loader's is 3"):
         three.load_state_dict(st)
     assert three.state_dict()["position"] == 0
     full = rows(loaders(s, 1)[0])
-    moved = seeder.DataLoader(Augmented(), batch_size=3, shuffle=True, elastic=True, seeder=s,
+    moved = seeder.ElasticDataLoader(Augmented(), batch_size=3, shuffle=True, seeder=s,
                               allow_global_batch_change=True)
     moved.load_state_dict(st)
     got = [b for b in moved]
@@ -155,13 +157,40 @@ def test_refusals():
     s = seeder.Seeder()
     s.init(0)
     with pytest.raises(TypeError, match="owns the order"):
-        seeder.DataLoader(range(4), sampler=seeder.DistributedSampler(range(4), seeder=s), elastic=True, seeder=s)
+        seeder.ElasticDataLoader(range(4), sampler=seeder.DistributedSampler(range(4), seeder=s), seeder=s)
     with pytest.raises(ValueError, match="rank must be in"):
-        seeder.DataLoader(range(4), elastic=True, num_replicas=2, rank=2, seeder=s)
-    with pytest.raises(TypeError, match="elastic must be True or False"):
-        seeder.DataLoader(range(4), elastic=1, seeder=s)
-    loader = seeder.DataLoader(range(4), elastic=False, seeder=s)
-    assert type(loader) is seeder.DataLoader
+        seeder.ElasticDataLoader(range(4), num_replicas=2, rank=2, seeder=s)
+    with pytest.raises(TypeError, match="needs a map-style dataset"):
+        seeder.ElasticDataLoader(Stream(), seeder=s)
+    with pytest.raises(TypeError, match="drop elastic=True"):
+        seeder.ElasticDataLoader(range(4), elastic=True, seeder=s)
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(range(4))
+
+
+@pytest.mark.parametrize("dataset", [range(4), Stream()], ids=["map", "stream"])
+@pytest.mark.parametrize("value", [True, False, 1])
+def test_data_loader_refuses_elastic_and_names_the_elastic_class(dataset, value):
+    """seeder.DataLoader(..., elastic=...) does not dispatch: a TypeError names seeder.ElasticDataLoader, and
+    nothing joins the seeder."""
+    s = seeder.Seeder()
+    s.init(0)
+    with pytest.raises(TypeError, match="seeder.ElasticDataLoader") as err:
+        seeder.DataLoader(dataset, batch_size=2, elastic=value, seeder=s)
+    assert ("build seeder.ElasticDataLoader(" in str(err.value)) == (value is True)
+    assert s.participants() == []
+
+
+def test_each_loader_is_the_class_it_was_built_as():
+    s = seeder.Seeder()
+    s.init(0)
+    assert type(seeder.ElasticDataLoader(range(4), batch_size=2, seeder=s)) is seeder.ElasticDataLoader
+    assert type(seeder.DataLoader(range(4), batch_size=2, seeder=s)) is seeder.DataLoader
+    assert seeder.ElasticDataLoader is importlib.import_module("seeder.data.elastic_loader").ElasticDataLoader
+    assert "ElasticDataLoader" in seeder.__all__
 
 
 @settings(max_examples=40, deadline=None)
@@ -216,10 +245,12 @@ def draw(use):
 
 
 @settings(max_examples=60, deadline=None)
-@given(uses=USES, seeds=st.lists(st.integers(0, 2**64 - 1), min_size=12, max_size=12), batch=st.integers(1, 12))
-def test_seeding_only_the_rngs_a_sample_draws_from_gives_the_items_of_seeding_them_all(uses, seeds, batch):
-    """SampleSeeding watches Python's and NumPy's RNGs and seeds them only once a sample draws from them: every item
-    equals the one fetched with every RNG seeded, whatever the order in which samples start drawing and the batches."""
+@given(uses=USES, seeds=st.lists(st.integers(0, 2**64 - 1), min_size=12, max_size=12), batch=st.integers(1, 12),
+       declared=st.sets(st.sampled_from(["python", "numpy", "torch"])))
+def test_sample_seeding_fetches_each_sample_once_and_exactly_or_warns(uses, seeds, batch, declared):
+    """SampleSeeding seeds the declared RNGs before every sample and watches the others: each sample is fetched once;
+    every item equals the one fetched with every RNG seeded, or a batch in which a sample drew from an undeclared RNG
+    warns (and that RNG is seeded from then on), whatever the order in which samples start drawing and the batches."""
     from seeder.data.lazyseed import SampleSeeding
     from seeder.data.workers import fetch_adapters, seed_globals
 
@@ -230,20 +261,42 @@ def test_seeding_only_the_rngs_a_sample_draws_from_gives_the_items_of_seeding_th
         seed_globals(seed)
         want.append(draw(use))
     random.gauss(0, 1), np.random.standard_normal()  # leave Gaussians cached in the unseeded RNGs
-    lazy = SampleSeeding(adapters)
-    got = [item for at in range(0, len(uses), batch) for item in lazy.fetch(draw, uses[at:at + batch], seeds[at:at + batch])]
-    assert got == want
-    drew = {"torch"} if {"torch", "all"} & set(uses) else set()
-    drew |= {"python"} if {"random", "gauss", "random-624", "all"} & set(uses) else set()
-    assert {a.name for a in lazy.seeded} >= drew
+    lazy = SampleSeeding([a for a in adapters if a.name in declared], [a for a in adapters if a.name not in declared])
+    calls = Counter()
+
+    def counted(k):
+        calls[k] += 1
+        return draw(uses[k])
+
+    got, warned = [], set()
+    for at in range(0, len(uses), batch):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            part = lazy.fetch(counted, range(at, min(at + batch, len(uses))), seeds[at:at + batch])
+        names = {use_rngs(uses[k]) for k in range(at, at + len(part))}
+        undeclared = set().union(*names) - declared - warned
+        assert bool(caught) == bool(undeclared), (caught, undeclared)
+        assert all(issubclass(w.category, SeederWarning) and "sample_rngs" in str(w.message) for w in caught)
+        if not undeclared:  # every draw of the batch came from an RNG seeded with its sample's seed
+            assert part == want[at:at + len(part)]
+        warned |= undeclared
+        got += part
+    assert calls == Counter(range(len(uses)))
+    assert {a.name for a in lazy.seeded} == declared | warned
+
+
+def use_rngs(use):
+    """The global RNGs ``draw(use)`` draws from."""
+    return frozenset({"torch"} if use in ("torch", "all") else set()) | \
+        ({"python"} if use in ("random", "gauss", "random-624", "all") else set()) | \
+        ({"numpy"} if use in ("numpy", "numpy-normal", "numpy-624", "all") else set())
 
 
 @pytest.mark.parametrize("rng", ["random", "numpy"])
 def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_is_back(rng):
     """624 words drawn from Python's or NumPy's RNG regenerate the key and leave the position where it was: the
-    watcher still changes (it holds two key words), and the sample is fetched again with that RNG seeded."""
+    watcher still changes (it holds two key words), and a watched RNG that drew warns."""
     from seeder.data.lazyseed import SampleSeeding
-    from seeder.data.workers import fetch_adapters, seed_globals
     from seeder.rngs import NumpyRandomStateAdapter, PythonRandomAdapter
 
     adapter = PythonRandomAdapter() if rng == "random" else NumpyRandomStateAdapter()
@@ -256,26 +309,27 @@ def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_i
     draw(f"{rng}-624")
     assert position() == at and watch() != before
 
-    seed_globals(5)
-    want = draw(f"{rng}-624")
-    random.seed(12), np.random.seed(12)
-    random.random(), np.random.rand()
-    lazy = SampleSeeding(fetch_adapters())
-    assert lazy.fetch(draw, [f"{rng}-624"], [5]) == [want]
-    assert adapter.name in {a.name for a in lazy.seeded}
+    lazy = SampleSeeding([], [adapter])
+    with pytest.warns(SeederWarning, match=f"drew from the global RNG.s. {adapter.name}"):
+        lazy.fetch(draw, [f"{rng}-624"], [5])
+    assert [a.name for a in lazy.seeded] == [adapter.name]
 
 
-def test_samples_that_draw_nothing_from_random_or_numpy_leave_them_unseeded():
-    """Fetches that draw only from torch leave Python's and NumPy's RNGs watched (not seeded), whatever the batch;
-    fetches that draw nothing leave torch's too."""
+def test_watched_rngs_that_no_sample_draws_from_stay_unseeded_and_silent():
+    """With every global RNG watched (sample_rngs=()), fetches that draw nothing seed nothing and warn nothing;
+    the first that draws from torch warns, and torch is seeded from then on."""
     from seeder.data.lazyseed import SampleSeeding
     from seeder.data.workers import fetch_adapters
 
-    lazy = SampleSeeding(fetch_adapters())
+    lazy = SampleSeeding([], fetch_adapters())
     random.seed(3), np.random.seed(3), torch.manual_seed(3)
     states = random.getstate(), np.random.get_state()[1].tolist(), torch.get_rng_state()
-    assert lazy.fetch(draw, ["none"] * 5, [1, 2, 3, 4, 5]) == [[]] * 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert lazy.fetch(draw, ["none"] * 5, [1, 2, 3, 4, 5]) == [[]] * 5
     assert lazy.seeded == [] and torch.equal(torch.get_rng_state(), states[2])  # nothing drew: nothing seeded
+    with pytest.warns(SeederWarning, match="torch"):
+        lazy.fetch(draw, ["torch"], [1])
     items = lazy.fetch(draw, ["torch", "none", "torch"], [1, 2, 1])
     assert items[0] == items[2] and items[1] == []
     assert [a.name for a in lazy.seeded] == ["torch"]
@@ -283,8 +337,8 @@ def test_samples_that_draw_nothing_from_random_or_numpy_leave_them_unseeded():
 
 
 def test_the_elastic_loader_seeds_a_sample_that_starts_drawing_late_as_the_others(s):
-    """Samples 0-9 draw nothing from Python's RNG, later ones do: with 0 and 2 workers (each process learns on its
-    own) every sample's draw is that of random seeded with its position's seed."""
+    """Samples 0-9 draw nothing from Python's RNG, later ones do: with 0 and 2 workers every sample's draw is that of
+    random seeded with its position's seed."""
     class Late(torch.utils.data.Dataset):
         def __len__(self):
             return N
@@ -293,12 +347,21 @@ def test_the_elastic_loader_seeds_a_sample_that_starts_drawing_late_as_the_other
             return torch.tensor([float(i), random.random() if i >= 10 else -1.0], dtype=torch.float64)
 
     for workers in (0, 2):
-        ld = seeder.DataLoader(Late(), batch_size=4, shuffle=True, elastic=True, num_replicas=1, rank=0, seeder=s,
-                               num_workers=workers)
+        ld = seeder.ElasticDataLoader(Late(), batch_size=4, shuffle=True, num_replicas=1, rank=0, seeder=s,
+                                      num_workers=workers)
         got = [row for b in ld for row in b]
         want = [random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random() if int(r[0]) >= 10 else -1.0
                 for p, r in enumerate(got)]
         assert [r[1].item() for r in got] == want, workers
+
+
+def test_sample_rngs_is_checked_before_anything_changes(s):
+    before = s.participants()
+    with pytest.raises(ValueError, match="sample_rngs names the global RNGs"):
+        seeder.ElasticDataLoader(range(4), sample_rngs=("cuda",), seeder=s)
+    with pytest.raises(TypeError, match="sample_rngs must be a list or tuple"):
+        seeder.ElasticDataLoader(range(4), sample_rngs="torch", seeder=s)
+    assert s.participants() == before
 
 
 def test_a_state_of_another_world_loads_before_its_elastic_loader_is_built():
@@ -340,9 +403,9 @@ def test_two_elastic_loaders_at_different_steps_move_together():
     """Two elastic loaders saved at different global steps on 2 ranks continue on 1 rank, each with the samples
     and draws its own uninterrupted epoch has after its step (this rank's streams follow the first loader's step)."""
     def pair(s, world, rank):
-        kw = dict(shuffle=True, elastic=True, num_replicas=world, rank=rank, seeder=s)
-        return (seeder.DataLoader(Augmented(), batch_size=4 // world, **kw),
-                seeder.DataLoader(Augmented(), batch_size=6 // world, **kw))
+        kw = dict(shuffle=True, num_replicas=world, rank=rank, seeder=s)
+        return (seeder.ElasticDataLoader(Augmented(), batch_size=4 // world, **kw),
+                seeder.ElasticDataLoader(Augmented(), batch_size=6 // world, **kw))
 
     ref = seeder.Seeder()
     ref.init(4)

@@ -73,7 +73,7 @@ def test_trainer_checkpoint_resumes_on_another_number_of_processes(runs):
     with seeder.Seeder().fork_rng():
         s = seeder.Seeder()
         s.init(child.SEED)
-        loader = seeder.DataLoader(child.Indexed(), batch_size=child.GLOBAL_BATCH, shuffle=True, elastic=True, seeder=s)
+        loader = seeder.ElasticDataLoader(child.Indexed(), batch_size=child.GLOBAL_BATCH, shuffle=True, seeder=s)
         s.load_state_dict(state)
         expected = child.rng_states()
     assert loader.state_dict()["position"] == child.STOP * child.GLOBAL_BATCH
@@ -124,3 +124,18 @@ def test_elastic_argument_is_checked(tmp_path):
     with pytest.raises(TypeError, match="map-style train_dataset"):
         args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, max_steps=1)
         SeederTrainer(model=child.Tiny(), args=args, train_dataset=Stream(), seeder=seeder.Seeder(), elastic=True)
+
+
+@pytest.mark.parametrize("elastic", [True, False])
+def test_the_trainer_builds_the_loader_class_it_names(tmp_path, elastic):
+    """SeederTrainer(elastic=True) trains from a seeder.ElasticDataLoader, elastic=False from a seeder.DataLoader."""
+    from transformers import TrainingArguments
+
+    from seeder.integrations.transformers import SeederTrainer
+
+    s = seeder.Seeder()
+    s.init(3)
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, per_device_train_batch_size=2)
+    trainer = SeederTrainer(model=child.Tiny(), args=args, train_dataset=child.Indexed(), seeder=s, elastic=elastic)
+    want = seeder.ElasticDataLoader if elastic else seeder.DataLoader
+    assert type(trainer.get_train_dataloader().loader) is want

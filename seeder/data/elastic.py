@@ -6,9 +6,9 @@ Global batch ``s`` holds positions ``origin + s*G .. origin + (s+1)*G`` (``G`` t
 size, ``origin`` 0 unless a resume changed ``G``); rank ``r`` of ``W`` fetches the ``r``-th of
 ``W`` contiguous slices of it. Before each sample, the fetching process seeds ``random``, NumPy,
 torch CPU and the registered generators from ``derive(Domain.ELASTIC, task, epoch,
-rank=position >> 32, stream=position & 0xFFFFFFFF)`` (Python's and NumPy's only once it has seen
-a sample draw from them: :mod:`.lazyseed`; the seeds of the runs of positions a process fetches are computed
-ahead, :mod:`.elastic_seeds`): a sample's randomness is a pure function of (master
+rank=position >> 32, stream=position & 0xFFFFFFFF)`` (those of the loader's ``sample_rngs``; the
+others are watched: :mod:`.lazyseed`; the seeds of the runs of positions a process fetches are
+computed ahead, :mod:`.elastic_seeds`): a sample's randomness is a pure function of (master
 seed, epoch, its position in the global order), whatever the topology.
 
 Example:
@@ -31,7 +31,7 @@ from .permutation import keyed_permutation
 from .sampler import DistributedSampler
 from .elastic_seeds import PositionSeeds
 from .lazyseed import sample_seeding
-from .workers import SeedSource, generator_words
+from .workers import FETCH_SEEDED, SeedSource, generator_words
 
 __all__ = ["num_steps", "rank_slice", "ElasticView", "ElasticBatches"]
 
@@ -71,16 +71,17 @@ class ElasticView(BatchSeedingDataset):
     [12, 10]
     """
 
-    def __init__(self, dataset: Any, source: SeedSource):
+    def __init__(self, dataset: Any, source: SeedSource, sample_rngs: Tuple[str, ...] = FETCH_SEEDED):
         super().__init__(dataset, source)
         self.positions = PositionSeeds()  # this process's seeds, computed ahead
+        self.sample_rngs = sample_rngs  # the global RNGs seeded before every sample; the others are watched
 
     def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
         master, task, epoch, first, indices = key
-        gens = self.source.generators("seeder.DataLoader(elastic=True)")
+        gens = self.source.generators("seeder.ElasticDataLoader")
         width = generator_words(gens)
         seeds = self.positions.words(master, task, epoch, first, len(indices), width)
-        return sample_seeding().fetch(self.dataset.__getitem__, indices, seeds, gens, width)
+        return sample_seeding(self.sample_rngs).fetch(self.dataset.__getitem__, indices, seeds, gens, width)
 
     def __getstate__(self) -> Dict[str, Any]:
         return {**self.__dict__, "positions": PositionSeeds()}  # a spawned worker computes its own

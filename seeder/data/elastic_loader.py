@@ -1,4 +1,4 @@
-"""``seeder.DataLoader(elastic=True)``: the same data whatever the world size, and a mid-epoch resume on another one.
+"""``seeder.ElasticDataLoader``: the same data whatever the world size, and a mid-epoch resume on another one.
 
 * One global order per epoch (a one-replica :class:`seeder.DistributedSampler`'s), cut into
   global batches of ``batch_size * world_size`` samples; each rank fetches its slice of each
@@ -11,14 +11,14 @@
 Example:
     >>> import torch, seeder
     >>> s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
-    >>> loader = seeder.DataLoader(torch.arange(10), batch_size=4, shuffle=True, elastic=True, seeder=s)
+    >>> loader = seeder.ElasticDataLoader(torch.arange(10), batch_size=4, shuffle=True, seeder=s)
     >>> it = iter(loader); first = next(it); state = loader.state_dict()
     >>> state["position"], state["global_batch_size"]
     (4, 4)
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.utils.data
@@ -31,7 +31,8 @@ from .dali_seeds import resolve_seeder
 from .elastic import ElasticBatches, ElasticView
 from .loader import LOADER_STATE_VERSION, DataLoader
 from .sampler import DistributedSampler
-from .workers import SeedSource
+from .lazyseed import check_sample_rngs
+from .workers import FETCH_SEEDED, SeedSource
 
 __all__ = ["ElasticDataLoader", "ELASTIC_STATE_VERSION"]
 
@@ -52,20 +53,35 @@ def _world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
 
 
 class ElasticDataLoader(DataLoader):
-    """``seeder.DataLoader(..., elastic=True)``: ``batch_size`` per rank, global batch ``batch_size * world_size``.
+    """A :class:`seeder.DataLoader` whose order and samples do not depend on the world size: ``batch_size`` per rank,
+    global batch ``batch_size * world_size``; its state resumes mid-epoch on another world size.
 
-    * ``shuffle``: the epoch's global order is shuffled (else sequential); ``sampler=`` and
-      ``batch_sampler=`` are refused (the order is the loader's).
-    * ``num_replicas``/``rank``: default to the process group's (one replica without one).
-    * ``drop_last=True`` drops the last, short global batch; otherwise it is split evenly over
-      the ranks (a rank whose share is empty yields one batch less: use ``drop_last=True`` under DDP
-      when ``len(dataset) % global batch size`` may be below the world size).
-    * ``allow_global_batch_change=True`` accepts a state saved with another global batch size:
-      the samples not yet trained follow, in the same order, in batches of the new size.
+    Args:
+        dataset: a map-style dataset (``__getitem__`` and ``__len__``); ``__getitem__`` runs once per sample.
+        batch_size: samples per rank and step.
+        shuffle: the epoch's global order is shuffled (else sequential).
+        num_workers, collate_fn, pin_memory, **kwargs: as torch's ``DataLoader``.
+        drop_last: drop the last, short global batch; otherwise it is split evenly over the ranks (a rank
+            whose share is empty yields one batch less: use ``drop_last=True`` under DDP when
+            ``len(dataset) % global batch size`` may be below the world size).
+        seeder: a :class:`seeder.Seeder` other than the default one.
+        num_replicas, rank: default to the process group's (one replica without one).
+        allow_global_batch_change: accept a state saved with another global batch size: the samples not
+            yet trained follow, in the same order, in batches of the new size.
+        sample_rngs: the global RNGs seeded from each sample's position before it is fetched, out of
+            ``("python", "numpy", "torch")`` (all three by default). Each costs about 1-3 us a sample
+            whether or not the sample draws; ``sample_rngs=()`` suits a dataset that draws from none
+            (tokenised text), ``("torch",)`` torchvision's transforms. A sample that draws from a global
+            RNG left out warns (:class:`seeder.SeederWarning`) and that RNG is seeded from then on.
+
+    Raises:
+        TypeError: ``sampler=``, ``batch_sampler=`` or ``elastic=`` given (the order is the loader's), an
+            ``IterableDataset``, or ``sample_rngs`` not a list or tuple.
+        ValueError: ``rank`` outside ``[0, num_replicas)``, a ``sample_rngs`` name not one of the three.
 
     >>> import torch, seeder
     >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-    >>> two = [seeder.DataLoader(torch.arange(8), batch_size=2, elastic=True, num_replicas=2, rank=r, seeder=s)
+    >>> two = [seeder.ElasticDataLoader(torch.arange(8), batch_size=2, num_replicas=2, rank=r, seeder=s)
     ...        for r in (0, 1)]
     >>> [b.tolist() for b in two[0]], [b.tolist() for b in two[1]]
     ([[0, 1], [4, 5]], [[2, 3], [6, 7]])
@@ -76,21 +92,23 @@ class ElasticDataLoader(DataLoader):
 
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Any = None, pin_memory: bool = False,
-                 drop_last: bool = False, *args: Any, seeder: Optional[Seeder] = None, elastic: bool = True,
+                 drop_last: bool = False, *args: Any, seeder: Optional[Seeder] = None,
                  num_replicas: Optional[int] = None, rank: Optional[int] = None,
-                 allow_global_batch_change: bool = False, **kwargs: Any) -> None:
-        if elastic is not True:
-            raise ValueError(f"ElasticDataLoader is seeder.DataLoader(elastic=True); got elastic={elastic!r}")
+                 allow_global_batch_change: bool = False, sample_rngs: Sequence[str] = FETCH_SEEDED,
+                 **kwargs: Any) -> None:
+        if "elastic" in kwargs:
+            raise TypeError(f"seeder.ElasticDataLoader is the elastic loader: drop elastic={kwargs['elastic']!r}")
         if sampler is not None or batch_sampler is not None:
-            raise TypeError("seeder.DataLoader(elastic=True) owns the order (one global order per epoch): drop sampler= "
+            raise TypeError("seeder.ElasticDataLoader owns the order (one global order per epoch): drop sampler= "
                             "and batch_sampler=, pass shuffle= and batch_size= (per rank)")
         if isinstance(dataset, torch.utils.data.IterableDataset):
-            raise TypeError("seeder.DataLoader(elastic=True) needs a map-style dataset (with __getitem__ and __len__), got "
+            raise TypeError("seeder.ElasticDataLoader needs a map-style dataset (with __getitem__ and __len__), got "
                             f"the IterableDataset {type(dataset).__name__}")
         seeder = resolve_seeder(seeder)
         batch_size = check_int(batch_size, "batch_size", low=1)
         world, self_rank = _world(num_replicas, rank)
         self.allow_global_batch_change = check_bool(allow_global_batch_change, "allow_global_batch_change")
+        rngs = check_sample_rngs(sample_rngs)
         self._origin_pending: Optional[Tuple[int, int]] = None  # (epoch, origin) from load_state_dict
         self._origin_live: Tuple[Any, int, int] = (None, 0, 0)  # (token, epoch, origin) of the live iterator
         self._translated: Optional[Dict[str, Any]] = None  # the base class's state, while load_state_dict runs
@@ -99,7 +117,7 @@ class ElasticDataLoader(DataLoader):
         super().__init__(dataset, batch_size, None, order, None, num_workers, collate_fn, pin_memory, drop_last, *args,
                          seeder=seeder, **kwargs)
         object.__setattr__(self, "batch_sampler", ElasticBatches(order, batch_size, drop_last, self, world, self_rank))
-        self._wrapped = ElasticView(dataset, SeedSource(seeder))  # what the base class's fetchers see
+        self._wrapped = ElasticView(dataset, SeedSource(seeder), rngs)  # what the base class's fetchers see
         seeder.join(self)
 
     # ------------------------------------------------------------ positions
@@ -143,7 +161,7 @@ class ElasticDataLoader(DataLoader):
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-        >>> loader = seeder.DataLoader(torch.arange(10), batch_size=3, elastic=True, seeder=s)
+        >>> loader = seeder.ElasticDataLoader(torch.arange(10), batch_size=3, seeder=s)
         >>> it = iter(loader); _ = next(it); st = loader.state_dict(); st["position"], st["epoch"]
         (3, 0)
         """
@@ -158,18 +176,18 @@ class ElasticDataLoader(DataLoader):
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0)
-        >>> seeder.DataLoader(torch.arange(4), elastic=True, seeder=s).check_state_dict({"format": "seeder.loader"})
+        >>> seeder.ElasticDataLoader(torch.arange(4), seeder=s).check_state_dict({"format": "seeder.loader"})
         Traceback (most recent call last):
         ...
-        seeder.errors.StateError: not a seeder.DataLoader(elastic=True) state: pass the dict returned by seeder.DataLoader(elastic=True).state_dict()
+        seeder.errors.StateError: not a seeder.ElasticDataLoader state: pass the dict returned by seeder.ElasticDataLoader.state_dict()
         """
         if state is not None and state is self._translated:  # load_state_dict's own call of the base class
             return super().check_state_dict(state)
-        check_state_header(state, "seeder.elastic_loader", ELASTIC_STATE_VERSION, _KEYS, "seeder.DataLoader(elastic=True)")
+        check_state_header(state, "seeder.elastic_loader", ELASTIC_STATE_VERSION, _KEYS, "seeder.ElasticDataLoader")
         n = self.sampler.num_samples
         for name, have in (("dataset_len", n), ("drop_last", self.drop_last), ("shuffle", self.sampler.shuffle)):
             if state[name] != have or type(state[name]) is not type(have):
-                raise StateError(f"the elastic seeder.DataLoader state was saved with {name}={state[name]!r}, this loader "
+                raise StateError(f"the seeder.ElasticDataLoader state was saved with {name}={state[name]!r}, this loader "
                                  f"has {have!r}; resume with the same dataset, shuffle and drop_last")
         g, saved = self.global_batch_size, state["global_batch_size"]
         if not is_int(saved) or saved < 1:
@@ -215,5 +233,5 @@ class ElasticDataLoader(DataLoader):
         return int(state["position"]) // int(state["global_batch_size"])
 
     def __repr__(self) -> str:
-        return (f"seeder.DataLoader(elastic=True, batch_size={self.batch_size}, world_size={self.world_size}, "
+        return (f"seeder.ElasticDataLoader(batch_size={self.batch_size}, world_size={self.world_size}, "
                 f"num_workers={self.num_workers}, epoch={self.sampler.epoch})")

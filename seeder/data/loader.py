@@ -36,15 +36,16 @@ import torch
 import torch.utils.data
 
 from .. import trace
-from ..checks import check_bool, check_int, check_state_header, is_int
+from ..checks import check_int, check_state_header, is_int
 from ..core import Seeder
 from ..default import UsesSeeder, resolve_seeder
 from ..derive import check_key
 from ..errors import StateError
 from ..internals import require
 from ..rngbase import next_keeping
+from ._discardwatch import FIRST_WATCHED, DiscardWatch
 from .batches import BatchKeys, BatchSeedingDataset
-from .loader_checks import check_batch_count, check_loader_args
+from .loader_checks import check_batch_count, check_loader_args, refuse_elastic
 from ..distributed import refuse_in_worker
 from .sampler import DistributedSampler
 from .workers import SeedSource, dataloader_generator, fetch_adapters
@@ -68,6 +69,9 @@ class _LoaderIter:
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
+        # Resumed inside the epoch: a loop that skips the batches it had trained would drop these (the discard watch).
+        self._watch = DiscardWatch(start, epoch, f"seeder.{type(loader).__name__}") \
+            if FIRST_WATCHED <= start < len(inner) else None
 
     def __iter__(self) -> "_LoaderIter":
         return self
@@ -77,7 +81,19 @@ class _LoaderIter:
         return len(self._inner) - self._start
 
     def __next__(self) -> Any:
-        batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
+        watch = self._watch
+        if watch is not None:
+            watch.next_asked()
+            if not watch.active:
+                self._watch = watch = None
+        try:
+            batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
+        except StopIteration:
+            if watch is not None and watch.ended():
+                self._loader._discard_watch = watch  # it waits for a use that says the loop trains
+            raise
+        if watch is not None:
+            watch.handed()
         b = self._next
         self._next = b + 1
         loader = self._loader
@@ -123,16 +139,6 @@ def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[b
     return sampler, batch_size, drop_last
 
 
-def _new_loader(cls: type, dataset: Any = None, *args: Any, elastic: bool = False, **kwargs: Any) -> Any:
-    """``DataLoader.__new__``: an ``ElasticDataLoader`` for ``elastic=True``."""
-    elastic = check_bool(elastic, "elastic")
-    if elastic and cls is DataLoader:
-        from .elastic_loader import ElasticDataLoader
-
-        return torch.utils.data.DataLoader.__new__(ElasticDataLoader)
-    return torch.utils.data.DataLoader.__new__(cls)
-
-
 class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
@@ -146,7 +152,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
     * An ``IterableDataset`` raises ``TypeError``: its loader is :class:`seeder.IterableDataLoader`.
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
-    * ``elastic=True``: one global order whatever the world size, a state that resumes on another (docs/elastic.md).
+    * ``elastic=`` raises ``TypeError``: :class:`seeder.ElasticDataLoader` is the elastic loader (docs/elastic.md).
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
       ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
       iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
@@ -168,14 +174,12 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     #: state waiting for this loader is handed over as it joins).
     joins_when_built = True
 
-    __new__ = _new_loader  # elastic=True gets an ElasticDataLoader
-
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
-                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, elastic: bool = False,
-                 **kwargs: Any) -> None:
+                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
+        refuse_elastic(kwargs)
         if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream has its own class
             name = type(dataset).__name__
             raise TypeError(f"seeder.DataLoader takes a map-style dataset (with __getitem__ and "
@@ -200,6 +204,8 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._live_token: Optional[object] = None
         self._pending: Optional[Tuple[int, int, object]] = None
         self._loads = 0  # load_state_dict calls: an iterator started before the last one stops instead of going on
+        # A resumed epoch's discard watch that outlives its iterator (._discardwatch): dropped with the loader.
+        self._discard_watch: Optional[DiscardWatch] = None
         batches = BatchKeys(sampler, batch_size, drop_last, self)
         super().__init__(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
                          pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
@@ -258,7 +264,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         start = 0
         if self._resume is not None and self._resume[0] == epoch:
             start = self._resume[1]
-            self.seeder.resume_check.warn_if_moved(self, "seeder.DataLoader", epoch)  # nothing drew since the load
+            self.seeder.resume_check.warn_if_moved(self, f"seeder.{type(self).__name__}", epoch)  # nothing drew since the load
         self._resume = None
         token = object()
         self._live_token = token

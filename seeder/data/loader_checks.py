@@ -19,7 +19,30 @@ import torch
 from ..checks import check_bool, check_int, is_bool
 from ..derive import MAX_KEY
 
-__all__ = ["check_loader_args", "check_batch_count"]
+__all__ = ["check_loader_args", "check_batch_count", "refuse_elastic"]
+
+
+def refuse_elastic(kwargs: Dict[str, Any]) -> None:
+    """Raise ``TypeError`` naming :class:`seeder.ElasticDataLoader` if ``kwargs`` hold ``elastic=``.
+
+    Args:
+        kwargs: the keyword arguments given to ``seeder.DataLoader``.
+
+    Raises:
+        TypeError: ``elastic=`` was given (the elastic loader is its own class).
+
+    >>> refuse_elastic({"elastic": True})
+    Traceback (most recent call last):
+    ...
+    TypeError: seeder.DataLoader takes no elastic= argument: build seeder.ElasticDataLoader(dataset, batch_size=..., shuffle=...) for one global order whatever the world size (docs/elastic.md)
+    """
+    if "elastic" not in kwargs:
+        return
+    if kwargs["elastic"] is True:
+        raise TypeError("seeder.DataLoader takes no elastic= argument: build seeder.ElasticDataLoader(dataset, "
+                        "batch_size=..., shuffle=...) for one global order whatever the world size (docs/elastic.md)")
+    raise TypeError(f"seeder.DataLoader takes no elastic= argument, got elastic={kwargs['elastic']!r}: drop it "
+                    "(seeder.ElasticDataLoader is the elastic loader)")
 
 
 def check_loader_args(shuffle: Any, num_workers: Any, drop_last: Any, pin_memory: Any, timeout: Any,

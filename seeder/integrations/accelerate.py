@@ -12,7 +12,7 @@ seeder state of every rank into the checkpoint folder
 (``seeder_state_<rank>.pt``, loadable with ``torch.load(weights_only=True)``), and
 its ``load_state`` validates that file before accelerate changes anything, then,
 after accelerate's own load, restores it: the RNGs, the registered generators and
-the loader's position. With elastic loaders (``seeder.DataLoader(elastic=True)``) a
+the loader's position. With elastic loaders (``seeder.ElasticDataLoader``) a
 checkpoint saved on ``W`` processes loads on ``W'``: every rank reads rank 0's file
 (the loaders' state is global), the data continues exactly and each rank's RNG
 streams are re-derived (docs/elastic.md).
@@ -144,7 +144,7 @@ def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
 
     On the number of processes that saved it, each rank reads its own file. On another
     number, every rank reads rank 0's file: it loads when every participant of the run is an
-    elastic ``seeder.DataLoader(elastic=True)`` or a registered generator (their state is
+    elastic ``seeder.ElasticDataLoader`` or a registered generator (their state is
     global; this rank's RNG streams are re-derived by ``seeder.load_state_dict``), and is
     refused otherwise. The loader and generators of the run must already exist (they are
     part of the state). Under a process group every rank must call it: if any rank's file
@@ -170,7 +170,7 @@ def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
         error = f"{path}: {exc}"
         if moved:
             error += ("; a SeederAccelerator/SeederTrainer checkpoint loads on another number of processes only when "
-                      "every seeder participant is an elastic seeder.DataLoader(elastic=True) or a registered generator")
+                      "every seeder participant is an elastic seeder.ElasticDataLoader or a registered generator")
     errors = _agree(error, s.world_size)
     if errors:
         raise StateError("cannot resume the seeder state, nothing was changed: " + "; ".join(errors))
@@ -293,7 +293,7 @@ class SeederAccelerator(Accelerator):
     * ``load_state(dir)`` first validates that file (on every rank, before any
       model or optimizer is touched), lets accelerate load, then restores it (its
       RNG states last, over accelerate's). On another number of processes every rank
-      reads ``seeder_state_0.pt``: with elastic loaders (``elastic=True``) the data
+      reads ``seeder_state_0.pt``: with elastic loaders (``seeder.ElasticDataLoader``) the data
       continues exactly and each rank's RNG streams are re-derived; anything else is
       refused (:func:`read_checkpoint_state`).
     * ``skip_first_batches(loader, n)`` returns the prepared loader itself when it

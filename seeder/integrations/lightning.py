@@ -37,7 +37,7 @@ What the callback does:
   sampler is not seeder's or is not sharded for this trainer's ranks, a seeder whose
   rank/world or master seed disagree with the trainer's processes (errors naming the fix).
 
-* Elastic train loaders (``seeder.DataLoader(..., elastic=True)``, other participants only
+* Elastic train loaders (``seeder.ElasticDataLoader(...)``, other participants only
   registered generators): a checkpoint of another world size resumes. Lightning restores the
   loaders' global state; the callback loads the master seed and last reseed and re-derives
   each rank's RNG streams from the loaders' global step (:func:`seeder.world.rederive_streams`).
@@ -289,7 +289,7 @@ class SeederCallback(Callback):
                 f"{s.world_size}; resume with the same number of devices x nodes for an exact continuation "
                 "(or start a new run from the weights alone: Trainer.fit without ckpt_path, model loaded yourself). "
                 "A checkpoint moves to another number of processes when its train loaders are elastic "
-                "(seeder.DataLoader(..., elastic=True)) and its other seeder participants registered generators")
+                "(seeder.ElasticDataLoader(...)) and its other seeder participants registered generators")
         saved = gathered["ranks"][0].get("master_seed")
         if saved != s.get_master_seed():
             raise StateError(
@@ -323,7 +323,7 @@ class SeederCallback(Callback):
                     SeederWarning, stacklevel=2)
                 continue
             if isinstance(ld, ElasticDataLoader):
-                _same_place(trainer, "the elastic seeder.DataLoader splits its global batches as", ld.batch_sampler.rank,
+                _same_place(trainer, "the seeder.ElasticDataLoader splits its global batches as", ld.batch_sampler.rank,
                             ld.world_size, "build the loader inside train_dataloader() (after Lightning starts the "
                             "process group), not before Trainer.fit")
                 continue

@@ -20,7 +20,7 @@ a subclass: :class:`SeederTrainer` takes the same arguments as ``Trainer`` (plus
   answered by the loader itself, in O(1)). Its RNG states win over the Trainer's
   ``rng_state_<rank>.pth``: when the Trainer loads that file (``_load_rng_state``),
   the global RNGs go back to the states the seeder state set.
-* ``SeederTrainer(..., elastic=True)`` builds ``seeder.DataLoader(elastic=True)``
+* ``SeederTrainer(..., elastic=True)`` builds ``seeder.ElasticDataLoader``
   (``per_device_train_batch_size`` per rank, one global order): a checkpoint saved on
   ``W`` processes resumes on ``W'`` with the same global batch size
   (``per_device_train_batch_size * W'`` equal to the saved one). Every rank reads rank
@@ -181,7 +181,7 @@ class SeederTrainer(Trainer):
     Same arguments as ``Trainer``; ``seeder`` is the :class:`seeder.Seeder` to use
     (default: the module-level one). If it is not initialised yet, it is initialised
     with ``args.seed`` as master seed. ``elastic=True`` trains from an elastic
-    ``seeder.DataLoader(elastic=True)``: the same samples and augmentations on any number
+    ``seeder.ElasticDataLoader``: the same samples and augmentations on any number
     of processes, and a checkpoint that resumes on another number of processes with the
     same global batch size (``per_device_train_batch_size`` times the number of processes);
     a stream (``IterableDataset``) is refused with it. Not supported (a ``ValueError`` says so):
@@ -223,6 +223,7 @@ class SeederTrainer(Trainer):
 
     # ------------------------------------------------------------------ data
     def _build_train_loader(self) -> Any:
+        from ..data.elastic_loader import ElasticDataLoader
         from ..data.loader import DataLoader
 
         if self.train_dataset is None:
@@ -244,16 +245,16 @@ class SeederTrainer(Trainer):
             extra = {"persistent_workers": a.dataloader_persistent_workers, "prefetch_factor": a.dataloader_prefetch_factor,
                      "multiprocessing_context": a.dataloader_multiprocessing_context}
         stream = isinstance(dataset, torch.utils.data.IterableDataset)  # a stream's order is its own (docs/dataloader.md)
-        if self.elastic:
-            extra["elastic"] = True  # batch_size per rank; the global batch is batch_size * world size
         if stream:  # elastic=True over a stream was refused by __init__
             return IterableDataLoader(dataset, batch_size=self._train_batch_size,
                                       collate_fn=collator, num_workers=workers,
                                       pin_memory=a.dataloader_pin_memory,
                                       drop_last=a.dataloader_drop_last, seeder=self.seeder, **extra)
-        return DataLoader(dataset, batch_size=self._train_batch_size, shuffle=True, collate_fn=collator,
-                          num_workers=workers, pin_memory=a.dataloader_pin_memory, drop_last=a.dataloader_drop_last,
-                          seeder=self.seeder, **extra)
+        # elastic: batch_size per rank; the global batch is batch_size * world size
+        kind = ElasticDataLoader if self.elastic else DataLoader
+        return kind(dataset, batch_size=self._train_batch_size, shuffle=True, collate_fn=collator,
+                    num_workers=workers, pin_memory=a.dataloader_pin_memory, drop_last=a.dataloader_drop_last,
+                    seeder=self.seeder, **extra)
 
     def get_train_dataloader(self) -> Any:
         """The training :class:`seeder.DataLoader` (built once per trainer), with a resumed state applied."""

@@ -49,8 +49,8 @@ def setup(elastic: bool = True, workers: int = 0):
     s.reseed(0, 0)
     model = Tiny()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    loader = seeder.DataLoader(Indexed(), batch_size=GLOBAL_BATCH // acc.num_processes, shuffle=True, elastic=elastic,
-                               num_workers=workers, seeder=s)
+    kind = seeder.ElasticDataLoader if elastic else seeder.DataLoader
+    loader = kind(Indexed(), batch_size=GLOBAL_BATCH // acc.num_processes, shuffle=True, num_workers=workers, seeder=s)
     model, opt, prepared = acc.prepare(model, opt, loader)
     return acc, s, model, opt, loader, prepared
 

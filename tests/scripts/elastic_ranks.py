@@ -70,7 +70,7 @@ def setup(workers: int):
     data = Augmented()
     s.register_generator(data.rng)
     world = dist.get_world_size()
-    loader = seeder.DataLoader(data, batch_size=GLOBAL_BATCH // world, shuffle=True, num_workers=workers, elastic=True,
+    loader = seeder.ElasticDataLoader(data, batch_size=GLOBAL_BATCH // world, shuffle=True, num_workers=workers,
                                seeder=s)
     model = torch.nn.Linear(4, 1, dtype=torch.float64)
     with torch.no_grad():  # the same weights on every rank, without drawing

@@ -57,8 +57,7 @@ class Recorder(Net):
         return super().training_step((x, y), batch_idx)
 
     def train_dataloader(self):
-        return seeder.DataLoader(Indexed(), batch_size=GLOBAL_BATCH // self.trainer.world_size, shuffle=True,
-                                 elastic=True)
+        return seeder.ElasticDataLoader(Indexed(), batch_size=GLOBAL_BATCH // self.trainer.world_size, shuffle=True)
 
 
 def probe() -> torch.Tensor:
