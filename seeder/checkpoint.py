@@ -14,13 +14,16 @@ stops and resumes, with three lines::
 
 ``step()`` saves every ``every_steps`` steps (0: never on its own) and, when ``seeder
 verify`` asks for a stop at this step, saves and exits with status 0. ``save()`` writes
-``{"model", "optimizer", "scheduler", "seeder", "step"}`` to a temporary file in the same
-directory, fsyncs it, renames it over ``path`` and fsyncs the directory (a crash leaves the
-old file or the new one, and the next save removes the temporary file of a write that was
-killed); under ``torch.distributed`` every rank calls it (the seeder states of all ranks
-are gathered) and rank 0 writes. ``resume(True)`` loads the file (``FileNotFoundError`` if it
-is missing), ``resume(False)`` does nothing, ``resume()`` loads only in a run that
-``seeder verify`` resumes. Loading uses ``torch.load(weights_only=True)``.
+``{"model", "optimizer", "scheduler", "seeder", "step"}`` to a temporary file of its own in
+the same directory, fsyncs it, renames it over ``path`` and fsyncs the directory (a crash
+leaves the old file or the new one; two processes saving to one path leave the last whole
+save; a later save removes the temporary file of a write that was killed); under
+``torch.distributed`` every rank calls it (the seeder states of all ranks are gathered) and
+rank 0 writes. ``resume(True)`` reads the whole file and checks every part against the
+model, optimizer, scheduler and seeder before loading any (``FileNotFoundError`` if it is
+missing, one ``seeder.StateError`` naming the file and what is wrong otherwise, and nothing
+changed), ``resume(False)`` does nothing, ``resume()`` loads only in a run that ``seeder
+verify`` resumes. Loading uses ``torch.load(weights_only=True)``.
 
 Example:
     >>> import os, tempfile, torch, seeder
@@ -41,10 +44,13 @@ from typing import Any, Optional, Union
 import torch
 
 from . import stepwatch
-from .checks import check_int
+from ._atomic import write_atomic
+from ._checkpoint_file import check_checkpoint, read_checkpoint
+from .checks import check_int, is_bool
 from .core import Seeder
 from .default import resolve_seeder
 from .distributed import process_group_active
+from .rollback import interrupts_deferred
 
 __all__ = ["Checkpoint"]
 
@@ -59,9 +65,15 @@ class Checkpoint:
                  seeder: Optional[Seeder] = None) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
-        if not hasattr(model, "state_dict"):
-            raise TypeError(f"model must have state_dict()/load_state_dict() (an nn.Module), got {type(model).__name__}")
+        for name, obj in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler)):
+            if (obj is not None or name == "model") and not (hasattr(obj, "state_dict")
+                                                             and hasattr(obj, "load_state_dict")):
+                raise TypeError(f"{name} must have state_dict()/load_state_dict() (a torch "
+                                f"{name}), got {type(obj).__name__} {obj!r:.80}")
         self.path = os.fspath(path)
+        if self.path.endswith(("/", os.sep)) or os.path.isdir(self.path):
+            raise ValueError(f"path {self.path!r} names a directory; pass the checkpoint "
+                             f"file's path (e.g. {os.path.join(self.path, 'last.pt')!r})")
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.every_steps = check_int(every_steps, "every_steps", low=0)
         self.seeder = resolve_seeder(seeder)
@@ -71,7 +83,11 @@ class Checkpoint:
         return self.seeder.rank if self.seeder.initialized else 0
 
     def save(self) -> None:
-        """Write model, optimizer, scheduler and seeder state atomically (every rank calls it; rank 0 writes)."""
+        """Write model, optimizer, scheduler and seeder state atomically (every rank calls it;
+        rank 0 writes).
+
+        Two processes saving to one path do not disturb each other: the last whole save wins.
+        """
         gathered = self.seeder.gather_state_dict() if process_group_active() else self.seeder.state_dict()
         if self._rank() != 0:
             return
@@ -80,39 +96,39 @@ class Checkpoint:
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None}
         buf = io.BytesIO()
         torch.save(state, buf)
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(self.path)}.{os.getpid()}.tmp")
-        _remove_killed_writes(directory, os.path.basename(self.path), keep=os.path.basename(tmp))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(buf.getvalue())
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-            _fsync_directory(directory)  # the rename itself survives a power cut
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomic(self.path, buf.getvalue())
 
     def resume(self, enabled: Optional[bool] = None) -> int:
-        """Load the file (``enabled=None``: only when ``seeder verify`` resumes this run); return the epoch to start at."""
+        """Load the file (``enabled=None``: only when ``seeder verify`` resumes this run); return
+        the epoch to start at.
+
+        The whole file is read and every part checked against the model, optimizer, scheduler and
+        seeder before any of them loads: a refused file changes nothing.
+
+        Raises:
+            TypeError: ``enabled`` is not ``True``, ``False`` or ``None``.
+            FileNotFoundError: there is no file to resume from.
+            seeder.StateError: the file is empty, truncated, not a checkpoint, or a part does not
+                fit.
+        """
         if enabled is None:
             enabled = stepwatch.resume_requested()
+        elif not is_bool(enabled):
+            raise TypeError(f"resume() takes True, False or None (resume when seeder verify asks), "
+                            f"got {type(enabled).__name__} {enabled!r}")
         if not enabled:
             return 0
-        if not os.path.isfile(self.path):
-            raise FileNotFoundError(f"no checkpoint at {self.path} to resume from; run without resuming first")
-        state = torch.load(self.path, map_location="cpu", weights_only=True)
-        self.model.load_state_dict(state["model"])
-        if self.optimizer is not None and state.get("optimizer") is not None:
-            self.optimizer.load_state_dict(state["optimizer"])
-        if self.scheduler is not None and state.get("scheduler") is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
-        self.seeder.load_state_dict(state["seeder"])
-        self.steps = int(state.get("step", 0))
+        state = read_checkpoint(self.path)
+        steps = check_checkpoint(state, self.path, self.model, self.optimizer, self.scheduler,
+                                 self.seeder)
+        with interrupts_deferred():  # checked whole: a Ctrl-C would leave only some parts loaded
+            self.model.load_state_dict(state["model"])
+            if self.optimizer is not None:
+                self.optimizer.load_state_dict(state["optimizer"])
+            if self.scheduler is not None:
+                self.scheduler.load_state_dict(state["scheduler"])
+            self.seeder.load_state_dict(state["seeder"])
+            self.steps = steps
         stepwatch.mark("resumed", self.steps)
         last = self.seeder.last_reseed
         logger.info("resumed from %s after step %d", self.path, self.steps)
@@ -129,24 +145,3 @@ class Checkpoint:
         if self.every_steps and self.steps % self.every_steps == 0:
             self.save()
 
-
-def _remove_killed_writes(directory: str, name: str, keep: str) -> None:
-    """Remove the temporary files ``.NAME.<pid>.tmp`` in ``directory`` that writes of ``NAME`` killed midway left."""
-    for entry in os.listdir(directory):
-        if entry.startswith(f".{name}.") and entry.endswith(".tmp") and entry != keep:
-            try:
-                os.unlink(os.path.join(directory, entry))
-            except FileNotFoundError:
-                pass
-
-
-def _fsync_directory(directory: str) -> None:
-    """Flush a directory's entries (a rename in it) to disk, where the platform can open a directory."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # Windows opens no directory
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

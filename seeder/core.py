@@ -27,6 +27,7 @@ from .checks import check_bool, check_int, is_bool
 from .derive import Domain, check_key
 from .distributed import Topology, agree_master_seed, discover, refuse_in_worker
 from .errors import SeederWarning
+from .participant import warn_unsaved_generators
 from .pending import PendingParts
 from .registry import Membership, Registry
 from .resumecheck import ResumeCheck
@@ -211,7 +212,7 @@ class Seeder(Membership):
             made = state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
             generators = self.generators()
             if generators:
-                state.warn_unsaved_generators(generators)
+                warn_unsaved_generators(generators)
             return made
 
     def gather_state_dict(self, dst: int = 0) -> Optional[Dict[str, Any]]:

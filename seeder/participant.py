@@ -37,17 +37,18 @@ Example:
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Protocol, runtime_checkable
 
 import torch
 
-from .errors import StateError
+from .errors import SeederWarning, StateError
 from .rngbase import RNGAdapter
 from .rngs import adapter_for
 
 __all__ = ["Participant", "Stands", "Positioned", "Elastic", "is_elastic", "GeneratorParticipant", "participant_for", "participant_keys",
            "describe", "saves_state", "validates_state", "owner_saves_state", "require_participant", "add_factory",
-           "Factory"]
+           "Factory", "warn_unsaved_generators"]
 
 
 @runtime_checkable
@@ -296,3 +297,21 @@ def participant_for(obj: Any, seeder: Any, shared: bool = False) -> Optional[Any
         if made is not None:
             return made
     return None
+
+
+def warn_unsaved_generators(generators: List[GeneratorParticipant]) -> None:
+    """Warn once per registered plain callable: its stream cannot be saved, so a mid-epoch resume
+    cannot continue it."""
+    for member in generators:
+        if member.saves_state or member.warned:
+            continue
+        member.warned = True
+        owner = getattr(member.gen, "__self__", None)
+        frameworks = (torch.nn.Module, torch.optim.Optimizer)
+        hint = (f"give {type(owner).__name__} state_dict()/load_state_dict() methods that save its "
+                "RNG" if owner is not None and not isinstance(owner, frameworks)
+                else "register the RNG object itself (random.Random, numpy Generator/RandomState "
+                     "or torch.Generator)")
+        warnings.warn(f"registered generator {describe(member.gen)} is a plain callable with no "
+                      "state to save: a run resumed from a checkpoint taken inside an epoch will "
+                      f"not continue its random stream; {hint}", SeederWarning, stacklevel=3)

@@ -26,12 +26,13 @@ import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import state as state_mod
+from .checks import is_bool
 from .errors import StateError
 from .participant import validates_state
 from .stepwatch import StepCounter
-from .world import elastic_keys, rederive_streams
+from .world import elastic_keys, per_rank_keys, rederive_streams
 
-__all__ = ["PendingParts", "part_name"]
+__all__ = ["PendingParts", "part_name", "refuse_per_rank"]
 
 logger = logging.getLogger("seeder")
 
@@ -55,6 +56,29 @@ def part_name(key: str) -> str:
 
 def _names(keys: Any) -> str:
     return ", ".join(part_name(k) for k in keys) or "nothing"
+
+
+def refuse_per_rank(have: Dict[str, Any], state: Any, world_size: int,
+                    allow_world_change: Any) -> None:
+    """Raise :class:`StateError` naming the participants of ``have`` that cannot move, when
+    ``state`` is of another world size than ``world_size`` and ``allow_world_change`` is not
+    true: before anything loads.
+
+    >>> refuse_per_rank({}, {"world_size": 2}, 1, False)
+    """
+    saved = state.get("world_size") if isinstance(state, dict) else None
+    if (is_bool(allow_world_change) and allow_world_change) or type(saved) is not int \
+            or saved == world_size:
+        return
+    keys = per_rank_keys(have)
+    if keys:
+        raise StateError(
+            f"the checkpoint was saved by a world of {saved} process(es), this run has "
+            f"{world_size}, and {_names(keys)} of this process keep(s) the state of one rank of "
+            "one world size (only elastic loaders and registered generators move to another "
+            f"world); nothing was loaded. Resume with {saved} processes, build only "
+            "seeder.ElasticDataLoader loaders, or pass allow_world_change=True to "
+            "load_state_dict to continue from the next epoch boundary")
 
 
 class PendingParts:
@@ -110,6 +134,12 @@ class PendingParts:
     def check(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
         """``seeder.check_state_dict``: everything that can be checked now; parts for loaders not built yet wait."""
         have = seeder.stateful() if seeder.initialized else None
+        if have is not None:
+            refuse_per_rank(have, state, seeder.world_size, allow_world_change)
+            moved = self._moving(seeder, state, have)
+            if moved is not None:  # its loaders are not built: load_state_dict reads the header
+                state_mod.check_header(moved)
+                return
         now, _, own = self._split(seeder, state, allow_world_change, have)
         state_mod.check(seeder, now, allow_world_change, have, own)
 
@@ -131,6 +161,8 @@ class PendingParts:
     def load(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
         """``seeder.load_state_dict``: load what exists, keep the rest for the loaders and generators to come."""
         have = seeder.stateful() if seeder.initialized else None
+        if have is not None:
+            refuse_per_rank(have, state, seeder.world_size, allow_world_change)
         moved = self._moving(seeder, state, have) if have is not None else None
         if moved is not None:
             state_mod.check_header(moved)

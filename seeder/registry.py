@@ -245,8 +245,16 @@ class Membership:
         check_bool(weak, "weak")
         made = require_participant(participant, self)
         with self._lock:
+            mark = self.registry.mark()
             self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
-            self.pending.claim(self)
+            try:
+                self.pending.claim(self)
+            except BaseException:
+                # A refused participant leaves no trace: while its exception (and so the
+                # participant) is referenced, a notebook's last traceback, it would take the key
+                # of the one built next.
+                self.registry.rollback(mark)
+                raise
 
     def leave(self, participant: Any) -> None:
         """Remove a participant that joined; unknown ones are ignored."""

@@ -30,7 +30,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .errors import SeederWarning
+from .errors import SeederWarning, StateError
 from .rngbase import RNGAdapter, save_states
 
 __all__ = ["ResumeCheck", "moved_message"]
@@ -55,6 +55,25 @@ class ResumeCheck:
         """After a load is applied: keep a copy of ``adapters``' states for the participants that wanted the check."""
         self._armed, self.wanted = self.wanted, []
         self._kept = save_states(adapters) if self._armed else None
+
+    def pending(self) -> bool:
+        """Whether a participant of the last load resumes inside an epoch and has not started its
+        data yet."""
+        self._armed = [ref for ref in self._armed if ref() is not None]
+        return bool(self._armed)
+
+    def refuse_reseed(self, key: Tuple[int, int]) -> None:
+        """After loading a state saved inside an epoch before any reseed (``last_reseed`` is
+        ``None``): raise :class:`seeder.StateError` for ``reseed(*key)`` of an epoch 0 before that
+        epoch's data starts again (the saved run drew that data with no reseed, so reseeding would
+        not continue it; nothing changes)."""
+        if key[1] == 0 and self.pending():
+            raise StateError(
+                f"seeder.reseed{key} refused: the loaded state was saved inside an epoch before "
+                "any seeder.reseed() (its last_reseed is None), so the run it continues drew that "
+                "epoch's data with no reseed, and reseeding now would not continue it; nothing "
+                "was changed. Iterate the resumed loader first, as the saved run did, or in the "
+                "run that saves call seeder.reseed(task, epoch) before each epoch's data")
 
     def drop(self) -> None:
         """Forget the requests (a load that failed) and any copy kept."""

@@ -24,13 +24,13 @@ from . import derive
 from .checks import check_bool, is_int
 from .distributed import process_group_active
 from .errors import SeederWarning, StateError
-from .participant import GeneratorParticipant, describe, validates_state
+from .participant import describe, validates_state
 from .rngbase import RNGAdapter
 from .rollback import Saved, restore, saved_state
 from .world import check_moved, elastic_keys, move_world, world_change_allowed
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",
-           "warn_unsaved_generators", "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
+           "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
            "load", "adopt_run", "world_message"]
 
 logger = logging.getLogger("seeder")
@@ -58,6 +58,7 @@ class RunState:
     resume_pending: Optional[Tuple[int, int]] = None
     seen: Set[Tuple[int, int]] = dataclasses.field(default_factory=set)
     torn: Optional[str] = None
+    unseeded_resume: bool = False  # the loaded state stands inside an epoch and has no last reseed
 
     def resumes(self, key: Tuple[int, int]) -> bool:
         """Whether ``reseed(*key)`` is the ``(task, epoch)`` a loaded state stopped inside (so it must not seed)."""
@@ -89,6 +90,9 @@ def start_reseed(seeder: Any, key: Tuple[int, int]) -> Optional[List[Any]]:
     to seed). Until :meth:`RunState.close_reseed` the run is marked torn (see :func:`tear`).
     """
     run = seeder.run
+    if run.unseeded_resume:  # a reseed the saved run did not make before that epoch's data
+        seeder.resume_check.refuse_reseed(key)
+        run.unseeded_resume = False
     if run.resumes(key):
         run.resume_pending = None
         logger.info("reseed%s skipped: resuming inside it from the loaded state", key)
@@ -145,21 +149,6 @@ def gather(own: Dict[str, Any], world: int, rank: int, dst: int) -> Optional[Dic
             f"gather_state_dict() needs a torch.distributed process group for a world of {world} processes; "
             "call torch.distributed.init_process_group() first, or save seeder.state_dict() in one file per rank")
     return {"format": GATHERED_FORMAT, "version": STATE_FORMAT_VERSION, "world_size": world, "ranks": ranks}
-
-
-def warn_unsaved_generators(generators: List[GeneratorParticipant]) -> None:
-    """Warn once per registered plain callable: its stream cannot be saved, so a mid-epoch resume cannot continue it."""
-    for member in generators:
-        if member.saves_state or member.warned:
-            continue
-        member.warned = True
-        owner = getattr(member.gen, "__self__", None)
-        hint = (f"give {type(owner).__name__} state_dict()/load_state_dict() methods that save its RNG"
-                if owner is not None and not isinstance(owner, (torch.nn.Module, torch.optim.Optimizer))
-                else "register the RNG object itself (random.Random, numpy Generator/RandomState or torch.Generator)")
-        warnings.warn(f"registered generator {describe(member.gen)} is a plain callable with no state to save: a run "
-                      f"resumed from a checkpoint taken inside an epoch will not continue its random stream; {hint}",
-                      SeederWarning, stacklevel=3)
 
 
 def world_message(saved: int, now: int) -> str:
@@ -397,4 +386,5 @@ def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[D
                     "(the next reseed() seeds them)", entry["world_size"], seeder.world_size, saved.last)
     else:
         apply_entry(entry, seeder.global_adapters(), stateful, seeder, saved)
+        saved.unseeded_resume = saved.last is None and seeder.resume_check.pending()
     seeder.run = saved

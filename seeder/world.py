@@ -18,7 +18,8 @@ from .errors import StateError
 from .participant import GeneratorParticipant, is_elastic
 from .rollback import capture, restore
 
-__all__ = ["world_change_allowed", "elastic_keys", "check_moved", "move_world", "rederive_streams"]
+__all__ = ["world_change_allowed", "elastic_keys", "per_rank_keys", "check_moved", "move_world",
+           "rederive_streams"]
 
 logger = logging.getLogger("seeder")
 
@@ -34,6 +35,17 @@ def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
     keys = [k for k, p in stateful.items() if is_elastic(p)]
     rest = [k for k, p in stateful.items() if k not in keys and not isinstance(p, GeneratorParticipant)]
     return keys if keys and not rest else []
+
+
+def per_rank_keys(stateful: Dict[str, Any]) -> List[str]:
+    """Keys of the participants whose state belongs to one rank of one world size: neither elastic
+    loaders nor registered generators (a default-mode loader, a sampler, a stream, a DALI pipeline).
+
+    >>> per_rank_keys({})
+    []
+    """
+    return [k for k, p in stateful.items()
+            if not is_elastic(p) and not isinstance(p, GeneratorParticipant)]
 
 
 def world_change_allowed(stateful: Dict[str, Any], allow_world_change: Any) -> Any:

@@ -360,7 +360,8 @@ def test_state_of_rank_0_loads_on_every_rank(s):
 
 def test_advance_errors_and_warning(s):
     sampler = make(10_000, s)
-    seeder.watch_loader(torch.utils.data.DataLoader(range(10_000), sampler=sampler))  # shown: nothing else to say
+    loader = torch.utils.data.DataLoader(range(10_000), sampler=sampler)
+    seeder.watch_loader(loader)  # shown (and kept): nothing else to say
     it = iter(sampler)
     for bad in (-1, 1.5, None):
         with pytest.raises(ValueError, match="advance"):
@@ -374,7 +375,7 @@ def test_advance_errors_and_warning(s):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert sampler.state_dict()["position"] == 1
-    assert sampler.consumed == 1
+    assert sampler.consumed == 1 and loader.sampler is sampler
 
 
 def test_set_epoch_keeps_loaded_position_only_for_the_same_epoch(s):

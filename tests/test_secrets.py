@@ -52,10 +52,14 @@ INDIRECT = {
     "AZURE_STORAGE": ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=azK3yPlanted+Base64==;",
                       "azK3yPlanted+Base64=="),
 }
-# On the command line: flags, a Hydra override, a key=value.
+# On the command line: flags, a Hydra override, a key=value, a webhook URL under a flag no pattern
+# knows.
+WEBHOOK_SECRET = "aBcDeFgHiJkLmNoPqRsTuVwX"  # letters only: no token pattern, no digit
+WEBHOOK = f"https://hooks.slack.com/services/T024BE7LD/B01PLNTD9/{WEBHOOK_SECRET}"
 ARGV = ["--db-password", "argvDbPw-31", "--token=argvTok-77x", "--api-key", "argvApiK-5", "--password=pw with space",
-        "db.password=hydraPw-8q", "--secret", "s3", "--note", "abc123"]
-ARGV_SECRETS = ["argvDbPw-31", "argvTok-77x", "argvApiK-5", "pw with space", "hydraPw-8q"]
+        "db.password=hydraPw-8q", "--secret", "s3", "--note", "abc123", "--notify", WEBHOOK]
+ARGV_SECRETS = ["argvDbPw-31", "argvTok-77x", "argvApiK-5", "pw with space", "hydraPw-8q",
+                WEBHOOK_SECRET]
 # Lines of an uncommitted change (git.diff).
 DIFF_LINES = {
     "db_pass: yamlDbPass-61": "yamlDbPass-61",
@@ -76,8 +80,13 @@ DIFF_LINES = {
     'slack = "xoxp-1234567890-plantedslack"': "xoxp-1234567890-plantedslack",
     "jwt = " + JWT.replace("cGxhbnRlZCJ9", "ZGlmZiJ9"): JWT.replace("cGxhbnRlZCJ9", "ZGlmZiJ9"),
 }
+# Changes only the diff rule removes: credential files' lines, a key under a name no pattern knows.
+DIFF_FILES = {".netrc": ("machine api.example.com login me password netrcPw-4521\n",
+                         "netrcPw-4521"),
+              ".pgpass": ("db.example.com:5432:app:me:pgpassPw-9931\n", "pgpassPw-9931"),
+              "wandb.yaml": (f"wandb: {HEX40[::-1]}\n", HEX40[::-1])}
 NEEDLES = sorted({*NAMED.values(), *(v for _, v in INDIRECT.values()), *ARGV_SECRETS,
-                  *(v for v in DIFF_LINES.values() if v)})
+                  *(v for v in DIFF_LINES.values() if v), *(v for _, v in DIFF_FILES.values())})
 LEAKS = {"cases": 0, "leaks": 0}  # counted for the issue's note
 
 
@@ -92,9 +101,13 @@ def _repo(path: Path) -> Path:
     path.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"]
     (path / "config.py").write_text("lr = 0.1\n")
+    for name in DIFF_FILES:
+        (path / name).write_text("# empty\n")
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
         subprocess.run(git + args, cwd=path, check=True, capture_output=True)
     (path / "config.py").write_text("lr = 0.2\n" + "\n".join(DIFF_LINES) + "\n")
+    for name, (text, _) in DIFF_FILES.items():
+        (path / name).write_text(text)
     return path
 
 
@@ -134,19 +147,21 @@ def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["run"]["argv"][1:] == ["--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED,
                                            f"--password={REDACTED}", f"db.password={REDACTED}", "--secret", REDACTED,
-                                           "--note", REDACTED]
+                                           "--note", REDACTED, "--notify", f"https://hooks.slack.com/{REDACTED}"]
     env_txt = (tmp_path / "run" / "env.txt").read_text()
     assert all(f"{k}={REDACTED}\n" in env_txt for k in NAMED) and f"\nPWD={os.environ['PWD']}\n" in env_txt
-    assert "ODBC_CONNECT=Driver={ODBC Driver 18};Server=db;Uid=sa;Pwd=" + REDACTED in env_txt  # the rest is kept
+    assert "ODBC_CONNECT=<not recorded>\n" in env_txt  # a variable outside the allowlist: its name only
     diff = (tmp_path / "run" / "git.diff").read_text()
     assert "+lr = 0.2" in diff and f"+db_pass: {REDACTED}" in diff
+    assert f"+{REDACTED}\n" in diff.split("diff --git a/.netrc", 1)[1]
+    assert f"+wandb: {REDACTED}" in diff
     for path in (tmp_path / "run").rglob("*"):
         assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
 
 
 def test_seeder_verify_writes_no_planted_secret(tmp_path):
     out = tmp_path / "v"
-    toy = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_secret_toy.py"), *ARGV[:6]]
+    toy = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_secret_toy.py"), *ARGV[:6], *ARGV[-2:]]
     p = subprocess.run([sys.executable, "-m", "seeder", "verify", "--out", str(out), "--epochs", "2", "--repeats", "2",
                         "--jobs", "2", "--no-figures", "--no-mid-epoch", "--no-progress", "--", *toy],
                        env=_planted_env(), capture_output=True, text=True, timeout=300)
@@ -154,11 +169,12 @@ def test_seeder_verify_writes_no_planted_secret(tmp_path):
     assert _assert_nothing_leaked(out) >= 2 + 4 * 2 * 3  # report.json, report.md; 8 runs' run.json, log.txt, metrics
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "PASS"
-    expected = [toy[1], "--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED, f"--password={REDACTED}"]
+    expected = [toy[1], "--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED, f"--password={REDACTED}",
+                "--notify", f"https://hooks.slack.com/{REDACTED}"]
     assert report["config"]["command"][1:] == expected
     for run in report["runs"]:
-        assert run["argv"][1:7] == expected[:6]
-        assert json.loads((out / "runs" / run["name"] / "run.json").read_text())["argv"][1:7] == expected[:6]
+        assert run["argv"][1:9] == expected[:8]
+        assert json.loads((out / "runs" / run["name"] / "run.json").read_text())["argv"][1:9] == expected[:8]
         log = (out / run["log"]).read_text()  # the script printed its argv and environment: all redacted
         assert log.startswith("config: ") and f"MYSQL_PWD={REDACTED}" in log
 
@@ -268,6 +284,109 @@ def test_a_value_under_a_secret_key_in_a_file_is_removed(value, key, sep):
     line = f'+    "{key}{sep}{value}",  # planted\n' if sep.startswith('"') else f"+    {key}{sep}{value};\n"
     LEAKS["cases"] += 1
     assert redact_text(line, environ={}).split(sep, 1)[1].startswith(REDACTED), line
+
+
+# ------------------------------------------------------------ the rule that needs no secret's shape
+
+_HOSTS = st.from_regex(r"[a-z][a-z0-9]{0,10}(\.[a-z][a-z0-9]{0,6}){1,2}", fullmatch=True)
+_URL_PARTS = st.text(alphabet=string.ascii_letters + string.digits + "-_.~%", min_size=1,
+                     max_size=24)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(host=_HOSTS, parts=st.lists(_URL_PARTS, min_size=1, max_size=4),
+       query=st.none() | _URL_PARTS, user=st.none() | _URL_PARTS,
+       option=st.sampled_from(["--notify", "--url", "--endpoint", "--hook", "--x", None]))
+def test_a_url_on_the_command_line_keeps_its_scheme_and_host_only(host, parts, query, user, option):
+    """Property: whatever its path, query or credentials (a Slack webhook has no token shape), a
+    URL in argv is shown as scheme and host, and what was cut is not shown where the script prints
+    it (its log)."""
+    userinfo, query = (user + "@" if user else ""), ("?q=" + query if query else "")
+    url = f"https://{userinfo}{host}/{'/'.join(parts)}{query}"
+    argv = ["train.py", *([option] if option else []), url]
+    r = Redactor({}, [argv])
+    assert r.argv(argv)[-1] == f"https://{host}/{REDACTED}"
+    assert url not in r.text(f"config: {argv}") and url not in json.dumps(r.data({"argv": argv}))
+    LEAKS["cases"] += 1
+
+
+_WORDISH = st.text(alphabet=string.ascii_letters + string.digits + "-_+=!@#$%^&*", min_size=9,
+                   max_size=40)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(value=_WORDISH,
+       option=st.sampled_from(["--note", "--hook-id", "--x", "-k", "--passcode", "--wandb"]))
+def test_a_value_seeder_cannot_show_harmless_is_not_shown(value, option):
+    """Property: a long value that is no number, path or URL, under an option not known to be
+    harmless, is removed from argv and from any text that prints it."""
+    assume(not value.startswith("-") and "/" not in value and "." not in value)
+    try:
+        float(value)
+        assume(False)  # numbers are shown (documented)
+    except ValueError:
+        pass
+    argv = ["train.py", option, value, f"{option}={value}"]
+    r = Redactor({}, [argv])
+    assert r.argv(argv) == ["train.py", option, REDACTED, f"{option}={REDACTED}"]
+    assert value not in r.text(f"started with {value}")
+    LEAKS["cases"] += 2
+
+
+def test_what_a_command_line_shows():
+    argv = ["/usr/bin/python", "-m", "torch.distributed.run", "train.py", "--lr", "-0.1",
+            "--epochs", "3", "--out-dir", "/runs/exp-1", "--config", "configs/base.yaml",
+            "--model", "resnet50-imagenet-v2", "--run-name", "my-long-experiment-name",
+            "trainer.devices=4", "model=vit_base_patch16", "--amp", "--gpus", "0,1,2,3",
+            "--data", f"/data/{HEX40}/x"]
+    shown = Redactor({}).argv(argv)
+    assert shown[:-1] == argv[:-1]
+    assert shown[-1] == f"/data/{REDACTED}/x"  # a token inside a path is cut
+
+
+@pytest.mark.parametrize("name", [".netrc", "home/.pgpass", "prod.env", ".env", ".env.local",
+                                  "aws/credentials", "deploy/secrets.yaml", "id_ed25519",
+                                  "tls/server.key"])
+@pytest.mark.parametrize("line", ["machine h login u password netrcPw-4521",
+                                  "db:5432:app:me:pgpassPw-9931", "plain words only here"])
+def test_a_credential_files_lines_leave_nothing_in_a_diff(name, line):
+    diff = (f"diff --git a/{name} b/{name}\nindex 1..2 100644\n--- a/{name}\n+++ b/{name}\n"
+            f"@@ -1,2 +1,2 @@\n {line} kept\n-{line} old\n+{line} new\n")
+    out = Redactor({}).diff(diff)
+    LEAKS["cases"] += 1
+    assert line not in out and out.count(REDACTED) == 3 and f"+++ b/{name}" in out
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(token=st.text(alphabet=string.ascii_letters + string.digits, min_size=20, max_size=48),
+       key=st.sampled_from(["wandb", "run_id", "hash", "x", "value", "neptune"]),
+       sep=st.sampled_from([": ", " = ", "=", " "]))
+def test_a_random_looking_token_in_a_diff_line_is_removed(token, key, sep):
+    """Property: 20 or more letters and digits mixed, under any name (``wandb: <40 hex>``), leave
+    no trace in a diff."""
+    assume(any(c.isdigit() for c in token) and any(c.isalpha() for c in token))
+    diff = f"diff --git a/c.yaml b/c.yaml\n@@ -1 +1,2 @@\n lr: 1\n+{key}{sep}{token}\n"
+    LEAKS["cases"] += 1
+    assert token not in Redactor({}).diff(diff)
+
+
+def test_a_diff_keeps_what_is_harmless():
+    diff = ("diff --git a/train.py b/train.py\n@@ -1,3 +1,3 @@\n import torch\n-lr = 0.1\n"
+            "+lr = 0.2\n model = DistributedDataParallel(net)\n")
+    assert Redactor({}).diff(diff) == diff
+
+
+def test_a_seeder_log_record_shows_no_url_path_given_on_the_command_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["train.py", "--notify", WEBHOOK])
+    handler = logging.FileHandler(tmp_path / "seeder.log")
+    logger = logging.getLogger("seeder")
+    logger.addHandler(handler)
+    try:
+        logger.warning("posting to %s", WEBHOOK)
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    assert WEBHOOK_SECRET not in (tmp_path / "seeder.log").read_text()
 
 
 # ------------------------------------------------------------------ files are never written through a symlink

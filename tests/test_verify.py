@@ -80,12 +80,23 @@ def test_read_metrics_falls_back_to_the_log(tmp_path):
     log = tmp_path / "log.txt"
     log.write_text('hello\nDLLL {"step": [0, 0], "data": {"train_loss": 1.0}}\nDIGEST ff00\n')
     got = read_metrics(tmp_path / "missing.jsonl", log)
-    assert got.keys == [(0, 0)] and got.digest is None  # digests come from the metrics file or the DIGEST line
+    assert got.keys == [(0, 0)] and got.digest == "ff00"  # the DIGEST line of the log the losses came from
     (tmp_path / "m.jsonl").write_text('{"step": 0, "loss": 1.0}\n')
     assert read_metrics(tmp_path / "m.jsonl", log).digest == "ff00"
-    with pytest.raises(ValueError, match="no per-step losses found in .*missing.jsonl or .*empty.txt"):
+    with pytest.raises(ValueError, match="no per-step values found in .*missing.jsonl or .*empty.txt"):
         (tmp_path / "empty.txt").write_text("nothing\n")
         read_metrics(tmp_path / "missing.jsonl", tmp_path / "empty.txt")
+
+
+def test_read_metrics_takes_seeders_digest_when_the_script_logs_losses_and_no_digest(tmp_path):
+    """The losses are the script's, the final digest of weights and optimizer seeder's: both are compared."""
+    (tmp_path / "m.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text('{"step": 1, "epoch": 0, "loss": 7.0, "value": "sum of squared parameters"}\n{"digest": "ab12"}\n')
+    got = read_metrics(tmp_path / "m.jsonl", tmp_path / "log.txt", steps_file=steps)
+    assert got.losses.tolist() == [1.0] and got.quantity == "loss" and got.digest == "ab12"
+    (tmp_path / "m.jsonl").write_text('{"step": 1, "loss": 1.0}\n{"digest": "own"}\n')
+    assert read_metrics(tmp_path / "m.jsonl", None, steps_file=steps).digest == "own"  # the script's own first
 
 
 # --- statistics ------------------------------------------------------------------------------------------------
@@ -156,7 +167,7 @@ def runs_ok(repeats=3):
 
 
 def test_verify_pass():
-    rep = analyze_verify(runs_ok())
+    rep = analyze_verify(with_mid(runs_ok()))
     assert rep["verdict"] == "PASS" and rep["reasons"] == []
     checks = {c["name"]: c for c in rep["checks"]}
     assert checks["reproducible"]["details"]["bitwise"] and checks["resume"]["details"]["bitwise"]
@@ -230,13 +241,21 @@ def test_verify_mid_epoch_failure_uses_the_diagnosis():
     assert checks["resume-mid-epoch"]["details"]["repeats"][0]["diagnosis"]["state"] == "torch"
 
 
-def test_verify_skipped_checks_do_not_decide_the_verdict():
+def test_a_skipped_check_makes_the_verdict_incomplete_unless_allowed():
     runs = runs_ok()
     del runs["half"], runs["resume"]
     rep = analyze_verify(with_mid(runs), skipped={"resume": "X = 1 epoch"})
     checks = {c["name"]: c for c in rep["checks"]}
-    assert rep["verdict"] == "PASS" and checks["resume"]["status"] == "SKIP"
+    assert rep["verdict"] == "INCOMPLETE" and checks["resume"]["status"] == "SKIP" and rep["skipped"] == ["resume"]
     assert checks["resume"]["summary"] == "not tested: X = 1 epoch"
+    assert rep["reasons"] == ["resume was not tested: X = 1 epoch (or pass --allow-skip to accept a verdict without it)"]
+    for allowed in (True, ["resume"]):
+        rep = analyze_verify(with_mid(runs), skipped={"resume": "X = 1 epoch"}, allow_skip=allowed)
+        assert rep["verdict"] == "PASS" and rep["reasons"] == [] and rep["skipped"] == ["resume"]
+    assert analyze_verify(with_mid(runs), allow_skip=["resume-mid-epoch"])["verdict"] == "INCOMPLETE"
+    failing = with_mid(runs)
+    failing["unseeded"] = [m(BASE) for _ in range(3)]
+    assert analyze_verify(failing)["verdict"] == "FAIL"  # a FAIL outranks a SKIP
     assert "resume  " in table({"kind": "verify", **rep}) and "SKIP" in table({"kind": "verify", **rep})
     with pytest.raises(ValueError, match=r"lacks the kinds \['resume-mid'\]"):
         analyze_verify({**runs_ok(), "mid": runs_ok()["half"]})
@@ -258,7 +277,7 @@ def test_verify_missing_steps_and_digest_mismatch():
     runs["resume"] = [m(BASE[4:], start=4, digest="zz") for _ in range(3)]
     assert "different model digest" in analyze_verify(runs)["reasons"][0]
     # with a tolerance, digests (bitwise by nature) are reported but not voted on
-    assert analyze_verify(runs, atol=1e-9)["verdict"] == "PASS"
+    assert analyze_verify(runs, atol=1e-9, allow_skip=True)["verdict"] == "PASS"
 
 
 def test_verify_seeded_spread_not_smaller():
@@ -284,7 +303,7 @@ def test_verify_tolerance():
     runs = runs_ok()
     runs["full"][1] = m(np.array(BASE) + 1e-12, digest="d1")
     assert analyze_verify(runs)["verdict"] == "FAIL"
-    rep = analyze_verify(runs, atol=1e-9)
+    rep = analyze_verify(runs, atol=1e-9, allow_skip=["resume-mid-epoch"])
     assert rep["verdict"] == "PASS"
     assert "within 1e-09" in rep["checks"][0]["summary"]
 
@@ -322,7 +341,7 @@ def test_compare_identical_and_shifted():
 # --- report and output directory -------------------------------------------------------------------------------
 
 def test_table_and_markdown_explain_the_verdict(tmp_path):
-    rep = analyze_verify(runs_ok())
+    rep = analyze_verify(with_mid(runs_ok()))
     rep.update(kind="verify", config={"command": ["python", "t.py"], "seed": 1, "repeats": 3, "epochs": 2,
                                       "stop_after_steps": None, "atol": 0.0, "alpha": 0.05},
                runs=[{"name": "full-0", "status": "ok", "steps": 8, "duration_s": 1.0, "digest": "d1",
@@ -426,7 +445,7 @@ def test_resume_repeats_runs_fewer_stopped_and_resumed_runs(tmp_path, contract):
 def test_resume_checks_with_fewer_repeats_than_the_seeded_runs():
     runs = runs_ok()
     fewer = {**runs, "half": runs["half"][:1], "resume": runs["resume"][:1]}
-    rep = analyze_verify(fewer)
+    rep = analyze_verify(fewer, allow_skip=True)
     resume = next(c for c in rep["checks"] if c["name"] == "resume")
     assert rep["verdict"] == "PASS" and [r["repeat"] for r in resume["details"]["repeats"]] == [0]
     broken = {**fewer, "resume": [m(np.array(BASE[4:]) + 0.5, start=4, digest="d1")]}

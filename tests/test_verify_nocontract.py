@@ -1,26 +1,56 @@
 """Verify without a contract, in process: flag detection, seeder's stops and resumes, seeder.Checkpoint."""
 import gc
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 
 import seeder
 from seeder import stepwatch
-from seeder.verify.contract import Contract, Metrics
-from seeder.verify.flags import LIGHTNING_RESUME, adapt_contract
+from seeder.verify.contract import TEMPLATE_NAMES, Contract, Metrics
+import seeder.verify.flags
+from seeder.verify.flags import LIGHTNING_RESUME, ParserProbe, adapt_contract, probe_argv
 from seeder.verify.seederstops import NO_RESUME, NO_STOP, stop_steps, untested
 
-LIGHTNING_HELP = "usage: cli.py fit [-h] [--seed_everything SEED_EVERYTHING] [--trainer.max_epochs N] [--ckpt_path P]"
+#: LightningCLI's parser as the probe reports it: options of the root and of the `fit` subcommand.
+LIGHTNING_ACTIONS = [{"options": ["-h", "--help"], "nargs": 0}, {"options": [], "dest": "subcommand", "nargs": "A..."},
+                     {"options": ["--seed_everything"], "nargs": None, "subcommand": "fit"},
+                     {"options": ["--trainer.max_epochs"], "nargs": None, "subcommand": "fit"},
+                     {"options": ["--ckpt_path"], "nargs": None, "metavar": "P", "subcommand": "fit"}]
 
 
-def test_flags_the_command_does_not_take_are_left_to_seeder():
-    c, notes = adapt_contract(["python", "-c", "pass"], Contract(), help_text=LIGHTNING_HELP)
+def test_flags_the_parser_does_not_take_are_left_to_seeder():
+    c, notes = adapt_contract(Contract(), ParserProbe(LIGHTNING_ACTIONS, "from its parser"))
     assert (c.seed, c.epochs, c.stop_after_steps, c.metrics, c.resume) == ("", "", "", "", LIGHTNING_RESUME)
-    assert any("--seed: the seed goes through $SEEDER_SEED" in n for n in notes)
-    given, _ = adapt_contract(["python", "-c", "pass"], Contract(epochs="--trainer.max_epochs {epochs}"),
-                              help_text=LIGHTNING_HELP)
+    assert "the script's parser has no --seed: the seed goes through $SEEDER_SEED" in notes
+    given, notes = adapt_contract(Contract(epochs="--trainer.max_epochs {epochs}"),
+                                  ParserProbe(LIGHTNING_ACTIONS, "from its parser"))
     assert given.epochs == "--trainer.max_epochs {epochs}"  # set with --arg: kept
+    assert "--trainer.max_epochs: passed as set with --arg (--trainer.max_epochs {epochs})" in notes
+
+
+def test_flags_are_passed_only_with_the_arity_the_parser_gives_them():
+    """ImageNet's `--resume PATH` takes a value: no bare --resume; a flag --seed (no value) gets no number."""
+    actions = [{"options": ["--resume"], "nargs": None, "metavar": "PATH"}, {"options": ["--seed"], "nargs": 0},
+               {"options": ["--epochs"], "nargs": None}, {"options": ["--stop-after-steps"], "nargs": "?"}]
+    c, notes = adapt_contract(Contract(), ParserProbe(actions, "from its parser"))
+    assert (c.resume, c.seed, c.epochs, c.stop_after_steps) == ("", "", "--epochs {epochs}", "--stop-after-steps {steps}")
+    assert any(n.startswith("--resume takes a value (PATH), not a bare flag: seeder's helpers resume ($SEEDER_RESUME")
+               and "--arg resume='--resume {ckpt_dir}/FILE'" in n for n in notes), notes
+    assert "--seed takes no value, not as verify passes it: the seed goes through $SEEDER_SEED" in notes
+    flag, _ = adapt_contract(Contract(), ParserProbe([{"options": ["--resume"], "nargs": 0}], "from its parser"))
+    assert flag.resume == "--resume"
+
+
+def test_unknown_flags_leave_every_default_flag_to_seeder():
+    why = "`python t.py` reached its first optimizer step before any argument parser"
+    c, notes = adapt_contract(Contract(), ParserProbe(None, why))
+    assert all(getattr(c, n) == "" for n in TEMPLATE_NAMES)
+    assert notes == [f"flags not known ({why}): the runs are driven through seeder's environment variables"]
+    kept, _ = adapt_contract(Contract(seed="--random-seed {seed}"), ParserProbe(None, "not known"))
+    assert kept.seed == "--random-seed {seed}" and kept.epochs == ""
 
 
 def test_stops_are_after_the_first_epoch_and_untested_pairs_say_why(tmp_path):
@@ -90,3 +120,18 @@ def test_checkpoint_save_removes_the_halves_of_killed_writes(tmp_path, fresh_def
     (tmp_path / ".other.pt.999999.tmp").write_bytes(b"half")  # another file's: left alone
     seeder.Checkpoint(tmp_path / "last.pt", model=model).save()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".other.pt.999999.tmp", "last.pt"]
+
+
+def test_the_probe_runs_the_script_a_launcher_would_start_never_the_launcher(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    probe = str(Path(seeder.verify.flags.__file__).with_name("_probe.py"))
+    for launcher in (["torchrun", "--standalone", "--nproc-per-node", "2"],
+                     ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2"], ["accelerate", "launch"]):
+        assert probe_argv(launcher + ["train.py", "--lr", "1"], tmp_path) == (
+            [sys.executable, probe, "{report}", "train.py", "--lr", "1"], "")
+    assert probe_argv(["python3", "-u", "-X", "dev", "train.py"], tmp_path)[0] == [
+        "python3", "-u", "-X", "dev", probe, "{report}", "train.py"]
+    assert probe_argv(["python", "-m", "pkg.train", "--a"], tmp_path)[0] == ["python", probe, "{report}", "-m",
+                                                                             "pkg.train", "--a"]
+    for no in (["python", "-c", "pass"], ["bash", "run.sh"], ["torchrun", "missing.py"]):
+        assert probe_argv(no, tmp_path)[0] is None

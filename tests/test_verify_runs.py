@@ -91,7 +91,9 @@ def test_a_command_without_a_step_stop_skips_the_mid_epoch_stop(tmp_path):
     rep = verify(VerifyConfig(command=toy(), out=tmp_path / "v", epochs=2, repeats=2, jobs=2, progress=False,
                               figures=False, contract=Contract(stop_after_steps="")))
     mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
-    assert rep["verdict"] == "PASS" and mid["status"] == "SKIP" and "no stop_after_steps flag" in mid["summary"]
+    assert rep["verdict"] == "INCOMPLETE" and mid["status"] == "SKIP" and "no stop_after_steps flag" in mid["summary"]
+    assert rep["reasons"] == [f"resume-mid-epoch was {mid['summary']} (or pass --allow-skip to accept a verdict "
+                              "without it)"]
     runs = {r["name"]: r for r in rep["runs"]}
     assert runs["mid-1"]["status"] == runs["resume-mid-1"]["status"] == "omitted"
     assert not (tmp_path / "v" / "runs" / "mid-0" / "log.txt").exists()
@@ -272,7 +274,7 @@ def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(tmp_pat
                    check=False, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     rep = json.loads((tmp_path / "c" / "report.json").read_text())
-    assert any(n.startswith("the command takes no --metrics") for n in rep["notes"]), rep["notes"]
+    assert any(n.startswith("the script's parser has no --metrics") for n in rep["notes"]), rep["notes"]
     assert [r["argv"][-2:] for r in rep["runs"] if r["name"].startswith("b-")] == [["--lr", "0.07"]] * 2
     assert len(rep["paired_differences"]) == 2
 
@@ -289,4 +291,7 @@ def test_verify_without_a_contract_a_plain_loop_with_seeder_checkpoint(tmp_path,
     assert "resume-1" not in runs and "resume-mid-1" not in runs  # --resume-repeats 1: 8 runs, not 12
     assert runs["mid-0"]["stop_where"] == "3 of 6 steps into epoch 1" and runs["half-0"]["stop_after_steps"] == 6
     assert runs["unseeded-0"]["master_seed"] != runs["unseeded-1"]["master_seed"]  # drawn, printed, recorded
-    assert any("takes no --resume" in n for n in rep["notes"])
+    assert any("reached its first optimizer step before any argument parser" in n for n in rep["notes"]), rep["notes"]
+    assert runs["full-0"]["argv"] == [sys.executable, PLAIN]  # no flag it may not take: only seeder's variables
+    assert runs["resume-mid-0"]["driven_by"] == "environment SEEDER_SEED=42 SEEDER_RESUME=1"
+    assert runs["mid-0"]["driven_by"] == "environment SEEDER_SEED=42 SEEDER_STOP_AFTER_STEP=9"

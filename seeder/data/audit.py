@@ -67,6 +67,8 @@ class LoaderWatch:
     def __init__(self) -> None:
         self._loader: Callable[[], Any] = lambda: None  # weak reference to the loader told of
         self._shown = False  # a loader was told of (or the sampler's iterator saw a loader take its state)
+        self._held = False  # self._loader refers to the loader told of (dropped since, maybe)
+        self._by_state = False  # a loader took or gave the sampler iterator's state
         self._warned_causes: Set[str] = set()
         self._warned_epoch: Optional[int] = None
         self._resume: Optional[Tuple[Any, Tuple[int, int]]] = None  # (seeder, (epoch, position)) of a load to check
@@ -75,13 +77,22 @@ class LoaderWatch:
 
     def show(self, loader: Any) -> None:
         """Record that ``loader`` iterates the sampler (:func:`watch_loader`, ``seeder.DataLoader``)."""
-        self._loader, self._shown = weakref.ref(loader), True
+        if self._loader() is not loader:  # another loader: its problems are its own, warned afresh
+            self._warned_causes = set()
+        self._loader, self._shown, self._held = weakref.ref(loader), True, True
         if _saves_position(loader):
             self.position_saved = True
 
     def note_position_saved(self) -> None:
         """Record that a loader took or gave the sampler iterator's state: it saves the position itself."""
-        self.position_saved = self._shown = True
+        self.position_saved = self._shown = self._by_state = True
+
+    def _forget_dropped(self) -> None:
+        """A loader told of and dropped since iterates the sampler no more: the one that does now
+        was not shown."""
+        if self._held and self._loader() is None:
+            self._held, self._shown, self.position_saved = False, self._by_state, self._by_state
+            self._warned_causes = set()
 
     def resuming(self, seeder: Any, epoch: int, position: int, total: int) -> None:
         """Called when the sampler loads ``(epoch, position)`` of ``total`` samples: inside an epoch, its first indices
@@ -110,6 +121,7 @@ class LoaderWatch:
 
         ``handed``: the end of the last block handed out; ``finished``: the iteration handed out its last block.
         """
+        self._forget_dropped()
         epoch, consumed, total = sampler.epoch, sampler.consumed, sampler.num_samples
         unconsumed = not self.position_saved and consumed == 0 and handed > 0
         if unconsumed and self._warned_epoch != epoch:
@@ -120,6 +132,7 @@ class LoaderWatch:
             warnings.warn(f"sampler.state_dict(): {problem}", SeederWarning, stacklevel=4)
 
     def _problems(self, mid_epoch: bool, ask_to_be_shown: bool = True) -> List[str]:
+        self._forget_dropped()
         if not self._shown:
             if not (mid_epoch and ask_to_be_shown) or UNSEEN in self._warned_causes:
                 return []

@@ -81,6 +81,13 @@ class _LoaderIter:
         return len(self._inner) - self._start
 
     def __next__(self) -> Any:
+        loader = self._loader
+        # Refused before fetching: a fetch seeds the registered generators.
+        if loader.live_token is not self._token and loader.loads != self._loads:
+            raise RuntimeError(
+                "this iterator of seeder.DataLoader was started before loader.load_state_dict(): it stops here instead "
+                "of yielding batches that the loaded state does not continue. Call iter(loader) again (a new for loop) "
+                "to continue from the loaded position")
         watch = self._watch
         if watch is not None:
             watch.next_asked()
@@ -96,14 +103,8 @@ class _LoaderIter:
             watch.handed()
         b = self._next
         self._next = b + 1
-        loader = self._loader
         if loader.live_token is self._token:
             loader.handed(self._epoch, b + 1)
-        elif loader.loads != self._loads:
-            raise RuntimeError(
-                "this iterator of seeder.DataLoader was started before loader.load_state_dict(): it stops here instead "
-                "of yielding batches that the loaded state does not continue. Call iter(loader) again (a new for loop) "
-                "to continue from the loaded position")
         if self._trace:
             trace.record_step(loader.seeder, "loader", epoch=self._epoch, step=b, position=loader.samples_before(b))
         return batch

@@ -23,8 +23,10 @@ import json
 import logging
 import os
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote, unquote
+
+from ._shown import redact_diff, shown_value
 
 __all__ = ["REDACTED", "SECRET_NAME_PARTS", "SECRET_NAME_WORDS", "SECRET_KEY_WORDS", "MIN_LITERAL", "Redactor",
            "is_secret_name", "is_secret_key", "redact_text", "redact_environ", "redact_argv", "redact_json",
@@ -73,6 +75,7 @@ _CREDENTIAL_LIKE = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
 _HIGH_ENTROPY = re.compile(r"(?=[A-Za-z0-9_\-+/=.]*\d)(?=[A-Za-z0-9_\-+/=.]*[A-Za-z])[A-Za-z0-9_\-+/=.]{16,}")
 _WORDS = re.compile(r"[a-z0-9]+")
 _ARGV_KEYS = {"argv", "command", "cmd"}
+_HYDRA_KEY = re.compile(r"[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\-/@]*")  # overrides: trainer.devices=4
 
 
 def is_secret_name(name: str) -> bool:
@@ -170,6 +173,9 @@ class Redactor:
                 elif not eq and a.startswith("-") and is_secret_key(a) and i + 1 < len(args) \
                         and not args[i + 1].startswith("--"):
                     literals.add(args[i + 1])
+            for kind, option, value in _argv_items(args)[1:]:  # what argv() hides, text hides
+                if kind != "flag" and shown_value(value, option) != value:
+                    literals.add(value)
         # As written in URLs, JSON and Python reprs (a script that prints its argv or config) too.
         literals |= {f(v) for v in literals for f in (unquote, lambda v: quote(v, safe=""),
                                                        lambda v: json.dumps(v)[1:-1], lambda v: repr(v)[1:-1])}
@@ -204,19 +210,35 @@ class Redactor:
         return sub
 
     def argv(self, argv: Sequence[Any]) -> List[str]:
-        """A command line with the value after each secret flag (``--password X``, ``--token=X``) removed."""
+        """A command line showing only what seeder can tell is harmless
+        (:func:`seeder.env._shown.shown_value`): the value after each secret flag (``--password X``,
+        ``--token=X``) is removed, and so is any other value that is not a number, short, a path or
+        the value of a known-harmless option; URLs keep scheme and host."""
         out: List[str] = []
-        hide_next = False
-        for a in (str(a) for a in argv):
-            flag, eq, value = a.partition("=")
-            if hide_next and not a.startswith("--"):
-                out.append(REDACTED)
-            elif a.startswith("-") and eq and is_secret_key(flag) and value:
-                out.append(flag + "=" + REDACTED)
+        for kind, name, value in _argv_items([str(a) for a in argv]):
+            if kind == "flag":
+                out.append(self.text(value))
+            elif kind == "value":
+                out.append(REDACTED if is_secret_key(name) else self.text(shown_value(value, name)))
+            elif kind == "pair":
+                hide = is_secret_key(name) and bool(value) and (name.startswith("-")
+                                                                or _hides(name, value))
+                shown = REDACTED if hide else shown_value(value, name)
+                out.append(self.text(f"{name}={shown}"))
             else:
-                out.append(self.text(a))
-            hide_next = not hide_next and a.startswith("-") and not eq and is_secret_key(a)
+                out.append(self.text(shown_value(value)))
         return out
+
+    def diff(self, diff: str) -> str:
+        """A ``git diff`` for a file: no line of a credential file's change (``.netrc``,
+        ``.pgpass``, ``*.env``, ...), no random-looking token, URL path or value after
+        ``password``-like words elsewhere, then :meth:`text`.
+
+        >>> d = "diff --git a/.pgpass b/.pgpass\\n@@ -0,0 +1 @@\\n+db:5432:app:me:pgPw\\n"
+        >>> Redactor({}).diff(d).splitlines()[-1]
+        '+<redacted>'
+        """
+        return self.text(redact_diff(diff))
 
     def environ(self, environ: Mapping[str, str]) -> Dict[str, str]:
         """A sorted copy of ``environ``: secret-named variables redacted whole, the others' values scrubbed."""
@@ -239,6 +261,41 @@ class Redactor:
                 return self.argv(obj)
             return [self.data(v) for v in obj]
         return obj
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _argv_items(args: Sequence[str]) -> List[Tuple[str, Optional[str], str]]:
+    """``(kind, option, text)`` of each element of a command line: ``flag`` (``--lr``), ``value``
+    (the one after a flag; ``option`` is the flag), ``pair`` (``--lr=0.1``, ``trainer.devices=4``;
+    ``option`` is the name, ``text`` the value) or ``positional``.
+
+    >>> [k for k, _, _ in _argv_items(["t.py", "--lr", "0.1", "a.b=1", "x"])]
+    ['positional', 'flag', 'value', 'pair', 'positional']
+    """
+    items: List[Tuple[str, Optional[str], str]] = []
+    option: Optional[str] = None  # the flag whose value comes next
+    for a in args:
+        name, eq, value = a.partition("=")
+        if option is not None and not a.startswith("--"):
+            items.append(("value", option, a))
+            option = None
+            continue
+        option = None
+        if a.startswith("-") and not _is_number(a) and not eq:
+            items.append(("flag", None, a))
+            option = a
+        elif eq and (a.startswith("-") or _HYDRA_KEY.fullmatch(name)):
+            items.append(("pair", name, value))
+        else:
+            items.append(("positional", None, a))
+    return items
 
 
 def file_redactor(argvs: Iterable[Sequence[str]] = ()) -> Redactor:

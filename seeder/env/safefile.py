@@ -17,9 +17,10 @@ Example:
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 from typing import Callable, Iterable, List, Union
+
+from .._atomic import write_in
 
 __all__ = ["UnsafeDirectoryError", "write_file", "open_log", "check_directory", "symlinks_in", "names", "is_private_tmp"]
 
@@ -69,19 +70,7 @@ def write_file(directory: _PathLike, name: str, data: bytes, mode: int = 0o600, 
             sub = _open_subdir(dfd, part, dir_mode)
             os.close(dfd)
             dfd = sub
-        tmp = f".{base}.{uuid.uuid4().hex[:12]}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dfd)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                os.fchmod(fh.fileno(), mode)  # open's mode is filtered by the umask
-                fh.write(data)
-            os.rename(tmp, base, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=dfd)
-            except OSError:
-                pass
-            raise
+        write_in(dfd, base, data, mode=mode)  # temporary file, fsync, rename, directory fsync
     finally:
         os.close(dfd)
 

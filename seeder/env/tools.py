@@ -130,7 +130,7 @@ def git_state(path: PathLike, writer: SnapshotWriter, label: str, diff_name: str
     if diff.status == "ok":
         state["dirty"] = bool(diff.stdout) or bool(state["untracked"])
         if diff.stdout:
-            state["diff"] = writer.write(diff_name, diff.stdout, label)
+            state["diff"] = writer.write(diff_name, writer.redactor.diff(diff.stdout), label)
             state["diffsha256"] = writer.files[diff_name]["sha256"]
         else:
             state["diffsha256"] = None

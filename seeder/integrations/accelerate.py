@@ -34,6 +34,7 @@ Importing this module imports accelerate; ``import seeder`` does not.
 """
 from __future__ import annotations
 
+import io
 import logging
 import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
@@ -44,6 +45,7 @@ from accelerate.data_loader import DataLoaderStateMixin
 from accelerate.state import GradientState
 from accelerate.utils import send_to_device
 
+from .._atomic import write_atomic
 from ..core import Seeder
 from ..default import resolve_seeder
 from ..distributed import process_group_active
@@ -71,8 +73,8 @@ def state_file(directory: Union[str, "os.PathLike[str]"], rank: int) -> str:
 def save_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> str:
     """Write this rank's ``seeder.state_dict()`` into ``directory``; return the file's path.
 
-    Every rank writes its own file (no collective), atomically (a temporary file
-    renamed over the old one). It loads with ``torch.load(weights_only=True)``.
+    Every rank writes its own file (no collective), atomically (a temporary file, fsync,
+    rename over the old one, fsync of the folder). It loads with ``torch.load(weights_only=True)``.
 
     >>> import tempfile, seeder
     >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
@@ -81,11 +83,10 @@ def save_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
     """
     s = resolve_seeder(seeder)
     state = s.state_dict()
-    os.makedirs(directory, exist_ok=True)
     path = state_file(directory, s.rank)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    write_atomic(path, buf.getvalue())
     return path
 
 

@@ -10,10 +10,14 @@
   epoch): for each repeat, the stopped run (2)/(2b) equals run (1) on its steps, the
   resumed run (3)/(3b) equals run (1) on the remaining steps, together they log every
   step of (1) exactly once, and the resumed run's final digest equals (1)'s. A check
-  whose runs were not part of the session is SKIP (and does not decide the verdict).
+  whose runs were not part of the session is SKIP, with the reason.
 * **variance**: the seeded runs vary less than the unseeded runs (4): a one-sided F
   test on one value per run (the mean loss of the last epoch), significant at
   ``alpha``. Identical unseeded runs fail it: nothing random is left for a seed to fix.
+
+The verdict is FAIL when a check FAILs, INCOMPLETE when none FAILs but a check was
+SKIP that the user did not allow to be (``allow_skip``), and PASS when every check ran
+and passed (or was skipped with the user's leave).
 
 ``analyze_compare`` pairs runs of two configurations by seed and gives t intervals
 for the mean paired difference.
@@ -26,16 +30,19 @@ Example:
     ...         "resume": [m([2, 1], range(2, 4))] * 2, "unseeded": [m([4, 3, 2, 1.5]), m([4, 3.1, 2, 1.2])]}
     >>> rep = analyze_verify(runs)
     >>> rep["verdict"], [(c["name"], c["status"]) for c in rep["checks"]]  # doctest: +NORMALIZE_WHITESPACE
-    ('PASS', [('reproducible', 'PASS'), ('resume', 'PASS'), ('resume-mid-epoch', 'SKIP'), ('variance', 'PASS')])
+    ('INCOMPLETE', [('reproducible', 'PASS'), ('resume', 'PASS'), ('resume-mid-epoch', 'SKIP'), ('variance', 'PASS')])
+    >>> analyze_verify(runs, allow_skip=True)["verdict"]
+    'PASS'
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import stats
+from ._verdict import verdict
 from .contract import Metrics, format_step_key
 
 __all__ = ["analyze_verify", "analyze_compare", "stop_point", "RUN_KINDS", "MID_KINDS", "ALL_KINDS", "RESUME_CHECKS"]
@@ -222,6 +229,11 @@ def _check_variance(full: Sequence[Metrics], unseeded: Sequence[Metrics], alpha:
                "seeded_values": s.tolist(), "unseeded_values": u.tolist(),
                "std_seeded": math.sqrt(t["var_seeded"]), "std_unseeded": math.sqrt(t["var_unseeded"]),
                "variance_ratio": t["ratio"], "p_value": t["p_value"]}
+    bad = [f"{kind}-{i}" for kind, vals in (("full", s), ("unseeded", u)) for i, v in enumerate(vals) if not math.isfinite(v)]
+    if bad:
+        return _check("variance", False, f"last-epoch {quantity} is not a finite number in {len(bad)} run(s)", details,
+                      [f"the last-epoch {quantity} of run(s) {', '.join(bad)} is not a finite number (NaN or infinite): "
+                       "the training diverged or the logged values are not losses, so no spread can be compared"])
     if t["var_unseeded"] == 0.0:
         return _check("variance", False, "unseeded runs are identical", details,
                       ["the unseeded runs (4) are identical to each other: the script seeds itself when --seed is absent "
@@ -263,7 +275,8 @@ def _per_step(full: Sequence[Metrics], resume: Sequence[Metrics], unseeded: Sequ
 
 
 def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alpha: float = 0.05,
-                   diagnose: Optional[Diagnose] = None, skipped: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+                   diagnose: Optional[Diagnose] = None, skipped: Optional[Dict[str, str]] = None,
+                   allow_skip: Union[bool, Sequence[str]] = False) -> Dict[str, Any]:
     """Checks and per-step statistics for the runs of one verify session.
 
     ``runs`` maps run kinds (:data:`RUN_KINDS`, :data:`MID_KINDS`) to one :class:`Metrics`
@@ -272,8 +285,9 @@ def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alp
     a pair may have fewer repeats, at least one), and a missing pair makes its check SKIP
     with the reason ``skipped[check name]``. ``diagnose(check, repeat)``
     may explain a resume failure (a :class:`seeder.verify.diagnose.Diagnosis` as a
-    dict). Returns a dict with ``verdict`` (PASS when no check FAILs), ``reasons``,
-    ``checks`` and ``per_step``.
+    dict). Returns a dict with ``verdict`` (:func:`verdict`: FAIL, INCOMPLETE or PASS; ``allow_skip``
+    names the checks that may be SKIP, ``True`` all), ``reasons``, ``checks``, ``skipped`` (the names of
+    the checks that were SKIP) and ``per_step``.
     """
     if not isinstance(atol, (int, float)) or atol < 0 or math.isnan(atol):
         raise ValueError(f"atol must be a number >= 0, got {atol!r}")
@@ -301,9 +315,10 @@ def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alp
         else:
             checks.append(_skipped(name, skipped.get(name, "its runs were not part of this session")))
     checks.append(_check_variance(full, unseeded, alpha))
-    reasons = [r for c in checks for r in c["reasons"]]
-    return {"verdict": "FAIL" if any(c["status"] == "FAIL" for c in checks) else "PASS", "reasons": reasons,
-            "checks": checks, "per_step": _per_step(full, list(runs.get("resume", [])), unseeded)}
+    decided, reasons = verdict(checks, allow_skip)
+    return {"verdict": decided, "reasons": reasons, "checks": checks,
+            "skipped": [c["name"] for c in checks if c["status"] == "SKIP"],
+            "per_step": _per_step(full, list(runs.get("resume", [])), unseeded)}
 
 
 def analyze_compare(a: Sequence[Metrics], b: Sequence[Metrics], levels: Sequence[float] = (0.95, 0.99)) -> Dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Exit codes: 0 PASS (compare: finished), 1 FAIL (compare: a difference with
 ``--fail-on-difference``), 2 bad usage, 3 a run failed (its log tail is printed),
-130 interrupted.
+4 INCOMPLETE (a check could not run and ``--allow-skip`` was not given), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -10,32 +10,53 @@ import argparse
 import os
 import shlex
 import sys
+import textwrap
 from pathlib import Path
 from typing import List
 
+from ._verdict import EXIT_CODES
 from .contract import TEMPLATE_NAMES, Contract, default_command, split_command
 from .runner import RunFailed, log_tail
 
-__all__ = ["add_verify", "add_compare", "EXIT_FAIL", "EXIT_RUN_FAILED", "EXIT_INTERRUPTED"]
+__all__ = ["add_verify", "add_compare", "EXIT_FAIL", "EXIT_RUN_FAILED", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED"]
 
-EXIT_FAIL, EXIT_RUN_FAILED, EXIT_INTERRUPTED = 1, 3, 130
+EXIT_FAIL, EXIT_RUN_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 3, EXIT_CODES["INCOMPLETE"], 130
 
 #: Arguments given to the bundled example on top of the contract (its defaults are already small).
 EXAMPLE_ARGS: List[str] = []
 #: Default --jobs: two runs at once where there are two cores (run 3 still waits for run 2).
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)
 
-_CONTRACT_HELP = ("override how the command is driven, NAME=TEMPLATE, repeatable. Names: "
-                  + ", ".join(TEMPLATE_NAMES) + ", metrics_env, step_key, loss_keys (comma-separated). Defaults: "
-                  + "; ".join(f"{n}={getattr(Contract(), n)!r}" for n in TEMPLATE_NAMES) + ". An empty TEMPLATE means the "
-                  "script has no such flag (metrics= empty: only $SEEDER_METRICS).")
+_CONTRACT_HELP = ("pass the script a flag of its own for one of verify's requests, NAME=TEMPLATE, repeatable "
+                  "(e.g. --arg resume='--resume {ckpt_dir}/checkpoint.pt'). Names: " + ", ".join(TEMPLATE_NAMES)
+                  + ", metrics_env, step_key, loss_keys (comma-separated). Without --arg, the script's parser says which "
+                  "of " + ", ".join(sorted({getattr(Contract(), n).split()[0] for n in TEMPLATE_NAMES}))
+                  + " it takes; the rest goes through seeder's environment variables. An empty TEMPLATE: never pass it.")
+
+
+#: ``seeder verify --help``: what the tool does, one paragraph a string, wrapped when shown.
+_VERIFY_PARAGRAPHS = (
+    "Run a training script that uses seeder (no flags of verify's needed) as: (1) seeded, uninterrupted; (2) "
+    "seeded, stopped at an epoch boundary with a checkpoint, and (3) resumed from it; (2b) seeded, stopped inside an "
+    "epoch, and (3b) resumed from it; (4) unseeded; each repeated. Then decide: PASS (every check ran and passed), "
+    "FAIL, or INCOMPLETE (a check could not run).",
+    "The script runs only as these runs, each in its own folder under --out that mirrors the current folder for "
+    "reading. Its flags come from its own argument parser, read by running it up to that parser (it stops there, or "
+    "at its first optimizer step: nothing trains). Where it takes no flag for a request, seeder does "
+    "it inside the run through $SEEDER_SEED, $SEEDER_STOP_AFTER_STEP and $SEEDER_RESUME (seeder.Checkpoint, "
+    "SeederCallback, SeederTrainer stop and resume it).",
+    "Exit status: 0 PASS, 1 FAIL, 2 usage error, 3 a run failed, 4 INCOMPLETE, 130 interrupted.",
+)
+_VERIFY_DESCRIPTION = "\n\n".join(textwrap.fill(p, 100) for p in _VERIFY_PARAGRAPHS)
 
 
 def _common(p: argparse.ArgumentParser, out: str, epochs: int) -> None:
     p.add_argument("--out", type=Path, default=Path(out), help=f"output directory (default ./{out}; a previous seeder "
                    "output there is replaced, any other non-empty directory is refused)")
-    p.add_argument("--epochs", type=int, default=epochs, metavar="X", help=f"epochs of a full run (default {epochs})")
-    p.add_argument("--seed", type=int, default=42, help="master seed (default 42)")
+    p.add_argument("--epochs", type=int, default=epochs, metavar="X", help=f"epochs of a full run (default {epochs}), "
+                   "passed as --epochs X to a script whose parser takes it; another runs its own number")
+    p.add_argument("--seed", type=int, default=42, help="master seed of the seeded runs (default 42): --seed, or "
+                   "$SEEDER_SEED for a script that takes no --seed")
     p.add_argument("--jobs", "-j", type=int, default=DEFAULT_JOBS,
                    help=f"runs at once (default {DEFAULT_JOBS}); each gets CPUs/jobs threads unless OMP_NUM_THREADS is set")
     p.add_argument("--arg", action="append", default=[], metavar="NAME=TEMPLATE", help=_CONTRACT_HELP)
@@ -102,10 +123,8 @@ def _run(fn, cfg) -> "dict | int":
 def add_verify(sub: "argparse._SubParsersAction") -> None:
     """Register ``seeder verify``."""
     p = sub.add_parser("verify", help="prove that a training command is seeded and resumes bit for bit",
-                       description="Run the seeding/resume methodology on a training command: (1) seeded X epochs, "
-                       "(2) seeded X/2 epochs with a checkpoint, (3) resumed from it to X, (2b) seeded, stopped inside an "
-                       "epoch with a checkpoint and (3b) resumed from it (when the command takes --stop-after-steps), "
-                       "(4) unseeded X epochs, each repeated; then decide PASS or FAIL and draw the figures.")
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=_VERIFY_DESCRIPTION)
     _common(p, "seeder-verify", 4)
     p.add_argument("--repeats", "-r", type=int, default=3, help="repeats of the runs (default 3, at least 2)")
     p.add_argument("--resume-repeats", type=int, default=None, metavar="N",
@@ -113,9 +132,12 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
                    "--repeats): each repeat fewer is 4 runs fewer (2 with --no-mid-epoch)")
     mid = p.add_mutually_exclusive_group()
     mid.add_argument("--stop-after-steps", type=int, default=None, metavar="S",
-                     help="stop the mid-epoch run (2b) after global step S (default: the odd step nearest the middle of "
-                     "run 2's last epoch, when the command takes the stop_after_steps flag)")
-    mid.add_argument("--no-mid-epoch", action="store_true", help="leave out the mid-epoch stop (runs 2b and 3b)")
+                     help="stop the mid-epoch run (2b) after global step S, an optimizer step (default: the odd step "
+                     "nearest the middle of the epoch after the first half's last, from run (1)'s records)")
+    mid.add_argument("--no-mid-epoch", action="store_true", help="leave out the mid-epoch stop (runs 2b and 3b); "
+                     "its check is then SKIP without making the verdict INCOMPLETE")
+    p.add_argument("--allow-skip", action="store_true", help="a check that cannot run is SKIP and the verdict still "
+                   "PASS when the others pass (default: the verdict is INCOMPLETE, exit status 4)")
     p.add_argument("--atol", type=float, default=0.0, help="accept loss differences up to this (default 0: bit for bit)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the variance test (default 0.05)")
 
@@ -124,13 +146,14 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
         from . import report as rep
 
         cfg = VerifyConfig(repeats=args.repeats, resume_repeats=args.resume_repeats, stop_after_steps=args.stop_after_steps,
-                           atol=args.atol, alpha=args.alpha, mid_epoch=not args.no_mid_epoch, **_common_kwargs(args))
+                           atol=args.atol, alpha=args.alpha, mid_epoch=not args.no_mid_epoch,
+                           allow_skip=args.allow_skip, **_common_kwargs(args))
         result = _run(verify, cfg)
         if isinstance(result, int):
             return result
         print(rep.table(result))
         print(f"report: {Path(cfg.out) / 'report.md'}")
-        return 0 if result["verdict"] == "PASS" else EXIT_FAIL
+        return EXIT_CODES.get(result["verdict"], EXIT_FAIL)
 
     p.set_defaults(func=run)
 

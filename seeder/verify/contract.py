@@ -308,12 +308,24 @@ def read_metrics(metrics_file: Optional[Path], log_file: Optional[Path], contrac
         with open(path, encoding="utf-8", errors="replace") as fh:
             m = parse_metrics(fh, contract, source=str(path), strict=strict)
         if len(m):
-            if m.digest is None and path == metrics_file and log_file is not None and Path(log_file).is_file():
+            if m.digest is None and log_file is not None and Path(log_file).is_file():
                 m.digest = _digest_from_log(Path(log_file))
+            if m.digest is None and steps_file is not None and path != steps_file:
+                m.digest = _steps_digest(Path(steps_file))  # seeder's digest of weights and optimizer at exit
             return m
-    raise ValueError(f"no per-step losses found in {' or '.join(tried) or 'nothing'}; the command must write "
-                     "JSON lines {\"step\": N, \"loss\": X} to the metrics file (--metrics FILE or $SEEDER_METRICS) "
-                     "or DLLogger lines to its output")
+    raise ValueError(f"no per-step values found in {' or '.join(tried) or 'nothing'}: the command logged no step "
+                     "seeder could read. Call seeder.init() and step a torch optimizer (seeder then records each step "
+                     "under seeder verify), or write JSON lines {\"step\": N, \"loss\": X} to the metrics file "
+                     "(--metrics FILE or $SEEDER_METRICS) or to its output")
+
+
+def _steps_digest(steps_file: Path) -> Optional[str]:
+    """The digest seeder wrote at exit into its per-step records, or ``None``."""
+    try:
+        with open(steps_file, encoding="utf-8", errors="replace") as fh:
+            return parse_metrics(fh, source=str(steps_file)).digest
+    except (OSError, ValueError):
+        return None
 
 
 def _digest_from_log(log: Path) -> Optional[str]:

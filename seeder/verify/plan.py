@@ -20,17 +20,30 @@ from .contract import read_metrics
 from .diagnose import TRACE_NAME
 from .midepoch import StepStopSupport, mid_epoch_step
 from .runner import RunSpec
-from .workdirs import absolute_command, base_environment, copy_run_dir
+from .workdirs import absolute_command, base_environment, copy_run_dir, mirror_user_dir
 
 #: The variable ``seeder.init`` reads the master seed from (``seeder.ENV_SEED``; verify imports no Seeder).
 ENV_SEED = "SEEDER_SEED"
 
-__all__ = ["metrics_path", "run_argv", "make_spec", "prepare_mid", "plan_verify", "plan_compare", "seeder_stops"]
+__all__ = ["driven_by", "DRIVING_VARIABLES", "metrics_path", "run_argv", "make_spec", "with_mirror", "prepare_mid", "plan_verify", "plan_compare",
+           "seeder_stops"]
 
 
 def seeder_stops(cfg: Any) -> bool:
     """Whether seeder stops the runs (the command has no stop flag; :mod:`seeder.verify.seederstops`)."""
     return not cfg.contract.stop_after_epochs and not cfg.contract.stop_after_steps
+
+
+#: The variables through which verify drives a run that takes none of its flags.
+DRIVING_VARIABLES = ("SEEDER_SEED", "SEEDER_STOP_AFTER_STEP", "SEEDER_RESUME")
+
+
+def driven_by(spec: RunSpec) -> str:
+    """How a run was asked for its seed, stop and resume: the flags verify added and seeder's variables it set."""
+    added = spec.argv[int(spec.info.get("command_words", len(spec.argv))):]  # type: ignore[call-overload]
+    env = [f"{k}={spec.env[k]}" for k in DRIVING_VARIABLES if k in spec.env]
+    parts = ([f"flags {' '.join(added)}"] if added else []) + ([f"environment {' '.join(env)}"] if env else [])
+    return "; ".join(parts) or "nothing (the script's own defaults)"
 
 
 def metrics_path(out: Path, name: str) -> Path:
@@ -53,10 +66,21 @@ def make_spec(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), after: 
             env[ENV_SEED] = str(kw["seed"])
     if kw.get("ckpt_dir") is not None:
         env[ENV_CKPT_DIR] = str(kw["ckpt_dir"])
-    spec = RunSpec(name, run_argv(cfg, out, name, extra, **kw), workdir, env=env, after=after, prepare=prepare, cwd=workdir)
-    spec.info["seed"] = kw.get("seed")
+    spec = RunSpec(name, run_argv(cfg, out, name, extra, **kw), workdir, env=env, after=after,
+                   prepare=with_mirror(prepare, base, workdir, out), cwd=workdir)
+    spec.info.update(seed=kw.get("seed"), command_words=len(cfg.command))  # the flags verify adds come after
     spec.argv = absolute_command(spec.argv, base)  # each run in its own directory (seeder.verify.workdirs)
     return spec
+
+
+def with_mirror(prepare, base: Path, workdir: Path, out: Path):
+    """``prepare``, then the run's folder mirrors the user's (:func:`seeder.verify.workdirs.mirror_user_dir`)."""
+    def run() -> Optional[str]:
+        left_out = prepare() if prepare is not None else None
+        if not left_out:
+            mirror_user_dir(base, workdir, keep_out=[out])
+        return left_out
+    return run
 
 
 def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport]):
@@ -94,9 +118,14 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> List[RunSpec]:
     def stopped(name: str, which: int):
         def prepare() -> Optional[str]:
             if "steps" not in stops:
-                full = read_metrics(metrics_path(out, "full-0"), out / "runs" / "full-0" / "log.txt", cfg.contract,
-                                    out / "runs" / "full-0" / STEPS_NAME)
-                stops["steps"] = stop_steps(full)
+                try:
+                    full = read_metrics(metrics_path(out, "full-0"), out / "runs" / "full-0" / "log.txt", cfg.contract,
+                                        out / "runs" / "full-0" / STEPS_NAME)
+                except ValueError:  # the verdict says what run (1) logged; nothing to stop at
+                    why = "run (1) logged no per-step values to find its epochs in"
+                    stops["steps"] = ((None, why), (None, why))
+                else:
+                    stops["steps"] = stop_steps(full)
             steps, where = stops["steps"][which]
             if steps is None:
                 return where

@@ -28,8 +28,9 @@ With one seed ({seed}) for runs 1-3 and none for run 4, each repeated {repeats} 
 - (3b) **resume-mid**: seeded, resumed from (2b)'s checkpoint to epoch X;
 - (4) **unseeded**: no seed, X epochs.
 
-Four checks decide the verdict: it is PASS when none FAILs (a check whose runs could
-not be made is SKIP, with the reason).
+Four checks decide the verdict: PASS when every check ran and passed, FAIL when one
+FAILs, INCOMPLETE when none FAILs but one could not run (SKIP, with the reason and the
+fix), unless `--allow-skip` accepts that (`--no-mid-epoch` accepts it for the mid-epoch check).
 
 * **reproducible**: every seeded run (1) logs the same steps with the same losses as
   the first one, compared as float64 with `==` (bit for bit; `--atol` {atol} relaxes this
@@ -110,6 +111,8 @@ def table(report: Dict[str, Any]) -> str:
     text = _grid(rows) + f"\n\nverdict: {report['verdict']}"
     for r in report.get("reasons", []):
         text += f"\n  - {r}"
+    if report["verdict"] == "PASS" and report.get("skipped"):
+        text += "\n  not tested, as allowed: " + ", ".join(report["skipped"])
     if report.get("notes"):
         text += "\n\nhow the command was driven:" + "".join(f"\n  - {n}" for n in report["notes"])
     return text
@@ -184,12 +187,13 @@ def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
                                        alpha=cfg["alpha"])]
     lines += ["## Runs", "", "Master seed: given by verify, or drawn by an unseeded run and printed by seeder "
               "(replay that run with `SEEDER_SEED=<seed>`).", "",
-              "| run | status | master seed | steps | seconds | digest | log |", "|---|---|---|---|---|---|---|"]
+              "| run | status | master seed | steps | seconds | digest | driven by | log |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in report["runs"]:
         log = f"[{r['log']}]({r['log']})" if r["status"] != "omitted" else f"not run: {r['reason']}"
         seed = r.get("master_seed")
         lines.append(f"| {r['name']} | {r['status']} | {'not shown' if seed is None else seed} | {_fmt(r['steps'])} | "
-                     f"{r['duration_s']:.1f} | {(r['digest'] or '')[:12]} | {log} |")
+                     f"{r['duration_s']:.1f} | {(r['digest'] or '')[:12]} | {r.get('driven_by') or ''} | {log} |")
     if report.get("figures"):
         lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({_rel(f, out)})" for f in report["figures"]]
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ Output directory layout::
     OUT/*.png                   figures (or --figures DIR)
     OUT/runs/<name>/            log.txt, run.json, metrics.jsonl, ckpt/ for each run, and
                                 trace.rank<R>.jsonl for seeded runs whose data path records it
+    OUT/runs/probe/             the command run up to its argument parser: parser.json, log.txt
 
 Example (planning only; :func:`verify` runs these)::
 
@@ -34,11 +35,14 @@ from ..env.safefile import symlinks_in, write_file
 from .analysis import ALL_KINDS, analyze_compare, analyze_verify
 from .contract import Contract, Metrics, read_metrics
 from .diagnose import diagnose_dirs, preinit_hints
-from .flags import adapt_contract
+from ._escapes import PROBE_NAME, escapes, snapshot
+from ._verdict import unreadable, unreadable_report
+from .flags import ParserProbe, adapt_contract, probe_parser
 from .midepoch import StepStopSupport
 from .runner import RunFailed, RunResult, RunSpec, child_environment, run_all
 from ..announce import parse_drawn_seed
-from .plan import metrics_path, plan_compare, plan_verify, seeder_stops
+from .plan import driven_by, metrics_path, plan_compare, plan_verify, seeder_stops
+from .workdirs import base_environment, mirror_user_dir
 from .seederstops import STEPS_NAME, untested
 
 __all__ = ["VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData", "MARKER", "OutputDirError"]
@@ -101,6 +105,7 @@ class VerifyConfig(_Common):
     alpha: float = 0.05
     mid_epoch: bool = True
     resume_repeats: Optional[int] = None
+    allow_skip: bool = False
 
     @property
     def resume_runs(self) -> int:
@@ -119,8 +124,9 @@ class VerifyConfig(_Common):
                              f"got {self.resume_repeats!r}")
         if self.stop_after_steps is not None and (not is_int(self.stop_after_steps) or self.stop_after_steps < 1):
             raise ValueError(f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}")
-        if not isinstance(self.mid_epoch, bool):  # a frozen config written to JSON: Python's bool only
-            raise TypeError(f"mid_epoch must be True or False, got {self.mid_epoch!r}")
+        for name in ("mid_epoch", "allow_skip"):  # a frozen config written to JSON: Python's bool only
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.stop_after_steps is not None and not self.mid_epoch:
             raise ValueError("stop_after_steps sets the mid-epoch stop (run 2b); it cannot go with mid_epoch=False")
         if not (isinstance(self.atol, (int, float)) and self.atol >= 0):
@@ -178,7 +184,7 @@ def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) 
             "log": str(res.log.relative_to(out)), "metrics": str(metrics_path(out, spec.name).relative_to(out)),
             "steps": len(m) if m is not None else None, "digest": m.digest if m is not None else None, "argv": spec.argv,
             "stop_after_steps": spec.info.get("stop_after_steps"), "stop_where": spec.info.get("stop_where"),
-            "master_seed": _run_seed(spec, res)}
+            "master_seed": _run_seed(spec, res), "driven_by": driven_by(spec)}
 
 
 def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
@@ -191,26 +197,46 @@ def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
         return None
 
 
-def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str) -> Tuple[Dict[str, Metrics], Dict[str, Any]]:
-    """Run the specs; read their metrics; raise RunFailed (after writing report.json) on any failure."""
+def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str
+             ) -> Tuple[Dict[str, Metrics], Dict[str, Any], Dict[str, str]]:
+    """Run the specs; read their metrics; raise RunFailed (after writing report.json) on any failure.
+
+    Also returns the runs that exited 0 without a per-step value seeder could read (name -> why): for verify a
+    FAIL that says so, for compare a failed run.
+    """
     results = run_all(specs, jobs=cfg.jobs, progress=cfg.progress, keep_going=cfg.keep_going, timeout=cfg.timeout, desc=desc)
     by_name = {r.name: r for r in results}
     metrics: Dict[str, Metrics] = {}
+    unread: Dict[str, str] = {}
     for spec in specs:
         res = by_name[spec.name]
         if res.ok:
             try:
                 metrics[spec.name] = read_metrics(metrics_path(out, spec.name), res.log, cfg.contract,
                                                   Path(spec.workdir) / STEPS_NAME)
+                why = unreadable(metrics[spec.name])
             except (ValueError, OSError) as exc:
-                res.status, res.reason = "failed", f"exited 0 but its metrics are unusable: {exc}"
+                why = str(exc)
+            if why is not None:
+                unread[spec.name] = why
+                if kind != "verify":
+                    res.status, res.reason = "failed", f"exited 0 but its metrics are unusable: {why}"
     base = {"seeder_verify": REPORT_VERSION, "kind": kind, "config": _config_dict(cfg),
             "runs": [_run_record(out, s, by_name[s.name], metrics.get(s.name)) for s in specs]}
     if any(r.status not in ("ok", "omitted") for r in results):  # omitted: left out on purpose, not a failure
         base.update(verdict="ERROR", reasons=[f"{r.name}: {r.reason}" for r in results if r.status == "failed"])
         write_json(out / "report.json", base)
         raise RunFailed(results)
-    return metrics, base
+    return metrics, base, unread
+
+
+def _probe(cfg: _Common, out: Path) -> Tuple[ParserProbe, Path]:
+    """The command's parser options (:func:`seeder.verify.flags.probe_parser`), run in a mirror of the user's folder."""
+    base = Path(cfg.cwd or Path.cwd()).resolve()
+    folder = out / "runs" / PROBE_NAME  # as deep as the runs' folders: its mirror's links are below out/runs/
+    mirror_user_dir(base, folder, keep_out=[out])
+    env = child_environment(cfg.jobs, base_environment(base))
+    return probe_parser(cfg.command, base, folder, env), base
 
 
 def _config_dict(cfg: _Common) -> Dict[str, Any]:
@@ -229,14 +255,24 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
     """
     cfg.validate()
     out = prepare_out(cfg.out)
-    contract, notes = adapt_contract(cfg.command, cfg.contract, cwd=cfg.cwd, env=child_environment(cfg.jobs))
+    before = snapshot(Path(cfg.cwd or Path.cwd()), [out])
+    probe, base = _probe(cfg, out)
+    contract, notes = adapt_contract(cfg.contract, probe)
     cfg = dataclasses.replace(cfg, contract=contract, resume_repeats=cfg.resume_runs)  # report.json names the count
     support = None
-    if cfg.mid_epoch and not seeder_stops(cfg):  # decided while the first runs go (a `--help` probe at most)
-        support = StepStopSupport(cfg.command, cfg.contract, explicit_step=cfg.stop_after_steps is not None,
-                                  env=child_environment(cfg.jobs), cwd=cfg.cwd)
+    if cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps:  # said at once, runs nothing
+        support = StepStopSupport(cfg.command, cfg.contract, explicit_step=cfg.stop_after_steps is not None)
     specs = plan_verify(cfg, out, support)
-    metrics, report = _execute(cfg, out, specs, "verify", "seeder verify")
+    metrics, report, unread = _execute(cfg, out, specs, "verify", "seeder verify")
+    report["notes"] = notes
+    report["probe"] = {"how": probe.how, "options": [a.get("options") for a in probe.actions or []]}
+    found, changed = escapes(out, [s.name for s in specs], base, before, probe.actions or [], specs[0].argv)
+    report["notes"] += changed
+    if unread:
+        report.update(unreadable_report(unread))
+        report["reasons"] = found + report["reasons"]
+        _finish(dataclasses.replace(cfg, figures=False), out, report, metrics)
+        return report
     counts = {k: cfg.repeats if k in ("full", "unseeded") else cfg.resume_runs for k in ALL_KINDS}
     runs = {k: [metrics[f"{k}-{r}"] for r in range(n)] for k, n in counts.items()
             if all(f"{k}-{r}" in metrics for r in range(n))}
@@ -257,17 +293,22 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
             if why:
                 runs.pop(stop, None), runs.pop(resume, None)
                 skipped[check] = why
-    report["notes"] = notes
 
     def diagnose(check: str, r: int) -> Optional[Dict[str, Any]]:
         stop, resume = ("half", "resume") if check == "resume" else ("mid", "resume-mid")
         d = diagnose_dirs(*(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)), metrics.get(f"{stop}-{r}"))
         return d.as_dict() if d is not None else None
 
-    report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha, diagnose=diagnose, skipped=skipped))
+    allowed = True if cfg.allow_skip else ([] if cfg.mid_epoch else ["resume-mid-epoch"])  # --no-mid-epoch: asked for
+    report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha, diagnose=diagnose, skipped=skipped,
+                                 allow_skip=allowed))
+    _own_epochs(cfg, report, runs.get("full", []))
     hints = preinit_hints([out / "runs" / f"full-{r}" for r in range(cfg.repeats)])
     if hints and report["verdict"] == "FAIL":
         report["reasons"] = hints + report["reasons"]
+    if found:  # runs that shared a path outside their folders: no verdict on them can stand
+        report["verdict"], report["reasons"] = "FAIL", found + report["reasons"]
+        report["escapes"] = found
     _finish(cfg, out, report, metrics)
     return report
 
@@ -276,16 +317,28 @@ def compare(cfg: CompareConfig) -> Dict[str, Any]:
     """Run configurations A and B with the same seeds and return the paired comparison."""
     cfg.validate()
     out = prepare_out(cfg.out)
-    contract, notes = adapt_contract(cfg.command, cfg.contract, cwd=cfg.cwd, env=child_environment(cfg.jobs))
+    probe, _ = _probe(cfg, out)
+    contract, notes = adapt_contract(cfg.contract, probe)
     cfg = dataclasses.replace(cfg, contract=contract)
     specs = plan_compare(cfg, out)
-    metrics, report = _execute(cfg, out, specs, "compare", "seeder compare")
+    metrics, report, _ = _execute(cfg, out, specs, "compare", "seeder compare")
     report["notes"] = notes
     a = [metrics[f"a-{i}"] for i in range(cfg.runs)]
     b = [metrics[f"b-{i}"] for i in range(cfg.runs)]
     report.update(analyze_compare(a, b, cfg.levels))
     _finish(cfg, out, report, metrics)
     return report
+
+
+def _own_epochs(cfg: VerifyConfig, report: Dict[str, Any], full: List[Metrics]) -> None:
+    """Where the script ran its own number of epochs (no ``--epochs`` passed), the reproducible check says how many."""
+    if cfg.contract.epochs or not full or any(e is None for e in full[0].epochs):
+        return
+    ran = len(set(full[0].epochs))
+    report["epochs_run"] = ran
+    check = next(c for c in report["checks"] if c["name"] == "reproducible")
+    check["summary"] += (f" (the script ran its own {ran} epoch{'s' if ran != 1 else ''}: it takes no --epochs, "
+                         f"so --epochs {cfg.epochs} was not passed)")
 
 
 def _finish(cfg: _Common, out: Path, report: Dict[str, Any], metrics: Dict[str, Metrics]) -> None:

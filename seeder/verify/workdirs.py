@@ -1,12 +1,17 @@
-"""Each run of ``seeder verify`` in its own working directory.
+"""Each run of ``seeder verify`` in its own working directory, seeing the user's files.
 
 A script that writes to a fixed relative path (``lightning_logs/``, a Trainer's
 ``output_dir``, ``ckpt/last.pt``) must not share it with a run going at the same time,
-so every run starts in its run directory (``OUT/runs/<name>/``). Paths in the command
+so every run starts in its run directory (``OUT/runs/<name>/``). That directory mirrors
+the directory verify was started in (:func:`mirror_user_dir`): its folders are real
+folders, its files symbolic links, so a relative path the script reads (a
+``configurator.py`` or a ``data/`` folder next to it) resolves as it would there, and what
+the script writes under a new name lands in the run's own folder. Paths in the command
 that name existing files or directories relative to where ``seeder verify`` was started
 are made absolute, and that directory is put on ``PYTHONPATH`` (``python -m pkg.train``
 keeps working). A resumed run starts from a copy of its stopped run's directory: what
 the script saved there, wherever it saved it, is what it resumes from.
+:mod:`seeder.verify._escapes` finds what the runs wrote outside their folders.
 
 Example:
     >>> import tempfile, pathlib
@@ -23,10 +28,17 @@ import shutil
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-__all__ = ["absolute_command", "copy_run_dir", "base_environment", "OWN_FILES"]
+__all__ = ["absolute_command", "copy_run_dir", "base_environment", "mirror_user_dir", "OWN_FILES", "MIRROR_BUDGET",
+           "NOT_MIRRORED"]
 
 #: Files seeder verify writes into a run directory itself: not copied into a resumed run's directory.
-OWN_FILES = ("log.txt", "run.json", "metrics.jsonl", "steps.jsonl")
+OWN_FILES = ("log.txt", "run.json", "metrics.jsonl", "steps.jsonl", "parser.json")
+#: Folders mirrored entry by entry in one run directory; past this many entries a folder is one symbolic link.
+MIRROR_BUDGET = 2000
+#: Names never mirrored: version control and caches (git finds the repository from the run's folder anyway).
+NOT_MIRRORED = (".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints")
+#: The file that marks a seeder verify/compare output folder (``session.MARKER``): never mirrored.
+_OUTPUT_MARKER = ".seeder-verify"
 
 
 def _absolute(word: str, base: Path) -> str:
@@ -71,3 +83,51 @@ def copy_run_dir(src: Path, dst: Path) -> Callable[[], Optional[str]]:
                 shutil.copy2(entry, target, follow_symlinks=False)
         return None
     return prepare
+
+
+def mirror_user_dir(base: Path, dst: Path, keep_out: Sequence[Path] = (), budget: int = MIRROR_BUDGET) -> None:
+    """Fill ``dst`` with ``base``'s entries: folders as real folders (mirrored in turn), files as symbolic links.
+
+    Entries ``dst`` already has (what a resumed run copied from its stopped run) win. ``keep_out`` (verify's
+    output folder), seeder outputs and the names of verify's own files (:data:`OWN_FILES`, traces) are left out;
+    past ``budget`` entries a folder becomes one symbolic link.
+
+    >>> import tempfile, pathlib
+    >>> base, dst = (pathlib.Path(tempfile.mkdtemp()) for _ in range(2))
+    >>> (base / "data").mkdir(); _ = (base / "data" / "x.txt").write_text("x"); _ = (base / "cfg.py").write_text("")
+    >>> mirror_user_dir(base, dst)
+    >>> (dst / "data").is_symlink(), (dst / "data" / "x.txt").read_text(), (dst / "cfg.py").is_symlink()
+    (False, 'x', True)
+    """
+    skip = {Path(p).resolve() for p in keep_out}
+    left = [budget]
+
+    def mirror(src: Path, into: Path) -> None:
+        try:
+            entries = sorted(os.scandir(src), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            path = Path(entry.path).resolve()
+            target = into / entry.name
+            if entry.name in NOT_MIRRORED or path in skip or os.path.lexists(target) or (into == top and _own(entry.name)):
+                continue
+            holds_out = any(path in p.parents for p in skip)
+            if entry.is_dir() and (holds_out or (left[0] > 0 and not (path / _OUTPUT_MARKER).exists())):
+                if (path / _OUTPUT_MARKER).exists():
+                    continue
+                target.mkdir()
+                left[0] -= 1
+                mirror(path, target)
+            elif not holds_out:
+                target.symlink_to(path, target_is_directory=entry.is_dir())
+                left[0] -= 1
+
+    top = Path(dst)
+    top.mkdir(parents=True, exist_ok=True)
+    mirror(Path(base).resolve(), top)
+
+
+def _own(name: str) -> bool:
+    """A name verify or seeder writes at the top of a run's folder: never a link into the user's folder."""
+    return name in OWN_FILES or name.startswith("trace.")

@@ -6,7 +6,7 @@ import runpy
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TAKES_VALUE = ("--db-password", "--api-key", "--secret")
+TAKES_VALUE = ("--db-password", "--api-key", "--secret", "--notify")
 
 args, config = [], []
 argv = sys.argv[1:]
