@@ -107,8 +107,8 @@ def test_watch_loader_names_what_it_needs():
         def __iter__(self):
             return iter(range(4))
 
-    stream = seeder.DataLoader(Stream(), seeder=s)
-    assert seeder.watch_loader(stream) is stream  # a seeder.DataLoader needs no watch: returned as it is
+    stream = seeder.IterableDataLoader(Stream(), seeder=s)
+    assert seeder.watch_loader(stream) is stream  # a seeder loader needs no watch: returned as it is
 
 
 def test_complete_recipe_does_not_warn():
