@@ -1,4 +1,4 @@
-"""seeder.DataLoader over an IterableDataset against torch's DataLoader and torchdata's StatefulDataLoader.
+"""seeder.IterableDataLoader against torch's DataLoader and torchdata's StatefulDataLoader.
 
 Same stream, same process, epochs interleaved between the loaders; medians. Prints:
 * throughput (items/s) per loader and ``ratio ours/torch``, ``ratio ours/torchdata``;
@@ -29,7 +29,7 @@ class Busy(torch.utils.data.IterableDataset):
         self.n, self.us = n, us
 
     def __iter__(self):
-        share = seeder.stream_share()  # torch's worker info outside seeder.DataLoader
+        share = seeder.stream_share()  # torch's worker info outside seeder.IterableDataLoader
         for i in range(share.index, self.n, share.count):
             end = time.perf_counter() + self.us * 1e-6
             while time.perf_counter() < end:
@@ -71,7 +71,7 @@ def epoch_seconds(loader) -> float:
 def make(kind: str, ds, workers: int, bs: int):
     kw = dict(batch_size=bs, num_workers=workers, persistent_workers=workers > 0)
     if kind == "ours":
-        return seeder.DataLoader(ds, **kw)
+        return seeder.IterableDataLoader(ds, **kw)
     if kind == "torch":
         return torch.utils.data.DataLoader(ds, **kw)
     from torchdata.stateful_dataloader import StatefulDataLoader

@@ -4,8 +4,8 @@ Run: python benchmarks/bench_reseed.py [--rounds 21] [--calls 200]
 All in one process; rounds alternate between the cases (a load spike hits them all alike); medians over
 rounds; ratios are ours / theirs; memory is the tracemalloc peak of one call. Every call reseeds a new
 epoch, as training does (nothing is served from a cache of the same epoch). Lightning's ``seed_everything``
-comes from the installed ``lightning`` package. Targets: reseed <= 0.25x, reseed with 6
-registered generators (4 random.Random, a NumPy Generator, a torch.Generator) <= 0.35x.
+comes from the installed ``lightning`` package. The second seeder case adds 6 registered generators
+(4 random.Random, a NumPy Generator, a torch.Generator), which ``seed_everything`` does not seed.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import seeder  # noqa: E402
 from seeder.rngs_torch import accelerator_types  # noqa: E402
 from timing import interleaved_medians_us, lightning_seed_module  # noqa: E402
 
-TARGETS = {"seeder.reseed": 0.25, "seeder.reseed + 6 generators": 0.35}
+RATIOS = ("seeder.reseed", "seeder.reseed + 6 generators")
 
 
 def peak_bytes(fn: Callable[[int], None]) -> int:
@@ -92,10 +92,8 @@ def main() -> None:
     print(f"{'case':36s} {'median us':>10s} {'peak B':>8s} {'/lightning':>10s}")
     for name, (us, mem) in results.items():
         print(f"{name:36s} {us:10.2f} {mem:8d} {us / theirs:10.3f}")
-    for name, target in TARGETS.items():
-        ratio = results[name][0] / theirs
-        print(f"RATIO {name} / lightning seed_everything = {ratio:.3f} (target <= {target}: "
-              f"{'met' if ratio <= target else 'NOT met'})")
+    for name in RATIOS:
+        print(f"RATIO {name} / lightning seed_everything = {results[name][0] / theirs:.3f}")
 
 
 if __name__ == "__main__":

@@ -164,10 +164,60 @@ def _add_compare(sub: "argparse._SubParsersAction") -> None:
     add_compare(sub)
 
 
+def _add_locate(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser(
+        "locate",
+        help="run a command twice with one seed; name the first operation or input that differs",
+        description="Run COMMAND (a script that calls seeder.init) twice with the same master "
+        "seed, find the first optimizer step whose parameters differ (or take --step), re-run "
+        "both up to that step with a fingerprint of every tensor operation and batch, and name "
+        "the first one that parts them: the operator, module, file and line, and the fix. "
+        "Exit 0: the runs are identical; 1: a difference was located; 3: a run failed.",
+        epilog="example: seeder locate --seed 42 -- python train.py --epochs 1")
+    p.add_argument("--seed", type=_integer, default=42,
+                   help="master seed of both runs (default 42, as $SEEDER_SEED)")
+    p.add_argument("--step", type=_integer, default=None, metavar="S",
+                   help="the first optimizer step that differs, when known "
+                   "(default: found by two runs first)")
+    p.add_argument("--out", default="seeder-locate",
+                   help="output directory (default ./seeder-locate)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="fail a run that takes longer")
+    p.add_argument("--no-hash-check", action="store_true",
+                   help="do not re-run with a fixed PYTHONHASHSEED to test a set's or dict's order")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                   help="the command and its arguments")
+
+    def run(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from .verify._locate import LocateConfig, locate
+        from .verify.runner import RunFailed, log_tail
+
+        command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        cfg = LocateConfig(command=command, out=Path(args.out), seed=args.seed, step=args.step,
+                           timeout=args.timeout, hash_check=not args.no_hash_check)
+        try:
+            report = locate(cfg)
+        except RunFailed as exc:
+            for r in exc.failed:
+                print(f"seeder locate: run {r.name} failed: {r.reason}\n{log_tail(r.log)}",
+                      file=sys.stderr)
+            return 3
+        except KeyboardInterrupt:
+            print("\ninterrupted: every run was stopped", file=sys.stderr)
+            return 130
+        print("\n".join(report["lines"]))
+        print(f"report: {Path(args.out) / 'report.md'}")
+        return 1 if report.get("differs") else 0
+
+    p.set_defaults(func=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seeder", description="Reproducible, resumable PyTorch training runs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_derive, _add_run, _add_env, _add_verify, _add_compare):
+    for add in (_add_derive, _add_run, _add_env, _add_verify, _add_compare, _add_locate):
         add(sub)
     return parser
 

@@ -70,7 +70,7 @@ class Seeder(Membership):
         self.loading: Optional[state.RunState] = None  # the run a state being loaded describes (participants check it)
         self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
         #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its ``init`` watches the
-        #: process (foreign seeding routed, optimizer steps recorded under ``seeder verify``: :mod:`seeder.runwatch`).
+        #: process (frameworks' seeding routed, optimizer steps recorded under ``seeder verify``: :mod:`seeder.runwatch`).
         self.is_default = False
 
     def init(self, master_seed: Optional[int] = None, ngpus: Optional[int] = None, local_rank: Optional[int] = None,
@@ -101,7 +101,7 @@ class Seeder(Membership):
             self.pending, self.run, self.explicit, self._topology = pending, run, explicit, topology
         if dropped:
             logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
-        runwatch.after_init(self)  # foreign seeding routed; under seeder verify, optimizer steps recorded
+        runwatch.after_init(self)  # frameworks' seeding routed; under seeder verify, optimizer steps recorded
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
         is_default = self.is_default

@@ -64,7 +64,7 @@ class Domain(enum.IntEnum):
     SAMPLE = 4  #: per-sample augmentation seeds
     DALI = 5  #: DALI pipeline seeds
     LOADER = 6  #: per-batch seeds of seeder.DataLoader (batch index as the stream)
-    STREAM = 7  #: per-batch seeds of seeder.DataLoader over an IterableDataset (batch x workers + worker as the stream)
+    STREAM = 7  #: per-batch seeds of seeder.IterableDataLoader (batch x workers + worker as the stream)
     ELASTIC = 8  #: per-sample seeds of the elastic loader (position in the epoch's global order as rank, stream)
     ELASTIC_RANK = 9  #: a rank's main-process streams after a world-size change (global step as the stream)
 

@@ -1,12 +1,13 @@
-"""Every private name of another library that seeder relies on, each checked at first use.
+"""Every private name or layout of another library that seeder relies on, each checked at first use.
 
-Where no public API does the job (at the speed the benchmarks hold seeder to), seeder
-reads or overrides a private name of torch, NumPy, DALI, Lightning, transformers or
-accelerate. Each such name is listed in :data:`INTERNALS` with the versions it was
-checked on, and each use goes through :func:`require` (the dependency still works
-the way seeder relies on, else :class:`DependencyChanged` naming the library and its
-version) or :func:`degrade` (a :class:`seeder.SeederWarning` naming them, then a
-slower public path). A changed dependency is never a silent change of behaviour.
+Where no public API does the job (or, on a per-batch or per-sample path, none does it at
+the speed the loader benchmarks measure), seeder reads or overrides a private name of
+Python, torch, NumPy, DALI, Lightning, transformers or accelerate. Each such name is listed
+in :data:`INTERNALS` with the versions it was checked on, and each use goes through
+:func:`require` (the dependency still works the way seeder relies on, else
+:class:`DependencyChanged` naming the library and its version) or :func:`degrade` (a
+:class:`seeder.SeederWarning` naming them, then a slower public path). A changed dependency
+is never a silent change of behaviour.
 
 Example:
     >>> INTERNALS["torch:DataLoader._get_iterator"].library
@@ -21,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import importlib.metadata
+import platform
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Set
@@ -156,7 +158,36 @@ def _cpu_generator_layout(_: Any) -> Optional[str]:
     return None
 
 
+def _dispatch_mode(_: Any) -> Optional[str]:
+    try:
+        from torch.utils._python_dispatch import TorchDispatchMode
+    except ImportError:
+        return "torch.utils._python_dispatch.TorchDispatchMode is gone"
+    if hasattr(TorchDispatchMode, "__torch_dispatch__"):
+        return None
+    return "TorchDispatchMode has no __torch_dispatch__"
+
+
+def _autograd_node(_: Any) -> Optional[str]:
+    import torch
+
+    fn = getattr(torch._C, "_current_autograd_node", None)
+    return None if callable(fn) and fn() is None else "torch._C._current_autograd_node is gone"
+
+
+def _op_schema(_: Any) -> Optional[str]:
+    import torch
+
+    schema = getattr(torch.ops.aten.normal_.default, "_schema", None)
+    if schema is None or schema.name != "aten::normal_":
+        return "OpOverload._schema.name no longer names the operator"
+    if not any("Generator" in str(a.type) for a in schema.arguments):
+        return "OpOverload._schema.arguments no longer shows aten::normal_'s generator"
+    return None
+
+
 _TORCH, _NUMPY, _DALI = "torch 2.13.0", "numpy 2.4.6 (CPython 3.11)", "nvidia-dali 2.4.0"
+_PYTHON = "CPython 3.11"
 INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
     Internal("torch", "DataLoader._get_iterator", "seeder.DataLoader overrides it to hand torch's iterators the "
              "seeding view of the dataset", _TORCH, "raises", _dataloader_calls_get_iterator),
@@ -167,11 +198,29 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
     Internal("torch", "CPUGeneratorImplState", "seeder.rngs_torch reads a CPU generator state's fields to refuse "
              "contents torch accepts but no generator reaches (all-zero key, NaN cached normal)", _TORCH,
              "torch's own set_state check only (is_valid), on a spare generator", _cpu_generator_layout),
-    Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object, for its fast state access",
+    Internal("torch", "utils._python_dispatch.TorchDispatchMode",
+             "seeder.verify._record: seeder locate's localisation runs fingerprint every tensor "
+             "operation", _TORCH, "raises", _dispatch_mode),
+    Internal("torch", "_C._current_autograd_node",
+             "seeder.verify._record: the autograd node a backward operation belongs to, for its "
+             "module and line", _TORCH, "backward operations are named without their module",
+             _autograd_node),
+    Internal("torch", "OpOverload._schema",
+             "seeder.verify._record: an operator's name and whether it takes a Generator (draws "
+             "random numbers)", _TORCH, "raises", _op_schema),
+    Internal("numpy", "random.mtrand._rand", "seeder.rngs: the global RandomState object (its "
+             "public seed/get_state/set_state, and its layout on seeder.fastrng's per-batch paths)",
              _NUMPY, "raises", _numpy_global),
-    Internal("numpy", "RandomState gauss cache offset", "seeder.fastrng reads the Gaussian cache at a memory offset "
-             "found and checked at run time (state capture; the elastic loader's watch of the global RNG)", _NUMPY, "NumPy's public get_state/set_state (slower state capture)",
-             _nothing),
+    Internal("numpy", "RandomState gauss cache offset", "seeder.fastrng: a legacy RandomState's "
+             "key, position and Gaussian cache read in place (found and checked against get_state "
+             "at first use), for the per-batch copy a loader fetching in the main process puts "
+             "back and the elastic loader's watch of NumPy's global RNG", _NUMPY,
+             "NumPy's public get_state/set_state (a slower per-batch copy and watch)", _nothing),
+    Internal("python", "random.Random Mersenne Twister layout", "seeder.fastrng: a random.Random's "
+             "position and key read in place (found and checked against getstate/setstate at first "
+             "use), for the per-batch copy a loader fetching in the main process puts back and the "
+             "elastic loader's watch of Python's global RNG", _PYTHON,
+             "Python's public getstate/setstate (a slower per-batch copy and watch)", _nothing),
     Internal("nvidia-dali", "Pipeline._enable_checkpointing", "seeder.data.dali: whether a pipeline saves "
              "checkpoints (no public accessor)", _DALI, "raises", _has("_enable_checkpointing"), per_object=True),
     Internal("nvidia-dali", "Pipeline._checkpoint", "seeder.data.dali: which checkpoint a pipeline was built from",
@@ -202,11 +251,14 @@ class DependencyChanged(RuntimeError):
 
 
 def library_version(library: str) -> str:
-    """The installed version of ``library`` (a distribution name), or ``"not installed"``.
+    """The installed version of ``library`` (a distribution name, or ``"python"``: the interpreter),
+    or ``"not installed"``.
 
-    >>> library_version("numpy") != "not installed"
-    True
+    >>> library_version("numpy") != "not installed", library_version("python")[0]
+    (True, '3')
     """
+    if library == "python":
+        return platform.python_version()
     try:
         return importlib.metadata.version(library)
     except importlib.metadata.PackageNotFoundError:

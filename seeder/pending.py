@@ -76,9 +76,12 @@ def refuse_per_rank(have: Dict[str, Any], state: Any, world_size: int,
             f"the checkpoint was saved by a world of {saved} process(es), this run has "
             f"{world_size}, and {_names(keys)} of this process keep(s) the state of one rank of "
             "one world size (only elastic loaders and registered generators move to another "
-            f"world); nothing was loaded. Resume with {saved} processes, build only "
-            "seeder.ElasticDataLoader loaders, or pass allow_world_change=True to "
-            "load_state_dict to continue from the next epoch boundary")
+            f"world); nothing was loaded. Resume with {saved} processes for an exact continuation; "
+            "or pass allow_world_change=True to load_state_dict to keep the master seed and the "
+            "epoch and continue from the next epoch boundary; or, to resume inside an epoch on "
+            "another world size, train with an elastic loader (seeder.ElasticDataLoader; "
+            "elastic=True for SeederTrainer) and build only those: its checkpoint resumes "
+            "mid-epoch on any world size, every remaining sample exactly once")
 
 
 class PendingParts:

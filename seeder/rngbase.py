@@ -7,7 +7,6 @@ Example:
 """
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -15,8 +14,9 @@ import torch
 
 from .errors import StateError
 
-__all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "check_mt_words", "check_mt_key", "plain_mt_key",
-           "check_cached_float", "check_exact_int", "on_cpu", "CPU_FIX", "save_states", "put_back_states"]
+__all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "check_mt_words", "check_mt_key",
+           "check_cached_float", "check_exact_int", "on_cpu", "CPU_FIX", "save_states",
+           "put_back_states", "keep_states", "restore_states"]
 
 
 def expect(cond: bool, where: str, msg: str) -> None:
@@ -53,7 +53,7 @@ def check_mt_words(words: Sequence[Any], where: str) -> None:
     ...
     seeder.errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
     """
-    if words[1] and words[2]:  # a real key: two nonzero words (checked first: the fast path)
+    if words[1] and words[2]:  # a seeded key: two nonzero words (the count is for the message)
         return
     nonzero = sum(1 for w in words[:624] if w)
     if nonzero < 2:
@@ -62,7 +62,6 @@ def check_mt_words(words: Sequence[Any], where: str) -> None:
 
 
 _KEY_SHAPE = (624,)
-_WORDS3 = ctypes.c_uint32 * 3  # words 0 to 2 of a key, read in place
 
 
 def check_mt_key(state: Dict[str, Any], where: str) -> torch.Tensor:
@@ -81,22 +80,6 @@ def check_mt_key(state: Dict[str, Any], where: str) -> torch.Tensor:
     expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
     check_exact_int(state["pos"], where, "pos", 0, 624)
     return key
-
-
-def plain_mt_key(key: Any) -> bool:
-    """Whether ``key`` is a contiguous CPU ``torch.int32`` tensor of 624 words whose words 1 and 2 are nonzero.
-
-    Such a key passes :func:`check_mt_key` and :func:`check_mt_words`, and its bytes can be copied
-    from ``key.data_ptr()``: the adapters' fast path. ``False`` says nothing: the full checks decide.
-
-    >>> plain_mt_key(torch.arange(624, dtype=torch.int32)), plain_mt_key(torch.zeros(624, dtype=torch.int32))
-    (True, False)
-    """
-    if type(key) is torch.Tensor and key.dtype is torch.int32 and key.shape == _KEY_SHAPE and key.is_cpu \
-            and key.layout is torch.strided and key.is_contiguous():
-        words = _WORDS3.from_address(key.data_ptr())
-        return bool(words[1] and words[2])
-    return False
 
 
 def check_cached_float(value: Any, where: str, name: str, *, optional: bool = False) -> None:
@@ -143,8 +126,11 @@ def on_cpu(value: torch.Tensor) -> torch.Tensor:
 class RNGAdapter:
     """Base class: ``name``, ``seed(seed)``, ``get_state()``, ``check_state(s)``, ``set_state(s)``.
 
-    ``copy_state()`` / ``put_back(kept)`` save and restore the state within this process (around a fetch,
-    a ``fork_rng`` block) in the adapter's cheapest exact form; by default the state itself.
+    Every method but :meth:`keep` and :meth:`watcher` uses the RNG library's public state API.
+    ``copy_state()`` / ``put_back(kept)`` save and restore the state within this process (the
+    rollback copies of a load, a ``fork_rng`` block). :meth:`keep` and :meth:`watcher` serve the
+    loaders' per-batch paths, where an adapter may read a private layout listed in
+    :mod:`seeder.internals` (checked at first use, the public API otherwise).
     """
 
     name: str = ""
@@ -168,6 +154,22 @@ class RNGAdapter:
     def put_back(self, kept: Any) -> None:
         """Restore a :meth:`copy_state`."""
         self.set_state(kept)
+
+    def keep(self) -> Callable[[], None]:
+        """A function that puts this RNG's current state back: what a loader fetching in the main
+        process runs after each batch. By default :meth:`copy_state` and :meth:`put_back`.
+
+        Returns:
+            A function of no arguments.
+
+        >>> import random
+        >>> from seeder.rngs import PythonRandomAdapter
+        >>> restore = PythonRandomAdapter().keep(); a = random.random(); restore()
+        >>> a == random.random()
+        True
+        """
+        kept = self.copy_state()
+        return lambda: self.put_back(kept)
 
     def seed_function(self) -> Callable[[int], Any]:
         """A callable that does what :meth:`seed` does, with the fewest Python calls (a loop over samples binds it once).
@@ -213,6 +215,49 @@ def put_back_states(saved: Sequence[Tuple[RNGAdapter, Any]], strict: bool = Fals
     return failed
 
 
+def keep_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Callable[[], None]]]:
+    """``(adapter, adapter.keep())`` of each adapter: the per-batch save around a fetch.
+
+    Args:
+        adapters: the RNGs to put back later with :func:`restore_states`.
+
+    Returns:
+        The pairs :func:`restore_states` takes.
+
+    >>> import random
+    >>> from seeder.rngs import global_adapters
+    >>> kept = keep_states(global_adapters()); a = random.random()
+    >>> restore_states(kept), random.random() == a
+    ([], True)
+    """
+    return [(adapter, adapter.keep()) for adapter in adapters]
+
+
+def restore_states(kept: Sequence[Tuple[RNGAdapter, Callable[[], None]]],
+                   strict: bool = False) -> List[str]:
+    """Run every :func:`keep_states` restore, going on past failures.
+
+    Args:
+        kept: what :func:`keep_states` returned.
+        strict: raise instead of returning the failures (after trying every one).
+
+    Returns:
+        ``"<name> (<error>)"`` of each failure, ``[]`` when every RNG is back.
+
+    Raises:
+        RuntimeError: ``strict`` and some RNG could not be put back; the message names them.
+    """
+    failed = []
+    for adapter, restore in kept:
+        try:
+            restore()
+        except Exception as exc:  # keep restoring the others
+            failed.append(f"{adapter.name} ({exc})")
+    if failed and strict:
+        raise RuntimeError(f"seeder could not restore these RNGs: {'; '.join(failed)}")
+    return failed
+
+
 def next_keeping(adapters: Sequence[RNGAdapter], iterator: Iterator[Any]) -> Any:
     """``next(iterator)`` with the RNGs of ``adapters`` put back afterwards, whatever it drew (none: a plain ``next``).
 
@@ -228,8 +273,8 @@ def next_keeping(adapters: Sequence[RNGAdapter], iterator: Iterator[Any]) -> Any
     """
     if not adapters:
         return next(iterator)
-    saved = save_states(adapters)
+    kept = keep_states(adapters)
     try:
         return next(iterator)
     finally:
-        put_back_states(saved, strict=True)
+        restore_states(kept, strict=True)

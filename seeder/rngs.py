@@ -10,9 +10,6 @@ Example:
 """
 from __future__ import annotations
 
-import _random
-import ctypes
-import math
 import random
 import struct
 from typing import Any, Callable, Dict, List, Optional
@@ -22,28 +19,37 @@ import torch
 
 from .derive import numpy_seed
 from .errors import StateError
+from .fastrng import MARK_BYTES, LegacyAccess, fast_seeding_state, legacy_access, python_mt_view
 from .internals import require
-from .rngbase import (CPU_FIX, RNGAdapter, check_cached_float, check_exact_int, check_mt_key, check_mt_words, expect, on_cpu,
-                      plain_mt_key)
+from .rngbase import (CPU_FIX, RNGAdapter, check_cached_float, check_exact_int, check_mt_key,
+                      check_mt_words, expect, on_cpu)
 from .rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
-from .fastrng import (GAUSS_CACHE, KEY_BYTES, KEY_WORDS, MARK_BYTES, LegacyAccess, fast_seeding_state, legacy_access,
-                      python_mt_view)
 
 __all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdapter", "global_adapters", "adapter_for"]
 
 
 _MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
-_POS = struct.Struct("=i")  # the position CPython keeps before the 624 words of a random.Random
-_KEY = ctypes.c_char * KEY_BYTES
+_KEY = struct.Struct("=624I")  # getstate()'s words as bytes: 6x faster than numpy.array(tuple)
+_NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
+_PYTHON_KEYS = frozenset({"version", "key", "pos", "gauss_next"})
+_PYTHON_TUPLE_KEYS = frozenset({"version", "state", "gauss_next"})
+
+
+def _key_words(key: torch.Tensor) -> List[int]:
+    """A checked Mersenne Twister key tensor's 624 words as ints, as ``setstate`` takes them."""
+    return on_cpu(key).contiguous().numpy().view(np.uint32).tolist()
 
 
 class PythonRandomAdapter(RNGAdapter):
-    """A :class:`random.Random` (the module-level one by default).
+    """A :class:`random.Random` (the module's by default), through ``getstate``/``setstate``.
 
     The state is ``{"version": 3, "key": int32 tensor (624 words' bits), "pos": int, "gauss_next": float | None}``:
-    ``random.getstate()``'s words as one tensor (read from the generator in one copy, and loaded
-    by ``torch.load(weights_only=True)``). ``random.getstate()``'s own form, ``{"version": 3,
-    "state": (625 ints), "gauss_next": ...}``, loads too.
+    ``random.getstate()``'s words as one tensor (loaded by ``torch.load(weights_only=True)``).
+    ``random.getstate()``'s own form, ``{"version": 3, "state": (625 ints), "gauss_next": ...}``,
+    loads too.
+
+    Args:
+        rng: the generator; ``None``: the one behind the :mod:`random` module's functions.
     """
 
     name = "python"
@@ -52,59 +58,52 @@ class PythonRandomAdapter(RNGAdapter):
         # The global Random: the random module's functions are its bound methods (random.seed may be wrapped by
         # seeder.foreign; getstate is not).
         self.rng: random.Random = rng if rng is not None else random.getstate.__self__  # type: ignore[attr-defined]
-        self._view: Any = False  # python_mt_view(rng), found on first use
-        # random.Random.seed(int) is the C seed and gauss_next = None; called directly it costs half (a subclass
-        # may override seed: it keeps its own)
-        self._c_seed = _random.Random.seed if type(self.rng) is random.Random else None
+        self._view: Any = False  # python_mt_view(rng), found at the first per-batch use
 
     def seed(self, seed: int) -> None:
-        if self._c_seed is None or type(seed) is not int:
-            self.rng.seed(seed)
-            return
-        self._c_seed(self.rng, seed)
-        self.rng.gauss_next = None
-
-    def watcher(self) -> Optional[Callable[[], Any]]:
-        """The position, first two key words (:data:`seeder.fastrng.MARK_BYTES`) and ``gauss_next``, where
-        CPython's layout is known; else ``None``. Any draw changes them (:mod:`seeder.data.lazyseed`)."""
-        rng, mark = self.rng, python_mt_view(self.rng, MARK_BYTES) if self._mt_view() is not None else None
-        return None if mark is None else lambda: (mark.raw, rng.gauss_next)
+        self.rng.seed(seed)
 
     def _mt_view(self) -> Any:
         if self._view is False:
             self._view = python_mt_view(self.rng)
         return self._view
 
+    def keep(self) -> Callable[[], None]:
+        """The generator's position and key as 2.5 KB of bytes and ``gauss_next``
+        (``random.getstate`` builds 625 ints: 10-40x slower), where CPython's layout checked out;
+        else ``getstate``."""
+        view, rng = self._view if self._view is not False else self._mt_view(), self.rng
+        if view is None:
+            return super().keep()
+        raw, gauss_next = view.raw, rng.gauss_next
+
+        def restore() -> None:
+            view.raw = raw
+            rng.gauss_next = gauss_next
+        return restore
+
+    def watcher(self) -> Optional[Callable[[], Any]]:
+        """The position, first two key words (:data:`seeder.fastrng.MARK_BYTES`) and ``gauss_next``
+        where CPython's layout checked out, else ``getstate()``. Any draw changes them
+        (:mod:`seeder.data.lazyseed`)."""
+        rng = self.rng
+        mark = python_mt_view(rng, MARK_BYTES) if self._mt_view() is not None else None
+        return rng.getstate if mark is None else lambda: (mark.raw, rng.gauss_next)
+
     def copy_state(self) -> Any:
-        """The generator's bytes and ``gauss_next`` (a copy of 2.5 KB), else ``getstate()``."""
-        view = self._view if self._view is not False else self._mt_view()
-        return (view.raw, self.rng.gauss_next) if view is not None else self.rng.getstate()
+        return self.rng.getstate()
 
     def put_back(self, kept: Any) -> None:
-        view = self._mt_view()
-        if view is None:
-            self.rng.setstate(kept)
-        else:
-            view.raw, self.rng.gauss_next = kept
+        self.rng.setstate(kept)
 
     def get_state(self) -> Dict[str, Any]:
-        view = self._view if self._view is not False else self._mt_view()
-        if view is not None:  # CPython keeps the position, then the 624 words: copied in one go
-            raw = bytearray(view)
-            key = torch.frombuffer(raw, dtype=torch.int32, offset=_POS.size)
-            return {"version": 3, "key": key, "pos": _POS.unpack_from(raw)[0], "gauss_next": self.rng.gauss_next}
         version, internal, gauss_next = self.rng.getstate()
-        key = torch.from_numpy(np.array(internal[:624], dtype=np.uint32).view(np.int32))
+        key = torch.frombuffer(bytearray(_KEY.pack(*internal[:624])), dtype=torch.int32)
         return {"version": version, "key": key, "pos": internal[624], "gauss_next": gauss_next}
 
     def check_state(self, state: Any, where: str) -> None:
-        if type(state) is dict and state.keys() == _PYTHON_KEYS and plain_mt_key(state["key"]):  # the fast path
-            version, pos, gauss = state["version"], state["pos"], state["gauss_next"]
-            if type(version) is int and version == 3 and type(pos) is int and 0 <= pos <= 624 and \
-                    (gauss is None or type(gauss) is float and math.isfinite(gauss)):
-                return
         expect(isinstance(state, dict) and state.keys() in (_PYTHON_KEYS, _PYTHON_TUPLE_KEYS), where,
-                "expected a dict with keys version, key, pos, gauss_next")
+               "expected a dict with keys version, key, pos, gauss_next")
         if type(state["version"]) is not int or state["version"] != 3:
             raise StateError(f"{where}: unsupported random state version {state['version']!r} (Python's is the int 3)")
         check_cached_float(state["gauss_next"], where, "gauss_next", optional=True)
@@ -112,7 +111,7 @@ class PythonRandomAdapter(RNGAdapter):
             words = state["state"]
             expect(isinstance(words, (list, tuple)) and len(words) == 625, where,
                    "expected a tuple of 625 ints (624 Mersenne Twister words and the position)")
-            try:  # one C loop checks that every word is an int in [0, 2**32) (struct: ~2x faster than array)
+            try:  # one C loop checks that every word is an int in [0, 2**32)
                 _MT_WORDS.pack(*words)
             except struct.error as exc:
                 raise StateError(f"{where}: Mersenne Twister words must be ints in [0, 2**32) ({exc})") from None
@@ -127,31 +126,18 @@ class PythonRandomAdapter(RNGAdapter):
             words = state["state"]
             self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
             return
-        key, view = state["key"], self._view if self._view is not False else self._mt_view()
-        if view is not None:
-            view.raw = _POS.pack(state["pos"]) + _key_bytes(key)
-            self.rng.gauss_next = state["gauss_next"]
-            return
-        words = tuple(on_cpu(key).contiguous().numpy().view(np.uint32).tolist()) + (state["pos"],)
-        self.rng.setstate((3, words, state["gauss_next"]))
-
-
-def _key_bytes(key: torch.Tensor) -> bytes:
-    """A checked Mersenne Twister key's 2496 bytes (a view, or on another device: copied to the CPU first)."""
-    if type(key) is torch.Tensor and key.is_cpu and key.nbytes == KEY_BYTES and key.is_contiguous():
-        return _KEY.from_address(key.data_ptr()).raw
-    return on_cpu(key).contiguous().numpy().tobytes()
-
-
-_NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
-_PYTHON_KEYS = frozenset({"version", "key", "pos", "gauss_next"})
-_PYTHON_TUPLE_KEYS = frozenset({"version", "state", "gauss_next"})
+        self.rng.setstate((3, (*_key_words(state["key"]), state["pos"]), state["gauss_next"]))
 
 
 class NumpyRandomStateAdapter(RNGAdapter):
     """A legacy :class:`numpy.random.RandomState` (NumPy's global one by default).
 
+    Read and written through ``get_state``/``set_state``.
+
     Seeded with the 64-bit seed folded to 32 bits (:func:`seeder.derive.numpy_seed`).
+
+    Args:
+        rng: the RandomState; ``None``: NumPy's global one (``numpy.random.seed`` and friends).
     """
 
     name = "numpy"
@@ -161,7 +147,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
             require("numpy:random.mtrand._rand")
         self._rng = rng
         self._bitgen: Any = None
-        self._fast: Any = None  # (rng, bit generator, key view, gauss view) of the fast path
+        self._fast: Any = None  # (rng, bit generator, key view, gauss view, access): per-batch path
 
     @property
     def rng(self) -> np.random.RandomState:
@@ -171,26 +157,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def seed(self, seed: int) -> None:
         self.rng.seed(numpy_seed(seed))
 
-    def _bit_generator(self, rng: np.random.RandomState) -> Any:
-        """``rng``'s MT19937 when the fast path of :mod:`seeder.fastrng` applies to it, else ``None``."""
-        if type(rng) is not np.random.RandomState:  # a subclass may override get_state/set_state
-            return None
-        if self._rng is None:
-            bitgen = np.random.get_bit_generator()  # the global one may be swapped by set_bit_generator
-        else:
-            if self._bitgen is None:
-                self._bitgen = rng.__reduce__()[1][0]  # pickling's public way to name a RandomState's bit generator
-            bitgen = self._bitgen
-        return bitgen if type(bitgen) is np.random.MT19937 else None
-
     def get_state(self) -> Dict[str, Any]:
-        views = self._views()
-        if views is not None:  # NumPy's get_state copies the key word by word: ~50x slower
-            with views[1].lock:
-                raw, gauss = bytearray(views[2]), views[3].raw  # key and position; the Gaussian cache
-            has_gauss, cached = GAUSS_CACHE.unpack(gauss)
-            return {"kind": "MT19937", "key": torch.frombuffer(raw, dtype=torch.int32, count=KEY_WORDS),
-                    "pos": _POS.unpack_from(raw, KEY_BYTES)[0], "has_gauss": has_gauss, "cached_gaussian": cached}
         kind, key, pos, has_gauss, cached = self.rng.get_state()
         return {
             "kind": str(kind),
@@ -201,13 +168,8 @@ class NumpyRandomStateAdapter(RNGAdapter):
         }
 
     def check_state(self, state: Any, where: str) -> None:
-        if type(state) is dict and state.keys() == _NUMPY_KEYS and plain_mt_key(state["key"]):  # the fast path
-            kind, pos, has, cached = state["kind"], state["pos"], state["has_gauss"], state["cached_gaussian"]
-            if type(kind) is str and kind == "MT19937" and type(pos) is int and 0 <= pos <= 624 and type(has) is int \
-                    and 0 <= has <= 1 and type(cached) is float and math.isfinite(cached):
-                return
         expect(isinstance(state, dict) and state.keys() == _NUMPY_KEYS, where,
-                "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
+               "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
         if type(state["kind"]) is not str or state["kind"] != "MT19937":
             raise StateError(f"{where}: unsupported NumPy bit generator {state['kind']!r}")
         key = check_mt_key(state, where)
@@ -216,62 +178,80 @@ class NumpyRandomStateAdapter(RNGAdapter):
         check_mt_words(on_cpu(key).numpy(), where)
 
     def set_state(self, state: Dict[str, Any]) -> None:
-        key, views = state["key"], self._views()
-        if views is not None:  # the key copied from the tensor's memory
-            if not (type(key) is torch.Tensor and key.is_cpu and key.nbytes == KEY_BYTES and key.is_contiguous()):
-                key = on_cpu(key).contiguous()  # e.g. loaded with map_location="cuda", or a view
-            with views[1].lock:
-                views[4].write(views[0], views[1], key.data_ptr(), state["pos"], int(state["has_gauss"]),
-                               state["cached_gaussian"])
-            return
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
-        words = on_cpu(key).contiguous().numpy().view(np.uint32).tolist()
-        self.rng.set_state((state["kind"], words, state["pos"], state["has_gauss"], state["cached_gaussian"]))
+        self.rng.set_state((state["kind"], _key_words(state["key"]), state["pos"],
+                            int(state["has_gauss"]), state["cached_gaussian"]))
+
+    def copy_state(self) -> Any:
+        return self.rng.get_state()
+
+    def put_back(self, kept: Any) -> None:
+        kind, key, pos, has_gauss, cached = kept  # a list: set_state copies an array 40x slower
+        self.rng.set_state((kind, key.tolist(), pos, has_gauss, cached))
 
     def _views(self) -> Any:
-        """``(rng, bit generator, key view, gauss view, access)`` when :mod:`seeder.fastrng`'s access applies, else ``None``."""
+        """``(rng, bit generator, key view, gauss view, access)`` where
+        :func:`seeder.fastrng.legacy_access` checked out and the RNG is an exact RandomState over an
+        MT19937; else ``None``."""
         rng = self._rng if self._rng is not None else np.random.mtrand._rand  # self.rng, without a call
-        bitgen = np.random.get_bit_generator() if self._rng is None else self._bitgen
+        if self._rng is None:
+            bitgen = np.random.get_bit_generator()  # set_bit_generator may swap the global one
+        else:
+            if self._bitgen is None:
+                # pickling's public way to name a RandomState's bit generator
+                self._bitgen = rng.__reduce__()[1][0]
+            bitgen = self._bitgen
         views = self._fast
         if views is not None and views[0] is rng and views[1] is bitgen:
             return views
-        access = legacy_access()
-        bitgen = self._bit_generator(rng) if access is not None else None
-        if bitgen is None:
+        # a subclass may override get_state/set_state; another bit generator has another layout
+        if type(rng) is not np.random.RandomState or type(bitgen) is not np.random.MT19937:
             return None
-        self._fast = views = (rng, bitgen, *access.views(rng, bitgen), access)  # type: ignore[union-attr]
+        access = legacy_access()
+        if access is None:
+            return None
+        self._fast = views = (rng, bitgen, *access.views(rng, bitgen), access)
         return views
 
+    def keep(self) -> Callable[[], None]:
+        """The key and position and the Gaussian cache as 2.5 KB of bytes (NumPy's ``get_state``
+        copies the key word by word: 20-50x slower) where :func:`seeder.fastrng.legacy_access`
+        checked out; else ``get_state``."""
+        views = self._views()
+        if views is None:
+            return super().keep()
+        rng, bitgen, key_view, gauss_view, access = views
+        with bitgen.lock:
+            mt, gauss = key_view.raw, gauss_view.raw
+
+        def restore() -> None:
+            if self._views() is views:
+                with bitgen.lock:
+                    access.put_back(rng, key_view, gauss_view, mt, gauss)
+            else:  # the global bit generator was replaced since: into the one in place now
+                self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
+        return restore
+
     def watcher(self) -> Optional[Callable[[], Any]]:
-        """The key's last two words and the position (:meth:`seeder.fastrng.LegacyAccess.mark_view`), the Gaussian
-        cache and, for the global RNG, the bit generator (one swapped in changes it), where :mod:`seeder.fastrng`'s
-        access applies; else ``None``. Any draw changes them (:mod:`seeder.data.lazyseed`)."""
+        """The key's last two words and the position
+        (:meth:`seeder.fastrng.LegacyAccess.mark_view`), the Gaussian cache and, for the global RNG,
+        the bit generator (one swapped in changes it), where :func:`seeder.fastrng.legacy_access`
+        checked out; else the fields of ``get_state()``. Any draw changes them
+        (:mod:`seeder.data.lazyseed`)."""
         views = self._views()
         if views is None:
-            return None
+            mine = self._rng
+
+            def public() -> Any:
+                rng = mine if mine is not None else np.random.mtrand._rand
+                kind, key, pos, has, cached = rng.get_state()
+                return kind, key.tobytes(), pos, has, cached
+            return public
         mark, gauss = views[4].mark_view(views[1]), views[3]
-        current = np.random.get_bit_generator if self._rng is None else lambda: None  # a RandomState keeps its own
-        return lambda _held=views: (current(), mark.raw, gauss.raw)  # _held: what the views read stays alive
-
-    def copy_state(self) -> Any:
-        """``(views, key and position bytes, Gaussian cache bytes)`` (2.5 KB copied), else ``get_state()``."""
-        views = self._views()
-        if views is None:
-            return self.rng.get_state()
-        with views[1].lock:
-            return views, views[2].raw, views[3].raw
-
-    def put_back(self, kept: Any) -> None:
-        if len(kept) != 3:  # NumPy's own state tuple
-            self.rng.set_state(kept)
-            return
-        then, mt, gauss = kept
-        views = self._views()
-        if views is then:
-            with views[1].lock:
-                views[4].put_back(views[0], views[2], views[3], mt, gauss)
-        else:  # the global bit generator was replaced since the copy
-            self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
+        # a RandomState keeps its own bit generator; the global one may be swapped
+        current = np.random.get_bit_generator if self._rng is None else lambda: None
+        # _held: what the views read stays alive
+        return lambda _held=views: (current(), mark.raw, gauss.raw)
 
 
 class NumpyGeneratorAdapter(RNGAdapter):

@@ -6,7 +6,6 @@ Example:
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import struct
 from typing import Any, Callable, List, Optional, Sequence
@@ -23,12 +22,13 @@ __all__ = ["TorchGeneratorAdapter", "AcceleratorAdapter", "accelerator_types", "
 # torch's CPU generator state (aten CPUGeneratorImplState, 5056 bytes): the_initial_seed u64, left i32, seeded i32,
 # next u64, 624 Mersenne-Twister words in u64 slots, normal_x/normal_y/normal_rho f64, normal_is_valid i32 (+4),
 # next_float_normal_sample f32, is_next_float_normal_sample_valid bool (+3). Listed in seeder/internals.py.
-# Reading it costs ~3 us a state (torch's own check on a spare generator: 0.2 us, and it misses these).
+# Read from the bytes of the state tensor, to refuse contents torch's own check (a spare generator's
+# set_state) lets through: validation (a loaded state no run produces changes every later draw), not
+# a speed path.
 CPU_STATE_BYTES = 5056
 _HEAD = struct.Struct("<QiiQ8xQQ")  # the_initial_seed, left, seeded, next, (word 0), words 1 and 2
 _TAIL = struct.Struct("<8xd8xi4xfB")  # (normal_x), normal_y, (normal_rho), normal_is_valid, next_float_normal_sample, flag
 _WORDS_AT, _TAIL_AT = 24, 24 + 624 * 8
-_STATE = ctypes.c_char * CPU_STATE_BYTES
 _NO_HIGH_HALVES = bytes(4 * 624)  # the words' upper 32 bits
 
 
@@ -47,7 +47,7 @@ def check_cpu_state(state: torch.Tensor, where: str) -> None:
     ...
     seeder.errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
     """
-    raw = _STATE.from_address(state.data_ptr())  # read in place (a contiguous CPU tensor)
+    raw = state.numpy()  # the tensor's own bytes, through torch's public API
     _, left, seeded, nxt, w1, w2 = _HEAD.unpack_from(raw, 0)
     normal, normal_valid, cached_float, float_valid = _TAIL.unpack_from(raw, _TAIL_AT)
     if seeded == 1 and 0 < left <= 624 and 0 <= nxt <= 624 and w1 and w2 and \
@@ -103,21 +103,15 @@ class TorchGeneratorAdapter(RNGAdapter):
         return lambda: get_state().numpy().tobytes()
 
     def check_state(self, state: Any, where: str) -> None:
-        if self._cpu_layout is None:  # whether this generator's states have the layout check_cpu_state reads
-            self._cpu_layout = self.generator.device.type == "cpu" and self.generator.get_state().numel() == \
-                CPU_STATE_BYTES and require("torch:CPUGeneratorImplState")
-        if self._cpu_layout and type(state) is torch.Tensor and state.dtype is torch.uint8 and state.is_cpu and \
-                state.dim() == 1 and state.numel() == CPU_STATE_BYTES and state.layout is torch.strided and \
-                state.is_contiguous():  # the fast path: check_uint8_tensor's checks and the size in one go
-            check_cpu_state(state, where)
-            return
         check_uint8_tensor(state, where)
         want = self._size if self._size is not None else self.generator.get_state().numel()
         self._size = want
         if state.numel() != want:
             raise StateError(f"{where}: expected {want} bytes for a {self.generator.device} generator, got {state.numel()}")
-        if state.device.type == "cpu" and self.generator.device.type == "cpu" and want == CPU_STATE_BYTES and \
-                require("torch:CPUGeneratorImplState"):
+        if self._cpu_layout is None:  # whether its states have the layout check_cpu_state reads
+            self._cpu_layout = self.generator.device.type == "cpu" and want == CPU_STATE_BYTES and \
+                require("torch:CPUGeneratorImplState")
+        if self._cpu_layout and state.device.type == "cpu":
             check_cpu_state(state, where)  # every check torch makes on this layout, and the content ones it does not
             return
         if self._probe is None:
@@ -143,11 +137,8 @@ class AcceleratorAdapter(RNGAdapter):
 
     Seeding goes through the device module's ``manual_seed_all`` which, for a
     device that is not initialised yet, queues the seed until it starts.
-    The state is one tensor per device, for every device, not only the current one.
-    Once the backend has started, states are read and written through the devices'
-    ``default_generators``: the same generators and bytes as ``get_rng_state_all`` /
-    ``set_rng_state_all``, without their per-device lookups (the CUDA part of a
-    capture + restore is then about two C++ calls per device).
+    The state is one tensor per device, for every device, not only the current one,
+    read and written with ``get_rng_state_all`` / ``set_rng_state_all``.
     """
 
     def __init__(self, device_type: str):
@@ -155,17 +146,10 @@ class AcceleratorAdapter(RNGAdapter):
         self.module = torch.get_device_module(device_type) if hasattr(torch, "get_device_module") else getattr(torch, device_type)
         self._sizes: Optional[List[int]] = None  # bytes of each device's state (fixed once the backend started)
 
-    def started_generators(self) -> Optional[Sequence[torch.Generator]]:
-        """The devices' default generators once the backend has started in this process, else ``None``.
-
-        Before it starts (or in a forked child, where it cannot), torch's own calls are used: they
-        queue seeds and states until the backend starts.
-        """
-        generators = getattr(self.module, "default_generators", None)
+    def _started(self) -> bool:
+        """Whether the backend has started in this process (device count and state sizes fixed)."""
         started = getattr(self.module, "is_initialized", None)
-        if generators and started is not None and started():
-            return generators
-        return None
+        return bool(started is not None and started())
 
     def seed(self, seed: int) -> None:
         if hasattr(self.module, "manual_seed_all"):
@@ -174,9 +158,6 @@ class AcceleratorAdapter(RNGAdapter):
             self.module.manual_seed(seed)
 
     def get_state(self) -> List[torch.Tensor]:
-        generators = self.started_generators()
-        if generators is not None:
-            return [g.get_state() for g in generators]
         if hasattr(self.module, "get_rng_state_all"):
             return [s.cpu() for s in self.module.get_rng_state_all()]
         return [self.module.get_rng_state().cpu()]
@@ -186,7 +167,7 @@ class AcceleratorAdapter(RNGAdapter):
         sizes = self._sizes
         if sizes is None:
             sizes = [c.numel() for c in self.get_state()]
-            if self.started_generators() is not None:  # the device count and state sizes are fixed from now on
+            if self._started():  # the device count and state sizes are fixed from now on
                 self._sizes = sizes
         expect(len(state) == len(sizes), where,
                f"the checkpoint has {len(state)} {self.name} device state(s), this process sees {len(sizes)}; "
@@ -197,11 +178,7 @@ class AcceleratorAdapter(RNGAdapter):
 
     def set_state(self, state: List[torch.Tensor]) -> None:
         state = [on_cpu(s) for s in state]  # states loaded with map_location="cuda" go back to the CPU
-        generators = self.started_generators()
-        if generators is not None:
-            for g, s in zip(generators, state):
-                g.set_state(s.contiguous())
-        elif hasattr(self.module, "set_rng_state_all"):
+        if hasattr(self.module, "set_rng_state_all"):
             self.module.set_rng_state_all(state)
         else:
             self.module.set_rng_state(state[0])

@@ -1,8 +1,10 @@
 """What ``seeder.init`` of the module-level seeder starts watching in the process.
 
-* foreign seeding (:mod:`seeder.foreign`): later ``random.seed`` / ``np.random.seed`` /
-  ``torch.manual_seed`` / ``seed_everything`` / ``set_seed`` calls are routed through seeder;
-* under ``seeder verify`` (:mod:`seeder.stepwatch`): optimizer steps are counted and recorded.
+* seeding calls (:mod:`seeder.foreign`): a framework's later ``seed_everything`` / ``set_seed``
+  is routed through seeder; other ``random.seed`` / ``np.random.seed`` / ``torch.manual_seed``
+  calls seed as they say, the user's own warned about once;
+* under ``seeder verify`` (:mod:`seeder.stepwatch`): optimizer steps are counted and recorded;
+* under ``seeder locate`` (``$SEEDER_LOCATE``): every tensor operation is fingerprinted.
 
 Example:
     >>> import seeder
@@ -11,6 +13,7 @@ Example:
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from . import foreign, stepwatch
@@ -19,8 +22,12 @@ __all__ = ["after_init"]
 
 
 def after_init(seeder: Any) -> None:
-    """Start both watches for ``seeder`` if it is the module-level seeder (``seeder.is_default``)."""
+    """Start the watches for ``seeder`` if it is the module-level seeder (``seeder.is_default``)."""
     if not seeder.is_default:
         return
     foreign.watch(seeder)
     stepwatch.watch(seeder)
+    if os.environ.get("SEEDER_LOCATE"):  # seeder locate's runs only: torch imported only then
+        from .verify._record import start
+
+        start(seeder)

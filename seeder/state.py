@@ -27,11 +27,11 @@ from .errors import SeederWarning, StateError
 from .participant import describe, validates_state
 from .rngbase import RNGAdapter
 from .rollback import Saved, restore, saved_state
-from .world import check_moved, elastic_keys, move_world, world_change_allowed
+from .world import check_moved, elastic_keys, move_world, world_change_allowed, world_message
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",
            "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
-           "load", "adopt_run", "world_message"]
+           "load", "adopt_run"]
 
 logger = logging.getLogger("seeder")
 
@@ -149,13 +149,6 @@ def gather(own: Dict[str, Any], world: int, rank: int, dst: int) -> Optional[Dic
             f"gather_state_dict() needs a torch.distributed process group for a world of {world} processes; "
             "call torch.distributed.init_process_group() first, or save seeder.state_dict() in one file per rank")
     return {"format": GATHERED_FORMAT, "version": STATE_FORMAT_VERSION, "world_size": world, "ranks": ranks}
-
-
-def world_message(saved: int, now: int) -> str:
-    """The error text for a checkpoint of another world size."""
-    return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}; resume with the same "
-            f"world size for an exact continuation, or pass allow_world_change=True to load_state_dict to keep the "
-            f"master seed and epoch position and continue from the next epoch boundary")
 
 
 def _unsupported(what: str, version: Any) -> StateError:

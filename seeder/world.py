@@ -19,9 +19,25 @@ from .participant import GeneratorParticipant, is_elastic
 from .rollback import capture, restore
 
 __all__ = ["world_change_allowed", "elastic_keys", "per_rank_keys", "check_moved", "move_world",
-           "rederive_streams"]
+           "rederive_streams", "world_message"]
 
 logger = logging.getLogger("seeder")
+
+
+def world_message(saved: int, now: int) -> str:
+    """The error text for a checkpoint of another world size: each way on, and what it does.
+
+    >>> world_message(2, 1).split(". ")[0]
+    'the checkpoint was saved by a world of 2 process(es), this run has 1'
+    """
+    return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}. "
+            "Resume with the same world size for an exact continuation; or pass "
+            "allow_world_change=True to load_state_dict, which keeps the master seed and the epoch "
+            "and continues from the next epoch boundary (the rest of the saved epoch is not "
+            "trained); or, to resume inside an epoch on another world size, train with an elastic "
+            "loader (seeder.ElasticDataLoader; elastic=True for SeederTrainer): it keeps one global "
+            "order whose checkpoint resumes mid-epoch on any world size, every remaining sample "
+            "exactly once (the checkpoint must come from elastic loaders)")
 
 
 def elastic_keys(stateful: Dict[str, Any]) -> List[str]:

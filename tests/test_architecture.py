@@ -233,8 +233,10 @@ def check_exports(path: Path, pkg: Path = PKG) -> List[str]:
     return bad
 
 
-#: The one module that may read the call stack: a wrapper of ``random.seed`` & co. names the line that called it.
-STACK_READERS = {"foreign"}
+#: The modules that may read the call stack: a wrapper of ``random.seed`` & co. names the line
+#: that called it; seeder locate's recorder (a tool, never on the training data path) names the
+#: user's line of each operation.
+STACK_READERS = {"foreign", "verify._where"}
 #: Call-stack and garbage-collector reads: who is calling is for the caller to say (a loader tells its sampler).
 STACK_READS = {"_getframe", "f_back", "f_locals", "extract_stack", "currentframe", "get_referrers", "get_referents"}
 

@@ -4,6 +4,7 @@ its RATIO / ratio lines. The timing itself is the benchmarks' job, never a test'
 All of them run in one child (``tests/scripts/run_benchmarks.py``) forked from the session's framework server, so
 torch, Lightning and transformers are imported once rather than once per benchmark, or at all for this test.
 """
+import importlib.util
 import json
 import re
 from typing import Dict, Tuple
@@ -11,12 +12,18 @@ from typing import Dict, Tuple
 import pytest
 
 from helpers import REPO_ROOT
+from optional import need
 
 BENCH = REPO_ROOT / "benchmarks"
 
 CASES = {
     "bench_reseed": (["--rounds", "1", "--calls", "2"], "RATIO seeder.reseed + 6 generators / lightning"),
-    "bench_state": (["--repeat", "1", "--number", "2"], "RATIO seeder global RNGs capture+restore / Lightning"),
+    "bench_state": (["--repeat", "1", "--number", "2"],
+                    "RATIO seeder state_dict + load_state_dict / torch.save of a small model"),
+    "bench_step": (["--items", "64", "--batch", "16", "--repeats", "1", "--save-every", "2"],
+                   "RATIO workers 2: seeder / torch epoch time"),
+    "bench_hotpaths": (["--items", "128", "--repeats", "1"],
+                       "RATIO watch: public / private epoch time"),
     "bench_cuda": (["--device", "cpu", "--rounds", "1", "--calls", "2"],
                    "RATIO seeder: global RNGs / Lightning _collect/_set_rng_states"),
     "bench_sampler": (["--sizes", "1e4", "--repeats", "1", "--torch-max", "1e4"], "ratio = ours / torch's"),
@@ -26,8 +33,17 @@ CASES = {
     "bench_hf_resume": (["--items", "256"], "RATIO SeederTrainer / Trainer (ours / theirs)"),
     "bench_iterable": (["--items", "128", "--us", "0", "--workers", "0", "--repeats", "1", "--depths", "0.5"],
                        "throughput ratio ours/torch"),
+    "bench_locate": (["--rounds", "1", "--steps", "1"],
+                     "RATIO fingerprinted / baseline ms per step [cnn]"),
 }
+#: The optional packages a benchmark's baseline comes from (transformers' Trainer needs accelerate).
+NEEDS = {"bench_reseed": ("lightning",), "bench_state": ("lightning",),
+         "bench_cuda": ("lightning",), "bench_dataloader": ("torchdata",),
+         "bench_iterable": ("torchdata",), "bench_hf_resume": ("transformers", "accelerate")}
 
+
+def _installed(name: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in NEEDS.get(name, ()))
 
 
 def run_all(server, cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, str]]:
@@ -45,14 +61,17 @@ def run_all(server, cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, 
 
 @pytest.fixture(scope="module")
 def outputs(framework_forks):
-    cases = {n: (n, a) for n, (a, _) in CASES.items()}
-    cases["bench_cuda_default"] = ("bench_cuda", ["--rounds", "1", "--calls", "2"])
+    cases = {n: (n, a) for n, (a, _) in CASES.items() if _installed(n)}
+    if _installed("bench_cuda"):
+        cases["bench_cuda_default"] = ("bench_cuda", ["--rounds", "1", "--calls", "2"])
     return run_all(framework_forks, cases)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_benchmark_runs(name, outputs):
+    for module in NEEDS.get(name, ()):
+        need(module, f"benchmarks/{name}.py's baseline")
     rc, out = outputs[name]
     assert rc == 0 and CASES[name][1] in out, out[-3000:]
 
@@ -61,6 +80,7 @@ def test_the_benchmark_runs(name, outputs):
 def test_the_cuda_benchmark_skips_cleanly_without_cuda_or_runs_with_it(outputs):
     import torch
 
+    need("lightning", "benchmarks/bench_cuda.py's baseline")
     rc, out = outputs["bench_cuda_default"]
     assert rc == 0, out
     if torch.cuda.is_available():

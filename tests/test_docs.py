@@ -15,6 +15,7 @@ from typing import List, Set, Tuple
 import pytest
 
 from helpers import REPO_ROOT, ForkServer
+from optional import EXTRAS, need_installed
 
 PAGES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 # A page whose code starts processes (DataLoader workers, torchrun, multiprocessing) is a slow test.
@@ -55,16 +56,23 @@ def python_blocks(page: Path) -> List[Tuple[int, str]]:
     return out
 
 
-def needs_dali(blocks: List[Tuple[int, str]]) -> bool:
-    return any(re.search(r"^\s*(import|from)\s+nvidia\.dali", code, re.M) for _, code in blocks)
+#: What importing a module of seeder's (or a framework's part) needs beyond its own package.
+ALSO_NEEDS = {"seeder.integrations.lightning": ("lightning",),
+              "seeder.integrations.accelerate": ("accelerate",),
+              "seeder.integrations.transformers": ("transformers", "accelerate"),
+              "lightning.pytorch.cli": ("jsonargparse",), "transformers": ("accelerate",)}
+IMPORT = re.compile(r"^\s*(?:import|from)\s+([\w.]+)", re.M)
 
 
-def dali_missing() -> bool:
-    try:
-        import nvidia.dali  # noqa: F401
-    except ImportError:
-        return os.environ.get("SEEDER_REQUIRE_DALI") != "1"
-    return False
+def optional_needs(blocks: List[Tuple[int, str]]) -> List[str]:
+    """The optional packages (``tests/optional.py``'s) a page's code imports, itself or through
+    seeder."""
+    names = {m for _, code in blocks for m in IMPORT.findall(code)}
+    needs = {n.split(".")[0] if not n.startswith("nvidia.") else "nvidia.dali" for n in names
+             if n.split(".")[0] in EXTRAS}
+    for name in names:
+        needs.update(ALSO_NEEDS.get(name, ()))
+    return sorted(needs)
 
 
 RUNNER = r'''
@@ -105,8 +113,7 @@ def test_page_code_runs(page: Path, tmp_path: Path, server: ForkServer) -> None:
     name = str(page.relative_to(REPO_ROOT))
     if not blocks:
         pytest.skip(f"{name} has no ```python block")
-    if needs_dali(blocks) and dali_missing():
-        pytest.skip(f"{name} needs NVIDIA DALI (pip install 'seeder[dali]')")
+    need_installed(optional_needs(blocks), name)  # DALI under SEEDER_REQUIRE_DALI=1: fails instead
     script = RUNNER.replace("__BLOCKS__", repr(blocks)).replace("__PAGE__", repr(name))
     (tmp_path / "page.py").write_text(script)
     proc = server.run([tmp_path / "page.py"], cwd=tmp_path, timeout=120, check=False)

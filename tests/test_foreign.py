@@ -1,8 +1,12 @@
-"""Foreign seeding after seeder.init is routed through seeder, or warned once with its call site; the drawn seed is shown.
+"""Seeding calls after seeder.init: frameworks' routed and said once, the rest as they say.
 
-Real Lightning (seed_everything, LightningCLI), transformers (set_seed, Trainer(args.seed)), accelerate and the
-global seeding functions of random, NumPy and torch.
+A framework's run-level seeding is routed through seeder; a dataset's or library's local seeding
+gets its own numbers, silently, with 0 or 2 workers; the user's own call seeds as it says and is
+warned about once with its line. Real Lightning (seed_everything, LightningCLI), transformers
+(set_seed, Trainer(args.seed)), accelerate, datasets, and the global seeding functions of random,
+NumPy and torch. The drawn seed is shown.
 """
+import inspect
 import os
 import random
 import subprocess
@@ -15,6 +19,7 @@ import pytest
 import torch
 
 import seeder
+from optional import need
 from seeder.errors import SeederWarning
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,50 +46,73 @@ def run(fresh_default):
     return start
 
 
-def test_late_global_seeding_is_routed_and_warned_once_per_site(run):
-    outcomes = []
-    for master in (11, 11, 12):
+def _line_of(fn, text):
+    """The line number of ``text`` in ``fn``'s source (what a warning about that call must name)."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def _without_seeder(fn):
+    seeder.default_seeder().reset()
+    return fn()
+
+
+def test_user_seeding_does_what_it_says_and_warns_once_with_its_line(run):
+    def late():
+        for _ in range(2):  # the same line twice: one warning per call on it
+            torch.manual_seed(3); random.seed(3); np.random.seed(3)  # noqa: E702
+        return _draws()
+
+    expected = _without_seeder(late)
+    line = _line_of(late, "torch.manual_seed(3)")
+    for master in (11, 12):
         run(master)
-        def late():
-            for _ in range(2):  # the same line twice: one warning
-                torch.manual_seed(3); random.seed(3); np.random.seed(3)  # noqa: E702
-        caught = _caught(late)
-        outcomes.append(_draws())
+        drawn = []
+        caught = _caught(lambda: drawn.append(late()))
+        assert drawn == [expected]  # what the calls say, whatever the master seed
         assert len(caught) == 3, [str(w.message) for w in caught]
         for w, call in zip(caught, ("torch.manual_seed(3)", "random.seed(3)", "np.random.seed(3)")):
-            assert call in str(w.message) and f"{HERE}:" in str(w.message) and Path(w.filename).name == HERE
-            assert "master seed" in str(w.message) and "remove the" in str(w.message)
-    assert outcomes[0] == outcomes[1] != outcomes[2]  # a function of the master seed, not of the 3
-    assert torch.manual_seed.__wrapped__ is not None
+            text = str(w.message)
+            assert text.startswith(f"{call} at {__file__}:{line} seeds ")
+            assert (w.filename, w.lineno) == (__file__, line)
+            assert f"depends on 3, not on master seed {master}" in text
+            assert "remove the call" in text
+    run(11)
+    assert _caught(lambda: random.seed(11)) == []  # the master seed: the run depends on it alone
+    assert random.random() == random.Random(11).random()
 
 
-def test_master_seed_is_routed_silently_and_allow_turns_routing_off(run, monkeypatch):
-    run(5)
-    assert _caught(lambda: random.seed(5)) == []
-    routed = random.random()
-    run(5)
-    random.seed(5)
-    assert random.random() == routed
+def test_allow_lets_frameworks_seed_as_they_say_without_a_warning(run, monkeypatch):
+    seed_everything = need("lightning.pytorch", "seed_everything").seed_everything
+
     monkeypatch.setenv("SEEDER_FOREIGN_SEEDING", "allow")
-    random.seed(5)
-    assert random.random() == random.Random(5).random()
-    monkeypatch.delenv("SEEDER_FOREIGN_SEEDING")
-    seeder.default_seeder().reset()  # no run: seeding does what it says
-    random.seed(5)
-    assert random.random() == random.Random(5).random()
+    run(5)
+    assert _caught(lambda: seed_everything(1234, verbose=False)) == []
+    assert _caught(lambda: torch.manual_seed(3)) == []
+    assert random.random() == random.Random(1234).random()
 
 
-def test_lightning_seed_everything_is_one_warning(run):
-    from lightning.pytorch import seed_everything
+def test_lightning_seed_everything_is_routed_and_said_once(run):
+    """Lightning's seed_everything leaves the run a function of the master seed; one warning
+    names the call."""
+    seed_everything = need("lightning.pytorch", "seed_everything").seed_everything
 
+    def call(seed):
+        seed_everything(seed, verbose=False); seed_everything(seed, verbose=False)  # noqa: E702
+
+    line = _line_of(call, "seed_everything(seed")
     results = []
-    for seed in (1234, 4321):
-        run(8)
-        caught = _caught(lambda: seed_everything(seed, verbose=False))
-        assert len(caught) == 1 and f"seed_everything({seed})" in str(caught[0].message), caught
-        assert f"{HERE}:" in str(caught[0].message)
+    for master, seed in ((8, 1234), (8, 4321), (9, 1234)):
+        run(master)
+        caught = _caught(lambda: call(seed))
+        assert len(caught) == 1, caught
+        text = str(caught[0].message)
+        start = f"Lightning's seed_everything({seed}), reached from {__file__}:{line},"
+        assert text.startswith(start), text
+        assert f"they follow master seed {master}" in text
+        assert "remove the seed_everything call" in text
         results.append(_draws())
-    assert results[0] == results[1]
+    assert results[0] == results[1] != results[2]
 
 
 class _Net(torch.nn.Module):
@@ -116,6 +144,7 @@ def _cli_weights(default):
 
 
 def test_lightning_cli_seed_everything_default_is_routed(run):
+    need("lightning.pytorch.cli", "LightningCLI")  # jsonargparse too
     run(3)
     a, warned = _cli_weights(1234)
     assert len(warned) == 1 and "seed_everything_default=False" in str(warned[0].message), warned
@@ -129,20 +158,22 @@ def test_lightning_cli_seed_everything_default_is_routed(run):
 
 
 def test_transformers_and_accelerate_set_seed(run):
-    import accelerate.utils
-    import transformers
+    transformers = need("transformers", "transformers' set_seed")
+    accelerate_utils = need("accelerate.utils", "accelerate's set_seed")
 
     results = []
     for seed in (1, 2):
         run(9)
         caught = _caught(lambda: transformers.set_seed(seed))
-        caught += _caught(lambda: accelerate.utils.set_seed(seed))
-        assert [f"set_seed({seed})" in str(w.message) for w in caught] == [True, True], caught
+        caught += _caught(lambda: accelerate_utils.set_seed(seed))
+        assert [str(w.message).split(", reached from")[0] for w in caught] == [
+            f"transformers' set_seed({seed})", f"accelerate's set_seed({seed})"], caught
         results.append(_draws())
     assert results[0] == results[1]
 
 
 def test_trainer_seed_is_warned_and_seeder_trainer_is_not(run, tmp_path):
+    need("transformers", "a Trainer")
     from transformers import Trainer, TrainingArguments
 
     from seeder.integrations.transformers import SeederTrainer
@@ -190,8 +221,9 @@ def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path,
 
 
 @pytest.mark.parametrize("dynamo_first", [True, False])
-def test_torch_dynamo_wrapping_manual_seed_keeps_the_routing(dynamo_first):
-    """torch._dynamo wraps torch.manual_seed when it is imported, before or after seeder.init: still routed and warned."""
+def test_torch_dynamo_wrapping_manual_seed_keeps_the_watch(dynamo_first):
+    """torch._dynamo wraps torch.manual_seed when it is imported, before or after seeder.init:
+    the user's call still seeds as it says and warns once, naming the line."""
     from helpers import run_python
 
     code = ("import warnings, torch, seeder\n"
@@ -202,8 +234,86 @@ def test_torch_dynamo_wrapping_manual_seed_keeps_the_routing(dynamo_first):
             "with warnings.catch_warnings(record=True) as caught:\n"
             "    warnings.simplefilter('always'); torch.manual_seed(3)\n"
             "a = torch.rand(2)\n"
-            "seeder.init(5); seeder.reseed(0, 0); torch.manual_seed(3)\n"
-            "assert torch.equal(a, torch.rand(2)), 'routed: the same master seed gives the same draws'\n"
-            "print(len(caught), 'torch.manual_seed(3) at <string>' in str(caught[0].message))\n")
+            "g = torch.Generator().manual_seed(3)\n"
+            "assert torch.equal(a, torch.rand(2, generator=g)), 'seeds as it says'\n"
+            "print(len(caught), 'torch.manual_seed(3) at <string>:' in str(caught[0].message))\n")
     out = run_python(["-c", code], env={"SEEDER_QUIET": "1"}).stdout.split()
     assert out == ["1", "True"]
+
+
+class FakeData(torch.utils.data.Dataset):
+    """torchvision's ``FakeData``: its ``__getitem__`` seeds torch's generator from the index.
+
+    The sample logic of ``torchvision/datasets/fakedata.py`` (pytorch/vision; the same from
+    torchvision 0.9 to 0.28): an index past the end raises ``IndexError``; then
+    ``get_rng_state``, ``torch.manual_seed(index + random_offset)``, an image from
+    ``torch.randn(*image_size)``, a label from ``torch.randint(0, num_classes, size=(1,),
+    dtype=torch.long)[0]``, ``set_rng_state`` back, and ``(image, label.item())``. The
+    conversion to a PIL image and the transforms are left out (torchvision does not install next
+    to torch 2.13 CPU here); they draw nothing.
+    """
+
+    def __init__(self, size=16, image_size=(3, 4, 4), num_classes=10, random_offset=0):
+        self.size, self.image_size, self.num_classes = size, image_size, num_classes
+        self.random_offset = random_offset
+
+    def __getitem__(self, index):
+        if index >= len(self):
+            raise IndexError(f"{self.__class__.__name__} index out of range")
+        rng_state = torch.get_rng_state()
+        torch.manual_seed(index + self.random_offset)
+        img = torch.randn(*self.image_size)
+        target = torch.randint(0, self.num_classes, size=(1,), dtype=torch.long)[0]
+        torch.set_rng_state(rng_state)
+        return img, target.item()
+
+    def __len__(self):
+        return self.size
+
+
+def _fake_batches(loader):
+    return [(images.clone(), labels.tolist()) for images, labels in loader]
+
+
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind", ["seeder", "torch"])
+def test_fakedata_yields_under_seeder_what_it_yields_without(run, kind, workers):
+    """A dataset seeding from its index gets its own numbers, with 0 or 2 workers; nothing is
+    warned."""
+    plain = _without_seeder(
+        lambda: _fake_batches(torch.utils.data.DataLoader(FakeData(), batch_size=4)))
+    assert len({label for _, labels in plain for label in labels}) > 1  # the samples differ
+    run(7)
+    seeder.reseed(1, 0)
+    if kind == "seeder":
+        loader = seeder.DataLoader(FakeData(), batch_size=4, num_workers=workers)
+    else:
+        loader = torch.utils.data.DataLoader(FakeData(), batch_size=4, num_workers=workers)
+    got = []
+    caught = _caught(lambda: got.extend(_fake_batches(loader)))
+    assert [labels for _, labels in got] == [labels for _, labels in plain]
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(got, plain))
+    assert caught == []  # seeding inside a fetch is the dataset's: no warning names the loop
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeederWarning)  # indexed by the test's line: a user call
+        direct = [FakeData()[i] for i in range(16)]
+    assert [label for _, label in direct] == [label for _, labels in plain for label in labels]
+
+
+def test_a_library_seeding_locally_gets_its_own_numbers_silently(run):
+    """``datasets``' ``temp_seed`` seeds NumPy's and torch's global RNGs and puts them back: under
+    seeder it draws what it draws without, says nothing, and the run's RNGs stand where they
+    stood."""
+    py_utils = need("datasets.utils.py_utils", "datasets' temp_seed")
+
+    def local():
+        with py_utils.temp_seed(42, set_pytorch=True):
+            return float(np.random.random()), float(torch.rand(()))
+
+    expected = _without_seeder(local)
+    run(7)
+    before = np.random.get_state()[1].copy(), torch.get_rng_state()
+    got = []
+    assert _caught(lambda: got.append(local())) == [] and got == [expected]
+    assert np.array_equal(before[0], np.random.get_state()[1])
+    assert torch.equal(before[1], torch.get_rng_state())

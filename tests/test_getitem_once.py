@@ -120,7 +120,6 @@ def test_elastic_loader_calls_getitem_once_per_sample_and_stays_exact(s, tmp_pat
 @pytest.mark.parametrize("workers", [0, 2])
 def test_stream_loader_makes_each_item_once(s, tmp_path, workers):
     path = tmp_path / "calls"
-    build = getattr(seeder, "IterableDataLoader", seeder.DataLoader)
-    loader = build(CountingStream(path), batch_size=3, num_workers=workers, seeder=s)
+    loader = seeder.IterableDataLoader(CountingStream(path), batch_size=3, num_workers=workers, seeder=s)
     got = rows(loader)
     assert calls(path) == Counter(range(N)) and sorted(got) == list(range(N))

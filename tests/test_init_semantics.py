@@ -1,10 +1,15 @@
 """NVIDIA's ``init`` semantics: init starts a fresh run; a generator's seed depends only on
 (master seed, rank, task, epoch, its place among the generators registered since init)."""
 import random
+import warnings
 
+import numpy as np
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from seeder import DistributedSampler, Seeder
+from seeder import DistributedSampler, Seeder, SeederWarning
 from seeder.derive import Domain, derive_seed
 
 
@@ -71,3 +76,53 @@ def test_register_before_init_is_an_error_and_changes_nothing():
     with pytest.raises(RuntimeError, match="before seeder.init"):
         s.register_generator(random.Random())
     assert s.participants() == [] and not s.initialized
+
+
+def test_init_leaves_other_code_s_seeding_calls_as_they_are(fresh_default):
+    """After init and a reseed, torch.manual_seed(123), random.seed, np.random.seed seed as they
+    say."""
+    fresh_default.init(7)
+    fresh_default.reseed(0, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeederWarning)  # the user's call is warned: not tested here
+        torch.manual_seed(123)
+        random.seed(123)
+        np.random.seed(123)
+    assert round(float(torch.rand(1)), 4) == 0.2961
+    assert random.random() == random.Random(123).random()
+    assert np.random.random() == np.random.RandomState(123).random_sample()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_seeding_calls_after_init_seed_as_they_say_for_any_seed(seed):
+    """Any seed: the user's own calls after init give the draws of generators seeded alike."""
+    import seeder
+
+    seeder.default_seeder().reset()
+    seeder.init(7)
+    seeder.reseed(0, 0)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeederWarning)
+            torch.manual_seed(seed)
+            random.seed(seed)
+            np.random.seed(seed)
+        own = torch.Generator().manual_seed(seed)
+        assert torch.equal(torch.rand(3), torch.rand(3, generator=own))
+        assert random.random() == random.Random(seed).random()
+        assert np.random.random() == np.random.RandomState(seed).random_sample()
+    finally:
+        seeder.default_seeder().reset()
+
+
+def test_a_bad_seed_raises_as_without_seeder_and_changes_nothing(fresh_default):
+    fresh_default.init(7)
+    fresh_default.reseed(0, 0)
+    before = np.random.get_state()[1].copy(), torch.get_rng_state()
+    with pytest.raises(ValueError):
+        np.random.seed(-1)
+    with pytest.raises(ValueError):
+        torch.manual_seed(2**70)
+    assert np.array_equal(before[0], np.random.get_state()[1])
+    assert torch.equal(before[1], torch.get_rng_state())

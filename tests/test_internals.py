@@ -6,6 +6,7 @@ DependencyChanged or warn with SeederWarning naming the library and its version.
 """
 from __future__ import annotations
 
+import importlib.util
 import struct
 import warnings
 
@@ -14,6 +15,7 @@ import pytest
 import torch
 import torch.utils.data
 
+from optional import need
 import seeder
 from seeder import SeederWarning, internals
 from seeder.internals import INTERNALS, DependencyChanged
@@ -34,7 +36,9 @@ def test_every_entry_names_versions_and_passes_on_this_machine(unchecked):
     assert len(INTERNALS) >= 10
     for key, item in INTERNALS.items():
         assert item.checked and item.used_for and item.if_changed, key
-        if not item.per_object:
+        package = key.split(":")[0]
+        installed = package in ("torch", "numpy") or importlib.util.find_spec(package)
+        if not item.per_object and installed:  # an optional package's entries where it is there
             assert internals.require(key) is True, key
 
 
@@ -73,16 +77,49 @@ def test_torch_without_privateuse1_name_warns_and_seeds_the_rest(unchecked, monk
 
 def test_numpy_layout_probe_failing_warns_and_takes_the_public_path(unchecked, monkeypatch):
     from seeder import fastrng
+    from seeder.rngs import NumpyRandomStateAdapter
 
     monkeypatch.setattr(fastrng, "_LEGACY", [])
     # The layout seeder expects of the Gaussian cache, swapped: what a NumPy that moved or retyped it looks like.
     monkeypatch.setattr(fastrng, "GAUSS_CACHE", struct.Struct("i4xf"))
+    adapter = NumpyRandomStateAdapter(np.random.RandomState(3))
+    adapter.rng.standard_normal()
     with pytest.warns(SeederWarning, match=r"numpy .* changed: .*public get_state/set_state"):
-        assert fastrng.legacy_access() is None
+        restore = adapter.keep()
+    watch, want = adapter.watcher(), adapter.rng.get_state()
+    seen = watch()
+    adapter.rng.standard_normal()
+    assert adapter._fast is None and watch() != seen  # the public path: get_state's fields
+    restore()
+    got = adapter.rng.get_state()
+    assert np.array_equal(got[1], want[1]) and got[2:] == want[2:] and watch() == seen
+
+
+def test_python_layout_probe_failing_warns_and_takes_the_public_path(unchecked, monkeypatch):
+    import random
+
+    from seeder import fastrng
+    from seeder.rngs import PythonRandomAdapter
+
+    monkeypatch.setattr(fastrng, "_PY_MT", [])
+    # The bytes seeder expects for the position and key, one word longer: what a CPython that
+    # changed them looks like.
+    monkeypatch.setattr(fastrng, "MT_BYTES", fastrng.MT_BYTES + 4)
+    rng = random.Random(4)
+    rng.gauss(0, 1)
+    adapter = PythonRandomAdapter(rng)
+    with pytest.warns(SeederWarning, match=r"python 3\.\S+ changed: .*public getstate/setstate"):
+        restore = adapter.keep()
+    watch, want = adapter.watcher(), rng.getstate()
+    seen = watch()
+    rng.random()
+    assert adapter._view is None and watch() != seen
+    restore()
+    assert rng.getstate() == want and watch() == seen
 
 
 def test_accelerate_mixin_no_longer_reading_drop_last_raises(unchecked, monkeypatch):
-    from accelerate.data_loader import DataLoaderStateMixin
+    DataLoaderStateMixin = need("accelerate.data_loader", "SeederAccelerator").DataLoaderStateMixin
     from seeder.integrations.accelerate import PreparedLoader
 
     def begin(self):  # a begin() that reads the public name instead
@@ -95,6 +132,7 @@ def test_accelerate_mixin_no_longer_reading_drop_last_raises(unchecked, monkeypa
 
 
 def test_transformers_without_skip_first_batches_raises(unchecked, monkeypatch):
+    need("transformers.trainer", "SeederTrainer")
     import transformers.trainer
 
     monkeypatch.delattr(transformers.trainer, "skip_first_batches")
@@ -103,6 +141,7 @@ def test_transformers_without_skip_first_batches_raises(unchecked, monkeypatch):
 
 
 def test_lightning_checkpoint_without_loop_state_raises(unchecked):
+    need("lightning", "SeederCallback")
     checkpoint = {"loops": {"fit_loop": {"state_dict": {"combined_loader": []}}}}
     internals.require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
     del checkpoint["loops"]["fit_loop"]["state_dict"]
@@ -111,7 +150,7 @@ def test_lightning_checkpoint_without_loop_state_raises(unchecked):
 
 
 def test_dali_pipeline_and_iterator_without_private_names_are_loud(unchecked):
-    pytest.importorskip("nvidia.dali")
+    need("nvidia.dali", "DALI tracking")  # with SEEDER_REQUIRE_DALI=1 a missing DALI fails
     from nvidia.dali import fn, pipeline_def
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
     import seeder.data.dali as sd

@@ -1,4 +1,4 @@
-"""seeder.DataLoader over an IterableDataset: exact mid-epoch resume, bit for bit against the uninterrupted run.
+"""seeder.IterableDataLoader over an IterableDataset: exact mid-epoch resume, bit for bit against the uninterrupted run.
 
 Stops at the first, a middle and the last batch and at the epoch boundary; 0 and 2 workers,
 persistent or not; a dataset without state (replayed), one with state_dict (loaded) and
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import seeder
-from seeder import DataLoader, Seeder, SeederWarning, StateError
+from seeder import IterableDataLoader, Seeder, SeederWarning, StateError
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from stream_common import Counted, Noisy, flat, hf_stream  # noqa: E402
 
@@ -37,7 +37,7 @@ def roundtrip(state):
 
 
 def loader_for(make, s, workers, persistent=False, context=None):
-    return DataLoader(make(), batch_size=BS, num_workers=workers, seeder=s, persistent_workers=persistent,
+    return IterableDataLoader(make(), batch_size=BS, num_workers=workers, seeder=s, persistent_workers=persistent,
                       multiprocessing_context=context)
 
 
@@ -153,7 +153,7 @@ def test_the_epoch_is_set_before_the_workers_start_and_never_raced_by_them(persi
     ds = SharedEpoch(N)
     s = Seeder()
     s.init(MASTER)
-    loader = DataLoader(ds, batch_size=BS, num_workers=2, seeder=s, persistent_workers=persistent)
+    loader = IterableDataLoader(ds, batch_size=BS, num_workers=2, seeder=s, persistent_workers=persistent)
     for epoch in range(3):
         s.reseed(1, epoch)
         assert len(list(loader)) == 8
@@ -212,7 +212,7 @@ def test_stateful_stream_saves_the_state_as_of_the_batches_handed_out():
     s = Seeder()
     s.init(MASTER)
     s.reseed(1, 0)
-    loader = DataLoader(Counted(N), batch_size=BS, num_workers=2, prefetch_factor=4, seeder=s)
+    loader = IterableDataLoader(Counted(N), batch_size=BS, num_workers=2, prefetch_factor=4, seeder=s)
     it = iter(loader)
     for _ in range(3):  # worker 0 twice, worker 1 once; the workers have prefetched more
         next(it)
@@ -246,7 +246,7 @@ def test_shares_split_the_stream_by_worker_and_refuse_shuffle():
     assert sorted(int(r[0]) for r in rows) == list(range(N))
     assert seeder.stream_share() == seeder.StreamShare(0, 1, 0, 1, 0, 1, 0)  # outside a loader
     with pytest.raises(ValueError, match="takes no shuffle"):
-        DataLoader(Noisy(N), shuffle=True, seeder=s)
+        IterableDataLoader(Noisy(N), shuffle=True, seeder=s)
 
 
 def test_map_below_a_threaded_shuffle_warns():
@@ -255,10 +255,10 @@ def test_map_below_a_threaded_shuffle_warns():
     s.init(MASTER)
     ds = datasets.Dataset.from_dict({"x": list(range(8))}).to_iterable_dataset(num_shards=4)
     with pytest.warns(SeederWarning, match="Apply .map after .shuffle"):
-        DataLoader(ds.map(lambda e: e).shuffle(seed=1), seeder=s)
+        IterableDataLoader(ds.map(lambda e: e).shuffle(seed=1), seeder=s)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        DataLoader(ds.shuffle(seed=1).map(lambda e: e), seeder=s)
+        IterableDataLoader(ds.shuffle(seed=1).map(lambda e: e), seeder=s)
 
 
 # --------------------------------------------------------------------------- real processes

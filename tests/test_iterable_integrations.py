@@ -13,6 +13,7 @@ import seeder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "scripts"))
+from optional import need  # noqa: E402
 from stream_common import augment  # noqa: E402
 
 ITEMS, BS = 40, 8  # 5 steps an epoch
@@ -103,6 +104,39 @@ def test_a_trainer_stream_state_that_no_run_reaches_is_refused():
     assert epochs.earlier == 0
 
 
+# --------------------------------------------------------------------------------------------- DCP
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+def test_dcp_resumes_a_stream_bitwise_mid_epoch(tmp_path):
+    """seeder's state through torch.distributed.checkpoint (SeederStateful), a stream of 2 workers."""
+    import torch.distributed.checkpoint as dcp
+    from stream_common import Counted, flat
+
+    from seeder.integrations.dcp import SeederStateful
+
+    def build():
+        s = seeder.Seeder()
+        s.init(5)
+        return s, seeder.IterableDataLoader(Counted(23), batch_size=3, num_workers=2, seeder=s)
+
+    s, loader = build()
+    s.reseed(1, 0)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    dcp.save({"seeder": SeederStateful(s)}, checkpoint_id=str(tmp_path))
+    rest = [flat(b) for b in it]
+    s.reseed(1, 1)
+    rest += [flat(b) for b in loader]
+    t, again = build()
+    dcp.load({"seeder": SeederStateful(t)}, checkpoint_id=str(tmp_path))
+    assert again.batches_done == 3
+    got = []
+    for epoch in (0, 1):
+        t.reseed(1, epoch)  # skipped for epoch 0: the loaded state continues it
+        got += [flat(b) for b in again]
+    assert got == rest and len(rest) == 5 + 8
+
+
 # --------------------------------------------------------------------------------------------- Lightning
 def lightning_stream_loader(workers):
     """A stream of the Lightning tests' noisy items (random, NumPy and torch draws per item), sharded by seeder."""
@@ -117,7 +151,7 @@ def lightning_stream_loader(workers):
             for i in range(share.index, len(self.items), share.count):
                 yield self.items[i]
 
-    return seeder.DataLoader(Stream(), batch_size=BATCH, num_workers=workers)
+    return seeder.IterableDataLoader(Stream(), batch_size=BATCH, num_workers=workers)
 
 
 def lightning_hf_loader(workers):
@@ -130,7 +164,7 @@ def lightning_hf_loader(workers):
         x = torch.stack([b["x"] / 24, b["noise"], b["jitter"], b["r"], b["noise"] * b["r"], b["jitter"] - b["r"]], 1)
         return x.float(), (b["noise"] + b["r"] > 1).float()[:, None]
 
-    return seeder.DataLoader(hf_stream(24, shuffle=True), batch_size=BATCH, num_workers=workers, collate_fn=collate)
+    return seeder.IterableDataLoader(hf_stream(24, shuffle=True), batch_size=BATCH, num_workers=workers, collate_fn=collate)
 
 
 @pytest.mark.slow
@@ -142,7 +176,9 @@ def test_lightning_resumes_a_stream_bitwise_mid_epoch_and_at_its_end(tmp_path, w
     position after that batch: SeederCallback saves the position of what was trained. Steps 3, 5 and 9 are
     mid-epoch; step 6 is the epoch's last batch, taken before the stream has said that it ended. The ``datasets``
     stream (2 workers) is shuffled through a buffer and augmented by a ``.map`` that draws from the global RNGs."""
-    pytest.importorskip("lightning")
+    need("lightning", "SeederCallback")
+    if make is lightning_hf_loader:
+        need("datasets", "a datasets stream")
     import gc
 
     from lightning_common import run

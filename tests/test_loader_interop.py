@@ -6,11 +6,13 @@ import warnings
 import pytest
 import torch
 import torch.utils.data
-from torchdata.stateful_dataloader import StatefulDataLoader
 
 import seeder
 from seeder import DistributedSampler, SeededDataset, Seeder, SeederWarning
+from optional import need
 from test_loader import BS, MASTER, Noisy
+
+StatefulDataLoader = need("torchdata.stateful_dataloader", "StatefulDataLoader").StatefulDataLoader
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
@@ -105,8 +107,8 @@ def test_watch_loader_names_what_it_needs():
         def __iter__(self):
             return iter(range(4))
 
-    stream = seeder.DataLoader(Stream(), seeder=s)
-    assert seeder.watch_loader(stream) is stream  # a seeder.DataLoader needs no watch: returned as it is
+    stream = seeder.IterableDataLoader(Stream(), seeder=s)
+    assert seeder.watch_loader(stream) is stream  # a seeder loader needs no watch: returned as it is
 
 
 def test_complete_recipe_does_not_warn():

@@ -8,8 +8,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
 
+from optional import need
 from seeder.data.permutation import SMALL_N, FeistelPermutation, TablePermutation, keyed_permutation
 
 KEYS = (0, 1, 2**64 - 1, 0x9E3779B97F4A7C15, 123456789)
@@ -143,6 +143,7 @@ def test_fixed_points_are_poisson_1(source):
 @pytest.mark.parametrize("n", [64, 20_011])
 def test_position_uniformity(source, n):
     # The value at a given position, over many keys, is uniform over range(n).
+    stats = need("scipy.stats", "the chi-square test of uniformity")
     keys, bins = _keys(2000, salt=1), 16
     positions = [0, 1, n // 2, n - 1]
     values = np.array([SOURCES[source](n, k)[positions] for k in keys])
@@ -152,6 +153,7 @@ def test_position_uniformity(source, n):
 
 
 def _consecutive(values):
+    stats = need("scipy.stats", "the chi-square test of consecutive differences")
     n = len(values)
     v = values.astype(np.float64)
     z = np.corrcoef(v[:-1], v[1:])[0, 1] * math.sqrt(n)

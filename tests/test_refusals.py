@@ -13,6 +13,7 @@ import torch.utils.data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from optional import need_verify
 from seeder import DataLoader, DistributedSampler, Seeder, StateError, cli
 from seeder.derive import parse_master_seed
 from seeder.distributed import Topology, check_topology
@@ -273,6 +274,7 @@ def test_cli_integer_options_are_plain_ascii_digits_too(argv, capsys):
     ("seed=--seed '{seed}", "is not a valid template (No closing quotation)"),
 ])
 def test_verify_template_errors_name_the_template_and_its_fields(capsys, tmp_path, pair, shown):
+    need_verify(figures=False)
     assert cli.main(["verify", "--out", str(tmp_path / "out"), "--arg", pair, "--", "true"]) == 2
     err = capsys.readouterr().err
     name, _, template = pair.partition("=")

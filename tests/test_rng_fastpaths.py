@@ -1,4 +1,6 @@
-"""The fast paths of seeder.fastrng / seeder.rngs / seeder.derive are bit-exact with NumPy's and Python's slow paths."""
+"""The RNG adapters against the libraries' public state APIs: the checkpoint path uses nothing
+else, and the per-batch paths that read a private layout (seeder.fastrng: keep() and watcher())
+are bit-exact with them."""
 import random
 
 import numpy as np
@@ -26,9 +28,11 @@ def as_legacy(state):
             state["cached_gaussian"])
 
 
-def test_the_fast_legacy_access_is_in_use_here():
-    # CPython with NumPy >= 1.25: if this fails, state capture silently fell back to the ~50x slower path.
+def test_the_private_layouts_are_in_use_here():
+    # CPython with NumPy >= 1.25: if this fails, the per-batch copies fell back to the public path
+    # (10-50x slower).
     assert fastrng.legacy_access() is not None
+    assert fastrng.python_mt_view(random.Random(0)) is not None
 
 
 # a step that moves a RandomState: draws of every kind, including the Gaussian cache, and reseeds
@@ -225,9 +229,11 @@ def test_block_derivation_matches_seed_sequence(master, key, words, jumps):
         assert blocks.at(stream) == row == [int(w) for w in ref]
 
 
-def test_copies_put_back_every_global_rng_exactly():
-    """copy_state / put_back of python, NumPy (Gaussian caches set) and torch: the same draws afterwards."""
-    from seeder.rngbase import put_back_states, save_states
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_copies_put_back_every_global_rng_exactly(per_batch):
+    """copy_state / put_back (public) and keep() (per batch) of python, NumPy (Gaussian caches
+    set) and torch: the same draws afterwards."""
+    from seeder.rngbase import keep_states, put_back_states, restore_states, save_states
 
     adapters = global_adapters()[:3]
 
@@ -239,26 +245,26 @@ def test_copies_put_back_every_global_rng_exactly():
     random.gauss(0, 1)  # gauss_next set
     np.random.seed(4)
     np.random.standard_normal()  # has_gauss set
-    saved = save_states(adapters)
+    saved = keep_states(adapters) if per_batch else save_states(adapters)
     want = draws()
     for a in adapters:
         a.seed(99)
     draws()
-    assert put_back_states(saved, strict=True) == []
+    assert (restore_states if per_batch else put_back_states)(saved, strict=True) == []
     assert draws() == want
 
 
 def test_numpy_put_back_after_the_global_bit_generator_was_replaced():
-    """A copy of NumPy's global RNG goes into whatever bit generator is global when it is put back."""
+    """A per-batch copy of NumPy's global RNG goes into the bit generator global at put-back."""
     adapter = NumpyRandomStateAdapter()
     original = np.random.get_bit_generator()
     np.random.seed(8)
     np.random.standard_normal()
-    snap = adapter.copy_state()
+    restore = adapter.keep()
     want = np.random.get_state()
     np.random.set_bit_generator(np.random.MT19937(1))
     try:
-        adapter.put_back(snap)
+        restore()
         got = np.random.get_state()
         assert got[0] == want[0] and np.array_equal(got[1], want[1]) and got[2:] == want[2:]
     finally:
@@ -281,3 +287,98 @@ def test_python_state_is_the_same_read_fast_or_through_getstate():
         adapter.check_state(state, "python")
         adapter.set_state(state)
         assert [rng.random() for _ in range(3)] + [rng.gauss(0, 1)] == want
+
+
+@pytest.fixture
+def no_private_layouts(monkeypatch):
+    """Make every use of a private layout fail loudly: what the checkpoint path must never reach."""
+    import seeder.rngs
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the checkpoint path read a private layout")
+
+    monkeypatch.setattr(seeder.rngs, "python_mt_view", refuse)
+    monkeypatch.setattr(seeder.rngs, "legacy_access", refuse)
+
+
+def test_the_checkpoint_path_uses_public_state_apis_only(no_private_layouts):
+    """state_dict, load_state_dict (validation, rollback copies, a failed load put back) touch no
+    private layout."""
+    import seeder
+
+    s = seeder.Seeder()
+    s.init(5)
+    s.register_generator(random.Random(1))
+    s.register_generator(np.random.RandomState(2))
+    random.gauss(0, 1)
+    np.random.standard_normal()
+    state = s.state_dict()
+    want = (random.random(), np.random.random(), torch.rand(1).item())
+    s.load_state_dict(state)
+    bad = {**state, "rngs": {**state["rngs"], "torch": state["rngs"]["torch"].clone()}}
+    bad["rngs"]["torch"][12:16] = 0  # 'seeded' 0: refused before anything is set
+    with pytest.raises(StateError):
+        s.load_state_dict(bad)
+    assert (random.random(), np.random.random(), torch.rand(1).item()) == want
+
+
+PY_STEP = st.one_of(st.tuples(st.just("random"), st.integers(0, 700)),
+                    st.tuples(st.just("gauss"), st.integers(0, 3)),
+                    st.tuples(st.just("bits"), st.sampled_from([32, 32 * 624, 32 * 625])),
+                    st.tuples(st.just("seed"), st.integers(0, 2**64)))
+
+
+def move_python(rng, step):
+    if step[0] == "random":
+        for _ in range(step[1]):
+            rng.random()
+    elif step[0] == "gauss":
+        for _ in range(step[1]):
+            rng.gauss(0, 1)
+    elif step[0] == "bits":
+        rng.getrandbits(step[1])
+    else:
+        rng.seed(step[1])
+
+
+@FAST
+@given(before=st.lists(PY_STEP, max_size=4), drawn=st.lists(PY_STEP, min_size=1, max_size=4))
+def test_python_keep_and_watcher_match_getstate(before, drawn):
+    """keep() reads CPython's layout in place: what it puts back is getstate()'s state; the watcher
+    sees any draw."""
+    rng = random.Random(3)
+    adapter = PythonRandomAdapter(rng)
+    for step in before:
+        move_python(rng, step)
+    want, watch = rng.getstate(), adapter.watcher()
+    restore, seen = adapter.keep(), watch()
+    assert adapter._view is not None  # the private path, not the public fallback
+    for step in drawn:
+        move_python(rng, step)
+    assert watch() != seen or rng.getstate() == want  # a draw is seen
+    restore()
+    assert rng.getstate() == want and watch() == seen
+
+
+@FAST
+@given(before=st.lists(STEP, max_size=4), drawn=st.lists(STEP, min_size=1, max_size=4),
+       which=st.sampled_from(["global", "instance"]))
+def test_numpy_keep_and_watcher_match_get_state(before, drawn, which):
+    """keep() reads NumPy's key, position and Gaussian cache in place: what it puts back is
+    get_state()'s state."""
+    saved = np.random.get_state()
+    try:
+        rs = np.random.mtrand._rand if which == "global" else np.random.RandomState(7)
+        adapter = NumpyRandomStateAdapter(None if which == "global" else rs)
+        for step in before:
+            move(rs, step)
+        want, watch = legacy(rs), adapter.watcher()
+        restore, seen = adapter.keep(), watch()
+        assert adapter._fast is not None  # the private path, not the public fallback
+        for step in drawn:
+            move(rs, step)
+        assert watch() != seen or legacy(rs) == want  # a draw is seen
+        restore()
+        assert legacy(rs) == want and str(rs.get_state()[4]) == str(want[4]) and watch() == seen
+    finally:
+        np.random.set_state(saved)

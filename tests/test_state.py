@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from seeder import Seeder, SeederWarning, StateError, digest
+from seeder import DistributedSampler, Seeder, SeederWarning, StateError, digest
 from seeder.state import GATHERED_FORMAT
 
 
@@ -459,8 +459,12 @@ def test_world_change_is_an_error_unless_allowed(gathered):
     s.init(None)  # the checkpoint's master seed wins
     s.reseed(0, 0)
     before = digest([random.getstate(), np.random.get_state(), torch.get_rng_state()])
-    with pytest.raises(StateError, match="allow_world_change=True"):
+    with pytest.raises(StateError, match="allow_world_change=True") as refused:
         s.load_state_dict(state)
+    text = str(refused.value)  # each way on, with what it does
+    assert "continues from the next epoch boundary" in text and "resume inside an epoch" in text
+    assert "an elastic loader (seeder.ElasticDataLoader; elastic=True" in text
+    assert "mid-epoch" in text
     s.load_state_dict(state, allow_world_change=True)
     assert digest([random.getstate(), np.random.get_state(), torch.get_rng_state()]) == before  # RNGs not taken
     assert s.get_master_seed() == 77 and s.last_reseed == (1, 4)
@@ -586,3 +590,23 @@ def test_the_saved_participants_follow_joins_leaves_and_a_participant_that_is_go
     assert s.stateful() == {} and s.generators() == []
     s.reseed(1, 0)
     assert s.state_dict()["participants"] == {}
+
+
+def test_a_refusal_for_per_rank_participants_names_each_way_on():
+    """A sampler keeps one rank's state: the refusal says what allow_world_change and an elastic
+    loader each do."""
+    two = Seeder()
+    two.init(5, ngpus=2, rank=0)
+    kept = DistributedSampler(range(8), seeder=two)
+    two.reseed(1, 0)
+    state = two.state_dict()
+    one = Seeder()
+    one.init(5)
+    sampler = DistributedSampler(range(8), seeder=one)
+    with pytest.raises(StateError, match="world of 2") as refused:
+        one.load_state_dict(state)
+    text = str(refused.value)
+    assert "allow_world_change=True" in text and "continue from the next epoch boundary" in text
+    assert "an elastic loader (seeder.ElasticDataLoader; elastic=True" in text
+    assert "resumes mid-epoch on any world size" in text
+    assert kept is not None and sampler is not None

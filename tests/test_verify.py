@@ -10,13 +10,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats as sst
 
-from seeder.verify import Contract, Metrics, parse_metrics, read_metrics
-from seeder.verify import stats
-from seeder.verify.analysis import analyze_compare, analyze_verify
-from seeder.verify.report import markdown, table
-from seeder.verify.session import MARKER, OutputDirError, prepare_out, write_json
+from optional import need_verify
+
+need_verify(figures=False)
+from scipy import stats as sst  # noqa: E402
+
+from seeder.verify import Contract, Metrics, parse_metrics, read_metrics  # noqa: E402
+from seeder.verify import stats  # noqa: E402
+from seeder.verify.analysis import analyze_compare, analyze_verify  # noqa: E402
+from seeder.verify.report import markdown, table  # noqa: E402
+from seeder.verify.session import MARKER, OutputDirError, prepare_out, write_json  # noqa: E402
 
 
 def m(values, start=0, per_epoch=4, digest=None):

@@ -7,10 +7,12 @@ import sys
 import pytest
 
 from helpers import REPO_ROOT
-from seeder.verify import CompareConfig, VerifyConfig, compare, verify
+from optional import need, need_verify
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+need_verify(figures=True)  # the notebook plots with matplotlib
+nbformat = need("nbformat", "running the notebook")
+nbclient = need("nbclient", "running the notebook")
+from seeder.verify import CompareConfig, VerifyConfig, compare, verify  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,11 @@ import time
 import pytest
 
 from helpers import REPO_ROOT, child_env, run_python, sigint_as_in_a_terminal
-from seeder.verify import Contract, RunSpec, run_all
-from seeder.verify import CompareConfig, VerifyConfig, compare, verify
+from optional import need_verify
+
+need_verify(figures=False)  # the test that draws figures asks for matplotlib itself
+from seeder.verify import Contract, RunSpec, run_all  # noqa: E402
+from seeder.verify import CompareConfig, VerifyConfig, compare, verify  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +41,7 @@ def handed_off(handoff, monkeypatch):
 
 
 def test_verify_toy_passes_with_figures_and_per_run_output(tmp_path):
+    need_verify(figures=True)
     rep = verify(VerifyConfig(command=toy(), out=tmp_path / "v", epochs=2, repeats=2, jobs=2, progress=False))
     assert rep["verdict"] == "PASS", rep["reasons"]
     out = tmp_path / "v"

@@ -90,10 +90,6 @@ class ElasticDataLoader(DataLoader):
     seeder_elastic = True  # seeder.participant.Elastic: a global state, loads on any world size
     joins_when_built = False  # joins at the end of __init__, once its batch sampler is in place
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "ElasticDataLoader":
-        # Always this class (seeder.DataLoader's __new__ hands an IterableDataset to another one; __init__ refuses it).
-        return torch.utils.data.DataLoader.__new__(cls)
-
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Any = None, pin_memory: bool = False,
                  drop_last: bool = False, *args: Any, seeder: Optional[Seeder] = None,

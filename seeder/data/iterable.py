@@ -1,12 +1,11 @@
-"""``seeder.DataLoader`` over an ``IterableDataset``: exact mid-epoch resume of a stream.
+"""``seeder.IterableDataLoader``: exact mid-epoch resume of a stream (an ``IterableDataset``).
 
-``seeder.DataLoader(iterable_dataset, ...)`` builds an :class:`IterableLoader`. Its workers
-(:class:`seeder.data.streams.WorkerStream`) seed every batch from (master seed, epoch, rank,
-worker, batches produced) and send each batch with the dataset's state right after it.
-The main process hands batches out in a fixed round robin over the workers (worker
-``0, 1, ..., 0, 1, ...``, an exhausted worker skipped), whatever order they arrive in,
-and keeps, per worker, the state as of the last batch *handed to the training loop*:
-prefetched batches are not in the state, and a resumed loader produces them again.
+Its workers (:class:`seeder.data.streams.WorkerStream`) seed every batch from (master seed,
+epoch, rank, worker, batches produced) and send each batch with the dataset's state right
+after it. The main process hands batches out in a fixed round robin over the workers (worker
+``0, 1, ..., 0, 1, ...``, an exhausted worker skipped), whatever order they arrive in, and
+keeps, per worker, the state as of the last batch *handed to the training loop*: prefetched
+batches are not in the state, and a resumed loader produces them again.
 
 * Sharding: a ``datasets.IterableDataset`` is split by global rank with
   ``datasets.distributed.split_dataset_by_node`` and by worker by ``datasets`` itself
@@ -16,7 +15,8 @@ prefetched batches are not in the state, and a resumed loader produces them agai
 * Resume is exact with the same ``num_workers``, ``batch_size``, ``drop_last`` and world
   size (another ``num_workers`` raises :class:`seeder.StateError`): from the dataset's
   own ``load_state_dict`` (O(1)) where it has one, else by a counted replay of the
-  batches each worker had produced (see :mod:`seeder.data.streams`).
+  batches each worker had produced (see :mod:`seeder.data.streams`). A state is checked
+  whole before it loads (:mod:`seeder.data._stream_checks`).
 
 Example:
     >>> import torch, seeder
@@ -24,9 +24,10 @@ Example:
     ...     def __iter__(self):
     ...         return (torch.rand(1).item() for _ in range(6))
     >>> s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
-    >>> loader = seeder.DataLoader(Noise(), batch_size=2, seeder=s)
+    >>> loader = seeder.IterableDataLoader(Noise(), batch_size=2, seeder=s)
     >>> it = iter(loader); first = next(it); state = loader.state_dict(); rest = list(it)
-    >>> again = seeder.DataLoader(Noise(), batch_size=2, seeder=s); again.load_state_dict(state)
+    >>> again = seeder.IterableDataLoader(Noise(), batch_size=2, seeder=s)
+    >>> again.load_state_dict(state)
     >>> all(torch.equal(a, b) for a, b in zip(again, rest)), len(rest)
     (True, 2)
 """
@@ -35,30 +36,30 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional
+from typing import Any, Callable, Deque, Dict, Iterator, Optional
 
 import torch
 import torch.utils.data
 from torch.utils.data import default_collate, default_convert
 
-from ..checks import check_int, check_state_header, is_int
+from ..checks import check_int
 from ..core import Seeder
 from ..default import UsesSeeder, check_seeder, resolve_seeder
 from ..derive import TRAIN_TASK
+from ..distributed import refuse_in_worker
 from ..errors import StateError
-from ..rngbase import next_keeping
-from .streams import WorkerStream, keep_batch, set_epoch_of, warn_threaded_maps
-from .workers import SeedSource, dataloader_generator, fetch_adapters
+from ._stream_iter import StreamIter
+from ._stream_checks import STREAM_STATE_VERSION, check_stream_state, run_epoch
+from .streams import (WorkerStream, check_dataset_state, keep_batch, set_epoch_of,
+                      warn_threaded_maps)
+from .workers import SeedSource, dataloader_generator
 
-__all__ = ["IterableLoader", "STREAM_STATE_VERSION"]
+__all__ = ["IterableDataLoader"]
 
 logger = logging.getLogger("seeder")
 
-STREAM_STATE_VERSION = 1
-#: Positions kept behind the newest, for :meth:`IterableLoader.state_dict_at` (a framework fetches a few batches ahead).
+#: Positions kept behind the newest, for :meth:`IterableDataLoader.state_dict_at` (a framework fetches a few batches ahead).
 KEPT_POSITIONS = 8
-_KEYS = frozenset({"format", "version", "epoch", "batch", "next_worker", "complete", "workers", "num_workers",
-                   "batch_size", "drop_last", "world_size"})
 
 
 def _fresh(epoch: int, workers: int) -> Dict[str, Any]:
@@ -88,61 +89,34 @@ def _showing(loader: Any, dataset: Any) -> Iterator[None]:
         object.__setattr__(loader, "dataset", user)
 
 
-class _StreamIter:
-    """What ``iter(loader)`` returns: batches in the loader's round robin over workers, recorded as handed out."""
+class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
+    """A ``torch.utils.data.DataLoader`` over an ``IterableDataset`` that resumes bit for bit.
 
-    def __init__(self, loader: "IterableLoader", inner: Any, progress: Dict[str, Any], token: object):
-        self._loader, self._inner, self._progress, self._token = loader, inner, progress, token
-        self._workers = len(progress["workers"])
-        self._queues: List[Deque[Any]] = [collections.deque() for _ in range(self._workers)]
-        self._restore = fetch_adapters() if loader.num_workers == 0 else []
+    Args:
+        dataset: a ``torch.utils.data.IterableDataset`` (a ``datasets.IterableDataset`` too); a
+            map-style dataset raises ``TypeError`` (its loader is :class:`seeder.DataLoader`).
+        batch_size, drop_last, collate_fn, num_workers, persistent_workers, pin_memory,
+            prefetch_factor, timeout, worker_init_fn, multiprocessing_context, generator: as
+            in torch.
+        shuffle, sampler, batch_sampler: refused (``ValueError``): a stream's order is its own.
+        seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
+        task: the reseed task whose epoch it follows (1).
 
-    def __iter__(self) -> "_StreamIter":
-        return self
+    Raises:
+        TypeError: a map-style dataset.
+        ValueError: ``shuffle``, ``sampler``, ``batch_sampler``; a bad ``batch_size`` or
+            ``num_workers``.
+        RuntimeError: the seeder is not initialised (the stream is sharded by global rank).
 
-    def _pull(self) -> None:
-        batch, record = next_keeping(self._restore, self._inner)  # main process produces: the loop's streams stay
-        self._queues[record["worker"]].append((batch, record))
+    A state is checked whole before it loads (:meth:`check_state_dict`); an iterator started
+    before :meth:`load_state_dict` raises at its next batch.
 
-    def __next__(self) -> Any:
-        progress = self._progress
-        live = self._loader.live_token is self._token
-        while not progress["complete"]:
-            w = progress["next_worker"]
-            records = progress["workers"]
-            if records[w]["done"]:
-                progress["next_worker"] = (w + 1) % self._workers
-                continue
-            if not self._queues[w]:
-                try:
-                    self._pull()
-                except StopIteration:  # every worker ends with an end record: this is a worker that died quietly
-                    raise RuntimeError(f"seeder.DataLoader: worker {w} stopped without its end record; "
-                                       "the epoch is incomplete") from None
-                continue
-            batch, record = self._queues[w].popleft()
-            progress = dict(progress, workers=list(records), next_worker=(w + 1) % self._workers)
-            if record.get("end"):
-                progress["workers"][w] = dict(records[w], done=True)
-                progress["complete"] = all(r["done"] for r in progress["workers"])
-            else:
-                progress["workers"][w] = {"produced": record["produced"], "state": record["state"], "done": False}
-                progress["batch"] += 1
-            self._progress = progress
-            if live:
-                self._loader.handed(progress)
-            if not record.get("end"):
-                return batch
-        raise StopIteration
-
-
-class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
-    """``seeder.DataLoader`` for an ``IterableDataset`` (what ``seeder.DataLoader(iterable, ...)`` returns).
-
-    ``batch_size``, ``drop_last``, ``collate_fn``, ``num_workers``, ``persistent_workers``,
-    ``pin_memory``, ``prefetch_factor`` as in torch; ``shuffle``/``sampler``/``batch_sampler``
-    raise ``ValueError`` (a stream's order is the dataset's). ``task`` is the reseed task
-    whose epoch it follows (1).
+    >>> import torch, seeder
+    >>> class Count(torch.utils.data.IterableDataset):
+    ...     def __iter__(self): return iter(range(5))
+    >>> s = seeder.Seeder(); s.init(0)
+    >>> [b.tolist() for b in IterableDataLoader(Count(), batch_size=2, seeder=s)]
+    [[0, 1], [2, 3], [4]]
     """
 
     seeder_kind = "loader"
@@ -153,13 +127,18 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
                  generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, task: int = TRAIN_TASK,
                  **kwargs: Any) -> None:
+        if not isinstance(dataset, torch.utils.data.IterableDataset):
+            raise TypeError(f"seeder.IterableDataLoader takes a torch.utils.data.IterableDataset "
+                            f"(a stream), got {type(dataset).__name__}: use seeder.DataLoader for "
+                            "a map-style dataset (with __getitem__ and __len__)")
         if shuffle or sampler is not None or batch_sampler is not None:
-            raise ValueError(f"seeder.DataLoader over the IterableDataset {type(dataset).__name__} takes no shuffle, sampler "
-                             "or batch_sampler: a stream's order is the dataset's own (use datasets' .shuffle(seed, "
-                             "buffer_size) or shuffle inside __iter__ with the global RNGs, which seeder seeds per batch)")
-        seeder = resolve_seeder(check_seeder(seeder))  # seeder.DataLoader passes the default one
+            raise ValueError(f"seeder.IterableDataLoader over {type(dataset).__name__} takes no "
+                             "shuffle, sampler or batch_sampler: a stream's order is the dataset's "
+                             "own (use datasets' .shuffle(seed, buffer_size) or shuffle inside "
+                             "__iter__ with the global RNGs, which seeder seeds per batch)")
+        seeder = resolve_seeder(check_seeder(seeder))
         if not seeder.initialized:
-            raise RuntimeError("seeder.DataLoader over an IterableDataset shards by global rank: call "
+            raise RuntimeError("seeder.IterableDataLoader shards its stream by global rank: call "
                                "seeder.init(master_seed=...) before building it")
         if batch_size is not None:
             batch_size = check_int(batch_size, "batch_size", low=1)
@@ -180,6 +159,7 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._resume: Optional[Dict[str, Any]] = None
         self._generation = 0
         self._live_token: Optional[object] = None
+        self._loads = 0  # load_state_dict calls: an iterator started before the last one stops
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         super().__init__(self._stream, batch_size=None, num_workers=num_workers, collate_fn=keep_batch,
@@ -198,6 +178,11 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
     def live_token(self) -> Optional[object]:
         """Identifies the newest iterator; only it moves the position."""
         return self._live_token
+
+    @property
+    def loads(self) -> int:
+        """How many times :meth:`load_state_dict` was called (an older iterator is stale)."""
+        return self._loads
 
     @property
     def batches_done(self) -> int:
@@ -225,7 +210,7 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
         stream.resume = {"generation": self._generation, "workers": progress["workers"]} if progress["batch"] or \
             progress["complete"] or any(r["done"] for r in progress["workers"]) else None
         if progress["complete"]:
-            logger.info("seeder.DataLoader: epoch %d was complete in the loaded state; nothing left to yield", epoch)
+            logger.info("seeder.IterableDataLoader: epoch %d was complete in the loaded state; nothing left to yield", epoch)
         token = object()
         self._live_token = token
         self._progress = progress
@@ -233,7 +218,7 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._kept.append(progress)
         with _showing(self, self._stream):  # torch's iterators read loader.dataset: give them the worker stream
             inner = super().__iter__()
-        return _StreamIter(self, inner, progress, token)
+        return StreamIter(self, inner, progress, token)
 
     # --------------------------------------------------------------- seeder
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
@@ -248,7 +233,7 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
         >>> class Count(torch.utils.data.IterableDataset):
         ...     def __iter__(self): return iter(range(5))
         >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = seeder.DataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it)
+        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it)
         >>> st = loader.state_dict(); st["batch"], st["workers"]
         (1, [{'produced': 1, 'state': None, 'done': False}])
         """
@@ -269,7 +254,7 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
         >>> class Count(torch.utils.data.IterableDataset):
         ...     def __iter__(self): return iter(range(6))
         >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = seeder.DataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it); _ = next(it)
+        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it); _ = next(it)
         >>> loader.state_dict_at(1)["batch"], loader.state_dict()["batch"]
         (1, 2)
         """
@@ -280,7 +265,7 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
                     return self._state_of(progress)
         if self.batches_done == batches_done:
             return self.state_dict()
-        raise StateError(f"seeder.DataLoader: the position after {batches_done} batch(es) of epoch {self._epoch} is not "
+        raise StateError(f"seeder.IterableDataLoader: the position after {batches_done} batch(es) of epoch {self._epoch} is not "
                          f"kept (it stands at {self.batches_done}; the last {KEPT_POSITIONS} positions of the live "
                          "iterator are); save the state within that many batches of the newest one handed out")
 
@@ -290,36 +275,44 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
                 "batch_size": self.batch_size, "drop_last": self.drop_last, "world_size": self._stream.world_size}
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder.StateError` if ``state`` does not fit this loader; change nothing."""
-        check_state_header(state, "seeder.stream_loader", STREAM_STATE_VERSION, _KEYS, "seeder.DataLoader (iterable)",
-                           "seeder.DataLoader")
-        have = {"num_workers": self.num_workers, "batch_size": self.batch_size, "drop_last": self.drop_last,
-                "world_size": self._stream.world_size}
-        for name, value in have.items():
-            if state[name] != value:
-                raise StateError(f"the seeder.DataLoader state was saved with {name}={state[name]!r}, this loader has "
-                                 f"{value!r}: each worker's stream is its own shard of the data, so resume with the same "
-                                 "num_workers, batch_size, drop_last and world size")
-        workers = state["workers"]
-        if not isinstance(workers, list) or len(workers) != max(self.num_workers, 1):
-            raise StateError("seeder.DataLoader state['workers'] must list one record per worker; the state is corrupt")
-        for r in workers:
-            if not (isinstance(r, dict) and set(r) == {"produced", "state", "done"} and is_int(r["produced"])
-                    and r["produced"] >= 0 and isinstance(r["done"], bool)):
-                raise StateError(f"seeder.DataLoader worker record {r!r} is not {{'produced', 'state', 'done'}}; "
-                                 "the state is corrupt")
-        nxt = state["next_worker"]
-        if not (is_int(state["epoch"]) and state["epoch"] >= 0 and is_int(nxt) and 0 <= nxt < len(workers)
-                and is_int(state["batch"]) and isinstance(state["complete"], bool)):
-            raise StateError("seeder.DataLoader state epoch/batches/next_worker/complete are out of range; "
-                             "the state is corrupt")
+        """Raise :class:`seeder.StateError` unless this loader can continue from ``state``.
+
+        Changes nothing.
+
+        Checked whole: the layout (``num_workers``, ``batch_size``, ``drop_last``, world size),
+        the position (``batch``, per-worker progress, ``next_worker`` and ``complete`` must be a
+        position of the round robin), the epoch (inside ``seeder.load_state_dict``: the one its
+        last reseed puts this loader in) and each worker's dataset state (the dataset's
+        ``check_state_dict``, else loaded into a copy of the dataset).
+
+        >>> import torch, seeder
+        >>> class Count(torch.utils.data.IterableDataset):
+        ...     def __iter__(self): return iter(range(5))
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
+        >>> loader.check_state_dict({**loader.state_dict(), "batch": -5})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        seeder.errors.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
+        """
+        layout = {"num_workers": self.num_workers, "batch_size": self.batch_size,
+                  "drop_last": self.drop_last, "world_size": self._stream.world_size}
+        stream = self._stream
+
+        def check_dataset(worker: int, dataset_state: Any) -> None:
+            check_dataset_state(stream.dataset, dataset_state, int(state["epoch"]), worker)
+
+        check_stream_state(state, layout, run_epoch(self._seeder, self._task), check_dataset)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet handed out.
 
-        Validates first; a bad state raises :class:`seeder.StateError` and changes nothing.
-        Persistent workers already running are stopped (they hold the old position).
+        Validates first (:meth:`check_state_dict`); a bad state raises :class:`seeder.StateError`
+        and changes nothing. An iterator started before the load raises at its next batch
+        (call ``iter(loader)`` again); persistent workers already running are stopped (they hold
+        the old position).
         """
+        refuse_in_worker("seeder.IterableDataLoader.load_state_dict()")
         self.check_state_dict(state)
         progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
         progress["workers"] = [dict(r) for r in state["workers"]]
@@ -327,8 +320,9 @@ class IterableLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._resume = progress
         self._progress = progress
         self._live_token = None
+        self._loads += 1
         self._iterator = None  # torch's persistent iterator holds workers with the old position
 
     def __repr__(self) -> str:
-        return (f"seeder.DataLoader(<iterable {type(self.dataset).__name__}>, batch_size={self.batch_size}, "
+        return (f"seeder.IterableDataLoader(<{type(self.dataset).__name__}>, batch_size={self.batch_size}, "
                 f"num_workers={self.num_workers}, epoch={self._epoch})")

@@ -45,7 +45,6 @@ from ..internals import require
 from ..rngbase import next_keeping
 from ._discardwatch import FIRST_WATCHED, DiscardWatch
 from .batches import BatchKeys, BatchSeedingDataset
-from .iterable import IterableLoader
 from .loader_checks import check_batch_count, check_loader_args, refuse_elastic
 from ..distributed import refuse_in_worker
 from .sampler import DistributedSampler
@@ -141,14 +140,6 @@ def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[b
     return sampler, batch_size, drop_last
 
 
-def _new_loader(cls: type, dataset: Any = None, *args: Any, **kwargs: Any) -> Any:
-    """``DataLoader.__new__``: an ``IterableLoader`` for an ``IterableDataset``."""
-    refuse_elastic(kwargs)
-    if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream: its own loader (docs/dataloader.md)
-        return IterableLoader(dataset, *args, **{**kwargs, "seeder": resolve_seeder(kwargs.get("seeder"))})
-    return torch.utils.data.DataLoader.__new__(cls)
-
-
 class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
@@ -160,7 +151,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
       ``torch.utils.data.DataLoader`` for it, and see ``docs/dataloader.md``).
     * ``seeder=``: a :class:`seeder.Seeder` other than the default one.
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
-    * An ``IterableDataset`` gets a :class:`seeder.data.iterable.IterableLoader` (see its docs).
+    * An ``IterableDataset`` raises ``TypeError``: its loader is :class:`seeder.IterableDataLoader`.
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
     * ``elastic=`` raises ``TypeError``: :class:`seeder.ElasticDataLoader` is the elastic loader (docs/elastic.md).
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
@@ -184,14 +175,19 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     #: state waiting for this loader is handed over as it joins).
     joins_when_built = True
 
-    __new__ = _new_loader  # an IterableDataset gets an IterableLoader
-
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
                  batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
                  generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
         refuse_elastic(kwargs)
+        if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream has its own class
+            name = type(dataset).__name__
+            raise TypeError(f"seeder.DataLoader takes a map-style dataset (with __getitem__ and "
+                            f"__len__), got the IterableDataset {name}: use "
+                            f"seeder.IterableDataLoader({name}(...), batch_size=..., "
+                            "num_workers=...) for a stream (the same arguments, no shuffle or "
+                            "sampler), which resumes it exactly")
         require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")  # _get_iterator relies on
         seeder = resolve_seeder(seeder)
         shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,

@@ -1,4 +1,4 @@
-"""The worker side of ``seeder.DataLoader`` over an ``IterableDataset``: shares, per-batch seeds, states.
+"""The worker side of :class:`seeder.IterableDataLoader`: shares, per-batch seeds, states.
 
 * :func:`stream_share` tells a plain iterable dataset which part of the data is its own:
   ``StreamShare(index, count, ...)`` with ``index = rank * num_workers + worker`` and
@@ -23,6 +23,7 @@ Example:
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import time
@@ -34,11 +35,11 @@ import torch
 import torch.utils.data
 
 from ..derive import MAX_KEY, Domain, stream_seeds
-from ..errors import SeederWarning
+from ..errors import SeederWarning, StateError
 from .workers import SeedSource, seed_globals
 
 __all__ = ["StreamShare", "stream_share", "WorkerStream", "is_stateful", "REPLAY_LOG_EVERY", "keep_batch", "set_epoch_of",
-           "warn_threaded_maps"]
+           "warn_threaded_maps", "check_dataset_state"]
 
 logger = logging.getLogger("seeder")
 
@@ -64,8 +65,8 @@ _CURRENT: List[Optional[StreamShare]] = [None]
 def stream_share() -> StreamShare:
     """This rank's and worker's share of an iterable dataset, for its ``__iter__`` to call.
 
-    Under ``seeder.DataLoader`` it is the loader's global rank, worker and epoch; elsewhere,
-    torch's worker info and rank 0 of 1.
+    Under :class:`seeder.IterableDataLoader` it is the loader's global rank, worker and epoch;
+    elsewhere, torch's worker info and rank 0 of 1.
 
     >>> import torch, seeder
     >>> class Numbers(torch.utils.data.IterableDataset):
@@ -73,7 +74,7 @@ def stream_share() -> StreamShare:
     ...         share = seeder.stream_share()
     ...         return iter(range(share.index, 10, share.count))
     >>> s = seeder.Seeder(); s.init(0)
-    >>> [b.tolist() for b in seeder.DataLoader(Numbers(), batch_size=4, seeder=s)]
+    >>> [b.tolist() for b in seeder.IterableDataLoader(Numbers(), batch_size=4, seeder=s)]
     [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     """
     current = _CURRENT[0]
@@ -97,6 +98,66 @@ def is_stateful(dataset: Any) -> bool:
     if not type(dataset).__module__.startswith("datasets."):
         return True
     return not any(type(n).__name__ == "BufferShuffledExamplesIterable" for n in _below(dataset._ex_iterable))
+
+
+def check_dataset_state(dataset: Any, state: Any, epoch: int, worker: int) -> None:
+    """Raise :class:`seeder.StateError` unless ``state`` (a worker's dataset state) fits it.
+
+    The dataset's own ``check_state_dict(state)`` decides where it has one; otherwise ``state``
+    is loaded into a copy of the dataset (the dataset itself is not touched; a dataset that
+    cannot be copied is checked at its worker's first batch). A ``datasets`` stream applies
+    its state only at its next ``__iter__`` and ignores one of another epoch: its state must
+    be ``{"examples_iterable": dict, "epoch": epoch}``.
+
+    Args:
+        dataset: the loader's dataset (split by rank where seeder splits it).
+        state: the dataset state saved for ``worker``.
+        epoch: the epoch of the loader state that holds it.
+        worker: the worker it belongs to (named in the message).
+
+    Raises:
+        StateError: the dataset rejects ``state``, or it keeps no state at all.
+
+    >>> check_dataset_state([1, 2], {"pos": 1}, 0, 0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    seeder.errors.StateError: worker 0's saved dataset state does not fit list: list has no ...
+    """
+    name = type(dataset).__name__
+    fix = "the state is corrupt or from another dataset: resume with the dataset it was saved with"
+    if not is_stateful(dataset):
+        raise StateError(f"worker {worker}'s saved dataset state does not fit {name}: {name} has "
+                         f"no state_dict()/load_state_dict(), so its workers keep none; {fix}")
+    if type(dataset).__module__.startswith("datasets."):
+        if not (isinstance(state, dict) and set(state) == {"examples_iterable", "epoch"}
+                and isinstance(state["examples_iterable"], dict) and state["epoch"] == epoch):
+            raise StateError(f"worker {worker}'s saved datasets state {state!r:.200} is not a "
+                             f"datasets.IterableDataset state of epoch {epoch} "
+                             f"({{'examples_iterable': ..., 'epoch': {epoch}}}); {fix}")
+        return  # its load_state_dict keeps the state until the next __iter__: a copy checks nothing
+    own = getattr(dataset, "check_state_dict", None)
+    try:
+        if callable(own):
+            own(state)
+            return
+        trial = copy.deepcopy(dataset)
+    except StateError:
+        raise
+    except Exception as exc:  # whatever a dataset raises for a state it cannot take: whose, and why
+        if callable(own):
+            raise StateError(f"worker {worker}'s saved dataset state {state!r:.200} is refused by "
+                             f"{name}.check_state_dict ({type(exc).__name__}: {exc}); "
+                             f"{fix}") from exc
+        logger.debug("seeder.IterableDataLoader: %s cannot be copied (%s) to check a saved state; "
+                     "a state it rejects raises at the worker's first batch", name, exc)
+        return
+    try:
+        trial.load_state_dict(copy.deepcopy(state))
+    except StateError:
+        raise
+    except Exception as exc:  # whatever a dataset raises for a state it cannot take: whose, and why
+        raise StateError(f"worker {worker}'s saved dataset state {state!r:.200} does not load into "
+                         f"{name} ({type(exc).__name__}: {exc}); {fix}") from exc
 
 
 def _below(node: Any) -> Iterator[Any]:
@@ -160,6 +221,14 @@ def set_epoch_of(dataset: Any, epoch: int) -> None:
         set_epoch(epoch)
 
 
+def _unloadable(dataset: Any, worker: int, state: Any, exc: BaseException) -> StateError:
+    """The error for a dataset that fails as it resumes from a saved state: whose, what to do."""
+    return StateError(f"seeder.IterableDataLoader: worker {worker}'s {type(dataset).__name__} "
+                      f"raised {type(exc).__name__}: {exc} resuming from its saved dataset state "
+                      f"{state!r:.200}; if the state is corrupt or from another dataset, resume "
+                      "with the dataset it was saved with")
+
+
 class WorkerStream(torch.utils.data.IterableDataset):
     """The user's iterable dataset, batched, seeded per batch and with its state after each batch.
 
@@ -195,20 +264,25 @@ class WorkerStream(torch.utils.data.IterableDataset):
         if record["done"]:
             yield None, end
             return
-        master, _, _, gens = self.source.inputs("seeder.DataLoader")
+        master, _, _, gens = self.source.inputs("seeder.IterableDataLoader")
         words = 1 + max((stream for _, _, stream in gens), default=0)
         seeds = stream_seeds(master, int(Domain.STREAM), self.task, epoch, self.rank, words)
         ds = self.dataset
         set_epoch_of(ds, epoch)
         produced = int(record["produced"])
         replay = 0
-        if record["state"] is not None:
-            ds.load_state_dict(record["state"])
-        elif produced:
+        loaded = record["state"]
+        if loaded is None and produced:
             replay = produced
         _CURRENT[0] = share
         try:
+            if loaded is not None:
+                ds.load_state_dict(loaded)
             items = iter(ds)
+        except Exception as exc:
+            if loaded is None:
+                raise
+            raise _unloadable(ds, worker, loaded, exc) from exc
         finally:
             _CURRENT[0] = None
         take = 1 if self.batch_size is None else self.batch_size
@@ -217,7 +291,7 @@ class WorkerStream(torch.utils.data.IterableDataset):
         while True:
             stream = j * workers + worker
             if stream > MAX_KEY:
-                raise OverflowError(f"seeder.DataLoader: worker {worker} reached batch {j} of epoch {epoch}; per-batch "
+                raise OverflowError(f"seeder.IterableDataLoader: worker {worker} reached batch {j} of epoch {epoch}; per-batch "
                                     f"seeds are numbered up to 2**32 (batches x num_workers); start a new epoch sooner")
             words_ = seeds.seed(stream)
             seed_globals(words_[0])
@@ -226,18 +300,27 @@ class WorkerStream(torch.utils.data.IterableDataset):
             _CURRENT[0] = share
             try:
                 got = list(itertools.islice(items, take))
+            except Exception as exc:  # the first items after a load: a state taken but unusable
+                if loaded is None:
+                    raise
+                raise _unloadable(ds, worker, loaded, exc) from exc
             finally:
                 _CURRENT[0] = None
+            loaded = None
             if not got or (self.drop_last and len(got) < take):
                 if j < produced:
-                    logger.warning("seeder.DataLoader: worker %d ran out after %d of the %d batches it replays: the "
-                                   "dataset yields less than it did when the state was saved", worker, j, produced)
+                    raise StateError(
+                        f"seeder.IterableDataLoader: worker {worker} ran out after {j} of the "
+                        f"{produced} batches its saved position says it produced in epoch {epoch}: "
+                        "the dataset yields less than when the state was saved (another dataset, "
+                        "or a source that changed), so the epoch cannot continue exactly; resume "
+                        "with the data the state was saved with")
                 yield None, end
                 return
             j += 1
             if j <= produced:  # replaying: the items are drawn, seeded as before, and dropped
                 if j % REPLAY_LOG_EVERY == 0 or j == produced:
-                    logger.info("seeder.DataLoader: worker %d replayed %d/%d batches of epoch %d (%.2f s)", worker, j,
+                    logger.info("seeder.IterableDataLoader: worker %d replayed %d/%d batches of epoch %d (%.2f s)", worker, j,
                                 produced, epoch, time.perf_counter() - started)
                 continue
             batch = self.collate_fn(got[0] if self.batch_size is None else got)

@@ -38,7 +38,7 @@ from ..checks import check_bool, is_int
 from ..core import Seeder
 from ..default import check_seeder, resolve_seeder
 from ..derive import TRAIN_TASK, Domain, check_key, index_words, stream_seeds
-from ..rngbase import RNGAdapter, put_back_states, save_states
+from ..rngbase import RNGAdapter, keep_states, restore_states
 from ..rngs import adapter_for, global_adapters
 
 __all__ = [
@@ -364,7 +364,7 @@ class SeededDataset(torch.utils.data.Dataset):
         master, _, _, gens = self._source.inputs("SeededDataset")
         all_seeds = self._sample_seeds(master, generator_words(gens), keys)
         # main process: leave the training loop's global streams untouched
-        saved = save_states(fetch_adapters()) if restore else None
+        kept = keep_states(fetch_adapters()) if restore else None
         try:
             out = []
             for (_, index), seeds in zip(keys, all_seeds):
@@ -374,8 +374,8 @@ class SeededDataset(torch.utils.data.Dataset):
                 out.append(self.dataset[index])
             return out
         finally:
-            if saved is not None:
-                put_back_states(saved, strict=True)
+            if kept is not None:
+                restore_states(kept, strict=True)
 
     def __getitem__(self, key: Any) -> Any:
         return self._fetch([self._key(key)])[0]

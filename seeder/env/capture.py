@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
 from ..checks import check_bool
+from ._recorded import recorded_environ
 from .probe import installed_distributions, python_info, system_info, torch_info
 from .redact import Redactor
 from .safefile import check_directory, names, write_file
@@ -112,7 +113,7 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
     writer = SnapshotWriter(target, redactor)
     started = _dt.datetime.now(_dt.timezone.utc)
 
-    env = redactor.environ(environ)
+    env = recorded_environ(environ, redactor)
     writer.write("env.txt", "".join(f"{k}={_one_line(v)}\n" for k, v in env.items()), "os.environ")
     writer.tool("printenv", ["os.environ"], ToolResult("ok"), "env.txt")
 

@@ -18,19 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
+from ._recorded import IMPORTANT_VARIABLES, NOT_RECORDED, important_variable
 from .capture import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, PathLike, load_snapshot
 
-__all__ = ["IMPORTANT_VARIABLES", "DEFAULT_IGNORED_VARIABLES", "SECTIONS", "important_variable", "Change", "EnvDiff",
-           "diff_environments"]
+__all__ = ["DEFAULT_IGNORED_VARIABLES", "SECTIONS", "Change", "EnvDiff", "diff_environments"]
 
-#: Variables that change performance or numerics, listed first in a diff (``*`` matches any suffix).
-IMPORTANT_VARIABLES = (
-    "LD_PRELOAD", "LD_LIBRARY_PATH", "CUDA_*", "NCCL_*", "OMP_*", "CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_*",
-    "CUDNN_*", "PYTHONHASHSEED", "SEEDER_*", "NVIDIA_TF32_OVERRIDE", "TORCH_*", "PYTORCH_*", "MKL_*",
-    "OPENBLAS_*", "KMP_*", "GOMP_*", "BLIS_*", "NUMEXPR_*", "HOROVOD_*", "XLA_FLAGS", "TF_*", "UCX_*",
-    "FI_*", "NVSHMEM_*", "HIP_*", "HSA_*", "ROCR_*", "MIOPEN_*", "MALLOC_*", "LD_BIND_NOW", "PYTHONPATH",
-    "PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-)
 #: Variables that differ between any two runs and say nothing about the environment.
 DEFAULT_IGNORED_VARIABLES = (
     "_", "OLDPWD", "SHLVL", "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_TASK_PID", "SLURM_STEP_ID", "SLURM_STEPID",
@@ -38,18 +30,6 @@ DEFAULT_IGNORED_VARIABLES = (
     "SSH_CONNECTION", "SSH_TTY", "TMUX_PANE", "WINDOWID", "XDG_SESSION_ID", "TERM_SESSION_ID",
     "SEEDER_SNAPSHOT_DIR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
 )
-
-
-def important_variable(name: str) -> Optional[int]:
-    """The rank of ``name`` in :data:`IMPORTANT_VARIABLES` (lower = listed earlier), or ``None``.
-
-    >>> important_variable("LD_PRELOAD"), important_variable("NCCL_DEBUG"), important_variable("HOME")
-    (0, 3, None)
-    """
-    for i, pattern in enumerate(IMPORTANT_VARIABLES):
-        if fnmatch.fnmatchcase(name, pattern):
-            return i
-    return None
 
 
 @dataclass
@@ -210,7 +190,8 @@ def diff_environments(a: Union[PathLike, Mapping[str, Any]], b: Union[PathLike, 
     ``PYTHONHASHSEED``, ...; see :data:`IMPORTANT_VARIABLES`) come first, marked
     ``important``. Variables matching ``ignore`` (fnmatch patterns; by default those that
     differ in every run, such as ``SLURM_JOB_ID``) are listed in ``ignored`` and do not
-    count. Secret values are redacted in snapshots, so a changed secret is not seen.
+    count. Snapshots record the values of some variables only (``seeder.env._recorded``) and
+    redact secrets, so a change of a value that was not recorded is not seen; its presence is.
 
     >>> snap = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "environment": {"OMP_NUM_THREADS": "4"}}
     >>> d = diff_environments(snap, dict(snap, environment={"OMP_NUM_THREADS": "8"}))
@@ -231,6 +212,9 @@ def diff_environments(a: Union[PathLike, Mapping[str, Any]], b: Union[PathLike, 
     eb = {k: v for k, v in (sb.get("environment") or {}).items() if not ignored(k)}
     result.ignored = sorted(k for k in set(sa.get("environment") or {}) | set(sb.get("environment") or {})
                             if ignored(k) and (sa.get("environment") or {}).get(k) != (sb.get("environment") or {}).get(k))
+    for k in set(ea) & set(eb):  # a value one snapshot did not record cannot be compared: only presence counts
+        if NOT_RECORDED in (ea[k], eb[k]):
+            ea[k] = eb[k] = NOT_RECORDED
     env_changes = _compare_maps(ea, eb, lambda k: important_variable(k) is not None)
     env_changes.sort(key=lambda c: (important_variable(c.key) if c.important else len(IMPORTANT_VARIABLES), c.key))
     result.sections["environment"] = env_changes

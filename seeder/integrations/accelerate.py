@@ -194,20 +194,28 @@ def load_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
 
 
 def _is_seeder_loader(obj: Any) -> bool:
+    from ..data.iterable import IterableDataLoader
     from ..data.loader import DataLoader
 
-    return isinstance(obj, DataLoader)
+    return isinstance(obj, (DataLoader, IterableDataLoader))
+
+
+def _is_stream(obj: Any) -> bool:
+    from ..data.iterable import IterableDataLoader
+
+    return isinstance(obj, IterableDataLoader)
 
 
 class PreparedLoader(DataLoaderStateMixin):
-    """A :class:`seeder.DataLoader` as :class:`SeederAccelerator` prepares it.
+    """A :class:`seeder.DataLoader` or :class:`seeder.IterableDataLoader`, prepared.
 
-    Iterating it iterates the loader itself (same order, same position, no
-    look-ahead, so the position counts exactly the batches your loop received),
-    moves each batch to ``device`` and marks the last batch of the epoch in
-    accelerate's gradient state (``accelerator.accumulate``, ``gather_for_metrics``).
-    Other attributes are the loader's (``dataset``, ``batch_size``, ``sampler``,
-    ``state_dict`` ...).
+    Iterating it iterates the loader itself (same order, same position, so the
+    position counts exactly the batches your loop received), moves each batch to
+    ``device`` and marks the last batch of the epoch in accelerate's gradient state
+    (``accelerator.accumulate``, ``gather_for_metrics``). A stream has no length: its
+    last batch is found by looking one batch ahead, as accelerate does, without moving
+    the position (the batch looked at is not in the state). Other attributes are the
+    loader's (``dataset``, ``batch_size``, ``sampler``, ``state_dict`` ...).
     """
 
     def __init__(self, loader: Any, device: Optional[torch.device] = None, non_blocking: bool = False):
@@ -233,6 +241,8 @@ class PreparedLoader(DataLoaderStateMixin):
 
         if isinstance(self.loader, ElasticDataLoader):
             return self.loader.global_batch_size
+        if _is_stream(self.loader):  # each rank reads its own share of the stream
+            return (self.loader.batch_size or 1) * self.loader.seeder.world_size
         return self.loader.batch_size * self.loader.sampler.num_replicas
 
     @property
@@ -242,15 +252,27 @@ class PreparedLoader(DataLoaderStateMixin):
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` for the next pass (the sampler's ``set_epoch``; ``seeder.reseed(1, epoch)`` does it too)."""
-        self.loader.sampler.set_epoch(epoch)
+        if _is_stream(self.loader):
+            self.loader.set_epoch(epoch)
+        else:
+            self.loader.sampler.set_epoch(epoch)
+
+    def _last_flags(self, it: Any) -> Iterator[Tuple[Any, bool]]:
+        """``(batch, is the epoch's last)`` for each batch of ``it``."""
+        if _is_stream(self.loader):
+            for batch in it:
+                yield batch, it.exhausted()  # looks ahead; the position stays at those handed out
+            return
+        remaining = len(self.loader) - self.loader.batches_done  # the batch this pass starts at
+        for i, batch in enumerate(it):
+            yield batch, i + 1 >= remaining
 
     def __iter__(self) -> Iterator[Any]:
         it = iter(self.loader)
-        remaining = len(self.loader) - self.loader.batches_done  # the batch this pass starts at
         self.begin()
         try:
-            for i, batch in enumerate(it):
-                if i + 1 >= remaining:
+            for batch, last in self._last_flags(it):
+                if last:
                     self.end_of_dataloader = True
                 if self.device is not None:
                     batch = send_to_device(batch, self.device, non_blocking=self.non_blocking)
@@ -260,10 +282,14 @@ class PreparedLoader(DataLoaderStateMixin):
 
 
 class SeederAccelerator(Accelerator):
-    """An ``Accelerator`` (same arguments, plus ``seeder=``) that prepares :class:`seeder.DataLoader` faithfully.
+    """An ``Accelerator`` (same arguments, plus ``seeder=``) that keeps seeder's loaders as is.
 
-    * ``prepare(loader)`` returns a :class:`PreparedLoader` around the same
-      loader: no second sharding, no accelerate sampler, position kept.
+    * ``prepare(loader)`` of a :class:`seeder.DataLoader` (elastic or not) or a
+      :class:`seeder.IterableDataLoader` returns a :class:`PreparedLoader` around the same
+      loader: no second sharding, no accelerate sampler or dispatcher, position kept.
+      (Accelerate would rebuild a stream's loader as a ``DataLoaderDispatcher`` over the
+      bare dataset: rank 0 would read every rank's data, without seeder's per-batch seeds,
+      worker collation or position.)
     * ``save_state(dir)`` also writes ``dir/seeder_state_<rank>.pt`` on every rank.
     * ``load_state(dir)`` first validates that file (on every rank, before any
       model or optimizer is touched), lets accelerate load, then restores it (its
@@ -311,14 +337,15 @@ class SeederAccelerator(Accelerator):
 
     def prepare_data_loader(self, data_loader: Any, device_placement: Optional[bool] = None,
                             slice_fn_for_dispatch: Any = None) -> Any:
-        """Wrap a :class:`seeder.DataLoader` in a :class:`PreparedLoader`; other loaders as accelerate does."""
+        """Wrap a seeder loader in a :class:`PreparedLoader`; other loaders as accelerate does."""
         if isinstance(data_loader, PreparedLoader):
             return data_loader
         if not _is_seeder_loader(data_loader):
             return super().prepare_data_loader(data_loader, device_placement, slice_fn_for_dispatch)
         if self.dispatch_batches or self.split_batches:
-            raise ValueError("a seeder.DataLoader is sharded by rank itself: create the Accelerator without "
-                             "dispatch_batches/split_batches (DataLoaderConfiguration defaults)")
+            raise ValueError(f"a {type(data_loader).__name__} is sharded by rank itself: create "
+                             "the Accelerator without dispatch_batches/split_batches "
+                             "(DataLoaderConfiguration defaults)")
         if device_placement is None:
             device_placement = self.device_placement
         return PreparedLoader(data_loader, self.device if device_placement else None, self.non_blocking)

@@ -29,7 +29,7 @@ What the callback does:
   that nothing draws from the restored RNGs before the first resumed step. A checkpoint
   taken at the end of an epoch resumes at the next epoch's start: the callback then
   reseeds that epoch before the loader is built, since Lightning calls no epoch-start hook.
-* A stream (``seeder.DataLoader`` over an ``IterableDataset``) has no length, so Lightning
+* A stream (``seeder.IterableDataLoader``) has no length, so Lightning
   fetches a batch ahead of it; the callback saves the stream's position as of the batches
   trained (``on_save_checkpoint``), not as of the one fetched ahead.
 * Refuses or warns where the run cannot be exact: a train loader that is not a
@@ -72,7 +72,7 @@ from ..core import Seeder
 from ..default import resolve_seeder
 from ..derive import TRAIN_TASK
 from ..data.elastic_loader import ElasticDataLoader
-from ..data.iterable import IterableLoader
+from ..data.iterable import IterableDataLoader
 from ..data.loader import DataLoader
 from ..data.sampler import DistributedSampler
 from ..distributed import process_group_active
@@ -236,7 +236,7 @@ class SeederCallback(Callback):
 
     def on_save_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: Dict[str, Any]) -> None:
         """A stream's position in Lightning's loop state: as of the batches trained, not of the one fetched ahead."""
-        streams = [ld for ld in self._train_loaders() if isinstance(ld, IterableLoader)]
+        streams = [ld for ld in self._train_loaders() if isinstance(ld, IterableDataLoader)]
         if not streams:
             return
         require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
@@ -244,7 +244,7 @@ class SeederCallback(Callback):
         mine = [i for i, st in enumerate(saved) if isinstance(st, dict) and st.get("format") == "seeder.stream_loader"]
         if len(mine) != len(streams):
             raise StateError(f"SeederCallback: Lightning's checkpoint holds {len(mine)} stream loader state(s) for "
-                             f"{len(streams)} seeder.DataLoader stream(s); return the train loaders from "
+                             f"{len(streams)} seeder.IterableDataLoader stream(s); return the train loaders from "
                              "train_dataloader() as seeder.DataLoader objects, not wrapped")
         for i, loader in zip(mine, streams):
             saved[i] = loader_state(loader, trainer)
@@ -310,8 +310,8 @@ class SeederCallback(Callback):
     def _check_loaders(self, trainer: "pl.Trainer") -> None:
         loaders = list(flatten(trainer.train_dataloader))
         for ld in loaders:
-            if isinstance(ld, IterableLoader):
-                _same_place(trainer, "the seeder.DataLoader's stream is sharded as", ld.seeder.rank,
+            if isinstance(ld, IterableDataLoader):
+                _same_place(trainer, "the seeder.IterableDataLoader's stream is sharded as", ld.seeder.rank,
                             ld.seeder.world_size, "build the loader inside train_dataloader() (after Lightning starts "
                             "the process group), not before Trainer.fit")
                 continue

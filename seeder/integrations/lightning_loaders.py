@@ -2,7 +2,7 @@
 
 A loader's position as the fit loop trained it: Lightning fetches one batch ahead of a loader
 with no length (a stream), so a stream's state is taken as of the batches trained
-(``IterableLoader.state_dict_at``); an elastic loader's position is global (the same on any
+(``IterableDataLoader.state_dict_at``); an elastic loader's position is global (the same on any
 world size). No Lightning import: the trainer is read through its public attributes.
 
 Example:
@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, List
 
 from ..data.elastic_loader import ElasticDataLoader
-from ..data.iterable import IterableLoader
+from ..data.iterable import IterableDataLoader
 from ..data.loader import DataLoader
 
 __all__ = ["SEEDER_LOADERS", "LOADER_FORMATS", "trained", "loader_state", "position", "epoch_done", "movable", "flatten"]
 
-#: What ``seeder.DataLoader(...)`` returns: over a map-style dataset (elastic or not) or over a stream.
-SEEDER_LOADERS = (DataLoader, IterableLoader)
+#: seeder's loaders: ``seeder.DataLoader`` (map-style, elastic or not), ``IterableDataLoader``.
+SEEDER_LOADERS = (DataLoader, IterableDataLoader)
 #: The ``format`` of those loaders' states, as Lightning's loop state holds them.
 LOADER_FORMATS = ("seeder.loader", "seeder.elastic_loader", "seeder.stream_loader")
 
@@ -32,7 +32,7 @@ def trained(trainer: Any) -> int:
 
 def loader_state(loader: Any, trainer: Any) -> Dict[str, Any]:
     """The state of ``loader`` as of what the fit loop trained: Lightning fetches a batch ahead of a stream."""
-    if isinstance(loader, IterableLoader):
+    if isinstance(loader, IterableDataLoader):
         return loader.state_dict_at(trained(trainer))
     return loader.state_dict()
 
@@ -40,7 +40,7 @@ def loader_state(loader: Any, trainer: Any) -> Dict[str, Any]:
 def position(loader: Any, trainer: Any) -> List[Any]:
     """``[epoch, batches trained, batches in the epoch]`` of a seeder loader; a stream's length is ``None``; an
     elastic loader's ``[epoch, samples of the global order done, "global"]`` (the same on any world size)."""
-    if isinstance(loader, IterableLoader):
+    if isinstance(loader, IterableDataLoader):
         return [loader.epoch, trained(trainer), None]
     if isinstance(loader, ElasticDataLoader):
         return [loader.epoch, loader.state_dict()["position"], "global"]
@@ -49,7 +49,7 @@ def position(loader: Any, trainer: Any) -> List[Any]:
 
 def epoch_done(loader: Any, trainer: Any) -> bool:
     """Whether the fit loop has trained ``loader``'s whole epoch (a stream: it has seen the end, and trained all)."""
-    if isinstance(loader, IterableLoader):
+    if isinstance(loader, IterableDataLoader):
         return bool(loader_state(loader, trainer)["complete"])
     return loader.batches_done >= len(loader.batch_sampler)
 

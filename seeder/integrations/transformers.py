@@ -63,7 +63,7 @@ from ..default import resolve_seeder
 from ..derive import TRAIN_TASK
 from ..foreign import expected
 from ..internals import require
-from ..data.iterable import IterableLoader
+from ..data.iterable import IterableDataLoader
 from .accelerate import read_checkpoint_state, save_checkpoint_state
 
 __all__ = ["SeederTrainer", "SeederCheckpointCallback", "StreamEpochs"]
@@ -119,7 +119,7 @@ class _TrainLoader:
         self.stream: Optional[StreamEpochs] = None
         self.offset = 0  # stream epoch - Trainer epoch
         self.resumed = False  # a loaded state: the next set_epoch sets the offset
-        if isinstance(loader, IterableLoader):
+        if isinstance(loader, IterableDataLoader):
             self.stream = StreamEpochs()
             seeder.join(self.stream)
 
@@ -193,7 +193,7 @@ class SeederTrainer(Trainer):
     def __init__(self, *args: Any, seeder: Optional[Seeder] = None, elastic: bool = False, **kwargs: Any) -> None:
         seeder = resolve_seeder(seeder)  # before the Trainer's __init__: fail fast on a bad argument
         elastic = check_bool(elastic, "elastic")
-        with expected("the Trainer's set_seed(args.seed)"):  # routed through the seeder, as every foreign seeding
+        with expected("the Trainer's set_seed(args.seed)"):  # routed through the seeder, as every framework's
             super().__init__(*args, **kwargs)
         bad = []
         if self.args.ignore_data_skip:
@@ -245,9 +245,14 @@ class SeederTrainer(Trainer):
             extra = {"persistent_workers": a.dataloader_persistent_workers, "prefetch_factor": a.dataloader_prefetch_factor,
                      "multiprocessing_context": a.dataloader_multiprocessing_context}
         stream = isinstance(dataset, torch.utils.data.IterableDataset)  # a stream's order is its own (docs/dataloader.md)
+        if stream:  # elastic=True over a stream was refused by __init__
+            return IterableDataLoader(dataset, batch_size=self._train_batch_size,
+                                      collate_fn=collator, num_workers=workers,
+                                      pin_memory=a.dataloader_pin_memory,
+                                      drop_last=a.dataloader_drop_last, seeder=self.seeder, **extra)
         # elastic: batch_size per rank; the global batch is batch_size * world size
         kind = ElasticDataLoader if self.elastic else DataLoader
-        return kind(dataset, batch_size=self._train_batch_size, shuffle=not stream, collate_fn=collator,
+        return kind(dataset, batch_size=self._train_batch_size, shuffle=True, collate_fn=collator,
                     num_workers=workers, pin_memory=a.dataloader_pin_memory, drop_last=a.dataloader_drop_last,
                     seeder=self.seeder, **extra)
 

@@ -140,6 +140,10 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
                    "PASS when the others pass (default: the verdict is INCOMPLETE, exit status 4)")
     p.add_argument("--atol", type=float, default=0.0, help="accept loss differences up to this (default 0: bit for bit)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the variance test (default 0.05)")
+    p.add_argument("--locate", action="store_true",
+                   help="when the seeded runs differ, name the first operation or input that "
+                   "parts them (seeder locate: two more runs up to the first differing step, "
+                   "in OUT/locate)")
 
     def run(args: argparse.Namespace) -> int:
         from .session import VerifyConfig, verify
@@ -152,6 +156,16 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
         if isinstance(result, int):
             return result
         print(rep.table(result))
+        if args.locate:  # seeder locate's hook: its lines after the table, and in the report
+            from ._locate import locate_after_verify
+
+            try:
+                lines = locate_after_verify(result, Path(cfg.out), timeout=cfg.timeout)
+            except RunFailed as exc:
+                return _report_failure(exc, Path(cfg.out) / "locate")
+            if lines:
+                print("\nfirst difference (seeder locate):"
+                      + "".join(f"\n  - {line}" for line in lines))
         print(f"report: {Path(cfg.out) / 'report.md'}")
         return EXIT_CODES.get(result["verdict"], EXIT_FAIL)
 

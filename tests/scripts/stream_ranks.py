@@ -1,4 +1,4 @@
-"""torchrun script: ``seeder.DataLoader`` over streams on every rank of a gloo process group.
+"""torchrun script: ``seeder.IterableDataLoader`` over streams on every rank of a gloo process group.
 
 For a plain stream (``seeder.stream_share``, 2 workers) and a shuffled ``datasets`` stream (split
 by node by seeder, 0 workers), each rank runs epochs 0 and 1, taking ``seeder.state_dict()`` after
@@ -39,10 +39,10 @@ def main():
     for kind, make, workers in streams:
         s = seeder.Seeder()
         s.init(master)
-        want, saved = epochs(s, seeder.DataLoader(make(), batch_size=2, num_workers=workers, seeder=s))
+        want, saved = epochs(s, seeder.IterableDataLoader(make(), batch_size=2, num_workers=workers, seeder=s))
         s2 = seeder.Seeder()
         s2.init(master)
-        again = seeder.DataLoader(make(), batch_size=2, num_workers=workers, seeder=s2)
+        again = seeder.IterableDataLoader(make(), batch_size=2, num_workers=workers, seeder=s2)
         s2.load_state_dict(torch.load(io.BytesIO(saved), weights_only=True))
         got = want[:STOP]
         for epoch in (0, 1):

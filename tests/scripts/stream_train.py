@@ -1,4 +1,4 @@
-"""Child script: a tiny model trained on a stream through ``seeder.DataLoader`` (2 persistent workers), checkpointed every step.
+"""Child script: a tiny model trained on a stream through ``seeder.IterableDataLoader`` (2 persistent workers), checkpointed every step.
 
 The stream has no state of its own (a resume replays it). argv: checkpoint path, number of
 epochs, then optionally ``--pause-after K``: after the checkpoint of step K is on disk and its
@@ -31,7 +31,7 @@ def main():
     seeder.reseed(0, 0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loader = seeder.DataLoader(Noisy(N), batch_size=BS, num_workers=2, persistent_workers=True)
+    loader = seeder.IterableDataLoader(Noisy(N), batch_size=BS, num_workers=2, persistent_workers=True)
     start_epoch, step = 0, 0
     if os.path.exists(ckpt):
         state = torch.load(ckpt, weights_only=True)
