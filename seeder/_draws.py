@@ -21,6 +21,8 @@ import hashlib
 import random
 from typing import Any, Dict, Optional, Tuple
 
+from .internals import require
+
 __all__ = ["RNG_NAMES", "DRAW_LIMIT", "mt_states", "drawn", "fingerprint", "states_tensor",
            "states_from_tensor"]
 
@@ -36,7 +38,9 @@ def mt_states() -> Dict[str, Tuple[Any, int]]:
     Returns:
         ``{name: (key, position)}`` for :data:`RNG_NAMES` (torch's CPU generator, NumPy's global
         ``RandomState``, Python's ``random``), as NumPy's ``MT19937`` takes them: 624 ``uint32``
-        words and a position from 0 to 624 (624: the key is used up).
+        words and a position from 0 to 624 (624: the key is used up). torch's is read from its
+        state's layout (``torch:CPUGeneratorImplState`` in :mod:`seeder.internals`), left out
+        when that changed.
 
     >>> import random
     >>> random.seed(3); before = mt_states()["python"]; _ = random.getrandbits(32)
@@ -47,10 +51,11 @@ def mt_states() -> Dict[str, Tuple[Any, int]]:
     import torch
 
     out: Dict[str, Tuple[Any, int]] = {}  # in the order of RNG_NAMES
-    # CPUGeneratorImplState (checked in seeder/internals.py): left i32 at byte 8, next u64 at 16
-    raw = torch.get_rng_state().numpy()
-    left, nxt = int(raw[8:12].view("<i4")[0]), int(raw[16:24].view("<u8")[0])
-    out["torch"] = (raw[24:24 + 624 * 8].view("<u8").astype(np.uint32), 624 if left == 1 else nxt)
+    if require("torch:CPUGeneratorImplState"):  # a changed layout warns once; then no torch counts
+        # CPUGeneratorImplState: left i32 at byte 8, next u64 at 16, the 624 words (u64) from 24
+        raw = torch.get_rng_state().numpy()
+        left, nxt = int(raw[8:12].view("<i4")[0]), int(raw[16:24].view("<u8")[0])
+        out["torch"] = (raw[24:24 + 624 * 8].view("<u8").astype(np.uint32), 624 if left == 1 else nxt)
     _, key, pos = np.random.get_state()[:3]
     out["numpy"] = (np.asarray(key, dtype=np.uint32), int(pos))
     words = random.getstate()[1]

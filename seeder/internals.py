@@ -196,8 +196,11 @@ INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
     Internal("torch", "_C._get_privateuse1_backend_name", "seeder.rngs_torch finds a custom accelerator backend to "
              "seed", _TORCH, "custom (privateuse1) accelerator backends are not seeded", _privateuse1),
     Internal("torch", "CPUGeneratorImplState", "seeder.rngs_torch reads a CPU generator state's fields to refuse "
-             "contents torch accepts but no generator reaches (all-zero key, NaN cached normal)", _TORCH,
-             "torch's own set_state check only (is_valid), on a spare generator", _cpu_generator_layout),
+             "contents torch accepts but no generator reaches (all-zero key, NaN cached normal); "
+             "under seeder verify, seeder._draws reads its Mersenne-Twister words and position to "
+             "count draws per step", _TORCH,
+             "torch's own set_state check only (is_valid), on a spare generator; no draw counts "
+             "of torch's generator", _cpu_generator_layout),
     Internal("torch", "utils._python_dispatch.TorchDispatchMode",
              "seeder.verify._record: seeder locate's localisation runs fingerprint every tensor "
              "operation", _TORCH, "raises", _dispatch_mode),
