@@ -55,11 +55,12 @@ def mt_states() -> Dict[str, Tuple[Any, int]]:
         # CPUGeneratorImplState: left i32 at byte 8, next u64 at 16, the 624 words (u64) from 24
         raw = torch.get_rng_state().numpy()
         left, nxt = int(raw[8:12].view("<i4")[0]), int(raw[16:24].view("<u8")[0])
-        out["torch"] = (raw[24:24 + 624 * 8].view("<u8").astype(np.uint32), 624 if left == 1 else nxt)
+        words = raw[24:24 + 624 * 8].view("<u8").astype(np.uint32)
+        out["torch"] = (words, 624 if left == 1 else nxt)
     _, key, pos = np.random.get_state()[:3]
     out["numpy"] = (np.asarray(key, dtype=np.uint32), int(pos))
-    words = random.getstate()[1]
-    out["python"] = (np.asarray(words[:624], dtype=np.uint32), int(words[624]))
+    internal = random.getstate()[1]  # 624 words, then the position
+    out["python"] = (np.asarray(internal[:624], dtype=np.uint32), int(internal[624]))
     return out
 
 

@@ -23,8 +23,9 @@ it starts. When the module-level seeder is initialised in such a run:
   reseed), and a fingerprint of each (``"rngs"``): a resumed run whose first step draws
   more than the uninterrupted run's did drew something before the checkpoint and again
   after it (:mod:`seeder.verify.diagnose`). Counting reads the three states and searches
-  the stream (about 10 ms for a step that draws 100,000 numbers, 35 ms where none is
-  found within a million: after a reseed).
+  the stream (medians on a 2-core CPU, ``benchmarks/bench_draws.py``: 0.06 ms a step that
+  draws nothing, 0.3 ms for 1,000 numbers, 4 ms for 100,000, 8 ms after a reseed, where
+  no count is found within a million).
 * The step counter's state names the run that wrote it (its ``$SEEDER_STEPS``), and a
   load writes a ``{"seeder_verify": "loaded", "from": ...}`` line: a run that resumed
   from another run's checkpoint is told apart from one that resumed its own.

@@ -35,6 +35,8 @@ CASES = {
                        "throughput ratio ours/torch"),
     "bench_locate": (["--rounds", "1", "--steps", "1"],
                      "RATIO fingerprinted / baseline ms per step [cnn]"),
+    "bench_draws": (["--draws", "0", "1000", "--repeat", "1", "--number", "1"],
+                    "RATIO counted / baseline step [1000 numbers]"),
 }
 #: The optional packages a benchmark's baseline comes from (transformers' Trainer needs accelerate).
 NEEDS = {"bench_reseed": ("lightning",), "bench_state": ("lightning",),
