@@ -19,10 +19,9 @@ Example:
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import warnings
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from .checks import is_bool
 from .errors import SeederWarning, StateError
@@ -51,8 +50,7 @@ MOVE_WHEN_BUILT = "move-when-built"
 NEXT_EPOCH = "next-epoch"
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadPlan:
+class LoadPlan(NamedTuple):
     """What one load of a seeder state does in this process, decided before anything changes.
 
     Attributes:
@@ -69,9 +67,9 @@ class LoadPlan:
     how: str
     entry: Dict[str, Any]
     run: RunState
-    participants: Mapping[str, Any]
+    participants: Dict[str, Any]
     loads: Tuple[str, ...]
-    waits: Mapping[str, Any]
+    waits: Dict[str, Any]
 
 
 def plan_load(seeder: Any, state: Any, allow_world_change: Any) -> LoadPlan:
@@ -139,9 +137,9 @@ def validate(seeder: Any, plan: LoadPlan) -> None:
     try:
         if plan.how == EXACT:
             check_entry(plan.entry, world_size=seeder.world_size, rank=seeder.rank,
-                        adapters=seeder.global_adapters(), stateful=dict(plan.participants))
+                        adapters=seeder.global_adapters(), stateful=plan.participants)
         else:
-            check_moved(plan.entry, dict(plan.participants))
+            check_moved(plan.entry, plan.participants)
     finally:
         seeder.loading = None
 
@@ -161,7 +159,7 @@ def apply(seeder: Any, plan: LoadPlan) -> None:
         StateError: a participant or RNG failed to load (the message names what was put back).
     """
     run = _continued_run(seeder, plan)
-    waits = dict(plan.waits)
+    waits = dict(plan.waits) if plan.waits else {}  # claims empty it; the plan keeps its own
     moved: Optional[Dict[str, Any]] = plan.entry if plan.how == MOVE_WHEN_BUILT else None
     if plan.how == EXACT:
         apply_entry(seeder, plan)
@@ -359,7 +357,7 @@ def _continued_run(seeder: Any, plan: LoadPlan) -> RunState:
     """The bookkeeping the plan continues: its master seed and last reseed, the seeder's reseeds
     seen so far and, unless it continues at the next epoch, the next reseed of the saved
     ``(task, epoch)`` skipped. Warns when the checkpoint overrides an ``init`` seed."""
-    saved, run = plan.run.copy(), seeder.run
+    saved, run = RunState(master=plan.run.master, last=plan.run.last), seeder.run
     if seeder.explicit and saved.master != run.master:
         warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with "
                       f"{saved.master}; continuing with the checkpoint's seed", SeederWarning,
