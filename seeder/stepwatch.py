@@ -40,6 +40,8 @@ import os
 import weakref
 from typing import Any, Dict, Optional
 
+from .registry import add_optional_kind
+
 __all__ = ["ENV_STEPS", "ENV_STOP", "ENV_RESUME", "ENV_CKPT_DIR", "STOP_CKPT", "StepCounter", "watch", "steps_done", "stop_step",
            "should_stop", "resume_requested", "ckpt_dir", "mark", "read_marks", "del_env"]
 
@@ -77,6 +79,10 @@ class StepCounter:
 
     def load_state_dict(self, state: Dict[str, int]) -> None:
         self.step = int(state["step"])
+
+
+# A checkpoint saved under seeder verify carries the counter; a run without verify has none.
+add_optional_kind(StepCounter.seeder_kind)
 
 
 _counter: Optional[StepCounter] = None
