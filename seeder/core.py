@@ -3,7 +3,8 @@
 ``core`` imports no feature. Samplers, loaders, DALI pipelines and generators join
 a seeder through one protocol (:mod:`seeder.participant`); the methods about who
 takes part (``register_generator``, ``join``, ``participants``, ...) are those of
-:class:`seeder.registry.Membership`; saving and loading state lives in :mod:`seeder.state`.
+:class:`seeder.registry.Membership`; the state format lives in :mod:`seeder.state`, loading in
+:mod:`seeder._loadplan`.
 
 Example:
     >>> s = Seeder()
@@ -22,6 +23,7 @@ from typing import Any, ContextManager, Dict, List, Optional, Tuple, Union
 
 
 from . import derive, rollback, runwatch, state
+from ._loadplan import check_state, load_state
 from .announce import show_drawn_seed
 from .checks import check_bool, check_int, is_bool
 from .derive import Domain, check_key
@@ -67,7 +69,9 @@ class Seeder(Membership):
         #: The global RNGs as the last load left them, for a participant resuming inside an epoch to compare.
         self.resume_check = ResumeCheck()
         self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
-        self.loading: Optional[state.RunState] = None  # the run a state being loaded describes (participants check it)
+        #: The run a state being loaded describes, while :mod:`seeder._loadplan` checks or
+        #: applies it (participants' ``check_state_dict`` compares with it); else ``None``.
+        self.loading: Optional[state.RunState] = None
         self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
         #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its ``init`` watches the
         #: process (frameworks' seeding routed, optimizer steps recorded under ``seeder verify``: :mod:`seeder.runwatch`).
@@ -237,7 +241,7 @@ class Seeder(Membership):
         seeder.errors.StateError: seeder state format 99 is not supported by this version (which reads format 1); load it with the seeder version that wrote it
         """
         with self._lock:
-            self.pending.check(self, state_, allow_world_change)
+            check_state(self, state_, allow_world_change)
 
     def load_state_dict(self, state_: Dict[str, Any], *, allow_world_change: bool = False) -> None:
         """Validate ``state_`` completely, then restore every RNG and participant.
@@ -254,11 +258,7 @@ class Seeder(Membership):
         """
         refuse_in_worker("seeder.load_state_dict()")
         with self._lock:
-            try:
-                self.pending.load(self, state_, allow_world_change)
-            except BaseException:
-                self.resume_check.drop()
-                raise
+            load_state(self, state_, allow_world_change)
 
     def fork_rng(self) -> ContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.

@@ -25,21 +25,15 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import state as state_mod
-from .checks import is_bool
 from .errors import StateError
 from .participant import validates_state
-from .stepwatch import StepCounter
-from .world import elastic_keys, per_rank_keys, rederive_streams
+from .world import rederive_streams
 
-__all__ = ["PendingParts", "part_name", "refuse_per_rank"]
+__all__ = ["PendingParts", "part_name", "part_names"]
 
 logger = logging.getLogger("seeder")
 
 _KINDS = {"loader": "seeder.DataLoader", "sampler": "seeder.DistributedSampler", "dali": "DALI pipeline"}
-
-
-_COUNTER = f"{StepCounter.seeder_kind}."  # the start of the key of seeder verify's step counter
 
 
 def part_name(key: str) -> str:
@@ -54,34 +48,13 @@ def part_name(key: str) -> str:
     return f"{_KINDS.get(kind, kind)} {key}"
 
 
-def _names(keys: Any) -> str:
-    return ", ".join(part_name(k) for k in keys) or "nothing"
+def part_names(keys: Any) -> str:
+    """:func:`part_name` of each of ``keys``, comma-separated (``nothing`` for none).
 
-
-def refuse_per_rank(have: Dict[str, Any], state: Any, world_size: int,
-                    allow_world_change: Any) -> None:
-    """Raise :class:`StateError` naming the participants of ``have`` that cannot move, when
-    ``state`` is of another world size than ``world_size`` and ``allow_world_change`` is not
-    true: before anything loads.
-
-    >>> refuse_per_rank({}, {"world_size": 2}, 1, False)
+    >>> part_names(["loader.0", "generator.1"]), part_names([])
+    ('seeder.DataLoader loader.0, registered generator 1', 'nothing')
     """
-    saved = state.get("world_size") if isinstance(state, dict) else None
-    if (is_bool(allow_world_change) and allow_world_change) or type(saved) is not int \
-            or saved == world_size:
-        return
-    keys = per_rank_keys(have)
-    if keys:
-        raise StateError(
-            f"the checkpoint was saved by a world of {saved} process(es), this run has "
-            f"{world_size}, and {_names(keys)} of this process keep(s) the state of one rank of "
-            "one world size (only elastic loaders and registered generators move to another "
-            f"world); nothing was loaded. Resume with {saved} processes for an exact continuation; "
-            "or pass allow_world_change=True to load_state_dict to keep the master seed and the "
-            "epoch and continue from the next epoch boundary; or, to resume inside an epoch on "
-            "another world size, train with an elastic loader (seeder.ElasticDataLoader; "
-            "elastic=True for SeederTrainer) and build only those: its checkpoint resumes "
-            "mid-epoch on any world size, every remaining sample exactly once")
+    return ", ".join(part_name(k) for k in keys) or "nothing"
 
 
 class PendingParts:
@@ -94,94 +67,6 @@ class PendingParts:
     def names(self) -> List[str]:
         """The pending parts, named as messages name them."""
         return [part_name(k) for k in self.parts]
-
-    def split(self, seeder: Any, state: Any, allow_world_change: bool,
-              have: Optional[Dict[str, Any]] = None) -> Tuple[Any, Dict[str, Any]]:
-        """``(what loads now, what waits)``: the state restricted to the participants there are (``have``:
-        ``seeder.stateful()``), and the rest.
-
-        Raises :class:`StateError` when this process has a participant the checkpoint holds no state for.
-        """
-        now, later, _ = self._split(seeder, state, allow_world_change, have)
-        return now, later
-
-    def _split(self, seeder: Any, state: Any, allow_world_change: bool,
-               have: Optional[Dict[str, Any]]) -> Tuple[Any, Dict[str, Any], Optional[Tuple[Dict[str, Any], bool]]]:
-        """:meth:`split`, and this rank's entry of what loads now with whether the world changed (``None`` before
-        ``init``)."""
-        if not seeder.initialized:
-            return state, {}, None
-        have = seeder.stateful() if have is None else have
-        allow = state_mod.world_change_allowed(have, allow_world_change)  # elastic loaders move
-        entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, allow)
-        parts = entry.get("participants")
-        if changed or not isinstance(parts, dict) or parts.keys() == have.keys():
-            return state, {}, (entry, changed)  # the full check says what is wrong, the world changed, or all is there
-        counter = _COUNTER  # seeder verify's step counter: it exists only under verify
-        if any(k.startswith(counter) for k in parts) and not any(k.startswith(counter) for k in have):
-            parts = {k: v for k, v in parts.items() if not k.startswith(counter)}
-            logger.debug("seeder state: the seeder verify step counter it holds is not used outside seeder verify")
-            entry = dict(entry, participants=parts)
-            state = entry
-        extra = [k for k in have if k not in parts]
-        if extra:
-            raise StateError(f"this process has {_names(extra)} but the checkpoint holds no state for it (it holds "
-                             f"{_names(parts)}): build the same loaders and register the same generators, in the "
-                             "same order, as the run that saved it")
-        later = {k: v for k, v in parts.items() if k not in have}
-        if not later:
-            return state, {}, (entry, changed)
-        now = dict(entry, participants={k: parts[k] for k in have})
-        return now, later, (now, changed)
-
-    def check(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
-        """``seeder.check_state_dict``: everything that can be checked now; parts for loaders not built yet wait."""
-        have = seeder.stateful() if seeder.initialized else None
-        if have is not None:
-            refuse_per_rank(have, state, seeder.world_size, allow_world_change)
-            moved = self._moving(seeder, state, have)
-            if moved is not None:  # its loaders are not built: load_state_dict reads the header
-                state_mod.check_header(moved)
-                return
-        now, _, own = self._split(seeder, state, allow_world_change, have)
-        state_mod.check(seeder, now, allow_world_change, have, own)
-
-    def _moving(self, seeder: Any, state: Any, have: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-        """The entry of a state saved on another world size whose participants are elastic loaders not built yet
-        (and registered generators), else ``None``: its loaders' parts wait, and this rank's streams are re-derived
-        once they joined."""
-        if isinstance(state, dict) and state.get("world_size") == seeder.world_size or elastic_keys(have):
-            return None  # a state of this world (the common load: nothing more to read), or the loaders exist
-        entry, changed = state_mod.own_entry(state, seeder.world_size, seeder.rank, True)
-        parts = entry.get("participants")
-        if not changed or not isinstance(parts, dict):
-            return None
-        loaders = [k for k, v in parts.items() if isinstance(v, dict) and v.get("format") == "seeder.elastic_loader"]
-        if not loaders or any(k not in loaders and not str(k).startswith("generator.") for k in parts):
-            return None
-        return entry
-
-    def load(self, seeder: Any, state: Any, allow_world_change: bool) -> None:
-        """``seeder.load_state_dict``: load what exists, keep the rest for the loaders and generators to come."""
-        have = seeder.stateful() if seeder.initialized else None
-        if have is not None:
-            refuse_per_rank(have, state, seeder.world_size, allow_world_change)
-        moved = self._moving(seeder, state, have) if have is not None else None
-        if moved is not None:
-            state_mod.check_header(moved)
-            run = state_mod.adopt_run(seeder, moved, resume=True)
-            self.parts = {k: v for k, v in moved["participants"].items() if not str(k).startswith("generator.")}
-            self.moved = moved
-            seeder.run = run
-            logger.info("seeder state from a world of %d loaded into a world of %d: master seed and last reseed %s "
-                        "restored; waiting for %s, whose position is global, to be built (this rank's RNG streams "
-                        "are re-derived then)", moved["world_size"], seeder.world_size, run.last, _names(self.parts))
-            return
-        now, later, own = self._split(seeder, state, allow_world_change, have)
-        state_mod.load(seeder, now, allow_world_change, have, own)
-        self.parts = later
-        if later:
-            logger.info("seeder state loaded; waiting for %s to be built", _names(later))
 
     def claim(self, seeder: Any) -> None:
         """Give each participant that joined its pending part (checked first)."""
@@ -209,6 +94,7 @@ class PendingParts:
         """Raise :class:`StateError` if a loaded part is still waiting for its loader or generator (at ``call(*args)``)."""
         if self.parts:
             raise StateError(
-                f"{call}{args}: the loaded checkpoint holds the state of {_names(self.parts)}, which this process has not "
+                f"{call}{args}: the loaded checkpoint holds the state of "
+                f"{part_names(self.parts)}, which this process has not "
                 "built; build every seeder.DataLoader (and register every generator) of the saved run before the "
                 "training loop starts, in the same order")

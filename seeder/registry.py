@@ -24,10 +24,44 @@ from .participant import (GeneratorParticipant, Stands, describe, participant_fo
                           saves_state)
 from .rngs import adapter_for
 
-__all__ = ["Registry", "Membership", "GeneratorLike"]
+__all__ = ["Registry", "Membership", "GeneratorLike", "add_optional_kind", "optional_part"]
 
 #: What ``register_generator`` takes: a callable ``f(seed)`` or an RNG object (or a participant).
 GeneratorLike = Union[Callable[[int], Any], Any]
+
+
+#: Participant kinds that a tool adds to some runs of a program only (``seeder_kind`` values).
+_OPTIONAL_KINDS: set = set()
+
+
+def add_optional_kind(kind: str) -> None:
+    """Declare ``kind`` a participant kind that only some runs of a program have (a tool adds it).
+
+    A checkpoint's part of such a kind loads into a process that has no participant of the
+    kind by being left out, where any other missing participant is an error.
+
+    Args:
+        kind: the participant's ``seeder_kind``.
+
+    >>> add_optional_kind("example_tool"); optional_part("example_tool.0")
+    True
+    """
+    _OPTIONAL_KINDS.add(kind)
+
+
+def optional_part(key: str) -> bool:
+    """Whether the key ``key`` (``<kind>.<n>``) is of a kind :func:`add_optional_kind` declared.
+
+    Args:
+        key: a key of a state's ``participants``.
+
+    Returns:
+        ``True`` for a part a process may lack.
+
+    >>> optional_part("loader.0")
+    False
+    """
+    return key.partition(".")[0] in _OPTIONAL_KINDS
 
 
 def _resolve(member: Any) -> Any:

@@ -1,9 +1,10 @@
-"""Seeder state: capture, validate, apply with rollback.
+"""Seeder state: the run's bookkeeping, the state format, and reading and checking a state.
 
-Pure functions over explicit inputs (the global RNG adapters, the stateful
-participants by key, the run's bookkeeping); :class:`seeder.Seeder`'s
-``state_dict``/``check_state_dict``/``load_state_dict``/``fork_rng`` are thin
-wrappers. Loading validates the whole state first and changes nothing on error.
+:class:`RunState` is a seeder's bookkeeping (master seed, last reseed, pending resume);
+:func:`start_reseed` and :func:`tear` change it as ``reseed`` runs. :func:`make_state` and
+:func:`gather` write one process's state and every rank's; :func:`own_entry`,
+:func:`check_header` and :func:`check_entry` read one back and check it, changing nothing.
+Loading (plan, validate, apply or roll back) is :mod:`seeder._loadplan`.
 
 Example:
     >>> import seeder
@@ -26,12 +27,10 @@ from .distributed import process_group_active
 from .errors import SeederWarning, StateError
 from .participant import describe, validates_state
 from .rngbase import RNGAdapter
-from .rollback import Saved, restore, saved_state
-from .world import check_moved, elastic_keys, move_world, world_change_allowed, world_message
+from .world import world_message
 
 __all__ = ["STATE_FORMAT_VERSION", "GATHERED_FORMAT", "STATE_KEYS", "RunState", "start_reseed", "tear", "make_state", "gather",
-           "own_entry", "check_header", "described_run", "check_entry", "apply_entry", "check",
-           "load", "adopt_run"]
+           "own_entry", "check_header", "described_run", "check_entry"]
 
 logger = logging.getLogger("seeder")
 
@@ -265,119 +264,3 @@ def check_entry(entry: Dict[str, Any], *, world_size: int, rank: int, adapters: 
 def _other_rngs(rngs: Dict[str, Any], adapters: List[RNGAdapter]) -> None:
     raise StateError(f"the checkpoint has RNG states for {sorted(rngs)} but this process has "
                      f"{sorted(a.name for a in adapters)}; resume on the same kind of machine (same accelerators visible)")
-
-
-def apply_entry(entry: Dict[str, Any], adapters: List[RNGAdapter], stateful: Dict[str, Any], seeder: Any = None,
-                run: Optional[RunState] = None) -> None:
-    """Load a checked ``entry``: participants, then global RNGs; on any exception put everything back and raise.
-
-    With ``seeder``, participants check their new state against the run ``entry`` describes (``seeder.loading``:
-    ``run``, else :func:`described_run`), and the states put back against the seeder's own run.
-
-    Participants whose state nothing validated go first. Each state is saved right before it is
-    replaced, so that whatever stops the load (an error, Ctrl-C, ``SystemExit``) is followed by
-    putting back everything replaced so far. An ``Exception`` becomes a :class:`StateError` that
-    says what was restored; Ctrl-C and ``SystemExit`` propagate as they are, after the restore.
-    """
-    undo = Saved([], [])
-    if seeder is not None:
-        seeder.loading = run if run is not None else described_run(entry)
-    try:
-        if stateful:
-            unchecked = [k for k, p in stateful.items() if not validates_state(p)]
-            for key in unchecked + [k for k in stateful if k not in unchecked]:
-                member = stateful[key]
-                undo.participants.append((member, saved_state(member)))
-                member.load_state_dict(entry["participants"][key])
-        rngs, kept = entry["rngs"], undo.rngs
-        for adapter in adapters:
-            kept.append((adapter, adapter.copy_state()))
-            adapter.set_state(rngs[adapter.name])
-        if seeder is not None and seeder.resume_check.wanted:  # a participant resumes inside an epoch
-            seeder.resume_check.arm(adapters)
-    except BaseException as exc:
-        if seeder is not None:
-            seeder.loading = None
-        stuck = restore(undo)
-        if not isinstance(exc, Exception):
-            raise
-        names = [a.name for a, _ in undo.rngs] + [k for k in stateful if any(p is stateful[k] for p, _ in undo.participants)]
-        kept = "every RNG and participant is as it was before load_state_dict"
-        kept = (f"NOT restored: {'; '.join(stuck)}; the rest is as before load_state_dict" if stuck
-                else f"{kept} (put back: {', '.join(names)})" if names else kept)
-        raise StateError(f"loading the seeder state failed ({type(exc).__name__}: {exc}); {kept}") from exc
-    finally:
-        if seeder is not None:
-            seeder.loading = None
-
-
-def check(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[Dict[str, Any]] = None,
-          own: Optional[Tuple[Dict[str, Any], bool]] = None) -> Tuple[Dict[str, Any], bool]:
-    """This rank's entry of ``state`` and whether the world changed, after checking it all against ``seeder``.
-
-    Participants check their states against the run the state describes (``seeder.loading``):
-    a sampler's shuffle key must be the one its master seed and epoch derive. ``own``: the
-    :func:`own_entry` of ``state``, where the caller has it.
-    """
-    entry, changed, _ = _checked(seeder, state, allow_world_change, stateful, own)
-    return entry, changed
-
-
-def _checked(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[Dict[str, Any]],
-             own: Optional[Tuple[Dict[str, Any], bool]]) -> Tuple[Dict[str, Any], bool, RunState]:
-    """:func:`check`, and the run the entry describes."""
-    if not seeder.initialized:
-        raise RuntimeError("seeder.load_state_dict() called before seeder.init(); call seeder.init(master_seed=...) first")
-    stateful = seeder.stateful() if stateful is None else stateful
-    entry, changed = own if own is not None else own_entry(
-        state, seeder.world_size, seeder.rank, world_change_allowed(stateful, allow_world_change))
-    check_header(entry)
-    seeder.loading = run = described_run(entry)
-    try:
-        if changed:
-            check_moved(entry, stateful)
-        else:
-            check_entry(entry, world_size=seeder.world_size, rank=seeder.rank, adapters=seeder.global_adapters(),
-                        stateful=stateful)
-    finally:
-        seeder.loading = None
-    return entry, changed, run
-
-
-def adopt_run(seeder: Any, entry: Dict[str, Any], resume: bool, described: Optional[RunState] = None) -> RunState:
-    """The bookkeeping a checked ``entry`` continues: its master seed and last reseed, the seeder's reseeds seen so
-    far and, with ``resume``, the next reseed of the saved ``(task, epoch)`` skipped. Warns (an ``init`` seed the
-    checkpoint overrides) and logs; the caller installs it as ``seeder.run`` once the rest has loaded. ``described``:
-    :func:`described_run` of ``entry`` (completed and returned), where the caller has it."""
-    saved, run = described_run(entry) if described is None else described, seeder.run
-    if seeder.explicit and saved.master != run.master:
-        warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with {saved.master}; "
-                      "continuing with the checkpoint's seed", SeederWarning, stacklevel=4)
-    if saved.master != run.master and seeder.rank == 0:
-        logger.info("Using seed: %d (from checkpoint)", saved.master)
-    saved.seen = set(run.seen)
-    if resume:
-        saved.resume_pending = saved.last
-        if saved.last is not None:
-            saved.seen.add(saved.last)
-    return saved
-
-
-def load(seeder: Any, state: Any, allow_world_change: bool, stateful: Optional[Dict[str, Any]] = None,
-         own: Optional[Tuple[Dict[str, Any], bool]] = None) -> None:
-    """``seeder.load_state_dict``: check everything, then apply (with rollback) and arm the resume (``stateful``:
-    ``seeder.stateful()``, ``own``: :func:`own_entry` of ``state``, when the caller has them)."""
-    stateful = seeder.stateful() if stateful is None else stateful
-    entry, changed, described = _checked(seeder, state, allow_world_change, stateful, own)
-    moves = changed and bool(elastic_keys(stateful))
-    saved = adopt_run(seeder, entry, moves or not changed, described)
-    if moves:
-        move_world(entry, stateful, seeder)
-    elif changed:
-        logger.info("seeder state from a world of %d loaded into a world of %d: master seed and last reseed %s "
-                    "restored; the saved RNG and participant states belong to the other world and are not loaded "
-                    "(the next reseed() seeds them)", entry["world_size"], seeder.world_size, saved.last)
-    else:
-        apply_entry(entry, seeder.global_adapters(), stateful, seeder, saved)
-        saved.unseeded_resume = saved.last is None and seeder.resume_check.pending()
-    seeder.run = saved

@@ -54,6 +54,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._draws import drawn, fingerprint, mt_states, states_from_tensor, states_tensor
 
+from .registry import add_optional_kind
+
 __all__ = ["ENV_STEPS", "ENV_STOP", "ENV_RESUME", "ENV_CKPT_DIR", "STOP_CKPT", "StepCounter", "watch", "steps_done", "stop_step",
            "should_stop", "resume_requested", "ckpt_dir", "mark", "read_marks", "read_loads",
            "read_steps", "del_env"]
@@ -113,6 +115,10 @@ class StepCounter:
         if _previous:
             record["rngs"] = {name: fingerprint(mt) for name, mt in _previous.items()}
         _write(record)  # whose checkpoint this run continues, and the RNGs it continues from
+
+
+# A checkpoint saved under seeder verify carries the counter; a run without verify has none.
+add_optional_kind(StepCounter.seeder_kind)
 
 
 _counter: Optional[StepCounter] = None

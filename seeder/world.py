@@ -110,17 +110,28 @@ def rederive_streams(entry: Dict[str, Any], seeder: Any, step: int) -> Tuple[int
     return task, epoch
 
 
-def move_world(entry: Dict[str, Any], stateful: Dict[str, Any], seeder: Any) -> None:
-    """Load a checked ``entry`` of another world size: the elastic loaders' global states, then this rank's global
-    RNGs and registered generators seeded from ``derive(ELASTIC_RANK, task, epoch, rank, stream=global step)``
-    (shared generators: rank ``2**32 - 1``). Whatever stops it half way puts the loaders and global RNGs back."""
-    moving = elastic_keys(stateful)
+def move_world(entry: Dict[str, Any], loaders: Dict[str, Any], seeder: Any) -> None:
+    """Load a checked ``entry`` of another world size: the elastic loaders' global states, then
+    this rank's global RNGs and registered generators seeded from
+    ``derive(ELASTIC_RANK, task, epoch, rank, stream=global step)`` (shared generators: rank
+    ``2**32 - 1``). Whatever stops it half way puts the loaders and global RNGs back.
+
+    Args:
+        entry: the checked state of one rank of the other world.
+        loaders: the elastic loaders that move, by key, in join order (the first one's state
+            gives the global step).
+        seeder: the seeder loading it.
+
+    Raises:
+        StateError: a loader failed to load (the loaders and global RNGs are put back).
+    """
+    moving = list(loaders)
     adapters = seeder.global_adapters()
-    saved = capture(adapters, [stateful[k] for k in moving])
+    saved = capture(adapters, list(loaders.values()))
     try:
         for key in moving:
-            stateful[key].load_state_dict(entry["participants"][key])
-        step = stateful[moving[0]].elastic_step(entry["participants"][moving[0]])
+            loaders[key].load_state_dict(entry["participants"][key])
+        step = loaders[moving[0]].elastic_step(entry["participants"][moving[0]])
         task, epoch = rederive_streams(entry, seeder, step)
     except BaseException as exc:
         failed = restore(saved)

@@ -20,7 +20,7 @@ MAX_CLASS_LINES = 250   # classes at most 250
 # Layers from the bottom up (docs/layout.md, "Import order"); a module may import its own layer or a lower one.
 LAYERS = {
     "_atomic": 0, "errors": 0, "internals": 0, "checks": 0, "seedseq": 0, "derive": 0, "fastrng": 0, "rngbase": 1, "rngs_torch": 1, "rngs": 1, "distributed": 1,
-    "env": 1, "participant": 2, "registry": 2, "rollback": 2, "world": 2, "state": 2, "trace": 2, "digest": 2, "verify": 2, "core": 3, "default": 3,
+    "env": 1, "participant": 2, "registry": 2, "rollback": 2, "_loadplan": 2, "world": 2, "state": 2, "trace": 2, "digest": 2, "verify": 2, "core": 3, "default": 3,
     "announce": 0, "foreign": 2, "pending": 2, "resumecheck": 2, "stepwatch": 2, "runwatch": 2, "checkpoint": 4, "_checkpoint_file": 4,
     "_draws": 1,
     "data": 4, "integrations": 5, "cli": 6, "__init__": 6, "__main__": 6, "pyt": 6,

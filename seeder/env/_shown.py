@@ -29,6 +29,7 @@ import re
 from typing import List, Optional
 
 __all__ = [
+    "is_number",
     "SHORT",
     "SHOWN_OPTIONS",
     "random_looking",
@@ -195,10 +196,15 @@ def _harmless(value: str) -> bool:
         float(value)
         return True
     except ValueError:
-        return all(_is_number(v) for v in value.split(",")) and "," in value
+        return all(is_number(v) for v in value.split(",")) and "," in value
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether ``text`` reads as one number (``float`` takes it).
+
+    >>> is_number("-3e-4"), is_number("0,1")
+    (True, False)
+    """
     try:
         float(text)
     except ValueError:

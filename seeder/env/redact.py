@@ -26,7 +26,7 @@ import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote, unquote
 
-from ._shown import redact_diff, shown_value
+from ._shown import is_number, redact_diff, shown_value
 
 __all__ = ["REDACTED", "SECRET_NAME_PARTS", "SECRET_NAME_WORDS", "SECRET_KEY_WORDS", "MIN_LITERAL", "Redactor",
            "is_secret_name", "is_secret_key", "redact_text", "redact_environ", "redact_argv", "redact_json",
@@ -263,14 +263,6 @@ class Redactor:
         return obj
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _argv_items(args: Sequence[str]) -> List[Tuple[str, Optional[str], str]]:
     """``(kind, option, text)`` of each element of a command line: ``flag`` (``--lr``), ``value``
     (the one after a flag; ``option`` is the flag), ``pair`` (``--lr=0.1``, ``trainer.devices=4``;
@@ -288,7 +280,7 @@ def _argv_items(args: Sequence[str]) -> List[Tuple[str, Optional[str], str]]:
             option = None
             continue
         option = None
-        if a.startswith("-") and not _is_number(a) and not eq:
+        if a.startswith("-") and not is_number(a) and not eq:
             items.append(("flag", None, a))
             option = a
         elif eq and (a.startswith("-") or _HYDRA_KEY.fullmatch(name)):
