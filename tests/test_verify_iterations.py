@@ -198,6 +198,9 @@ def test_a_discarded_resumed_epoch_is_named_with_the_warning_it_logged():
     )
     assert "enumerate(loader, start=loader.batches_done)" in msg
     assert msg.endswith("(its log: SeederWarning: 2 batches discarded; use loader.batches_done)")
+    line = "/x/_discardwatch.py:93: SeederWarning: " + "w" * 500
+    logged = discarded_batches(full, stopped, trained, line)
+    assert logged.endswith("(its log: SeederWarning: " + "w" * 385 + "...)")  # its words, cut
     whole = metrics(range(10, 13), [1] * 3)
     assert discarded_batches(full, stopped, whole) is None  # every step left was trained
     assert (

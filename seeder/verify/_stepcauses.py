@@ -75,8 +75,10 @@ def discarded_batches(full: Metrics, stopped: Metrics, resumed: Metrics,
         return None
     msg = MSG_DISCARDED.format(resumed=labels[0], stopped=labels[1], got=got, left=total - done,
                                epoch=epoch, done=done, total=total)
-    if warning:
-        msg += f" (its log: {warning.strip()[:300]})"
+    if warning:  # from the warning's own words on (warnings print "FILE:LINE: SeederWarning: ...")
+        text = warning.strip()
+        text = text[text.find("SeederWarning"):] if "SeederWarning" in text else text
+        msg += f" (its log: {text[:400]}{'...' if len(text) > 400 else ''})"
     return msg
 
 
