@@ -326,3 +326,24 @@ def test_env_diff_errors_exit_2(tmp_path, capsys):
     (tmp_path / "bad" / "manifest.json").write_text("{\"format\": \"other\"}")
     assert cli.main(["env", "diff", str(a), str(tmp_path / "bad")]) == 2
     assert "not a seeder environment snapshot" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hidden, flags, says", [
+    ("scipy", [], "needs scipy, which this Python lacks: pip install 'seeder[plot]'"),
+    ("matplotlib", [], "needs matplotlib, which this Python lacks: pip install 'seeder[plot]' (or pass --no-figures)"),
+])
+def test_verify_and_compare_without_the_plot_extra_say_so_before_any_run(tmp_path, hidden, flags, says):
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    for sub in ("verify", "compare"):
+        code = (f"import sys; sys.modules[{hidden!r}] = None; from seeder import cli; "
+                f"sys.exit(cli.main([{sub!r}, '--out', {str(tmp_path / sub)!r}, *sys.argv[1:], '--', "
+                f"sys.executable, {str(script)!r}]))")
+        proc = run_python(["-c", code, *flags], check=False)
+        assert proc.returncode == 2 and f"seeder {sub} {says}" in proc.stderr, proc.stderr
+    assert not marker.exists()  # nothing ran, not even the parser probe
+    proc = run_python(["-c", "import sys; sys.modules['matplotlib'] = None; from seeder import cli; "
+                       f"sys.exit(cli.main(['verify', '--no-figures', '--out', {str(tmp_path / 'nf')!r}, '--', "
+                       "sys.executable, '-c', 'raise SystemExit(5)']))"], check=False)
+    assert "lacks" not in proc.stderr  # --no-figures needs no matplotlib: the runs start (and fail here)

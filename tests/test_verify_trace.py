@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import random
-import sys
 
 import numpy as np
 import pytest
@@ -180,24 +179,9 @@ def test_mid_epoch_step_is_an_odd_step_inside_the_last_epoch():
     assert mid_epoch_step(no_epochs, epochs=2) == (9, "3 of 6 steps into epoch 1")
 
 
-def test_step_stop_support_from_the_contract_and_the_script(tmp_path):
-    assert StepStopSupport(["python", "t.py"], Contract(), explicit_step=True).result()[0]
-    assert not StepStopSupport(["python", "t.py"], Contract(stop_after_steps="")).result()[0]
-    assert StepStopSupport(["python", "t.py"], Contract(stop_after_steps="--max-steps {steps}")).result() == (
-        True, "the contract passes '--max-steps {steps}' (set with --arg)")
-    script = tmp_path / "train.py"
-    script.write_text("parser.add_argument('--stop-after-steps', type=int)\n")
-    assert StepStopSupport([sys.executable, str(script)], Contract()).result() == (True, f"{script} mentions --stop-after-steps")
-
-
-@pytest.mark.slow
-def test_step_stop_support_asks_the_command_for_its_help():
-    takes = "import argparse; p = argparse.ArgumentParser(); p.add_argument('--stop-after-' + 'steps'); p.parse_args()"
-    ok, why = StepStopSupport([sys.executable, "-c", takes], Contract()).result()
-    assert ok and why.endswith("--help` lists --stop-after-steps")
-    ok, why = StepStopSupport([sys.executable, "-c", "print('usage: train [--epochs N]')"], Contract()).result()
-    assert not ok and "does not list --stop-after-steps" in why
-    ok, why = StepStopSupport([sys.executable, "-c", "raise SystemExit(2)"], Contract()).result()
-    assert not ok and "could not tell" in why and "exited with status 2" in why
-    ok, why = StepStopSupport([sys.executable, "-c", "import time; time.sleep(60)"], Contract(), timeout=0.5).result()
-    assert not ok and "did not finish within 0.5 s" in why
+def test_step_stop_support_is_decided_from_the_contract_without_running_the_command():
+    assert StepStopSupport(Contract(), explicit_step=True).result()[0]
+    ok, why = StepStopSupport(Contract(stop_after_steps="")).result()
+    assert not ok and "--stop-after-steps S" in why
+    assert StepStopSupport(Contract(stop_after_steps="--max-steps {steps}")).result() == (
+        True, "the contract passes '--max-steps {steps}'")

@@ -20,7 +20,7 @@ from .runner import RunFailed, log_tail
 
 __all__ = ["add_verify", "add_compare", "EXIT_FAIL", "EXIT_RUN_FAILED", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED"]
 
-EXIT_FAIL, EXIT_RUN_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 3, EXIT_CODES["INCOMPLETE"], 130
+EXIT_FAIL, EXIT_USAGE, EXIT_RUN_FAILED, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 2, 3, EXIT_CODES["INCOMPLETE"], 130
 
 #: Arguments given to the bundled example on top of the contract (its defaults are already small).
 EXAMPLE_ARGS: List[str] = []
@@ -109,6 +109,19 @@ def _report_failure(exc: RunFailed, out: Path) -> int:
     return EXIT_RUN_FAILED
 
 
+def _lacks_plot_extra(command: str, args: argparse.Namespace) -> bool:
+    """Say, before anything runs, which packages of the ``plot`` extra ``command`` needs and lacks."""
+    import importlib.util
+
+    wanted = ["scipy"] + ([] if args.no_figures else ["matplotlib"])
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"seeder {command} needs {' and '.join(missing)}, which this Python lacks: "
+              "pip install 'seeder[plot]'" + ("" if "scipy" in missing else " (or pass --no-figures)"),
+              file=sys.stderr)
+    return bool(missing)
+
+
 def _run(fn, cfg) -> "dict | int":
     """The report, or the exit code when a run failed or the session was interrupted."""
     try:
@@ -146,6 +159,8 @@ def add_verify(sub: "argparse._SubParsersAction") -> None:
                    "in OUT/locate)")
 
     def run(args: argparse.Namespace) -> int:
+        if _lacks_plot_extra("verify", args):
+            return EXIT_USAGE
         from .session import VerifyConfig, verify
         from . import report as rep
 
@@ -184,6 +199,8 @@ def add_compare(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--fail-on-difference", action="store_true", help="exit 1 when B differs from A (for CI)")
 
     def run(args: argparse.Namespace) -> int:
+        if _lacks_plot_extra("compare", args):
+            return EXIT_USAGE
         from .session import CompareConfig, compare
         from . import report as rep
 

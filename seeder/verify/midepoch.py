@@ -3,16 +3,14 @@
 Run (2) stops at an epoch boundary; runs (2b)/(3b) stop at a step inside an epoch and
 resume from there, where most resume bugs live (a sampler position not saved, a
 DataLoader that draws from torch's global RNG when its iterator restarts, worker
-seeds that restart with the iterator). They need the script's step stop flag
-(``--stop-after-steps S`` by default). Whether the command takes it is decided, in
-this order, by :class:`StepStopSupport`:
+seeds that restart with the iterator). A script that uses seeder is stopped by seeder
+itself; one that does not needs a step stop flag, which :class:`StepStopSupport` decides
+from what verify already knows, without running anything:
 
 1. an explicit stop step (``seeder verify --stop-after-steps S``): yes;
-2. an empty ``stop_after_steps`` template (``--arg stop_after_steps=``): no;
-3. a template the user set with ``--arg``, or one without an option word: yes;
-4. a ``.py`` file of the command whose text contains the flag (``--stop-after-steps``): yes;
-5. otherwise ``COMMAND --help`` runs once (in the background, at most 60 s) and the
-   flag must appear in its output.
+2. an empty ``stop_after_steps`` template (the script's parser takes no such flag, or
+   ``--arg stop_after_steps=``): no;
+3. a template (the parser's flag, or one set with ``--arg``): yes.
 
 The stop step comes from run (2)'s metrics (:func:`mid_epoch_step`): the odd step
 nearest the middle of run (2)'s last epoch, so that the resumed run (3b) also crosses
@@ -24,125 +22,40 @@ Example:
     >>> half = Metrics([(k,) for k in range(16)], np.zeros(16), [k // 8 for k in range(16)])
     >>> mid_epoch_step(half)   # 8 steps in epoch 0, then 5 of the 8 of epoch 1
     (13, '5 of 8 steps into epoch 1')
-    >>> flag_word("--stop-after-steps {steps}"), flag_word("--stop={steps}")
-    ('--stop-after-steps', '--stop')
 """
 from __future__ import annotations
 
-import os
-import re
-import shlex
-import signal
-import subprocess
-import threading
-from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 from .contract import Contract, Metrics
 
-__all__ = ["StepStopSupport", "flag_word", "has_flag", "mid_epoch_step", "mentions", "help_output", "HELP_TIMEOUT"]
-
-#: Seconds ``COMMAND --help`` may take before the answer is "cannot tell".
-HELP_TIMEOUT = 60.0
-
-
-def has_flag(text: str, flag: str) -> bool:
-    """Whether ``text`` names the option ``flag`` as a whole word (``--seed`` is not in ``--seed_everything``).
-
-    >>> has_flag("[--seed SEED]", "--seed"), has_flag("[--seed_everything S]", "--seed")
-    (True, False)
-    """
-    return re.search(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])", text) is not None
-
-
-def flag_word(template: str) -> Optional[str]:
-    """The option a template passes (``--stop-after-steps`` of ``--stop-after-steps {steps}``), or ``None``."""
-    for word in shlex.split(template):
-        if word.startswith("-"):
-            return word.split("=", 1)[0]
-    return None
-
-
-def mentions(command: Sequence[str], flag: str, cwd: Optional[Path]) -> Optional[str]:
-    """A ``.py`` file of the command whose text contains ``flag``, or ``None``."""
-    for word in command:
-        if not word.endswith(".py"):
-            continue
-        path = Path(word) if os.path.isabs(word) or cwd is None else Path(cwd) / word
-        try:
-            if has_flag(path.read_text(encoding="utf-8", errors="replace"), flag):
-                return word
-        except OSError:
-            continue
-    return None
-
-
-def help_output(command: Sequence[str], env: Dict[str, str], cwd: Optional[Path], timeout: float) -> Tuple[Optional[str], str]:
-    """``(output, problem)`` of ``COMMAND --help``; output ``None`` when it could not be read."""
-    try:
-        proc = subprocess.Popen(list(command) + ["--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, cwd=str(cwd) if cwd else None, start_new_session=True)
-    except OSError as exc:
-        return None, f"could not start it ({exc})"
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.communicate()
-        return None, f"it did not finish within {timeout:g} s"
-    return out.decode("utf-8", errors="replace"), "" if proc.returncode == 0 else f"it exited with status {proc.returncode}"
-
+__all__ = ["StepStopSupport", "mid_epoch_step"]
 
 class StepStopSupport:
-    """Whether a training command takes the contract's step stop flag; decided at once or by a background probe.
+    """Whether a training command takes the contract's step stop flag, decided without running it.
 
-    :meth:`result` returns ``(supported, how it was decided)``; it waits for the probe
-    if one is running.
+    Args:
+        contract: the flags verify passes (after the parser probe).
+        explicit_step: whether the user gave the stop step (``--stop-after-steps S``).
 
-    >>> StepStopSupport(["python", "train.py"], Contract(stop_after_steps="")).result()
-    (False, 'the contract has no stop_after_steps flag (--arg stop_after_steps= leaves it out)')
+    >>> StepStopSupport(Contract(stop_after_steps="")).result()
+    (False, 'the script takes no step stop flag (pass --stop-after-steps S, or name it with --arg stop_after_steps=TEMPLATE)')
+    >>> StepStopSupport(Contract(stop_after_steps="--max-steps {steps}")).result()
+    (True, "the contract passes '--max-steps {steps}'")
     """
 
-    def __init__(self, command: Sequence[str], contract: Contract, *, explicit_step: bool = False,
-                 env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None, timeout: float = HELP_TIMEOUT):
-        self._result: Optional[Tuple[bool, str]] = None
-        self._thread: Optional[threading.Thread] = None
+    def __init__(self, contract: Contract, *, explicit_step: bool = False):
         template = contract.stop_after_steps
-        flag = flag_word(template) if template else None
         if explicit_step:
             self._result = (True, "the stop step was given (--stop-after-steps)")
         elif not template:
-            self._result = (False, "the contract has no stop_after_steps flag (--arg stop_after_steps= leaves it out)")
-        elif template != Contract().stop_after_steps or flag is None:
-            self._result = (True, f"the contract passes {template!r} (set with --arg)")
+            self._result = (False, "the script takes no step stop flag (pass --stop-after-steps S, or name it with "
+                                   "--arg stop_after_steps=TEMPLATE)")
         else:
-            found = mentions(command, flag, cwd)
-            if found is not None:
-                self._result = (True, f"{found} mentions {flag}")
-            else:
-                self._thread = threading.Thread(target=self._probe, args=(list(command), flag, env or dict(os.environ),
-                                                                            cwd, timeout), daemon=True)
-                self._thread.start()
-
-    def _probe(self, command: List[str], flag: str, env: Dict[str, str], cwd: Optional[Path], timeout: float) -> None:
-        out, problem = help_output(command, env, cwd, timeout)
-        shown = " ".join(shlex.quote(w) for w in command) + " --help"
-        if out is not None and has_flag(out, flag):
-            self._result = (True, f"`{shown}` lists {flag}")
-        elif out is not None and not problem:
-            self._result = (False, f"`{shown}` does not list {flag}; a script that takes it (exit after global step S "
-                            "with a checkpoint) gets a mid-epoch stop, or name yours with --arg stop_after_steps=TEMPLATE")
-        else:
-            self._result = (False, f"could not tell whether the command takes {flag}: `{shown}`: {problem}; pass "
-                            "--stop-after-steps S to force a mid-epoch stop")
+            self._result = (True, f"the contract passes {template!r}")
 
     def result(self) -> Tuple[bool, str]:
-        if self._thread is not None:
-            self._thread.join()
-        assert self._result is not None
+        """``(supported, how it was decided)``."""
         return self._result
 
 

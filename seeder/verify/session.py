@@ -261,7 +261,7 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
     cfg = dataclasses.replace(cfg, contract=contract, resume_repeats=cfg.resume_runs)  # report.json names the count
     support = None
     if cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps:  # said at once, runs nothing
-        support = StepStopSupport(cfg.command, cfg.contract, explicit_step=cfg.stop_after_steps is not None)
+        support = StepStopSupport(cfg.contract, explicit_step=cfg.stop_after_steps is not None)
     specs = plan_verify(cfg, out, support)
     metrics, report, unread = _execute(cfg, out, specs, "verify", "seeder verify")
     report["notes"] = notes
