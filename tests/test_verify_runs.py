@@ -95,7 +95,7 @@ def test_a_command_without_a_step_stop_skips_the_mid_epoch_stop(tmp_path):
     rep = verify(VerifyConfig(command=toy(), out=tmp_path / "v", epochs=2, repeats=2, jobs=2, progress=False,
                               figures=False, contract=Contract(stop_after_steps="")))
     mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")
-    assert rep["verdict"] == "INCOMPLETE" and mid["status"] == "SKIP" and "no stop_after_steps flag" in mid["summary"]
+    assert rep["verdict"] == "INCOMPLETE" and mid["status"] == "SKIP" and "takes no step stop flag" in mid["summary"]
     assert rep["reasons"] == [f"resume-mid-epoch was {mid['summary']} (or pass --allow-skip to accept a verdict "
                               "without it)"]
     runs = {r["name"]: r for r in rep["runs"]}
