@@ -27,7 +27,7 @@ from .checks import is_bool
 from .errors import SeederWarning, StateError
 from .participant import validates_state
 from .pending import part_names
-from .registry import optional_part
+from .registry import optional_part, optional_reason
 from .rollback import Saved, restore, saved_state
 from .state import RunState, check_entry, check_header, described_run, own_entry
 from .world import check_moved, elastic_keys, move_world, per_rank_keys, world_change_allowed
@@ -342,6 +342,10 @@ def _split(entry: Dict[str, Any], have: Dict[str, Any]) -> Tuple[Dict[str, Any],
                      part_names(dropped))
         entry = dict(entry, participants=parts)
     extra = [k for k in have if k not in parts]
+    reasons = sorted({optional_reason(k) for k in extra} - {""})
+    if extra and reasons and all(optional_part(k) for k in extra):
+        raise StateError(f"this process has {part_names(extra)} but the checkpoint holds no state "
+                         f"for it: {' '.join(reasons)}")
     if extra:
         raise StateError(f"this process has {part_names(extra)} but the checkpoint holds no state "
                          f"for it (it holds {part_names(parts)}): build the same loaders and "

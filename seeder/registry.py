@@ -24,29 +24,47 @@ from .participant import (GeneratorParticipant, Stands, describe, participant_fo
                           saves_state)
 from .rngs import adapter_for
 
-__all__ = ["Registry", "Membership", "GeneratorLike", "add_optional_kind", "optional_part"]
+__all__ = ["Registry", "Membership", "GeneratorLike", "add_optional_kind", "optional_part", "optional_reason"]
 
 #: What ``register_generator`` takes: a callable ``f(seed)`` or an RNG object (or a participant).
 GeneratorLike = Union[Callable[[int], Any], Any]
 
 
-#: Participant kinds that a tool adds to some runs of a program only (``seeder_kind`` values).
-_OPTIONAL_KINDS: set = set()
+#: Participant kinds that a tool adds to some runs of a program only (``seeder_kind`` values), each
+#: with what a checkpoint that holds no part of the kind means for a run that has one.
+_OPTIONAL_KINDS: Dict[str, str] = {}
 
 
-def add_optional_kind(kind: str) -> None:
+def add_optional_kind(kind: str, without: str) -> None:
     """Declare ``kind`` a participant kind that only some runs of a program have (a tool adds it).
 
     A checkpoint's part of such a kind loads into a process that has no participant of the
-    kind by being left out, where any other missing participant is an error.
+    kind by being left out, where any other missing participant is an error. A checkpoint
+    without such a part is refused by a process that has one, with ``without`` as the reason.
 
     Args:
         kind: the participant's ``seeder_kind``.
+        without: what a checkpoint without a part of the kind means, and what to do.
 
-    >>> add_optional_kind("example_tool"); optional_part("example_tool.0")
+    >>> add_optional_kind("example_tool", "it was saved without the example tool"); optional_part("example_tool.0")
     True
     """
-    _OPTIONAL_KINDS.add(kind)
+    _OPTIONAL_KINDS[kind] = without
+
+
+def optional_reason(key: str) -> str:
+    """What a checkpoint without a part like ``key`` means, as its tool declared it ("" for none).
+
+    Args:
+        key: a participant's key (``<kind>.<n>``).
+
+    Returns:
+        The ``without`` text of :func:`add_optional_kind`, or ``""``.
+
+    >>> optional_reason("loader.0")
+    ''
+    """
+    return _OPTIONAL_KINDS.get(key.partition(".")[0], "")
 
 
 def optional_part(key: str) -> bool:

@@ -118,7 +118,12 @@ class StepCounter:
 
 
 # A checkpoint saved under seeder verify carries the counter; a run without verify has none.
-add_optional_kind(StepCounter.seeder_kind)
+add_optional_kind(
+    StepCounter.seeder_kind,
+    "it was not saved by a run of this seeder verify session. Each run starts in its own folder, "
+    "which mirrors the folder verify was started in, so a checkpoint already there (an earlier "
+    "run's) is found by every run: run seeder verify from a folder without it, or give the "
+    "script a checkpoint path of its own (--arg)")
 
 
 _counter: Optional[StepCounter] = None

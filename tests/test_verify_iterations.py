@@ -138,6 +138,20 @@ def test_the_step_counter_state_names_its_run_and_refuses_bad_content():
             counter.check_state_dict(bad)
 
 
+def test_a_checkpoint_saved_outside_the_verify_session_is_refused_saying_so(tmp_path, fresh_default, monkeypatch):
+    """A run under seeder verify that finds a checkpoint no run of the session wrote (the user's, mirrored into
+    the run's folder) is refused with the cause and the fix, not the generic missing-participant message."""
+    fresh_default.init(master_seed=3)
+    outside = fresh_default.state_dict()  # saved by a run without seeder verify: no step counter
+    fresh_default.default_seeder().reset()
+    monkeypatch.setenv(stepwatch.ENV_STEPS, str(tmp_path / "steps.jsonl"))
+    fresh_default.init(master_seed=3)
+    with pytest.raises(StateError, match="not saved by a run of this seeder verify session") as err:
+        fresh_default.load_state_dict(outside)
+    assert "run seeder verify from a folder without it" in str(err.value)
+    stepwatch.del_env()
+
+
 # ---------------------------------------------------------------- causes, on their own records
 def _steps(path, *records):
     path.mkdir(parents=True, exist_ok=True)
