@@ -37,22 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import seeder  # noqa: E402
 from seeder import fastrng  # noqa: E402
 from seeder.data import lazyseed, workers  # noqa: E402
+from bench_elastic import TorchOnly  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
 
 _epochs = iter(range(1, 10**9))
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
-class TorchItems(torch.utils.data.Dataset):
-    """Cheap items that draw from torch's global RNG only."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return torch.rand(2) + i
 
 
 def use_private(private: bool) -> None:
@@ -104,7 +92,7 @@ def main(argv: list[str] = None) -> None:
     warnings.simplefilter("ignore", seeder.SeederWarning)
     seeder.init(1234)
     clock = CLOCKS[args.clock]
-    ds = TorchItems(args.items)
+    ds = TorchOnly(args.items)
     cases = {
         "keep  (seeder.DataLoader, 0 workers)": seeder.DataLoader(
             ds, batch_size=args.batch, shuffle=True
