@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tests"))  # as tests/conftest.py does: the suite's modules by name
 from optional import EXTRAS, missing  # noqa: E402
 
-#: Modules whose doctests need more than the module imports (a VerifyConfig: seeder.verify.session).
-DOCTEST_NEEDS = {"seeder.verify.plan": "scipy"}
+#: Modules whose doctests need more than the module imports (a VerifyConfig: seeder.verify._session).
+DOCTEST_NEEDS = {"seeder.verify._plan": "scipy"}
 
 
 def _module_name(path: Path) -> str:

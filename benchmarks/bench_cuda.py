@@ -26,10 +26,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import seeder  # noqa: E402
 from bench_reseed import counted, peak_bytes  # noqa: E402
 from bench_state import peak_kib  # noqa: E402
 from timing import interleaved_medians_us, lightning_seed_module  # noqa: E402
+
+import seeder  # noqa: E402
 
 TARGETS = {"seeder.reseed": 0.25, "seeder.reseed + 6 generators": 0.35, "seeder: global RNGs": 0.5}
 

@@ -5,7 +5,7 @@ Run: PYTHONPATH=. nice python benchmarks/bench_draws.py [--draws 0 1000 100000] 
 
 Under ``seeder verify`` each optimizer step's record holds how many numbers torch's CPU
 generator, NumPy's global RNG and Python's ``random`` gave out since the previous step
-(:mod:`seeder._draws`). For a step that draws ``N`` numbers from torch's generator
+(:mod:`seeder._run.draws`). For a step that draws ``N`` numbers from torch's generator
 (``torch.randint`` of ``N`` values, as a nanoGPT-style batch), rounds interleaved:
 
 - baseline: the draw alone;
@@ -26,8 +26,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from seeder._draws import drawn, mt_states  # noqa: E402
 from timing import interleaved_medians_us  # noqa: E402
+
+from seeder._run.draws import drawn, mt_states  # noqa: E402
 
 
 def main() -> None:

@@ -1,18 +1,18 @@
-"""What each private layout in seeder/fastrng.py gains per epoch over its public fallback.
+"""What each private layout in seeder/_seeding/fastrng.py gains per epoch over its public fallback.
 
 Run: PYTHONPATH=. nice python benchmarks/bench_hotpaths.py [--items 4096] [--batch 64] [--repeats 7]
      [--clock cpu]
 
 Two per-batch paths read Python's and NumPy's Mersenne Twister in place (entries of
-seeder/internals.py); where the layout check fails they take ``getstate``/``get_state`` instead.
+seeder/_internals.py); where the layout check fails they take ``getstate``/``get_state`` instead.
 This runs the same loader epochs with the private layouts and with the public fallback, rounds
 interleaved in one process (0 workers: the main process fetches), and prints the median epoch time
 of each, the per-epoch difference and the ratio:
 
 - ``keep``: ``seeder.DataLoader`` copies the training loop's ``random``, NumPy and torch states
-  before each batch it fetches and puts them back after (:meth:`seeder.rngbase.RNGAdapter.keep`);
+  before each batch it fetches and puts them back after (:meth:`seeder._seeding.rngbase.RNGAdapter.keep`);
 - ``watch``: ``seeder.ElasticDataLoader(sample_rngs=("torch",))`` also compares Python's and NumPy's
-  global RNGs before and after each batch (:meth:`seeder.rngbase.RNGAdapter.watcher`).
+  global RNGs before and after each batch (:meth:`seeder._seeding.rngbase.RNGAdapter.watcher`).
 
 The fallback is switched on as a failed layout check would (the checked offsets forgotten), without
 the warning.
@@ -34,10 +34,12 @@ import torch.utils.data
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import seeder  # noqa: E402
-from seeder import fastrng  # noqa: E402
-from seeder.data import lazyseed, workers  # noqa: E402
 from bench_elastic import TorchOnly  # noqa: E402  (benchmarks/ is on sys.path when a benchmark runs)
+
+import seeder  # noqa: E402
+from seeder._seeding import fastrng  # noqa: E402
+from seeder.data import _lazyseed as lazyseed
+from seeder.data import _workers as workers  # noqa: E402
 
 _epochs = iter(range(1, 10**9))
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}

@@ -29,7 +29,7 @@ class Busy(torch.utils.data.IterableDataset):
         self.n, self.us = n, us
 
     def __iter__(self):
-        share = seeder.stream_share()  # torch's worker info outside seeder.IterableDataLoader
+        share = seeder.data.stream_share()  # torch's worker info outside seeder.IterableDataLoader
         for i in range(share.index, self.n, share.count):
             end = time.perf_counter() + self.us * 1e-6
             while time.perf_counter() < end:
@@ -51,7 +51,7 @@ class StatefulBusy(Busy):
         self.start = state["pos"]
 
     def __iter__(self):
-        share = seeder.stream_share()
+        share = seeder.data.stream_share()
         self.pos, self.start = self.start, 0
         for i in range(share.index + self.pos * share.count, self.n, share.count):
             self.pos += 1

@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seeder.verify._record import Recorder  # noqa: E402
+from seeder._run.record import Recorder  # noqa: E402
 
 
 def transformer(

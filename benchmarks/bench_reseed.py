@@ -23,9 +23,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import seeder  # noqa: E402
-from seeder.rngs_torch import accelerator_types  # noqa: E402
 from timing import interleaved_medians_us, lightning_seed_module  # noqa: E402
+
+import seeder  # noqa: E402
+from seeder._seeding.rngs_torch import accelerator_types  # noqa: E402
 
 RATIOS = ("seeder.reseed", "seeder.reseed + 6 generators")
 

@@ -7,7 +7,7 @@ For each N (8 replicas, rank 0), in this one process:
              cannot resume, so its figure is iter() plus skipping the first half (islice)
   * memory - peak RSS growth over building the sampler and one epoch, measured in a fresh child
              process per case (the peak RSS of a process never goes down, so each case gets its own)
-Then the per-sample seeding overhead of seeder.SeededDataset.
+Then the per-sample seeding overhead of seeder.data.SeededDataset.
 
 Prints medians over --repeats runs and ratios ours/torch (< 1 means faster).
 Targets, feistel mode: first index and resume <= 1 ms at every N, epoch at N=1e8
@@ -34,7 +34,8 @@ import torch
 import torch.utils.data
 
 import seeder
-from seeder import DistributedSampler, SeededDataset
+from seeder import DistributedSampler
+from seeder.data import SeededDataset
 
 KINDS = ("torch", "seeder-torch", "seeder-feistel")
 

@@ -25,8 +25,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from seeder import Seeder  # noqa: E402
 from timing import interleaved_medians_us, lightning_seed_module  # noqa: E402
+
+from seeder import Seeder  # noqa: E402
 
 _lightning, BASELINE = lightning_seed_module()
 _collect_rng_states, _set_rng_states = _lightning._collect_rng_states, _lightning._set_rng_states

@@ -3,7 +3,7 @@
 Synthetic labelled images come from an ``external_source`` callback that is a
 pure function of DALI's sample info (epoch, index in epoch), so DALI's
 checkpoints capture its position; random crop and flip run in DALI with the
-pipeline seed from :func:`seeder.data.dali_seeds.pipeline_seed`. Works without a GPU
+pipeline seed from :func:`seeder.data._dali_seeds.pipeline_seed`. Works without a GPU
 (``device_id=None``).
 
 Wiring into a training script (``--loader dali``)::
@@ -29,8 +29,8 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import numpy as np
 
 import seeder
+from seeder.data._dali_seeds import pipeline_kwargs, pipeline_seed, require_dali
 from seeder.data.dali import track
-from seeder.data.dali_seeds import pipeline_kwargs, pipeline_seed, require_dali
 
 __all__ = ["SyntheticSource", "DaliLoader"]
 
@@ -120,7 +120,7 @@ class DaliLoader:
                  state: Optional[Dict[str, Any]] = None, num_threads: int = 1,
                  seeder_obj: Optional[seeder.Seeder] = None):
         require_dali()
-        s = seeder_obj if seeder_obj is not None else seeder.default_seeder()
+        s = seeder_obj if seeder_obj is not None else seeder._seeding.default.default_seeder()
         if not 0 < crop <= image_size:
             raise ValueError(f"crop must be in [1, image_size={image_size}], got {crop}")
         per_rank = dataset_size // s.world_size // batch_size * batch_size

@@ -25,11 +25,11 @@ import os
 import sys
 from typing import Any, List, Optional
 
+import lightning.pytorch as pl
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-import lightning.pytorch as pl
 import seeder
 from seeder.integrations.lightning import SeederCallback, resume_path
 

@@ -13,12 +13,14 @@ Original: Copyright (c) 2017, Pytorch contributors, BSD 3-Clause License
 (https://github.com/pytorch/examples/blob/main/LICENSE).
 """
 import argparse
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
-import seeder
 from torch.optim.lr_scheduler import StepLR
+
+import seeder
 
 
 class Net(nn.Module):

@@ -32,20 +32,20 @@ $ torchrun --nproc_per_node=8 --nnodes=2 --node_rank=1 --master_addr=123.456.123
 (If your cluster does not have Infiniband interconnect prepend NCCL_IB_DISABLE=1)
 """
 
+import math
 import os
+import pickle
 import sys
 import time
-import math
-import pickle
 from contextlib import nullcontext
 
 import numpy as np
 import torch
+from nanogpt_model import GPT, GPTConfig
+from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.distributed import init_process_group, destroy_process_group
 
 import seeder
-from nanogpt_model import GPTConfig, GPT
 
 # -----------------------------------------------------------------------------
 # default config values designed to train a gpt2 (124M) on OpenWebText
@@ -93,6 +93,7 @@ compile = False # use PyTorch 2.0 to compile the model to be faster
 # -----------------------------------------------------------------------------
 config_keys = [k for k,v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
 from ast import literal_eval  # configurator.py, inline: overrides from command line or config file
+
 for arg in sys.argv[1:]:
     if '=' not in arg:
         # assume it's the name of a config file

@@ -1,4 +1,4 @@
 """``python -m seeder``: the seeder command."""
-from .cli import main
+from seeder._cli import main
 
 raise SystemExit(main())

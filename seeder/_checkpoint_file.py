@@ -15,7 +15,7 @@ Example:
     ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.errors.StateError: ckpt.pt: the model's 'weight' has shape (1, 3) in the checkpoint ...
+    seeder._errors.StateError: ckpt.pt: the model's 'weight' has shape (1, 3) in the checkpoint ...
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any, Dict, List, Mapping
 
 import torch
 
-from .checks import is_int
-from .errors import StateError
+from seeder._checks import is_int
+from seeder._errors import StateError
 
 __all__ = [
     "REQUIRED_KEYS",

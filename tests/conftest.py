@@ -1,5 +1,3 @@
-import logging
-import os
 import sys
 from pathlib import Path
 
@@ -18,7 +16,7 @@ except (ImportError, ValueError, OSError):
 @pytest.fixture(autouse=True)
 def _clean_seeder_env(monkeypatch):
     """No test sees a stray SEEDER_SEED or launcher rank from the calling shell."""
-    from seeder.distributed import LAUNCHER_VARIABLES
+    from seeder._seeding.distributed import LAUNCHER_VARIABLES
 
     for var in ("SEEDER_SEED", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR", "SEEDER_TRACE", *LAUNCHER_VARIABLES):
         monkeypatch.delenv(var, raising=False)
@@ -30,9 +28,9 @@ def fresh_default():
     """The module-level default seeder, reset before and after the test."""
     import seeder
 
-    seeder.default_seeder().reset()
+    seeder._seeding.default.default_seeder().reset()
     yield seeder
-    seeder.default_seeder().reset()
+    seeder._seeding.default.default_seeder().reset()
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONFAULTHANDLER"] = "1"  # a child stopped by stop_hung() prints every thread's stack
-    from seeder.distributed import LAUNCHER_VARIABLES
+    from seeder._seeding.distributed import LAUNCHER_VARIABLES
 
     for var in ("SEEDER_SEED", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR", "SEEDER_METRICS", "SEEDER_TRACE",
                 "MASTER_ADDR", "MASTER_PORT", *LAUNCHER_VARIABLES):
@@ -344,7 +344,7 @@ def json_lines(text: str, prefix: str = "") -> List[dict]:
 
 
 def step_records(path: Path) -> Tuple[List[dict], List[str]]:
-    """The per-step records seeder writes under ``$SEEDER_STEPS`` (``seeder.stepwatch``), one per step in step order,
+    """The per-step records seeder writes under ``$SEEDER_STEPS`` (``seeder._run.steps``), one per step in step order,
     and the digests written at exits.
 
     Runs that append to one file (a run, its kills, its resumes) record a redone step again: every record of a step

@@ -10,7 +10,7 @@ import torch
 pytest.importorskip("accelerate")
 
 import seeder  # noqa: E402
-from seeder.errors import StateError  # noqa: E402
+from seeder._errors import StateError  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts"))
 from hf_common import Augmented, Tiny  # noqa: E402

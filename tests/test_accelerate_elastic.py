@@ -18,10 +18,10 @@ import torch
 
 pytest.importorskip("accelerate")
 
-import seeder  # noqa: E402
-
 from helpers import REPO_ROOT, torchrun, trained_samples  # noqa: E402
-from seeder.world import rederive_streams  # noqa: E402
+
+import seeder  # noqa: E402
+from seeder._state.world import rederive_streams  # noqa: E402
 
 SCRIPT = "tests/scripts/accelerate_elastic.py"
 _spec = importlib.util.spec_from_file_location("accelerate_elastic", REPO_ROOT / SCRIPT)

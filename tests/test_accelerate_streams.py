@@ -18,9 +18,9 @@ import torch
 
 pytest.importorskip("accelerate")
 
-import seeder  # noqa: E402
-
 from helpers import REPO_ROOT, torchrun  # noqa: E402
+
+import seeder  # noqa: E402
 
 SCRIPT = "tests/scripts/stream_accelerate.py"
 _spec = importlib.util.spec_from_file_location("stream_accelerate", REPO_ROOT / SCRIPT)
@@ -30,7 +30,7 @@ _spec.loader.exec_module(child)  # type: ignore[union-attr]
 
 class Items(torch.utils.data.IterableDataset):
     def __iter__(self):
-        share = seeder.stream_share()
+        share = seeder.data.stream_share()
         return iter(torch.arange(16.0)[share.index::share.count])
 
 
@@ -58,8 +58,11 @@ def test_prepare_keeps_the_stream_loader_and_yields_its_batches():
 
 
 def test_a_resumed_prepared_stream_marks_the_last_batch_and_skips_in_o1(tmp_path):
-    from seeder.integrations.accelerate import (SeederAccelerator, load_checkpoint_state,
-                                                save_checkpoint_state)
+    from seeder.integrations.accelerate import (
+        SeederAccelerator,
+        load_checkpoint_state,
+        save_checkpoint_state,
+    )
 
     s = seeder.Seeder()
     acc = SeederAccelerator(cpu=True, seeder=s)

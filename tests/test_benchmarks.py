@@ -10,7 +10,6 @@ import re
 from typing import Dict, Tuple
 
 import pytest
-
 from helpers import REPO_ROOT
 from optional import need
 

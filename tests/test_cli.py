@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
-
 from helpers import REPO_ROOT, child_env, free_port, json_lines, run_python
-from seeder import cli, derive
-from seeder.env.determinism import python_hash_seed
+
+from seeder import _cli as cli
+from seeder._seeding import derive
+from seeder.env._determinism import python_hash_seed
 
 CHILD = str(REPO_ROOT / "tests" / "scripts" / "env_child.py")
 LAUNCHER = [sys.executable, "-m", "seeder", "run"]
@@ -204,7 +205,7 @@ def test_run_forwards_signals_and_passes_exit_code(sig, handled, expected):
 @pytest.mark.slow
 def test_handler_fallback_forwards_signals_too():
     """The path used where sigtimedwait is missing (macOS), run here for real."""
-    code = ("import os, sys; from seeder.env.launcher import _run_handlers; "
+    code = ("import os, sys; from seeder.env._launcher import _run_handlers; "
             f"sys.exit(_run_handlers([sys.executable, {CHILD!r}, '--wait', '--handle', '--exit-code', '5'], dict(os.environ)))")
     launch = Launch([sys.executable, "-c", code])
     launch.wait_for(r"READY 0")
@@ -214,7 +215,7 @@ def test_handler_fallback_forwards_signals_too():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="si_code values are Linux's")
 def test_terminal_signals_to_our_group_are_not_sent_twice():
-    from seeder.env.launcher import _is_duplicate
+    from seeder.env._launcher import _is_duplicate
 
     def info(code: int, pid: int = 0) -> signal.struct_siginfo:  # (signo, code, errno, pid, uid, status, band)
         return signal.struct_siginfo((signal.SIGINT, code, 0, pid, 0, 0, 0))
@@ -290,7 +291,7 @@ def test_run_with_torchrun_sets_every_rank_and_forwards_sigterm():
 
 
 def _fake_snapshot(tmp: Path, name: str, environment: dict) -> Path:
-    from seeder.env.capture import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+    from seeder.env._capture import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
 
     d = tmp / name
     d.mkdir()

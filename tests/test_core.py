@@ -6,11 +6,12 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from helpers import global_rng_fingerprint
 
 import seeder
-from helpers import global_rng_fingerprint
 from seeder import Seeder, SeederWarning
-from seeder.derive import Domain, derive_seed, numpy_seed
+from seeder._seeding.default import default_seeder
+from seeder._seeding.derive import Domain, derive_seed, numpy_seed
 
 
 def draws():
@@ -44,7 +45,7 @@ def test_nvidia_calls_work_unchanged(fresh_default):
     assert first[0] != first[1], "two registered generators must not share a stream"
     s.reseed(1, 1)
     s.unregister_generator(perts[1].reseed_rng)  # a new bound-method object, equal to the registered one
-    assert len(s.default_seeder().participants()) == 1
+    assert len(default_seeder().participants()) == 1
 
 
 def test_reseed_seeds_every_global_rng_with_the_derived_seed():
@@ -262,7 +263,7 @@ def test_unregister_unknown_and_double_register():
 
 
 def test_enforce_reproducibility(caplog):
-    from seeder import enforce_reproducibility
+    from seeder.env import enforce_reproducibility
 
     old = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
     try:
@@ -313,10 +314,10 @@ def spy(self, *a, **k):
     return real(self, *a, **k)
 subprocess.Popen.__init__ = spy
 threads = threading.active_count()
-import seeder, seeder.pyt, seeder.derive
+import seeder, seeder.pyt, seeder._seeding.derive
 import torch
 assert not torch.cuda.is_initialized(), "import initialised CUDA"
-assert seeder.rngs_torch._ACCELERATORS is None, "import probed accelerators"
+assert seeder._seeding.rngs_torch._ACCELERATORS is None, "import probed accelerators"
 assert calls == [], calls
 assert threading.active_count() == threads
 print("ok")
@@ -331,7 +332,7 @@ def test_import_does_no_heavy_work():
 
 LIGHT_PROBE = """
 import sys
-import seeder, seeder.cli, seeder.env.launcher, seeder.env.capture, seeder.env.diff, seeder.derive
+import seeder, seeder._cli, seeder.env._launcher, seeder.env._capture, seeder.env._diff, seeder._seeding.derive
 assert "torch" not in sys.modules, "importing seeder (or what `seeder run` needs) imported torch"
 seeder.init(5)  # the first use loads what it needs
 assert "torch" in sys.modules and seeder.get_master_seed() == 5

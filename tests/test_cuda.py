@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import torch
-
 from helpers import REPO_ROOT, child_env, communicate, json_lines, run_python
 
 NO_CUDA = "needs a CUDA device (torch.cuda.is_available() is False)"

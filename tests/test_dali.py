@@ -10,7 +10,6 @@ import warnings
 import numpy as np
 import pytest
 import torch
-
 from helpers import REPO_ROOT, json_lines, run_python, torchrun
 
 if os.environ.get("SEEDER_REQUIRE_DALI") == "1":  # CI sets this: a missing DALI is a failure there, not a skip
@@ -27,10 +26,10 @@ import dali_common as dc  # noqa: E402
 from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy  # noqa: E402
 
 import seeder  # noqa: E402
+import seeder.data._dali_seeds as ds  # noqa: E402
 import seeder.data.dali as sd  # noqa: E402
-import seeder.data.dali_seeds as ds  # noqa: E402
 from seeder import Seeder, SeederWarning, StateError  # noqa: E402
-from seeder.derive import Domain, derive_seed  # noqa: E402
+from seeder._seeding.derive import Domain, derive_seed  # noqa: E402
 
 N = 8  # iterations of a full run; resumed runs split it in two
 
@@ -298,7 +297,7 @@ def test_reseed_warns_exactly_once_per_pipeline():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("setup", [
-    "import seeder\nseeder.init(42)\ns = seeder.default_seeder()\nimport dali_common as dc",
+    "import seeder\nseeder.init(42)\ns = seeder._seeding.default.default_seeder()\nimport dali_common as dc",
     "import dali_common as dc\nfrom seeder import Seeder\ns = Seeder(); s.init(42)",
 ], ids=["seeder-first", "dali-first"])
 def test_a_pipeline_registers_whatever_was_imported_first(setup):
@@ -307,7 +306,7 @@ def test_a_pipeline_registers_whatever_was_imported_first(setup):
 import sys
 sys.path.insert(0, {str(REPO_ROOT / "tests" / "scripts")!r})
 {setup}
-from seeder.data.dali_seeds import pipeline_kwargs
+from seeder.data._dali_seeds import pipeline_kwargs
 pipe = dc.augment_pipeline(**pipeline_kwargs(1, seeder=s))
 s.register_generator(pipe)
 print(type(s.participants()[0]).__name__, s.participants()[0].pipeline_id)
@@ -413,7 +412,7 @@ def test_module_level_default_seeder(fresh_default):
     fresh_default.init(42)
     pipe = dc.augment_pipeline(**ds.pipeline_kwargs(0))
     tracked = sd.track(pipe, 0)
-    assert seeder.default_seeder().participants() == [tracked]
+    assert seeder._seeding.default.default_seeder().participants() == [tracked]
     assert pipe.seed == ds.pipeline_seed(0) == ds.pipeline_seed(0, seeder=make_seeder(42))
     assert list(fresh_default.state_dict()["participants"]) == ["dali.0"]
 

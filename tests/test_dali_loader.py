@@ -8,7 +8,6 @@ import warnings
 
 import pytest
 import torch
-
 from helpers import REPO_ROOT
 
 if os.environ.get("SEEDER_REQUIRE_DALI") == "1":

@@ -5,7 +5,6 @@ Runs whether or not DALI is installed: the child process hides nvidia.dali from 
 from __future__ import annotations
 
 import pytest
-
 from helpers import run_python
 
 HIDE_DALI = """
@@ -50,7 +49,7 @@ def test_import_seeder_does_not_import_dali_in_this_process_if_not_already():
 
     import seeder  # noqa: F401
     import seeder.data.dali  # noqa: F401
-    from seeder.data import dali_seeds
+    from seeder.data import _dali_seeds as dali_seeds
 
     assert "seeder.data.dali" in sys.modules
     # Other tests may import DALI themselves; seeder.data.dali must never be the one: it only peeks.

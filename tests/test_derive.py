@@ -6,8 +6,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seeder.derive import (DERIVATION_VERSION, MAX_KEY, MAX_MASTER_SEED, Domain, check_key, check_master_seed,
-                           derive_seed, numpy_seed, stream_seeds)
+from seeder._seeding.derive import (
+    DERIVATION_VERSION,
+    MAX_KEY,
+    MAX_MASTER_SEED,
+    Domain,
+    check_key,
+    check_master_seed,
+    derive_seed,
+    numpy_seed,
+    stream_seeds,
+)
 
 # Derivation version 1. These values are the users' experiments: they never change within a version.
 GOLDEN_V1 = [

@@ -9,12 +9,12 @@ import warnings
 
 import pytest
 import torch
+from helpers import REPO_ROOT, run_python
 
 import seeder
-from helpers import REPO_ROOT, run_python
 from seeder import Seeder, SeederWarning
-from seeder.derive import Domain, derive_seed, numpy_seed
-from seeder.env.determinism import CUBLAS_WORKSPACE_DEFAULT, enforce_determinism, python_hash_seed
+from seeder._seeding.derive import Domain, derive_seed, numpy_seed
+from seeder.env._determinism import CUBLAS_WORKSPACE_DEFAULT, enforce_determinism, python_hash_seed
 
 _VARS = ("CUBLAS_WORKSPACE_CONFIG", "PYTHONHASHSEED", "HOROVOD_FUSION_THRESHOLD", "HOROVOD_RANK", "HOROVOD_SIZE",
          "HOROVOD_LOCAL_RANK", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR")
@@ -118,13 +118,13 @@ def test_python_hash_seed_is_the_documented_derivation():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cublas_setting_before_and_after_cuda_starts():
-    before = ("import torch, seeder; r = seeder.enforce_determinism(); a = torch.randn(64, 64, device='cuda'); "
+    before = ("import torch, seeder; r = seeder.env.enforce_determinism(); a = torch.randn(64, 64, device='cuda'); "
               "b = a @ a; torch.cuda.synchronize(); print('OK', r.failed == [])")
     out = run_python(["-c", before], env={"CUBLAS_WORKSPACE_CONFIG": ""}).stdout
     assert "OK True" in out
     after = ("import warnings, torch, seeder; torch.zeros(1, device='cuda'); "
              "w = warnings.catch_warnings(record=True); caught = w.__enter__(); warnings.simplefilter('always'); "
-             "r = seeder.enforce_determinism(); print('FAILED', len(r.failed), any('too late' in str(c.message) "
+             "r = seeder.env.enforce_determinism(); print('FAILED', len(r.failed), any('too late' in str(c.message) "
              "or 'already initialised' in str(c.message) for c in caught))")
     out = run_python(["-c", after], env={"CUBLAS_WORKSPACE_CONFIG": ""}).stdout
     assert "FAILED 1 True" in out
@@ -197,5 +197,5 @@ def test_module_level_init_accepts_the_new_arguments(fresh_default, clean):
     assert seeder.get_master_seed() == 9 and torch.are_deterministic_algorithms_enabled()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        report = seeder.enforce_determinism()
-    assert isinstance(report, seeder.DeterminismReport)
+        report = seeder.env.enforce_determinism()
+    assert isinstance(report, seeder.env.DeterminismReport)

@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import REPO_ROOT, child_env, json_lines, torchrun
+
 from seeder import Seeder
-from seeder.distributed import LAUNCHER_VARIABLES, Topology, discover
+from seeder._seeding.distributed import LAUNCHER_VARIABLES, Topology, discover
 
 SCRIPT = str(REPO_ROOT / "tests" / "scripts" / "ranks_env.py")
 SLURM_4 = {"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0"}
@@ -206,7 +206,7 @@ def test_torchrun_inside_a_slurm_allocation_wins():
 
 def test_lightning_ddp_launcher_without_rank(monkeypatch):
     """Lightning's subprocess launcher sets WORLD_SIZE, NODE_RANK and LOCAL_RANK but no RANK."""
-    from seeder.distributed import discover
+    from seeder._seeding.distributed import discover
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "1")

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import List, Set, Tuple
 
 import pytest
-
 from helpers import REPO_ROOT, ForkServer
 from optional import EXTRAS, need_installed
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import seeder
 from seeder import SeederWarning, StateError
-from seeder.data.elastic import num_steps, rank_slice
-from seeder.derive import MAX_KEY, Domain, derive_seed, stream_seeds
+from seeder._seeding.derive import MAX_KEY, Domain, derive_seed, stream_seeds
+from seeder.data._elastic import num_steps, rank_slice
 
 N = 23
 
@@ -189,7 +189,7 @@ def test_each_loader_is_the_class_it_was_built_as():
     s.init(0)
     assert type(seeder.ElasticDataLoader(range(4), batch_size=2, seeder=s)) is seeder.ElasticDataLoader
     assert type(seeder.DataLoader(range(4), batch_size=2, seeder=s)) is seeder.DataLoader
-    assert seeder.ElasticDataLoader is importlib.import_module("seeder.data.elastic_loader").ElasticDataLoader
+    assert seeder.ElasticDataLoader is importlib.import_module("seeder.data._elastic_loader").ElasticDataLoader
     assert "ElasticDataLoader" in seeder.__all__
 
 
@@ -251,8 +251,8 @@ def test_sample_seeding_fetches_each_sample_once_and_exactly_or_warns(uses, seed
     """SampleSeeding seeds the declared RNGs before every sample and watches the others: each sample is fetched once;
     every item equals the one fetched with every RNG seeded, or a batch in which a sample drew from an undeclared RNG
     warns (and that RNG is seeded from then on), whatever the order in which samples start drawing and the batches."""
-    from seeder.data.lazyseed import SampleSeeding
-    from seeder.data.workers import fetch_adapters, seed_globals
+    from seeder.data._lazyseed import SampleSeeding
+    from seeder.data._workers import fetch_adapters, seed_globals
 
     adapters = fetch_adapters()
     seeds = seeds[:len(uses)]
@@ -296,8 +296,8 @@ def use_rngs(use):
 def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_is_back(rng):
     """624 words drawn from Python's or NumPy's RNG regenerate the key and leave the position where it was: the
     watcher still changes (it holds two key words), and a watched RNG that drew warns."""
-    from seeder.data.lazyseed import SampleSeeding
-    from seeder.rngs import NumpyRandomStateAdapter, PythonRandomAdapter
+    from seeder._seeding.rngs import NumpyRandomStateAdapter, PythonRandomAdapter
+    from seeder.data._lazyseed import SampleSeeding
 
     adapter = PythonRandomAdapter() if rng == "random" else NumpyRandomStateAdapter()
     position = (lambda: random.getstate()[1][624]) if rng == "random" else (lambda: int(np.random.get_state()[2]))
@@ -318,8 +318,8 @@ def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_i
 def test_watched_rngs_that_no_sample_draws_from_stay_unseeded_and_silent():
     """With every global RNG watched (sample_rngs=()), fetches that draw nothing seed nothing and warn nothing;
     the first that draws from torch warns, and torch is seeded from then on."""
-    from seeder.data.lazyseed import SampleSeeding
-    from seeder.data.workers import fetch_adapters
+    from seeder.data._lazyseed import SampleSeeding
+    from seeder.data._workers import fetch_adapters
 
     lazy = SampleSeeding([], fetch_adapters())
     random.seed(3), np.random.seed(3), torch.manual_seed(3)
@@ -439,7 +439,7 @@ def test_two_elastic_loaders_at_different_steps_move_together():
 def test_seeds_computed_ahead_are_those_of_each_position(requests, width, near):
     """PositionSeeds hands out the derivation's seed words of every position asked for, whatever the pattern of
     requests: strided runs (computed ahead), jumps (a resume), another epoch, short runs, runs across 2**32."""
-    from seeder.data.elastic_seeds import PositionSeeds
+    from seeder.data._elastic_seeds import PositionSeeds
 
     seeds, first = PositionSeeds(), near
     for epoch, count, stride in requests:

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from helpers import REPO_ROOT, free_port, torchrun
 
 import seeder
-from helpers import REPO_ROOT, free_port, torchrun
-from seeder.world import rederive_streams
+from seeder._state.world import rederive_streams
 
 SCRIPT = "tests/scripts/elastic_ranks.py"
 _spec = importlib.util.spec_from_file_location("elastic_ranks", REPO_ROOT / SCRIPT)

@@ -5,8 +5,8 @@ import hashlib
 import importlib.util
 import json
 import os
-import site
 import shutil
+import site
 import stat
 import subprocess
 import sys
@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from helpers import child_env
-from seeder import cli
-from seeder.env.capture import capture_environment, default_snapshot_dir, load_snapshot
-from seeder.env.diff import diff_environments
-from seeder.env.redact import REDACTED, is_secret_name, redact_environ, redact_text
+
+from seeder import _cli as cli
+from seeder.env._capture import capture_environment, default_snapshot_dir, load_snapshot
+from seeder.env._diff import diff_environments
+from seeder.env._redact import REDACTED, is_secret_name, redact_environ, redact_text
 
 # Planted secrets: none of these strings may appear in any file of a snapshot.
 SECRETS = {

@@ -15,7 +15,6 @@ import signal
 from typing import List
 
 import pytest
-
 from faultkit import TALLY
 from helpers import ForkServer, step_records
 

@@ -16,9 +16,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
-
-import seeder
 from faultkit import TALLY, Gain, World, canon, uninterrupted
+
 from seeder import Seeder, StateError
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from optional import need
 
 import seeder
-from optional import need
-from seeder.errors import SeederWarning
+from seeder._errors import SeederWarning
+from seeder._seeding.default import default_seeder
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).name
@@ -53,7 +54,7 @@ def _line_of(fn, text):
 
 
 def _without_seeder(fn):
-    seeder.default_seeder().reset()
+    seeder._seeding.default.default_seeder().reset()
     return fn()
 
 
@@ -204,7 +205,7 @@ def test_drawn_seed_is_on_stderr_with_logging_unconfigured(fresh_default, capfd,
 
 
 def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path, monkeypatch):
-    from seeder.verify.diagnose import preinit_hints
+    from seeder.verify._diagnose import preinit_hints
 
     for name, draw in (("drawn", True), ("clean", False)):
         run_dir = tmp_path / name
@@ -214,7 +215,7 @@ def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path,
         if draw:
             np.random.permutation(10)  # a dataset split before seeder.init
         fresh_default.init(master_seed=1)
-        fresh_default.default_seeder().reset()
+        default_seeder().reset()
     hints = preinit_hints([tmp_path / "drawn"])
     assert len(hints) == 1 and hints[0].startswith("NumPy's global RNG was drawn from before seeder.init (at ")
     assert f"{HERE}:" in hints[0] and preinit_hints([tmp_path / "clean"]) == []

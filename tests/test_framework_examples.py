@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO_ROOT
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ import torch
 
 import seeder
 from seeder import SeederWarning
-from seeder.derive import Domain, derive_seed
+from seeder._seeding.derive import Domain, derive_seed
 
 N = 24
 
@@ -62,7 +62,7 @@ class CountingStream(torch.utils.data.IterableDataset):
         self.path = path
 
     def __iter__(self):
-        share = seeder.stream_share()
+        share = seeder.data.stream_share()
         for i in range(share.index, N, share.count):
             counted(self.path, i)
             yield torch.tensor([float(i), *draws(i)], dtype=torch.float64)
@@ -111,7 +111,7 @@ def test_elastic_loader_calls_getitem_once_per_sample_and_stays_exact(s, tmp_pat
         order = list(seeder.DistributedSampler(range(N), num_replicas=1, rank=0, seeder=s))
         for p, i in enumerate(order):
             seeded = derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)
-            random.seed(seeded), np.random.seed(seeder.derive.numpy_seed(seeded)), torch.manual_seed(seeded)
+            random.seed(seeded), np.random.seed(seeder._seeding.derive.numpy_seed(seeded)), torch.manual_seed(seeded)
             assert got[i][1:].tolist() == draws(i), (p, i)
     elif workers == 0:  # a worker's warning goes to its own stderr
         assert any(issubclass(w.category, SeederWarning) and "sample_rngs" in str(w.message) for w in caught)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import ForkServer, child_env, communicate, run_python, sigint_as_in_a_terminal
 
 HANG = """

@@ -1,4 +1,4 @@
-"""Each private name of another library that seeder uses is loud when it changes (seeder/internals.py).
+"""Each private name of another library that seeder uses is loud when it changes (seeder/_internals.py).
 
 Every test takes a real object or class of the library, deletes or replaces the private
 name seeder relies on (as a new version of the library would), and watches seeder raise
@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import torch
 import torch.utils.data
-
 from optional import need
+
 import seeder
-from seeder import SeederWarning, internals
-from seeder.internals import INTERNALS, DependencyChanged
+from seeder import SeederWarning
+from seeder import _internals as internals
+from seeder._internals import INTERNALS, DependencyChanged
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_torch_iterators_not_reading_dataset_raise(unchecked, monkeypatch):
 
 
 def test_numpy_global_that_is_not_the_global_raises(unchecked, monkeypatch):
-    from seeder.rngs import NumpyRandomStateAdapter
+    from seeder._seeding.rngs import NumpyRandomStateAdapter
 
     other = np.random.RandomState()
     other.set_state(np.random.get_state())
@@ -67,7 +68,7 @@ def test_numpy_global_that_is_not_the_global_raises(unchecked, monkeypatch):
 
 
 def test_torch_without_privateuse1_name_warns_and_seeds_the_rest(unchecked, monkeypatch):
-    from seeder import rngs_torch
+    from seeder._seeding import rngs_torch
 
     monkeypatch.delattr(torch._C, "_get_privateuse1_backend_name")
     monkeypatch.setattr(rngs_torch, "_ACCELERATORS", None)
@@ -76,8 +77,8 @@ def test_torch_without_privateuse1_name_warns_and_seeds_the_rest(unchecked, monk
 
 
 def test_numpy_layout_probe_failing_warns_and_takes_the_public_path(unchecked, monkeypatch):
-    from seeder import fastrng
-    from seeder.rngs import NumpyRandomStateAdapter
+    from seeder._seeding import fastrng
+    from seeder._seeding.rngs import NumpyRandomStateAdapter
 
     monkeypatch.setattr(fastrng, "_LEGACY", [])
     # The layout seeder expects of the Gaussian cache, swapped: what a NumPy that moved or retyped it looks like.
@@ -98,8 +99,8 @@ def test_numpy_layout_probe_failing_warns_and_takes_the_public_path(unchecked, m
 def test_python_layout_probe_failing_warns_and_takes_the_public_path(unchecked, monkeypatch):
     import random
 
-    from seeder import fastrng
-    from seeder.rngs import PythonRandomAdapter
+    from seeder._seeding import fastrng
+    from seeder._seeding.rngs import PythonRandomAdapter
 
     monkeypatch.setattr(fastrng, "_PY_MT", [])
     # The bytes seeder expects for the position and key, one word longer: what a CPython that
@@ -153,8 +154,9 @@ def test_dali_pipeline_and_iterator_without_private_names_are_loud(unchecked):
     need("nvidia.dali", "DALI tracking")  # with SEEDER_REQUIRE_DALI=1 a missing DALI fails
     from nvidia.dali import fn, pipeline_def
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    import seeder.data._dali_seeds as ds
     import seeder.data.dali as sd
-    import seeder.data.dali_seeds as ds
 
     @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_checkpointing=True)
     def noise():

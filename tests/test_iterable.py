@@ -20,10 +20,10 @@ import torch
 
 import seeder
 from seeder import IterableDataLoader, Seeder, SeederWarning, StateError
-sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from stream_common import Counted, Noisy, flat, hf_stream  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from helpers import REPO_ROOT, child_env, json_lines, kill_at_step, torchrun  # noqa: E402
+from stream_common import Counted, Noisy, flat, hf_stream  # noqa: E402
 
 MASTER, BS, N = 11, 3, 23  # 2 workers: 12 + 11 items, 4 batches each, the last ones short
 TRAIN = str(REPO_ROOT / "tests" / "scripts" / "stream_train.py")
@@ -244,7 +244,7 @@ def test_shares_split_the_stream_by_worker_and_refuse_shuffle():
     s.init(MASTER)
     rows = [r for b in loader_for(lambda: Noisy(N), s, 2) for r in b.tolist()]
     assert sorted(int(r[0]) for r in rows) == list(range(N))
-    assert seeder.stream_share() == seeder.StreamShare(0, 1, 0, 1, 0, 1, 0)  # outside a loader
+    assert seeder.data.stream_share() == seeder.data.StreamShare(0, 1, 0, 1, 0, 1, 0)  # outside a loader
     with pytest.raises(ValueError, match="takes no shuffle"):
         IterableDataLoader(Noisy(N), shuffle=True, seeder=s)
 

@@ -147,7 +147,7 @@ def lightning_stream_loader(workers):
             self.items = NoisyDataset()
 
         def __iter__(self):
-            share = seeder.stream_share()
+            share = seeder.data.stream_share()
             for i in range(share.index, len(self.items), share.count):
                 yield self.items[i]
 

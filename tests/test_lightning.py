@@ -16,7 +16,7 @@ pytest.importorskip("lightning")
 import lightning.pytorch as pl  # noqa: E402
 
 import seeder  # noqa: E402
-from seeder.errors import SeederWarning, StateError  # noqa: E402
+from seeder._errors import SeederWarning, StateError  # noqa: E402
 from seeder.integrations.lightning import SeederCallback  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -186,7 +186,7 @@ def test_resume_path_resumes_where_seeder_verify_stopped_the_run(tmp_path, monke
     """A plain script's `fit(ckpt_path=resume_path(args.ckpt_path))` under verify's variables: stop, resume, exact."""
     import json
 
-    from seeder import stepwatch
+    from seeder._run import steps as stepwatch
     from seeder.integrations.lightning import resume_path
 
     for name in (stepwatch.ENV_STEPS, stepwatch.ENV_STOP, stepwatch.ENV_RESUME, stepwatch.ENV_CKPT_DIR):
@@ -221,7 +221,6 @@ def test_resume_path_resumes_where_seeder_verify_stopped_the_run(tmp_path, monke
 def fabric_train(tmp_path, stop_at=None, resume=False, setup_dataloaders=False):
     """docs/lightning.md's Fabric recipe with the module-level seeder, 2 workers, 2 epochs x 6 steps."""
     from lightning.fabric import Fabric
-
     from lightning_common import Net
 
     gc.collect()  # loaders of earlier runs in this process leave the default seeder

@@ -21,10 +21,11 @@ import torch
 
 pytest.importorskip("lightning")
 
-import seeder  # noqa: E402
 from handoff import handoff_server  # noqa: E402
 from helpers import communicate, trained_samples  # noqa: E402
-from seeder.world import rederive_streams  # noqa: E402
+
+import seeder  # noqa: E402
+from seeder._state.world import rederive_streams  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))

@@ -11,7 +11,7 @@ import torch.utils.data
 
 import seeder
 from seeder import DataLoader, DistributedSampler, Seeder, StateError
-from seeder.derive import batch_seeds
+from seeder._seeding.derive import batch_seeds
 
 MASTER = 777
 N, BS = 23, 4  # 6 batches an epoch, the last one short
@@ -125,7 +125,7 @@ def test_batch_content_is_pure_function_of_seed_epoch_position(reference):
     epoch, batch, _ = reference[7]  # epoch 1, batch 1
     idx = batch[:, 0].long().tolist()
     seed = batch_seeds(MASTER, 1, 1, 0, 1)[0]
-    seeder.data.workers.seed_globals(seed)
+    seeder.data._workers.seed_globals(seed)
     want = torch.stack([Noisy()[i] for i in idx])
     assert torch.equal(want, batch)
 

@@ -6,11 +6,12 @@ import warnings
 import pytest
 import torch
 import torch.utils.data
-
-import seeder
-from seeder import DistributedSampler, SeededDataset, Seeder, SeederWarning
 from optional import need
 from test_loader import BS, MASTER, Noisy
+
+import seeder
+from seeder import DistributedSampler, Seeder, SeederWarning
+from seeder.data import SeededDataset
 
 StatefulDataLoader = need("torchdata.stateful_dataloader", "StatefulDataLoader").StatefulDataLoader
 
@@ -23,9 +24,9 @@ def plain(num_workers=0, generator=True, wrap=False, shown=True):
     s.reseed(1, 0)
     ds = SeededDataset(Noisy(), seeder=s) if wrap else Noisy()
     smp = DistributedSampler(ds, seeder=s)
-    gen = seeder.dataloader_generator(seeder=s) if generator else None
+    gen = seeder.data.dataloader_generator(seeder=s) if generator else None
     loader = torch.utils.data.DataLoader(ds, batch_size=BS, sampler=smp, num_workers=num_workers, generator=gen)
-    return s, smp, seeder.watch_loader(loader) if shown else loader
+    return s, smp, seeder.data.watch_loader(loader) if shown else loader
 
 
 def seeder_warnings(fn):
@@ -40,7 +41,7 @@ def test_no_generator_warns_once():
     it = iter(loader)
     smp.advance(len(next(it)))
     got = seeder_warnings(s.state_dict) + seeder_warnings(s.state_dict)
-    assert len(got) == 1 and "no generator" in got[0] and "generator=seeder.dataloader_generator()" in got[0]
+    assert len(got) == 1 and "no generator" in got[0] and "generator=seeder.data.dataloader_generator()" in got[0]
 
 
 def resumed(generator, draw_after_load=False, shown=True):
@@ -68,7 +69,7 @@ def resumed(generator, draw_after_load=False, shown=True):
 def test_a_resume_without_generator_warns_when_its_epoch_starts_and_with_one_is_exact():
     got, rest, ref_rest, after, ref_after = resumed(generator=False)
     assert len(got) == 2 and "torch's global RNG moved since seeder.load_state_dict()" in got[0], got
-    assert "generator=seeder.dataloader_generator()" in got[0]
+    assert "generator=seeder.data.dataloader_generator()" in got[0]
     assert got[1].startswith("seeder.DistributedSampler resumed inside epoch 0: no generator:")  # the loader shown
     assert not torch.equal(after, ref_after)  # what the warning is about: torch's stream is one draw ahead
     got, rest, ref_rest, after, ref_after = resumed(generator=True)
@@ -82,12 +83,12 @@ def test_a_draw_between_load_and_resumed_epoch_warns():
 
 
 def test_a_loader_not_shown_warns_once_when_a_state_is_taken_and_when_a_resumed_epoch_starts():
-    """torch gives a sampler no loader: unless seeder.watch_loader() shows it, seeder says it cannot check it."""
+    """torch gives a sampler no loader: unless seeder.data.watch_loader() shows it, seeder says it cannot check it."""
     s, smp, loader = plain(generator=False, shown=False)
     it = iter(loader)
     smp.advance(len(next(it)))
     got = seeder_warnings(s.state_dict) + seeder_warnings(s.state_dict)
-    assert len(got) == 1 and "loader not shown" in got[0] and "seeder.watch_loader(loader)" in got[0], got
+    assert len(got) == 1 and "loader not shown" in got[0] and "seeder.data.watch_loader(loader)" in got[0], got
     assert "no generator" not in got[0]
     got, rest, ref_rest, *_ = resumed(generator=True, shown=False)
     assert len(got) == 1 and got[0].startswith("seeder.DistributedSampler resumed inside epoch 0: loader not shown")
@@ -98,17 +99,17 @@ def test_a_loader_not_shown_warns_once_when_a_state_is_taken_and_when_a_resumed_
 
 def test_watch_loader_names_what_it_needs():
     with pytest.raises(TypeError, match="holds no seeder.DistributedSampler.*sampler=seeder.DistributedSampler"):
-        seeder.watch_loader(torch.utils.data.DataLoader(range(4)))
+        seeder.data.watch_loader(torch.utils.data.DataLoader(range(4)))
     s, smp, _ = plain()
     batches = torch.utils.data.BatchSampler(smp, BS, drop_last=False)
     loader = torch.utils.data.DataLoader(Noisy(), batch_sampler=batches)
-    assert seeder.watch_loader(loader) is loader  # found inside the batch sampler
+    assert seeder.data.watch_loader(loader) is loader  # found inside the batch sampler
     class Stream(torch.utils.data.IterableDataset):
         def __iter__(self):
             return iter(range(4))
 
     stream = seeder.IterableDataLoader(Stream(), seeder=s)
-    assert seeder.watch_loader(stream) is stream  # a seeder loader needs no watch: returned as it is
+    assert seeder.data.watch_loader(stream) is stream  # a seeder loader needs no watch: returned as it is
 
 
 def test_complete_recipe_does_not_warn():
@@ -154,8 +155,8 @@ def stateful(num_workers):
     s.reseed(1, 0)
     ds = SeededDataset(Noisy(), seeder=s)
     smp = DistributedSampler(ds, seeder=s)
-    return seeder.watch_loader(StatefulDataLoader(ds, batch_size=BS, sampler=smp, num_workers=num_workers,
-                                                  generator=seeder.dataloader_generator(seeder=s)))
+    return seeder.data.watch_loader(StatefulDataLoader(ds, batch_size=BS, sampler=smp, num_workers=num_workers,
+                                                  generator=seeder.data.dataloader_generator(seeder=s)))
 
 
 @pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])
@@ -194,8 +195,8 @@ def test_the_resume_check_is_kept_for_each_participant_that_asked():
     compares nor uses up the copy."""
     import random
 
-    from seeder.resumecheck import ResumeCheck
-    from seeder.rngs import global_adapters
+    from seeder._seeding.rngs import global_adapters
+    from seeder._state.resumecheck import ResumeCheck
 
     class Owner:
         pass

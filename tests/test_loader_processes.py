@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import REPO_ROOT, child_env, json_lines, kill_at_step, torchrun
 
 TRAIN = str(REPO_ROOT / "tests" / "scripts" / "loader_train.py")

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import seeder
-from seeder._loadplan import EXACT, MOVE, MOVE_WHEN_BUILT, NEXT_EPOCH, check_state, plan_load
-from seeder.errors import StateError
+from seeder._errors import StateError
+from seeder._state.plan import EXACT, MOVE, MOVE_WHEN_BUILT, NEXT_EPOCH, check_state, plan_load
 
 N = 23
 

@@ -10,7 +10,6 @@ import sys
 
 import pytest
 import torch
-
 from helpers import REPO_ROOT, run_python
 
 SCRIPT = REPO_ROOT / "tests" / "scripts" / "locate_causes.py"
@@ -126,7 +125,7 @@ def test_a_dataset_drawing_from_an_unseeded_numpy_generator_is_named(tmp_path, h
     )
     assert (
         "other sample content" in rep["lines"][1]
-        and "np.random.default_rng(seeder.sample_seed" in text
+        and "np.random.default_rng(seeder.data.sample_seed" in text
     )
 
 
@@ -286,7 +285,7 @@ def test_nothing_is_recorded_or_imported_outside_a_localisation_run(tmp_path):
         "print([m for m in sys.modules if m.startswith('seeder.verify')])"
     )
     assert run_python(["-c", code]).stdout.strip() == "[]"
-    code = "import sys, seeder.cli; seeder.cli.build_parser(); print('torch' in sys.modules)"
+    code = "import sys, seeder._cli; seeder._cli.build_parser(); print('torch' in sys.modules)"
     # the seeder command line (and locate's) needs no torch
     assert run_python(["-c", code]).stdout.strip() == "False"
     code = (

@@ -9,9 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seeder._run.fingerprint import generator_print, row_prints, tensor_print
+from seeder._run.record import Recorder
 from seeder.verify._compare import first_difference
-from seeder.verify._fingerprint import generator_print, row_prints, tensor_print
-from seeder.verify._record import Recorder
 
 
 @settings(max_examples=60, deadline=None)

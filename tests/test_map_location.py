@@ -6,8 +6,8 @@ import random
 import numpy as np
 import pytest
 import torch
-
 from helpers import global_rng_fingerprint
+
 from seeder import Seeder, StateError
 
 

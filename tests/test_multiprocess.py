@@ -1,6 +1,5 @@
 """Promises 1-2 across real processes: torchrun on gloo, one node and two nodes on one machine."""
 import pytest
-
 from helpers import json_lines, torchrun
 
 pytestmark = pytest.mark.slow

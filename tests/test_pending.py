@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import seeder
-from seeder.errors import StateError
+from seeder._errors import StateError
 
 
 class Noisy(torch.utils.data.Dataset):
@@ -84,7 +84,7 @@ def test_a_part_for_a_sampler_never_built_waits_then_fails_at_the_loop():
 def test_a_checkpoint_written_under_seeder_verify_resumes_outside_it():
     """Under ``seeder verify`` a step counter joins the seeder and its count travels in the checkpoint; outside
     verify nothing claims that part, and it must neither wait nor fail."""
-    from seeder.stepwatch import StepCounter
+    from seeder._run.steps import StepCounter
 
     s = seeder.Seeder()
     s.init(5)

@@ -8,9 +8,14 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from optional import need
-from seeder.data.permutation import SMALL_N, FeistelPermutation, TablePermutation, keyed_permutation
+
+from seeder.data._permutation import (
+    SMALL_N,
+    FeistelPermutation,
+    TablePermutation,
+    keyed_permutation,
+)
 
 KEYS = (0, 1, 2**64 - 1, 0x9E3779B97F4A7C15, 123456789)
 # 1, 2, primes, powers of two and their neighbours, around the table/Feistel switch, odd bit widths.

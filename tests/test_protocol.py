@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import seeder
-from seeder import trace
-from seeder.default import check_seeder, resolve_seeder
-from seeder.participant import Participant, Positioned, Stands
+from seeder._run import trace
+from seeder._seeding.default import check_seeder, resolve_seeder
+from seeder._seeding.participant import Participant, Positioned, Stands
 
 
 class Noise:
@@ -65,7 +65,7 @@ def test_positioned_participants_report_without_side_effects():
     s.reseed(1, 0)
     sampler = seeder.DistributedSampler(range(12), seeder=s)
     plain = torch.utils.data.DataLoader(range(12), batch_size=4, sampler=sampler,
-                                        generator=seeder.dataloader_generator(seeder=s))
+                                        generator=seeder.data.dataloader_generator(seeder=s))
     next(iter(plain))  # drawn, never advance()d: state_dict() would warn once
     loader = seeder.DataLoader(torch.arange(12), batch_size=4, shuffle=True, seeder=s)
     it = iter(loader)
@@ -95,7 +95,7 @@ def test_a_standing_participant_is_found_through_its_target():
 def test_one_message_for_a_wrong_seeder(bad):
     for call in (lambda: resolve_seeder(bad), lambda: check_seeder(bad),
                  lambda: seeder.DistributedSampler(range(4), seeder=bad),
-                 lambda: seeder.DataLoader(range(4), seeder=bad), lambda: seeder.SeededDataset(range(4), seeder=bad),
-                 lambda: seeder.dataloader_generator(seeder=bad)):
+                 lambda: seeder.DataLoader(range(4), seeder=bad), lambda: seeder.data.SeededDataset(range(4), seeder=bad),
+                 lambda: seeder.data.dataloader_generator(seeder=bad)):
         with pytest.raises(TypeError, match=r"^seeder must be a seeder.Seeder or None \(the default seeder\), got "):
             call()

@@ -12,12 +12,13 @@ import torch
 import torch.utils.data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from optional import need_verify
-from seeder import DataLoader, DistributedSampler, Seeder, StateError, cli
-from seeder.derive import parse_master_seed
-from seeder.distributed import Topology, check_topology
-from seeder.env.launcher import launch_environment
+
+from seeder import DataLoader, DistributedSampler, Seeder, StateError
+from seeder import _cli as cli
+from seeder._seeding.derive import parse_master_seed
+from seeder._seeding.distributed import Topology, check_topology
+from seeder.env._launcher import launch_environment
 from tests.helpers import global_rng_fingerprint
 
 # Samplers are iterated directly here, not through a loader: "loader not shown" is for loaders.

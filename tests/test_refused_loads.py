@@ -13,7 +13,7 @@ import torch
 
 import seeder
 from seeder import StateError
-from seeder.rngs import global_adapters
+from seeder._seeding.rngs import global_adapters
 
 N = 23
 
@@ -249,7 +249,7 @@ def test_a_sampler_shown_with_a_loader_dropped_since_warns_for_the_loader_rebuil
             sampler.state_dict()
         return [str(w.message) for w in caught]
 
-    shown = seeder.watch_loader(
+    shown = seeder.data.watch_loader(
         torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2)
     )
     assert any("no generator" in m for m in taken(shown))
@@ -258,7 +258,7 @@ def test_a_sampler_shown_with_a_loader_dropped_since_warns_for_the_loader_rebuil
     s.reseed(1, 1)
     rebuilt = torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2)  # not shown
     assert any("loader not shown" in m for m in taken(rebuilt))
-    seeder.watch_loader(rebuilt)
+    seeder.data.watch_loader(rebuilt)
     s.reseed(1, 2)
     assert any(
         "no generator" in m for m in taken(rebuilt)

@@ -19,9 +19,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 import torch
-
 from helpers import ForkServer, step_records, torchrun
-from seeder.stepwatch import ENV_RESUME, ENV_STEPS, ENV_STOP, read_marks
+
+from seeder._run.steps import ENV_RESUME, ENV_STEPS, ENV_STOP, read_marks
 
 pytestmark = pytest.mark.slow
 

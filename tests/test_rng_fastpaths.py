@@ -1,16 +1,22 @@
 """The RNG adapters against the libraries' public state APIs: the checkpoint path uses nothing
-else, and the per-batch paths that read a private layout (seeder.fastrng: keep() and watcher())
+else, and the per-batch paths that read a private layout (seeder._seeding.fastrng: keep() and watcher())
 are bit-exact with them."""
 import random
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from seeder import derive, fastrng, seedseq
-from seeder.errors import StateError
-from seeder.rngs import NumpyGeneratorAdapter, NumpyRandomStateAdapter, PythonRandomAdapter, global_adapters
+from seeder._errors import StateError
+from seeder._seeding import derive, fastrng, seedseq
+from seeder._seeding.rngs import (
+    NumpyGeneratorAdapter,
+    NumpyRandomStateAdapter,
+    PythonRandomAdapter,
+    global_adapters,
+)
 
 FAST = settings(max_examples=60, deadline=None)
 # Finite only: seeder refuses a non-finite cached Gaussian (no run produces one).
@@ -233,7 +239,7 @@ def test_block_derivation_matches_seed_sequence(master, key, words, jumps):
 def test_copies_put_back_every_global_rng_exactly(per_batch):
     """copy_state / put_back (public) and keep() (per batch) of python, NumPy (Gaussian caches
     set) and torch: the same draws afterwards."""
-    from seeder.rngbase import keep_states, put_back_states, restore_states, save_states
+    from seeder._seeding.rngbase import keep_states, put_back_states, restore_states, save_states
 
     adapters = global_adapters()[:3]
 
@@ -292,13 +298,13 @@ def test_python_state_is_the_same_read_fast_or_through_getstate():
 @pytest.fixture
 def no_private_layouts(monkeypatch):
     """Make every use of a private layout fail loudly: what the checkpoint path must never reach."""
-    import seeder.rngs
+    import seeder._seeding.rngs
 
     def refuse(*_args, **_kwargs):
         raise AssertionError("the checkpoint path read a private layout")
 
-    monkeypatch.setattr(seeder.rngs, "python_mt_view", refuse)
-    monkeypatch.setattr(seeder.rngs, "legacy_access", refuse)
+    monkeypatch.setattr(seeder._seeding.rngs, "python_mt_view", refuse)
+    monkeypatch.setattr(seeder._seeding.rngs, "legacy_access", refuse)
 
 
 def test_the_checkpoint_path_uses_public_state_apis_only(no_private_layouts):

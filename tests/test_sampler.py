@@ -14,9 +14,11 @@ import torch.utils.data
 from torch.utils.data import DataLoader
 
 import seeder
-from seeder import DistributedSampler, SeededDataset, Seeder, SeederWarning, StateError
-from seeder.derive import Domain, derive_seed
-from seeder.data.permutation import keyed_permutation
+from seeder import DistributedSampler, Seeder, SeederWarning, StateError
+from seeder._seeding.default import default_seeder
+from seeder._seeding.derive import Domain, derive_seed
+from seeder.data import SeededDataset
+from seeder.data._permutation import keyed_permutation
 
 # The sampler is iterated directly here, not through a loader: "loader not shown" is for loaders.
 pytestmark = pytest.mark.filterwarnings("ignore:.*loader not shown:seeder.SeederWarning")
@@ -188,11 +190,11 @@ def test_created_after_reseed_starts_at_that_epoch(s):
 def test_default_seeder_attaches(fresh_default):
     fresh_default.init(8)
     sampler = seeder.DistributedSampler(Sized(10))
-    assert sampler in fresh_default.default_seeder().participants()
+    assert sampler in default_seeder().participants()
     fresh_default.reseed(1, 3)
     assert sampler.epoch == 3
     del sampler
-    assert not [p for p in fresh_default.default_seeder().participants() if isinstance(p, DistributedSampler)]
+    assert not [p for p in default_seeder().participants() if isinstance(p, DistributedSampler)]
 
 
 # --------------------------------------------------------------------------- bad arguments
@@ -361,7 +363,7 @@ def test_state_of_rank_0_loads_on_every_rank(s):
 def test_advance_errors_and_warning(s):
     sampler = make(10_000, s)
     loader = torch.utils.data.DataLoader(range(10_000), sampler=sampler)
-    seeder.watch_loader(loader)  # shown (and kept): nothing else to say
+    seeder.data.watch_loader(loader)  # shown (and kept): nothing else to say
     it = iter(sampler)
     for bad in (-1, 1.5, None):
         with pytest.raises(ValueError, match="advance"):

@@ -13,15 +13,23 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO_ROOT, child_env
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
-from helpers import REPO_ROOT, child_env
-from seeder import Seeder, SeederWarning
-from seeder.env.capture import capture_environment
-from seeder.env.redact import MIN_LITERAL, REDACTED, Redactor, redact_argv, redact_environ, redact_json, redact_text
-from seeder.env.safefile import UnsafeDirectoryError, write_file
 from optional import need_verify
+
+from seeder import Seeder, SeederWarning
+from seeder.env._capture import capture_environment
+from seeder.env._redact import (
+    MIN_LITERAL,
+    REDACTED,
+    Redactor,
+    redact_argv,
+    redact_environ,
+    redact_json,
+    redact_text,
+)
+from seeder.env._safefile import UnsafeDirectoryError, write_file
 
 HEX40 = "9f3a1c5e7b2d4f6081a3c5e7092b4d6f8a1c3e5b"  # a wandb key
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjaS1qb2ItcGxhbnRlZCJ9.c2lnbmF0dXJlUGxhbnRlZDAx"
@@ -431,8 +439,8 @@ def test_write_file_replaces_a_symlink_instead_of_following_it(tmp_path):
 
 def test_verify_writes_reports_and_run_records_without_following_symlinks(tmp_path):
     need_verify(figures=False)
-    from seeder.verify.runner import RunSpec, run_all
-    from seeder.verify.session import OutputDirError, prepare_out, write_json
+    from seeder.verify._runner import RunSpec, run_all
+    from seeder.verify._session import OutputDirError, prepare_out, write_json
 
     victim = tmp_path / "victim"
     victim.mkdir()

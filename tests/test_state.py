@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from seeder import DistributedSampler, Seeder, SeederWarning, StateError, digest
-from seeder.state import GATHERED_FORMAT
+from seeder._state.format import GATHERED_FORMAT
 
 
 class Perturbation:

@@ -14,13 +14,12 @@ import struct
 import warnings
 from typing import Any, List, Tuple
 
-import numpy as np
 import pytest
 import torch
+from faultkit import TALLY, World, canon
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from faultkit import TALLY, World, canon
 from seeder import StateError
 
 Path = Tuple[Any, ...]
@@ -93,7 +92,7 @@ def _set(fmt: str, at: int, *values: Any):
     return lambda raw: struct.pack_into(fmt, raw, at, *values)
 
 
-#: Contents of a torch CPU generator state (5056 bytes, see seeder/rngs_torch.py) that torch loads but no generator
+#: Contents of a torch CPU generator state (5056 bytes, see seeder/_seeding/rngs_torch.py) that torch loads but no generator
 #: reaches: each must be refused.
 IMPOSSIBLE_TORCH = {
     "all-zero key": lambda raw: raw.__setitem__(slice(24, 24 + 624 * 8), 0),

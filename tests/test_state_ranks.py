@@ -6,8 +6,8 @@ import random
 
 import pytest
 import torch
-
 from helpers import torchrun
+
 from seeder import Seeder, SeederWarning, StateError
 
 

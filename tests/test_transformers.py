@@ -12,13 +12,12 @@ import torch
 pytest.importorskip("transformers")
 
 import seeder  # noqa: E402
-from seeder.errors import StateError  # noqa: E402
+from seeder._errors import StateError  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "scripts"))
-from hf_trainer_run import run  # noqa: E402
-
 from helpers import torchrun  # noqa: E402
+from hf_trainer_run import run  # noqa: E402
 
 STEPS_PER_EPOCH = 12  # 96 items, batch 8
 
@@ -63,9 +62,9 @@ def test_bad_seeder_state_raises_before_anything_changes(full, tmp_path):
 
 
 def test_unsupported_arguments_are_named(tmp_path):
+    from hf_common import Augmented, Tiny
     from transformers import TrainingArguments
 
-    from hf_common import Augmented, Tiny
     from seeder.integrations.transformers import SeederTrainer
 
     args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, ignore_data_skip=True)

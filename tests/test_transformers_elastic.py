@@ -20,10 +20,10 @@ import torch
 
 pytest.importorskip("transformers")
 
-import seeder  # noqa: E402
-
 from helpers import REPO_ROOT, torchrun, trained_samples  # noqa: E402
-from seeder.world import rederive_streams  # noqa: E402
+
+import seeder  # noqa: E402
+from seeder._state.world import rederive_streams  # noqa: E402
 
 SCRIPT = "tests/scripts/hf_elastic.py"
 _spec = importlib.util.spec_from_file_location("hf_elastic", REPO_ROOT / SCRIPT)

@@ -10,17 +10,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from optional import need_verify
 
 need_verify(figures=False)
 from scipy import stats as sst  # noqa: E402
 
 from seeder.verify import Contract, Metrics, parse_metrics, read_metrics  # noqa: E402
-from seeder.verify import stats  # noqa: E402
-from seeder.verify.analysis import analyze_compare, analyze_verify  # noqa: E402
-from seeder.verify.report import markdown, table  # noqa: E402
-from seeder.verify.session import MARKER, OutputDirError, prepare_out, write_json  # noqa: E402
+from seeder.verify import _stats as stats  # noqa: E402
+from seeder.verify._analysis import analyze_compare, analyze_verify  # noqa: E402
+from seeder.verify._report import markdown, table  # noqa: E402
+from seeder.verify._session import MARKER, OutputDirError, prepare_out, write_json  # noqa: E402
 
 
 def m(values, start=0, per_epoch=4, digest=None):
@@ -378,7 +377,7 @@ def test_write_json_is_strict(tmp_path):
 def test_progress_without_tqdm_prints_one_line_per_run(monkeypatch, capsys, tmp_path):
     import sys
 
-    from seeder.verify.runner import RunResult, _Progress
+    from seeder.verify._runner import RunResult, _Progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm now raises ImportError
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
@@ -421,9 +420,9 @@ def test_resume_repeats_runs_fewer_stopped_and_resumed_runs(tmp_path, contract):
     """--resume-repeats N: the two resume checks run N repeats; (1) and (4) keep --repeats; default unchanged."""
     from collections import Counter
 
-    from seeder.cli import build_parser
+    from seeder._cli import build_parser
     from seeder.verify import VerifyConfig
-    from seeder.verify.plan import plan_verify
+    from seeder.verify._plan import plan_verify
 
     def kinds(**kw):
         cfg = VerifyConfig(command=["python", "train.py"], out=tmp_path, epochs=4, repeats=3, contract=contract, **kw)

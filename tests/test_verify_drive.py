@@ -6,18 +6,16 @@ import importlib.util
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
-
 from helpers import REPO_ROOT, run_python
 from optional import need_verify
 
 need_verify(figures=False)  # every run here passes figures=False / --no-figures
 from seeder.verify import VerifyConfig, verify  # noqa: E402
+from seeder.verify._contract import Contract  # noqa: E402
 from seeder.verify._escapes import snapshot  # noqa: E402
-from seeder.verify.flags import ParserProbe, adapt_contract, probe_parser  # noqa: E402
-from seeder.verify.contract import Contract  # noqa: E402
+from seeder.verify._flags import adapt_contract, probe_parser  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

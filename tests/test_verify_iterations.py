@@ -12,16 +12,17 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers import REPO_ROOT, run_python
 
 import seeder
-from helpers import REPO_ROOT, run_python
-from seeder import stepwatch
-from seeder.errors import StateError
+from seeder._errors import StateError
+from seeder._run import steps as stepwatch
+from seeder._seeding.default import default_seeder
 from seeder.verify import VerifyConfig, verify
+from seeder.verify._contract import Metrics
+from seeder.verify._diagnose import foreign_resumes
+from seeder.verify._seederstops import stop_steps
 from seeder.verify._stepcauses import discarded_batches, prefetched
-from seeder.verify.contract import Metrics
-from seeder.verify.diagnose import foreign_resumes
-from seeder.verify.seederstops import stop_steps
 
 CAUSES = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_causes.py")]
 NANOGPT = str(REPO_ROOT / "examples" / "nanogpt_port.py")
@@ -143,7 +144,7 @@ def test_a_checkpoint_saved_outside_the_verify_session_is_refused_saying_so(tmp_
     the run's folder) is refused with the cause and the fix, not the generic missing-participant message."""
     fresh_default.init(master_seed=3)
     outside = fresh_default.state_dict()  # saved by a run without seeder verify: no step counter
-    fresh_default.default_seeder().reset()
+    default_seeder().reset()
     monkeypatch.setenv(stepwatch.ENV_STEPS, str(tmp_path / "steps.jsonl"))
     fresh_default.init(master_seed=3)
     with pytest.raises(StateError, match="not saved by a run of this seeder verify session") as err:

@@ -8,11 +8,11 @@ import numpy as np
 import torch
 
 import seeder
-from seeder import stepwatch
-from seeder.verify.contract import TEMPLATE_NAMES, Contract, Metrics
-import seeder.verify.flags
-from seeder.verify.flags import LIGHTNING_RESUME, ParserProbe, adapt_contract, probe_argv
-from seeder.verify.seederstops import NO_RESUME, NO_STOP, stop_steps, untested
+import seeder.verify._flags
+from seeder._run import steps as stepwatch
+from seeder.verify._contract import TEMPLATE_NAMES, Contract, Metrics
+from seeder.verify._flags import LIGHTNING_RESUME, ParserProbe, adapt_contract, probe_argv
+from seeder.verify._seederstops import NO_RESUME, NO_STOP, stop_steps, untested
 
 #: LightningCLI's parser as the probe reports it: options of the root and of the `fit` subcommand.
 LIGHTNING_ACTIONS = [{"options": ["-h", "--help"], "nargs": 0}, {"options": [], "dest": "subcommand", "nargs": "A..."},
@@ -124,7 +124,7 @@ def test_checkpoint_save_removes_the_halves_of_killed_writes(tmp_path, fresh_def
 
 def test_the_probe_runs_the_script_a_launcher_would_start_never_the_launcher(tmp_path):
     (tmp_path / "train.py").write_text("")
-    probe = str(Path(seeder.verify.flags.__file__).with_name("_probe.py"))
+    probe = str(Path(seeder.verify._flags.__file__).with_name("_probe.py"))
     for launcher in (["torchrun", "--standalone", "--nproc-per-node", "2"],
                      ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2"], ["accelerate", "launch"]):
         assert probe_argv(launcher + ["train.py", "--lr", "1"], tmp_path) == (

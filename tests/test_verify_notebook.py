@@ -5,7 +5,6 @@ import os
 import sys
 
 import pytest
-
 from helpers import REPO_ROOT
 from optional import need, need_verify
 

@@ -10,13 +10,11 @@ import sys
 import time
 
 import pytest
-
 from helpers import REPO_ROOT, child_env, run_python, sigint_as_in_a_terminal
 from optional import need_verify
 
 need_verify(figures=False)  # the test that draws figures asks for matplotlib itself
-from seeder.verify import Contract, RunSpec, run_all  # noqa: E402
-from seeder.verify import CompareConfig, VerifyConfig, compare, verify  # noqa: E402
+from seeder.verify import CompareConfig, Contract, RunSpec, VerifyConfig, compare, run_all, verify  # noqa: E402  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -229,7 +227,7 @@ def test_verify_names_the_missing_dataloader_generator(tmp_path, handed_off):
                     "--resume-repeats", "1", "--no-figures", "--no-progress", "--", *LOADER_TOY, "--bug", "no-generator"],
                    check=False, timeout=300)
     assert p.returncode == 1, p.stderr
-    assert "pass generator=seeder.dataloader_generator() to the DataLoader" in p.stdout.replace("Pass", "pass")
+    assert "pass generator=seeder.data.dataloader_generator() to the DataLoader" in p.stdout.replace("Pass", "pass")
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL", "variance": "PASS"}
     mid = next(c for c in rep["checks"] if c["name"] == "resume-mid-epoch")

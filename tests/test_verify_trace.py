@@ -1,4 +1,4 @@
-"""Per-step traces (seeder.trace), what verify reads from them (seeder.verify.diagnose), and the mid-epoch stop plan."""
+"""Per-step traces (seeder._run.trace), what verify reads from them (seeder.verify._diagnose), and the mid-epoch stop plan."""
 from __future__ import annotations
 
 import random
@@ -9,11 +9,11 @@ import torch
 from torch.utils.data import DataLoader
 
 import seeder
-from seeder import trace
-from seeder.errors import SeederWarning
+from seeder._errors import SeederWarning
+from seeder._run import trace
 from seeder.verify import Contract, Metrics
-from seeder.verify.diagnose import MSG_BASE_SEED, diagnose, diagnose_dirs
-from seeder.verify.midepoch import StepStopSupport, mid_epoch_step
+from seeder.verify._diagnose import MSG_BASE_SEED, diagnose, diagnose_dirs
+from seeder.verify._midepoch import StepStopSupport, mid_epoch_step
 
 
 def _global_states():
@@ -27,7 +27,7 @@ def traced(tmp_path, monkeypatch):
     return prefix
 
 
-# --- seeder.trace ---------------------------------------------------------------------------------------------
+# --- seeder._run.trace ---------------------------------------------------------------------------------------------
 
 def test_record_step_without_the_variable_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.delenv(trace.ENV_TRACE, raising=False)
@@ -66,7 +66,7 @@ def test_sampler_records_at_iteration_start_and_advance_and_keeps_its_warning(tr
     s.init(3)
     data = list(range(12))
     sampler = seeder.DistributedSampler(data, seeder=s)
-    loader = DataLoader(data, batch_size=4, sampler=sampler, generator=seeder.dataloader_generator(seeder=s))
+    loader = DataLoader(data, batch_size=4, sampler=sampler, generator=seeder.data.dataloader_generator(seeder=s))
     s.reseed(1, 0)
     for i, batch in enumerate(loader):
         sampler.advance(len(batch))
@@ -91,7 +91,7 @@ def test_fingerprint_is_stable_and_tells_states_apart():
     assert trace.fingerprint([1, 2.0]) != trace.fingerprint([1, 2])
 
 
-# --- seeder.verify.diagnose --------------------------------------------------------------------------------------
+# --- seeder.verify._diagnose --------------------------------------------------------------------------------------
 
 def rec(position, epoch=1, source="sampler", python="p", numpy="n", torch="t", gen="g", sampler_pos=None):
     pos = {"sampler.0": {"epoch": epoch, "position": position if sampler_pos is None else sampler_pos}}
@@ -111,7 +111,7 @@ STOPPED = FULL[:4]  # stopped after one step of epoch 1 (sampler position 8)
 def test_diagnose_names_the_base_seed_draw_of_a_loader_without_generator():
     d = diagnose({0: FULL}, {0: STOPPED}, {0: [rec(8, torch="drawn"), rec(16)]})
     assert (d.state, d.epoch, d.position, d.message) == ("torch", 1, 8, MSG_BASE_SEED)
-    assert "pass generator=seeder.dataloader_generator()" in d.message.lower()
+    assert "pass generator=seeder.data.dataloader_generator()" in d.message.lower()
 
 
 def test_diagnose_position_never_counted_and_position_not_restored():
@@ -157,7 +157,7 @@ def test_diagnose_lines_up_the_source_that_recorded_the_last_step():
 
 def test_diagnose_all_traced_states_equal_points_elsewhere():
     d = diagnose({0: FULL}, {0: STOPPED}, {0: FULL[3:]})
-    assert d.state == "none" and "optimizer" in d.message and "seeder.SeededDataset" in d.message
+    assert d.state == "none" and "optimizer" in d.message and "seeder.data.SeededDataset" in d.message
 
 
 def test_diagnose_ranks_and_what_it_cannot_tell(tmp_path):
@@ -168,7 +168,7 @@ def test_diagnose_ranks_and_what_it_cannot_tell(tmp_path):
     assert diagnose_dirs(tmp_path, tmp_path, tmp_path) is None  # a script that does not use seeder: no trace
 
 
-# --- seeder.verify.midepoch --------------------------------------------------------------------------------------
+# --- seeder.verify._midepoch --------------------------------------------------------------------------------------
 
 def test_mid_epoch_step_is_an_odd_step_inside_the_last_epoch():
     assert mid_epoch_step(metrics_with_epochs([0] * 64 + [1] * 64)) == (97, "33 of 64 steps into epoch 1")

@@ -13,9 +13,17 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 import seeder
-from seeder import DistributedSampler, SeededDataset, Seeder, WorkerInitFn, make_worker_init_fn, sample_seed
-from seeder.derive import MAX_KEY, MAX_MASTER_SEED, Domain, derive_seed, numpy_seed
-from seeder.derive import index_words, stream_seeds
+from seeder import DistributedSampler, Seeder
+from seeder._seeding.derive import (
+    MAX_KEY,
+    MAX_MASTER_SEED,
+    Domain,
+    derive_seed,
+    index_words,
+    numpy_seed,
+    stream_seeds,
+)
+from seeder.data import SeededDataset, WorkerInitFn, make_worker_init_fn, sample_seed
 
 MASTER = 20240601
 # Several tests replay an epoch on purpose (reference runs); the seeder warns about that.
@@ -214,7 +222,7 @@ def test_dataloader_generator_keeps_global_torch_stream(s):
     before = torch.get_rng_state()
     iter(loader)
     assert not torch.equal(before, torch.get_rng_state())  # torch draws a base seed from the global RNG
-    loader = DataLoader(list(range(8)), batch_size=4, generator=seeder.dataloader_generator(seeder=s))
+    loader = DataLoader(list(range(8)), batch_size=4, generator=seeder.data.dataloader_generator(seeder=s))
     before = torch.get_rng_state()
     list(loader)
     assert torch.equal(before, torch.get_rng_state())
@@ -224,8 +232,8 @@ def test_dataloader_generator_keeps_global_torch_stream(s):
 def loader(ds, s, workers, *, sampler=None, persistent=False, ctx=None, init=True, bs=2):
     ld = DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=workers, persistent_workers=persistent,
                     worker_init_fn=WorkerInitFn(seeder=s) if init else None, multiprocessing_context=ctx,
-                    generator=seeder.dataloader_generator(seeder=s))
-    return seeder.watch_loader(ld) if sampler is not None else ld
+                    generator=seeder.data.dataloader_generator(seeder=s))
+    return seeder.data.watch_loader(ld) if sampler is not None else ld
 
 
 @pytest.mark.slow

@@ -1,4 +1,44 @@
-"""The data path: the sampler, its keyed permutation, ``DataLoader``, worker seeding and DALI pipelines.
+"""The data path beyond the loaders: worker seeding, loader audits, stream shares.
 
-Importing ``seeder.data`` loads no torch; each module is imported by name (``seeder.data.dali``).
+The loaders and the sampler are ``seeder.DataLoader``, ``seeder.ElasticDataLoader``,
+``seeder.IterableDataLoader`` and ``seeder.DistributedSampler``; DALI pipelines are
+:mod:`seeder.data.dali`. Importing ``seeder.data`` loads no torch: each name is imported
+on first use.
+
+Example:
+    >>> import seeder, seeder.data
+    >>> seeder.init(0); seeder.reseed(0, 0)
+    >>> gen = seeder.data.dataloader_generator()
+    >>> type(gen).__name__
+    'Generator'
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "watch_loader": "_audit",
+    "stream_share": "_streams",
+    "StreamShare": "_streams",
+    "SeededDataset": "_workers",
+    "WorkerInitFn": "_workers",
+    "worker_init_fn": "_workers",
+    "make_worker_init_fn": "_workers",
+    "sample_seed": "_workers",
+    "dataloader_generator": "_workers",
+}
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'seeder.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"seeder.data.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*__all__, "dali"])

@@ -53,7 +53,7 @@ from typing import Any, List, Optional
 from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from ..errors import SeederWarning
+from seeder._errors import SeederWarning
 
 __all__ = ["DiscardWatch", "FIRST_WATCHED"]
 

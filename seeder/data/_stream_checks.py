@@ -19,15 +19,15 @@ Example:
     ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.errors.StateError: ...['batch'] is 3, but its workers produced 2 batch(es) (per ...
+    seeder._errors.StateError: ...['batch'] is 3, but its workers produced 2 batch(es) (per ...
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
-from ..checks import check_state_header, is_int
-from ..derive import MAX_KEY
-from ..errors import StateError
+from seeder._checks import check_state_header, is_int
+from seeder._errors import StateError
+from seeder._seeding.derive import MAX_KEY
 
 __all__ = ["STREAM_STATE_VERSION", "STREAM_STATE_KEYS", "WORKER_KEYS", "check_stream_state",
            "run_epoch"]
@@ -135,7 +135,7 @@ def check_stream_state(state: Any, layout: Dict[str, Any], epoch: Optional[int],
     >>> check_stream_state({"format": "x"}, {}, None, lambda w, s: None)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.errors.StateError: not a seeder.IterableDataLoader state: pass the dict returned by ...
+    seeder._errors.StateError: not a seeder.IterableDataLoader state: pass the dict returned by ...
     """
     check_state_header(state, "seeder.stream_loader", STREAM_STATE_VERSION, STREAM_STATE_KEYS,
                        _NAME)

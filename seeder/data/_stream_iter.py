@@ -20,8 +20,8 @@ from __future__ import annotations
 import collections
 from typing import Any, Deque, Dict, List
 
-from ..rngbase import next_keeping
-from .workers import fetch_adapters
+from seeder._seeding.rngbase import next_keeping
+from seeder.data._workers import fetch_adapters
 
 __all__ = ["StreamIter"]
 

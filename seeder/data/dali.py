@@ -11,16 +11,16 @@ with ``checkpoint=`` and continues its data and random streams exactly.
 
 This module imports no DALI until a function that needs a pipeline is called,
 so ``import seeder`` works without DALI installed. Importing it adds
-:func:`participant_for` to the participant factories (:func:`seeder.participant.add_factory`),
+:func:`participant_for` to the participant factories (:func:`seeder._seeding.participant.add_factory`),
 so that ``register_generator(pipeline)`` and ``join(pipeline)`` track a pipeline;
 :mod:`seeder` imports it together with the core.
 
 The seeds and the saved checkpoints need no pipeline and live in
-:mod:`seeder.data.dali_seeds`; this module tracks pipelines.
+:mod:`seeder.data._dali_seeds`; this module tracks pipelines.
 
 Example (no DALI needed to compute seeds):
     >>> import seeder
-    >>> from seeder.data.dali_seeds import MAX_DALI_SEED, pipeline_seed
+    >>> from seeder.data._dali_seeds import MAX_DALI_SEED, pipeline_seed
     >>> s = seeder.Seeder(); s.init(42)
     >>> pipeline_seed(0, seeder=s) == pipeline_seed(0, seeder=s)   # same master seed, same seed
     True
@@ -35,14 +35,20 @@ import logging
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
-from ..checks import check_bool
-from ..core import Seeder
-from ..default import resolve_seeder
-from ..derive import check_key
-from ..errors import SeederWarning, StateError
-from ..internals import require
-from ..participant import Participant, add_factory
-from .dali_seeds import SEEDER_KIND, check_entry, pipeline_class, pipeline_seed, require_dali
+from seeder._checks import check_bool
+from seeder._errors import SeederWarning, StateError
+from seeder._internals import require
+from seeder._seeding.core import Seeder
+from seeder._seeding.default import resolve_seeder
+from seeder._seeding.derive import check_key
+from seeder._seeding.participant import Participant, add_factory
+from seeder.data._dali_seeds import (
+    SEEDER_KIND,
+    check_entry,
+    pipeline_class,
+    pipeline_seed,
+    require_dali,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from nvidia.dali import Pipeline
@@ -113,9 +119,9 @@ class TrackedPipeline(Participant):
         self._warned_reseed = True
         if self.checkpointing:
             how = ("Its checkpoint is saved by seeder.state_dict(), so a resumed run continues it exactly "
-                   f"when it is rebuilt with checkpoint=seeder.data.dali_seeds.saved_checkpoints(state, {self.pipeline_id})[0].")
+                   f"when it is rebuilt with checkpoint=seeder.data._dali_seeds.saved_checkpoints(state, {self.pipeline_id})[0].")
         else:
-            how = ("To resume it exactly, build it with enable_checkpointing=True (seeder.data.dali_seeds.pipeline_kwargs()) "
+            how = ("To resume it exactly, build it with enable_checkpointing=True (seeder.data._dali_seeds.pipeline_kwargs()) "
                    "and rebuild it from the checkpoint in seeder.state_dict() on resume.")
         warnings.warn(
             f"DALI pipeline {self.pipeline_id} (seed {self.pipeline.seed}) cannot be reseeded after it is built: "
@@ -137,7 +143,7 @@ class TrackedPipeline(Participant):
             warnings.warn(
                 f"DALI pipeline {self.pipeline_id} was built without enable_checkpointing=True: seeder.state_dict() "
                 "cannot save its position, and a resumed run restarts its data and random streams from the start "
-                "instead of continuing them. Build it with enable_checkpointing=True (seeder.data.dali_seeds.pipeline_kwargs()).",
+                "instead of continuing them. Build it with enable_checkpointing=True (seeder.data._dali_seeds.pipeline_kwargs()).",
                 SeederWarning,
                 stacklevel=3,
             )
@@ -188,7 +194,7 @@ class TrackedPipeline(Participant):
         warnings.warn(
             f"DALI pipeline {self.pipeline_id} was built {what} loaded by seeder.load_state_dict(): its data and "
             "random streams do not continue the saved run. Build it with "
-            f"checkpoint=seeder.data.dali_seeds.saved_checkpoints(state, {self.pipeline_id})[0] before load_state_dict, "
+            f"checkpoint=seeder.data._dali_seeds.saved_checkpoints(state, {self.pipeline_id})[0] before load_state_dict, "
             "or with checkpoint=tracked.checkpoint after it and then tracked.replace(new_pipeline).",
             SeederWarning,
             stacklevel=4,
@@ -257,7 +263,7 @@ def _warn_foreign_seed(s: Seeder, pipeline: Any, pid: int, shared: bool, stackle
         return
     warnings.warn(
         f"DALI pipeline {pid} was built {msg}; build it with "
-        f"seed=seeder.data.dali_seeds.pipeline_seed({pid}{', shared=True' if shared else ''}) (= {want}).",
+        f"seed=seeder.data._dali_seeds.pipeline_seed({pid}{', shared=True' if shared else ''}) (= {want}).",
         SeederWarning,
         stacklevel=stacklevel,
     )
@@ -280,7 +286,7 @@ def track(
     participant; ``seeder.unregister_generator(pipeline)`` removes it.
 
     >>> import seeder
-    >>> from seeder.data.dali_seeds import pipeline_kwargs
+    >>> from seeder.data._dali_seeds import pipeline_kwargs
     >>> from nvidia.dali import pipeline_def, fn                  # doctest: +SKIP
     >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
     ... def noise(): return fn.random.uniform(range=(0, 1))      # doctest: +SKIP

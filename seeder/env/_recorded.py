@@ -4,11 +4,11 @@ A snapshot records the *names* of all variables and the *values* only of those t
 numerics, performance or the run's layout (:data:`RECORDED_VARIABLES`). A value seeder was not
 told is harmless is never written, whatever its shape: a token in ``MY_SETTING`` stays out of
 ``env.txt`` although no secret pattern knows it. Values of recorded variables still go through
-the redaction of :mod:`seeder.env.redact` (a secret-named variable, ``CUDA_TOKEN`` say, stays
+the redaction of :mod:`seeder.env._redact` (a secret-named variable, ``CUDA_TOKEN`` say, stays
 redacted).
 
 Example:
-    >>> from seeder.env.redact import Redactor
+    >>> from seeder.env._redact import Redactor
     >>> env = {"OMP_NUM_THREADS": "4", "MY_SETTING": "ghp_abc", "HF_TOKEN": "hf_x"}
     >>> recorded_environ(env, Redactor(env))
     {'HF_TOKEN': '<redacted>', 'MY_SETTING': '<not recorded>', 'OMP_NUM_THREADS': '4'}
@@ -18,7 +18,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Dict, Mapping, Optional
 
-from .redact import REDACTED, Redactor, is_secret_name
+from seeder.env._redact import REDACTED, Redactor, is_secret_name
 
 __all__ = ["IMPORTANT_VARIABLES", "RUN_VARIABLES", "RECORDED_VARIABLES", "NOT_RECORDED", "important_variable",
            "is_recorded", "recorded_environ"]

@@ -26,7 +26,7 @@ Example (a custom loop, resumed in the middle of an epoch)::
     loader = seeder.DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     accelerator.load_state("ckpt")            # on resume: position, RNGs, weights
-    for epoch in range(seeder.default_seeder().last_reseed[1], epochs):
+    for epoch in range(seeder._seeding.default.default_seeder().last_reseed[1], epochs):
         seeder.reseed(1, epoch)               # skipped for the resumed epoch
         for batch in loader: ...              # only the batches not yet seen
 
@@ -45,12 +45,12 @@ from accelerate.data_loader import DataLoaderStateMixin
 from accelerate.state import GradientState
 from accelerate.utils import send_to_device
 
-from .._atomic import write_atomic
-from ..core import Seeder
-from ..default import resolve_seeder
-from ..distributed import process_group_active
-from ..errors import StateError
-from ..internals import require
+from seeder._atomic import write_atomic
+from seeder._errors import StateError
+from seeder._internals import require
+from seeder._seeding.core import Seeder
+from seeder._seeding.default import resolve_seeder
+from seeder._seeding.distributed import process_group_active
 
 __all__ = ["SeederAccelerator", "PreparedLoader", "STATE_FILE", "state_file", "save_checkpoint_state",
            "read_checkpoint_state", "load_checkpoint_state"]
@@ -156,7 +156,7 @@ def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
     >>> read_checkpoint_state(d, s)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.errors.StateError: cannot resume the seeder state, nothing was changed: no seeder state in ... (seeder_state_0.pt missing; found none): ...
+    seeder._errors.StateError: cannot resume the seeder state, nothing was changed: no seeder state in ... (seeder_state_0.pt missing; found none): ...
     """
     s = resolve_seeder(seeder)
     state: Any = None
@@ -194,14 +194,14 @@ def load_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
 
 
 def _is_seeder_loader(obj: Any) -> bool:
-    from ..data.iterable import IterableDataLoader
-    from ..data.loader import DataLoader
+    from seeder.data._iterable import IterableDataLoader
+    from seeder.data._loader import DataLoader
 
     return isinstance(obj, (DataLoader, IterableDataLoader))
 
 
 def _is_stream(obj: Any) -> bool:
-    from ..data.iterable import IterableDataLoader
+    from seeder.data._iterable import IterableDataLoader
 
     return isinstance(obj, IterableDataLoader)
 
@@ -237,7 +237,7 @@ class PreparedLoader(DataLoaderStateMixin):
     @property
     def total_batch_size(self) -> int:
         """Samples per step over all processes (read by accelerate's gradient state)."""
-        from ..data.elastic_loader import ElasticDataLoader
+        from seeder.data._elastic_loader import ElasticDataLoader
 
         if isinstance(self.loader, ElasticDataLoader):
             return self.loader.global_batch_size

@@ -23,9 +23,9 @@ from typing import Any, Dict, List, Optional
 import torch
 import torch.distributed
 
-from ..core import Seeder
-from ..data.dali_seeds import resolve_seeder
-from ..distributed import process_group_active
+from seeder._seeding.core import Seeder
+from seeder._seeding.distributed import process_group_active
+from seeder.data._dali_seeds import resolve_seeder
 
 __all__ = ["SeederStateful"]
 

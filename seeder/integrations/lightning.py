@@ -40,7 +40,7 @@ What the callback does:
 * Elastic train loaders (``seeder.ElasticDataLoader(...)``, other participants only
   registered generators): a checkpoint of another world size resumes. Lightning restores the
   loaders' global state; the callback loads the master seed and last reseed and re-derives
-  each rank's RNG streams from the loaders' global step (:func:`seeder.world.rederive_streams`).
+  each rank's RNG streams from the loaders' global step (:func:`seeder._state.world.rederive_streams`).
 
 Under ``strategy="ddp"`` Lightning leaves ``seeder.DataLoader`` alone: its sampler is a
 ``torch.utils.data.DistributedSampler`` (seeder's subclass), already sharded by global
@@ -57,7 +57,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -67,20 +67,28 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("seeder.integrations.lightning needs Lightning >= 2.3: pip install 'seeder[lightning]'") from exc
 
-from .. import stepwatch
-from ..core import Seeder
-from ..default import resolve_seeder
-from ..derive import TRAIN_TASK
-from ..data.elastic_loader import ElasticDataLoader
-from ..data.iterable import IterableDataLoader
-from ..data.loader import DataLoader
-from ..data.sampler import DistributedSampler
-from ..distributed import process_group_active
-from ..errors import SeederWarning, StateError
-from ..internals import require
-from ..state import GATHERED_FORMAT
-from ..world import rederive_streams
-from .lightning_loaders import LOADER_FORMATS, SEEDER_LOADERS, epoch_done, flatten, loader_state, movable, position
+from seeder._errors import SeederWarning, StateError
+from seeder._internals import require
+from seeder._run import steps as stepwatch
+from seeder._seeding.core import Seeder
+from seeder._seeding.default import resolve_seeder
+from seeder._seeding.derive import TRAIN_TASK
+from seeder._seeding.distributed import process_group_active
+from seeder._state.format import GATHERED_FORMAT
+from seeder._state.world import rederive_streams
+from seeder.data._elastic_loader import ElasticDataLoader
+from seeder.data._iterable import IterableDataLoader
+from seeder.data._loader import DataLoader
+from seeder.data._sampler import DistributedSampler
+from seeder.integrations._lightning_loaders import (
+    LOADER_FORMATS,
+    SEEDER_LOADERS,
+    epoch_done,
+    flatten,
+    loader_state,
+    movable,
+    position,
+)
 
 __all__ = ["SeederCallback", "CALLBACK_STATE_VERSION", "resume_path"]
 
@@ -138,7 +146,7 @@ class SeederCallback(Callback):
     docstring for what it does and when.
 
     >>> import seeder
-    >>> seeder.init(3); cb = SeederCallback(); cb.seeder is seeder.default_seeder()
+    >>> seeder.init(3); cb = SeederCallback(); cb.seeder is seeder._seeding.default.default_seeder()
     True
     """
 
@@ -350,7 +358,7 @@ class SeederCallback(Callback):
         From another world size (elastic loaders, :func:`.lightning_loaders.movable`): the master seed and last reseed load, and,
         inside an epoch (``step``: the elastic loaders' global step, as Lightning restored them), this rank's
         RNG streams are re-derived as ``seeder.load_state_dict`` does for elastic loaders
-        (:func:`seeder.world.rederive_streams`); at an epoch's end the next ``reseed`` seeds them.
+        (:func:`seeder._state.world.rederive_streams`); at an epoch's end the next ``reseed`` seeds them.
         """
         s = self.seeder
         moved = gathered["world_size"] != s.world_size

@@ -49,22 +49,21 @@ import warnings
 from typing import Any, Dict, Iterator, Optional
 
 import torch.utils.data
-
 import transformers.trainer as _hf_trainer_module
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
-from .. import stepwatch
-from ..checks import check_bool, check_state_header, is_int
-from ..core import Seeder
-from ..errors import SeederWarning, StateError
-from ..rngbase import put_back_states, save_states
-from ..default import resolve_seeder
-from ..derive import TRAIN_TASK
-from ..foreign import expected
-from ..internals import require
-from ..data.iterable import IterableDataLoader
-from .accelerate import read_checkpoint_state, save_checkpoint_state
+from seeder._checks import check_bool, check_state_header, is_int
+from seeder._errors import SeederWarning, StateError
+from seeder._internals import require
+from seeder._run import steps as stepwatch
+from seeder._seeding.core import Seeder
+from seeder._seeding.default import resolve_seeder
+from seeder._seeding.derive import TRAIN_TASK
+from seeder._seeding.foreign import expected
+from seeder._seeding.rngbase import put_back_states, save_states
+from seeder.data._iterable import IterableDataLoader
+from seeder.integrations.accelerate import read_checkpoint_state, save_checkpoint_state
 
 __all__ = ["SeederTrainer", "SeederCheckpointCallback", "StreamEpochs"]
 
@@ -223,8 +222,8 @@ class SeederTrainer(Trainer):
 
     # ------------------------------------------------------------------ data
     def _build_train_loader(self) -> Any:
-        from ..data.elastic_loader import ElasticDataLoader
-        from ..data.loader import DataLoader
+        from seeder.data._elastic_loader import ElasticDataLoader
+        from seeder.data._loader import DataLoader
 
         if self.train_dataset is None:
             raise ValueError("Trainer: training requires a train_dataset.")

@@ -17,8 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .contract import METRICS_ENV, Contract, Metrics, default_command, parse_metrics, read_metrics
-from .runner import RunFailed, RunResult, RunSpec, run_all
+from seeder.verify._contract import (
+    METRICS_ENV,
+    Contract,
+    Metrics,
+    default_command,
+    parse_metrics,
+    read_metrics,
+)
+from seeder.verify._runner import RunFailed, RunResult, RunSpec, run_all
 
 __all__ = ["Contract", "Metrics", "METRICS_ENV", "parse_metrics", "read_metrics", "default_command",
            "RunSpec", "RunResult", "RunFailed", "run_all",
@@ -29,7 +36,7 @@ _LAZY = {"VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyDa
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:  # session imports scipy (analysis); keep `import seeder.verify` light
-        from . import session
+        from seeder.verify import _session as session
 
         return getattr(session, name)
     raise AttributeError(f"module 'seeder.verify' has no attribute {name!r}")

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional
 
-from ._compare import Difference
+from seeder.verify._compare import Difference
 
 __all__ = ["explain", "kernel_fix", "short_path", "HASH_SEED_CAUSES"]
 
@@ -26,7 +26,7 @@ __all__ = ["explain", "kernel_fix", "short_path", "HASH_SEED_CAUSES"]
 HASH_SEED_CAUSES = frozenset({"input", "path", "batch"})
 
 _SCATTER = (
-    "torch.use_deterministic_algorithms(True) (or seeder.enforce_determinism()) makes {op} "
+    "torch.use_deterministic_algorithms(True) (or seeder.env.enforce_determinism()) makes {op} "
     "deterministic on CUDA, at some cost in speed; or accumulate without atomics (sort the "
     "indices and use torch.segment_reduce, or a one-hot matrix product)"
 )
@@ -36,7 +36,7 @@ _CUBLAS = (
 )
 _CUDNN = (
     "set torch.backends.cudnn.deterministic = True and torch.backends.cudnn.benchmark = False "
-    "(seeder.enforce_determinism() sets both), or torch.use_deterministic_algorithms(True)"
+    "(seeder.env.enforce_determinism() sets both), or torch.use_deterministic_algorithms(True)"
 )
 #: Operators (without the trailing ``_`` of in-place forms) and their fix.
 _GROUPS = {
@@ -71,7 +71,7 @@ def kernel_fix(op: str) -> str:
             "implementation"
         )
     return (
-        "torch.use_deterministic_algorithms(True) (or seeder.enforce_determinism()) selects "
+        "torch.use_deterministic_algorithms(True) (or seeder.env.enforce_determinism()) selects "
         f"deterministic kernels, or raises at {op} if torch has none; on CUDA also set "
         "CUBLAS_WORKSPACE_CONFIG=:4096:8 before the process starts (seeder run does)"
     )
@@ -142,7 +142,7 @@ def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:
                 "library's own seeding)"
             )
             fix = (
-                "pass generator=seeder.dataloader_generator() to DataLoaders; let seeder.reseed "
+                "pass generator=seeder.data.dataloader_generator() to DataLoaders; let seeder.reseed "
                 "seed the global generators (no torch.manual_seed of your own with a value that "
                 "varies)"
             )
@@ -179,12 +179,12 @@ def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:
             entered = f"first seen at {_where(rec)}{source}"
         fix = (
             "use seeder.DataLoader (or seeder.DistributedSampler and "
-            "generator=seeder.dataloader_generator())"
+            "generator=seeder.data.dataloader_generator())"
         )
         if d.order != "order":
             fix += (
-                "; draw augmentation from seeded RNGs (seeder.SeededDataset, or "
-                "np.random.default_rng(seeder.sample_seed(...)))"
+                "; draw augmentation from seeded RNGs (seeder.data.SeededDataset, or "
+                "np.random.default_rng(seeder.data.sample_seed(...)))"
             )
         return [
             f"{head}: the batch{fed} differs, {entered}",

@@ -1,6 +1,6 @@
 """What the runs of ``seeder verify`` wrote outside their own folders, and the flag that sent it there.
 
-Every run works in its own folder (:mod:`seeder.verify.workdirs`). A script whose output path
+Every run works in its own folder (:mod:`seeder.verify._workdirs`). A script whose output path
 leaves it (``--save-dir ../outputs``, an absolute path, a file of the user's folder it writes
 over) shares that path with the other runs: a run may then resume from another run's finished
 checkpoint and train nothing, and the user's folder changes. :func:`snapshot` records the
@@ -29,7 +29,7 @@ __all__ = ["snapshot", "escapes", "SNAPSHOT_LIMIT", "OUT_ENTRIES", "PROBE_NAME"]
 SNAPSHOT_LIMIT = 20000
 #: What verify itself writes at the top of its output folder.
 OUT_ENTRIES = (".seeder-verify", "runs", "report.json", "report.md")
-#: The folder in ``OUT/runs`` where the command ran up to its parser (:func:`seeder.verify.flags.probe_parser`).
+#: The folder in ``OUT/runs`` where the command ran up to its parser (:func:`seeder.verify._flags.probe_parser`).
 PROBE_NAME = "probe"
 
 Snapshot = Dict[str, Tuple[int, int]]
@@ -108,7 +108,7 @@ def escapes(out: Path, run_names: Sequence[str], base: Path, before: Snapshot, a
         out: verify's output folder (its ``runs/<name>`` folders are the runs').
         run_names: the runs' names.
         base: the user's folder, snapshotted as ``before`` (:func:`snapshot`) before the runs.
-        actions: the script's parser actions (:func:`seeder.verify.flags.probe_parser`), for their defaults.
+        actions: the script's parser actions (:func:`seeder.verify._flags.probe_parser`), for their defaults.
         argv: a run's command line, for the options given there.
 
     Returns:

@@ -3,7 +3,7 @@
 1. Unless the step is given, two runs with per-step records (``$SEEDER_STEPS``, as under
    ``seeder verify``) give the first optimizer step whose parameters differ.
 2. Two localisation runs (``$SEEDER_LOCATE``) fingerprint every tensor operation from
-   ``seeder.init`` to the end of that step (:mod:`seeder.verify._record`), and end there.
+   ``seeder.init`` to the end of that step (:mod:`seeder._run.record`), and end there.
 3. Their records, walked side by side, give the first difference
    (:mod:`seeder.verify._compare`); where a set's or dict's order could be the cause and
    ``PYTHONHASHSEED`` is not fixed, two more localisation runs with it fixed tell.
@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..checks import is_int
-from ..env.safefile import write_file
-from ._advice import HASH_SEED_CAUSES, explain
-from ._compare import Difference, first_difference, read_records
-from .runner import RunFailed, RunSpec, run_all
-from .seederstops import STEPS_NAME
-from .workdirs import absolute_command, base_environment
+from seeder._checks import is_int
+from seeder.env._safefile import write_file
+from seeder.verify._advice import HASH_SEED_CAUSES, explain
+from seeder.verify._compare import Difference, first_difference, read_records
+from seeder.verify._runner import RunFailed, RunSpec, run_all
+from seeder.verify._seederstops import STEPS_NAME
+from seeder.verify._workdirs import absolute_command, base_environment
 
 __all__ = ["LocateConfig", "locate", "first_differing_step", "locate_after_verify", "MARKER"]
 
@@ -300,7 +300,9 @@ def locate_after_verify(
         )
     )
     report["locate"] = result
-    from .session import write_json  # the report's own writer (strict JSON, secrets redacted)
+    from seeder.verify._session import (
+        write_json,  # the report's own writer (strict JSON, secrets redacted)
+    )
 
     write_json(Path(out) / "report.json", report)
     md = (Path(out) / "report.md").read_text(encoding="utf-8")

@@ -24,7 +24,7 @@ then holds nothing and verify drives the script through seeder's environment var
 This file runs as a script in the training command's interpreter; it imports nothing of seeder,
 so that modules beside it never shadow the script's imports.
 
-Example (the verify side, :func:`seeder.verify.flags.probe_parser`, runs it)::
+Example (the verify side, :func:`seeder.verify._flags.probe_parser`, runs it)::
 
     >>> import json, subprocess, sys, tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -135,7 +135,7 @@ class _Probe:
         def init_subclass(cls: type, **kw: Any) -> None:  # parsers defined later (jsonargparse, transformers)
             probe.wrap_class(cls)
         argparse.ArgumentParser.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
-        _after_import("seeder.core", self.watch_init)
+        _after_import("seeder._seeding.core", self.watch_init)
         _after_import("torch.optim.optimizer", self.stop_at_step)
 
     def watch_init(self, module: Any) -> None:

@@ -1,11 +1,11 @@
-"""Causes of a failed resume that seeder's step records show (:mod:`seeder.stepwatch`).
+"""Causes of a failed resume that seeder's step records show (:mod:`seeder._run.steps`).
 
 * :func:`discarded_batches`: the resumed run trained fewer steps of the resumed epoch than were
   left (a skip loop over a loader that resumes by itself);
 * :func:`prefetched`: a global RNG restored exactly, yet the resumed run's first step drew more
   from it than the uninterrupted run's did (a batch drawn ahead, across the checkpoint);
 
-:mod:`seeder.verify.diagnose` asks them in its order.
+:mod:`seeder.verify._diagnose` asks them in its order.
 
 Example:
     >>> full = [{"step": s, "loss": 0.0, "draws": {"torch": 24}, "rngs": {"torch": f"t{s}"}}
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from .contract import Metrics
+from seeder.verify._contract import Metrics
 
 __all__ = ["discarded_batches", "prefetched", "MSG_DISCARDED", "MSG_PREFETCH", "MSG_ITER_SEED"]
 
@@ -96,7 +96,7 @@ MSG_ITER_SEED = (
     "drew {extra} number(s) more from it than step {next} of the uninterrupted run: an iterator "
     "started after the resume drew its seed (a torch DataLoader without generator= draws its "
     "workers' base seed, a RandomSampler without generator= its shuffle seed, at each "
-    "iter(loader)). Pass generator=seeder.dataloader_generator() to the DataLoader, or use "
+    "iter(loader)). Pass generator=seeder.data.dataloader_generator() to the DataLoader, or use "
     "seeder.DataLoader")
 
 
@@ -108,7 +108,7 @@ def prefetched(full: Records, resumed: Records) -> Optional[Tuple[str, str]]:
     """A global RNG that the resumed run's first step drew more from than the uninterrupted run's.
 
     Args:
-        full: the step records of run (1) (:func:`seeder.stepwatch.read_steps`): each step's
+        full: the step records of run (1) (:func:`seeder._run.steps.read_steps`): each step's
             numbers drawn per RNG (``draws``) and fingerprints (``rngs``).
         resumed: those of run (3), with its ``loaded`` line (the fingerprints of the RNG states
             the load put back).

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .contract import Metrics
+from seeder.verify._contract import Metrics
 
 __all__ = ["verdict", "ALLOW_SKIP_HINT", "CHECK_NAMES", "unreadable", "unreadable_report", "EXIT_CODES"]
 

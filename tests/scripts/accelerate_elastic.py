@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 import seeder
-from seeder.errors import StateError
+from seeder._errors import StateError
 from seeder.integrations.accelerate import SeederAccelerator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

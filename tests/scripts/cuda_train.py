@@ -62,11 +62,11 @@ if args.wiring == "loader":
     sampler = None
     loader = seeder.DataLoader(Images(), batch_size=8, shuffle=True, num_workers=2)
 else:
-    train_set = seeder.SeededDataset(Images())
+    train_set = seeder.data.SeededDataset(Images())
     sampler = seeder.DistributedSampler(train_set)
-    loader = seeder.watch_loader(DataLoader(train_set, batch_size=8, sampler=sampler, num_workers=2,
-                                            worker_init_fn=seeder.worker_init_fn,
-                                            generator=seeder.dataloader_generator()))
+    loader = seeder.data.watch_loader(DataLoader(train_set, batch_size=8, sampler=sampler, num_workers=2,
+                                            worker_init_fn=seeder.data.worker_init_fn,
+                                            generator=seeder.data.dataloader_generator()))
 
 start_epoch, step = 0, 0
 if args.resume:

@@ -13,8 +13,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dali_common as dc  # noqa: E402
 
 import seeder  # noqa: E402
+import seeder.data._dali_seeds as ds  # noqa: E402
 import seeder.data.dali as sd  # noqa: E402
-import seeder.data.dali_seeds as ds  # noqa: E402
 
 
 def main() -> None:

@@ -18,10 +18,9 @@ import signal
 import sys
 import traceback
 
-from script_main import exit_as_interpreter, run_as_main  # tests/scripts is this script's directory
-
 import numpy  # noqa: F401  (imported once here, inherited by every child)
 import torch  # noqa: F401
+from script_main import exit_as_interpreter, run_as_main  # tests/scripts is this script's directory
 
 import seeder  # noqa: F401
 

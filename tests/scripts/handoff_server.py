@@ -26,10 +26,9 @@ import sys
 import threading
 import traceback
 
-from script_main import exit_as_interpreter, run_as_main  # tests/scripts is this script's directory
-
 import numpy
 import torch
+from script_main import exit_as_interpreter, run_as_main  # tests/scripts is this script's directory
 
 #: The state of torch's global generator a new interpreter starts with: drawn from the OS (torch seeds it with a
 #: nondeterministic seed at start), or torch's fixed default seed's (builds that start from 67280421310721).

@@ -9,10 +9,10 @@ import os
 import random
 from typing import Any, Dict, List, Optional
 
+import lightning.pytorch as pl
 import numpy as np
 import torch
 
-import lightning.pytorch as pl
 import seeder
 from seeder.integrations.lightning import SeederCallback
 

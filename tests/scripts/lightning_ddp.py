@@ -12,7 +12,6 @@ import gc
 import os
 
 import torch
-
 from lightning_common import run
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ class Stream(torch.utils.data.IterableDataset):
         self.x = torch.randn(N, 8, generator=g)
 
     def __iter__(self):
-        share = seeder.stream_share()
+        share = seeder.data.stream_share()
         for i in range(share.index, N, share.count):
             x = self.x[i] * float(np.random.uniform(0.9, 1.1)) + 0.1 * torch.randn(8)
             yield {"x": torch.roll(x, random.randint(-1, 1)), "labels": int(self.x[i].sum() > 0),

@@ -1,7 +1,7 @@
 """Iterable datasets the stream tests share: every item draws from random, NumPy's global RNG and torch.
 
 ``Noisy`` has no state (a resume replays); ``Counted`` saves its position (a resume loads it).
-Both read their share with ``seeder.stream_share()``. ``hf_stream`` is a ``datasets`` stream
+Both read their share with ``seeder.data.stream_share()``. ``hf_stream`` is a ``datasets`` stream
 with a ``.map`` that draws random numbers, optionally behind a shuffle buffer.
 """
 import random
@@ -21,7 +21,7 @@ class Noisy(torch.utils.data.IterableDataset):
         self.n = n
 
     def __iter__(self):
-        share = seeder.stream_share()
+        share = seeder.data.stream_share()
         for i in range(share.index, self.n, share.count):
             yield row(i)
 
@@ -40,7 +40,7 @@ class Counted(Noisy):
         self.start = state["pos"]
 
     def __iter__(self):
-        share = seeder.stream_share()
+        share = seeder.data.stream_share()
         self.pos, self.start = self.start, 0
         while share.index + self.pos * share.count < self.n:
             i = share.index + self.pos * share.count

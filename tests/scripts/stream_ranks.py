@@ -1,6 +1,6 @@
 """torchrun script: ``seeder.IterableDataLoader`` over streams on every rank of a gloo process group.
 
-For a plain stream (``seeder.stream_share``, 2 workers) and a shuffled ``datasets`` stream (split
+For a plain stream (``seeder.data.stream_share``, 2 workers) and a shuffled ``datasets`` stream (split
 by node by seeder, 0 workers), each rank runs epochs 0 and 1, taking ``seeder.state_dict()`` after
 batch 3; a fresh seeder and loader resume from it (through torch.save/load) to the end of epoch 1.
 Prints ``STREAM {"rank", "kind", "want", "got"}`` (batches as plain lists). argv: master seed.
@@ -11,9 +11,9 @@ import sys
 
 import torch
 import torch.distributed as dist
+from stream_common import Noisy, flat, hf_stream
 
 import seeder
-from stream_common import Noisy, flat, hf_stream
 
 STOP = 3
 

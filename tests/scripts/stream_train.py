@@ -11,9 +11,9 @@ import os
 import sys
 
 import torch
+from stream_common import Noisy
 
 import seeder
-from stream_common import Noisy
 
 N, BS = 22, 3  # 2 workers: 11 items each, 4 batches each, 8 steps an epoch
 

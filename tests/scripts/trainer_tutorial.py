@@ -13,8 +13,8 @@ import numpy as np
 from datasets import Dataset
 from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
 
-import seeder                                                        # seeder
-from seeder.integrations.transformers import SeederTrainer          # seeder
+import seeder  # seeder
+from seeder.integrations.transformers import SeederTrainer  # seeder
 
 seeder.init()                                                        # seeder: $SEEDER_SEED, else drawn and printed
 

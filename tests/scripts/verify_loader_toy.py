@@ -1,6 +1,6 @@
 """A torch training script on the real seeder with a plain torch DataLoader, following the examples/train.py contract.
 
-``seeder.watch_loader(DataLoader(dataset, sampler=seeder.DistributedSampler(dataset), generator=...))``,
+``seeder.data.watch_loader(DataLoader(dataset, sampler=seeder.DistributedSampler(dataset), generator=...))``,
 dropout from torch's global RNG, ``sampler.advance(len(y))`` after each step, and a
 checkpoint with the model, the optimizer and ``seeder.state_dict()``: a resume from
 any step is exact. ``--bug`` plants a mistake the issue measured; each one keeps the
@@ -18,10 +18,12 @@ import sys
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+from verify_contract import (  # tests/scripts/, the script's own directory
+    contract_parser,
+    regression_task,
+)
 
 import seeder
-
-from verify_contract import contract_parser, regression_task  # tests/scripts/, the script's own directory
 
 N, BATCH = 48, 8
 
@@ -37,8 +39,8 @@ def main():
     dataset = TensorDataset(x, y)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sampler = seeder.DistributedSampler(dataset)
-    loader = seeder.watch_loader(DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=a.workers,
-                                            generator=None if a.bug == "no-generator" else seeder.dataloader_generator()))
+    loader = seeder.data.watch_loader(DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=a.workers,
+                                            generator=None if a.bug == "no-generator" else seeder.data.dataloader_generator()))
 
     epoch0, step = 0, 0
     ckpt = os.path.join(a.ckpt_dir, "last.pt") if a.ckpt_dir else None

@@ -12,10 +12,12 @@ import os
 import sys
 
 import torch
+from verify_contract import (  # tests/scripts/, the script's own directory
+    contract_parser,
+    regression_task,
+)
 
 import seeder
-
-from verify_contract import contract_parser, regression_task  # tests/scripts/, the script's own directory
 
 N, BATCH = 96, 16
 

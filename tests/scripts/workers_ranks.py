@@ -1,4 +1,4 @@
-"""torchrun script: DataLoader workers seeded by seeder.worker_init_fn on every rank.
+"""torchrun script: DataLoader workers seeded by seeder.data.worker_init_fn on every rank.
 
 Prints ``WORKERS {"rank", "local_rank", "epoch", "rows": [[index, worker_id, python, numpy, torch, member], ...]}``.
 argv: master seed.
@@ -39,8 +39,8 @@ def main() -> None:
     seeder.init(master_seed=int(sys.argv[1]))
     ds = Draws()
     seeder.register_generator(ds.member)
-    loader = DataLoader(ds, batch_size=2, num_workers=2, worker_init_fn=seeder.worker_init_fn,
-                        generator=seeder.dataloader_generator())
+    loader = DataLoader(ds, batch_size=2, num_workers=2, worker_init_fn=seeder.data.worker_init_fn,
+                        generator=seeder.data.dataloader_generator())
     for epoch in (0, 1):
         seeder.reseed(1, epoch)
         rows = []

@@ -1,0 +1,399 @@
+"""Seeding calls after ``seeder.init``: frameworks' run-level seeding routed, the rest as they say.
+
+Once the module-level seeder (``seeder.init``) has started a run, a later ``random.seed``,
+``np.random.seed``, ``torch.manual_seed`` or ``torch.cuda.manual_seed(_all)`` is told apart by
+who made it:
+
+* **a framework's run-level seeding** (Lightning's ``seed_everything`` and ``reset_seed``, which
+  ``LightningCLI`` and ddp call; transformers' ``set_seed`` and ``enable_full_determinism``,
+  which ``Trainer(args)`` calls with ``TrainingArguments.seed``; accelerate's ``set_seed``) is
+  *routed*: the RNG it names is seeded with seeder's seed for the current ``(task, epoch)`` (the
+  rank-independent stream, as those functions seed every rank alike), so the run stays a
+  function of the master seed. One :class:`seeder.SeederWarning` per framework call and line
+  says so and names the fix (a log line instead when the framework passed the master seed, or
+  inside :func:`expected`);
+* **local seeding** (a dataset seeding from its index while a loader fetches, in the main
+  process as in DataLoader workers; an installed library) does what it says, silently: it gets
+  the numbers it gets without seeder, whatever ``num_workers`` is;
+* **a call in the user's own code** (a file outside the installed packages) does what it says,
+  and one :class:`seeder.SeederWarning` per line names that line: what draws from that RNG next
+  depends on the seed it passed, not on the master seed (none when it passed the master seed).
+
+seeder's and torch's own calls, and every call in a DataLoader worker, pass through untouched.
+``SEEDER_FOREIGN_SEEDING=allow`` lets the frameworks' calls seed as they say too, with no
+warning. :func:`global_draws` tells which global RNGs were drawn from before ``seeder.init``
+(``seeder verify`` reports it: data prepared from an unseeded RNG differs between runs).
+
+Example:
+    >>> import random, warnings, torch, seeder
+    >>> seeder.init(master_seed=7); seeder.reseed(0, 0)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     g = torch.manual_seed(123)           # your own call: seeds as it says, and warns
+    >>> round(float(torch.rand(1)), 4), "depends on 123" in str(caught[0].message)
+    (0.2961, True)
+    >>> seeder._seeding.default.default_seeder().reset()
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import site
+import sys
+import sysconfig
+import warnings
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+
+from seeder._checks import is_int
+from seeder._errors import SeederWarning
+
+__all__ = ["ENV_FOREIGN", "PREINIT_SUFFIX", "watch", "expected", "global_draws", "init_site",
+           "routed_calls"]
+
+logger = logging.getLogger("seeder")
+
+#: Environment variable: ``allow`` lets the frameworks' seeding calls seed as they say (no
+#: routing, no warning).
+ENV_FOREIGN = "SEEDER_FOREIGN_SEEDING"
+
+#: Suffix (before ``<rank>.json``) of the file, next to ``$SEEDER_TRACE``'s traces, that records
+#: draws before ``init``.
+PREINIT_SUFFIX = ".preinit.rank"
+#: Packages whose frames are never the user's code, wherever they are installed (editable, say).
+_LIBRARIES = ("torch", "numpy", "lightning", "lightning_fabric", "pytorch_lightning",
+              "transformers", "accelerate", "jsonargparse", "torchdata")
+#: Frameworks' run-level seeding functions, by code name: the name the messages give each.
+_FRAMEWORK_FUNCS = {"seed_everything": "seed_everything", "reset_seed": "seed_everything",
+                    "set_seed": "set_seed", "enable_full_determinism": "set_seed"}
+_FRAMEWORK_NAMES = {"lightning": "Lightning's", "lightning_fabric": "Lightning's",
+                    "pytorch_lightning": "Lightning's", "transformers": "transformers'",
+                    "accelerate": "accelerate's"}
+#: What each primitive seeds, in words, and a generator of one's own seeded alike.
+_WHAT = {"python": ("Python's random", "random.Random({seed})"),
+         "numpy": ("NumPy's global RNG", "np.random.default_rng({seed})"),
+         "torch": ("torch's CPU generator and the accelerators",
+                   "torch.Generator().manual_seed({seed})"),
+         "accelerator": ("the accelerators' generators",
+                         "torch.Generator(device).manual_seed({seed})")}
+#: Adapters a torch / accelerator seeding does not touch.
+_NOT_TORCH = {"torch": {"python", "numpy", "numpy_generator"},
+              "accelerator": {"python", "numpy", "numpy_generator", "torch"}}
+
+_OWN_CALLERS: Tuple[str, ...] = ()  # seeder's and torch's directories: their calls pass through
+#: torch's own wrappers around a seeding function (``torch._dynamo`` wraps ``torch.manual_seed``
+#: with ``torch._disable_dynamo`` when it is imported): skipped when looking for the caller.
+_TORCH_WRAPPERS: Tuple[str, ...] = ()
+#: Directories of the loaders that fetch samples (torch's, torchdata's, seeder's): a seeding below
+#: one of their frames runs while a sample is fetched, as it does in a DataLoader worker, so it is
+#: local seeding.
+_DATA_DIRS: Tuple[str, ...] = ()
+#: Where installed packages and the standard library live: frames there are not the user's code.
+_INSTALLED: Tuple[str, ...] = ()
+_owner: Optional["weakref.ReferenceType[Any]"] = None
+_installed = False
+_quiet = 0
+_sites: Set[Tuple[str, str]] = set()
+_routed: List[Dict[str, Any]] = []
+_init_site: Optional[str] = None
+
+
+def _module(frame: Any) -> str:
+    return str(frame.f_globals.get("__name__", "")).split(".")[0]
+
+
+def _active() -> Optional[Any]:
+    """The seeder that owns the global RNGs, or ``None`` (not started, or a DataLoader worker)."""
+    owner = _owner() if _owner is not None else None
+    if owner is None or not owner.initialized:
+        return None
+    import torch.utils.data
+
+    if torch.utils.data.get_worker_info() is not None:  # workers are seeded by their loader
+        return None
+    return owner
+
+
+def _is_user(frame: Any) -> bool:  # the user's own code: a file outside the installed packages
+    return not frame.f_code.co_filename.startswith(_INSTALLED)
+
+
+def _user_frame(frame: Any) -> Optional[Any]:
+    """The first frame of the user's own code from ``frame`` outwards, or ``None``."""
+    f = frame
+    while f is not None:
+        if _is_user(f):
+            return f
+        f = f.f_back
+    return None
+
+
+def _classify(caller: Any) -> Tuple[str, Any]:
+    """``("local" | "framework" | "user" | "library", frame)`` for a seeding call by ``caller``.
+
+    ``frame`` is the framework's seeding function for ``"framework"``, else ``caller``. A call
+    below a loader's frame is local whoever made it (it runs in a worker when ``num_workers >
+    0``); a library's call below a framework's seeding function is that framework's run-level
+    seeding.
+    """
+    user = _is_user(caller)
+    f = caller
+    while f is not None:
+        if f.f_code.co_filename.startswith(_DATA_DIRS):
+            return "local", caller
+        if not user and f.f_code.co_name in _FRAMEWORK_FUNCS and _module(f) in _FRAMEWORK_NAMES:
+            return "framework", f
+        f = f.f_back
+    return ("user" if user else "library"), caller
+
+
+def _framework_call(frame: Any) -> Tuple[bool, bool]:
+    """``(called by LightningCLI, called by a transformers Trainer)``, from the stack above."""
+    cli, trainer = False, False
+    f = frame
+    while f is not None:
+        mod, code = _module(f), f.f_code.co_name
+        if code == "_set_seed" and mod in _FRAMEWORK_NAMES and "cli" in f.f_globals["__name__"]:
+            cli = True
+        if code in ("__init__", "train") and mod == "transformers":
+            trainer = trainer or "Trainer" in type(f.f_locals.get("self")).__name__
+        f = f.f_back
+    return cli, trainer
+
+
+def _fix(name: str, cli: bool, trainer: bool) -> str:
+    give = ("give the seed to seeder instead (seeder.init(master_seed=...), --seed, or "
+            "SEEDER_SEED)")
+    if cli:
+        return ("pass seed_everything_default=False to LightningCLI (or seed_everything: false "
+                f"in its config) and {give}")
+    if trainer:
+        return ("use seeder.integrations.transformers.SeederTrainer, or TrainingArguments("
+                "seed=<the master seed>) so that the Trainer's set_seed agrees with seeder")
+    return f"remove the {name} call (seeder.reseed seeds random, NumPy and torch) and {give}"
+
+
+def _route(seeder: Any, family: str, seed_arg: Any, func: Any) -> None:
+    """Seed ``family``'s global RNGs from the master seed instead of ``seed_arg``; say so once
+    per framework call and line."""
+    key = seeder.last_reseed or (0, 0)
+    seed = seeder.get_seed(key[0], key[1], shared=True)
+    for adapter in seeder.global_adapters():
+        if adapter.name == family or adapter.name not in _NOT_TORCH.get(family, (adapter.name,)):
+            adapter.seed(seed)
+    name = _FRAMEWORK_FUNCS[func.f_code.co_name]
+    call = f"{_FRAMEWORK_NAMES[_module(func)]} {name}({seed_arg!r})"
+    user = _user_frame(func)
+    site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
+    master = seeder.get_master_seed()
+    _routed.append({"call": call, "site": site, "rng": family, "master_seed": master})
+    if (str(site), call) in _sites:
+        return
+    _sites.add((str(site), call))
+    where = f"{call}, reached from {site}," if site else f"{call}, called by the framework itself,"
+    text = (f"{where} seeds the global RNGs after seeder.init; seeder routed it: they follow "
+            f"master seed {master}")
+    if _quiet or (is_int(seed_arg) and seed_arg == master):
+        logger.info("%s (%s)", text, "expected" if _quiet else "the same seed")
+        return
+    cli, trainer = _framework_call(func)
+    shown = user if user is not None else func  # the user's line, else the framework's own
+    warnings.warn_explicit(f"{text}, not {seed_arg!r}, so that the run is a function of the master "
+                           f"seed and resumes exactly. To silence this: {_fix(name, cli, trainer)}",
+                           SeederWarning, shown.f_code.co_filename, shown.f_lineno)
+
+
+def _kept(seeder: Any, family: str, primitive: str, seed_arg: Any, caller: Any) -> None:
+    """The user's own seeding call, which did what it says: warned once per line (logged when it
+    passed the master seed)."""
+    site = f"{caller.f_code.co_filename}:{caller.f_lineno}"
+    if (site, primitive) in _sites:
+        return
+    _sites.add((site, primitive))
+    master = seeder.get_master_seed()
+    what, own = _WHAT[family]
+    if _quiet or (is_int(seed_arg) and seed_arg == master):
+        logger.info("%s(%r) at %s seeds %s after seeder.init", primitive, seed_arg, site, what)
+        return
+    warnings.warn_explicit(
+        f"{primitive}({seed_arg!r}) at {site} seeds {what} after seeder.init: it did what it "
+        f"says, and what draws from them next depends on {seed_arg!r}, not on master seed "
+        f"{master}. To leave the run to seeder, remove the call (seeder.reseed seeds random, "
+        f"NumPy and torch); to seed draws of your own, use a generator of your own "
+        f"({own.format(seed=repr(seed_arg))})",
+        SeederWarning, caller.f_code.co_filename, caller.f_lineno)
+
+
+def _wrap(original: Callable[..., Any], family: str, primitive: str,
+          returns: Callable[[], Any]) -> Callable[..., Any]:
+    def seeding(*args: Any, **kwargs: Any) -> Any:
+        seeder = _active()
+        if seeder is None:
+            return original(*args, **kwargs)
+        caller = sys._getframe(1)
+        while caller.f_back is not None and caller.f_code.co_filename.startswith(_TORCH_WRAPPERS):
+            caller = caller.f_back
+        if caller.f_code.co_filename.startswith(_OWN_CALLERS):
+            return original(*args, **kwargs)
+        kind, frame = _classify(caller)
+        seed_arg = args[0] if args else next(iter(kwargs.values()), None)
+        allow = os.environ.get(ENV_FOREIGN, "").lower() == "allow"
+        if kind == "framework" and not allow:
+            _route(seeder, family, seed_arg, frame)
+            return returns()
+        result = original(*args, **kwargs)  # a bad seed raises here, as without seeder
+        if kind == "user" and not allow:
+            _kept(seeder, family, primitive, seed_arg, caller)
+        return result
+
+    seeding.__wrapped__ = original  # type: ignore[attr-defined]
+    seeding.seeder_routes = True  # type: ignore[attr-defined]
+    seeding.__doc__ = original.__doc__
+    seeding.__name__ = getattr(original, "__name__", primitive)
+    return seeding
+
+
+def _routes(fn: Any) -> bool:
+    """Whether ``fn`` is (or wraps, as torch's ``_disable_dynamo`` does) a wrapper of seeder's."""
+    while fn is not None:
+        if getattr(fn, "seeder_routes", False):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
+def _dirs() -> None:
+    """Compute the directories the classification reads (once, at the first ``watch``)."""
+    global _OWN_CALLERS, _TORCH_WRAPPERS, _DATA_DIRS, _INSTALLED
+    import importlib.util
+
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    own_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    _OWN_CALLERS = (own_dir, torch_dir)
+    _TORCH_WRAPPERS = (os.path.join(torch_dir, "_compile.py"),
+                       os.path.join(torch_dir, "_dynamo", ""))
+    data = [os.path.join(torch_dir, "utils", "data", ""), os.path.join(own_dir, "data", "")]
+    paths = sysconfig.get_paths()
+    installed = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    installed.update(getattr(site, "getsitepackages", lambda: [])())
+    installed.add(getattr(site, "getusersitepackages", lambda: None)())
+    for name in _LIBRARIES:
+        try:  # a top-level package's spec: found without importing it
+            found = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if found is not None and found.submodule_search_locations:
+            installed.update(found.submodule_search_locations)
+            if name == "torchdata":  # its StatefulDataLoader fetches in its own files
+                data += [os.path.join(p, "") for p in found.submodule_search_locations]
+    _DATA_DIRS = tuple(data)
+    _INSTALLED = (*(os.path.join(p, "") for p in installed if p), own_dir, "<frozen")
+
+
+def _install() -> None:
+    global _installed
+    if _installed:
+        return
+    import random
+
+    import numpy as np
+    import torch
+
+    _dirs()
+    default = torch.default_generator
+    targets: List[Tuple[Any, str, str, str, Callable[[], Any]]] = [
+        (random, "seed", "python", "random.seed", lambda: None),
+        (np.random, "seed", "numpy", "np.random.seed", lambda: None),
+        (torch, "manual_seed", "torch", "torch.manual_seed", lambda: default),
+        (torch.random, "manual_seed", "torch", "torch.manual_seed", lambda: default),
+        (torch.cuda, "manual_seed", "accelerator", "torch.cuda.manual_seed", lambda: None),
+        (torch.cuda, "manual_seed_all", "accelerator", "torch.cuda.manual_seed_all", lambda: None),
+    ]
+    for module, attr, family, primitive, returns in targets:
+        original = getattr(module, attr, None)
+        if original is not None and not _routes(original):
+            setattr(module, attr, _wrap(original, family, primitive, returns))
+    _installed = True
+
+
+def watch(seeder: Any) -> None:
+    """Watch later seeding calls for ``seeder``, the module-level seeder (its ``init`` calls this).
+
+    >>> import seeder
+    >>> watch(seeder._seeding.default.default_seeder())
+    """
+    global _owner, _init_site
+    _install()
+    _owner = weakref.ref(seeder)
+    _sites.clear()
+    user = _user_frame(sys._getframe(1))
+    _init_site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
+    drawn = sorted(name for name, used in global_draws().items() if used)
+    if drawn:
+        logger.info("%s drawn from before seeder.init at %s: what it made differs between runs",
+                    drawn, _init_site)
+    prefix = os.environ.get("SEEDER_TRACE")
+    if prefix:  # seeder verify reads it when a seeded run differs
+        from seeder.env._safefile import write_file
+
+        path = f"{prefix}{PREINIT_SUFFIX}{seeder.rank}.json"
+        record = {"init_site": _init_site, "drawn_before_init": drawn}
+        write_file(os.path.dirname(os.path.abspath(path)), os.path.basename(path),
+                   json.dumps(record).encode(), 0o644)
+
+
+@contextlib.contextmanager
+def expected(reason: str) -> Iterator[None]:
+    """A block whose seeding calls are expected (an integration's framework seeds): logged, not
+    warned.
+
+    >>> with expected("test"):
+    ...     pass
+    """
+    global _quiet
+    _quiet += 1
+    try:
+        logger.debug("foreign seeding expected: %s", reason)
+        yield
+    finally:
+        _quiet -= 1
+
+
+def routed_calls() -> List[Dict[str, Any]]:
+    """The frameworks' seeding calls routed in this process: ``call``, ``site`` (``None`` when no
+    line of the user's led to it), ``rng``, ``master_seed``.
+
+    >>> isinstance(routed_calls(), list)
+    True
+    """
+    return list(_routed)
+
+
+def init_site() -> Optional[str]:
+    """``file:line`` of the last ``seeder.init`` of the module-level seeder, or ``None``.
+
+    >>> init_site() is None or ":" in init_site()
+    True
+    """
+    return _init_site
+
+
+def global_draws() -> Dict[str, bool]:
+    """Which global RNGs were drawn from since they were last seeded (or since the process
+    started), where that shows.
+
+    NumPy's global Mersenne Twister stands at position 624 right after ``np.random.seed``
+    and 623 after its seeding from OS entropy at import; any other position means draws.
+    Python's ``random`` and torch's generator are used by libraries at import, so their
+    state tells nothing and they are not reported. Read-only.
+
+    >>> sorted(global_draws())
+    ['numpy']
+    """
+    import numpy as np
+
+    return {"numpy": int(np.random.get_state()[2]) not in (623, 624)}

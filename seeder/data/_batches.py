@@ -1,0 +1,115 @@
+"""Batches of ``seeder.DataLoader`` as keys, and the dataset view that seeds the RNGs before fetching each one.
+
+A batch key is ``(master, task, epoch, rank, batch, indices)``. :class:`BatchKeys` (the
+loader's batch sampler) yields them in the sampler's order from any start batch in O(1);
+:class:`BatchSeedingDataset` seeds the global RNGs and the registered generators from
+:func:`seeder._seeding.derive.batch_seeds` of the key, then fetches the indices, wherever it runs.
+
+Example:
+    >>> import seeder
+    >>> s = seeder.Seeder(); s.init(3)
+    >>> BatchSeedingDataset([10, 11, 12], SeedSource(s)).__getitems__((3, 1, 0, 0, 0, [2, 0]))
+    [12, 10]
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Iterator, List, Tuple
+
+import torch.utils.data
+
+from seeder._seeding.derive import batch_seeds
+from seeder.data._sampler import DistributedSampler
+from seeder.data._workers import SeedSource, generator_words, seed_globals
+
+__all__ = ["BatchSeedingDataset", "BatchKeys"]
+
+
+
+class BatchSeedingDataset(torch.utils.data.Dataset):
+    """The user's dataset, fetched by batch keys ``(master, task, epoch, rank, batch, indices)``, seeding before each.
+
+    What torch's fetchers (in a worker, or the main process) see in place of the user's dataset:
+    before fetching the indices it seeds ``random``, NumPy, torch's CPU generator and every
+    registered generator from the batch's seeds (:func:`seeder._seeding.derive.batch_seeds`, taken from a
+    cached block of the epoch's batches).
+
+    >>> import seeder
+    >>> s = seeder.Seeder(); s.init(3)
+    >>> view = BatchSeedingDataset([10, 11, 12], SeedSource(s))
+    >>> view.__getitems__((3, 1, 0, 0, 0, [2, 0]))
+    [12, 10]
+    """
+
+    def __init__(self, dataset: Any, source: SeedSource):
+        self.dataset = dataset
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
+        master, task, epoch, rank, batch, indices = key
+        gens = self.source.generators("seeder.DataLoader")
+        seeds = batch_seeds(master, task, epoch, rank, batch, generator_words(gens))
+        seed_globals(seeds[0])
+        for fn, _, stream in gens:
+            fn(seeds[stream])
+        ds = self.dataset
+        getitems = getattr(ds, "__getitems__", None)
+        if getitems is not None:
+            return getitems(indices)
+        return [ds[i] for i in indices]
+
+
+class BatchKeys(torch.utils.data.BatchSampler):
+    """The loader's batch sampler: batch keys of the current epoch from the loader's start position.
+
+    ``loader`` (held weakly) gives the start with ``pending_start()`` and the seeder with ``seeder``.
+    """
+
+    def __init__(self, sampler: DistributedSampler, batch_size: int, drop_last: bool, loader: Any):
+        super().__init__(sampler, batch_size, drop_last)
+        self._loader = weakref.ref(loader)  # no cycle: a dropped loader leaves the seeder at once
+
+    @property
+    def loader(self) -> Any:
+        """The loader this batch sampler serves."""
+        return self._loader()
+
+    def __len__(self) -> int:
+        n = self.sampler.num_samples
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self) -> Iterator[Tuple[Any, ...]]:
+        epoch, start, _ = self.loader.pending_start()
+        return self._keys(epoch, start)
+
+    def _keys(self, epoch: int, start: int) -> Iterator[Tuple[Any, ...]]:
+        sampler, bs = self.sampler, self.batch_size
+        s = self.loader.seeder
+        if not s.initialized:
+            raise RuntimeError("seeder.DataLoader takes its order and seeds from the seeder: call seeder.init(master_seed=...) "
+                               "before iterating")
+        head = (s.get_master_seed(), sampler.task, epoch, sampler.rank)
+        pair = sampler.with_epoch
+        b, buf = start, []
+        for block in sampler.blocks(epoch, min(start * bs, sampler.num_samples)):
+            lst = block.tolist()
+            if pair:
+                lst = [(epoch, i) for i in lst]
+            if buf:
+                need = bs - len(buf)
+                buf.extend(lst[:need])
+                lst = lst[need:]
+                if len(buf) < bs:
+                    continue
+                yield head + (b, buf)
+                b, buf = b + 1, []
+            full = len(lst) - len(lst) % bs
+            for j in range(0, full, bs):
+                yield head + (b, lst[j:j + bs])
+                b += 1
+            buf = lst[full:]
+        if buf and not self.drop_last:
+            yield head + (b, buf)

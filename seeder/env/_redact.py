@@ -1,0 +1,379 @@
+"""Redaction: the one path every file seeder writes goes through, so that no secret reaches a file.
+
+Pattern-based and pure. :class:`Redactor` removes, replacing each with :data:`REDACTED`:
+the values of secret-named environment variables (whole in the environment, and
+wherever else they appear), values after secret-looking flags (``--db-password X``,
+``--token=X``), ``name = value`` / ``name: value`` pairs with secret names
+(``db_pass: X``, ``Pwd=X;`` in connection strings), credentials in URLs, secret query
+parameters, well-known token formats (GitHub, GitLab, AWS, Slack, Hugging Face,
+OpenAI, JWTs) and private-key blocks. :meth:`Redactor.data` applies it to a
+JSON-able object before it is serialised (``argv`` lists flag by flag).
+
+Example:
+    >>> redact_text("pip install -i https://alice:s3cret@pypi.example/simple x")
+    'pip install -i https://<redacted>@pypi.example/simple x'
+    >>> is_secret_name("HF_TOKEN"), is_secret_name("OMP_NUM_THREADS")
+    (True, False)
+    >>> Redactor({}).argv(["train.py", "--db-password", "pw", "--token=abc", "--lr", "0.1"])
+    ['train.py', '--db-password', '<redacted>', '--token=<redacted>', '--lr', '0.1']
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import quote, unquote
+
+from seeder.env._shown import is_number, redact_diff, shown_value
+
+__all__ = ["REDACTED", "SECRET_NAME_PARTS", "SECRET_NAME_WORDS", "SECRET_KEY_WORDS", "MIN_LITERAL", "Redactor",
+           "is_secret_name", "is_secret_key", "redact_text", "redact_environ", "redact_argv", "redact_json",
+           "file_redactor", "RedactingFilter"]
+
+#: What replaces a secret in every file seeder writes.
+REDACTED = "<redacted>"
+
+#: Parts of variable names whose values are secret (matched anywhere in the upper-cased name).
+SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "PASS", "KEY", "CREDENTIAL", "CREDS",
+                     "AUTH", "COOKIE", "PRIVATE", "SIGNATURE", "DSN", "WEBHOOK", "CONNECTION_STRING", "SAS_")
+#: Whole words (split at ``_`` and other non-alphanumerics) that make a variable name secret: ``MYSQL_PWD``, ``DB_PW``.
+SECRET_NAME_WORDS = ("PWD", "PW", "JWT", "SAS", "OTP")
+#: Last words of flag and key names whose value is secret (``--db-password``, ``db_pass:``, ``Pwd=``, ``--api-key``).
+SECRET_KEY_WORDS = ("password", "passwd", "passphrase", "pwd", "pw", "pass", "secret", "token", "apikey", "key",
+                    "credential", "credentials", "creds", "jwt", "cookie", "dsn", "webhook", "signature", "sas",
+                    "accountkey", "sharedaccesskey", "auth", "authorization")
+#: Secret values shorter than this (and numbers, and ``true``/``false``-like words) are redacted where they are
+#: named (the variable, a flag, a key) but not searched for elsewhere: ``KEYTIMEOUT=1`` would otherwise remove
+#: every ``1`` of every file.
+MIN_LITERAL = 4
+_NOT_SECRET_VALUES = {"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "default", "disabled",
+                      "enabled", "unset"}
+
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>(?:[^\s/?#@'\"<>]|<redacted>)+)@")
+_QUERY_SECRET = re.compile(
+    r"(?i)(?P<key>[?&;][^=&\s#]*?(?:token|secret|sig|signature|key|password|passwd|pwd|auth|credential)[^=&\s#]*=)"
+    r"(?P<value>[^&\s#'\"]+)")
+_CONDA_TOKEN = re.compile(r"/t/[A-Za-z0-9_\-]{8,}(?=/)")
+_KNOWN_TOKENS = re.compile(
+    r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}"
+    r"|glpat-[A-Za-z0-9_\-]{20,}|(?:AKIA|ASIA)[0-9A-Z]{16}|sk-[A-Za-z0-9_\-]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}"
+    r"|xapp-[A-Za-z0-9\-]{10,}|AIza[0-9A-Za-z_\-]{35}|npm_[A-Za-z0-9]{36}|pypi-[A-Za-z0-9_\-]{50,}"
+    r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}|ya29\.[A-Za-z0-9_\-]{20,}"
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)")
+_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----.*?(?:-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|\Z)",
+                          re.S)
+_AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\s*[:=]\s*[\"']?(?:bearer|basic|token|digest)?\s*)[^\s\"']+")
+# --flag value / --flag=value, in free text (logs, variables, diffs); argv lists go through Redactor.argv.
+_FLAG = re.compile(r"(?<![\w\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)(?P<q>[\"'])?"
+                   r"(?P<value>(?(q)[^\"'\n]+|(?!-)[^\s\"']+))")
+# name = value, name: value, "name": "value", Pwd={a;b}: diffs, configs, connection strings.
+_KEY_VALUE = re.compile(r"(?P<name>(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[\"']?[ \t]*(?::=|[:=])[ \t]*)"
+                        r"(?P<q>[\"'])?(?P<value>(?(q)[^\"'\n]+|(?:\{[^}\n]*\}|[^\s\"',;)}\]&]+)))")
+_CREDENTIAL_LIKE = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
+_HIGH_ENTROPY = re.compile(r"(?=[A-Za-z0-9_\-+/=.]*\d)(?=[A-Za-z0-9_\-+/=.]*[A-Za-z])[A-Za-z0-9_\-+/=.]{16,}")
+_WORDS = re.compile(r"[a-z0-9]+")
+_ARGV_KEYS = {"argv", "command", "cmd"}
+_HYDRA_KEY = re.compile(r"[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\-/@]*")  # overrides: trainer.devices=4
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's value is treated as secret (by its name).
+
+    >>> [is_secret_name(n) for n in ("AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "MYSQL_PWD", "DB_PW", "PWD", "PATH")]
+    [True, True, True, True, False, False]
+    """
+    upper = name.upper()
+    if any(part in upper for part in SECRET_NAME_PARTS):
+        return True
+    words = re.split(r"[^A-Z0-9]+", upper)
+    return len(words) > 1 and any(w in SECRET_NAME_WORDS for w in words)
+
+
+def _key_words(name: str) -> List[str]:
+    return _WORDS.findall(re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name.lstrip("-")).lower())
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a flag or key name (``--db-password``, ``db_pass``, ``Pwd``, ``apiKey``) names a secret: its last word.
+
+    >>> [is_secret_key(n) for n in ("--db-password", "db_pass", "Pwd", "apiKey", "--max-tokens", "--password-file")]
+    [True, True, True, True, False, False]
+    """
+    words = _key_words(name)
+    return bool(words) and (words[-1] in SECRET_KEY_WORDS or "".join(words[-2:]) in SECRET_KEY_WORDS)
+
+
+_STRONG_KEY = {"api", "access", "secret", "private", "account", "auth", "master", "client", "encryption", "signing",
+               "license", "shared", "session", "app"}
+_NOT_A_TOKEN = {"eos", "bos", "pad", "unk", "sep", "cls", "mask", "special", "start", "end", "stop", "max", "num"}
+
+
+def _hides(name: str, value: str, flag: bool = False) -> bool:
+    """Whether ``value`` under the secret key ``name`` is removed.
+
+    A flag's value always is (but ``true``/``false``); a key named only ``key``, ``*_key`` (``sort_key``) or
+    ``eos_token``-like, only when the value looks like a credential (long, letters and digits).
+    """
+    if not value or value == REDACTED or value.startswith("<"):
+        return False
+    words = _key_words(name)
+    last, before = words[-1], words[-2] if len(words) > 1 else ""
+    if words == ["pwd"] and value.startswith("/"):  # the shell's PWD=/home/me (ODBC's PWD= is a password)
+        return False
+    if last in ("password", "passwd", "pwd", "pw", "pass", "secret", "passphrase"):
+        return True
+    if not flag and ((last == "key" and before not in _STRONG_KEY) or (last == "token" and before in _NOT_A_TOKEN)
+                     or last in ("auth", "authorization")):
+        return bool(_HIGH_ENTROPY.fullmatch(value) or (_CREDENTIAL_LIKE.fullmatch(value) and re.search(r"\d", value)))
+    return value.lower() not in _NOT_SECRET_VALUES
+
+
+def _searchable(value: str) -> bool:
+    """Whether a secret value is searched for in all text: not too short, not a word or number that is everywhere."""
+    if len(value) < MIN_LITERAL or value.strip().lower() in _NOT_SECRET_VALUES:
+        return False
+    try:
+        float(value)  # KEY_SIZE=2048: removing every 2048 would rewrite the numbers of logs and records
+    except ValueError:
+        return True
+    return False
+
+
+class Redactor:
+    """Removes secrets from text, argv lists, environments and JSON-able objects.
+
+    Built from the environment (``environ``) and command lines (``argvs``) whose secret values
+    it must also find as plain text anywhere: values of secret-named variables, passwords of
+    URLs and values after secret flags are searched for (whole words when shorter than 8
+    characters; not at all below :data:`MIN_LITERAL`).
+
+    >>> r = Redactor({"MY_SECRET": "s3cr3t-value-long", "API_KEY": "abc123"})
+    >>> r.text("echo s3cr3t-value-long abc123 xabc123")
+    'echo <redacted> <redacted> xabc123'
+    """
+
+    def __init__(self, environ: Mapping[str, str], argvs: Iterable[Sequence[str]] = ()):
+        literals = set()
+        for name, value in environ.items():
+            if is_secret_name(name):
+                literals.add(value)
+            for m in _URL_USERINFO.finditer(value):
+                literals.add(m.group("userinfo").partition(":")[2])
+            for m in _KEY_VALUE.finditer(value):
+                if is_secret_key(m.group("name")) and _hides(m.group("name"), m.group("value")):
+                    literals.add(m.group("value").strip("{}"))
+        for argv in argvs:
+            args = [str(a) for a in argv]
+            for i, a in enumerate(args):
+                name, eq, value = a.partition("=")  # --token=X, db.password=X (a Hydra override)
+                if eq and is_secret_key(name) and _hides(name, value, flag=name.startswith("-")):
+                    literals.add(value)
+                elif not eq and a.startswith("-") and is_secret_key(a) and i + 1 < len(args) \
+                        and not args[i + 1].startswith("--"):
+                    literals.add(args[i + 1])
+            for kind, option, value in _argv_items(args)[1:]:  # what argv() hides, text hides
+                if kind != "flag" and shown_value(value, option) != value:
+                    literals.add(value)
+        # As written in URLs, JSON and Python reprs (a script that prints its argv or config) too.
+        literals |= {f(v) for v in literals for f in (unquote, lambda v: quote(v, safe=""),
+                                                       lambda v: json.dumps(v)[1:-1], lambda v: repr(v)[1:-1])}
+        long_first = sorted((v for v in literals if _searchable(v)), key=len, reverse=True)
+        self.literals = long_first
+        self._short = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(v)}(?![A-Za-z0-9])" for v in long_first
+                                          if len(v) < 8)) if any(len(v) < 8 for v in long_first) else None
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret replaced by :data:`REDACTED`."""
+        for literal in self.literals:  # first: no pattern below may cut a known secret in two
+            if len(literal) >= 8:
+                text = text.replace(literal, REDACTED)
+        if self._short is not None:
+            text = self._short.sub(REDACTED, text)
+        text = _PRIVATE_KEY.sub(REDACTED, text)
+        text = _URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", text)
+        text = _QUERY_SECRET.sub(lambda m: m.group("key") + REDACTED, text)
+        text = _CONDA_TOKEN.sub("/t/" + REDACTED, text)
+        text = _KNOWN_TOKENS.sub(REDACTED, text)
+        text = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, text)
+        text = _FLAG.sub(self._pair("flag"), text)
+        return _KEY_VALUE.sub(self._pair("name"), text)
+
+    @staticmethod
+    def _pair(group: str):
+        def sub(m: "re.Match[str]") -> str:
+            name, value = m.group(group), m.group("value")
+            if not is_secret_key(name) or not _hides(name, value.strip("{}"), flag=group == "flag"):
+                return m.group(0)
+            return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
+        return sub
+
+    def argv(self, argv: Sequence[Any]) -> List[str]:
+        """A command line showing only what seeder can tell is harmless
+        (:func:`seeder.env._shown.shown_value`): the value after each secret flag (``--password X``,
+        ``--token=X``) is removed, and so is any other value that is not a number, short, a path or
+        the value of a known-harmless option; URLs keep scheme and host."""
+        out: List[str] = []
+        for kind, name, value in _argv_items([str(a) for a in argv]):
+            if kind == "flag":
+                out.append(self.text(value))
+            elif kind == "value":
+                out.append(REDACTED if is_secret_key(name) else self.text(shown_value(value, name)))
+            elif kind == "pair":
+                hide = is_secret_key(name) and bool(value) and (name.startswith("-")
+                                                                or _hides(name, value))
+                shown = REDACTED if hide else shown_value(value, name)
+                out.append(self.text(f"{name}={shown}"))
+            else:
+                out.append(self.text(shown_value(value)))
+        return out
+
+    def diff(self, diff: str) -> str:
+        """A ``git diff`` for a file: no line of a credential file's change (``.netrc``,
+        ``.pgpass``, ``*.env``, ...), no random-looking token, URL path or value after
+        ``password``-like words elsewhere, then :meth:`text`.
+
+        >>> d = "diff --git a/.pgpass b/.pgpass\\n@@ -0,0 +1 @@\\n+db:5432:app:me:pgPw\\n"
+        >>> Redactor({}).diff(d).splitlines()[-1]
+        '+<redacted>'
+        """
+        return self.text(redact_diff(diff))
+
+    def environ(self, environ: Mapping[str, str]) -> Dict[str, str]:
+        """A sorted copy of ``environ``: secret-named variables redacted whole, the others' values scrubbed."""
+        return {k: (REDACTED if is_secret_name(k) and v else self.text(v)) for k, v in sorted(environ.items())}
+
+    def data(self, obj: Any, key: str = "") -> Any:
+        """A copy of a JSON-able object with every string redacted, before it is serialised.
+
+        ``argv``/``command`` lists go through :meth:`argv`; a string under a secret key is removed.
+
+        >>> Redactor({}).data({"argv": ["x", "--token", "t0k3n-value"], "password": "hunter2", "n": 1})
+        {'argv': ['x', '--token', '<redacted>'], 'password': '<redacted>', 'n': 1}
+        """
+        if isinstance(obj, str):
+            return REDACTED if key and is_secret_key(key) and _hides(key, obj) else self.text(obj)
+        if isinstance(obj, Mapping):
+            return {self.text(str(k)) if isinstance(k, str) else k: self.data(v, str(k)) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            if key.lower() in _ARGV_KEYS and all(isinstance(a, str) for a in obj):
+                return self.argv(obj)
+            return [self.data(v) for v in obj]
+        return obj
+
+
+def _argv_items(args: Sequence[str]) -> List[Tuple[str, Optional[str], str]]:
+    """``(kind, option, text)`` of each element of a command line: ``flag`` (``--lr``), ``value``
+    (the one after a flag; ``option`` is the flag), ``pair`` (``--lr=0.1``, ``trainer.devices=4``;
+    ``option`` is the name, ``text`` the value) or ``positional``.
+
+    >>> [k for k, _, _ in _argv_items(["t.py", "--lr", "0.1", "a.b=1", "x"])]
+    ['positional', 'flag', 'value', 'pair', 'positional']
+    """
+    items: List[Tuple[str, Optional[str], str]] = []
+    option: Optional[str] = None  # the flag whose value comes next
+    for a in args:
+        name, eq, value = a.partition("=")
+        if option is not None and not a.startswith("--"):
+            items.append(("value", option, a))
+            option = None
+            continue
+        option = None
+        if a.startswith("-") and not is_number(a) and not eq:
+            items.append(("flag", None, a))
+            option = a
+        elif eq and (a.startswith("-") or _HYDRA_KEY.fullmatch(name)):
+            items.append(("pair", name, value))
+        else:
+            items.append(("positional", None, a))
+    return items
+
+
+def file_redactor(argvs: Iterable[Sequence[str]] = ()) -> Redactor:
+    """The redactor for files written now: this process's environment, its ``sys.argv`` and ``argvs``.
+
+    >>> file_redactor([["train.py", "--api-key", "k3y-value"]]).text("key k3y-value")
+    'key <redacted>'
+    """
+    import sys
+
+    return Redactor(os.environ, [sys.argv, *argvs])
+
+
+def _argvs_in(obj: Any, key: str = "") -> List[List[str]]:
+    if isinstance(obj, Mapping):
+        return [a for k, v in obj.items() for a in _argvs_in(v, str(k))]
+    if isinstance(obj, (list, tuple)):
+        if key.lower() in _ARGV_KEYS and all(isinstance(a, str) for a in obj):
+            return [list(obj)]
+        return [a for v in obj for a in _argvs_in(v)]
+    return []
+
+
+def redact_json(obj: Any, argvs: Iterable[Sequence[str]] = ()) -> Any:
+    """A JSON-able object ready for a file: :meth:`Redactor.data` with :func:`file_redactor` of its own argv lists.
+
+    >>> redact_json({"argv": ["t.py", "--db-password", "pa55w0rd"], "reason": "login pa55w0rd refused"})
+    {'argv': ['t.py', '--db-password', '<redacted>'], 'reason': 'login <redacted> refused'}
+    """
+    return file_redactor([*_argvs_in(obj), *argvs]).data(obj)
+
+
+def redact_text(text: str, environ: Optional[Mapping[str, str]] = None) -> str:
+    """``text`` with secrets replaced by ``<redacted>``.
+
+    Credentials in URLs, secret query parameters, well-known token formats (``hf_``,
+    ``ghp_``, ``AKIA``, ``sk-``, JWTs, ...), private-key blocks, values after secret flags,
+    ``password = ...``-style pairs, and any literal value of a secret-named variable of
+    ``environ`` (``os.environ`` by default) are removed. Pattern-based: review a file
+    before publishing it.
+
+    >>> redact_text("git+https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/o/r")
+    'git+https://<redacted>@github.com/o/r'
+    """
+    return Redactor(os.environ if environ is None else environ).text(text)
+
+
+def redact_argv(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> List[str]:
+    """``argv`` with values after secret flags and every other secret removed.
+
+    >>> redact_argv(["mysql", "--password", "pw", "-h", "db"], environ={})
+    ['mysql', '--password', '<redacted>', '-h', 'db']
+    """
+    return Redactor(os.environ if environ is None else environ, [argv]).argv(argv)
+
+
+def redact_environ(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """A sorted copy of ``environ`` (``os.environ`` by default) with secret values redacted.
+
+    >>> redact_environ({"HF_TOKEN": "hf_x", "PIP_INDEX_URL": "https://u:p@h/simple", "A": "1"})
+    {'A': '1', 'HF_TOKEN': '<redacted>', 'PIP_INDEX_URL': 'https://<redacted>@h/simple'}
+    """
+    env = os.environ if environ is None else environ
+    return Redactor(env).environ(env)
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts each record of the ``seeder`` logger (its message with its arguments) before a handler writes it.
+
+    Installed on the ``seeder`` logger when this module is imported (every snapshot and verify imports it).
+
+    >>> RedactingFilter().filter(logging.LogRecord("seeder", 20, "", 0, "got %s", ("--token=t0k",), None))
+    True
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a broken format: logging reports it itself
+            return True
+        clean = file_redactor().text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+_seeder_logger = logging.getLogger("seeder")
+if not any(isinstance(f, RedactingFilter) for f in _seeder_logger.filters):
+    _seeder_logger.addFilter(RedactingFilter())

@@ -1,0 +1,340 @@
+"""Run training commands: in parallel, in dependency order, each with its own log.
+
+Every run is a child process in its own process group (its own session), with
+stdout and stderr in ``<run dir>/log.txt`` and a ``run.json`` beside it. Up to
+``jobs`` runs go at once; a run with ``after`` waits until that run succeeded
+(and is skipped if it failed). A run's ``prepare`` is called just before it starts
+and may complete its argv or return a reason not to start it (status ``omitted``,
+not a failure; runs after it are omitted too). The first failure cancels the rest
+unless ``keep_going``. Ctrl-C (SIGINT) or SIGTERM sends SIGINT to every child's group,
+then SIGTERM, then SIGKILL after grace periods, and raises ``KeyboardInterrupt``.
+
+Example:
+    >>> import sys, tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> res = run_all([RunSpec("hello", [sys.executable, "-c", "print('hi')"], d / "hello")], progress=False)
+    >>> res[0].status, (d / "hello" / "log.txt").read_text().strip()
+    ('ok', 'hi')
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from seeder._checks import is_int
+from seeder.env._redact import file_redactor, redact_json
+from seeder.env._safefile import open_log, write_file
+
+__all__ = ["RunSpec", "RunResult", "RunFailed", "run_all", "child_environment", "log_tail"]
+
+logger = logging.getLogger("seeder")
+
+#: Variables removed from every child's environment: a stray SEEDER_SEED would seed the unseeded runs, a stray
+#: SEEDER_TRACE would trace runs that asked for no trace.
+_SCRUBBED = ("SEEDER_SEED", "SEEDER_TRACE")
+
+
+@dataclass
+class RunSpec:
+    """One command to run: its name, argv, extra environment and run directory.
+
+    ``prepare()`` runs just before the start; it may change ``argv`` and returns
+    ``None`` to start the run or a reason (a string) to leave it out.
+    """
+
+    name: str
+    argv: List[str]
+    workdir: Path
+    env: Dict[str, str] = field(default_factory=dict)
+    after: Optional[str] = None
+    prepare: Optional[Callable[[], Optional[str]]] = None
+    cwd: Optional[Path] = None
+    info: Dict[str, object] = field(default_factory=dict)
+
+    @property
+    def log(self) -> Path:
+        return Path(self.workdir) / "log.txt"
+
+
+@dataclass
+class RunResult:
+    """How a run ended: ``status`` is ok, failed, skipped, cancelled, interrupted or omitted (left out on purpose)."""
+
+    name: str
+    status: str
+    returncode: Optional[int]
+    duration: float
+    log: Path
+    reason: str = ""
+    info: Dict[str, object] = field(default_factory=dict)
+    started: Optional[float] = None  # wall-clock start (time.time()), None if never started
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class RunFailed(RuntimeError):
+    """A run failed; ``results`` holds every run's outcome, ``failed`` the failures."""
+
+    def __init__(self, results: List[RunResult]):
+        self.results = results
+        self.failed = [r for r in results if r.status == "failed"]
+        super().__init__("; ".join(f"{r.name}: {r.reason}" for r in self.failed) or "a run failed")
+
+
+def child_environment(jobs: int = 1, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment for a run: ours without SEEDER_SEED, unbuffered, threads split over jobs.
+
+    ``OMP_NUM_THREADS`` is set (when unset) to the CPU count divided by ``jobs``, so
+    parallel runs do not oversubscribe the cores; every run gets the same value.
+
+    >>> env = child_environment(jobs=2, extra={"A": "1"})
+    >>> env["A"], "SEEDER_SEED" in env, env["PYTHONUNBUFFERED"]
+    ('1', False, '1')
+    """
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env["PYTHONUNBUFFERED"] = "1"
+    if "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, jobs)))
+    if extra:
+        env.update(extra)
+    return env
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file ('' if there is none)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class _Progress:
+    """A tqdm bar on a terminal (when installed), else one stderr line per finished run."""
+
+    def __init__(self, total: int, enabled: bool, desc: str):
+        self.total, self.enabled, self.count = total, enabled, 0
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:  # tqdm is optional (the "plot" extra)
+                tqdm = None
+            if tqdm is not None:
+                self.bar = tqdm(total=total, desc=desc, unit="run", file=sys.stderr, dynamic_ncols=True, leave=True)
+
+    def update(self, result: RunResult, running: Sequence[str]) -> None:
+        self.count += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{result.name} {result.status}" + (f" | running {', '.join(running)}" if running else ""),
+                                     refresh=False)
+            self.bar.update(1)
+        elif self.enabled:
+            print(f"seeder: [{self.count}/{self.total}] {result.name} {result.status} ({result.duration:.1f}s)",
+                  file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(procs: Sequence[subprocess.Popen], grace: float) -> None:
+    """SIGINT each child's group, then SIGTERM, then SIGKILL, waiting ``grace`` seconds between.
+
+    A second Ctrl-C while waiting goes straight to SIGKILL.
+    """
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            alive = [p for p in procs if p.poll() is None]
+            if not alive:
+                break
+            for p in alive:
+                _signal_group(p, sig)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and any(p.poll() is None for p in alive):
+                time.sleep(0.02)
+    finally:
+        for p in procs:
+            # The leader may be gone while its group still holds grandchildren (DataLoader workers).
+            _signal_group(p, signal.SIGKILL)
+            if p.poll() is None:
+                p.wait()
+
+
+def _write_record(spec: RunSpec, result: RunResult, env_extra: Dict[str, str]) -> None:
+    if not Path(spec.workdir).is_dir():  # never started: nothing to describe beside
+        return
+    record = {"name": spec.name, "argv": spec.argv, "env": env_extra, "cwd": str(spec.cwd) if spec.cwd else None,
+              "status": result.status, "returncode": result.returncode, "duration_s": round(result.duration, 3),
+              "started": result.started, "ended": None if result.started is None else result.started + result.duration,
+              "reason": result.reason, **{k: v for k, v in spec.info.items() if isinstance(v, (str, int, float, type(None)))}}
+    try:
+        write_file(spec.workdir, "run.json", (json.dumps(redact_json(record), indent=1) + "\n").encode(), 0o644)
+        _redact_log(spec)
+    except OSError as exc:  # the run's outcome still reaches the report
+        logger.warning("could not write %s/run.json: %s", spec.workdir, exc)
+
+
+def _redact_log(spec: RunSpec) -> None:
+    """Replace the run's log by its redacted text (secrets the command was given or printed) once the run ended."""
+    try:
+        with open(spec.log, "rb") as fh:
+            text = fh.read().decode("utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        return
+    clean = file_redactor([spec.argv]).text(text)
+    if clean != text:
+        write_file(spec.workdir, spec.log.name, clean.encode("utf-8", errors="surrogateescape"), 0o644)
+
+
+def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, keep_going: bool = False,
+            timeout: Optional[float] = None, grace: float = 10.0, desc: str = "runs",
+            on_finish: Optional[Callable[[RunResult], None]] = None) -> List[RunResult]:
+    """Run ``specs`` (up to ``jobs`` at once) and return their results in the order given.
+
+    Raises ``KeyboardInterrupt`` after stopping every child when interrupted.
+    A failed run is returned with status ``failed`` and its reason; callers decide
+    what to do (see :class:`RunFailed`).
+    """
+    if not is_int(jobs) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"run names must be unique, got {names}")
+    for s in specs:
+        if s.after is not None and s.after not in names[: names.index(s.name)]:
+            raise ValueError(f"run {s.name!r} waits for {s.after!r}, which is not an earlier run")
+    base_env = child_environment(jobs)
+    pending: List[RunSpec] = list(specs)
+    running: Dict[str, tuple] = {}
+    results: Dict[str, RunResult] = {}
+    bar = _Progress(len(specs), progress, desc)
+    stopping = False
+    starts: Dict[str, float] = {}
+
+    def finish(res: RunResult, spec: RunSpec, env_extra: Dict[str, str]) -> None:
+        res.started = starts.get(res.name)
+        results[res.name] = res
+        _write_record(spec, res, env_extra)
+        bar.update(res, list(running))
+        if on_finish is not None:
+            on_finish(res)
+
+    old_term = None
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        while pending or running:
+            # Start every run that is ready, in order, up to `jobs`.
+            i = 0
+            while i < len(pending) and len(running) < jobs and not stopping:
+                spec = pending[i]
+                dep = results.get(spec.after) if spec.after else None
+                if spec.after and dep is None:
+                    i += 1  # its dependency has not finished yet
+                    continue
+                pending.pop(i)
+                if dep is not None and dep.status == "omitted":
+                    finish(RunResult(spec.name, "omitted", None, 0.0, spec.log, f"{spec.after} was left out: {dep.reason}",
+                                     spec.info), spec, spec.env)
+                    continue
+                if dep is not None and not dep.ok:
+                    finish(RunResult(spec.name, "skipped", None, 0.0, spec.log, f"{spec.after} did not succeed", spec.info),
+                           spec, spec.env)
+                    continue
+                Path(spec.workdir).mkdir(parents=True, exist_ok=True)
+                try:
+                    left_out = spec.prepare() if spec.prepare is not None else None
+                except Exception as exc:  # never leave the other runs behind on a bug in prepare
+                    finish(RunResult(spec.name, "failed", None, 0.0, spec.log, f"could not prepare the run: "
+                                     f"{type(exc).__name__}: {exc}", spec.info), spec, spec.env)
+                    if not keep_going:
+                        stopping = True
+                    continue
+                if left_out:
+                    finish(RunResult(spec.name, "omitted", None, 0.0, spec.log, str(left_out), spec.info), spec, spec.env)
+                    continue
+                fh = os.fdopen(open_log(spec.log), "wb")
+                try:
+                    proc = subprocess.Popen(spec.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env={**base_env, **spec.env}, cwd=str(spec.cwd) if spec.cwd else None,
+                                            start_new_session=True)
+                except OSError as exc:
+                    fh.close()
+                    finish(RunResult(spec.name, "failed", None, 0.0, spec.log, f"could not start {spec.argv[0]!r}: {exc}",
+                                     spec.info), spec, spec.env)
+                    if not keep_going:
+                        stopping = True
+                    continue
+                running[spec.name] = (spec, proc, time.monotonic(), fh)
+                starts[spec.name] = time.time()
+            # Reap finished runs.
+            for name in list(running):
+                spec, proc, t0, fh = running[name]
+                rc = proc.poll()
+                elapsed = time.monotonic() - t0
+                if rc is None and timeout is not None and elapsed > timeout:
+                    _stop([proc], grace=min(grace, 5.0))
+                    rc = proc.returncode
+                    reason = f"timed out after {timeout:g}s"
+                elif rc is None:
+                    continue
+                else:
+                    reason = "" if rc == 0 else f"exited with status {rc}"
+                fh.close()
+                del running[name]
+                status = "ok" if rc == 0 and not reason else "failed"
+                finish(RunResult(name, status, rc, elapsed, spec.log, reason, spec.info), spec, spec.env)
+                if status == "failed" and not keep_going:
+                    stopping = True
+            if stopping:
+                if running:
+                    _stop([r[1] for r in running.values()], grace)
+                    for name in list(running):
+                        spec, proc, t0, fh = running.pop(name)
+                        fh.close()
+                        finish(RunResult(name, "cancelled", proc.returncode, time.monotonic() - t0, spec.log,
+                                         "cancelled after another run failed", spec.info), spec, spec.env)
+                for spec in pending:
+                    finish(RunResult(spec.name, "skipped", None, 0.0, spec.log, "not started: another run failed", spec.info),
+                           spec, spec.env)
+                pending = []
+                break
+            if running:
+                time.sleep(0.02)
+    except KeyboardInterrupt:
+        _stop([r[1] for r in running.values()], grace)
+        for name in list(running):
+            spec, proc, t0, fh = running.pop(name)
+            fh.close()
+            finish(RunResult(name, "interrupted", proc.returncode, time.monotonic() - t0, spec.log, "interrupted",
+                             spec.info), spec, spec.env)
+        raise
+    finally:
+        bar.close()
+        if in_main:
+            signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
+    return [results[n] for n in names if n in results]
