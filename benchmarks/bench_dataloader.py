@@ -106,7 +106,7 @@ def compare(n: int, us: float, workers: int, batch: int, repeats: int) -> Dict[s
     found = loaders(Free(n), batch, workers, collate_fn=as_list) if us < 0 else loaders(Augmented(n, us), batch, workers)
     times: Dict[str, List[float]] = {k: [] for k in found}
     for r in range(repeats + 1):
-        seeder._seeding.default.default_seeder().reseed(1, next(_epochs))
+        seeder.default_seeder().reseed(1, next(_epochs))
         for name, loader in found.items():
             t = epoch_time(loader)
             if r:
@@ -126,7 +126,7 @@ def fetch_side_us(repeat: int) -> float:
     from seeder.data._batches import BatchSeedingDataset
     from seeder.data._workers import SeedSource
 
-    view = BatchSeedingDataset([], SeedSource(seeder._seeding.default.default_seeder()))
+    view = BatchSeedingDataset([], SeedSource(seeder.default_seeder()))
     master, batches = seeder.get_master_seed(), iter(range(2**32 - 1))
     saved = random.getstate(), np.random.get_state(), torch.default_generator.get_state()
     cost = interleaved_medians_us([lambda: view.__getitems__((master, 1, 7, 0, next(batches), []))], repeat, 2000, clock)[0]
@@ -213,7 +213,7 @@ def main() -> None:
           f"  in the fetching process (a worker): {fetch:6.1f} us per batch, floor {fl:.1f} us, ratio {fetch / fl:.2f} "
           f"(goal <= 2.00)")
     print("  0 workers, whole loader (seeder - torch over items that cost nothing), with the save/restore:")
-    seeder._seeding.default.default_seeder().reseed(1, next(_epochs))
+    seeder.default_seeder().reseed(1, next(_epochs))
     for batch in args.batches:
         own = own_cost_us(batch, args.repeats)
         fl = floor_us(prims, 0)

@@ -28,7 +28,7 @@ _epochs = iter(range(10**9))  # every measured epoch gets a new reseed epoch (a 
 def compare(n: int, us: float, workers: int, repeats: int, batch_size: int, draws: str = "all") -> None:
     """Epoch throughput of the three loaders on items of ``us`` microseconds drawing from ``draws``: "none",
     "torch" (torch only) or "all" (``random``, NumPy and torch)."""
-    s = seeder._seeding.default.default_seeder()
+    s = seeder.default_seeder()
     ds = {"none": BusyNoDraws, "torch": BusyTorch, "all": Busy}[draws](n, us)
     kw = dict(batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0)
     loaders = [seeder.ElasticDataLoader(ds, **kw), seeder.ElasticDataLoader(ds, sample_rngs=DECLARED[draws], **kw),
@@ -92,7 +92,7 @@ class NoDraws(TorchOnly):
 def per_sample_seeding(n: int, batch_size: int, repeats: int, draws: str) -> None:
     """What the elastic loader adds per sample over the default mode (0 workers, free items): per-sample seeding,
     with the default ``sample_rngs`` (all three global RNGs) and with ``sample_rngs`` naming what the items draw from."""
-    s = seeder._seeding.default.default_seeder()
+    s = seeder.default_seeder()
     what, ds = {"none": ("no RNG", NoDraws(n)), "torch": ("torch only", TorchOnly(n)),
                 "all": ("random, NumPy and torch", Busy(n, 0))}[draws]
     loaders = [seeder.ElasticDataLoader(ds, batch_size=batch_size, shuffle=True),
@@ -110,7 +110,7 @@ def per_sample_seeding(n: int, batch_size: int, repeats: int, draws: str) -> Non
 
 def resume_other_world(n: int, repeats: int) -> None:
     """Load a state saved on 4 ranks into a 2-rank loader (rank 1) at mid-epoch; seeder's share up to the first keys."""
-    s = seeder._seeding.default.default_seeder()
+    s = seeder.default_seeder()
     s.reseed(1, next(_epochs))
     ds = Busy(n, 0)
     src = seeder.ElasticDataLoader(ds, batch_size=16, shuffle=True, num_replicas=4, rank=0)

@@ -120,7 +120,7 @@ class DaliLoader:
                  state: Optional[Dict[str, Any]] = None, num_threads: int = 1,
                  seeder_obj: Optional[seeder.Seeder] = None):
         require_dali()
-        s = seeder_obj if seeder_obj is not None else seeder._seeding.default.default_seeder()
+        s = seeder_obj if seeder_obj is not None else seeder.default_seeder()
         if not 0 < crop <= image_size:
             raise ValueError(f"crop must be in [1, image_size={image_size}], got {crop}")
         per_rank = dataset_size // s.world_size // batch_size * batch_size

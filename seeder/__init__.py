@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 # `seeder run` and `seeder env diff` start fast and the launcher holds little memory.
 _LAZY: Dict[str, str] = {
     "Seeder": "_seeding.core",
+    "default_seeder": "_seeding.default",
     "Participant": "_seeding.participant",
     "Checkpoint": "_checkpoint",
     "digest": "_run.digest",

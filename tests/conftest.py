@@ -27,10 +27,11 @@ def _clean_seeder_env(monkeypatch):
 def fresh_default():
     """The module-level default seeder, reset before and after the test."""
     import seeder
+    from seeder._seeding.default import default_seeder
 
-    seeder._seeding.default.default_seeder().reset()
+    default_seeder().reset()
     yield seeder
-    seeder._seeding.default.default_seeder().reset()
+    default_seeder().reset()
 
 
 @pytest.fixture(scope="session")

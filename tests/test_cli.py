@@ -338,13 +338,13 @@ def test_verify_and_compare_without_the_plot_extra_say_so_before_any_run(tmp_pat
     script = tmp_path / "train.py"
     script.write_text(f"open({str(marker)!r}, 'w').close()\n")
     for sub in ("verify", "compare"):
-        code = (f"import sys; sys.modules[{hidden!r}] = None; from seeder import cli; "
+        code = (f"import sys; sys.modules[{hidden!r}] = None; from seeder import _cli as cli; "
                 f"sys.exit(cli.main([{sub!r}, '--out', {str(tmp_path / sub)!r}, *sys.argv[1:], '--', "
                 f"sys.executable, {str(script)!r}]))")
         proc = run_python(["-c", code, *flags], check=False)
         assert proc.returncode == 2 and f"seeder {sub} {says}" in proc.stderr, proc.stderr
     assert not marker.exists()  # nothing ran, not even the parser probe
-    proc = run_python(["-c", "import sys; sys.modules['matplotlib'] = None; from seeder import cli; "
+    proc = run_python(["-c", "import sys; sys.modules['matplotlib'] = None; from seeder import _cli as cli; "
                        f"sys.exit(cli.main(['verify', '--no-figures', '--out', {str(tmp_path / 'nf')!r}, '--', "
                        "sys.executable, '-c', 'raise SystemExit(5)']))"], check=False)
     assert "lacks" not in proc.stderr  # --no-figures needs no matplotlib: the runs start (and fail here)

@@ -297,7 +297,7 @@ def test_reseed_warns_exactly_once_per_pipeline():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("setup", [
-    "import seeder\nseeder.init(42)\ns = seeder._seeding.default.default_seeder()\nimport dali_common as dc",
+    "import seeder\nseeder.init(42)\ns = seeder.default_seeder()\nimport dali_common as dc",
     "import dali_common as dc\nfrom seeder import Seeder\ns = Seeder(); s.init(42)",
 ], ids=["seeder-first", "dali-first"])
 def test_a_pipeline_registers_whatever_was_imported_first(setup):
@@ -412,7 +412,7 @@ def test_module_level_default_seeder(fresh_default):
     fresh_default.init(42)
     pipe = dc.augment_pipeline(**ds.pipeline_kwargs(0))
     tracked = sd.track(pipe, 0)
-    assert seeder._seeding.default.default_seeder().participants() == [tracked]
+    assert seeder.default_seeder().participants() == [tracked]
     assert pipe.seed == ds.pipeline_seed(0) == ds.pipeline_seed(0, seeder=make_seeder(42))
     assert list(fresh_default.state_dict()["participants"]) == ["dali.0"]
 

@@ -134,7 +134,7 @@ def test_cublas_setting_before_and_after_cuda_starts():
 
 
 def test_core_imports_determinism_and_environment_lazily():
-    tree = ast.parse((REPO_ROOT / "seeder" / "core.py").read_text())
+    tree = ast.parse((REPO_ROOT / "seeder" / "_seeding" / "core.py").read_text())
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     names = {(n.module or "") for n in top if isinstance(n, ast.ImportFrom)} | {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {f"{n.module or ''}.{a.name}".strip(".") for n in top if isinstance(n, ast.ImportFrom) for a in n.names}

@@ -54,7 +54,7 @@ def _line_of(fn, text):
 
 
 def _without_seeder(fn):
-    seeder._seeding.default.default_seeder().reset()
+    seeder.default_seeder().reset()
     return fn()
 
 

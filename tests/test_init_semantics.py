@@ -99,7 +99,7 @@ def test_seeding_calls_after_init_seed_as_they_say_for_any_seed(seed):
     """Any seed: the user's own calls after init give the draws of generators seeded alike."""
     import seeder
 
-    seeder._seeding.default.default_seeder().reset()
+    seeder.default_seeder().reset()
     seeder.init(7)
     seeder.reseed(0, 0)
     try:
@@ -113,7 +113,7 @@ def test_seeding_calls_after_init_seed_as_they_say_for_any_seed(seed):
         assert random.random() == random.Random(seed).random()
         assert np.random.random() == np.random.RandomState(seed).random_sample()
     finally:
-        seeder._seeding.default.default_seeder().reset()
+        seeder.default_seeder().reset()
 
 
 def test_a_bad_seed_raises_as_without_seeder_and_changes_nothing(fresh_default):

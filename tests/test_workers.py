@@ -157,7 +157,7 @@ def test_worker_init_fn_errors(s):
 def test_module_level_worker_init_fn_uses_default(fresh_default):
     fresh_default.init(MASTER)
     fresh_default.reseed(1, 2)
-    fresh_default.worker_init_fn(1)
+    fresh_default.data.worker_init_fn(1)
     assert random.random() == expected_worker_draws(derive_seed(MASTER, Domain.WORKER, 1, 2, 0, 1))[0]
 
 

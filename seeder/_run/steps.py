@@ -42,7 +42,7 @@ Example:
     [(1, 0)]
     >>> steps_done(), del_env()
     (1, None)
-    >>> seeder._seeding.default.default_seeder().reset()
+    >>> seeder.default_seeder().reset()
 """
 from __future__ import annotations
 

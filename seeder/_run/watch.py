@@ -8,8 +8,8 @@
 
 Example:
     >>> import seeder
-    >>> seeder.init(1); after_init(seeder._seeding.default.default_seeder())   # init calls it; a second call changes nothing
-    >>> seeder._seeding.default.default_seeder().reset()
+    >>> seeder.init(1); after_init(seeder.default_seeder())   # init calls it; a second call changes nothing
+    >>> seeder.default_seeder().reset()
 """
 from __future__ import annotations
 

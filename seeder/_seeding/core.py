@@ -75,7 +75,7 @@ class Seeder(Membership):
         #: applies it (participants' ``check_state_dict`` compares with it); else ``None``.
         self.loading: Optional[state.RunState] = None
         self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
-        #: Whether this is the module-level seeder (:func:`seeder._seeding.default.default_seeder`): only its ``init`` watches the
+        #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its ``init`` watches the
         #: process (frameworks' seeding routed, optimizer steps recorded under ``seeder verify``: :mod:`seeder._run.watch`).
         self.is_default = False
 

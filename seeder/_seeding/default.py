@@ -5,7 +5,7 @@ default seeder, a :class:`~seeder.Seeder` is itself, anything else is a ``TypeEr
 
 Example:
     >>> import seeder
-    >>> resolve_seeder(None) is default_seeder() is seeder._seeding.default.default_seeder()
+    >>> resolve_seeder(None) is default_seeder() is seeder.default_seeder()
     True
     >>> resolve_seeder(42)
     Traceback (most recent call last):

@@ -32,7 +32,7 @@ Example:
     ...     g = torch.manual_seed(123)           # your own call: seeds as it says, and warns
     >>> round(float(torch.rand(1)), 4), "depends on 123" in str(caught[0].message)
     (0.2961, True)
-    >>> seeder._seeding.default.default_seeder().reset()
+    >>> seeder.default_seeder().reset()
 """
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ def _dirs() -> None:
     import torch
 
     torch_dir = os.path.dirname(torch.__file__) + os.sep
-    own_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    own_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the seeder package
     _OWN_CALLERS = (own_dir, torch_dir)
     _TORCH_WRAPPERS = (os.path.join(torch_dir, "_compile.py"),
                        os.path.join(torch_dir, "_dynamo", ""))
@@ -324,7 +324,7 @@ def watch(seeder: Any) -> None:
     """Watch later seeding calls for ``seeder``, the module-level seeder (its ``init`` calls this).
 
     >>> import seeder
-    >>> watch(seeder._seeding.default.default_seeder())
+    >>> watch(seeder.default_seeder())
     """
     global _owner, _init_site
     _install()

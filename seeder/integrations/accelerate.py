@@ -26,7 +26,7 @@ Example (a custom loop, resumed in the middle of an epoch)::
     loader = seeder.DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     accelerator.load_state("ckpt")            # on resume: position, RNGs, weights
-    for epoch in range(seeder._seeding.default.default_seeder().last_reseed[1], epochs):
+    for epoch in range(seeder.default_seeder().last_reseed[1], epochs):
         seeder.reseed(1, epoch)               # skipped for the resumed epoch
         for batch in loader: ...              # only the batches not yet seen
 

@@ -146,7 +146,7 @@ class SeederCallback(Callback):
     docstring for what it does and when.
 
     >>> import seeder
-    >>> seeder.init(3); cb = SeederCallback(); cb.seeder is seeder._seeding.default.default_seeder()
+    >>> seeder.init(3); cb = SeederCallback(); cb.seeder is seeder.default_seeder()
     True
     """
 

@@ -34,7 +34,7 @@ seeder.reseed(1, 0)
 row = {
     "rank": rank,
     "local_rank": local_rank,
-    "seeder_rank": seeder._seeding.default.default_seeder().rank,
+    "seeder_rank": seeder.default_seeder().rank,
     "master": seeder.get_master_seed(),
     "seed": seeder.get_seed(1, 0),
     "shared": seeder.get_seed(1, 0, shared=True),

@@ -25,7 +25,7 @@ import seeder
 from seeder.integrations.lightning import SeederCallback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lightning_common import Net, NoisyDataset  # noqa: E402
+from lightning_common import SAMPLES, Net, NoisyDataset  # noqa: E402, F401 (SAMPLES: read by the test)
 
 GLOBAL_BATCH, EPOCHS, SEED = 8, 2, 3  # 24 samples: 3 global steps an epoch
 
@@ -48,7 +48,7 @@ class Recorder(Net):
 
     def on_train_start(self) -> None:
         """Just before the first (resumed) step, after SeederCallback's: the main process's next draws, put back."""
-        with seeder._seeding.default.default_seeder().fork_rng():
+        with seeder.default_seeder().fork_rng():
             self.probe = probe()
 
     def training_step(self, batch, batch_idx):

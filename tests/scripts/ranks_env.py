@@ -30,10 +30,10 @@ try:
     for _ in range(2 if args.init_twice else 1):
         seeder.init(master_seed=args.seed, ngpus=args.ngpus, local_rank=args.local_rank, rank=args.rank)
 except (ValueError, RuntimeError) as exc:
-    emit("ERROR", {"type": type(exc).__name__, "error": str(exc), "initialized": seeder._seeding.default.default_seeder().initialized})
+    emit("ERROR", {"type": type(exc).__name__, "error": str(exc), "initialized": seeder.default_seeder().initialized})
     raise SystemExit(3)
 seeder.reseed(1, 0)
-s = seeder._seeding.default.default_seeder()
+s = seeder.default_seeder()
 emit("ROW", {
     "rank": s.rank,
     "world": s.world_size,
