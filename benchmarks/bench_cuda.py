@@ -1,9 +1,11 @@
-"""CUDA variant of bench_reseed and bench_state: one reseed, and one RNG state capture + restore, with CUDA started.
+"""CUDA variant of bench_reseed and bench_state: one reseed, and one RNG state capture + restore,
+with CUDA started.
 
 Compares ``seeder.reseed`` with Lightning's ``seed_everything``, ``accelerate.utils.set_seed``,
 ``transformers.set_seed`` and ``torch.manual_seed`` (each where installed), and seeder's
-``state_dict()`` + ``load_state_dict()`` with Lightning's ``_collect_rng_states`` / ``_set_rng_states``.
-Prints medians (us), ratios ours/theirs and memory (tracemalloc peak of one call). Without CUDA it
+``state_dict()`` + ``load_state_dict()`` with Lightning's ``_collect_rng_states`` /
+``_set_rng_states``. Prints medians (us), ratios ours/theirs and memory (tracemalloc peak of one
+call). Without CUDA it
 prints ``skipped: no CUDA`` and exits 0. Rounds alternate between the cases (``timing.py``); every
 reseed call seeds a new epoch, as training does. Targets: reseed <= 0.25x and reseed with
 6 generators <= 0.35x Lightning's ``seed_everything``; state capture + restore <= 0.5x Lightning's.
@@ -11,6 +13,7 @@ reseed call seeds a new epoch, as training does. Targets: reseed <= 0.25x and re
 Run: ``PYTHONPATH=. python benchmarks/bench_cuda.py [--rounds 21] [--calls 200]``
 (``--device cpu`` runs the same cases without CUDA: it checks the script, its figures mean nothing).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +21,7 @@ import logging
 import random
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -43,14 +46,16 @@ def lightning_or_none() -> Optional[Any]:
         return None
 
 
-def other_seeders() -> Dict[str, Callable[[int], None]]:
+def other_seeders() -> dict[str, Callable[[int], None]]:
     """The seeding functions of the frameworks that are installed, as ``f(i)``."""
-    found: Dict[str, Callable[[int], None]] = {}
+    found: dict[str, Callable[[int], None]] = {}
     lightning = lightning_or_none()
     if lightning is not None:
         logging.getLogger("lightning.fabric").setLevel(logging.ERROR)
         logging.getLogger("lightning_fabric").setLevel(logging.ERROR)
-        found["lightning seed_everything"] = lambda i: lightning.seed_everything(i % 2**32, verbose=False)
+        found["lightning seed_everything"] = lambda i: lightning.seed_everything(
+            i % 2**32, verbose=False
+        )
     try:
         from accelerate.utils import set_seed as accelerate_set_seed
 
@@ -78,10 +83,16 @@ def bench_reseed(rounds: int, calls: int, device: str) -> None:
     plain.init(1234)
     full = seeder.Seeder()
     full.init(1234)
-    for gen in (random.Random(), random.Random(), np.random.default_rng(), torch.Generator(),
-                torch.Generator(device=device), torch.Generator(device=device)):
+    for gen in (
+        random.Random(),
+        random.Random(),
+        np.random.default_rng(),
+        torch.Generator(),
+        torch.Generator(device=device),
+        torch.Generator(device=device),
+    ):
         full.register_generator(gen)
-    cases: Dict[str, Callable[[int], None]] = {
+    cases: dict[str, Callable[[int], None]] = {
         "seeder.reseed": lambda i: plain.reseed(1, i),
         "seeder.reseed + 6 generators": lambda i: full.reseed(1, i),
         **other_seeders(),
@@ -92,8 +103,10 @@ def bench_reseed(rounds: int, calls: int, device: str) -> None:
     synchronize(device)
     medians = interleaved_medians_us(fns, rounds, calls)
     results = {name: (us, peak_bytes(fn)) for (name, fn), us in zip(cases.items(), medians)}
-    print(f"\nreseed: median of {rounds} interleaved rounds x {calls} calls; 6 generators = 2 random.Random, "
-          f"a NumPy Generator, a CPU and two {device} torch.Generators")
+    print(
+        f"\nreseed: median of {rounds} interleaved rounds x {calls} calls; 6 generators = 2 "
+        f"random.Random, a NumPy Generator, a CPU and two {device} torch.Generators"
+    )
     print(f"{'case':40s} {'median us':>10s} {'peak B':>8s}")
     for name, (us, mem) in results.items():
         print(f"{name:40s} {us:10.2f} {mem:8d}")
@@ -109,18 +122,32 @@ def bench_state(rounds: int, calls: int, device: str) -> None:
     plain.reseed(1, 0)
     full = seeder.Seeder()
     full.init(1234)
-    for gen in (random.Random(), np.random.default_rng(), torch.Generator(), torch.Generator(device=device)):
+    for gen in (
+        random.Random(),
+        np.random.default_rng(),
+        torch.Generator(),
+        torch.Generator(device=device),
+    ):
         full.register_generator(gen)
     full.reseed(1, 0)
-    rows: List[tuple] = [
+    rows: list[tuple] = [
         ("seeder: global RNGs", lambda: plain.load_state_dict(plain.state_dict())),
-        (f"seeder: + 4 generators (1 on {device})", lambda: full.load_state_dict(full.state_dict())),
+        (
+            f"seeder: + 4 generators (1 on {device})",
+            lambda: full.load_state_dict(full.state_dict()),
+        ),
     ]
     lightning = lightning_or_none()
     if lightning is None:
         print("\nstate capture+restore: no baseline (Lightning is not installed)")
         return
-    rows.insert(0, ("Lightning _collect/_set_rng_states", lambda: lightning._set_rng_states(lightning._collect_rng_states())))
+    rows.insert(
+        0,
+        (
+            "Lightning _collect/_set_rng_states",
+            lambda: lightning._set_rng_states(lightning._collect_rng_states()),
+        ),
+    )
     for _, fn in rows:
         fn()
     synchronize(device)
@@ -135,12 +162,20 @@ def bench_state(rounds: int, calls: int, device: str) -> None:
 
 def ratio_line(ours: str, theirs: str, ratio: float) -> str:
     """``RATIO ours / theirs = r``, with its target where ``ours`` has one against Lightning."""
-    target = TARGETS.get(ours) if theirs.startswith("Lightning") or theirs.startswith("lightning") else None
-    verdict = f" (target <= {target}: {'met' if ratio <= target else 'NOT met'})" if target is not None else ""
+    target = (
+        TARGETS.get(ours)
+        if theirs.startswith("Lightning") or theirs.startswith("lightning")
+        else None
+    )
+    verdict = (
+        f" (target <= {target}: {'met' if ratio <= target else 'NOT met'})"
+        if target is not None
+        else ""
+    )
     return f"RATIO {ours} / {theirs} = {ratio:.3f}{verdict}"
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--calls", type=int, default=200)
@@ -154,12 +189,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     if cuda:
         torch.zeros(1, device="cuda")  # CUDA started: every case seeds and saves live devices
     before = torch.cuda.memory_allocated() if cuda else 0
-    what = f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}" if cuda else "CPU only (a check of the script)"
-    print(f"torch {torch.__version__}, {what}, numpy {np.__version__}, python {sys.version.split()[0]}")
+    what = (
+        f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+        if cuda
+        else "CPU only (a check of the script)"
+    )
+    print(
+        f"torch {torch.__version__}, {what}, numpy {np.__version__}, python "
+        f"{sys.version.split()[0]}"
+    )
     bench_reseed(args.rounds, args.calls, args.device)
     bench_state(args.rounds, args.calls, args.device)
     if cuda:
-        print(f"\nCUDA memory allocated by the benchmark: {torch.cuda.memory_allocated() - before} B")
+        print(
+            f"\nCUDA memory allocated by the benchmark: {torch.cuda.memory_allocated() - before} B"
+        )
     return 0
 
 

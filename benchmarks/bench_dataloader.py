@@ -1,13 +1,17 @@
-"""seeder.DataLoader against torch's DataLoader and torchdata's StatefulDataLoader, in the same process.
+"""seeder.DataLoader against torch's DataLoader and torchdata's StatefulDataLoader, in the same
+process.
 
-Run: PYTHONPATH=. nice python benchmarks/bench_dataloader.py [--workers 0 2] [--batches 8 64 256] [--repeats 7]
+Run: PYTHONPATH=. nice python benchmarks/bench_dataloader.py [--workers 0 2] [--batches 8 64 256]
+[--repeats 7]
      [--clock cpu]   (0-worker epochs in this process's CPU time: on a machine others are using)
 
-Prints, for each (workers, batch size, item cost): the median epoch time of each loader (rounds interleaved,
-so machine load hits all three alike), the ratio ours/torch in throughput with its goal, and seeder's own cost
-per batch next to its floor (the sum of the primitive calls seeder makes per batch, each measured here).
-The items draw from ``random``, NumPy and torch (a cheap augmentation); ``shuffle=True``, persistent workers.
+Prints, for each (workers, batch size, item cost): the median epoch time of each loader (rounds
+interleaved, so machine load hits all three alike), the ratio ours/torch in throughput with its
+goal, and seeder's own cost per batch next to its floor (the sum of the primitive calls seeder makes
+per batch, each measured here). The items draw from ``random``, NumPy and torch (a cheap
+augmentation); ``shuffle=True``, persistent workers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +21,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
 
 import numpy as np
 import torch
@@ -35,7 +38,9 @@ try:
 except ImportError:  # the comparison column is left out
     StatefulDataLoader = None
 
-_epochs = iter(range(10**9))  # every measured epoch gets a new reseed epoch (a repeated reseed warns)
+_epochs = iter(
+    range(10**9)
+)  # every measured epoch gets a new reseed epoch (a repeated reseed warns)
 #: (item cost in us, batch size) -> the throughput goal ours / torch
 GOALS = {(3, 8): 0.90, (3, 64): 0.97}
 
@@ -45,7 +50,8 @@ def goal(us: float, batch: int) -> float:
 
 
 class Augmented(torch.utils.data.Dataset):
-    """Items that cost about ``us`` microseconds of CPU each and draw from ``random``, NumPy and torch."""
+    """Items that cost about ``us`` microseconds of CPU each and draw from ``random``, NumPy and
+    torch."""
 
     def __init__(self, n: int, us: float):
         self.n, self.us = n, us
@@ -60,8 +66,9 @@ class Augmented(torch.utils.data.Dataset):
         return torch.rand(2) + (i + random.random() + float(np.random.random()))
 
 
-#: How an epoch is timed: wall time, or (``--clock cpu``, for a loaded machine) this process's CPU time, which
-#: leaves out the time other processes hold the cores; worker processes are timed by the wall clock either way.
+#: How an epoch is timed: wall time, or (``--clock cpu``, for a loaded machine) this process's CPU
+#: time, which leaves out the time other processes hold the cores; worker processes are timed by the
+#: wall clock either way.
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = CLOCKS["wall"]
 
@@ -75,7 +82,8 @@ def epoch_time(loader) -> float:
 
 
 class Free(torch.utils.data.Dataset):
-    """Items that cost nothing (the index itself): what is left of an epoch is the loaders' own work."""
+    """Items that cost nothing (the index itself): what is left of an epoch is the loaders' own
+    work."""
 
     def __init__(self, n: int):
         self.n = n
@@ -91,20 +99,27 @@ def as_list(batch: list) -> list:
     return batch
 
 
-def loaders(ds, batch: int, workers: int, **extra) -> Dict[str, object]:
-    kw = dict(batch_size=batch, shuffle=True, num_workers=workers, persistent_workers=workers > 0, **extra)
+def loaders(ds, batch: int, workers: int, **extra) -> dict[str, object]:
+    kw = dict(
+        batch_size=batch, shuffle=True, num_workers=workers, persistent_workers=workers > 0, **extra
+    )
     out = {"seeder": seeder.DataLoader(ds, **kw), "torch": torch.utils.data.DataLoader(ds, **kw)}
     if StatefulDataLoader is not None:
         out["torchdata"] = StatefulDataLoader(ds, **kw)
     return out
 
 
-def compare(n: int, us: float, workers: int, batch: int, repeats: int) -> Dict[str, float]:
-    """Median epoch time (s) of each loader, rounds interleaved; the first epoch of each is a warm-up.
+def compare(n: int, us: float, workers: int, batch: int, repeats: int) -> dict[str, float]:
+    """Median epoch time (s) of each loader, rounds interleaved; the first epoch of each is a
+    warm-up.
 
     ``us < 0``: items that cost nothing and no collation (:class:`Free`)."""
-    found = loaders(Free(n), batch, workers, collate_fn=as_list) if us < 0 else loaders(Augmented(n, us), batch, workers)
-    times: Dict[str, List[float]] = {k: [] for k in found}
+    found = (
+        loaders(Free(n), batch, workers, collate_fn=as_list)
+        if us < 0
+        else loaders(Augmented(n, us), batch, workers)
+    )
+    times: dict[str, list[float]] = {k: [] for k in found}
     for r in range(repeats + 1):
         seeder.default_seeder().reseed(1, next(_epochs))
         for name, loader in found.items():
@@ -115,33 +130,40 @@ def compare(n: int, us: float, workers: int, batch: int, repeats: int) -> Dict[s
 
 
 def own_cost_us(batch: int, repeats: int) -> float:
-    """seeder's cost per batch, 0 workers: (seeder - torch) per batch over items that cost nothing, not collated."""
+    """seeder's cost per batch, 0 workers: (seeder - torch) per batch over items that cost nothing,
+    not collated."""
     n = 256 * batch
     med = compare(n, -1, 0, batch, repeats)
     return (med["seeder"] - med["torch"]) / (n // batch) * 1e6
 
 
 def fetch_side_us(repeat: int) -> float:
-    """seeder's work per batch in the process that fetches (a worker): seeding before a fetch of no items."""
+    """seeder's work per batch in the process that fetches (a worker): seeding before a fetch of no
+    items."""
     from seeder.data._batches import BatchSeedingDataset
     from seeder.data._workers import SeedSource
 
     view = BatchSeedingDataset([], SeedSource(seeder.default_seeder()))
     master, batches = seeder.get_master_seed(), iter(range(2**32 - 1))
     saved = random.getstate(), np.random.get_state(), torch.default_generator.get_state()
-    cost = interleaved_medians_us([lambda: view.__getitems__((master, 1, 7, 0, next(batches), []))], repeat, 2000, clock)[0]
+    cost = interleaved_medians_us(
+        [lambda: view.__getitems__((master, 1, 7, 0, next(batches), []))], repeat, 2000, clock
+    )[0]
     random.setstate(saved[0])
     np.random.set_state(saved[1])
     torch.default_generator.set_state(saved[2])
     return cost
 
 
-def primitives(repeat: int) -> Dict[str, float]:
-    """Each primitive call seeder makes per batch, alone (us): the seeding calls, and the state copies around a fetch."""
+def primitives(repeat: int) -> dict[str, float]:
+    """Each primitive call seeder makes per batch, alone (us): the seeding calls, and the state
+    copies around a fetch."""
     inst, rs, gen = random._inst, np.random.mtrand._rand, torch.default_generator
     seed = 0x1234_5678_9ABC_DEF0
     py_state, np_state, torch_state = random.getstate(), np.random.get_state(), gen.get_state()
-    view = (ctypes.c_char * (4 * 624 + 4)).from_address(np.random.get_bit_generator().ctypes.state_address)
+    view = (ctypes.c_char * (4 * 624 + 4)).from_address(
+        np.random.get_bit_generator().ctypes.state_address
+    )
     raw = view.raw
 
     def write() -> None:
@@ -167,13 +189,19 @@ def primitives(repeat: int) -> Dict[str, float]:
     return dict(zip(calls, times))
 
 
-def floor_us(p: Dict[str, float], workers: int) -> float:
-    """The primitive calls per batch: three seeds; with 0 workers also a copy out and back of each global RNG
-    (Python's and NumPy's Mersenne Twisters as 2.5 KB of bytes, torch's through get_state/set_state)."""
+def floor_us(p: dict[str, float], workers: int) -> float:
+    """The primitive calls per batch: three seeds; with 0 workers also a copy out and back of each
+    global RNG (Python's and NumPy's Mersenne Twisters as 2.5 KB of bytes, torch's through
+    get_state/set_state)."""
     seeds = p["random seed (C)"] + p["numpy legacy seed"] + p["torch manual_seed"]
     if workers:
         return seeds
-    return seeds + 2 * (p["MT state read 2.5 KB"] + p["MT state write 2.5 KB"]) + p["torch get_state"] + p["torch set_state"]
+    return (
+        seeds
+        + 2 * (p["MT state read 2.5 KB"] + p["MT state write 2.5 KB"])
+        + p["torch get_state"]
+        + p["torch set_state"]
+    )
 
 
 def main() -> None:
@@ -181,20 +209,30 @@ def main() -> None:
     p.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     p.add_argument("--batches", type=int, nargs="+", default=[8, 64, 256])
     p.add_argument("--costs", type=float, nargs="+", default=[3, 200], help="item costs in us")
-    p.add_argument("--items", type=int, default=8192, help="items per epoch at 3 us (fewer for dearer items)")
+    p.add_argument(
+        "--items", type=int, default=8192, help="items per epoch at 3 us (fewer for dearer items)"
+    )
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                   help="time 0-worker epochs by wall time or by this process's CPU time (a shared machine)")
+    p.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="time 0-worker epochs by wall time or by this process's CPU time (a shared machine)",
+    )
     args = p.parse_args()
     global clock
     clock = CLOCKS[args.clock]
     seeder.init(0)
-    prims = primitives(max(args.repeats, 3))  # measured with the chosen clock, like seeder's own cost
+    prims = primitives(
+        max(args.repeats, 3)
+    )  # measured with the chosen clock, like seeder's own cost
     print(f"primitive calls (median us per call, {args.clock} clock):")
     for name, t in prims.items():
         print(f"  {name:28s} {t:6.2f}")
-    print(f"\nepoch time, median of {args.repeats} epochs (ms, 0 workers: {args.clock} clock); "
-          "throughput ratio = torch time / seeder time")
+    print(
+        f"\nepoch time, median of {args.repeats} epochs (ms, 0 workers: {args.clock} clock); "
+        "throughput ratio = torch time / seeder time"
+    )
     print("| workers, batch | item | seeder | torch | torchdata | seeder / torch | goal |")
     print("|---|---|---|---|---|---|---|")
     for workers in args.workers:
@@ -206,18 +244,29 @@ def main() -> None:
                 g = goal(us, batch)
                 verdict = f">= {g:.2f} {'met' if ratio >= g else 'NOT met'}" if g else "-"
                 td = f"{med['torchdata'] * 1e3:.1f}" if "torchdata" in med else "n/a"
-                print(f"| {workers}, {batch} | {us:.0f} us | {med['seeder'] * 1e3:.1f} | {med['torch'] * 1e3:.1f} | {td} "
-                      f"| throughput ratio {ratio:.3f} | {verdict} |", flush=True)
+                print(
+                    f"| {workers}, {batch} | {us:.0f} us | {med['seeder'] * 1e3:.1f} | "
+                    f"{med['torch'] * 1e3:.1f} | {td} | throughput ratio {ratio:.3f} | {verdict} |",
+                    flush=True,
+                )
     fetch, fl = fetch_side_us(max(args.repeats, 3)), floor_us(prims, 2)
-    print(f"\nseeder's own cost per batch against its floor (the sum of the primitive calls it makes):\n"
-          f"  in the fetching process (a worker): {fetch:6.1f} us per batch, floor {fl:.1f} us, ratio {fetch / fl:.2f} "
-          f"(goal <= 2.00)")
-    print("  0 workers, whole loader (seeder - torch over items that cost nothing), with the save/restore:")
+    print(
+        f"\nseeder's own cost per batch against its floor (the sum of the primitive calls it "
+        f"makes):\n  in the fetching process (a worker): {fetch:6.1f} us per batch, floor {fl:.1f} "
+        f"us, ratio {fetch / fl:.2f} (goal <= 2.00)"
+    )
+    print(
+        "  0 workers, whole loader (seeder - torch over items that cost nothing), with the "
+        "save/restore:"
+    )
     seeder.default_seeder().reseed(1, next(_epochs))
     for batch in args.batches:
         own = own_cost_us(batch, args.repeats)
         fl = floor_us(prims, 0)
-        print(f"    batch {batch:4d}: {own:6.1f} us per batch, floor {fl:.1f} us, ratio {own / fl:.2f} (goal <= 2.00)")
+        print(
+            f"    batch {batch:4d}: {own:6.1f} us per batch, floor {fl:.1f} us, ratio "
+            f"{own / fl:.2f} (goal <= 2.00)"
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ generator, NumPy's global RNG and Python's ``random`` gave out since the previou
 Prints the median time of each in microseconds, and a RATIO line per size. A last row is the
 step after a reseed, where no count is found and the whole search limit is spent.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,6 +50,7 @@ def main() -> None:
 
     print(f"{'numbers drawn a step':>20}  {'baseline us':>12}  {'counted us':>12}  {'cost us':>10}")
     for n in args.draws:
+
         def baseline(n: int = n) -> None:
             if n:
                 torch.randint(1 << 30, (n,))

@@ -8,6 +8,7 @@ the checkpoint (``skip_first_batches``); SeederTrainer's loader starts at the sa
 
     PYTHONPATH=. python benchmarks/bench_hf_resume.py [--items 20000] [--batch 64] [--workers 0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,11 +58,21 @@ class StopAt(TrainerCallback):
 
 def resume_seconds(cls, items: int, batch: int, workers: int, at: int) -> float:
     out = tempfile.mkdtemp()
+
     def trainer(stop: StopAt):
         kw = {} if cls is Trainer else {"seeder": seeder.Seeder()}
-        args = TrainingArguments(output_dir=out, per_device_train_batch_size=batch, num_train_epochs=1, report_to=[],
-                                 disable_tqdm=True, use_cpu=True, save_strategy="no", dataloader_num_workers=workers,
-                                 log_level="error", logging_strategy="no")
+        args = TrainingArguments(
+            output_dir=out,
+            per_device_train_batch_size=batch,
+            num_train_epochs=1,
+            report_to=[],
+            disable_tqdm=True,
+            use_cpu=True,
+            save_strategy="no",
+            dataloader_num_workers=workers,
+            log_level="error",
+            logging_strategy="no",
+        )
         return cls(model=Net(), args=args, train_dataset=Items(items), callbacks=[stop], **kw)
 
     # Reach the checkpoint cheaply: a run of `at` steps is what both resumes start from.
@@ -81,12 +92,17 @@ def main() -> None:
     a = p.parse_args()
     logging.disable(logging.WARNING)
     if a.items // a.batch < 2:
-        raise SystemExit(f"--items {a.items} gives {a.items // a.batch} batch(es) of {a.batch}: the resume needs 2 or more")
+        raise SystemExit(
+            f"--items {a.items} gives {a.items // a.batch} batch(es) of {a.batch}: the resume "
+            f"needs 2 or more"
+        )
     at = max(1, a.items // a.batch - 10)  # near the end of the epoch
     hf = resume_seconds(Trainer, a.items, a.batch, a.workers, at)
     sd = resume_seconds(SeederTrainer, a.items, a.batch, a.workers, at)
-    print(f"resume at batch {at} of {a.items // a.batch} ({a.items} items, batch {a.batch}, {a.workers} workers), "
-          "train() to the end of the first step:")
+    print(
+        f"resume at batch {at} of {a.items // a.batch} ({a.items} items, batch {a.batch}, "
+        f"{a.workers} workers), train() to the end of the first step:"
+    )
     print(f"  Trainer (skip_first_batches replay): {hf * 1e3:9.1f} ms")
     print(f"  SeederTrainer (O(1) position):       {sd * 1e3:9.1f} ms")
     print(f"  RATIO SeederTrainer / Trainer (ours / theirs): {sd / hf:.3f}")

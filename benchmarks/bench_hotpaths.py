@@ -10,7 +10,8 @@ interleaved in one process (0 workers: the main process fetches), and prints the
 of each, the per-epoch difference and the ratio:
 
 - ``keep``: ``seeder.DataLoader`` copies the training loop's ``random``, NumPy and torch states
-  before each batch it fetches and puts them back after (:meth:`seeder._seeding.rngbase.RNGAdapter.keep`);
+  before each batch it fetches and puts them back after
+  (:meth:`seeder._seeding.rngbase.RNGAdapter.keep`);
 - ``watch``: ``seeder.ElasticDataLoader(sample_rngs=("torch",))`` also compares Python's and NumPy's
   global RNGs before and after each batch (:meth:`seeder._seeding.rngbase.RNGAdapter.watcher`).
 

@@ -6,8 +6,10 @@ Same stream, same process, epochs interleaved between the loaders; medians. Prin
 * time from ``load_state_dict`` to the first batch at several stop depths, for a stream with
   ``state_dict`` (ours: O(1)) and one without (ours: a counted replay; torchdata cannot resume it).
 
-Run: PYTHONPATH=. nice python benchmarks/bench_iterable.py [--workers 0 2] [--items 20000] [--repeats 5]
+Run: PYTHONPATH=. nice python benchmarks/bench_iterable.py [--workers 0 2] [--items 20000]
+[--repeats 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +25,8 @@ import seeder
 
 
 class Busy(torch.utils.data.IterableDataset):
-    """``n`` items costing about ``us`` microseconds of CPU each, drawing from torch's RNG; its share from seeder."""
+    """``n`` items costing about ``us`` microseconds of CPU each, drawing from torch's RNG; its
+    share from seeder."""
 
     def __init__(self, n: int, us: float):
         self.n, self.us = n, us
@@ -80,24 +83,30 @@ def make(kind: str, ds, workers: int, bs: int):
 
 
 def throughput(n: int, us: float, workers: int, repeats: int, bs: int) -> None:
-    """Epochs of the three loaders in rounds; each round starts with the next loader (no loader always runs first or
-    last). Prints items/s from the median epochs, and the median over rounds of each round's own ratio."""
+    """Epochs of the three loaders in rounds; each round starts with the next loader (no loader
+    always runs first or last). Prints items/s from the median epochs, and the median over rounds of
+    each round's own ratio."""
     kinds = ["ours", "torch", "torchdata"]
     loaders = {k: make(k, StatefulBusy(n, us), workers, bs) for k in kinds}
     for loader in loaders.values():  # warm up: workers started, first-touch costs paid
         epoch_seconds(loader)
     times: dict = {k: [] for k in kinds}
     for r in range(repeats):
-        for k in kinds[r % 3:] + kinds[:r % 3]:
+        for k in kinds[r % 3 :] + kinds[: r % 3]:
             times[k].append(epoch_seconds(loaders[k]))
     rate = {k: n / statistics.median(v) for k, v in times.items()}
-    paired = {k: statistics.median(t / o for t, o in zip(times[k], times["ours"])) for k in ("torch", "torchdata")}
+    paired = {
+        k: statistics.median(t / o for t, o in zip(times[k], times["ours"]))
+        for k in ("torch", "torchdata")
+    }
     print(f"workers={workers} items={n} us/item={us} batch={bs} repeats={repeats}")
     for k in kinds:
         print(f"  {k:9s} {rate[k]:12.0f} items/s")
-    print(f"  throughput ratio ours/torch = {rate['ours'] / rate['torch']:.3f}   "
-          f"ours/torchdata = {rate['ours'] / rate['torchdata']:.3f}   (median of the rounds' own ratios: "
-          f"{paired['torch']:.3f}, {paired['torchdata']:.3f})")
+    print(
+        f"  throughput ratio ours/torch = {rate['ours'] / rate['torch']:.3f}   "
+        f"ours/torchdata = {rate['ours'] / rate['torchdata']:.3f}   (median of the rounds' own "
+        f"ratios: {paired['torch']:.3f}, {paired['torchdata']:.3f})"
+    )
 
 
 def saved_after(kind: str, ds, workers: int, bs: int, batches: int):
@@ -128,22 +137,38 @@ def resume(n: int, us: float, workers: int, bs: int, depths, repeats: int) -> No
     per_epoch = n // bs
     half = saved_after("ours", StatefulBusy(n, us), workers, bs, per_epoch // 2)
     theirs = saved_after("torchdata", StatefulBusy(n, us), workers, bs, per_epoch // 2)
-    print(f"  state after half an epoch: ours {state_bytes(half)} B, torchdata {state_bytes(theirs)} B")
+    print(
+        f"  state after half an epoch: ours {state_bytes(half)} B, torchdata "
+        f"{state_bytes(theirs)} B"
+    )
     for depth in depths:
         stop = max(1, int(per_epoch * depth))
         row = []
-        for label, kind, ds_type in (("ours stateful", "ours", StatefulBusy), ("torchdata stateful", "torchdata", StatefulBusy),
-                                     ("ours replayed", "ours", Busy)):
+        for label, kind, ds_type in (
+            ("ours stateful", "ours", StatefulBusy),
+            ("torchdata stateful", "torchdata", StatefulBusy),
+            ("ours replayed", "ours", Busy),
+        ):
             state = saved_after(kind, ds_type(n, us), workers, bs, stop)
-            t = statistics.median(resume_seconds(kind, ds_type, n, us, workers, bs, state) for _ in range(repeats))
+            t = statistics.median(
+                resume_seconds(kind, ds_type, n, us, workers, bs, state) for _ in range(repeats)
+            )
             row.append(f"{label} {t * 1e3:8.1f} ms")
-        print(f"  resume to first batch, stop at {depth:.0%} of the epoch (batch {stop}): " + " | ".join(row))
+        print(
+            f"  resume to first batch, stop at {depth:.0%} of the epoch (batch {stop}): "
+            + " | ".join(row)
+        )
 
 
 def main() -> None:
-    # torchdata's StatefulDataLoader seeds random, NumPy and torch in the main process when it resumes with 0 workers;
-    # seeder routes such calls and warns (the baseline runs routed: its speed does not depend on the values drawn)
-    warnings.filterwarnings("ignore", message=r".* seeds the global RNGs after seeder.init", category=seeder.SeederWarning)
+    # torchdata's StatefulDataLoader seeds random, NumPy and torch in the main process when it
+    # resumes with 0 workers; seeder routes such calls and warns (the baseline runs routed: its
+    # speed does not depend on the values drawn)
+    warnings.filterwarnings(
+        "ignore",
+        message=r".* seeds the global RNGs after seeder.init",
+        category=seeder.SeederWarning,
+    )
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--items", type=int, default=20000)
     p.add_argument("--us", type=float, default=20.0, help="CPU microseconds per item")

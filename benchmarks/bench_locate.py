@@ -21,7 +21,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable
 
 import torch
 
@@ -32,7 +32,7 @@ from seeder._run.record import Recorder  # noqa: E402
 
 def transformer(
     device: str,
-) -> Tuple[torch.nn.Module, Callable[[], Tuple[torch.Tensor, torch.Tensor]]]:
+) -> tuple[torch.nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
     """A 2-layer encoder (d_model 64, 4 heads), 16 sequences of 32 tokens, vocabulary 1000."""
 
     class Model(torch.nn.Module):
@@ -48,14 +48,14 @@ def transformer(
 
     model = Model().to(device)
 
-    def batch() -> Tuple[torch.Tensor, torch.Tensor]:
+    def batch() -> tuple[torch.Tensor, torch.Tensor]:
         x = torch.randint(0, 1000, (16, 32), device=device)
         return x, x.roll(1, dims=1)
 
     return model, batch
 
 
-def cnn(device: str) -> Tuple[torch.nn.Module, Callable[[], Tuple[torch.Tensor, torch.Tensor]]]:
+def cnn(device: str) -> tuple[torch.nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
     """Two conv + batch norm + ReLU + pool blocks and a linear head; 32 images of 3x32x32."""
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, 3, padding=1),
@@ -70,7 +70,7 @@ def cnn(device: str) -> Tuple[torch.nn.Module, Callable[[], Tuple[torch.Tensor, 
         torch.nn.Linear(32 * 8 * 8, 10),
     ).to(device)
 
-    def batch() -> Tuple[torch.Tensor, torch.Tensor]:
+    def batch() -> tuple[torch.Tensor, torch.Tensor]:
         return torch.randn(32, 3, 32, 32, device=device), torch.randint(0, 10, (32,), device=device)
 
     return model, batch
@@ -92,7 +92,7 @@ def step_fn(model: torch.nn.Module, batch: Callable, device: str) -> Callable[[]
     return step
 
 
-def timed(step: Callable[[], None], steps: int, record_dir: str = "") -> Tuple[float, int, int]:
+def timed(step: Callable[[], None], steps: int, record_dir: str = "") -> tuple[float, int, int]:
     """ms/step over ``steps`` steps (recorded into ``record_dir`` if given), ops and bytes."""
     rec = Recorder(record_dir) if record_dir else None
     if rec is not None:
@@ -114,7 +114,7 @@ def timed(step: Callable[[], None], steps: int, record_dir: str = "") -> Tuple[f
     return elapsed / steps * 1e3, ops, os.path.getsize(path)
 
 
-def peak(step: Callable[[], None], record_dir: str = "") -> Tuple[float, float]:
+def peak(step: Callable[[], None], record_dir: str = "") -> tuple[float, float]:
     """Peak Python heap (KiB, tracemalloc) and peak device memory (MiB; CUDA only) of one step."""
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -126,7 +126,7 @@ def peak(step: Callable[[], None], record_dir: str = "") -> Tuple[float, float]:
     return heap, dev
 
 
-def main(argv: List[str] = None) -> None:
+def main(argv: list[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds of each (median taken)")
@@ -154,7 +154,7 @@ def main(argv: List[str] = None) -> None:
             step = step_fn(model, batch, args.device)
             step()  # warm up both paths
             timed(step, 1, tmp)
-            times: Dict[str, List[float]] = {"base": [], "fp": []}
+            times: dict[str, list[float]] = {"base": [], "fp": []}
             ops = size = 0
             for _ in range(args.rounds):
                 times["base"].append(timed(step, args.steps)[0])

@@ -1,12 +1,15 @@
-"""Median cost of one reseed: seeder.reseed vs the bare seeding calls vs Lightning's seed_everything.
+"""Median cost of one reseed: seeder.reseed vs the bare seeding calls vs Lightning's
+seed_everything.
 
 Run: python benchmarks/bench_reseed.py [--rounds 21] [--calls 200]
-All in one process; rounds alternate between the cases (a load spike hits them all alike); medians over
-rounds; ratios are ours / theirs; memory is the tracemalloc peak of one call. Every call reseeds a new
-epoch, as training does (nothing is served from a cache of the same epoch). Lightning's ``seed_everything``
-comes from the installed ``lightning`` package. The second seeder case adds 6 registered generators
+All in one process; rounds alternate between the cases (a load spike hits them all alike); medians
+over rounds; ratios are ours / theirs; memory is the tracemalloc peak of one call. Every call
+reseeds a new epoch, as training does (nothing is served from a cache of the same epoch).
+Lightning's ``seed_everything`` comes from the installed ``lightning`` package. The second seeder
+case adds 6 registered generators
 (4 random.Random, a NumPy Generator, a torch.Generator), which ``seed_everything`` does not seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +18,7 @@ import random
 import sys
 import tracemalloc
 from pathlib import Path
-from typing import Callable, Dict
+from typing import Callable
 
 import numpy as np
 import torch
@@ -47,6 +50,7 @@ def counted(fn: Callable[[int], None]) -> Callable[[], None]:
     def call() -> None:
         counter[0] += 1
         fn(counter[0])
+
     return call
 
 
@@ -74,7 +78,7 @@ def main() -> None:
         np.random.seed(i % 2**32)
         torch.manual_seed(i)
 
-    cases: Dict[str, Callable[[int], None]] = {
+    cases: dict[str, Callable[[int], None]] = {
         "seeder.reseed": lambda i: s.reseed(1, i),
         "seeder.reseed + 6 generators": lambda i: t.reseed(1, i),
         "bare random+np+torch.manual_seed": bare,
@@ -82,8 +86,10 @@ def main() -> None:
         "lightning seed_everything": lambda i: lightning.seed_everything(i % 2**32, verbose=False),
     }
     devices = ["cpu"] + accelerator_types()
-    print(f"torch {torch.__version__}, numpy {np.__version__}, devices seeded by seeder: {devices}; "
-          f"baseline {baseline}; median of {args.rounds} interleaved rounds x {args.calls} calls")
+    print(
+        f"torch {torch.__version__}, numpy {np.__version__}, devices seeded by seeder: {devices}; "
+        f"baseline {baseline}; median of {args.rounds} interleaved rounds x {args.calls} calls"
+    )
     fns = [counted(fn) for fn in cases.values()]
     for fn in fns:
         fn()  # warm up

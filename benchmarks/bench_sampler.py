@@ -16,6 +16,7 @@ Targets, feistel mode: first index and resume <= 1 ms at every N, epoch at N=1e8
     PYTHONPATH=. python benchmarks/bench_sampler.py                      # N = 1e6 1e7 1e8 1e9
     PYTHONPATH=. python benchmarks/bench_sampler.py --sizes 1e6 1e7 --repeats 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -52,9 +53,13 @@ class Sized:
 
 def make(kind: str, n: int, replicas: int, rank: int, s: seeder.Seeder) -> Any:
     if kind == "torch":
-        sampler = torch.utils.data.DistributedSampler(Sized(n), num_replicas=replicas, rank=rank, seed=12345)
+        sampler = torch.utils.data.DistributedSampler(
+            Sized(n), num_replicas=replicas, rank=rank, seed=12345
+        )
     else:
-        sampler = DistributedSampler(Sized(n), num_replicas=replicas, rank=rank, mode=kind.split("-")[1], seeder=s)
+        sampler = DistributedSampler(
+            Sized(n), num_replicas=replicas, rank=rank, mode=kind.split("-")[1], seeder=s
+        )
     sampler.set_epoch(3)
     return sampler
 
@@ -88,7 +93,8 @@ def _rss() -> int:
 
 
 def _hwm() -> int:
-    """This process's peak RSS (VmHWM; unlike ru_maxrss it does not inherit the parent's peak across exec)."""
+    """This process's peak RSS (VmHWM; unlike ru_maxrss it does not inherit the parent's peak across
+    exec)."""
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
@@ -97,12 +103,21 @@ def _hwm() -> int:
 
 
 def peak_memory(kind: str, n: int, replicas: int, rank: int) -> Optional[float]:
-    """Peak RSS growth (bytes) of building the sampler and running one epoch, in a fresh child process.
+    """Peak RSS growth (bytes) of building the sampler and running one epoch, in a fresh child
+    process.
 
     The child runs this script with ``--memory-case``; a fresh process (not a fork: torch's
     thread pools do not survive fork) makes the peak that case's alone.
     """
-    cmd = [sys.executable, os.path.abspath(__file__), "--memory-case", kind, str(n), str(replicas), str(rank)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--memory-case",
+        kind,
+        str(n),
+        str(replicas),
+        str(rank),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
     for line in out.stdout.splitlines():
         if line.startswith("PEAK "):
@@ -137,16 +152,21 @@ def fmt_ratio(ours: Optional[float], theirs: Optional[float]) -> str:
     return f"{r:.1e}" if r < 0.01 else f"{r:.3f}"
 
 
-def bench_sampler(sizes: List[int], replicas: int, rank: int, repeats: int, torch_max: int) -> None:
+def bench_sampler(sizes: list[int], replicas: int, rank: int, repeats: int, torch_max: int) -> None:
     s = seeder.Seeder()
     s.init(2024)
     for kind in KINDS:  # warm up imports and first-call paths outside the timings
         first_and_epoch(make(kind, 1000, replicas, rank, s))
-    print(f"\n== samplers: {replicas} replicas, rank {rank}, medians of {repeats}; ratio = ours / torch's")
-    print(f"{'N':>12} {'sampler':>15} {'first':>11} {'epoch':>10} {'resume':>11} {'memory':>11} "
-          f"{'first/t':>8} {'epoch/t':>8} {'resume/t':>9} {'mem/t':>7}")
+    print(
+        f"\n== samplers: {replicas} replicas, rank {rank}, medians of {repeats}; ratio = ours "
+        f"/ torch's"
+    )
+    print(
+        f"{'N':>12} {'sampler':>15} {'first':>11} {'epoch':>10} {'resume':>11} {'memory':>11} "
+        f"{'first/t':>8} {'epoch/t':>8} {'resume/t':>9} {'mem/t':>7}"
+    )
     for n in sizes:
-        rows: Dict[str, Dict[str, Optional[float]]] = {}
+        rows: dict[str, dict[str, Optional[float]]] = {}
         for kind in KINDS:
             if kind != "seeder-feistel" and n > torch_max:
                 rows[kind] = {"first": None, "epoch": None, "resume": None, "memory": None}
@@ -159,21 +179,34 @@ def bench_sampler(sizes: List[int], replicas: int, rank: int, repeats: int, torc
                 epochs.append(e)
                 resumes.append(resume(kind, sampler))
                 del sampler
-            rows[kind] = {"first": statistics.median(firsts), "epoch": statistics.median(epochs),
-                          "resume": statistics.median(resumes), "memory": peak_memory(kind, n, replicas, rank)}
+            rows[kind] = {
+                "first": statistics.median(firsts),
+                "epoch": statistics.median(epochs),
+                "resume": statistics.median(resumes),
+                "memory": peak_memory(kind, n, replicas, rank),
+            }
         base = rows["torch"]
         for kind in KINDS:
             r = rows[kind]
             if r["epoch"] is None:
-                print(f"{n:>12.0e} {kind:>15}   skipped (N > --torch-max {torch_max:.0e}: torch's sampler needs "
-                      f"~{n * 45 / 2**30:.0f} GiB here)")
+                print(
+                    f"{n:>12.0e} {kind:>15}   skipped (N > --torch-max {torch_max:.0e}: torch's "
+                    f"sampler needs ~{n * 45 / 2**30:.0f} GiB here)"
+                )
                 continue
-            print(f"{n:>12.0e} {kind:>15} {fmt_time(r['first']):>11} {fmt_time(r['epoch']):>10} "
-                  f"{fmt_time(r['resume']):>11} {fmt_mem(r['memory']):>11} {fmt_ratio(r['first'], base['first']):>8} "
-                  f"{fmt_ratio(r['epoch'], base['epoch']):>8} {fmt_ratio(r['resume'], base['resume']):>9} "
-                  f"{fmt_ratio(r['memory'], base['memory']):>7}")
+            print(
+                f"{n:>12.0e} {kind:>15} {fmt_time(r['first']):>11} {fmt_time(r['epoch']):>10} "
+                f"{fmt_time(r['resume']):>11} {fmt_mem(r['memory']):>11} "
+                f"{fmt_ratio(r['first'], base['first']):>8} "
+                f"{fmt_ratio(r['epoch'], base['epoch']):>8} "
+                f"{fmt_ratio(r['resume'], base['resume']):>9} "
+                f"{fmt_ratio(r['memory'], base['memory']):>7}"
+            )
         if base["epoch"] is not None and rows["seeder-feistel"]["epoch"]:
-            print(f"{'':>12} feistel epoch speed-up over torch: {base['epoch'] / rows['seeder-feistel']['epoch']:.1f}x")
+            print(
+                f"{'':>12} feistel epoch speed-up over torch: "
+                f"{base['epoch'] / rows['seeder-feistel']['epoch']:.1f}x"
+            )
         sys.stdout.flush()
 
 
@@ -205,38 +238,69 @@ def bench_per_sample(repeats: int, count: int = 20000, batch: int = 32) -> None:
 
     base = per_item(lambda: [plain[i] for i in range(count)])
     cases = [
-        ("worker, one item per call (__getitem__)", lambda: [wrapped._fetch_per_sample([k], False) for k in keys]),
-        (f"worker, batch {batch} (__getitems__)",
-         lambda: [wrapped._fetch_per_sample(keys[j:j + batch], False) for j in range(0, count, batch)]),
-        (f"main process, batch {batch}, RNGs restored per batch",
-         lambda: [wrapped._fetch_per_sample(keys[j:j + batch], True) for j in range(0, count, batch)]),
+        (
+            "worker, one item per call (__getitem__)",
+            lambda: [wrapped._fetch_per_sample([k], False) for k in keys],
+        ),
+        (
+            f"worker, batch {batch} (__getitems__)",
+            lambda: [
+                wrapped._fetch_per_sample(keys[j : j + batch], False)
+                for j in range(0, count, batch)
+            ],
+        ),
+        (
+            f"main process, batch {batch}, RNGs restored per batch",
+            lambda: [
+                wrapped._fetch_per_sample(keys[j : j + batch], True) for j in range(0, count, batch)
+            ],
+        ),
     ]
-    print(f"\n== per-sample seeds: SeededDataset over an item drawing from python, numpy and torch, one registered "
-          f"random.Random; medians of {repeats} x {count} items")
+    print(
+        f"\n== per-sample seeds: SeededDataset over an item drawing from python, numpy and torch, "
+        f"one registered random.Random; medians of {repeats} x {count} items"
+    )
     print(f"   {'item alone':<55} {base * 1e6:7.2f} us")
     for name, fn in cases:
         t = per_item(fn)
-        print(f"   {name:<55} {t * 1e6:7.2f} us   overhead {(t - base) * 1e6:6.2f} us / sample (target <= 25 us)")
+        print(
+            f"   {name:<55} {t * 1e6:7.2f} us   overhead {(t - base) * 1e6:6.2f} us / sample "
+            f"(target <= 25 us)"
+        )
 
 
-def main(argv: Optional[List[str]] = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", nargs="+", type=float, default=[1e6, 1e7, 1e8, 1e9], help="dataset sizes N")
+def main(argv: Optional[list[str]] = None) -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--sizes", nargs="+", type=float, default=[1e6, 1e7, 1e8, 1e9], help="dataset sizes N"
+    )
     ap.add_argument("--replicas", type=int, default=8)
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--torch-max", type=float, default=1e8,
-                    help="largest N for torch's sampler and mode='torch' (1e9 needs > 24 GiB)")
+    ap.add_argument(
+        "--torch-max",
+        type=float,
+        default=1e8,
+        help="largest N for torch's sampler and mode='torch' (1e9 needs > 24 GiB)",
+    )
     ap.add_argument("--skip-per-sample", action="store_true")
-    ap.add_argument("--memory-case", nargs=4, metavar=("KIND", "N", "REPLICAS", "RANK"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--memory-case", nargs=4, metavar=("KIND", "N", "REPLICAS", "RANK"), help=argparse.SUPPRESS
+    )
     args = ap.parse_args(argv)
     if args.memory_case:
         kind, n, replicas, rank = args.memory_case
         memory_case(kind, int(n), int(replicas), int(rank))
         return
-    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, numpy {np.__version__}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
-    bench_sampler([int(n) for n in args.sizes], args.replicas, args.rank, args.repeats, int(args.torch_max))
+    print(
+        f"python {sys.version.split()[0]}, torch {torch.__version__}, numpy {np.__version__}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
+    )
+    bench_sampler(
+        [int(n) for n in args.sizes], args.replicas, args.rank, args.repeats, int(args.torch_max)
+    )
     if not args.skip_per_sample:
         bench_per_sample(args.repeats)
 

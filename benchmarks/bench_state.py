@@ -9,6 +9,7 @@ state loads with ``torch.load(weights_only=True)``, and Lightning's
 ``lightning_fabric``) for reference, all in one process with rounds interleaved.
 Run: ``python benchmarks/bench_state.py [--repeat N]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ import random
 import sys
 import tracemalloc
 from pathlib import Path
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -33,7 +34,7 @@ _lightning, BASELINE = lightning_seed_module()
 _collect_rng_states, _set_rng_states = _lightning._collect_rng_states, _lightning._set_rng_states
 
 
-def saved(state: Any) -> Tuple[int, str]:
+def saved(state: Any) -> tuple[int, str]:
     buf = io.BytesIO()
     torch.save(state, buf)
     size = buf.tell()
@@ -55,7 +56,7 @@ def peak_kib(fn: Callable[[], Any]) -> float:
     return peak / 1024
 
 
-def main(argv: List[str] = None) -> None:
+def main(argv: list[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=31, help="timed rounds (median taken)")
     parser.add_argument("--number", type=int, default=200, help="capture+restore pairs per round")
@@ -83,8 +84,10 @@ def main(argv: List[str] = None) -> None:
         ("seeder: global RNGs", ours(plain), plain.state_dict),
         ("seeder: + 4 registered generators", ours(full), full.state_dict),
     ]
-    print(f"torch {torch.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}; "
-          f"median of {args.repeat} rounds x {args.number} capture+restore pairs")
+    print(
+        f"torch {torch.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}; "
+        f"median of {args.repeat} rounds x {args.number} capture+restore pairs"
+    )
     for _, fn, _ in rows:
         fn()  # warm up
     medians = interleaved_medians_us([fn for _, fn, _ in rows], args.repeat, args.number)
@@ -92,11 +95,20 @@ def main(argv: List[str] = None) -> None:
     for (name, fn, capture), us in zip(rows, medians):
         size, wo = saved(capture())
         results.append((name, us, size, peak_kib(fn), wo))
-    print(f"{'':38s} {'capture+restore':>16s} {'torch.save size':>16s} {'peak mem':>10s}  weights_only=True")
+    print(
+        f"{'':38s} {'capture+restore':>16s} {'torch.save size':>16s} {'peak mem':>10s}  "
+        f"weights_only=True"
+    )
     for name, us, size, mem, wo in results:
         print(f"{name:38s} {us:13.1f} us {size / 1000:13.1f} KB {mem:7.1f} KiB  {wo}")
-    print("covers: Lightning = python, numpy, torch CPU, all CUDA devices; no validation before setting.")
-    print("        seeder = the same + every other accelerator type, registered generators, samplers, master seed,")
+    print(
+        "covers: Lightning = python, numpy, torch CPU, all CUDA devices; no validation before "
+        "setting."
+    )
+    print(
+        "        seeder = the same + every other accelerator type, registered generators, "
+        "samplers, master seed,"
+    )
     print("        rank/world and epoch position; whole state validated before anything is set.")
     base_us, base_size = results[0][1], results[0][2]
     for name, us, size, _, _ in results[1:]:
@@ -119,11 +131,16 @@ def main(argv: List[str] = None) -> None:
     fns = [model_save, save, load]
     model_us, save_us, load_us = interleaved_medians_us(fns, args.repeat, args.number)
     params = sum(p.numel() for p in net.parameters())
-    print(f"torch.save of a small model (MLP 32-256-10, {params} parameters): {model_us:.1f} us; "
-          f"seeder.state_dict() {save_us:.1f} us, seeder.load_state_dict() {load_us:.1f} us "
-          "(global RNGs)")
-    print(f"RATIO seeder state_dict + load_state_dict / torch.save of a small model = "
-          f"{(save_us + load_us) / model_us:.3f}")
+    print(
+        f"torch.save of a small model (MLP 32-256-10, {params} parameters): {model_us:.1f} us; "
+        f"seeder.state_dict() {save_us:.1f} us, seeder.load_state_dict() {load_us:.1f} us "
+        "(global RNGs)"
+    )
+    print(
+        f"RATIO seeder state_dict + load_state_dict / torch.save of a small model = "
+        f"{(save_us + load_us) / model_us:.3f}"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -22,9 +22,11 @@ Wiring into a training script (``--loader dali``)::
 ``DaliLoader(..., state=saved_seeder_state)`` builds the pipeline at the saved position
 instead, for a script that reads its checkpoint before building the loader.
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any, Optional
 
 import numpy as np
 
@@ -45,8 +47,18 @@ class SyntheticSource:
     epoch ends after ``samples_per_rank`` samples (a multiple of the batch size).
     """
 
-    def __init__(self, dataset_size: int, samples_per_rank: int, *, image_size: int, channels: int,
-                 num_classes: int, rank: int, world_size: int, order_seed: int):
+    def __init__(
+        self,
+        dataset_size: int,
+        samples_per_rank: int,
+        *,
+        image_size: int,
+        channels: int,
+        num_classes: int,
+        rank: int,
+        world_size: int,
+        order_seed: int,
+    ):
         self.dataset_size = dataset_size
         self.samples_per_rank = samples_per_rank
         self.image_size = image_size
@@ -55,7 +67,7 @@ class SyntheticSource:
         self.rank = rank
         self.world_size = world_size
         self.order_seed = order_seed
-        self._order: Tuple[int, Optional[np.ndarray]] = (-1, None)
+        self._order: tuple[int, Optional[np.ndarray]] = (-1, None)
 
     def order(self, epoch: int) -> np.ndarray:
         """The data-set order of ``epoch`` (cached for the current epoch)."""
@@ -64,7 +76,7 @@ class SyntheticSource:
             self._order = (epoch, rng.permutation(self.dataset_size))
         return self._order[1]  # type: ignore[return-value]
 
-    def sample(self, index: int) -> Tuple[np.ndarray, np.ndarray]:
+    def sample(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """Sample ``index`` of the data set."""
         label = index % self.num_classes
         rng = np.random.default_rng([0x5EED, index])
@@ -72,7 +84,7 @@ class SyntheticSource:
         image = rng.normal(level, 25, size=(self.image_size, self.image_size, self.channels))
         return np.clip(image, 0, 255).astype(np.uint8), np.array(label, dtype=np.int64)
 
-    def __call__(self, info: Any) -> Tuple[np.ndarray, np.ndarray]:
+    def __call__(self, info: Any) -> tuple[np.ndarray, np.ndarray]:
         if info.idx_in_epoch >= self.samples_per_rank:
             raise StopIteration
         index = int(self.order(info.epoch_idx)[info.idx_in_epoch * self.world_size + self.rank])
@@ -84,8 +96,9 @@ def _define(source: SyntheticSource, crop: int, **pipeline_args: Any) -> Any:
 
     @pipeline_def
     def graph() -> Any:
-        images, labels = fn.external_source(source=source, num_outputs=2, batch=False,
-                                            dtype=[types.UINT8, types.INT64])
+        images, labels = fn.external_source(
+            source=source, num_outputs=2, batch=False, dtype=[types.UINT8, types.INT64]
+        )
         images = fn.crop_mirror_normalize(
             images,
             crop=(crop, crop),
@@ -115,75 +128,110 @@ class DaliLoader:
     finishes that epoch.
     """
 
-    def __init__(self, *, batch_size: int, dataset_size: int, image_size: int = 16, crop: int = 12,
-                 channels: int = 3, num_classes: int = 10, pipeline_id: int = 0,
-                 state: Optional[Dict[str, Any]] = None, num_threads: int = 1,
-                 seeder_obj: Optional[seeder.Seeder] = None):
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        dataset_size: int,
+        image_size: int = 16,
+        crop: int = 12,
+        channels: int = 3,
+        num_classes: int = 10,
+        pipeline_id: int = 0,
+        state: Optional[dict[str, Any]] = None,
+        num_threads: int = 1,
+        seeder_obj: Optional[seeder.Seeder] = None,
+    ):
         require_dali()
         s = seeder_obj if seeder_obj is not None else seeder.default_seeder()
         if not 0 < crop <= image_size:
             raise ValueError(f"crop must be in [1, image_size={image_size}], got {crop}")
         per_rank = dataset_size // s.world_size // batch_size * batch_size
         if per_rank == 0:
-            raise ValueError(f"dataset_size={dataset_size} gives no full batch of {batch_size} on each of "
-                             f"{s.world_size} rank(s); use a larger data set or a smaller batch")
+            raise ValueError(
+                f"dataset_size={dataset_size} gives no full batch of {batch_size} on each of "
+                f"{s.world_size} rank(s); use a larger data set or a smaller batch"
+            )
         self.batch_size = batch_size
         self.batches_per_epoch = per_rank // batch_size
         self.source = SyntheticSource(
-            dataset_size, per_rank, image_size=image_size, channels=channels, num_classes=num_classes,
-            rank=s.rank, world_size=s.world_size,
+            dataset_size,
+            per_rank,
+            image_size=image_size,
+            channels=channels,
+            num_classes=num_classes,
+            rank=s.rank,
+            world_size=s.world_size,
             # the data order is shared by all ranks (a different task id from the pipeline seed)
             order_seed=pipeline_seed(pipeline_id, shared=True, task_id=1, seeder=s),
         )
         self._build_args = dict(crop=crop, batch_size=batch_size, num_threads=num_threads)
         self.pipeline_id, self._seeder = pipeline_id, s
-        self.pipeline, self.iterator = self._build(pipeline_kwargs(pipeline_id, state=state, seeder=s))
+        self.pipeline, self.iterator = self._build(
+            pipeline_kwargs(pipeline_id, state=state, seeder=s)
+        )
         self.tracked = track(self.pipeline, pipeline_id, iterator=self.iterator, seeder=s)
         self.position = 0  # batches of the current epoch yielded so far
         s.join(self)  # a participant: the position travels in seeder.state_dict()
 
-    # A DALI iterator restored from a checkpoint taken after an epoch's last batch runs on into the next epoch,
-    # so the loader keeps its own position: restored at an epoch's end, it yields nothing until the next epoch.
+    # A DALI iterator restored from a checkpoint taken after an epoch's last batch runs on into the
+    # next epoch, so the loader keeps its own position: restored at an epoch's end, it yields
+    # nothing until the next epoch.
     seeder_kind = "dali_loader_position"
 
     def seeder_reseed(self, seeder_obj: Any, task_id: int, epoch: int) -> None:
         """An epoch starts."""
         self.position = 0
 
-    def state_dict(self) -> Dict[str, int]:
+    def state_dict(self) -> dict[str, int]:
         return {"position": self.position}
 
     def check_state_dict(self, state: Any) -> None:
-        if not isinstance(state, dict) or set(state) != {"position"} or type(state["position"]) is not int:
+        if (
+            not isinstance(state, dict)
+            or set(state) != {"position"}
+            or type(state["position"]) is not int
+        ):
             raise seeder.StateError("a DaliLoader position must be {'position': int}")
 
-    def load_state_dict(self, state: Dict[str, int]) -> None:
+    def load_state_dict(self, state: dict[str, int]) -> None:
         self.position = state["position"]
 
-    def _build(self, kwargs: Dict[str, Any]) -> Tuple[Any, Any]:
+    def _build(self, kwargs: dict[str, Any]) -> tuple[Any, Any]:
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
         a = self._build_args
-        pipeline = _define(self.source, a["crop"], batch_size=a["batch_size"], num_threads=a["num_threads"],
-                           device_id=None, **kwargs)
-        iterator = DALIGenericIterator(pipeline, ["image", "label"], auto_reset=True,
-                                       last_batch_policy=LastBatchPolicy.DROP)
+        pipeline = _define(
+            self.source,
+            a["crop"],
+            batch_size=a["batch_size"],
+            num_threads=a["num_threads"],
+            device_id=None,
+            **kwargs,
+        )
+        iterator = DALIGenericIterator(
+            pipeline, ["image", "label"], auto_reset=True, last_batch_policy=LastBatchPolicy.DROP
+        )
         return pipeline, iterator
 
     def restore(self) -> None:
-        """After ``seeder.load_state_dict`` (``seeder.Checkpoint.resume``), rebuild the pipeline from the DALI
-        checkpoint it loaded, so that it continues the saved run; nothing when none was loaded."""
+        """After ``seeder.load_state_dict`` (``seeder.Checkpoint.resume``), rebuild the pipeline
+        from the DALI checkpoint it loaded, so that it continues the saved run; nothing when none
+        was loaded."""
         checkpoint = self.tracked.checkpoint
         if checkpoint is None:
             return
-        kwargs = {**pipeline_kwargs(self.pipeline_id, seeder=self._seeder), "checkpoint": checkpoint}
+        kwargs = {
+            **pipeline_kwargs(self.pipeline_id, seeder=self._seeder),
+            "checkpoint": checkpoint,
+        }
         self.pipeline, self.iterator = self._build(kwargs)
         self.tracked.replace(self.pipeline, self.iterator)
 
     def __len__(self) -> int:
         return self.batches_per_epoch
 
-    def __iter__(self) -> Iterator[Tuple[Any, Any]]:
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
         if self.position >= self.batches_per_epoch:  # restored after the epoch's last batch
             self.position = 0
             return
@@ -193,6 +241,7 @@ class DaliLoader:
         self.position = 0
 
     def close(self) -> None:
-        """Stop tracking the pipeline (e.g. before building a new loader with the same id in this process)."""
+        """Stop tracking the pipeline (e.g. before building a new loader with the same id in this
+        process)."""
         self._seeder.unregister_generator(self.pipeline)
         self._seeder.leave(self)

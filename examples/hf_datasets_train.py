@@ -14,6 +14,7 @@ and before the data are prepared (the split draws randomness: it gets a seed der
 master seed, the same on every rank), and ``SeederTrainer`` in place of ``Trainer``. Under
 ``seeder verify`` the Trainer's own checkpoints (in ``output_dir``) carry the stops and resumes.
 """
+
 import datasets
 import torch
 from transformers import TrainingArguments
@@ -25,8 +26,12 @@ from seeder.integrations.transformers import SeederTrainer
 class Classifier(torch.nn.Module):
     def __init__(self, features: int = 8, classes: int = 3):
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(features, 32), torch.nn.ReLU(), torch.nn.Dropout(0.1),
-                                       torch.nn.Linear(32, classes))
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(features, 32),
+            torch.nn.ReLU(),
+            torch.nn.Dropout(0.1),
+            torch.nn.Linear(32, classes),
+        )
 
     def forward(self, features, labels=None):
         logits = self.net(features)
@@ -37,22 +42,42 @@ class Classifier(torch.nn.Module):
 
 
 def prepare(n: int = 120) -> datasets.DatasetDict:
-    """A fixed table (like a downloaded dataset), preprocessed, then split at random (seeded by seeder)."""
-    table = datasets.Dataset.from_dict({"text": [f"item {i} " * (1 + i % 5) for i in range(n)], "label": [i % 3 for i in range(n)]})
-    table = table.map(lambda ex: {"features": [float(len(ex["text"])) / 40.0, float(ex["text"].count(" ")) / 10.0]
-                                  + [float((ord(c) % 7) / 7.0) for c in ex["text"][:6]], "labels": ex["label"]})
+    """A fixed table (like a downloaded dataset), preprocessed, then split at random (seeded by
+    seeder)."""
+    table = datasets.Dataset.from_dict(
+        {"text": [f"item {i} " * (1 + i % 5) for i in range(n)], "label": [i % 3 for i in range(n)]}
+    )
+    table = table.map(
+        lambda ex: {
+            "features": [float(len(ex["text"])) / 40.0, float(ex["text"].count(" ")) / 10.0]
+            + [float((ord(c) % 7) / 7.0) for c in ex["text"][:6]],
+            "labels": ex["label"],
+        }
+    )
     split = table.train_test_split(test_size=0.2, seed=seeder.get_seed(0, 0, shared=True) % 2**32)
     return split.with_format("torch", columns=["features", "labels"])
 
 
 def main() -> None:
-    args = TrainingArguments(output_dir="hf_datasets_out", num_train_epochs=3, per_device_train_batch_size=8,
-                             learning_rate=0.05, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
-                             logging_steps=4, log_level="warning")
-    seeder.init()        # after TrainingArguments (it starts the process group); $SEEDER_SEED, else drawn and printed
+    args = TrainingArguments(
+        output_dir="hf_datasets_out",
+        num_train_epochs=3,
+        per_device_train_batch_size=8,
+        learning_rate=0.05,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        use_cpu=True,
+        logging_steps=4,
+        log_level="warning",
+    )
+    # after TrainingArguments (it starts the process group); $SEEDER_SEED, else drawn and printed
+    seeder.init()
     seeder.reseed(0, 0)  # before anything random: the split, then the initial weights
     data = prepare()
-    trainer = SeederTrainer(model=Classifier(), args=args, train_dataset=data["train"], eval_dataset=data["test"])
+    trainer = SeederTrainer(
+        model=Classifier(), args=args, train_dataset=data["train"], eval_dataset=data["test"]
+    )
     trainer.train()
     print(trainer.evaluate())
 

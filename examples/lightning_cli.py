@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""A LightningCLI script with seeder: reproducible from one master seed, resumed bit for bit from Lightning's checkpoints.
+"""A LightningCLI script with seeder: reproducible from one master seed, resumed bit for bit from
+Lightning's checkpoints.
 
 Shaped like Lightning's own CLI examples (a LightningModule and a LightningDataModule whose
 arguments the CLI exposes)::
@@ -13,6 +14,7 @@ model, ``seed_everything_default=False`` (the CLI must not seed after seeder), `
 in ``trainer_defaults``, and ``seeder.DataLoader`` in ``train_dataloader()``. The master seed
 comes from ``$SEEDER_SEED``; without it one is drawn and printed on stderr.
 """
+
 import random
 
 import lightning.pytorch as pl
@@ -29,7 +31,7 @@ class Noisy(torch.utils.data.Dataset):
 
     def __init__(self, n: int):
         xs = torch.linspace(-1, 1, n)
-        self.x = torch.stack([xs, xs ** 2, xs.sin(), xs.cos()], 1)
+        self.x = torch.stack([xs, xs**2, xs.sin(), xs.cos()], 1)
         self.y = (2 * xs + 0.5)[:, None]
 
     def __len__(self) -> int:
@@ -44,8 +46,12 @@ class Regressor(pl.LightningModule):
     def __init__(self, hidden: int = 16, lr: float = 0.05):
         super().__init__()
         self.save_hyperparameters()
-        self.net = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.ReLU(), torch.nn.Dropout(0.2),
-                                       torch.nn.Linear(hidden, 1))
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(4, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Dropout(0.2),
+            torch.nn.Linear(hidden, 1),
+        )
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -63,16 +69,27 @@ class NoisyData(pl.LightningDataModule):
         self.samples, self.batch_size, self.workers = samples, batch_size, workers
 
     def train_dataloader(self):
-        return seeder.DataLoader(Noisy(self.samples), batch_size=self.batch_size, shuffle=True,
-                                 num_workers=self.workers)
+        return seeder.DataLoader(
+            Noisy(self.samples), batch_size=self.batch_size, shuffle=True, num_workers=self.workers
+        )
 
 
 def main() -> None:
-    seeder.init()        # the master seed: $SEEDER_SEED, else drawn from OS entropy and printed
+    seeder.init()  # the master seed: $SEEDER_SEED, else drawn from OS entropy and printed
     seeder.reseed(0, 0)  # before the CLI builds the model: the initial weights come from the seed
-    LightningCLI(Regressor, NoisyData, seed_everything_default=False, save_config_callback=None,
-                 trainer_defaults={"callbacks": [SeederCallback()], "accelerator": "cpu", "logger": False,
-                                   "enable_progress_bar": False, "enable_model_summary": False})
+    LightningCLI(
+        Regressor,
+        NoisyData,
+        seed_everything_default=False,
+        save_config_callback=None,
+        trainer_defaults={
+            "callbacks": [SeederCallback()],
+            "accelerator": "cpu",
+            "logger": False,
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+        },
+    )
 
 
 if __name__ == "__main__":

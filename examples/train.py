@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""A small training script that uses seeder as NVIDIA's seeder documents it, and resumes bit for bit.
+"""A small training script that uses seeder as NVIDIA's seeder documents it, and resumes bit for
+bit.
 
 Copy it as the model for your own script. CPU only; one process or
 ``torchrun --nproc-per-node N`` (DDP on gloo)::
@@ -19,6 +20,7 @@ gives the steps trained and the digest of weights and optimizer state. Nothing h
 there for ``seeder verify``: seeder records the steps, and ``seeder.Checkpoint`` stops and
 resumes the runs verify asks for.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +28,7 @@ import logging
 import os
 import random
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -37,7 +39,12 @@ from torch.utils.data import Dataset
 import seeder
 
 CKPT_NAME = "last.pt"
-DALI_IMAGE, DALI_CROP, DALI_CHANNELS, DALI_CLASSES = 12, 8, 3, 10  # --loader dali: images and classes
+DALI_IMAGE, DALI_CROP, DALI_CHANNELS, DALI_CLASSES = (
+    12,
+    8,
+    3,
+    10,
+)  # --loader dali: images and classes
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -58,20 +65,27 @@ class Perturbation:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.rng.uniform(self.low, self.high)
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         version, words, gauss = self.rng.getstate()
         return {"version": version, "words": words, "gauss": gauss}
 
     def check_state_dict(self, state: Any) -> None:
-        if not isinstance(state, dict) or set(state) != {"version", "words", "gauss"} or len(state["words"]) != 625:
-            raise seeder.StateError("Perturbation state must be {'version', 'words' (625 ints), 'gauss'}")
+        if (
+            not isinstance(state, dict)
+            or set(state) != {"version", "words", "gauss"}
+            or len(state["words"]) != 625
+        ):
+            raise seeder.StateError(
+                "Perturbation state must be {'version', 'words' (625 ints), 'gauss'}"
+            )
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.setstate((state["version"], tuple(state["words"]), state["gauss"]))
 
 
 class SyntheticDataset(Dataset):
-    """A fixed classification task (the data do not depend on ``--seed``) with random augmentation."""
+    """A fixed classification task (the data do not depend on ``--seed``) with random
+    augmentation."""
 
     def __init__(self, n: int, dim: int = 32, classes: int = 8):
         g = torch.Generator().manual_seed(20240601)
@@ -83,7 +97,7 @@ class SyntheticDataset(Dataset):
     def __len__(self) -> int:
         return len(self.y)
 
-    def __getitem__(self, i: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.x[i].clone()
         x = torch.roll(x, random.randint(-1, 1))  # Python random
         x = x * float(np.random.uniform(0.9, 1.1))  # NumPy's global RNG
@@ -98,26 +112,45 @@ def make_loader(args: argparse.Namespace) -> Any:
     if args.loader == "dali":  # the pipeline's seed comes from the seeder
         from dali_loader import DaliLoader
 
-        return DaliLoader(batch_size=args.batch_size, dataset_size=args.samples, image_size=DALI_IMAGE,
-                          crop=DALI_CROP, channels=DALI_CHANNELS, num_classes=DALI_CLASSES)
+        return DaliLoader(
+            batch_size=args.batch_size,
+            dataset_size=args.samples,
+            image_size=DALI_IMAGE,
+            crop=DALI_CROP,
+            channels=DALI_CHANNELS,
+            num_classes=DALI_CLASSES,
+        )
     dataset = SyntheticDataset(args.samples)
     for pert in dataset.perturbations:
         seeder.register_generator(pert.reseed_rng)
-    # Shuffled and sharded by rank, follows seeder.reseed(1, epoch), worker randomness a pure function of
-    # (seed, epoch, batch), and its position travels in seeder.state_dict(): a resume continues from any step.
-    return seeder.DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-                             persistent_workers=args.persistent_workers)
+    # Shuffled and sharded by rank, follows seeder.reseed(1, epoch), worker randomness a pure
+    # function of (seed, epoch, batch), and its position travels in seeder.state_dict(): a resume
+    # continues from any step.
+    return seeder.DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_workers=args.workers,
+        persistent_workers=args.persistent_workers,
+    )
 
 
 def build_model(loader: str) -> torch.nn.Module:
     dim, classes = (DALI_CHANNELS * DALI_CROP**2, DALI_CLASSES) if loader == "dali" else (32, 8)
     return torch.nn.Sequential(
-        torch.nn.Linear(dim, 128), torch.nn.ReLU(), torch.nn.Dropout(0.2),
-        torch.nn.Linear(128, 64), torch.nn.ReLU(), torch.nn.Dropout(0.1),
-        torch.nn.Linear(64, classes))
+        torch.nn.Linear(dim, 128),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(0.2),
+        torch.nn.Linear(128, 64),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(0.1),
+        torch.nn.Linear(64, classes),
+    )
 
 
-def train_step(net: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> float:
+def train_step(
+    net: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor
+) -> float:
     x, y = x.flatten(1), y.flatten()
     smoothing = float(np.random.uniform(0.0, 0.1))  # main-process randomness: NumPy ...
     if random.random() < 0.5:  # ... and Python random
@@ -130,20 +163,33 @@ def train_step(net: torch.nn.Module, optimizer: torch.optim.Optimizer, x: torch.
 
 
 # ------------------------------------------------------------------------------------------ main
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="A small training run seeded by seeder, resumable bit for bit.")
-    p.add_argument("--seed", type=int, default=None, help="master seed; default None draws one (logged)")
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="A small training run seeded by seeder, resumable bit for bit."
+    )
+    p.add_argument(
+        "--seed", type=int, default=None, help="master seed; default None draws one (logged)"
+    )
     p.add_argument("--epochs", type=int, default=4, help="epochs of the full run")
     p.add_argument("--ckpt-dir", default="ckpt", help="checkpoint directory (DIR/last.pt)")
     p.add_argument("--resume", action="store_true", help="continue from DIR/last.pt if it exists")
-    p.add_argument("--ckpt-every-steps", type=int, default=0, help="checkpoint every K global steps (0: at epoch ends)")
+    p.add_argument(
+        "--ckpt-every-steps",
+        type=int,
+        default=0,
+        help="checkpoint every K global steps (0: at epoch ends)",
+    )
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers")
     p.add_argument("--persistent-workers", action="store_true")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--samples", type=int, default=2048, help="dataset size")
-    p.add_argument("--loader", choices=["torch", "dali"], default="torch",
-                   help="torch: seeder.DataLoader; dali: a DALI CPU pipeline (needs seeder[dali])")
+    p.add_argument(
+        "--loader",
+        choices=["torch", "dali"],
+        default="torch",
+        help="torch: seeder.DataLoader; dali: a DALI CPU pipeline (needs seeder[dali])",
+    )
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size", "samples"):
         if getattr(args, name) < 1:
@@ -155,21 +201,27 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def init_distributed() -> Tuple[int, int, int]:
+def init_distributed() -> tuple[int, int, int]:
     """(rank, world size, local rank); under torchrun, a gloo process group."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        # Keys of an earlier torchrun attempt (--max-restarts) stay in the launcher's store; a prefix per attempt
-        # keeps gloo from connecting to the addresses of processes that died.
+        # Keys of an earlier torchrun attempt (--max-restarts) stay in the launcher's store; a
+        # prefix per attempt keeps gloo from connecting to the addresses of processes that died.
         store, rank, world = next(dist.rendezvous("env://"))
-        store = dist.PrefixStore(f"train-attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+        store = dist.PrefixStore(
+            f"train-attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store
+        )
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
         return rank, world, int(os.environ.get("LOCAL_RANK", "0"))
     return 0, 1, 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     rank, world, local_rank = init_distributed()
@@ -183,15 +235,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.8)
     loader = make_loader(args)
 
-    # One file (rank 0 writes it, with every rank's seeder state), saved by ckpt.step() at each epoch's last step,
-    # before the scheduler steps: a resumed run finishes that epoch's end itself.
-    ckpt = seeder.Checkpoint(os.path.join(args.ckpt_dir, CKPT_NAME), model=model, optimizer=optimizer,
-                             scheduler=scheduler, every_steps=args.ckpt_every_steps or len(loader))
-    start_epoch = ckpt.resume(args.resume and os.path.isfile(ckpt.path))  # the epoch the checkpoint is in
+    # One file (rank 0 writes it, with every rank's seeder state), saved by ckpt.step() at each
+    # epoch's last step, before the scheduler steps: a resumed run finishes that epoch's end itself.
+    ckpt = seeder.Checkpoint(
+        os.path.join(args.ckpt_dir, CKPT_NAME),
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        every_steps=args.ckpt_every_steps or len(loader),
+    )
+    start_epoch = ckpt.resume(
+        args.resume and os.path.isfile(ckpt.path)
+    )  # the epoch the checkpoint is in
     if args.loader == "dali":
         loader.restore()  # a DALI pipeline takes a loaded position only when it is built
     for epoch in range(start_epoch, args.epochs):
-        seeder.reseed(1, epoch)  # skipped right after a resume: the loaded state continues the epoch
+        seeder.reseed(
+            1, epoch
+        )  # skipped right after a resume: the loaded state continues the epoch
         net.train()
         losses = []
         for x, y in loader:
@@ -199,8 +260,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             ckpt.step()  # after each optimizer step
         scheduler.step()
         if rank == 0 and losses:
-            logging.getLogger("train").info("epoch %d: %d steps, up to step %d; mean loss %.4f",
-                                            epoch, len(losses), ckpt.steps, sum(losses) / len(losses))
+            logging.getLogger("train").info(
+                "epoch %d: %d steps, up to step %d; mean loss %.4f",
+                epoch,
+                len(losses),
+                ckpt.steps,
+                sum(losses) / len(losses),
+            )
 
     digest = seeder.digest(model, optimizer)
     if dist.is_initialized():

@@ -9,6 +9,7 @@ Example:
     >>> seeder.get_master_seed()
     42
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,7 +20,7 @@ __version__ = "0.1.0"
 
 # Importing seeder is cheap (no torch until a name that needs it is used), so that
 # `seeder run` and `seeder env diff` start fast and the launcher holds little memory.
-_LAZY: Dict[str, str] = {
+_LAZY: dict[str, str] = {
     "Seeder": "_seeding.core",
     "default_seeder": "_seeding.default",
     "Participant": "_seeding.participant",

@@ -26,7 +26,7 @@ import re
 import secrets
 import socket
 import time
-from typing import Optional, Tuple, Union
+from typing import Optional, Union
 
 try:
     import fcntl
@@ -67,7 +67,7 @@ def temp_name(name: str) -> str:
     return f".{name}.{_host()}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
 
 
-def _owner(entry: str, name: str) -> Optional[Tuple[str, int]]:
+def _owner(entry: str, name: str) -> Optional[tuple[str, int]]:
     """``(host, pid)`` of the writer of ``entry`` if it is a temporary file of ``name``, else None.
 
     A name with a pid only (``.NAME.<pid>.tmp``) is taken as a writer's on this host.
@@ -196,7 +196,7 @@ def write_in(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
             raise
 
 
-def write_atomic(path: Union[str, "os.PathLike[str]"], data: bytes, *, mode: int = 0o600) -> None:
+def write_atomic(path: Union[str, os.PathLike[str]], data: bytes, *, mode: int = 0o600) -> None:
     """Write ``data`` to ``path`` atomically (see the module), making its directory when missing.
 
     Args:

@@ -1,4 +1,5 @@
-"""``seeder.Checkpoint``: model, optimizer and seeder state in one file, written atomically, resumed from.
+"""``seeder.Checkpoint``: model, optimizer and seeder state in one file, written atomically, resumed
+from.
 
 A plain training loop gets an exact resume from any step, and ``seeder verify`` its
 stops and resumes, with three lines::
@@ -50,6 +51,7 @@ Example:
     0
     1
 """
+
 from __future__ import annotations
 
 import io
@@ -95,20 +97,32 @@ class Checkpoint:
         TypeError: a path that is no file path, or a model without ``state_dict()``.
     """
 
-    def __init__(self, path: Union[str, "os.PathLike[str]"], *, model: torch.nn.Module,
-                 optimizer: Optional[torch.optim.Optimizer] = None, scheduler: Any = None, every_steps: int = 0,
-                 seeder: Optional[Seeder] = None) -> None:
+    def __init__(
+        self,
+        path: Union[str, os.PathLike[str]],
+        *,
+        model: torch.nn.Module,
+        optimizer: Optional[torch.optim.Optimizer] = None,
+        scheduler: Any = None,
+        every_steps: int = 0,
+        seeder: Optional[Seeder] = None,
+    ) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
         for name, obj in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler)):
-            if (obj is not None or name == "model") and not (hasattr(obj, "state_dict")
-                                                             and hasattr(obj, "load_state_dict")):
-                raise TypeError(f"{name} must have state_dict()/load_state_dict() (a torch "
-                                f"{name}), got {type(obj).__name__} {obj!r:.80}")
+            if (obj is not None or name == "model") and not (
+                hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")
+            ):
+                raise TypeError(
+                    f"{name} must have state_dict()/load_state_dict() (a torch "
+                    f"{name}), got {type(obj).__name__} {obj!r:.80}"
+                )
         self.path = os.fspath(path)
         if self.path.endswith(("/", os.sep)) or os.path.isdir(self.path):
-            raise ValueError(f"path {self.path!r} names a directory; pass the checkpoint "
-                             f"file's path (e.g. {os.path.join(self.path, 'last.pt')!r})")
+            raise ValueError(
+                f"path {self.path!r} names a directory; pass the checkpoint "
+                f"file's path (e.g. {os.path.join(self.path, 'last.pt')!r})"
+            )
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.every_steps = check_int(every_steps, "every_steps", low=0)
         self.seeder = resolve_seeder(seeder)
@@ -123,12 +137,18 @@ class Checkpoint:
 
         Two processes saving to one path do not disturb each other: the last whole save wins.
         """
-        gathered = self.seeder.gather_state_dict() if process_group_active() else self.seeder.state_dict()
+        gathered = (
+            self.seeder.gather_state_dict() if process_group_active() else self.seeder.state_dict()
+        )
         if self._rank() != 0:
             return
-        state = {"model": self.model.state_dict(), "step": self.steps, "seeder": gathered,
-                 "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
-                 "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None}
+        state = {
+            "model": self.model.state_dict(),
+            "step": self.steps,
+            "seeder": gathered,
+            "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+        }
         buf = io.BytesIO()
         torch.save(state, buf)
         write_atomic(self.path, buf.getvalue())
@@ -151,13 +171,16 @@ class Checkpoint:
         if enabled is None:
             enabled = stepwatch.resume_requested()
         elif not is_bool(enabled):
-            raise TypeError(f"resume() takes True, False or None (resume when seeder verify asks), "
-                            f"got {type(enabled).__name__} {enabled!r}")
+            raise TypeError(
+                f"resume() takes True, False or None (resume when seeder verify asks), "
+                f"got {type(enabled).__name__} {enabled!r}"
+            )
         if not enabled:
             return 0
         state = read_checkpoint(self.path)
-        steps = check_checkpoint(state, self.path, self.model, self.optimizer, self.scheduler,
-                                 self.seeder)
+        steps = check_checkpoint(
+            state, self.path, self.model, self.optimizer, self.scheduler, self.seeder
+        )
         with interrupts_deferred():  # checked whole: a Ctrl-C would leave only some parts loaded
             self.model.load_state_dict(state["model"])
             if self.optimizer is not None:
@@ -172,13 +195,15 @@ class Checkpoint:
         return last[1] if last is not None and last[0] == 1 else 0
 
     def step(self) -> None:
-        """Call after each optimizer step: saves every ``every_steps`` steps, and performs ``seeder verify``'s stop."""
+        """Call after each optimizer step: saves every ``every_steps`` steps, and performs ``seeder
+        verify``'s stop."""
         self.steps += 1
         if stepwatch.should_stop():
             self.save()
             stepwatch.mark("stopped")
-            logger.info("stopped after step %d for seeder verify; checkpoint %s", self.steps, self.path)
+            logger.info(
+                "stopped after step %d for seeder verify; checkpoint %s", self.steps, self.path
+            )
             raise SystemExit(0)
         if self.every_steps and self.steps % self.every_steps == 0:
             self.save()
-

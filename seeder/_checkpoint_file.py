@@ -21,7 +21,8 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -41,7 +42,7 @@ REQUIRED_KEYS = frozenset({"model", "optimizer", "scheduler", "seeder", "step"})
 _FIX = "resume from an earlier checkpoint, or start without resuming"
 
 
-def read_checkpoint(path: str) -> Dict[str, Any]:
+def read_checkpoint(path: str) -> dict[str, Any]:
     """The dict in the checkpoint file ``path`` (``torch.load(weights_only=True)`` on the CPU).
 
     Args:
@@ -137,7 +138,7 @@ def check_model_state(saved: Any, model: Any, path: str) -> None:
             )
 
 
-def _params(optimizer: Any) -> List[List[torch.Tensor]]:
+def _params(optimizer: Any) -> list[list[torch.Tensor]]:
     return [list(group["params"]) for group in optimizer.param_groups]
 
 
@@ -168,7 +169,7 @@ def check_optimizer_state(saved: Any, optimizer: Any, path: str) -> None:
             f"{path}: the optimizer has {len(theirs)} parameter group(s) in the checkpoint but "
             f"{len(groups)} here; {fix}"
         )
-    ids: Dict[Any, torch.Tensor] = {}
+    ids: dict[Any, torch.Tensor] = {}
     for i, (group, mine) in enumerate(zip(theirs, groups)):
         if not (isinstance(group, Mapping) and isinstance(group.get("params"), list)):
             raise StateError(f"{path}: the optimizer's parameter group {i} has no list of params")
@@ -199,7 +200,7 @@ def check_optimizer_state(saved: Any, optimizer: Any, path: str) -> None:
 
 
 def check_checkpoint(
-    state: Dict[str, Any], path: str, model: Any, optimizer: Any, scheduler: Any, seeder: Any
+    state: dict[str, Any], path: str, model: Any, optimizer: Any, scheduler: Any, seeder: Any
 ) -> int:
     """Check every part of a :func:`read_checkpoint` dict before anything loads; return its step.
 

@@ -9,6 +9,7 @@ Example:
     >>> check_bool(True, "shuffle")
     True
 """
+
 from __future__ import annotations
 
 import numbers
@@ -25,7 +26,11 @@ def is_int(value: Any) -> bool:
     >>> is_int(3), is_int(True), is_int(3.0)
     (True, False, False)
     """
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+    return (
+        isinstance(value, numbers.Integral)
+        and not isinstance(value, bool)
+        and type(value).__name__ != "bool_"
+    )
 
 
 def is_bool(value: Any) -> bool:
@@ -39,8 +44,11 @@ def is_bool(value: Any) -> bool:
     return kind is bool or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
 
 
-def check_int(value: Any, name: str, *, low: Optional[int] = None, high: Optional[int] = None) -> int:
-    """``value`` as an ``int`` if it is an integer in ``[low, high]``, else an error naming ``name``.
+def check_int(
+    value: Any, name: str, *, low: Optional[int] = None, high: Optional[int] = None
+) -> int:
+    """``value`` as an ``int`` if it is an integer in ``[low, high]``, else an error naming
+    ``name``.
 
     >>> check_int(-1, "num_workers", low=0)
     Traceback (most recent call last):
@@ -60,7 +68,8 @@ def check_int(value: Any, name: str, *, low: Optional[int] = None, high: Optiona
 
 
 def check_bool(value: Any, name: str) -> bool:
-    """``value`` if it is ``True`` or ``False`` (NumPy's bool too), else a ``TypeError`` naming ``name``.
+    """``value`` if it is ``True`` or ``False`` (NumPy's bool too), else a ``TypeError`` naming
+    ``name``.
 
     >>> import numpy as np; check_bool(np.True_, "shuffle")
     True
@@ -74,8 +83,11 @@ def check_bool(value: Any, name: str) -> bool:
     return bool(value)
 
 
-def check_state_header(state: Any, fmt: str, version: int, keys: AbstractSet[str], what: str, owner: str = "") -> None:
-    """Raise :class:`seeder._errors.StateError` unless ``state`` is a dict of format ``fmt``, ``version`` and ``keys``.
+def check_state_header(
+    state: Any, fmt: str, version: int, keys: AbstractSet[str], what: str, owner: str = ""
+) -> None:
+    """Raise :class:`seeder._errors.StateError` unless ``state`` is a dict of format ``fmt``,
+    ``version`` and ``keys``.
 
     ``what`` names the state in the messages (``"sampler"``); ``owner`` the class whose
     ``state_dict()`` makes it (``what`` if not given). Changes nothing.
@@ -86,10 +98,18 @@ def check_state_header(state: Any, fmt: str, version: int, keys: AbstractSet[str
     seeder._errors.StateError: sampler state version 2 is not supported (this seeder reads version 1); load it with the seeder version that wrote it
     """
     if not isinstance(state, dict) or state.get("format") != fmt:
-        raise StateError(f"not a {what} state: pass the dict returned by {owner or what}.state_dict()")
-    if type(state.get("version")) is not int or state.get("version") != version:  # True == 1: a version is an int
-        raise StateError(f"{what} state version {state.get('version')!r} is not supported (this seeder reads "
-                         f"version {version}); load it with the seeder version that wrote it")
+        raise StateError(
+            f"not a {what} state: pass the dict returned by {owner or what}.state_dict()"
+        )
+    if (
+        type(state.get("version")) is not int or state.get("version") != version
+    ):  # True == 1: a version is an int
+        raise StateError(
+            f"{what} state version {state.get('version')!r} is not supported (this seeder reads "
+            f"version {version}); load it with the seeder version that wrote it"
+        )
     if set(state) != keys:
-        raise StateError(f"{what} state keys differ: missing {sorted(keys - set(state))}, "
-                         f"unexpected {sorted(set(state) - keys)}")
+        raise StateError(
+            f"{what} state keys differ: missing {sorted(keys - set(state))}, "
+            f"unexpected {sorted(set(state) - keys)}"
+        )

@@ -8,13 +8,14 @@ Example:
     7196025296689398411
     0
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import shlex
 import sys
-from typing import List, Optional
+from typing import Optional
 
 from seeder._seeding import derive
 
@@ -22,23 +23,35 @@ __all__ = ["main", "build_parser"]
 
 
 def _integer(text: str) -> int:
-    """An ``int`` option written in plain ASCII digits, as ``SEEDER_SEED`` is (a leading ``-`` reaches the range check)."""
+    """An ``int`` option written in plain ASCII digits, as ``SEEDER_SEED`` is (a leading ``-``
+    reaches the range check)."""
     body = text[1:] if text.startswith("-") else text
     try:
         value = derive.parse_decimal(body, "value")
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer written in plain ASCII digits 0-9") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an integer written in plain ASCII digits 0-9"
+        ) from None
     return -value if body is not text else value
 
 
-def _add_derive(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("derive", help="print a derived seed", description="Print the seed seeder derives for a key.")
+def _add_derive(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "derive",
+        help="print a derived seed",
+        description="Print the seed seeder derives for a key.",
+    )
     p.add_argument("--seed", type=_integer, required=True, help="master seed")
     p.add_argument("--task", type=_integer, default=0, help="task id (0 = init, 1 = training, ...)")
     p.add_argument("--epoch", type=_integer, default=0)
     p.add_argument("--rank", type=_integer, default=0, help="global rank")
     p.add_argument("--domain", default="rank", choices=[d.name.lower() for d in derive.Domain])
-    p.add_argument("--stream", type=_integer, default=0, help="stream (generator number, worker id, pipeline id)")
+    p.add_argument(
+        "--stream",
+        type=_integer,
+        default=0,
+        help="stream (generator number, worker id, pipeline id)",
+    )
 
     def run(args: argparse.Namespace) -> int:
         domain = derive.Domain[args.domain.upper()]
@@ -49,23 +62,47 @@ def _add_derive(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=run)
 
 
-def _add_run(sub: "argparse._SubParsersAction") -> None:
+def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "run", help="run a command with PYTHONHASHSEED, CUBLAS_WORKSPACE_CONFIG and SEEDER_SEED set",
-        description="Start COMMAND with SEEDER_SEED, PYTHONHASHSEED (derived from the master seed) and "
-                    "CUBLAS_WORKSPACE_CONFIG set before its interpreter starts. Signals are passed on to it and its "
-                    "exit code is returned (128+N if it died of signal N; 127 if it was not found). "
-                    "Works with torchrun as COMMAND.",
-        epilog="example: seeder run --seed 42 --deterministic -- torchrun --nproc-per-node 8 train.py")
-    p.add_argument("--seed", type=_integer, default=None,
-                   help="master seed (default: $SEEDER_SEED, else drawn from OS entropy and printed)")
-    p.add_argument("--deterministic", action="store_true",
-                   help="also set SEEDER_DETERMINISTIC=1 (seeder.init enforces deterministic algorithms) and "
-                        "HOROVOD_FUSION_THRESHOLD=0")
-    p.add_argument("--print-env", action="store_true",
-                   help="print the variables as shell `export` lines and exit (eval \"$(seeder run --seed 42 --print-env)\")")
-    p.add_argument("-q", "--quiet", action="store_true", help="do not print the variables on stderr before starting")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the command and its arguments")
+        "run",
+        help="run a command with PYTHONHASHSEED, CUBLAS_WORKSPACE_CONFIG and SEEDER_SEED set",
+        description="Start COMMAND with SEEDER_SEED, PYTHONHASHSEED (derived from the master seed) "
+        "and CUBLAS_WORKSPACE_CONFIG set before its interpreter starts. Signals are "
+        "passed on to it and its exit code is returned (128+N if it died of signal N; "
+        "127 if it was not found). Works with torchrun as COMMAND.",
+        epilog="example: seeder run --seed 42 --deterministic -- torchrun --nproc-per-node 8 "
+        "train.py",
+    )
+    p.add_argument(
+        "--seed",
+        type=_integer,
+        default=None,
+        help="master seed (default: $SEEDER_SEED, else drawn from OS entropy and printed)",
+    )
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="also set SEEDER_DETERMINISTIC=1 (seeder.init enforces deterministic algorithms) and "
+        "HOROVOD_FUSION_THRESHOLD=0",
+    )
+    p.add_argument(
+        "--print-env",
+        action="store_true",
+        help='print the variables as shell `export` lines and exit (eval "$(seeder run --seed 42 '
+        '--print-env)")',
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="do not print the variables on stderr before starting",
+    )
+    p.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND ...",
+        help="the command and its arguments",
+    )
 
     def run(args: argparse.Namespace) -> int:
         from seeder.env._launcher import LAUNCH_VARIABLES, launch_environment, run_command
@@ -75,14 +112,21 @@ def _add_run(sub: "argparse._SubParsersAction") -> None:
         exports = [(k, env[k]) for k in LAUNCH_VARIABLES if k in env]
         if args.print_env:
             if command:
-                raise ValueError("--print-env prints the variables and runs nothing; drop the command or the option")
+                raise ValueError(
+                    "--print-env prints the variables and runs nothing; drop the command or "
+                    "the option"
+                )
             for k, v in exports:
                 print(f"export {k}={shlex.quote(v)}")
             return 0
         if not command:
             raise ValueError("no command given; usage: seeder run [--seed N] -- COMMAND [ARG ...]")
         if not args.quiet:
-            print("seeder run: " + " ".join(f"{k}={v}" for k, v in exports), file=sys.stderr, flush=True)
+            print(
+                "seeder run: " + " ".join(f"{k}={v}" for k, v in exports),
+                file=sys.stderr,
+                flush=True,
+            )
         try:
             return run_command(command, env)
         except FileNotFoundError:
@@ -95,19 +139,29 @@ def _add_run(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=run)
 
 
-def _add_env(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("env", help="snapshot the software/system environment, or diff two snapshots",
-                       description="Snapshot the software and system environment, or compare two snapshots.")
+def _add_env(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "env",
+        help="snapshot the software/system environment, or diff two snapshots",
+        description="Snapshot the software and system environment, or compare two snapshots.",
+    )
     env_sub = p.add_subparsers(dest="env_command", metavar="ENV_COMMAND")
 
     snap = env_sub.add_parser(
-        "snapshot", help="write an environment snapshot",
-        description="Write environment variables (secrets redacted), pip freeze, module list, git diffs of editable "
-                    "installs and of the current repository, dpkg and conda package lists, nvidia-smi, torch's build "
-                    "configuration, CPU, OS and Python into DIR (mode 0700), indexed by manifest.json. "
-                    "Prints DIR.")
-    snap.add_argument("dir", nargs="?", default=None,
-                      help="directory (default: ./repro/$SLURM_JOB_ID, or ./repro/local-<time>-<pid> outside SLURM)")
+        "snapshot",
+        help="write an environment snapshot",
+        description="Write environment variables (secrets redacted), pip freeze, module list, git "
+        "diffs of editable installs and of the current repository, dpkg and conda "
+        "package lists, nvidia-smi, torch's build configuration, CPU, OS and Python "
+        "into DIR (mode 0700), indexed by manifest.json. Prints DIR.",
+    )
+    snap.add_argument(
+        "dir",
+        nargs="?",
+        default=None,
+        help="directory (default: ./repro/$SLURM_JOB_ID, or ./repro/local-<time>-<pid> "
+        "outside SLURM)",
+    )
     snap.add_argument("--force", action="store_true", help="overwrite a snapshot already in DIR")
 
     def run_snapshot(args: argparse.Namespace) -> int:
@@ -119,18 +173,30 @@ def _add_env(sub: "argparse._SubParsersAction") -> None:
     snap.set_defaults(func=run_snapshot)
 
     diff = env_sub.add_parser(
-        "diff", help="compare two snapshots (exit 0 equal, 1 different, 2 error)",
-        description="Compare two snapshots: environment variables (those that change performance or numerics "
-                    "first), torch/CUDA/cuDNN/NCCL and driver, CPU/OS/Python, Python and dpkg packages, editable "
-                    "installs and git state. Exit code 0 when equal, 1 when different, 2 on error.")
+        "diff",
+        help="compare two snapshots (exit 0 equal, 1 different, 2 error)",
+        description="Compare two snapshots: environment variables (those that change performance "
+        "or numerics first), torch/CUDA/cuDNN/NCCL and driver, CPU/OS/Python, Python "
+        "and dpkg packages, editable installs and git state. Exit code 0 when equal, 1 "
+        "when different, 2 on error.",
+    )
     diff.add_argument("a", help="first snapshot directory (or its manifest.json)")
     diff.add_argument("b", help="second snapshot directory (or its manifest.json)")
     diff.add_argument("--json", action="store_true", help="print the differences as JSON")
     diff.add_argument("--wide", action="store_true", help="do not shorten long values in the table")
-    diff.add_argument("--ignore", action="append", default=[], metavar="PATTERN",
-                      help="also ignore variables matching PATTERN (fnmatch; repeatable)")
-    diff.add_argument("--all", action="store_true",
-                      help="compare every variable, also those that differ in every run (SLURM_JOB_ID, SHLVL, ...)")
+    diff.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="also ignore variables matching PATTERN (fnmatch; repeatable)",
+    )
+    diff.add_argument(
+        "--all",
+        action="store_true",
+        help="compare every variable, also those that differ in every run (SLURM_JOB_ID, "
+        "SHLVL, ...)",
+    )
 
     def run_diff(args: argparse.Namespace) -> int:
         from seeder.env._diff import DEFAULT_IGNORED_VARIABLES, diff_environments
@@ -152,19 +218,19 @@ def _add_env(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=no_subcommand)
 
 
-def _add_verify(sub: "argparse._SubParsersAction") -> None:
+def _add_verify(sub: argparse._SubParsersAction) -> None:
     from seeder.verify._cli import add_verify
 
     add_verify(sub)
 
 
-def _add_compare(sub: "argparse._SubParsersAction") -> None:
+def _add_compare(sub: argparse._SubParsersAction) -> None:
     from seeder.verify._cli import add_compare
 
     add_compare(sub)
 
 
-def _add_locate(sub: "argparse._SubParsersAction") -> None:
+def _add_locate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "locate",
         help="run a command twice with one seed; name the first operation or input that differs",
@@ -173,20 +239,42 @@ def _add_locate(sub: "argparse._SubParsersAction") -> None:
         "both up to that step with a fingerprint of every tensor operation and batch, and name "
         "the first one that parts them: the operator, module, file and line, and the fix. "
         "Exit 0: the runs are identical; 1: a difference was located; 3: a run failed.",
-        epilog="example: seeder locate --seed 42 -- python train.py --epochs 1")
-    p.add_argument("--seed", type=_integer, default=42,
-                   help="master seed of both runs (default 42, as $SEEDER_SEED)")
-    p.add_argument("--step", type=_integer, default=None, metavar="S",
-                   help="the first optimizer step that differs, when known "
-                   "(default: found by two runs first)")
-    p.add_argument("--out", default="seeder-locate",
-                   help="output directory (default ./seeder-locate)")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="fail a run that takes longer")
-    p.add_argument("--no-hash-check", action="store_true",
-                   help="do not re-run with a fixed PYTHONHASHSEED to test a set's or dict's order")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
-                   help="the command and its arguments")
+        epilog="example: seeder locate --seed 42 -- python train.py --epochs 1",
+    )
+    p.add_argument(
+        "--seed",
+        type=_integer,
+        default=42,
+        help="master seed of both runs (default 42, as $SEEDER_SEED)",
+    )
+    p.add_argument(
+        "--step",
+        type=_integer,
+        default=None,
+        metavar="S",
+        help="the first optimizer step that differs, when known (default: found by two runs first)",
+    )
+    p.add_argument(
+        "--out", default="seeder-locate", help="output directory (default ./seeder-locate)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="fail a run that takes longer",
+    )
+    p.add_argument(
+        "--no-hash-check",
+        action="store_true",
+        help="do not re-run with a fixed PYTHONHASHSEED to test a set's or dict's order",
+    )
+    p.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND ...",
+        help="the command and its arguments",
+    )
 
     def run(args: argparse.Namespace) -> int:
         from pathlib import Path
@@ -195,14 +283,22 @@ def _add_locate(sub: "argparse._SubParsersAction") -> None:
         from seeder.verify._runner import RunFailed, log_tail
 
         command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-        cfg = LocateConfig(command=command, out=Path(args.out), seed=args.seed, step=args.step,
-                           timeout=args.timeout, hash_check=not args.no_hash_check)
+        cfg = LocateConfig(
+            command=command,
+            out=Path(args.out),
+            seed=args.seed,
+            step=args.step,
+            timeout=args.timeout,
+            hash_check=not args.no_hash_check,
+        )
         try:
             report = locate(cfg)
         except RunFailed as exc:
             for r in exc.failed:
-                print(f"seeder locate: run {r.name} failed: {r.reason}\n{log_tail(r.log)}",
-                      file=sys.stderr)
+                print(
+                    f"seeder locate: run {r.name} failed: {r.reason}\n{log_tail(r.log)}",
+                    file=sys.stderr,
+                )
             return 3
         except KeyboardInterrupt:
             print("\ninterrupted: every run was stopped", file=sys.stderr)
@@ -215,14 +311,16 @@ def _add_locate(sub: "argparse._SubParsersAction") -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="seeder", description="Reproducible, resumable PyTorch training runs.")
+    parser = argparse.ArgumentParser(
+        prog="seeder", description="Reproducible, resumable PyTorch training runs."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in (_add_derive, _add_run, _add_env, _add_verify, _add_compare, _add_locate):
         add(sub)
     return parser
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

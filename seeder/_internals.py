@@ -19,22 +19,32 @@ Example:
     ...
     seeder._internals.DependencyChanged: nvidia-dali ... changed: object has no attribute _pipes. ...
 """
+
 from __future__ import annotations
 
 import importlib.metadata
 import platform
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Set
+from typing import Any, Callable, Optional
 
 from seeder._errors import SeederWarning
 
-__all__ = ["Internal", "INTERNALS", "DependencyChanged", "require", "degrade", "library_version", "references"]
+__all__ = [
+    "Internal",
+    "INTERNALS",
+    "DependencyChanged",
+    "require",
+    "degrade",
+    "library_version",
+    "references",
+]
 
 
 @dataclass(frozen=True)
 class Internal:
-    """One private name seeder uses: whose it is, what for, what it was checked on, what happens when it changes.
+    """One private name seeder uses: whose it is, what for, what it was checked on, what happens
+    when it changes.
 
     ``check(obj)`` returns ``None`` while the dependency works the way seeder relies on, else what
     changed; ``obj`` is the object at hand (a pipeline, a checkpoint) for checks that need one.
@@ -46,13 +56,17 @@ class Internal:
     checked: str  #: versions of ``library`` it was checked on
     if_changed: str  #: ``"raises"``, or the slower public path taken after a SeederWarning
     check: Callable[[Any], Optional[str]]
-    per_object: bool = False  #: the check depends on ``obj``: it runs at every use (each is an attribute test)
+    per_object: bool = (
+        False  #: the check depends on ``obj``: it runs at every use (each is an attribute test)
+    )
 
 
 def _dataloader_calls_get_iterator(_: Any) -> Optional[str]:
     from torch.utils.data import DataLoader
 
-    if callable(getattr(DataLoader, "_get_iterator", None)) and references(DataLoader, "_get_iterator"):
+    if callable(getattr(DataLoader, "_get_iterator", None)) and references(
+        DataLoader, "_get_iterator"
+    ):
         return None
     return "DataLoader.__iter__ no longer calls DataLoader._get_iterator"
 
@@ -62,7 +76,10 @@ def _iterators_read_dataset(_: Any) -> Optional[str]:
 
     base = getattr(dataloader, "_BaseDataLoaderIter", None)
     if base is None or not references(base, "dataset"):
-        return "torch's DataLoader iterators (_BaseDataLoaderIter.__init__) no longer read loader.dataset"
+        return (
+            "torch's DataLoader iterators (_BaseDataLoaderIter.__init__) no longer read "
+            "loader.dataset"
+        )
     if not references(DataLoader, "_DataLoader__initialized"):
         return "DataLoader.__setattr__ no longer guards dataset the way seeder.DataLoader expects"
     return None
@@ -91,11 +108,14 @@ def _numpy_global(_: Any) -> Optional[str]:
 def _has(attr: str) -> Callable[[Any], Optional[str]]:
     def check(obj: Any) -> Optional[str]:
         return None if hasattr(obj, attr) else f"{type(obj).__name__} has no attribute {attr}"
+
     return check
 
 
 def _nothing(_: Any) -> Optional[str]:
-    return None  # probed where it is used (seeder._seeding.fastrng), which reports through degrade()
+    return (
+        None  # probed where it is used (seeder._seeding.fastrng), which reports through degrade()
+    )
 
 
 def _mixin_reads_drop_last(_: Any) -> Optional[str]:
@@ -148,10 +168,19 @@ def _cpu_generator_layout(_: Any) -> Optional[str]:
     if raw.numel() != 5056:
         return f"a CPU generator state has {raw.numel()} bytes, not 5056"
     b = bytes(raw.tolist())
-    head = int.from_bytes(b[0:8], "little"), int.from_bytes(b[12:16], "little"), int.from_bytes(b[24:32], "little")
+    head = (
+        int.from_bytes(b[0:8], "little"),
+        int.from_bytes(b[12:16], "little"),
+        int.from_bytes(b[24:32], "little"),
+    )
     if head != (12345, 1, 12345):
-        return "the_initial_seed, seeded and the first Mersenne-Twister word are no longer where CPUGeneratorImplState had them"
-    torch.randn(1, dtype=torch.float64, generator=g)  # leaves the pair's second normal sample cached
+        return (
+            "the_initial_seed, seeded and the first Mersenne-Twister word are no longer where "
+            "CPUGeneratorImplState had them"
+        )
+    torch.randn(
+        1, dtype=torch.float64, generator=g
+    )  # leaves the pair's second normal sample cached
     b = bytes(g.get_state().tolist())
     if int.from_bytes(b[5040:5044], "little") != 1:
         return "normal_is_valid is no longer at byte 5040 of the CPU generator state"
@@ -188,69 +217,181 @@ def _op_schema(_: Any) -> Optional[str]:
 
 _TORCH, _NUMPY, _DALI = "torch 2.13.0", "numpy 2.4.6 (CPython 3.11)", "nvidia-dali 2.4.0"
 _PYTHON = "CPython 3.11"
-INTERNALS: Dict[str, Internal] = {f"{i.library}:{i.name}": i for i in (
-    Internal("torch", "DataLoader._get_iterator", "seeder.DataLoader overrides it to hand torch's iterators the "
-             "seeding view of the dataset", _TORCH, "raises", _dataloader_calls_get_iterator),
-    Internal("torch", "DataLoader.dataset", "seeder.DataLoader swaps it (past DataLoader.__setattr__'s guard) for the "
-             "seeding view while _BaseDataLoaderIter.__init__ reads it", _TORCH, "raises", _iterators_read_dataset),
-    Internal("torch", "_C._get_privateuse1_backend_name", "seeder._seeding.rngs_torch finds a custom accelerator backend to "
-             "seed", _TORCH, "custom (privateuse1) accelerator backends are not seeded", _privateuse1),
-    Internal("torch", "CPUGeneratorImplState", "seeder._seeding.rngs_torch reads a CPU generator state's fields to refuse "
-             "contents torch accepts but no generator reaches (all-zero key, NaN cached normal); "
-             "under seeder verify, seeder._run.draws reads its Mersenne-Twister words and position to "
-             "count draws per step", _TORCH,
-             "torch's own set_state check only (is_valid), on a spare generator; no draw counts "
-             "of torch's generator", _cpu_generator_layout),
-    Internal("torch", "utils._python_dispatch.TorchDispatchMode",
-             "seeder._run.record: seeder locate's localisation runs fingerprint every tensor "
-             "operation", _TORCH, "raises", _dispatch_mode),
-    Internal("torch", "_C._current_autograd_node",
-             "seeder._run.record: the autograd node a backward operation belongs to, for its "
-             "module and line", _TORCH, "backward operations are named without their module",
-             _autograd_node),
-    Internal("torch", "OpOverload._schema",
-             "seeder._run.record: an operator's name and whether it takes a Generator (draws "
-             "random numbers)", _TORCH, "raises", _op_schema),
-    Internal("numpy", "random.mtrand._rand", "seeder._seeding.rngs: the global RandomState object (its "
-             "public seed/get_state/set_state, and its layout on seeder._seeding.fastrng's per-batch paths)",
-             _NUMPY, "raises", _numpy_global),
-    Internal("numpy", "RandomState gauss cache offset", "seeder._seeding.fastrng: a legacy RandomState's "
-             "key, position and Gaussian cache read in place (found and checked against get_state "
-             "at first use), for the per-batch copy a loader fetching in the main process puts "
-             "back and the elastic loader's watch of NumPy's global RNG", _NUMPY,
-             "NumPy's public get_state/set_state (a slower per-batch copy and watch)", _nothing),
-    Internal("python", "random.Random Mersenne Twister layout", "seeder._seeding.fastrng: a random.Random's "
-             "position and key read in place (found and checked against getstate/setstate at first "
-             "use), for the per-batch copy a loader fetching in the main process puts back and the "
-             "elastic loader's watch of Python's global RNG", _PYTHON,
-             "Python's public getstate/setstate (a slower per-batch copy and watch)", _nothing),
-    Internal("nvidia-dali", "Pipeline._enable_checkpointing", "seeder.data.dali: whether a pipeline saves "
-             "checkpoints (no public accessor)", _DALI, "raises", _has("_enable_checkpointing"), per_object=True),
-    Internal("nvidia-dali", "Pipeline._checkpoint", "seeder.data.dali: which checkpoint a pipeline was built from",
-             _DALI, "the check that the pipeline was built from the loaded checkpoint is skipped",
-             _has("_checkpoint"), per_object=True),
-    Internal("nvidia-dali", "_DaliBaseIterator._pipes", "seeder.data.dali: how many pipelines a DALI iterator "
-             "drives", _DALI, "raises", _has("_pipes"), per_object=True),
-    Internal("accelerate", "DataLoaderStateMixin._drop_last", "seeder.integrations.accelerate: set on PreparedLoader "
-             "for DataLoaderStateMixin.begin, which reads it inside suppress(Exception)", "accelerate 1.15.0",
-             "raises", _mixin_reads_drop_last),
-    Internal("transformers", "trainer.skip_first_batches", "seeder.integrations.transformers: replaced while "
-             "SeederTrainer trains, so that the resumed loader is not skipped a second time", "transformers 5.23.0",
-             "raises", _trainer_skips),
-    Internal("transformers", "Trainer._load_rng_state", "seeder.integrations.transformers: SeederTrainer overrides "
-             "it so that the RNG states the seeder state set win over the Trainer's rng_state_<rank>.pth",
-             "transformers 5.24.0", "raises", _trainer_loads_rngs),
-    Internal("lightning", "checkpoint loops.fit_loop.state_dict.combined_loader", "seeder.integrations.lightning "
-             "drops finished loader positions from Lightning's loop state", "lightning 2.6.6", "raises",
-             _fit_loop_loaders, per_object=True),
-)}
+INTERNALS: dict[str, Internal] = {
+    f"{i.library}:{i.name}": i
+    for i in (
+        Internal(
+            "torch",
+            "DataLoader._get_iterator",
+            "seeder.DataLoader overrides it to hand torch's iterators the "
+            "seeding view of the dataset",
+            _TORCH,
+            "raises",
+            _dataloader_calls_get_iterator,
+        ),
+        Internal(
+            "torch",
+            "DataLoader.dataset",
+            "seeder.DataLoader swaps it (past DataLoader.__setattr__'s guard) for the "
+            "seeding view while _BaseDataLoaderIter.__init__ reads it",
+            _TORCH,
+            "raises",
+            _iterators_read_dataset,
+        ),
+        Internal(
+            "torch",
+            "_C._get_privateuse1_backend_name",
+            "seeder._seeding.rngs_torch finds a custom accelerator backend to seed",
+            _TORCH,
+            "custom (privateuse1) accelerator backends are not seeded",
+            _privateuse1,
+        ),
+        Internal(
+            "torch",
+            "CPUGeneratorImplState",
+            "seeder._seeding.rngs_torch reads a CPU generator state's fields to refuse "
+            "contents torch accepts but no generator reaches (all-zero key, NaN cached normal); "
+            "under seeder verify, seeder._run.draws reads its Mersenne-Twister words and position "
+            "to count draws per step",
+            _TORCH,
+            "torch's own set_state check only (is_valid), on a spare generator; no draw counts "
+            "of torch's generator",
+            _cpu_generator_layout,
+        ),
+        Internal(
+            "torch",
+            "utils._python_dispatch.TorchDispatchMode",
+            "seeder._run.record: seeder locate's localisation runs fingerprint every tensor "
+            "operation",
+            _TORCH,
+            "raises",
+            _dispatch_mode,
+        ),
+        Internal(
+            "torch",
+            "_C._current_autograd_node",
+            "seeder._run.record: the autograd node a backward operation belongs to, for its "
+            "module and line",
+            _TORCH,
+            "backward operations are named without their module",
+            _autograd_node,
+        ),
+        Internal(
+            "torch",
+            "OpOverload._schema",
+            "seeder._run.record: an operator's name and whether it takes a Generator (draws "
+            "random numbers)",
+            _TORCH,
+            "raises",
+            _op_schema,
+        ),
+        Internal(
+            "numpy",
+            "random.mtrand._rand",
+            "seeder._seeding.rngs: the global RandomState object (its "
+            "public seed/get_state/set_state, and its layout on seeder._seeding.fastrng's "
+            "per-batch paths)",
+            _NUMPY,
+            "raises",
+            _numpy_global,
+        ),
+        Internal(
+            "numpy",
+            "RandomState gauss cache offset",
+            "seeder._seeding.fastrng: a legacy RandomState's "
+            "key, position and Gaussian cache read in place (found and checked against get_state "
+            "at first use), for the per-batch copy a loader fetching in the main process puts "
+            "back and the elastic loader's watch of NumPy's global RNG",
+            _NUMPY,
+            "NumPy's public get_state/set_state (a slower per-batch copy and watch)",
+            _nothing,
+        ),
+        Internal(
+            "python",
+            "random.Random Mersenne Twister layout",
+            "seeder._seeding.fastrng: a random.Random's "
+            "position and key read in place (found and checked against getstate/setstate at first "
+            "use), for the per-batch copy a loader fetching in the main process puts back and the "
+            "elastic loader's watch of Python's global RNG",
+            _PYTHON,
+            "Python's public getstate/setstate (a slower per-batch copy and watch)",
+            _nothing,
+        ),
+        Internal(
+            "nvidia-dali",
+            "Pipeline._enable_checkpointing",
+            "seeder.data.dali: whether a pipeline saves checkpoints (no public accessor)",
+            _DALI,
+            "raises",
+            _has("_enable_checkpointing"),
+            per_object=True,
+        ),
+        Internal(
+            "nvidia-dali",
+            "Pipeline._checkpoint",
+            "seeder.data.dali: which checkpoint a pipeline was built from",
+            _DALI,
+            "the check that the pipeline was built from the loaded checkpoint is skipped",
+            _has("_checkpoint"),
+            per_object=True,
+        ),
+        Internal(
+            "nvidia-dali",
+            "_DaliBaseIterator._pipes",
+            "seeder.data.dali: how many pipelines a DALI iterator drives",
+            _DALI,
+            "raises",
+            _has("_pipes"),
+            per_object=True,
+        ),
+        Internal(
+            "accelerate",
+            "DataLoaderStateMixin._drop_last",
+            "seeder.integrations.accelerate: set on PreparedLoader "
+            "for DataLoaderStateMixin.begin, which reads it inside suppress(Exception)",
+            "accelerate 1.15.0",
+            "raises",
+            _mixin_reads_drop_last,
+        ),
+        Internal(
+            "transformers",
+            "trainer.skip_first_batches",
+            "seeder.integrations.transformers: replaced while "
+            "SeederTrainer trains, so that the resumed loader is not skipped a second time",
+            "transformers 5.23.0",
+            "raises",
+            _trainer_skips,
+        ),
+        Internal(
+            "transformers",
+            "Trainer._load_rng_state",
+            "seeder.integrations.transformers: SeederTrainer overrides "
+            "it so that the RNG states the seeder state set win over the Trainer's "
+            "rng_state_<rank>.pth",
+            "transformers 5.24.0",
+            "raises",
+            _trainer_loads_rngs,
+        ),
+        Internal(
+            "lightning",
+            "checkpoint loops.fit_loop.state_dict.combined_loader",
+            "seeder.integrations.lightning "
+            "drops finished loader positions from Lightning's loop state",
+            "lightning 2.6.6",
+            "raises",
+            _fit_loop_loaders,
+            per_object=True,
+        ),
+    )
+}
 
-_ok: Set[str] = set()
-_warned: Set[str] = set()
+_ok: set[str] = set()
+_warned: set[str] = set()
 
 
 class DependencyChanged(RuntimeError):
-    """A library changed a private name that seeder relies on; the message names the library, version and name."""
+    """A library changed a private name that seeder relies on; the message names the library,
+    version and name."""
 
 
 def library_version(library: str) -> str:
@@ -270,16 +411,20 @@ def library_version(library: str) -> str:
 
 def _message(key: str, detail: str) -> str:
     item = INTERNALS[key]
-    return (f"{item.library} {library_version(item.library)} changed: {detail}. seeder relies on the private "
-            f"{item.library} name {item.name!r} ({item.used_for}; checked on {item.checked}); update seeder or use "
-            f"a {item.library} version it was checked on")
+    return (
+        f"{item.library} {library_version(item.library)} changed: {detail}. seeder relies on the "
+        f"private {item.library} name {item.name!r} ({item.used_for}; checked on {item.checked}); "
+        f"update seeder or use a {item.library} version it was checked on"
+    )
 
 
 def require(key: str, obj: Any = None) -> bool:
-    """Run the check of ``INTERNALS[key]`` (once, unless it depends on ``obj``); on a change, raise or warn.
+    """Run the check of ``INTERNALS[key]`` (once, unless it depends on ``obj``); on a change, raise
+    or warn.
 
     An entry that ``"raises"`` raises :class:`DependencyChanged`; any other warns once with
-    :func:`degrade` and returns ``False`` so that the caller takes its public path. ``True``: all is as checked.
+    :func:`degrade` and returns ``False`` so that the caller takes its public path. ``True``: all is
+    as checked.
     """
     if key in _ok:
         return True
@@ -296,16 +441,21 @@ def require(key: str, obj: Any = None) -> bool:
 
 
 def degrade(key: str, detail: str) -> None:
-    """Warn once (:class:`seeder.SeederWarning`) that ``key`` changed, naming the library, its version and the public
-    path seeder takes instead."""
+    """Warn once (:class:`seeder.SeederWarning`) that ``key`` changed, naming the library, its
+    version and the public path seeder takes instead."""
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(f"{_message(key, detail)}; meanwhile: {INTERNALS[key].if_changed}", SeederWarning, stacklevel=3)
+    warnings.warn(
+        f"{_message(key, detail)}; meanwhile: {INTERNALS[key].if_changed}",
+        SeederWarning,
+        stacklevel=3,
+    )
 
 
 def references(cls: type, name: str) -> bool:
-    """Whether some function defined on ``cls`` (not inherited) uses the global or attribute ``name``.
+    """Whether some function defined on ``cls`` (not inherited) uses the global or attribute
+    ``name``.
 
     How seeder checks that a library still calls what seeder replaces or provides.
 

@@ -1,4 +1,5 @@
 """Shared test utilities: real subprocesses and torchrun launches (loopback, gloo)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Optional
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,16 +25,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """The environment for a child Python: this checkout first on PYTHONPATH, one thread, no stray seeds."""
+def child_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """The environment for a child Python: this checkout first on PYTHONPATH, one thread, no stray
+    seeds."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONFAULTHANDLER"] = "1"  # a child stopped by stop_hung() prints every thread's stack
     from seeder._seeding.distributed import LAUNCHER_VARIABLES
 
-    for var in ("SEEDER_SEED", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR", "SEEDER_METRICS", "SEEDER_TRACE",
-                "MASTER_ADDR", "MASTER_PORT", *LAUNCHER_VARIABLES):
+    for var in (
+        "SEEDER_SEED",
+        "SEEDER_DETERMINISTIC",
+        "SEEDER_SNAPSHOT_DIR",
+        "SEEDER_METRICS",
+        "SEEDER_TRACE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        *LAUNCHER_VARIABLES,
+    ):
         env.pop(var, None)
     if extra:
         env.update(extra)
@@ -40,14 +53,15 @@ def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
 
 
 def sigint_as_in_a_terminal() -> None:
-    """``preexec_fn`` of a child a test stops with SIGINT (Ctrl-C): SIGINT at its default, as a terminal starts it,
-    even where the suite itself was started ignoring it (``pytest &`` in a shell without job control)."""
+    """``preexec_fn`` of a child a test stops with SIGINT (Ctrl-C): SIGINT at its default, as a
+    terminal starts it, even where the suite itself was started ignoring it (``pytest &`` in a shell
+    without job control)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def descendants(pid: int) -> List[int]:
+def descendants(pid: int) -> list[int]:
     """Every live process under ``pid``, read from ``/proc`` (empty without it)."""
-    children: Dict[int, List[int]] = {}
+    children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
             continue
@@ -75,8 +89,8 @@ def _state(pid: int) -> str:
 
 
 def _abort_one_by_one(pids: Sequence[int], within: float = 5.0) -> None:
-    """SIGABRT each process, parents first, waiting (up to ``within`` s) until it has died before the next,
-    so that the stacks the processes print to a shared stderr do not interleave."""
+    """SIGABRT each process, parents first, waiting (up to ``within`` s) until it has died before
+    the next, so that the stacks the processes print to a shared stderr do not interleave."""
     for pid in pids:
         try:
             os.kill(pid, signal.SIGABRT)
@@ -87,7 +101,7 @@ def _abort_one_by_one(pids: Sequence[int], within: float = 5.0) -> None:
             time.sleep(0.02)  # polls for the death of a process that is not ours to wait on
 
 
-def communicate(proc: subprocess.Popen, timeout: float) -> Tuple[str, str]:
+def communicate(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
     """``proc.communicate(timeout)``; on a hang, fail with every stuck Python process's stacks.
 
     Each process of the tree gets SIGABRT in turn: with ``PYTHONFAULTHANDLER=1`` (set by
@@ -98,9 +112,11 @@ def communicate(proc: subprocess.Popen, timeout: float) -> Tuple[str, str]:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         tree = [proc.pid, *descendants(proc.pid)]
-        output: Dict[str, Tuple[str, str]] = {}
+        output: dict[str, tuple[str, str]] = {}
 
-        def drain() -> None:  # read the pipes while the processes print, so that none blocks on a full pipe
+        def drain() -> (
+            None
+        ):  # read the pipes while the processes print, so that none blocks on a full pipe
             try:
                 output["done"] = proc.communicate(timeout=60)
             except subprocess.TimeoutExpired:
@@ -118,15 +134,18 @@ def communicate(proc: subprocess.Popen, timeout: float) -> Tuple[str, str]:
                     pass
         reader.join()
         out, err = output.get("done", ("", ""))
-        raise AssertionError(f"{' '.join(map(str, proc.args))[:300]} hung for {timeout} s; the stacks of its processes "
-                             f"(SIGABRT, faulthandler) follow\n--- stdout\n{(out or '')[-3000:]}\n--- stderr\n"
-                             f"{(err or '')[-20000:]}") from None
+        raise AssertionError(
+            f"{' '.join(map(str, proc.args))[:300]} hung for {timeout} s; the stacks of its "
+            f"processes (SIGABRT, faulthandler) follow\n--- stdout\n{(out or '')[-3000:]}\n--- "
+            f"stderr\n{(err or '')[-20000:]}"
+        ) from None
 
 
 class ForkedRun:
-    """One run of a :class:`ForkServer`: its pid (the leader of its own session) and output files."""
+    """One run of a :class:`ForkServer`: its pid (the leader of its own session) and output
+    files."""
 
-    def __init__(self, server: "ForkServer", args: Sequence[str], pid: int, out: Path, err: Path):
+    def __init__(self, server: ForkServer, args: Sequence[str], pid: int, out: Path, err: Path):
         self.server, self.args, self.pid, self.out, self.err = server, list(args), pid, out, err
         self.returncode: Optional[int] = None
 
@@ -139,7 +158,8 @@ class ForkedRun:
         return self.returncode
 
     def wait(self, timeout: float) -> int:
-        """Wait for the end; on a hang, fail with every stack of the run's process tree (as :func:`communicate`)."""
+        """Wait for the end; on a hang, fail with every stack of the run's process tree
+        (as :func:`communicate`)."""
         if self.returncode is None:
             ended = self.server.answer(timeout)
             if ended is None:
@@ -147,9 +167,12 @@ class ForkedRun:
                 aborted = self.server.answer(60)
                 if aborted is not None:
                     self.returncode = aborted["rc"]
-                raise AssertionError(f"{' '.join(self.args)[:300]} hung for {timeout} s; the stacks of its processes "
-                                     f"(SIGABRT, faulthandler) follow\n--- stdout\n{self.out.read_text()[-3000:]}\n"
-                                     f"--- stderr\n{self.err.read_text()[-20000:]}")
+                raise AssertionError(
+                    f"{' '.join(self.args)[:300]} hung for {timeout} s; the stacks of its "
+                    f"processes (SIGABRT, faulthandler) follow\n--- "
+                    f"stdout\n{self.out.read_text()[-3000:]}\n--- "
+                    f"stderr\n{self.err.read_text()[-20000:]}"
+                )
             self.returncode = ended["rc"]
         return self.returncode
 
@@ -158,7 +181,9 @@ class ForkedRun:
         if self.poll() is None:
             try:
                 os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:  # killed right after the fork, before its setsid: no session yet, only the child
+            except (
+                ProcessLookupError
+            ):  # killed right after the fork, before its setsid: no session yet, only the child
                 try:
                     os.kill(self.pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -180,54 +205,90 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 class ForkServer:
-    """Runs scripts as children forked from one ``tests/scripts/fork_server.py`` process that imported torch once.
+    """Runs scripts as children forked from one ``tests/scripts/fork_server.py`` process that
+    imported torch once.
 
-    ``run(args)`` is :func:`run_python` for a script (same result), minus the Python start; ``start(args)``
-    returns the :class:`ForkedRun` at once. Runs are one at a time. ``preload``: modules the server imports too
-    (``["lightning.pytorch"]``), so that each run does not.
+    ``run(args)`` is :func:`run_python` for a script (same result), minus the Python start;
+    ``start(args)`` returns the :class:`ForkedRun` at once. Runs are one at a time. ``preload``:
+    modules the server imports too (``["lightning.pytorch"]``), so that each run does not.
     """
 
-    def __init__(self, tmp: Path, env: Optional[Dict[str, str]] = None, preload: Sequence[str] = ()):
+    def __init__(
+        self, tmp: Path, env: Optional[dict[str, str]] = None, preload: Sequence[str] = ()
+    ):
         self.tmp, self.count = tmp, 0
         self.log = open(tmp / "fork_server.err", "w+")
-        self.proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "scripts" / "fork_server.py"), *preload],
-                                     env=child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True, cwd=str(REPO_ROOT))
-        self.answers: "queue.Queue[str]" = queue.Queue()
-        threading.Thread(target=lambda: [self.answers.put(line) for line in self.proc.stdout], daemon=True).start()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "fork_server.py"), *preload],
+            env=child_env(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            cwd=str(REPO_ROOT),
+        )
+        self.answers: queue.Queue[str] = queue.Queue()
+        threading.Thread(
+            target=lambda: [self.answers.put(line) for line in self.proc.stdout], daemon=True
+        ).start()
 
     def answer(self, timeout: float) -> Optional[dict]:
         """The server's next answer line, or None after ``timeout`` s."""
         try:
-            return json.loads(self.answers.get(timeout=timeout) if timeout else self.answers.get_nowait())
+            return json.loads(
+                self.answers.get(timeout=timeout) if timeout else self.answers.get_nowait()
+            )
         except queue.Empty:
             return None
 
-    def start(self, args: Sequence[str], timeout: float = 60, cwd: Optional[Path] = None,
-              env: Optional[Dict[str, str]] = None) -> ForkedRun:
-        """Start ``python ARGS`` (``ARGS[0]`` a script) in a forked child, in ``cwd``, with ``env`` added to its
-        environment; returns once it runs."""
+    def start(
+        self,
+        args: Sequence[str],
+        timeout: float = 60,
+        cwd: Optional[Path] = None,
+        env: Optional[dict[str, str]] = None,
+    ) -> ForkedRun:
+        """Start ``python ARGS`` (``ARGS[0]`` a script) in a forked child, in ``cwd``, with ``env``
+        added to its environment; returns once it runs."""
         self.count += 1
         out, err = (self.tmp / f"run{self.count}.{kind}" for kind in ("out", "err"))
-        request = {"argv": [str(a) for a in args], "stdout": str(out), "stderr": str(err), "cwd": str(cwd or REPO_ROOT),
-                   "env": dict(env or {})}
+        request = {
+            "argv": [str(a) for a in args],
+            "stdout": str(out),
+            "stderr": str(err),
+            "cwd": str(cwd or REPO_ROOT),
+            "env": dict(env or {}),
+        }
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         started = self.answer(timeout)
         if started is None:
             self.log.seek(0)
-            raise AssertionError(f"the fork server did not start {list(args)}:\n{self.log.read()[-3000:]}")
+            raise AssertionError(
+                f"the fork server did not start {list(args)}:\n{self.log.read()[-3000:]}"
+            )
         return ForkedRun(self, [str(a) for a in args], started["pid"], out, err)
 
-    def run(self, args: Sequence[str], timeout: float = 120, check: bool = True, cwd: Optional[Path] = None,
-            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
-        """Run ``python ARGS`` in a forked child to its end; the finished process, output captured."""
+    def run(
+        self,
+        args: Sequence[str],
+        timeout: float = 120,
+        check: bool = True,
+        cwd: Optional[Path] = None,
+        env: Optional[dict[str, str]] = None,
+    ) -> subprocess.CompletedProcess:
+        """Run ``python ARGS`` in a forked child to its end; the finished process, output
+        captured."""
         forked = self.start(args, cwd=cwd, env=env)
         forked.wait(timeout)
-        proc = subprocess.CompletedProcess(list(args), forked.returncode, forked.stdout(), forked.err.read_text())
+        proc = subprocess.CompletedProcess(
+            list(args), forked.returncode, forked.stdout(), forked.err.read_text()
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"python {' '.join(map(str, args))} exited {proc.returncode}\n--- stdout\n"
-                                 f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+            raise AssertionError(
+                f"python {' '.join(map(str, args))} exited {proc.returncode}\n--- stdout\n"
+                f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+            )
         return proc
 
     def close(self) -> None:
@@ -235,23 +296,38 @@ class ForkServer:
         self.log.close()
 
 
-def run_python(args: Sequence[str], env: Optional[Dict[str, str]] = None, timeout: float = 120, check: bool = True,
-               cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+def run_python(
+    args: Sequence[str],
+    env: Optional[dict[str, str]] = None,
+    timeout: float = 120,
+    check: bool = True,
+    cwd: Optional[Path] = None,
+) -> subprocess.CompletedProcess:
     """Run ``python ARGS`` and return the finished process (stdout/stderr captured as text)."""
-    child = subprocess.Popen([sys.executable, *args], env=child_env(env), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=str(cwd or REPO_ROOT))
+    child = subprocess.Popen(
+        [sys.executable, *args],
+        env=child_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(cwd or REPO_ROOT),
+    )
     out, err = communicate(child, timeout)
     proc = subprocess.CompletedProcess(child.args, child.returncode, out, err)
     if check and proc.returncode != 0:
-        raise AssertionError(f"python {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"python {' '.join(args)} exited {proc.returncode}\n--- "
+            f"stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
-_AGENTS: Dict[int, ForkServer] = {}
+_AGENTS: dict[int, ForkServer] = {}
 
 
 def _agent_server() -> ForkServer:
-    """This process's fork server for torchrun agents (``torch.distributed.run`` imported once, not per launch)."""
+    """This process's fork server for torchrun agents (``torch.distributed.run`` imported once, not
+    per launch)."""
     if os.getpid() not in _AGENTS:
         import atexit
         import shutil
@@ -269,34 +345,69 @@ def _agent_server() -> ForkServer:
     return _AGENTS[os.getpid()]
 
 
-def torchrun(script_args: Sequence[str], nproc: int = 2, nnodes: int = 1, env: Optional[Dict[str, str]] = None,
-             timeout: float = 180, check: bool = True, extra_launcher_args: Sequence[str] = (),
-             frameworks: bool = False) -> List[subprocess.CompletedProcess]:
-    """Launch ``torchrun`` on loopback; with ``nnodes > 1`` one torchrun per node, all on this machine.
+def torchrun(
+    script_args: Sequence[str],
+    nproc: int = 2,
+    nnodes: int = 1,
+    env: Optional[dict[str, str]] = None,
+    timeout: float = 180,
+    check: bool = True,
+    extra_launcher_args: Sequence[str] = (),
+    frameworks: bool = False,
+) -> list[subprocess.CompletedProcess]:
+    """Launch ``torchrun`` on loopback; with ``nnodes > 1`` one torchrun per node, all on this
+    machine.
 
-    Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``. Node 0's agent
-    is forked from a server that imported ``torch.distributed.run`` once (the other nodes' agents run at the same
-    time, each its own Python); every worker is its own Python, as torchrun starts it, that hands its script over
-    to this process's :func:`handoff.handoff_server` (``frameworks``: the one that imported the frameworks too).
+    Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``. Node
+    0's agent is forked from a server that imported ``torch.distributed.run`` once (the other nodes'
+    agents run at the same time, each its own Python); every worker is its own Python, as torchrun
+    starts it, that hands its script over to this process's :func:`handoff.handoff_server`
+    (``frameworks``: the one that imported the frameworks too).
     """
     from handoff import handoff_server
 
     env = {**handoff_server(frameworks).env(), **(env or {})}
     port = free_port()
-    launcher_args = ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1",
-                     "--master-port", str(port), *extra_launcher_args]
-    node_args = [launcher_args + (["--node-rank", str(node)] if nnodes > 1 else []) + list(script_args)
-                 for node in range(nnodes)]
-    agent = _agent_server().start([REPO_ROOT / "tests" / "scripts" / "torchrun_agent.py", *node_args[0]],
-                                  env=child_env(env))
-    procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=child_env(env),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
-             for args in node_args[1:]]
+    launcher_args = [
+        "--nnodes",
+        str(nnodes),
+        "--nproc-per-node",
+        str(nproc),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        *extra_launcher_args,
+    ]
+    node_args = [
+        launcher_args + (["--node-rank", str(node)] if nnodes > 1 else []) + list(script_args)
+        for node in range(nnodes)
+    ]
+    agent = _agent_server().start(
+        [REPO_ROOT / "tests" / "scripts" / "torchrun_agent.py", *node_args[0]], env=child_env(env)
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", *args],
+            env=child_env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(REPO_ROOT),
+        )
+        for args in node_args[1:]
+    ]
     results = []
     try:
         agent.wait(timeout)
-        results.append(subprocess.CompletedProcess([sys.executable, "-m", "torch.distributed.run", *node_args[0]],
-                                                   agent.returncode, agent.stdout(), agent.err.read_text()))
+        results.append(
+            subprocess.CompletedProcess(
+                [sys.executable, "-m", "torch.distributed.run", *node_args[0]],
+                agent.returncode,
+                agent.stdout(),
+                agent.err.read_text(),
+            )
+        )
         for p in procs:
             out, err = communicate(p, timeout)
             results.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
@@ -309,19 +420,23 @@ def torchrun(script_args: Sequence[str], nproc: int = 2, nnodes: int = 1, env: O
     if check:
         for r in results:
             if r.returncode != 0:
-                raise AssertionError(f"torchrun exited {r.returncode}\n--- stdout\n{r.stdout[-4000:]}\n--- stderr\n{r.stderr[-6000:]}")
+                raise AssertionError(
+                    f"torchrun exited {r.returncode}\n--- stdout\n{r.stdout[-4000:]}\n--- "
+                    f"stderr\n{r.stderr[-6000:]}"
+                )
     return results
 
 
-def kill_at_step(victim: subprocess.Popen, step: int, err: Path) -> List[dict]:
-    """Read ``victim``'s ``STEP {json}`` lines up to ``step`` (the child prints it once that step's checkpoint is on
-    disk), SIGKILL its process group, check the kill and the steps 1..``step``, and return the records read.
-    ``err``: the child's stderr file, shown when the steps are not there."""
-    seen: List[dict] = []
+def kill_at_step(victim: subprocess.Popen, step: int, err: Path) -> list[dict]:
+    """Read ``victim``'s ``STEP {json}`` lines up to ``step`` (the child prints it once that step's
+    checkpoint is on disk), SIGKILL its process group, check the kill and the steps 1..``step``, and
+    return the records read. ``err``: the child's stderr file, shown when the steps are not
+    there."""
+    seen: list[dict] = []
     try:
         for line in victim.stdout:
             if line.startswith("STEP"):
-                seen.append(json.loads(line[len("STEP"):]))
+                seen.append(json.loads(line[len("STEP") :]))
                 if seen[-1]["step"] == step:
                     break
     finally:
@@ -332,25 +447,25 @@ def kill_at_step(victim: subprocess.Popen, step: int, err: Path) -> List[dict]:
     return seen
 
 
-def json_lines(text: str, prefix: str = "") -> List[dict]:
+def json_lines(text: str, prefix: str = "") -> list[dict]:
     """Parse the lines of ``text`` that start with ``prefix`` and then hold a JSON object."""
     rows = []
     for line in text.splitlines():
         if line.startswith(prefix):
-            body = line[len(prefix):].strip()
+            body = line[len(prefix) :].strip()
             if body.startswith("{"):
                 rows.append(json.loads(body))
     return rows
 
 
-def step_records(path: Path) -> Tuple[List[dict], List[str]]:
-    """The per-step records seeder writes under ``$SEEDER_STEPS`` (``seeder._run.steps``), one per step in step order,
-    and the digests written at exits.
+def step_records(path: Path) -> tuple[list[dict], list[str]]:
+    """The per-step records seeder writes under ``$SEEDER_STEPS`` (``seeder._run.steps``), one per
+    step in step order, and the digests written at exits.
 
-    Runs that append to one file (a run, its kills, its resumes) record a redone step again: every record of a step
-    must be equal (else AssertionError). A line a kill cut short is skipped.
+    Runs that append to one file (a run, its kills, its resumes) record a redone step again: every
+    record of a step must be equal (else AssertionError). A line a kill cut short is skipped.
     """
-    by_step: Dict[int, dict] = {}
+    by_step: dict[int, dict] = {}
     digests = []
     for line in path.read_text().splitlines() if path.exists() else []:
         try:
@@ -366,19 +481,25 @@ def step_records(path: Path) -> Tuple[List[dict], List[str]]:
 
 
 def global_rng_fingerprint() -> tuple:
-    """Exact, comparable states of Python ``random``, NumPy's global RNG and torch's CPU generator."""
+    """Exact, comparable states of Python ``random``, NumPy's global RNG and torch's CPU
+    generator."""
     import random
 
     import numpy as np
     import torch
 
     kind, key, pos, has_gauss, cached = np.random.get_state()
-    return (random.getstate(), (kind, key.tobytes(), pos, has_gauss, cached), torch.get_rng_state().numpy().tobytes())
+    return (
+        random.getstate(),
+        (kind, key.tobytes(), pos, has_gauss, cached),
+        torch.get_rng_state().numpy().tobytes(),
+    )
 
 
 def trained_samples(paths, keep=None):
-    """``({(epoch, index): tensor}, Counter of (epoch, index))`` from files of ``(epoch, step, indices, rows, ...)``
-    records (the elastic integration tests' ranks write them); ``keep(epoch, step)`` filters records."""
+    """``({(epoch, index): tensor}, Counter of (epoch, index))`` from files of ``(epoch, step,
+    indices, rows, ...)`` records (the elastic integration tests' ranks write them); ``keep(epoch,
+    step)`` filters records."""
     import collections
 
     import torch

@@ -5,21 +5,32 @@ module, at its top) that needs one calls :func:`need`: where the package is abse
 skips with the reason. DALI is the exception CI makes: with ``SEEDER_REQUIRE_DALI=1`` (set by
 ``.ci/run``) a missing DALI is an error, not a skip.
 """
+
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import os
+from collections.abc import Iterable
 from types import ModuleType
-from typing import Iterable
 
 import pytest
 
 #: The extra of ``setup.py`` that installs each optional package (by top-level module).
-EXTRAS = {"lightning": "lightning", "jsonargparse": "lightning", "transformers": "transformers",
-          "accelerate": "accelerate", "datasets": "test", "torchdata": "test", "scipy": "plot",
-          "matplotlib": "plot", "nbclient": "plot", "nbformat": "plot", "tqdm": "plot",
-          "nvidia": "dali"}
+EXTRAS = {
+    "lightning": "lightning",
+    "jsonargparse": "lightning",
+    "transformers": "transformers",
+    "accelerate": "accelerate",
+    "datasets": "test",
+    "torchdata": "test",
+    "scipy": "plot",
+    "matplotlib": "plot",
+    "nbclient": "plot",
+    "nbformat": "plot",
+    "tqdm": "plot",
+    "nvidia": "dali",
+}
 
 
 def need(module: str, why: str = "") -> ModuleType:

@@ -1,4 +1,6 @@
-"""SeederAccelerator: a prepared seeder.DataLoader keeps order and position; save_state/load_state resume exactly."""
+"""SeederAccelerator: a prepared seeder.DataLoader keeps order and position; save_state/load_state
+resume exactly."""
+
 from __future__ import annotations
 
 import os
@@ -28,7 +30,9 @@ def train(ckpt, stop=None, resume=False, workers=2):
     s.reseed(0, 0)
     model = Tiny()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    loader = seeder.DataLoader(Augmented(), batch_size=8, shuffle=True, num_workers=workers, seeder=s)
+    loader = seeder.DataLoader(
+        Augmented(), batch_size=8, shuffle=True, num_workers=workers, seeder=s
+    )
     model, opt, prepared = acc.prepare(model, opt, loader)
     assert isinstance(prepared, PreparedLoader) and prepared.loader is loader
     step, start, losses = 0, 0, {}
@@ -78,7 +82,9 @@ def test_prepared_loader_marks_epoch_end_and_skip_is_o1(tmp_path):
 
     _, _, prepared = train(str(tmp_path), stop=3, workers=0)
     acc = prepared.gradient_state
-    flags = [acc.end_of_dataloader for _ in prepared]  # a new pass of the same epoch starts at batch 0
+    flags = [
+        acc.end_of_dataloader for _ in prepared
+    ]  # a new pass of the same epoch starts at batch 0
     assert len(flags) == STEPS and flags[-1] and not any(flags[:-1])
     load_checkpoint_state(str(tmp_path), prepared.loader.seeder)  # back to batch 3
     sa = SeederAccelerator(cpu=True, seeder=prepared.loader.seeder)

@@ -9,6 +9,7 @@ not. SeederAccelerator keeps the loader: each rank iterates its own share;
 final weights of the uninterrupted run), and accelerate's gradient state marks exactly the last
 batch of each epoch.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,7 +32,7 @@ _spec.loader.exec_module(child)  # type: ignore[union-attr]
 class Items(torch.utils.data.IterableDataset):
     def __iter__(self):
         share = seeder.data.stream_share()
-        return iter(torch.arange(16.0)[share.index::share.count])
+        return iter(torch.arange(16.0)[share.index :: share.count])
 
 
 def test_prepare_keeps_the_stream_loader_and_yields_its_batches():
@@ -93,15 +94,18 @@ def check(out, world):
         want = [(e, s) for e in range(child.EPOCHS) for s in range(steps)]
         assert [(e, s) for e, s, *_ in full] == want
         assert [r[5] for r in full] == ([False] * (steps - 1) + [True]) * child.EPOCHS
-        rest = full[child.STOP + 1:]
+        rest = full[child.STOP + 1 :]
         assert len(resumed) == len(rest)
         for a, b in zip(resumed, rest):
             assert a[:2] == b[:2] and a[5] == b[5]
             assert all(torch.equal(x, y) for x, y in zip(a[2:5], b[2:5])), a[:2]
         assert again == digest
     for epoch in range(child.EPOCHS):
-        rows = [r for rank in range(world)
-                for r in torch.load(out / f"full{world}_{rank}.pt", weights_only=True)[0]]
+        rows = [
+            r
+            for rank in range(world)
+            for r in torch.load(out / f"full{world}_{rank}.pt", weights_only=True)[0]
+        ]
         items = [int(i) for e, _, index, *_ in rows if e == epoch for i in index]
         assert sorted(items) == list(range(child.N))
 

@@ -1,12 +1,15 @@
-"""The layout of docs/layout.md, checked on the source: module and class size, private names, one-way imports.
+"""The layout of docs/layout.md, checked on the source: module and class size, private names,
+one-way imports.
 
-Each rule is a function from one module to the problems it finds. ``test_each_rule_fails_on_a_bad_module``
-feeds every rule a synthetic bad package and watches it fail; ``KNOWN`` names the problems whose fix
+Each rule is a function from one module to the problems it finds.
+``test_each_rule_fails_on_a_bad_module`` feeds every rule a synthetic bad package and watches it
+fail; ``KNOWN`` names the problems whose fix
 belongs to another change, and ``test_known_exceptions_are_still_needed`` fails once one is fixed.
 """
+
 import ast
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -20,36 +23,67 @@ MAX_CLASS_LINES = 400  # and a class several responsibilities
 # Layers from the bottom up (docs/layout.md, "Import order"): a module may import its own layer or a
 # lower one. A module's layer is that of the longest dotted prefix listed here.
 LAYERS = {
-    "_errors": 0, "_checks": 0, "_internals": 0, "_atomic": 0,
-    "_seeding.derive": 0, "_seeding.seedseq": 0, "_seeding.fastrng": 0, "_seeding.announce": 0,
-    "_seeding.rngbase": 1, "_seeding.rngs": 1, "_seeding.rngs_torch": 1, "_seeding.distributed": 1,
-    "_run.draws": 1, "_run.digest": 1, "_run.fingerprint": 1, "_run.where": 1, "_run.modules": 1,
+    "_errors": 0,
+    "_checks": 0,
+    "_internals": 0,
+    "_atomic": 0,
+    "_seeding.derive": 0,
+    "_seeding.seedseq": 0,
+    "_seeding.fastrng": 0,
+    "_seeding.announce": 0,
+    "_seeding.rngbase": 1,
+    "_seeding.rngs": 1,
+    "_seeding.rngs_torch": 1,
+    "_seeding.distributed": 1,
+    "_run.draws": 1,
+    "_run.digest": 1,
+    "_run.fingerprint": 1,
+    "_run.where": 1,
+    "_run.modules": 1,
     "env": 1,
-    "_seeding.participant": 2, "_seeding.registry": 2, "_seeding.foreign": 2, "_state": 2,
-    "_run": 2, "verify": 2,
-    "_seeding.core": 3, "_seeding.default": 3,
-    "_checkpoint": 4, "_checkpoint_file": 4, "data": 4,
+    "_seeding.participant": 2,
+    "_seeding.registry": 2,
+    "_seeding.foreign": 2,
+    "_state": 2,
+    "_run": 2,
+    "verify": 2,
+    "_seeding.core": 3,
+    "_seeding.default": 3,
+    "_checkpoint": 4,
+    "_checkpoint_file": 4,
+    "data": 4,
     "integrations": 5,
-    "_cli": 6, "__init__": 6, "__main__": 6, "pyt": 6,
+    "_cli": 6,
+    "__init__": 6,
+    "__main__": 6,
+    "pyt": 6,
 }
 #: What the tools (``env``, ``verify``) never import: they need no Seeder, state or data path.
 NOT_FOR_TOOLS = ("_seeding.core", "_seeding.default", "_state", "data", "_checkpoint")
 
-# Private names of other libraries that seeder may read: exactly those listed (and checked) in seeder/_internals.py,
-# plus sys._getframe: seeder._seeding.foreign names the user's line that called a foreign seeding function (and the
-# framework function on the stack), the one place seeder reads the call stack.
-THIRD_PARTY_PRIVATE = {part for item in INTERNALS.values() for part in item.name.replace(" ", ".").split(".")
-                       if part.startswith("_")} | {"_getframe"}
-# Not yet in seeder/_internals.py: datasets' IterableDataset._ex_iterable/_distributed (seeder/data/_streams.py and
-# iterable.py: a shuffle buffer's presence, a split by node).
+# Private names of other libraries that seeder may read: exactly those listed (and checked) in
+# seeder/_internals.py, plus sys._getframe: seeder._seeding.foreign names the user's line that
+# called a foreign seeding function (and the framework function on the stack), the one place seeder
+# reads the call stack.
+THIRD_PARTY_PRIVATE = {
+    part
+    for item in INTERNALS.values()
+    for part in item.name.replace(" ", ".").split(".")
+    if part.startswith("_")
+} | {"_getframe"}
+# Not yet in seeder/_internals.py: datasets' IterableDataset._ex_iterable/_distributed
+# (seeder/data/_streams.py and iterable.py: a shuffle buffer's presence, a split by node).
 THIRD_PARTY_PRIVATE |= {"_ex_iterable", "_distributed"}
+# argparse's type of ``add_subparsers()``, named in annotations only (typeshed has no public name).
+THIRD_PARTY_PRIVATE |= {"_SubParsersAction"}
 
 # Known problems not fixed yet: (rule, module) -> {problem text: why}.
 # Remove an entry when its fix lands (test_known_exceptions_are_still_needed says when).
-KNOWN: Dict[Tuple[str, str], Dict[str, str]] = {}
+KNOWN: dict[tuple[str, str], dict[str, str]] = {}
 
 
-# ------------------------------------------------------------------------------------------- reading the source
+# -------------------------------------------------------------------------------------------
+# reading the source
 def module_name(path: Path, pkg: Path = PKG) -> str:
     rel = path.relative_to(pkg).with_suffix("")
     return ".".join(p for p in rel.parts if p != "__init__") or "__init__"
@@ -58,13 +92,18 @@ def module_name(path: Path, pkg: Path = PKG) -> str:
 def _prefix(name: str, table) -> str:
     """The longest dotted prefix of ``name`` that ``table`` lists ('' if none)."""
     parts = name.split(".")
-    return next((".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in table), "")
+    return next(
+        (".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in table), ""
+    )
 
 
 def layer(name: str) -> int:
     key = _prefix(name, LAYERS)
     if not key:
-        raise AssertionError(f"seeder.{name} is not in the layout of docs/layout.md; add it to tests/test_architecture.py")
+        raise AssertionError(
+            f"seeder.{name} is not in the layout of docs/layout.md; add it to "
+            f"tests/test_architecture.py"
+        )
     return LAYERS[key]
 
 
@@ -74,24 +113,31 @@ def _is_module(pkg: Path, dotted: str) -> bool:
 
 
 def _resolve(pkg: Path, dotted: str, name: str) -> str:
-    """The seeder module ``from seeder.<dotted> import name`` reads: the submodule if ``name`` is one."""
+    """The seeder module ``from seeder.<dotted> import name`` reads: the submodule if ``name`` is
+    one."""
     sub = f"{dotted}.{name}".strip(".")
     if _is_module(pkg, sub):
         return sub
     return dotted or "__init__"
 
 
-def _import_targets(node: ast.AST, path: Path, pkg: Path) -> Iterator[Tuple[str, ast.alias]]:
+def _import_targets(node: ast.AST, path: Path, pkg: Path) -> Iterator[tuple[str, ast.alias]]:
     """(seeder module, alias) for each name of one ``import`` / ``from ... import`` statement."""
     here = module_name(path, pkg)
-    package = [] if here == "__init__" else here.split(".") if path.name == "__init__.py" else here.split(".")[:-1]
+    package = (
+        []
+        if here == "__init__"
+        else here.split(".")
+        if path.name == "__init__.py"
+        else here.split(".")[:-1]
+    )
     root = pkg.name
     if isinstance(node, ast.ImportFrom):
         if node.level:
             base = package[: len(package) - (node.level - 1)]
             dotted = ".".join([*base, *(node.module.split(".") if node.module else [])])
         elif node.module and (node.module == root or node.module.startswith(root + ".")):
-            dotted = node.module[len(root) + 1:]
+            dotted = node.module[len(root) + 1 :]
         else:
             return
         for alias in node.names:
@@ -99,35 +145,44 @@ def _import_targets(node: ast.AST, path: Path, pkg: Path) -> Iterator[Tuple[str,
     elif isinstance(node, ast.Import):
         for alias in node.names:
             if alias.name == root or alias.name.startswith(root + "."):
-                yield alias.name[len(root) + 1:] or "__init__", alias
+                yield alias.name[len(root) + 1 :] or "__init__", alias
 
 
-def imports(path: Path, pkg: Path = PKG) -> Iterator[Tuple[str, str, int]]:
+def imports(path: Path, pkg: Path = PKG) -> Iterator[tuple[str, str, int]]:
     """(seeder module imported, name taken from it, line) for every import in ``path``.
 
-    Sees relative imports at any depth (``from .. import x`` is the package root, ``__init__``), imports
-    inside functions, and string imports: ``importlib.import_module("seeder.x")`` and any string literal that
-    is exactly a seeder module's dotted path in a module that calls ``import_module``.
+    Sees relative imports at any depth (``from .. import x`` is the package root, ``__init__``),
+    imports inside functions, and string imports: ``importlib.import_module("seeder.x")`` and any
+    string literal that is exactly a seeder module's dotted path in a module that calls
+    ``import_module``.
     """
     tree = ast.parse(path.read_text(), str(path))
     root = pkg.name
-    string_imports = any((isinstance(n, ast.Name) and n.id == "import_module")
-                         or (isinstance(n, ast.Attribute) and n.attr == "import_module") for n in ast.walk(tree))
+    string_imports = any(
+        (isinstance(n, ast.Name) and n.id == "import_module")
+        or (isinstance(n, ast.Attribute) and n.attr == "import_module")
+        for n in ast.walk(tree)
+    )
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for target, alias in _import_targets(node, path, pkg):
                 yield target, alias.name, node.lineno
-        elif string_imports and isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and node.value.startswith(root + ".") and node.value[len(root) + 1:] \
-                and _is_module(pkg, node.value[len(root) + 1:]):
-            yield node.value[len(root) + 1:], "*", node.lineno
+        elif (
+            string_imports
+            and isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith(root + ".")
+            and node.value[len(root) + 1 :]
+            and _is_module(pkg, node.value[len(root) + 1 :])
+        ):
+            yield node.value[len(root) + 1 :], "*", node.lineno
 
 
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
-def private_names_defined(tree: ast.AST) -> Set[str]:
+def private_names_defined(tree: ast.AST) -> set[str]:
     """Private functions, classes, variables and attributes (``x._a = ...``) a module defines."""
     names = set()
     for node in ast.walk(tree):
@@ -140,32 +195,42 @@ def private_names_defined(tree: ast.AST) -> Set[str]:
     return {n for n in names if _private(n)}
 
 
-def private_owners(pkg: Path = PKG) -> Dict[str, Set[str]]:
+def private_owners(pkg: Path = PKG) -> dict[str, set[str]]:
     """Each private name -> the seeder modules that define it."""
-    owners: Dict[str, Set[str]] = {}
+    owners: dict[str, set[str]] = {}
     for p in sorted(pkg.rglob("*.py")):
         for name in private_names_defined(ast.parse(p.read_text())):
             owners.setdefault(name, set()).add(module_name(p, pkg))
     return owners
 
 
-# ------------------------------------------------------------------------------------------------- the rules
-def check_size(path: Path, pkg: Path = PKG) -> List[str]:
+# -------------------------------------------------------------------------------------------------
+# the rules
+def check_size(path: Path, pkg: Path = PKG) -> list[str]:
     n = len(path.read_text().splitlines())
-    return [f"{n} lines (at most {MAX_MODULE_LINES}: one concept per file)"] if n > MAX_MODULE_LINES else []
+    return (
+        [f"{n} lines (at most {MAX_MODULE_LINES}: one concept per file)"]
+        if n > MAX_MODULE_LINES
+        else []
+    )
 
 
-def check_class_size(path: Path, pkg: Path = PKG) -> List[str]:
-    return [f"class {node.name}: {node.end_lineno - node.lineno + 1} lines (at most {MAX_CLASS_LINES})"
-            for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES]
+def check_class_size(path: Path, pkg: Path = PKG) -> list[str]:
+    return [
+        f"class {node.name}: {node.end_lineno - node.lineno + 1} lines (at most {MAX_CLASS_LINES})"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
+    ]
 
 
-def check_private_imports(path: Path, pkg: Path = PKG) -> List[str]:
+def check_private_imports(path: Path, pkg: Path = PKG) -> list[str]:
     """``from .x import _y`` and ``x._y`` where ``x`` is another seeder module."""
     here = module_name(path, pkg)
-    bad = [f"line {line}: {name} from seeder.{target}" for target, name, line in imports(path, pkg)
-           if target != here and _private(name) and target.split(".")[-1] != name]  # a private module is fine
+    bad = [
+        f"line {line}: {name} from seeder.{target}"
+        for target, name, line in imports(path, pkg)
+        if target != here and _private(name) and target.split(".")[-1] != name
+    ]  # a private module is fine
     tree = ast.parse(path.read_text())
     modules = {}  # local name -> the seeder module it is bound to
     for node in ast.walk(tree):
@@ -176,38 +241,56 @@ def check_private_imports(path: Path, pkg: Path = PKG) -> List[str]:
                 elif isinstance(node, ast.ImportFrom) and target.split(".")[-1] == alias.name:
                     modules[alias.asname or alias.name] = target
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
-                and _private(node.attr) and modules[node.value.id] != here:
-            bad.append(f"line {node.lineno}: {node.value.id}.{node.attr} (seeder.{modules[node.value.id]})")
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and _private(node.attr)
+            and modules[node.value.id] != here
+        ):
+            bad.append(
+                f"line {node.lineno}: {node.value.id}.{node.attr} (seeder.{modules[node.value.id]})"
+            )
     return bad
 
 
 def _on_self(node: ast.Attribute) -> bool:
-    """``self._x`` / ``cls._x``: an object using what its class (or a framework base class) defines."""
+    """``self._x`` / ``cls._x``: an object using what its class (or a framework base class)
+    defines."""
     return isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
 
 
-def check_private_attributes(path: Path, pkg: Path = PKG, owners: Dict[str, Set[str]] = None) -> List[str]:
-    """``obj._x`` on another object is allowed only when ``_x`` is defined in this module and in no other.
+def check_private_attributes(
+    path: Path, pkg: Path = PKG, owners: dict[str, set[str]] = None
+) -> list[str]:
+    """``obj._x`` on another object is allowed only when ``_x`` is defined in this module and in no
+    other.
 
-    A same-named attribute of the reader does not make ``sampler._seeder`` its own: if another seeder
-    module defines ``_seeder`` too, the read may reach into that module's object.
+    A same-named attribute of the reader does not make ``sampler._seeder`` its own: if another
+    seeder module defines ``_seeder`` too, the read may reach into that module's object.
     """
     owners = private_owners(pkg) if owners is None else owners
     here = module_name(path, pkg)
     bad = []
     for n in ast.walk(ast.parse(path.read_text())):
-        if isinstance(n, ast.Attribute) and _private(n.attr) and not _on_self(n) and n.attr not in THIRD_PARTY_PRIVATE:
+        if (
+            isinstance(n, ast.Attribute)
+            and _private(n.attr)
+            and not _on_self(n)
+            and n.attr not in THIRD_PARTY_PRIVATE
+        ):
             mine = owners.get(n.attr, set())
             if here not in mine:
                 bad.append(f"line {n.lineno}: .{n.attr} (defined in no class of this module)")
             elif mine != {here}:
                 others = ", ".join(sorted(f"seeder.{m}" for m in mine - {here}))
-                bad.append(f"line {n.lineno}: .{n.attr} (also defined in {others}: whose object is it?)")
+                bad.append(
+                    f"line {n.lineno}: .{n.attr} (also defined in {others}: whose object is it?)"
+                )
     return bad
 
 
-def check_one_way(path: Path, pkg: Path = PKG) -> List[str]:
+def check_one_way(path: Path, pkg: Path = PKG) -> list[str]:
     here = module_name(path, pkg)
     mine = here.split(".")[0]
     bad = []
@@ -215,38 +298,58 @@ def check_one_way(path: Path, pkg: Path = PKG) -> List[str]:
         theirs = target.split(".")[0]
         if target == here or (theirs == mine and _prefix(target, LAYERS) == _prefix(here, LAYERS)):
             continue
-        if (theirs == "integrations" and mine != "integrations") or layer(target) > layer(here) \
-                or {mine, theirs} == {"data", "env"} \
-                or (mine in ("env", "verify") and _prefix(target, {k: 0 for k in NOT_FOR_TOOLS})):
+        if (
+            (theirs == "integrations" and mine != "integrations")
+            or layer(target) > layer(here)
+            or {mine, theirs} == {"data", "env"}
+            or (mine in ("env", "verify") and _prefix(target, {k: 0 for k in NOT_FOR_TOOLS}))
+        ):
             bad.append(f"line {line}: imports seeder.{target}")
     return bad
 
 
-def check_exports(path: Path, pkg: Path = PKG) -> List[str]:
-    """A module's ``__all__`` lists what it defines: no re-export lists, no module standing in for another.
+def check_exports(path: Path, pkg: Path = PKG) -> list[str]:
+    """A module's ``__all__`` lists what it defines: no re-export lists, no module standing in for
+    another.
 
-    Package ``__init__`` files are the public surface (``seeder``, ``seeder.verify``) and may gather names.
+    Package ``__init__`` files are the public surface (``seeder``, ``seeder.verify``) and may gather
+    names.
     """
     if path.name == "__init__.py":
         return []
     tree = ast.parse(path.read_text())
-    bad = [f"line {n.lineno}: replaces itself in sys.modules" for n in ast.walk(tree)
-           if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and ast.unparse(n.value) == "sys.modules"]
+    bad = [
+        f"line {n.lineno}: replaces itself in sys.modules"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.ctx, ast.Store)
+        and ast.unparse(n.value) == "sys.modules"
+    ]
     defined, imported = set(), set()
     for node in tree.body:
         for n in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 defined.add(n.name)
             elif isinstance(n, (ast.Assign, ast.AnnAssign)):
-                defined |= {t.id for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                            for t in ast.walk(target) if isinstance(t, ast.Name)}
+                defined |= {
+                    t.id
+                    for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                    for t in ast.walk(target)
+                    if isinstance(t, ast.Name)
+                }
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
                 imported |= {(a.asname or a.name).split(".")[0] for a in n.names}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets) \
-                and isinstance(node.value, (ast.List, ast.Tuple)):
-            bad += [f"line {node.lineno}: __all__ lists {e.value}, defined elsewhere" for e in node.value.elts
-                    if isinstance(e, ast.Constant) and e.value not in defined]
+        if (
+            isinstance(node, ast.Assign)
+            and any(getattr(t, "id", None) == "__all__" for t in node.targets)
+            and isinstance(node.value, (ast.List, ast.Tuple))
+        ):
+            bad += [
+                f"line {node.lineno}: __all__ lists {e.value}, defined elsewhere"
+                for e in node.value.elts
+                if isinstance(e, ast.Constant) and e.value not in defined
+            ]
     return bad
 
 
@@ -254,31 +357,51 @@ def check_exports(path: Path, pkg: Path = PKG) -> List[str]:
 #: that called it; seeder locate's recorder (a tool, never on the training data path) names the
 #: user's line of each operation.
 STACK_READERS = {"_seeding.foreign", "_run.where"}
-#: Call-stack and garbage-collector reads: who is calling is for the caller to say (a loader tells its sampler).
-STACK_READS = {"_getframe", "f_back", "f_locals", "extract_stack", "currentframe", "get_referrers", "get_referents"}
+#: Call-stack and garbage-collector reads: who is calling is for the caller to say (a loader tells
+#: its sampler).
+STACK_READS = {
+    "_getframe",
+    "f_back",
+    "f_locals",
+    "extract_stack",
+    "currentframe",
+    "get_referrers",
+    "get_referents",
+}
 
 
-def check_stack_reads(path: Path, pkg: Path = PKG) -> List[str]:
-    """Reads of the call stack or of the garbage collector's referrers outside :data:`STACK_READERS`."""
+def check_stack_reads(path: Path, pkg: Path = PKG) -> list[str]:
+    """Reads of the call stack or of the garbage collector's referrers
+    outside :data:`STACK_READERS`."""
     if module_name(path, pkg) in STACK_READERS:
         return []
     tree = ast.parse(path.read_text())
-    return [f"line {node.lineno}: reads .{node.attr}" for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and node.attr in STACK_READS]
+    return [
+        f"line {node.lineno}: reads .{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in STACK_READS
+    ]
 
 
-RULES = {"size": check_size, "class_size": check_class_size, "exports": check_exports,
-         "private_imports": check_private_imports, "private_attributes": check_private_attributes, "one_way": check_one_way,
-         "stack_reads": check_stack_reads}
+RULES = {
+    "size": check_size,
+    "class_size": check_class_size,
+    "exports": check_exports,
+    "private_imports": check_private_imports,
+    "private_attributes": check_private_attributes,
+    "one_way": check_one_way,
+    "stack_reads": check_stack_reads,
+}
 
 
-def problems(rule: str, path: Path, pkg: Path = PKG, **kw) -> List[str]:
+def problems(rule: str, path: Path, pkg: Path = PKG, **kw) -> list[str]:
     """What ``rule`` finds in ``path``, less the known exceptions."""
     known = KNOWN.get((rule, module_name(path, pkg)), {}) if pkg == PKG else {}
     return [p for p in RULES[rule](path, pkg, **kw) if not any(k in p for k in known)]
 
 
-# ------------------------------------------------------------------------------------------------- the tests
+# -------------------------------------------------------------------------------------------------
+# the tests
 def test_modules_are_small():
     big = {str(p.relative_to(PKG.parent)): problems("size", p) for p in MODULES}
     assert not {k: v for k, v in big.items() if v}
@@ -308,12 +431,16 @@ def test_no_private_attributes_of_other_modules_objects(path, owners):
 
 def test_modules_export_what_they_define():
     bad = {module_name(p): problems("exports", p) for p in MODULES}
-    assert not {k: v for k, v in bad.items() if v}, "re-exports (import the name from the module that defines it)"
+    assert not {k: v for k, v in bad.items() if v}, (
+        "re-exports (import the name from the module that defines it)"
+    )
 
 
 def test_only_foreign_reads_the_call_stack():
     bad = {module_name(p): problems("stack_reads", p) for p in MODULES}
-    assert not {k: v for k, v in bad.items() if v}, "call-stack or gc reads: let the caller say who it is"
+    assert not {k: v for k, v in bad.items() if v}, (
+        "call-stack or gc reads: let the caller say who it is"
+    )
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
@@ -327,7 +454,13 @@ def test_known_exceptions_are_still_needed(owners):
     stale = []
     for (rule, module), known in KNOWN.items():
         path = next((p for p in MODULES if module_name(p) == module), None)
-        found = [] if path is None else RULES[rule](path, PKG, **({"owners": owners} if rule == "private_attributes" else {}))
+        found = (
+            []
+            if path is None
+            else RULES[rule](
+                path, PKG, **({"owners": owners} if rule == "private_attributes" else {})
+            )
+        )
         stale += [f"{rule} {module}: {k!r}" for k in known if not any(k in p for p in found)]
     assert not stale, f"fixed: remove from KNOWN in tests/test_architecture.py: {stale}"
 
@@ -341,19 +474,29 @@ BAD = {
     "_checks.py": "from ._seeding.derive import _hidden\n",
     "_seeding/rngs.py": "from . import derive\n\n\ndef f():\n    return derive._hidden\n",
     "_seeding/core.py": "from .. import _errors\nfrom . import derive\n",
-    "_seeding/participant.py": ("import importlib\nPLUGINS = {'dali': 'seeder.data.dali'}\n\n\n"
-                                "def load(name):\n    return importlib.import_module(PLUGINS[name])\n"),
-    "_state/format.py": "import importlib\n\n\ndef f():\n    return importlib.import_module('seeder._seeding.core')\n",
+    "_seeding/participant.py": (
+        "import importlib\nPLUGINS = {'dali': 'seeder.data.dali'}\n\n\n"
+        "def load(name):\n    return importlib.import_module(PLUGINS[name])\n"
+    ),
+    "_state/format.py": "import importlib\n\n\ndef f():\n    return "
+    "importlib.import_module('seeder._seeding.core')\n",
     "data/__init__.py": "",
-    "data/_order.py": "from ._permutation import keyed\n\n__all__ = ['keyed', 'shard']\n\n\ndef shard():\n    pass\n",
-    "data/_permutation.py": ("import importlib\nimport sys\n\n"
-                             "sys.modules[__name__] = importlib.import_module('seeder.data._order')\n"),
+    "data/_order.py": "from ._permutation import keyed\n\n__all__ = ['keyed', 'shard']\n\n\ndef "
+    "shard():\n    pass\n",
+    "data/_permutation.py": (
+        "import importlib\nimport sys\n\n"
+        "sys.modules[__name__] = importlib.import_module('seeder.data._order')\n"
+    ),
     "data/dali.py": "x = 1\n",
     "data/_sampler.py": "class Sampler:\n    def __init__(self):\n        self._seeder = None\n",
-    "data/_loader.py": ("class Loader:\n    def __init__(self, sampler):\n        self._seeder = sampler._seeder\n\n\n"
-                        "def default():\n    from .._seeding import core\n    return core\n"),
-    "data/_batches.py": "def f():\n    from .. import default_seeder\n    return default_seeder()\n",
-    "data/_audit.py": "import gc\nimport sys\n\n\ndef caller():\n    return sys._getframe(1).f_locals, gc.get_referrers(caller)\n",
+    "data/_loader.py": (
+        "class Loader:\n    def __init__(self, sampler):\n        self._seeder = "
+        "sampler._seeder\n\n\ndef default():\n    from .._seeding import core\n    return core\n"
+    ),
+    "data/_batches.py": "def f():\n    from .. import default_seeder\n    return "
+    "default_seeder()\n",
+    "data/_audit.py": "import gc\nimport sys\n\n\ndef caller():\n    return "
+    "sys._getframe(1).f_locals, gc.get_referrers(caller)\n",
 }
 EXPECTED = {  # rule -> (bad module, a word of the problem it must report)
     "size": ("_seeding.derive", "lines"),
@@ -378,7 +521,8 @@ def bad_package(tmp_path):
 
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_each_rule_fails_on_a_bad_module(bad_package, rule):
-    """Every rule finds its planted problem, and nothing in the clean module (``core`` imports a lower layer)."""
+    """Every rule finds its planted problem, and nothing in the clean module (``core`` imports a
+    lower layer)."""
     module, word = EXPECTED[rule]
     path = bad_package.joinpath(*module.split(".")).with_suffix(".py")
     found = problems(rule, path, bad_package)
@@ -387,16 +531,32 @@ def test_each_rule_fails_on_a_bad_module(bad_package, rule):
 
 
 def test_the_checks_see_upward_string_and_same_named_imports(bad_package):
-    """Upward ``from .. import``, string imports and a private read through a same-named attribute."""
-    one_way = {name: problems("one_way", bad_package.joinpath(*name.split("/")), bad_package)
-               for name in ("data/_batches.py", "_state/format.py", "_seeding/participant.py", "data/_loader.py")}
+    """Upward ``from .. import``, string imports and a private read through a same-named
+    attribute."""
+    one_way = {
+        name: problems("one_way", bad_package.joinpath(*name.split("/")), bad_package)
+        for name in (
+            "data/_batches.py",
+            "_state/format.py",
+            "_seeding/participant.py",
+            "data/_loader.py",
+        )
+    }
     assert one_way["data/_batches.py"] == ["line 2: imports seeder.__init__"]
     assert one_way["_state/format.py"] == ["line 5: imports seeder._seeding.core"]
     assert "line 2: imports seeder.data.dali" in one_way["_seeding/participant.py"]
     assert one_way["data/_loader.py"] == []  # the core is below data
     assert problems("private_imports", bad_package / "_seeding" / "rngs.py", bad_package) == [
-        "line 5: derive._hidden (seeder._seeding.derive)"]
+        "line 5: derive._hidden (seeder._seeding.derive)"
+    ]
     assert problems("exports", bad_package / "data" / "_permutation.py", bad_package) == [
-        "line 4: replaces itself in sys.modules"]
-    assert layer("integrations.lightning") > layer("data._loader") > layer("_seeding.core") \
-        > layer("_state.plan") > layer("_seeding.rngs") > layer("_seeding.derive")
+        "line 4: replaces itself in sys.modules"
+    ]
+    assert (
+        layer("integrations.lightning")
+        > layer("data._loader")
+        > layer("_seeding.core")
+        > layer("_state.plan")
+        > layer("_seeding.rngs")
+        > layer("_seeding.derive")
+    )

@@ -1,4 +1,6 @@
-"""The `seeder` command: derive, run (environment, signals, exit codes, torchrun), env, help and errors."""
+"""The `seeder` command: derive, run (environment, signals, exit codes, torchrun), env, help and
+errors."""
+
 from __future__ import annotations
 
 import fcntl
@@ -12,7 +14,7 @@ import termios
 import threading
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import pytest
 from helpers import REPO_ROOT, child_env, free_port, json_lines, run_python
@@ -25,7 +27,8 @@ CHILD = str(REPO_ROOT / "tests" / "scripts" / "env_child.py")
 LAUNCHER = [sys.executable, "-m", "seeder", "run"]
 
 
-# ------------------------------------------------------------------ in-process: parser, derive, errors
+# ------------------------------------------------------------------ in-process: parser, derive,
+# errors
 
 
 def test_help_for_the_command_and_every_subcommand(capsys):
@@ -53,24 +56,51 @@ def test_missing_or_unknown_subcommand_is_usage_error(capsys):
 
 def test_derive_prints_the_derived_seed(capsys):
     assert cli.main(["derive", "--seed", "42", "--task", "1", "--epoch", "3"]) == 0
-    assert int(capsys.readouterr().out) == 7196025296689398411 == derive.derive_seed(42, derive.Domain.RANK, 1, 3, 0)
-    assert cli.main(["derive", "--seed", "42", "--task", "1", "--rank", "3", "--domain", "worker", "--stream", "2"]) == 0
+    assert (
+        int(capsys.readouterr().out)
+        == 7196025296689398411
+        == derive.derive_seed(42, derive.Domain.RANK, 1, 3, 0)
+    )
+    assert (
+        cli.main(
+            [
+                "derive",
+                "--seed",
+                "42",
+                "--task",
+                "1",
+                "--rank",
+                "3",
+                "--domain",
+                "worker",
+                "--stream",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert int(capsys.readouterr().out) == derive.derive_seed(42, derive.Domain.WORKER, 1, 0, 3, 2)
 
 
 def test_derive_bad_seed_is_an_error_on_stderr(capsys):
     assert cli.main(["derive", "--seed", "-5"]) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "seeder derive: error:" in captured.err and "2**63" in captured.err
+    assert (
+        captured.out == "" and "seeder derive: error:" in captured.err and "2**63" in captured.err
+    )
 
 
 def test_run_print_env_gives_shell_exports(capsys, monkeypatch):
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     assert cli.main(["run", "--seed", "42", "--deterministic", "--print-env"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["export SEEDER_SEED=42", f"export PYTHONHASHSEED={python_hash_seed(42)}",
-                     "export CUBLAS_WORKSPACE_CONFIG=:4096:8", "export SEEDER_DETERMINISTIC=1",
-                     "export HOROVOD_FUSION_THRESHOLD=0"]
+    assert lines == [
+        "export SEEDER_SEED=42",
+        f"export PYTHONHASHSEED={python_hash_seed(42)}",
+        "export CUBLAS_WORKSPACE_CONFIG=:4096:8",
+        "export SEEDER_DETERMINISTIC=1",
+        "export HOROVOD_FUSION_THRESHOLD=0",
+    ]
 
 
 def test_run_errors(capsys, monkeypatch):
@@ -97,7 +127,9 @@ def test_run_passes_exit_codes_through(capsys):
 
 
 def test_run_seed_comes_from_seeder_seed_or_is_drawn_and_shown(capsys, monkeypatch):
-    monkeypatch.setenv("SEEDER_SEED", " 99\n")  # whitespace around the value is ignored, as seeder.init does
+    monkeypatch.setenv(
+        "SEEDER_SEED", " 99\n"
+    )  # whitespace around the value is ignored, as seeder.init does
     assert cli.main(["run", "--print-env"]) == 0
     assert "export SEEDER_SEED=99" in capsys.readouterr().out
     monkeypatch.delenv("SEEDER_SEED")
@@ -114,10 +146,17 @@ def test_run_seed_comes_from_seeder_seed_or_is_drawn_and_shown(capsys, monkeypat
 class Launch:
     """A `seeder run ...` process whose stdout lines are collected by a thread."""
 
-    def __init__(self, argv: List[str], env: Optional[dict] = None, **popen):
-        self.proc = subprocess.Popen(argv, env=child_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, cwd=str(REPO_ROOT), **popen)
-        self.lines: List[str] = []
+    def __init__(self, argv: list[str], env: Optional[dict] = None, **popen):
+        self.proc = subprocess.Popen(
+            argv,
+            env=child_env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(REPO_ROOT),
+            **popen,
+        )
+        self.lines: list[str] = []
         self.err = ""
         self._changed = threading.Condition()  # notified on every new line and when stdout closes
         self._closed = False
@@ -134,16 +173,22 @@ class Launch:
             self._changed.notify_all()
 
     def wait_for(self, pattern: str, count: int = 1, timeout: float = 90) -> None:
-        """Block until ``count`` lines match ``pattern`` (woken by each line the reader thread gets)."""
+        """Block until ``count`` lines match ``pattern`` (woken by each line the reader thread
+        gets)."""
+
         def seen() -> bool:
-            return self._closed or sum(bool(re.match(pattern, line)) for line in self.lines) >= count
+            return (
+                self._closed or sum(bool(re.match(pattern, line)) for line in self.lines) >= count
+            )
 
         with self._changed:
             self._changed.wait_for(seen, timeout)
             found = sum(bool(re.match(pattern, line)) for line in self.lines) >= count
         if not found:
             self.finish(kill=True)
-            raise AssertionError(f"no {count}x {pattern!r} in output {self.lines}\nstderr: {self.err[-3000:]}")
+            raise AssertionError(
+                f"no {count}x {pattern!r} in output {self.lines}\nstderr: {self.err[-3000:]}"
+            )
 
     def finish(self, timeout: float = 60, kill: bool = False) -> int:
         if kill and self.proc.poll() is None:
@@ -164,34 +209,63 @@ class Launch:
             return False
 
 
-def _probes(launch_lines: List[str]) -> List[dict]:
+def _probes(launch_lines: list[str]) -> list[dict]:
     return json_lines("\n".join(launch_lines), "PROBE ")
 
 
 @pytest.mark.slow
 def test_run_fixes_hash_and_sets_variables_before_start():
-    """hash("abc") is fixed by the seed across runs and changes with it; seeder.init() in the child finds the seed."""
+    """hash("abc") is fixed by the seed across runs and changes with it; seeder.init() in the child
+    finds the seed."""
     env = {"CUBLAS_WORKSPACE_CONFIG": "", "PYTHONHASHSEED": "random"}
-    first = run_python(["-m", "seeder", "run", "--seed", "7", "--deterministic", "--", sys.executable, CHILD, "--init"],
-                       env=env)
-    again = run_python(["-m", "seeder", "run", "-q", "--seed", "7", "--", sys.executable, CHILD], env=env)
-    other = run_python(["-m", "seeder", "run", "-q", "--seed", "8", "--", sys.executable, CHILD], env=env)
+    first = run_python(
+        [
+            "-m",
+            "seeder",
+            "run",
+            "--seed",
+            "7",
+            "--deterministic",
+            "--",
+            sys.executable,
+            CHILD,
+            "--init",
+        ],
+        env=env,
+    )
+    again = run_python(
+        ["-m", "seeder", "run", "-q", "--seed", "7", "--", sys.executable, CHILD], env=env
+    )
+    other = run_python(
+        ["-m", "seeder", "run", "-q", "--seed", "8", "--", sys.executable, CHILD], env=env
+    )
     (p1,), (p2,), (p3,) = (json_lines(r.stdout, "PROBE ") for r in (first, again, other))
     assert p1["hash"] == p2["hash"] != p3["hash"]
-    assert p1["PYTHONHASHSEED"] == str(python_hash_seed(7)) and p3["PYTHONHASHSEED"] == str(python_hash_seed(8))
+    assert p1["PYTHONHASHSEED"] == str(python_hash_seed(7)) and p3["PYTHONHASHSEED"] == str(
+        python_hash_seed(8)
+    )
     assert p1["SEEDER_SEED"] == "7" and p1["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
-    assert p1["master_seed"] == 7 and p1["deterministic"] is True and p1["SEEDER_DETERMINISTIC"] == "1"
+    assert (
+        p1["master_seed"] == 7 and p1["deterministic"] is True and p1["SEEDER_DETERMINISTIC"] == "1"
+    )
     assert p2["SEEDER_DETERMINISTIC"] is None and p2["HOROVOD_FUSION_THRESHOLD"] is None
     assert f"SEEDER_SEED=7 PYTHONHASHSEED={python_hash_seed(7)}" in first.stderr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, handled, expected", [
-    (signal.SIGTERM, True, 42),                 # the child sees SIGTERM and chooses its exit code
-    (signal.SIGTERM, False, 128 + 15),          # the child dies of SIGTERM: 143, as a shell reports it
-    (signal.SIGINT, False, 128 + 2),            # kill -INT: KeyboardInterrupt in the child, which dies of SIGINT
-    (signal.SIGUSR1, True, 7),                  # SLURM's pre-emption warning (--signal=USR1) reaches the child
-])
+@pytest.mark.parametrize(
+    "sig, handled, expected",
+    [
+        (signal.SIGTERM, True, 42),  # the child sees SIGTERM and chooses its exit code
+        (signal.SIGTERM, False, 128 + 15),  # the child dies of SIGTERM: 143, as a shell reports it
+        (
+            signal.SIGINT,
+            False,
+            128 + 2,
+        ),  # kill -INT: KeyboardInterrupt in the child, which dies of SIGINT
+        (signal.SIGUSR1, True, 7),  # SLURM's pre-emption warning (--signal=USR1) reaches the child
+    ],
+)
 def test_run_forwards_signals_and_passes_exit_code(sig, handled, expected):
     extra = ["--handle", "--exit-code", str(expected)] if handled else []
     launch = Launch(LAUNCHER + ["-q", "--seed", "1", "--", sys.executable, CHILD, "--wait", *extra])
@@ -205,8 +279,11 @@ def test_run_forwards_signals_and_passes_exit_code(sig, handled, expected):
 @pytest.mark.slow
 def test_handler_fallback_forwards_signals_too():
     """The path used where sigtimedwait is missing (macOS), run here for real."""
-    code = ("import os, sys; from seeder.env._launcher import _run_handlers; "
-            f"sys.exit(_run_handlers([sys.executable, {CHILD!r}, '--wait', '--handle', '--exit-code', '5'], dict(os.environ)))")
+    code = (
+        "import os, sys; from seeder.env._launcher import _run_handlers; "
+        f"sys.exit(_run_handlers([sys.executable, {CHILD!r}, '--wait', '--handle', '--exit-code', "
+        f"'5'], dict(os.environ)))"
+    )
     launch = Launch([sys.executable, "-c", code])
     launch.wait_for(r"READY 0")
     launch.proc.send_signal(signal.SIGTERM)
@@ -217,15 +294,25 @@ def test_handler_fallback_forwards_signals_too():
 def test_terminal_signals_to_our_group_are_not_sent_twice():
     from seeder.env._launcher import _is_duplicate
 
-    def info(code: int, pid: int = 0) -> signal.struct_siginfo:  # (signo, code, errno, pid, uid, status, band)
+    def info(
+        code: int, pid: int = 0
+    ) -> signal.struct_siginfo:  # (signo, code, errno, pid, uid, status, band)
         return signal.struct_siginfo((signal.SIGINT, code, 0, pid, 0, 0, 0))
 
     same_group = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    own_group = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    own_group = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True
+    )
     try:
-        assert _is_duplicate(info(0x80), same_group.pid)  # Ctrl-C: the terminal signalled the command too
-        assert not _is_duplicate(info(0, os.getpid()), same_group.pid)  # kill -INT <launcher>: forward it
-        assert not _is_duplicate(info(0x80), own_group.pid)  # the command left our group: it did not get it
+        assert _is_duplicate(
+            info(0x80), same_group.pid
+        )  # Ctrl-C: the terminal signalled the command too
+        assert not _is_duplicate(
+            info(0, os.getpid()), same_group.pid
+        )  # kill -INT <launcher>: forward it
+        assert not _is_duplicate(
+            info(0x80), own_group.pid
+        )  # the command left our group: it did not get it
     finally:
         for p in (same_group, own_group):
             p.kill()
@@ -234,15 +321,24 @@ def test_terminal_signals_to_our_group_are_not_sent_twice():
 
 @pytest.mark.slow
 def test_ctrl_c_in_a_terminal_reaches_the_command_once(tmp_path):
-    """Ctrl-C on a terminal signals the whole foreground group: the launcher must not send a second SIGINT."""
+    """Ctrl-C on a terminal signals the whole foreground group: the launcher must not send a second
+    SIGINT."""
     master, slave = os.openpty()
 
-    def become_terminal_owner():  # runs in the child after setsid(): take the pty as controlling terminal
+    # runs in the child after setsid(): take the pty as controlling terminal
+    def become_terminal_owner():
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    proc = subprocess.Popen(LAUNCHER + ["-q", "--", sys.executable, CHILD, "--count-sigint"], env=child_env(),
-                            stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-                            preexec_fn=become_terminal_owner, cwd=str(REPO_ROOT))
+    proc = subprocess.Popen(
+        LAUNCHER + ["-q", "--", sys.executable, CHILD, "--count-sigint"],
+        env=child_env(),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=become_terminal_owner,
+        cwd=str(REPO_ROOT),
+    )
     os.close(slave)
     out = b""
     try:
@@ -262,15 +358,36 @@ def test_ctrl_c_in_a_terminal_reaches_the_command_once(tmp_path):
             proc.kill()
         os.close(master)
     got = json.loads(re.search(rb"SIGINTS (\[.*\])", out).group(1))
-    assert got == [[0x80, 0]], f"expected one SIGINT, from the terminal (si_code 0x80); got [si_code, si_pid] {got}"
+    assert got == [[0x80, 0]], (
+        f"expected one SIGINT, from the terminal (si_code 0x80); got [si_code, si_pid] {got}"
+    )
 
 
 @pytest.mark.slow
 def test_run_with_torchrun_sets_every_rank_and_forwards_sigterm():
     port = free_port()
-    argv = LAUNCHER + ["--seed", "11", "--", sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-                       "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
-                       CHILD, "--init", "--wait", "--handle", "--exit-code", "0"]
+    argv = LAUNCHER + [
+        "--seed",
+        "11",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        CHILD,
+        "--init",
+        "--wait",
+        "--handle",
+        "--exit-code",
+        "0",
+    ]
     launch = Launch(argv, start_new_session=True)  # own group: only the launcher gets our signal
     launch.wait_for(r"READY \d", count=2)
     probes = sorted(_probes(launch.lines), key=lambda p: p["rank"])
@@ -278,12 +395,21 @@ def test_run_with_torchrun_sets_every_rank_and_forwards_sigterm():
     assert probes[0]["hash"] == probes[1]["hash"]
     for p in probes:
         assert p["SEEDER_SEED"] == "11" and p["master_seed"] == 11
-        assert p["PYTHONHASHSEED"] == str(python_hash_seed(11)) and p["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
-    os.kill(launch.proc.pid, signal.SIGTERM)  # to the launcher only; torchrun passes it on to its workers
+        assert (
+            p["PYTHONHASHSEED"] == str(python_hash_seed(11))
+            and p["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        )
+    os.kill(
+        launch.proc.pid, signal.SIGTERM
+    )  # to the launcher only; torchrun passes it on to its workers
     rc = launch.finish()
-    assert sorted(line for line in launch.lines if line.startswith("GOT")) == ["GOT SIGTERM 0", "GOT SIGTERM 1"], \
-        (launch.lines, launch.err[-3000:])
-    assert "Received 15 death signal" in launch.err, launch.err[-3000:]  # torchrun itself got our SIGTERM
+    assert sorted(line for line in launch.lines if line.startswith("GOT")) == [
+        "GOT SIGTERM 0",
+        "GOT SIGTERM 1",
+    ], (launch.lines, launch.err[-3000:])
+    assert "Received 15 death signal" in launch.err, launch.err[
+        -3000:
+    ]  # torchrun itself got our SIGTERM
     assert rc == 1  # torchrun's exit code after a death signal, passed through unchanged
 
 
@@ -295,8 +421,16 @@ def _fake_snapshot(tmp: Path, name: str, environment: dict) -> Path:
 
     d = tmp / name
     d.mkdir()
-    (d / "manifest.json").write_text(json.dumps({"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION,
-                                                 "environment": environment, "run": {"hostname": name}}))
+    (d / "manifest.json").write_text(
+        json.dumps(
+            {
+                "format": SNAPSHOT_FORMAT,
+                "version": SNAPSHOT_VERSION,
+                "environment": environment,
+                "run": {"hostname": name},
+            }
+        )
+    )
     return d
 
 
@@ -313,7 +447,11 @@ def test_env_diff_exit_codes_table_and_json(tmp_path, capsys):
     assert cli.main(["env", "diff", "--json", "--all", str(a), str(b)]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["equal"] is False
-    assert [c["key"] for c in data["sections"]["environment"]] == ["OMP_NUM_THREADS", "HOME", "SHLVL"]
+    assert [c["key"] for c in data["sections"]["environment"]] == [
+        "OMP_NUM_THREADS",
+        "HOME",
+        "SHLVL",
+    ]
     assert cli.main(["env", "diff", "--ignore", "HOME", "--ignore", "OMP_*", str(a), str(b)]) == 0
     capsys.readouterr()
 
@@ -324,27 +462,47 @@ def test_env_diff_errors_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("seeder env diff: error:") and "manifest.json" in err
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "manifest.json").write_text("{\"format\": \"other\"}")
+    (tmp_path / "bad" / "manifest.json").write_text('{"format": "other"}')
     assert cli.main(["env", "diff", str(a), str(tmp_path / "bad")]) == 2
     assert "not a seeder environment snapshot" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("hidden, flags, says", [
-    ("scipy", [], "needs scipy, which this Python lacks: pip install 'seeder[plot]'"),
-    ("matplotlib", [], "needs matplotlib, which this Python lacks: pip install 'seeder[plot]' (or pass --no-figures)"),
-])
-def test_verify_and_compare_without_the_plot_extra_say_so_before_any_run(tmp_path, hidden, flags, says):
+@pytest.mark.parametrize(
+    "hidden, flags, says",
+    [
+        ("scipy", [], "needs scipy, which this Python lacks: pip install 'seeder[plot]'"),
+        (
+            "matplotlib",
+            [],
+            "needs matplotlib, which this Python lacks: pip install 'seeder[plot]' (or pass "
+            "--no-figures)",
+        ),
+    ],
+)
+def test_verify_and_compare_without_the_plot_extra_say_so_before_any_run(
+    tmp_path, hidden, flags, says
+):
     marker = tmp_path / "ran"
     script = tmp_path / "train.py"
     script.write_text(f"open({str(marker)!r}, 'w').close()\n")
     for sub in ("verify", "compare"):
-        code = (f"import sys; sys.modules[{hidden!r}] = None; from seeder import _cli as cli; "
-                f"sys.exit(cli.main([{sub!r}, '--out', {str(tmp_path / sub)!r}, *sys.argv[1:], '--', "
-                f"sys.executable, {str(script)!r}]))")
+        code = (
+            f"import sys; sys.modules[{hidden!r}] = None; from seeder import _cli as cli; "
+            f"sys.exit(cli.main([{sub!r}, '--out', {str(tmp_path / sub)!r}, *sys.argv[1:], '--', "
+            f"sys.executable, {str(script)!r}]))"
+        )
         proc = run_python(["-c", code, *flags], check=False)
         assert proc.returncode == 2 and f"seeder {sub} {says}" in proc.stderr, proc.stderr
     assert not marker.exists()  # nothing ran, not even the parser probe
-    proc = run_python(["-c", "import sys; sys.modules['matplotlib'] = None; from seeder import _cli as cli; "
-                       f"sys.exit(cli.main(['verify', '--no-figures', '--out', {str(tmp_path / 'nf')!r}, '--', "
-                       "sys.executable, '-c', 'raise SystemExit(5)']))"], check=False)
-    assert "lacks" not in proc.stderr  # --no-figures needs no matplotlib: the runs start (and fail here)
+    proc = run_python(
+        [
+            "-c",
+            "import sys; sys.modules['matplotlib'] = None; from seeder import _cli as cli; "
+            f"sys.exit(cli.main(['verify', '--no-figures', '--out', {str(tmp_path / 'nf')!r}, "
+            f"'--', sys.executable, '-c', 'raise SystemExit(5)']))",
+        ],
+        check=False,
+    )
+    assert (
+        "lacks" not in proc.stderr
+    )  # --no-figures needs no matplotlib: the runs start (and fail here)

@@ -1,4 +1,5 @@
 """Promises 2, 3 and 5 in one process: init, reseed, the registry, and bad input."""
+
 import logging
 import random
 import warnings
@@ -44,7 +45,9 @@ def test_nvidia_calls_work_unchanged(fresh_default):
     first = [p._rng.random() for p in perts]
     assert first[0] != first[1], "two registered generators must not share a stream"
     s.reseed(1, 1)
-    s.unregister_generator(perts[1].reseed_rng)  # a new bound-method object, equal to the registered one
+    s.unregister_generator(
+        perts[1].reseed_rng
+    )  # a new bound-method object, equal to the registered one
     assert len(default_seeder().participants()) == 1
 
 
@@ -116,8 +119,13 @@ def test_registered_objects_are_reseeded():
     s.register_generator(shared, shared=True)
 
     def sample():
-        return (objs[0].random(), float(objs[1].random()), float(objs[2].rand()), float(torch.rand(1, generator=objs[3])),
-                shared.random())
+        return (
+            objs[0].random(),
+            float(objs[1].random()),
+            float(objs[2].rand()),
+            float(torch.rand(1, generator=objs[3])),
+            shared.random(),
+        )
 
     s.reseed(1, 0)
     first = sample()
@@ -206,7 +214,9 @@ def test_bad_master_seed_raises_and_changes_nothing(bad):
     assert (global_rng_fingerprint(), s.get_master_seed(), s.last_reseed) == before
 
 
-@pytest.mark.parametrize("task,epoch", [(-1, 0), (0, -1), (1.0, 0), (0, "1"), (True, 0), (None, 0), (2**32, 0)])
+@pytest.mark.parametrize(
+    "task,epoch", [(-1, 0), (0, -1), (1.0, 0), (0, "1"), (True, 0), (None, 0), (2**32, 0)]
+)
 def test_bad_task_or_epoch_raises_and_changes_nothing(task, epoch):
     s = Seeder()
     s.init(5)
@@ -226,8 +236,10 @@ def test_calls_before_init_raise_and_change_nothing():
     assert global_rng_fingerprint() == before
 
 
-@pytest.mark.parametrize("kwargs", [{"ngpus": 0}, {"ngpus": 2.0}, {"local_rank": -1}, {"ngpus": 2, "rank": 2},
-                                    {"rank": "0"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"ngpus": 0}, {"ngpus": 2.0}, {"local_rank": -1}, {"ngpus": 2, "rank": 2}, {"rank": "0"}],
+)
 def test_bad_topology_raises(kwargs):
     s = Seeder()
     s.init(1)
@@ -276,7 +288,9 @@ def test_enforce_reproducibility(caplog):
         a = draws()
         enforce_reproducibility(1234)
         assert draws() == a
-        assert torch.backends.cudnn.deterministic is True and torch.backends.cudnn.benchmark is False
+        assert (
+            torch.backends.cudnn.deterministic is True and torch.backends.cudnn.benchmark is False
+        )
         with pytest.raises(TypeError):
             enforce_reproducibility("1")
     finally:

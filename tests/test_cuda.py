@@ -1,7 +1,9 @@
-"""CUDA: a training run resumed bit for bit, CUDA generators, every device's state, map_location="cuda"
-checkpoints, deterministic mode before CUDA starts. Each case runs in a child process, so that this
-process never starts CUDA (other tests check what happens before it starts). The training run's harness
-also runs on the CPU, so that it is checked on machines without a GPU too."""
+"""CUDA: a training run resumed bit for bit, CUDA generators, every device's state,
+map_location="cuda" checkpoints, deterministic mode before CUDA starts. Each case runs in a child
+process, so that this
+process never starts CUDA (other tests check what happens before it starts). The training run's
+harness also runs on the CPU, so that it is checked on machines without a GPU too."""
+
 import json
 import subprocess
 import sys
@@ -22,10 +24,19 @@ def _parse(name, rc, stdout, stderr):
 
 
 def _together(device, runs):
-    """Start every run of ``{name: args}`` at once (the GPU and 16 cores take them together); their RESULT rows."""
-    procs = {name: subprocess.Popen([sys.executable, TRAIN, "--device", device, *args], env=child_env(),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
-             for name, args in runs.items()}
+    """Start every run of ``{name: args}`` at once (the GPU and 16 cores take them together); their
+    RESULT rows."""
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, TRAIN, "--device", device, *args],
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(REPO_ROOT),
+        )
+        for name, args in runs.items()
+    }
     out = {}
     try:
         for name, p in procs.items():
@@ -40,8 +51,9 @@ def _together(device, runs):
 
 
 def _runner(device, forks):
-    """``results(runs)``: the RESULT row of each run of ``{name: args}``. On CUDA the runs of a call start together;
-    the CPU harness forks them one by one from the session's server (torch imported once)."""
+    """``results(runs)``: the RESULT row of each run of ``{name: args}``. On CUDA the runs of a call
+    start together; the CPU harness forks them one by one from the session's server (torch imported
+    once)."""
     if device != "cpu":
         return lambda runs: _together(device, runs)
 
@@ -53,46 +65,76 @@ def _runner(device, forks):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.cuda), pytest.param("cpu", id="cpu-harness")])
-def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_path, device, request):
-    """The README's wiring (seeder.DataLoader, 2 workers), deterministic mode before CUDA starts: stops at steps 7,
-    12 (epoch 0's last step), the end of epoch 0 and 17 resume bit for bit; a seeded repeat is bitwise; unseeded
-    runs differ. 12 steps per epoch, 3 epochs."""
+@pytest.mark.parametrize(
+    "device", [pytest.param("cuda", marks=pytest.mark.cuda), pytest.param("cpu", id="cpu-harness")]
+)
+def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(
+    tmp_path, device, request
+):
+    """The README's wiring (seeder.DataLoader, 2 workers), deterministic mode before CUDA starts:
+    stops at steps 7, 12 (epoch 0's last step), the end of epoch 0 and 17 resume bit for bit; a
+    seeded repeat is bitwise; unseeded runs differ. 12 steps per epoch, 3 epochs."""
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip(NO_CUDA)
     ck = {name: str(tmp_path / f"{name}.pt") for name in ("mid", "last_step", "epoch_end", "later")}
-    # The CPU harness checks the test and its child script, which the GPU run then trusts: the cases that only
-    # repeat another on a CPU (a second seeded run, a second stop in epoch 0, map_location="cpu") run on CUDA only.
+    # The CPU harness checks the test and its child script, which the GPU run then trusts: the cases
+    # that only repeat another on a CPU (a second seeded run, a second stop in epoch 0,
+    # map_location="cpu") run on CUDA only.
     gpu_only = {"repeat", "last_step", "mid_on_device"} if device == "cpu" else set()
     results = _runner(device, request.getfixturevalue("forks") if device == "cpu" else None)
-    first = results({name: args for name, args in {
-        "full": ("--seed", "7"),
-        "repeat": ("--seed", "7"),
-        "mid": ("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
-        "last_step": ("--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]),
-        "epoch_end": ("--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]),
-        "later": ("--seed", "7", "--stop-at-step", "17", "--ckpt", ck["later"]),
-        "unseeded_a": (),
-        "unseeded_b": (),
-    }.items() if name not in gpu_only})
-    second = results({name: args for name, args in {
-        "mid": ("--resume", "--ckpt", ck["mid"]),
-        "mid_on_device": ("--resume", "--ckpt", ck["mid"], "--map-location", device),
-        "last_step": ("--resume", "--ckpt", ck["last_step"]),
-        "epoch_end": ("--resume", "--ckpt", ck["epoch_end"], "--map-location", device),
-        "later": ("--resume", "--ckpt", ck["later"]),
-    }.items() if name not in gpu_only})
+    first = results(
+        {
+            name: args
+            for name, args in {
+                "full": ("--seed", "7"),
+                "repeat": ("--seed", "7"),
+                "mid": ("--seed", "7", "--stop-at-step", "7", "--ckpt", ck["mid"]),
+                "last_step": ("--seed", "7", "--stop-at-step", "12", "--ckpt", ck["last_step"]),
+                "epoch_end": ("--seed", "7", "--stop-after-epochs", "1", "--ckpt", ck["epoch_end"]),
+                "later": ("--seed", "7", "--stop-at-step", "17", "--ckpt", ck["later"]),
+                "unseeded_a": (),
+                "unseeded_b": (),
+            }.items()
+            if name not in gpu_only
+        }
+    )
+    second = results(
+        {
+            name: args
+            for name, args in {
+                "mid": ("--resume", "--ckpt", ck["mid"]),
+                "mid_on_device": ("--resume", "--ckpt", ck["mid"], "--map-location", device),
+                "last_step": ("--resume", "--ckpt", ck["last_step"]),
+                "epoch_end": ("--resume", "--ckpt", ck["epoch_end"], "--map-location", device),
+                "later": ("--resume", "--ckpt", ck["later"]),
+            }.items()
+            if name not in gpu_only
+        }
+    )
     full = first["full"]
     assert len(full["losses"]) == 36
     for run in first.values():
-        assert run["deterministic"] and run["cudnn_deterministic"] and not run["cuda_started_before_init"]
+        assert (
+            run["deterministic"]
+            and run["cudnn_deterministic"]
+            and not run["cuda_started_before_init"]
+        )
         assert run["cublas"] in (":4096:8", ":16:8")
     if "repeat" in first:
-        assert first["repeat"]["losses"] == full["losses"] and first["repeat"]["digest"] == full["digest"]
+        assert (
+            first["repeat"]["losses"] == full["losses"]
+            and first["repeat"]["digest"] == full["digest"]
+        )
     for name, stop in (("mid", 7), ("last_step", 12), ("epoch_end", 12), ("later", 17)):
         if name in first:
             assert first[name]["losses"] == full["losses"][:stop], name
-    for name, stop in (("mid", 7), ("mid_on_device", 7), ("last_step", 12), ("epoch_end", 12), ("later", 17)):
+    for name, stop in (
+        ("mid", 7),
+        ("mid_on_device", 7),
+        ("last_step", 12),
+        ("epoch_end", 12),
+        ("later", 17),
+    ):
         if name not in second:
             continue
         resumed = second[name]
@@ -216,5 +258,13 @@ print(json.dumps({"started": started, "cublas": os.environ.get("CUBLAS_WORKSPACE
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
 def test_deterministic_mode_is_set_before_cuda_starts():
-    out = json.loads(run_python(["-c", DETERMINISTIC_FIRST], env={"CUBLAS_WORKSPACE_CONFIG": ""}).stdout)
-    assert out == {"started": False, "cublas": ":4096:8", "algorithms": True, "cudnn": [True, False], "refused": True}
+    out = json.loads(
+        run_python(["-c", DETERMINISTIC_FIRST], env={"CUBLAS_WORKSPACE_CONFIG": ""}).stdout
+    )
+    assert out == {
+        "started": False,
+        "cublas": ":4096:8",
+        "algorithms": True,
+        "cudnn": [True, False],
+        "refused": True,
+    }

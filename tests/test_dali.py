@@ -1,4 +1,6 @@
-"""seeder.data.dali on real DALI CPU pipelines (device_id=None): seeds, the once-per-pipeline warning, checkpoint resume."""
+"""seeder.data.dali on real DALI CPU pipelines (device_id=None): seeds, the once-per-pipeline
+warning, checkpoint resume."""
+
 from __future__ import annotations
 
 import copy
@@ -12,13 +14,15 @@ import pytest
 import torch
 from helpers import REPO_ROOT, json_lines, run_python, torchrun
 
-if os.environ.get("SEEDER_REQUIRE_DALI") == "1":  # CI sets this: a missing DALI is a failure there, not a skip
+if (
+    os.environ.get("SEEDER_REQUIRE_DALI") == "1"
+):  # CI sets this: a missing DALI is a failure there, not a skip
     import nvidia.dali  # noqa: F401
 
 pytest.importorskip(
     "nvidia.dali",
-    reason="NVIDIA DALI is not installed here (pip install 'seeder[dali]', i.e. nvidia-dali-cuda120); "
-           "its wheels exist only for Linux x86_64/aarch64",
+    reason="NVIDIA DALI is not installed here (pip install 'seeder[dali]', i.e. "
+    "nvidia-dali-cuda120); its wheels exist only for Linux x86_64/aarch64",
 )
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "scripts"))
@@ -58,7 +62,9 @@ def test_pipeline_seed_is_derived_in_the_dali_domain_and_folded():
     raw = derive_seed(42, Domain.DALI, 0, 0, 1, 3)
     assert ds.pipeline_seed(3, seeder=s) == (raw ^ (raw >> 32)) & 0xFFFFFFFF
     shared_raw = derive_seed(42, Domain.DALI, 0, 0, 0, 3)
-    assert ds.pipeline_seed(3, shared=True, seeder=s) == (shared_raw ^ (shared_raw >> 32)) & 0xFFFFFFFF
+    assert (
+        ds.pipeline_seed(3, shared=True, seeder=s) == (shared_raw ^ (shared_raw >> 32)) & 0xFFFFFFFF
+    )
     # golden value: an upgrade must not silently change a user's DALI streams
     assert ds.pipeline_seed(0, seeder=make_seeder(42)) == 787803391
 
@@ -66,9 +72,13 @@ def test_pipeline_seed_is_derived_in_the_dali_domain_and_folded():
 def test_pipeline_seed_per_rank_per_id_per_master():
     r0, r1 = make_seeder(42, rank=0, ngpus=2), make_seeder(42, rank=1, ngpus=2)
     assert ds.pipeline_seed(0, seeder=r0) != ds.pipeline_seed(0, seeder=r1)
-    assert ds.pipeline_seed(0, shared=True, seeder=r0) == ds.pipeline_seed(0, shared=True, seeder=r1)
+    assert ds.pipeline_seed(0, shared=True, seeder=r0) == ds.pipeline_seed(
+        0, shared=True, seeder=r1
+    )
     assert ds.pipeline_seed(0, seeder=r0) != ds.pipeline_seed(1, seeder=r0)
-    assert ds.pipeline_seed(0, seeder=r0) != ds.pipeline_seed(0, seeder=make_seeder(43, rank=0, ngpus=2))
+    assert ds.pipeline_seed(0, seeder=r0) != ds.pipeline_seed(
+        0, seeder=make_seeder(43, rank=0, ngpus=2)
+    )
     seeds = [ds.pipeline_seed(i, seeder=make_seeder(m)) for m in range(20) for i in range(5)]
     assert all(0 <= x <= ds.MAX_DALI_SEED for x in seeds) and len(set(seeds)) == len(seeds)
 
@@ -88,7 +98,9 @@ def test_pipeline_seed_bad_input_raises():
 
 
 def test_dali_uses_only_low_32_bits_of_the_seed_so_seeds_are_folded():
-    """Why MAX_DALI_SEED is 2**32 - 1: DALI takes an int64 but seeds 2**32 apart give the same streams."""
+    """Why MAX_DALI_SEED is 2**32 - 1: DALI takes an int64 but seeds 2**32 apart give the same
+    streams."""
+
     def first(seed):
         return dc.run(dc.augment_pipeline(seed=seed), 1)
 
@@ -105,7 +117,9 @@ def test_two_master_seeds_give_different_pipelines_same_seed_same_pipeline():
     c = dc.run(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=make_seeder(2))), 3)
     assert dc.same(a, b)
     assert not dc.same(a, c)
-    assert all(np.array_equal(x[1], y[1]) for x, y in zip(a, c))  # same samples, different augmentation
+    assert all(
+        np.array_equal(x[1], y[1]) for x, y in zip(a, c)
+    )  # same samples, different augmentation
     assert not all(np.array_equal(x[0], y[0]) for x, y in zip(a, c))
     assert not all(np.array_equal(x[2], y[2]) for x, y in zip(a, c))
 
@@ -148,12 +162,17 @@ def test_resume_by_stored_checkpoint_after_load_state_dict_and_replace():
     tracked = sd.track(fresh, 0, seeder=s2)
     s2.load_state_dict(state)
     assert tracked.checkpoint == state["participants"]["dali.0"]["checkpoints"][0]
-    rebuilt = dc.augment_pipeline(seed=ds.pipeline_seed(0, seeder=s2), enable_checkpointing=True,
-                                  checkpoint=tracked.checkpoint)
+    rebuilt = dc.augment_pipeline(
+        seed=ds.pipeline_seed(0, seeder=s2),
+        enable_checkpointing=True,
+        checkpoint=tracked.checkpoint,
+    )
     tracked.replace(rebuilt)
     assert sd.get_tracked(0, seeder=s2).pipeline is rebuilt
     with warnings.catch_warnings():
-        warnings.simplefilter("error", SeederWarning)  # rebuilt from the loaded checkpoint: no "not restored" warning
+        warnings.simplefilter(
+            "error", SeederWarning
+        )  # rebuilt from the loaded checkpoint: no "not restored" warning
         got += dc.run(rebuilt, N - 3)
         s2.state_dict()
     assert dc.same(got, full_run())
@@ -166,7 +185,9 @@ def test_pipeline_not_rebuilt_from_loaded_checkpoint_warns_once():
     dc.run(pipe, 2)
     state = s1.state_dict()
     s2 = make_seeder()
-    sd.track(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s2)), 0, seeder=s2)  # no checkpoint=
+    sd.track(
+        dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s2)), 0, seeder=s2
+    )  # no checkpoint=
     s2.load_state_dict(state)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
@@ -177,10 +198,16 @@ def test_pipeline_not_rebuilt_from_loaded_checkpoint_warns_once():
 
 
 def test_iterator_round_trip_across_epoch_boundaries():
-    """DALI PyTorch iterator: epochs of 3 batches (external_source ends them); save and rebuild at many points."""
+    """DALI PyTorch iterator: epochs of 3 batches (external_source ends them); save and rebuild at
+    many points."""
+
     def iterator(pipe):
-        return DALIGenericIterator(pipe, ["image", "index", "noise"], auto_reset=True,
-                                   last_batch_policy=LastBatchPolicy.PARTIAL)
+        return DALIGenericIterator(
+            pipe,
+            ["image", "index", "noise"],
+            auto_reset=True,
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+        )
 
     def take(it, n):
         out = []
@@ -193,7 +220,9 @@ def test_iterator_round_trip_across_epoch_boundaries():
 
     epoch = 3 * dc.BATCH
     s0 = make_seeder()
-    full = take(iterator(dc.augment_pipeline(epoch_size=epoch, **ds.pipeline_kwargs(0, seeder=s0))), 8)
+    full = take(
+        iterator(dc.augment_pipeline(epoch_size=epoch, **ds.pipeline_kwargs(0, seeder=s0))), 8
+    )
     idx = [int(b[1][0]) for b in full]
     assert idx == [0, 4, 8, 0, 4, 8, 0, 4]  # three epochs seen
     assert not torch.equal(full[0][0], full[3][0])  # same samples, new augmentation next epoch
@@ -205,16 +234,21 @@ def test_iterator_round_trip_across_epoch_boundaries():
         got = take(it, first)
         state = roundtrip(s1.state_dict())
         s2 = make_seeder()
-        pipe2 = dc.augment_pipeline(epoch_size=epoch, **ds.pipeline_kwargs(0, state=state, seeder=s2))
+        pipe2 = dc.augment_pipeline(
+            epoch_size=epoch, **ds.pipeline_kwargs(0, state=state, seeder=s2)
+        )
         it2 = iterator(pipe2)
         sd.track(pipe2, 0, iterator=it2, seeder=s2)
         s2.load_state_dict(state)
         got += take(it2, 8 - first)
-        assert all(all(torch.equal(u, v) for u, v in zip(x, y)) for x, y in zip(got, full)), f"split at {first}"
+        assert all(all(torch.equal(u, v) for u, v in zip(x, y)) for x, y in zip(got, full)), (
+            f"split at {first}"
+        )
 
 
 def test_reader_iterator_round_trip_needs_the_iterator_checkpoint(tmp_path):
-    """A shuffling file reader under a DALI iterator with reader_name: the iterator's own position is saved too."""
+    """A shuffling file reader under a DALI iterator with reader_name: the iterator's own position
+    is saved too."""
     from nvidia.dali import fn, pipeline_def
 
     files = []
@@ -225,13 +259,19 @@ def test_reader_iterator_round_trip_needs_the_iterator_checkpoint(tmp_path):
 
     @pipeline_def(batch_size=dc.BATCH, num_threads=1, device_id=None)
     def reader_pipe():
-        data, label = fn.readers.file(files=files, labels=list(range(10)), random_shuffle=True, initial_fill=4,
-                                      name="Reader")
+        data, label = fn.readers.file(
+            files=files, labels=list(range(10)), random_shuffle=True, initial_fill=4, name="Reader"
+        )
         return data, label, fn.random.uniform(range=(0.0, 1.0))
 
     def iterator(pipe):
-        return DALIGenericIterator(pipe, ["data", "label", "noise"], reader_name="Reader", auto_reset=True,
-                                   last_batch_policy=LastBatchPolicy.PARTIAL)
+        return DALIGenericIterator(
+            pipe,
+            ["data", "label", "noise"],
+            reader_name="Reader",
+            auto_reset=True,
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+        )
 
     def take(it, n):
         out = []
@@ -243,12 +283,20 @@ def test_reader_iterator_round_trip_needs_the_iterator_checkpoint(tmp_path):
         return out
 
     def same(a, b):
-        return len(a) == len(b) and all(all(torch.equal(u, v) for u, v in zip(x, y)) for x, y in zip(a, b))
+        return len(a) == len(b) and all(
+            all(torch.equal(u, v) for u, v in zip(x, y)) for x, y in zip(a, b)
+        )
 
     full = take(iterator(reader_pipe(**ds.pipeline_kwargs(0, seeder=make_seeder()))), 9)
-    assert [len(b[1]) for b in full[:3]] == [4, 4, 2]  # epochs of 10 samples: the iterator trims the last batch
+    assert [len(b[1]) for b in full[:3]] == [
+        4,
+        4,
+        2,
+    ]  # epochs of 10 samples: the iterator trims the last batch
     other = take(iterator(reader_pipe(**ds.pipeline_kwargs(0, seeder=make_seeder(7)))), 9)
-    assert [b[1].tolist() for b in other] != [b[1].tolist() for b in full]  # the shuffle follows the master seed
+    assert [b[1].tolist() for b in other] != [
+        b[1].tolist() for b in full
+    ]  # the shuffle follows the master seed
     for first in (2, 4):
         s1 = make_seeder()
         pipe = reader_pipe(**ds.pipeline_kwargs(0, seeder=s1))
@@ -282,7 +330,9 @@ def test_reseed_warns_exactly_once_per_pipeline():
     assert len(msgs) == 2
     assert msgs[0].startswith("DALI pipeline 0 ") and msgs[1].startswith("DALI pipeline 1 ")
     assert all("cannot be reseeded" in m and "checkpoint" in m for m in msgs)
-    assert all(w.filename == __file__ for w in seeder_warnings(rec))  # points at the user's reseed call
+    assert all(
+        w.filename == __file__ for w in seeder_warnings(rec)
+    )  # points at the user's reseed call
 
     # a pipeline rebuilt and swapped in warns once more; an unregistered one never again
     sd.get_tracked(0, seeder=s).replace(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s)))
@@ -296,12 +346,17 @@ def test_reseed_warns_exactly_once_per_pipeline():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("setup", [
-    "import seeder\nseeder.init(42)\ns = seeder.default_seeder()\nimport dali_common as dc",
-    "import dali_common as dc\nfrom seeder import Seeder\ns = Seeder(); s.init(42)",
-], ids=["seeder-first", "dali-first"])
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "import seeder\nseeder.init(42)\ns = seeder.default_seeder()\nimport dali_common as dc",
+        "import dali_common as dc\nfrom seeder import Seeder\ns = Seeder(); s.init(42)",
+    ],
+    ids=["seeder-first", "dali-first"],
+)
 def test_a_pipeline_registers_whatever_was_imported_first(setup):
-    """``import seeder`` loads the DALI participant factory with the core: the user never imports seeder.data.dali."""
+    """``import seeder`` loads the DALI participant factory with the core: the user never imports
+    seeder.data.dali."""
     code = f"""
 import sys
 sys.path.insert(0, {str(REPO_ROOT / "tests" / "scripts")!r})
@@ -355,7 +410,9 @@ def test_track_bad_input_raises_and_changes_nothing():
     with pytest.raises(ValueError, match="id 0 is already tracked"):
         sd.track(dc.augment_pipeline(**ds.pipeline_kwargs(0, seeder=s)), 0, seeder=s)
     with pytest.raises(TypeError, match="checkpoints"):
-        sd.track(dc.augment_pipeline(**ds.pipeline_kwargs(1, seeder=s)), 1, iterator=object(), seeder=s)
+        sd.track(
+            dc.augment_pipeline(**ds.pipeline_kwargs(1, seeder=s)), 1, iterator=object(), seeder=s
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the duplicate is refused before anything else happens
         with pytest.raises(ValueError, match="already registered"):
@@ -398,7 +455,9 @@ def test_bad_state_raises_state_error_and_changes_nothing():
             s3.load_state_dict(bad)
         assert tracked3.restored_checkpoints is None
     two = copy.deepcopy(good)
-    two["participants"]["dali.0"]["checkpoints"] *= 2  # as saved through an iterator over two pipelines
+    two["participants"]["dali.0"]["checkpoints"] *= (
+        2  # as saved through an iterator over two pipelines
+    )
     with pytest.raises(ValueError, match="iterator over 2 pipelines"):
         ds.pipeline_kwargs(0, state=two, seeder=s3)
     assert len(ds.saved_checkpoints(two, 0)) == 2
@@ -426,7 +485,11 @@ def test_two_ranks_under_torchrun_differ_and_shared_pipelines_agree():
     first, again = rows
     assert [d["rank"] for d in first] == [0, 1]
     r0, r1 = first
-    assert r0["seed"] != r1["seed"] and r0["own"] != r1["own"]       # per-rank pipelines differ
-    assert r0["shared_seed"] == r1["shared_seed"] and r0["shared"] == r1["shared"]  # shared ones agree
-    assert r0["resumed_own"] == r0["own"] and r1["resumed_own"] == r1["own"]  # each rank resumes exactly
-    assert first == again                                            # the same master seed, the same streams
+    assert r0["seed"] != r1["seed"] and r0["own"] != r1["own"]  # per-rank pipelines differ
+    assert (
+        r0["shared_seed"] == r1["shared_seed"] and r0["shared"] == r1["shared"]
+    )  # shared ones agree
+    assert (
+        r0["resumed_own"] == r0["own"] and r1["resumed_own"] == r1["own"]
+    )  # each rank resumes exactly
+    assert first == again  # the same master seed, the same streams

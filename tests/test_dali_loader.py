@@ -1,4 +1,6 @@
-"""examples/dali_loader.py: the DALI CPU loader for the training example resumes exactly through seeder.state_dict()."""
+"""examples/dali_loader.py: the DALI CPU loader for the training example resumes exactly through
+seeder.state_dict()."""
+
 from __future__ import annotations
 
 import io
@@ -13,8 +15,11 @@ from helpers import REPO_ROOT
 if os.environ.get("SEEDER_REQUIRE_DALI") == "1":
     import nvidia.dali  # noqa: F401
 
-pytest.importorskip("nvidia.dali", reason="NVIDIA DALI is not installed here (pip install 'seeder[dali]', "
-                                          "i.e. nvidia-dali-cuda120); its wheels exist only for Linux")
+pytest.importorskip(
+    "nvidia.dali",
+    reason="NVIDIA DALI is not installed here (pip install 'seeder[dali]', "
+    "i.e. nvidia-dali-cuda120); its wheels exist only for Linux",
+)
 sys.path.insert(0, str(REPO_ROOT / "examples"))
 from dali_loader import DaliLoader  # noqa: E402
 
@@ -30,7 +35,8 @@ def loader(master=42, state=None, **kw):
 
 
 def epochs(s, ld, first_epoch, n_epochs, stop_after=None):
-    """Train-loop shaped consumption: reseed per epoch, iterate the loader; stop after ``stop_after`` batches."""
+    """Train-loop shaped consumption: reseed per epoch, iterate the loader; stop after
+    ``stop_after`` batches."""
     out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeederWarning)
@@ -44,7 +50,9 @@ def epochs(s, ld, first_epoch, n_epochs, stop_after=None):
 
 
 def equal(a, b):
-    return len(a) == len(b) and all(torch.equal(x[0], y[0]) and torch.equal(x[1], y[1]) for x, y in zip(a, b))
+    return len(a) == len(b) and all(
+        torch.equal(x[0], y[0]) and torch.equal(x[1], y[1]) for x, y in zip(a, b)
+    )
 
 
 def test_batches_shapes_and_epochs():
@@ -56,8 +64,10 @@ def test_batches_shapes_and_epochs():
     assert images.shape == (4, 3, 8, 8) and images.dtype == torch.float32
     assert labels.shape == (4,) and labels.dtype == torch.int64
     first = sorted(int(v) for b in run[:6] for v in b[1])
-    assert first == sorted(int(v) for b in run[6:] for v in b[1])  # each epoch sees the whole data set ...
-    assert not equal(run[:6], run[6:])                              # ... in a new order with new augmentation
+    assert first == sorted(
+        int(v) for b in run[6:] for v in b[1]
+    )  # each epoch sees the whole data set ...
+    assert not equal(run[:6], run[6:])  # ... in a new order with new augmentation
     s2, ld2 = loader(master=43)
     assert not equal(run, epochs(s2, ld2, 0, 2))
 

@@ -1,7 +1,9 @@
-"""seeder.data.dali without DALI: importable, and a clear install message when a DALI feature is used.
+"""seeder.data.dali without DALI: importable, and a clear install message when a DALI feature is
+used.
 
 Runs whether or not DALI is installed: the child process hides nvidia.dali from import.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,7 +22,9 @@ sys.meta_path.insert(0, _NoDali())
 
 @pytest.mark.slow
 def test_seeder_and_seeder_data_dali_import_without_dali_and_say_how_to_install():
-    code = HIDE_DALI + """
+    code = (
+        HIDE_DALI
+        + """
 import seeder, seeder.data.dali
 from seeder.data import dali_seeds
 assert not any(m == "nvidia.dali" or m.startswith("nvidia.dali.") for m in sys.modules), "import seeder imported DALI"
@@ -37,11 +41,16 @@ for call in (dali_seeds.require_dali, lambda: seeder.data.dali.track(object(), 0
     else:
         raise AssertionError("no ImportError without DALI")
 """
+    )
     out = run_python(["-c", code]).stdout
     msgs = [line for line in out.splitlines() if line.startswith("MSG ")]
     assert len(msgs) == 2
     for msg in msgs:
-        assert "pip install 'seeder[dali]'" in msg and "nvidia-dali-cuda120" in msg and "nvidia-dali-cuda130" in msg
+        assert (
+            "pip install 'seeder[dali]'" in msg
+            and "nvidia-dali-cuda120" in msg
+            and "nvidia-dali-cuda130" in msg
+        )
 
 
 def test_import_seeder_does_not_import_dali_in_this_process_if_not_already():
@@ -53,4 +62,6 @@ def test_import_seeder_does_not_import_dali_in_this_process_if_not_already():
 
     assert "seeder.data.dali" in sys.modules
     # Other tests may import DALI themselves; seeder.data.dali must never be the one: it only peeks.
-    assert dali_seeds.pipeline_class() is getattr(sys.modules.get("nvidia.dali.pipeline"), "Pipeline", None)
+    assert dali_seeds.pipeline_class() is getattr(
+        sys.modules.get("nvidia.dali.pipeline"), "Pipeline", None
+    )

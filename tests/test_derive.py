@@ -1,4 +1,5 @@
 """Promise 1: derivation is a pure, versioned, collision-free function of its key."""
+
 import itertools
 
 import numpy as np
@@ -35,7 +36,15 @@ GOLDEN_V1 = [
     (42, Domain.STREAM, 1, 2, 0, 5, 6605625948183838637),
     (42, Domain.ELASTIC, 1, 3, 0, 17, 1103464604572153324),
     (42, Domain.ELASTIC_RANK, 1, 3, 2, 5, 15131040815699090601),
-    (9223372036854775807, Domain.RANK, 4294967295, 4294967295, 4294967295, 4294967295, 23276081770123502),
+    (
+        9223372036854775807,
+        Domain.RANK,
+        4294967295,
+        4294967295,
+        4294967295,
+        4294967295,
+        23276081770123502,
+    ),
     (123456789, Domain.RANK, 1, 10, 3, 2, 16919897145525281833),
 ]
 
@@ -57,15 +66,28 @@ def test_derivation_is_seedsequence_with_spawn_key(row):
 
 
 def test_domain_values_are_pinned():
-    assert {d.name: int(d) for d in Domain} == {"RANK": 0, "SHARED": 1, "WORKER": 2, "SAMPLER": 3, "SAMPLE": 4, "DALI": 5,
-                                                "LOADER": 6, "STREAM": 7, "ELASTIC": 8, "ELASTIC_RANK": 9}
+    assert {d.name: int(d) for d in Domain} == {
+        "RANK": 0,
+        "SHARED": 1,
+        "WORKER": 2,
+        "SAMPLER": 3,
+        "SAMPLE": 4,
+        "DALI": 5,
+        "LOADER": 6,
+        "STREAM": 7,
+        "ELASTIC": 8,
+        "ELASTIC_RANK": 9,
+    }
 
 
 @pytest.mark.slow
 def test_no_collision_over_a_million_keys():
-    """10^6 distinct (domain, task, epoch, rank, stream) tuples give 10^6 distinct 64-bit seeds (streams vectorised)."""
+    """10^6 distinct (domain, task, epoch, rank, stream) tuples give 10^6 distinct 64-bit seeds
+    (streams vectorised)."""
     streams = np.arange(500, dtype=np.uint32)
-    prefixes = list(itertools.product(range(len(Domain)), range(4), range(10), range(5)))  # 10*4*10*5 = 2000
+    prefixes = list(
+        itertools.product(range(len(Domain)), range(4), range(10), range(5))
+    )  # 10*4*10*5 = 2000
     seeds = np.concatenate([stream_seeds(1234, *p, 1).seeds(streams)[:, 0] for p in prefixes])
     assert seeds.size >= 10**6
     assert np.unique(seeds).size == seeds.size
@@ -106,8 +128,14 @@ def test_tasks_and_epochs_never_swap():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, MAX_MASTER_SEED), st.sampled_from(list(Domain)), st.integers(0, MAX_KEY),
-       st.integers(0, MAX_KEY), st.integers(0, MAX_KEY), st.integers(0, MAX_KEY))
+@given(
+    st.integers(0, MAX_MASTER_SEED),
+    st.sampled_from(list(Domain)),
+    st.integers(0, MAX_KEY),
+    st.integers(0, MAX_KEY),
+    st.integers(0, MAX_KEY),
+    st.integers(0, MAX_KEY),
+)
 def test_property_pure_and_in_range(master, domain, task, epoch, rank, stream):
     s = derive_seed(master, domain, task, epoch, rank, stream)
     assert 0 <= s < 2**64
@@ -116,8 +144,17 @@ def test_property_pure_and_in_range(master, domain, task, epoch, rank, stream):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(st.booleans(), st.floats(allow_nan=True), st.text(max_size=3), st.none(), st.lists(st.integers(), max_size=2),
-                 st.integers(max_value=-1), st.integers(min_value=MAX_MASTER_SEED + 1)))
+@given(
+    st.one_of(
+        st.booleans(),
+        st.floats(allow_nan=True),
+        st.text(max_size=3),
+        st.none(),
+        st.lists(st.integers(), max_size=2),
+        st.integers(max_value=-1),
+        st.integers(min_value=MAX_MASTER_SEED + 1),
+    )
+)
 def test_property_bad_master_seeds_rejected(value):
     with pytest.raises((TypeError, ValueError)) as err:
         check_master_seed(value)
@@ -125,8 +162,16 @@ def test_property_bad_master_seeds_rejected(value):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(st.booleans(), st.floats(), st.text(max_size=3), st.none(), st.integers(max_value=-1),
-                 st.integers(min_value=MAX_KEY + 1)))
+@given(
+    st.one_of(
+        st.booleans(),
+        st.floats(),
+        st.text(max_size=3),
+        st.none(),
+        st.integers(max_value=-1),
+        st.integers(min_value=MAX_KEY + 1),
+    )
+)
 def test_property_bad_key_words_rejected(value):
     with pytest.raises((TypeError, ValueError)) as err:
         derive_seed(1, Domain.RANK, value, 0)

@@ -1,4 +1,5 @@
 """Deterministic mode, PYTHONHASHSEED derivation, and Seeder.init(deterministic=, snapshot_dir=)."""
+
 from __future__ import annotations
 
 import ast
@@ -16,13 +17,25 @@ from seeder import Seeder, SeederWarning
 from seeder._seeding.derive import Domain, derive_seed, numpy_seed
 from seeder.env._determinism import CUBLAS_WORKSPACE_DEFAULT, enforce_determinism, python_hash_seed
 
-_VARS = ("CUBLAS_WORKSPACE_CONFIG", "PYTHONHASHSEED", "HOROVOD_FUSION_THRESHOLD", "HOROVOD_RANK", "HOROVOD_SIZE",
-         "HOROVOD_LOCAL_RANK", "SEEDER_DETERMINISTIC", "SEEDER_SNAPSHOT_DIR")
+_VARS = (
+    "CUBLAS_WORKSPACE_CONFIG",
+    "PYTHONHASHSEED",
+    "HOROVOD_FUSION_THRESHOLD",
+    "HOROVOD_RANK",
+    "HOROVOD_SIZE",
+    "HOROVOD_LOCAL_RANK",
+    "SEEDER_DETERMINISTIC",
+    "SEEDER_SNAPSHOT_DIR",
+)
 
 
 def _torch_flags():
-    return (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    return (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+    )
 
 
 @pytest.fixture
@@ -36,28 +49,54 @@ def clean():
     os.environ.clear()
     os.environ.update(saved_env)
     torch.use_deterministic_algorithms(saved_flags[0], warn_only=saved_flags[1])
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved_flags[2], saved_flags[3]
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = (
+        saved_flags[2],
+        saved_flags[3],
+    )
 
 
 def test_enforce_sets_torch_cudnn_and_cublas_and_reports(clean, caplog):
     torch.backends.cudnn.benchmark = True
-    cuda_started = torch.cuda.is_initialized()  # on a CUDA machine an earlier test may have started it
-    with caplog.at_level(logging.INFO, logger="seeder"), warnings.catch_warnings(record=True) as caught:
+    cuda_started = (
+        torch.cuda.is_initialized()
+    )  # on a CUDA machine an earlier test may have started it
+    with (
+        caplog.at_level(logging.INFO, logger="seeder"),
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always")
         report = enforce_determinism()
     assert _torch_flags() == (True, False, True, False)
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == CUBLAS_WORKSPACE_DEFAULT == ":4096:8"
     hash_advice = [a for a in report.advice if "PYTHONHASHSEED" in a]
-    assert len(hash_advice) == 1 and "PYTHONHASHSEED is unset" in hash_advice[0] and "seeder run" in hash_advice[0]
-    assert not report.ok and "PYTHONHASHSEED is unset" in caplog.text and "use_deterministic_algorithms" in caplog.text
+    assert (
+        len(hash_advice) == 1
+        and "PYTHONHASHSEED is unset" in hash_advice[0]
+        and "seeder run" in hash_advice[0]
+    )
+    assert (
+        not report.ok
+        and "PYTHONHASHSEED is unset" in caplog.text
+        and "use_deterministic_algorithms" in caplog.text
+    )
     assert "advice: PYTHONHASHSEED" in str(report)
     if not cuda_started:  # nothing came too late
         assert any("CUBLAS_WORKSPACE_CONFIG=:4096:8 (was unset)" in a for a in report.applied)
-        assert report.failed == [] and len(report.advice) == 1 and "NOT set" not in str(report) and not caught
+        assert (
+            report.failed == []
+            and len(report.advice) == 1
+            and "NOT set" not in str(report)
+            and not caught
+        )
     else:  # cuBLAS may have read its configuration already: said loudly, with the fix
-        assert len(report.failed) == 1 and "already initialised" in report.failed[0] and "NOT set" in str(report)
+        assert (
+            len(report.failed) == 1
+            and "already initialised" in report.failed[0]
+            and "NOT set" in str(report)
+        )
         assert [w.category for w in caught] == [SeederWarning] and len(report.advice) == 2
-    # the real effect on CPU: uninitialised memory is filled (NaN) so that it cannot leak run-to-run noise
+    # the real effect on CPU: uninitialised memory is filled (NaN) so that it cannot leak run-to-run
+    # noise
     assert torch.empty(8).isnan().all()
 
 
@@ -71,11 +110,14 @@ def test_warn_only_and_existing_settings_are_kept(clean):
     assert any("PYTHONHASHSEED=123" in a for a in report.applied)
 
 
-@pytest.mark.parametrize("name, value, expect", [
-    ("CUBLAS_WORKSPACE_CONFIG", "4096", "is not a workspace configuration"),
-    ("PYTHONHASHSEED", "random", "PYTHONHASHSEED=random"),
-    ("PYTHONHASHSEED", "99999999999", "not an integer in [0, 4294967295]"),
-])
+@pytest.mark.parametrize(
+    "name, value, expect",
+    [
+        ("CUBLAS_WORKSPACE_CONFIG", "4096", "is not a workspace configuration"),
+        ("PYTHONHASHSEED", "random", "PYTHONHASHSEED=random"),
+        ("PYTHONHASHSEED", "99999999999", "not an integer in [0, 4294967295]"),
+    ],
+)
 def test_bad_launch_values_get_advice_and_are_left_alone(clean, name, value, expect):
     os.environ[name] = value
     report = enforce_determinism()
@@ -88,7 +130,9 @@ def test_horovod_fusion_threshold(clean):
     assert "HOROVOD_FUSION_THRESHOLD" not in os.environ  # no Horovod here
     os.environ["HOROVOD_RANK"] = "0"  # what horovodrun sets
     report = enforce_determinism()
-    assert os.environ["HOROVOD_FUSION_THRESHOLD"] == "0" and any("HOROVOD_FUSION_THRESHOLD=0" in a for a in report.applied)
+    assert os.environ["HOROVOD_FUSION_THRESHOLD"] == "0" and any(
+        "HOROVOD_FUSION_THRESHOLD=0" in a for a in report.applied
+    )
     del os.environ["HOROVOD_RANK"], os.environ["HOROVOD_FUSION_THRESHOLD"]
     enforce_determinism(horovod=True)
     assert os.environ["HOROVOD_FUSION_THRESHOLD"] == "0"
@@ -107,7 +151,9 @@ def test_python_hash_seed_is_the_documented_derivation():
         value = python_hash_seed(seed)
         assert 0 <= value <= 4294967295
         assert value == numpy_seed(derive_seed(seed, Domain.SHARED, 2**32 - 1, 0, 0, 0))
-    assert python_hash_seed(42) == 242808462  # pinned: runs launched with --seed 42 keep their hash order
+    assert (
+        python_hash_seed(42) == 242808462
+    )  # pinned: runs launched with --seed 42 keep their hash order
     assert len({python_hash_seed(s) for s in range(100)}) == 100
     with pytest.raises(ValueError):
         python_hash_seed(-1)
@@ -118,27 +164,42 @@ def test_python_hash_seed_is_the_documented_derivation():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cublas_setting_before_and_after_cuda_starts():
-    before = ("import torch, seeder; r = seeder.env.enforce_determinism(); a = torch.randn(64, 64, device='cuda'); "
-              "b = a @ a; torch.cuda.synchronize(); print('OK', r.failed == [])")
+    before = (
+        "import torch, seeder; r = seeder.env.enforce_determinism(); a = torch.randn(64, 64, "
+        "device='cuda'); b = a @ a; torch.cuda.synchronize(); print('OK', r.failed == [])"
+    )
     out = run_python(["-c", before], env={"CUBLAS_WORKSPACE_CONFIG": ""}).stdout
     assert "OK True" in out
-    after = ("import warnings, torch, seeder; torch.zeros(1, device='cuda'); "
-             "w = warnings.catch_warnings(record=True); caught = w.__enter__(); warnings.simplefilter('always'); "
-             "r = seeder.env.enforce_determinism(); print('FAILED', len(r.failed), any('too late' in str(c.message) "
-             "or 'already initialised' in str(c.message) for c in caught))")
+    after = (
+        "import warnings, torch, seeder; torch.zeros(1, device='cuda'); "
+        "w = warnings.catch_warnings(record=True); caught = w.__enter__(); "
+        "warnings.simplefilter('always'); r = seeder.env.enforce_determinism(); print('FAILED', "
+        "len(r.failed), any('too late' in str(c.message) or 'already initialised' in "
+        "str(c.message) for c in caught))"
+    )
     out = run_python(["-c", after], env={"CUBLAS_WORKSPACE_CONFIG": ""}).stdout
     assert "FAILED 1 True" in out
 
 
-# ------------------------------------------------------------------ Seeder.init(deterministic=, snapshot_dir=)
+# ------------------------------------------------------------------ Seeder.init(deterministic=,
+# snapshot_dir=)
 
 
 def test_core_imports_determinism_and_environment_lazily():
     tree = ast.parse((REPO_ROOT / "seeder" / "_seeding" / "core.py").read_text())
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    names = {(n.module or "") for n in top if isinstance(n, ast.ImportFrom)} | {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
-    names |= {f"{n.module or ''}.{a.name}".strip(".") for n in top if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert names and not {m for m in names if m.split(".")[0] == "env" or m.startswith("seeder.env")}
+    names = {(n.module or "") for n in top if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in top if isinstance(n, ast.Import) for a in n.names
+    }
+    names |= {
+        f"{n.module or ''}.{a.name}".strip(".")
+        for n in top
+        if isinstance(n, ast.ImportFrom)
+        for a in n.names
+    }
+    assert names and not {
+        m for m in names if m.split(".")[0] == "env" or m.startswith("seeder.env")
+    }
 
 
 def test_init_deterministic_argument_and_variable(clean):
@@ -155,12 +216,15 @@ def test_init_deterministic_argument_and_variable(clean):
     assert not torch.are_deterministic_algorithms_enabled()
 
 
-@pytest.mark.parametrize("kwargs, env, error", [
-    ({"deterministic": "yes"}, {}, TypeError),
-    ({}, {"SEEDER_DETERMINISTIC": "maybe"}, ValueError),
-    ({"snapshot_dir": 5}, {}, TypeError),
-    ({"snapshot_dir": ""}, {}, ValueError),
-])
+@pytest.mark.parametrize(
+    "kwargs, env, error",
+    [
+        ({"deterministic": "yes"}, {}, TypeError),
+        ({}, {"SEEDER_DETERMINISTIC": "maybe"}, ValueError),
+        ({"snapshot_dir": 5}, {}, TypeError),
+        ({"snapshot_dir": ""}, {}, ValueError),
+    ],
+)
 def test_init_bad_arguments_change_nothing(clean, tmp_path, kwargs, env, error):
     s = Seeder()
     s.init(3)
@@ -177,7 +241,9 @@ def test_init_snapshot_once_on_rank_0_only(clean, tmp_path):
     manifest = json.loads((snap / "manifest.json").read_text())
     assert manifest["run"]["extra"] == {"master_seed": 5, "world_size": 1}
     (snap / "manifest.json").unlink()
-    s.init(6, snapshot_dir=str(snap))  # the same directory again in this process: not captured again
+    s.init(
+        6, snapshot_dir=str(snap)
+    )  # the same directory again in this process: not captured again
     assert not (snap / "manifest.json").exists()
 
     Seeder().init(5, ngpus=2, rank=1, snapshot_dir=tmp_path / "rank1")

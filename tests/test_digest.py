@@ -1,4 +1,5 @@
 """seeder.digest: stable, order-insensitive for dicts, sensitive to every value, dtype and shape."""
+
 from __future__ import annotations
 
 import copy
@@ -15,7 +16,9 @@ from seeder import digest
 def test_golden_values_are_stable():
     # Pinned: a digest must not change between seeder releases, or old logs stop matching.
     assert digest(torch.arange(4, dtype=torch.float32)) == GOLDEN_ARANGE
-    assert digest({"lr": 0.1, "steps": [1, 2], "name": "x", "none": None, "flag": True}) == GOLDEN_DICT
+    assert (
+        digest({"lr": 0.1, "steps": [1, 2], "name": "x", "none": None, "flag": True}) == GOLDEN_DICT
+    )
 
 
 GOLDEN_ARANGE = "dc889fbcb3f4c1cbb619133c7b6a6edc6b18d0208e707b06e8962c480880371c"
@@ -24,16 +27,41 @@ GOLDEN_DICT = "fd48befd3613e0e48544ad4987319e07a2659bac670ad7b362d717f83114d64c"
 
 def test_values_dtype_shape_and_types_matter():
     base = torch.arange(6, dtype=torch.float32)
-    variants = [base.clone().fill_(1), base.double(), base.reshape(2, 3), base.int(), base[:5], base.bfloat16()]
+    variants = [
+        base.clone().fill_(1),
+        base.double(),
+        base.reshape(2, 3),
+        base.int(),
+        base[:5],
+        base.bfloat16(),
+    ]
     seen = {digest(base)} | {digest(v) for v in variants}
     assert len(seen) == 1 + len(variants)
-    assert len({digest(1), digest(1.0), digest("1"), digest(True), digest([1]), digest(None), digest(b"1")}) == 7
+    assert (
+        len(
+            {
+                digest(1),
+                digest(1.0),
+                digest("1"),
+                digest(True),
+                digest([1]),
+                digest(None),
+                digest(b"1"),
+            }
+        )
+        == 7
+    )
     assert digest(0.0) != digest(-0.0)
 
 
 def test_representation_does_not_matter():
     t = torch.arange(12, dtype=torch.float64).reshape(3, 4)
-    assert digest(t) == digest(t.t().contiguous().t()) == digest(t.numpy()) == digest(torch.nn.Parameter(t.clone()))
+    assert (
+        digest(t)
+        == digest(t.t().contiguous().t())
+        == digest(t.numpy())
+        == digest(torch.nn.Parameter(t.clone()))
+    )
     assert digest({"a": 1, "b": [1, 2]}) == digest({"b": (1, 2), "a": 1})
     assert digest({3, 1, 2}) == digest({1, 2, 3})
     assert digest(float("nan")) == digest(math.nan)
@@ -65,7 +93,9 @@ def test_model_and_optimizer_change_after_a_step_and_survive_weights_only():
     opt2.load_state_dict(loaded["opt"])
     model2.load_state_dict(loaded["model"])
     assert digest(model2, opt2) == after
-    assert digest(loaded["model"], loaded["opt"]) == after  # a checkpoint digests like the live objects
+    assert (
+        digest(loaded["model"], loaded["opt"]) == after
+    )  # a checkpoint digests like the live objects
     with torch.no_grad():
         model2[1].running_mean[0] += 1e-7  # a buffer, one ulp-ish change
     assert digest(model2, opt2) != after

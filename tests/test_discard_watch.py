@@ -1,9 +1,12 @@
-"""A resumed epoch is trained, or seeder says it was not: the discard watch of seeder's map-style and elastic loaders.
+"""A resumed epoch is trained, or seeder says it was not: the discard watch of seeder's map-style
+and elastic loaders.
 
-A run trains 5 of an epoch's 12 batches and saves; a second run loads the state and trains the rest with one of
-several loops: the skip idiom (warns: it drops batches 5..9), gradient accumulation over 4 batches, a plain loop,
-``enumerate(loader, start=loader.batches_done)``, a loop fetching one batch ahead as Lightning's does (none warn).
+A run trains 5 of an epoch's 12 batches and saves; a second run loads the state and trains the rest
+with one of several loops: the skip idiom (warns: it drops batches 5..9), gradient accumulation over
+4 batches, a plain loop, ``enumerate(loader, start=loader.batches_done)``, a loop fetching one batch
+ahead as Lightning's does (none warn).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -28,7 +31,8 @@ class Data(torch.utils.data.Dataset):
 
 
 class ModuleTransformed(Data):
-    """Items made by an ``nn.Module`` (as torchvision's transforms are): a forward pass inside every fetch."""
+    """Items made by an ``nn.Module`` (as torchvision's transforms are): a forward pass inside every
+    fetch."""
 
     def __init__(self):
         self.transform = torch.nn.Identity()
@@ -38,7 +42,8 @@ class ModuleTransformed(Data):
 
 
 def resumed(kind: str, saved: int = SAVED, dataset=None, workers: int = 0):
-    """A loader resumed at batch ``saved`` of epoch 0, its model and optimizer, and the saved state."""
+    """A loader resumed at batch ``saved`` of epoch 0, its model and optimizer, and the saved
+    state."""
     dataset = dataset if dataset is not None else Data()
     first = seeder.Seeder()
     first.init(3)
@@ -52,7 +57,9 @@ def resumed(kind: str, saved: int = SAVED, dataset=None, workers: int = 0):
     again = seeder.Seeder()
     again.init(3)
     loader = KINDS[kind](dataset, batch_size=1, shuffle=True, seeder=again, num_workers=workers)
-    model = torch.nn.Linear(2, 1)  # built before the load: nothing draws between the load and the first batch
+    model = torch.nn.Linear(
+        2, 1
+    )  # built before the load: nothing draws between the load and the first batch
     again.load_state_dict(state["seeder"])
     again.reseed(1, 0)
     return loader, model, torch.optim.SGD(model.parameters(), lr=0.01), state
@@ -66,7 +73,11 @@ def train_step(model, opt, batch, step: bool = True) -> None:
 
 
 def discarded(caught) -> list:
-    return [str(w.message) for w in caught if issubclass(w.category, SeederWarning) and "discarded" in str(w.message)]
+    return [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, SeederWarning) and "discarded" in str(w.message)
+    ]
 
 
 def hooks_left() -> int:
@@ -76,8 +87,9 @@ def hooks_left() -> int:
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("dataset", [Data, ModuleTransformed], ids=["plain", "module-transform"])
 def test_the_skip_idiom_on_a_resumed_loader_warns_that_batches_were_discarded(kind, dataset):
-    """``if i < state["epoch_step"]: continue`` drops the first 5 of the 7 batches left: a SeederWarning says so,
-    naming batches_done; a forward pass inside the loader's own fetch does not count as the loop using a batch."""
+    """``if i < state["epoch_step"]: continue`` drops the first 5 of the 7 batches left: a
+    SeederWarning says so, naming batches_done; a forward pass inside the loader's own fetch does
+    not count as the loop using a batch."""
     loader, model, opt, state = resumed(kind, dataset=dataset())
     trained = 0
     with pytest.warns(SeederWarning, match="discarded") as caught:
@@ -94,9 +106,12 @@ def test_the_skip_idiom_on_a_resumed_loader_warns_that_batches_were_discarded(ki
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("then", ["validation", "next-epoch"])
-def test_the_skip_idiom_that_discards_the_rest_of_the_epoch_warns_at_the_next_forward_pass(kind, then):
-    """Resumed at batch 8 of 12, the skip idiom drops all 4 batches left: the epoch ends with none used, and the
-    first forward pass after it (a validation, or the next epoch's first batch) warns."""
+def test_the_skip_idiom_that_discards_the_rest_of_the_epoch_warns_at_the_next_forward_pass(
+    kind, then
+):
+    """Resumed at batch 8 of 12, the skip idiom drops all 4 batches left: the epoch ends with none
+    used, and the first forward pass after it (a validation, or the next epoch's first batch)
+    warns."""
     loader, model, opt, _ = resumed(kind, saved=8)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SeederWarning)
@@ -117,8 +132,8 @@ def test_the_skip_idiom_that_discards_the_rest_of_the_epoch_warns_at_the_next_fo
 
 
 def test_a_loop_without_a_model_over_a_resumed_epoch_does_not_warn():
-    """A look at the data (no forward pass, no step) drops every batch it is handed: no warning, and the watch's
-    hooks go with the loader."""
+    """A look at the data (no forward pass, no step) drops every batch it is handed: no warning, and
+    the watch's hooks go with the loader."""
     loader, _, _, _ = resumed("map", saved=8)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SeederWarning)
@@ -137,11 +152,14 @@ def test_the_skip_idiom_with_workers_warns():
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-@pytest.mark.parametrize("loop", ["plain", "accumulate-4", "batches_done", "one-ahead", "step-only"])
+@pytest.mark.parametrize(
+    "loop", ["plain", "accumulate-4", "batches_done", "one-ahead", "step-only"]
+)
 def test_loops_that_train_every_batch_do_not_warn(kind, loop):
-    """A plain loop, gradient accumulation over 4 batches (a forward pass on each, a step every 4), numbering from
-    loader.batches_done, a loop fetching one batch ahead (Lightning's fetcher), and a loop whose model is no
-    nn.Module (an optimizer step on every batch) train the 7 batches left, warning nothing."""
+    """A plain loop, gradient accumulation over 4 batches (a forward pass on each, a step every 4),
+    numbering from loader.batches_done, a loop fetching one batch ahead (Lightning's fetcher), and a
+    loop whose model is no nn.Module (an optimizer step on every batch) train the 7 batches left,
+    warning nothing."""
     loader, model, opt, _ = resumed(kind)
     weight = torch.zeros(2, requires_grad=True)
     bare = torch.optim.SGD([weight], lr=0.01)
@@ -180,8 +198,8 @@ def test_loops_that_train_every_batch_do_not_warn(kind, loop):
 
 
 def test_a_fresh_epoch_and_a_resume_at_batch_one_are_not_watched():
-    """Only a resume at batch 2 or later is watched: a fresh epoch registers no hook, and neither does a resume at
-    batch 1 (one batch discarded looks like a loop fetching one batch ahead)."""
+    """Only a resume at batch 2 or later is watched: a fresh epoch registers no hook, and neither
+    does a resume at batch 1 (one batch discarded looks like a loop fetching one batch ahead)."""
     loader, model, opt, _ = resumed("map", saved=1)
     it = iter(loader)
     assert hooks_left() == 0

@@ -1,8 +1,10 @@
-"""Ranks where no launcher sets RANK: SLURM, Open MPI and MPICH/Intel MPI variables, their order, their traps.
+"""Ranks where no launcher sets RANK: SLURM, Open MPI and MPICH/Intel MPI variables, their order,
+their traps.
 
-The order itself is checked in-process (``discover`` reads ``os.environ``); launches are real processes
-started with those variables, several at once, with no process group.
+The order itself is checked in-process (``discover`` reads ``os.environ``); launches are real
+processes started with those variables, several at once, with no process group.
 """
+
 import logging
 import subprocess
 import sys
@@ -34,26 +36,88 @@ def _where(t: Topology):
 
 ORDER = [
     ("slurm", SLURM_4, {}, (2, 4, 0, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")),
-    ("open mpi", {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "3"}, {},
-     (3, 8, 3, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")),
-    ("mpich", {"PMI_RANK": "5", "PMI_SIZE": "6", "MPI_LOCALRANKID": "1"}, {},
-     (5, 6, 1, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")),
-    ("pmi without a local rank", {"PMI_RANK": "1", "PMI_SIZE": "2"}, {}, (1, 2, 1, "PMI_RANK", "PMI_SIZE", "rank")),
-    ("torchrun inside an salloc/sbatch shell",
-     {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"},
-     {}, (1, 2, 1, "RANK", "WORLD_SIZE", "LOCAL_RANK")),
-    ("mpirun inside an sbatch script",
-     {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1", **SLURM_4}, {},
-     (3, 4, 1, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")),
-    ("ngpus agrees with SLURM", SLURM_4, {"world_size": 4}, (2, 4, 0, "SLURM_PROCID", "ngpus=", "SLURM_LOCALID")),
-    ("explicit rank and ngpus: no launcher is read", SLURM_4, {"rank": 1, "world_size": 2},
-     (1, 2, 1, "rank=", "ngpus=", "rank")),
-    ("explicit rank, SLURM's world", SLURM_4, {"rank": 3}, (3, 4, 0, "rank=", "SLURM_NTASKS", "SLURM_LOCALID")),
-    ("srun -n1 spawning 4 processes", {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"},
-     {"world_size": 4, "local_rank": 2}, (2, 4, 2, "local_rank=", "ngpus=", "local_rank=")),
-    ("salloc shell: SLURM_NTASKS alone is no launch", {"SLURM_NTASKS": "4"}, {}, (0, 1, 0, "default", "default", "rank")),
-    ("batch step: SLURM_PROCID alone is no launch", {"SLURM_PROCID": "0"}, {"world_size": 2, "local_rank": 1},
-     (1, 2, 1, "local_rank=", "ngpus=", "local_rank=")),
+    (
+        "open mpi",
+        {
+            "OMPI_COMM_WORLD_RANK": "3",
+            "OMPI_COMM_WORLD_SIZE": "8",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "3",
+        },
+        {},
+        (3, 8, 3, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ),
+    (
+        "mpich",
+        {"PMI_RANK": "5", "PMI_SIZE": "6", "MPI_LOCALRANKID": "1"},
+        {},
+        (5, 6, 1, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+    ),
+    (
+        "pmi without a local rank",
+        {"PMI_RANK": "1", "PMI_SIZE": "2"},
+        {},
+        (1, 2, 1, "PMI_RANK", "PMI_SIZE", "rank"),
+    ),
+    (
+        "torchrun inside an salloc/sbatch shell",
+        {
+            "RANK": "1",
+            "WORLD_SIZE": "2",
+            "LOCAL_RANK": "1",
+            "SLURM_PROCID": "0",
+            "SLURM_NTASKS": "1",
+            "SLURM_LOCALID": "0",
+        },
+        {},
+        (1, 2, 1, "RANK", "WORLD_SIZE", "LOCAL_RANK"),
+    ),
+    (
+        "mpirun inside an sbatch script",
+        {
+            "OMPI_COMM_WORLD_RANK": "3",
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            **SLURM_4,
+        },
+        {},
+        (3, 4, 1, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ),
+    (
+        "ngpus agrees with SLURM",
+        SLURM_4,
+        {"world_size": 4},
+        (2, 4, 0, "SLURM_PROCID", "ngpus=", "SLURM_LOCALID"),
+    ),
+    (
+        "explicit rank and ngpus: no launcher is read",
+        SLURM_4,
+        {"rank": 1, "world_size": 2},
+        (1, 2, 1, "rank=", "ngpus=", "rank"),
+    ),
+    (
+        "explicit rank, SLURM's world",
+        SLURM_4,
+        {"rank": 3},
+        (3, 4, 0, "rank=", "SLURM_NTASKS", "SLURM_LOCALID"),
+    ),
+    (
+        "srun -n1 spawning 4 processes",
+        {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"},
+        {"world_size": 4, "local_rank": 2},
+        (2, 4, 2, "local_rank=", "ngpus=", "local_rank="),
+    ),
+    (
+        "salloc shell: SLURM_NTASKS alone is no launch",
+        {"SLURM_NTASKS": "4"},
+        {},
+        (0, 1, 0, "default", "default", "rank"),
+    ),
+    (
+        "batch step: SLURM_PROCID alone is no launch",
+        {"SLURM_PROCID": "0"},
+        {"world_size": 2, "local_rank": 1},
+        (1, 2, 1, "local_rank=", "ngpus=", "local_rank="),
+    ),
 ]
 
 
@@ -65,22 +129,59 @@ def test_documented_order(monkeypatch, name, env, kwargs, expected):
 
 
 BAD = [
-    ("ngpus against SLURM's world", SLURM_4, {"ngpus": 2}, "ngpus=2 contradicts SLURM_NTASKS=4.*pass ngpus=4"),
-    ("mp.spawn inside an sbatch --ntasks=4 script", {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0"},
-     {"ngpus": 4, "local_rank": 1}, "local_rank=1 contradicts SLURM_LOCALID=0.*global rank="),
-    ("rank not below the world", {"SLURM_PROCID": "4", "SLURM_NTASKS": "4"}, {},
-     "SLURM_PROCID=4 is not below SLURM_NTASKS=4"),
-    ("local rank not below the world",
-     {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "5"}, {},
-     "OMPI_COMM_WORLD_LOCAL_RANK=5 is not below OMPI_COMM_WORLD_SIZE=4"),
-    ("not an integer", {"SLURM_PROCID": "zero", "SLURM_NTASKS": "4"}, {}, "SLURM_PROCID='zero' is not an integer"),
-    ("negative", {"OMPI_COMM_WORLD_RANK": "-1", "OMPI_COMM_WORLD_SIZE": "4"}, {},
-     "OMPI_COMM_WORLD_RANK='-1' must be >= 0"),
+    (
+        "ngpus against SLURM's world",
+        SLURM_4,
+        {"ngpus": 2},
+        "ngpus=2 contradicts SLURM_NTASKS=4.*pass ngpus=4",
+    ),
+    (
+        "mp.spawn inside an sbatch --ntasks=4 script",
+        {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0"},
+        {"ngpus": 4, "local_rank": 1},
+        "local_rank=1 contradicts SLURM_LOCALID=0.*global rank=",
+    ),
+    (
+        "rank not below the world",
+        {"SLURM_PROCID": "4", "SLURM_NTASKS": "4"},
+        {},
+        "SLURM_PROCID=4 is not below SLURM_NTASKS=4",
+    ),
+    (
+        "local rank not below the world",
+        {
+            "OMPI_COMM_WORLD_RANK": "0",
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "5",
+        },
+        {},
+        "OMPI_COMM_WORLD_LOCAL_RANK=5 is not below OMPI_COMM_WORLD_SIZE=4",
+    ),
+    (
+        "not an integer",
+        {"SLURM_PROCID": "zero", "SLURM_NTASKS": "4"},
+        {},
+        "SLURM_PROCID='zero' is not an integer",
+    ),
+    (
+        "negative",
+        {"OMPI_COMM_WORLD_RANK": "-1", "OMPI_COMM_WORLD_SIZE": "4"},
+        {},
+        "OMPI_COMM_WORLD_RANK='-1' must be >= 0",
+    ),
     ("empty world", {"PMI_RANK": "0", "PMI_SIZE": "0"}, {}, "PMI_SIZE='0' must be >= 1"),
-    ("half an MPI launch", {"OMPI_COMM_WORLD_RANK": "1"}, {},
-     "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not"),
-    ("explicit rank outside SLURM's world", SLURM_4, {"rank": 5},
-     r"rank 5 \(from rank=\) is outside the world of 4 process\(es\) \(from SLURM_NTASKS\)"),
+    (
+        "half an MPI launch",
+        {"OMPI_COMM_WORLD_RANK": "1"},
+        {},
+        "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not",
+    ),
+    (
+        "explicit rank outside SLURM's world",
+        SLURM_4,
+        {"rank": 5},
+        r"rank 5 \(from rank=\) is outside the world of 4 process\(es\) \(from SLURM_NTASKS\)",
+    ),
 ]
 
 
@@ -98,7 +199,9 @@ def test_a_drawn_seed_needs_a_process_group_when_there_are_many_ranks(monkeypatc
     s = Seeder()
     s.init(7)
     _set(monkeypatch, SLURM_4)
-    with pytest.raises(RuntimeError, match=r"SLURM_NTASKS.*master_seed=.*SEEDER_SEED.*init_process_group"):
+    with pytest.raises(
+        RuntimeError, match=r"SLURM_NTASKS.*master_seed=.*SEEDER_SEED.*init_process_group"
+    ):
         s.init()
     assert (s.get_master_seed(), s.world_size) == (7, 1)
     monkeypatch.setenv("SEEDER_SEED", "31")
@@ -119,29 +222,44 @@ def test_topology_is_logged_once_with_its_sources(monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="seeder"):
         Seeder().init(1)
         Seeder().init(1)
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("seeder topology:")]
-    assert lines == ["seeder topology: rank 2 (SLURM_PROCID) of 4 (SLURM_NTASKS), local rank 0 (SLURM_LOCALID)"]
+    lines = [
+        r.getMessage() for r in caplog.records if r.getMessage().startswith("seeder topology:")
+    ]
+    assert lines == [
+        "seeder topology: rank 2 (SLURM_PROCID) of 4 (SLURM_NTASKS), local rank 0 (SLURM_LOCALID)"
+    ]
 
 
 # ------------------------------------------------------------------ real processes, several at once
 
 
 def launch(envs, args=()):
-    """Start one ``ranks_env.py`` per environment at once; return ``(returncode, ROW or ERROR, stderr)`` each."""
+    """Start one ``ranks_env.py`` per environment at once; return ``(returncode, ROW or ERROR,
+    stderr)`` each."""
     procs = []
     for extra in envs:
         env = child_env()
         for var in LAUNCHER_VARIABLES:
             env.pop(var, None)
         env.update(extra)
-        procs.append(subprocess.Popen([sys.executable, SCRIPT, *args], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT)))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, SCRIPT, *args],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=str(REPO_ROOT),
+            )
+        )
     results = []
     try:
         for p in procs:
             out, err = p.communicate(timeout=120)
             rows = json_lines(out, "ROW ") or json_lines(out, "ERROR ")
-            assert len(rows) == 1, f"exit {p.returncode}\n--- stdout\n{out[-3000:]}\n--- stderr\n{err[-3000:]}"
+            assert len(rows) == 1, (
+                f"exit {p.returncode}\n--- stdout\n{out[-3000:]}\n--- stderr\n{err[-3000:]}"
+            )
             results.append((p.returncode, rows[0], err))
     finally:
         for p in procs:
@@ -170,19 +288,39 @@ def _check_ranks(results, master, locals_):
 
 @pytest.mark.slow
 def test_two_slurm_nodes_whose_local_ranks_collide():
-    envs = [{"SLURM_PROCID": str(r), "SLURM_LOCALID": str(r % 2), "SLURM_NODEID": str(r // 2), "SLURM_NTASKS": "4"}
-            for r in range(4)]
+    envs = [
+        {
+            "SLURM_PROCID": str(r),
+            "SLURM_LOCALID": str(r % 2),
+            "SLURM_NODEID": str(r // 2),
+            "SLURM_NTASKS": "4",
+        }
+        for r in range(4)
+    ]
     results = launch(envs, ["--seed", "1234", "--init-twice"])
     _check_ranks(results, 1234, [0, 1, 0, 1])
     for r, (_, _, err) in enumerate(results):
-        line = f"seeder topology: rank {r} (SLURM_PROCID) of 4 (SLURM_NTASKS), local rank {r % 2} (SLURM_LOCALID)"
+        line = (
+            f"seeder topology: rank {r} (SLURM_PROCID) of 4 (SLURM_NTASKS), local rank {r % 2} "
+            f"(SLURM_LOCALID)"
+        )
         assert err.count("seeder topology:") == 1 and line in err, err
 
 
 @pytest.mark.slow
 def test_mpirun_inside_an_sbatch_script_with_a_replayed_seed():
-    envs = [{"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": str(r % 2),
-             "SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0", "SEEDER_SEED": "99"} for r in range(4)]
+    envs = [
+        {
+            "OMPI_COMM_WORLD_RANK": str(r),
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(r % 2),
+            "SLURM_PROCID": "0",
+            "SLURM_NTASKS": "4",
+            "SLURM_LOCALID": "0",
+            "SEEDER_SEED": "99",
+        }
+        for r in range(4)
+    ]
     rows = _check_ranks(launch(envs), 99, [0, 1, 0, 1])
     assert rows[1]["draw"] != rows[3]["draw"]
 
@@ -197,8 +335,11 @@ def test_mpich_ranks_refuse_to_draw_separate_seeds():
 
 @pytest.mark.slow
 def test_torchrun_inside_a_slurm_allocation_wins():
-    results = torchrun([SCRIPT, "--seed", "5"], nproc=2,
-                       env={"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"})
+    results = torchrun(
+        [SCRIPT, "--seed", "5"],
+        nproc=2,
+        env={"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"},
+    )
     rows = sorted(json_lines(results[0].stdout, "ROW "), key=lambda r: r["rank"])
     assert [(r["rank"], r["world"], r["local"]) for r in rows] == [(0, 2, 0), (1, 2, 1)]
     assert "rank 1 (RANK) of 2 (WORLD_SIZE), local rank 1 (LOCAL_RANK)" in results[0].stderr

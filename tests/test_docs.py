@@ -1,16 +1,17 @@
-"""The documentation runs: every ```python block of README.md and docs/*.md, and every relative link resolves.
+"""The documentation runs: every ```python block of README.md and docs/*.md, and every relative link
+resolves.
 
 Each page's blocks run in order in one fresh ``python`` (cwd a temporary directory, this
 checkout on ``PYTHONPATH``, no ``SEEDER_SEED``), so a page may build on its earlier
 blocks. A block fenced ```python no-run is not run. Pages are found by glob: a new page
 is covered without touching this file.
 """
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
-from typing import List, Set, Tuple
 
 import pytest
 from helpers import REPO_ROOT, ForkServer
@@ -18,15 +19,19 @@ from optional import EXTRAS, need_installed
 
 PAGES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 # A page whose code starts processes (DataLoader workers, torchrun, multiprocessing) is a slow test.
-STARTS_PROCESSES = re.compile(r"num_workers\s*=\s*[1-9]|torchrun|multiprocessing|mp\.spawn|subprocess")
+STARTS_PROCESSES = re.compile(
+    r"num_workers\s*=\s*[1-9]|torchrun|multiprocessing|mp\.spawn|subprocess"
+)
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
-LINK = re.compile(r"(?<!!)\[[^\]]*\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\((?P<image>[^)\s]+)\)")
-# Pages linked from README/docs that are still being written: a missing one skips the link test instead of
-# failing it. Empty: every linked page exists.
-PENDING_PAGES: Set[str] = set()
+LINK = re.compile(
+    r"(?<!!)\[[^\]]*\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\((?P<image>[^)\s]+)\)"
+)
+# Pages linked from README/docs that are still being written: a missing one skips the link test
+# instead of failing it. Empty: every linked page exists.
+PENDING_PAGES: set[str] = set()
 
 
-def code_blocks(text: str) -> List[Tuple[int, str, str]]:
+def code_blocks(text: str) -> list[tuple[int, str, str]]:
     """``(line number, info string, code)`` of every fenced block of a Markdown text."""
     blocks, lines, i = [], text.splitlines(), 0
     while i < len(lines):
@@ -37,7 +42,10 @@ def code_blocks(text: str) -> List[Tuple[int, str, str]]:
         fence, info, start = m.group("fence"), m.group("info").strip(), i + 1
         body = []
         i += 1
-        while i < len(lines) and not (lines[i].strip().startswith(fence) and lines[i].strip() == fence[0] * len(lines[i].strip())):
+        while i < len(lines) and not (
+            lines[i].strip().startswith(fence)
+            and lines[i].strip() == fence[0] * len(lines[i].strip())
+        ):
             body.append(lines[i])
             i += 1
         blocks.append((start, info, "\n".join(body) + "\n"))
@@ -45,7 +53,7 @@ def code_blocks(text: str) -> List[Tuple[int, str, str]]:
     return blocks
 
 
-def python_blocks(page: Path) -> List[Tuple[int, str]]:
+def python_blocks(page: Path) -> list[tuple[int, str]]:
     """The runnable blocks of a page: fenced ```python (not ```python no-run)."""
     out = []
     for line, info, code in code_blocks(page.read_text()):
@@ -56,25 +64,31 @@ def python_blocks(page: Path) -> List[Tuple[int, str]]:
 
 
 #: What importing a module of seeder's (or a framework's part) needs beyond its own package.
-ALSO_NEEDS = {"seeder.integrations.lightning": ("lightning",),
-              "seeder.integrations.accelerate": ("accelerate",),
-              "seeder.integrations.transformers": ("transformers", "accelerate"),
-              "lightning.pytorch.cli": ("jsonargparse",), "transformers": ("accelerate",)}
+ALSO_NEEDS = {
+    "seeder.integrations.lightning": ("lightning",),
+    "seeder.integrations.accelerate": ("accelerate",),
+    "seeder.integrations.transformers": ("transformers", "accelerate"),
+    "lightning.pytorch.cli": ("jsonargparse",),
+    "transformers": ("accelerate",),
+}
 IMPORT = re.compile(r"^\s*(?:import|from)\s+([\w.]+)", re.M)
 
 
-def optional_needs(blocks: List[Tuple[int, str]]) -> List[str]:
+def optional_needs(blocks: list[tuple[int, str]]) -> list[str]:
     """The optional packages (``tests/optional.py``'s) a page's code imports, itself or through
     seeder."""
     names = {m for _, code in blocks for m in IMPORT.findall(code)}
-    needs = {n.split(".")[0] if not n.startswith("nvidia.") else "nvidia.dali" for n in names
-             if n.split(".")[0] in EXTRAS}
+    needs = {
+        n.split(".")[0] if not n.startswith("nvidia.") else "nvidia.dali"
+        for n in names
+        if n.split(".")[0] in EXTRAS
+    }
     for name in names:
         needs.update(ALSO_NEEDS.get(name, ()))
     return sorted(needs)
 
 
-RUNNER = r'''
+RUNNER = r"""
 import sys, traceback
 blocks = __BLOCKS__
 scope = {"__name__": "__main__"}
@@ -85,10 +99,10 @@ for number, (line, code) in enumerate(blocks, 1):
         sys.stderr.write(f"\n*** {__PAGE__}: block {number} (line {line}) failed\n")
         traceback.print_exc()
         sys.exit(1)
-'''
+"""
 
 
-def page_params() -> List[object]:
+def page_params() -> list[object]:
     params = []
     for page in PAGES:
         code = "".join(c for _, c in python_blocks(page))
@@ -99,9 +113,13 @@ def page_params() -> List[object]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """Each page's code runs as a script forked from one process that imported torch once (tests/helpers.py)."""
-    forks = ForkServer(tmp_path_factory.mktemp("forks"), env={"PYTHONWARNINGS": ""},
-                       preload=["torch._dynamo", "torch._inductor.config"])
+    """Each page's code runs as a script forked from one process that imported torch once
+    (tests/helpers.py)."""
+    forks = ForkServer(
+        tmp_path_factory.mktemp("forks"),
+        env={"PYTHONWARNINGS": ""},
+        preload=["torch._dynamo", "torch._inductor.config"],
+    )
     yield forks
     forks.close()
 
@@ -116,10 +134,13 @@ def test_page_code_runs(page: Path, tmp_path: Path, server: ForkServer) -> None:
     script = RUNNER.replace("__BLOCKS__", repr(blocks)).replace("__PAGE__", repr(name))
     (tmp_path / "page.py").write_text(script)
     proc = server.run([tmp_path / "page.py"], cwd=tmp_path, timeout=120, check=False)
-    assert proc.returncode == 0, f"{name}: exit {proc.returncode}\n--- stderr\n{proc.stderr[-6000:]}\n--- stdout\n{proc.stdout[-2000:]}"
+    assert proc.returncode == 0, (
+        f"{name}: exit {proc.returncode}\n--- stderr\n{proc.stderr[-6000:]}\n--- "
+        f"stdout\n{proc.stdout[-2000:]}"
+    )
 
 
-def relative_links(page: Path) -> List[str]:
+def relative_links(page: Path) -> list[str]:
     """Link and image targets of a page outside code blocks that point into the repository."""
     text = page.read_text()
     for _, _, code in code_blocks(text):
@@ -134,8 +155,8 @@ def relative_links(page: Path) -> List[str]:
 
 
 def test_relative_links_point_to_files() -> None:
-    broken: List[str] = []
-    pending: Set[str] = set()
+    broken: list[str] = []
+    pending: set[str] = set()
     for page in PAGES:
         for target in relative_links(page):
             path = (page.parent / target).resolve()
@@ -153,7 +174,11 @@ def test_relative_links_point_to_files() -> None:
 
 def test_block_extraction_and_no_run_convention(tmp_path: Path) -> None:
     page = tmp_path / "p.md"
-    page.write_text("text\n```python\na = 1\n```\n```python no-run\nraise SystemExit(1)\n```\n"
-                    "~~~bash\nls\n~~~\n````python\nb = '```'\n````\n")
+    page.write_text(
+        "text\n```python\na = 1\n```\n```python no-run\nraise SystemExit(1)\n```\n"
+        "~~~bash\nls\n~~~\n````python\nb = '```'\n````\n"
+    )
     assert python_blocks(page) == [(2, "a = 1\n"), (11, "b = '```'\n")]
-    assert relative_links(REPO_ROOT / "README.md"), "README.md links nowhere: the link test would check nothing"
+    assert relative_links(REPO_ROOT / "README.md"), (
+        "README.md links nowhere: the link test would check nothing"
+    )

@@ -1,4 +1,6 @@
-"""seeder.ElasticDataLoader in one process: ranks given explicitly, states moved between world sizes."""
+"""seeder.ElasticDataLoader in one process: ranks given explicitly, states moved between world
+sizes."""
+
 from __future__ import annotations
 
 import importlib
@@ -26,12 +28,25 @@ class Augmented(torch.utils.data.Dataset):
         return N
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        return torch.tensor([float(i), random.random(), float(np.random.rand()), float(torch.rand(()))], dtype=torch.float64)
+        return torch.tensor(
+            [float(i), random.random(), float(np.random.rand()), float(torch.rand(()))],
+            dtype=torch.float64,
+        )
 
 
 def loaders(s, world, batch=None, **kw):
-    return [seeder.ElasticDataLoader(Augmented(), batch_size=batch or 4 // world, shuffle=True,
-                              num_replicas=world, rank=r, seeder=s, **kw) for r in range(world)]
+    return [
+        seeder.ElasticDataLoader(
+            Augmented(),
+            batch_size=batch or 4 // world,
+            shuffle=True,
+            num_replicas=world,
+            rank=r,
+            seeder=s,
+            **kw,
+        )
+        for r in range(world)
+    ]
 
 
 def rows(batches):
@@ -57,9 +72,11 @@ def test_same_samples_and_draws_on_any_world_size_and_worker_count(s):
     # The global order is the one-replica seeder.DistributedSampler's order.
     order = [int(r[0]) for b in loaders(s, 1)[0] for r in b]
     assert order == list(seeder.DistributedSampler(range(N), num_replicas=1, rank=0, seeder=s))
-    # Sample at position p draws from random seeded with derive(ELASTIC, task 1, epoch 0, p >> 32, p & 0xFFFFFFFF).
-    assert [one[i][1].item() for i in order] == [random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random()
-                                                for p in range(N)]
+    # Sample at position p draws from random seeded with derive(ELASTIC, task 1, epoch 0, p >> 32, p
+    # & 0xFFFFFFFF).
+    assert [one[i][1].item() for i in order] == [
+        random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random() for p in range(N)
+    ]
     s.reseed(1, 1)
     assert [int(r[0]) for b in loaders(s, 1)[0] for r in b] != order
 
@@ -75,8 +92,12 @@ def test_state_moves_between_world_sizes_through_seeder_state_dict(caplog):
     seen = [next(it), next(it)]
     st = two.state_dict()
     assert st["world_size"] == 2 and st["participants"]["loader.0"]["position"] == 8
-    gathered = {"format": "seeder-gathered", "version": st["version"], "world_size": 2,
-                "ranks": [{**st, "rank": 0}, st]}  # as gather_state_dict() on 2 ranks makes it
+    gathered = {
+        "format": "seeder-gathered",
+        "version": st["version"],
+        "world_size": 2,
+        "ranks": [{**st, "rank": 0}, st],
+    }  # as gather_state_dict() on 2 ranks makes it
     three = seeder.Seeder()
     three.init(9)
     moved = loaders(three, 1)[0]
@@ -92,17 +113,26 @@ def test_state_moves_between_world_sizes_through_seeder_state_dict(caplog):
         one.load_state_dict(st)  # no allow_world_change needed: the loader's state is global
     assert "re-derived" in caplog.text
     assert one.get_master_seed() == 9 and single.state_dict()["position"] == 8
-    # This rank's streams: derive(ELASTIC_RANK, task, epoch, rank, stream=global step 2), word k for generator k.
-    words = np.random.SeedSequence(9, spawn_key=(int(Domain.ELASTIC_RANK), 1, 0, 0, 2)).generate_state(2, np.uint64)
+    # This rank's streams: derive(ELASTIC_RANK, task, epoch, rank, stream=global step 2), word k for
+    # generator k.
+    words = np.random.SeedSequence(
+        9, spawn_key=(int(Domain.ELASTIC_RANK), 1, 0, 0, 2)
+    ).generate_state(2, np.uint64)
     assert int(words[0]) == derive_seed(9, Domain.ELASTIC_RANK, 1, 0, 0, 2)
-    assert torch.equal(torch.get_rng_state(), torch.Generator().manual_seed(int(words[0])).get_state())
+    assert torch.equal(
+        torch.get_rng_state(), torch.Generator().manual_seed(int(words[0])).get_state()
+    )
     assert torch.equal(mine.get_state(), torch.Generator().manual_seed(int(words[1])).get_state())
     one.reseed(1, 0)  # skipped: the loaded state stands inside epoch 0
-    assert torch.equal(torch.get_rng_state(), torch.Generator().manual_seed(int(words[0])).get_state())
+    assert torch.equal(
+        torch.get_rng_state(), torch.Generator().manual_seed(int(words[0])).get_state()
+    )
     rest = [int(r[0]) for b in single for r in b]
     trained = [int(r[0]) for b in seen for r in b]
     assert len(rest) == N - 8 and not set(rest) & set(trained)
-    assert MAX_KEY == 2**32 - 1  # shared generators take rank 2**32 - 1 in this derivation (docs/elastic.md)
+    assert (
+        MAX_KEY == 2**32 - 1
+    )  # shared generators take rank 2**32 - 1 in this derivation (docs/elastic.md)
 
 
 def test_world_change_refused_with_non_elastic_state_and_bad_loader_state_changes_nothing(s):
@@ -113,7 +143,9 @@ def test_world_change_refused_with_non_elastic_state_and_bad_loader_state_change
     next(iter(ld))
     st = two.state_dict()
 
-    sharded = seeder.DistributedSampler(range(N), seeder=two)  # a per-rank state: cannot move to another world
+    sharded = seeder.DistributedSampler(
+        range(N), seeder=two
+    )  # a per-rank state: cannot move to another world
     st_sharded = two.state_dict()
     other = seeder.Seeder()
     other.init(1)
@@ -122,7 +154,10 @@ def test_world_change_refused_with_non_elastic_state_and_bad_loader_state_change
     with pytest.raises(StateError, match="world of 2"):
         other.load_state_dict(st_sharded)
     del plain, sharded
-    bad = {**st, "participants": {"loader.0": {**st["participants"]["loader.0"], "position": N + 1}}}
+    bad = {
+        **st,
+        "participants": {"loader.0": {**st["participants"]["loader.0"], "position": N + 1}},
+    }
     before = torch.get_rng_state()
     with pytest.raises(StateError, match="position"):
         other.load_state_dict(bad)
@@ -137,12 +172,15 @@ def test_global_batch_change_is_refused_unless_allowed(s):
     st = ld.state_dict()
     assert st["global_batch_size"] == 4 and st["position"] == 4
     three = seeder.ElasticDataLoader(Augmented(), batch_size=3, shuffle=True, seeder=s)
-    with pytest.raises(StateError, match="global batch size is 4 samples per step, this loader's is 3"):
+    with pytest.raises(
+        StateError, match="global batch size is 4 samples per step, this loader's is 3"
+    ):
         three.load_state_dict(st)
     assert three.state_dict()["position"] == 0
     full = rows(loaders(s, 1)[0])
-    moved = seeder.ElasticDataLoader(Augmented(), batch_size=3, shuffle=True, seeder=s,
-                              allow_global_batch_change=True)
+    moved = seeder.ElasticDataLoader(
+        Augmented(), batch_size=3, shuffle=True, seeder=s, allow_global_batch_change=True
+    )
     moved.load_state_dict(st)
     got = [b for b in moved]
     assert [len(b) for b in got] == [3] * 6 + [1]
@@ -157,7 +195,9 @@ def test_refusals():
     s = seeder.Seeder()
     s.init(0)
     with pytest.raises(TypeError, match="owns the order"):
-        seeder.ElasticDataLoader(range(4), sampler=seeder.DistributedSampler(range(4), seeder=s), seeder=s)
+        seeder.ElasticDataLoader(
+            range(4), sampler=seeder.DistributedSampler(range(4), seeder=s), seeder=s
+        )
     with pytest.raises(ValueError, match="rank must be in"):
         seeder.ElasticDataLoader(range(4), num_replicas=2, rank=2, seeder=s)
     with pytest.raises(TypeError, match="needs a map-style dataset"):
@@ -174,8 +214,8 @@ class Stream(torch.utils.data.IterableDataset):
 @pytest.mark.parametrize("dataset", [range(4), Stream()], ids=["map", "stream"])
 @pytest.mark.parametrize("value", [True, False, 1])
 def test_data_loader_refuses_elastic_and_names_the_elastic_class(dataset, value):
-    """seeder.DataLoader(..., elastic=...) does not dispatch: a TypeError names seeder.ElasticDataLoader, and
-    nothing joins the seeder."""
+    """seeder.DataLoader(..., elastic=...) does not dispatch: a TypeError names
+    seeder.ElasticDataLoader, and nothing joins the seeder."""
     s = seeder.Seeder()
     s.init(0)
     with pytest.raises(TypeError, match="seeder.ElasticDataLoader") as err:
@@ -187,21 +227,36 @@ def test_data_loader_refuses_elastic_and_names_the_elastic_class(dataset, value)
 def test_each_loader_is_the_class_it_was_built_as():
     s = seeder.Seeder()
     s.init(0)
-    assert type(seeder.ElasticDataLoader(range(4), batch_size=2, seeder=s)) is seeder.ElasticDataLoader
+    assert (
+        type(seeder.ElasticDataLoader(range(4), batch_size=2, seeder=s)) is seeder.ElasticDataLoader
+    )
     assert type(seeder.DataLoader(range(4), batch_size=2, seeder=s)) is seeder.DataLoader
-    assert seeder.ElasticDataLoader is importlib.import_module("seeder.data._elastic_loader").ElasticDataLoader
+    assert (
+        seeder.ElasticDataLoader
+        is importlib.import_module("seeder.data._elastic_loader").ElasticDataLoader
+    )
     assert "ElasticDataLoader" in seeder.__all__
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 60), per_rank=st.integers(1, 5), world=st.integers(1, 6), drop_last=st.booleans(),
-       origin=st.integers(0, 7))
+@given(
+    n=st.integers(1, 60),
+    per_rank=st.integers(1, 5),
+    world=st.integers(1, 6),
+    drop_last=st.booleans(),
+    origin=st.integers(0, 7),
+)
 def test_rank_slices_cover_each_position_once(n, per_rank, world, drop_last, origin):
-    """Over all ranks and steps, the slices cover the epoch from ``origin`` once (less a short last batch if dropped)."""
+    """Over all ranks and steps, the slices cover the epoch from ``origin`` once (less a short last
+    batch if dropped)."""
     g = per_rank * world
     steps = num_steps(n, origin, g, drop_last)
-    covered = Counter(p for step in range(steps) for r in range(world)
-                      for p in range(*rank_slice(step, g, origin, world, r, n)))
+    covered = Counter(
+        p
+        for step in range(steps)
+        for r in range(world)
+        for p in range(*rank_slice(step, g, origin, world, r, n))
+    )
     end = origin + steps * g if drop_last else n
     assert covered == Counter(range(origin, max(end, origin)))
     for step in range(steps):
@@ -219,22 +274,42 @@ def test_persistent_workers_follow_the_epochs(s):
     assert not torch.equal(first[0], second[0])
 
 
-# ----------------------------------------------------------------------------------- seeding at the RNGs' cost
-USES = st.lists(st.sampled_from(["none", "random", "gauss", "random-624", "numpy", "numpy-normal", "numpy-624", "torch",
-                                 "all"]), min_size=1, max_size=12)
-WORDS = 624 * 32  # bits of a Mersenne Twister's key: a draw of that many leaves the position where it was
+# ----------------------------------------------------------------------------------- seeding at the
+# RNGs' cost
+USES = st.lists(
+    st.sampled_from(
+        [
+            "none",
+            "random",
+            "gauss",
+            "random-624",
+            "numpy",
+            "numpy-normal",
+            "numpy-624",
+            "torch",
+            "all",
+        ]
+    ),
+    min_size=1,
+    max_size=12,
+)
+WORDS = (
+    624 * 32
+)  # bits of a Mersenne Twister's key: a draw of that many leaves the position where it was
 
 
 def draw(use):
-    """A fetch drawing from the RNGs ``use`` names (gauss draws keep a cached value between calls; a -624 draw takes
-    one key's worth of 32-bit words)."""
+    """A fetch drawing from the RNGs ``use`` names (gauss draws keep a cached value between calls;
+    a -624 draw takes one key's worth of 32-bit words)."""
     out = [float(torch.rand(()))] if use in ("torch", "all") else []
     if use in ("random", "all"):
         out.append(random.random())
     if use == "gauss":
         out.append(random.gauss(0, 1))
     if use == "random-624":
-        out.append(random.getrandbits(WORDS) >> (WORDS - 64))  # the last word's bits, readable in a failure
+        out.append(
+            random.getrandbits(WORDS) >> (WORDS - 64)
+        )  # the last word's bits, readable in a failure
     if use in ("numpy", "all"):
         out.append(float(np.random.rand()))
     if use == "numpy-normal":
@@ -245,23 +320,30 @@ def draw(use):
 
 
 @settings(max_examples=60, deadline=None)
-@given(uses=USES, seeds=st.lists(st.integers(0, 2**64 - 1), min_size=12, max_size=12), batch=st.integers(1, 12),
-       declared=st.sets(st.sampled_from(["python", "numpy", "torch"])))
+@given(
+    uses=USES,
+    seeds=st.lists(st.integers(0, 2**64 - 1), min_size=12, max_size=12),
+    batch=st.integers(1, 12),
+    declared=st.sets(st.sampled_from(["python", "numpy", "torch"])),
+)
 def test_sample_seeding_fetches_each_sample_once_and_exactly_or_warns(uses, seeds, batch, declared):
-    """SampleSeeding seeds the declared RNGs before every sample and watches the others: each sample is fetched once;
-    every item equals the one fetched with every RNG seeded, or a batch in which a sample drew from an undeclared RNG
-    warns (and that RNG is seeded from then on), whatever the order in which samples start drawing and the batches."""
+    """SampleSeeding seeds the declared RNGs before every sample and watches the others: each sample
+    is fetched once; every item equals the one fetched with every RNG seeded, or a batch in which a
+    sample drew from an undeclared RNG warns (and that RNG is seeded from then on), whatever the
+    order in which samples start drawing and the batches."""
     from seeder.data._lazyseed import SampleSeeding
     from seeder.data._workers import fetch_adapters, seed_globals
 
     adapters = fetch_adapters()
-    seeds = seeds[:len(uses)]
+    seeds = seeds[: len(uses)]
     want = []
     for use, seed in zip(uses, seeds):
         seed_globals(seed)
         want.append(draw(use))
     random.gauss(0, 1), np.random.standard_normal()  # leave Gaussians cached in the unseeded RNGs
-    lazy = SampleSeeding([a for a in adapters if a.name in declared], [a for a in adapters if a.name not in declared])
+    lazy = SampleSeeding(
+        [a for a in adapters if a.name in declared], [a for a in adapters if a.name not in declared]
+    )
     calls = Counter()
 
     def counted(k):
@@ -272,13 +354,18 @@ def test_sample_seeding_fetches_each_sample_once_and_exactly_or_warns(uses, seed
     for at in range(0, len(uses), batch):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            part = lazy.fetch(counted, range(at, min(at + batch, len(uses))), seeds[at:at + batch])
+            part = lazy.fetch(
+                counted, range(at, min(at + batch, len(uses))), seeds[at : at + batch]
+            )
         names = {use_rngs(uses[k]) for k in range(at, at + len(part))}
         undeclared = set().union(*names) - declared - warned
         assert bool(caught) == bool(undeclared), (caught, undeclared)
-        assert all(issubclass(w.category, SeederWarning) and "sample_rngs" in str(w.message) for w in caught)
+        assert all(
+            issubclass(w.category, SeederWarning) and "sample_rngs" in str(w.message)
+            for w in caught
+        )
         if not undeclared:  # every draw of the batch came from an RNG seeded with its sample's seed
-            assert part == want[at:at + len(part)]
+            assert part == want[at : at + len(part)]
         warned |= undeclared
         got += part
     assert calls == Counter(range(len(uses)))
@@ -287,20 +374,27 @@ def test_sample_seeding_fetches_each_sample_once_and_exactly_or_warns(uses, seed
 
 def use_rngs(use):
     """The global RNGs ``draw(use)`` draws from."""
-    return frozenset({"torch"} if use in ("torch", "all") else set()) | \
-        ({"python"} if use in ("random", "gauss", "random-624", "all") else set()) | \
-        ({"numpy"} if use in ("numpy", "numpy-normal", "numpy-624", "all") else set())
+    return (
+        frozenset({"torch"} if use in ("torch", "all") else set())
+        | ({"python"} if use in ("random", "gauss", "random-624", "all") else set())
+        | ({"numpy"} if use in ("numpy", "numpy-normal", "numpy-624", "all") else set())
+    )
 
 
 @pytest.mark.parametrize("rng", ["random", "numpy"])
 def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_is_back(rng):
-    """624 words drawn from Python's or NumPy's RNG regenerate the key and leave the position where it was: the
-    watcher still changes (it holds two key words), and a watched RNG that drew warns."""
+    """624 words drawn from Python's or NumPy's RNG regenerate the key and leave the position where
+    it was: the watcher still changes (it holds two key words), and a watched RNG that drew
+    warns."""
     from seeder._seeding.rngs import NumpyRandomStateAdapter, PythonRandomAdapter
     from seeder.data._lazyseed import SampleSeeding
 
     adapter = PythonRandomAdapter() if rng == "random" else NumpyRandomStateAdapter()
-    position = (lambda: random.getstate()[1][624]) if rng == "random" else (lambda: int(np.random.get_state()[2]))
+    position = (
+        (lambda: random.getstate()[1][624])
+        if rng == "random"
+        else (lambda: int(np.random.get_state()[2]))
+    )
     watch = adapter.watcher()
     assert watch is not None
     random.seed(11), np.random.seed(11)
@@ -316,8 +410,8 @@ def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_i
 
 
 def test_watched_rngs_that_no_sample_draws_from_stay_unseeded_and_silent():
-    """With every global RNG watched (sample_rngs=()), fetches that draw nothing seed nothing and warn nothing;
-    the first that draws from torch warns, and torch is seeded from then on."""
+    """With every global RNG watched (sample_rngs=()), fetches that draw nothing seed nothing and
+    warn nothing; the first that draws from torch warns, and torch is seeded from then on."""
     from seeder.data._lazyseed import SampleSeeding
     from seeder.data._workers import fetch_adapters
 
@@ -327,7 +421,9 @@ def test_watched_rngs_that_no_sample_draws_from_stay_unseeded_and_silent():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert lazy.fetch(draw, ["none"] * 5, [1, 2, 3, 4, 5]) == [[]] * 5
-    assert lazy.seeded == [] and torch.equal(torch.get_rng_state(), states[2])  # nothing drew: nothing seeded
+    assert lazy.seeded == [] and torch.equal(
+        torch.get_rng_state(), states[2]
+    )  # nothing drew: nothing seeded
     with pytest.warns(SeederWarning, match="torch"):
         lazy.fetch(draw, ["torch"], [1])
     items = lazy.fetch(draw, ["torch", "none", "torch"], [1, 2, 1])
@@ -337,21 +433,35 @@ def test_watched_rngs_that_no_sample_draws_from_stay_unseeded_and_silent():
 
 
 def test_the_elastic_loader_seeds_a_sample_that_starts_drawing_late_as_the_others(s):
-    """Samples 0-9 draw nothing from Python's RNG, later ones do: with 0 and 2 workers every sample's draw is that of
-    random seeded with its position's seed."""
+    """Samples 0-9 draw nothing from Python's RNG, later ones do: with 0 and 2 workers every
+    sample's draw is that of random seeded with its position's seed."""
+
     class Late(torch.utils.data.Dataset):
         def __len__(self):
             return N
 
         def __getitem__(self, i):
-            return torch.tensor([float(i), random.random() if i >= 10 else -1.0], dtype=torch.float64)
+            return torch.tensor(
+                [float(i), random.random() if i >= 10 else -1.0], dtype=torch.float64
+            )
 
     for workers in (0, 2):
-        ld = seeder.ElasticDataLoader(Late(), batch_size=4, shuffle=True, num_replicas=1, rank=0, seeder=s,
-                                      num_workers=workers)
+        ld = seeder.ElasticDataLoader(
+            Late(),
+            batch_size=4,
+            shuffle=True,
+            num_replicas=1,
+            rank=0,
+            seeder=s,
+            num_workers=workers,
+        )
         got = [row for b in ld for row in b]
-        want = [random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random() if int(r[0]) >= 10 else -1.0
-                for p, r in enumerate(got)]
+        want = [
+            random.Random(derive_seed(5, Domain.ELASTIC, 1, 0, 0, p)).random()
+            if int(r[0]) >= 10
+            else -1.0
+            for p, r in enumerate(got)
+        ]
         assert [r[1].item() for r in got] == want, workers
 
 
@@ -365,8 +475,9 @@ def test_sample_rngs_is_checked_before_anything_changes(s):
 
 
 def test_a_state_of_another_world_loads_before_its_elastic_loader_is_built():
-    """Load first, build the loader after (as many resumes do): the loader claims its global position when it is
-    built, and this rank's streams are then re-derived exactly as when the loader existed before the load."""
+    """Load first, build the loader after (as many resumes do): the loader claims its global
+    position when it is built, and this rank's streams are then re-derived exactly as when the
+    loader existed before the load."""
     two = seeder.Seeder()
     two.init(9, ngpus=2, rank=1)
     two.register_generator(torch.Generator())
@@ -394,18 +505,26 @@ def test_a_state_of_another_world_loads_before_its_elastic_loader_is_built():
 
     built_after, streams_after = resumed(False)
     built_before, streams_before = resumed(True)
-    assert built_after == built_before and len(built_after) == N - 8 and not set(built_after) & set(trained)
+    assert (
+        built_after == built_before
+        and len(built_after) == N - 8
+        and not set(built_after) & set(trained)
+    )
     assert all(torch.equal(a, b) for a, b in zip(streams_after[:2], streams_before[:2]))
     assert streams_after[2] == streams_before[2]
 
 
 def test_two_elastic_loaders_at_different_steps_move_together():
-    """Two elastic loaders saved at different global steps on 2 ranks continue on 1 rank, each with the samples
-    and draws its own uninterrupted epoch has after its step (this rank's streams follow the first loader's step)."""
+    """Two elastic loaders saved at different global steps on 2 ranks continue on 1 rank, each with
+    the samples and draws its own uninterrupted epoch has after its step (this rank's streams follow
+    the first loader's step)."""
+
     def pair(s, world, rank):
         kw = dict(shuffle=True, num_replicas=world, rank=rank, seeder=s)
-        return (seeder.ElasticDataLoader(Augmented(), batch_size=4 // world, **kw),
-                seeder.ElasticDataLoader(Augmented(), batch_size=6 // world, **kw))
+        return (
+            seeder.ElasticDataLoader(Augmented(), batch_size=4 // world, **kw),
+            seeder.ElasticDataLoader(Augmented(), batch_size=6 // world, **kw),
+        )
 
     ref = seeder.Seeder()
     ref.init(4)
@@ -418,7 +537,7 @@ def test_two_elastic_loaders_at_different_steps_move_together():
     two.reseed(1, 0)
     ia, ib = iter(a), iter(b)
     done_a = rows([next(ia), next(ia)])  # global step 2 of a (8 samples over both ranks)
-    done_b = rows([next(ib)])            # global step 1 of b (6 samples)
+    done_b = rows([next(ib)])  # global step 1 of b (6 samples)
     st = two.state_dict()
 
     one = seeder.Seeder()
@@ -434,19 +553,35 @@ def test_two_elastic_loaders_at_different_steps_move_together():
 
 
 @settings(max_examples=40, deadline=None)
-@given(requests=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 9), st.integers(-20, 40)), min_size=1, max_size=30),
-       width=st.integers(1, 3), near=st.sampled_from([0, 2**32 - 100, 2**33 - 7]))
+@given(
+    requests=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(1, 9), st.integers(-20, 40)),
+        min_size=1,
+        max_size=30,
+    ),
+    width=st.integers(1, 3),
+    near=st.sampled_from([0, 2**32 - 100, 2**33 - 7]),
+)
 def test_seeds_computed_ahead_are_those_of_each_position(requests, width, near):
-    """PositionSeeds hands out the derivation's seed words of every position asked for, whatever the pattern of
-    requests: strided runs (computed ahead), jumps (a resume), another epoch, short runs, runs across 2**32."""
+    """PositionSeeds hands out the derivation's seed words of every position asked for, whatever the
+    pattern of requests: strided runs (computed ahead), jumps (a resume), another epoch, short runs,
+    runs across 2**32."""
     from seeder.data._elastic_seeds import PositionSeeds
 
     seeds, first = PositionSeeds(), near
     for epoch, count, stride in requests:
-        want = [derive_seed(5, Domain.ELASTIC, 1, epoch, p >> 32, p & MAX_KEY) for p in range(first, first + count)]
+        want = [
+            derive_seed(5, Domain.ELASTIC, 1, epoch, p >> 32, p & MAX_KEY)
+            for p in range(first, first + count)
+        ]
         got = seeds.words(5, 1, epoch, first, count, width)
         assert got[::width] == want and len(got) == count * width
         if width > 1:
-            assert got == [w for p in range(first, first + count)
-                           for w in stream_seeds(5, int(Domain.ELASTIC), 1, epoch, p >> 32, width).seed(p & MAX_KEY)]
+            assert got == [
+                w
+                for p in range(first, first + count)
+                for w in stream_seeds(5, int(Domain.ELASTIC), 1, epoch, p >> 32, width).seed(
+                    p & MAX_KEY
+                )
+            ]
         first = max(0, first + stride)

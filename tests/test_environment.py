@@ -1,4 +1,6 @@
-"""Environment snapshot and diff with real tools: pip freeze, git, dpkg, a throwaway editable install."""
+"""Environment snapshot and diff with real tools: pip freeze, git, dpkg, a throwaway editable
+install."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,15 +31,35 @@ SECRETS = {
     "WANDB_API_KEY": "0123456789abcdef0123456789abcdefplanted0",
     "MY_DB_PASSWORD": "correct-horse-battery-staple",
     "PIP_EXTRA_INDEX_URL": "https://alice:Sup3rSecretIndexPass@pypi.internal.example/simple",
-    "NIGHTLY_SETTING": "plain-words-that-no-pattern-knows",  # a secret of no known shape, in an innocent name
+    # a secret of no known shape, in an innocent name
+    "NIGHTLY_SETTING": "plain-words-that-no-pattern-knows",
 }
 NEEDLES = [v for k, v in SECRETS.items() if k != "PIP_EXTRA_INDEX_URL"] + [
-    "Sup3rSecretIndexPass", "alice:", "gitremote-Passw0rd-planted", "sk-plantedDiffSecretKey0123456789", "hunter2hunter2"]
+    "Sup3rSecretIndexPass",
+    "alice:",
+    "gitremote-Passw0rd-planted",
+    "sk-plantedDiffSecretKey0123456789",
+    "hunter2hunter2",
+]
 
 
 def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main",
-                           *args], cwd=str(cwd), check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        [
+            "git",
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "init.defaultBranch=main",
+            *args,
+        ],
+        cwd=str(cwd),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def _make_repo(path: Path, files: dict) -> Path:
@@ -53,15 +75,34 @@ def _make_repo(path: Path, files: dict) -> Path:
 
 @pytest.fixture(scope="module")
 def snapshots(tmp_path_factory):
-    """Two snapshots taken in a dirty git repo with planted secrets; B also has LD_PRELOAD and two other variables."""
+    """Two snapshots taken in a dirty git repo with planted secrets; B also has LD_PRELOAD and two
+    other variables."""
     tmp = tmp_path_factory.mktemp("env")
     repo = _make_repo(tmp / "repo", {"train.py": "lr = 0.1\n"})
-    _git(repo, "remote", "add", "origin", "https://bob:gitremote-Passw0rd-planted@git.example/team/repo.git")
-    (repo / "train.py").write_text("lr = 0.2\nAPI_KEY = 'sk-plantedDiffSecretKey0123456789'\n"
-                                   "DATA = 'https://carol:hunter2hunter2@data.example/set'\n")
+    _git(
+        repo,
+        "remote",
+        "add",
+        "origin",
+        "https://bob:gitremote-Passw0rd-planted@git.example/team/repo.git",
+    )
+    (repo / "train.py").write_text(
+        "lr = 0.2\nAPI_KEY = 'sk-plantedDiffSecretKey0123456789'\n"
+        "DATA = 'https://carol:hunter2hunter2@data.example/set'\n"
+    )
     (repo / "new_module.py").write_text("x = 1\n")
-    libm = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6")
-                 if os.path.exists(p)), "/nonexistent/libfast.so")
+    libm = next(
+        (
+            p
+            for p in (
+                "/lib/x86_64-linux-gnu/libm.so.6",
+                "/usr/lib/x86_64-linux-gnu/libm.so.6",
+                "/lib64/libm.so.6",
+            )
+            if os.path.exists(p)
+        ),
+        "/nonexistent/libfast.so",
+    )
     out = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(repo)
@@ -80,30 +121,43 @@ def snapshots(tmp_path_factory):
 
 
 def _freeze_label() -> str:
-    """The freeze a snapshot of this interpreter must record: uv's where uv manages it or pip is absent."""
+    """The freeze a snapshot of this interpreter must record: uv's where uv manages it or pip is
+    absent."""
     cfg = Path(sys.prefix, "pyvenv.cfg")
-    uv_env = cfg.exists() and any(line.split("=")[0].strip() == "uv" for line in cfg.read_text().splitlines())
+    uv_env = cfg.exists() and any(
+        line.split("=")[0].strip() == "uv" for line in cfg.read_text().splitlines()
+    )
     has_pip = importlib.util.find_spec("pip") is not None
     return "uv pip freeze" if shutil.which("uv") and (uv_env or not has_pip) else "pip freeze"
 
 
 def _venv_seeing_our_packages(venv: Path, make: list) -> Path:
-    """A venv made by ``make`` whose python sees the packages this interpreter sees; returns its python.
+    """A venv made by ``make`` whose python sees the packages this interpreter sees; returns its
+    python.
 
-    ``--system-site-packages`` is not enough: it shows the base installation's packages, not those of a
-    venv the tests run in, nor a user site. A ``.pth`` file adds this interpreter's site directories.
+    ``--system-site-packages`` is not enough: it shows the base installation's packages, not those
+    of a venv the tests run in, nor a user site. A ``.pth`` file adds this interpreter's site
+    directories.
     """
     subprocess.run(make, check=True, capture_output=True, timeout=120)
     vpy = venv / "bin" / "python"
-    purelib = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], check=True,
-                             capture_output=True, text=True, env=child_env()).stdout.strip()
+    purelib = subprocess.run(
+        [str(vpy), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    ).stdout.strip()
     ours = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])
-    Path(purelib, "seeder_test_parent_site.pth").write_text("".join(f"{p}\n" for p in ours if os.path.isdir(p)))
+    Path(purelib, "seeder_test_parent_site.pth").write_text(
+        "".join(f"{p}\n" for p in ours if os.path.isdir(p))
+    )
     return vpy
 
 
-# A PEP 517/660 build backend in the package itself, standard library only: the editable build needs no
-# setuptools or wheel, whatever the machine has. The editable wheel holds a .pth naming the source tree.
+# A PEP 517/660 build backend in the package itself, standard library only: the editable build needs
+# no setuptools or wheel, whatever the machine has. The editable wheel holds a .pth naming the
+# source tree.
 _BACKEND = """
 import base64, hashlib, os, zipfile
 
@@ -153,8 +207,14 @@ def test_no_secret_in_any_file_and_owner_only(snapshots):
             assert stat.S_IMODE(sub.stat().st_mode) == 0o700, sub
     env = (snapshots["a"] / "env.txt").read_text()
     assert f"HF_TOKEN={REDACTED}\n" in env and f"WANDB_API_KEY={REDACTED}\n" in env
-    assert "PIP_EXTRA_INDEX_URL=<not recorded>\n" in env and "NIGHTLY_SETTING=<not recorded>\n" in env
-    assert "TZ=UTC\n" in env and "ZZZ_ORDINARY=<not recorded>\n" in env and env.splitlines() == sorted(env.splitlines(), key=lambda l: l.split("=")[0])
+    assert (
+        "PIP_EXTRA_INDEX_URL=<not recorded>\n" in env and "NIGHTLY_SETTING=<not recorded>\n" in env
+    )
+    assert (
+        "TZ=UTC\n" in env
+        and "ZZZ_ORDINARY=<not recorded>\n" in env
+        and env.splitlines() == sorted(env.splitlines(), key=lambda l: l.split("=")[0])
+    )
     diff = (snapshots["a"] / "git.diff").read_text()
     assert "+lr = 0.2" in diff and REDACTED in diff  # the change is there, its secrets are not
     git_txt = (snapshots["a"] / "git.txt").read_text()
@@ -169,35 +229,60 @@ def test_manifest_indexes_every_file_and_tool(snapshots):
     for name, entry in m["files"].items():
         assert entry["sha256"] == hashlib.sha256((d / name).read_bytes()).hexdigest()
     for label, entry in m["tools"].items():
-        assert entry["status"] in ("ok", "missing", "failed", "not a git repository"), (label, entry)
-        assert ("file" in entry) == (entry["status"] == "ok" and label not in ("git",)), (label, entry)
-    expect_present = {"dpkg-query": "dpkg-query", "conda list": "conda", "nvidia-smi": "nvidia-smi", "lscpu": "lscpu"}
+        assert entry["status"] in ("ok", "missing", "failed", "not a git repository"), (
+            label,
+            entry,
+        )
+        assert ("file" in entry) == (entry["status"] == "ok" and label not in ("git",)), (
+            label,
+            entry,
+        )
+    expect_present = {
+        "dpkg-query": "dpkg-query",
+        "conda list": "conda",
+        "nvidia-smi": "nvidia-smi",
+        "lscpu": "lscpu",
+    }
     for label, exe in expect_present.items():
         assert (m["tools"][label]["status"] == "ok") == (shutil.which(exe) is not None), label
     label = _freeze_label()
     assert {"pip freeze", "uv pip freeze"} & set(m["tools"]) == {label}, m["tools"]
     assert m["tools"][label]["status"] == "ok", m["tools"][label]
-    reqs = (d / "requirements.txt").read_text()  # a real `pip freeze` (or `uv pip freeze`) of this interpreter
+    reqs = (
+        d / "requirements.txt"
+    ).read_text()  # a real `pip freeze` (or `uv pip freeze`) of this interpreter
     assert f"numpy=={np.__version__}" in reqs.splitlines()
     assert m["packages"]["numpy"] == np.__version__
     assert m["torch"]["version"] == torch.__version__ and m["torch"]["cuda"] == torch.version.cuda
-    assert m["torch"]["settings"]["deterministic_algorithms"] == torch.are_deterministic_algorithms_enabled()
+    assert (
+        m["torch"]["settings"]["deterministic_algorithms"]
+        == torch.are_deterministic_algorithms_enabled()
+    )
     assert "PyTorch built with" in (d / "torch-config.txt").read_text()
     assert m["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
     assert m["system"]["cpu_count"] == os.cpu_count() and m["system"]["os"]
     git = m["git"]
     assert git["status"] == "ok" and git["dirty"] is True and git["untracked"] == ["new_module.py"]
-    assert git["commit"] == _git(snapshots["repo"], "rev-parse", "HEAD").strip() and git["branch"] == "main"
+    assert (
+        git["commit"] == _git(snapshots["repo"], "rev-parse", "HEAD").strip()
+        and git["branch"] == "main"
+    )
     if shutil.which("dpkg-query"):
-        assert "\tamd64" in (d / "apt-packages.txt").read_text() or "\tall" in (d / "apt-packages.txt").read_text()
+        assert (
+            "\tamd64" in (d / "apt-packages.txt").read_text()
+            or "\tall" in (d / "apt-packages.txt").read_text()
+        )
 
 
 def test_diff_lists_ld_preload_first(snapshots, capsys):
     result = diff_environments(snapshots["a"], snapshots["b"])
     assert not result.equal
     env = result.sections["environment"]
-    assert [(c.key, c.kind) for c in env] == [("LD_PRELOAD", "added"), ("AAA_ORDINARY", "added"),
-                                              ("TZ", "changed")]
+    assert [(c.key, c.kind) for c in env] == [
+        ("LD_PRELOAD", "added"),
+        ("AAA_ORDINARY", "added"),
+        ("TZ", "changed"),
+    ]
     assert env[0].important and env[0].b == snapshots["libm"] and not env[1].important
     assert [name for name, changes in result.sections.items() if changes] == ["environment"]
     assert diff_environments(snapshots["a"], snapshots["a"]).equal
@@ -226,7 +311,9 @@ def test_overwrite_replaces_the_previous_snapshot(tmp_path, monkeypatch):
     (d / "editable").mkdir()
     (d / "editable" / "gone.diff").write_text("stale")
     (d / "notes.txt").write_text("mine")  # not a snapshot file: kept
-    (d / "manifest.json").write_text(json.dumps({"files": {"editable/gone.diff": {}, "../outside": {}}}))
+    (d / "manifest.json").write_text(
+        json.dumps({"files": {"editable/gone.diff": {}, "../outside": {}}})
+    )
     capture_environment(d, overwrite=True)
     assert not (d / "editable" / "gone.diff").exists() and (d / "notes.txt").read_text() == "mine"
     assert "editable/gone.diff" not in load_snapshot(d)["files"]
@@ -243,7 +330,9 @@ def test_missing_tools_are_recorded_not_fatal(tmp_path, monkeypatch):
     tools = load_snapshot(d)["tools"]
     for label in ("dpkg-query", "conda list", "nvidia-smi", "lscpu", "git", "module list"):
         assert tools[label]["status"] == "missing", (label, tools[label])
-    if importlib.util.find_spec("pip") is not None:  # run as `sys.executable -m pip`, PATH-independent
+    if (
+        importlib.util.find_spec("pip") is not None
+    ):  # run as `sys.executable -m pip`, PATH-independent
         assert tools["pip freeze"]["status"] == "ok" and (d / "requirements.txt").exists()
     else:  # and uv, the other way to freeze, is not on this PATH
         assert tools["pip freeze"]["status"] == "missing" and not (d / "requirements.txt").exists()
@@ -263,45 +352,93 @@ def test_default_snapshot_dir_follows_seed_000(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "123456")
     monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
     assert default_snapshot_dir(tmp_path) == tmp_path / "repro" / "123456"
-    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")  # a requeued job keeps its id: keep both snapshots
+    monkeypatch.setenv(
+        "SLURM_RESTART_COUNT", "2"
+    )  # a requeued job keeps its id: keep both snapshots
     assert default_snapshot_dir(tmp_path) == tmp_path / "repro" / "123456-restart2"
     monkeypatch.delenv("SLURM_JOB_ID")
     monkeypatch.chdir(tmp_path)
     d = default_snapshot_dir()
-    assert d.parent == tmp_path / "repro" and d.name.startswith("local-") and d.name.endswith(f"-{os.getpid()}")
+    assert (
+        d.parent == tmp_path / "repro"
+        and d.name.startswith("local-")
+        and d.name.endswith(f"-{os.getpid()}")
+    )
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("https://u:p@h/x", f"https://{REDACTED}@h/x"),
-    ("git+ssh://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/o/r",
-     f"git+ssh://{REDACTED}@github.com/o/r"),
-    ("https://s3.example/b/o?X-Amz-Signature=abc123&x=1", f"https://s3.example/b/o?X-Amz-Signature={REDACTED}&x=1"),
-    ("https://conda.anaconda.org/t/tk-12345678-abcdef/ch/linux-64", f"https://conda.anaconda.org/t/{REDACTED}/ch/linux-64"),
-    ("token hf_abcdefghijklmnopqrstuvwxyzABCDEFGH here", f"token {REDACTED} here"),
-    ("AKIAIOSFODNN7EXAMPLE", REDACTED),
-    ('password = "hunter2"', f'password = "{REDACTED}"'),
-    ('"api_key": "abc"', f'"api_key": "{REDACTED}"'),
-    ("Authorization: Bearer abc.def", f"Authorization: Bearer {REDACTED}"),
-    ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", REDACTED),
-    # not secrets: left alone
-    ('eos_token = "</s>"', 'eos_token = "</s>"'),
-    ("tokenizer = AutoTokenizer.from_pretrained(name)", "tokenizer = AutoTokenizer.from_pretrained(name)"),
-    ("tokenizers==0.15.0", "tokenizers==0.15.0"),
-    ("git@github.com:o/r.git", "git@github.com:o/r.git"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("https://u:p@h/x", f"https://{REDACTED}@h/x"),
+        (
+            "git+ssh://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/o/r",
+            f"git+ssh://{REDACTED}@github.com/o/r",
+        ),
+        (
+            "https://s3.example/b/o?X-Amz-Signature=abc123&x=1",
+            f"https://s3.example/b/o?X-Amz-Signature={REDACTED}&x=1",
+        ),
+        (
+            "https://conda.anaconda.org/t/tk-12345678-abcdef/ch/linux-64",
+            f"https://conda.anaconda.org/t/{REDACTED}/ch/linux-64",
+        ),
+        ("token hf_abcdefghijklmnopqrstuvwxyzABCDEFGH here", f"token {REDACTED} here"),
+        ("AKIAIOSFODNN7EXAMPLE", REDACTED),
+        ('password = "hunter2"', f'password = "{REDACTED}"'),
+        ('"api_key": "abc"', f'"api_key": "{REDACTED}"'),
+        ("Authorization: Bearer abc.def", f"Authorization: Bearer {REDACTED}"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", REDACTED),
+        # not secrets: left alone
+        ('eos_token = "</s>"', 'eos_token = "</s>"'),
+        (
+            "tokenizer = AutoTokenizer.from_pretrained(name)",
+            "tokenizer = AutoTokenizer.from_pretrained(name)",
+        ),
+        ("tokenizers==0.15.0", "tokenizers==0.15.0"),
+        ("git@github.com:o/r.git", "git@github.com:o/r.git"),
+    ],
+)
 def test_redact_text(text, expected):
     assert redact_text(text, environ={}) == expected
 
 
 def test_redaction_by_name_and_by_literal_value():
-    assert all(is_secret_name(n) for n in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "GITHUB_PAT_TOKEN",
-                                           "DB_PASSWD", "NETRC_CREDENTIALS", "HTTP_AUTH", "SENTRY_DSN"))
-    assert not any(is_secret_name(n) for n in ("PATH", "PWD", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG",
-                                               "OMP_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG", "PYTHONHASHSEED"))
+    assert all(
+        is_secret_name(n)
+        for n in (
+            "HF_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "WANDB_API_KEY",
+            "GITHUB_PAT_TOKEN",
+            "DB_PASSWD",
+            "NETRC_CREDENTIALS",
+            "HTTP_AUTH",
+            "SENTRY_DSN",
+        )
+    )
+    assert not any(
+        is_secret_name(n)
+        for n in (
+            "PATH",
+            "PWD",
+            "LD_PRELOAD",
+            "CUDA_VISIBLE_DEVICES",
+            "NCCL_DEBUG",
+            "OMP_NUM_THREADS",
+            "CUBLAS_WORKSPACE_CONFIG",
+            "PYTHONHASHSEED",
+        )
+    )
     env = {"MY_SECRET": "s3cr3t-value-long", "PIP_INDEX_URL": "https://u:longpassword1@h/simple"}
-    assert redact_environ(env) == {"MY_SECRET": REDACTED, "PIP_INDEX_URL": f"https://{REDACTED}@h/simple"}
+    assert redact_environ(env) == {
+        "MY_SECRET": REDACTED,
+        "PIP_INDEX_URL": f"https://{REDACTED}@h/simple",
+    }
     # a secret's value is removed wherever it appears, even with no pattern around it
-    assert redact_text("echo s3cr3t-value-long; curl longpassword1", environ=env) == f"echo {REDACTED}; curl {REDACTED}"
+    assert (
+        redact_text("echo s3cr3t-value-long; curl longpassword1", environ=env)
+        == f"echo {REDACTED}; curl {REDACTED}"
+    )
 
 
 def test_diff_of_packages_torch_driver_git_from_manifests(snapshots):
@@ -317,17 +454,28 @@ def test_diff_of_packages_torch_driver_git_from_manifests(snapshots):
     b["python"]["version"] = "2.7.18"
     d = diff_environments(a, b)
     packages = {c.key: (c.kind, c.a, c.b) for c in d.sections["packages"]}
-    assert packages == {"brand-new": ("added", None, "1.0"), "numpy": ("changed", a["packages"]["numpy"], "0.0.1"),
-                        "torch": ("removed", a["packages"]["torch"], None)}
+    assert packages == {
+        "brand-new": ("added", None, "1.0"),
+        "numpy": ("changed", a["packages"]["numpy"], "0.0.1"),
+        "torch": ("removed", a["packages"]["torch"], None),
+    }
     assert [(c.key, c.b) for c in d.sections["torch"]] == [("cudnn", b["torch"]["cudnn"])]
     assert [(c.key, c.kind) for c in d.sections["gpus"]] == [("gpu0", "added")]
     c = json.loads(json.dumps(b))
     c["gpus"][0]["driver"] = "560.35"
-    assert [(c.key, c.kind) for c in diff_environments(b, c).sections["gpus"]] == [("gpu0", "changed")]
-    assert [c.key for c in d.sections["git"]] == ["commit"] and [c.key for c in d.sections["python"]] == ["version"]
+    assert [(c.key, c.kind) for c in diff_environments(b, c).sections["gpus"]] == [
+        ("gpu0", "changed")
+    ]
+    assert [c.key for c in d.sections["git"]] == ["commit"] and [
+        c.key for c in d.sections["python"]
+    ] == ["version"]
     text = d.format()
-    for title in ("Python packages: 1 added, 1 removed, 1 changed", "torch, CUDA, cuDNN, NCCL", "GPUs and driver",
-                  "git state"):
+    for title in (
+        "Python packages: 1 added, 1 removed, 1 changed",
+        "torch, CUDA, cuDNN, NCCL",
+        "GPUs and driver",
+        "git state",
+    ):
         assert title in text, text
     with pytest.raises(ValueError, match="not a seeder environment snapshot"):
         diff_environments(a, {"format": "x"})
@@ -338,21 +486,51 @@ def test_diff_of_packages_torch_driver_git_from_manifests(snapshots):
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("pip") is None, reason="pip is not installed")
 def test_editable_install_in_a_venv_has_its_diff_captured(tmp_path):
-    """pip install -e of a throwaway git repo into a fresh venv, then a local change: the venv's snapshot holds it."""
-    pkg = _make_repo(tmp_path / "throwaway", {
-        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "throwaway_backend"\nbackend-path = ["."]\n',
-        "throwaway_backend.py": _BACKEND,
-        "seeder_throwaway/__init__.py": "VALUE = 1\n"})
+    """pip install -e of a throwaway git repo into a fresh venv, then a local change: the venv's
+    snapshot holds it."""
+    pkg = _make_repo(
+        tmp_path / "throwaway",
+        {
+            "pyproject.toml": "[build-system]\nrequires = []\nbuild-backend = "
+            '"throwaway_backend"\nbackend-path = ["."]\n',
+            "throwaway_backend.py": _BACKEND,
+            "seeder_throwaway/__init__.py": "VALUE = 1\n",
+        },
+    )
     venv = tmp_path / "venv"
-    vpy = _venv_seeing_our_packages(venv, [sys.executable, "-m", "venv", "--without-pip", str(venv)])
-    install = subprocess.run([str(vpy), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                              "-e", str(pkg)], capture_output=True, text=True, timeout=300,
-                             env=child_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"}))
+    vpy = _venv_seeing_our_packages(
+        venv, [sys.executable, "-m", "venv", "--without-pip", str(venv)]
+    )
+    install = subprocess.run(
+        [
+            str(vpy),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-e",
+            str(pkg),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"}),
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     (pkg / "seeder_throwaway" / "__init__.py").write_text(
-        "VALUE = 2\nTOKEN_URL = 'https://dave:hunter2hunter2@models.example/x'\n")
-    out = subprocess.run([str(vpy), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")], env=child_env(),
-                         cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+        "VALUE = 2\nTOKEN_URL = 'https://dave:hunter2hunter2@models.example/x'\n"
+    )
+    out = subprocess.run(
+        [str(vpy), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")],
+        env=child_env(),
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     snap = Path(out.stdout.strip())
     m = load_snapshot(snap)
@@ -362,7 +540,9 @@ def test_editable_install_in_a_venv_has_its_diff_captured(tmp_path):
     assert entry["git"]["commit"] == _git(pkg, "rev-parse", "HEAD").strip()
     diff = (snap / "editable" / "seeder-throwaway.diff").read_text()
     assert "-VALUE = 1" in diff and "+VALUE = 2" in diff and "hunter2hunter2" not in diff
-    assert "seeder-throwaway" in (snap / "requirements.txt").read_text()  # the venv's own pip freeze
+    assert (
+        "seeder-throwaway" in (snap / "requirements.txt").read_text()
+    )  # the venv's own pip freeze
     assert m["git"]["status"] == "not a git repository"  # tmp_path is no repository
 
 
@@ -370,9 +550,17 @@ def test_editable_install_in_a_venv_has_its_diff_captured(tmp_path):
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_uv_environment_is_frozen_with_uv(tmp_path):
     venv = tmp_path / "uvenv"
-    vpy = _venv_seeing_our_packages(venv, ["uv", "venv", "-q", "--python", sys.executable, str(venv)])
-    out = subprocess.run([str(vpy), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")],
-                         env=child_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    vpy = _venv_seeing_our_packages(
+        venv, ["uv", "venv", "-q", "--python", sys.executable, str(venv)]
+    )
+    out = subprocess.run(
+        [str(vpy), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")],
+        env=child_env(),
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     tools = load_snapshot(tmp_path / "snap")["tools"]
     assert tools["uv pip freeze"]["status"] == "ok" and "pip freeze" not in tools

@@ -1,9 +1,11 @@
-"""Atomic or nothing: bad arguments, impossible states and faults (Ctrl-C, raising generators, threads).
+"""Atomic or nothing: bad arguments, impossible states and faults (Ctrl-C, raising generators,
+threads).
 
 Every case asserts "a clear error and nothing changed" (every RNG, the bookkeeping, the
 registry, every participant's position: ``World.everything``) or "exact". The SIGKILL cases
 are in ``test_fault_kills.py``; random state mutations in ``test_state_properties.py``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -50,6 +52,7 @@ def with_rng(state, name, **changes):
 
 # ------------------------------------------------------------------------------------- bad states
 
+
 def _python_zero(st):
     st["rngs"]["python"]["state"] = (0,) * 624 + (624,)
 
@@ -64,7 +67,9 @@ def _torch_zero(st):
 
 def _torch_view(st):
     t = st["rngs"]["torch"]
-    st["rngs"]["torch"] = torch.stack([t, t], 1).reshape(-1)[::2]  # the same bytes, as a non-contiguous view
+    st["rngs"]["torch"] = torch.stack([t, t], 1).reshape(-1)[
+        ::2
+    ]  # the same bytes, as a non-contiguous view
 
 
 def _set(path, value):
@@ -73,6 +78,7 @@ def _set(path, value):
         for k in path[:-1]:
             node = node[k]
         node[path[-1]] = value
+
     return mutate
 
 
@@ -82,6 +88,7 @@ def _add_key(path):
         for k in path:
             node = node[k]
         node["extra"] = 0
+
     return mutate
 
 
@@ -93,8 +100,10 @@ BAD_STATES = {
     "python gauss_next nan": _set(("rngs", "python", "gauss_next"), float("nan")),
     "python gauss_next inf": _set(("rngs", "python", "gauss_next"), float("inf")),
     "python version 3.0": _set(("rngs", "python", "version"), 3.0),
-    "numpy cached_gaussian nan": lambda st: (_set(("rngs", "numpy", "has_gauss"), 1)(st),
-                                             _set(("rngs", "numpy", "cached_gaussian"), float("nan"))(st)),
+    "numpy cached_gaussian nan": lambda st: (
+        _set(("rngs", "numpy", "has_gauss"), 1)(st),
+        _set(("rngs", "numpy", "cached_gaussian"), float("nan"))(st),
+    ),
     "numpy cached_gaussian -inf": _set(("rngs", "numpy", "cached_gaussian"), float("-inf")),
     "numpy has_gauss 1.0": _set(("rngs", "numpy", "has_gauss"), 1.0),
     "numpy has_gauss True": _set(("rngs", "numpy", "has_gauss"), True),
@@ -107,16 +116,24 @@ BAD_STATES = {
     "numpy Generator has_uint32 True": _set(("participants", "generator.2", "has_uint32"), True),
     "numpy Generator extra key": _add_key(("participants", "generator.2")),
     "numpy Generator extra inner key": _add_key(("participants", "generator.2", "state")),
-    "numpy Generator even PCG64 increment": lambda st: st["participants"]["generator.2"]["state"].update(
-        inc=st["participants"]["generator.2"]["state"]["inc"] - 1),
+    "numpy Generator even PCG64 increment": lambda st: st["participants"]["generator.2"][
+        "state"
+    ].update(inc=st["participants"]["generator.2"]["state"]["inc"] - 1),
     "numpy Generator state as float": lambda st: st["participants"]["generator.2"]["state"].update(
-        state=float(st["participants"]["generator.2"]["state"]["state"])),
-    "registered RandomState all-zero": _set(("participants", "generator.4", "key"), torch.zeros(624, dtype=torch.int32)),
-    "registered random.Random all-zero": _set(("participants", "generator.1", "state"), (0,) * 624 + (624,)),
+        state=float(st["participants"]["generator.2"]["state"]["state"])
+    ),
+    "registered RandomState all-zero": _set(
+        ("participants", "generator.4", "key"), torch.zeros(624, dtype=torch.int32)
+    ),
+    "registered random.Random all-zero": _set(
+        ("participants", "generator.1", "state"), (0,) * 624 + (624,)
+    ),
     "registered torch.Generator all-zero": lambda st: st["participants"].update(
-        {"generator.3": torch.zeros_like(st["participants"]["generator.3"])}),
-    "sampler key not derived from the master seed": lambda st: st["participants"]["loader.0"]["sampler"].update(
-        key=st["participants"]["loader.0"]["sampler"]["key"] ^ 1),
+        {"generator.3": torch.zeros_like(st["participants"]["generator.3"])}
+    ),
+    "sampler key not derived from the master seed": lambda st: st["participants"]["loader.0"][
+        "sampler"
+    ].update(key=st["participants"]["loader.0"]["sampler"]["key"] ^ 1),
     "last_reseed epoch differs from the loader's": _set(("last_reseed",), [1, 2]),
     "last_reseed epoch 0, loader in epoch 1": _set(("last_reseed",), [1, 0]),
 }
@@ -147,7 +164,9 @@ def test_a_good_state_still_resumes_exactly():
     TALLY["bad states", "exact"] += 1
 
 
-# ------------------------------------------------------------------------------------- bad arguments
+# ------------------------------------------------------------------------------------- bad
+# arguments
+
 
 def _unwritable(tmp_path):
     (tmp_path / "file").write_text("x")
@@ -173,7 +192,9 @@ BAD_ARGUMENTS = {
     "reseed task True": lambda w, p: w.s.reseed(True, 0),
     "reseed epoch 1.0": lambda w, p: w.s.reseed(1, 1.0),
     "register_generator 3": lambda w, p: w.s.register_generator(3),
-    "register_generator shared 'no'": lambda w, p: w.s.register_generator(random.Random(), shared="no"),
+    "register_generator shared 'no'": lambda w, p: w.s.register_generator(
+        random.Random(), shared="no"
+    ),
     "register_generator twice": lambda w, p: w.s.register_generator(w.gens[0]),
     "register_generator f raises": lambda w, p: w.s.register_generator(_raises),
     "register_generator wrong arity": lambda w, p: w.s.register_generator(lambda: None),
@@ -183,11 +204,19 @@ BAD_ARGUMENTS = {
     "load_state_dict None": lambda w, p: w.s.load_state_dict(None),
     "load_state_dict []": lambda w, p: w.s.load_state_dict([]),
     "load_state_dict {}": lambda w, p: w.s.load_state_dict({}),
-    "load_state_dict allow_world_change 'yes'": lambda w, p: w.s.load_state_dict(w.state(), allow_world_change="yes"),
+    "load_state_dict allow_world_change 'yes'": lambda w, p: w.s.load_state_dict(
+        w.state(), allow_world_change="yes"
+    ),
     "load_state_dict another rank": lambda w, p: w.s.load_state_dict({**w.state(), "rank": 1}),
-    "load_state_dict another world": lambda w, p: w.s.load_state_dict({**w.state(), "world_size": 2}),
+    "load_state_dict another world": lambda w, p: w.s.load_state_dict(
+        {**w.state(), "world_size": 2}
+    ),
     "load_state_dict missing participant": lambda w, p: w.s.load_state_dict(
-        {**w.state(), "participants": {k: v for k, v in w.state()["participants"].items() if k != "loader.0"}}),
+        {
+            **w.state(),
+            "participants": {k: v for k, v in w.state()["participants"].items() if k != "loader.0"},
+        }
+    ),
 }
 
 
@@ -198,11 +227,17 @@ def _raises(seed: int) -> None:
 @pytest.mark.parametrize("case", sorted(BAD_ARGUMENTS))
 def test_a_bad_argument_gets_a_clear_error_and_changes_nothing(case, tmp_path):
     world = World()
-    refused(world, lambda: BAD_ARGUMENTS[case](world, tmp_path), errors=(TypeError, ValueError, OSError, RuntimeError),
-            cls="bad arguments")
+    refused(
+        world,
+        lambda: BAD_ARGUMENTS[case](world, tmp_path),
+        errors=(TypeError, ValueError, OSError, RuntimeError),
+        cls="bad arguments",
+    )
 
 
-def test_snapshot_dir_from_the_environment_that_cannot_be_written_changes_nothing(tmp_path, monkeypatch):
+def test_snapshot_dir_from_the_environment_that_cannot_be_written_changes_nothing(
+    tmp_path, monkeypatch
+):
     world = World()
     monkeypatch.setenv("SEEDER_SNAPSHOT_DIR", _unwritable(tmp_path))
     err = refused(world, lambda: world.s.init(7), errors=OSError, cls="bad arguments")
@@ -226,7 +261,9 @@ def test_a_generator_that_raised_at_registration_is_not_called_again():
     assert [g.stream for g in world.s.generators()] == [1, 2, 3, 4, 5, 6]
 
 
-# -------------------------------------------------------------------------------------------- faults
+# --------------------------------------------------------------------------------------------
+# faults
+
 
 class Flaky:
     """A registered generator object that raises while it is seeded when ``fail`` is set."""
@@ -263,7 +300,11 @@ def test_a_reseed_whose_generator_raises_is_recorded_until_a_reseed_completes():
     flaky.fail = True
     with pytest.raises(RuntimeError, match="flaky"):
         world.s.reseed(1, 2)
-    with pytest.raises(RuntimeError, match=r"reseed\(1, 2\) raised RuntimeError in .*reseed_rng.*call seeder.reseed\(1, 2\) again"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"reseed\(1, 2\) raised RuntimeError in .*reseed_rng.*call seeder.reseed\(1, "
+        r"2\) again",
+    ):
         world.s.state_dict()  # the streams are half in epoch 2: no checkpoint may describe that
     with pytest.raises(RuntimeError, match="refused"):
         world.s.gather_state_dict()
@@ -299,7 +340,8 @@ def test_ctrl_c_during_reseed_is_recorded_too():
 
 
 class Interrupting:
-    """A participant whose ``load_state_dict`` sends this process a real SIGINT (Ctrl-C) ``times`` times."""
+    """A participant whose ``load_state_dict`` sends this process a real SIGINT (Ctrl-C) ``times``
+    times."""
 
     seeder_kind = "interrupting"
 
@@ -327,7 +369,9 @@ class Interrupting:
 @pytest.mark.parametrize("times", [1, 2], ids=["ctrl-c", "ctrl-c-again-during-the-rollback"])
 def test_a_real_ctrl_c_during_load_puts_everything_back(times):
     world = World()
-    world.s.join(Interrupting(0), weak=False)  # validated participants load last: after the loader and the generators
+    world.s.join(
+        Interrupting(0), weak=False
+    )  # validated participants load last: after the loader and the generators
     state = world.state()
     state["participants"]["interrupting.0"] = {"value": 99}
     want = uninterrupted()
@@ -345,7 +389,8 @@ def test_a_real_ctrl_c_during_load_puts_everything_back(times):
 
 
 def _interrupt_at(n: int, exc: type):
-    """A trace function raising ``exc`` at the ``n``-th Python call event (then tracing stops); 0: count only."""
+    """A trace function raising ``exc`` at the ``n``-th Python call event (then tracing stops); 0:
+    count only."""
     count = [0]
     applying = []  # call numbers at which apply_entry started
 
@@ -357,11 +402,13 @@ def _interrupt_at(n: int, exc: type):
             if count[0] == n:
                 raise exc("injected")
         return None
+
     return trace, count, applying
 
 
 def _points(world: World, state: dict, base: dict, many: int) -> list:
-    """Call numbers to interrupt at: a few in the checks, ``many`` spread over the apply and its end."""
+    """Call numbers to interrupt at: a few in the checks, ``many`` spread over the apply and its
+    end."""
     world.s.load_state_dict(base)
     trace, count, applying = _interrupt_at(0, RuntimeError)
     sys.settrace(trace)
@@ -371,12 +418,17 @@ def _points(world: World, state: dict, base: dict, many: int) -> list:
         sys.settrace(None)
     total, start = count[0], applying[0]
     checks = [1, 2, start // 4, start // 2, start - 1, start]
-    return sorted({*checks, *(start + 1 + (total - start) * i // many for i in range(many)), total, total + 1})
+    return sorted(
+        {*checks, *(start + 1 + (total - start) * i // many for i in range(many)), total, total + 1}
+    )
 
 
-@pytest.mark.parametrize("exc, many", [(KeyboardInterrupt, 40), (RuntimeError, 10), (SystemExit, 10)])
+@pytest.mark.parametrize(
+    "exc, many", [(KeyboardInterrupt, 40), (RuntimeError, 10), (SystemExit, 10)]
+)
 def test_an_exception_at_points_inside_load_state_dict_changes_nothing(exc, many):
-    """Ctrl-C (or an error, or SystemExit) at calls a load makes, most while applying: exact, or nothing changed."""
+    """Ctrl-C (or an error, or SystemExit) at calls a load makes, most while applying: exact, or
+    nothing changed."""
     world = World()
     state = world.state()
     world.draw()  # the live state differs from the saved one
@@ -408,19 +460,28 @@ def test_an_exception_at_points_inside_load_state_dict_changes_nothing(exc, many
 def test_a_failing_apply_names_everything_it_put_back():
     world = World()
     state = world.state()
+
     def gone(st):
-        world.gain.load_state_dict = Gain.load_state_dict.__get__(world.gain)  # fails once: the rollback works
+        world.gain.load_state_dict = Gain.load_state_dict.__get__(
+            world.gain
+        )  # fails once: the rollback works
         raise OSError("disk gone")
 
-    world.gain.load_state_dict = gone  # the owner's load fails while applying (nothing validates its state)
+    world.gain.load_state_dict = (
+        gone  # the owner's load fails while applying (nothing validates its state)
+    )
     before = world.everything()
-    with pytest.raises(StateError, match=r"OSError: disk gone.*as it was before load_state_dict \(put back: generator\.5\)"):
+    with pytest.raises(
+        StateError,
+        match=r"OSError: disk gone.*as it was before load_state_dict \(put back: generator\.5\)",
+    ):
         world.s.load_state_dict(state)
     assert world.everything() == before
     TALLY["faults", "clear error"] += 1
 
 
 # ---------------------------------------------------------------------------------------- threads
+
 
 def test_threads_calling_reseed_and_state_dict_never_see_half_a_reseed():
     s = Seeder()

@@ -6,6 +6,7 @@ warned about once with its line. Real Lightning (seed_everything, LightningCLI),
 (set_seed, Trainer(args.seed)), accelerate, datasets, and the global seeding functions of random,
 NumPy and torch. The drawn seed is shown.
 """
+
 import inspect
 import os
 import random
@@ -44,6 +45,7 @@ def run(fresh_default):
         fresh_default.init(master_seed=master)
         fresh_default.reseed(0, 0)
         return fresh_default
+
     return start
 
 
@@ -61,7 +63,9 @@ def _without_seeder(fn):
 def test_user_seeding_does_what_it_says_and_warns_once_with_its_line(run):
     def late():
         for _ in range(2):  # the same line twice: one warning per call on it
+            # fmt: off
             torch.manual_seed(3); random.seed(3); np.random.seed(3)  # noqa: E702
+            # fmt: on
         return _draws()
 
     expected = _without_seeder(late)
@@ -99,7 +103,9 @@ def test_lightning_seed_everything_is_routed_and_said_once(run):
     seed_everything = need("lightning.pytorch", "seed_everything").seed_everything
 
     def call(seed):
+        # fmt: off
         seed_everything(seed, verbose=False); seed_everything(seed, verbose=False)  # noqa: E702
+        # fmt: on
 
     line = _line_of(call, "seed_everything(seed")
     results = []
@@ -135,11 +141,23 @@ def _cli_weights(default):
             self.lin = torch.nn.Linear(4, 2)
 
     caught = []
+
     def build():
-        cli = LightningCLI(Model, run=False, args=[], seed_everything_default=default, save_config_callback=None,
-                           trainer_defaults={"logger": False, "enable_checkpointing": False,
-                                             "enable_progress_bar": False, "enable_model_summary": False})
+        cli = LightningCLI(
+            Model,
+            run=False,
+            args=[],
+            seed_everything_default=default,
+            save_config_callback=None,
+            trainer_defaults={
+                "logger": False,
+                "enable_checkpointing": False,
+                "enable_progress_bar": False,
+                "enable_model_summary": False,
+            },
+        )
         caught.append(cli.model.lin.weight.detach().clone())
+
     warned = _caught(build)
     return caught[0], warned
 
@@ -168,7 +186,9 @@ def test_transformers_and_accelerate_set_seed(run):
         caught = _caught(lambda: transformers.set_seed(seed))
         caught += _caught(lambda: accelerate_utils.set_seed(seed))
         assert [str(w.message).split(", reached from")[0] for w in caught] == [
-            f"transformers' set_seed({seed})", f"accelerate's set_seed({seed})"], caught
+            f"transformers' set_seed({seed})",
+            f"accelerate's set_seed({seed})",
+        ], caught
         results.append(_draws())
     assert results[0] == results[1]
 
@@ -179,25 +199,41 @@ def test_trainer_seed_is_warned_and_seeder_trainer_is_not(run, tmp_path):
 
     from seeder.integrations.transformers import SeederTrainer
 
-    args = TrainingArguments(output_dir=str(tmp_path), seed=77, report_to=[], use_cpu=True, disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=str(tmp_path), seed=77, report_to=[], use_cpu=True, disable_tqdm=True
+    )
     run(2)
     caught = _caught(lambda: Trainer(model=_Net(), args=args))
-    assert len(caught) == 1 and "SeederTrainer" in str(caught[0].message) and f"{HERE}:" in str(caught[0].message)
+    assert (
+        len(caught) == 1
+        and "SeederTrainer" in str(caught[0].message)
+        and f"{HERE}:" in str(caught[0].message)
+    )
     run(2)
-    assert _caught(lambda: SeederTrainer(model=_Net(), args=args, train_dataset=[{"x": torch.zeros(4)}])) == []
+    assert (
+        _caught(
+            lambda: SeederTrainer(model=_Net(), args=args, train_dataset=[{"x": torch.zeros(4)}])
+        )
+        == []
+    )
 
 
 def _child(code, **env):
     full = {k: v for k, v in os.environ.items() if k not in ("SEEDER_SEED", "SEEDER_QUIET")}
     full.update(PYTHONPATH=str(ROOT), **env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120
+    )
 
 
 def test_drawn_seed_is_on_stderr_with_logging_unconfigured(fresh_default, capfd, monkeypatch):
     shown = _child("import seeder; seeder.init(); print(seeder.get_master_seed())")
     assert shown.returncode == 0, shown.stderr
     seed = int(shown.stdout.strip())
-    assert f"seeder: master seed {seed} drawn from OS entropy (replay with SEEDER_SEED={seed})" in shown.stderr
+    assert (
+        f"seeder: master seed {seed} drawn from OS entropy (replay with SEEDER_SEED={seed})"
+        in shown.stderr
+    )
     fresh_default.init(5)  # given: nothing to replay
     monkeypatch.setenv("SEEDER_QUIET", "1")
     fresh_default.init()  # silenced
@@ -211,13 +247,15 @@ def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path,
         run_dir = tmp_path / name
         run_dir.mkdir()
         monkeypatch.setenv("SEEDER_TRACE", str(run_dir / "trace"))
-        np.random.seed(0)              # no seeder run yet: seeds as it says
+        np.random.seed(0)  # no seeder run yet: seeds as it says
         if draw:
             np.random.permutation(10)  # a dataset split before seeder.init
         fresh_default.init(master_seed=1)
         default_seeder().reset()
     hints = preinit_hints([tmp_path / "drawn"])
-    assert len(hints) == 1 and hints[0].startswith("NumPy's global RNG was drawn from before seeder.init (at ")
+    assert len(hints) == 1 and hints[0].startswith(
+        "NumPy's global RNG was drawn from before seeder.init (at "
+    )
     assert f"{HERE}:" in hints[0] and preinit_hints([tmp_path / "clean"]) == []
 
 
@@ -227,17 +265,19 @@ def test_torch_dynamo_wrapping_manual_seed_keeps_the_watch(dynamo_first):
     the user's call still seeds as it says and warns once, naming the line."""
     from helpers import run_python
 
-    code = ("import warnings, torch, seeder\n"
-            + ("import torch._dynamo\n" if dynamo_first else "")
-            + "seeder.init(5); seeder.reseed(0, 0)\n"
-            + ("" if dynamo_first else "import torch._dynamo\n")
-            + "assert torch.manual_seed is not getattr(torch.manual_seed, '__wrapped__', None)\n"
-            "with warnings.catch_warnings(record=True) as caught:\n"
-            "    warnings.simplefilter('always'); torch.manual_seed(3)\n"
-            "a = torch.rand(2)\n"
-            "g = torch.Generator().manual_seed(3)\n"
-            "assert torch.equal(a, torch.rand(2, generator=g)), 'seeds as it says'\n"
-            "print(len(caught), 'torch.manual_seed(3) at <string>:' in str(caught[0].message))\n")
+    code = (
+        "import warnings, torch, seeder\n"
+        + ("import torch._dynamo\n" if dynamo_first else "")
+        + "seeder.init(5); seeder.reseed(0, 0)\n"
+        + ("" if dynamo_first else "import torch._dynamo\n")
+        + "assert torch.manual_seed is not getattr(torch.manual_seed, '__wrapped__', None)\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always'); torch.manual_seed(3)\n"
+        "a = torch.rand(2)\n"
+        "g = torch.Generator().manual_seed(3)\n"
+        "assert torch.equal(a, torch.rand(2, generator=g)), 'seeds as it says'\n"
+        "print(len(caught), 'torch.manual_seed(3) at <string>:' in str(caught[0].message))\n"
+    )
     out = run_python(["-c", code], env={"SEEDER_QUIET": "1"}).stdout.split()
     assert out == ["1", "True"]
 
@@ -282,7 +322,8 @@ def test_fakedata_yields_under_seeder_what_it_yields_without(run, kind, workers)
     """A dataset seeding from its index gets its own numbers, with 0 or 2 workers; nothing is
     warned."""
     plain = _without_seeder(
-        lambda: _fake_batches(torch.utils.data.DataLoader(FakeData(), batch_size=4)))
+        lambda: _fake_batches(torch.utils.data.DataLoader(FakeData(), batch_size=4))
+    )
     assert len({label for _, labels in plain for label in labels}) > 1  # the samples differ
     run(7)
     seeder.reseed(1, 0)

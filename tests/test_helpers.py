@@ -1,6 +1,7 @@
-"""The test harness itself: a hung child fails its test with the stacks of every process it started, the fork
-server reports each forked run's output and exit status as a process of its own would, and a script handed over to
-the handoff server runs as the interpreter that handed it over."""
+"""The test harness itself: a hung child fails its test with the stacks of every process it started,
+the fork server reports each forked run's output and exit status as a process of its own would, and
+a script handed over to the handoff server runs as the interpreter that handed it over."""
+
 import os
 import select
 import signal
@@ -21,8 +22,13 @@ def test_a_hung_child_fails_with_the_stack_of_every_process_it_started():
     with pytest.raises(AssertionError, match="hung for 5 s") as info:
         run_python(["-c", HANG], timeout=5)
     text = str(info.value)
-    child, grandchild = text.index('File "<string>", line 4 in <module>'), text.index('File "<string>", line 1 in <module>')
-    assert child < grandchild  # one process after the other, parents first: the stacks do not interleave
+    child, grandchild = (
+        text.index('File "<string>", line 4 in <module>'),
+        text.index('File "<string>", line 1 in <module>'),
+    )
+    assert (
+        child < grandchild
+    )  # one process after the other, parents first: the stacks do not interleave
 
 
 SCRIPT = """
@@ -68,14 +74,23 @@ raise SystemExit(int(sys.argv[1]))
 """
 
 
-def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and_signals(tmp_path, handoff):
+def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and_signals(
+    tmp_path, handoff
+):
     script = tmp_path / "script.py"
     script.write_text(HANDED)
 
     def start(how):
-        return subprocess.Popen([sys.executable, str(script), how], env=child_env({**handoff.env(), "X": "y"}),
-                                cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
+        return subprocess.Popen(
+            [sys.executable, str(script), how],
+            env=child_env({**handoff.env(), "X": "y"}),
+            cwd=str(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=sigint_as_in_a_terminal,
+        )
 
     interpreter = start("3")
     out, err = communicate(interpreter, 60)
@@ -86,14 +101,18 @@ def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and
 
     interpreter = start("hang")
     assert interpreter.stdout.readline().startswith("pid ")
-    os.killpg(interpreter.pid, signal.SIGINT)  # as seeder verify stops a run: the interpreter's process group
+    os.killpg(
+        interpreter.pid, signal.SIGINT
+    )  # as seeder verify stops a run: the interpreter's process group
     _, err = communicate(interpreter, 60)
     assert interpreter.returncode == -signal.SIGINT and "KeyboardInterrupt" in err
 
     interpreter = start("hang")
     with pytest.raises(AssertionError, match="hung for 2 s") as info:
         communicate(interpreter, 2)
-    assert 'line 6 in <module>' in str(info.value)  # the hung run's stack (faulthandler), not only the interpreter's
+    assert "line 6 in <module>" in str(
+        info.value
+    )  # the hung run's stack (faulthandler), not only the interpreter's
 
     interpreter = start("hang")
     run = int(interpreter.stdout.readline().split()[1])
@@ -101,6 +120,8 @@ def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and
     try:
         interpreter.kill()
         interpreter.wait()
-        assert select.select([ended], [], [], 60)[0], "the run outlived the interpreter that handed it over"
+        assert select.select([ended], [], [], 60)[0], (
+            "the run outlived the interpreter that handed it over"
+        )
     finally:
         os.close(ended)

@@ -1,5 +1,6 @@
 """NVIDIA's ``init`` semantics: init starts a fresh run; a generator's seed depends only on
 (master seed, rank, task, epoch, its place among the generators registered since init)."""
+
 import random
 import warnings
 
@@ -45,7 +46,9 @@ def test_nvidia_loop_is_order_independent_and_leaves_one_generator():
     _, backward = nvidia_loop(masters[::-1], range(7, -1, -1))
     assert forward == backward
     for (master, rank, task, epoch), seed in forward.items():
-        assert seed == derive_seed(master, Domain.RANK, task, epoch, rank, stream=1)  # first generator since init
+        assert seed == derive_seed(
+            master, Domain.RANK, task, epoch, rank, stream=1
+        )  # first generator since init
     assert len(set(forward.values())) == len(forward)
 
 

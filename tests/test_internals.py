@@ -1,9 +1,11 @@
-"""Each private name of another library that seeder uses is loud when it changes (seeder/_internals.py).
+"""Each private name of another library that seeder uses is loud when it changes
+(seeder/_internals.py).
 
 Every test takes a real object or class of the library, deletes or replaces the private
 name seeder relies on (as a new version of the library would), and watches seeder raise
 DependencyChanged or warn with SeederWarning naming the library and its version.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -51,7 +53,9 @@ def test_torch_dataloader_without_get_iterator_raises(unchecked, monkeypatch):
 
 def test_torch_iterators_not_reading_dataset_raise(unchecked, monkeypatch):
     base = torch.utils.data.dataloader._BaseDataLoaderIter
-    monkeypatch.setattr(base, "__init__", lambda self, loader: None)  # an iterator that reads nothing of the loader
+    monkeypatch.setattr(
+        base, "__init__", lambda self, loader: None
+    )  # an iterator that reads nothing of the loader
     with loud("no longer read loader.dataset"):
         seeder.DataLoader(range(4), seeder=seeder.Seeder())
 
@@ -72,7 +76,10 @@ def test_torch_without_privateuse1_name_warns_and_seeds_the_rest(unchecked, monk
 
     monkeypatch.delattr(torch._C, "_get_privateuse1_backend_name")
     monkeypatch.setattr(rngs_torch, "_ACCELERATORS", None)
-    with pytest.warns(SeederWarning, match=r"torch 2\.\S+ changed: .*custom \(privateuse1\) accelerator backends are not"):
+    with pytest.warns(
+        SeederWarning,
+        match=r"torch 2\.\S+ changed: .*custom \(privateuse1\) accelerator backends are not",
+    ):
         assert isinstance(rngs_torch.accelerator_types(), list)
 
 
@@ -81,7 +88,8 @@ def test_numpy_layout_probe_failing_warns_and_takes_the_public_path(unchecked, m
     from seeder._seeding.rngs import NumpyRandomStateAdapter
 
     monkeypatch.setattr(fastrng, "_LEGACY", [])
-    # The layout seeder expects of the Gaussian cache, swapped: what a NumPy that moved or retyped it looks like.
+    # The layout seeder expects of the Gaussian cache, swapped: what a NumPy that moved or retyped
+    # it looks like.
     monkeypatch.setattr(fastrng, "GAUSS_CACHE", struct.Struct("i4xf"))
     adapter = NumpyRandomStateAdapter(np.random.RandomState(3))
     adapter.rng.standard_normal()
@@ -147,7 +155,9 @@ def test_lightning_checkpoint_without_loop_state_raises(unchecked):
     internals.require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
     del checkpoint["loops"]["fit_loop"]["state_dict"]
     with loud(r"lightning .* changed: the checkpoint has no list at"):
-        internals.require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
+        internals.require(
+            "lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint
+        )
 
 
 def test_dali_pipeline_and_iterator_without_private_names_are_loud(unchecked):
@@ -182,12 +192,17 @@ def test_torch_cpu_state_layout_changed_warns_and_takes_torchs_own_check(uncheck
     import dataclasses
 
     key = "torch:CPUGeneratorImplState"
-    moved = dataclasses.replace(INTERNALS[key], check=lambda _: "normal_is_valid is no longer at byte 5040")
+    moved = dataclasses.replace(
+        INTERNALS[key], check=lambda _: "normal_is_valid is no longer at byte 5040"
+    )
     monkeypatch.setitem(INTERNALS, key, moved)
     s = seeder.Seeder()
     s.init(3)
     state = s.state_dict()
-    with pytest.warns(SeederWarning, match=r"torch 2\.\S+ changed: normal_is_valid .*torch's own set_state check only"):
+    with pytest.warns(
+        SeederWarning,
+        match=r"torch 2\.\S+ changed: normal_is_valid .*torch's own set_state check only",
+    ):
         s.load_state_dict(state)
     bad = {**state, "rngs": {**state["rngs"], "torch": state["rngs"]["torch"].clone()}}
     bad["rngs"]["torch"][12:16] = 0  # 'seeded' 0: torch's own check still refuses it

@@ -1,10 +1,12 @@
-"""seeder.IterableDataLoader over an IterableDataset: exact mid-epoch resume, bit for bit against the uninterrupted run.
+"""seeder.IterableDataLoader over an IterableDataset: exact mid-epoch resume, bit for bit against
+the uninterrupted run.
 
 Stops at the first, a middle and the last batch and at the epoch boundary; 0 and 2 workers,
 persistent or not; a dataset without state (replayed), one with state_dict (loaded) and
 ``datasets`` streams (``to_iterable_dataset(num_shards=4)`` with a random ``.map``, with and
 without a shuffle buffer). Every state goes through torch.save / torch.load(weights_only=True).
 """
+
 from __future__ import annotations
 
 import io
@@ -37,13 +39,20 @@ def roundtrip(state):
 
 
 def loader_for(make, s, workers, persistent=False, context=None):
-    return IterableDataLoader(make(), batch_size=BS, num_workers=workers, seeder=s, persistent_workers=persistent,
-                      multiprocessing_context=context)
+    return IterableDataLoader(
+        make(),
+        batch_size=BS,
+        num_workers=workers,
+        seeder=s,
+        persistent_workers=persistent,
+        multiprocessing_context=context,
+    )
 
 
 def run(make, workers, stop=None, persistent=False, epochs=2, context=None):
-    """Batches of ``epochs`` epochs; with ``stop=(epoch, k)`` a fresh seeder and loader continue after batch ``k``
-    (``k="end"``: after the epoch's last ``StopIteration``) from ``seeder.state_dict()``."""
+    """Batches of ``epochs`` epochs; with ``stop=(epoch, k)`` a fresh seeder and loader continue
+    after batch ``k`` (``k="end"``: after the epoch's last ``StopIteration``) from
+    ``seeder.state_dict()``."""
     s = Seeder()
     s.init(MASTER)
     loader = loader_for(make, s, workers, persistent, context)
@@ -79,9 +88,13 @@ def test_stream_resumes_bitwise_at_first_middle_last_batch_and_epoch_boundary(ki
     want = run(make, workers)
     per_epoch = len(want) // 2
     assert per_epoch == 8 and want[:per_epoch] != want[per_epoch:]
-    assert sorted(r[0] for b in want[:per_epoch] for r in b) == list(range(N))  # every item once an epoch
+    assert sorted(r[0] for b in want[:per_epoch] for r in b) == list(
+        range(N)
+    )  # every item once an epoch
     stops = [(0, 1), (0, per_epoch // 2 + 1), (0, per_epoch), (0, "end"), (1, 2)]
-    for stop in stops if workers == 0 else stops[1:4]:  # the first batch with workers: in the persistent test
+    for stop in (
+        stops if workers == 0 else stops[1:4]
+    ):  # the first batch with workers: in the persistent test
         assert run(make, workers, stop) == want, stop
 
 
@@ -108,7 +121,8 @@ def test_persistent_workers_resume_bitwise_and_follow_epochs():
 
 @pytest.mark.slow
 def test_spawned_workers_stream_what_forked_ones_do_and_resume_bitwise():
-    """A worker started with ``spawn`` (a fresh interpreter: nothing inherited) produces the forked worker's batches."""
+    """A worker started with ``spawn`` (a fresh interpreter: nothing inherited) produces the forked
+    worker's batches."""
     make = lambda: Counted(N)  # noqa: E731
     want = run(make, 1)
     assert run(make, 1, stop=(0, 3), persistent=True, context="spawn") == want
@@ -125,13 +139,13 @@ def test_datasets_stream_resumes_bitwise(shuffle, workers):
     assert xs == list(range(40))
     if shuffle:
         assert [x for b in want[:14] for x in b["x"]] != list(range(40))
-    for stop in ([(0, 1), (0, 7)] if workers == 0 else [(0, 6)] if shuffle else [(0, 13)]):
+    for stop in [(0, 1), (0, 7)] if workers == 0 else [(0, 6)] if shuffle else [(0, 13)]:
         assert run(make, workers, stop) == want, stop
 
 
 class SharedEpoch(Noisy):
-    """An epoch in shared memory set by read-modify-write, as ``datasets.IterableDataset`` keeps it; counts the
-    ``set_epoch`` calls made in workers, where two at once could race."""
+    """An epoch in shared memory set by read-modify-write, as ``datasets.IterableDataset`` keeps it;
+    counts the ``set_epoch`` calls made in workers, where two at once could race."""
 
     def __init__(self, n):
         super().__init__(n)
@@ -153,7 +167,9 @@ def test_the_epoch_is_set_before_the_workers_start_and_never_raced_by_them(persi
     ds = SharedEpoch(N)
     s = Seeder()
     s.init(MASTER)
-    loader = IterableDataLoader(ds, batch_size=BS, num_workers=2, seeder=s, persistent_workers=persistent)
+    loader = IterableDataLoader(
+        ds, batch_size=BS, num_workers=2, seeder=s, persistent_workers=persistent
+    )
     for epoch in range(3):
         s.reseed(1, epoch)
         assert len(list(loader)) == 8
@@ -162,11 +178,11 @@ def test_the_epoch_is_set_before_the_workers_start_and_never_raced_by_them(persi
 
 
 def test_datasets_stream_epoch_is_set_once_not_raced_by_the_workers():
-    """datasets keeps a stream's epoch in one shared-memory tensor for the main process and every worker, and
-    its set_epoch reads it, then adds the difference in place. Here the two workers' set_epoch run in
-    lockstep (a barrier between the read and the add): had each worker set the epoch, both would read 0
-    and add 1, and epoch 1 would run as epoch 2 (another shard order). The loader sets it before the
-    workers start, so they find it set."""
+    """datasets keeps a stream's epoch in one shared-memory tensor for the main process and every
+    worker, and its set_epoch reads it, then adds the difference in place. Here the two workers'
+    set_epoch run in lockstep (a barrier between the read and the add): had each worker set the
+    epoch, both would read 0 and add 1, and epoch 1 would run as epoch 2 (another shard order). The
+    loader sets it before the workers start, so they find it set."""
     datasets = pytest.importorskip("datasets")
     import multiprocessing
 
@@ -174,7 +190,9 @@ def test_datasets_stream_epoch_is_set_once_not_raced_by_the_workers():
         def set_epoch(self, epoch):
             if torch.utils.data.get_worker_info() is None:
                 return super().set_epoch(epoch)
-            delta = epoch - self._epoch  # datasets' own read-then-add, the two workers in step between them
+            delta = (
+                epoch - self._epoch
+            )  # datasets' own read-then-add, the two workers in step between them
             self.barrier.wait(timeout=30)
             self._epoch += delta
 
@@ -212,7 +230,9 @@ def test_stateful_stream_saves_the_state_as_of_the_batches_handed_out():
     s = Seeder()
     s.init(MASTER)
     s.reseed(1, 0)
-    loader = IterableDataLoader(Counted(N), batch_size=BS, num_workers=2, prefetch_factor=4, seeder=s)
+    loader = IterableDataLoader(
+        Counted(N), batch_size=BS, num_workers=2, prefetch_factor=4, seeder=s
+    )
     it = iter(loader)
     for _ in range(3):  # worker 0 twice, worker 1 once; the workers have prefetched more
         next(it)
@@ -233,7 +253,11 @@ def test_other_number_of_workers_is_refused_and_changes_nothing():
     before = other.state_dict()
     with pytest.raises(StateError, match="num_workers=2, this loader has 0"):
         other.load_state_dict(state)
-    for bad in ({**state, "next_worker": 5}, {**state, "workers": state["workers"][:1]}, {"format": "x"}):
+    for bad in (
+        {**state, "next_worker": 5},
+        {**state, "workers": state["workers"][:1]},
+        {"format": "x"},
+    ):
         with pytest.raises(StateError):
             loader.load_state_dict(bad)
     assert other.state_dict() == before
@@ -244,7 +268,9 @@ def test_shares_split_the_stream_by_worker_and_refuse_shuffle():
     s.init(MASTER)
     rows = [r for b in loader_for(lambda: Noisy(N), s, 2) for r in b.tolist()]
     assert sorted(int(r[0]) for r in rows) == list(range(N))
-    assert seeder.data.stream_share() == seeder.data.StreamShare(0, 1, 0, 1, 0, 1, 0)  # outside a loader
+    assert seeder.data.stream_share() == seeder.data.StreamShare(
+        0, 1, 0, 1, 0, 1, 0
+    )  # outside a loader
     with pytest.raises(ValueError, match="takes no shuffle"):
         IterableDataLoader(Noisy(N), shuffle=True, seeder=s)
 
@@ -263,29 +289,42 @@ def test_map_below_a_threaded_shuffle_warns():
 
 # --------------------------------------------------------------------------- real processes
 def start(args, err_path):
-    return subprocess.Popen([sys.executable, TRAIN, *args], env=child_env(), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=open(err_path, "w"), text=True, cwd=str(REPO_ROOT),
-                            start_new_session=True)  # its own process group: the kill reaches its workers too
+    return subprocess.Popen(
+        [sys.executable, TRAIN, *args],
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=open(err_path, "w"),
+        text=True,
+        cwd=str(REPO_ROOT),
+        start_new_session=True,
+    )  # its own process group: the kill reaches its workers too
 
 
 def finish(run):
     """The STEP and DONE rows of a run of the session's fork server (which imported torch once)."""
-    assert run.wait(300) == 0, f"{TRAIN} exited {run.returncode}\n{run.stdout()[-3000:]}\n{run.err.read_text()[-4000:]}"
+    assert run.wait(300) == 0, (
+        f"{TRAIN} exited {run.returncode}\n{run.stdout()[-3000:]}\n{run.err.read_text()[-4000:]}"
+    )
     return json_lines(run.stdout(), "STEP"), json_lines(run.stdout(), "DONE")
 
 
 @pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, forks):
-    """Killed (SIGKILL, persistent workers alive) right after the checkpoint of step 5 of 8 in epoch 0."""
+    """Killed (SIGKILL, persistent workers alive) right after the checkpoint of step 5 of 8 in epoch
+    0."""
     kill_after = 5
-    reference = forks.start([TRAIN, str(tmp_path / "ref.pt"), "2"])  # forked while the victim (its own Python) starts
+    reference = forks.start(
+        [TRAIN, str(tmp_path / "ref.pt"), "2"]
+    )  # forked while the victim (its own Python) starts
     try:
         ckpt = tmp_path / "run.pt"
         victim = start([str(ckpt), "2", "--pause-after", str(kill_after)], tmp_path / "victim.err")
         seen = kill_at_step(victim, kill_after, tmp_path / "victim.err")
         want, want_done = finish(reference)
     finally:
-        reference.kill()  # ended by now unless the test failed: then it is not left to the next test's runs
+        # ended by now unless the test failed: then it is not left to the next test's runs
+        reference.kill()
     assert len(want) == 16 and [r["epoch"] for r in want] == [0] * 8 + [1] * 8
     assert seen == want[:kill_after]
     resumed, done = finish(forks.start([TRAIN, str(ckpt), "2"]))
@@ -301,8 +340,15 @@ def test_torchrun_two_ranks_streams_are_disjoint_and_resume_bitwise():
     assert sorted(rows) == [(0, "datasets"), (0, "plain"), (1, "datasets"), (1, "plain")]
     for (rank, kind), r in rows.items():
         assert r["got"] == r["want"], (rank, kind)
-    for kind, n in (("plain", 26), ("datasets", 32)):  # epoch 0 (half the batches): the ranks' shares are disjoint
+    for kind, n in (
+        ("plain", 26),
+        ("datasets", 32),
+    ):  # epoch 0 (half the batches): the ranks' shares are disjoint
         want = [rows[rank, kind]["want"] for rank in (0, 1)]
-        items = [int(x[0]) if kind == "plain" else x for w in want for b in w[:len(w) // 2]
-                 for x in (b if kind == "plain" else b["x"])]
+        items = [
+            int(x[0]) if kind == "plain" else x
+            for w in want
+            for b in w[: len(w) // 2]
+            for x in (b if kind == "plain" else b["x"])
+        ]
         assert sorted(items) == list(range(n)), kind

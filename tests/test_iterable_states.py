@@ -7,6 +7,7 @@ with a ``StateError`` that leaves the loader's and the seeder's state as they we
 bit for bit, or (a dataset state the dataset itself takes but cannot use) the first batch raises a
 ``StateError`` naming it. Never a silent other epoch, a crash inside the dataset, or a hang.
 """
+
 from __future__ import annotations
 
 import functools
@@ -54,7 +55,7 @@ def build(kind, workers, master=MASTER):
     return s, IterableDataLoader(kind(N), batch_size=BS, num_workers=workers, seeder=s)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference(kind, workers):
     """(batches of epochs 0 and 1 after the stop, seeder.state_dict() after STOP batches)."""
     s, loader = build(kind, workers)
@@ -146,8 +147,12 @@ def test_an_iterator_of_before_a_new_iter_goes_on_without_moving_the_position():
 def test_every_worker_done_without_complete_is_refused_and_cannot_spin(workers):
     _, saved = reference(Counted, workers)
     done = {f"worker{w}": {"done": True} for w in range(max(workers, 1))}
-    refused(Counted, workers, with_loader(saved, **done),
-            r"'complete'\] is False, but every worker is exhausted")
+    refused(
+        Counted,
+        workers,
+        with_loader(saved, **done),
+        r"'complete'\] is False, but every worker is exhausted",
+    )
 
 
 # name: (changes to the loader's entry in the state after batch 3 of 2 workers, what the error says)
@@ -157,8 +162,13 @@ def test_the_hand_out_loop_is_bounded_whatever_position_it_is_given():
     from seeder.data._stream_iter import StreamIter
 
     s, loader = build(Noisy, 2)
-    progress = {"epoch": 0, "batch": 0, "next_worker": 0, "complete": False,
-                "workers": [{"produced": 0, "state": None, "done": True}] * 2}
+    progress = {
+        "epoch": 0,
+        "batch": 0,
+        "next_worker": 0,
+        "complete": False,
+        "workers": [{"produced": 0, "state": None, "done": True}] * 2,
+    }
     it = StreamIter(loader, iter([]), progress, object())
     assert it.exhausted()
     with pytest.raises(RuntimeError, match="every worker of epoch 0 is exhausted"):
@@ -168,20 +178,28 @@ def test_the_hand_out_loop_is_bounded_whatever_position_it_is_given():
 BAD = {
     "batch=-5": ({"batch": -5}, r"'batch'\] is -5, but its workers produced 3"),
     "batch=99": ({"batch": 99}, r"'batch'\] is 99, but its workers produced 3"),
-    "produced=3 with batch=1": ({"batch": 1, "worker0": {"produced": 3}},
-                                r"'batch'\] is 1, but its workers produced 4"),
-    "complete with work left": ({"complete": True},
-                                r"'complete'\] is True, but not every worker is exhausted"),
+    "produced=3 with batch=1": (
+        {"batch": 1, "worker0": {"produced": 3}},
+        r"'batch'\] is 1, but its workers produced 4",
+    ),
+    "complete with work left": (
+        {"complete": True},
+        r"'complete'\] is True, but not every worker is exhausted",
+    ),
     "another epoch": ({"epoch": 1}, r"in epoch 1 but the run's last reseed is epoch 0"),
     "next_worker off the round robin": ({"next_worker": 0}, "no position of the round robin"),
     "exhausted worker ahead": ({"worker1": {"done": True}}, "no position of the round robin"),
     "a record short": ({"worker0": {"done": "no"}}, r"worker 0's 'done' must be True or False"),
     "negative produced": ({"worker1": {"produced": -1}}, r"worker 1's 'produced' must be an int"),
-    "garbage dataset state": ({"worker0": {"state": {"nope": 1}}},
-                              r"worker 0's saved dataset state .* does not load into Counted "
-                              r"\(KeyError: 'pos'\)"),
-    "dataset state of a list": ({"worker0": {"state": [1, 2]}},
-                                r"does not load into Counted \(TypeError"),
+    "garbage dataset state": (
+        {"worker0": {"state": {"nope": 1}}},
+        r"worker 0's saved dataset state .* does not load into Counted "
+        r"\(KeyError: 'pos'\)",
+    ),
+    "dataset state of a list": (
+        {"worker0": {"state": [1, 2]}},
+        r"does not load into Counted \(TypeError",
+    ),
 }
 
 
@@ -196,8 +214,12 @@ def test_a_worker_count_mismatch_in_the_records_is_refused():
     _, saved = reference(Counted, 2)
     entry = saved["participants"]["loader.0"]
     part = dict(entry, workers=entry["workers"][:1])
-    refused(Counted, 2, {**saved, "participants": {**saved["participants"], "loader.0": part}},
-            r"one record per worker \(2\), got 1")
+    refused(
+        Counted,
+        2,
+        {**saved, "participants": {**saved["participants"], "loader.0": part}},
+        r"one record per worker \(2\), got 1",
+    )
 
 
 def test_a_dataset_state_for_a_dataset_without_state_is_refused():
@@ -212,8 +234,12 @@ def test_a_dataset_that_checks_its_own_state_decides():
                 raise StateError(f"Checked: pos must be an int, got {state.get('pos')!r}")
 
     _, saved = reference(Counted, 0)
-    refused(Checked, 0, with_loader(saved, worker0={"state": {"pos": "6"}}),
-            "pos must be an int, got '6'")
+    refused(
+        Checked,
+        0,
+        with_loader(saved, worker0={"state": {"pos": "6"}}),
+        "pos must be an int, got '6'",
+    )
     assert resume(Checked, 0, saved) == reference(Counted, 0)[0]
 
 
@@ -235,8 +261,9 @@ def test_a_replay_that_runs_out_raises_instead_of_ending_the_epoch_early():
     s = Seeder()
     s.init(MASTER)
     loader = IterableDataLoader(Noisy(12), batch_size=BS, num_workers=2, seeder=s)
-    s.load_state_dict(with_loader(saved, batch=7, next_worker=1, worker0={"produced": 4},
-                                  worker1={"produced": 3}))
+    s.load_state_dict(
+        with_loader(saved, batch=7, next_worker=1, worker0={"produced": 4}, worker1={"produced": 3})
+    )
     with pytest.raises(StateError, match="worker 0 ran out after 2 of the 4 batches"):
         list(loader)
 
@@ -262,14 +289,38 @@ def test_a_datasets_state_of_another_epoch_is_refused():
 
 
 # --------------------------------------------------------------------------------------- properties
-FIELDS = ["epoch", "batch", "next_worker", "complete", "num_workers", "batch_size", "drop_last",
-          "world_size", "format", "version", "worker0.produced", "worker1.produced", "worker0.done",
-          "worker1.done", "worker0.state", "worker1.state", "worker0", "workers"]
+FIELDS = [
+    "epoch",
+    "batch",
+    "next_worker",
+    "complete",
+    "num_workers",
+    "batch_size",
+    "drop_last",
+    "world_size",
+    "format",
+    "version",
+    "worker0.produced",
+    "worker1.produced",
+    "worker0.done",
+    "worker1.done",
+    "worker0.state",
+    "worker1.state",
+    "worker0",
+    "workers",
+]
 GARBAGE = st.one_of(st.text(max_size=2), st.none(), st.lists(st.none(), max_size=1))
-VALUES = st.one_of(st.integers(-3, 30), st.booleans(), st.none(), st.text(max_size=3),
-                   st.floats(allow_nan=True), st.lists(st.integers(0, 5), max_size=3),
-                   st.dictionaries(st.sampled_from(["pos", "nope", "produced", "done", "state"]),
-                                   GARBAGE, max_size=2))
+VALUES = st.one_of(
+    st.integers(-3, 30),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+    st.floats(allow_nan=True),
+    st.lists(st.integers(0, 5), max_size=3),
+    st.dictionaries(
+        st.sampled_from(["pos", "nope", "produced", "done", "state"]), GARBAGE, max_size=2
+    ),
+)
 
 
 def corrupt(state, field, value):
@@ -286,8 +337,9 @@ def corrupt(state, field, value):
 
 
 @pytest.mark.parametrize("kind", [Noisy, Counted], ids=["replayed", "stateful"])
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(field=st.sampled_from(FIELDS), value=VALUES)
 def test_a_corrupted_state_is_refused_unchanged_or_resumes_exactly(kind, field, value):
     """One field of a real state (2 workers, after batch 3) set to an arbitrary value. A

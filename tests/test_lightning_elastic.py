@@ -1,13 +1,16 @@
-"""SeederCallback with an elastic seeder.DataLoader: a Lightning checkpoint of 2 processes resumes on 1, and 1 on 2.
+"""SeederCallback with an elastic seeder.DataLoader: a Lightning checkpoint of 2 processes resumes
+on 1, and 1 on 2.
 
 One set of runs serves every test (a module fixture): a fit on 1 process and an uninterrupted
-fit on 2 processes (Lightning's ``strategy="ddp"``, gloo on 127.0.0.1, Lightning's launcher) save a checkpoint
-after every step; the 2 processes then resume the 1-process checkpoint of step 1 (inside epoch 0: 1 -> 2), and
-1 process the 2-process checkpoints of step 1 (inside epoch 0) and step 3 (the end of epoch 0: 2 -> 1). Both
-fits give every sample the same tensor; every sample of the two epochs is trained once and its tensor (augmentation
-from random, NumPy and torch) is bit for bit the uninterrupted run's, and inside an epoch each rank's main-process
-streams at the first resumed step are the re-derived ones.
+fit on 2 processes (Lightning's ``strategy="ddp"``, gloo on 127.0.0.1, Lightning's launcher) save a
+checkpoint after every step; the 2 processes then resume the 1-process checkpoint of step 1 (inside
+epoch 0: 1 -> 2), and 1 process the 2-process checkpoints of step 1 (inside epoch 0) and step 3 (the
+end of epoch 0: 2 -> 1). Both fits give every sample the same tensor; every sample of the two epochs
+is trained once and its tensor (augmentation from random, NumPy and torch) is bit for bit the
+uninterrupted run's, and inside an epoch each rank's main-process streams at the first resumed step
+are the re-derived ones.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,25 +34,38 @@ SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 import lightning_elastic as child  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::UserWarning:lightning", "ignore::DeprecationWarning"
+)
 EVERY = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.SAMPLES)})
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, framework_forks):
-    """The folder of the runs: full1, full2, resume1_1to2 (2 processes), resume2_1to1 and resume2_3to1. The 1-process
-    runs fork from the session's server (Lightning imported once) with a default seeder no earlier test joined; the
-    2-process run's interpreters (this test's and the one Lightning's launcher starts) hand their script over to the
-    framework handoff server (Lightning imported once there too)."""
+    """The folder of the runs: full1, full2, resume1_1to2 (2 processes), resume2_1to1 and
+    resume2_3to1. The 1-process runs fork from the session's server (Lightning imported once) with a
+    default seeder no earlier test joined; the 2-process run's interpreters (this test's and the one
+    Lightning's launcher starts) hand their script over to the framework handoff server (Lightning
+    imported once there too)."""
     out = tmp_path_factory.mktemp("lightning_elastic")
     script = str(SCRIPTS / "lightning_elastic.py")
     framework_forks.run([script, str(out), "1", "full"], timeout=300)
-    env = dict(os.environ, **handoff_server(frameworks=True).env(),  # each of the 2 processes hands its script over
-               MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
+    env = dict(
+        os.environ,
+        **handoff_server(frameworks=True).env(),  # each of the 2 processes hands its script over
+        MASTER_ADDR="127.0.0.1",
+        OMP_NUM_THREADS="1",
+        PYTHONFAULTHANDLER="1",
+    )
     for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_PORT"):
         env.pop(name, None)
-    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "lightning_elastic.py"), str(out), "2", "full", "1:1"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "lightning_elastic.py"), str(out), "2", "full", "1:1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stdout, stderr = communicate(proc, 300)
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     framework_forks.run([script, str(out), "1", "2:1", "2:3"], timeout=300)
@@ -57,19 +73,27 @@ def runs(tmp_path_factory, framework_forks):
 
 
 def check_resume(out: Path, saved: int, step: int, now: int) -> None:
-    """Every sample of the two epochs once over the saved run's first ``step`` steps and the resumed run, each
-    resumed tensor equal to the uninterrupted 2-process run's."""
+    """Every sample of the two epochs once over the saved run's first ``step`` steps and the resumed
+    run, each resumed tensor equal to the uninterrupted 2-process run's."""
     ref, _ = trained_samples([out / f"full2_{r}.pt" for r in range(2)])
-    _, trained = trained_samples([out / f"full{saved}_{r}.pt" for r in range(saved)],
-                                 keep=lambda epoch, at: at <= step)
+    _, trained = trained_samples(
+        [out / f"full{saved}_{r}.pt" for r in range(saved)], keep=lambda epoch, at: at <= step
+    )
     assert sum(trained.values()) == step * child.GLOBAL_BATCH
-    resumed, count = trained_samples([out / f"resume{saved}_{step}to{now}_{r}.pt" for r in range(now)])
-    assert trained + count == EVERY, (saved, step, now)  # every sample once: none lost, none repeated
+    resumed, count = trained_samples(
+        [out / f"resume{saved}_{step}to{now}_{r}.pt" for r in range(now)]
+    )
+    assert trained + count == EVERY, (
+        saved,
+        step,
+        now,
+    )  # every sample once: none lost, none repeated
     assert all(torch.equal(resumed[k], ref[k]) for k in count), (saved, step, now)
 
 
 def expected_probe(out: Path, saved: int, step: int, rank: int, world: int) -> torch.Tensor:
-    """Rank ``rank`` of ``world``'s main-process draws at the first step resumed from ``step=<step>.ckpt``."""
+    """Rank ``rank`` of ``world``'s main-process draws at the first step resumed from
+    ``step=<step>.ckpt``."""
     ckpt = torch.load(out / f"ckpt{saved}" / f"step={step}.ckpt", weights_only=False)
     entry = ckpt["callbacks"]["SeederCallback"]["seeder"]["ranks"][0]
     assert entry["world_size"] == saved and list(entry["last_reseed"]) == [1, 0]

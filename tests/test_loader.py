@@ -1,4 +1,5 @@
 """seeder.DataLoader: exact resume by construction, with real DataLoader workers."""
+
 from __future__ import annotations
 
 import random
@@ -25,11 +26,15 @@ class Noisy(torch.utils.data.Dataset):
         return N
 
     def __getitem__(self, i):
-        return torch.tensor([float(i), random.random(), float(np.random.random()), float(torch.rand(()))], dtype=torch.float64)
+        return torch.tensor(
+            [float(i), random.random(), float(np.random.random()), float(torch.rand(()))],
+            dtype=torch.float64,
+        )
 
 
 def train(s, loader, epochs, stop=None, start_epoch=0):
-    """The training loop: reseed per epoch, draw from the global RNGs each step (isolation), stop after ``stop`` steps.
+    """The training loop: reseed per epoch, draw from the global RNGs each step (isolation), stop
+    after ``stop`` steps.
 
     Returns the per-step records and, if stopped, the seeder state taken after the last step.
     """
@@ -37,7 +42,10 @@ def train(s, loader, epochs, stop=None, start_epoch=0):
     for epoch in range(start_epoch, epochs):
         s.reseed(1, epoch)
         for batch in loader:
-            loop = torch.tensor([random.random(), float(np.random.random()), float(torch.rand(()))], dtype=torch.float64)
+            loop = torch.tensor(
+                [random.random(), float(np.random.random()), float(torch.rand(()))],
+                dtype=torch.float64,
+            )
             out.append((epoch, batch, loop))
             step += 1
             if stop is not None and step == stop:
@@ -56,7 +64,9 @@ def same(a, b):
 def fresh(num_workers=0, **kw):
     s = Seeder()
     s.init(MASTER)
-    return s, DataLoader(Noisy(), batch_size=BS, shuffle=True, num_workers=num_workers, seeder=s, **kw)
+    return s, DataLoader(
+        Noisy(), batch_size=BS, shuffle=True, num_workers=num_workers, seeder=s, **kw
+    )
 
 
 def resume(state, epochs, num_workers=0, **kw):
@@ -81,7 +91,9 @@ def test_epoch_is_a_permutation_and_epochs_differ(reference):
     assert len(reference) == 12
 
 
-@pytest.mark.parametrize("stop", [1, 3, 5, 6, 7, 11])  # first, middle, last batch, epoch boundary, next epoch
+@pytest.mark.parametrize(
+    "stop", [1, 3, 5, 6, 7, 11]
+)  # first, middle, last batch, epoch boundary, next epoch
 def test_resume_is_bitwise_from_any_step(reference, stop):
     s, loader = fresh(0)
     head, state = train(s, loader, 2, stop=stop)
@@ -97,11 +109,17 @@ def test_a_draw_between_load_and_the_resumed_epoch_warns_and_names_the_rng(refer
     s2.load_state_dict(state)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.nn.Linear(2, 2)  # a model built after the load draws its initial weights from torch's global RNG
+        torch.nn.Linear(
+            2, 2
+        )  # a model built after the load draws its initial weights from torch's global RNG
         first = next(iter(again))
     got = [str(w.message) for w in caught if issubclass(w.category, seeder.SeederWarning)]
-    assert len(got) == 1 and got[0].startswith("seeder.DataLoader: the resumed epoch 0 starts with torch's global RNG")
-    assert torch.equal(first, reference[3][1])  # the data itself is exact; the training loop's stream is not
+    assert len(got) == 1 and got[0].startswith(
+        "seeder.DataLoader: the resumed epoch 0 starts with torch's global RNG"
+    )
+    assert torch.equal(
+        first, reference[3][1]
+    )  # the data itself is exact; the training loop's stream is not
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         resume(state, 2)  # nothing drawn in between: no warning
@@ -109,14 +127,20 @@ def test_a_draw_between_load_and_the_resumed_epoch_warns_and_names_the_rng(refer
 
 
 def test_loop_randomness_untouched_by_fetching(reference):
-    """The loop's draws are those of a run without any data loading (the main process's RNGs are put back)."""
+    """The loop's draws are those of a run without any data loading (the main process's RNGs are put
+    back)."""
     s = Seeder()
     s.init(MASTER)
     loops = []
     for epoch in range(2):
         s.reseed(1, epoch)
         for _ in range(6):
-            loops.append(torch.tensor([random.random(), float(np.random.random()), float(torch.rand(()))], dtype=torch.float64))
+            loops.append(
+                torch.tensor(
+                    [random.random(), float(np.random.random()), float(torch.rand(()))],
+                    dtype=torch.float64,
+                )
+            )
     assert all(torch.equal(a, r[2]) for a, r in zip(loops, reference))
 
 
@@ -131,7 +155,8 @@ def test_batch_content_is_pure_function_of_seed_epoch_position(reference):
 
 
 def test_loader_state_alone_resumes(reference):
-    """The loader's own state_dict/load_state_dict (torchdata's Stateful names, Lightning's fit loop)."""
+    """The loader's own state_dict/load_state_dict (torchdata's Stateful names, Lightning's fit
+    loop)."""
     s, loader = fresh(0)
     s.reseed(1, 0)
     it = iter(loader)
@@ -177,10 +202,12 @@ def test_bad_state_raises_and_changes_nothing():
     it = iter(loader)
     next(it)
     good = loader.state_dict()
-    for bad, match in [({"format": "x"}, "not a seeder.DataLoader state"),
-                       ({**good, "batch": 99}, "must be an int in"),
-                       ({**good, "batch_size": 5}, "batch_size=5"),
-                       ({**good, "position": 3}, "does not match")]:
+    for bad, match in [
+        ({"format": "x"}, "not a seeder.DataLoader state"),
+        ({**good, "batch": 99}, "must be an int in"),
+        ({**good, "batch_size": 5}, "batch_size=5"),
+        ({**good, "position": 3}, "does not match"),
+    ]:
         with pytest.raises(StateError, match=match):
             loader.load_state_dict(bad)
     assert loader.state_dict() == good

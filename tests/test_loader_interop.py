@@ -1,4 +1,6 @@
-"""A plain torch DataLoader and torchdata's StatefulDataLoader around seeder's sampler: exact, or one warning."""
+"""A plain torch DataLoader and torchdata's StatefulDataLoader around seeder's sampler: exact, or
+one warning."""
+
 from __future__ import annotations
 
 import warnings
@@ -25,7 +27,9 @@ def plain(num_workers=0, generator=True, wrap=False, shown=True):
     ds = SeededDataset(Noisy(), seeder=s) if wrap else Noisy()
     smp = DistributedSampler(ds, seeder=s)
     gen = seeder.data.dataloader_generator(seeder=s) if generator else None
-    loader = torch.utils.data.DataLoader(ds, batch_size=BS, sampler=smp, num_workers=num_workers, generator=gen)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=BS, sampler=smp, num_workers=num_workers, generator=gen
+    )
     return s, smp, seeder.data.watch_loader(loader) if shown else loader
 
 
@@ -41,12 +45,16 @@ def test_no_generator_warns_once():
     it = iter(loader)
     smp.advance(len(next(it)))
     got = seeder_warnings(s.state_dict) + seeder_warnings(s.state_dict)
-    assert len(got) == 1 and "no generator" in got[0] and "generator=seeder.data.dataloader_generator()" in got[0]
+    assert (
+        len(got) == 1
+        and "no generator" in got[0]
+        and "generator=seeder.data.dataloader_generator()" in got[0]
+    )
 
 
 def resumed(generator, draw_after_load=False, shown=True):
-    """A run stopped after two batches and resumed in a fresh seeder: (warnings at the resumed epoch's start,
-    the resumed batches, the reference batches, torch's next draw in both)."""
+    """A run stopped after two batches and resumed in a fresh seeder: (warnings at the resumed
+    epoch's start, the resumed batches, the reference batches, torch's next draw in both)."""
     s, smp, loader = plain(generator=generator, shown=shown)
     it = iter(loader)
     for _ in range(2):
@@ -68,10 +76,16 @@ def resumed(generator, draw_after_load=False, shown=True):
 
 def test_a_resume_without_generator_warns_when_its_epoch_starts_and_with_one_is_exact():
     got, rest, ref_rest, after, ref_after = resumed(generator=False)
-    assert len(got) == 2 and "torch's global RNG moved since seeder.load_state_dict()" in got[0], got
+    assert len(got) == 2 and "torch's global RNG moved since seeder.load_state_dict()" in got[0], (
+        got
+    )
     assert "generator=seeder.data.dataloader_generator()" in got[0]
-    assert got[1].startswith("seeder.DistributedSampler resumed inside epoch 0: no generator:")  # the loader shown
-    assert not torch.equal(after, ref_after)  # what the warning is about: torch's stream is one draw ahead
+    assert got[1].startswith(
+        "seeder.DistributedSampler resumed inside epoch 0: no generator:"
+    )  # the loader shown
+    assert not torch.equal(
+        after, ref_after
+    )  # what the warning is about: torch's stream is one draw ahead
     got, rest, ref_rest, after, ref_after = resumed(generator=True)
     assert got == [] and torch.equal(after, ref_after)
     assert all(torch.equal(a, b) for a, b in zip(rest, ref_rest)) and len(rest) == len(ref_rest)
@@ -83,33 +97,45 @@ def test_a_draw_between_load_and_resumed_epoch_warns():
 
 
 def test_a_loader_not_shown_warns_once_when_a_state_is_taken_and_when_a_resumed_epoch_starts():
-    """torch gives a sampler no loader: unless seeder.data.watch_loader() shows it, seeder says it cannot check it."""
+    """torch gives a sampler no loader: unless seeder.data.watch_loader() shows it, seeder says it
+    cannot check it."""
     s, smp, loader = plain(generator=False, shown=False)
     it = iter(loader)
     smp.advance(len(next(it)))
     got = seeder_warnings(s.state_dict) + seeder_warnings(s.state_dict)
-    assert len(got) == 1 and "loader not shown" in got[0] and "seeder.data.watch_loader(loader)" in got[0], got
+    assert (
+        len(got) == 1
+        and "loader not shown" in got[0]
+        and "seeder.data.watch_loader(loader)" in got[0]
+    ), got
     assert "no generator" not in got[0]
     got, rest, ref_rest, *_ = resumed(generator=True, shown=False)
-    assert len(got) == 1 and got[0].startswith("seeder.DistributedSampler resumed inside epoch 0: loader not shown")
+    assert len(got) == 1 and got[0].startswith(
+        "seeder.DistributedSampler resumed inside epoch 0: loader not shown"
+    )
     assert all(torch.equal(a, b) for a, b in zip(rest, ref_rest)) and len(rest) == len(ref_rest)
     s, smp, loader = plain()  # shown, at an epoch's start: nothing to say
     assert seeder_warnings(s.state_dict) == []
 
 
 def test_watch_loader_names_what_it_needs():
-    with pytest.raises(TypeError, match="holds no seeder.DistributedSampler.*sampler=seeder.DistributedSampler"):
+    with pytest.raises(
+        TypeError, match="holds no seeder.DistributedSampler.*sampler=seeder.DistributedSampler"
+    ):
         seeder.data.watch_loader(torch.utils.data.DataLoader(range(4)))
     s, smp, _ = plain()
     batches = torch.utils.data.BatchSampler(smp, BS, drop_last=False)
     loader = torch.utils.data.DataLoader(Noisy(), batch_sampler=batches)
     assert seeder.data.watch_loader(loader) is loader  # found inside the batch sampler
+
     class Stream(torch.utils.data.IterableDataset):
         def __iter__(self):
             return iter(range(4))
 
     stream = seeder.IterableDataLoader(Stream(), seeder=s)
-    assert seeder.data.watch_loader(stream) is stream  # a seeder loader needs no watch: returned as it is
+    assert (
+        seeder.data.watch_loader(stream) is stream
+    )  # a seeder loader needs no watch: returned as it is
 
 
 def test_complete_recipe_does_not_warn():
@@ -155,8 +181,15 @@ def stateful(num_workers):
     s.reseed(1, 0)
     ds = SeededDataset(Noisy(), seeder=s)
     smp = DistributedSampler(ds, seeder=s)
-    return seeder.data.watch_loader(StatefulDataLoader(ds, batch_size=BS, sampler=smp, num_workers=num_workers,
-                                                  generator=seeder.data.dataloader_generator(seeder=s)))
+    return seeder.data.watch_loader(
+        StatefulDataLoader(
+            ds,
+            batch_size=BS,
+            sampler=smp,
+            num_workers=num_workers,
+            generator=seeder.data.dataloader_generator(seeder=s),
+        )
+    )
 
 
 @pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])
@@ -166,7 +199,9 @@ def test_stateful_dataloader_resumes_exactly(num_workers):
     it = iter(loader)
     head = [next(it) for _ in range(2)]
     states = []
-    assert seeder_warnings(lambda: states.append(loader.state_dict())) == []  # torchdata keeps the position:
+    assert (
+        seeder_warnings(lambda: states.append(loader.state_dict())) == []
+    )  # torchdata keeps the position:
     assert seeder_warnings(loader.state_dict) == []  # no advance() needed, from the first state on
     state = states[0]
     again = stateful(num_workers)
@@ -191,8 +226,8 @@ def test_sampler_iterator_state_is_o1():
 
 
 def test_the_resume_check_is_kept_for_each_participant_that_asked():
-    """Every loader or sampler resumed inside an epoch compares at its own first batch; one that did not ask neither
-    compares nor uses up the copy."""
+    """Every loader or sampler resumed inside an epoch compares at its own first batch; one that did
+    not ask neither compares nor uses up the copy."""
     import random
 
     from seeder._seeding.rngs import global_adapters

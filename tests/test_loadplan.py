@@ -2,6 +2,7 @@
 
 Planning changes nothing; a refused load changes nothing.
 """
+
 import copy
 import random
 
@@ -27,8 +28,9 @@ class Data(torch.utils.data.Dataset):
 
 
 def elastic(s, world, rank):
-    return seeder.ElasticDataLoader(Data(), batch_size=4 // world, shuffle=True,
-                                    num_replicas=world, rank=rank, seeder=s)
+    return seeder.ElasticDataLoader(
+        Data(), batch_size=4 // world, shuffle=True, num_replicas=world, rank=rank, seeder=s
+    )
 
 
 def two_rank_state():
@@ -47,10 +49,16 @@ def snapshot(s, *reads):
     """Everything a load may change: the global RNGs, the participants' states (``reads``), the
     run, the waiting parts, the run being described."""
     run = s.run
-    return (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].tobytes(),
-            *[copy.deepcopy(read()) for read in reads],
-            (run.master, run.last, run.resume_pending, frozenset(run.seen), run.torn),
-            dict(s.pending.parts), s.pending.moved, s.loading)
+    return (
+        torch.get_rng_state(),
+        random.getstate(),
+        np.random.get_state()[1].tobytes(),
+        *[copy.deepcopy(read()) for read in reads],
+        (run.master, run.last, run.resume_pending, frozenset(run.seen), run.torn),
+        dict(s.pending.parts),
+        s.pending.moved,
+        s.loading,
+    )
 
 
 def same(a, b):
@@ -126,11 +134,26 @@ def test_a_load_forgets_what_an_earlier_load_of_another_world_left_waiting():
     assert torch.equal(torch.get_rng_state(), exact["rngs"]["torch"])
 
 
-VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 2**65), st.text(max_size=3),
-                   st.lists(st.integers(-1, 3), max_size=3),
-                   st.dictionaries(st.text(max_size=2), st.integers(), max_size=2))
-FIELDS = ["format", "version", "derivation_version", "master_seed", "world_size", "rank",
-          "last_reseed", "rngs", "participants", "extra"]
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2**65),
+    st.text(max_size=3),
+    st.lists(st.integers(-1, 3), max_size=3),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
+FIELDS = [
+    "format",
+    "version",
+    "derivation_version",
+    "master_seed",
+    "world_size",
+    "rank",
+    "last_reseed",
+    "rngs",
+    "participants",
+    "extra",
+]
 
 
 @settings(max_examples=60, deadline=None)

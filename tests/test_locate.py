@@ -103,10 +103,7 @@ def test_a_vocabulary_from_a_set_is_named_as_the_hash_seed(tmp_path):
     # real interpreters, each with its own hash seed (a handed-over run shares the server's)
     rc, rep, text = locate(tmp_path, "set-vocab", env={"PYTHONHASHSEED": "random"})
     assert rc == 1 and rep["kind"] == "input" and rep["hash_seed"] is True, text
-    assert (
-        f"input 0 of aten::lift_fresh (forward) at {line_of('ids = torch.tensor(')}"
-        in text
-    )
+    assert f"input 0 of aten::lift_fresh (forward) at {line_of('ids = torch.tensor(')}" in text
     assert "with PYTHONHASHSEED fixed both runs agree here" in rep["lines"][1]
     assert "sorted(the_set)" in rep["lines"][2]
     # the fix: the runs agree
@@ -144,8 +141,23 @@ def test_a_batch_from_worker_processes_is_compared_where_it_enters_the_model(tmp
 
 def _locate_workers(tmp_path, env):
     out = tmp_path / "workers"
-    argv = ["-m", "seeder", "locate", "--out", str(out), "--no-hash-check", "--step", "1", "--",
-            sys.executable, str(SCRIPT), "--cause", "numpy-dataset", "--workers", "2"]
+    argv = [
+        "-m",
+        "seeder",
+        "locate",
+        "--out",
+        str(out),
+        "--no-hash-check",
+        "--step",
+        "1",
+        "--",
+        sys.executable,
+        str(SCRIPT),
+        "--cause",
+        "numpy-dataset",
+        "--workers",
+        "2",
+    ]
     proc = run_python(argv, env={"SEEDER_QUIET": "1", **env}, check=False, timeout=400)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-5000:]
     for run in ("ops-a", "ops-b"):  # one writer: every line is a whole record
@@ -268,13 +280,37 @@ def test_bad_usage_is_refused_before_any_run(tmp_path):
 
 @pytest.mark.slow
 def test_a_failing_run_and_a_script_without_seeder_are_reported(tmp_path):
-    proc = run_python(["-m", "seeder", "locate", "--out", str(tmp_path / "a"), "--", sys.executable,
-                       "-c", "print('about to fail'); raise SystemExit(4)"], check=False)
+    proc = run_python(
+        [
+            "-m",
+            "seeder",
+            "locate",
+            "--out",
+            str(tmp_path / "a"),
+            "--",
+            sys.executable,
+            "-c",
+            "print('about to fail'); raise SystemExit(4)",
+        ],
+        check=False,
+    )
     # both runs fail; the first to end is reported and the other is stopped, so either name may come
     assert proc.returncode == 3 and re.search(r"run steps-[ab] failed", proc.stderr), proc.stderr
     assert "about to fail" in proc.stderr  # the end of its log
-    proc = run_python(["-m", "seeder", "locate", "--out", str(tmp_path / "b"), "--", sys.executable,
-                       "-c", "pass"], check=False)
+    proc = run_python(
+        [
+            "-m",
+            "seeder",
+            "locate",
+            "--out",
+            str(tmp_path / "b"),
+            "--",
+            sys.executable,
+            "-c",
+            "pass",
+        ],
+        check=False,
+    )
     assert proc.returncode == 2 and "the command must call seeder.init" in proc.stderr
 
 

@@ -1,6 +1,7 @@
 """seeder locate's parts in one process: fingerprints of real tensors, the first difference of two
 runs' records (properties over generated records), and the recorder on a real model, forward,
 backward and optimizer step."""
+
 import json
 
 import numpy as np
@@ -42,8 +43,18 @@ def test_fingerprints_of_views_rows_and_generators():
 def _ops(n, draw):
     recs = []
     for i in range(n):
-        recs.append({"k": "op", "op": f"aten::op{draw(st.integers(0, 3))}", "in": [f"t{i}"],
-                     "args": "", "ph": "f", "mod": "m", "at": "x.py:1", "out": [f"t{i + 1}"]})
+        recs.append(
+            {
+                "k": "op",
+                "op": f"aten::op{draw(st.integers(0, 3))}",
+                "in": [f"t{i}"],
+                "args": "",
+                "ph": "f",
+                "mod": "m",
+                "at": "x.py:1",
+                "out": [f"t{i + 1}"],
+            }
+        )
     return recs
 
 
@@ -71,15 +82,29 @@ def test_the_first_difference_is_found_and_classified(data):
 
 
 def test_a_batch_in_another_order_and_one_with_other_content():
-    batch = {"k": "batch", "mod": "model", "at": "t.py:9", "in": ["x"],
-             "rows": [["r1", "r2", "r3"]]}
+    batch = {
+        "k": "batch",
+        "mod": "model",
+        "at": "t.py:9",
+        "in": ["x"],
+        "rows": [["r1", "r2", "r3"]],
+    }
     other = dict(batch, **{"in": ["y"], "rows": [["r3", "r1", "r2"]]})
     d = first_difference([batch], [other])
     assert (d.kind, d.order) == ("batch", "order")
     d = first_difference([batch], [dict(batch, **{"in": ["y"], "rows": [["r1", "r2", "r9"]]})])
     assert (d.kind, d.order) == ("batch", "content")
-    stack = {"k": "op", "op": "aten::stack", "in": ["s1", "s2"], "args": "0", "ph": "f", "mod": "",
-             "at": "t.py:5", "data": "Data (t.py:2, __getitem__)", "out": ["x"]}
+    stack = {
+        "k": "op",
+        "op": "aten::stack",
+        "in": ["s1", "s2"],
+        "args": "0",
+        "ph": "f",
+        "mod": "",
+        "at": "t.py:5",
+        "data": "Data (t.py:2, __getitem__)",
+        "out": ["x"],
+    }
     d = first_difference([stack], [dict(stack, **{"in": ["s2", "s1"], "out": ["y"]})])
     assert (d.kind, d.order) == ("batch", "order")
 

@@ -1,5 +1,7 @@
-"""Checkpoints loaded onto another device or dtype: RNG states come back to the CPU, or a clear StateError
-naming map_location='cpu' and nothing changes. (On a GPU, tests/test_cuda.py loads with map_location="cuda".)"""
+"""Checkpoints loaded onto another device or dtype: RNG states come back to the CPU, or a clear
+StateError naming map_location='cpu' and nothing changes. (On a GPU, tests/test_cuda.py loads with
+map_location="cuda".)"""
+
 import io
 import random
 
@@ -30,7 +32,9 @@ def _reloaded(state, map_location):
 
 def test_a_checkpoint_loaded_onto_the_meta_device_is_refused_and_changes_nothing():
     s, g = _seeder()
-    state = _reloaded(s.state_dict(), "meta")  # what map_location= does to every tensor, on a device without data
+    state = _reloaded(
+        s.state_dict(), "meta"
+    )  # what map_location= does to every tensor, on a device without data
     before, gen_before = global_rng_fingerprint(), g.get_state()
     with pytest.raises(StateError, match=r"meta device.*map_location='cpu'"):
         s.load_state_dict(state)
@@ -54,6 +58,16 @@ def test_rng_states_of_the_wrong_dtype_are_refused_naming_the_fix(path):
 def test_a_checkpoint_mapped_to_the_cpu_restores_exactly():
     s, g = _seeder()
     state = _reloaded(s.state_dict(), lambda storage, location: storage)
-    want = (random.random(), float(np.random.rand()), torch.rand(2).tolist(), torch.rand(2, generator=g).tolist())
+    want = (
+        random.random(),
+        float(np.random.rand()),
+        torch.rand(2).tolist(),
+        torch.rand(2, generator=g).tolist(),
+    )
     s.load_state_dict(state)
-    assert (random.random(), float(np.random.rand()), torch.rand(2).tolist(), torch.rand(2, generator=g).tolist()) == want
+    assert (
+        random.random(),
+        float(np.random.rand()),
+        torch.rand(2).tolist(),
+        torch.rand(2, generator=g).tolist(),
+    ) == want

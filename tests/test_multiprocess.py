@@ -1,4 +1,5 @@
 """Promises 1-2 across real processes: torchrun on gloo, one node and two nodes on one machine."""
+
 import pytest
 from helpers import json_lines, torchrun
 
@@ -42,4 +43,8 @@ def test_disagreeing_explicit_seeds_fail_on_every_rank():
     errors = [row for r in results for row in json_lines(r.stdout, "ERROR ")]
     assert sorted(e["rank"] for e in errors) == [0, 1]
     for e in errors:
-        assert "different master seeds" in e["error"] and "rank 0: 100" in e["error"] and "rank 1: 101" in e["error"]
+        assert (
+            "different master seeds" in e["error"]
+            and "rank 0: 100" in e["error"]
+            and "rank 1: 101" in e["error"]
+        )

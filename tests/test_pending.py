@@ -1,4 +1,6 @@
-"""seeder.load_state_dict before the loaders exist: each loader and generator takes its part when it is built."""
+"""seeder.load_state_dict before the loaders exist: each loader and generator takes its part when it
+is built."""
+
 import random
 
 import pytest
@@ -37,9 +39,11 @@ def _run_to(s, gen, stop):
 
 
 def test_load_before_the_loader_exists_resumes_bit_for_bit():
-    a = seeder.Seeder(); a.init(master_seed=21)
+    a = seeder.Seeder()
+    a.init(master_seed=21)
     expected, saved = _run_to(a, random.Random(), (1, 2))  # batch 2 of 6 in epoch 1
-    b = seeder.Seeder(); b.init(master_seed=21)
+    b = seeder.Seeder()
+    b.init(master_seed=21)
     b.load_state_dict(saved)  # before any loader or generator
     assert b.pending.names() == ["seeder.DataLoader loader.0", "registered generator 1"]
     gen = random.Random()
@@ -50,40 +54,58 @@ def test_load_before_the_loader_exists_resumes_bit_for_bit():
         b.reseed(1, epoch)
         got += [(batch, gen.random(), torch.rand(())) for batch in loader]
     assert len(got) == len(expected) == 3
-    assert all(torch.equal(x[0], y[0]) and x[1] == y[1] and torch.equal(x[2], y[2]) for x, y in zip(got, expected))
+    assert all(
+        torch.equal(x[0], y[0]) and x[1] == y[1] and torch.equal(x[2], y[2])
+        for x, y in zip(got, expected)
+    )
 
 
 def test_unclaimed_parts_and_extra_loaders_are_named():
-    a = seeder.Seeder(); a.init(master_seed=2)
+    a = seeder.Seeder()
+    a.init(master_seed=2)
     _, saved = _run_to(a, random.Random(), (0, 1))
-    b = seeder.Seeder(); b.init(master_seed=2)
+    b = seeder.Seeder()
+    b.init(master_seed=2)
     b.load_state_dict(saved)
-    with pytest.raises(StateError, match=r"seeder.reseed\(1, 0\): .*seeder.DataLoader loader.0, registered generator 1"):
+    with pytest.raises(
+        StateError,
+        match=r"seeder.reseed\(1, 0\): .*seeder.DataLoader loader.0, registered generator 1",
+    ):
         b.reseed(1, 0)
     with pytest.raises(StateError, match="seeder.DataLoader loader.0"):
         b.state_dict()
-    c = seeder.Seeder(); c.init(master_seed=2)
+    c = seeder.Seeder()
+    c.init(master_seed=2)
     loaders = [_build(c, random.Random()), seeder.DataLoader(Noisy(), batch_size=4, seeder=c)]
-    with pytest.raises(StateError, match="this process has seeder.DataLoader loader.1 but the checkpoint holds no "
-                                         "state for it") as err:
+    with pytest.raises(
+        StateError,
+        match="this process has seeder.DataLoader loader.1 but the checkpoint holds no "
+        "state for it",
+    ) as err:
         c.load_state_dict(saved)
-    assert "] registered" not in str(err.value)  # loaders by name, not a list of "registered" things
+    assert "] registered" not in str(
+        err.value
+    )  # loaders by name, not a list of "registered" things
     assert loaders and c.pending.names() == []
 
 
 def test_a_part_for_a_sampler_never_built_waits_then_fails_at_the_loop():
-    a = seeder.Seeder(); a.init(master_seed=4); a.reseed(1, 0)
+    a = seeder.Seeder()
+    a.init(master_seed=4)
+    a.reseed(1, 0)
     saved = a.state_dict()
     saved["participants"]["sampler.0"] = {"epoch": 0}
     a.load_state_dict(saved)
     assert a.pending.names() == ["seeder.DistributedSampler sampler.0"]
-    with pytest.raises(StateError, match="seeder.DistributedSampler sampler.0, which this process has not built"):
+    with pytest.raises(
+        StateError, match="seeder.DistributedSampler sampler.0, which this process has not built"
+    ):
         a.reseed(1, 1)
 
 
 def test_a_checkpoint_written_under_seeder_verify_resumes_outside_it():
-    """Under ``seeder verify`` a step counter joins the seeder and its count travels in the checkpoint; outside
-    verify nothing claims that part, and it must neither wait nor fail."""
+    """Under ``seeder verify`` a step counter joins the seeder and its count travels in the
+    checkpoint; outside verify nothing claims that part, and it must neither wait nor fail."""
     from seeder._run.steps import StepCounter
 
     s = seeder.Seeder()

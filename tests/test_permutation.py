@@ -1,4 +1,6 @@
-"""Keyed permutations: bijection for many n, purity, validation, statistical quality against torch.randperm."""
+"""Keyed permutations: bijection for many n, purity, validation, statistical quality against
+torch.randperm."""
+
 from __future__ import annotations
 
 import math
@@ -19,9 +21,52 @@ from seeder.data._permutation import (
 
 KEYS = (0, 1, 2**64 - 1, 0x9E3779B97F4A7C15, 123456789)
 # 1, 2, primes, powers of two and their neighbours, around the table/Feistel switch, odd bit widths.
-SIZES = sorted({1, 2, 3, 4, 5, 7, 8, 9, 13, 15, 16, 17, 31, 32, 33, 97, 127, 128, 129, 255, 256, 257, 1000, 1023, 1024,
-                1025, 4093, SMALL_N - 1, SMALL_N, SMALL_N + 1, 8191, 8192, 8193, 65521, 65535, 65536, 65537, 100003,
-                2**20 - 1, 2**20, 2**20 + 1, 1_000_003})
+SIZES = sorted(
+    {
+        1,
+        2,
+        3,
+        4,
+        5,
+        7,
+        8,
+        9,
+        13,
+        15,
+        16,
+        17,
+        31,
+        32,
+        33,
+        97,
+        127,
+        128,
+        129,
+        255,
+        256,
+        257,
+        1000,
+        1023,
+        1024,
+        1025,
+        4093,
+        SMALL_N - 1,
+        SMALL_N,
+        SMALL_N + 1,
+        8191,
+        8192,
+        8193,
+        65521,
+        65535,
+        65536,
+        65537,
+        100003,
+        2**20 - 1,
+        2**20,
+        2**20 + 1,
+        1_000_003,
+    }
+)
 
 
 def _full(perm, n):
@@ -60,8 +105,14 @@ def test_feistel_large_n_injective_on_samples_and_invertible(n):
     # Past 2**32 the rounds run on 64-bit words; a full check is out of reach, so check
     # range, invertibility and injectivity on a large sample of positions.
     rng = np.random.default_rng(n % 2**32)
-    pos = np.unique(np.concatenate([rng.integers(0, n, 200_000, dtype=np.int64),
-                                    np.array([0, 1, n - 2, n - 1], dtype=np.int64)]))
+    pos = np.unique(
+        np.concatenate(
+            [
+                rng.integers(0, n, 200_000, dtype=np.int64),
+                np.array([0, 1, n - 2, n - 1], dtype=np.int64),
+            ]
+        )
+    )
     p = FeistelPermutation(n, 77)
     values = p(pos)
     assert values.min() >= 0 and values.max() < n
@@ -73,8 +124,9 @@ def test_blocks_are_independent_of_block_boundaries():
     n = 100_003
     p = FeistelPermutation(n, 5)
     whole = _full(p, n)
-    pieces = np.concatenate([p(np.arange(a, min(n, a + step))) for a, step in
-                             zip(range(0, n, 7919), [7919] * n)])
+    pieces = np.concatenate(
+        [p(np.arange(a, min(n, a + step))) for a, step in zip(range(0, n, 7919), [7919] * n)]
+    )
     assert np.array_equal(whole, pieces)
     idx = np.array([n - 1, 0, 50_000, 3], dtype=np.int64)
     assert np.array_equal(p(idx), whole[idx])
@@ -93,9 +145,18 @@ def test_n_zero_is_empty():
         assert p(np.arange(0)).size == 0
 
 
-@pytest.mark.parametrize("bad, exc", [((-1, 0), ValueError), ((2**63, 0), ValueError), ((5, -1), ValueError),
-                                      ((5, 2**64), ValueError), ((5.0, 0), TypeError), ((True, 0), TypeError),
-                                      ((5, "k"), TypeError)])
+@pytest.mark.parametrize(
+    "bad, exc",
+    [
+        ((-1, 0), ValueError),
+        ((2**63, 0), ValueError),
+        ((5, -1), ValueError),
+        ((5, 2**64), ValueError),
+        ((5.0, 0), TypeError),
+        ((True, 0), TypeError),
+        ((5, "k"), TypeError),
+    ],
+)
 def test_bad_n_or_key(bad, exc):
     with pytest.raises(exc):
         FeistelPermutation(*bad)
@@ -117,6 +178,7 @@ def test_bad_positions():
 # --------------------------------------------------------------------------- statistical quality
 # Every check runs on the Feistel network and on torch.randperm with the same statistic and
 # threshold: the reference passing shows the threshold is fair, deterministic keys make it stable.
+
 
 def _keys(count, salt=0):
     return [int(k) for k in np.random.SeedSequence(1234 + salt).generate_state(count, np.uint64)]

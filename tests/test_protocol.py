@@ -1,4 +1,6 @@
-"""The participant protocol: one key function for states and traces, the optional Stands and Positioned parts."""
+"""The participant protocol: one key function for states and traces, the optional Stands and
+Positioned parts."""
+
 from __future__ import annotations
 
 import random
@@ -64,8 +66,12 @@ def test_positioned_participants_report_without_side_effects():
     s.init(5)
     s.reseed(1, 0)
     sampler = seeder.DistributedSampler(range(12), seeder=s)
-    plain = torch.utils.data.DataLoader(range(12), batch_size=4, sampler=sampler,
-                                        generator=seeder.data.dataloader_generator(seeder=s))
+    plain = torch.utils.data.DataLoader(
+        range(12),
+        batch_size=4,
+        sampler=sampler,
+        generator=seeder.data.dataloader_generator(seeder=s),
+    )
     next(iter(plain))  # drawn, never advance()d: state_dict() would warn once
     loader = seeder.DataLoader(torch.arange(12), batch_size=4, shuffle=True, seeder=s)
     it = iter(loader)
@@ -93,9 +99,15 @@ def test_a_standing_participant_is_found_through_its_target():
 
 @pytest.mark.parametrize("bad", [3, "seeder", object()])
 def test_one_message_for_a_wrong_seeder(bad):
-    for call in (lambda: resolve_seeder(bad), lambda: check_seeder(bad),
-                 lambda: seeder.DistributedSampler(range(4), seeder=bad),
-                 lambda: seeder.DataLoader(range(4), seeder=bad), lambda: seeder.data.SeededDataset(range(4), seeder=bad),
-                 lambda: seeder.data.dataloader_generator(seeder=bad)):
-        with pytest.raises(TypeError, match=r"^seeder must be a seeder.Seeder or None \(the default seeder\), got "):
+    for call in (
+        lambda: resolve_seeder(bad),
+        lambda: check_seeder(bad),
+        lambda: seeder.DistributedSampler(range(4), seeder=bad),
+        lambda: seeder.DataLoader(range(4), seeder=bad),
+        lambda: seeder.data.SeededDataset(range(4), seeder=bad),
+        lambda: seeder.data.dataloader_generator(seeder=bad),
+    ):
+        with pytest.raises(
+            TypeError, match=r"^seeder must be a seeder.Seeder or None \(the default seeder\), got "
+        ):
             call()

@@ -1,9 +1,11 @@
-"""What seeder.DataLoader, seeder.DistributedSampler, the launcher variables and the CLI refuse, and that a refusal changes nothing.
+"""What seeder.DataLoader, seeder.DistributedSampler, the launcher variables and the CLI refuse, and
+that a refusal changes nothing.
 
 Each refusal is a clear error naming the argument (or variable) and the fix; after it, every
 global RNG, the seeder's state (master seed, last reseed, every participant's position), the
 participants and the loader's and sampler's own state and ``len()`` are what they were.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -58,8 +60,12 @@ def _plain(x):
 
 def everything(s, *objs):
     """Every RNG, the seeder's whole state and participants, and each object's state and len()."""
-    return (global_rng_fingerprint(), _plain(s.state_dict()), [id(p) for p in s.participants()],
-            [(_plain(o.state_dict()), len(o)) for o in objs])
+    return (
+        global_rng_fingerprint(),
+        _plain(s.state_dict()),
+        [id(p) for p in s.participants()],
+        [(_plain(o.state_dict()), len(o)) for o in objs],
+    )
 
 
 def batches(loader):
@@ -69,16 +75,22 @@ def batches(loader):
 # --------------------------------------------------------------------------- in_order=False
 def test_in_order_false_with_workers_is_refused_and_changes_nothing(s):
     before = everything(s)
-    with pytest.raises(ValueError, match=r"in_order=False with num_workers > 0.*repeat some and skip others"):
+    with pytest.raises(
+        ValueError, match=r"in_order=False with num_workers > 0.*repeat some and skip others"
+    ):
         DataLoader(Items(12), batch_size=2, shuffle=True, num_workers=2, in_order=False, seeder=s)
     assert everything(s) == before
-    loader = DataLoader(Items(12), batch_size=2, shuffle=True, in_order=False, seeder=s)  # no workers: in order anyway
+    loader = DataLoader(
+        Items(12), batch_size=2, shuffle=True, in_order=False, seeder=s
+    )  # no workers: in order anyway
     assert len(batches(loader)) == 6
 
 
-# --------------------------------------------------------------------------- load_state_dict in a worker
+# --------------------------------------------------------------------------- load_state_dict in a
+# worker
 class LoadsInWorker(torch.utils.data.Dataset):
-    """Each item tries to load a state into the worker's copy of the loader and of a sampler; returns what happened."""
+    """Each item tries to load a state into the worker's copy of the loader and of a sampler;
+    returns what happened."""
 
     def __init__(self, n):
         self.n, self.loader, self.sampler, self.states = n, None, None, None
@@ -105,19 +117,31 @@ def test_load_state_dict_inside_a_worker_is_refused(s):
     it = iter(other)
     next(it), next(it)
     sampler = DistributedSampler(Items(8), seeder=s, join=False)
-    ds.loader = DataLoader(ds, batch_size=2, shuffle=True, num_workers=1, multiprocessing_context="fork", seeder=s,
-                           collate_fn=lambda items: items)
+    ds.loader = DataLoader(
+        ds,
+        batch_size=2,
+        shuffle=True,
+        num_workers=1,
+        multiprocessing_context="fork",
+        seeder=s,
+        collate_fn=lambda items: items,
+    )
     ds.sampler, ds.states = sampler, (other.state_dict(), sampler.state_dict())
     got = [item for batch in ds.loader for item in batch]
-    assert [[i for i, _ in got[k:k + 2]] for k in range(0, 8, 2)] == expected  # the worker's loads changed nothing
+    assert [
+        [i for i, _ in got[k : k + 2]] for k in range(0, 8, 2)
+    ] == expected  # the worker's loads changed nothing
     for _, outcomes in got:
         assert [o.split(" was called")[0] for o in outcomes] == [
-            "seeder.DataLoader.load_state_dict()", "DistributedSampler.load_state_dict()"]
+            "seeder.DataLoader.load_state_dict()",
+            "DistributedSampler.load_state_dict()",
+        ]
         assert all("inside DataLoader worker 0" in o and "main process" in o for o in outcomes)
     sampler.load_state_dict(sampler.state_dict())  # the main process loads as before
 
 
-# --------------------------------------------------------------------------- load under a live iterator
+# --------------------------------------------------------------------------- load under a live
+# iterator
 def test_a_loader_iterator_started_before_load_state_dict_stops_with_an_error(s):
     full = batches(DataLoader(Items(10), batch_size=2, shuffle=True, seeder=s))
     saved = DataLoader(Items(10), batch_size=2, shuffle=True, seeder=s)
@@ -128,7 +152,9 @@ def test_a_loader_iterator_started_before_load_state_dict_stops_with_an_error(s)
     it = iter(loader)
     assert [next(it).tolist() for _ in range(3)] == full[:3]
     loader.load_state_dict(state)
-    with pytest.raises(RuntimeError, match=r"started before loader.load_state_dict\(\).*iter\(loader\) again"):
+    with pytest.raises(
+        RuntimeError, match=r"started before loader.load_state_dict\(\).*iter\(loader\) again"
+    ):
         next(it)
     resumed = iter(loader)
     assert len(resumed) == 4 and [b.tolist() for b in resumed] == full[1:]
@@ -149,7 +175,8 @@ def test_a_sampler_iterator_started_before_load_state_dict_stops_with_an_error(s
     assert list(sampler) == full[2:]
 
 
-# --------------------------------------------------------------------------- shuffle and other flags
+# --------------------------------------------------------------------------- shuffle and other
+# flags
 @pytest.mark.parametrize("bad", ["no", "False", 1, 0, 1.0, [], torch.tensor(True)])
 def test_a_non_bool_shuffle_is_refused_and_changes_nothing(bad, s):
     before = everything(s)
@@ -162,10 +189,18 @@ def test_a_non_bool_shuffle_is_refused_and_changes_nothing(bad, s):
 
 def test_bool_none_and_numpy_bool_shuffle_are_accepted(s):
     plain = batches(DataLoader(Items(6), batch_size=6, shuffle=True, seeder=s))
-    assert batches(DataLoader(Items(6), batch_size=6, shuffle=np.bool_(True), seeder=s)) == plain != [list(range(6))]
+    assert (
+        batches(DataLoader(Items(6), batch_size=6, shuffle=np.bool_(True), seeder=s))
+        == plain
+        != [list(range(6))]
+    )
     for off in (None, False, np.bool_(False)):
-        assert batches(DataLoader(Items(6), batch_size=6, shuffle=off, seeder=s)) == [list(range(6))]
-    assert DistributedSampler(Items(6), shuffle=np.bool_(False), seeder=s, join=False).shuffle is False
+        assert batches(DataLoader(Items(6), batch_size=6, shuffle=off, seeder=s)) == [
+            list(range(6))
+        ]
+    assert (
+        DistributedSampler(Items(6), shuffle=np.bool_(False), seeder=s, join=False).shuffle is False
+    )
 
 
 # --------------------------------------------------------------------------- ranks and world sizes
@@ -175,11 +210,23 @@ OUT_OF_RANGE = [
     ("torchrun WORLD_SIZE", {"RANK": "0", "WORLD_SIZE": str(2**32 + 1)}, "WORLD_SIZE"),
     ("torchrun LOCAL_RANK", {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": BIG}, "LOCAL_RANK"),
     ("SLURM", {"SLURM_PROCID": BIG, "SLURM_NTASKS": str(2**33)}, "SLURM_PROCID"),
-    ("SLURM local", {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": str(2**40)}, "SLURM_LOCALID"),
-    ("Open MPI", {"OMPI_COMM_WORLD_RANK": BIG, "OMPI_COMM_WORLD_SIZE": str(2**64)}, "OMPI_COMM_WORLD_RANK"),
+    (
+        "SLURM local",
+        {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": str(2**40)},
+        "SLURM_LOCALID",
+    ),
+    (
+        "Open MPI",
+        {"OMPI_COMM_WORLD_RANK": BIG, "OMPI_COMM_WORLD_SIZE": str(2**64)},
+        "OMPI_COMM_WORLD_RANK",
+    ),
     ("MPICH/PMI", {"PMI_RANK": "1", "PMI_SIZE": str(2**64 + 2)}, "PMI_SIZE"),
     ("MPICH local", {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": BIG}, "MPI_LOCALRANKID"),
-    ("Lightning LOCAL_RANK", {"LOCAL_RANK": BIG, "WORLD_SIZE": str(2**32 + 1), "NODE_RANK": "0"}, "LOCAL_RANK"),
+    (
+        "Lightning LOCAL_RANK",
+        {"LOCAL_RANK": BIG, "WORLD_SIZE": str(2**32 + 1), "NODE_RANK": "0"},
+        "LOCAL_RANK",
+    ),
     ("Lightning NODE_RANK", {"LOCAL_RANK": "0", "WORLD_SIZE": "2", "NODE_RANK": BIG}, "NODE_RANK"),
     ("LOCAL_RANK alone", {"LOCAL_RANK": BIG}, "LOCAL_RANK"),
     ("sign", {"RANK": "+1", "WORLD_SIZE": "2"}, "RANK"),
@@ -189,21 +236,38 @@ OUT_OF_RANGE = [
 
 
 @pytest.mark.parametrize("name,env,variable", OUT_OF_RANGE, ids=[c[0] for c in OUT_OF_RANGE])
-def test_launcher_variables_outside_the_derivation_are_refused_and_change_nothing(monkeypatch, s, name, env, variable):
+def test_launcher_variables_outside_the_derivation_are_refused_and_change_nothing(
+    monkeypatch, s, name, env, variable
+):
     before = everything(s)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    with pytest.raises(ValueError, match=rf"environment variable {variable}=.*(must be >= \d and <= |plain ASCII digits)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"environment variable {variable}=.*(must be >= \d and <= |plain ASCII digits)",
+    ):
         s.init(8)
     assert everything(s) == before and (s.rank, s.world_size) == (0, 1)
 
 
-@pytest.mark.parametrize("topology, match", [
-    (Topology(2**32, 2**32 + 1, 0, "process group", "process group"), r"world size 4294967297 \(from process group\)"),
-    (Topology(2**32, 2**32, 0, "rank=", "ngpus="), r"rank 4294967296 \(from rank=\) is outside \[0, 4294967295\]"),
-    (Topology(0, 2, 2**32, "process group", "process group", "LOCAL_RANK"), r"local rank 4294967296 \(from LOCAL_RANK\)"),
-    (Topology(-1, 2, 0, "rank="), r"rank -1 \(from rank=\)"),
-])
+@pytest.mark.parametrize(
+    "topology, match",
+    [
+        (
+            Topology(2**32, 2**32 + 1, 0, "process group", "process group"),
+            r"world size 4294967297 \(from process group\)",
+        ),
+        (
+            Topology(2**32, 2**32, 0, "rank=", "ngpus="),
+            r"rank 4294967296 \(from rank=\) is outside \[0, 4294967295\]",
+        ),
+        (
+            Topology(0, 2, 2**32, "process group", "process group", "LOCAL_RANK"),
+            r"local rank 4294967296 \(from LOCAL_RANK\)",
+        ),
+        (Topology(-1, 2, 0, "rank="), r"rank -1 \(from rank=\)"),
+    ],
+)
 def test_every_source_of_a_topology_is_held_to_the_derivation(topology, match):
     with pytest.raises(ValueError, match=match):
         check_topology(topology)
@@ -223,19 +287,30 @@ def test_sampler_world_larger_than_the_derivation_is_refused(s):
         with pytest.raises(ValueError, match=r"num_replicas must be in \[1, 2\*\*32\]"):
             DistributedSampler(Items(4), seeder=s, **kw)
     assert everything(s) == before
-    assert DistributedSampler(Items(4), num_replicas=2**32, rank=2**32 - 1, seeder=s, join=False).num_samples == 1
+    assert (
+        DistributedSampler(
+            Items(4), num_replicas=2**32, rank=2**32 - 1, seeder=s, join=False
+        ).num_samples
+        == 1
+    )
 
 
 def test_more_batches_than_the_batch_seed_word_holds_are_refused(s):
-    with pytest.raises(ValueError, match=r"4294967297 batches per epoch on this rank, more than 2\*\*32"):
+    with pytest.raises(
+        ValueError, match=r"4294967297 batches per epoch on this rank, more than 2\*\*32"
+    ):
         DataLoader(range(2**32 + 1), batch_size=1, seeder=s)
     assert len(DataLoader(range(2**32 + 1), batch_size=2, seeder=s)) == 2**31 + 1
 
 
 # --------------------------------------------------------------------------- SEEDER_SEED
-@pytest.mark.parametrize("text", ["1_000", "+7", "-7", "\u0661\u0662", "\uff14\uff12", "0x10", "1e3", "4 2", "\u00b2"])
+@pytest.mark.parametrize(
+    "text", ["1_000", "+7", "-7", "\u0661\u0662", "\uff14\uff12", "0x10", "1e3", "4 2", "\u00b2"]
+)
 def test_seeder_seed_is_plain_ascii_digits_only(monkeypatch, s, text, capsys):
-    with pytest.raises(ValueError, match="plain ASCII digits 0-9; unset it or set it to a seed such as 42"):
+    with pytest.raises(
+        ValueError, match="plain ASCII digits 0-9; unset it or set it to a seed such as 42"
+    ):
         parse_master_seed(text)
     before = everything(s)
     monkeypatch.setenv("SEEDER_SEED", text + " ")  # a blank value is unset; this one is not
@@ -249,31 +324,57 @@ def test_seeder_seed_is_plain_ascii_digits_only(monkeypatch, s, text, capsys):
 
 
 def test_seeder_seed_plain_digits_and_surrounding_whitespace_are_accepted(monkeypatch):
-    assert [parse_master_seed(t) for t in ("42", " 42\n", "\t007", str(2**63 - 1))] == [42, 42, 7, 2**63 - 1]
+    assert [parse_master_seed(t) for t in ("42", " 42\n", "\t007", str(2**63 - 1))] == [
+        42,
+        42,
+        7,
+        2**63 - 1,
+    ]
     monkeypatch.setenv("SEEDER_SEED", " 99\n")
     s = Seeder()
     s.init()
     assert s.get_master_seed() == 99
 
 
-@pytest.mark.parametrize("argv", [["run", "--seed", "1_000", "--print-env"], ["run", "--seed", "+7", "--print-env"],
-                                  ["derive", "--seed", "\u0664\u0662"], ["derive", "--seed", "1", "--rank", "0x1"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--seed", "1_000", "--print-env"],
+        ["run", "--seed", "+7", "--print-env"],
+        ["derive", "--seed", "\u0664\u0662"],
+        ["derive", "--seed", "1", "--rank", "0x1"],
+    ],
+)
 def test_cli_integer_options_are_plain_ascii_digits_too(argv, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(argv)
     captured = capsys.readouterr()
-    assert info.value.code == 2 and captured.out == "" and "is not an integer written in plain ASCII digits" in captured.err
+    assert (
+        info.value.code == 2
+        and captured.out == ""
+        and "is not an integer written in plain ASCII digits" in captured.err
+    )
 
 
-# --------------------------------------------------------------------------- seeder verify templates
-@pytest.mark.parametrize("pair, shown", [
-    ("seed={seed.nope}", "{seed.nope} is not a field of this template; its placeholders are {seed}"),
-    ("seed=--seed={seed[0]}", "{seed[0]} is not a field"),
-    ("resume=--resume {seed}", "{seed} is not a field of this template; its placeholders are {ckpt_dir}"),
-    ("stop_after_steps=--stop {steps:s}", "is not a valid template (Unknown format code 's'"),
-    ("epochs=--epochs {", "is not a valid template"),
-    ("seed=--seed '{seed}", "is not a valid template (No closing quotation)"),
-])
+# --------------------------------------------------------------------------- seeder verify
+# templates
+@pytest.mark.parametrize(
+    "pair, shown",
+    [
+        (
+            "seed={seed.nope}",
+            "{seed.nope} is not a field of this template; its placeholders are {seed}",
+        ),
+        ("seed=--seed={seed[0]}", "{seed[0]} is not a field"),
+        (
+            "resume=--resume {seed}",
+            "{seed} is not a field of this template; its placeholders are {ckpt_dir}",
+        ),
+        ("stop_after_steps=--stop {steps:s}", "is not a valid template (Unknown format code 's'"),
+        ("epochs=--epochs {", "is not a valid template"),
+        ("seed=--seed '{seed}", "is not a valid template (No closing quotation)"),
+    ],
+)
 def test_verify_template_errors_name_the_template_and_its_fields(capsys, tmp_path, pair, shown):
     need_verify(figures=False)
     assert cli.main(["verify", "--out", str(tmp_path / "out"), "--arg", pair, "--", "true"]) == 2
@@ -308,7 +409,9 @@ def test_a_resumed_epoch_is_the_length_of_what_is_left(s):
     torch_loader = torch.utils.data.DataLoader(Items(10), batch_size=4, sampler=sampler)
     assert len(sampler) == 6 and len(torch_loader) == 2
     assert [x for b in torch_loader for x in b.tolist()] == full[4:]
-    assert len(sampler) == 10 and len(torch_loader) == 3  # the resumed epoch is over: a whole one again
+    assert (
+        len(sampler) == 10 and len(torch_loader) == 3
+    )  # the resumed epoch is over: a whole one again
 
 
 def test_dataset_lengths_python_cannot_hold_are_a_clear_error(s):
@@ -320,15 +423,23 @@ def test_dataset_lengths_python_cannot_hold_are_a_clear_error(s):
             return i
 
     before = everything(s)
-    for make in (lambda: DistributedSampler(Huge(), seeder=s), lambda: DataLoader(Huge(), seeder=s)):
-        with pytest.raises(ValueError, match=r"__len__ returned more than Python's len\(\) can hold"):
+    for make in (
+        lambda: DistributedSampler(Huge(), seeder=s),
+        lambda: DataLoader(Huge(), seeder=s),
+    ):
+        with pytest.raises(
+            ValueError, match=r"__len__ returned more than Python's len\(\) can hold"
+        ):
             make()
     assert everything(s) == before
-    largest = DistributedSampler(range(2**63 - 1), seeder=s, join=False)  # the largest length Python's len() allows
+    largest = DistributedSampler(
+        range(2**63 - 1), seeder=s, join=False
+    )  # the largest length Python's len() allows
     assert len(largest) == 2**63 - 1
 
 
-# --------------------------------------------------------------------------- property: bad arguments change nothing
+# --------------------------------------------------------------------------- property: bad
+# arguments change nothing
 BAD_LOADER_ARGS = {
     "batch_size": [0, -1, 1.5, True, "4"],
     "shuffle": ["no", 1, 0.0],
@@ -374,12 +485,21 @@ OUTCOMES: dict = {}  # (target, error class) -> count, for the issue's note
 
 def _case():
     loader_args = st.sampled_from(sorted(BAD_LOADER_ARGS)).flatmap(
-        lambda k: st.tuples(st.just("DataLoader"), st.just(k), st.sampled_from(BAD_LOADER_ARGS[k])))
+        lambda k: st.tuples(st.just("DataLoader"), st.just(k), st.sampled_from(BAD_LOADER_ARGS[k]))
+    )
     sampler_args = st.sampled_from(sorted(BAD_SAMPLER_ARGS)).flatmap(
-        lambda k: st.tuples(st.just("DistributedSampler"), st.just(k), st.sampled_from(BAD_SAMPLER_ARGS[k])))
-    states = st.tuples(st.sampled_from(["DataLoader.load_state_dict", "DistributedSampler.load_state_dict"]),
-                       st.sampled_from(sorted(BAD_STATE_VALUES))).flatmap(
-        lambda tk: st.tuples(st.just(tk[0]), st.just(tk[1]), st.sampled_from(BAD_STATE_VALUES[tk[1]])))
+        lambda k: st.tuples(
+            st.just("DistributedSampler"), st.just(k), st.sampled_from(BAD_SAMPLER_ARGS[k])
+        )
+    )
+    states = st.tuples(
+        st.sampled_from(["DataLoader.load_state_dict", "DistributedSampler.load_state_dict"]),
+        st.sampled_from(sorted(BAD_STATE_VALUES)),
+    ).flatmap(
+        lambda tk: st.tuples(
+            st.just(tk[0]), st.just(tk[1]), st.sampled_from(BAD_STATE_VALUES[tk[1]])
+        )
+    )
     return st.one_of(loader_args, sampler_args, states)
 
 
@@ -411,8 +531,14 @@ def test_bad_arguments_and_states_raise_a_named_error_and_change_nothing(case):
     with pytest.raises((ValueError, TypeError)) as info:
         call()
     message = str(info.value)
-    named = {"version": "version", "format": "state", "dataset_len": "length", "num_replicas": "num_replicas",
-             "sampler": "sampler", "seeder": "Seeder"}.get(name, name)
+    named = {
+        "version": "version",
+        "format": "state",
+        "dataset_len": "length",
+        "num_replicas": "num_replicas",
+        "sampler": "sampler",
+        "seeder": "Seeder",
+    }.get(name, name)
     assert named in message, (case, message)
     if target.endswith("load_state_dict"):
         assert isinstance(info.value, StateError), (case, message)
@@ -422,7 +548,8 @@ def test_bad_arguments_and_states_raise_a_named_error_and_change_nothing(case):
 
 
 class SeederLoadsInWorker(torch.utils.data.Dataset):
-    """Each item calls Seeder.load_state_dict in the worker (a plain torch DataLoader: no seeder loader joined)."""
+    """Each item calls Seeder.load_state_dict in the worker (a plain torch DataLoader: no seeder
+    loader joined)."""
 
     def __init__(self, seeder, state):
         self.seeder, self.state = seeder, state
@@ -443,8 +570,14 @@ def test_seeder_load_state_dict_inside_a_plain_torch_worker_is_refused():
     s.init(5)
     s.reseed(1, 0)
     state = s.state_dict()
-    loader = torch.utils.data.DataLoader(SeederLoadsInWorker(s, state), batch_size=None, num_workers=1,
-                                         multiprocessing_context="fork")
+    loader = torch.utils.data.DataLoader(
+        SeederLoadsInWorker(s, state),
+        batch_size=None,
+        num_workers=1,
+        multiprocessing_context="fork",
+    )
     got = list(loader)
-    assert all("seeder.load_state_dict() was called inside DataLoader worker 0" in g for g in got), got
+    assert all(
+        "seeder.load_state_dict() was called inside DataLoader worker 0" in g for g in got
+    ), got
     s.load_state_dict(state)  # the main process loads as before

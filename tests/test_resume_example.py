@@ -1,21 +1,24 @@
-"""examples/train.py end to end: stop/resume is bitwise, and so is resuming after SIGKILLs (real processes).
+"""examples/train.py end to end: stop/resume is bitwise, and so is resuming after SIGKILLs (real
+processes).
 
 Every run here is a real ``python examples/train.py`` (or ``torchrun``) process, driven the way
 ``seeder verify`` drives it: ``$SEEDER_STEPS`` records each optimizer step (step, epoch, sum of
 squared parameters) and a digest at exit, ``$SEEDER_STOP_AFTER_STEP`` stops it through
-``seeder.Checkpoint`` with a checkpoint, ``--resume`` (and ``$SEEDER_RESUME=1``) continues it. The kill
-tests run it through ``tests/scripts/train_faults.py``, which adds the fault hooks the example does
-not carry. A run compares its per-step records and final digest with an uninterrupted reference
+``seeder.Checkpoint`` with a checkpoint, ``--resume`` (and ``$SEEDER_RESUME=1``) continues it. The
+kill tests run it through ``tests/scripts/train_faults.py``, which adds the fault hooks the example
+does not carry. A run compares its per-step records and final digest with an uninterrupted reference
 run of the same seed.
 """
+
 from __future__ import annotations
 
 import os
 import random
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Optional
 
 import pytest
 import torch
@@ -42,30 +45,49 @@ def dali_available() -> bool:
     return True
 
 
-LOADERS = [pytest.param("torch"),
-           pytest.param("dali", marks=pytest.mark.skipif(not dali_available(), reason="DALI is not installed "
-                                                         "(pip install 'seeder[dali]')"))]
+LOADERS = [
+    pytest.param("torch"),
+    pytest.param(
+        "dali",
+        marks=pytest.mark.skipif(
+            not dali_available(), reason="DALI is not installed (pip install 'seeder[dali]')"
+        ),
+    ),
+]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """Runs of the example as children forked from one process that imported torch once (tests/helpers.py)."""
-    forks = ForkServer(tmp_path_factory.mktemp("forks"), preload=["torch._dynamo", "torch._inductor.config"])
+    """Runs of the example as children forked from one process that imported torch once
+    (tests/helpers.py)."""
+    forks = ForkServer(
+        tmp_path_factory.mktemp("forks"), preload=["torch._dynamo", "torch._inductor.config"]
+    )
     yield forks
     forks.close()
 
 
-def train(server: ForkServer, out: Path, *args: str, seed: Optional[str] = SEED,
-          env: Optional[Dict[str, str]] = None) -> Tuple[List[dict], Optional[str]]:
-    """Run the example in ``out`` to its end (or a stop); return the step records in ``out`` and the printed digest."""
+def train(
+    server: ForkServer,
+    out: Path,
+    *args: str,
+    seed: Optional[str] = SEED,
+    env: Optional[dict[str, str]] = None,
+) -> tuple[list[dict], Optional[str]]:
+    """Run the example in ``out`` to its end (or a stop); return the step records in ``out`` and the
+    printed digest."""
     out.mkdir(parents=True, exist_ok=True)
     seed_args = ["--seed", seed] if seed is not None else []
-    proc = server.run([SCRIPT, *BASE, *seed_args, *args], cwd=out, env={ENV_STEPS: str(out / "steps.jsonl"), **(env or {})},
-                      timeout=300)
+    proc = server.run(
+        [SCRIPT, *BASE, *seed_args, *args],
+        cwd=out,
+        env={ENV_STEPS: str(out / "steps.jsonl"), **(env or {})},
+        timeout=300,
+    )
     return step_records(out / "steps.jsonl")[0], printed_digest(proc.stdout)
 
 
-def stop_at(step: int) -> Dict[str, str]:
+def stop_at(step: int) -> dict[str, str]:
     return {ENV_STOP: str(step)}
 
 
@@ -73,32 +95,53 @@ RESUME = {ENV_RESUME: "1"}  # with --resume, as seeder verify resumes a run
 
 
 def printed_digest(stdout: str) -> Optional[str]:
-    """The digest of the example's last line (``trained N steps; digest HEX``), or None (a stopped run prints none)."""
+    """The digest of the example's last line (``trained N steps; digest HEX``), or None (a stopped
+    run prints none)."""
     lines = [line for line in stdout.splitlines() if line.startswith("trained ")]
     return lines[-1].split()[-1] if lines else None
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, server) -> Tuple[List[dict], str]:
-    """2 epochs uninterrupted, 2 workers, checkpoints every 3 steps (checkpointing must not change anything)."""
+def reference(tmp_path_factory, server) -> tuple[list[dict], str]:
+    """2 epochs uninterrupted, 2 workers, checkpoints every 3 steps (checkpointing must not change
+    anything)."""
     out = tmp_path_factory.mktemp("reference")
-    records, digest = train(server, out, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(out / "ckpt"), "--ckpt-every-steps", "3")
+    records, digest = train(
+        server,
+        out,
+        "--epochs",
+        "2",
+        "--workers",
+        "2",
+        "--ckpt-dir",
+        str(out / "ckpt"),
+        "--ckpt-every-steps",
+        "3",
+    )
     assert [(r["step"], r["epoch"]) for r in records] == [(k, (k - 1) // 4) for k in range(1, 9)]
-    assert digest is not None and len(step_records(out / "steps.jsonl")[1]) == 1  # seeder's digest at exit
+    assert (
+        digest is not None and len(step_records(out / "steps.jsonl")[1]) == 1
+    )  # seeder's digest at exit
     return records, digest
 
 
-@pytest.mark.parametrize("first, stop, second", [
-    (["--workers", "0"], 4, ["--workers", "0"]),  # the end of epoch 0
-    (["--workers", "2", "--persistent-workers"], 4, ["--workers", "2", "--persistent-workers"]),
-    (["--workers", "2"], 3, ["--workers", "2"]),  # inside epoch 0
-    (["--workers", "2", "--ckpt-every-steps", "4"], 6, ["--workers", "0"]),  # inside epoch 1
-], ids=["0-workers", "persistent-2-workers", "mid-epoch-2-workers", "mid-epoch-then-0-workers"])
+@pytest.mark.parametrize(
+    "first, stop, second",
+    [
+        (["--workers", "0"], 4, ["--workers", "0"]),  # the end of epoch 0
+        (["--workers", "2", "--persistent-workers"], 4, ["--workers", "2", "--persistent-workers"]),
+        (["--workers", "2"], 3, ["--workers", "2"]),  # inside epoch 0
+        (["--workers", "2", "--ckpt-every-steps", "4"], 6, ["--workers", "0"]),  # inside epoch 1
+    ],
+    ids=["0-workers", "persistent-2-workers", "mid-epoch-2-workers", "mid-epoch-then-0-workers"],
+)
 def test_stop_and_resume_is_bitwise(tmp_path, reference, server, first, stop, second):
     ref_records, ref_digest = reference
     ckpt = ["--epochs", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
     part, stop_digest = train(server, tmp_path, *ckpt, *first, env=stop_at(stop))
-    assert [r["step"] for r in part] == list(range(1, stop + 1)) and stop_digest is None  # exited at the stop
+    assert [r["step"] for r in part] == list(
+        range(1, stop + 1)
+    ) and stop_digest is None  # exited at the stop
     assert read_marks(tmp_path / "steps.jsonl") == {"stopped": stop}
     assert torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)["step"] == stop
     records, digest = train(server, tmp_path, *ckpt, "--resume", *second, env=RESUME)
@@ -107,17 +150,23 @@ def test_stop_and_resume_is_bitwise(tmp_path, reference, server, first, stop, se
     assert records == ref_records  # every step's record, in one file, as if never stopped
 
 
-@pytest.mark.skipif(not dali_available(), reason="DALI is not installed (pip install 'seeder[dali]')")
+@pytest.mark.skipif(
+    not dali_available(), reason="DALI is not installed (pip install 'seeder[dali]')"
+)
 def test_dali_loader_stopped_at_an_epoch_end_and_mid_epoch_resumes_bitwise(tmp_path, server):
     ref_records, ref_digest = train(server, tmp_path / "ref", "--epochs", "2", "--loader", "dali")
     assert [r["step"] for r in ref_records] == list(range(1, 9))
     ckpt = ["--epochs", "2", "--loader", "dali", "--ckpt-dir", str(tmp_path / "ckpt")]
     train(server, tmp_path, *ckpt, env=stop_at(4))  # after epoch 0's last batch
-    train(server, tmp_path, *ckpt, "--resume", env={**RESUME, **stop_at(6)})  # resumed there, stopped mid-epoch 1
+    train(
+        server, tmp_path, *ckpt, "--resume", env={**RESUME, **stop_at(6)}
+    )  # resumed there, stopped mid-epoch 1
     records, digest = train(server, tmp_path, *ckpt, "--resume", env=RESUME)
     assert read_marks(tmp_path / "steps.jsonl") == {"stopped": 6, "resumed": 6}
     assert digest == ref_digest and records == ref_records
-    other, other_digest = train(server, tmp_path / "other", "--epochs", "2", "--loader", "dali", seed="7")
+    other, other_digest = train(
+        server, tmp_path / "other", "--epochs", "2", "--loader", "dali", seed="7"
+    )
     assert other_digest != ref_digest
 
 
@@ -133,17 +182,30 @@ def test_seeded_runs_repeat_and_unseeded_runs_differ(tmp_path, reference, server
 
 # ------------------------------------------------------------------------------------- torchrun
 
-def torchrun_train(out: Path, *args: str, script: str = SCRIPT, launcher: Sequence[str] = (),
-                   env: Optional[Dict[str, str]] = None) -> Tuple[List[dict], Optional[str]]:
-    results = torchrun([script, *BASE, "--seed", SEED, *args], nproc=2, timeout=180, extra_launcher_args=launcher,
-                       env={ENV_STEPS: str(out / "steps.jsonl"), **(env or {})})
+
+def torchrun_train(
+    out: Path,
+    *args: str,
+    script: str = SCRIPT,
+    launcher: Sequence[str] = (),
+    env: Optional[dict[str, str]] = None,
+) -> tuple[list[dict], Optional[str]]:
+    results = torchrun(
+        [script, *BASE, "--seed", SEED, *args],
+        nproc=2,
+        timeout=180,
+        extra_launcher_args=launcher,
+        env={ENV_STEPS: str(out / "steps.jsonl"), **(env or {})},
+    )
     return step_records(out / "steps.jsonl")[0], printed_digest(results[0].stdout)
 
 
 @pytest.fixture(scope="module")
-def torchrun_reference(tmp_path_factory) -> Tuple[List[dict], str]:
+def torchrun_reference(tmp_path_factory) -> tuple[list[dict], str]:
     out = tmp_path_factory.mktemp("torchrun_reference")
-    records, digest = torchrun_train(out, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(out / "ckpt"))
+    records, digest = torchrun_train(
+        out, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(out / "ckpt")
+    )
     assert [r["step"] for r in records] == [1, 2, 3, 4] and digest is not None
     return records, digest
 
@@ -153,7 +215,10 @@ def test_torchrun_two_ranks_stop_mid_epoch_and_resume(tmp_path, torchrun_referen
     ckpt = ["--epochs", "2", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
     torchrun_train(tmp_path, *ckpt, env=stop_at(3))
     state = torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)
-    assert state["step"] == 3 and [r["rank"] for r in state["seeder"]["ranks"]] == [0, 1]  # one file, every rank
+    assert state["step"] == 3 and [r["rank"] for r in state["seeder"]["ranks"]] == [
+        0,
+        1,
+    ]  # one file, every rank
     records, digest = torchrun_train(tmp_path, *ckpt, "--resume", env=RESUME)
     assert read_marks(tmp_path / "steps.jsonl") == {"stopped": 3, "resumed": 3}
     assert digest == ref_digest and records == ref_records
@@ -161,23 +226,51 @@ def test_torchrun_two_ranks_stop_mid_epoch_and_resume(tmp_path, torchrun_referen
 
 def test_torchrun_restart_after_one_rank_is_killed(tmp_path, torchrun_reference):
     ref_records, ref_digest = torchrun_reference
-    # Rank 1 SIGKILLs itself after step 3 (first attempt only); the group restarts and resumes from step 2's checkpoint.
-    records, digest = torchrun_train(tmp_path, "--fault-kill-at", "3", "--fault-kill-rank", "1", "--epochs", "2",
-                                     "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every-steps", "1",
-                                     "--resume", script=FAULTS, launcher=["--max-restarts", "1"])
+    # Rank 1 SIGKILLs itself after step 3 (first attempt only); the group restarts and resumes from
+    # step 2's checkpoint.
+    records, digest = torchrun_train(
+        tmp_path,
+        "--fault-kill-at",
+        "3",
+        "--fault-kill-rank",
+        "1",
+        "--epochs",
+        "2",
+        "--workers",
+        "2",
+        "--ckpt-dir",
+        str(tmp_path / "ckpt"),
+        "--ckpt-every-steps",
+        "1",
+        "--resume",
+        script=FAULTS,
+        launcher=["--max-restarts", "1"],
+    )
     assert "resumed" in read_marks(tmp_path / "steps.jsonl")
     assert digest == ref_digest and records == ref_records
 
 
 # ----------------------------------------------------------------------------------------- faults
 
-class Run:
-    """One ``train.py --resume`` run (with fault hooks) forked in its own session, so that SIGKILL takes its workers too."""
 
-    def __init__(self, server: ForkServer, out: Path, args: Sequence[str], hooks: Sequence[str] = (), note: str = ""):
+class Run:
+    """One ``train.py --resume`` run (with fault hooks) forked in its own session, so that SIGKILL
+    takes its workers too."""
+
+    def __init__(
+        self,
+        server: ForkServer,
+        out: Path,
+        args: Sequence[str],
+        hooks: Sequence[str] = (),
+        note: str = "",
+    ):
         self.steps, self.note = out / "steps.jsonl", note
-        self.forked = server.start([FAULTS, *hooks, *BASE, "--seed", SEED, "--resume", *args], cwd=out,
-                                   env={ENV_STEPS: str(self.steps)})
+        self.forked = server.start(
+            [FAULTS, *hooks, *BASE, "--seed", SEED, "--resume", *args],
+            cwd=out,
+            env={ENV_STEPS: str(self.steps)},
+        )
 
     def kill(self) -> None:
         rc = self.forked.kill()
@@ -189,7 +282,9 @@ class Run:
             if any(line.startswith(prefix) for line in self.forked.stdout().splitlines()):
                 return
             if self.forked.poll() is not None:
-                raise AssertionError(f"process ended (rc {self.forked.returncode}) without printing {prefix!r}")
+                raise AssertionError(
+                    f"process ended (rc {self.forked.returncode}) without printing {prefix!r}"
+                )
             time.sleep(0.02)  # polls the run's output file
         raise AssertionError(f"no {prefix!r} line in {timeout}s")
 
@@ -197,7 +292,9 @@ class Run:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.forked.poll() is not None:
-                raise AssertionError(f"process ended (rc {self.forked.returncode}) before step {step}")
+                raise AssertionError(
+                    f"process ended (rc {self.forked.returncode}) before step {step}"
+                )
             done = [r["step"] for r in step_records(self.steps)[0]]
             if done and max(done) >= step:
                 return
@@ -205,24 +302,49 @@ class Run:
         raise AssertionError(f"step {step} not reached in {timeout}s")
 
 
-@pytest.mark.parametrize("loader", LOADERS[1:])  # the torch loop: twelve fixed SIGKILL points in test_fault_kills.py
+@pytest.mark.parametrize(
+    "loader", LOADERS[1:]
+)  # the torch loop: twelve fixed SIGKILL points in test_fault_kills.py
 def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, server, loader):
-    """>= 5 SIGKILLs at random steps and inside checkpoint writes; every resume continues from the last good file."""
+    """>= 5 SIGKILLs at random steps and inside checkpoint writes; every resume continues from the
+    last good file."""
     total = 12  # 3 epochs x 4 steps; checkpoints at every 2nd step and at epoch ends (4, 8, 12)
-    args = ["--epochs", "3", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt"), "--ckpt-every-steps", "2",
-            "--loader", loader]
+    args = [
+        "--epochs",
+        "3",
+        "--workers",
+        "2",
+        "--ckpt-dir",
+        str(tmp_path / "ckpt"),
+        "--ckpt-every-steps",
+        "2",
+        "--loader",
+        loader,
+    ]
     seed = int(os.environ.get("SEEDER_FAULT_SEED", random.SystemRandom().randrange(2**32)))
     rng = random.Random(seed)
     writes = sorted(rng.sample([2, 4, 6, 8, 10], 3))
     kills = sorted(rng.sample([s for s in range(1, total) if s not in writes], 3))
-    events = sorted([("write", s) for s in writes] + [("step", s) for s in kills], key=lambda e: e[1])
+    events = sorted(
+        [("write", s) for s in writes] + [("step", s) for s in kills], key=lambda e: e[1]
+    )
     events.insert(rng.randrange(len(events) + 1), ("time", rng.uniform(0.5, 4.0)))
     note = f"kill plan {events} (SEEDER_FAULT_SEED={seed} repeats it)"
 
     ref_out = tmp_path / "ref"
     ref_out.mkdir()
-    ref_records, ref_digest = train(server, ref_out, "--epochs", "3", "--workers", "2", "--loader", loader,
-                                    "--ckpt-dir", str(ref_out / "ckpt"))
+    ref_records, ref_digest = train(
+        server,
+        ref_out,
+        "--epochs",
+        "3",
+        "--workers",
+        "2",
+        "--loader",
+        loader,
+        "--ckpt-dir",
+        str(ref_out / "ckpt"),
+    )
     ckpt = tmp_path / "ckpt" / "last.pt"
     for kind, at in events:
         hooks = ["--fault-step-sleep", "0.1"]
@@ -230,7 +352,8 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
             hooks += ["--fault-ckpt-pause", "60", "--fault-ckpt-pause-at", str(at)]
         before = torch.load(ckpt, weights_only=True)["step"] if ckpt.exists() else None
         if before == total:
-            break  # a late kill landed after the last checkpoint: the run has nothing left to interrupt
+            # a late kill landed after the last checkpoint: the run has nothing left to interrupt
+            break
         if kind == "write" and before is not None and before >= at:
             continue  # an earlier kill landed after this checkpoint: nothing to interrupt
         run = Run(server, tmp_path, args, hooks, note)
@@ -240,16 +363,24 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
             partial = list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))
             assert partial, note  # the half-written file is there ...
             after = torch.load(ckpt, weights_only=True)["step"] if ckpt.exists() else None
-            assert after is None or after < at, note  # ... and last.pt is still the previous good checkpoint
+            assert after is None or after < at, (
+                note
+            )  # ... and last.pt is still the previous good checkpoint
         elif kind == "step":
             run.wait_for_step(at)
             run.kill()
         else:
             time.sleep(at)
-            rc = run.forked.kill()  # a random moment: the run may have finished on its own just before
+            rc = (
+                run.forked.kill()
+            )  # a random moment: the run may have finished on its own just before
             assert rc in (0, -signal.SIGKILL), f"exit status {rc}; {note}"
     final = Run(server, tmp_path, args)
     assert final.forked.wait(300) == 0, f"{note}\n{final.forked.err.read_text()[-3000:]}"
     assert printed_digest(final.forked.stdout()) == ref_digest, note
-    assert step_records(tmp_path / "steps.jsonl")[0] == ref_records, note  # redone steps recorded equal too
-    assert not list((tmp_path / "ckpt").glob(".last.pt.*.tmp"))  # the next save removes a killed write's half
+    assert step_records(tmp_path / "steps.jsonl")[0] == ref_records, (
+        note
+    )  # redone steps recorded equal too
+    assert not list(
+        (tmp_path / "ckpt").glob(".last.pt.*.tmp")
+    )  # the next save removes a killed write's half

@@ -1,6 +1,7 @@
 """The RNG adapters against the libraries' public state APIs: the checkpoint path uses nothing
-else, and the per-batch paths that read a private layout (seeder._seeding.fastrng: keep() and watcher())
-are bit-exact with them."""
+else, and the per-batch paths that read a private layout (seeder._seeding.fastrng: keep() and
+watcher()) are bit-exact with them."""
+
 import random
 
 import numpy as np
@@ -20,18 +21,26 @@ from seeder._seeding.rngs import (
 
 FAST = settings(max_examples=60, deadline=None)
 # Finite only: seeder refuses a non-finite cached Gaussian (no run produces one).
-DOUBLES = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([0.0, -0.0, 5e-324, -1.5, 1e308])
+DOUBLES = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    [0.0, -0.0, 5e-324, -1.5, 1e308]
+)
 
 
 def legacy(rs):
-    """NumPy's own (slow) view of a RandomState: kind, key as a list, pos, has_gauss, cached_gaussian."""
+    """NumPy's own (slow) view of a RandomState: kind, key as a list, pos, has_gauss,
+    cached_gaussian."""
     kind, key, pos, has, gauss = rs.get_state()
     return kind, key.tolist(), pos, has, gauss
 
 
 def as_legacy(state):
-    return (state["kind"], state["key"].numpy().view(np.uint32).tolist(), state["pos"], state["has_gauss"],
-            state["cached_gaussian"])
+    return (
+        state["kind"],
+        state["key"].numpy().view(np.uint32).tolist(),
+        state["pos"],
+        state["has_gauss"],
+        state["cached_gaussian"],
+    )
 
 
 def test_the_private_layouts_are_in_use_here():
@@ -73,7 +82,9 @@ def test_randomstate_round_trip_is_bit_identical(which, steps, later):
             move(rs, step)
         want = legacy(rs)
         state = adapter.get_state()
-        assert as_legacy(state) == want and str(state["cached_gaussian"]) == str(want[4])  # -0.0 kept
+        assert as_legacy(state) == want and str(state["cached_gaussian"]) == str(
+            want[4]
+        )  # -0.0 kept
         adapter.check_state(state, "numpy")
         for step in later:
             move(rs, step)
@@ -81,7 +92,9 @@ def test_randomstate_round_trip_is_bit_identical(which, steps, later):
         assert legacy(rs) == want and str(rs.get_state()[4]) == str(want[4])
         ref = np.random.RandomState()
         ref.set_state(tuple(want))
-        assert np.array_equal(rs.randn(3), ref.randn(3)) and np.array_equal(rs.random_sample(5), ref.random_sample(5))
+        assert np.array_equal(rs.randn(3), ref.randn(3)) and np.array_equal(
+            rs.random_sample(5), ref.random_sample(5)
+        )
     finally:
         np.random.set_state(saved)
 
@@ -102,8 +115,13 @@ def test_state_written_by_the_slow_path_loads_exactly():
     np.random.seed(11)
     np.random.randn(1)
     kind, key, pos, has, gauss = np.random.get_state()
-    old = {"kind": kind, "key": torch.from_numpy(key.view(np.int32).copy()), "pos": int(pos), "has_gauss": int(has),
-           "cached_gaussian": float(gauss)}
+    old = {
+        "kind": kind,
+        "key": torch.from_numpy(key.view(np.int32).copy()),
+        "pos": int(pos),
+        "has_gauss": int(has),
+        "cached_gaussian": float(gauss),
+    }
     want = np.random.randn(5)
     np.random.seed(0)
     NumpyRandomStateAdapter().set_state(old)
@@ -146,17 +164,22 @@ def test_subclasses_and_other_bit_generators_take_numpys_path():
     assert as_legacy(state) == legacy(rs)
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("pos", 625, "pos must be an int in [0, 624]"),
-    ("has_gauss", 2, "has_gauss must be an int in [0, 1]"),
-    ("cached_gaussian", 1, "cached_gaussian must be a finite float"),
-    ("key", torch.zeros(623, dtype=torch.int32), "expected an int32 tensor of shape (624,)"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("pos", 625, "pos must be an int in [0, 624]"),
+        ("has_gauss", 2, "has_gauss must be an int in [0, 1]"),
+        ("cached_gaussian", 1, "cached_gaussian must be a finite float"),
+        ("key", torch.zeros(623, dtype=torch.int32), "expected an int32 tensor of shape (624,)"),
+    ],
+)
 def test_corrupt_numpy_state_is_rejected_before_anything_changes(field, value, message):
     adapter = NumpyRandomStateAdapter()
     state = adapter.get_state()
     before = legacy(np.random.mtrand._rand)
-    with pytest.raises(StateError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+    with pytest.raises(
+        StateError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+    ):
         adapter.check_state({**state, field: value}, "numpy")
     assert legacy(np.random.mtrand._rand) == before
 
@@ -179,7 +202,11 @@ def test_python_round_trip_from_a_list():
     rng.gauss(0, 1)
     adapter = PythonRandomAdapter(rng)
     version, words, gauss = rng.getstate()
-    state = {"version": version, "state": list(words), "gauss_next": gauss}  # random.getstate()'s form, as a list
+    state = {
+        "version": version,
+        "state": list(words),
+        "gauss_next": gauss,
+    }  # random.getstate()'s form, as a list
     adapter.check_state(state, "python")
     want = [rng.random() for _ in range(5)] + [rng.gauss(0, 1)]
     adapter.set_state(state)
@@ -189,7 +216,10 @@ def test_python_round_trip_from_a_list():
 @FAST
 @given(seed=st.integers(0, 2**128 - 1), n=st.integers(1, 9))
 def test_seed_sequence_words_match_numpy(seed, n):
-    assert seedseq.seed_sequence_words(seed, n) == np.random.SeedSequence(seed).generate_state(n).tolist()
+    assert (
+        seedseq.seed_sequence_words(seed, n)
+        == np.random.SeedSequence(seed).generate_state(n).tolist()
+    )
 
 
 @FAST
@@ -198,8 +228,10 @@ def test_pcg64_state_matches_numpy(seed):
     assert fastrng.pcg64_state(seed) == np.random.PCG64(np.random.SeedSequence(seed)).state
 
 
-@pytest.mark.parametrize("kind", [np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64,
-                                  np.random.MT19937])
+@pytest.mark.parametrize(
+    "kind",
+    [np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64, np.random.MT19937],
+)
 @pytest.mark.parametrize("seed", [0, 2**32, 2**64 - 1, 2**200])
 def test_generator_reseed_equals_a_fresh_bit_generator(kind, seed):
     gen = np.random.Generator(kind(1))
@@ -207,31 +239,48 @@ def test_generator_reseed_equals_a_fresh_bit_generator(kind, seed):
     NumpyGeneratorAdapter(gen).seed(seed)
     fresh = np.random.Generator(kind(np.random.SeedSequence(seed)))
     assert np.array_equal(gen.integers(0, 2**62, 8), fresh.integers(0, 2**62, 8))
-    assert fastrng.fast_seeding_state(kind) is (fastrng.pcg64_state if kind is np.random.PCG64 else None)
+    assert fastrng.fast_seeding_state(kind) is (
+        fastrng.pcg64_state if kind is np.random.PCG64 else None
+    )
 
 
 @FAST
-@given(master=st.integers(0, 2**63 - 1), domain=st.integers(0, 5), key=st.lists(st.integers(0, 2**32 - 1),
-       min_size=4, max_size=4), words=st.integers(1, 3))
+@given(
+    master=st.integers(0, 2**63 - 1),
+    domain=st.integers(0, 5),
+    key=st.lists(st.integers(0, 2**32 - 1), min_size=4, max_size=4),
+    words=st.integers(1, 3),
+)
 def test_stream_seeds_fast_paths_match_seed_sequence(master, domain, key, words):
     task, epoch, rank, stream = key
     fast = derive.stream_seeds(master, domain, task, epoch, rank, words).seed(stream)
-    ref = np.random.SeedSequence(master, spawn_key=(domain, task, epoch, rank, stream)).generate_state(words, np.uint64)
+    ref = np.random.SeedSequence(
+        master, spawn_key=(domain, task, epoch, rank, stream)
+    ).generate_state(words, np.uint64)
     assert fast == [int(w) for w in ref]
     assert derive.stream_seeds(master, domain, task, epoch, rank).seed(stream)[0] == int(ref[0])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(master=st.integers(0, 2**63 - 1), key=st.lists(st.integers(0, 2**32 - 1), min_size=4, max_size=4),
-       words=st.integers(1, 3), jumps=st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=3))
+@given(
+    master=st.integers(0, 2**63 - 1),
+    key=st.lists(st.integers(0, 2**32 - 1), min_size=4, max_size=4),
+    words=st.integers(1, 3),
+    jumps=st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=3),
+)
 def test_block_derivation_matches_seed_sequence(master, key, words, jumps):
-    """Seeds from cached blocks (consecutive streams, jumps anywhere, back) equal NumPy's SeedSequence's."""
+    """Seeds from cached blocks (consecutive streams, jumps anywhere, back) equal NumPy's
+    SeedSequence's."""
     domain, task, epoch, rank = key
     blocks = derive.stream_seeds(master, domain, task, epoch, rank, words)
-    streams = [s for j in jumps for s in (j, min(j + 1, 2**32 - 1), min(j + 300, 2**32 - 1), max(j - 1, 0))]
+    streams = [
+        s for j in jumps for s in (j, min(j + 1, 2**32 - 1), min(j + 300, 2**32 - 1), max(j - 1, 0))
+    ]
     vector = blocks.seeds(np.array(streams, dtype=np.uint32)).tolist()
     for stream, row in zip(streams, vector):
-        ref = np.random.SeedSequence(master, spawn_key=(domain, task, epoch, rank, stream)).generate_state(words, np.uint64)
+        ref = np.random.SeedSequence(
+            master, spawn_key=(domain, task, epoch, rank, stream)
+        ).generate_state(words, np.uint64)
         assert blocks.at(stream) == row == [int(w) for w in ref]
 
 
@@ -244,8 +293,13 @@ def test_copies_put_back_every_global_rng_exactly(per_batch):
     adapters = global_adapters()[:3]
 
     def draws():
-        return (random.random(), random.gauss(0, 1), np.random.random(), np.random.standard_normal(),
-                torch.rand(2).tolist())
+        return (
+            random.random(),
+            random.gauss(0, 1),
+            np.random.random(),
+            np.random.standard_normal(),
+            torch.rand(2).tolist(),
+        )
 
     random.seed(3)
     random.gauss(0, 1)  # gauss_next set
@@ -287,7 +341,9 @@ def test_python_state_is_the_same_read_fast_or_through_getstate():
         adapter = PythonRandomAdapter(rng)
         state = adapter.get_state()
         version, words, gauss = rng.getstate()
-        assert state["key"].dtype == torch.int32 and state["key"].numpy().view(np.uint32).tolist() == list(words[:624])
+        assert state["key"].dtype == torch.int32 and state["key"].numpy().view(
+            np.uint32
+        ).tolist() == list(words[:624])
         assert (state["version"], state["pos"], state["gauss_next"]) == (version, words[624], gauss)
         want = [rng.random() for _ in range(3)] + [rng.gauss(0, 1)]
         adapter.check_state(state, "python")
@@ -328,10 +384,12 @@ def test_the_checkpoint_path_uses_public_state_apis_only(no_private_layouts):
     assert (random.random(), np.random.random(), torch.rand(1).item()) == want
 
 
-PY_STEP = st.one_of(st.tuples(st.just("random"), st.integers(0, 700)),
-                    st.tuples(st.just("gauss"), st.integers(0, 3)),
-                    st.tuples(st.just("bits"), st.sampled_from([32, 32 * 624, 32 * 625])),
-                    st.tuples(st.just("seed"), st.integers(0, 2**64)))
+PY_STEP = st.one_of(
+    st.tuples(st.just("random"), st.integers(0, 700)),
+    st.tuples(st.just("gauss"), st.integers(0, 3)),
+    st.tuples(st.just("bits"), st.sampled_from([32, 32 * 624, 32 * 625])),
+    st.tuples(st.just("seed"), st.integers(0, 2**64)),
+)
 
 
 def move_python(rng, step):
@@ -367,8 +425,11 @@ def test_python_keep_and_watcher_match_getstate(before, drawn):
 
 
 @FAST
-@given(before=st.lists(STEP, max_size=4), drawn=st.lists(STEP, min_size=1, max_size=4),
-       which=st.sampled_from(["global", "instance"]))
+@given(
+    before=st.lists(STEP, max_size=4),
+    drawn=st.lists(STEP, min_size=1, max_size=4),
+    which=st.sampled_from(["global", "instance"]),
+)
 def test_numpy_keep_and_watcher_match_get_state(before, drawn, which):
     """keep() reads NumPy's key, position and Gaussian cache in place: what it puts back is
     get_state()'s state."""

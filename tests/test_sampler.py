@@ -1,4 +1,6 @@
-"""seeder.DistributedSampler: torch compatibility, shards, order from the seeder, reseed following, O(1) resume."""
+"""seeder.DistributedSampler: torch compatibility, shards, order from the seeder, reseed following,
+O(1) resume."""
+
 from __future__ import annotations
 
 import io
@@ -60,7 +62,12 @@ def global_order(n, s, replicas, **kw):
     return [shards[j % replicas][j // replicas] for j in range(sum(map(len, shards)))], shards
 
 
-CASES = [(n, r, dl) for n in (0, 1, 2, 5, 7, 8, 9, 100, 1001, 4097) for r in (1, 2, 3, 8) for dl in (False, True)]
+CASES = [
+    (n, r, dl)
+    for n in (0, 1, 2, 5, 7, 8, 9, 100, 1001, 4097)
+    for r in (1, 2, 3, 8)
+    for dl in (False, True)
+]
 
 
 # --------------------------------------------------------------------------- torch compatibility
@@ -74,8 +81,19 @@ def test_is_a_torch_distributed_sampler(s):
 def test_torch_mode_reproduces_torch_sampler(n, replicas, drop_last, s):
     for rank in range(replicas):
         for shuffle in (True, False):
-            ref = torch.utils.data.DistributedSampler(Sized(n), replicas, rank, shuffle=shuffle, seed=77, drop_last=drop_last)
-            ours = make(n, s, num_replicas=replicas, rank=rank, shuffle=shuffle, seed=77, drop_last=drop_last, mode="torch")
+            ref = torch.utils.data.DistributedSampler(
+                Sized(n), replicas, rank, shuffle=shuffle, seed=77, drop_last=drop_last
+            )
+            ours = make(
+                n,
+                s,
+                num_replicas=replicas,
+                rank=rank,
+                shuffle=shuffle,
+                seed=77,
+                drop_last=drop_last,
+                mode="torch",
+            )
             for epoch in (0, 3):
                 ref.set_epoch(epoch)
                 ours.set_epoch(epoch)
@@ -86,8 +104,12 @@ def test_torch_mode_reproduces_torch_sampler(n, replicas, drop_last, s):
 @pytest.mark.parametrize("n, replicas, drop_last", CASES)
 def test_unshuffled_feistel_mode_equals_torch(n, replicas, drop_last, s):
     for rank in range(replicas):
-        ref = torch.utils.data.DistributedSampler(Sized(n), replicas, rank, shuffle=False, drop_last=drop_last)
-        assert list(make(n, s, num_replicas=replicas, rank=rank, shuffle=False, drop_last=drop_last)) == list(ref)
+        ref = torch.utils.data.DistributedSampler(
+            Sized(n), replicas, rank, shuffle=False, drop_last=drop_last
+        )
+        assert list(
+            make(n, s, num_replicas=replicas, rank=rank, shuffle=False, drop_last=drop_last)
+        ) == list(ref)
 
 
 @pytest.mark.parametrize("n, replicas, drop_last", CASES)
@@ -129,7 +151,9 @@ def test_different_every_epoch_and_not_seed_plus_epoch_arithmetic():
 
     for mode in ("feistel", "torch"):
         assert order(10, 0, mode) != order(10, 1, mode)
-        assert order(10, 1, mode) != order(11, 0, mode)  # torch's sampler: seed s, epoch e+1 == seed s+1, epoch e
+        assert order(10, 1, mode) != order(
+            11, 0, mode
+        )  # torch's sampler: seed s, epoch e+1 == seed s+1, epoch e
     t = [torch.utils.data.DistributedSampler(Sized(5000), 1, 0, seed=seed) for seed in (10, 11)]
     t[0].set_epoch(1)
     assert list(t[0]) == list(t[1])  # the torch behaviour the test above rules out
@@ -184,7 +208,9 @@ def test_created_after_reseed_starts_at_that_epoch(s):
     s.reseed(1, 6)
     assert make(10, s).epoch == 6
     s.reseed(0, 0)
-    assert make(10, s).epoch == 0  # the last reseed is another task's: start at 0 until reseed(1, e)
+    assert (
+        make(10, s).epoch == 0
+    )  # the last reseed is another task's: start at 0 until reseed(1, e)
 
 
 def test_default_seeder_attaches(fresh_default):
@@ -198,21 +224,24 @@ def test_default_seeder_attaches(fresh_default):
 
 
 # --------------------------------------------------------------------------- bad arguments
-@pytest.mark.parametrize("kw, exc, msg", [
-    ({"rank": -1, "num_replicas": 2}, ValueError, "Invalid rank -1"),
-    ({"rank": 2, "num_replicas": 2}, ValueError, r"\[0, 1\]"),
-    ({"num_replicas": 0}, ValueError, "num_replicas"),
-    ({"num_replicas": 2.0}, TypeError, "num_replicas"),
-    ({"rank": "0"}, TypeError, "rank"),
-    ({"mode": "fast"}, ValueError, "mode"),
-    ({"seed": -1}, ValueError, "seed"),
-    ({"seed": 1.5}, TypeError, "seed"),
-    ({"shuffle": 1}, TypeError, "shuffle"),
-    ({"drop_last": None}, TypeError, "drop_last"),
-    ({"task": -1}, ValueError, "task"),
-    ({"with_epoch": "yes"}, TypeError, "with_epoch"),
-    ({"seeder": object()}, TypeError, "Seeder"),
-])
+@pytest.mark.parametrize(
+    "kw, exc, msg",
+    [
+        ({"rank": -1, "num_replicas": 2}, ValueError, "Invalid rank -1"),
+        ({"rank": 2, "num_replicas": 2}, ValueError, r"\[0, 1\]"),
+        ({"num_replicas": 0}, ValueError, "num_replicas"),
+        ({"num_replicas": 2.0}, TypeError, "num_replicas"),
+        ({"rank": "0"}, TypeError, "rank"),
+        ({"mode": "fast"}, ValueError, "mode"),
+        ({"seed": -1}, ValueError, "seed"),
+        ({"seed": 1.5}, TypeError, "seed"),
+        ({"shuffle": 1}, TypeError, "shuffle"),
+        ({"drop_last": None}, TypeError, "drop_last"),
+        ({"task": -1}, ValueError, "task"),
+        ({"with_epoch": "yes"}, TypeError, "with_epoch"),
+        ({"seeder": object()}, TypeError, "Seeder"),
+    ],
+)
 def test_bad_arguments(kw, exc, msg, s):
     kw.setdefault("seeder", s)
     with pytest.raises(exc, match=msg):
@@ -241,7 +270,13 @@ def roundtrip(state):
     return torch.load(buf, weights_only=True)
 
 
-RESUME = [(n, r, rank, dl) for n in (10, 97, 5000) for r in (1, 3) for rank in {0, r - 1} for dl in (False, True)]
+RESUME = [
+    (n, r, rank, dl)
+    for n in (10, 97, 5000)
+    for r in (1, 3)
+    for rank in {0, r - 1}
+    for dl in (False, True)
+]
 
 
 @pytest.mark.parametrize("mode", ["feistel", "torch"])
@@ -301,28 +336,33 @@ def test_a_state_from_another_master_seed_is_refused_and_its_own_seed_resumes_it
     other = Seeder()
     other.init(999)
     b = DistributedSampler(Sized(200), seeder=other)
-    with pytest.raises(StateError, match="not the shuffle key of epoch 0"):  # its next epochs would diverge
+    with pytest.raises(
+        StateError, match="not the shuffle key of epoch 0"
+    ):  # its next epochs would diverge
         b.load_state_dict(state)
     other.init(s.get_master_seed())
     b.load_state_dict(state)
     assert list(b) == full[50:]
 
 
-@pytest.mark.parametrize("change, msg", [
-    ({"dataset_len": 101}, "dataset of length 101"),
-    ({"num_replicas": 4}, "num_replicas= 4"),
-    ({"mode": "torch"}, "mode= 'torch'"),
-    ({"shuffle": False}, "shuffle="),
-    ({"drop_last": True}, "drop_last="),
-    ({"task": 2}, "task="),
-    ({"position": 51}, r"\[0, 50\]"),
-    ({"position": -1}, "position"),
-    ({"epoch": -1}, "epoch"),
-    ({"key": 2**64}, "key"),
-    ({"version": 99}, "version"),
-    ({"format": "seeder"}, "not a sampler state"),
-    ({"extra": 1}, "unexpected"),
-])
+@pytest.mark.parametrize(
+    "change, msg",
+    [
+        ({"dataset_len": 101}, "dataset of length 101"),
+        ({"num_replicas": 4}, "num_replicas= 4"),
+        ({"mode": "torch"}, "mode= 'torch'"),
+        ({"shuffle": False}, "shuffle="),
+        ({"drop_last": True}, "drop_last="),
+        ({"task": 2}, "task="),
+        ({"position": 51}, r"\[0, 50\]"),
+        ({"position": -1}, "position"),
+        ({"epoch": -1}, "epoch"),
+        ({"key": 2**64}, "key"),
+        ({"version": 99}, "version"),
+        ({"format": "seeder"}, "not a sampler state"),
+        ({"extra": 1}, "unexpected"),
+    ],
+)
 def test_bad_state_raises_and_changes_nothing(change, msg, s):
     a = make(100, s, num_replicas=2, rank=0)
     full = list(a)
@@ -447,7 +487,13 @@ def test_dataloader_resume_counts_consumed_not_prefetched(workers, s):
     s.reseed(1, 0)
 
     def loader_for(sampler):
-        return DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=workers, prefetch_factor=4 if workers else None)
+        return DataLoader(
+            ds,
+            batch_size=bs,
+            sampler=sampler,
+            num_workers=workers,
+            prefetch_factor=4 if workers else None,
+        )
 
     ref_sampler = DistributedSampler(ds, seeder=s)
     full = train(ref_sampler, loader_for(ref_sampler))
@@ -489,7 +535,7 @@ def test_torchrun_two_ranks_gloo():
         expected.set_epoch(r["epoch"])
         assert r["shard"] == list(expected)  # same order as computed in one process
         by_epoch.setdefault(r["epoch"], {})[r["rank"]] = r["shard"]
-    for epoch, shards in by_epoch.items():
+    for _epoch, shards in by_epoch.items():
         assert len(shards[0]) == len(shards[1]) == math.ceil(n / 2)
         both = shards[0] + shards[1]
         assert set(both) == set(range(n)) and len(both) == n + 1  # one padded duplicate

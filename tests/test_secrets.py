@@ -1,6 +1,7 @@
-"""Secrets never reach a file: planted secrets of every kind against the real `seeder env`, `seeder run` and
-`seeder verify`, every byte they wrote searched; the redaction path as properties; symlinks planted where
-seeder writes."""
+"""Secrets never reach a file: planted secrets of every kind against the real `seeder env`, `seeder
+run` and `seeder verify`, every byte they wrote searched; the redaction path as properties; symlinks
+planted where seeder writes."""
+
 from __future__ import annotations
 
 import json
@@ -56,17 +57,38 @@ INDIRECT = {
     "DEPLOY_NOTE": ("rotated AKIAPLANTEDKEY123456 today", "AKIAPLANTEDKEY123456"),
     "WEBHOOK_HINT_X": ("see https://hooks.example/x?token=hookTok-3377", "hookTok-3377"),
     "ID_HEADER": ("Authorization: Bearer bearerTok-9912", "bearerTok-9912"),
-    "AZURE_STORAGE": ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=azK3yPlanted+Base64==;",
-                      "azK3yPlanted+Base64=="),
+    "AZURE_STORAGE": (
+        "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=azK3yPlanted+Base64==;",
+        "azK3yPlanted+Base64==",
+    ),
 }
 # On the command line: flags, a Hydra override, a key=value, a webhook URL under a flag no pattern
 # knows.
 WEBHOOK_SECRET = "aBcDeFgHiJkLmNoPqRsTuVwX"  # letters only: no token pattern, no digit
 WEBHOOK = f"https://hooks.slack.com/services/T024BE7LD/B01PLNTD9/{WEBHOOK_SECRET}"
-ARGV = ["--db-password", "argvDbPw-31", "--token=argvTok-77x", "--api-key", "argvApiK-5", "--password=pw with space",
-        "db.password=hydraPw-8q", "--secret", "s3", "--note", "abc123", "--notify", WEBHOOK]
-ARGV_SECRETS = ["argvDbPw-31", "argvTok-77x", "argvApiK-5", "pw with space", "hydraPw-8q",
-                WEBHOOK_SECRET]
+ARGV = [
+    "--db-password",
+    "argvDbPw-31",
+    "--token=argvTok-77x",
+    "--api-key",
+    "argvApiK-5",
+    "--password=pw with space",
+    "db.password=hydraPw-8q",
+    "--secret",
+    "s3",
+    "--note",
+    "abc123",
+    "--notify",
+    WEBHOOK,
+]
+ARGV_SECRETS = [
+    "argvDbPw-31",
+    "argvTok-77x",
+    "argvApiK-5",
+    "pw with space",
+    "hydraPw-8q",
+    WEBHOOK_SECRET,
+]
 # Lines of an uncommitted change (git.diff).
 DIFF_LINES = {
     "db_pass: yamlDbPass-61": "yamlDbPass-61",
@@ -88,25 +110,46 @@ DIFF_LINES = {
     "jwt = " + JWT.replace("cGxhbnRlZCJ9", "ZGlmZiJ9"): JWT.replace("cGxhbnRlZCJ9", "ZGlmZiJ9"),
 }
 # Changes only the diff rule removes: credential files' lines, a key under a name no pattern knows.
-DIFF_FILES = {".netrc": ("machine api.example.com login me password netrcPw-4521\n",
-                         "netrcPw-4521"),
-              ".pgpass": ("db.example.com:5432:app:me:pgpassPw-9931\n", "pgpassPw-9931"),
-              "wandb.yaml": (f"wandb: {HEX40[::-1]}\n", HEX40[::-1])}
-NEEDLES = sorted({*NAMED.values(), *(v for _, v in INDIRECT.values()), *ARGV_SECRETS,
-                  *(v for v in DIFF_LINES.values() if v), *(v for _, v in DIFF_FILES.values())})
+DIFF_FILES = {
+    ".netrc": ("machine api.example.com login me password netrcPw-4521\n", "netrcPw-4521"),
+    ".pgpass": ("db.example.com:5432:app:me:pgpassPw-9931\n", "pgpassPw-9931"),
+    "wandb.yaml": (f"wandb: {HEX40[::-1]}\n", HEX40[::-1]),
+}
+NEEDLES = sorted(
+    {
+        *NAMED.values(),
+        *(v for _, v in INDIRECT.values()),
+        *ARGV_SECRETS,
+        *(v for v in DIFF_LINES.values() if v),
+        *(v for _, v in DIFF_FILES.values()),
+    }
+)
 LEAKS = {"cases": 0, "leaks": 0}  # counted for the issue's note
 
 
 def _planted_env(extra=None):
-    env = child_env({**NAMED, **{k: v for k, (v, _) in INDIRECT.items()},
-                     "PLANTED_NAMES": ",".join([*NAMED, *INDIRECT])})
+    env = child_env(
+        {
+            **NAMED,
+            **{k: v for k, (v, _) in INDIRECT.items()},
+            "PLANTED_NAMES": ",".join([*NAMED, *INDIRECT]),
+        }
+    )
     env.update(extra or {})
     return env
 
 
 def _repo(path: Path) -> Path:
     path.mkdir()
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"]
+    git = [
+        "git",
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.invalid",
+        "-c",
+        "init.defaultBranch=main",
+    ]
     (path / "config.py").write_text("lr = 0.1\n")
     for name in DIFF_FILES:
         (path / name).write_text("# empty\n")
@@ -119,7 +162,8 @@ def _repo(path: Path) -> Path:
 
 
 def _assert_nothing_leaked(root: Path, needles=NEEDLES) -> int:
-    """Every byte of every file under ``root``: no needle, in UTF-8 or as JSON escapes it. Returns the file count."""
+    """Every byte of every file under ``root``: no needle, in UTF-8 or as JSON escapes it. Returns
+    the file count."""
     files = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
     assert files
     found = []
@@ -127,7 +171,11 @@ def _assert_nothing_leaked(root: Path, needles=NEEDLES) -> int:
         data = path.read_bytes()
         for needle in needles:
             LEAKS["cases"] += 1
-            forms = {needle.encode(), json.dumps(needle)[1:-1].encode(), repr(needle)[1:-1].encode()}
+            forms = {
+                needle.encode(),
+                json.dumps(needle)[1:-1].encode(),
+                repr(needle)[1:-1].encode(),
+            }
             if any(f in data for f in forms):
                 found.append((needle, str(path.relative_to(root))))
     LEAKS["leaks"] += len(found)
@@ -135,29 +183,70 @@ def _assert_nothing_leaked(root: Path, needles=NEEDLES) -> int:
     return len(files)
 
 
-# ------------------------------------------------------------------ the real commands, every byte they wrote
+# ------------------------------------------------------------------ the real commands, every byte
+# they wrote
 
 
 def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
     repo = _repo(tmp_path / "repo")
     env = _planted_env()
-    p = subprocess.run([sys.executable, "-m", "seeder", "env", "snapshot", str(tmp_path / "cli")], cwd=repo, env=env,
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "seeder", "env", "snapshot", str(tmp_path / "cli")],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     code = "import seeder; seeder.init(7)"
-    p = subprocess.run([sys.executable, "-m", "seeder", "run", "--seed", "7", "--", sys.executable, "-c", code, *ARGV],
-                       cwd=repo, env={**env, "SEEDER_SNAPSHOT_DIR": str(tmp_path / "run")}, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "seeder",
+            "run",
+            "--seed",
+            "7",
+            "--",
+            sys.executable,
+            "-c",
+            code,
+            *ARGV,
+        ],
+        cwd=repo,
+        env={**env, "SEEDER_SNAPSHOT_DIR": str(tmp_path / "run")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     for snap in ("cli", "run"):
         assert _assert_nothing_leaked(tmp_path / snap) >= 6
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["run"]["argv"][1:] == ["--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED,
-                                           f"--password={REDACTED}", f"db.password={REDACTED}", "--secret", REDACTED,
-                                           "--note", REDACTED, "--notify", f"https://hooks.slack.com/{REDACTED}"]
+    assert manifest["run"]["argv"][1:] == [
+        "--db-password",
+        REDACTED,
+        f"--token={REDACTED}",
+        "--api-key",
+        REDACTED,
+        f"--password={REDACTED}",
+        f"db.password={REDACTED}",
+        "--secret",
+        REDACTED,
+        "--note",
+        REDACTED,
+        "--notify",
+        f"https://hooks.slack.com/{REDACTED}",
+    ]
     env_txt = (tmp_path / "run" / "env.txt").read_text()
-    assert all(f"{k}={REDACTED}\n" in env_txt for k in NAMED) and f"\nPWD={os.environ['PWD']}\n" in env_txt
-    assert "ODBC_CONNECT=<not recorded>\n" in env_txt  # a variable outside the allowlist: its name only
+    assert (
+        all(f"{k}={REDACTED}\n" in env_txt for k in NAMED)
+        and f"\nPWD={os.environ['PWD']}\n" in env_txt
+    )
+    assert (
+        "ODBC_CONNECT=<not recorded>\n" in env_txt
+    )  # a variable outside the allowlist: its name only
     diff = (tmp_path / "run" / "git.diff").read_text()
     assert "+lr = 0.2" in diff and f"+db_pass: {REDACTED}" in diff
     assert f"+{REDACTED}\n" in diff.split("diff --git a/.netrc", 1)[1]
@@ -169,32 +258,81 @@ def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
 def test_seeder_verify_writes_no_planted_secret(tmp_path):
     need_verify(figures=False)
     out = tmp_path / "v"
-    toy = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_secret_toy.py"), *ARGV[:6], *ARGV[-2:]]
-    p = subprocess.run([sys.executable, "-m", "seeder", "verify", "--out", str(out), "--epochs", "2", "--repeats", "2",
-                        "--jobs", "2", "--no-figures", "--no-mid-epoch", "--no-progress", "--", *toy],
-                       env=_planted_env(), capture_output=True, text=True, timeout=300)
+    toy = [
+        sys.executable,
+        str(REPO_ROOT / "tests" / "scripts" / "verify_secret_toy.py"),
+        *ARGV[:6],
+        *ARGV[-2:],
+    ]
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "seeder",
+            "verify",
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--repeats",
+            "2",
+            "--jobs",
+            "2",
+            "--no-figures",
+            "--no-mid-epoch",
+            "--no-progress",
+            "--",
+            *toy,
+        ],
+        env=_planted_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
-    assert _assert_nothing_leaked(out) >= 2 + 4 * 2 * 3  # report.json, report.md; 8 runs' run.json, log.txt, metrics
+    assert (
+        _assert_nothing_leaked(out) >= 2 + 4 * 2 * 3
+    )  # report.json, report.md; 8 runs' run.json, log.txt, metrics
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "PASS"
-    expected = [toy[1], "--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED, f"--password={REDACTED}",
-                "--notify", f"https://hooks.slack.com/{REDACTED}"]
+    expected = [
+        toy[1],
+        "--db-password",
+        REDACTED,
+        f"--token={REDACTED}",
+        "--api-key",
+        REDACTED,
+        f"--password={REDACTED}",
+        "--notify",
+        f"https://hooks.slack.com/{REDACTED}",
+    ]
     assert report["config"]["command"][1:] == expected
     for run in report["runs"]:
         assert run["argv"][1:9] == expected[:8]
-        assert json.loads((out / "runs" / run["name"] / "run.json").read_text())["argv"][1:9] == expected[:8]
-        log = (out / run["log"]).read_text()  # the script printed its argv and environment: all redacted
+        assert (
+            json.loads((out / "runs" / run["name"] / "run.json").read_text())["argv"][1:9]
+            == expected[:8]
+        )
+        log = (
+            out / run["log"]
+        ).read_text()  # the script printed its argv and environment: all redacted
         assert log.startswith("config: ") and f"MYSQL_PWD={REDACTED}" in log
 
 
-# ------------------------------------------------------------------ the findings, one by one, on the public API
+# ------------------------------------------------------------------ the findings, one by one, on
+# the public API
 
 
 def test_short_secret_is_redacted_in_argv_as_in_the_environment():
     env = {"API_KEY": "abc123"}
     assert redact_environ(env)["API_KEY"] == REDACTED
-    assert redact_text("train.py --note abc123 --x=abc123", environ=env) == f"train.py --note {REDACTED} --x={REDACTED}"
-    assert redact_text("xabc123 abc1234", environ=env) == "xabc123 abc1234"  # whole words only below 8 characters
+    assert (
+        redact_text("train.py --note abc123 --x=abc123", environ=env)
+        == f"train.py --note {REDACTED} --x={REDACTED}"
+    )
+    assert (
+        redact_text("xabc123 abc1234", environ=env) == "xabc123 abc1234"
+    )  # whole words only below 8 characters
 
 
 @pytest.mark.parametrize("name", ["MYSQL_PWD", "DB_PW", "CI_JOB_JWT", "REDIS_PASS", "SENTRY_DSN"])
@@ -207,9 +345,16 @@ def test_secret_names(name):
 @pytest.mark.parametrize("name", ["PWD", "OLDPWD", "PATH", "TOKENIZERS_PARALLELISM"])
 def test_values_that_are_not_searched_for(name):
     """PWD is the working directory; TOKENIZERS_PARALLELISM=false would remove every `false`."""
-    env = {"PWD": "/home/u", "OLDPWD": "/tmp", "PATH": "/usr/bin", "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        "PWD": "/home/u",
+        "OLDPWD": "/tmp",
+        "PATH": "/usr/bin",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     assert redact_text("cd /home/u; false", environ=env) == "cd /home/u; false"
-    assert redact_environ(env)[name] == (REDACTED if name == "TOKENIZERS_PARALLELISM" else env[name])
+    assert redact_environ(env)[name] == (
+        REDACTED if name == "TOKENIZERS_PARALLELISM" else env[name]
+    )
 
 
 @pytest.mark.parametrize("var, secret", list(INDIRECT.values()))
@@ -223,46 +368,122 @@ def test_secrets_in_a_diff(secret):
     assert secret not in redact_text(diff, environ={})
 
 
-@pytest.mark.parametrize("text", ["eos_token = '</s>'", "sort_key = name", "max_tokens: 512", "pad_token_id = 0",
-                                  "--password-file /run/secrets/pw", "key = 'id'", "step_key: step"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "eos_token = '</s>'",
+        "sort_key = name",
+        "max_tokens: 512",
+        "pad_token_id = 0",
+        "--password-file /run/secrets/pw",
+        "key = 'id'",
+        "step_key: step",
+    ],
+)
 def test_what_is_not_a_secret_stays(text):
     assert redact_text(text, environ={}) == text
 
 
 def test_argv_flags():
-    argv = ["x", "--db-password", "p", "--token=t", "--api-key", "k", "--password", "--next", "-p", "8080", "--lr", "1"]
-    assert redact_argv(argv, environ={}) == ["x", "--db-password", REDACTED, f"--token={REDACTED}", "--api-key", REDACTED,
-                                             "--password", "--next", "-p", "8080", "--lr", "1"]
-    printed = Redactor({}, [["t.py", "db.password=hydraPw-8q", "--db-password", "flagPw-1", "--token=tok-0042"]])
-    assert printed.text("conf hydraPw-8q flagPw-1 tok-0042") == f"conf {REDACTED} {REDACTED} {REDACTED}"
+    argv = [
+        "x",
+        "--db-password",
+        "p",
+        "--token=t",
+        "--api-key",
+        "k",
+        "--password",
+        "--next",
+        "-p",
+        "8080",
+        "--lr",
+        "1",
+    ]
+    assert redact_argv(argv, environ={}) == [
+        "x",
+        "--db-password",
+        REDACTED,
+        f"--token={REDACTED}",
+        "--api-key",
+        REDACTED,
+        "--password",
+        "--next",
+        "-p",
+        "8080",
+        "--lr",
+        "1",
+    ]
+    printed = Redactor(
+        {}, [["t.py", "db.password=hydraPw-8q", "--db-password", "flagPw-1", "--token=tok-0042"]]
+    )
+    assert (
+        printed.text("conf hydraPw-8q flagPw-1 tok-0042")
+        == f"conf {REDACTED} {REDACTED} {REDACTED}"
+    )
 
 
 def test_json_is_redacted_before_it_is_serialised():
-    obj = {"argv": ["t", "--db-password", 'a"b\\c'], "reason": 'failed: a"b\\c', "loss_keys": ["loss"], "step_key": "step"}
+    obj = {
+        "argv": ["t", "--db-password", 'a"b\\c'],
+        "reason": 'failed: a"b\\c',
+        "loss_keys": ["loss"],
+        "step_key": "step",
+    }
     text = json.dumps(redact_json(obj))
-    assert 'a\\"b\\\\c' not in text and json.loads(text)["loss_keys"] == ["loss"] and '"step_key": "step"' in text
+    assert (
+        'a\\"b\\\\c' not in text
+        and json.loads(text)["loss_keys"] == ["loss"]
+        and '"step_key": "step"' in text
+    )
 
 
-# ------------------------------------------------------------------ properties: any value, any alphabet
+# ------------------------------------------------------------------ properties: any value, any
+# alphabet
 
 _ALPHABET = string.ascii_letters + string.digits + string.punctuation + " é中"
-_SECRET_VARS = ["API_KEY", "MYSQL_PWD", "DB_PW", "CI_JOB_JWT", "HF_TOKEN", "MY_PASSWORD", "X_SECRET", "SESSION_COOKIE"]
+_SECRET_VARS = [
+    "API_KEY",
+    "MYSQL_PWD",
+    "DB_PW",
+    "CI_JOB_JWT",
+    "HF_TOKEN",
+    "MY_PASSWORD",
+    "X_SECRET",
+    "SESSION_COOKIE",
+]
 
 
-@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(value=st.text(alphabet=_ALPHABET, min_size=MIN_LITERAL, max_size=48), name=st.sampled_from(_SECRET_VARS))
+@settings(
+    max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    value=st.text(alphabet=_ALPHABET, min_size=MIN_LITERAL, max_size=48),
+    name=st.sampled_from(_SECRET_VARS),
+)
 def test_a_secret_variable_leaves_no_trace(value, name):
     try:
         float(value)
         assume(False)  # numbers are not searched for (documented)
     except ValueError:
         pass
-    assume(value.strip().lower() not in ("true", "false", "none", "null", "auto", "default", "yes", "no"))
+    assume(
+        value.strip().lower()
+        not in ("true", "false", "none", "null", "auto", "default", "yes", "no")
+    )
     r = Redactor({name: value, "OTHER": "x"})
-    texts = [f"run {value} end", f"{value}", f"'{value}'", f"a={value};", json.dumps({"k": value}), repr([value])]
+    texts = [
+        f"run {value} end",
+        f"{value}",
+        f"'{value}'",
+        f"a={value};",
+        json.dumps({"k": value}),
+        repr([value]),
+    ]
     for text in texts:
         clean = r.text(text)
-        assume(value not in text.replace(value, REDACTED))  # the value is not part of the fixed text around it
+        assume(
+            value not in text.replace(value, REDACTED)
+        )  # the value is not part of the fixed text around it
         LEAKS["cases"] += 1
         assert value not in clean, (text, clean)
     data = json.dumps(r.data({"argv": ["t", value], "msg": f"got {value}", name: value}))
@@ -271,9 +492,23 @@ def test_a_secret_variable_leaves_no_trace(value, name):
 
 
 @settings(max_examples=40, derandomize=True, deadline=None)
-@given(value=st.text(alphabet=_ALPHABET.replace(" ", ""), min_size=1, max_size=32),
-       flag=st.sampled_from(["--password", "--db-password", "--token", "--api-key", "--hf_token", "--secret", "--key",
-                             "-passwd", "--client-secret", "--jwt"]))
+@given(
+    value=st.text(alphabet=_ALPHABET.replace(" ", ""), min_size=1, max_size=32),
+    flag=st.sampled_from(
+        [
+            "--password",
+            "--db-password",
+            "--token",
+            "--api-key",
+            "--hf_token",
+            "--secret",
+            "--key",
+            "-passwd",
+            "--client-secret",
+            "--jwt",
+        ]
+    ),
+)
 def test_a_value_after_a_secret_flag_is_removed(value, flag):
     assume(not value.startswith("--"))
     LEAKS["cases"] += 2
@@ -282,14 +517,53 @@ def test_a_value_after_a_secret_flag_is_removed(value, flag):
 
 
 @settings(max_examples=40, derandomize=True, deadline=None)
-@given(value=st.text(alphabet=string.ascii_letters + string.digits + "_-+/=.!@#$%^*~?|", min_size=1, max_size=40),
-       key=st.sampled_from(["db_pass", "password", "Pwd", "PWD", "client_secret", "api_key", "secret_key", "passwd",
-                            "DB_PASSWORD", "apiKey", "privateKey", "AccountKey"]),
-       sep=st.sampled_from([": ", " = ", "=", '": "', " := "]))
+@given(
+    value=st.text(
+        alphabet=string.ascii_letters + string.digits + "_-+/=.!@#$%^*~?|", min_size=1, max_size=40
+    ),
+    key=st.sampled_from(
+        [
+            "db_pass",
+            "password",
+            "Pwd",
+            "PWD",
+            "client_secret",
+            "api_key",
+            "secret_key",
+            "passwd",
+            "DB_PASSWORD",
+            "apiKey",
+            "privateKey",
+            "AccountKey",
+        ]
+    ),
+    sep=st.sampled_from([": ", " = ", "=", '": "', " := "]),
+)
 def test_a_value_under_a_secret_key_in_a_file_is_removed(value, key, sep):
-    assume(value.lower() not in ("true", "false", "yes", "no", "on", "off", "none", "null", "auto", "default",
-                                 "disabled", "enabled", "unset") and not value.startswith("/"))
-    line = f'+    "{key}{sep}{value}",  # planted\n' if sep.startswith('"') else f"+    {key}{sep}{value};\n"
+    assume(
+        value.lower()
+        not in (
+            "true",
+            "false",
+            "yes",
+            "no",
+            "on",
+            "off",
+            "none",
+            "null",
+            "auto",
+            "default",
+            "disabled",
+            "enabled",
+            "unset",
+        )
+        and not value.startswith("/")
+    )
+    line = (
+        f'+    "{key}{sep}{value}",  # planted\n'
+        if sep.startswith('"')
+        else f"+    {key}{sep}{value};\n"
+    )
     LEAKS["cases"] += 1
     assert redact_text(line, environ={}).split(sep, 1)[1].startswith(REDACTED), line
 
@@ -297,14 +571,19 @@ def test_a_value_under_a_secret_key_in_a_file_is_removed(value, key, sep):
 # ------------------------------------------------------------ the rule that needs no secret's shape
 
 _HOSTS = st.from_regex(r"[a-z][a-z0-9]{0,10}(\.[a-z][a-z0-9]{0,6}){1,2}", fullmatch=True)
-_URL_PARTS = st.text(alphabet=string.ascii_letters + string.digits + "-_.~%", min_size=1,
-                     max_size=24)
+_URL_PARTS = st.text(
+    alphabet=string.ascii_letters + string.digits + "-_.~%", min_size=1, max_size=24
+)
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)
-@given(host=_HOSTS, parts=st.lists(_URL_PARTS, min_size=1, max_size=4),
-       query=st.none() | _URL_PARTS, user=st.none() | _URL_PARTS,
-       option=st.sampled_from(["--notify", "--url", "--endpoint", "--hook", "--x", None]))
+@given(
+    host=_HOSTS,
+    parts=st.lists(_URL_PARTS, min_size=1, max_size=4),
+    query=st.none() | _URL_PARTS,
+    user=st.none() | _URL_PARTS,
+    option=st.sampled_from(["--notify", "--url", "--endpoint", "--hook", "--x", None]),
+)
 def test_a_url_on_the_command_line_keeps_its_scheme_and_host_only(host, parts, query, user, option):
     """Property: whatever its path, query or credentials (a Slack webhook has no token shape), a
     URL in argv is shown as scheme and host, and what was cut is not shown where the script prints
@@ -318,13 +597,16 @@ def test_a_url_on_the_command_line_keeps_its_scheme_and_host_only(host, parts, q
     LEAKS["cases"] += 1
 
 
-_WORDISH = st.text(alphabet=string.ascii_letters + string.digits + "-_+=!@#$%^&*", min_size=9,
-                   max_size=40)
+_WORDISH = st.text(
+    alphabet=string.ascii_letters + string.digits + "-_+=!@#$%^&*", min_size=9, max_size=40
+)
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)
-@given(value=_WORDISH,
-       option=st.sampled_from(["--note", "--hook-id", "--x", "-k", "--passcode", "--wandb"]))
+@given(
+    value=_WORDISH,
+    option=st.sampled_from(["--note", "--hook-id", "--x", "-k", "--passcode", "--wandb"]),
+)
 def test_a_value_seeder_cannot_show_harmless_is_not_shown(value, option):
     """Property: a long value that is no number, path or URL, under an option not known to be
     harmless, is removed from argv and from any text that prints it."""
@@ -342,33 +624,74 @@ def test_a_value_seeder_cannot_show_harmless_is_not_shown(value, option):
 
 
 def test_what_a_command_line_shows():
-    argv = ["/usr/bin/python", "-m", "torch.distributed.run", "train.py", "--lr", "-0.1",
-            "--epochs", "3", "--out-dir", "/runs/exp-1", "--config", "configs/base.yaml",
-            "--model", "resnet50-imagenet-v2", "--run-name", "my-long-experiment-name",
-            "trainer.devices=4", "model=vit_base_patch16", "--amp", "--gpus", "0,1,2,3",
-            "--data", f"/data/{HEX40}/x"]
+    argv = [
+        "/usr/bin/python",
+        "-m",
+        "torch.distributed.run",
+        "train.py",
+        "--lr",
+        "-0.1",
+        "--epochs",
+        "3",
+        "--out-dir",
+        "/runs/exp-1",
+        "--config",
+        "configs/base.yaml",
+        "--model",
+        "resnet50-imagenet-v2",
+        "--run-name",
+        "my-long-experiment-name",
+        "trainer.devices=4",
+        "model=vit_base_patch16",
+        "--amp",
+        "--gpus",
+        "0,1,2,3",
+        "--data",
+        f"/data/{HEX40}/x",
+    ]
     shown = Redactor({}).argv(argv)
     assert shown[:-1] == argv[:-1]
     assert shown[-1] == f"/data/{REDACTED}/x"  # a token inside a path is cut
 
 
-@pytest.mark.parametrize("name", [".netrc", "home/.pgpass", "prod.env", ".env", ".env.local",
-                                  "aws/credentials", "deploy/secrets.yaml", "id_ed25519",
-                                  "tls/server.key"])
-@pytest.mark.parametrize("line", ["machine h login u password netrcPw-4521",
-                                  "db:5432:app:me:pgpassPw-9931", "plain words only here"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".netrc",
+        "home/.pgpass",
+        "prod.env",
+        ".env",
+        ".env.local",
+        "aws/credentials",
+        "deploy/secrets.yaml",
+        "id_ed25519",
+        "tls/server.key",
+    ],
+)
+@pytest.mark.parametrize(
+    "line",
+    [
+        "machine h login u password netrcPw-4521",
+        "db:5432:app:me:pgpassPw-9931",
+        "plain words only here",
+    ],
+)
 def test_a_credential_files_lines_leave_nothing_in_a_diff(name, line):
-    diff = (f"diff --git a/{name} b/{name}\nindex 1..2 100644\n--- a/{name}\n+++ b/{name}\n"
-            f"@@ -1,2 +1,2 @@\n {line} kept\n-{line} old\n+{line} new\n")
+    diff = (
+        f"diff --git a/{name} b/{name}\nindex 1..2 100644\n--- a/{name}\n+++ b/{name}\n"
+        f"@@ -1,2 +1,2 @@\n {line} kept\n-{line} old\n+{line} new\n"
+    )
     out = Redactor({}).diff(diff)
     LEAKS["cases"] += 1
     assert line not in out and out.count(REDACTED) == 3 and f"+++ b/{name}" in out
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)
-@given(token=st.text(alphabet=string.ascii_letters + string.digits, min_size=20, max_size=48),
-       key=st.sampled_from(["wandb", "run_id", "hash", "x", "value", "neptune"]),
-       sep=st.sampled_from([": ", " = ", "=", " "]))
+@given(
+    token=st.text(alphabet=string.ascii_letters + string.digits, min_size=20, max_size=48),
+    key=st.sampled_from(["wandb", "run_id", "hash", "x", "value", "neptune"]),
+    sep=st.sampled_from([": ", " = ", "=", " "]),
+)
 def test_a_random_looking_token_in_a_diff_line_is_removed(token, key, sep):
     """Property: 20 or more letters and digits mixed, under any name (``wandb: <40 hex>``), leave
     no trace in a diff."""
@@ -379,8 +702,10 @@ def test_a_random_looking_token_in_a_diff_line_is_removed(token, key, sep):
 
 
 def test_a_diff_keeps_what_is_harmless():
-    diff = ("diff --git a/train.py b/train.py\n@@ -1,3 +1,3 @@\n import torch\n-lr = 0.1\n"
-            "+lr = 0.2\n model = DistributedDataParallel(net)\n")
+    diff = (
+        "diff --git a/train.py b/train.py\n@@ -1,3 +1,3 @@\n import torch\n-lr = 0.1\n"
+        "+lr = 0.2\n model = DistributedDataParallel(net)\n"
+    )
     assert Redactor({}).diff(diff) == diff
 
 
@@ -397,7 +722,8 @@ def test_a_seeder_log_record_shows_no_url_path_given_on_the_command_line(tmp_pat
     assert WEBHOOK_SECRET not in (tmp_path / "seeder.log").read_text()
 
 
-# ------------------------------------------------------------------ files are never written through a symlink
+# ------------------------------------------------------------------ files are never written through
+# a symlink
 
 
 def test_snapshot_refuses_a_directory_with_a_planted_symlink(tmp_path):
@@ -434,7 +760,10 @@ def test_write_file_replaces_a_symlink_instead_of_following_it(tmp_path):
     with pytest.raises(UnsafeDirectoryError):
         write_file(tmp_path / "d", "sub/victim", b"x")
     assert victim.read_text() == "v" and (tmp_path / "d" / "report.json").read_text() == "{}"
-    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["report.json", "sub"]  # no temporary file left
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [
+        "report.json",
+        "sub",
+    ]  # no temporary file left
 
 
 def test_verify_writes_reports_and_run_records_without_following_symlinks(tmp_path):
@@ -454,14 +783,22 @@ def test_verify_writes_reports_and_run_records_without_following_symlinks(tmp_pa
     (out / "runs").unlink()
     (out / "report.json").symlink_to(victim / "file")
     write_json(out / "report.json", {"argv": ["t", "--token", "tok-planted-1"]})
-    assert (victim / "file").read_text() == "v" and "tok-planted-1" not in (out / "report.json").read_text()
+    assert (victim / "file").read_text() == "v" and "tok-planted-1" not in (
+        out / "report.json"
+    ).read_text()
     work = tmp_path / "run"
     work.mkdir()
     (work / "run.json").symlink_to(victim / "file")
     (work / "log.txt").symlink_to(victim / "log")
-    res = run_all([RunSpec("r", [sys.executable, "-c", "print('api_key = k3yPrintedByTheRun01')"], work)], progress=False)
+    res = run_all(
+        [RunSpec("r", [sys.executable, "-c", "print('api_key = k3yPrintedByTheRun01')"], work)],
+        progress=False,
+    )
     assert res[0].ok and (victim / "file").read_text() == "v" and not (victim / "log").exists()
-    assert "k3yPrintedByTheRun01" not in (work / "log.txt").read_text() + (work / "run.json").read_text()
+    assert (
+        "k3yPrintedByTheRun01"
+        not in (work / "log.txt").read_text() + (work / "run.json").read_text()
+    )
 
 
 def test_seeder_log_records_are_redacted_before_a_file_handler_writes_them(tmp_path, monkeypatch):

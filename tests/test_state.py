@@ -1,4 +1,6 @@
-"""Seeder.state_dict / load_state_dict: round trips, every corruption leaves every RNG unchanged, ranks, world change."""
+"""Seeder.state_dict / load_state_dict: round trips, every corruption leaves every RNG unchanged,
+ranks, world change."""
+
 from __future__ import annotations
 
 import copy
@@ -26,7 +28,11 @@ class Perturbation:
 
     def state_dict(self):
         version, internal, gauss = self._rng.getstate()
-        return {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss}
+        return {
+            "version": version,
+            "state": torch.tensor(internal, dtype=torch.int64),
+            "gauss": gauss,
+        }
 
     def check_state_dict(self, state):
         if not isinstance(state, dict) or set(state) != {"version", "state", "gauss"}:
@@ -62,15 +68,31 @@ class Setup:
 
     def draw(self):
         """One value from every RNG the seeder knows (advances them all)."""
-        return (random.random(), float(np.random.random()), float(torch.rand(1)), self.py.random(),
-                float(self.npg.random()), float(self.nprs.random_sample()), float(torch.rand(1, generator=self.tg)),
-                self.pert._rng.random())
+        return (
+            random.random(),
+            float(np.random.random()),
+            float(torch.rand(1)),
+            self.py.random(),
+            float(self.npg.random()),
+            float(self.nprs.random_sample()),
+            float(torch.rand(1, generator=self.tg)),
+            self.pert._rng.random(),
+        )
 
     def native(self):
         """Every RNG state read through its own API (not through seeder's adapters)."""
-        return digest([random.getstate(), np.random.get_state(), torch.get_rng_state(), self.py.getstate(),
-                       self.npg.bit_generator.state, self.nprs.get_state(), self.tg.get_state(),
-                       self.pert._rng.getstate()])
+        return digest(
+            [
+                random.getstate(),
+                np.random.get_state(),
+                torch.get_rng_state(),
+                self.py.getstate(),
+                self.npg.bit_generator.state,
+                self.nprs.get_state(),
+                self.tg.get_state(),
+                self.pert._rng.getstate(),
+            ]
+        )
 
 
 def roundtrip(state, weights_only=True):
@@ -113,18 +135,34 @@ def test_resume_skips_the_saved_reseed_and_later_epochs_match():
     assert [b.draw() for _ in range(2)] == uninterrupted
 
 
-@pytest.mark.parametrize("make", [random.Random, np.random.default_rng, lambda: np.random.Generator(np.random.SFC64()),
-                                  lambda: np.random.Generator(np.random.MT19937()),
-                                  lambda: np.random.Generator(np.random.Philox()), np.random.RandomState, torch.Generator],
-                         ids=["Random", "PCG64", "SFC64", "MT19937", "Philox", "RandomState", "torch"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        random.Random,
+        np.random.default_rng,
+        lambda: np.random.Generator(np.random.SFC64()),
+        lambda: np.random.Generator(np.random.MT19937()),
+        lambda: np.random.Generator(np.random.Philox()),
+        np.random.RandomState,
+        torch.Generator,
+    ],
+    ids=["Random", "PCG64", "SFC64", "MT19937", "Philox", "RandomState", "torch"],
+)
 def test_each_generator_object_round_trips(make):
     s = Seeder()
     s.init(9)
     gen = make()
     s.register_generator(gen)
     s.reseed(1, 3)
-    draw = {random.Random: lambda: gen.random(), torch.Generator: lambda: float(torch.rand(1, generator=gen))}.get(
-        type(gen), lambda: float(gen.random()) if hasattr(gen, "bit_generator") else float(gen.random_sample()))
+    draw = {
+        random.Random: lambda: gen.random(),
+        torch.Generator: lambda: float(torch.rand(1, generator=gen)),
+    }.get(
+        type(gen),
+        lambda: (
+            float(gen.random()) if hasattr(gen, "bit_generator") else float(gen.random_sample())
+        ),
+    )
     draw()
     state = roundtrip(s.state_dict())
     expected = [draw() for _ in range(5)]
@@ -134,7 +172,10 @@ def test_each_generator_object_round_trips(make):
 
 def test_owner_protocol_callable_is_saved_and_restored(setup):
     state = setup.s.state_dict()
-    assert any(k.startswith("generator.") and isinstance(v, dict) and "gauss" in v for k, v in state["participants"].items())
+    assert any(
+        k.startswith("generator.") and isinstance(v, dict) and "gauss" in v
+        for k, v in state["participants"].items()
+    )
     expected = [setup.pert._rng.random() for _ in range(4)]
     setup.s.load_state_dict(roundtrip(state))
     assert [setup.pert._rng.random() for _ in range(4)] == expected
@@ -176,7 +217,9 @@ def test_state_is_only_tensors_and_plain_values(setup):
     walk(setup.s.state_dict())
 
 
-# --------------------------------------------------------------------------- corruption: nothing changes
+# --------------------------------------------------------------------------- corruption: nothing
+# changes
+
 
 def _set(path, value):
     def corrupt(state):
@@ -185,16 +228,20 @@ def _set(path, value):
             target = target[key]
         target[path[-1]] = value(target[path[-1]]) if callable(value) else value
         return state
+
     return corrupt
 
 
 def _tuple_form(fn):
-    """The global Python RNG's state in ``random.getstate()``'s own form (which loads too), then ``fn`` on its words."""
+    """The global Python RNG's state in ``random.getstate()``'s own form (which loads too), then
+    ``fn`` on its words."""
+
     def corrupt(state):
         py = state["rngs"]["python"]
         words = tuple(py["key"].numpy().view(np.uint32).tolist()) + (py["pos"],)
         state["rngs"]["python"] = {"version": 3, "state": fn(words), "gauss_next": py["gauss_next"]}
         return state
+
     return corrupt
 
 
@@ -205,6 +252,7 @@ def _delete(path):
             target = target[key]
         del target[path[-1]]
         return state
+
     return corrupt
 
 
@@ -229,10 +277,13 @@ def _in_gen(kind, sub, value):
     def corrupt(state):
         key = _gen_key(state, kind)
         if sub is None:
-            state["participants"][key] = value(state["participants"][key]) if callable(value) else value
+            state["participants"][key] = (
+                value(state["participants"][key]) if callable(value) else value
+            )
         else:
             state["participants"][key][sub] = value
         return state
+
     return corrupt
 
 
@@ -245,7 +296,7 @@ CORRUPTIONS = {
     "extra_key": _set(["epoch"], 3),
     "master_seed_negative": _set(["master_seed"], -1),
     "master_seed_str": _set(["master_seed"], "1234"),
-    "master_seed_huge": _set(["master_seed"], 2 ** 200),
+    "master_seed_huge": _set(["master_seed"], 2**200),
     "world_size": _set(["world_size"], 2),
     "world_size_type": _set(["world_size"], 1.0),
     "rank": _set(["rank"], 1),
@@ -260,7 +311,7 @@ CORRUPTIONS = {
     "python_float_word": _tuple_form(lambda w: (float(w[0]),) + w[1:]),
     "python_str_word": _tuple_form(lambda w: w[:5] + ("7",) + w[6:]),
     "python_shape": _tuple_form(lambda w: w[:-1]),
-    "python_word_high": _tuple_form(lambda w: (2 ** 40,) + w[1:]),
+    "python_word_high": _tuple_form(lambda w: (2**40,) + w[1:]),
     "python_word_negative": _tuple_form(lambda w: w[:3] + (-1,) + w[4:]),
     "python_index": _tuple_form(lambda w: w[:-1] + (700,)),
     "python_tuple_zeros": _tuple_form(lambda w: (0,) * 624 + (624,)),
@@ -317,7 +368,7 @@ def test_numpy_generator_words_out_of_range_are_rejected():
     s.reseed(1, 0)
     state = roundtrip(s.state_dict())
     key = state["participants"]["generator.1"]["state"]["key"]["__ndarray__"]
-    key[0] = 2 ** 33
+    key[0] = 2**33
     before = gen.bit_generator.state["state"]["key"].tolist()
     with pytest.raises(StateError, match="out of range"):
         s.load_state_dict(state)
@@ -334,7 +385,8 @@ def test_fork_rng_leaves_participants_alone(setup):
 
 def test_failure_inside_apply_rolls_everything_back():
     class Fragile:
-        """Owner protocol without check_state_dict whose load fails after the global RNGs were set."""
+        """Owner protocol without check_state_dict whose load fails after the global RNGs were
+        set."""
 
         def __init__(self):
             self.value = 0
@@ -362,7 +414,9 @@ def test_failure_inside_apply_rolls_everything_back():
     fragile.value = 5
     before = st.native()
     fragile.fail = True
-    with pytest.raises(StateError, match=r"is as it was before load_state_dict \(put back: generator\.\d+\)$"):
+    with pytest.raises(
+        StateError, match=r"is as it was before load_state_dict \(put back: generator\.\d+\)$"
+    ):
         st.s.load_state_dict(state)
     assert st.native() == before and fragile.value == 5
 
@@ -392,7 +446,9 @@ def test_load_requires_init_and_bool_flag():
         s.load_state_dict(s.state_dict(), allow_world_change=1)
 
 
-# ------------------------------------------------------------------------------- many ranks, world change
+# ------------------------------------------------------------------------------- many ranks, world
+# change
+
 
 def _rank_states(world, seed=77, epoch=2):
     states = []
@@ -406,7 +462,9 @@ def _rank_states(world, seed=77, epoch=2):
 
 def test_gathered_form_loads_this_ranks_entry():
     states = _rank_states(3)
-    gathered = roundtrip({"format": GATHERED_FORMAT, "version": 1, "world_size": 3, "ranks": states})
+    gathered = roundtrip(
+        {"format": GATHERED_FORMAT, "version": 1, "world_size": 3, "ranks": states}
+    )
     s = Seeder()
     s.init(77, ngpus=3, rank=1)
     s.reseed(1, 2)
@@ -418,14 +476,18 @@ def test_gathered_form_loads_this_ranks_entry():
     assert not torch.equal(states[0]["rngs"]["torch"], states[1]["rngs"]["torch"])
 
 
-@pytest.mark.parametrize("corrupt", [
-    lambda g: g["ranks"].pop(),
-    lambda g: g["ranks"].reverse(),
-    lambda g: g["ranks"][2].__setitem__("master_seed", 5),
-    lambda g: g.__setitem__("version", 2),
-    lambda g: g.__setitem__("extra", 1),
-    lambda g: g["ranks"][1].__setitem__("rngs", {}),
-], ids=["short", "order", "mixed_runs", "version", "extra_key", "own_entry_bad"])
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda g: g["ranks"].pop(),
+        lambda g: g["ranks"].reverse(),
+        lambda g: g["ranks"][2].__setitem__("master_seed", 5),
+        lambda g: g.__setitem__("version", 2),
+        lambda g: g.__setitem__("extra", 1),
+        lambda g: g["ranks"][1].__setitem__("rngs", {}),
+    ],
+    ids=["short", "order", "mixed_runs", "version", "extra_key", "own_entry_bad"],
+)
 def test_corrupt_gathered_state_changes_nothing(corrupt):
     gathered = {"format": GATHERED_FORMAT, "version": 1, "world_size": 3, "ranks": _rank_states(3)}
     corrupt(gathered)
@@ -455,7 +517,11 @@ def test_gather_without_process_group_one_process_and_error_for_many():
 @pytest.mark.parametrize("gathered", [False, True])
 def test_world_change_is_an_error_unless_allowed(gathered):
     states = _rank_states(2, seed=77, epoch=4)
-    state = {"format": GATHERED_FORMAT, "version": 1, "world_size": 2, "ranks": states} if gathered else states[0]
+    state = (
+        {"format": GATHERED_FORMAT, "version": 1, "world_size": 2, "ranks": states}
+        if gathered
+        else states[0]
+    )
     s = Seeder()
     s.init(None)  # the checkpoint's master seed wins
     s.reseed(0, 0)
@@ -467,7 +533,9 @@ def test_world_change_is_an_error_unless_allowed(gathered):
     assert "an elastic loader (seeder.ElasticDataLoader; elastic=True" in text
     assert "mid-epoch" in text
     s.load_state_dict(state, allow_world_change=True)
-    assert digest([random.getstate(), np.random.get_state(), torch.get_rng_state()]) == before  # RNGs not taken
+    assert (
+        digest([random.getstate(), np.random.get_state(), torch.get_rng_state()]) == before
+    )  # RNGs not taken
     assert s.get_master_seed() == 77 and s.last_reseed == (1, 4)
     s.reseed(1, 5)  # the next epoch, derived afresh for this world
     fresh = Seeder()
@@ -488,7 +556,9 @@ def test_world_change_still_validates_the_header():
     assert s.get_master_seed() == 1
 
 
-# ------------------------------------------------------------------------------------------- fork_rng
+# -------------------------------------------------------------------------------------------
+# fork_rng
+
 
 def test_fork_rng_restores_everything_even_on_exception(setup):
     before = setup.native()
@@ -545,7 +615,11 @@ class Position:
         return {"epoch": self.epoch, "index": self.index}
 
     def check_state_dict(self, state):
-        if not isinstance(state, dict) or not isinstance(state.get("index"), int) or state["index"] < 0:
+        if (
+            not isinstance(state, dict)
+            or not isinstance(state.get("index"), int)
+            or state["index"] < 0
+        ):
             raise StateError("position state needs a non-negative int index")
 
     def load_state_dict(self, state):
@@ -578,14 +652,21 @@ def test_the_saved_participants_follow_joins_leaves_and_a_participant_that_is_go
     first, second = Position(), Position()
     s.join(first)
     s.join(second)
-    assert list(s.stateful()) == ["position.0", "position.1"] and s.stateful()["position.1"] is second
-    del first  # held weakly: it leaves when it is gone, and the other one is position.0 from then on
+    assert (
+        list(s.stateful()) == ["position.0", "position.1"] and s.stateful()["position.1"] is second
+    )
+    del (
+        first
+    )  # held weakly: it leaves when it is gone, and the other one is position.0 from then on
     import gc
+
     gc.collect()
     assert list(s.stateful()) == ["position.0"] and s.stateful()["position.0"] is second
     rng = random.Random()
     s.register_generator(rng)
-    assert list(s.stateful()) == ["position.0", "generator.1"] and [g.gen for g in s.generators()] == [rng]
+    assert list(s.stateful()) == ["position.0", "generator.1"] and [
+        g.gen for g in s.generators()
+    ] == [rng]
     s.unregister_generator(rng)
     s.leave(second)
     assert s.stateful() == {} and s.generators() == []

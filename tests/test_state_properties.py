@@ -7,12 +7,13 @@ key, a degenerate or non-finite RNG content, a derived value that disagrees with
 seed or the last reseed) must be refused. Any mutation that loads must come back unchanged from
 ``state_dict()`` and resume the same way twice. Derandomized: CI sees the same cases every run.
 """
+
 from __future__ import annotations
 
 import copy
 import struct
 import warnings
-from typing import Any, List, Tuple
+from typing import Any
 
 import pytest
 import torch
@@ -22,13 +23,35 @@ from hypothesis import strategies as st
 
 from seeder import StateError
 
-Path = Tuple[Any, ...]
+Path = tuple[Any, ...]
 #: Paths (by their last keys) whose value may change type legitimately, or whose values are free.
 FREE_TYPES = {("rngs", "python", "gauss_next"), ("participants", "generator.1", "gauss_next")}
 #: Fields whose value no run can change alone: they are derived from, or must agree with, the rest.
-DERIVED = {"master_seed", "world_size", "rank", "version", "derivation_version", "format", "key", "epoch",
-           "last_reseed", "dataset_len", "num_replicas", "batch_size", "num_batches", "mode", "shuffle",
-           "drop_last", "task", "stream", "position", "batch", "bit_generator", "kind", "pipeline_id"}
+DERIVED = {
+    "master_seed",
+    "world_size",
+    "rank",
+    "version",
+    "derivation_version",
+    "format",
+    "key",
+    "epoch",
+    "last_reseed",
+    "dataset_len",
+    "num_replicas",
+    "batch_size",
+    "num_batches",
+    "mode",
+    "shuffle",
+    "drop_last",
+    "task",
+    "stream",
+    "position",
+    "batch",
+    "bit_generator",
+    "kind",
+    "pipeline_id",
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +64,9 @@ def world():
     return w, good, base
 
 
-def paths(obj: Any, path: Path = ()) -> List[Tuple[Path, Any]]:
-    """Every (path, value) of a state: dict entries and the items of short sequences, recursively."""
+def paths(obj: Any, path: Path = ()) -> list[tuple[Path, Any]]:
+    """Every (path, value) of a state: dict entries and the items of short sequences,
+    recursively."""
     out = [(path, obj)]
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -54,7 +78,8 @@ def paths(obj: Any, path: Path = ()) -> List[Tuple[Path, Any]]:
 
 
 def put(obj: Any, path: Path, value: Any) -> Any:
-    """``obj`` with ``value`` at ``path`` (tuples rebuilt); ``value`` is ``DROP`` to remove a dict key."""
+    """``obj`` with ``value`` at ``path`` (tuples rebuilt); ``value`` is ``DROP`` to remove a dict
+    key."""
     if not path:
         return value
     head, rest = path[0], path[1:]
@@ -71,12 +96,14 @@ def put(obj: Any, path: Path, value: Any) -> Any:
 
 
 DROP = object()
-#: Participants that validate nothing (an owner without check_state_dict): their own load_state_dict is the only check.
+#: Participants that validate nothing (an owner without check_state_dict): their own load_state_dict
+#: is the only check.
 UNCHECKED = {"generator.5"}
 
 
 class Case:
-    """A mutated state, whether it must be refused, and a short description (hypothesis prints it)."""
+    """A mutated state, whether it must be refused, and a short description (hypothesis prints
+    it)."""
 
     def __init__(self, state: dict, must_refuse: bool, what: str):
         self.state, self.must_refuse, self.what = state, must_refuse, what
@@ -92,13 +119,19 @@ def _set(fmt: str, at: int, *values: Any):
     return lambda raw: struct.pack_into(fmt, raw, at, *values)
 
 
-#: Contents of a torch CPU generator state (5056 bytes, see seeder/_seeding/rngs_torch.py) that torch loads but no generator
-#: reaches: each must be refused.
+#: Contents of a torch CPU generator state (5056 bytes, see seeder/_seeding/rngs_torch.py) that
+#: torch loads but no generator reaches: each must be refused.
 IMPOSSIBLE_TORCH = {
     "all-zero key": lambda raw: raw.__setitem__(slice(24, 24 + 624 * 8), 0),
     "word over 32 bits": _set("<Q", 24 + 8 * 5, 2**32 + 1),
-    "NaN cached double normal": lambda raw: (_set("<d", 5024, float("nan"))(raw), _set("<i", 5040, 1)(raw)),
-    "inf cached float normal": lambda raw: (_set("<f", 5048, float("-inf"))(raw), raw.__setitem__(5052, 1)),
+    "NaN cached double normal": lambda raw: (
+        _set("<d", 5024, float("nan"))(raw),
+        _set("<i", 5040, 1)(raw),
+    ),
+    "inf cached float normal": lambda raw: (
+        _set("<f", 5048, float("-inf"))(raw),
+        raw.__setitem__(5052, 1),
+    ),
     "float flag 2": lambda raw: raw.__setitem__(5052, 2),
     "double flag 3": _set("<i", 5040, 3),
     "not seeded": _set("<i", 12, 0),
@@ -120,24 +153,41 @@ def _mutations(draw, good: dict):
     """``(mutated state, must_refuse, description)``; descriptions start with the path."""
     where = draw(st.sampled_from([p for p, _ in paths(good) if p]))
     value = paths(good, ())[[p for p, _ in paths(good)].index(where)][1]
-    kind = draw(st.sampled_from(["type", "value", "drop", "add", "nest", "word", "tensor", "torch"]))
+    kind = draw(
+        st.sampled_from(["type", "value", "drop", "add", "nest", "word", "tensor", "torch"])
+    )
     derived = any(k in DERIVED for k in where if isinstance(k, str))
     if where[-2:] == ("sampler", "position") and where[-3].startswith("loader"):
-        derived = False  # a seeder.DataLoader resumes from its own batch count; its sampler's is not cross-checked
+        # a seeder.DataLoader resumes from its own batch count; its sampler's is not cross-checked
+        derived = False
     if where == ("last_reseed", 0):
-        derived = False  # a reseed of another task (validation, say) leaves the loader's epoch as it is: possible
+        # a reseed of another task (validation, say) leaves the loader's epoch as it is: possible
+        derived = False
     if kind == "drop" and isinstance(where[-1], str):
         return put(good, where, DROP), True, f"{where} dropped"
     if kind == "add" and isinstance(value, dict):
-        return put(good, where, {**value, draw(st.sampled_from(["extra", "Key", "0"])): 0}), True, f"{where} key added"
+        return (
+            put(good, where, {**value, draw(st.sampled_from(["extra", "Key", "0"])): 0}),
+            True,
+            f"{where} key added",
+        )
     if kind == "nest":
         return put(good, where, [value]), True, f"{where} nested in a list"
     if kind == "word" and isinstance(value, (list, tuple)) and len(value) == 625:
         i = draw(st.integers(0, 624))
         new = draw(st.sampled_from([-1, 2**32, 1.5, "x", None, 625, 7, 123456789]))
         valid = type(new) is int and 0 <= new < 2**32 and (i < 624 or new <= 624)
-        return put(good, where, tuple(new if j == i else w for j, w in enumerate(value))), not valid, f"{where} word {i} = {new!r}"
-    if kind == "torch" and isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.numel() == 5056:
+        return (
+            put(good, where, tuple(new if j == i else w for j, w in enumerate(value))),
+            not valid,
+            f"{where} word {i} = {new!r}",
+        )
+    if (
+        kind == "torch"
+        and isinstance(value, torch.Tensor)
+        and value.dtype == torch.uint8
+        and value.numel() == 5056
+    ):
         how = draw(st.sampled_from(sorted(IMPOSSIBLE_TORCH)))
         bad = value.clone()
         IMPOSSIBLE_TORCH[how](bad.numpy())
@@ -149,7 +199,8 @@ def _mutations(draw, good: dict):
         if how == "dtype":
             return put(good, where, value.to(torch.float64)), True, f"{where} as float64"
         if how == "view":
-            # torch refuses a generator state that is a view; NumPy's key is copied (the same values: it may load)
+            # torch refuses a generator state that is a view; NumPy's key is copied (the same
+            # values: it may load)
             view = torch.stack([value, value], -1).reshape(-1)[::2]
             return put(good, where, view), value.dtype == torch.uint8, f"{where} as a view"
         if how == "short":
@@ -163,15 +214,24 @@ def _mutations(draw, good: dict):
         return put(good, where, new), derived, f"{where} {value} -> {new}"
     if kind == "value" and type(value) is float:
         new = draw(st.sampled_from([value + 0.5, -value, float("nan"), float("-inf")]))
-        return put(good, where, new), new != new or abs(new) == float("inf"), f"{where} {value} -> {new}"
+        return (
+            put(good, where, new),
+            new != new or abs(new) == float("inf"),
+            f"{where} {value} -> {new}",
+        )
     new = draw(st.sampled_from(OTHERS))
     if type(new) is type(value) or (where in FREE_TYPES and (new is None or type(new) is float)):
-        return put(good, where, new), derived or new != new or new in (float("inf"),), f"{where} = {new!r}"
+        return (
+            put(good, where, new),
+            derived or new != new or new in (float("inf"),),
+            f"{where} = {new!r}",
+        )
     return put(good, where, new), True, f"{where}: {type(value).__name__} -> {new!r}"
 
 
 def same(a: Any) -> Any:
-    """:func:`canon` with lists and tuples, and NumPy and Python ints, alike (loading normalises those)."""
+    """:func:`canon` with lists and tuples, and NumPy and Python ints, alike (loading normalises
+    those)."""
     c = canon(a)
 
     def norm(x):
@@ -182,10 +242,16 @@ def same(a: Any) -> Any:
         if isinstance(x, tuple) and len(x) == 2 and x[0].startswith(("int", "uint")):
             return ("int", int(x[1]))
         return x
+
     return norm(c)
 
 
-@settings(max_examples=int(__import__("os").environ.get("SEEDER_PROPERTY_EXAMPLES", 100)), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=int(__import__("os").environ.get("SEEDER_PROPERTY_EXAMPLES", 100)),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
 @given(data=st.data())
 def test_a_mutated_state_loads_exactly_or_is_refused_changing_nothing(world, data):
     w, good, base = world
@@ -206,8 +272,12 @@ def test_a_mutated_state_loads_exactly_or_is_refused_changing_nothing(world, dat
         TALLY["bad states", "crash"] += 1
         raise AssertionError(f"{what}: crashed with {type(exc).__name__}: {exc}") from exc
     assert not must_refuse, f"{what}: silently accepted"
-    if not any(k in what.split(")")[0] for k in UNCHECKED):  # an owner without check_state_dict takes what it takes
-        assert same(w.state()) == same(mutated), f"{what}: loaded but state_dict() differs from what was loaded"
+    if not any(
+        k in what.split(")")[0] for k in UNCHECKED
+    ):  # an owner without check_state_dict takes what it takes
+        assert same(w.state()) == same(mutated), (
+            f"{what}: loaded but state_dict() differs from what was loaded"
+        )
     first = w.rest_of_epoch()
     w.s.load_state_dict(copy.deepcopy(mutated))
     assert w.rest_of_epoch() == first, f"{what}: two resumes from the same state differ"
@@ -217,8 +287,14 @@ def test_a_mutated_state_loads_exactly_or_is_refused_changing_nothing(world, dat
 @pytest.mark.parametrize("how", sorted(IMPOSSIBLE_TORCH))
 def test_impossible_torch_cpu_states_are_refused_changing_nothing(world, how):
     w, good, base = world
-    where = [p for p, v in paths(good) if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.numel() == 5056]
-    assert ("rngs", "torch") in where and len(where) >= 2  # the global generator and a registered torch.Generator
+    where = [
+        p
+        for p, v in paths(good)
+        if isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.numel() == 5056
+    ]
+    assert ("rngs", "torch") in where and len(
+        where
+    ) >= 2  # the global generator and a registered torch.Generator
     for path in where:
         bad = paths(good)[[p for p, _ in paths(good)].index(path)][1].clone()
         IMPOSSIBLE_TORCH[how](bad.numpy())

@@ -1,4 +1,6 @@
-"""Many ranks, one checkpoint: gather_state_dict under torchrun, per-rank files, and a change of world size."""
+"""Many ranks, one checkpoint: gather_state_dict under torchrun, per-rank files, and a change of
+world size."""
+
 from __future__ import annotations
 
 import json
@@ -16,12 +18,17 @@ def test_gathered_and_per_rank_layouts_under_torchrun_then_world_change(tmp_path
     torchrun(["tests/scripts/state_ranks.py", "save", str(tmp_path)], nproc=2)
     torchrun(["tests/scripts/state_ranks.py", "load", str(tmp_path)], nproc=2)
     results = [json.loads((tmp_path / f"result{r}.json").read_text()) for r in (0, 1)]
-    assert results == [{"rank": r, "gathered": True, "per_rank": True, "seed": 4242} for r in (0, 1)]
+    assert results == [
+        {"rank": r, "gathered": True, "per_rank": True, "seed": 4242} for r in (0, 1)
+    ]
     gathered = torch.load(tmp_path / "all.pt", weights_only=True)
     assert [e["rank"] for e in gathered["ranks"]] == [0, 1]
-    assert not torch.equal(gathered["ranks"][0]["rngs"]["torch"], gathered["ranks"][1]["rngs"]["torch"])
+    assert not torch.equal(
+        gathered["ranks"][0]["rngs"]["torch"], gathered["ranks"][1]["rngs"]["torch"]
+    )
 
-    # The same checkpoint in a world of one process: an error by default, the next epoch boundary on request.
+    # The same checkpoint in a world of one process: an error by default, the next epoch boundary on
+    # request.
     s = Seeder()
     s.init(1)
     s.register_generator(random.Random())

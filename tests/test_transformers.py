@@ -1,4 +1,6 @@
-"""SeederTrainer: a real transformers.Trainer on a tiny model, 2 workers, random augmentation; exact resume."""
+"""SeederTrainer: a real transformers.Trainer on a tiny model, 2 workers, random augmentation; exact
+resume."""
+
 from __future__ import annotations
 
 import json
@@ -67,7 +69,9 @@ def test_unsupported_arguments_are_named(tmp_path):
 
     from seeder.integrations.transformers import SeederTrainer
 
-    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, ignore_data_skip=True)
+    args = TrainingArguments(
+        output_dir=str(tmp_path), report_to=[], use_cpu=True, ignore_data_skip=True
+    )
     with pytest.raises(ValueError, match="ignore_data_skip"):
         SeederTrainer(model=Tiny(), args=args, train_dataset=Augmented(), seeder=seeder.Seeder())
     with pytest.raises(TypeError, match="seeder must be"):
@@ -75,19 +79,26 @@ def test_unsupported_arguments_are_named(tmp_path):
 
 
 def test_import_seeder_loads_no_framework():
-    code = ("import sys, seeder; seeder.init(1); seeder.reseed(1, 0); import seeder.integrations; "
-            "print('transformers' in sys.modules, 'accelerate' in sys.modules)")
+    code = (
+        "import sys, seeder; seeder.init(1); seeder.reseed(1, 0); import seeder.integrations; "
+        "print('transformers' in sys.modules, 'accelerate' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
 
 @pytest.mark.slow
 def test_two_processes_resume_mid_epoch(tmp_path):
-    proc = torchrun([os.path.join(HERE, "scripts", "hf_trainer_run.py"), str(tmp_path), "4"], timeout=240,
-                    frameworks=True)[0]
+    proc = torchrun(
+        [os.path.join(HERE, "scripts", "hf_trainer_run.py"), str(tmp_path), "4"],
+        timeout=240,
+        frameworks=True,
+    )[0]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    (full, full_digest), (first, _), (rest, dig) = json.loads(line[len("RESULT "):])
-    assert len(full) == STEPS_PER_EPOCH  # each rank takes half of every epoch: 6 steps an epoch, 2 epochs
+    (full, full_digest), (first, _), (rest, dig) = json.loads(line[len("RESULT ") :])
+    assert (
+        len(full) == STEPS_PER_EPOCH
+    )  # each rank takes half of every epoch: 6 steps an epoch, 2 epochs
     assert sorted(os.listdir(tmp_path / "run" / "checkpoint-4")).count("seeder_state_1.pt") == 1
     assert min(map(int, rest)) == 5
     assert {**first, **rest} == full

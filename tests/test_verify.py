@@ -1,4 +1,5 @@
 """seeder.verify without processes: the contract, metrics parsing, statistics, verdicts, reports."""
+
 from __future__ import annotations
 
 import copy
@@ -27,19 +28,36 @@ def m(values, start=0, per_epoch=4, digest=None):
     return Metrics(keys, np.asarray(values, dtype=float), [k[0] // per_epoch for k in keys], digest)
 
 
-# --- contract --------------------------------------------------------------------------------------------------
+# --- contract
+# --------------------------------------------------------------------------------------------------
+
 
 def test_default_contract_is_the_train_py_contract():
     c = Contract()
-    assert c.args(seed=7, epochs=4, ckpt_dir="/d x", resume=True, stop_after_epochs=2, metrics="/m.jsonl") == [
-        "--seed", "7", "--epochs", "4", "--ckpt-dir", "/d x", "--resume", "--stop-after-epochs", "2", "--metrics", "/m.jsonl"]
+    assert c.args(
+        seed=7, epochs=4, ckpt_dir="/d x", resume=True, stop_after_epochs=2, metrics="/m.jsonl"
+    ) == [
+        "--seed",
+        "7",
+        "--epochs",
+        "4",
+        "--ckpt-dir",
+        "/d x",
+        "--resume",
+        "--stop-after-epochs",
+        "2",
+        "--metrics",
+        "/m.jsonl",
+    ]
     assert c.args(stop_after_steps=9) == ["--stop-after-steps", "9"]
     assert c.env("/m.jsonl") == {"SEEDER_METRICS": "/m.jsonl"}
     assert c.args() == []
 
 
 def test_contract_overrides_and_errors():
-    c = Contract().with_overrides({"seed": "--random-seed={seed}", "metrics": "", "loss_keys": "data.loss, loss"})
+    c = Contract().with_overrides(
+        {"seed": "--random-seed={seed}", "metrics": "", "loss_keys": "data.loss, loss"}
+    )
     assert c.args(seed=3, metrics="m") == ["--random-seed=3"]  # metrics only through the env var
     assert c.loss_keys == ("data.loss", "loss")
     with pytest.raises(ValueError, match="unknown contract field 'sed'"):
@@ -53,10 +71,15 @@ def test_contract_overrides_and_errors():
 
 
 def test_parse_json_lines_dllogger_and_digest():
-    lines = ['{"step": 0, "epoch": 0, "loss": 2.0}', "some log line", '{"step": 1, "epoch": 0, "loss": 1.5}',
-             'DLLL {"type": "LOG", "step": [1, 5], "data": {"train_loss": 0.75}}',
-             'DLL {"step": "PARAMETER", "data": {"lr": 0.1}}', 'DLLL {"step": [], "data": {"train_loss": 9}}',
-             '{"digest": "abc", "epoch": 2, "step": 1}']
+    lines = [
+        '{"step": 0, "epoch": 0, "loss": 2.0}',
+        "some log line",
+        '{"step": 1, "epoch": 0, "loss": 1.5}',
+        'DLLL {"type": "LOG", "step": [1, 5], "data": {"train_loss": 0.75}}',
+        'DLL {"step": "PARAMETER", "data": {"lr": 0.1}}',
+        'DLLL {"step": [], "data": {"train_loss": 9}}',
+        '{"digest": "abc", "epoch": 2, "step": 1}',
+    ]
     got = parse_metrics(lines)
     assert got.keys == [(0,), (1,), (1, 5)]
     assert got.losses.tolist() == [2.0, 1.5, 0.75]
@@ -83,26 +106,38 @@ def test_read_metrics_falls_back_to_the_log(tmp_path):
     log = tmp_path / "log.txt"
     log.write_text('hello\nDLLL {"step": [0, 0], "data": {"train_loss": 1.0}}\nDIGEST ff00\n')
     got = read_metrics(tmp_path / "missing.jsonl", log)
-    assert got.keys == [(0, 0)] and got.digest == "ff00"  # the DIGEST line of the log the losses came from
+    assert (
+        got.keys == [(0, 0)] and got.digest == "ff00"
+    )  # the DIGEST line of the log the losses came from
     (tmp_path / "m.jsonl").write_text('{"step": 0, "loss": 1.0}\n')
     assert read_metrics(tmp_path / "m.jsonl", log).digest == "ff00"
-    with pytest.raises(ValueError, match="no per-step values found in .*missing.jsonl or .*empty.txt"):
+    with pytest.raises(
+        ValueError, match="no per-step values found in .*missing.jsonl or .*empty.txt"
+    ):
         (tmp_path / "empty.txt").write_text("nothing\n")
         read_metrics(tmp_path / "missing.jsonl", tmp_path / "empty.txt")
 
 
 def test_read_metrics_takes_seeders_digest_when_the_script_logs_losses_and_no_digest(tmp_path):
-    """The losses are the script's, the final digest of weights and optimizer seeder's: both are compared."""
+    """The losses are the script's, the final digest of weights and optimizer seeder's: both are
+    compared."""
     (tmp_path / "m.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
     steps = tmp_path / "steps.jsonl"
-    steps.write_text('{"step": 1, "epoch": 0, "loss": 7.0, "value": "sum of squared parameters"}\n{"digest": "ab12"}\n')
+    steps.write_text(
+        '{"step": 1, "epoch": 0, "loss": 7.0, "value": "sum of squared parameters"}\n{"digest": '
+        '"ab12"}\n'
+    )
     got = read_metrics(tmp_path / "m.jsonl", tmp_path / "log.txt", steps_file=steps)
     assert got.losses.tolist() == [1.0] and got.quantity == "loss" and got.digest == "ab12"
     (tmp_path / "m.jsonl").write_text('{"step": 1, "loss": 1.0}\n{"digest": "own"}\n')
-    assert read_metrics(tmp_path / "m.jsonl", None, steps_file=steps).digest == "own"  # the script's own first
+    assert (
+        read_metrics(tmp_path / "m.jsonl", None, steps_file=steps).digest == "own"
+    )  # the script's own first
 
 
-# --- statistics ------------------------------------------------------------------------------------------------
+# --- statistics
+# ------------------------------------------------------------------------------------------------
+
 
 def test_paired_interval_textbook_value():
     # d = 1..5: mean 3, sd sqrt(2.5), se 0.70711, t(0.975, 4) = 2.77645 -> 3 -+ 1.96324
@@ -133,13 +168,18 @@ def test_variance_test():
 
 
 @settings(max_examples=40, deadline=None)
-@given(sd_a=st.floats(0.01, 10), sd_b=st.floats(0.0, 10), hw=st.floats(0.01, 5), level=st.sampled_from([0.9, 0.95, 0.99]))
+@given(
+    sd_a=st.floats(0.01, 10),
+    sd_b=st.floats(0.0, 10),
+    hw=st.floats(0.01, 5),
+    level=st.sampled_from([0.9, 0.95, 0.99]),
+)
 def test_unpaired_runs_needed_is_the_smallest_sufficient_m(sd_a, sd_b, hw, level):
     m = stats.unpaired_runs_needed(sd_a, sd_b, hw, level)
-    var = sd_a ** 2 + sd_b ** 2
+    var = sd_a**2 + sd_b**2
 
     def width(k):
-        df = var ** 2 / ((sd_a ** 4 + sd_b ** 4) / (k - 1))
+        df = var**2 / ((sd_a**4 + sd_b**4) / (k - 1))
         return sst.t.ppf(0.5 + level / 2, df) * math.sqrt(var / k)
 
     assert m >= 2 and width(m) <= hw
@@ -157,16 +197,22 @@ def test_residual_correlation_sees_shared_noise_not_the_trend():
     assert np.corrcoef(indep[0], indep[1])[0, 1] > 0.9  # raw curves correlate through the trend
 
 
-# --- verdicts --------------------------------------------------------------------------------------------------
+# --- verdicts
+# --------------------------------------------------------------------------------------------------
 
 BASE = [4.0, 3.0, 2.5, 2.0, 1.6, 1.3, 1.1, 1.0]
 
 
 def runs_ok(repeats=3):
     rng = np.random.default_rng(1)
-    return {"full": [m(BASE, digest="d1") for _ in range(repeats)], "half": [m(BASE[:4]) for _ in range(repeats)],
-            "resume": [m(BASE[4:], start=4, digest="d1") for _ in range(repeats)],
-            "unseeded": [m(np.array(BASE) + rng.normal(0, 0.2, 8), digest=f"u{i}") for i in range(repeats)]}
+    return {
+        "full": [m(BASE, digest="d1") for _ in range(repeats)],
+        "half": [m(BASE[:4]) for _ in range(repeats)],
+        "resume": [m(BASE[4:], start=4, digest="d1") for _ in range(repeats)],
+        "unseeded": [
+            m(np.array(BASE) + rng.normal(0, 0.2, 8), digest=f"u{i}") for i in range(repeats)
+        ],
+    }
 
 
 def test_verify_pass():
@@ -180,9 +226,15 @@ def test_verify_pass():
 
 
 def test_records_that_name_their_value_are_reported_as_that_not_as_loss():
-    lines = [json.dumps({"step": i, "epoch": 0, "loss": 1.0 + i, "value": "sum of squared parameters"}) for i in range(3)]
+    lines = [
+        json.dumps({"step": i, "epoch": 0, "loss": 1.0 + i, "value": "sum of squared parameters"})
+        for i in range(3)
+    ]
     parsed = parse_metrics(lines)
-    assert parsed.quantity == "sum of squared parameters" and parse_metrics(['{"step": 0, "loss": 1}']).quantity == "loss"
+    assert (
+        parsed.quantity == "sum of squared parameters"
+        and parse_metrics(['{"step": 0, "loss": 1}']).quantity == "loss"
+    )
     runs = runs_ok()
     for ms in runs.values():
         for one in ms:
@@ -194,21 +246,36 @@ def test_records_that_name_their_value_are_reported_as_that_not_as_loss():
 
 def test_verify_broken_resume_names_the_step_and_difference():
     runs = runs_ok()
-    runs["resume"] = [m(np.array(BASE[4:]) + [0, 0.5, 0, 0], start=4, digest="d2") for _ in range(3)]
+    runs["resume"] = [
+        m(np.array(BASE[4:]) + [0, 0.5, 0, 0], start=4, digest="d2") for _ in range(3)
+    ]
     rep = analyze_verify(runs)
     assert rep["verdict"] == "FAIL"
     checks = {c["name"]: c["status"] for c in rep["checks"]}
-    assert checks == {"reproducible": "PASS", "resume": "FAIL", "resume-mid-epoch": "SKIP", "variance": "PASS"}
+    assert checks == {
+        "reproducible": "PASS",
+        "resume": "FAIL",
+        "resume-mid-epoch": "SKIP",
+        "variance": "PASS",
+    }
     assert len(rep["reasons"]) == 1  # grouped over repeats
     reason = rep["reasons"][0]
-    assert "resumed run (3) differs" in reason and "from step 5" in reason and "0.5" in reason and "repeat 1, repeat 2" in reason
+    assert (
+        "resumed run (3) differs" in reason
+        and "from step 5" in reason
+        and "0.5" in reason
+        and "repeat 1, repeat 2" in reason
+    )
     assert "the checkpoint does not restore everything" in reason  # no trace: the generic cause
 
 
 def with_mid(runs, mid_stop=6, resumed=None):
-    """``runs`` plus a mid-epoch stop after ``mid_stop`` steps (epochs of 4 steps) and its resumed run."""
+    """``runs`` plus a mid-epoch stop after ``mid_stop`` steps (epochs of 4 steps) and its resumed
+    run."""
     runs["mid"] = [m(BASE[:mid_stop]) for _ in range(3)]
-    runs["resume-mid"] = resumed or [m(BASE[mid_stop:], start=mid_stop, digest="d1") for _ in range(3)]
+    runs["resume-mid"] = resumed or [
+        m(BASE[mid_stop:], start=mid_stop, digest="d1") for _ in range(3)
+    ]
     return runs
 
 
@@ -217,13 +284,27 @@ def test_verify_mid_epoch_check_reports_where_it_stopped():
     checks = {c["name"]: c for c in rep["checks"]}
     assert rep["verdict"] == "PASS" and checks["resume-mid-epoch"]["status"] == "PASS"
     assert checks["resume"]["summary"].startswith("stopped at the end of epoch 0 (step 3)")
-    assert checks["resume-mid-epoch"]["summary"].startswith("stopped mid-epoch at step 5 (2 of 4 steps into epoch 1)")
+    assert checks["resume-mid-epoch"]["summary"].startswith(
+        "stopped mid-epoch at step 5 (2 of 4 steps into epoch 1)"
+    )
     stop = checks["resume-mid-epoch"]["details"]["repeats"][0]["stopped_at"]
-    assert stop == {"step": [5], "epoch": 1, "into_epoch": 2, "epoch_steps": 4, "epoch_boundary": False,
-                    "text": "mid-epoch at step 5 (2 of 4 steps into epoch 1)"}
+    assert stop == {
+        "step": [5],
+        "epoch": 1,
+        "into_epoch": 2,
+        "epoch_steps": 4,
+        "epoch_boundary": False,
+        "text": "mid-epoch at step 5 (2 of 4 steps into epoch 1)",
+    }
     # an explicit stop step that falls on an epoch boundary is said to be one
-    boundary = next(c for c in analyze_verify(with_mid(runs_ok(), mid_stop=4))["checks"] if c["name"] == "resume-mid-epoch")
-    assert boundary["status"] == "PASS" and "an epoch boundary, not mid-epoch" in boundary["summary"]
+    boundary = next(
+        c
+        for c in analyze_verify(with_mid(runs_ok(), mid_stop=4))["checks"]
+        if c["name"] == "resume-mid-epoch"
+    )
+    assert (
+        boundary["status"] == "PASS" and "an epoch boundary, not mid-epoch" in boundary["summary"]
+    )
 
 
 def test_verify_mid_epoch_failure_uses_the_diagnosis():
@@ -237,10 +318,14 @@ def test_verify_mid_epoch_failure_uses_the_diagnosis():
     rep = analyze_verify(with_mid(runs_ok(), resumed=broken), diagnose=diagnose)
     checks = {c["name"]: c for c in rep["checks"]}
     assert rep["verdict"] == "FAIL" and checks["resume"]["status"] == "PASS"
-    assert checks["resume-mid-epoch"]["status"] == "FAIL" and asked == [("resume-mid-epoch", r) for r in range(3)]
-    assert rep["reasons"] == ["mid-epoch stop, repeat 0: the resumed run (3b) differs from the uninterrupted run (1) "
-                              "from step 6 on (largest |loss difference| 0.25; resumed at step 6): torch's global RNG "
-                              "differs right after the resume (also repeat 1, repeat 2)"]
+    assert checks["resume-mid-epoch"]["status"] == "FAIL" and asked == [
+        ("resume-mid-epoch", r) for r in range(3)
+    ]
+    assert rep["reasons"] == [
+        "mid-epoch stop, repeat 0: the resumed run (3b) differs from the uninterrupted run (1) "
+        "from step 6 on (largest |loss difference| 0.25; resumed at step 6): torch's global RNG "
+        "differs right after the resume (also repeat 1, repeat 2)"
+    ]
     assert checks["resume-mid-epoch"]["details"]["repeats"][0]["diagnosis"]["state"] == "torch"
 
 
@@ -249,24 +334,36 @@ def test_a_skipped_check_makes_the_verdict_incomplete_unless_allowed():
     del runs["half"], runs["resume"]
     rep = analyze_verify(with_mid(runs), skipped={"resume": "X = 1 epoch"})
     checks = {c["name"]: c for c in rep["checks"]}
-    assert rep["verdict"] == "INCOMPLETE" and checks["resume"]["status"] == "SKIP" and rep["skipped"] == ["resume"]
+    assert (
+        rep["verdict"] == "INCOMPLETE"
+        and checks["resume"]["status"] == "SKIP"
+        and rep["skipped"] == ["resume"]
+    )
     assert checks["resume"]["summary"] == "not tested: X = 1 epoch"
-    assert rep["reasons"] == ["resume was not tested: X = 1 epoch (or pass --allow-skip to accept a verdict without it)"]
+    assert rep["reasons"] == [
+        "resume was not tested: X = 1 epoch (or pass --allow-skip to accept a verdict without it)"
+    ]
     for allowed in (True, ["resume"]):
         rep = analyze_verify(with_mid(runs), skipped={"resume": "X = 1 epoch"}, allow_skip=allowed)
         assert rep["verdict"] == "PASS" and rep["reasons"] == [] and rep["skipped"] == ["resume"]
-    assert analyze_verify(with_mid(runs), allow_skip=["resume-mid-epoch"])["verdict"] == "INCOMPLETE"
+    assert (
+        analyze_verify(with_mid(runs), allow_skip=["resume-mid-epoch"])["verdict"] == "INCOMPLETE"
+    )
     failing = with_mid(runs)
     failing["unseeded"] = [m(BASE) for _ in range(3)]
     assert analyze_verify(failing)["verdict"] == "FAIL"  # a FAIL outranks a SKIP
-    assert "resume  " in table({"kind": "verify", **rep}) and "SKIP" in table({"kind": "verify", **rep})
+    assert "resume  " in table({"kind": "verify", **rep}) and "SKIP" in table(
+        {"kind": "verify", **rep}
+    )
     with pytest.raises(ValueError, match=r"lacks the kinds \['resume-mid'\]"):
         analyze_verify({**runs_ok(), "mid": runs_ok()["half"]})
 
 
 def test_verify_resume_that_starts_over():
     runs = runs_ok()
-    runs["resume"] = [m(BASE, digest="d1") for _ in range(3)]  # ignored the checkpoint, redid every step
+    runs["resume"] = [
+        m(BASE, digest="d1") for _ in range(3)
+    ]  # ignored the checkpoint, redid every step
     rep = analyze_verify(runs)
     assert rep["verdict"] == "FAIL"
     assert "did not continue from the checkpoint" in rep["reasons"][0]
@@ -330,30 +427,60 @@ def test_compare_identical_and_shifted():
     rng = np.random.default_rng(3)
     a = [m(np.array(BASE) + rng.normal(0, 0.3, 8)) for _ in range(5)]
     same = analyze_compare(a, [m(x.losses) for x in a])
-    assert not same["differs"] and same["intervals"]["0.95"]["low"] == same["intervals"]["0.95"]["high"] == 0.0
+    assert (
+        not same["differs"]
+        and same["intervals"]["0.95"]["low"] == same["intervals"]["0.95"]["high"] == 0.0
+    )
     noisy_shift = [m(x.losses + 0.05 + rng.normal(0, 0.005, 8)) for x in a]
     rep = analyze_compare(a, noisy_shift)
     assert rep["differs"] and rep["intervals"]["0.95"]["low"] > 0
-    # the spread across seeds (0.3) dwarfs the paired spread (0.005): unpaired runs need many more runs
+    # the spread across seeds (0.3) dwarfs the paired spread (0.005): unpaired runs need many more
+    # runs
     assert rep["intervals"]["0.95"]["unpaired_runs_needed"] > 100
     assert rep["variance_reduction"] > 100
     with pytest.raises(ValueError, match="same number of runs"):
         analyze_compare(a, a[:3])
 
 
-# --- report and output directory -------------------------------------------------------------------------------
+# --- report and output directory
+# -------------------------------------------------------------------------------
+
 
 def test_table_and_markdown_explain_the_verdict(tmp_path):
     rep = analyze_verify(with_mid(runs_ok()))
-    rep.update(kind="verify", config={"command": ["python", "t.py"], "seed": 1, "repeats": 3, "epochs": 2,
-                                      "stop_after_steps": None, "atol": 0.0, "alpha": 0.05},
-               runs=[{"name": "full-0", "status": "ok", "steps": 8, "duration_s": 1.0, "digest": "d1",
-                      "log": "runs/full-0/log.txt"}], figures=[str(tmp_path / "overlay.png")])
+    rep.update(
+        kind="verify",
+        config={
+            "command": ["python", "t.py"],
+            "seed": 1,
+            "repeats": 3,
+            "epochs": 2,
+            "stop_after_steps": None,
+            "atol": 0.0,
+            "alpha": 0.05,
+        },
+        runs=[
+            {
+                "name": "full-0",
+                "status": "ok",
+                "steps": 8,
+                "duration_s": 1.0,
+                "digest": "d1",
+                "log": "runs/full-0/log.txt",
+            }
+        ],
+        figures=[str(tmp_path / "overlay.png")],
+    )
     text = table(rep)
     assert re.search(r"reproducible +PASS", text) and text.rstrip().endswith("verdict: PASS")
     md = markdown(rep, tmp_path)
-    for needle in ("# seeder verify: PASS", "one-sided F test", "p < alpha = 0.05", "![overlay](overlay.png)",
-                   "| full-0 | ok | not shown | 8 |"):
+    for needle in (
+        "# seeder verify: PASS",
+        "one-sided F test",
+        "p < alpha = 0.05",
+        "![overlay](overlay.png)",
+        "| full-0 | ok | not shown | 8 |",
+    ):
         assert needle in md
 
 
@@ -366,7 +493,11 @@ def test_prepare_out_refuses_foreign_directories(tmp_path):
     (out / "runs" / "old").mkdir(parents=True)
     (out / "report.json").write_text("{}")
     prepare_out(out)
-    assert not (out / "runs").exists() and not (out / "report.json").exists() and (out / MARKER).is_file()
+    assert (
+        not (out / "runs").exists()
+        and not (out / "report.json").exists()
+        and (out / MARKER).is_file()
+    )
 
 
 def test_write_json_is_strict(tmp_path):
@@ -392,13 +523,17 @@ def test_bad_config_raises_before_touching_the_output_directory(tmp_path):
     from seeder.verify import CompareConfig, VerifyConfig, compare, verify
 
     out = tmp_path / "v"
-    for cfg, match in ((VerifyConfig(command=["python", "t.py"], out=out, repeats=1), "repeats must be >= 2"),
-                       (VerifyConfig(command=["python", "t.py"], out=out, epochs=1), "epochs .X. must be >= 2"),
-                       (VerifyConfig(command=[], out=out), "command must be a non-empty list"),
-                       (VerifyConfig(command=["python"], out=out, jobs=0), "jobs must be an integer >= 1"),
-                       (VerifyConfig(command=["python"], out=out, alpha=0), "alpha"),
-                       (VerifyConfig(command=["python"], out=out, stop_after_steps=3, mid_epoch=False),
-                        "cannot go with mid_epoch=False")):
+    for cfg, match in (
+        (VerifyConfig(command=["python", "t.py"], out=out, repeats=1), "repeats must be >= 2"),
+        (VerifyConfig(command=["python", "t.py"], out=out, epochs=1), "epochs .X. must be >= 2"),
+        (VerifyConfig(command=[], out=out), "command must be a non-empty list"),
+        (VerifyConfig(command=["python"], out=out, jobs=0), "jobs must be an integer >= 1"),
+        (VerifyConfig(command=["python"], out=out, alpha=0), "alpha"),
+        (
+            VerifyConfig(command=["python"], out=out, stop_after_steps=3, mid_epoch=False),
+            "cannot go with mid_epoch=False",
+        ),
+    ):
         with pytest.raises(ValueError, match=match):
             verify(cfg)
     with pytest.raises(ValueError, match="runs must be >= 2"):
@@ -412,12 +547,18 @@ def test_summary_value_is_the_last_epoch_mean():
     assert stats.summary_value(no_epochs) == 6.5  # the last quarter of the steps
 
 
-# --- the plan: how many runs ---------------------------------------------------------------------------------------
+# --- the plan: how many runs
+# ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("contract", [Contract(), Contract(stop_after_epochs="", stop_after_steps="", resume="")],
-                         ids=["flags", "seeder-stops"])
+
+@pytest.mark.parametrize(
+    "contract",
+    [Contract(), Contract(stop_after_epochs="", stop_after_steps="", resume="")],
+    ids=["flags", "seeder-stops"],
+)
 def test_resume_repeats_runs_fewer_stopped_and_resumed_runs(tmp_path, contract):
-    """--resume-repeats N: the two resume checks run N repeats; (1) and (4) keep --repeats; default unchanged."""
+    """--resume-repeats N: the two resume checks run N repeats; (1) and (4) keep --repeats; default
+    unchanged."""
     from collections import Counter
 
     from seeder._cli import build_parser
@@ -425,7 +566,14 @@ def test_resume_repeats_runs_fewer_stopped_and_resumed_runs(tmp_path, contract):
     from seeder.verify._plan import plan_verify
 
     def kinds(**kw):
-        cfg = VerifyConfig(command=["python", "train.py"], out=tmp_path, epochs=4, repeats=3, contract=contract, **kw)
+        cfg = VerifyConfig(
+            command=["python", "train.py"],
+            out=tmp_path,
+            epochs=4,
+            repeats=3,
+            contract=contract,
+            **kw,
+        )
         cfg.validate()
         specs = plan_verify(cfg, tmp_path)
         assert len({s.name for s in specs}) == len(specs)
@@ -434,13 +582,25 @@ def test_resume_repeats_runs_fewer_stopped_and_resumed_runs(tmp_path, contract):
     every = {"full": 3, "unseeded": 3, "half": 3, "resume": 3, "mid": 3, "resume-mid": 3}
     assert kinds()[0] == kinds(resume_repeats=3)[0] == every  # 18 runs
     fewer, names = kinds(resume_repeats=1)
-    assert fewer == {"full": 3, "unseeded": 3, "half": 1, "resume": 1, "mid": 1, "resume-mid": 1}  # 10 runs
-    assert {"half-0", "resume-0", "mid-0", "resume-mid-0"} <= names and not names & {"half-1", "resume-mid-2"}
+    assert fewer == {
+        "full": 3,
+        "unseeded": 3,
+        "half": 1,
+        "resume": 1,
+        "mid": 1,
+        "resume-mid": 1,
+    }  # 10 runs
+    assert {"half-0", "resume-0", "mid-0", "resume-mid-0"} <= names and not names & {
+        "half-1",
+        "resume-mid-2",
+    }
     assert sum(kinds(resume_repeats=2, mid_epoch=False)[0].values()) == 3 * 2 + 2 * 2
     for bad in (0, 4, 1.5):
         with pytest.raises(ValueError, match="resume_repeats must be an integer from 1 to repeats"):
             VerifyConfig(command=["python"], out=tmp_path, repeats=3, resume_repeats=bad).validate()
-    args = build_parser().parse_args(["verify", "--repeats", "3", "--resume-repeats", "1", "--", "python", "t.py"])
+    args = build_parser().parse_args(
+        ["verify", "--repeats", "3", "--resume-repeats", "1", "--", "python", "t.py"]
+    )
     assert args.resume_repeats == 1
     assert build_parser().parse_args(["verify"]).resume_repeats is None
 

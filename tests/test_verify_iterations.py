@@ -51,7 +51,9 @@ def test_a_run_without_epochs_stops_at_two_steps_and_a_given_step_is_honoured():
     assert stop_steps(one_reseed)[1] == (9, "step 9 of 12 (no epochs)")
     assert stop_steps(iters, given=25)[1] == (25, "given with --stop-after-steps")
     assert stop_steps(iters, given=101)[1] == (
-        None, "--stop-after-steps 101 leaves no step after it: run (1) made 41 step(s)")
+        None,
+        "--stop-after-steps 101 leaves no step after it: run (1) made 41 step(s)",
+    )
     epochs = metrics(range(1, 13), [k // 6 for k in range(12)])
     assert stop_steps(epochs, given=4) == (
         (6, "the end of epoch 0"),
@@ -139,9 +141,12 @@ def test_the_step_counter_state_names_its_run_and_refuses_bad_content():
             counter.check_state_dict(bad)
 
 
-def test_a_checkpoint_saved_outside_the_verify_session_is_refused_saying_so(tmp_path, fresh_default, monkeypatch):
-    """A run under seeder verify that finds a checkpoint no run of the session wrote (the user's, mirrored into
-    the run's folder) is refused with the cause and the fix, not the generic missing-participant message."""
+def test_a_checkpoint_saved_outside_the_verify_session_is_refused_saying_so(
+    tmp_path, fresh_default, monkeypatch
+):
+    """A run under seeder verify that finds a checkpoint no run of the session wrote (the user's,
+    mirrored into the run's folder) is refused with the cause and the fix, not the generic
+    missing-participant message."""
     fresh_default.init(master_seed=3)
     outside = fresh_default.state_dict()  # saved by a run without seeder verify: no step counter
     default_seeder().reset()
@@ -276,14 +281,40 @@ def test_seeder_verify_passes_the_nanogpt_port_stopped_mid_run(tmp_path, handed_
     seeder.Checkpoint, iter_num from ckpt.steps. Its configurator has no parser: no flag of
     verify's is passed, no --arg needed."""
     p = run_python(
-        ["-m", "seeder", "verify", "--out", str(tmp_path / "v"), "--epochs", "2", "--repeats", "2",
-         "--resume-repeats", "1", "--jobs", "2", "--stop-after-steps", "25", "--no-figures",
-         "--no-progress", "--", sys.executable, NANOGPT], check=False, timeout=400)
+        [
+            "-m",
+            "seeder",
+            "verify",
+            "--out",
+            str(tmp_path / "v"),
+            "--epochs",
+            "2",
+            "--repeats",
+            "2",
+            "--resume-repeats",
+            "1",
+            "--jobs",
+            "2",
+            "--stop-after-steps",
+            "25",
+            "--no-figures",
+            "--no-progress",
+            "--",
+            sys.executable,
+            NANOGPT,
+        ],
+        check=False,
+        timeout=400,
+    )
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     print(p.stdout)  # verify's table, for the record
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
-    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "PASS",
-                           "variance": "PASS"}
+    assert checks(rep) == {
+        "reproducible": "PASS",
+        "resume": "PASS",
+        "resume-mid-epoch": "PASS",
+        "variance": "PASS",
+    }
     runs = {r["name"]: r for r in rep["runs"]}
     assert (runs["half-0"]["stop_after_steps"], runs["half-0"]["stop_where"]) == (
         20,
@@ -319,8 +350,12 @@ def _verify(tmp_path, bug):
 @pytest.mark.slow
 def test_verify_names_a_batch_prefetched_across_the_checkpoint(tmp_path, handed_off):
     rep = _verify(tmp_path, "prefetch")
-    assert checks(rep) == {"reproducible": "PASS", "resume": "FAIL", "resume-mid-epoch": "FAIL",
-                           "variance": "PASS"}
+    assert checks(rep) == {
+        "reproducible": "PASS",
+        "resume": "FAIL",
+        "resume-mid-epoch": "FAIL",
+        "variance": "PASS",
+    }
     for check in ("resume", "resume-mid-epoch"):
         diagnosis = next(c for c in rep["checks"] if c["name"] == check)["details"]["repeats"][0][
             "diagnosis"
@@ -338,17 +373,21 @@ def test_verify_names_a_batch_prefetched_across_the_checkpoint(tmp_path, handed_
 @pytest.mark.slow
 def test_verify_names_a_resumed_epoch_discarded_by_a_skip_loop(tmp_path, handed_off):
     rep = _verify(tmp_path, "skip-loop")
-    assert checks(rep) == {"reproducible": "PASS", "resume": "PASS", "resume-mid-epoch": "FAIL",
-                           "variance": "PASS"}
+    assert checks(rep) == {
+        "reproducible": "PASS",
+        "resume": "PASS",
+        "resume-mid-epoch": "FAIL",
+        "variance": "PASS",
+    }
     assert (
         "the resumed run (3b) trained 0 of the 3 step(s) left of epoch 1 "
-        "((2b) had trained 3 of its 6)"
-        in rep["reasons"][0]
+        "((2b) had trained 3 of its 6)" in rep["reasons"][0]
     ) and "enumerate(loader, start=loader.batches_done)" in rep["reasons"][0]
     # the script takes no --epochs: the table says it ran its own 3
     reproducible = next(c for c in rep["checks"] if c["name"] == "reproducible")["summary"]
     assert reproducible.endswith(
-        "(the script ran its own 3 epochs: it takes no --epochs, so --epochs 2 was not passed)")
+        "(the script ran its own 3 epochs: it takes no --epochs, so --epochs 2 was not passed)"
+    )
 
 
 @pytest.mark.slow

@@ -1,4 +1,6 @@
-"""Verify without a contract, in process: flag detection, seeder's stops and resumes, seeder.Checkpoint."""
+"""Verify without a contract, in process: flag detection, seeder's stops and resumes,
+seeder.Checkpoint."""
+
 import gc
 import json
 import sys
@@ -15,32 +17,64 @@ from seeder.verify._flags import LIGHTNING_RESUME, ParserProbe, adapt_contract, 
 from seeder.verify._seederstops import NO_RESUME, NO_STOP, stop_steps, untested
 
 #: LightningCLI's parser as the probe reports it: options of the root and of the `fit` subcommand.
-LIGHTNING_ACTIONS = [{"options": ["-h", "--help"], "nargs": 0}, {"options": [], "dest": "subcommand", "nargs": "A..."},
-                     {"options": ["--seed_everything"], "nargs": None, "subcommand": "fit"},
-                     {"options": ["--trainer.max_epochs"], "nargs": None, "subcommand": "fit"},
-                     {"options": ["--ckpt_path"], "nargs": None, "metavar": "P", "subcommand": "fit"}]
+LIGHTNING_ACTIONS = [
+    {"options": ["-h", "--help"], "nargs": 0},
+    {"options": [], "dest": "subcommand", "nargs": "A..."},
+    {"options": ["--seed_everything"], "nargs": None, "subcommand": "fit"},
+    {"options": ["--trainer.max_epochs"], "nargs": None, "subcommand": "fit"},
+    {"options": ["--ckpt_path"], "nargs": None, "metavar": "P", "subcommand": "fit"},
+]
 
 
 def test_flags_the_parser_does_not_take_are_left_to_seeder():
     c, notes = adapt_contract(Contract(), ParserProbe(LIGHTNING_ACTIONS, "from its parser"))
-    assert (c.seed, c.epochs, c.stop_after_steps, c.metrics, c.resume) == ("", "", "", "", LIGHTNING_RESUME)
+    assert (c.seed, c.epochs, c.stop_after_steps, c.metrics, c.resume) == (
+        "",
+        "",
+        "",
+        "",
+        LIGHTNING_RESUME,
+    )
     assert "the script's parser has no --seed: the seed goes through $SEEDER_SEED" in notes
-    given, notes = adapt_contract(Contract(epochs="--trainer.max_epochs {epochs}"),
-                                  ParserProbe(LIGHTNING_ACTIONS, "from its parser"))
+    given, notes = adapt_contract(
+        Contract(epochs="--trainer.max_epochs {epochs}"),
+        ParserProbe(LIGHTNING_ACTIONS, "from its parser"),
+    )
     assert given.epochs == "--trainer.max_epochs {epochs}"  # set with --arg: kept
     assert "--trainer.max_epochs: passed as set with --arg (--trainer.max_epochs {epochs})" in notes
 
 
 def test_flags_are_passed_only_with_the_arity_the_parser_gives_them():
-    """ImageNet's `--resume PATH` takes a value: no bare --resume; a flag --seed (no value) gets no number."""
-    actions = [{"options": ["--resume"], "nargs": None, "metavar": "PATH"}, {"options": ["--seed"], "nargs": 0},
-               {"options": ["--epochs"], "nargs": None}, {"options": ["--stop-after-steps"], "nargs": "?"}]
+    """ImageNet's `--resume PATH` takes a value: no bare --resume; a flag --seed (no value) gets no
+    number."""
+    actions = [
+        {"options": ["--resume"], "nargs": None, "metavar": "PATH"},
+        {"options": ["--seed"], "nargs": 0},
+        {"options": ["--epochs"], "nargs": None},
+        {"options": ["--stop-after-steps"], "nargs": "?"},
+    ]
     c, notes = adapt_contract(Contract(), ParserProbe(actions, "from its parser"))
-    assert (c.resume, c.seed, c.epochs, c.stop_after_steps) == ("", "", "--epochs {epochs}", "--stop-after-steps {steps}")
-    assert any(n.startswith("--resume takes a value (PATH), not a bare flag: seeder's helpers resume ($SEEDER_RESUME")
-               and "--arg resume='--resume {ckpt_dir}/FILE'" in n for n in notes), notes
-    assert "--seed takes no value, not as verify passes it: the seed goes through $SEEDER_SEED" in notes
-    flag, _ = adapt_contract(Contract(), ParserProbe([{"options": ["--resume"], "nargs": 0}], "from its parser"))
+    assert (c.resume, c.seed, c.epochs, c.stop_after_steps) == (
+        "",
+        "",
+        "--epochs {epochs}",
+        "--stop-after-steps {steps}",
+    )
+    assert any(
+        n.startswith(
+            "--resume takes a value (PATH), not a bare flag: seeder's helpers resume "
+            "($SEEDER_RESUME"
+        )
+        and "--arg resume='--resume {ckpt_dir}/FILE'" in n
+        for n in notes
+    ), notes
+    assert (
+        "--seed takes no value, not as verify passes it: the seed goes through $SEEDER_SEED"
+        in notes
+    )
+    flag, _ = adapt_contract(
+        Contract(), ParserProbe([{"options": ["--resume"], "nargs": 0}], "from its parser")
+    )
     assert flag.resume == "--resume"
 
 
@@ -48,7 +82,9 @@ def test_unknown_flags_leave_every_default_flag_to_seeder():
     why = "`python t.py` reached its first optimizer step before any argument parser"
     c, notes = adapt_contract(Contract(), ParserProbe(None, why))
     assert all(getattr(c, n) == "" for n in TEMPLATE_NAMES)
-    assert notes == [f"flags not known ({why}): the runs are driven through seeder's environment variables"]
+    assert notes == [
+        f"flags not known ({why}): the runs are driven through seeder's environment variables"
+    ]
     kept, _ = adapt_contract(Contract(seed="--random-seed {seed}"), ParserProbe(None, "not known"))
     assert kept.seed == "--random-seed {seed}" and kept.epochs == ""
 
@@ -60,10 +96,12 @@ def test_stops_are_after_the_first_epoch_and_untested_pairs_say_why(tmp_path):
     assert "too few" in stop_steps(one)[1][1]
     stop, res = tmp_path / "mid-0", tmp_path / "resume-mid-0"
     stop.mkdir(), res.mkdir()
-    assert untested(stop, res, 9, resume_flag=False) == NO_RESUME   # nothing stopped it, no resume option
+    assert (
+        untested(stop, res, 9, resume_flag=False) == NO_RESUME
+    )  # nothing stopped it, no resume option
     assert untested(stop, res, 9, resume_flag=True) == NO_STOP.format(step=9)
     (stop / "steps.jsonl").write_text(json.dumps({"seeder_verify": "stopped", "at_step": 9}) + "\n")
-    assert untested(stop, res, 9, resume_flag=False) == NO_RESUME    # stopped, but nothing resumed
+    assert untested(stop, res, 9, resume_flag=False) == NO_RESUME  # stopped, but nothing resumed
     (res / "steps.jsonl").write_text(json.dumps({"seeder_verify": "resumed", "at_step": 9}) + "\n")
     assert untested(stop, res, 9, resume_flag=False) is None
     assert NO_RESUME.startswith("no resume option; map one with --arg resume=")
@@ -74,7 +112,9 @@ def _loop(path, ckpt_resume):
     seeder.reseed(0, 0)
     model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Dropout(0.3), torch.nn.Linear(4, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    loader = seeder.DataLoader(torch.linspace(-1, 1, 12)[:, None].repeat(1, 2), batch_size=3, shuffle=True)
+    loader = seeder.DataLoader(
+        torch.linspace(-1, 1, 12)[:, None].repeat(1, 2), batch_size=3, shuffle=True
+    )
     ckpt = seeder.Checkpoint(path, model=model, optimizer=opt)
     start = ckpt.resume(ckpt_resume)
     losses = []
@@ -95,7 +135,7 @@ def test_checkpoint_stops_for_verify_and_resumes_bit_for_bit(tmp_path, fresh_def
     monkeypatch.setenv(stepwatch.ENV_STEPS, str(steps))
     full, digest = _loop(tmp_path / "a.pt", False)
     gc.collect()
-    monkeypatch.setenv(stepwatch.ENV_STOP, "6")              # 4 steps an epoch: 2 into epoch 1
+    monkeypatch.setenv(stepwatch.ENV_STOP, "6")  # 4 steps an epoch: 2 into epoch 1
     code = None
     try:
         _loop(tmp_path / "b.pt", False)
@@ -105,10 +145,13 @@ def test_checkpoint_stops_for_verify_and_resumes_bit_for_bit(tmp_path, fresh_def
     assert code == 0 and stepwatch.read_marks(steps) == {"stopped": 6}
     monkeypatch.delenv(stepwatch.ENV_STOP)
     monkeypatch.setenv(stepwatch.ENV_RESUME, "1")
-    rest, resumed = _loop(tmp_path / "b.pt", None)           # resume() loads because verify asks
+    rest, resumed = _loop(tmp_path / "b.pt", None)  # resume() loads because verify asks
     assert rest == full[6:] and resumed == digest
     records = [json.loads(line) for line in steps.read_text().splitlines()]
-    assert [r["step"] for r in records if "loss" in r][-2:] == [7, 8]  # the counter went on from the checkpoint
+    assert [r["step"] for r in records if "loss" in r][-2:] == [
+        7,
+        8,
+    ]  # the counter went on from the checkpoint
     stepwatch.del_env()
 
 
@@ -116,7 +159,7 @@ def test_checkpoint_save_removes_the_halves_of_killed_writes(tmp_path, fresh_def
     seeder.init(master_seed=2)
     seeder.reseed(1, 0)
     model = torch.nn.Linear(2, 1)
-    (tmp_path / ".last.pt.999999.tmp").write_bytes(b"half")   # a write killed before its rename
+    (tmp_path / ".last.pt.999999.tmp").write_bytes(b"half")  # a write killed before its rename
     (tmp_path / ".other.pt.999999.tmp").write_bytes(b"half")  # another file's: left alone
     seeder.Checkpoint(tmp_path / "last.pt", model=model).save()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".other.pt.999999.tmp", "last.pt"]
@@ -125,13 +168,31 @@ def test_checkpoint_save_removes_the_halves_of_killed_writes(tmp_path, fresh_def
 def test_the_probe_runs_the_script_a_launcher_would_start_never_the_launcher(tmp_path):
     (tmp_path / "train.py").write_text("")
     probe = str(Path(seeder.verify._flags.__file__).with_name("_probe.py"))
-    for launcher in (["torchrun", "--standalone", "--nproc-per-node", "2"],
-                     ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2"], ["accelerate", "launch"]):
+    for launcher in (
+        ["torchrun", "--standalone", "--nproc-per-node", "2"],
+        ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2"],
+        ["accelerate", "launch"],
+    ):
         assert probe_argv(launcher + ["train.py", "--lr", "1"], tmp_path) == (
-            [sys.executable, probe, "{report}", "train.py", "--lr", "1"], "")
+            [sys.executable, probe, "{report}", "train.py", "--lr", "1"],
+            "",
+        )
     assert probe_argv(["python3", "-u", "-X", "dev", "train.py"], tmp_path)[0] == [
-        "python3", "-u", "-X", "dev", probe, "{report}", "train.py"]
-    assert probe_argv(["python", "-m", "pkg.train", "--a"], tmp_path)[0] == ["python", probe, "{report}", "-m",
-                                                                             "pkg.train", "--a"]
+        "python3",
+        "-u",
+        "-X",
+        "dev",
+        probe,
+        "{report}",
+        "train.py",
+    ]
+    assert probe_argv(["python", "-m", "pkg.train", "--a"], tmp_path)[0] == [
+        "python",
+        probe,
+        "{report}",
+        "-m",
+        "pkg.train",
+        "--a",
+    ]
     for no in (["python", "-c", "pass"], ["bash", "run.sh"], ["torchrun", "missing.py"]):
         assert probe_argv(no, tmp_path)[0] is None

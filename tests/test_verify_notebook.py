@@ -1,4 +1,6 @@
-"""notebooks/plot_losses.ipynb executes (nbclient, real kernel) against small verify and compare outputs."""
+"""notebooks/plot_losses.ipynb executes (nbclient, real kernel) against small verify and compare
+outputs."""
+
 from __future__ import annotations
 
 import os
@@ -21,11 +23,18 @@ TOY = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_toy.py")]
 
 def execute(directory, monkeypatch):
     monkeypatch.setenv("SEEDER_VERIFY_DIR", str(directory))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+    )
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    # jupyter_client runs the "python3" kernel with this interpreter (it substitutes argv[0] "python").
-    nbclient.NotebookClient(nb, kernel_name="python3", timeout=180,
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    # jupyter_client runs the "python3" kernel with this interpreter (it substitutes argv[0]
+    # "python").
+    nbclient.NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=180,
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
@@ -34,14 +43,33 @@ def execute(directory, monkeypatch):
 
 
 def test_notebook_draws_a_verify_directory(tmp_path, monkeypatch):
-    verify(VerifyConfig(command=TOY, out=tmp_path / "v", epochs=2, repeats=2, jobs=2, progress=False, figures=False))
+    verify(
+        VerifyConfig(
+            command=TOY,
+            out=tmp_path / "v",
+            epochs=2,
+            repeats=2,
+            jobs=2,
+            progress=False,
+            figures=False,
+        )
+    )
     images, text = execute(tmp_path / "v", monkeypatch)
     assert len(images) == 4  # methodology, loss curves, overlay, spread
     assert "verdict: PASS" in text and "run 3 vs 1 max |diff| 0 over" in text
 
 
 def test_notebook_draws_a_compare_directory(tmp_path, monkeypatch):
-    compare(CompareConfig(command=TOY, out=tmp_path / "c", runs=2, epochs=2, b_args=["--lr", "0.07"], progress=False,
-                          figures=False))
+    compare(
+        CompareConfig(
+            command=TOY,
+            out=tmp_path / "c",
+            runs=2,
+            epochs=2,
+            b_args=["--lr", "0.07"],
+            progress=False,
+            figures=False,
+        )
+    )
     images, text = execute(tmp_path / "c", monkeypatch)
     assert len(images) == 2 and "interval for B - A" in text

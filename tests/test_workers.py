@@ -1,4 +1,5 @@
 """Worker seeding, per-sample seeds and the DataLoader generator, with real DataLoader workers."""
+
 from __future__ import annotations
 
 import io
@@ -27,8 +28,10 @@ from seeder.data import SeededDataset, WorkerInitFn, make_worker_init_fn, sample
 
 MASTER = 20240601
 # Several tests replay an epoch on purpose (reference runs); the seeder warns about that.
-pytestmark = pytest.mark.filterwarnings("ignore:seeder.reseed.*already called:seeder.SeederWarning",
-                                        "ignore:This DataLoader will create:UserWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:seeder.reseed.*already called:seeder.SeederWarning",
+    "ignore:This DataLoader will create:UserWarning",
+)
 
 
 # Module-level datasets: spawned workers import them from this module.
@@ -45,8 +48,15 @@ class Draws(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         info = torch.utils.data.get_worker_info()
-        return (i, -1 if info is None else info.id, random.random(), float(np.random.random()), float(torch.rand(())),
-                self.member.random(), float(self.np_member.random()))
+        return (
+            i,
+            -1 if info is None else info.id,
+            random.random(),
+            float(np.random.random()),
+            float(torch.rand(())),
+            self.member.random(),
+            float(self.np_member.random()),
+        )
 
 
 def rows(loader):
@@ -71,19 +81,30 @@ def expected_worker_draws(seed):
     """What python, numpy and torch draw first after being seeded with ``seed``."""
     g = torch.Generator()
     g.manual_seed(seed)
-    return (random.Random(seed).random(), float(np.random.RandomState(numpy_seed(seed)).random_sample()),
-            float(torch.rand((), generator=g)))
+    return (
+        random.Random(seed).random(),
+        float(np.random.RandomState(numpy_seed(seed)).random_sample()),
+        float(torch.rand((), generator=g)),
+    )
 
 
 # --------------------------------------------------------------------------- fast derivation
 @settings(max_examples=200, deadline=None)
-@given(master=st.integers(0, MAX_MASTER_SEED), domain=st.integers(0, 5), task=st.integers(0, MAX_KEY),
-       epoch=st.integers(0, MAX_KEY), rank=st.integers(0, MAX_KEY), stream=st.integers(0, MAX_KEY),
-       words=st.integers(1, 5))
+@given(
+    master=st.integers(0, MAX_MASTER_SEED),
+    domain=st.integers(0, 5),
+    task=st.integers(0, MAX_KEY),
+    epoch=st.integers(0, MAX_KEY),
+    rank=st.integers(0, MAX_KEY),
+    stream=st.integers(0, MAX_KEY),
+    words=st.integers(1, 5),
+)
 def test_stream_seeds_equal_seedsequence(master, domain, task, epoch, rank, stream, words):
     fast = stream_seeds(master, domain, task, epoch, rank, words)
     assert fast.exact
-    want = np.random.SeedSequence(master, spawn_key=(domain, task, epoch, rank, stream)).generate_state(words, np.uint64)
+    want = np.random.SeedSequence(
+        master, spawn_key=(domain, task, epoch, rank, stream)
+    ).generate_state(words, np.uint64)
     assert fast.seed(stream) == [int(w) for w in want]
     assert fast.seed(stream)[0] == derive_seed(master, domain, task, epoch, rank, stream)
     streams = np.array([stream, 0, MAX_KEY, (stream * 7) & MAX_KEY], dtype=np.uint32)
@@ -106,7 +127,8 @@ def test_sample_seed(s):
         sample_seed(1, 0, seeder=Seeder())
 
 
-# --------------------------------------------------------------------------- worker_init_fn in-process
+# --------------------------------------------------------------------------- worker_init_fn
+# in-process
 def test_worker_init_fn_seeds_from_worker_domain(s):
     s.reseed(1, 4)
     gen = random.Random(0)
@@ -118,10 +140,16 @@ def test_worker_init_fn_seeds_from_worker_domain(s):
     seed = derive_seed(MASTER, Domain.WORKER, 1, 4, 0, 3)
     got = (random.random(), float(np.random.random()), float(torch.rand(())))
     assert got == expected_worker_draws(seed)
-    words = np.random.SeedSequence(MASTER, spawn_key=(int(Domain.WORKER), 1, 4, 0, 3)).generate_state(3, np.uint64)
+    words = np.random.SeedSequence(
+        MASTER, spawn_key=(int(Domain.WORKER), 1, 4, 0, 3)
+    ).generate_state(3, np.uint64)
     assert gen.random() == random.Random(int(words[1])).random()
-    shared_words = np.random.SeedSequence(MASTER, spawn_key=(int(Domain.WORKER), 1, 4, 0, 3)).generate_state(3, np.uint64)
-    assert shared_gen.random() == random.Random(int(shared_words[2])).random()  # rank 0: shared == per-rank here
+    shared_words = np.random.SeedSequence(
+        MASTER, spawn_key=(int(Domain.WORKER), 1, 4, 0, 3)
+    ).generate_state(3, np.uint64)
+    assert (
+        shared_gen.random() == random.Random(int(shared_words[2])).random()
+    )  # rank 0: shared == per-rank here
     init(4)
     assert random.random() != got[0]
 
@@ -158,17 +186,22 @@ def test_module_level_worker_init_fn_uses_default(fresh_default):
     fresh_default.init(MASTER)
     fresh_default.reseed(1, 2)
     fresh_default.data.worker_init_fn(1)
-    assert random.random() == expected_worker_draws(derive_seed(MASTER, Domain.WORKER, 1, 2, 0, 1))[0]
+    assert (
+        random.random() == expected_worker_draws(derive_seed(MASTER, Domain.WORKER, 1, 2, 0, 1))[0]
+    )
 
 
-# --------------------------------------------------------------------------- SeededDataset in-process
+# --------------------------------------------------------------------------- SeededDataset
+# in-process
 def test_seeded_dataset_per_sample_values(s):
     raw = Draws()
     s.register_generator(raw.member)
     s.register_generator(raw.np_member)
     ds = SeededDataset(raw, seeder=s)
     item = ds[(2, 5)]
-    seeds = np.random.SeedSequence(MASTER, spawn_key=(int(Domain.SAMPLE), 1, 2, 0, 5)).generate_state(3, np.uint64)
+    seeds = np.random.SeedSequence(
+        MASTER, spawn_key=(int(Domain.SAMPLE), 1, 2, 0, 5)
+    ).generate_state(3, np.uint64)
     assert item[2:5] == expected_worker_draws(int(seeds[0]))
     assert item[5] == random.Random(int(seeds[1])).random()
     assert item[6] == np.random.default_rng(np.random.SeedSequence(int(seeds[2]))).random()
@@ -221,8 +254,12 @@ def test_dataloader_generator_keeps_global_torch_stream(s):
     loader = DataLoader(list(range(8)), batch_size=4)
     before = torch.get_rng_state()
     iter(loader)
-    assert not torch.equal(before, torch.get_rng_state())  # torch draws a base seed from the global RNG
-    loader = DataLoader(list(range(8)), batch_size=4, generator=seeder.data.dataloader_generator(seeder=s))
+    assert not torch.equal(
+        before, torch.get_rng_state()
+    )  # torch draws a base seed from the global RNG
+    loader = DataLoader(
+        list(range(8)), batch_size=4, generator=seeder.data.dataloader_generator(seeder=s)
+    )
     before = torch.get_rng_state()
     list(loader)
     assert torch.equal(before, torch.get_rng_state())
@@ -230,9 +267,16 @@ def test_dataloader_generator_keeps_global_torch_stream(s):
 
 # --------------------------------------------------------------------------- real workers
 def loader(ds, s, workers, *, sampler=None, persistent=False, ctx=None, init=True, bs=2):
-    ld = DataLoader(ds, batch_size=bs, sampler=sampler, num_workers=workers, persistent_workers=persistent,
-                    worker_init_fn=WorkerInitFn(seeder=s) if init else None, multiprocessing_context=ctx,
-                    generator=seeder.data.dataloader_generator(seeder=s))
+    ld = DataLoader(
+        ds,
+        batch_size=bs,
+        sampler=sampler,
+        num_workers=workers,
+        persistent_workers=persistent,
+        worker_init_fn=WorkerInitFn(seeder=s) if init else None,
+        multiprocessing_context=ctx,
+        generator=seeder.data.dataloader_generator(seeder=s),
+    )
     return seeder.data.watch_loader(ld) if sampler is not None else ld
 
 
@@ -255,7 +299,9 @@ def test_workers_distinct_reproducible_fresh_each_epoch(s):
     # The first item each worker produced is the first draw after its derived seed.
     for r in e0:
         if r[0] in (0, 2):  # batch 0 -> worker 0, batch 1 -> worker 1, first item of each
-            assert r[2:5] == expected_worker_draws(derive_seed(MASTER, Domain.WORKER, 1, 0, 0, r[1]))
+            assert r[2:5] == expected_worker_draws(
+                derive_seed(MASTER, Domain.WORKER, 1, 0, 0, r[1])
+            )
 
 
 @pytest.mark.slow
@@ -300,7 +346,9 @@ def test_persistent_workers_fresh_per_epoch_with_seeded_dataset(s):
     got = [rows(only_init)]
     s.reseed(1, 1)
     got.append(rows(only_init))
-    assert got[0] == plain[0] and got[1] != plain[1]  # worker_init_fn alone: epoch 1 continues epoch 0's streams
+    assert (
+        got[0] == plain[0] and got[1] != plain[1]
+    )  # worker_init_fn alone: epoch 1 continues epoch 0's streams
 
     wrapped = SeededDataset(ds, per_sample=False, seeder=s)
     sampler = DistributedSampler(wrapped, shuffle=False, seeder=s)
@@ -321,7 +369,9 @@ def test_per_sample_seeds_independent_of_workers_and_resume(s):
 
     def run(workers, persistent=False, epochs=(0, 1)):
         sampler = DistributedSampler(wrapped, seeder=s)
-        ld = loader(wrapped, s, workers, sampler=sampler, persistent=persistent and workers > 0, bs=4)
+        ld = loader(
+            wrapped, s, workers, sampler=sampler, persistent=persistent and workers > 0, bs=4
+        )
         out = {}
         for e in epochs:
             s.reseed(1, e)
@@ -356,7 +406,8 @@ def test_per_sample_seeds_independent_of_workers_and_resume(s):
 
 @pytest.mark.slow
 def test_per_sample_main_process_training_stream_matches_workers(s):
-    # With per-sample seeds the loop's own randomness (dropout, ...) is the same for 0 and 2 workers.
+    # With per-sample seeds the loop's own randomness (dropout, ...) is the same for 0 and 2
+    # workers.
     wrapped = SeededDataset(Draws(), seeder=s)
 
     def loop(workers):
@@ -377,7 +428,12 @@ def test_torchrun_two_nodes_worker_seeds_differ_by_global_rank():
     master = 777
     procs = torchrun(["tests/scripts/workers_ranks.py", str(master)], nproc=1, nnodes=2)
     rows = [r for p in procs for r in json_lines(p.stdout, "WORKERS ")]
-    assert sorted((r["rank"], r["local_rank"], r["epoch"]) for r in rows) == [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1)]
+    assert sorted((r["rank"], r["local_rank"], r["epoch"]) for r in rows) == [
+        (0, 0, 0),
+        (0, 0, 1),
+        (1, 0, 0),
+        (1, 0, 1),
+    ]
     values = {}
     for r in rows:
         for index, worker, *draws in r["rows"]:
@@ -386,5 +442,8 @@ def test_torchrun_two_nodes_worker_seeds_differ_by_global_rank():
                 assert tuple(draws[:3]) == expected_worker_draws(seed)
         for col in range(2, 6):
             values.setdefault(col, []).extend(row[col] for row in r["rows"])
-    for col, vals in values.items():  # no draw repeats across ranks (same local rank), workers or epochs
+    for (
+        col,
+        vals,
+    ) in values.items():  # no draw repeats across ranks (same local rank), workers or epochs
         assert len(set(vals)) == len(vals), col

@@ -14,12 +14,13 @@ Example:
     >>> digest(torch.zeros(3)) == digest(torch.zeros(3, dtype=torch.float64))
     False
 """
+
 from __future__ import annotations
 
 import hashlib
 import math
 import struct
-from typing import Any, Callable, List
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -55,7 +56,7 @@ def _frame(update: Callable[[bytes], None], tag: bytes, payload: bytes) -> None:
 
 
 def _encode(obj: Any, where: str) -> bytes:
-    parts: List[bytes] = []
+    parts: list[bytes] = []
     _feed(parts.append, obj, where)
     return b"".join(parts)
 
@@ -85,7 +86,9 @@ def _feed(update: Callable[[bytes], None], obj: Any, where: str) -> None:  # noq
     elif isinstance(obj, (torch.dtype, torch.device)):
         _frame(update, b"Y", str(obj).encode())
     elif isinstance(obj, dict):
-        items = sorted((_encode(k, f"{where} key"), _encode(v, f"{where}[{k!r}]")) for k, v in obj.items())
+        items = sorted(
+            (_encode(k, f"{where} key"), _encode(v, f"{where}[{k!r}]")) for k, v in obj.items()
+        )
         update(b"M" + struct.pack("<Q", len(items)))
         for k, v in items:
             update(k)
@@ -103,8 +106,10 @@ def _feed(update: Callable[[bytes], None], obj: Any, where: str) -> None:  # noq
         _feed(update, obj.state_dict(), f"{where}.state_dict()")
     else:
         raise TypeError(
-            f"digest() cannot hash {type(obj).__module__}.{type(obj).__qualname__} at {where}; pass tensors, "
-            "modules, optimizers, objects with state_dict(), dicts, lists, numbers or strings")
+            f"digest() cannot hash {type(obj).__module__}.{type(obj).__qualname__} at {where}; "
+            f"pass tensors, modules, optimizers, objects with state_dict(), dicts, lists, numbers "
+            f"or strings"
+        )
 
 
 def _from_numpy(arr: np.ndarray, where: str) -> torch.Tensor:
@@ -119,7 +124,9 @@ def _tensor(update: Callable[[bytes], None], t: torch.Tensor, where: str) -> Non
     if t.is_sparse or t.layout != torch.strided:
         t = t.to_dense()
     if t.is_quantized or t.device.type == "meta":
-        raise TypeError(f"digest() cannot hash a {'quantized' if t.is_quantized else 'meta'} tensor at {where}")
+        raise TypeError(
+            f"digest() cannot hash a {'quantized' if t.is_quantized else 'meta'} tensor at {where}"
+        )
     t = t.detach()
     if t.is_conj():
         t = t.resolve_conj()

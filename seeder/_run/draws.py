@@ -15,16 +15,24 @@ Example:
     >>> drawn(before, mt_states()["torch"])
     12
 """
+
 from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Optional
 
 from seeder._internals import require
 
-__all__ = ["RNG_NAMES", "DRAW_LIMIT", "mt_states", "drawn", "fingerprint", "states_tensor",
-           "states_from_tensor"]
+__all__ = [
+    "RNG_NAMES",
+    "DRAW_LIMIT",
+    "mt_states",
+    "drawn",
+    "fingerprint",
+    "states_tensor",
+    "states_from_tensor",
+]
 
 #: The global RNGs whose draws are counted, in the order of :func:`states_tensor`'s rows.
 RNG_NAMES = ("torch", "numpy", "python")
@@ -32,7 +40,7 @@ RNG_NAMES = ("torch", "numpy", "python")
 DRAW_LIMIT = 1 << 20
 
 
-def mt_states() -> Dict[str, Tuple[Any, int]]:
+def mt_states() -> dict[str, tuple[Any, int]]:
     """The Mersenne-Twister states of the global RNGs, read without changing them.
 
     Returns:
@@ -50,12 +58,12 @@ def mt_states() -> Dict[str, Tuple[Any, int]]:
     import numpy as np
     import torch
 
-    out: Dict[str, Tuple[Any, int]] = {}  # in the order of RNG_NAMES
+    out: dict[str, tuple[Any, int]] = {}  # in the order of RNG_NAMES
     if require("torch:CPUGeneratorImplState"):  # a changed layout warns once; then no torch counts
         # CPUGeneratorImplState: left i32 at byte 8, next u64 at 16, the 624 words (u64) from 24
         raw = torch.get_rng_state().numpy()
         left, nxt = int(raw[8:12].view("<i4")[0]), int(raw[16:24].view("<u8")[0])
-        words = raw[24:24 + 624 * 8].view("<u8").astype(np.uint32)
+        words = raw[24 : 24 + 624 * 8].view("<u8").astype(np.uint32)
         out["torch"] = (words, 624 if left == 1 else nxt)
     _, key, pos = np.random.get_state()[:3]
     out["numpy"] = (np.asarray(key, dtype=np.uint32), int(pos))
@@ -64,7 +72,7 @@ def mt_states() -> Dict[str, Tuple[Any, int]]:
     return out
 
 
-def states_tensor(states: Dict[str, Tuple[Any, int]]) -> Any:
+def states_tensor(states: dict[str, tuple[Any, int]]) -> Any:
     """``mt_states()`` as one int64 tensor, a row per RNG (:data:`RNG_NAMES`): key, position."""
     import numpy as np
     import torch
@@ -73,7 +81,7 @@ def states_tensor(states: Dict[str, Tuple[Any, int]]) -> Any:
     return torch.from_numpy(np.stack(rows))
 
 
-def states_from_tensor(value: Any) -> Dict[str, Tuple[Any, int]]:
+def states_from_tensor(value: Any) -> dict[str, tuple[Any, int]]:
     """The states :func:`states_tensor` made, checked: a ``StateError`` for what no Mersenne Twister
     is in."""
     import numpy as np
@@ -81,28 +89,40 @@ def states_from_tensor(value: Any) -> Dict[str, Tuple[Any, int]]:
 
     from seeder._errors import StateError
 
-    if not isinstance(value, torch.Tensor) or value.dtype != torch.int64 \
-            or tuple(value.shape) != (len(RNG_NAMES), 625):
-        raise StateError("the verify step counter's 'rngs' must be an int64 tensor of shape "
-                         "(3, 625)")
+    if (
+        not isinstance(value, torch.Tensor)
+        or value.dtype != torch.int64
+        or tuple(value.shape) != (len(RNG_NAMES), 625)
+    ):
+        raise StateError(
+            "the verify step counter's 'rngs' must be an int64 tensor of shape (3, 625)"
+        )
     rows = value.numpy()
     keys, positions = rows[:, :624], rows[:, 624]
-    if rows.min() < 0 or keys.max() >= 1 << 32 or positions.max() > 624 \
-            or not keys.any(axis=1).all():
-        raise StateError("the verify step counter's 'rngs' holds no Mersenne-Twister state (words "
-                         "of 32 bits, not all 0, a position up to 624); the checkpoint is corrupt")
-    return {name: (keys[i].astype(np.uint32), int(positions[i]))
-            for i, name in enumerate(RNG_NAMES)}
+    if (
+        rows.min() < 0
+        or keys.max() >= 1 << 32
+        or positions.max() > 624
+        or not keys.any(axis=1).all()
+    ):
+        raise StateError(
+            "the verify step counter's 'rngs' holds no Mersenne-Twister state (words "
+            "of 32 bits, not all 0, a position up to 624); the checkpoint is corrupt"
+        )
+    return {
+        name: (keys[i].astype(np.uint32), int(positions[i])) for i, name in enumerate(RNG_NAMES)
+    }
 
 
-def fingerprint(state: Tuple[Any, int]) -> str:
+def fingerprint(state: tuple[Any, int]) -> str:
     """A short hash (16 hex digits) of a ``(key, position)`` state, equal when the states are."""
     raw = state[0].tobytes() + state[1].to_bytes(2, "little")
     return hashlib.blake2b(raw, digest_size=8).hexdigest()
 
 
-def drawn(before: Tuple[Any, int], after: Tuple[Any, int],
-          limit: int = DRAW_LIMIT) -> Optional[int]:
+def drawn(
+    before: tuple[Any, int], after: tuple[Any, int], limit: int = DRAW_LIMIT
+) -> Optional[int]:
     """How many 32-bit numbers a Mersenne Twister gave out to go from one state to another.
 
     Args:
@@ -136,7 +156,7 @@ def drawn(before: Tuple[Any, int], after: Tuple[Any, int],
     return None
 
 
-def _generator(state: Tuple[Any, int]) -> Any:
+def _generator(state: tuple[Any, int]) -> Any:
     import numpy as np
 
     gen = np.random.MT19937()
@@ -144,5 +164,5 @@ def _generator(state: Tuple[Any, int]) -> Any:
     return gen
 
 
-def _stream(state: Tuple[Any, int], n: int) -> Any:
+def _stream(state: tuple[Any, int], n: int) -> Any:
     return _generator(state).random_raw(n)

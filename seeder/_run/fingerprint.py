@@ -22,12 +22,18 @@ Example:
 from __future__ import annotations
 
 import zlib
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import torch
 
-__all__ = ["tensor_print", "storage_print", "row_prints", "value_print", "generator_print",
-           "default_generator"]
+__all__ = [
+    "tensor_print",
+    "storage_print",
+    "row_prints",
+    "value_print",
+    "generator_print",
+    "default_generator",
+]
 
 try:
     import xxhash
@@ -38,6 +44,7 @@ except ImportError:  # the standard library's CRC-32: the same guarantees, slowe
 
     def _bytes_print(data: memoryview, head: bytes) -> str:
         return f"{zlib.crc32(data, zlib.crc32(head)):08x}"
+
 
 #: Row fingerprints are taken for at most this many rows of a batch tensor (the first rows).
 MAX_ROWS = 4096
@@ -82,7 +89,7 @@ def _device_print(raw: torch.Tensor, head: bytes) -> str:
     return f"{zlib.crc32(head):08x}:{pair[0] & (2**64 - 1):x}:{pair[1] & (2**64 - 1):x}"
 
 
-def storage_print(s: "torch.UntypedStorage | torch.TypedStorage") -> str:
+def storage_print(s: torch.UntypedStorage | torch.TypedStorage) -> str:
     """The fingerprint of a storage's bytes (what ``set_`` makes a tensor of).
 
     Args:
@@ -95,7 +102,7 @@ def storage_print(s: "torch.UntypedStorage | torch.TypedStorage") -> str:
     return tensor_print(torch.empty(0, dtype=torch.uint8, device=untyped.device).set_(untyped))
 
 
-def row_prints(t: torch.Tensor) -> List[str]:
+def row_prints(t: torch.Tensor) -> list[str]:
     """The fingerprints of a tensor's rows along its first dimension (for a batch: one per sample).
 
     Args:

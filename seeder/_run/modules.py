@@ -13,9 +13,10 @@ Example:
     >>> records[0]["k"], records[0]["mod"], len(records[0]["rows"][0])
     ('batch', 'net', 1)
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -25,7 +26,7 @@ from seeder._run.where import user_site, variable_name
 __all__ = ["ModuleStack", "flatten"]
 
 
-def flatten(obj: Any) -> List[Any]:
+def flatten(obj: Any) -> list[Any]:
     """The leaves of nested lists, tuples and dicts (an operator's arguments or results)."""
     if isinstance(obj, (list, tuple)):
         return [leaf for item in obj for leaf in flatten(item)]
@@ -34,18 +35,17 @@ def flatten(obj: Any) -> List[Any]:
     return [obj]
 
 
-
 class ModuleStack:
     """The module path of the running forward, from global module hooks.
 
     A top-level module is named as the user's code names it (``model``), else by its class.
     """
 
-    def __init__(self, write: Callable[[Dict[str, Any]], None]) -> None:
-        self.stack: List[str] = []
-        self.objects: List[Any] = []
-        self.names: Dict[int, str] = {}
-        self.roots: Dict[int, str] = {}
+    def __init__(self, write: Callable[[dict[str, Any]], None]) -> None:
+        self.stack: list[str] = []
+        self.objects: list[Any] = []
+        self.names: dict[int, str] = {}
+        self.roots: dict[int, str] = {}
         self.write = write
         self.busy = False  # fingerprinting a batch: its own tensor operations are not the run's
         self.handles = [
@@ -86,7 +86,7 @@ class ModuleStack:
             self.objects.pop()
 
     @staticmethod
-    def _batch(root: str, args: Any) -> Dict[str, Any]:
+    def _batch(root: str, args: Any) -> dict[str, Any]:
         tensors = [t for t in flatten(args) if isinstance(t, torch.Tensor)]
         return {
             "k": "batch",

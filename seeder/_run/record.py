@@ -33,7 +33,7 @@ import atexit
 import json
 import logging
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 import torch
 from torch.optim.optimizer import (
@@ -114,7 +114,7 @@ def _takes_generator(func: Any) -> bool:
     return any("Generator" in str(a.type) for a in func._schema.arguments)
 
 
-def _op_info(func: Any) -> "tuple[str, bool, bool]":
+def _op_info(func: Any) -> tuple[str, bool, bool]:
     """The operator's name, whether it draws random numbers, and whether it writes an argument.
 
     An operator draws random numbers when some overload of it takes a Generator:
@@ -148,10 +148,10 @@ class Recorder(TorchDispatchMode):
         # inherits the mode and a copy of the buffer, and must neither record nor flush that copy.
         self.pid, self.buffer, self.buffered = os.getpid(), [], 0
         self.stop_after, self.steps, self.closed = stop_after, 0, False
-        self.infos: Dict[Any, "tuple[str, bool, bool]"] = {}
+        self.infos: dict[Any, tuple[str, bool, bool]] = {}
         self.modules = ModuleStack(self.write)
         # the last forward operation's outputs, to label their autograd nodes
-        self.pending: List[torch.Tensor] = []
+        self.pending: list[torch.Tensor] = []
         self.node = (
             torch._C._current_autograd_node if require("torch:_C._current_autograd_node") else None
         )
@@ -164,7 +164,7 @@ class Recorder(TorchDispatchMode):
             register_optimizer_step_post_hook(self.after_step),
         ]
 
-    def write(self, record: Dict[str, Any]) -> None:
+    def write(self, record: dict[str, Any]) -> None:
         if self.closed or os.getpid() != self.pid:
             return
         line = json.dumps(record, separators=(",", ":")) + "\n"
@@ -203,8 +203,8 @@ class Recorder(TorchDispatchMode):
         self.pending.clear()
 
     def _generator(
-        self, func: Any, args: Any, kwargs: Dict[str, Any], flat: List[Any]
-    ) -> Dict[str, Any]:
+        self, func: Any, args: Any, kwargs: dict[str, Any], flat: list[Any]
+    ) -> dict[str, Any]:
         g = kwargs.get("generator")
         if g is None:
             g = next((a for a in flat if isinstance(a, torch.Generator)), None)
@@ -231,12 +231,15 @@ class Recorder(TorchDispatchMode):
         if name.startswith("profiler::"):  # record_function markers: no data
             return func(*args, **kwargs)
         flat = flatten((args, kwargs))
-        record: Dict[str, Any] = {
+        record: dict[str, Any] = {
             "k": "op",
             "op": name,
             # a storage is data too: ``set_`` makes a tensor of one (a batch from a worker process)
-            "in": [self._print(a) if isinstance(a, torch.Tensor) else storage_print(a)
-                   for a in flat if isinstance(a, _DATA)],
+            "in": [
+                self._print(a) if isinstance(a, torch.Tensor) else storage_print(a)
+                for a in flat
+                if isinstance(a, _DATA)
+            ],
             "args": "|".join(value_print(a) for a in flat if not isinstance(a, _DATA)),
         }
         if random:

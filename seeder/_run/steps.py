@@ -44,20 +44,37 @@ Example:
     (1, None)
     >>> seeder.default_seeder().reset()
 """
+
 from __future__ import annotations
 
 import atexit
 import json
 import os
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 from seeder._run.draws import drawn, fingerprint, mt_states, states_from_tensor, states_tensor
 from seeder._seeding.registry import add_optional_kind
 
-__all__ = ["ENV_STEPS", "ENV_STOP", "ENV_RESUME", "ENV_CKPT_DIR", "STOP_CKPT", "StepCounter", "watch", "steps_done", "stop_step",
-           "should_stop", "resume_requested", "ckpt_dir", "mark", "read_marks", "read_loads",
-           "read_steps", "del_env"]
+__all__ = [
+    "ENV_STEPS",
+    "ENV_STOP",
+    "ENV_RESUME",
+    "ENV_CKPT_DIR",
+    "STOP_CKPT",
+    "StepCounter",
+    "watch",
+    "steps_done",
+    "stop_step",
+    "should_stop",
+    "resume_requested",
+    "ckpt_dir",
+    "mark",
+    "read_marks",
+    "read_loads",
+    "read_steps",
+    "del_env",
+]
 
 #: Where a run's per-step records go (``seeder verify`` sets it); unset: nothing is recorded.
 ENV_STEPS = "SEEDER_STEPS"
@@ -67,7 +84,8 @@ ENV_STOP = "SEEDER_STOP_AFTER_STEP"
 ENV_RESUME = "SEEDER_RESUME"
 #: The file name of the checkpoint ``SeederCallback`` writes when it stops a Lightning run.
 STOP_CKPT = "seeder-stop.ckpt"
-#: Where an integration writes the checkpoint of a stop (a Lightning ``.ckpt``), when the script names none.
+#: Where an integration writes the checkpoint of a stop (a Lightning ``.ckpt``), when the script
+#: names none.
 ENV_CKPT_DIR = "SEEDER_CKPT_DIR"
 
 
@@ -83,8 +101,8 @@ class StepCounter:
     def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
         """Nothing to reseed."""
 
-    def state_dict(self) -> Dict[str, Any]:
-        state: Dict[str, Any] = {"step": self.step, "run": os.environ.get(ENV_STEPS, "")}
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"step": self.step, "run": os.environ.get(ENV_STEPS, "")}
         try:  # the global RNGs as this state saves them: a resumed run counts its draws from there
             state["rngs"] = states_tensor(mt_states())
         except Exception:  # an RNG that is no Mersenne Twister: no counts after a resume, only that
@@ -95,15 +113,22 @@ class StepCounter:
         from seeder._errors import StateError
 
         run = state.get("run", "") if isinstance(state, dict) else None
-        if not isinstance(state, dict) or not {"step"} <= set(state) <= {"step", "run", "rngs"} \
-                or type(state["step"]) is not int or state["step"] < 0 \
-                or not isinstance(run, str) or len(run) > 4096:
-            raise StateError("the verify step counter's state must be {'step': int >= 0, 'run': "
-                             "path of at most 4096 characters, 'rngs': Mersenne-Twister states}")
+        if (
+            not isinstance(state, dict)
+            or not {"step"} <= set(state) <= {"step", "run", "rngs"}
+            or type(state["step"]) is not int
+            or state["step"] < 0
+            or not isinstance(run, str)
+            or len(run) > 4096
+        ):
+            raise StateError(
+                "the verify step counter's state must be {'step': int >= 0, 'run': "
+                "path of at most 4096 characters, 'rngs': Mersenne-Twister states}"
+            )
         if "rngs" in state:
             states_from_tensor(state["rngs"])
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         global _previous
         self.step = int(state["step"])
         if self is not _counter:
@@ -122,18 +147,19 @@ add_optional_kind(
     "it was not saved by a run of this seeder verify session. Each run starts in its own folder, "
     "which mirrors the folder verify was started in, so a checkpoint already there (an earlier "
     "run's) is found by every run: run seeder verify from a folder without it, or give the "
-    "script a checkpoint path of its own (--arg)")
+    "script a checkpoint path of its own (--arg)",
+)
 
 
 _counter: Optional[StepCounter] = None
-_seeder: Optional["weakref.ReferenceType[Any]"] = None
-#: The optimizer of the last step, held (under ``seeder verify`` only) so that the digest at exit sees it even when the
-#: script kept it in a function that has returned.
+_seeder: Optional[weakref.ReferenceType[Any]] = None
+#: The optimizer of the last step, held (under ``seeder verify`` only) so that the digest at exit
+#: sees it even when the script kept it in a function that has returned.
 _optimizer: Optional[Any] = None
 _hooked = False
 _stopped = False
 #: Each global Mersenne-Twister RNG's ``(key, position)`` at the previous record (or at the load).
-_previous: Dict[str, Tuple[Any, int]] = {}
+_previous: dict[str, tuple[Any, int]] = {}
 
 
 def _rank0() -> bool:
@@ -141,10 +167,12 @@ def _rank0() -> bool:
     return s is None or not s.initialized or s.rank == 0
 
 
-def _write(record: Dict[str, Any]) -> None:
+def _write(record: dict[str, Any]) -> None:
     path = os.environ.get(ENV_STEPS)
     if path and _rank0():  # one write per line, never through a symbolic link
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o644
+        )
         try:
             os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
         finally:
@@ -160,15 +188,27 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     _counter.step += 1
     _optimizer = optimizer
     with torch.no_grad():
-        value = sum(float(p.detach().double().pow(2).sum()) for g in optimizer.param_groups for p in g["params"])
+        value = sum(
+            float(p.detach().double().pow(2).sum())
+            for g in optimizer.param_groups
+            for p in g["params"]
+        )
     s = _seeder() if _seeder is not None else None
     last = s.last_reseed if s is not None and s.initialized else None
     draws, prints = _draws_since_previous()
-    _write({"step": _counter.step, "epoch": last[1] if last else None, "loss": value,
-            "value": "sum of squared parameters", "draws": draws, "rngs": prints})
+    _write(
+        {
+            "step": _counter.step,
+            "epoch": last[1] if last else None,
+            "loss": value,
+            "value": "sum of squared parameters",
+            "draws": draws,
+            "rngs": prints,
+        }
+    )
 
 
-def _draws_since_previous() -> Tuple[Dict[str, Optional[int]], Dict[str, str]]:
+def _draws_since_previous() -> tuple[dict[str, Optional[int]], dict[str, str]]:
     """Numbers each global RNG gave out since the previous record, and their fingerprints now."""
     global _previous
     try:
@@ -176,8 +216,10 @@ def _draws_since_previous() -> Tuple[Dict[str, Optional[int]], Dict[str, str]]:
     except Exception:  # a record must not fail the step (an RNG that is no Mersenne Twister)
         _previous = {}
         return {}, {}
-    draws = {name: drawn(_previous[name], state) if name in _previous else None
-             for name, state in now.items()}
+    draws = {
+        name: drawn(_previous[name], state) if name in _previous else None
+        for name, state in now.items()
+    }
     _previous = now
     return draws, {name: fingerprint(state) for name, state in now.items()}
 
@@ -195,8 +237,8 @@ def _digest_at_exit() -> None:
 
 
 def watch(seeder: Any) -> None:
-    """Under ``seeder verify`` (``$SEEDER_STEPS``), count and record the optimizer steps of ``seeder``'s run (``init``
-    of the module-level seeder calls this)."""
+    """Under ``seeder verify`` (``$SEEDER_STEPS``), count and record the optimizer steps of
+    ``seeder``'s run (``init`` of the module-level seeder calls this)."""
     global _counter, _seeder, _hooked, _stopped
     if not os.environ.get(ENV_STEPS):
         return
@@ -225,7 +267,8 @@ def stop_step() -> Optional[int]:
 
 
 def should_stop() -> bool:
-    """Whether the run must save its checkpoint and stop now (the stop step is reached, not yet stopped)."""
+    """Whether the run must save its checkpoint and stop now (the stop step is reached, not yet
+    stopped)."""
     stop = stop_step()
     return stop is not None and not _stopped and _counter is not None and _counter.step >= stop
 
@@ -252,17 +295,20 @@ def mark(kind: str, step: Optional[int] = None) -> None:
     _write({"seeder_verify": kind, "at_step": steps_done() if step is None else step})
 
 
-def read_marks(path: Any) -> Dict[str, int]:
+def read_marks(path: Any) -> dict[str, int]:
     """The marks in a steps file: ``{"stopped": S, "resumed": S}`` as far as present.
 
     >>> read_marks("/nonexistent")
     {}
     """
-    return {r["seeder_verify"]: r.get("at_step") for r in read_steps(path)
-            if r.get("seeder_verify") in ("stopped", "resumed")}
+    return {
+        r["seeder_verify"]: r.get("at_step")
+        for r in read_steps(path)
+        if r.get("seeder_verify") in ("stopped", "resumed")
+    }
 
 
-def read_loads(path: Any) -> List[Dict[str, Any]]:
+def read_loads(path: Any) -> list[dict[str, Any]]:
     """The ``loaded`` lines of a steps file, one per load of a seeder state.
 
     Args:
@@ -279,7 +325,7 @@ def read_loads(path: Any) -> List[Dict[str, Any]]:
     return [r for r in read_steps(path) if r.get("seeder_verify") == "loaded"]
 
 
-def read_steps(path: Any) -> List[Dict[str, Any]]:
+def read_steps(path: Any) -> list[dict[str, Any]]:
     """Every record of a steps file, in order.
 
     Args:
@@ -299,7 +345,7 @@ def read_steps(path: Any) -> List[Dict[str, Any]]:
         return []
 
 
-def _record(line: str) -> Optional[Dict[str, Any]]:
+def _record(line: str) -> Optional[dict[str, Any]]:
     """One JSON object of a steps file, or ``None`` (a line cut short by a kill, say)."""
     try:
         rec = json.loads(line)

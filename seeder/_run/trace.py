@@ -29,6 +29,7 @@ Example:
     >>> [(r["source"], r["epoch"], r["position"]) for r in read_trace(prefix)[0]]
     [('loader', 0, 0)]
 """
+
 from __future__ import annotations
 
 import array
@@ -38,14 +39,22 @@ import json
 import os
 import re
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
-__all__ = ["ENV_TRACE", "enabled", "record_step", "state_fingerprints", "fingerprint", "trace_file", "read_trace"]
+__all__ = [
+    "ENV_TRACE",
+    "enabled",
+    "record_step",
+    "state_fingerprints",
+    "fingerprint",
+    "trace_file",
+    "read_trace",
+]
 
 #: Environment variable: path prefix of the per-rank trace files; unset means no tracing.
 ENV_TRACE = "SEEDER_TRACE"
 
-_fds: Dict[str, int] = {}  # trace file -> open descriptor, for this process only
+_fds: dict[str, int] = {}  # trace file -> open descriptor, for this process only
 _fd_pid: Optional[int] = None
 _counter = 0  # records written by this process (a record's "n")
 
@@ -56,7 +65,8 @@ def enabled() -> bool:
 
 
 def fingerprint(value: Any) -> str:
-    """A short, stable hash (16 hex digits, blake2b) of a state: tensors, arrays, dicts, lists, plain values.
+    """A short, stable hash (16 hex digits, blake2b) of a state: tensors, arrays, dicts, lists,
+    plain values.
 
     >>> fingerprint({"a": [1, 2]}) == fingerprint({"a": [1, 2]}), fingerprint(1) == fingerprint(2)
     (True, False)
@@ -86,7 +96,9 @@ def _feed(h: Any, value: Any) -> None:
         h.update(b"]")
     elif isinstance(value, (bytes, bytearray, memoryview)):
         h.update(bytes(value))
-    elif hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch.Tensor (no torch import needed)
+    elif hasattr(value, "detach") and hasattr(
+        value, "cpu"
+    ):  # a torch.Tensor (no torch import needed)
         _feed(h, value.detach().cpu().contiguous().numpy())
     elif hasattr(value, "tobytes") and hasattr(value, "dtype"):  # a NumPy array
         h.update(f"{value.dtype.str}{value.shape}".encode())
@@ -95,18 +107,18 @@ def _feed(h: Any, value: Any) -> None:
         h.update(repr(value).encode())
 
 
-def _participants(seeder: Any) -> List[Any]:
+def _participants(seeder: Any) -> list[Any]:
     lister = getattr(seeder, "participants", None)
     return list(lister()) if callable(lister) else []
 
 
-def state_fingerprints(seeder: Any) -> Dict[str, Any]:
+def state_fingerprints(seeder: Any) -> dict[str, Any]:
     """Fingerprints of every random state ``seeder`` knows, without changing any of them.
 
     ``rngs`` maps each global RNG (``python``, ``numpy``, ``torch``, then accelerators) to
     its hash; ``participants`` maps each participant, named as in the state
-    (:func:`seeder._seeding.participant.participant_keys`: ``generator.<stream>``, ``<kind>.<n>``), to a
-    hash of its state; ``positions`` holds the plain ``{"epoch", "position"}`` of participants
+    (:func:`seeder._seeding.participant.participant_keys`: ``generator.<stream>``, ``<kind>.<n>``),
+    to a hash of its state; ``positions`` holds the plain ``{"epoch", "position"}`` of participants
     that count samples. A state that cannot be read is ``None``.
     """
     from seeder._seeding.participant import (
@@ -120,25 +132,35 @@ def state_fingerprints(seeder: Any) -> Dict[str, Any]:
             rngs[adapter.name] = fingerprint(adapter.get_state())
         except Exception:  # an accelerator that cannot report its state: recorded as unknown
             rngs[adapter.name] = None
-    participants: Dict[str, Optional[str]] = {}
-    positions: Dict[str, Dict[str, int]] = {}
+    participants: dict[str, Optional[str]] = {}
+    positions: dict[str, dict[str, int]] = {}
     for key, p in participant_keys(_participants(seeder)).items():
         state = _participant_state(p)
         participants[key] = None if state is None else fingerprint(state)
-        if isinstance(state, dict) and isinstance(state.get("epoch"), int) and isinstance(state.get("position"), int):
+        if (
+            isinstance(state, dict)
+            and isinstance(state.get("epoch"), int)
+            and isinstance(state.get("position"), int)
+        ):
             positions[key] = {"epoch": state["epoch"], "position": state["position"]}
     last = getattr(seeder, "last_reseed", None)
-    return {"rngs": rngs, "participants": participants, "positions": positions,
-            "last_reseed": list(last) if last is not None else None}
+    return {
+        "rngs": rngs,
+        "participants": participants,
+        "positions": positions,
+        "last_reseed": list(last) if last is not None else None,
+    }
 
 
 def _participant_state(p: Any) -> Any:
     """A participant's state read without side effects, or ``None`` where that is not possible.
 
-    Samplers and loaders are :class:`~seeder._seeding.participant.Positioned`: their ``seeder_position()``
-    (their ``state_dict()`` may warn once about a missing ``advance()``, which a trace must not
+    Samplers and loaders are :class:`~seeder._seeding.participant.Positioned`: their
+    ``seeder_position()`` (their ``state_dict()`` may warn once about a missing ``advance()``, which
+    a trace must not
     use up). Registered generators' ``state_dict()`` is an RNG state (``None`` for a plain
-    callable). Other participants (a DALI pipeline checkpoints itself in ``state_dict()``) are not read.
+    callable). Other participants (a DALI pipeline checkpoints itself in ``state_dict()``) are not
+    read.
     """
     from seeder._seeding.participant import GeneratorParticipant, Positioned
 
@@ -178,8 +200,11 @@ def _write(path: str, line: bytes) -> None:
     os.write(fd, line)  # one write per line: a killed run leaves whole lines
 
 
-def record_step(seeder: Any, source: str, *, epoch: int, step: Optional[int], position: int) -> None:
-    """Append one fingerprint line for the batch ``step`` of ``epoch`` that ``source`` is handing out.
+def record_step(
+    seeder: Any, source: str, *, epoch: int, step: Optional[int], position: int
+) -> None:
+    """Append one fingerprint line for the batch ``step`` of ``epoch`` that ``source`` is handing
+    out.
 
     ``position`` is the number of samples of the epoch trained on before this batch;
     ``step`` is the batch's index in the epoch, or ``None`` where the caller does not
@@ -189,18 +214,28 @@ def record_step(seeder: Any, source: str, *, epoch: int, step: Optional[int], po
     if not prefix:
         return
     global _counter
-    record = {"source": str(source), "epoch": int(epoch), "step": None if step is None else int(step),
-              "position": int(position), "n": _counter, "pid": os.getpid(), **state_fingerprints(seeder)}
+    record = {
+        "source": str(source),
+        "epoch": int(epoch),
+        "step": None if step is None else int(step),
+        "position": int(position),
+        "n": _counter,
+        "pid": os.getpid(),
+        **state_fingerprints(seeder),
+    }
     _counter += 1
-    _write(trace_file(prefix, _rank(seeder)), (json.dumps(record, separators=(",", ":")) + "\n").encode())
+    _write(
+        trace_file(prefix, _rank(seeder)),
+        (json.dumps(record, separators=(",", ":")) + "\n").encode(),
+    )
 
 
-def read_trace(prefix: str) -> Dict[int, List[Dict[str, Any]]]:
+def read_trace(prefix: str) -> dict[int, list[dict[str, Any]]]:
     """The records of every rank's trace file for ``prefix``, by rank; ``{}`` when there is none.
 
     A line cut short by a kill is skipped.
     """
-    out: Dict[int, List[Dict[str, Any]]] = {}
+    out: dict[int, list[dict[str, Any]]] = {}
     for path in glob.glob(glob.escape(prefix) + ".rank*.jsonl"):
         m = re.search(r"\.rank(\d+)\.jsonl$", path)
         if m is None:

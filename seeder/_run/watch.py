@@ -1,8 +1,8 @@
 """What ``seeder.init`` of the module-level seeder starts watching in the process.
 
-* seeding calls (:mod:`seeder._seeding.foreign`): a framework's later ``seed_everything`` / ``set_seed``
-  is routed through seeder; other ``random.seed`` / ``np.random.seed`` / ``torch.manual_seed``
-  calls seed as they say, the user's own warned about once;
+* seeding calls (:mod:`seeder._seeding.foreign`): a framework's later ``seed_everything`` /
+  ``set_seed`` is routed through seeder; other ``random.seed`` / ``np.random.seed`` /
+  ``torch.manual_seed`` calls seed as they say, the user's own warned about once;
 * under ``seeder verify`` (:mod:`seeder._run.steps`): optimizer steps are counted and recorded;
 * under ``seeder locate`` (``$SEEDER_LOCATE``): every tensor operation is fingerprinted.
 
@@ -11,6 +11,7 @@ Example:
     >>> seeder.init(1); after_init(seeder.default_seeder())   # init calls it; a second call changes nothing
     >>> seeder.default_seeder().reset()
 """
+
 from __future__ import annotations
 
 import os

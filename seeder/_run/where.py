@@ -19,7 +19,7 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -31,10 +31,10 @@ _SEEDER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.s
 _DATA_DIR = os.path.join(_TORCH_DIR, "utils", "data") + os.sep
 _SEEDER_DATA_DIR = os.path.join(_SEEDER_DIR, "data") + os.sep
 #: filename -> (skipped: not the user's, data: torch's or seeder's data loading)
-_kinds: Dict[str, "tuple[bool, bool]"] = {}
+_kinds: dict[str, tuple[bool, bool]] = {}
 
 
-def _kind(filename: str) -> "tuple[bool, bool]":
+def _kind(filename: str) -> tuple[bool, bool]:
     k = _kinds.get(filename)
     if k is None:
         skipped = (

@@ -13,6 +13,7 @@ Example:
     >>> drawn_seed_line(5)
     'seeder: master seed 5 drawn from OS entropy (replay with SEEDER_SEED=5)'
 """
+
 from __future__ import annotations
 
 import os
@@ -34,13 +35,18 @@ def drawn_seed_line(seed: int) -> str:
 
 
 def show_drawn_seed(seed: int) -> None:
-    """Write :func:`drawn_seed_line` to stderr unless ``$SEEDER_QUIET`` is true (called by rank 0's ``init``)."""
+    """Write :func:`drawn_seed_line` to stderr unless ``$SEEDER_QUIET`` is true (called by rank 0's
+    ``init``)."""
     if os.environ.get(ENV_QUIET, "").strip().lower() in ("1", "true", "yes", "on"):
         return
     try:
         sys.stderr.write(drawn_seed_line(seed) + "\n")
         sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):  # a closed or missing stderr must not stop the run
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+    ):  # a closed or missing stderr must not stop the run
         pass
 
 

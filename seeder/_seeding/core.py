@@ -3,7 +3,8 @@
 ``core`` imports no feature. Samplers, loaders, DALI pipelines and generators join
 a seeder through one protocol (:mod:`seeder._seeding.participant`); the methods about who
 takes part (``register_generator``, ``join``, ``participants``, ...) are those of
-:class:`seeder._seeding.registry.Membership`; the state format lives in :mod:`seeder._state.format`, loading in
+:class:`seeder._seeding.registry.Membership`; the state format lives in :mod:`seeder._state.format`,
+loading in
 :mod:`seeder._state.plan`.
 
 Example:
@@ -13,13 +14,14 @@ Example:
     >>> s.get_master_seed()
     42
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import threading
 import warnings
-from typing import Any, ContextManager, Dict, List, Optional, Tuple, Union
+from typing import Any, ContextManager, Optional, Union
 
 from seeder._checks import check_bool, check_int, is_bool
 from seeder._errors import SeederWarning
@@ -65,39 +67,58 @@ class Seeder(Membership):
         self.run = state.RunState()
         self.explicit = False  # whether the master seed was given (argument or $SEEDER_SEED)
         self._topology: Optional[Topology] = None
-        self._adapters: Optional[List[RNGAdapter]] = None
+        self._adapters: Optional[list[RNGAdapter]] = None
         self.registry = Registry()
         self.pending = PendingParts()  # loaded state for loaders and generators not built yet
-        #: The global RNGs as the last load left them, for a participant resuming inside an epoch to compare.
+        #: The global RNGs as the last load left them, for a participant resuming inside an epoch to
+        #: compare.
         self.resume_check = ResumeCheck()
-        self._snapshots: set = set()  # directories captured by init(snapshot_dir=...) in this process
+        self._snapshots: set = (
+            set()
+        )  # directories captured by init(snapshot_dir=...) in this process
         #: The run a state being loaded describes, while :mod:`seeder._state.plan` checks or
         #: applies it (participants' ``check_state_dict`` compares with it); else ``None``.
         self.loading: Optional[state.RunState] = None
-        self._lock = threading.RLock()  # one call at a time changes or reads the streams (no torn state_dict)
-        #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its ``init`` watches the
-        #: process (frameworks' seeding routed, optimizer steps recorded under ``seeder verify``: :mod:`seeder._run.watch`).
+        self._lock = (
+            threading.RLock()
+        )  # one call at a time changes or reads the streams (no torn state_dict)
+        #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its
+        #: ``init`` watches the process (frameworks' seeding routed, optimizer steps recorded under
+        #: ``seeder verify``: :mod:`seeder._run.watch`).
         self.is_default = False
 
-    def init(self, master_seed: Optional[int] = None, ngpus: Optional[int] = None, local_rank: Optional[int] = None,
-             *, rank: Optional[int] = None, deterministic: Optional[bool] = None,
-             snapshot_dir: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
-        """Start a fresh run (NVIDIA's semantics: registered generators are dropped; joined samplers follow).
+    def init(
+        self,
+        master_seed: Optional[int] = None,
+        ngpus: Optional[int] = None,
+        local_rank: Optional[int] = None,
+        *,
+        rank: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+        snapshot_dir: Optional[Union[str, os.PathLike[str]]] = None,
+    ) -> None:
+        """Start a fresh run (NVIDIA's semantics: registered generators are dropped; joined samplers
+        follow).
 
-        ``master_seed=None``: ``$SEEDER_SEED``, else drawn from OS entropy and logged; all ranks agree on
-        it. ``ngpus`` is the world size, ``local_rank`` the rank on this node; seeds use the global rank.
-        ``deterministic``/``snapshot_dir`` (``None``: ``$SEEDER_DETERMINISTIC``/``$SEEDER_SNAPSHOT_DIR``)
-        turn on deterministic mode / capture the environment on rank 0. See docs/quickstart.md.
+        ``master_seed=None``: ``$SEEDER_SEED``, else drawn from OS entropy and logged; all ranks
+        agree on it. ``ngpus`` is the world size, ``local_rank`` the rank on this node; seeds use
+        the global rank. ``deterministic``/``snapshot_dir`` (``None``:
+        ``$SEEDER_DETERMINISTIC``/``$SEEDER_SNAPSHOT_DIR``) turn on deterministic mode / capture the
+        environment on rank 0. See docs/quickstart.md.
 
         >>> s = Seeder(); s.init(1234, ngpus=1, local_rank=0); s.get_master_seed()
         1234
         """
         seed, explicit = _master_seed(master_seed)
-        deterministic, snapshot_dir = _init_options(ngpus, local_rank, rank, deterministic, snapshot_dir)
+        deterministic, snapshot_dir = _init_options(
+            ngpus, local_rank, rank, deterministic, snapshot_dir
+        )
         topology = discover(rank, ngpus, local_rank)
         seed, explicit = agree_master_seed(seed, explicit, topology)
         with self._lock:
-            _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)  # may raise: nothing set yet
+            _announce(
+                seed, explicit, topology, deterministic, snapshot_dir, self._snapshots
+            )  # may raise: nothing set yet
             run, mark, pending = state.RunState(master=seed), self.registry.mark(), PendingParts()
             try:
                 dropped = self.registry.drop_registered()
@@ -106,8 +127,13 @@ class Seeder(Membership):
                 raise
             self.pending, self.run, self.explicit, self._topology = pending, run, explicit, topology
         if dropped:
-            logger.debug("init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)", dropped)
-        runwatch.after_init(self)  # frameworks' seeding routed; under seeder verify, optimizer steps recorded
+            logger.debug(
+                "init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)",
+                dropped,
+            )
+        runwatch.after_init(
+            self
+        )  # frameworks' seeding routed; under seeder verify, optimizer steps recorded
 
     def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
         is_default = self.is_default
@@ -122,21 +148,37 @@ class Seeder(Membership):
     def _require_init(self, what: str) -> Topology:
         """The run's topology; ``RuntimeError`` naming ``what`` if :meth:`init` was not called."""
         if self._topology is None:
-            raise RuntimeError(f"seeder.{what}() called before seeder.init(); call seeder.init(master_seed=...) first")
+            raise RuntimeError(
+                f"seeder.{what}() called before seeder.init(); call "
+                f"seeder.init(master_seed=...) first"
+            )
         return self._topology
 
     def get_master_seed(self) -> int:
-        """The master seed of this run (given, from ``$SEEDER_SEED``, drawn, or from a loaded checkpoint)."""
+        """The master seed of this run (given, from ``$SEEDER_SEED``, drawn, or from a loaded
+        checkpoint)."""
         self._require_init("get_master_seed")
         return self.run.master  # type: ignore[return-value]
 
-    rank = property(lambda self: (self._topology or self._require_init("rank")).rank, doc="Global rank used in derivation.")
-    world_size = property(lambda self: (self._topology or self._require_init("world_size")).world_size,
-                          doc="Processes over all nodes.")
-    local_rank = property(lambda self: self._require_init("local_rank").local_rank, doc="Rank on this node (informational).")
-    last_reseed = property(lambda self: self.run.last, doc="``(task_id, epoch)`` of the last reseed, or ``None``.")
+    rank = property(
+        lambda self: (self._topology or self._require_init("rank")).rank,
+        doc="Global rank used in derivation.",
+    )
+    world_size = property(
+        lambda self: (self._topology or self._require_init("world_size")).world_size,
+        doc="Processes over all nodes.",
+    )
+    local_rank = property(
+        lambda self: self._require_init("local_rank").local_rank,
+        doc="Rank on this node (informational).",
+    )
+    last_reseed = property(
+        lambda self: self.run.last, doc="``(task_id, epoch)`` of the last reseed, or ``None``."
+    )
 
-    def get_seed(self, task_id: int, epoch: int = 0, *, shared: bool = False, stream: int = 0) -> int:
+    def get_seed(
+        self, task_id: int, epoch: int = 0, *, shared: bool = False, stream: int = 0
+    ) -> int:
         """The 64-bit seed that :meth:`reseed` uses, touching no RNG.
 
         ``shared=True`` gives the rank-independent seed. ``stream`` 0 is the global RNGs';
@@ -148,23 +190,40 @@ class Seeder(Membership):
         """
         self._require_init("get_seed")
         check_bool(shared, "shared")
-        return self.stream_seed(check_key(task_id, "task_id"), check_key(epoch, "epoch"), shared=shared,
-                                stream=check_key(stream, "stream"))
+        return self.stream_seed(
+            check_key(task_id, "task_id"),
+            check_key(epoch, "epoch"),
+            shared=shared,
+            stream=check_key(stream, "stream"),
+        )
 
     def stream_seed(self, task_id: int, epoch: int, *, shared: bool, stream: int) -> int:
         """:meth:`get_seed` for arguments already checked (the hot path of :meth:`reseed`)."""
         domain, rank = (Domain.SHARED, 0) if shared else (Domain.RANK, self._topology.rank)  # type: ignore[union-attr]
-        return derive.stream_seeds(self.run.master, int(domain), task_id, epoch, rank).seed(stream)[0]  # type: ignore[arg-type]
+        return derive.stream_seeds(self.run.master, int(domain), task_id, epoch, rank).seed(stream)[
+            0
+        ]  # type: ignore[arg-type]
 
-    def derive(self, domain: int, task_id: int = 0, epoch: int = 0, *, rank: Optional[int] = None, stream: int = 0) -> int:
-        """A seed of any domain (:class:`seeder._seeding.derive.Domain`) for this master seed; rank defaults to this process's.
+    def derive(
+        self,
+        domain: int,
+        task_id: int = 0,
+        epoch: int = 0,
+        *,
+        rank: Optional[int] = None,
+        stream: int = 0,
+    ) -> int:
+        """A seed of any domain (:class:`seeder._seeding.derive.Domain`) for this master seed; rank
+        defaults to this process's.
 
         >>> s = Seeder(); s.init(42)
         >>> s.derive(Domain.WORKER, 1, 0, stream=3) == s.derive(Domain.WORKER, 1, 0, stream=3)
         True
         """
         topo = self._require_init("derive")
-        return derive.derive_seed(self.run.master, domain, task_id, epoch, topo.rank if rank is None else rank, stream)  # type: ignore[arg-type]
+        return derive.derive_seed(
+            self.run.master, domain, task_id, epoch, topo.rank if rank is None else rank, stream
+        )  # type: ignore[arg-type]
 
     def reseed(self, task_id: int, epoch: int = 0) -> None:
         """Seed ``random``, NumPy, torch CPU, every accelerator, then every participant.
@@ -184,28 +243,34 @@ class Seeder(Membership):
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
         with self._lock:
             self.pending.require_claimed("seeder.reseed", key)
-            members = state.start_reseed(self, key)  # the global RNGs; None: resuming inside this (task, epoch)
+            members = state.start_reseed(
+                self, key
+            )  # the global RNGs; None: resuming inside this (task, epoch)
             if members is None:
                 return
             try:
-                for member in members:  # here, so that participants' warnings point at the caller of reseed
+                for (
+                    member
+                ) in members:  # here, so that participants' warnings point at the caller of reseed
                     member.seeder_reseed(self, key[0], key[1])
             except BaseException as exc:
                 state.tear(self.run, key, member, exc)
                 raise
             self.run.close_reseed(key)
 
-    def global_adapters(self) -> List[RNGAdapter]:
-        """Adapters of the process-global RNGs: Python, NumPy, torch CPU, each accelerator present."""
+    def global_adapters(self) -> list[RNGAdapter]:
+        """Adapters of the process-global RNGs: Python, NumPy, torch CPU, each accelerator
+        present."""
         if self._adapters is None:
             self._adapters = global_adapters()
         return self._adapters
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue this process's randomness as if never stopped.
 
-        Master seed, world, rank, last reseed, every global and accelerator RNG, registered generators
-        and participants (samplers, loaders, pipelines); loads with ``torch.load(weights_only=True)``.
+        Master seed, world, rank, last reseed, every global and accelerator RNG, registered
+        generators and participants (samplers, loaders, pipelines); loads with
+        ``torch.load(weights_only=True)``.
 
         >>> s = Seeder(); s.init(1); s.reseed(1, 0)
         >>> sorted(s.state_dict())[:3]
@@ -215,14 +280,17 @@ class Seeder(Membership):
         with self._lock:  # make_state refuses a torn run (a reseed that raised)
             if self.pending.parts:
                 self.pending.require_claimed("seeder.state_dict", ())
-            made = state.make_state(self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful())
+            made = state.make_state(
+                self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful()
+            )
             generators = self.generators()
             if generators:
                 warn_unsaved_generators(generators)
             return made
 
-    def gather_state_dict(self, dst: int = 0) -> Optional[Dict[str, Any]]:
-        """Every rank's :meth:`state_dict` in one dict on rank ``dst``, ``None`` on the others (a collective).
+    def gather_state_dict(self, dst: int = 0) -> Optional[dict[str, Any]]:
+        """Every rank's :meth:`state_dict` in one dict on rank ``dst``, ``None`` on the others (a
+        collective).
 
         >>> s = Seeder(); s.init(1); s.reseed(1, 0)
         >>> g = s.gather_state_dict(); g["world_size"], len(g["ranks"])
@@ -234,7 +302,8 @@ class Seeder(Membership):
         return state.gather(self.state_dict(), topo.world_size, topo.rank, dst)
 
     def check_state_dict(self, state_: Any, *, allow_world_change: bool = False) -> None:
-        """Raise :class:`seeder._errors.StateError` if ``state_`` cannot be loaded here; change nothing.
+        """Raise :class:`seeder._errors.StateError` if ``state_`` cannot be loaded here; change
+        nothing.
 
         >>> s = Seeder(); s.init(1); st = s.state_dict(); st["version"] = 99
         >>> s.check_state_dict(st)
@@ -245,12 +314,12 @@ class Seeder(Membership):
         with self._lock:
             check_state(self, state_, allow_world_change)
 
-    def load_state_dict(self, state_: Dict[str, Any], *, allow_world_change: bool = False) -> None:
+    def load_state_dict(self, state_: dict[str, Any], *, allow_world_change: bool = False) -> None:
         """Validate ``state_`` completely, then restore every RNG and participant.
 
         Takes one process's :meth:`state_dict` or a :meth:`gather_state_dict` (this rank's entry
-        is used). Raises before changing anything. Parts for loaders or generators not built yet wait
-        for them (:mod:`seeder._state.pending`). The next :meth:`reseed` of the saved
+        is used). Raises before changing anything. Parts for loaders or generators not built yet
+        wait for them (:mod:`seeder._state.pending`). The next :meth:`reseed` of the saved
         ``(task, epoch)`` is skipped, so a run stopped mid-epoch continues exactly. With
         ``allow_world_change=True`` a state from another world size gives only the master seed
         and the last ``(task, epoch)``: continue from the next epoch boundary.
@@ -263,7 +332,8 @@ class Seeder(Membership):
             load_state(self, state_, allow_world_change)
 
     def fork_rng(self) -> ContextManager[None]:
-        """Run a block with every RNG this seeder knows (global, accelerators, registered) restored afterwards.
+        """Run a block with every RNG this seeder knows (global, accelerators, registered) restored
+        afterwards.
 
         >>> import random; s = Seeder(); s.init(1); s.reseed(1, 0)
         >>> with s.fork_rng():
@@ -274,8 +344,11 @@ class Seeder(Membership):
         return rollback.fork_rng(self)
 
 
-def _init_options(ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, snapshot_dir: Any) -> Tuple[bool, Optional[str]]:
-    """Check ``init``'s arguments; return ``(deterministic, snapshot_dir)`` with the environment's defaults applied."""
+def _init_options(
+    ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, snapshot_dir: Any
+) -> tuple[bool, Optional[str]]:
+    """Check ``init``'s arguments; return ``(deterministic, snapshot_dir)`` with the environment's
+    defaults applied."""
     for name, value in (("ngpus", ngpus), ("local_rank", local_rank), ("rank", rank)):
         if value is not None:
             check_key(value, name)
@@ -284,21 +357,33 @@ def _init_options(ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, sn
     return _flag(deterministic, "deterministic", ENV_DETERMINISTIC), _snapshot_dir(snapshot_dir)
 
 
-def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool, snapshot_dir: Optional[str],
-              taken: set) -> None:
-    """``init``'s side effects, those that can fail first: the environment snapshot (once, rank 0), deterministic
-    mode, then the seed in the log (rank 0). Raises before changing anything of the seeder."""
+def _announce(
+    seed: int,
+    explicit: bool,
+    topology: Topology,
+    deterministic: bool,
+    snapshot_dir: Optional[str],
+    taken: set,
+) -> None:
+    """``init``'s side effects, those that can fail first: the environment snapshot (once, rank 0),
+    deterministic mode, then the seed in the log (rank 0). Raises before changing anything of the
+    seeder."""
     if snapshot_dir is not None and topology.rank == 0 and snapshot_dir not in taken:
         from seeder.env._capture import capture_environment  # lazy: only when asked for
 
         try:
-            capture_environment(snapshot_dir, extra={"master_seed": seed, "world_size": topology.world_size})
+            capture_environment(
+                snapshot_dir, extra={"master_seed": seed, "world_size": topology.world_size}
+            )
         except FileExistsError as exc:
             warnings.warn(f"environment snapshot not taken: {exc}", SeederWarning, stacklevel=4)
         except OSError as exc:
-            raise type(exc)(exc.errno, f"init(): the environment snapshot cannot be written to {snapshot_dir} "
-                                       f"({exc.strerror or exc}); pass a writable snapshot_dir= (or fix or unset "
-                                       f"${ENV_SNAPSHOT_DIR}); the seeder was not changed") from exc
+            raise type(exc)(
+                exc.errno,
+                f"init(): the environment snapshot cannot be written to {snapshot_dir} "
+                f"({exc.strerror or exc}); pass a writable snapshot_dir= (or fix or unset "
+                f"${ENV_SNAPSHOT_DIR}); the seeder was not changed",
+            ) from exc
         taken.add(snapshot_dir)
     if deterministic:
         from seeder.env._determinism import enforce_determinism  # lazy: only when asked for
@@ -311,7 +396,7 @@ def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool
             show_drawn_seed(seed)
 
 
-def _master_seed(master_seed: Optional[int]) -> Tuple[int, bool]:
+def _master_seed(master_seed: Optional[int]) -> tuple[int, bool]:
     """``(seed, explicit)``: the argument, else ``$SEEDER_SEED``, else one drawn from OS entropy."""
     return derive.resolve_master_seed(master_seed, os.environ)
 
@@ -321,18 +406,26 @@ def _snapshot_dir(value: Any) -> Optional[str]:
         value = os.environ.get(ENV_SNAPSHOT_DIR) or None
         return os.path.abspath(value) if value else None
     if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(f"snapshot_dir must be a directory path (str or os.PathLike) or None, got "
-                        f"{type(value).__name__} {value!r}")
+        raise TypeError(
+            f"snapshot_dir must be a directory path (str or os.PathLike) or None, got "
+            f"{type(value).__name__} {value!r}"
+        )
     if not os.fspath(value):
-        raise ValueError("snapshot_dir is empty; pass a directory path, or None for $SEEDER_SNAPSHOT_DIR")
+        raise ValueError(
+            "snapshot_dir is empty; pass a directory path, or None for $SEEDER_SNAPSHOT_DIR"
+        )
     return os.path.abspath(os.fspath(value))
 
 
 def _flag(value: Any, name: str, env_name: str) -> bool:
-    """A bool argument, or when it is None the boolean in ``$env_name`` (1/true/yes/on, 0/false/no/off)."""
+    """A bool argument, or when it is None the boolean in ``$env_name`` (1/true/yes/on,
+    0/false/no/off)."""
     if value is not None:
         if not is_bool(value):
-            raise TypeError(f"{name} must be True, False or None (read ${env_name}), got {type(value).__name__} {value!r}")
+            raise TypeError(
+                f"{name} must be True, False or None (read ${env_name}), got "
+                f"{type(value).__name__} {value!r}"
+            )
         return bool(value)
     raw = os.environ.get(env_name, "").strip().lower()
     if raw in ("", "0", "false", "no", "off"):
@@ -340,5 +433,3 @@ def _flag(value: Any, name: str, env_name: str) -> bool:
     if raw in ("1", "true", "yes", "on"):
         return True
     raise ValueError(f"{env_name}={raw!r} is not a boolean; set it to 1 or 0, or unset it")
-
-

@@ -1,4 +1,5 @@
-"""The default :class:`~seeder.Seeder` (behind ``seeder.init``, ``seeder.reseed`` ...) and the one reading of ``seeder=``.
+"""The default :class:`~seeder.Seeder` (behind ``seeder.init``, ``seeder.reseed`` ...) and the one
+reading of ``seeder=``.
 
 Every function and class that takes ``seeder=None`` resolves it here: ``None`` is the
 default seeder, a :class:`~seeder.Seeder` is itself, anything else is a ``TypeError``.
@@ -12,15 +13,16 @@ Example:
     ...
     TypeError: seeder must be a seeder.Seeder or None (the default seeder), got int 42
 """
+
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 from seeder._seeding.core import Seeder
 
 __all__ = ["default_seeder", "check_seeder", "resolve_seeder", "UsesSeeder"]
 
-_DEFAULT: List[Seeder] = []
+_DEFAULT: list[Seeder] = []
 
 
 def default_seeder() -> Seeder:
@@ -37,14 +39,17 @@ def default_seeder() -> Seeder:
 
 
 def check_seeder(seeder: Any) -> Optional[Seeder]:
-    """``seeder`` if it is a :class:`Seeder` or ``None`` (resolved later, at use), else a ``TypeError``.
+    """``seeder`` if it is a :class:`Seeder` or ``None`` (resolved later, at use), else a
+    ``TypeError``.
 
     >>> check_seeder(None) is None
     True
     """
     if seeder is not None and not isinstance(seeder, Seeder):
-        raise TypeError(f"seeder must be a seeder.Seeder or None (the default seeder), got {type(seeder).__name__} "
-                        f"{seeder!r}")
+        raise TypeError(
+            f"seeder must be a seeder.Seeder or None (the default seeder), got "
+            f"{type(seeder).__name__} {seeder!r}"
+        )
     return seeder
 
 
@@ -58,7 +63,8 @@ def resolve_seeder(seeder: Any) -> Seeder:
 
 
 class UsesSeeder:
-    """A sampler or loader bound at construction to one :class:`seeder.Seeder` (kept in ``self._seeder``).
+    """A sampler or loader bound at construction to one :class:`seeder.Seeder` (kept in
+    ``self._seeder``).
 
     >>> class Loader(UsesSeeder):
     ...     def __init__(self, seeder=None): self._seeder = resolve_seeder(seeder)

@@ -1,4 +1,5 @@
-"""Pure seed derivation: every seed a function of its key alone (the caches only keep results), no torch import.
+"""Pure seed derivation: every seed a function of its key alone (the caches only keep results), no
+torch import.
 
 Every seed seeder hands out is a pure function of
 ``(master_seed, domain, task_id, epoch, rank, stream)``: NumPy's ``SeedSequence``
@@ -16,12 +17,14 @@ Example:
     >>> derive_seed(42, Domain.RANK, task_id=1, epoch=3, rank=0)
     7196025296689398411
 """
+
 from __future__ import annotations
 
 import enum
 import functools
 import secrets
-from typing import Any, List, Mapping, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 from seeder._checks import is_int
 from seeder._seeding.seedseq import StreamSeeds
@@ -64,9 +67,14 @@ class Domain(enum.IntEnum):
     SAMPLE = 4  #: per-sample augmentation seeds
     DALI = 5  #: DALI pipeline seeds
     LOADER = 6  #: per-batch seeds of seeder.DataLoader (batch index as the stream)
-    STREAM = 7  #: per-batch seeds of seeder.IterableDataLoader (batch x workers + worker as the stream)
-    ELASTIC = 8  #: per-sample seeds of the elastic loader (position in the epoch's global order as rank, stream)
-    ELASTIC_RANK = 9  #: a rank's main-process streams after a world-size change (global step as the stream)
+    STREAM = (
+        7  #: per-batch seeds of seeder.IterableDataLoader (batch x workers + worker as the stream)
+    )
+    #: per-sample seeds of the elastic loader (position in the epoch's global order as rank, stream)
+    ELASTIC = 8
+    ELASTIC_RANK = (
+        9  #: a rank's main-process streams after a world-size change (global step as the stream)
+    )
 
 
 def check_master_seed(value: Any, what: str = "master_seed") -> int:
@@ -107,7 +115,8 @@ def check_key(value: Any, what: str) -> int:
 
 
 def parse_decimal(text: str, source: str) -> int:
-    """The non-negative integer written in ``text`` (the value of the variable ``source``) in plain ASCII digits.
+    """The non-negative integer written in ``text`` (the value of the variable ``source``) in plain
+    ASCII digits.
 
     Surrounding spaces, tabs and newlines are ignored. No sign, no ``_`` separators, no
     other scripts' digits, no ``0x`` prefix, although Python's ``int()`` takes all of
@@ -129,7 +138,8 @@ def parse_decimal(text: str, source: str) -> int:
 
 
 def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
-    """The master seed written in ``text`` (the value of the variable ``source``), else a ``ValueError``.
+    """The master seed written in ``text`` (the value of the variable ``source``), else a
+    ``ValueError``.
 
     Only plain ASCII digits are a seed (:func:`parse_decimal`: no sign, ``_``, ``0x`` or
     other scripts' digits). The error names ``source``, the value and the fix. An empty
@@ -149,16 +159,21 @@ def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
     return check_master_seed(value, source)
 
 
-#: The task id of the training loop (NVIDIA's convention: 0 initialisation, 1 training): each epoch starts with
-#: ``reseed(TRAIN_TASK, epoch)``; samplers, datasets and the integrations follow this task unless told another.
+#: The task id of the training loop (NVIDIA's convention: 0 initialisation, 1 training): each epoch
+#: starts with ``reseed(TRAIN_TASK, epoch)``; samplers, datasets and the integrations follow this
+#: task unless told another.
 TRAIN_TASK = 1
 
-#: Environment variable that supplies the master seed when none is given (``seeder.init``, ``seeder run``).
+#: Environment variable that supplies the master seed when none is given (``seeder.init``, ``seeder
+#: run``).
 ENV_SEED = "SEEDER_SEED"
 
 
-def resolve_master_seed(master_seed: Any, environ: Mapping[str, str], what: str = "master_seed") -> Tuple[int, bool]:
-    """``(seed, explicit)``: ``master_seed``, else ``environ["SEEDER_SEED"]``, else one drawn from OS entropy.
+def resolve_master_seed(
+    master_seed: Any, environ: Mapping[str, str], what: str = "master_seed"
+) -> tuple[int, bool]:
+    """``(seed, explicit)``: ``master_seed``, else ``environ["SEEDER_SEED"]``, else one drawn from
+    OS entropy.
 
     ``explicit`` is ``False`` only for a drawn seed. A variable that is empty or only
     whitespace counts as unset; any other value must be a valid master seed. ``what`` names
@@ -215,11 +230,15 @@ def numpy_seed(seed: int) -> int:
 
 
 @functools.lru_cache(maxsize=32)
-def stream_seeds(master: int, domain: int, task: int, epoch: int, rank: int, words: int = 1) -> StreamSeeds:
-    """``derive_seed(master, domain, task, epoch, rank, stream)`` (``words`` 64-bit words) for every stream, cached.
+def stream_seeds(
+    master: int, domain: int, task: int, epoch: int, rank: int, words: int = 1
+) -> StreamSeeds:
+    """``derive_seed(master, domain, task, epoch, rank, stream)`` (``words`` 64-bit words) for every
+    stream, cached.
 
     The hot paths take their seeds from it, for checked arguments: ``.seed(stream)`` alone (reseed),
-    ``.at(stream)`` from a cached block of consecutive streams (a loader's batches), ``.seeds(array)`` vectorised.
+    ``.at(stream)`` from a cached block of consecutive streams (a loader's batches),
+    ``.seeds(array)`` vectorised.
 
     >>> stream_seeds(7, 0, 1, 2, 0).seed(3)[0] == derive_seed(7, Domain.RANK, 1, 2, 0, 3)
     True
@@ -227,8 +246,11 @@ def stream_seeds(master: int, domain: int, task: int, epoch: int, rank: int, wor
     return StreamSeeds(master, (domain, task, epoch, rank), words)
 
 
-def batch_seeds(master: int, task: int, epoch: int, rank: int, batch: int, words: int = 1) -> List[int]:
-    """The seed words of batch ``batch`` of ``epoch`` on ``rank`` of a ``seeder.DataLoader`` (domain ``LOADER``).
+def batch_seeds(
+    master: int, task: int, epoch: int, rank: int, batch: int, words: int = 1
+) -> list[int]:
+    """The seed words of batch ``batch`` of ``epoch`` on ``rank`` of a ``seeder.DataLoader`` (domain
+    ``LOADER``).
 
     Word 0 seeds the global RNGs, word ``k`` registered generator ``k``.
 
@@ -241,7 +263,8 @@ def batch_seeds(master: int, task: int, epoch: int, rank: int, batch: int, words
 
 
 def shuffle_seed(master: int, task: int, epoch: int, stream: int = 0) -> int:
-    """The shuffle key of ``epoch`` for a sampler's ``stream`` (domain ``SAMPLER``, rank 0: every rank shares it).
+    """The shuffle key of ``epoch`` for a sampler's ``stream`` (domain ``SAMPLER``, rank 0: every
+    rank shares it).
 
     >>> shuffle_seed(42, 1, 3) == derive_seed(42, Domain.SAMPLER, 1, 3, 0, 0)
     True
@@ -249,11 +272,11 @@ def shuffle_seed(master: int, task: int, epoch: int, stream: int = 0) -> int:
     return derive_seed(master, Domain.SAMPLER, task, epoch, 0, stream)
 
 
-def index_words(index: int) -> Tuple[int, int]:
-    """A 64-bit index as the ``(rank, stream)`` words of a per-sample key (domains ``SAMPLE`` and ``ELASTIC``).
+def index_words(index: int) -> tuple[int, int]:
+    """A 64-bit index as the ``(rank, stream)`` words of a per-sample key (domains ``SAMPLE`` and
+    ``ELASTIC``).
 
     >>> index_words(2**32 + 5)
     (1, 5)
     """
     return index >> 32, index & MAX_KEY
-

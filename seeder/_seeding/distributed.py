@@ -25,18 +25,30 @@ Example:
     >>> discover(rank=None, world_size=None, local_rank=None)
     Topology(rank=0, world_size=1, local_rank=0, rank_from='default', world_from='default', local_from='rank')
 """
+
 from __future__ import annotations
 
 import logging
 import os
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional
 
 import torch
 
 from seeder._seeding.derive import MAX_KEY, parse_decimal
 
-__all__ = ["refuse_in_worker", "Topology", "Launcher", "LAUNCHERS", "LAUNCHER_VARIABLES", "discover", "check_topology", "process_group_active",
-           "agree_master_seed", "MAX_RANK", "MAX_WORLD_SIZE"]
+__all__ = [
+    "refuse_in_worker",
+    "Topology",
+    "Launcher",
+    "LAUNCHERS",
+    "LAUNCHER_VARIABLES",
+    "discover",
+    "check_topology",
+    "process_group_active",
+    "agree_master_seed",
+    "MAX_RANK",
+    "MAX_WORLD_SIZE",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -47,7 +59,8 @@ MAX_WORLD_SIZE = MAX_KEY + 1
 
 
 class Topology(NamedTuple):
-    """Where this process stands: global rank, world size, rank on its node, and where each value came from.
+    """Where this process stands: global rank, world size, rank on its node, and where each value
+    came from.
 
     ``*_from`` is ``"rank="`` / ``"ngpus="`` / ``"local_rank="`` (an argument), ``"process group"``,
     an environment variable's name (``"SLURM_PROCID"``), ``"rank"`` (local rank taken as the rank)
@@ -66,8 +79,10 @@ class Topology(NamedTuple):
 
     def describe(self) -> str:
         """One line for the log: each value with its source."""
-        return (f"rank {self.rank} ({self.rank_from}) of {self.world_size} ({self.world_from}), "
-                f"local rank {self.local_rank} ({self.local_from})")
+        return (
+            f"rank {self.rank} ({self.rank_from}) of {self.world_size} ({self.world_from}), "
+            f"local rank {self.local_rank} ({self.local_from})"
+        )
 
 
 class Launcher(NamedTuple):
@@ -79,15 +94,17 @@ class Launcher(NamedTuple):
     local: str
 
 
-LAUNCHERS: Tuple[Launcher, ...] = (
+LAUNCHERS: tuple[Launcher, ...] = (
     Launcher("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
-    Launcher("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    Launcher(
+        "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"
+    ),
     Launcher("MPICH/Intel MPI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
     Launcher("SLURM", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
 )
 """Launchers in the order they are read (inner launchers before SLURM)."""
 
-LAUNCHER_VARIABLES: Tuple[str, ...] = tuple(v for launcher in LAUNCHERS for v in launcher[1:])
+LAUNCHER_VARIABLES: tuple[str, ...] = tuple(v for launcher in LAUNCHERS for v in launcher[1:])
 """Every variable :func:`discover` reads: clear these for a process that must see no launcher."""
 
 
@@ -111,14 +128,18 @@ def _env_int(name: str, low: int = 0, high: int = MAX_RANK) -> Optional[int]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return None
-    negative = raw.strip().startswith("-") and raw.strip()[1:].isascii() and raw.strip()[1:].isdigit()
+    negative = (
+        raw.strip().startswith("-") and raw.strip()[1:].isascii() and raw.strip()[1:].isdigit()
+    )
     try:
         value = -1 if negative else parse_decimal(raw, f"environment variable {name}")
     except ValueError as exc:
         raise ValueError(f"{exc}; unset it or fix the launcher that set it") from None
     if not low <= value <= high:
-        raise ValueError(f"environment variable {name}={raw!r} must be >= {low} and <= {high} (a rank is one 32-bit "
-                         "word of every seed's derivation key); unset it or fix the launcher that set it")
+        raise ValueError(
+            f"environment variable {name}={raw!r} must be >= {low} and <= {high} (a rank is one "
+            f"32-bit word of every seed's derivation key); unset it or fix the launcher that set it"
+        )
     return value
 
 
@@ -127,14 +148,23 @@ LIGHTNING = Launcher("Lightning", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
 def _lightning_launch() -> Optional[_Found]:
-    node, local, size = _env_int("NODE_RANK"), _env_int("LOCAL_RANK"), _env_int("WORLD_SIZE", 1, MAX_WORLD_SIZE)
+    node, local, size = (
+        _env_int("NODE_RANK"),
+        _env_int("LOCAL_RANK"),
+        _env_int("WORLD_SIZE", 1, MAX_WORLD_SIZE),
+    )
     if local is None:
         return None
     if node != 0:
-        raise ValueError(f"NODE_RANK={node}, LOCAL_RANK={local} and WORLD_SIZE={size} are set but RANK is not "
-                         "(Lightning's multi-node ddp launcher): pass the global rank to seeder.init(rank=...)")
+        raise ValueError(
+            f"NODE_RANK={node}, LOCAL_RANK={local} and WORLD_SIZE={size} are set but RANK is not "
+            "(Lightning's multi-node ddp launcher): pass the global rank to seeder.init(rank=...)"
+        )
     if local >= size:  # type: ignore[operator]
-        raise ValueError(f"LOCAL_RANK={local} is not below WORLD_SIZE={size}; fix the launch, or pass rank= and ngpus=")
+        raise ValueError(
+            f"LOCAL_RANK={local} is not below WORLD_SIZE={size}; fix the launch, or pass rank= "
+            f"and ngpus="
+        )
     return _Found(LIGHTNING, local, size, local)  # type: ignore[arg-type]
 
 
@@ -145,24 +175,44 @@ def _launcher() -> Optional[_Found]:
         has_size = os.environ.get(launcher.size, "").strip() != ""
         if launcher.name == "SLURM" and not (has_rank and has_size):
             continue  # salloc/sbatch shells set one of the two: not a task launch
-        if launcher.name == "torchrun" and has_size and not has_rank and os.environ.get("NODE_RANK", "").strip():
-            found = _lightning_launch()  # Lightning's ddp launcher sets WORLD_SIZE, NODE_RANK, LOCAL_RANK, no RANK
+        if (
+            launcher.name == "torchrun"
+            and has_size
+            and not has_rank
+            and os.environ.get("NODE_RANK", "").strip()
+        ):
+            found = (
+                _lightning_launch()
+            )  # Lightning's ddp launcher sets WORLD_SIZE, NODE_RANK, LOCAL_RANK, no RANK
             if found is not None:
                 return found
         if has_rank != has_size:
-            have, miss = (launcher.rank, launcher.size) if has_rank else (launcher.size, launcher.rank)
-            raise ValueError(f"{have} is set but {miss} is not ({launcher.name} sets both); set {miss} too, "
-                             f"or unset {have}")
+            have, miss = (
+                (launcher.rank, launcher.size) if has_rank else (launcher.size, launcher.rank)
+            )
+            raise ValueError(
+                f"{have} is set but {miss} is not ({launcher.name} sets both); set {miss} too, "
+                f"or unset {have}"
+            )
         if not has_rank:
             continue
-        rank, size, local = _env_int(launcher.rank), _env_int(launcher.size, 1, MAX_WORLD_SIZE), _env_int(launcher.local)
+        rank, size, local = (
+            _env_int(launcher.rank),
+            _env_int(launcher.size, 1, MAX_WORLD_SIZE),
+            _env_int(launcher.local),
+        )
         assert rank is not None and size is not None
         if rank >= size:
-            raise ValueError(f"{launcher.rank}={rank} is not below {launcher.size}={size}: the {launcher.name} "
-                             "variables disagree; fix the launch, or pass rank= and ngpus= to seeder.init")
+            raise ValueError(
+                f"{launcher.rank}={rank} is not below {launcher.size}={size}: the {launcher.name} "
+                "variables disagree; fix the launch, or pass rank= and ngpus= to seeder.init"
+            )
         if local is not None and local >= size:
-            raise ValueError(f"{launcher.local}={local} is not below {launcher.size}={size}: the {launcher.name} "
-                             "variables disagree; fix the launch, or pass local_rank= to seeder.init")
+            raise ValueError(
+                f"{launcher.local}={local} is not below {launcher.size}={size}: the "
+                f"{launcher.name} variables disagree; fix the launch, or pass local_rank= to "
+                f"seeder.init"
+            )
         return _Found(launcher, rank, size, local)
     return None
 
@@ -197,7 +247,8 @@ _LAST: Optional[Topology] = None  # the topology discover() returned last in thi
 
 
 def check_topology(topology: Topology) -> None:
-    """Raise ``ValueError`` unless rank, world size and local rank fit the derivation, naming each value's source.
+    """Raise ``ValueError`` unless rank, world size and local rank fit the derivation, naming each
+    value's source.
 
     A rank is one 32-bit word of every derived seed's key: a rank of ``2**32`` would
     silently take rank 0's seeds, so every source (arguments, process group, launcher
@@ -209,26 +260,38 @@ def check_topology(topology: Topology) -> None:
     ValueError: world size 4294967297 (from WORLD_SIZE) is outside [1, 4294967296]: a rank is one 32-bit word of every seed's derivation key; fix the launcher's variables or pass rank= and ngpus=
     """
     fix = "fix the launcher's variables or pass rank= and ngpus="
-    for what, value, source, high, low in (("world size", topology.world_size, topology.world_from, MAX_WORLD_SIZE, 1),
-                                           ("rank", topology.rank, topology.rank_from, MAX_RANK, 0),
-                                           ("local rank", topology.local_rank, topology.local_from, MAX_RANK, 0)):
+    for what, value, source, high, low in (
+        ("world size", topology.world_size, topology.world_from, MAX_WORLD_SIZE, 1),
+        ("rank", topology.rank, topology.rank_from, MAX_RANK, 0),
+        ("local rank", topology.local_rank, topology.local_from, MAX_RANK, 0),
+    ):
         if not low <= value <= high:
-            raise ValueError(f"{what} {value} (from {source}) is outside [{low}, {high}]: a rank is one 32-bit word of "
-                             f"every seed's derivation key; {fix}")
+            raise ValueError(
+                f"{what} {value} (from {source}) is outside [{low}, {high}]: a rank is one 32-bit "
+                f"word of every seed's derivation key; {fix}"
+            )
     if not topology.rank < topology.world_size:
-        raise ValueError(f"rank {topology.rank} (from {topology.rank_from}) is outside the world of "
-                         f"{topology.world_size} process(es) (from {topology.world_from}); pass rank= below ngpus=, "
-                         "or fix the launcher's variables")
+        raise ValueError(
+            f"rank {topology.rank} (from {topology.rank_from}) is outside the world of "
+            f"{topology.world_size} process(es) (from {topology.world_from}); pass rank= below "
+            f"ngpus=, or fix the launcher's variables"
+        )
 
 
-def _from_process_group(rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]) -> Topology:
+def _from_process_group(
+    rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]
+) -> Topology:
     pg_rank, pg_world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     if rank is not None and rank != pg_rank:
-        raise ValueError(f"rank={rank} contradicts the process group's rank {pg_rank}; omit rank= to use the "
-                         "process group's")
+        raise ValueError(
+            f"rank={rank} contradicts the process group's rank {pg_rank}; omit rank= to use the "
+            "process group's"
+        )
     if world_size is not None and world_size != pg_world:
-        raise ValueError(f"ngpus={world_size} contradicts the process group's world size {pg_world}; "
-                         "pass the world size (number of processes in all nodes) or omit it")
+        raise ValueError(
+            f"ngpus={world_size} contradicts the process group's world size {pg_world}; "
+            "pass the world size (number of processes in all nodes) or omit it"
+        )
     if local_rank is not None:
         local, local_from = local_rank, "local_rank="
     else:
@@ -237,25 +300,39 @@ def _from_process_group(rank: Optional[int], world_size: Optional[int], local_ra
             local, local_from = found.local, found.launcher.local
         else:
             env_local = _env_int("LOCAL_RANK")
-            local, local_from = (env_local, "LOCAL_RANK") if env_local is not None else (pg_rank, "rank")
+            local, local_from = (
+                (env_local, "LOCAL_RANK") if env_local is not None else (pg_rank, "rank")
+            )
     return Topology(pg_rank, pg_world, local, "process group", "process group", local_from)
 
 
-def _from_environment(rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]) -> Topology:
+def _from_environment(
+    rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]
+) -> Topology:
     found = None if rank is not None and world_size is not None else _launcher()
     if found is not None and world_size is not None and world_size != found.size:
         if found.size > 1:
             raise ValueError(
-                f"ngpus={world_size} contradicts {found.launcher.size}={found.size} ({found.launcher.name}): "
-                f"if {found.launcher.name} started every process, pass ngpus={found.size} or omit it; if you start "
-                "processes yourself, pass each one's global rank= as well")
-        found = None  # one task that starts its own processes: its variables describe the task, not them
-    if (found is not None and rank is None and local_rank is not None and found.local is not None
-            and local_rank != found.local):
+                f"ngpus={world_size} contradicts {found.launcher.size}={found.size} "
+                f"({found.launcher.name}): if {found.launcher.name} started every process, pass "
+                f"ngpus={found.size} or omit it; if you start processes yourself, pass each one's "
+                f"global rank= as well"
+            )
+        # one task that starts its own processes: its variables describe the task, not them
+        found = None
+    if (
+        found is not None
+        and rank is None
+        and local_rank is not None
+        and found.local is not None
+        and local_rank != found.local
+    ):
         raise ValueError(
-            f"local_rank={local_rank} contradicts {found.launcher.local}={found.local} ({found.launcher.name}): "
-            f"if {found.launcher.name} started every process, pass local_rank={found.local} or omit it; if you start "
-            "processes yourself, pass each one's global rank= and ngpus= as well")
+            f"local_rank={local_rank} contradicts {found.launcher.local}={found.local} "
+            f"({found.launcher.name}): if {found.launcher.name} started every process, pass "
+            f"local_rank={found.local} or omit it; if you start processes yourself, pass each "
+            f"one's global rank= and ngpus= as well"
+        )
     env_local = _env_int("LOCAL_RANK")
     if local_rank is not None:
         local: Optional[int] = local_rank
@@ -285,7 +362,9 @@ def _from_environment(rank: Optional[int], world_size: Optional[int], local_rank
     return Topology(int(g_rank), int(world), int(local), rank_from, world_from, local_from)
 
 
-def agree_master_seed(seed: int, explicit: bool, topology: Optional[Topology] = None) -> Tuple[int, bool]:
+def agree_master_seed(
+    seed: int, explicit: bool, topology: Optional[Topology] = None
+) -> tuple[int, bool]:
     """Make every rank use rank 0's master seed; raise if explicit seeds disagree.
 
     With a process group every rank learns every other rank's value, so either
@@ -304,10 +383,11 @@ def agree_master_seed(seed: int, explicit: bool, topology: Optional[Topology] = 
         topology = topology if topology is not None else _LAST
         if not explicit and topology is not None and topology.world_size > 1:
             raise RuntimeError(
-                f"no master seed was given and there is no torch.distributed process group, but this is "
-                f"{topology.describe()}: each process would draw its own seed. Pass the same master_seed= to every "
-                "process, set SEEDER_SEED (seeder run --seed N does), or call "
-                "torch.distributed.init_process_group() before seeder.init()")
+                f"no master seed was given and there is no torch.distributed process group, but "
+                f"this is {topology.describe()}: each process would draw its own seed. Pass the "
+                f"same master_seed= to every process, set SEEDER_SEED (seeder run --seed N does), "
+                f"or call torch.distributed.init_process_group() before seeder.init()"
+            )
         return seed, explicit
     dist = torch.distributed
     world = dist.get_world_size()
@@ -318,14 +398,16 @@ def agree_master_seed(seed: int, explicit: bool, topology: Optional[Topology] = 
         detail = ", ".join(f"rank {r}: {s}" for r, s in sorted(explicit_values.items()))
         raise RuntimeError(
             f"ranks were given different master seeds ({detail}); every rank must get the same "
-            "--seed, or None on all ranks to let rank 0 draw one")
+            "--seed, or None on all ranks to let rank 0 draw one"
+        )
     if explicit_values:
         return next(iter(explicit_values.values())), True
     return int(gathered[0][0]), False
 
 
 def refuse_in_worker(what: str) -> None:
-    """Raise ``RuntimeError`` inside a ``DataLoader`` worker process: states are loaded in the main process.
+    """Raise ``RuntimeError`` inside a ``DataLoader`` worker process: states are loaded in the main
+    process.
 
     A worker holds a copy of the sampler and the loader; loading a state there changes only the
     copy (and the batches that worker fetches), never the run.
@@ -335,6 +417,7 @@ def refuse_in_worker(what: str) -> None:
     info = torch.utils.data.get_worker_info()
     if info is not None:
         raise RuntimeError(
-            f"{what} was called inside DataLoader worker {info.id}: a worker holds a copy of the sampler and loader, so "
-            "the load would change only the batches that worker fetches. Load states in the main process, before "
-            "iter(loader)")
+            f"{what} was called inside DataLoader worker {info.id}: a worker holds a copy of the "
+            f"sampler and loader, so the load would change only the batches that worker fetches. "
+            f"Load states in the main process, before iter(loader)"
+        )

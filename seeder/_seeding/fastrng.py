@@ -5,8 +5,9 @@ uses the libraries' public state APIs only. Two paths that run once a batch or o
 use what is here:
 
 - the copy of Python's and NumPy's global RNGs that a loader fetching in the main process puts
-  back after each batch (:meth:`seeder._seeding.rngbase.RNGAdapter.keep`), and the elastic loader's watch
-  of the RNGs it does not seed (:meth:`seeder._seeding.rngbase.RNGAdapter.watcher`), read a Mersenne
+  back after each batch (:meth:`seeder._seeding.rngbase.RNGAdapter.keep`), and the elastic loader's
+  watch of the RNGs it does not seed (:meth:`seeder._seeding.rngbase.RNGAdapter.watcher`), read a
+  Mersenne
   Twister's key and position, and NumPy's Gaussian cache, in place through ``ctypes`` views:
   :func:`python_mt_view` (CPython's ``random.Random``) and :func:`legacy_access` (a legacy
   ``RandomState``). ``random.getstate`` builds 625 ints and NumPy's ``get_state`` copies the
@@ -29,7 +30,7 @@ import ctypes
 import platform
 import random
 import struct
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 import numpy as np
 
@@ -72,7 +73,7 @@ _PCG_MULT = (2549297995355413924 << 64) | 4865540595714422341
 _M128 = (1 << 128) - 1
 
 
-def pcg64_state(seed: int) -> Dict[str, Any]:
+def pcg64_state(seed: int) -> dict[str, Any]:
     """``numpy.random.PCG64(numpy.random.SeedSequence(seed)).state``, from the sequence's 8 words.
 
     Args:
@@ -99,7 +100,7 @@ def pcg64_state(seed: int) -> Dict[str, Any]:
     }
 
 
-_FAST_SEEDING: Dict[type, Any] = {}
+_FAST_SEEDING: dict[type, Any] = {}
 
 
 def fast_seeding_state(kind: type) -> Optional[Any]:
@@ -136,7 +137,7 @@ class LegacyAccess:
         self.gauss_offset = gauss_offset
         self.zeros = [0] * KEY_WORDS  # set_state's key argument when only the cache is written
 
-    def views(self, rs: np.random.RandomState, bitgen: Any) -> Tuple[Any, Any]:
+    def views(self, rs: np.random.RandomState, bitgen: Any) -> tuple[Any, Any]:
         """Views of ``bitgen``'s key and position and of ``rs``'s Gaussian cache (``.raw`` reads).
 
         Args:
@@ -185,7 +186,7 @@ class LegacyAccess:
         key_view.raw = mt
 
     @staticmethod
-    def as_state(kept: Tuple[bytes, bytes]) -> Tuple[Any, ...]:
+    def as_state(kept: tuple[bytes, bytes]) -> tuple[Any, ...]:
         """``(key and position, Gaussian cache)`` bytes as ``RandomState.set_state`` takes.
 
         >>> access = legacy_access(); rs = np.random.RandomState(3); bitgen = rs.__reduce__()[1][0]
@@ -203,7 +204,7 @@ class LegacyAccess:
         )
 
 
-_LEGACY: List[Optional[LegacyAccess]] = []
+_LEGACY: list[Optional[LegacyAccess]] = []
 
 
 def _find_gauss_offset() -> Optional[int]:
@@ -279,7 +280,7 @@ def legacy_access() -> Optional[LegacyAccess]:
     return _LEGACY[0]
 
 
-_PY_MT: List[Optional[int]] = []
+_PY_MT: list[Optional[int]] = []
 
 
 def _find_python_mt_offset() -> Optional[int]:

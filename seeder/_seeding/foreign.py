@@ -34,6 +34,7 @@ Example:
     (0.2961, True)
     >>> seeder.default_seeder().reset()
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,13 +46,21 @@ import sys
 import sysconfig
 import warnings
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from collections.abc import Iterator
+from typing import Any, Callable, Optional
 
 from seeder._checks import is_int
 from seeder._errors import SeederWarning
 
-__all__ = ["ENV_FOREIGN", "PREINIT_SUFFIX", "watch", "expected", "global_draws", "init_site",
-           "routed_calls"]
+__all__ = [
+    "ENV_FOREIGN",
+    "PREINIT_SUFFIX",
+    "watch",
+    "expected",
+    "global_draws",
+    "init_site",
+    "routed_calls",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -63,40 +72,62 @@ ENV_FOREIGN = "SEEDER_FOREIGN_SEEDING"
 #: draws before ``init``.
 PREINIT_SUFFIX = ".preinit.rank"
 #: Packages whose frames are never the user's code, wherever they are installed (editable, say).
-_LIBRARIES = ("torch", "numpy", "lightning", "lightning_fabric", "pytorch_lightning",
-              "transformers", "accelerate", "jsonargparse", "torchdata")
+_LIBRARIES = (
+    "torch",
+    "numpy",
+    "lightning",
+    "lightning_fabric",
+    "pytorch_lightning",
+    "transformers",
+    "accelerate",
+    "jsonargparse",
+    "torchdata",
+)
 #: Frameworks' run-level seeding functions, by code name: the name the messages give each.
-_FRAMEWORK_FUNCS = {"seed_everything": "seed_everything", "reset_seed": "seed_everything",
-                    "set_seed": "set_seed", "enable_full_determinism": "set_seed"}
-_FRAMEWORK_NAMES = {"lightning": "Lightning's", "lightning_fabric": "Lightning's",
-                    "pytorch_lightning": "Lightning's", "transformers": "transformers'",
-                    "accelerate": "accelerate's"}
+_FRAMEWORK_FUNCS = {
+    "seed_everything": "seed_everything",
+    "reset_seed": "seed_everything",
+    "set_seed": "set_seed",
+    "enable_full_determinism": "set_seed",
+}
+_FRAMEWORK_NAMES = {
+    "lightning": "Lightning's",
+    "lightning_fabric": "Lightning's",
+    "pytorch_lightning": "Lightning's",
+    "transformers": "transformers'",
+    "accelerate": "accelerate's",
+}
 #: What each primitive seeds, in words, and a generator of one's own seeded alike.
-_WHAT = {"python": ("Python's random", "random.Random({seed})"),
-         "numpy": ("NumPy's global RNG", "np.random.default_rng({seed})"),
-         "torch": ("torch's CPU generator and the accelerators",
-                   "torch.Generator().manual_seed({seed})"),
-         "accelerator": ("the accelerators' generators",
-                         "torch.Generator(device).manual_seed({seed})")}
+_WHAT = {
+    "python": ("Python's random", "random.Random({seed})"),
+    "numpy": ("NumPy's global RNG", "np.random.default_rng({seed})"),
+    "torch": (
+        "torch's CPU generator and the accelerators",
+        "torch.Generator().manual_seed({seed})",
+    ),
+    "accelerator": ("the accelerators' generators", "torch.Generator(device).manual_seed({seed})"),
+}
 #: Adapters a torch / accelerator seeding does not touch.
-_NOT_TORCH = {"torch": {"python", "numpy", "numpy_generator"},
-              "accelerator": {"python", "numpy", "numpy_generator", "torch"}}
+_NOT_TORCH = {
+    "torch": {"python", "numpy", "numpy_generator"},
+    "accelerator": {"python", "numpy", "numpy_generator", "torch"},
+}
 
-_OWN_CALLERS: Tuple[str, ...] = ()  # seeder's and torch's directories: their calls pass through
+_OWN_CALLERS: tuple[str, ...] = ()  # seeder's and torch's directories: their calls pass through
 #: torch's own wrappers around a seeding function (``torch._dynamo`` wraps ``torch.manual_seed``
 #: with ``torch._disable_dynamo`` when it is imported): skipped when looking for the caller.
-_TORCH_WRAPPERS: Tuple[str, ...] = ()
+_TORCH_WRAPPERS: tuple[str, ...] = ()
 #: Directories of the loaders that fetch samples (torch's, torchdata's, seeder's): a seeding below
 #: one of their frames runs while a sample is fetched, as it does in a DataLoader worker, so it is
 #: local seeding.
-_DATA_DIRS: Tuple[str, ...] = ()
+_DATA_DIRS: tuple[str, ...] = ()
 #: Where installed packages and the standard library live: frames there are not the user's code.
-_INSTALLED: Tuple[str, ...] = ()
-_owner: Optional["weakref.ReferenceType[Any]"] = None
+_INSTALLED: tuple[str, ...] = ()
+_owner: Optional[weakref.ReferenceType[Any]] = None
 _installed = False
 _quiet = 0
-_sites: Set[Tuple[str, str]] = set()
-_routed: List[Dict[str, Any]] = []
+_sites: set[tuple[str, str]] = set()
+_routed: list[dict[str, Any]] = []
 _init_site: Optional[str] = None
 
 
@@ -130,7 +161,7 @@ def _user_frame(frame: Any) -> Optional[Any]:
     return None
 
 
-def _classify(caller: Any) -> Tuple[str, Any]:
+def _classify(caller: Any) -> tuple[str, Any]:
     """``("local" | "framework" | "user" | "library", frame)`` for a seeding call by ``caller``.
 
     ``frame`` is the framework's seeding function for ``"framework"``, else ``caller``. A call
@@ -149,7 +180,7 @@ def _classify(caller: Any) -> Tuple[str, Any]:
     return ("user" if user else "library"), caller
 
 
-def _framework_call(frame: Any) -> Tuple[bool, bool]:
+def _framework_call(frame: Any) -> tuple[bool, bool]:
     """``(called by LightningCLI, called by a transformers Trainer)``, from the stack above."""
     cli, trainer = False, False
     f = frame
@@ -164,14 +195,17 @@ def _framework_call(frame: Any) -> Tuple[bool, bool]:
 
 
 def _fix(name: str, cli: bool, trainer: bool) -> str:
-    give = ("give the seed to seeder instead (seeder.init(master_seed=...), --seed, or "
-            "SEEDER_SEED)")
+    give = "give the seed to seeder instead (seeder.init(master_seed=...), --seed, or SEEDER_SEED)"
     if cli:
-        return ("pass seed_everything_default=False to LightningCLI (or seed_everything: false "
-                f"in its config) and {give}")
+        return (
+            "pass seed_everything_default=False to LightningCLI (or seed_everything: false "
+            f"in its config) and {give}"
+        )
     if trainer:
-        return ("use seeder.integrations.transformers.SeederTrainer, or TrainingArguments("
-                "seed=<the master seed>) so that the Trainer's set_seed agrees with seeder")
+        return (
+            "use seeder.integrations.transformers.SeederTrainer, or TrainingArguments("
+            "seed=<the master seed>) so that the Trainer's set_seed agrees with seeder"
+        )
     return f"remove the {name} call (seeder.reseed seeds random, NumPy and torch) and {give}"
 
 
@@ -193,16 +227,22 @@ def _route(seeder: Any, family: str, seed_arg: Any, func: Any) -> None:
         return
     _sites.add((str(site), call))
     where = f"{call}, reached from {site}," if site else f"{call}, called by the framework itself,"
-    text = (f"{where} seeds the global RNGs after seeder.init; seeder routed it: they follow "
-            f"master seed {master}")
+    text = (
+        f"{where} seeds the global RNGs after seeder.init; seeder routed it: they follow "
+        f"master seed {master}"
+    )
     if _quiet or (is_int(seed_arg) and seed_arg == master):
         logger.info("%s (%s)", text, "expected" if _quiet else "the same seed")
         return
     cli, trainer = _framework_call(func)
     shown = user if user is not None else func  # the user's line, else the framework's own
-    warnings.warn_explicit(f"{text}, not {seed_arg!r}, so that the run is a function of the master "
-                           f"seed and resumes exactly. To silence this: {_fix(name, cli, trainer)}",
-                           SeederWarning, shown.f_code.co_filename, shown.f_lineno)
+    warnings.warn_explicit(
+        f"{text}, not {seed_arg!r}, so that the run is a function of the master "
+        f"seed and resumes exactly. To silence this: {_fix(name, cli, trainer)}",
+        SeederWarning,
+        shown.f_code.co_filename,
+        shown.f_lineno,
+    )
 
 
 def _kept(seeder: Any, family: str, primitive: str, seed_arg: Any, caller: Any) -> None:
@@ -223,11 +263,15 @@ def _kept(seeder: Any, family: str, primitive: str, seed_arg: Any, caller: Any) 
         f"{master}. To leave the run to seeder, remove the call (seeder.reseed seeds random, "
         f"NumPy and torch); to seed draws of your own, use a generator of your own "
         f"({own.format(seed=repr(seed_arg))})",
-        SeederWarning, caller.f_code.co_filename, caller.f_lineno)
+        SeederWarning,
+        caller.f_code.co_filename,
+        caller.f_lineno,
+    )
 
 
-def _wrap(original: Callable[..., Any], family: str, primitive: str,
-          returns: Callable[[], Any]) -> Callable[..., Any]:
+def _wrap(
+    original: Callable[..., Any], family: str, primitive: str, returns: Callable[[], Any]
+) -> Callable[..., Any]:
     def seeding(*args: Any, **kwargs: Any) -> Any:
         seeder = _active()
         if seeder is None:
@@ -272,10 +316,14 @@ def _dirs() -> None:
     import torch
 
     torch_dir = os.path.dirname(torch.__file__) + os.sep
-    own_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the seeder package
+    own_dir = (
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    )  # the seeder package
     _OWN_CALLERS = (own_dir, torch_dir)
-    _TORCH_WRAPPERS = (os.path.join(torch_dir, "_compile.py"),
-                       os.path.join(torch_dir, "_dynamo", ""))
+    _TORCH_WRAPPERS = (
+        os.path.join(torch_dir, "_compile.py"),
+        os.path.join(torch_dir, "_dynamo", ""),
+    )
     data = [os.path.join(torch_dir, "utils", "data", ""), os.path.join(own_dir, "data", "")]
     paths = sysconfig.get_paths()
     installed = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
@@ -305,7 +353,7 @@ def _install() -> None:
 
     _dirs()
     default = torch.default_generator
-    targets: List[Tuple[Any, str, str, str, Callable[[], Any]]] = [
+    targets: list[tuple[Any, str, str, str, Callable[[], Any]]] = [
         (random, "seed", "python", "random.seed", lambda: None),
         (np.random, "seed", "numpy", "np.random.seed", lambda: None),
         (torch, "manual_seed", "torch", "torch.manual_seed", lambda: default),
@@ -334,16 +382,23 @@ def watch(seeder: Any) -> None:
     _init_site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
     drawn = sorted(name for name, used in global_draws().items() if used)
     if drawn:
-        logger.info("%s drawn from before seeder.init at %s: what it made differs between runs",
-                    drawn, _init_site)
+        logger.info(
+            "%s drawn from before seeder.init at %s: what it made differs between runs",
+            drawn,
+            _init_site,
+        )
     prefix = os.environ.get("SEEDER_TRACE")
     if prefix:  # seeder verify reads it when a seeded run differs
         from seeder.env._safefile import write_file
 
         path = f"{prefix}{PREINIT_SUFFIX}{seeder.rank}.json"
         record = {"init_site": _init_site, "drawn_before_init": drawn}
-        write_file(os.path.dirname(os.path.abspath(path)), os.path.basename(path),
-                   json.dumps(record).encode(), 0o644)
+        write_file(
+            os.path.dirname(os.path.abspath(path)),
+            os.path.basename(path),
+            json.dumps(record).encode(),
+            0o644,
+        )
 
 
 @contextlib.contextmanager
@@ -363,7 +418,7 @@ def expected(reason: str) -> Iterator[None]:
         _quiet -= 1
 
 
-def routed_calls() -> List[Dict[str, Any]]:
+def routed_calls() -> list[dict[str, Any]]:
     """The frameworks' seeding calls routed in this process: ``call``, ``site`` (``None`` when no
     line of the user's led to it), ``rng``, ``master_seed``.
 
@@ -382,7 +437,7 @@ def init_site() -> Optional[str]:
     return _init_site
 
 
-def global_draws() -> Dict[str, bool]:
+def global_draws() -> dict[str, bool]:
     """Which global RNGs were drawn from since they were last seeded (or since the process
     started), where that shows.
 

@@ -35,10 +35,11 @@ Example:
     >>> sorted(s.state_dict()["participants"])
     ['noise.0']
 """
+
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 import torch
 
@@ -46,14 +47,30 @@ from seeder._errors import SeederWarning, StateError
 from seeder._seeding.rngbase import RNGAdapter
 from seeder._seeding.rngs import adapter_for
 
-__all__ = ["Participant", "Stands", "Positioned", "Elastic", "is_elastic", "GeneratorParticipant", "participant_for", "participant_keys",
-           "describe", "saves_state", "validates_state", "owner_saves_state", "require_participant", "add_factory",
-           "Factory", "warn_unsaved_generators"]
+__all__ = [
+    "Participant",
+    "Stands",
+    "Positioned",
+    "Elastic",
+    "is_elastic",
+    "GeneratorParticipant",
+    "participant_for",
+    "participant_keys",
+    "describe",
+    "saves_state",
+    "validates_state",
+    "owner_saves_state",
+    "require_participant",
+    "add_factory",
+    "Factory",
+    "warn_unsaved_generators",
+]
 
 
 @runtime_checkable
 class Participant(Protocol):
-    """What a sampler, loader, pipeline or generator wrapper implements to join a :class:`seeder.Seeder`.
+    """What a sampler, loader, pipeline or generator wrapper implements to join
+    a :class:`seeder.Seeder`.
 
     ``check_state_dict`` raises :class:`seeder._errors.StateError` and changes nothing;
     ``state_dict`` returns only tensors and plain values (``torch.load(weights_only=True)``).
@@ -69,7 +86,8 @@ class Participant(Protocol):
         """This participant's state, or ``None`` when it keeps none."""
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder._errors.StateError` if ``state`` cannot be loaded; change nothing."""
+        """Raise :class:`seeder._errors.StateError` if ``state`` cannot be loaded; change
+        nothing."""
 
     def load_state_dict(self, state: Any) -> None:
         """Restore a state that :meth:`check_state_dict` accepted."""
@@ -77,7 +95,8 @@ class Participant(Protocol):
 
 @runtime_checkable
 class Stands(Protocol):
-    """Optional: a participant made for another object (a DALI pipeline's :class:`~seeder.data.dali.TrackedPipeline`).
+    """Optional: a participant made for another object (a DALI
+    pipeline's :class:`~seeder.data.dali.TrackedPipeline`).
 
     ``seeder_target`` is that object: ``seeder.unregister_generator(obj)`` and ``seeder.leave(obj)``
     find the participant through it.
@@ -88,19 +107,21 @@ class Stands(Protocol):
 
 @runtime_checkable
 class Positioned(Protocol):
-    """Optional: a participant that counts samples (samplers, loaders) and tells ``seeder verify``'s trace where it is.
+    """Optional: a participant that counts samples (samplers, loaders) and tells ``seeder verify``'s
+    trace where it is.
 
     ``seeder_position()`` returns ``{"epoch": int, "position": int}`` (samples of the epoch
     consumed) and changes nothing: no RNG, no warning used up, no iteration started.
     """
 
-    def seeder_position(self) -> Dict[str, int]:
+    def seeder_position(self) -> dict[str, int]:
         """The epoch and the samples of it consumed, read without side effects."""
 
 
 @runtime_checkable
 class Elastic(Protocol):
-    """Optional: a participant whose state is the same on every rank (an elastic ``seeder.DataLoader``).
+    """Optional: a participant whose state is the same on every rank (an elastic
+    ``seeder.DataLoader``).
 
     ``seeder_elastic`` is ``True``: its state loads on any world size, and a process whose
     participants are all elastic (or registered generators) loads a state of another world
@@ -117,11 +138,14 @@ def is_elastic(participant: Any) -> bool:
     >>> is_elastic(Loader()), is_elastic(object())
     (True, False)
     """
-    return getattr(participant, "seeder_elastic", False) is True  # isinstance() on a Protocol costs ~10 us a call
+    return (
+        getattr(participant, "seeder_elastic", False) is True
+    )  # isinstance() on a Protocol costs ~10 us a call
 
 
-def participant_keys(participants: List[Any]) -> Dict[str, Any]:
-    """The names of ``participants`` in states and traces: ``generator.<stream>``, else ``<seeder_kind>.<n>``.
+def participant_keys(participants: list[Any]) -> dict[str, Any]:
+    """The names of ``participants`` in states and traces: ``generator.<stream>``, else
+    ``<seeder_kind>.<n>``.
 
     ``n`` counts the participants of that kind in the order given (join order), from 0.
 
@@ -131,8 +155,8 @@ def participant_keys(participants: List[Any]) -> Dict[str, Any]:
     >>> list(participant_keys([a, GeneratorParticipant(random.Random(), shared=False, stream=2), b]))
     ['sampler.0', 'generator.2', 'sampler.1']
     """
-    counts: Dict[str, int] = {}
-    named: Dict[str, Any] = {}
+    counts: dict[str, int] = {}
+    named: dict[str, Any] = {}
     for p in participants:
         if isinstance(p, GeneratorParticipant):
             named[f"generator.{p.stream}"] = p
@@ -153,16 +177,20 @@ def describe(obj: Any) -> str:
 
 
 def owner_saves_state(obj: Any) -> bool:
-    """Whether ``obj`` (the owner of a registered bound method) saves its RNG with ``state_dict``/``load_state_dict``.
+    """Whether ``obj`` (the owner of a registered bound method) saves its RNG with
+    ``state_dict``/``load_state_dict``.
 
-    Modules and optimizers have those methods too, but they hold weights, not the RNG, so they do not count.
+    Modules and optimizers have those methods too, but they hold weights, not the RNG, so they do
+    not count.
 
     >>> owner_saves_state(None)
     False
     """
     if obj is None or isinstance(obj, (torch.nn.Module, torch.optim.Optimizer)):
         return False
-    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+    return callable(getattr(obj, "state_dict", None)) and callable(
+        getattr(obj, "load_state_dict", None)
+    )
 
 
 class GeneratorParticipant:
@@ -190,7 +218,8 @@ class GeneratorParticipant:
         self.warned = False
 
     def matches(self, gen: Any) -> bool:
-        """Whether ``gen`` is this generator (bound methods are new objects on each access but compare equal)."""
+        """Whether ``gen`` is this generator (bound methods are new objects on each access but
+        compare equal)."""
         return self.gen is gen or (callable(gen) and hasattr(gen, "__self__") and self.gen == gen)
 
     def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
@@ -198,12 +227,14 @@ class GeneratorParticipant:
 
     @property
     def saves_state(self) -> bool:
-        """Whether this generator's state can be saved (an RNG object, or an owner with ``state_dict``)."""
+        """Whether this generator's state can be saved (an RNG object, or an owner with
+        ``state_dict``)."""
         return self.adapter is not None or self.owner is not None
 
     @property
     def validates_state(self) -> bool:
-        """Whether :meth:`check_state_dict` really checks (so loading a checked state cannot fail)."""
+        """Whether :meth:`check_state_dict` really checks (so loading a checked state cannot
+        fail)."""
         return self.adapter is not None or callable(getattr(self.owner, "check_state_dict", None))
 
     def state_dict(self) -> Any:
@@ -217,7 +248,10 @@ class GeneratorParticipant:
         elif callable(getattr(self.owner, "check_state_dict", None)):
             self.owner.check_state_dict(state)
         elif self.owner is None:
-            raise StateError(f"generator {self.stream} ({describe(self.gen)}) is a plain callable with no state to load")
+            raise StateError(
+                f"generator {self.stream} ({describe(self.gen)}) is a plain callable with no "
+                f"state to load"
+            )
 
     def load_state_dict(self, state: Any) -> None:
         if self.adapter is not None:
@@ -226,7 +260,10 @@ class GeneratorParticipant:
             self.owner.load_state_dict(state)
 
     def __repr__(self) -> str:
-        return f"GeneratorParticipant({describe(self.gen)}, shared={self.shared}, stream={self.stream})"
+        return (
+            f"GeneratorParticipant({describe(self.gen)}, shared={self.shared}, "
+            f"stream={self.stream})"
+        )
 
 
 def saves_state(participant: Any) -> bool:
@@ -241,24 +278,27 @@ def saves_state(participant: Any) -> bool:
 
 
 def validates_state(participant: Any) -> bool:
-    """Whether ``participant`` checks a state before loading it (so a checked load cannot fail halfway)."""
+    """Whether ``participant`` checks a state before loading it (so a checked load cannot fail
+    halfway)."""
     if isinstance(participant, GeneratorParticipant):
         return participant.validates_state
     return callable(getattr(participant, "check_state_dict", None))
 
 
-#: ``factory(obj, seeder, shared)``: a participant made for ``obj`` (an object of another library), or ``None``.
+#: ``factory(obj, seeder, shared)``: a participant made for ``obj`` (an object of another library),
+#: or ``None``.
 Factory = Callable[[Any, Any, bool], Optional[Any]]
 
-_factories: List[Factory] = []
+_factories: list[Factory] = []
 
 
 def add_factory(factory: Factory) -> None:
-    """Let :func:`participant_for` turn objects of another library into participants with ``factory``.
+    """Let :func:`participant_for` turn objects of another library into participants with
+    ``factory``.
 
-    ``factory(obj, seeder, shared)`` returns a participant made for ``obj``, or ``None`` when ``obj``
-    is not its library's; factories are tried in the order added, and adding one twice has no
-    effect. The module that defines a factory adds it when imported (:mod:`seeder.data.dali`).
+    ``factory(obj, seeder, shared)`` returns a participant made for ``obj``, or ``None`` when
+    ``obj`` is not its library's; factories are tried in the order added, and adding one twice has
+    no effect. The module that defines a factory adds it when imported (:mod:`seeder.data.dali`).
 
     >>> from seeder.data import dali                # adds dali.participant_for when imported
     >>> add_factory(dali.participant_for)            # a second time: no effect
@@ -279,13 +319,17 @@ def require_participant(obj: Any, seeder: Any) -> Any:
     """
     made = participant_for(obj, seeder)
     if made is None:
-        raise TypeError(f"{type(obj).__name__} is not a participant: it needs seeder_kind, "
-                        "seeder_reseed(seeder, task_id, epoch), state_dict, check_state_dict and load_state_dict")
+        raise TypeError(
+            f"{type(obj).__name__} is not a participant: it needs seeder_kind, "
+            "seeder_reseed(seeder, task_id, epoch), state_dict, check_state_dict and "
+            "load_state_dict"
+        )
     return made
 
 
 def participant_for(obj: Any, seeder: Any, shared: bool = False) -> Optional[Any]:
-    """``obj`` if it is a participant, a participant made for it by a factory (:func:`add_factory`), else ``None``.
+    """``obj`` if it is a participant, a participant made for it by a factory (:func:`add_factory`),
+    else ``None``.
 
     >>> participant_for(3, None) is None
     True
@@ -299,7 +343,7 @@ def participant_for(obj: Any, seeder: Any, shared: bool = False) -> Optional[Any
     return None
 
 
-def warn_unsaved_generators(generators: List[GeneratorParticipant]) -> None:
+def warn_unsaved_generators(generators: list[GeneratorParticipant]) -> None:
     """Warn once per registered plain callable: its stream cannot be saved, so a mid-epoch resume
     cannot continue it."""
     for member in generators:
@@ -308,10 +352,16 @@ def warn_unsaved_generators(generators: List[GeneratorParticipant]) -> None:
         member.warned = True
         owner = getattr(member.gen, "__self__", None)
         frameworks = (torch.nn.Module, torch.optim.Optimizer)
-        hint = (f"give {type(owner).__name__} state_dict()/load_state_dict() methods that save its "
-                "RNG" if owner is not None and not isinstance(owner, frameworks)
-                else "register the RNG object itself (random.Random, numpy Generator/RandomState "
-                     "or torch.Generator)")
-        warnings.warn(f"registered generator {describe(member.gen)} is a plain callable with no "
-                      "state to save: a run resumed from a checkpoint taken inside an epoch will "
-                      f"not continue its random stream; {hint}", SeederWarning, stacklevel=3)
+        hint = (
+            f"give {type(owner).__name__} state_dict()/load_state_dict() methods that save its RNG"
+            if owner is not None and not isinstance(owner, frameworks)
+            else "register the RNG object itself (random.Random, numpy Generator/RandomState "
+            "or torch.Generator)"
+        )
+        warnings.warn(
+            f"registered generator {describe(member.gen)} is a plain callable with no "
+            "state to save: a run resumed from a checkpoint taken inside an epoch will "
+            f"not continue its random stream; {hint}",
+            SeederWarning,
+            stacklevel=3,
+        )

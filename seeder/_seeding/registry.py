@@ -13,11 +13,12 @@ Example:
     >>> g.stream, [p.stream for p in r.generators()]
     (1, [1])
 """
+
 from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Union
 
 from seeder._checks import check_bool
 from seeder._seeding.participant import (
@@ -31,7 +32,14 @@ from seeder._seeding.participant import (
 )
 from seeder._seeding.rngs import adapter_for
 
-__all__ = ["Registry", "Membership", "GeneratorLike", "add_optional_kind", "optional_part", "optional_reason"]
+__all__ = [
+    "Registry",
+    "Membership",
+    "GeneratorLike",
+    "add_optional_kind",
+    "optional_part",
+    "optional_reason",
+]
 
 #: What ``register_generator`` takes: a callable ``f(seed)`` or an RNG object (or a participant).
 GeneratorLike = Union[Callable[[int], Any], Any]
@@ -39,7 +47,7 @@ GeneratorLike = Union[Callable[[int], Any], Any]
 
 #: Participant kinds that a tool adds to some runs of a program only (``seeder_kind`` values), each
 #: with what a checkpoint that holds no part of the kind means for a run that has one.
-_OPTIONAL_KINDS: Dict[str, str] = {}
+_OPTIONAL_KINDS: dict[str, str] = {}
 
 
 def add_optional_kind(kind: str, without: str) -> None:
@@ -94,12 +102,15 @@ def _resolve(member: Any) -> Any:
 
 
 def _check_arity(gen: Any) -> None:
-    """A ``TypeError`` now, not at the next reseed, for a callable that cannot be called as ``f(seed)``."""
+    """A ``TypeError`` now, not at the next reseed, for a callable that cannot be called as
+    ``f(seed)``."""
     try:
         inspect.signature(gen).bind(0)
     except TypeError as exc:
-        raise TypeError(f"register_generator() needs a callable f(seed: int) that takes the seed as its one "
-                        f"argument; {describe(gen)} cannot be called with one argument ({exc})") from None
+        raise TypeError(
+            f"register_generator() needs a callable f(seed: int) that takes the seed as its one "
+            f"argument; {describe(gen)} cannot be called with one argument ({exc})"
+        ) from None
     except ValueError:  # no signature to read (some builtins): found out at the first reseed
         pass
 
@@ -108,50 +119,61 @@ class Registry:
     """Ordered participants: ``(participant or weakref, added by register_generator?)``."""
 
     def __init__(self) -> None:
-        self._members: List[Tuple[Any, bool]] = []
+        self._members: list[tuple[Any, bool]] = []
         self._next_stream = 1
-        self._roster: Optional[Tuple[Tuple[Tuple[str, Any], ...], Tuple[Any, ...], bool]] = None  # see _named
+        self._roster: Optional[tuple[tuple[tuple[str, Any], ...], tuple[Any, ...], bool]] = (
+            None  # see _named
+        )
 
     def add_generator(self, gen: Any, shared: bool) -> GeneratorParticipant:
-        """Register ``gen`` on the next stream (strongly held, dropped by :meth:`drop_registered`)."""
+        """Register ``gen`` on the next stream (strongly held, dropped
+        by :meth:`drop_registered`)."""
         member = GeneratorParticipant(gen, shared, self._next_stream)
         self._next_stream += 1
         self._members.append((member, True))
         self._roster = None
         return member
 
-    def register(self, gen: Any, shared: bool, make: Callable[[], Optional[Any]]) -> Optional[GeneratorParticipant]:
-        """``register_generator``: a new :class:`GeneratorParticipant` for ``gen``; or, for an object that is no
-        RNG, the participant ``make()`` returns for it (:func:`seeder._seeding.participant.participant_for`), added strongly."""
+    def register(
+        self, gen: Any, shared: bool, make: Callable[[], Optional[Any]]
+    ) -> Optional[GeneratorParticipant]:
+        """``register_generator``: a new :class:`GeneratorParticipant` for ``gen``; or, for an
+        object that is no RNG, the participant ``make()`` returns for it
+        (:func:`seeder._seeding.participant.participant_for`), added strongly."""
         if self.find(gen) is not None:
             raise ValueError(f"{describe(gen)} is already registered; register each generator once")
         if adapter_for(gen) is None:
             participant = make()
-            if participant is not None:  # e.g. a DALI pipeline: joins at the next reseed, not called now
+            if (
+                participant is not None
+            ):  # e.g. a DALI pipeline: joins at the next reseed, not called now
                 self.add(participant, weak=False, registered=True)
                 return None
             if callable(gen):
                 _check_arity(gen)
             else:
                 raise TypeError(
-                    f"register_generator() needs a callable f(seed: int), a random.Random, numpy Generator/"
-                    f"RandomState, torch.Generator or a participant (an object with seeder_reseed, or a DALI "
-                    f"pipeline); got {type(gen).__name__} {gen!r}")
+                    f"register_generator() needs a callable f(seed: int), a random.Random, numpy "
+                    f"Generator/RandomState, torch.Generator or a participant (an object with "
+                    f"seeder_reseed, or a DALI pipeline); got {type(gen).__name__} {gen!r}"
+                )
         return self.add_generator(gen, shared)
 
-    def mark(self) -> Tuple[List[Tuple[Any, bool]], int]:
-        """What :meth:`rollback` returns to: the members and the next stream number, as they are now."""
+    def mark(self) -> tuple[list[tuple[Any, bool]], int]:
+        """What :meth:`rollback` returns to: the members and the next stream number, as they are
+        now."""
         return list(self._members), self._next_stream
 
-    def rollback(self, mark: Tuple[List[Tuple[Any, bool]], int]) -> None:
+    def rollback(self, mark: tuple[list[tuple[Any, bool]], int]) -> None:
         """Return to a :meth:`mark` (a registration that raised leaves nothing behind)."""
         self._members, self._next_stream, self._roster = mark[0], mark[1], None
 
     def register_or_nothing(self, seeder: Any, gen: Any, shared: bool) -> None:
-        """``seeder.register_generator(gen)``: :meth:`register`, and seed it for the last reseed; on any raise, no trace.
+        """``seeder.register_generator(gen)``: :meth:`register`, and seed it for the last reseed; on
+        any raise, no trace.
 
-        A generator that raises when it is seeded (a bug, the wrong arity) stays out of the registry,
-        so later reseeds do not call it.
+        A generator that raises when it is seeded (a bug, the wrong arity) stays out of the
+        registry, so later reseeds do not call it.
         """
         mark = self.mark()
         try:
@@ -160,9 +182,15 @@ class Registry:
                 member.seeder_reseed(seeder, *seeder.run.last)
         except BaseException as exc:
             self.rollback(mark)
-            if isinstance(exc, Exception) and seeder.run.last is not None and hasattr(exc, "add_note"):
-                exc.add_note(f"register_generator(): {describe(gen)} was not registered (seeding it for "
-                             f"reseed{seeder.run.last} raised); fix it and register it again")
+            if (
+                isinstance(exc, Exception)
+                and seeder.run.last is not None
+                and hasattr(exc, "add_note")
+            ):
+                exc.add_note(
+                    f"register_generator(): {describe(gen)} was not registered (seeding it for "
+                    f"reseed{seeder.run.last} raised); fix it and register it again"
+                )
             raise
 
     def add(self, participant: Any, *, weak: bool, registered: bool = False) -> None:
@@ -172,7 +200,8 @@ class Registry:
             self._roster = None
 
     def drop_registered(self) -> int:
-        """Forget what ``register_generator`` added and restart stream numbering (``init``); return how many."""
+        """Forget what ``register_generator`` added and restart stream numbering (``init``); return
+        how many."""
         before = len(self._members)
         self._members = [(m, registered) for m, registered in self._members if not registered]
         self._roster = None
@@ -180,19 +209,23 @@ class Registry:
         return before - len(self._members)
 
     def find(self, obj: Any) -> Optional[Any]:
-        """The participant for ``obj``: itself, the generator wrapping it, or the one that :class:`~seeder._seeding.participant.Stands`
-        for it."""
+        """The participant for ``obj``: itself, the generator wrapping it, or the one
+        that :class:`~seeder._seeding.participant.Stands` for it."""
         for member, _ in self._members:
             p = _resolve(member)
             if p is None:
                 continue
-            if p is obj or (isinstance(p, GeneratorParticipant) and p.matches(obj)) \
-                    or (isinstance(p, Stands) and p.seeder_target is obj):
+            if (
+                p is obj
+                or (isinstance(p, GeneratorParticipant) and p.matches(obj))
+                or (isinstance(p, Stands) and p.seeder_target is obj)
+            ):
                 return p
         return None
 
     def find_or_raise(self, gen: Any) -> Any:
-        """:meth:`find`, or a ``ValueError`` saying ``gen`` is not registered (``unregister_generator``)."""
+        """:meth:`find`, or a ``ValueError`` saying ``gen`` is not registered
+        (``unregister_generator``)."""
         found = self.find(gen)
         if found is None:
             raise ValueError(f"{describe(gen)} is not registered; nothing to unregister")
@@ -206,28 +239,37 @@ class Registry:
 
     def remove(self, participant: Any) -> None:
         """Remove ``participant`` (and dead weak references)."""
-        self._members = [(m, r) for m, r in self._members if _resolve(m) is not None and _resolve(m) is not participant]
+        self._members = [
+            (m, r)
+            for m, r in self._members
+            if _resolve(m) is not None and _resolve(m) is not participant
+        ]
         self._roster = None
 
-    def participants(self) -> List[Any]:
+    def participants(self) -> list[Any]:
         """Live participants in the order they joined."""
         return [p for p in (_resolve(m) for m, _ in self._members) if p is not None]
 
-    def _named(self) -> Tuple[Tuple[Tuple[str, Any], ...], Tuple[Any, ...], bool]:
-        """``(stateful, generators, weak)``: :meth:`stateful`'s keys and :meth:`generators` with members as stored
-        (participants or weak references), and whether any is a weak reference. Found again after each change
-        of the members (a participant's kind and whether it saves state are read then)."""
+    def _named(self) -> tuple[tuple[tuple[str, Any], ...], tuple[Any, ...], bool]:
+        """``(stateful, generators, weak)``: :meth:`stateful`'s keys and :meth:`generators` with
+        members as stored (participants or weak references), and whether any is a weak reference.
+        Found again after each change of the members (a participant's kind and whether it saves
+        state are read then)."""
         roster = self._roster
         if roster is None:
-            live = [(m, p) for m, p in ((m, _resolve(m)) for m, _ in self._members) if p is not None]
+            live = [
+                (m, p) for m, p in ((m, _resolve(m)) for m, _ in self._members) if p is not None
+            ]
             stored = {id(p): m for m, p in live}
             named = participant_keys([p for _, p in live if saves_state(p)])
-            roster = self._roster = (tuple((k, stored[id(p)]) for k, p in named.items()),
-                                     tuple(m for m, p in live if isinstance(p, GeneratorParticipant)),
-                                     any(isinstance(m, weakref.ref) for m, _ in live))
+            roster = self._roster = (
+                tuple((k, stored[id(p)]) for k, p in named.items()),
+                tuple(m for m, p in live if isinstance(p, GeneratorParticipant)),
+                any(isinstance(m, weakref.ref) for m, _ in live),
+            )
         return roster
 
-    def generators(self) -> List[GeneratorParticipant]:
+    def generators(self) -> list[GeneratorParticipant]:
         """Registered generators in registration order."""
         _, gens, weak = self._named()
         if not weak:
@@ -238,20 +280,24 @@ class Registry:
             return self.generators()
         return found
 
-    def stateful(self) -> Dict[str, Any]:
-        """Participants whose state is saved, by key (:func:`seeder._seeding.participant.participant_keys`)."""
+    def stateful(self) -> dict[str, Any]:
+        """Participants whose state is saved, by key
+        (:func:`seeder._seeding.participant.participant_keys`)."""
         named, _, weak = self._named()
         if not weak:
             return dict(named)
         found = {k: _resolve(m) for k, m in named}
-        if any(p is None for p in found.values()):  # one held weakly is gone: the keys of the others may change
+        if any(
+            p is None for p in found.values()
+        ):  # one held weakly is gone: the keys of the others may change
             self._roster = None
             return self.stateful()
         return found
 
 
 class Membership:
-    """The part of :class:`seeder.Seeder` about who takes part: registered generators and participants.
+    """The part of :class:`seeder.Seeder` about who takes part: registered generators and
+    participants.
 
     A base class of ``Seeder``, which provides ``registry`` (a :class:`Registry`), ``pending``
     (:class:`seeder._state.pending.PendingParts`), ``run``, its lock and ``_require_init``.
@@ -286,12 +332,14 @@ class Membership:
                 raise
 
     def unregister_generator(self, gen: GeneratorLike) -> None:
-        """Stop reseeding ``gen`` (the object or bound method given to :meth:`register_generator`)."""
+        """Stop reseeding ``gen`` (the object or bound method given
+        to :meth:`register_generator`)."""
         with self._lock:
             self.registry.remove(self.registry.find_or_raise(gen))
 
     def join(self, participant: Any, *, weak: bool = True) -> None:
-        """Add a participant (sampler, loader, DALI pipeline, ...; see :mod:`seeder._seeding.participant`).
+        """Add a participant (sampler, loader, DALI pipeline, ...;
+        see :mod:`seeder._seeding.participant`).
 
         Held through a weak reference by default, so a discarded sampler leaves. Participants
         that joined stay across :meth:`init` and follow the new run. Joining twice has no effect.
@@ -305,7 +353,9 @@ class Membership:
         made = require_participant(participant, self)
         with self._lock:
             mark = self.registry.mark()
-            self.registry.add(made, weak=weak and made is participant)  # a wrapper lives as long as the seeder
+            self.registry.add(
+                made, weak=weak and made is participant
+            )  # a wrapper lives as long as the seeder
             try:
                 self.pending.claim(self)
             except BaseException:
@@ -320,18 +370,20 @@ class Membership:
         with self._lock:
             self.registry.discard(participant)
 
-    def participants(self) -> List[Any]:
+    def participants(self) -> list[Any]:
         """Live participants in the order they joined (registered generators included)."""
         return self.registry.participants()
 
-    def generators(self) -> List[GeneratorParticipant]:
-        """Registered generators in registration order (:class:`seeder._seeding.participant.GeneratorParticipant`).
+    def generators(self) -> list[GeneratorParticipant]:
+        """Registered generators in registration order
+        (:class:`seeder._seeding.participant.GeneratorParticipant`).
 
         >>> import random, seeder; s = seeder.Seeder(); s.init(1); s.register_generator(random.Random()); [g.stream for g in s.generators()]
         [1]
         """
         return self.registry.generators()
 
-    def stateful(self) -> Dict[str, Any]:
-        """Participants whose state is saved, by key: ``generator.<stream>`` or ``<seeder_kind>.<n>``."""
+    def stateful(self) -> dict[str, Any]:
+        """Participants whose state is saved, by key: ``generator.<stream>`` or
+        ``<seeder_kind>.<n>``."""
         return self.registry.stateful()

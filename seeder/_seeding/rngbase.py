@@ -5,18 +5,32 @@ Example:
     >>> on_cpu(torch.zeros(1, dtype=torch.uint8)).device.type
     'cpu'
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable, Optional
 
 import torch
 
 from seeder._errors import StateError
 
-__all__ = ["RNGAdapter", "expect", "check_uint8_tensor", "check_mt_words", "check_mt_key",
-           "check_cached_float", "check_exact_int", "on_cpu", "CPU_FIX", "save_states",
-           "put_back_states", "keep_states", "restore_states"]
+__all__ = [
+    "RNGAdapter",
+    "expect",
+    "check_uint8_tensor",
+    "check_mt_words",
+    "check_mt_key",
+    "check_cached_float",
+    "check_exact_int",
+    "on_cpu",
+    "CPU_FIX",
+    "save_states",
+    "put_back_states",
+    "keep_states",
+    "restore_states",
+]
 
 
 def expect(cond: bool, where: str, msg: str) -> None:
@@ -29,24 +43,32 @@ CPU_FIX = "load the checkpoint with torch.load(..., map_location='cpu')"
 
 
 def check_uint8_tensor(value: Any, where: str) -> None:
-    """Raise :class:`StateError` unless ``value`` is a 1-d ``torch.uint8`` tensor holding data (a generator state)."""
+    """Raise :class:`StateError` unless ``value`` is a 1-d ``torch.uint8`` tensor holding data (a
+    generator state)."""
     if not isinstance(value, torch.Tensor):
         raise StateError(f"{where}: expected a torch.uint8 tensor, got {type(value).__name__}")
     if value.dtype != torch.uint8 or value.dim() != 1:
-        raise StateError(f"{where}: expected a 1-d torch.uint8 tensor, got {value.dtype} with shape "
-                         f"{tuple(value.shape)}; {CPU_FIX} and pass its RNG states on unchanged")
+        raise StateError(
+            f"{where}: expected a 1-d torch.uint8 tensor, got {value.dtype} with shape "
+            f"{tuple(value.shape)}; {CPU_FIX} and pass its RNG states on unchanged"
+        )
     if value.is_meta:
-        raise StateError(f"{where}: the tensor is on the meta device and holds no values; {CPU_FIX}")
+        raise StateError(
+            f"{where}: the tensor is on the meta device and holds no values; {CPU_FIX}"
+        )
     if value.layout != torch.strided or not value.is_contiguous():
-        raise StateError(f"{where}: the state tensor is a non-contiguous view (or not strided); pass the tensor that "
-                         "get_state()/state_dict() returned, unchanged")
+        raise StateError(
+            f"{where}: the state tensor is a non-contiguous view (or not strided); pass the tensor "
+            f"that get_state()/state_dict() returned, unchanged"
+        )
 
 
 def check_mt_words(words: Sequence[Any], where: str) -> None:
     """Refuse a Mersenne Twister key with fewer than two nonzero words (all zero: every draw is 0).
 
     A seeded Mersenne Twister never comes near that (the chance is about 2**-19900), so such a
-    key is a corrupt state, not one a run produced. ``words`` starts with the 624 key words (ints or NumPy ints).
+    key is a corrupt state, not one a run produced. ``words`` starts with the 624 key words (ints or
+    NumPy ints).
 
     >>> check_mt_words([0] * 624, "x")
     Traceback (most recent call last):
@@ -57,15 +79,19 @@ def check_mt_words(words: Sequence[Any], where: str) -> None:
         return
     nonzero = sum(1 for w in words[:624] if w)
     if nonzero < 2:
-        raise StateError(f"{where}: the Mersenne Twister key has {nonzero} nonzero word(s) of 624: a degenerate "
-                         "state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt")
+        raise StateError(
+            f"{where}: the Mersenne Twister key has {nonzero} nonzero word(s) of 624: a degenerate "
+            "state (every draw would be 0 or nearly), not one a seeded generator reaches; the "
+            "checkpoint is corrupt"
+        )
 
 
 _KEY_SHAPE = (624,)
 
 
-def check_mt_key(state: Dict[str, Any], where: str) -> torch.Tensor:
-    """``state["key"]`` (a Mersenne Twister's 624 words as an int32 tensor) and ``state["pos"]`` checked; the key.
+def check_mt_key(state: dict[str, Any], where: str) -> torch.Tensor:
+    """``state["key"]`` (a Mersenne Twister's 624 words as an int32 tensor) and ``state["pos"]``
+    checked; the key.
 
     The words themselves (degenerate or not) are the caller's to check.
 
@@ -73,10 +99,18 @@ def check_mt_key(state: Dict[str, Any], where: str) -> torch.Tensor:
     torch.Size([624])
     """
     key = state["key"]
-    if not (isinstance(key, torch.Tensor) and key.dtype == torch.int32 and tuple(key.shape) == _KEY_SHAPE):
-        raise StateError(f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' bits); "
-                         f"{CPU_FIX} and pass its RNG states on unchanged")
-    expect(not key.is_meta, where, f"the tensor is on the meta device and holds no values; {CPU_FIX}")
+    if not (
+        isinstance(key, torch.Tensor)
+        and key.dtype == torch.int32
+        and tuple(key.shape) == _KEY_SHAPE
+    ):
+        raise StateError(
+            f"{where}: expected an int32 tensor of shape (624,) (the Mersenne Twister words' "
+            f"bits); {CPU_FIX} and pass its RNG states on unchanged"
+        )
+    expect(
+        not key.is_meta, where, f"the tensor is on the meta device and holds no values; {CPU_FIX}"
+    )
     expect(key.layout == torch.strided, where, "the key must be a plain (strided) tensor")
     check_exact_int(state["pos"], where, "pos", 0, 624)
     return key
@@ -99,7 +133,8 @@ def check_cached_float(value: Any, where: str, name: str, *, optional: bool = Fa
 
 
 def check_exact_int(value: Any, where: str, name: str, low: int, high: int) -> None:
-    """Refuse anything but a Python ``int`` in ``[low, high]`` (``True``, ``1.0`` and NumPy ints included).
+    """Refuse anything but a Python ``int`` in ``[low, high]`` (``True``, ``1.0`` and NumPy ints
+    included).
 
     >>> check_exact_int(True, "x", "has_gauss", 0, 1)
     Traceback (most recent call last):
@@ -107,7 +142,10 @@ def check_exact_int(value: Any, where: str, name: str, low: int, high: int) -> N
     seeder._errors.StateError: x: has_gauss must be an int in [0, 1], got bool True
     """
     if type(value) is not int or not low <= value <= high:
-        raise StateError(f"{where}: {name} must be an int in [{low}, {high}], got {type(value).__name__} {value!r}")
+        raise StateError(
+            f"{where}: {name} must be an int in [{low}, {high}], got {type(value).__name__} "
+            f"{value!r}"
+        )
 
 
 def on_cpu(value: torch.Tensor) -> torch.Tensor:
@@ -148,7 +186,8 @@ class RNGAdapter:
         raise NotImplementedError
 
     def copy_state(self) -> Any:
-        """A copy of this RNG's state for :meth:`put_back` in this process (not a checkpoint: no format promised)."""
+        """A copy of this RNG's state for :meth:`put_back` in this process (not a checkpoint: no
+        format promised)."""
         return self.get_state()
 
     def put_back(self, kept: Any) -> None:
@@ -172,7 +211,8 @@ class RNGAdapter:
         return lambda: self.put_back(kept)
 
     def seed_function(self) -> Callable[[int], Any]:
-        """A callable that does what :meth:`seed` does, with the fewest Python calls (a loop over samples binds it once).
+        """A callable that does what :meth:`seed` does, with the fewest Python calls (a loop over
+        samples binds it once).
 
         >>> import random
         >>> from seeder._seeding.rngs import PythonRandomAdapter
@@ -182,13 +222,14 @@ class RNGAdapter:
         return self.seed
 
     def watcher(self) -> Optional[Callable[[], Any]]:
-        """A function whose result changes when this RNG draws (or is set); ``None`` when no such function is
-        cheaper than seeding (callers then seed instead of comparing)."""
+        """A function whose result changes when this RNG draws (or is set); ``None`` when no such
+        function is cheaper than seeding (callers then seed instead of comparing)."""
         return None
 
 
-def save_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Any]]:
-    """``(adapter, copy_state())`` of each adapter: the one way seeder saves RNGs around a fetch or a block.
+def save_states(adapters: Sequence[RNGAdapter]) -> list[tuple[RNGAdapter, Any]]:
+    """``(adapter, copy_state())`` of each adapter: the one way seeder saves RNGs around a fetch or
+    a block.
 
     >>> import random
     >>> from seeder._seeding.rngs import global_adapters
@@ -199,8 +240,9 @@ def save_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Any]]:
     return [(adapter, adapter.copy_state()) for adapter in adapters]
 
 
-def put_back_states(saved: Sequence[Tuple[RNGAdapter, Any]], strict: bool = False) -> List[str]:
-    """Put every :func:`save_states` copy back, going on past failures; return ``"<name> (<error>)"`` of each.
+def put_back_states(saved: Sequence[tuple[RNGAdapter, Any]], strict: bool = False) -> list[str]:
+    """Put every :func:`save_states` copy back, going on past failures; return ``"<name>
+    (<error>)"`` of each.
 
     ``strict=True`` raises ``RuntimeError`` naming them instead (after trying every one).
     """
@@ -215,7 +257,7 @@ def put_back_states(saved: Sequence[Tuple[RNGAdapter, Any]], strict: bool = Fals
     return failed
 
 
-def keep_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Callable[[], None]]]:
+def keep_states(adapters: Sequence[RNGAdapter]) -> list[tuple[RNGAdapter, Callable[[], None]]]:
     """``(adapter, adapter.keep())`` of each adapter: the per-batch save around a fetch.
 
     Args:
@@ -233,8 +275,9 @@ def keep_states(adapters: Sequence[RNGAdapter]) -> List[Tuple[RNGAdapter, Callab
     return [(adapter, adapter.keep()) for adapter in adapters]
 
 
-def restore_states(kept: Sequence[Tuple[RNGAdapter, Callable[[], None]]],
-                   strict: bool = False) -> List[str]:
+def restore_states(
+    kept: Sequence[tuple[RNGAdapter, Callable[[], None]]], strict: bool = False
+) -> list[str]:
     """Run every :func:`keep_states` restore, going on past failures.
 
     Args:
@@ -259,7 +302,8 @@ def restore_states(kept: Sequence[Tuple[RNGAdapter, Callable[[], None]]],
 
 
 def next_keeping(adapters: Sequence[RNGAdapter], iterator: Iterator[Any]) -> Any:
-    """``next(iterator)`` with the RNGs of ``adapters`` put back afterwards, whatever it drew (none: a plain ``next``).
+    """``next(iterator)`` with the RNGs of ``adapters`` put back afterwards, whatever it drew (none:
+    a plain ``next``).
 
     What a loader that fetches in the main process does, so that the training loop's global streams
     are untouched.

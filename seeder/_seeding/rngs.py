@@ -8,11 +8,12 @@ Example:
     >>> for adapter in global_adapters():
     ...     adapter.seed(1234)
 """
+
 from __future__ import annotations
 
 import random
 import struct
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -39,17 +40,25 @@ from seeder._seeding.rngbase import (
 )
 from seeder._seeding.rngs_torch import AcceleratorAdapter, TorchGeneratorAdapter, accelerator_types
 
-__all__ = ["PythonRandomAdapter", "NumpyRandomStateAdapter", "NumpyGeneratorAdapter", "global_adapters", "adapter_for"]
+__all__ = [
+    "PythonRandomAdapter",
+    "NumpyRandomStateAdapter",
+    "NumpyGeneratorAdapter",
+    "global_adapters",
+    "adapter_for",
+]
 
 
-_MT_WORDS = struct.Struct("=625I")  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
+_MT_WORDS = struct.Struct(
+    "=625I"
+)  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
 _KEY = struct.Struct("=624I")  # getstate()'s words as bytes: 6x faster than numpy.array(tuple)
 _NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
 _PYTHON_KEYS = frozenset({"version", "key", "pos", "gauss_next"})
 _PYTHON_TUPLE_KEYS = frozenset({"version", "state", "gauss_next"})
 
 
-def _key_words(key: torch.Tensor) -> List[int]:
+def _key_words(key: torch.Tensor) -> list[int]:
     """A checked Mersenne Twister key tensor's 624 words as ints, as ``setstate`` takes them."""
     return on_cpu(key).contiguous().numpy().view(np.uint32).tolist()
 
@@ -57,8 +66,9 @@ def _key_words(key: torch.Tensor) -> List[int]:
 class PythonRandomAdapter(RNGAdapter):
     """A :class:`random.Random` (the module's by default), through ``getstate``/``setstate``.
 
-    The state is ``{"version": 3, "key": int32 tensor (624 words' bits), "pos": int, "gauss_next": float | None}``:
-    ``random.getstate()``'s words as one tensor (loaded by ``torch.load(weights_only=True)``).
+    The state is ``{"version": 3, "key": int32 tensor (624 words' bits), "pos": int, "gauss_next":
+    float | None}``: ``random.getstate()``'s words as one tensor (loaded by
+    ``torch.load(weights_only=True)``).
     ``random.getstate()``'s own form, ``{"version": 3, "state": (625 ints), "gauss_next": ...}``,
     loads too.
 
@@ -69,8 +79,8 @@ class PythonRandomAdapter(RNGAdapter):
     name = "python"
 
     def __init__(self, rng: Optional[random.Random] = None):
-        # The global Random: the random module's functions are its bound methods (random.seed may be wrapped by
-        # seeder._seeding.foreign; getstate is not).
+        # The global Random: the random module's functions are its bound methods (random.seed may be
+        # wrapped by seeder._seeding.foreign; getstate is not).
         self.rng: random.Random = rng if rng is not None else random.getstate.__self__  # type: ignore[attr-defined]
         self._view: Any = False  # python_mt_view(rng), found at the first per-batch use
 
@@ -94,12 +104,13 @@ class PythonRandomAdapter(RNGAdapter):
         def restore() -> None:
             view.raw = raw
             rng.gauss_next = gauss_next
+
         return restore
 
     def watcher(self) -> Optional[Callable[[], Any]]:
-        """The position, first two key words (:data:`seeder._seeding.fastrng.MARK_BYTES`) and ``gauss_next``
-        where CPython's layout checked out, else ``getstate()``. Any draw changes them
-        (:mod:`seeder.data._lazyseed`)."""
+        """The position, first two key words (:data:`seeder._seeding.fastrng.MARK_BYTES`) and
+        ``gauss_next`` where CPython's layout checked out, else ``getstate()``. Any draw changes
+        them (:mod:`seeder.data._lazyseed`)."""
         rng = self.rng
         mark = python_mt_view(rng, MARK_BYTES) if self._mt_view() is not None else None
         return rng.getstate if mark is None else lambda: (mark.raw, rng.gauss_next)
@@ -110,35 +121,52 @@ class PythonRandomAdapter(RNGAdapter):
     def put_back(self, kept: Any) -> None:
         self.rng.setstate(kept)
 
-    def get_state(self) -> Dict[str, Any]:
+    def get_state(self) -> dict[str, Any]:
         version, internal, gauss_next = self.rng.getstate()
         key = torch.frombuffer(bytearray(_KEY.pack(*internal[:624])), dtype=torch.int32)
         return {"version": version, "key": key, "pos": internal[624], "gauss_next": gauss_next}
 
     def check_state(self, state: Any, where: str) -> None:
-        expect(isinstance(state, dict) and state.keys() in (_PYTHON_KEYS, _PYTHON_TUPLE_KEYS), where,
-               "expected a dict with keys version, key, pos, gauss_next")
+        expect(
+            isinstance(state, dict) and state.keys() in (_PYTHON_KEYS, _PYTHON_TUPLE_KEYS),
+            where,
+            "expected a dict with keys version, key, pos, gauss_next",
+        )
         if type(state["version"]) is not int or state["version"] != 3:
-            raise StateError(f"{where}: unsupported random state version {state['version']!r} (Python's is the int 3)")
+            raise StateError(
+                f"{where}: unsupported random state version {state['version']!r} (Python's is "
+                f"the int 3)"
+            )
         check_cached_float(state["gauss_next"], where, "gauss_next", optional=True)
         if "state" in state:  # random.getstate()'s own form: 625 ints (624 words and the position)
             words = state["state"]
-            expect(isinstance(words, (list, tuple)) and len(words) == 625, where,
-                   "expected a tuple of 625 ints (624 Mersenne Twister words and the position)")
+            expect(
+                isinstance(words, (list, tuple)) and len(words) == 625,
+                where,
+                "expected a tuple of 625 ints (624 Mersenne Twister words and the position)",
+            )
             try:  # one C loop checks that every word is an int in [0, 2**32)
                 _MT_WORDS.pack(*words)
             except struct.error as exc:
-                raise StateError(f"{where}: Mersenne Twister words must be ints in [0, 2**32) ({exc})") from None
+                raise StateError(
+                    f"{where}: Mersenne Twister words must be ints in [0, 2**32) ({exc})"
+                ) from None
             expect(words[-1] <= 624, where, f"position {words[-1]} out of range [0, 624]")
             check_mt_words(words, where)
             return
         key = check_mt_key(state, where)
         check_mt_words(on_cpu(key).numpy(), where)
 
-    def set_state(self, state: Dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any]) -> None:
         if "state" in state:
             words = state["state"]
-            self.rng.setstate((state["version"], words if type(words) is tuple else tuple(words), state["gauss_next"]))
+            self.rng.setstate(
+                (
+                    state["version"],
+                    words if type(words) is tuple else tuple(words),
+                    state["gauss_next"],
+                )
+            )
             return
         self.rng.setstate((3, (*_key_words(state["key"]), state["pos"]), state["gauss_next"]))
 
@@ -171,19 +199,24 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def seed(self, seed: int) -> None:
         self.rng.seed(numpy_seed(seed))
 
-    def get_state(self) -> Dict[str, Any]:
+    def get_state(self) -> dict[str, Any]:
         kind, key, pos, has_gauss, cached = self.rng.get_state()
         return {
             "kind": str(kind),
-            "key": torch.from_numpy(key.view(np.int32)),  # the 624 words' bits as int32: every value is valid
+            "key": torch.from_numpy(
+                key.view(np.int32)
+            ),  # the 624 words' bits as int32: every value is valid
             "pos": int(pos),
             "has_gauss": int(has_gauss),
             "cached_gaussian": float(cached),
         }
 
     def check_state(self, state: Any, where: str) -> None:
-        expect(isinstance(state, dict) and state.keys() == _NUMPY_KEYS, where,
-               "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian")
+        expect(
+            isinstance(state, dict) and state.keys() == _NUMPY_KEYS,
+            where,
+            "expected a dict with keys kind, key, pos, has_gauss, cached_gaussian",
+        )
         if type(state["kind"]) is not str or state["kind"] != "MT19937":
             raise StateError(f"{where}: unsupported NumPy bit generator {state['kind']!r}")
         key = check_mt_key(state, where)
@@ -191,10 +224,17 @@ class NumpyRandomStateAdapter(RNGAdapter):
         check_cached_float(state["cached_gaussian"], where, "cached_gaussian")
         check_mt_words(on_cpu(key).numpy(), where)
 
-    def set_state(self, state: Dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any]) -> None:
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
-        self.rng.set_state((state["kind"], _key_words(state["key"]), state["pos"],
-                            int(state["has_gauss"]), state["cached_gaussian"]))
+        self.rng.set_state(
+            (
+                state["kind"],
+                _key_words(state["key"]),
+                state["pos"],
+                int(state["has_gauss"]),
+                state["cached_gaussian"],
+            )
+        )
 
     def copy_state(self) -> Any:
         return self.rng.get_state()
@@ -205,9 +245,11 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def _views(self) -> Any:
         """``(rng, bit generator, key view, gauss view, access)`` where
-        :func:`seeder._seeding.fastrng.legacy_access` checked out and the RNG is an exact RandomState over an
-        MT19937; else ``None``."""
-        rng = self._rng if self._rng is not None else np.random.mtrand._rand  # self.rng, without a call
+        :func:`seeder._seeding.fastrng.legacy_access` checked out and the RNG is an exact
+        RandomState over an MT19937; else ``None``."""
+        rng = (
+            self._rng if self._rng is not None else np.random.mtrand._rand
+        )  # self.rng, without a call
         if self._rng is None:
             bitgen = np.random.get_bit_generator()  # set_bit_generator may swap the global one
         else:
@@ -229,8 +271,8 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def keep(self) -> Callable[[], None]:
         """The key and position and the Gaussian cache as 2.5 KB of bytes (NumPy's ``get_state``
-        copies the key word by word: 20-50x slower) where :func:`seeder._seeding.fastrng.legacy_access`
-        checked out; else ``get_state``."""
+        copies the key word by word: 20-50x slower)
+        where :func:`seeder._seeding.fastrng.legacy_access` checked out; else ``get_state``."""
         views = self._views()
         if views is None:
             return super().keep()
@@ -244,14 +286,15 @@ class NumpyRandomStateAdapter(RNGAdapter):
                     access.put_back(rng, key_view, gauss_view, mt, gauss)
             else:  # the global bit generator was replaced since: into the one in place now
                 self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
+
         return restore
 
     def watcher(self) -> Optional[Callable[[], Any]]:
         """The key's last two words and the position
-        (:meth:`seeder._seeding.fastrng.LegacyAccess.mark_view`), the Gaussian cache and, for the global RNG,
-        the bit generator (one swapped in changes it), where :func:`seeder._seeding.fastrng.legacy_access`
-        checked out; else the fields of ``get_state()``. Any draw changes them
-        (:mod:`seeder.data._lazyseed`)."""
+        (:meth:`seeder._seeding.fastrng.LegacyAccess.mark_view`), the Gaussian cache and, for the
+        global RNG, the bit generator (one swapped in changes it),
+        where :func:`seeder._seeding.fastrng.legacy_access` checked out; else the fields of
+        ``get_state()``. Any draw changes them (:mod:`seeder.data._lazyseed`)."""
         views = self._views()
         if views is None:
             mine = self._rng
@@ -260,6 +303,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
                 rng = mine if mine is not None else np.random.mtrand._rand
                 kind, key, pos, has, cached = rng.get_state()
                 return kind, key.tobytes(), pos, has, cached
+
             return public
         mark, gauss = views[4].mark_view(views[1]), views[3]
         # a RandomState keeps its own bit generator; the global one may be swapped
@@ -279,16 +323,22 @@ class NumpyGeneratorAdapter(RNGAdapter):
     def seed(self, seed: int) -> None:
         bitgen = self.rng.bit_generator
         fast = fast_seeding_state(type(bitgen)) if 0 <= seed < 2**128 else None
-        bitgen.state = fast(seed) if fast is not None else type(bitgen)(np.random.SeedSequence(seed)).state
+        bitgen.state = (
+            fast(seed) if fast is not None else type(bitgen)(np.random.SeedSequence(seed)).state
+        )
 
-    def get_state(self) -> Dict[str, Any]:
+    def get_state(self) -> dict[str, Any]:
         return _plain(self.rng.bit_generator.state)
 
     def check_state(self, state: Any, where: str) -> None:
         expect(isinstance(state, dict), where, "expected a dict")
         want = type(self.rng.bit_generator).__name__
-        expect(state.get("bit_generator") == want, where,
-                f"state is for bit generator {state.get('bit_generator')!r}, this generator uses {want!r}")
+        expect(
+            state.get("bit_generator") == want,
+            where,
+            f"state is for bit generator {state.get('bit_generator')!r}, this generator uses "
+            f"{want!r}",
+        )
         probe = _probe_bit_generator(type(self.rng.bit_generator))
         _check_like(state, _plain(probe.state), where)
         if "has_uint32" in state:
@@ -296,40 +346,63 @@ class NumpyGeneratorAdapter(RNGAdapter):
             check_exact_int(state["uinteger"], where, "uinteger", 0, 2**32 - 1)
         inner = state["state"]
         if want in ("PCG64", "PCG64DXSM"):
-            expect(inner["inc"] % 2 == 1, where, "the PCG64 increment 'inc' must be odd (NumPy always makes it odd)")
+            expect(
+                inner["inc"] % 2 == 1,
+                where,
+                "the PCG64 increment 'inc' must be odd (NumPy always makes it odd)",
+            )
         elif want == "MT19937":
             check_mt_words(on_cpu(inner["key"]["__ndarray__"]).numpy(), where)
         try:
             probe.state = _unplain(state)
         except Exception as exc:  # whatever NumPy rejects, reported the same way
-            raise StateError(f"{where}: not a valid {want} state ({type(exc).__name__}: {exc})") from None
+            raise StateError(
+                f"{where}: not a valid {want} state ({type(exc).__name__}: {exc})"
+            ) from None
 
-    def set_state(self, state: Dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = _unplain(state)
 
 
-_BITGEN_PROBES: Dict[type, Any] = {}
+_BITGEN_PROBES: dict[type, Any] = {}
 
 
 def _check_like(value: Any, like: Any, where: str) -> None:
-    """Refuse ``value`` unless it has the keys, Python types, tensor dtypes and shapes of ``like`` (a :func:`_plain` state)."""
+    """Refuse ``value`` unless it has the keys, Python types, tensor dtypes and shapes of ``like``
+    (a :func:`_plain` state)."""
     if isinstance(like, dict):
-        expect(isinstance(value, dict) and value.keys() == like.keys(), where,
-               f"expected a dict with keys {sorted(like)}, got {sorted(value) if isinstance(value, dict) else type(value).__name__}")
+        expect(
+            isinstance(value, dict) and value.keys() == like.keys(),
+            where,
+            f"expected a dict with keys {sorted(like)}, got "
+            f"{sorted(value) if isinstance(value, dict) else type(value).__name__}",
+        )
         for k in like:
             _check_like(value[k], like[k], f"{where}[{k!r}]")
     elif isinstance(like, torch.Tensor):
-        expect(isinstance(value, torch.Tensor) and value.dtype == like.dtype and value.shape == like.shape
-               and value.layout == torch.strided and value.device.type != "meta", where,
-               f"expected a {like.dtype} tensor of shape {tuple(like.shape)}; {CPU_FIX} and pass the state on unchanged")
+        expect(
+            isinstance(value, torch.Tensor)
+            and value.dtype == like.dtype
+            and value.shape == like.shape
+            and value.layout == torch.strided
+            and value.device.type != "meta",
+            where,
+            f"expected a {like.dtype} tensor of shape {tuple(like.shape)}; {CPU_FIX} and pass the "
+            f"state on unchanged",
+        )
     else:
-        expect(type(value) is type(like), where, f"expected {type(like).__name__}, got {type(value).__name__} {value!r}")
+        expect(
+            type(value) is type(like),
+            where,
+            f"expected {type(like).__name__}, got {type(value).__name__} {value!r}",
+        )
         if isinstance(like, str):
             expect(value == like, where, f"expected {like!r}, got {value!r}")
 
 
 def _probe_bit_generator(kind: type) -> Any:
-    """One spare bit generator per type, to validate states on (making one draws OS entropy: slow)."""
+    """One spare bit generator per type, to validate states on (making one draws OS entropy:
+    slow)."""
     if kind not in _BITGEN_PROBES:
         _BITGEN_PROBES[kind] = kind(0)
     return _BITGEN_PROBES[kind]
@@ -342,7 +415,8 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype == np.uint64:
             return {"__uint64__": torch.from_numpy(obj.view(np.int64).copy())}
-        # uint32/uint16 widened to int64: torch before 2.3 has no such tensors; the dtype tag restores them.
+        # uint32/uint16 widened to int64: torch before 2.3 has no such tensors; the dtype tag
+        # restores them.
         wide = obj.astype(np.int64) if obj.dtype in (np.uint32, np.uint16) else obj.copy()
         return {"__ndarray__": torch.from_numpy(wide), "dtype": str(obj.dtype)}
     if isinstance(obj, np.integer):
@@ -365,13 +439,17 @@ def _unplain(obj: Any) -> Any:
     return obj
 
 
-def global_adapters() -> List[RNGAdapter]:
+def global_adapters() -> list[RNGAdapter]:
     """Adapters for the process-global RNGs: python, numpy, torch CPU, then each accelerator.
 
     >>> [a.name for a in global_adapters()][:3]
     ['python', 'numpy', 'torch']
     """
-    adapters: List[RNGAdapter] = [PythonRandomAdapter(), NumpyRandomStateAdapter(), TorchGeneratorAdapter()]
+    adapters: list[RNGAdapter] = [
+        PythonRandomAdapter(),
+        NumpyRandomStateAdapter(),
+        TorchGeneratorAdapter(),
+    ]
     adapters.extend(AcceleratorAdapter(t) for t in accelerator_types())
     return adapters
 

@@ -1,11 +1,14 @@
-"""NumPy's ``SeedSequence`` (``numpy/random/bit_generator.pyx``) in Python and vectorised NumPy: seeder's one copy.
+"""NumPy's ``SeedSequence`` (``numpy/random/bit_generator.pyx``) in Python and vectorised NumPy:
+seeder's one copy.
 
 The primitives carry NumPy's names: :func:`hashmix`, :func:`mix`, :func:`mix_entropy` (the pool) and
-:func:`generate_state` (the output words). Each works on a Python int and, unchanged, on a ``uint32``
-array of many keys at once. :class:`StreamSeeds` mixes a fixed key prefix once and then only the last
-key word per stream: one stream at a time, a vector of streams, or from a cached block of consecutive
-streams (O(1) to any stream, one block in memory). Everything here is checked against NumPy's own
-``SeedSequence`` on first use (:func:`matches_numpy`); where it differs, :class:`StreamSeeds` calls NumPy.
+:func:`generate_state` (the output words). Each works on a Python int and, unchanged, on a
+``uint32`` array of many keys at once. :class:`StreamSeeds` mixes a fixed key prefix once and then
+only the last key word per stream: one stream at a time, a vector of streams, or from a cached block
+of consecutive streams (O(1) to any stream, one block in memory). Everything here is checked against
+NumPy's own
+``SeedSequence`` on first use (:func:`matches_numpy`); where it differs, :class:`StreamSeeds` calls
+NumPy.
 
 Example:
     >>> import numpy as np
@@ -13,15 +16,28 @@ Example:
     >>> generate_state(pool, 2) == np.random.SeedSequence(5).generate_state(2).tolist()
     True
 """
+
 from __future__ import annotations
 
 import functools
-from typing import Any, List, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["POOL_SIZE", "hashmix", "mix", "hash_constants", "entropy_words", "mix_entropy", "absorb", "generate_state",
-           "seed_sequence_words", "StreamSeeds", "matches_numpy"]
+__all__ = [
+    "POOL_SIZE",
+    "hashmix",
+    "mix",
+    "hash_constants",
+    "entropy_words",
+    "mix_entropy",
+    "absorb",
+    "generate_state",
+    "seed_sequence_words",
+    "StreamSeeds",
+    "matches_numpy",
+]
 
 M32 = 0xFFFFFFFF
 POOL_SIZE = 4
@@ -31,8 +47,9 @@ MIX_MULT_L, MIX_MULT_R, XSHIFT = 0xCA01F9DD, 0x4973F715, 16
 BLOCK = 4096
 
 
-def hashmix(value: Any, hash_const: int) -> Tuple[Any, int]:
-    """NumPy's ``hashmix``: ``(mixed value, next hash constant)``; ``value`` an int or a uint32 array.
+def hashmix(value: Any, hash_const: int) -> tuple[Any, int]:
+    """NumPy's ``hashmix``: ``(mixed value, next hash constant)``; ``value`` an int or a uint32
+    array.
 
     >>> hashmix(0, INIT_A)[1] == INIT_A * MULT_A & M32
     True
@@ -53,8 +70,9 @@ def mix(x: Any, y: Any) -> Any:
     return result ^ (result >> XSHIFT)
 
 
-def hash_constants(init: int, mult: int, count: int) -> List[Tuple[int, int]]:
-    """The ``(xor, multiplier)`` of the first ``count`` hashmix-style steps from ``init``: data-independent.
+def hash_constants(init: int, mult: int, count: int) -> list[tuple[int, int]]:
+    """The ``(xor, multiplier)`` of the first ``count`` hashmix-style steps from ``init``:
+    data-independent.
 
     >>> hash_constants(INIT_A, MULT_A, 1) == [(INIT_A, INIT_A * MULT_A & M32)]
     True
@@ -67,8 +85,9 @@ def hash_constants(init: int, mult: int, count: int) -> List[Tuple[int, int]]:
     return out
 
 
-def entropy_words(entropy: int) -> List[int]:
-    """NumPy's coercion of a non-negative int to 32-bit words, least significant first (``[0]`` for 0).
+def entropy_words(entropy: int) -> list[int]:
+    """NumPy's coercion of a non-negative int to 32-bit words, least significant first (``[0]`` for
+    0).
 
     >>> entropy_words(2**32 + 5)
     [5, 1]
@@ -81,8 +100,9 @@ def entropy_words(entropy: int) -> List[int]:
     return words
 
 
-def mix_entropy(words: Sequence[Any]) -> List[Any]:
-    """NumPy's ``mix_entropy``: the 4-word pool from the assembled entropy (run entropy padded to 4, spawn key).
+def mix_entropy(words: Sequence[Any]) -> list[Any]:
+    """NumPy's ``mix_entropy``: the 4-word pool from the assembled entropy (run entropy padded to 4,
+    spawn key).
 
     >>> len(mix_entropy([1, 2]))
     4
@@ -100,8 +120,9 @@ def mix_entropy(words: Sequence[Any]) -> List[Any]:
     return absorb(pool, words[POOL_SIZE:], 16)
 
 
-def absorb(pool: Sequence[Any], words: Sequence[Any], step: int) -> List[Any]:
-    """The pool after mixing in ``words`` beyond the first 4, the first of them being hashmix step ``step``.
+def absorb(pool: Sequence[Any], words: Sequence[Any], step: int) -> list[Any]:
+    """The pool after mixing in ``words`` beyond the first 4, the first of them being hashmix step
+    ``step``.
 
     >>> mix_entropy([1, 2, 3, 4, 5]) == absorb(mix_entropy([1, 2, 3, 4]), [5], 16)
     True
@@ -115,18 +136,19 @@ def absorb(pool: Sequence[Any], words: Sequence[Any], step: int) -> List[Any]:
     return pool
 
 
-_STEPS: List[Tuple[int, int]] = []
+_STEPS: list[tuple[int, int]] = []
 
 
-def _step_constants(count: int) -> List[Tuple[int, int]]:
+def _step_constants(count: int) -> list[tuple[int, int]]:
     """The hash constants of the first ``count`` hashmix steps of ``mix_entropy`` (cached)."""
     if len(_STEPS) < count:
         _STEPS[:] = hash_constants(INIT_A, MULT_A, max(count, 64))
     return _STEPS
 
 
-def generate_state(pool: Sequence[Any], n_words: int) -> List[Any]:
-    """NumPy's ``generate_state(n_words)`` (uint32 words) from a pool; a 64-bit word is two of them, low first.
+def generate_state(pool: Sequence[Any], n_words: int) -> list[Any]:
+    """NumPy's ``generate_state(n_words)`` (uint32 words) from a pool; a 64-bit word is two of them,
+    low first.
 
     >>> generate_state(mix_entropy([0]), 1) == np.random.SeedSequence(0).generate_state(1).tolist()
     True
@@ -138,7 +160,7 @@ def generate_state(pool: Sequence[Any], n_words: int) -> List[Any]:
     return out
 
 
-def seed_sequence_words(entropy: int, n: int) -> List[int]:
+def seed_sequence_words(entropy: int, n: int) -> list[int]:
     """``numpy.random.SeedSequence(entropy).generate_state(n)`` (uint32 words).
 
     >>> seed_sequence_words(0, 2) == np.random.SeedSequence(0).generate_state(2).tolist()
@@ -148,56 +170,76 @@ def seed_sequence_words(entropy: int, n: int) -> List[int]:
 
 
 @functools.lru_cache(maxsize=64)
-def _head_pool(entropy: int, head: Tuple[int, ...]) -> Tuple[Tuple[int, ...], int]:
-    """The pool after the entropy (padded to 4 words, as with a spawn key) and the spawn-key words ``head``,
-    and the number of hashmix steps taken (cached: a run has one entropy and few ``head`` values)."""
+def _head_pool(entropy: int, head: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """The pool after the entropy (padded to 4 words, as with a spawn key) and the spawn-key words
+    ``head``, and the number of hashmix steps taken (cached: a run has one entropy and few ``head``
+    values)."""
     words = entropy_words(entropy)
     words += [0] * (POOL_SIZE - len(words))
-    return tuple(mix_entropy(words + list(head))), 16 + POOL_SIZE * (len(words) - POOL_SIZE + len(head))
+    return tuple(mix_entropy(words + list(head))), 16 + POOL_SIZE * (
+        len(words) - POOL_SIZE + len(head)
+    )
 
 
 class StreamSeeds:
-    """The first ``words`` 64-bit words of ``SeedSequence(entropy, spawn_key=prefix + (stream,))`` for any stream.
+    """The first ``words`` 64-bit words of ``SeedSequence(entropy, spawn_key=prefix + (stream,))``
+    for any stream.
 
-    The prefix is mixed once; per stream only the last word's ``hashmix``/``mix`` and the output remain, with
-    constants that depend on the prefix's length only.
+    The prefix is mixed once; per stream only the last word's ``hashmix``/``mix`` and the output
+    remain, with constants that depend on the prefix's length only.
 
     >>> d = StreamSeeds(7, (4, 1, 0, 0), words=2)
     >>> d.seed(9) == [int(w) for w in np.random.SeedSequence(7, spawn_key=(4, 1, 0, 0, 9)).generate_state(2, np.uint64)]
     True
     """
 
-    def __init__(self, entropy: int, prefix: Tuple[int, ...], words: int = 1):
+    def __init__(self, entropy: int, prefix: tuple[int, ...], words: int = 1):
         self.entropy, self.prefix, self.words = entropy, tuple(prefix), words
         # The head of the prefix (domain, task) is the same for a whole run: its pool is cached.
         head, step = _head_pool(entropy, self.prefix[:2])
         self._pool = absorb(head, self.prefix[2:], step)
         step += POOL_SIZE * len(self.prefix[2:])
-        self._tail = _step_constants(step + POOL_SIZE)[step:step + POOL_SIZE]
+        self._tail = _step_constants(step + POOL_SIZE)[step : step + POOL_SIZE]
         self._out = hash_constants(INIT_B, MULT_B, 2 * words)
-        # One word (reseed's case) needs pool words 0 and 1 only: their constants folded for seed()'s inline path.
+        # One word (reseed's case) needs pool words 0 and 1 only: their constants folded for
+        # seed()'s inline path.
         (x0, m0), (x1, m1) = self._tail[:2]
         (y0, n0), (y1, n1) = self._out[:2]
-        self._one = (words == 1, MIX_MULT_L * self._pool[0] & M32, x0, m0, MIX_MULT_L * self._pool[1] & M32, x1, m1,
-                     y0, n0, y1, n1)
-        self._block: Tuple[int, List[int]] = (0, [])
+        self._one = (
+            words == 1,
+            MIX_MULT_L * self._pool[0] & M32,
+            x0,
+            m0,
+            MIX_MULT_L * self._pool[1] & M32,
+            x1,
+            m1,
+            y0,
+            n0,
+            y1,
+            n1,
+        )
+        self._block: tuple[int, list[int]] = (0, [])
         self._grow = 16
         self.exact = matches_numpy()
 
-    def reference(self, stream: int) -> List[int]:
+    def reference(self, stream: int) -> list[int]:
         """The same words from NumPy's ``SeedSequence`` (the slow path, and the check)."""
         ss = np.random.SeedSequence(self.entropy, spawn_key=self.prefix + (stream,))
         return [int(w) for w in ss.generate_state(self.words, np.uint64)]
 
-    def _stream_pool(self, stream: Any) -> List[Any]:
-        return [mix(base, hashmix(stream, xor)[0]) for base, (xor, _) in zip(self._pool, self._tail)]
+    def _stream_pool(self, stream: Any) -> list[Any]:
+        return [
+            mix(base, hashmix(stream, xor)[0]) for base, (xor, _) in zip(self._pool, self._tail)
+        ]
 
-    def seed(self, stream: int) -> List[int]:
+    def seed(self, stream: int) -> list[int]:
         """The seed words of ``stream``, computed alone (reseed's hot path)."""
         if not self.exact:
             return self.reference(stream)
         one, l0, x0, m0, l1, x1, m1, y0, n0, y1, n1 = self._one
-        if one:  # generate_state(2) of the pool words 0 and 1, each mixed with hashmix(stream): inlined
+        if (
+            one
+        ):  # generate_state(2) of the pool words 0 and 1, each mixed with hashmix(stream): inlined
             v = (stream ^ x0) * m0 & M32
             r = (l0 - MIX_MULT_R * (v ^ (v >> 16))) & M32
             v = ((r ^ (r >> 16)) ^ y0) * n0 & M32
@@ -209,28 +251,38 @@ class StreamSeeds:
         return self._words(generate_state(self._stream_pool(stream), 2 * self.words))
 
     @staticmethod
-    def _words(halves: List[Any]) -> List[Any]:
+    def _words(halves: list[Any]) -> list[Any]:
         return [halves[i] | halves[i + 1] << 32 for i in range(0, len(halves), 2)]
 
     def seeds(self, streams: Any) -> np.ndarray:
-        """:meth:`seed` for a vector of streams in one NumPy pass: shape ``(len(streams), words)``, uint64."""
+        """:meth:`seed` for a vector of streams in one NumPy pass: shape ``(len(streams), words)``,
+        uint64."""
         streams = np.asarray(streams, dtype=np.uint32)
         if not self.exact:
-            return np.array([self.reference(int(s)) for s in streams], dtype=np.uint64).reshape(len(streams), self.words)
-        halves = [h.astype(np.uint64) for h in generate_state(self._stream_pool(streams), 2 * self.words)]
-        return np.stack(self._words(halves), axis=1) if halves else np.empty((len(streams), 0), np.uint64)
+            return np.array([self.reference(int(s)) for s in streams], dtype=np.uint64).reshape(
+                len(streams), self.words
+            )
+        halves = [
+            h.astype(np.uint64) for h in generate_state(self._stream_pool(streams), 2 * self.words)
+        ]
+        return (
+            np.stack(self._words(halves), axis=1)
+            if halves
+            else np.empty((len(streams), 0), np.uint64)
+        )
 
-    def at(self, stream: int) -> List[int]:
-        """:meth:`seed` through a cached block of consecutive streams: what a loader asks for, batch after batch.
+    def at(self, stream: int) -> list[int]:
+        """:meth:`seed` through a cached block of consecutive streams: what a loader asks for, batch
+        after batch.
 
-        The block is one flat list of ints (no per-row lists: thousands of new containers would wake the
-        garbage collector's full passes).
+        The block is one flat list of ints (no per-row lists: thousands of new containers would wake
+        the garbage collector's full passes).
         """
         first, flat = self._block
         w = self.words
         i = (stream - first) * w
         if 0 <= i < len(flat):
-            return flat[i:i + w]
+            return flat[i : i + w]
         count = min(self._grow, M32 + 1 - stream)
         self._grow = min(4 * self._grow, BLOCK)
         flat = self.seeds(np.arange(stream, stream + count, dtype=np.uint64)).ravel().tolist()
@@ -238,7 +290,7 @@ class StreamSeeds:
         return flat[:w]
 
 
-_EXACT: List[bool] = []
+_EXACT: list[bool] = []
 
 
 def matches_numpy() -> bool:
@@ -249,9 +301,14 @@ def matches_numpy() -> bool:
     """
     if not _EXACT:
         _EXACT.append(True)
-        probes = [(2**63 - 1, (4, 7, M32, 3), s) for s in (0, 1, M32)] + [(0, (0, 0, 0, 0), 5), (2**96 + 3, (1,), 2)]
-        ok = all(seed_sequence_words(e, 5) == np.random.SeedSequence(e).generate_state(5).tolist()
-                 for e in (0, 1, M32, 2**64 - 1, 2**127 + 9))
+        probes = [(2**63 - 1, (4, 7, M32, 3), s) for s in (0, 1, M32)] + [
+            (0, (0, 0, 0, 0), 5),
+            (2**96 + 3, (1,), 2),
+        ]
+        ok = all(
+            seed_sequence_words(e, 5) == np.random.SeedSequence(e).generate_state(5).tolist()
+            for e in (0, 1, M32, 2**64 - 1, 2**127 + 9)
+        )
         for entropy, prefix, stream in probes:
             for words in (1, 2, 3):
                 d = StreamSeeds(entropy, prefix, words)

@@ -20,10 +20,11 @@ Example:
     >>> t.reseed(1, 0); all(torch.equal(a, b) for a, b in zip(again, rest))
     True
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 from seeder._errors import StateError
 from seeder._seeding.participant import validates_state
@@ -33,11 +34,16 @@ __all__ = ["PendingParts", "part_name", "part_names"]
 
 logger = logging.getLogger("seeder")
 
-_KINDS = {"loader": "seeder.DataLoader", "sampler": "seeder.DistributedSampler", "dali": "DALI pipeline"}
+_KINDS = {
+    "loader": "seeder.DataLoader",
+    "sampler": "seeder.DistributedSampler",
+    "dali": "DALI pipeline",
+}
 
 
 def part_name(key: str) -> str:
-    """How messages name a participant's key: ``seeder.DataLoader loader.0``, ``registered generator 2``.
+    """How messages name a participant's key: ``seeder.DataLoader loader.0``, ``registered generator
+    2``.
 
     >>> part_name("loader.1"), part_name("generator.2")
     ('seeder.DataLoader loader.1', 'registered generator 2')
@@ -58,13 +64,16 @@ def part_names(keys: Any) -> str:
 
 
 class PendingParts:
-    """The parts of a loaded state whose owners were not built yet, by key (``<kind>.<n>``, ``generator.<n>``)."""
+    """The parts of a loaded state whose owners were not built yet, by key (``<kind>.<n>``,
+    ``generator.<n>``)."""
 
     def __init__(self) -> None:
-        self.parts: Dict[str, Any] = {}
-        self.moved: Optional[Dict[str, Any]] = None  # the entry of another world whose elastic loaders are pending
+        self.parts: dict[str, Any] = {}
+        self.moved: Optional[dict[str, Any]] = (
+            None  # the entry of another world whose elastic loaders are pending
+        )
 
-    def names(self) -> List[str]:
+    def names(self) -> list[str]:
         """The pending parts, named as messages name them."""
         return [part_name(k) for k in self.parts]
 
@@ -80,21 +89,29 @@ class PendingParts:
                     obj.check_state_dict(part)
                 obj.load_state_dict(part)
             except (StateError, TypeError, ValueError, KeyError) as exc:
-                raise StateError(f"the checkpoint's state for {part_name(key)} does not fit the one just built: "
-                                 f"{exc}; build it with the same dataset, batch size and options as the run that "
-                                 "saved it") from None
+                raise StateError(
+                    f"the checkpoint's state for {part_name(key)} does not fit the one just built: "
+                    f"{exc}; build it with the same dataset, batch size and options as the run "
+                    f"that saved it"
+                ) from None
             del self.parts[key]
             logger.info("%s resumed from the loaded seeder state", part_name(key))
-        if self.moved is not None and not self.parts:  # every elastic loader of another world's state joined
+        if (
+            self.moved is not None and not self.parts
+        ):  # every elastic loader of another world's state joined
             entry, self.moved = self.moved, None
             first = next(k for k in entry["participants"] if not str(k).startswith("generator."))
-            rederive_streams(entry, seeder, stateful[first].elastic_step(entry["participants"][first]))
+            rederive_streams(
+                entry, seeder, stateful[first].elastic_step(entry["participants"][first])
+            )
 
-    def require_claimed(self, call: str, args: Tuple[int, ...]) -> None:
-        """Raise :class:`StateError` if a loaded part is still waiting for its loader or generator (at ``call(*args)``)."""
+    def require_claimed(self, call: str, args: tuple[int, ...]) -> None:
+        """Raise :class:`StateError` if a loaded part is still waiting for its loader or generator
+        (at ``call(*args)``)."""
         if self.parts:
             raise StateError(
                 f"{call}{args}: the loaded checkpoint holds the state of "
                 f"{part_names(self.parts)}, which this process has not "
-                "built; build every seeder.DataLoader (and register every generator) of the saved run before the "
-                "training loop starts, in the same order")
+                "built; build every seeder.DataLoader (and register every generator) of the saved "
+                "run before the training loop starts, in the same order"
+            )

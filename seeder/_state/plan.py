@@ -17,11 +17,12 @@ Example:
     >>> validate(s, plan); apply(s, plan); s.last_reseed
     (1, 0)
 """
+
 from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple, Optional
 
 from seeder._checks import is_bool
 from seeder._errors import SeederWarning, StateError
@@ -38,8 +39,19 @@ from seeder._state.world import (
     world_change_allowed,
 )
 
-__all__ = ["EXACT", "MOVE", "MOVE_WHEN_BUILT", "NEXT_EPOCH", "LoadPlan", "plan_load", "validate",
-           "apply", "apply_entry", "check_state", "load_state"]
+__all__ = [
+    "EXACT",
+    "MOVE",
+    "MOVE_WHEN_BUILT",
+    "NEXT_EPOCH",
+    "LoadPlan",
+    "plan_load",
+    "validate",
+    "apply",
+    "apply_entry",
+    "check_state",
+    "load_state",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -71,11 +83,11 @@ class LoadPlan(NamedTuple):
     """
 
     how: str
-    entry: Dict[str, Any]
+    entry: dict[str, Any]
     run: RunState
-    participants: Dict[str, Any]
-    loads: Tuple[str, ...]
-    waits: Dict[str, Any]
+    participants: dict[str, Any]
+    loads: tuple[str, ...]
+    waits: dict[str, Any]
 
 
 def plan_load(seeder: Any, state: Any, allow_world_change: Any) -> LoadPlan:
@@ -100,16 +112,19 @@ def plan_load(seeder: Any, state: Any, allow_world_change: Any) -> LoadPlan:
     ()
     """
     if not seeder.initialized:
-        raise RuntimeError("seeder.load_state_dict() called before seeder.init(); "
-                           "call seeder.init(master_seed=...) first")
+        raise RuntimeError(
+            "seeder.load_state_dict() called before seeder.init(); "
+            "call seeder.init(master_seed=...) first"
+        )
     have = seeder.stateful()
     world, rank = seeder.world_size, seeder.rank
     _refuse_per_rank(have, state, world, allow_world_change)
     waiting = _moves_when_built(state, have, world, rank)
     if waiting is not None:
         check_header(waiting)
-        later = {k: v for k, v in waiting["participants"].items()
-                 if not str(k).startswith("generator.")}  # generators exist: they are re-derived
+        later = {
+            k: v for k, v in waiting["participants"].items() if not str(k).startswith("generator.")
+        }  # generators exist: they are re-derived
         return LoadPlan(MOVE_WHEN_BUILT, waiting, described_run(waiting), have, (), later)
     allow = world_change_allowed(have, allow_world_change)  # elastic loaders move on their own
     entry, changed = own_entry(state, world, rank, allow)
@@ -142,8 +157,13 @@ def validate(seeder: Any, plan: LoadPlan) -> None:
     seeder.loading = plan.run  # an assignment, not a context manager: no interrupt skips the reset
     try:
         if plan.how == EXACT:
-            check_entry(plan.entry, world_size=seeder.world_size, rank=seeder.rank,
-                        adapters=seeder.global_adapters(), stateful=plan.participants)
+            check_entry(
+                plan.entry,
+                world_size=seeder.world_size,
+                rank=seeder.rank,
+                adapters=seeder.global_adapters(),
+                stateful=plan.participants,
+            )
         else:
             check_moved(plan.entry, plan.participants)
     finally:
@@ -166,25 +186,34 @@ def apply(seeder: Any, plan: LoadPlan) -> None:
     """
     run = _continued_run(seeder, plan)
     waits = dict(plan.waits) if plan.waits else {}  # claims empty it; the plan keeps its own
-    moved: Optional[Dict[str, Any]] = plan.entry if plan.how == MOVE_WHEN_BUILT else None
+    moved: Optional[dict[str, Any]] = plan.entry if plan.how == MOVE_WHEN_BUILT else None
     if plan.how == EXACT:
         apply_entry(seeder, plan)
         run.unseeded_resume = run.last is None and seeder.resume_check.pending()
     elif plan.how == MOVE:
         move_world(plan.entry, {k: plan.participants[k] for k in plan.loads}, seeder)
     elif plan.how == NEXT_EPOCH:
-        logger.info("seeder state from a world of %d loaded into a world of %d: master seed and "
-                    "last reseed %s restored; the saved RNG and participant states belong to the "
-                    "other world and are not loaded (the next reseed() seeds them)",
-                    plan.entry["world_size"], seeder.world_size, run.last)
+        logger.info(
+            "seeder state from a world of %d loaded into a world of %d: master seed and "
+            "last reseed %s restored; the saved RNG and participant states belong to the "
+            "other world and are not loaded (the next reseed() seeds them)",
+            plan.entry["world_size"],
+            seeder.world_size,
+            run.last,
+        )
     # Plain stores, no call: no interrupt can fall between the applied states and these.
     seeder.run = run
     seeder.pending.parts, seeder.pending.moved = waits, moved
     if plan.how == MOVE_WHEN_BUILT:
-        logger.info("seeder state from a world of %d loaded into a world of %d: master seed and "
-                    "last reseed %s restored; waiting for %s, whose position is global, to be "
-                    "built (this rank's RNG streams are re-derived then)",
-                    plan.entry["world_size"], seeder.world_size, run.last, part_names(waits))
+        logger.info(
+            "seeder state from a world of %d loaded into a world of %d: master seed and "
+            "last reseed %s restored; waiting for %s, whose position is global, to be "
+            "built (this rank's RNG streams are re-derived then)",
+            plan.entry["world_size"],
+            seeder.world_size,
+            run.last,
+            part_names(waits),
+        )
     elif waits:
         logger.info("seeder state loaded; waiting for %s to be built", part_names(waits))
 
@@ -232,8 +261,9 @@ def apply_entry(seeder: Any, plan: LoadPlan) -> None:
             kept = f"NOT restored: {'; '.join(stuck)}; the rest is as before load_state_dict"
         elif names:
             kept = f"{kept} (put back: {', '.join(names)})"
-        raise StateError(f"loading the seeder state failed ({type(exc).__name__}: {exc}); "
-                         f"{kept}") from exc
+        raise StateError(
+            f"loading the seeder state failed ({type(exc).__name__}: {exc}); {kept}"
+        ) from exc
     finally:
         seeder.loading = None
 
@@ -293,13 +323,17 @@ def load_state(seeder: Any, state: Any, allow_world_change: Any) -> LoadPlan:
     return plan
 
 
-def _refuse_per_rank(have: Dict[str, Any], state: Any, world_size: int,
-                     allow_world_change: Any) -> None:
+def _refuse_per_rank(
+    have: dict[str, Any], state: Any, world_size: int, allow_world_change: Any
+) -> None:
     """Raise :class:`StateError` naming the participants of ``have`` that cannot move, when
     ``state`` is of another world size and ``allow_world_change`` is not true."""
     saved = state.get("world_size") if isinstance(state, dict) else None
-    if (is_bool(allow_world_change) and allow_world_change) or type(saved) is not int \
-            or saved == world_size:
+    if (
+        (is_bool(allow_world_change) and allow_world_change)
+        or type(saved) is not int
+        or saved == world_size
+    ):
         return
     keys = per_rank_keys(have)
     if keys:
@@ -312,10 +346,11 @@ def _refuse_per_rank(have: Dict[str, Any], state: Any, world_size: int,
             "seed and the epoch and continue from the next epoch boundary; or, to resume inside "
             "an epoch on another world size, train with an elastic loader "
             "(seeder.ElasticDataLoader; elastic=True for SeederTrainer) and build only those: its "
-            "checkpoint resumes mid-epoch on any world size, every remaining sample exactly once")
+            "checkpoint resumes mid-epoch on any world size, every remaining sample exactly once"
+        )
 
 
-def _moves_when_built(state: Any, have: Dict[str, Any], world: int, rank: int) -> Any:
+def _moves_when_built(state: Any, have: dict[str, Any], world: int, rank: int) -> Any:
     """The entry of a state of another world size whose participants are elastic loaders not
     built yet (and registered generators), else ``None``."""
     if isinstance(state, dict) and state.get("world_size") == world or elastic_keys(have):
@@ -324,18 +359,21 @@ def _moves_when_built(state: Any, have: Dict[str, Any], world: int, rank: int) -
     parts = entry.get("participants")
     if not changed or not isinstance(parts, dict):
         return None
-    loaders = [k for k, v in parts.items()
-               if isinstance(v, dict) and v.get("format") == "seeder.elastic_loader"]
+    loaders = [
+        k
+        for k, v in parts.items()
+        if isinstance(v, dict) and v.get("format") == "seeder.elastic_loader"
+    ]
     if not loaders or any(k not in loaders and not str(k).startswith("generator.") for k in parts):
         return None
     return entry
 
 
-def _split(entry: Dict[str, Any], have: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def _split(entry: dict[str, Any], have: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(entry restricted to the participants there are, the parts that wait)``, same world.
 
-    A part of an optional kind (:func:`seeder._seeding.registry.optional_part`) that this process has
-    none of is left out. Raises :class:`StateError` when this process has a participant the
+    A part of an optional kind (:func:`seeder._seeding.registry.optional_part`) that this process
+    has none of is left out. Raises :class:`StateError` when this process has a participant the
     entry holds no state for.
     """
     parts = entry.get("participants")
@@ -344,19 +382,25 @@ def _split(entry: Dict[str, Any], have: Dict[str, Any]) -> Tuple[Dict[str, Any],
     dropped = [k for k in parts if optional_part(k) and k not in have]
     if dropped and not any(optional_part(k) for k in have):
         parts = {k: v for k, v in parts.items() if k not in dropped}
-        logger.debug("seeder state: %s left out (a tool's participant this process does not have)",
-                     part_names(dropped))
+        logger.debug(
+            "seeder state: %s left out (a tool's participant this process does not have)",
+            part_names(dropped),
+        )
         entry = dict(entry, participants=parts)
     extra = [k for k in have if k not in parts]
     reasons = sorted({optional_reason(k) for k in extra} - {""})
     if extra and reasons and all(optional_part(k) for k in extra):
-        raise StateError(f"this process has {part_names(extra)} but the checkpoint holds no state "
-                         f"for it: {' '.join(reasons)}")
+        raise StateError(
+            f"this process has {part_names(extra)} but the checkpoint holds no state "
+            f"for it: {' '.join(reasons)}"
+        )
     if extra:
-        raise StateError(f"this process has {part_names(extra)} but the checkpoint holds no state "
-                         f"for it (it holds {part_names(parts)}): build the same loaders and "
-                         "register the same generators, in the same order, as the run that saved "
-                         "it")
+        raise StateError(
+            f"this process has {part_names(extra)} but the checkpoint holds no state "
+            f"for it (it holds {part_names(parts)}): build the same loaders and "
+            "register the same generators, in the same order, as the run that saved "
+            "it"
+        )
     later = {k: v for k, v in parts.items() if k not in have}
     if not later:
         return entry, {}
@@ -369,9 +413,12 @@ def _continued_run(seeder: Any, plan: LoadPlan) -> RunState:
     ``(task, epoch)`` skipped. Warns when the checkpoint overrides an ``init`` seed."""
     saved, run = RunState(master=plan.run.master, last=plan.run.last), seeder.run
     if seeder.explicit and saved.master != run.master:
-        warnings.warn(f"init() got master seed {run.master} but the checkpoint was made with "
-                      f"{saved.master}; continuing with the checkpoint's seed", SeederWarning,
-                      stacklevel=5)  # the caller of load_state_dict
+        warnings.warn(
+            f"init() got master seed {run.master} but the checkpoint was made with "
+            f"{saved.master}; continuing with the checkpoint's seed",
+            SeederWarning,
+            stacklevel=5,
+        )  # the caller of load_state_dict
     if saved.master != run.master and seeder.rank == 0:
         logger.info("Using seed: %d (from checkpoint)", saved.master)
     saved.seen = set(run.seen)

@@ -1,4 +1,5 @@
-"""Copies of the states of RNGs and participants, putting them back, and holding Ctrl-C back while that runs.
+"""Copies of the states of RNGs and participants, putting them back, and holding Ctrl-C back while
+that runs.
 
 What makes a failed ``load_state_dict`` change nothing and what ``fork_rng`` restores:
 :func:`capture` takes states, :func:`restore` sets them again (as much as possible, and
@@ -12,6 +13,7 @@ Example:
     >>> first = rng.random(); failed = restore(saved); rng.random() == first, failed
     (True, [])
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +22,8 @@ import logging
 import signal
 import threading
 import warnings
-from typing import Any, Iterator, List, NamedTuple, Tuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from seeder._errors import SeederWarning
 from seeder._seeding.participant import GeneratorParticipant, describe, validates_state
@@ -34,14 +37,16 @@ logger = logging.getLogger("seeder")
 class Saved(NamedTuple):
     """What :func:`capture` took: global RNG states and participant states, each with its owner."""
 
-    rngs: List[Tuple[RNGAdapter, Any]]
-    participants: List[Tuple[Any, Any]]
+    rngs: list[tuple[RNGAdapter, Any]]
+    participants: list[tuple[Any, Any]]
 
 
 def saved_state(participant: Any) -> Any:
-    """A copy of ``participant``'s state to put back later (its checkpoint advice warnings are not shown).
+    """A copy of ``participant``'s state to put back later (its checkpoint advice warnings are not
+    shown).
 
-    States of participants that validate what they load are fresh values already; others are deep-copied.
+    States of participants that validate what they load are fresh values already; others are
+    deep-copied.
 
     >>> import random
     >>> saved_state(GeneratorParticipant(random.Random(0), shared=False, stream=1))["version"]
@@ -49,19 +54,22 @@ def saved_state(participant: Any) -> Any:
     """
     if isinstance(participant, GeneratorParticipant) and participant.adapter is not None:
         return participant.state_dict()
-    with warnings.catch_warnings():  # a copy to put back is no checkpoint: participants' checkpoint advice does not apply
+    with (
+        warnings.catch_warnings()
+    ):  # a copy to put back is no checkpoint: participants' checkpoint advice does not apply
         warnings.simplefilter("ignore", SeederWarning)
         st = participant.state_dict()
     return st if validates_state(participant) else copy.deepcopy(st)
 
 
-def capture(adapters: List[RNGAdapter], members: List[Any]) -> Saved:
+def capture(adapters: list[RNGAdapter], members: list[Any]) -> Saved:
     """A :class:`Saved` copy of ``adapters``' RNGs and ``members``' states."""
     return Saved([(a, a.copy_state()) for a in adapters], [(p, saved_state(p)) for p in members])
 
 
-def restore(saved: Saved) -> List[str]:
-    """Put a :func:`capture` back, participants first, each in reverse order; return what could not be restored.
+def restore(saved: Saved) -> list[str]:
+    """Put a :func:`capture` back, participants first, each in reverse order; return what could not
+    be restored.
 
     Runs with Ctrl-C held back (:func:`interrupts_deferred`), so an impatient second Ctrl-C
     cannot leave the restore half done.
@@ -84,8 +92,9 @@ def restore(saved: Saved) -> List[str]:
 
 
 @contextlib.contextmanager
-def interrupts_deferred() -> Iterator[List[int]]:
-    """Hold SIGINT (Ctrl-C) back while the block runs; deliver it, to the handler installed before, when it ends.
+def interrupts_deferred() -> Iterator[list[int]]:
+    """Hold SIGINT (Ctrl-C) back while the block runs; deliver it, to the handler installed before,
+    when it ends.
 
     Only the main thread receives Python signal handlers, so elsewhere (and where the handler
     was installed outside Python) this does nothing. Yields the list of signals held back.
@@ -95,8 +104,11 @@ def interrupts_deferred() -> Iterator[List[int]]:
     >>> held
     []
     """
-    held: List[int] = []
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+    held: list[int] = []
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is None
+    ):
         yield held
         return
     previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
@@ -110,21 +122,32 @@ def interrupts_deferred() -> Iterator[List[int]]:
 
 @contextlib.contextmanager
 def fork_rng(seeder: Any) -> Iterator[None]:
-    """Run a block with every RNG ``seeder`` knows isolated; restore them all afterwards (see ``Seeder.fork_rng``)."""
+    """Run a block with every RNG ``seeder`` knows isolated; restore them all afterwards (see
+    ``Seeder.fork_rng``)."""
     members = [p for p in seeder.stateful().values() if isinstance(p, GeneratorParticipant)]
     saved, run = capture(seeder.global_adapters(), members), seeder.run.copy()
     try:
         yield
     finally:
-        reseeded = seeder.run.last != run.last or seeder.run.seen != run.seen or seeder.run.torn != run.torn
+        reseeded = (
+            seeder.run.last != run.last
+            or seeder.run.seen != run.seen
+            or seeder.run.torn != run.torn
+        )
         failed = restore(saved)
         seeder.run = run
         if failed:
-            warnings.warn(f"fork_rng() could not restore: {'; '.join(failed)}", SeederWarning, stacklevel=3)
+            warnings.warn(
+                f"fork_rng() could not restore: {'; '.join(failed)}", SeederWarning, stacklevel=3
+            )
         if reseeded:
             for member in seeder.generators():
                 if not member.saves_state:
                     warnings.warn(
-                        f"fork_rng(): the block reseeded, and registered generator {describe(member.gen)} is a plain "
-                        "callable whose state cannot be restored; register the RNG object itself or give its owner "
-                        "state_dict()/load_state_dict()", SeederWarning, stacklevel=3)
+                        f"fork_rng(): the block reseeded, and registered generator "
+                        f"{describe(member.gen)} is a plain callable whose state cannot be "
+                        f"restored; register the RNG object itself or give its owner "
+                        f"state_dict()/load_state_dict()",
+                        SeederWarning,
+                        stacklevel=3,
+                    )

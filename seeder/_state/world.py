@@ -1,4 +1,5 @@
-"""Loading a state saved on another number of processes: what elastic loaders carry over and what is re-derived.
+"""Loading a state saved on another number of processes: what elastic loaders carry over and what is
+re-derived.
 
 An elastic loader (``seeder.ElasticDataLoader``, :mod:`seeder.data._elastic_loader`) keeps a
 global state (epoch, samples done): it loads on any world size. When every participant of a
@@ -8,18 +9,26 @@ generators are seeded from ``derive(ELASTIC_RANK, task, epoch, rank, stream=glob
 Anything else per rank (a default-mode loader or sampler, a DALI pipeline) keeps the state tied
 to its world size.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 from seeder._errors import StateError
 from seeder._seeding import derive
 from seeder._seeding.participant import GeneratorParticipant, is_elastic
 from seeder._state.rollback import capture, restore
 
-__all__ = ["world_change_allowed", "elastic_keys", "per_rank_keys", "check_moved", "move_world",
-           "rederive_streams", "world_message"]
+__all__ = [
+    "world_change_allowed",
+    "elastic_keys",
+    "per_rank_keys",
+    "check_moved",
+    "move_world",
+    "rederive_streams",
+    "world_message",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -30,18 +39,21 @@ def world_message(saved: int, now: int) -> str:
     >>> world_message(2, 1).split(". ")[0]
     'the checkpoint was saved by a world of 2 process(es), this run has 1'
     """
-    return (f"the checkpoint was saved by a world of {saved} process(es), this run has {now}. "
-            "Resume with the same world size for an exact continuation; or pass "
-            "allow_world_change=True to load_state_dict, which keeps the master seed and the epoch "
-            "and continues from the next epoch boundary (the rest of the saved epoch is not "
-            "trained); or, to resume inside an epoch on another world size, train with an elastic "
-            "loader (seeder.ElasticDataLoader; elastic=True for SeederTrainer): it keeps one global "
-            "order whose checkpoint resumes mid-epoch on any world size, every remaining sample "
-            "exactly once (the checkpoint must come from elastic loaders)")
+    return (
+        f"the checkpoint was saved by a world of {saved} process(es), this run has {now}. "
+        "Resume with the same world size for an exact continuation; or pass "
+        "allow_world_change=True to load_state_dict, which keeps the master seed and the epoch "
+        "and continues from the next epoch boundary (the rest of the saved epoch is not "
+        "trained); or, to resume inside an epoch on another world size, train with an elastic "
+        "loader (seeder.ElasticDataLoader; elastic=True for SeederTrainer): it keeps one global "
+        "order whose checkpoint resumes mid-epoch on any world size, every remaining sample "
+        "exactly once (the checkpoint must come from elastic loaders)"
+    )
 
 
-def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
-    """Keys of the elastic participants, if they and registered generators are all there is; else ``[]``.
+def elastic_keys(stateful: dict[str, Any]) -> list[str]:
+    """Keys of the elastic participants, if they and registered generators are all there is; else
+    ``[]``.
 
     >>> elastic_keys({})
     []
@@ -49,49 +61,63 @@ def elastic_keys(stateful: Dict[str, Any]) -> List[str]:
     if not stateful:
         return []
     keys = [k for k, p in stateful.items() if is_elastic(p)]
-    rest = [k for k, p in stateful.items() if k not in keys and not isinstance(p, GeneratorParticipant)]
+    rest = [
+        k for k, p in stateful.items() if k not in keys and not isinstance(p, GeneratorParticipant)
+    ]
     return keys if keys and not rest else []
 
 
-def per_rank_keys(stateful: Dict[str, Any]) -> List[str]:
+def per_rank_keys(stateful: dict[str, Any]) -> list[str]:
     """Keys of the participants whose state belongs to one rank of one world size: neither elastic
     loaders nor registered generators (a default-mode loader, a sampler, a stream, a DALI pipeline).
 
     >>> per_rank_keys({})
     []
     """
-    return [k for k, p in stateful.items()
-            if not is_elastic(p) and not isinstance(p, GeneratorParticipant)]
+    return [
+        k
+        for k, p in stateful.items()
+        if not is_elastic(p) and not isinstance(p, GeneratorParticipant)
+    ]
 
 
-def world_change_allowed(stateful: Dict[str, Any], allow_world_change: Any) -> Any:
-    """``allow_world_change`` as loading takes it: ``True`` as well when the state is elastic (:func:`elastic_keys`).
+def world_change_allowed(stateful: dict[str, Any], allow_world_change: Any) -> Any:
+    """``allow_world_change`` as loading takes it: ``True`` as well when the state is elastic
+    (:func:`elastic_keys`).
 
     >>> world_change_allowed({}, False)
     False
     """
-    return True if allow_world_change is False and stateful and elastic_keys(stateful) else allow_world_change
+    return (
+        True
+        if allow_world_change is False and stateful and elastic_keys(stateful)
+        else allow_world_change
+    )
 
 
-def check_moved(entry: Dict[str, Any], stateful: Dict[str, Any]) -> None:
-    """Raise :class:`StateError` unless every elastic loader of this process finds a valid state in ``entry``."""
+def check_moved(entry: dict[str, Any], stateful: dict[str, Any]) -> None:
+    """Raise :class:`StateError` unless every elastic loader of this process finds a valid state in
+    ``entry``."""
     parts = entry["participants"]
     if not isinstance(parts, dict):
         raise StateError("state['participants'] must be a dict")
     for key in elastic_keys(stateful):
         if key not in parts:
-            raise StateError(f"the checkpoint holds no state for {key!r} (an elastic loader of this process); "
-                             "create the same loaders in the same order before load_state_dict")
+            raise StateError(
+                f"the checkpoint holds no state for {key!r} (an elastic loader of this process); "
+                "create the same loaders in the same order before load_state_dict"
+            )
         try:
             stateful[key].check_state_dict(parts[key])
         except StateError as exc:
             raise StateError(f"state['participants'][{key!r}]: {exc}") from None
 
 
-def rederive_streams(entry: Dict[str, Any], seeder: Any, step: int) -> Tuple[int, int]:
-    """Seed this rank's global RNGs and registered generators from ``derive(ELASTIC_RANK, task, epoch, rank,
-    stream=step)``, ``(task, epoch)`` the last reseed of the checked ``entry`` (shared generators: rank ``2**32 - 1``);
-    return ``(task, epoch)``. What :func:`move_world` does after moving the loaders, for a framework that moved them.
+def rederive_streams(entry: dict[str, Any], seeder: Any, step: int) -> tuple[int, int]:
+    """Seed this rank's global RNGs and registered generators from ``derive(ELASTIC_RANK, task,
+    epoch, rank, stream=step)``, ``(task, epoch)`` the last reseed of the checked ``entry`` (shared
+    generators: rank ``2**32 - 1``); return ``(task, epoch)``. What :func:`move_world` does after
+    moving the loaders, for a framework that moved them.
 
     >>> import seeder
     >>> s = seeder.Seeder(); s.init(5); s.reseed(1, 0)
@@ -102,7 +128,10 @@ def rederive_streams(entry: Dict[str, Any], seeder: Any, step: int) -> Tuple[int
     gens = seeder.generators()
     words = 1 + max((g.stream for g in gens), default=0)
     master, rank, domain = entry["master_seed"], seeder.rank, int(derive.Domain.ELASTIC_RANK)
-    own, shared = (derive.stream_seeds(master, domain, task, epoch, r, words).seed(step) for r in (rank, derive.MAX_KEY))
+    own, shared = (
+        derive.stream_seeds(master, domain, task, epoch, r, words).seed(step)
+        for r in (rank, derive.MAX_KEY)
+    )
     for adapter in seeder.global_adapters():
         adapter.seed(own[0])
     for gen in gens:
@@ -110,7 +139,7 @@ def rederive_streams(entry: Dict[str, Any], seeder: Any, step: int) -> Tuple[int
     return task, epoch
 
 
-def move_world(entry: Dict[str, Any], loaders: Dict[str, Any], seeder: Any) -> None:
+def move_world(entry: dict[str, Any], loaders: dict[str, Any], seeder: Any) -> None:
     """Load a checked ``entry`` of another world size: the elastic loaders' global states, then
     this rank's global RNGs and registered generators seeded from
     ``derive(ELASTIC_RANK, task, epoch, rank, stream=global step)`` (shared generators: rank
@@ -137,8 +166,18 @@ def move_world(entry: Dict[str, Any], loaders: Dict[str, Any], seeder: Any) -> N
         failed = restore(saved)
         if not isinstance(exc, Exception):
             raise
-        raise StateError(f"loading the elastic loader state failed ({type(exc).__name__}: {exc}); loaders and global "
-                         f"RNGs put back" + (f" except {', '.join(failed)}" if failed else "")) from exc
-    logger.info("seeder state from a world of %d loaded into a world of %d: elastic loader(s) %s continue at global "
-                "step %d of (task, epoch) %s; this rank's RNG streams re-derived from (master, task, epoch, rank %d, "
-                "step)", entry["world_size"], seeder.world_size, ", ".join(moving), step, (task, epoch), seeder.rank)
+        raise StateError(
+            f"loading the elastic loader state failed ({type(exc).__name__}: {exc}); loaders and "
+            f"global RNGs put back" + (f" except {', '.join(failed)}" if failed else "")
+        ) from exc
+    logger.info(
+        "seeder state from a world of %d loaded into a world of %d: elastic loader(s) %s continue "
+        "at global step %d of (task, epoch) %s; this rank's RNG streams re-derived from (master, "
+        "task, epoch, rank %d, step)",
+        entry["world_size"],
+        seeder.world_size,
+        ", ".join(moving),
+        step,
+        (task, epoch),
+        seeder.rank,
+    )

@@ -1,10 +1,12 @@
-"""What a sampler is told of the loader around it, and what a plain torch ``DataLoader`` lacks for an exact resume.
+"""What a sampler is told of the loader around it, and what a plain torch ``DataLoader`` lacks for
+an exact resume.
 
 torch hands a sampler no loader, so the loader (or the user) tells it. Each
 :class:`seeder.DistributedSampler` holds one :class:`LoaderWatch`, told by:
 
 * ``seeder.DataLoader``, which owns its sampler: it keeps the position and seeds the workers itself;
-* :func:`watch_loader`, for a torch ``DataLoader`` (or torchdata's ``StatefulDataLoader``) a user built;
+* :func:`watch_loader`, for a torch ``DataLoader`` (or torchdata's ``StatefulDataLoader``) a user
+  built;
 * the sampler's own iterator, when a loader takes or gives its state (torchdata does): that loader
   saves the position.
 
@@ -26,12 +28,13 @@ Example:
     >>> [p.split(":")[0] for p in audit_loader(loader, mid_epoch=True)]
     ['no generator']
 """
+
 from __future__ import annotations
 
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, List, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import torch.utils.data
 
@@ -47,8 +50,8 @@ UNSEEN = "loader not shown"
 
 
 class LoaderWatch:
-    """The loader around one sampler, as told: which loader iterates it, whether that loader saves the position
-    itself, and the warnings already given.
+    """The loader around one sampler, as told: which loader iterates it, whether that loader saves
+    the position itself, and the warnings already given.
 
     The sampler calls :meth:`iterating` when an iteration draws its first block, and :meth:`check`
     from ``state_dict``.
@@ -66,17 +69,22 @@ class LoaderWatch:
 
     def __init__(self) -> None:
         self._loader: Callable[[], Any] = lambda: None  # weak reference to the loader told of
-        self._shown = False  # a loader was told of (or the sampler's iterator saw a loader take its state)
+        self._shown = (
+            False  # a loader was told of (or the sampler's iterator saw a loader take its state)
+        )
         self._held = False  # self._loader refers to the loader told of (dropped since, maybe)
         self._by_state = False  # a loader took or gave the sampler iterator's state
-        self._warned_causes: Set[str] = set()
+        self._warned_causes: set[str] = set()
         self._warned_epoch: Optional[int] = None
-        self._resume: Optional[Tuple[Any, Tuple[int, int]]] = None  # (seeder, (epoch, position)) of a load to check
+        self._resume: Optional[tuple[Any, tuple[int, int]]] = (
+            None  # (seeder, (epoch, position)) of a load to check
+        )
         #: The loader saves the iterator's position itself (torchdata's ``StatefulDataLoader``).
         self.position_saved = False
 
     def show(self, loader: Any) -> None:
-        """Record that ``loader`` iterates the sampler (:func:`watch_loader`, ``seeder.DataLoader``)."""
+        """Record that ``loader`` iterates the sampler (:func:`watch_loader`,
+        ``seeder.DataLoader``)."""
         if self._loader() is not loader:  # another loader: its problems are its own, warned afresh
             self._warned_causes = set()
         self._loader, self._shown, self._held = weakref.ref(loader), True, True
@@ -84,7 +92,8 @@ class LoaderWatch:
             self.position_saved = True
 
     def note_position_saved(self) -> None:
-        """Record that a loader took or gave the sampler iterator's state: it saves the position itself."""
+        """Record that a loader took or gave the sampler iterator's state: it saves the position
+        itself."""
         self.position_saved = self._shown = self._by_state = True
 
     def _forget_dropped(self) -> None:
@@ -95,9 +104,9 @@ class LoaderWatch:
             self._warned_causes = set()
 
     def resuming(self, seeder: Any, epoch: int, position: int, total: int) -> None:
-        """Called when the sampler loads ``(epoch, position)`` of ``total`` samples: inside an epoch, its first indices
-        check that nothing drew from the global RNGs since the load (:mod:`seeder._state.resumecheck`) and what the loader
-        lacks for an exact resume."""
+        """Called when the sampler loads ``(epoch, position)`` of ``total`` samples: inside an
+        epoch, its first indices check that nothing drew from the global RNGs since the load
+        (:mod:`seeder._state.resumecheck`) and what the loader lacks for an exact resume."""
         self._resume = None
         self._warned_epoch = None
         if 0 < position < total:
@@ -105,21 +114,25 @@ class LoaderWatch:
             self._resume = (seeder, (epoch, position))
 
     def iterating(self, epoch: int, start: int) -> None:
-        """Called by the sampler's iteration of ``epoch`` from ``start`` when it draws its first block: the checks of
-        an epoch resumed inside."""
+        """Called by the sampler's iteration of ``epoch`` from ``start`` when it draws its first
+        block: the checks of an epoch resumed inside."""
         if self._resume is None or self._resume[1] != (epoch, start):
             return
         seeder, self._resume = self._resume[0], None
         seeder.resume_check.warn_if_moved(self, "seeder.DistributedSampler", epoch)
         for problem in self._problems(mid_epoch=True):
-            warnings.warn(f"seeder.DistributedSampler resumed inside epoch {epoch}: {problem}", SeederWarning,
-                          stacklevel=5)
+            warnings.warn(
+                f"seeder.DistributedSampler resumed inside epoch {epoch}: {problem}",
+                SeederWarning,
+                stacklevel=5,
+            )
 
     def check(self, sampler: Any, *, handed: int, finished: bool) -> None:
-        """One :class:`seeder.SeederWarning` per way the loader around ``sampler`` loses exactness, when its state is
-        taken.
+        """One :class:`seeder.SeederWarning` per way the loader around ``sampler`` loses exactness,
+        when its state is taken.
 
-        ``handed``: the end of the last block handed out; ``finished``: the iteration handed out its last block.
+        ``handed``: the end of the last block handed out; ``finished``: the iteration handed out its
+        last block.
         """
         self._forget_dropped()
         epoch, consumed, total = sampler.epoch, sampler.consumed, sampler.num_samples
@@ -131,21 +144,25 @@ class LoaderWatch:
         for problem in self._problems(mid, ask_to_be_shown=not unconsumed):
             warnings.warn(f"sampler.state_dict(): {problem}", SeederWarning, stacklevel=4)
 
-    def _problems(self, mid_epoch: bool, ask_to_be_shown: bool = True) -> List[str]:
+    def _problems(self, mid_epoch: bool, ask_to_be_shown: bool = True) -> list[str]:
         self._forget_dropped()
         if not self._shown:
             if not (mid_epoch and ask_to_be_shown) or UNSEEN in self._warned_causes:
                 return []
             self._warned_causes.add(UNSEEN)
-            return [f"{UNSEEN}: seeder was not told which loader iterates this sampler, so it cannot check what would "
-                    "make a resume inside an epoch diverge (a DataLoader without generator=, workers whose random "
-                    "numbers depend on which worker ran what); pass the loader to seeder.data.watch_loader(loader) once "
-                    "after building it, or use seeder.DataLoader"]
+            return [
+                f"{UNSEEN}: seeder was not told which loader iterates this sampler, so it cannot "
+                f"check what would make a resume inside an epoch diverge (a DataLoader without "
+                f"generator=, workers whose random numbers depend on which worker ran what); pass "
+                f"the loader to seeder.data.watch_loader(loader) once after building it, or use "
+                f"seeder.DataLoader"
+            ]
         return audit_loader(self._loader(), mid_epoch, self._warned_causes)
 
 
 def watch_loader(loader: L) -> L:
-    """Tell the :class:`seeder.DistributedSampler` inside ``loader`` which loader iterates it; return ``loader``.
+    """Tell the :class:`seeder.DistributedSampler` inside ``loader`` which loader iterates it;
+    return ``loader``.
 
     torch gives a sampler no reference to its loader. Shown the loader, the sampler's
     ``state_dict()`` inside an epoch, and the first indices of an epoch resumed inside,
@@ -153,7 +170,8 @@ def watch_loader(loader: L) -> L:
     workers without per-sample seeds (:class:`seeder.data.SeededDataset`). A loader that saves the
     position itself (torchdata's ``StatefulDataLoader``) needs no ``sampler.advance``. Any
     object with a ``sampler`` (or ``batch_sampler.sampler``) that is seeder's can be shown;
-    only a torch ``DataLoader`` is checked. A ``seeder.DataLoader`` needs no call (it is returned as it is).
+    only a torch ``DataLoader`` is checked. A ``seeder.DataLoader`` needs no call (it is returned as
+    it is).
 
     >>> import torch, seeder
     >>> s = seeder.Seeder(); s.init(0)
@@ -163,21 +181,26 @@ def watch_loader(loader: L) -> L:
     >>> loader.sampler is sampler
     True
     """
-    if getattr(loader, "seeder_kind", None) == "loader":  # seeder.DataLoader, any mode: it shows itself
+    if (
+        getattr(loader, "seeder_kind", None) == "loader"
+    ):  # seeder.DataLoader, any mode: it shows itself
         return loader
     inner = getattr(loader, "sampler", None)
     if not isinstance(getattr(inner, "loader_watch", None), LoaderWatch):
         inner = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
     if not isinstance(getattr(inner, "loader_watch", None), LoaderWatch):
         raise TypeError(
-            f"watch_loader: {type(loader).__name__} holds no seeder.DistributedSampler (as sampler= or inside its "
-            "batch_sampler); build it with sampler=seeder.DistributedSampler(dataset), or use seeder.DataLoader")
+            f"watch_loader: {type(loader).__name__} holds no seeder.DistributedSampler (as "
+            f"sampler= or inside its batch_sampler); build it with "
+            f"sampler=seeder.DistributedSampler(dataset), or use seeder.DataLoader"
+        )
     inner.loader_watch.show(loader)
     return loader
 
 
 def _saves_position(loader: Any) -> bool:
-    """Whether ``loader`` is torchdata's ``StatefulDataLoader`` (which saves its sampler iterator's position).
+    """Whether ``loader`` is torchdata's ``StatefulDataLoader`` (which saves its sampler iterator's
+    position).
 
     Only a loaded torchdata can have made one: torchdata is never imported here.
     """
@@ -185,31 +208,43 @@ def _saves_position(loader: Any) -> bool:
     return module is not None and isinstance(loader, module.StatefulDataLoader)
 
 
-def audit_loader(loader: Any, mid_epoch: bool, seen: Optional[Set[str]] = None) -> List[str]:
-    """What ``loader`` lacks for an exact resume (each problem a sentence that names the fix); ``[]`` if nothing.
+def audit_loader(loader: Any, mid_epoch: bool, seen: Optional[set[str]] = None) -> list[str]:
+    """What ``loader`` lacks for an exact resume (each problem a sentence that names the fix);
+    ``[]`` if nothing.
 
     Only a torch ``DataLoader`` other than ``seeder.DataLoader`` is checked. With ``seen``,
     problems whose cause (the text before ``:``) is in it are left out, and the new causes
     are added to it: each cause is reported once.
     """
-    if not isinstance(loader, torch.utils.data.DataLoader) or getattr(loader, "seeder_kind", None) == "loader":
+    if (
+        not isinstance(loader, torch.utils.data.DataLoader)
+        or getattr(loader, "seeder_kind", None) == "loader"
+    ):
         return []
     problems = []
-    if loader.generator is None and mid_epoch:  # at an epoch's start, reseed has just set the RNG it draws from
+    if (
+        loader.generator is None and mid_epoch
+    ):  # at an epoch's start, reseed has just set the RNG it draws from
         problems.append(
-            "no generator: the DataLoader has no generator=, so every iter(loader) draws its base seed from torch's "
-            "global RNG and a resumed run draws once more than the run it continues; pass "
-            "generator=seeder.data.dataloader_generator() (or use seeder.DataLoader)")
+            "no generator: the DataLoader has no generator=, so every iter(loader) draws its base "
+            "seed from torch's global RNG and a resumed run draws once more than the run it "
+            "continues; pass generator=seeder.data.dataloader_generator() (or use "
+            "seeder.DataLoader)"
+        )
     if loader.num_workers > 0:
         ds = loader.dataset
         per_sample = isinstance(ds, SeededDataset) and ds.per_sample
         per_epoch = isinstance(ds, SeededDataset) or isinstance(loader.worker_init_fn, WorkerInitFn)
         if not per_sample and (mid_epoch or not per_epoch):
-            where = "inside an epoch" if mid_epoch else "at epoch boundaries (no seeder worker seeding)"
+            where = (
+                "inside an epoch" if mid_epoch else "at epoch boundaries (no seeder worker seeding)"
+            )
             problems.append(
-                f"worker randomness: the DataLoader's {loader.num_workers} workers draw random numbers that depend on "
-                f"which worker ran which batch and how far it got, so a resume {where} does not continue them; wrap the "
-                "dataset in seeder.data.SeededDataset (per-sample seeds) or use seeder.DataLoader")
+                f"worker randomness: the DataLoader's {loader.num_workers} workers draw random "
+                f"numbers that depend on which worker ran which batch and how far it got, so a "
+                f"resume {where} does not continue them; wrap the dataset in "
+                f"seeder.data.SeededDataset (per-sample seeds) or use seeder.DataLoader"
+            )
     if seen is not None:
         problems = [p for p in problems if p.split(":")[0] not in seen]
         seen.update(p.split(":")[0] for p in problems)
@@ -217,17 +252,26 @@ def audit_loader(loader: Any, mid_epoch: bool, seen: Optional[Set[str]] = None) 
 
 
 def unconsumed_message(epoch: int, finished: bool) -> str:
-    """The warning of a sampler whose ``state_dict()`` sees indices of ``epoch`` drawn but none consumed.
+    """The warning of a sampler whose ``state_dict()`` sees indices of ``epoch`` drawn but none
+    consumed.
 
     ``finished``: the loader drew the whole epoch (it prefetches).
 
     >>> "advance" in unconsumed_message(0, False)
     True
     """
-    fix = ("call sampler.advance(len(batch)) after each training step (a loader that saves the position itself, "
-           "torchdata's StatefulDataLoader, needs seeder.data.watch_loader(loader) instead), or use seeder.DataLoader")
+    fix = (
+        "call sampler.advance(len(batch)) after each training step (a loader that saves the "
+        "position itself, torchdata's StatefulDataLoader, needs seeder.data.watch_loader(loader) "
+        "instead), or use seeder.DataLoader"
+    )
     if finished:
-        return (f"sampler.state_dict(): the DataLoader drew every index of epoch {epoch} (it prefetches) but no "
-                f"sample was reported consumed, so this state resumes at the start of the epoch; {fix}")
-    return (f"sampler.state_dict(): epoch {epoch} is being iterated but no sample was reported consumed, so "
-            f"this state resumes at the start of the epoch; {fix}")
+        return (
+            f"sampler.state_dict(): the DataLoader drew every index of epoch {epoch} (it "
+            f"prefetches) but no sample was reported consumed, so this state resumes at the start "
+            f"of the epoch; {fix}"
+        )
+    return (
+        f"sampler.state_dict(): epoch {epoch} is being iterated but no sample was reported "
+        f"consumed, so this state resumes at the start of the epoch; {fix}"
+    )

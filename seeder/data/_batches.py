@@ -1,4 +1,5 @@
-"""Batches of ``seeder.DataLoader`` as keys, and the dataset view that seeds the RNGs before fetching each one.
+"""Batches of ``seeder.DataLoader`` as keys, and the dataset view that seeds the RNGs before
+fetching each one.
 
 A batch key is ``(master, task, epoch, rank, batch, indices)``. :class:`BatchKeys` (the
 loader's batch sampler) yields them in the sampler's order from any start batch in O(1);
@@ -11,10 +12,12 @@ Example:
     >>> BatchSeedingDataset([10, 11, 12], SeedSource(s)).__getitems__((3, 1, 0, 0, 0, [2, 0]))
     [12, 10]
 """
+
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterator, List, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 import torch.utils.data
 
@@ -25,14 +28,14 @@ from seeder.data._workers import SeedSource, generator_words, seed_globals
 __all__ = ["BatchSeedingDataset", "BatchKeys"]
 
 
-
 class BatchSeedingDataset(torch.utils.data.Dataset):
-    """The user's dataset, fetched by batch keys ``(master, task, epoch, rank, batch, indices)``, seeding before each.
+    """The user's dataset, fetched by batch keys ``(master, task, epoch, rank, batch, indices)``,
+    seeding before each.
 
     What torch's fetchers (in a worker, or the main process) see in place of the user's dataset:
     before fetching the indices it seeds ``random``, NumPy, torch's CPU generator and every
-    registered generator from the batch's seeds (:func:`seeder._seeding.derive.batch_seeds`, taken from a
-    cached block of the epoch's batches).
+    registered generator from the batch's seeds (:func:`seeder._seeding.derive.batch_seeds`, taken
+    from a cached block of the epoch's batches).
 
     >>> import seeder
     >>> s = seeder.Seeder(); s.init(3)
@@ -48,7 +51,7 @@ class BatchSeedingDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitems__(self, key: Tuple[Any, ...]) -> List[Any]:
+    def __getitems__(self, key: tuple[Any, ...]) -> list[Any]:
         master, task, epoch, rank, batch, indices = key
         gens = self.source.generators("seeder.DataLoader")
         seeds = batch_seeds(master, task, epoch, rank, batch, generator_words(gens))
@@ -65,7 +68,8 @@ class BatchSeedingDataset(torch.utils.data.Dataset):
 class BatchKeys(torch.utils.data.BatchSampler):
     """The loader's batch sampler: batch keys of the current epoch from the loader's start position.
 
-    ``loader`` (held weakly) gives the start with ``pending_start()`` and the seeder with ``seeder``.
+    ``loader`` (held weakly) gives the start with ``pending_start()`` and the seeder with
+    ``seeder``.
     """
 
     def __init__(self, sampler: DistributedSampler, batch_size: int, drop_last: bool, loader: Any):
@@ -81,16 +85,18 @@ class BatchKeys(torch.utils.data.BatchSampler):
         n = self.sampler.num_samples
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
-    def __iter__(self) -> Iterator[Tuple[Any, ...]]:
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
         epoch, start, _ = self.loader.pending_start()
         return self._keys(epoch, start)
 
-    def _keys(self, epoch: int, start: int) -> Iterator[Tuple[Any, ...]]:
+    def _keys(self, epoch: int, start: int) -> Iterator[tuple[Any, ...]]:
         sampler, bs = self.sampler, self.batch_size
         s = self.loader.seeder
         if not s.initialized:
-            raise RuntimeError("seeder.DataLoader takes its order and seeds from the seeder: call seeder.init(master_seed=...) "
-                               "before iterating")
+            raise RuntimeError(
+                "seeder.DataLoader takes its order and seeds from the seeder: call "
+                "seeder.init(master_seed=...) before iterating"
+            )
         head = (s.get_master_seed(), sampler.task, epoch, sampler.rank)
         pair = sampler.with_epoch
         b, buf = start, []
@@ -108,7 +114,7 @@ class BatchKeys(torch.utils.data.BatchSampler):
                 b, buf = b + 1, []
             full = len(lst) - len(lst) % bs
             for j in range(0, full, bs):
-                yield head + (b, lst[j:j + bs])
+                yield head + (b, lst[j : j + bs])
                 b += 1
             buf = lst[full:]
         if buf and not self.drop_last:

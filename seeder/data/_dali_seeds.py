@@ -1,4 +1,5 @@
-"""DALI seeds and saved checkpoints: what needs no pipeline object (tracking one is :mod:`seeder.data.dali`).
+"""DALI seeds and saved checkpoints: what needs no pipeline object (tracking one
+is :mod:`seeder.data.dali`).
 
 Seeds come from the master seed in the ``Domain.DALI`` family, per global rank and
 pipeline id, folded to the 32 bits DALI uses. Nothing here imports DALI.
@@ -9,12 +10,13 @@ Example (no DALI needed to compute seeds):
     >>> pipeline_kwargs(1, seeder=s)["seed"] == pipeline_seed(1, seeder=s)
     True
 """
+
 from __future__ import annotations
 
 import importlib
 import logging
 import sys
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Optional, Union
 
 from seeder._checks import check_bool, is_bool, is_int
 from seeder._errors import StateError
@@ -41,8 +43,9 @@ logger = logging.getLogger("seeder")
 #: What to do when DALI is missing.
 INSTALL_HINT = (
     "NVIDIA DALI is not installed. Install it with `pip install 'seeder[dali]'` (which installs "
-    "nvidia-dali-cuda120), or pick the wheel for your CUDA major version: `pip install nvidia-dali-cuda120` "
-    "or `pip install nvidia-dali-cuda130`. CPU-only pipelines (device_id=None) run without a GPU."
+    "nvidia-dali-cuda120), or pick the wheel for your CUDA major version: `pip install "
+    "nvidia-dali-cuda120` or `pip install nvidia-dali-cuda130`. CPU-only pipelines "
+    "(device_id=None) run without a GPU."
 )
 
 #: Largest seed :func:`pipeline_seed` returns. DALI's ``Pipeline(seed=...)`` takes a
@@ -82,7 +85,8 @@ def pipeline_seed(
     epoch: int = 0,
     seeder: Optional[Seeder] = None,
 ) -> int:
-    """The seed for ``Pipeline(seed=...)`` / ``@pipeline_def(seed=...)`` of pipeline ``pipeline_id``.
+    """The seed for ``Pipeline(seed=...)`` / ``@pipeline_def(seed=...)`` of pipeline
+    ``pipeline_id``.
 
     Derived from the master seed in ``Domain.DALI`` with ``stream = pipeline_id``
     and this process's global rank, so ranks get different streams and the same
@@ -102,13 +106,18 @@ def pipeline_seed(
     pid = check_key(pipeline_id, "pipeline_id")
     shared = check_bool(shared, "shared")
     if not s.initialized:
-        raise RuntimeError("seeder.data._dali_seeds.pipeline_seed() called before seeder.init(); call seeder.init(master_seed=...) first")
+        raise RuntimeError(
+            "seeder.data._dali_seeds.pipeline_seed() called before seeder.init(); call "
+            "seeder.init(master_seed=...) first"
+        )
     return numpy_seed(s.derive(Domain.DALI, task_id, epoch, rank=0 if shared else None, stream=pid))
 
 
-def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
-                      seeder: Optional[Seeder] = None) -> Optional[List[Union[bytes, str]]]:
-    """The DALI checkpoints of pipeline ``pipeline_id`` in a saved ``seeder.state_dict()``, without loading it.
+def saved_checkpoints(
+    state: dict[str, Any], pipeline_id: int = 0, *, seeder: Optional[Seeder] = None
+) -> Optional[list[Union[bytes, str]]]:
+    """The DALI checkpoints of pipeline ``pipeline_id`` in a saved ``seeder.state_dict()``, without
+    loading it.
 
     ``state`` may also be the many-rank form of ``seeder.gather_state_dict()``: this
     rank's entry (rank of ``seeder``, default the module-level one) is used.
@@ -127,8 +136,15 @@ def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
         s = resolve_seeder(seeder)
         state = own_entry(state, s.world_size, s.rank, False)[0]
-    if not isinstance(state, dict) or state.get("format") != "seeder" or not isinstance(state.get("participants"), dict):
-        raise StateError("not a seeder state: pass the dict returned by seeder.state_dict() (e.g. checkpoint['seeder'])")
+    if (
+        not isinstance(state, dict)
+        or state.get("format") != "seeder"
+        or not isinstance(state.get("participants"), dict)
+    ):
+        raise StateError(
+            "not a seeder state: pass the dict returned by seeder.state_dict() (e.g. "
+            "checkpoint['seeder'])"
+        )
     found = []
     for key, entry in state["participants"].items():
         if isinstance(key, str) and key.startswith(SEEDER_KIND + "."):
@@ -139,16 +155,17 @@ def saved_checkpoints(state: Dict[str, Any], pipeline_id: int = 0, *,
     have = ", ".join(str(i) for i in found) or "none"
     raise StateError(
         f"the seeder state holds no DALI pipeline {pid} (it has: {have}); "
-        f"track the pipeline with seeder.data.dali.track(pipe, {pid}) before saving")
+        f"track the pipeline with seeder.data.dali.track(pipe, {pid}) before saving"
+    )
 
 
 def pipeline_kwargs(
     pipeline_id: int = 0,
     *,
     shared: bool = False,
-    state: Optional[Dict[str, Any]] = None,
+    state: Optional[dict[str, Any]] = None,
     seeder: Optional[Seeder] = None,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     """Keyword arguments for a pipeline that the seeder seeds and can resume.
 
     ``seed`` from :func:`pipeline_seed`, ``enable_checkpointing=True`` and, when
@@ -167,8 +184,10 @@ def pipeline_kwargs(
         if saved is not None:
             if len(saved) != 1:
                 raise ValueError(
-                    f"DALI pipeline {pipeline_id} was saved through an iterator over {len(saved)} pipelines; "
-                    f"take checkpoint i from seeder.data._dali_seeds.saved_checkpoints(state, {pipeline_id})[i] for each")
+                    f"DALI pipeline {pipeline_id} was saved through an iterator over {len(saved)} "
+                    f"pipelines; take checkpoint i from "
+                    f"seeder.data._dali_seeds.saved_checkpoints(state, {pipeline_id})[i] for each"
+                )
             checkpoint = saved[0]
     return {"seed": seed, "enable_checkpointing": True, "checkpoint": checkpoint}
 
@@ -177,7 +196,9 @@ def check_entry(state: Any, where: str) -> None:
     """Raise :class:`StateError` unless ``state`` is one well-formed pipeline entry."""
     if not isinstance(state, dict) or set(state) != STATE_KEYS:
         have = sorted(state) if isinstance(state, dict) else type(state).__name__
-        raise StateError(f"{where} is not a DALI pipeline state (expected keys {sorted(STATE_KEYS)}, got {have})")
+        raise StateError(
+            f"{where} is not a DALI pipeline state (expected keys {sorted(STATE_KEYS)}, got {have})"
+        )
     try:
         check_key(state["pipeline_id"], f"{where}['pipeline_id']")
     except (TypeError, ValueError) as exc:
@@ -190,7 +211,14 @@ def check_entry(state: Any, where: str) -> None:
         raise StateError(f"{where}['seed'] must be None or a non-negative int")
     cks = state["checkpoints"]
     if cks is not None:
-        if not (isinstance(cks, list) and cks and all(isinstance(c, (bytes, str)) and len(c) > 0 for c in cks)):
-            raise StateError(f"{where}['checkpoints'] must be None or a non-empty list of DALI checkpoints (bytes)")
+        if not (
+            isinstance(cks, list)
+            and cks
+            and all(isinstance(c, (bytes, str)) and len(c) > 0 for c in cks)
+        ):
+            raise StateError(
+                f"{where}['checkpoints'] must be None or a non-empty list of DALI "
+                f"checkpoints (bytes)"
+            )
         if not state["checkpointing"]:
             raise StateError(f"{where} has checkpoints but says checkpointing was off")

@@ -1,4 +1,5 @@
-"""The discard watch: a loader resumed inside an epoch warns when the training loop throws its first batches away.
+"""The discard watch: a loader resumed inside an epoch warns when the training loop throws its first
+batches away.
 
 A common resume idiom skips the batches the interrupted run had trained::
 
@@ -43,12 +44,13 @@ Example:
     >>> "discarded" in str(caught[0].message), watch.active
     (True, False)
 """
+
 from __future__ import annotations
 
 import logging
 import warnings
 import weakref
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -59,32 +61,36 @@ __all__ = ["DiscardWatch", "FIRST_WATCHED"]
 
 logger = logging.getLogger("seeder")
 
-#: The first batch of an epoch whose resume is watched: a resume at batch 1 is not (one batch discarded cannot be told
-#: from a framework that fetches one batch ahead).
+#: The first batch of an epoch whose resume is watched: a resume at batch 1 is not (one batch
+#: discarded cannot be told from a framework that fetches one batch ahead).
 FIRST_WATCHED = 2
 
 
 class DiscardWatch:
-    """Counts forward passes and optimizer steps while a resumed loader hands its first batches; warns on the idiom.
+    """Counts forward passes and optimizer steps while a resumed loader hands its first batches;
+    warns on the idiom.
 
     Args:
         start: the batch of the epoch the loader resumed at (batches handed before the stop).
         epoch: the epoch, for the message.
         what: the loader's class as the user wrote it, for the message.
 
-    The loader's iterator calls :meth:`next_asked` when the training loop asks for a batch (before it fetches:
-    what runs from then on is the fetch's), :meth:`handed` once it has the batch, and :meth:`ended` when the
-    epoch has no more. Whoever holds the watch keeps the hooks: a watch dropped undecided removes them.
+    The loader's iterator calls :meth:`next_asked` when the training loop asks for a batch (before
+    it fetches: what runs from then on is the fetch's), :meth:`handed` once it has the batch,
+    and :meth:`ended` when the epoch has no more. Whoever holds the watch keeps the hooks: a watch
+    dropped undecided removes them.
     """
 
     def __init__(self, start: int, epoch: int, what: str):
-        self._handles: List[Any] = []
+        self._handles: list[Any] = []
         self.start, self.epoch, self.what = start, epoch, what
         self.batches = 0  # batches handed so far
         self.uses = 0  # forward passes and optimizer steps outside the loader's fetches
         self._mark = 0  # uses when the last batch was handed
         self._fetching = False
-        self._pending: Optional[int] = None  # batches discarded up to the epoch's end, confirmed by a later use
+        self._pending: Optional[int] = (
+            None  # batches discarded up to the epoch's end, confirmed by a later use
+        )
         me = weakref.ref(self)  # the hooks do not keep the watch alive
 
         def count(*_: Any) -> None:
@@ -92,7 +98,10 @@ class DiscardWatch:
             if watch is not None:
                 watch._used()
 
-        self._handles = [register_module_forward_pre_hook(count), register_optimizer_step_post_hook(count)]
+        self._handles = [
+            register_module_forward_pre_hook(count),
+            register_optimizer_step_post_hook(count),
+        ]
 
     @property
     def active(self) -> bool:
@@ -103,13 +112,16 @@ class DiscardWatch:
         if self._fetching:
             return
         self.uses += 1
-        if self._pending is not None:  # the loop trains after all: the epoch's last batches were thrown away
+        if (
+            self._pending is not None
+        ):  # the loop trains after all: the epoch's last batches were thrown away
             discarded, self._pending = self._pending, None
             self.close()
             self._warn(discarded, stacklevel=3)
 
     def next_asked(self) -> None:
-        """The training loop asks for the next batch: if it used one since the last was handed, decide."""
+        """The training loop asks for the next batch: if it used one since the last was handed,
+        decide."""
         if self._handles and self.batches and self.uses > self._mark:
             self._decide(used_after=self.batches)
         self._fetching = bool(self._handles)
@@ -121,12 +133,14 @@ class DiscardWatch:
             return
         self.batches += 1
         self._mark = self.uses
-        if self.batches > self.start + 1:  # nothing used after start + 1 batches: not the idiom's pattern
+        if (
+            self.batches > self.start + 1
+        ):  # nothing used after start + 1 batches: not the idiom's pattern
             self.close()
 
     def ended(self) -> bool:
-        """The epoch has no more batches; ``True`` when the watch waits for a use to confirm a discarded rest (keep
-        the watch, and its hooks, as long as the loader)."""
+        """The epoch has no more batches; ``True`` when the watch waits for a use to confirm a
+        discarded rest (keep the watch, and its hooks, as long as the loader)."""
         self._fetching = False
         if not self._handles:
             return False
@@ -136,8 +150,9 @@ class DiscardWatch:
         if self.batches < 2:
             self.close()
             return False
-        # Every batch left was dropped. A loop without a model does that too: the first forward pass or optimizer
-        # step from now on (a validation, the next epoch) says that this one is a training loop.
+        # Every batch left was dropped. A loop without a model does that too: the first forward pass
+        # or optimizer step from now on (a validation, the next epoch) says that this one is a
+        # training loop.
         self._pending = self.batches
         return True
 
@@ -149,12 +164,16 @@ class DiscardWatch:
     def _warn(self, discarded: int, stacklevel: int) -> None:
         first, last = self.start, self.start + discarded - 1
         warnings.warn(
-            f"{self.what} resumed at batch {self.start} of epoch {self.epoch}, and the training loop discarded the "
-            f"first {discarded} batches it handed out (no forward pass, no optimizer step between them): batches "
-            f"{first}..{last} of the epoch, which the interrupted run had not trained. The loader already starts at "
-            "the saved batch, so a loop that skips the saved number of batches (`for i, batch in enumerate(loader): "
-            "if i < saved_step: continue`) skips them a second time. Drop the skip and number the batches with "
-            "`for i, batch in enumerate(loader, start=loader.batches_done)`", SeederWarning, stacklevel=stacklevel)
+            f"{self.what} resumed at batch {self.start} of epoch {self.epoch}, and the training "
+            f"loop discarded the first {discarded} batches it handed out (no forward pass, no "
+            f"optimizer step between them): batches {first}..{last} of the epoch, which the "
+            f"interrupted run had not trained. The loader already starts at the saved batch, so a "
+            f"loop that skips the saved number of batches (`for i, batch in enumerate(loader): if "
+            f"i < saved_step: continue`) skips them a second time. Drop the skip and number the "
+            f"batches with `for i, batch in enumerate(loader, start=loader.batches_done)`",
+            SeederWarning,
+            stacklevel=stacklevel,
+        )
 
     def close(self) -> None:
         """Remove the hooks (idempotent)."""

@@ -1,12 +1,14 @@
-"""``seeder.ElasticDataLoader``: the same data whatever the world size, and a mid-epoch resume on another one.
+"""``seeder.ElasticDataLoader``: the same data whatever the world size, and a mid-epoch resume on
+another one.
 
 * One global order per epoch (a one-replica :class:`seeder.DistributedSampler`'s), cut into
   global batches of ``batch_size * world_size`` samples; each rank fetches its slice of each
   (:mod:`seeder.data._elastic`).
 * Each sample's randomness is seeded from its position in the global order, so a sample gets
   the same augmentation on 1 or 8 ranks, with 0 or 8 workers.
-* The state is global (epoch, position in the global order, global batch size): a checkpoint saved on ``W``
-  ranks loads on ``W'`` ranks and the next epoch's samples not yet trained follow, each once.
+* The state is global (epoch, position in the global order, global batch size): a checkpoint saved
+  on ``W`` ranks loads on ``W'`` ranks and the next epoch's samples not yet trained follow, each
+  once.
 
 Example:
     >>> import torch, seeder
@@ -16,9 +18,11 @@ Example:
     >>> state["position"], state["global_batch_size"]
     (4, 4)
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import torch
 import torch.utils.data
@@ -38,46 +42,70 @@ __all__ = ["ElasticDataLoader", "ELASTIC_STATE_VERSION"]
 
 #: Version of the layout of :meth:`ElasticDataLoader.state_dict`.
 ELASTIC_STATE_VERSION = 2
-_KEYS = frozenset({"format", "version", "epoch", "position", "global_batch_size", "dataset_len", "drop_last",
-                   "shuffle", "world_size", "sampler"})
+_KEYS = frozenset(
+    {
+        "format",
+        "version",
+        "epoch",
+        "position",
+        "global_batch_size",
+        "dataset_len",
+        "drop_last",
+        "shuffle",
+        "world_size",
+        "sampler",
+    }
+)
 
 
-def _world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
+def _world(num_replicas: Optional[int], rank: Optional[int]) -> tuple[int, int]:
     active = process_group_active()
-    world = check_int(num_replicas if num_replicas is not None else
-                      (torch.distributed.get_world_size() if active else 1), "num_replicas", low=1)
-    rank = check_int(rank if rank is not None else (torch.distributed.get_rank() if active else 0), "rank", low=0)
+    world = check_int(
+        num_replicas
+        if num_replicas is not None
+        else (torch.distributed.get_world_size() if active else 1),
+        "num_replicas",
+        low=1,
+    )
+    rank = check_int(
+        rank if rank is not None else (torch.distributed.get_rank() if active else 0), "rank", low=0
+    )
     if rank >= world:
         raise ValueError(f"rank must be in [0, {world - 1}] for num_replicas={world}, got {rank}")
     return world, rank
 
 
 class ElasticDataLoader(DataLoader):
-    """A :class:`seeder.DataLoader` whose order and samples do not depend on the world size: ``batch_size`` per rank,
-    global batch ``batch_size * world_size``; its state resumes mid-epoch on another world size.
+    """A :class:`seeder.DataLoader` whose order and samples do not depend on the world size:
+    ``batch_size`` per rank, global batch ``batch_size * world_size``; its state resumes mid-epoch
+    on another world size.
 
     Args:
-        dataset: a map-style dataset (``__getitem__`` and ``__len__``); ``__getitem__`` runs once per sample.
+        dataset: a map-style dataset (``__getitem__`` and ``__len__``); ``__getitem__`` runs once
+            per sample.
         batch_size: samples per rank and step.
         shuffle: the epoch's global order is shuffled (else sequential).
         num_workers, collate_fn, pin_memory, **kwargs: as torch's ``DataLoader``.
-        drop_last: drop the last, short global batch; otherwise it is split evenly over the ranks (a rank
-            whose share is empty yields one batch less: use ``drop_last=True`` under DDP when
+        drop_last: drop the last, short global batch; otherwise it is split evenly over the ranks (a
+            rank whose share is empty yields one batch less: use ``drop_last=True`` under DDP when
             ``len(dataset) % global batch size`` may be below the world size).
         seeder: a :class:`seeder.Seeder` other than the default one.
         num_replicas, rank: default to the process group's (one replica without one).
-        allow_global_batch_change: accept a state saved with another global batch size: the samples not
-            yet trained follow, in the same order, in batches of the new size.
+        allow_global_batch_change: accept a state saved with another global batch size: the samples
+            not yet trained follow, in the same order, in batches of the new size.
         sample_rngs: the global RNGs seeded from each sample's position before it is fetched, out of
-            ``("python", "numpy", "torch")`` (all three by default). Each costs about 1-3 us a sample
-            whether or not the sample draws; ``sample_rngs=()`` suits a dataset that draws from none
-            (tokenised text), ``("torch",)`` torchvision's transforms. A sample that draws from a global
-            RNG left out warns (:class:`seeder.SeederWarning`) and that RNG is seeded from then on.
+            ``("python", "numpy", "torch")`` (all three by default). Each costs about 1-3 us a
+            sample whether or not the sample draws; ``sample_rngs=()`` suits a dataset that draws
+            from none
+            (tokenised text), ``("torch",)`` torchvision's transforms. A sample that draws from a
+            global RNG left out warns (:class:`seeder.SeederWarning`) and that RNG is seeded from
+            then on.
 
     Raises:
-        TypeError: ``sampler=``, ``batch_sampler=`` or ``elastic=`` given (the order is the loader's), an
-            ``IterableDataset``, or ``sample_rngs`` not a list or tuple.
-        ValueError: ``rank`` outside ``[0, num_replicas)``, a ``sample_rngs`` name not one of the three.
+        TypeError: ``sampler=``, ``batch_sampler=`` or ``elastic=`` given (the order is the
+            loader's), an ``IterableDataset``, or ``sample_rngs`` not a list or tuple.
+        ValueError: ``rank`` outside ``[0, num_replicas)``, a ``sample_rngs`` name not one of the
+            three.
 
     >>> import torch, seeder
     >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
@@ -87,37 +115,94 @@ class ElasticDataLoader(DataLoader):
     ([[0, 1], [4, 5]], [[2, 3], [6, 7]])
     """
 
-    seeder_elastic = True  # seeder._seeding.participant.Elastic: a global state, loads on any world size
+    seeder_elastic = (
+        True  # seeder._seeding.participant.Elastic: a global state, loads on any world size
+    )
     joins_when_built = False  # joins at the end of __init__, once its batch sampler is in place
 
-    def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
-                 batch_sampler: Any = None, num_workers: int = 0, collate_fn: Any = None, pin_memory: bool = False,
-                 drop_last: bool = False, *args: Any, seeder: Optional[Seeder] = None,
-                 num_replicas: Optional[int] = None, rank: Optional[int] = None,
-                 allow_global_batch_change: bool = False, sample_rngs: Sequence[str] = FETCH_SEEDED,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: Optional[int] = 1,
+        shuffle: Optional[bool] = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Any = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        *args: Any,
+        seeder: Optional[Seeder] = None,
+        num_replicas: Optional[int] = None,
+        rank: Optional[int] = None,
+        allow_global_batch_change: bool = False,
+        sample_rngs: Sequence[str] = FETCH_SEEDED,
+        **kwargs: Any,
+    ) -> None:
         if "elastic" in kwargs:
-            raise TypeError(f"seeder.ElasticDataLoader is the elastic loader: drop elastic={kwargs['elastic']!r}")
+            raise TypeError(
+                f"seeder.ElasticDataLoader is the elastic loader: drop "
+                f"elastic={kwargs['elastic']!r}"
+            )
         if sampler is not None or batch_sampler is not None:
-            raise TypeError("seeder.ElasticDataLoader owns the order (one global order per epoch): drop sampler= "
-                            "and batch_sampler=, pass shuffle= and batch_size= (per rank)")
+            raise TypeError(
+                "seeder.ElasticDataLoader owns the order (one global order per epoch): drop "
+                "sampler= and batch_sampler=, pass shuffle= and batch_size= (per rank)"
+            )
         if isinstance(dataset, torch.utils.data.IterableDataset):
-            raise TypeError("seeder.ElasticDataLoader needs a map-style dataset (with __getitem__ and __len__), got "
-                            f"the IterableDataset {type(dataset).__name__}")
+            raise TypeError(
+                f"seeder.ElasticDataLoader needs a map-style dataset (with __getitem__ and "
+                f"__len__), got the IterableDataset {type(dataset).__name__}"
+            )
         seeder = resolve_seeder(seeder)
         batch_size = check_int(batch_size, "batch_size", low=1)
         world, self_rank = _world(num_replicas, rank)
-        self.allow_global_batch_change = check_bool(allow_global_batch_change, "allow_global_batch_change")
+        self.allow_global_batch_change = check_bool(
+            allow_global_batch_change, "allow_global_batch_change"
+        )
         rngs = check_sample_rngs(sample_rngs)
-        self._origin_pending: Optional[Tuple[int, int]] = None  # (epoch, origin) from load_state_dict
-        self._origin_live: Tuple[Any, int, int] = (None, 0, 0)  # (token, epoch, origin) of the live iterator
-        self._translated: Optional[Dict[str, Any]] = None  # the base class's state, while load_state_dict runs
-        order = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=bool(shuffle), seeder=seeder, join=False,
-                                   with_epoch=False)
-        super().__init__(dataset, batch_size, None, order, None, num_workers, collate_fn, pin_memory, drop_last, *args,
-                         seeder=seeder, **kwargs)
-        object.__setattr__(self, "batch_sampler", ElasticBatches(order, batch_size, drop_last, self, world, self_rank))
-        self._wrapped = ElasticView(dataset, SeedSource(seeder), rngs)  # what the base class's fetchers see
+        self._origin_pending: Optional[tuple[int, int]] = (
+            None  # (epoch, origin) from load_state_dict
+        )
+        self._origin_live: tuple[Any, int, int] = (
+            None,
+            0,
+            0,
+        )  # (token, epoch, origin) of the live iterator
+        self._translated: Optional[dict[str, Any]] = (
+            None  # the base class's state, while load_state_dict runs
+        )
+        order = DistributedSampler(
+            dataset,
+            num_replicas=1,
+            rank=0,
+            shuffle=bool(shuffle),
+            seeder=seeder,
+            join=False,
+            with_epoch=False,
+        )
+        super().__init__(
+            dataset,
+            batch_size,
+            None,
+            order,
+            None,
+            num_workers,
+            collate_fn,
+            pin_memory,
+            drop_last,
+            *args,
+            seeder=seeder,
+            **kwargs,
+        )
+        object.__setattr__(
+            self,
+            "batch_sampler",
+            ElasticBatches(order, batch_size, drop_last, self, world, self_rank),
+        )
+        self._wrapped = ElasticView(
+            dataset, SeedSource(seeder), rngs
+        )  # what the base class's fetchers see
         seeder.join(self)
 
     # ------------------------------------------------------------ positions
@@ -132,15 +217,19 @@ class ElasticDataLoader(DataLoader):
         return self.batch_sampler.global_batch
 
     def origin(self) -> int:
-        """Position of global step 0's first sample in this epoch: 0 unless a resume changed the global batch size."""
+        """Position of global step 0's first sample in this epoch: 0 unless a resume changed the
+        global batch size."""
         epoch = self.sampler.epoch
         if self._origin_pending is not None and self._origin_pending[0] == epoch:
             return self._origin_pending[1]
         token, live_epoch, origin = self._origin_live
-        return origin if token is not None and token is self.live_token and live_epoch == epoch else 0
+        return (
+            origin if token is not None and token is self.live_token and live_epoch == epoch else 0
+        )
 
     def take_origin(self, epoch: int, token: object) -> int:
-        """The origin of the iterator starting now (read by the batch sampler); a loaded one is used once."""
+        """The origin of the iterator starting now (read by the batch sampler); a loaded one is used
+        once."""
         origin = 0
         if self._origin_pending is not None and self._origin_pending[0] == epoch:
             origin = self._origin_pending[1]
@@ -149,15 +238,17 @@ class ElasticDataLoader(DataLoader):
         return origin
 
     def samples_before(self, batch: int) -> int:
-        """Samples of the epoch's global order in the global steps before this rank's batch ``batch``."""
+        """Samples of the epoch's global order in the global steps before this rank's batch
+        ``batch``."""
         origin, g, n = self.origin(), self.global_batch_size, self.sampler.num_samples
         if batch >= len(self.batch_sampler):  # everything this rank takes part in was handed out
             return min(origin + self.batch_sampler.steps(origin) * g, n)
         return min(origin + batch * g, n)
 
     # ---------------------------------------------------------------- state
-    def state_dict(self) -> Dict[str, Any]:
-        """Epoch, position (samples of the global order done), global batch size: the same on every rank, any world size.
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch, position (samples of the global order done), global batch size: the same on every
+        rank, any world size.
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
@@ -166,13 +257,22 @@ class ElasticDataLoader(DataLoader):
         (3, 0)
         """
         base = super().state_dict()
-        return {"format": "seeder.elastic_loader", "version": ELASTIC_STATE_VERSION, "epoch": base["epoch"],
-                "position": base["position"], "global_batch_size": self.global_batch_size,
-                "dataset_len": self.sampler.num_samples, "drop_last": self.drop_last, "shuffle": self.sampler.shuffle,
-                "world_size": self.world_size, "sampler": base["sampler"]}
+        return {
+            "format": "seeder.elastic_loader",
+            "version": ELASTIC_STATE_VERSION,
+            "epoch": base["epoch"],
+            "position": base["position"],
+            "global_batch_size": self.global_batch_size,
+            "dataset_len": self.sampler.num_samples,
+            "drop_last": self.drop_last,
+            "shuffle": self.sampler.shuffle,
+            "world_size": self.world_size,
+            "sampler": base["sampler"],
+        }
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder.StateError` if ``state`` does not fit this loader (any world size fits); change nothing.
+        """Raise :class:`seeder.StateError` if ``state`` does not fit this loader (any world size
+        fits); change nothing.
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0)
@@ -181,35 +281,57 @@ class ElasticDataLoader(DataLoader):
         ...
         seeder._errors.StateError: not a seeder.ElasticDataLoader state: pass the dict returned by seeder.ElasticDataLoader.state_dict()
         """
-        if state is not None and state is self._translated:  # load_state_dict's own call of the base class
+        if (
+            state is not None and state is self._translated
+        ):  # load_state_dict's own call of the base class
             return super().check_state_dict(state)
-        check_state_header(state, "seeder.elastic_loader", ELASTIC_STATE_VERSION, _KEYS, "seeder.ElasticDataLoader")
+        check_state_header(
+            state, "seeder.elastic_loader", ELASTIC_STATE_VERSION, _KEYS, "seeder.ElasticDataLoader"
+        )
         n = self.sampler.num_samples
-        for name, have in (("dataset_len", n), ("drop_last", self.drop_last), ("shuffle", self.sampler.shuffle)):
+        for name, have in (
+            ("dataset_len", n),
+            ("drop_last", self.drop_last),
+            ("shuffle", self.sampler.shuffle),
+        ):
             if state[name] != have or type(state[name]) is not type(have):
-                raise StateError(f"the seeder.ElasticDataLoader state was saved with {name}={state[name]!r}, this loader "
-                                 f"has {have!r}; resume with the same dataset, shuffle and drop_last")
+                raise StateError(
+                    f"the seeder.ElasticDataLoader state was saved with {name}={state[name]!r}, "
+                    f"this loader has {have!r}; resume with the same dataset, shuffle and drop_last"
+                )
         g, saved = self.global_batch_size, state["global_batch_size"]
         if not is_int(saved) or saved < 1:
-            raise StateError(f"elastic loader state['global_batch_size'] must be a positive int, got {saved!r}")
-        if saved != g and not self.allow_global_batch_change:
-            keep = (f"pass batch_size={saved // self.world_size} to keep it" if saved % self.world_size == 0 else
-                    f"{saved} samples do not split over {self.world_size} ranks")
             raise StateError(
-                f"the checkpoint's global batch size is {saved} samples per step, this loader's is {g} "
-                f"(batch_size={self.batch_size} x {self.world_size} ranks); {keep}, or pass "
-                "allow_global_batch_change=True to the loader to continue the same order in steps of the new size")
+                f"elastic loader state['global_batch_size'] must be a positive int, got {saved!r}"
+            )
+        if saved != g and not self.allow_global_batch_change:
+            keep = (
+                f"pass batch_size={saved // self.world_size} to keep it"
+                if saved % self.world_size == 0
+                else f"{saved} samples do not split over {self.world_size} ranks"
+            )
+            raise StateError(
+                f"the checkpoint's global batch size is {saved} samples per step, this loader's is "
+                f"{g} (batch_size={self.batch_size} x {self.world_size} ranks); {keep}, or pass "
+                f"allow_global_batch_change=True to the loader to continue the same order in steps "
+                f"of the new size"
+            )
         done = state["position"]
         if not is_int(done) or not 0 <= done <= n:
-            raise StateError(f"elastic loader state['position'] must be an int in [0, {n}], got {done!r}")
+            raise StateError(
+                f"elastic loader state['position'] must be an int in [0, {n}], got {done!r}"
+            )
         self.sampler.check_state_dict(state["sampler"])
         if state["epoch"] != state["sampler"]["epoch"] or not is_int(state["epoch"]):
-            raise StateError(f"elastic loader state epoch {state['epoch']!r} differs from its sampler's "
-                             f"{state['sampler']['epoch']!r}; the state is corrupt")
+            raise StateError(
+                f"elastic loader state epoch {state['epoch']!r} differs from its sampler's "
+                f"{state['sampler']['epoch']!r}; the state is corrupt"
+            )
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from ``state`` (saved on any world size): the next ``iter(loader)`` yields this rank's part of the
-        global batches not yet trained. Validates first; a bad state raises :class:`seeder.StateError`, changing nothing.
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (saved on any world size): the next ``iter(loader)`` yields this
+        rank's part of the global batches not yet trained. Validates first; a bad state
+        raises :class:`seeder.StateError`, changing nothing.
         """
         self.check_state_dict(state)
         done, g = int(state["position"]), self.global_batch_size
@@ -218,9 +340,16 @@ class ElasticDataLoader(DataLoader):
         try:
             batch = min(done // g, len(self.batch_sampler))
             self._translated = {
-                "format": "seeder.loader", "version": LOADER_STATE_VERSION, "epoch": state["epoch"], "batch": batch,
-                "position": self.samples_before(batch), "batch_size": self.batch_size, "drop_last": self.drop_last,
-                "num_batches": len(self.batch_sampler), "sampler": state["sampler"]}
+                "format": "seeder.loader",
+                "version": LOADER_STATE_VERSION,
+                "epoch": state["epoch"],
+                "batch": batch,
+                "position": self.samples_before(batch),
+                "batch_size": self.batch_size,
+                "drop_last": self.drop_last,
+                "num_batches": len(self.batch_sampler),
+                "sampler": state["sampler"],
+            }
             super().load_state_dict(self._translated)
         except BaseException:
             self._origin_pending = before
@@ -228,10 +357,13 @@ class ElasticDataLoader(DataLoader):
         finally:
             self._translated = None
 
-    def elastic_step(self, state: Dict[str, Any]) -> int:
-        """The global step ``state`` stands at (position over the global batch size): keys re-derived rank streams."""
+    def elastic_step(self, state: dict[str, Any]) -> int:
+        """The global step ``state`` stands at (position over the global batch size): keys
+        re-derived rank streams."""
         return int(state["position"]) // int(state["global_batch_size"])
 
     def __repr__(self) -> str:
-        return (f"seeder.ElasticDataLoader(batch_size={self.batch_size}, world_size={self.world_size}, "
-                f"num_workers={self.num_workers}, epoch={self.sampler.epoch})")
+        return (
+            f"seeder.ElasticDataLoader(batch_size={self.batch_size}, world_size={self.world_size}, "
+            f"num_workers={self.num_workers}, epoch={self.sampler.epoch})"
+        )

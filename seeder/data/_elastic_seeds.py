@@ -1,4 +1,5 @@
-"""The elastic loader's per-sample seed words, computed for the batches a fetching process is about to ask for.
+"""The elastic loader's per-sample seed words, computed for the batches a fetching process is about
+to ask for.
 
 Sample ``p`` of an epoch's global order is seeded from ``derive(Domain.ELASTIC, task, epoch,
 rank=p >> 32, stream=p & 0xFFFFFFFF)``. A process fetches runs of consecutive positions (its
@@ -14,9 +15,10 @@ Example:
     >>> seeds.words(7, 1, 0, 40, 2, 1) == [derive_seed(7, Domain.ELASTIC, 1, 0, 0, p) for p in (40, 41)]
     True
 """
+
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Optional
 
 import numpy as np
 
@@ -29,8 +31,11 @@ AHEAD_POSITIONS = 1 << 12
 _ELASTIC = int(Domain.ELASTIC)
 
 
-def position_seeds(master: int, task: int, epoch: int, positions: np.ndarray, width: int) -> np.ndarray:
-    """Seed words (``len(positions)`` x ``width``, uint64) of ``positions`` (uint64, one ``2**32`` block).
+def position_seeds(
+    master: int, task: int, epoch: int, positions: np.ndarray, width: int
+) -> np.ndarray:
+    """Seed words (``len(positions)`` x ``width``, uint64) of ``positions`` (uint64, one ``2**32``
+    block).
 
     >>> from seeder._seeding.derive import derive_seed
     >>> int(position_seeds(7, 1, 0, np.array([2**32 + 3], np.uint64), 1)[0, 0]) == derive_seed(7, Domain.ELASTIC, 1, 0, 1, 3)
@@ -42,16 +47,20 @@ def position_seeds(master: int, task: int, epoch: int, positions: np.ndarray, wi
 
 
 class PositionSeeds:
-    """Seed words of runs of positions, for one process: each run computed ahead in one pass with those that follow."""
+    """Seed words of runs of positions, for one process: each run computed ahead in one pass with
+    those that follow."""
 
     def __init__(self) -> None:
-        self._key: Optional[Tuple[int, int, int, int]] = None
-        self._runs: Dict[int, List[int]] = {}
+        self._key: Optional[tuple[int, int, int, int]] = None
+        self._runs: dict[int, list[int]] = {}
         self._last: Optional[int] = None
         self._ahead = 1
 
-    def words(self, master: int, task: int, epoch: int, first: int, count: int, width: int) -> List[int]:
-        """The seed words of positions ``first .. first + count - 1``, ``width`` per position, as one flat list."""
+    def words(
+        self, master: int, task: int, epoch: int, first: int, count: int, width: int
+    ) -> list[int]:
+        """The seed words of positions ``first .. first + count - 1``, ``width`` per position, as
+        one flat list."""
         if count <= 0:
             return []
         key = (master, task, epoch, width)
@@ -65,21 +74,28 @@ class PositionSeeds:
         if self._runs:  # runs computed ahead that were not asked for: the pattern changed
             self._runs.clear()
             self._ahead = 1
-        end = ((first >> 32) + 1) << 32  # the runs computed together share the derivation's rank word
-        if first + count > end:  # a run across a 2**32 boundary: split there, nothing computed ahead
+        end = (
+            (first >> 32) + 1
+        ) << 32  # the runs computed together share the derivation's rank word
+        if (
+            first + count > end
+        ):  # a run across a 2**32 boundary: split there, nothing computed ahead
             pos = np.arange(first, first + count, dtype=np.uint64)
             cut = end - first
-            parts = [position_seeds(master, task, epoch, part, width) for part in (pos[:cut], pos[cut:])]
+            parts = [
+                position_seeds(master, task, epoch, part, width) for part in (pos[:cut], pos[cut:])
+            ]
             return np.concatenate(parts).ravel().tolist()
         stride = first - last if last is not None and first - last >= count else count
         ahead = self._ahead
         self._ahead = min(ahead * 4, max(1, AHEAD_POSITIONS // count))
-        ahead = min(ahead, (end - first - count) // stride + 1)  # the runs that end inside the block
+        ahead = min(
+            ahead, (end - first - count) // stride + 1
+        )  # the runs that end inside the block
         starts = first + stride * np.arange(ahead, dtype=np.uint64)
         pos = (starts[:, None] + np.arange(count, dtype=np.uint64)[None, :]).ravel()
         flat = position_seeds(master, task, epoch, pos, width).ravel().tolist()
         runs = self._runs
         for j in range(1, ahead):
-            runs[first + j * stride] = flat[j * size:(j + 1) * size]
+            runs[first + j * stride] = flat[j * size : (j + 1) * size]
         return flat[:size] if ahead > 1 else flat
-

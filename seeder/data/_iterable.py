@@ -31,12 +31,14 @@ Example:
     >>> all(torch.equal(a, b) for a, b in zip(again, rest)), len(rest)
     (True, 2)
 """
+
 from __future__ import annotations
 
 import collections
 import contextlib
 import logging
-from typing import Any, Callable, Deque, Dict, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any, Callable, Optional
 
 import torch
 import torch.utils.data
@@ -63,17 +65,24 @@ __all__ = ["IterableDataLoader"]
 
 logger = logging.getLogger("seeder")
 
-#: Positions kept behind the newest, for :meth:`IterableDataLoader.state_dict_at` (a framework fetches a few batches ahead).
+#: Positions kept behind the newest, for :meth:`IterableDataLoader.state_dict_at` (a framework
+#: fetches a few batches ahead).
 KEPT_POSITIONS = 8
 
 
-def _fresh(epoch: int, workers: int) -> Dict[str, Any]:
-    return {"epoch": epoch, "batch": 0, "next_worker": 0, "complete": False,
-            "workers": [{"produced": 0, "state": None, "done": False} for _ in range(workers)]}
+def _fresh(epoch: int, workers: int) -> dict[str, Any]:
+    return {
+        "epoch": epoch,
+        "batch": 0,
+        "next_worker": 0,
+        "complete": False,
+        "workers": [{"produced": 0, "state": None, "done": False} for _ in range(workers)],
+    }
 
 
 def _split_by_rank(dataset: Any, seeder: Seeder) -> Any:
-    """A ``datasets.IterableDataset`` split by global rank (unless split already); anything else as it is."""
+    """A ``datasets.IterableDataset`` split by global rank (unless split already); anything else as
+    it is."""
     if not type(dataset).__module__.startswith("datasets.") or seeder.world_size == 1:
         return dataset
     if getattr(dataset, "_distributed", None) is not None:
@@ -126,25 +135,45 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     seeder_kind = "loader"
 
-    def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
-                 batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
-                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
-                 worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
-                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, task: int = TRAIN_TASK,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: Optional[int] = 1,
+        shuffle: Optional[bool] = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Optional[Callable] = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Optional[Callable[[int], Any]] = None,
+        multiprocessing_context: Any = None,
+        generator: Optional[torch.Generator] = None,
+        *,
+        seeder: Optional[Seeder] = None,
+        task: int = TRAIN_TASK,
+        **kwargs: Any,
+    ) -> None:
         if not isinstance(dataset, torch.utils.data.IterableDataset):
-            raise TypeError(f"seeder.IterableDataLoader takes a torch.utils.data.IterableDataset "
-                            f"(a stream), got {type(dataset).__name__}: use seeder.DataLoader for "
-                            "a map-style dataset (with __getitem__ and __len__)")
+            raise TypeError(
+                f"seeder.IterableDataLoader takes a torch.utils.data.IterableDataset "
+                f"(a stream), got {type(dataset).__name__}: use seeder.DataLoader for "
+                "a map-style dataset (with __getitem__ and __len__)"
+            )
         if shuffle or sampler is not None or batch_sampler is not None:
-            raise ValueError(f"seeder.IterableDataLoader over {type(dataset).__name__} takes no "
-                             "shuffle, sampler or batch_sampler: a stream's order is the dataset's "
-                             "own (use datasets' .shuffle(seed, buffer_size) or shuffle inside "
-                             "__iter__ with the global RNGs, which seeder seeds per batch)")
+            raise ValueError(
+                f"seeder.IterableDataLoader over {type(dataset).__name__} takes no "
+                "shuffle, sampler or batch_sampler: a stream's order is the dataset's "
+                "own (use datasets' .shuffle(seed, buffer_size) or shuffle inside "
+                "__iter__ with the global RNGs, which seeder seeds per batch)"
+            )
         seeder = resolve_seeder(check_seeder(seeder))
         if not seeder.initialized:
-            raise RuntimeError("seeder.IterableDataLoader shards its stream by global rank: call "
-                               "seeder.init(master_seed=...) before building it")
+            raise RuntimeError(
+                "seeder.IterableDataLoader shards its stream by global rank: call "
+                "seeder.init(master_seed=...) before building it"
+            )
         if batch_size is not None:
             batch_size = check_int(batch_size, "batch_size", low=1)
         num_workers = check_int(num_workers, "num_workers", low=0)
@@ -154,24 +183,50 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         user = dataset
         warn_threaded_maps(dataset)
         dataset = _split_by_rank(dataset, seeder)
-        self._stream = WorkerStream(dataset, SeedSource(seeder), batch_size, bool(drop_last), collate_fn, num_workers,
-                                    seeder.rank, seeder.world_size, task)
+        self._stream = WorkerStream(
+            dataset,
+            SeedSource(seeder),
+            batch_size,
+            bool(drop_last),
+            collate_fn,
+            num_workers,
+            seeder.rank,
+            seeder.world_size,
+            task,
+        )
         self._seeder, self._task = seeder, task
         last = seeder.last_reseed
         self._epoch = last[1] if last is not None and last[0] == task else 0
         self._progress = _fresh(self._epoch, max(num_workers, 1))
-        self._kept: Deque[Dict[str, Any]] = collections.deque(maxlen=KEPT_POSITIONS + 1)  # the newest last
-        self._resume: Optional[Dict[str, Any]] = None
+        self._kept: collections.deque[dict[str, Any]] = collections.deque(
+            maxlen=KEPT_POSITIONS + 1
+        )  # the newest last
+        self._resume: Optional[dict[str, Any]] = None
         self._generation = 0
         self._live_token: Optional[object] = None
         self._loads = 0  # load_state_dict calls: an iterator started before the last one stops
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
-        super().__init__(self._stream, batch_size=None, num_workers=num_workers, collate_fn=keep_batch,
-                         pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
-                         multiprocessing_context=multiprocessing_context, generator=generator, **kwargs)
-        for name, value in (("dataset", user), ("batch_size", batch_size), ("drop_last", bool(drop_last))):
-            object.__setattr__(self, name, value)  # what users read; torch's loop batches nothing itself
+        super().__init__(
+            self._stream,
+            batch_size=None,
+            num_workers=num_workers,
+            collate_fn=keep_batch,
+            pin_memory=pin_memory,
+            timeout=timeout,
+            worker_init_fn=worker_init_fn,
+            multiprocessing_context=multiprocessing_context,
+            generator=generator,
+            **kwargs,
+        )
+        for name, value in (
+            ("dataset", user),
+            ("batch_size", batch_size),
+            ("drop_last", bool(drop_last)),
+        ):
+            object.__setattr__(
+                self, name, value
+            )  # what users read; torch's loop batches nothing itself
         seeder.join(self)
 
     @property
@@ -191,7 +246,8 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     @property
     def batches_done(self) -> int:
-        """Batches of epoch :attr:`epoch` handed out so far, those before a resume's stop included."""
+        """Batches of epoch :attr:`epoch` handed out so far, those before a resume's stop
+        included."""
         progress = self._resume if self._resume is not None else self._progress
         return progress["batch"] if progress["epoch"] == self._epoch else 0
 
@@ -199,29 +255,47 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """Run ``epoch`` next (what ``seeder.reseed(task, epoch)`` does)."""
         self._epoch = check_int(epoch, "epoch", low=0)
 
-    def handed(self, progress: Dict[str, Any]) -> None:
-        """Record the position after a batch was handed to the training loop (called by the iterator)."""
+    def handed(self, progress: dict[str, Any]) -> None:
+        """Record the position after a batch was handed to the training loop (called by the
+        iterator)."""
         self._progress = progress
         self._kept.append(progress)
 
     def __iter__(self) -> Any:
         epoch = self._epoch
         resume, self._resume = self._resume, None
-        progress = resume if resume is not None and resume["epoch"] == epoch else _fresh(epoch, max(self.num_workers, 1))
+        progress = (
+            resume
+            if resume is not None and resume["epoch"] == epoch
+            else _fresh(epoch, max(self.num_workers, 1))
+        )
         self._generation += 1
         stream = self._stream
         stream.control.copy_(torch.tensor([epoch, self._generation], dtype=torch.int64))
-        set_epoch_of(stream.dataset, epoch)  # before the workers start: they read it, and need not write it
-        stream.resume = {"generation": self._generation, "workers": progress["workers"]} if progress["batch"] or \
-            progress["complete"] or any(r["done"] for r in progress["workers"]) else None
+        set_epoch_of(
+            stream.dataset, epoch
+        )  # before the workers start: they read it, and need not write it
+        stream.resume = (
+            {"generation": self._generation, "workers": progress["workers"]}
+            if progress["batch"]
+            or progress["complete"]
+            or any(r["done"] for r in progress["workers"])
+            else None
+        )
         if progress["complete"]:
-            logger.info("seeder.IterableDataLoader: epoch %d was complete in the loaded state; nothing left to yield", epoch)
+            logger.info(
+                "seeder.IterableDataLoader: epoch %d was complete in the loaded state; nothing "
+                "left to yield",
+                epoch,
+            )
         token = object()
         self._live_token = token
         self._progress = progress
         self._kept.clear()
         self._kept.append(progress)
-        with _showing(self, self._stream):  # torch's iterators read loader.dataset: give them the worker stream
+        with _showing(
+            self, self._stream
+        ):  # torch's iterators read loader.dataset: give them the worker stream
             inner = super().__iter__()
         return StreamIter(self, inner, progress, token)
 
@@ -231,8 +305,9 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         if task_id == self._task:
             self._epoch = epoch
 
-    def state_dict(self) -> Dict[str, Any]:
-        """Epoch, round-robin position and, per worker, the dataset's state as of the last batch handed out.
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch, round-robin position and, per worker, the dataset's state as of the last batch
+        handed out.
 
         >>> import torch, seeder
         >>> class Count(torch.utils.data.IterableDataset):
@@ -247,8 +322,9 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             progress = _fresh(self._epoch, max(self.num_workers, 1))
         return self._state_of(progress)
 
-    def state_dict_at(self, batches_done: int) -> Dict[str, Any]:
-        """:meth:`state_dict` as it was when ``batches_done`` batches of this epoch had been handed out.
+    def state_dict_at(self, batches_done: int) -> dict[str, Any]:
+        """:meth:`state_dict` as it was when ``batches_done`` batches of this epoch had been handed
+        out.
 
         For a training loop that fetches ahead (Lightning prefetches a batch from a loader with no
         length): the state of what it trained, not of what it fetched. The last
@@ -270,14 +346,24 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
                     return self._state_of(progress)
         if self.batches_done == batches_done:
             return self.state_dict()
-        raise StateError(f"seeder.IterableDataLoader: the position after {batches_done} batch(es) of epoch {self._epoch} is not "
-                         f"kept (it stands at {self.batches_done}; the last {KEPT_POSITIONS} positions of the live "
-                         "iterator are); save the state within that many batches of the newest one handed out")
+        raise StateError(
+            f"seeder.IterableDataLoader: the position after {batches_done} batch(es) of epoch "
+            f"{self._epoch} is not kept (it stands at {self.batches_done}; the last "
+            f"{KEPT_POSITIONS} positions of the live iterator are); save the state within that "
+            f"many batches of the newest one handed out"
+        )
 
-    def _state_of(self, progress: Dict[str, Any]) -> Dict[str, Any]:
-        return {"format": "seeder.stream_loader", "version": STREAM_STATE_VERSION, **progress,
-                "workers": [dict(r) for r in progress["workers"]], "num_workers": self.num_workers,
-                "batch_size": self.batch_size, "drop_last": self.drop_last, "world_size": self._stream.world_size}
+    def _state_of(self, progress: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "format": "seeder.stream_loader",
+            "version": STREAM_STATE_VERSION,
+            **progress,
+            "workers": [dict(r) for r in progress["workers"]],
+            "num_workers": self.num_workers,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "world_size": self._stream.world_size,
+        }
 
     def check_state_dict(self, state: Any) -> None:
         """Raise :class:`seeder.StateError` unless this loader can continue from ``state``.
@@ -300,8 +386,12 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         ...
         seeder._errors.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
         """
-        layout = {"num_workers": self.num_workers, "batch_size": self.batch_size,
-                  "drop_last": self.drop_last, "world_size": self._stream.world_size}
+        layout = {
+            "num_workers": self.num_workers,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "world_size": self._stream.world_size,
+        }
         stream = self._stream
 
         def check_dataset(worker: int, dataset_state: Any) -> None:
@@ -309,8 +399,9 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
         check_stream_state(state, layout, run_epoch(self._seeder, self._task), check_dataset)
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet handed out.
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet
+        handed out.
 
         Validates first (:meth:`check_state_dict`); a bad state raises :class:`seeder.StateError`
         and changes nothing. An iterator started before the load raises at its next batch
@@ -329,5 +420,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._iterator = None  # torch's persistent iterator holds workers with the old position
 
     def __repr__(self) -> str:
-        return (f"seeder.IterableDataLoader(<{type(self.dataset).__name__}>, batch_size={self.batch_size}, "
-                f"num_workers={self.num_workers}, epoch={self._epoch})")
+        return (
+            f"seeder.IterableDataLoader(<{type(self.dataset).__name__}>, "
+            f"batch_size={self.batch_size}, num_workers={self.num_workers}, epoch={self._epoch})"
+        )

@@ -6,8 +6,8 @@ user's ``__getitem__`` twice, so the RNGs a loader is told its items draw from
 (``sample_rngs``, by default Python's ``random``, NumPy's global RNG and torch's CPU generator:
 :data:`seeder.data._workers.FETCH_SEEDED`) are seeded before every sample, whether or not it
 draws. The others are watched: :class:`SampleSeeding` compares their states
-(:meth:`seeder._seeding.rngbase.RNGAdapter.watcher`: for Python and NumPy a Mersenne Twister's position
-and two key words, and the Gaussian cache; for torch the whole 5 KB state) before and after
+(:meth:`seeder._seeding.rngbase.RNGAdapter.watcher`: for Python and NumPy a Mersenne Twister's
+position and two key words, and the Gaussian cache; for torch the whole 5 KB state) before and after
 each batch. A batch in which a sample drew from a watched RNG warns once
 (:class:`seeder.SeederWarning`, naming the RNG and ``sample_rngs``): that sample's draws did not
 come from its own seed, so they depend on what the process fetched before. The RNG is seeded
@@ -28,11 +28,13 @@ Example:
     >>> items[0] == items[1] != items[2], [a.name for a in seeding.seeded]
     (True, ['python', 'numpy', 'torch'])
 """
+
 from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
 
 from seeder._errors import SeederWarning
 from seeder._seeding.rngbase import RNGAdapter
@@ -42,14 +44,16 @@ __all__ = ["SampleSeeding", "sample_seeding", "check_sample_rngs"]
 
 logger = logging.getLogger("seeder")
 
-Generators = Sequence[Tuple[Callable[[int], Any], bool, int]]
+Generators = Sequence[tuple[Callable[[int], Any], bool, int]]
 
 
-def check_sample_rngs(names: Any) -> Tuple[str, ...]:
-    """``names`` as a tuple in :data:`~seeder.data._workers.FETCH_SEEDED` order; raise if it is not a collection of them.
+def check_sample_rngs(names: Any) -> tuple[str, ...]:
+    """``names`` as a tuple in :data:`~seeder.data._workers.FETCH_SEEDED` order; raise if it is not
+    a collection of them.
 
     Args:
-        names: the global RNGs a dataset's items draw from: any of ``"python"``, ``"numpy"``, ``"torch"``.
+        names: the global RNGs a dataset's items draw from: any of ``"python"``, ``"numpy"``,
+            ``"torch"``.
 
     Returns:
         The names, each once, in the order ``("python", "numpy", "torch")``.
@@ -62,27 +66,39 @@ def check_sample_rngs(names: Any) -> Tuple[str, ...]:
     (('python', 'torch'), ())
     """
     if not isinstance(names, (list, tuple, set, frozenset)):
-        raise TypeError(f"sample_rngs must be a list or tuple of RNG names out of {FETCH_SEEDED}, got {names!r}")
+        raise TypeError(
+            f"sample_rngs must be a list or tuple of RNG names out of {FETCH_SEEDED}, got {names!r}"
+        )
     bad = [n for n in names if n not in FETCH_SEEDED]
     if bad:
-        raise ValueError(f"sample_rngs names the global RNGs items draw from, out of {FETCH_SEEDED}; got {bad!r}")
+        raise ValueError(
+            f"sample_rngs names the global RNGs items draw from, out of {FETCH_SEEDED}; got {bad!r}"
+        )
     return tuple(n for n in FETCH_SEEDED if n in names)
 
 
 class SampleSeeding:
-    """Seeds ``seeded`` before each sample; watches ``watched`` once a batch, warns and seeds one a sample drew from.
+    """Seeds ``seeded`` before each sample; watches ``watched`` once a batch, warns and seeds one a
+    sample drew from.
 
     Args:
         seeded: adapters seeded before every sample.
-        watched: adapters compared before and after each batch (one without a watcher is seeded instead).
+        watched: adapters compared before and after each batch (one without a watcher is seeded
+            instead).
         what: names the loader in the warning.
     """
 
-    def __init__(self, seeded: Sequence[RNGAdapter], watched: Sequence[RNGAdapter] = (),
-                 what: str = "seeder.ElasticDataLoader"):
+    def __init__(
+        self,
+        seeded: Sequence[RNGAdapter],
+        watched: Sequence[RNGAdapter] = (),
+        what: str = "seeder.ElasticDataLoader",
+    ):
         watchers = [(a, a.watcher()) for a in watched]
-        self.seeded: List[RNGAdapter] = list(seeded) + [a for a, w in watchers if w is None]
-        self.watched: List[Tuple[RNGAdapter, Callable[[], Any]]] = [(a, w) for a, w in watchers if w is not None]
+        self.seeded: list[RNGAdapter] = list(seeded) + [a for a, w in watchers if w is None]
+        self.watched: list[tuple[RNGAdapter, Callable[[], Any]]] = [
+            (a, w) for a, w in watchers if w is not None
+        ]
         self.what = what
         self._arm()
 
@@ -90,12 +106,21 @@ class SampleSeeding:
         """The seeding functions of what is seeded, and one call that reads what is watched."""
         self._seeds = [a.seed_function() for a in self.seeded]
         looks = tuple(w for _, w in self.watched)
-        self._look: Optional[Callable[[], Tuple[Any, ...]]] = (lambda: tuple(look() for look in looks)) if looks else None
+        self._look: Optional[Callable[[], tuple[Any, ...]]] = (
+            (lambda: tuple(look() for look in looks)) if looks else None
+        )
 
-    def fetch(self, get: Callable[[Any], Any], indices: Sequence[Any], seeds: Sequence[int], generators: Generators = (),
-              width: int = 1) -> List[Any]:
-        """``[get(i) for i in indices]``, each once, sample ``k``'s seeded RNGs seeded from ``seeds[k * width]`` before
-        it and each registered generator ``(fn, shared, stream)`` from ``seeds[k * width + stream]``.
+    def fetch(
+        self,
+        get: Callable[[Any], Any],
+        indices: Sequence[Any],
+        seeds: Sequence[int],
+        generators: Generators = (),
+        width: int = 1,
+    ) -> list[Any]:
+        """``[get(i) for i in indices]``, each once, sample ``k``'s seeded RNGs seeded from
+        ``seeds[k * width]`` before it and each registered generator ``(fn, shared, stream)`` from
+        ``seeds[k * width + stream]``.
         """
         look = self._look
         if look is None:
@@ -107,25 +132,37 @@ class SampleSeeding:
             self._drew([aw for aw, then, now in zip(self.watched, before, after) if then != now])
         return items
 
-    def _drew(self, drew: List[Tuple[RNGAdapter, Callable[[], Any]]]) -> None:
-        """Samples drew from watched RNGs: say so once, and seed them before every sample from now on."""
+    def _drew(self, drew: list[tuple[RNGAdapter, Callable[[], Any]]]) -> None:
+        """Samples drew from watched RNGs: say so once, and seed them before every sample from now
+        on."""
         self.seeded.extend(a for a, _ in drew)
         self.watched = [aw for aw in self.watched if aw not in drew]
         self._arm()
         names = [a.name for a, _ in drew]
         warnings.warn(
-            f"{self.what}: a sample drew from the global RNG(s) {', '.join(names)}, which sample_rngs leaves out: its "
-            "draws did not come from its own seed, so they depend on what this process fetched before (the world size "
-            "and workers). Pass sample_rngs with " + ", ".join(repr(n) for n in names) + " (or leave sample_rngs out: "
-            "all three are seeded) for exact items; seeded before every sample from now on", SeederWarning, stacklevel=2)
+            f"{self.what}: a sample drew from the global RNG(s) {', '.join(names)}, which "
+            f"sample_rngs leaves out: its draws did not come from its own seed, so they depend on "
+            f"what this process fetched before (the world size and workers). Pass sample_rngs with "
+            + ", ".join(repr(n) for n in names)
+            + " (or leave sample_rngs out: "
+            "all three are seeded) for exact items; seeded before every sample from now on",
+            SeederWarning,
+            stacklevel=2,
+        )
 
-    def _fetch(self, get: Callable[[Any], Any], indices: Sequence[Any], seeds: Sequence[int], generators: Generators,
-               width: int) -> List[Any]:
+    def _fetch(
+        self,
+        get: Callable[[Any], Any],
+        indices: Sequence[Any],
+        seeds: Sequence[int],
+        generators: Generators,
+        width: int,
+    ) -> list[Any]:
         fns = self._seeds
         if width == 1 and not generators:
             if not fns:  # no sample draws: nothing to seed
                 return [get(index) for index in indices]
-            out: List[Any] = []
+            out: list[Any] = []
             append = out.append
             if len(fns) == 1:  # one RNG drawn from (torch's, as a rule)
                 seed_with = fns[0]
@@ -151,12 +188,12 @@ class SampleSeeding:
         return out
 
 
-_PROCESS: Dict[Tuple[str, ...], SampleSeeding] = {}
+_PROCESS: dict[tuple[str, ...], SampleSeeding] = {}
 
 
 def sample_seeding(names: Sequence[str] = FETCH_SEEDED) -> SampleSeeding:
-    """This process's :class:`SampleSeeding` of the global RNGs ``names`` (the others watched); a forked worker starts
-    from its parent's.
+    """This process's :class:`SampleSeeding` of the global RNGs ``names`` (the others watched); a
+    forked worker starts from its parent's.
 
     >>> sample_seeding(("torch",)) is sample_seeding(("torch",)), [a.name for a in sample_seeding().seeded]
     (True, ['python', 'numpy', 'torch'])
@@ -165,6 +202,7 @@ def sample_seeding(names: Sequence[str] = FETCH_SEEDED) -> SampleSeeding:
     seeding = _PROCESS.get(key)
     if seeding is None:
         adapters = fetch_adapters()
-        seeding = _PROCESS[key] = SampleSeeding([a for a in adapters if a.name in key],
-                                                [a for a in adapters if a.name not in key])
+        seeding = _PROCESS[key] = SampleSeeding(
+            [a for a in adapters if a.name in key], [a for a in adapters if a.name not in key]
+        )
     return seeding

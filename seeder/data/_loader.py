@@ -27,10 +27,11 @@ Example:
     >>> all(torch.equal(a, b) for a, b in zip(again, rest)), state["position"]
     (True, 4)
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Optional
 
 import torch
 import torch.utils.data
@@ -55,29 +56,46 @@ __all__ = ["DataLoader", "LOADER_STATE_VERSION"]
 logger = logging.getLogger("seeder")
 
 LOADER_STATE_VERSION = 1
-_STATE_KEYS = frozenset({"format", "version", "epoch", "batch", "position", "batch_size", "drop_last", "num_batches",
-                         "sampler"})
+_STATE_KEYS = frozenset(
+    {
+        "format",
+        "version",
+        "epoch",
+        "batch",
+        "position",
+        "batch_size",
+        "drop_last",
+        "num_batches",
+        "sampler",
+    }
+)
 
 
 class _LoaderIter:
-    """What ``iter(seeder.DataLoader)`` returns: torch's iterator, counted in the main process as batches are handed out."""
+    """What ``iter(seeder.DataLoader)`` returns: torch's iterator, counted in the main process as
+    batches are handed out."""
 
-    def __init__(self, loader: "DataLoader", inner: Any, epoch: int, start: int, token: object):
+    def __init__(self, loader: DataLoader, inner: Any, epoch: int, start: int, token: object):
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
         self._start, self._loads = start, loader.loads
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
-        # Resumed inside the epoch: a loop that skips the batches it had trained would drop these (the discard watch).
-        self._watch = DiscardWatch(start, epoch, f"seeder.{type(loader).__name__}") \
-            if FIRST_WATCHED <= start < len(inner) else None
+        # Resumed inside the epoch: a loop that skips the batches it had trained would drop these
+        # (the discard watch).
+        self._watch = (
+            DiscardWatch(start, epoch, f"seeder.{type(loader).__name__}")
+            if FIRST_WATCHED <= start < len(inner)
+            else None
+        )
 
-    def __iter__(self) -> "_LoaderIter":
+    def __iter__(self) -> _LoaderIter:
         return self
 
     def __len__(self) -> int:
-        """The batches this iterator yields: what is left of the epoch when it started from a loaded position."""
+        """The batches this iterator yields: what is left of the epoch when it started from a loaded
+        position."""
         return len(self._inner) - self._start
 
     def __next__(self) -> Any:
@@ -85,16 +103,20 @@ class _LoaderIter:
         # Refused before fetching: a fetch seeds the registered generators.
         if loader.live_token is not self._token and loader.loads != self._loads:
             raise RuntimeError(
-                "this iterator of seeder.DataLoader was started before loader.load_state_dict(): it stops here instead "
-                "of yielding batches that the loaded state does not continue. Call iter(loader) again (a new for loop) "
-                "to continue from the loaded position")
+                "this iterator of seeder.DataLoader was started before loader.load_state_dict(): "
+                "it stops here instead of yielding batches that the loaded state does not "
+                "continue. Call iter(loader) again (a new for loop) to continue from the loaded "
+                "position"
+            )
         watch = self._watch
         if watch is not None:
             watch.next_asked()
             if not watch.active:
                 self._watch = watch = None
         try:
-            batch = next_keeping(self._restore, self._inner)  # main process fetches: the training loop's streams stay
+            batch = next_keeping(
+                self._restore, self._inner
+            )  # main process fetches: the training loop's streams stay
         except StopIteration:
             if watch is not None and watch.ended():
                 self._loader._discard_watch = watch  # it waits for a use that says the loop trains
@@ -106,35 +128,62 @@ class _LoaderIter:
         if loader.live_token is self._token:
             loader.handed(self._epoch, b + 1)
         if self._trace:
-            trace.record_step(loader.seeder, "loader", epoch=self._epoch, step=b, position=loader.samples_before(b))
+            trace.record_step(
+                loader.seeder,
+                "loader",
+                epoch=self._epoch,
+                step=b,
+                position=loader.samples_before(b),
+            )
         return batch
 
 
-def _choose_sampler(dataset: Any, batch_size: Optional[int], shuffle: Optional[bool], sampler: Any, batch_sampler: Any,
-                    drop_last: bool, seeder: Seeder) -> Tuple[DistributedSampler, int, bool]:
-    """The loader's ``(sampler, batch_size, drop_last)`` from torch's arguments; refuses what seeder cannot resume."""
+def _choose_sampler(
+    dataset: Any,
+    batch_size: Optional[int],
+    shuffle: Optional[bool],
+    sampler: Any,
+    batch_sampler: Any,
+    drop_last: bool,
+    seeder: Seeder,
+) -> tuple[DistributedSampler, int, bool]:
+    """The loader's ``(sampler, batch_size, drop_last)`` from torch's arguments; refuses what seeder
+    cannot resume."""
     if batch_sampler is not None:
         if batch_size != 1 or shuffle or sampler is not None or drop_last:
-            raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
+            raise ValueError(
+                "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and "
+                "drop_last"
+            )
         inner = getattr(batch_sampler, "sampler", None)
-        if not (type(batch_sampler) is torch.utils.data.BatchSampler and isinstance(inner, DistributedSampler)):
+        if not (
+            type(batch_sampler) is torch.utils.data.BatchSampler
+            and isinstance(inner, DistributedSampler)
+        ):
             raise TypeError(
-                f"seeder.DataLoader takes batch_sampler=torch.utils.data.BatchSampler(seeder.DistributedSampler(...), ...) "
-                f"only, got {type(batch_sampler).__name__}; seeder cannot restore the position of another batch sampler. "
-                "Pass sampler=/shuffle= instead, or use torch.utils.data.DataLoader (resume will not be exact)")
+                f"seeder.DataLoader takes "
+                f"batch_sampler=torch.utils.data.BatchSampler(seeder.DistributedSampler(...), ...) "
+                f"only, got {type(batch_sampler).__name__}; seeder cannot restore the position of "
+                f"another batch sampler. Pass sampler=/shuffle= instead, or use "
+                f"torch.utils.data.DataLoader (resume will not be exact)"
+            )
         sampler, batch_size, drop_last = inner, batch_sampler.batch_size, batch_sampler.drop_last
     if batch_size is None:
-        raise ValueError("seeder.DataLoader counts its position in batches: batch_size=None (no batching) is not "
-                         "supported; pass batch_size=1")
+        raise ValueError(
+            "seeder.DataLoader counts its position in batches: batch_size=None (no batching) is "
+            "not supported; pass batch_size=1"
+        )
     batch_size = check_int(batch_size, "batch_size", low=1)
     if sampler is not None:
         if shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if not isinstance(sampler, DistributedSampler):
             raise TypeError(
-                f"seeder.DataLoader takes sampler=seeder.DistributedSampler(...) only, got {type(sampler).__name__}; "
-                "seeder cannot restore another sampler's position. Drop sampler= (shuffle=True uses seeder's), or use "
-                "torch.utils.data.DataLoader with it (resume will not be exact; see docs/dataloader.md)")
+                f"seeder.DataLoader takes sampler=seeder.DistributedSampler(...) only, got "
+                f"{type(sampler).__name__}; seeder cannot restore another sampler's position. Drop "
+                f"sampler= (shuffle=True uses seeder's), or use torch.utils.data.DataLoader with "
+                f"it (resume will not be exact; see docs/dataloader.md)"
+            )
     else:
         sampler = DistributedSampler(dataset, shuffle=bool(shuffle), seeder=seeder, join=False)
     return sampler, batch_size, drop_last
@@ -153,7 +202,8 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
     * An ``IterableDataset`` raises ``TypeError``: its loader is :class:`seeder.IterableDataLoader`.
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
-    * ``elastic=`` raises ``TypeError``: :class:`seeder.ElasticDataLoader` is the elastic loader (docs/elastic.md).
+    * ``elastic=`` raises ``TypeError``: :class:`seeder.ElasticDataLoader` is the elastic loader
+      (docs/elastic.md).
     * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
       ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
       iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
@@ -171,46 +221,85 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     """
 
     seeder_kind = "loader"
-    #: Whether ``__init__`` joins the seeder; a subclass that finishes building after it joins it itself (a loaded
-    #: state waiting for this loader is handed over as it joins).
+    #: Whether ``__init__`` joins the seeder; a subclass that finishes building after it joins it
+    #: itself (a loaded state waiting for this loader is handed over as it joins).
     joins_when_built = True
 
-    def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler: Any = None,
-                 batch_sampler: Any = None, num_workers: int = 0, collate_fn: Optional[Callable] = None,
-                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
-                 worker_init_fn: Optional[Callable[[int], Any]] = None, multiprocessing_context: Any = None,
-                 generator: Optional[torch.Generator] = None, *, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: Optional[int] = 1,
+        shuffle: Optional[bool] = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Optional[Callable] = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Optional[Callable[[int], Any]] = None,
+        multiprocessing_context: Any = None,
+        generator: Optional[torch.Generator] = None,
+        *,
+        seeder: Optional[Seeder] = None,
+        **kwargs: Any,
+    ) -> None:
         refuse_elastic(kwargs)
         if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream has its own class
             name = type(dataset).__name__
-            raise TypeError(f"seeder.DataLoader takes a map-style dataset (with __getitem__ and "
-                            f"__len__), got the IterableDataset {name}: use "
-                            f"seeder.IterableDataLoader({name}(...), batch_size=..., "
-                            "num_workers=...) for a stream (the same arguments, no shuffle or "
-                            "sampler), which resumes it exactly")
-        require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")  # _get_iterator relies on
+            raise TypeError(
+                f"seeder.DataLoader takes a map-style dataset (with __getitem__ and "
+                f"__len__), got the IterableDataset {name}: use "
+                f"seeder.IterableDataLoader({name}(...), batch_size=..., "
+                "num_workers=...) for a stream (the same arguments, no shuffle or "
+                "sampler), which resumes it exactly"
+            )
+        require("torch:DataLoader._get_iterator") and require(
+            "torch:DataLoader.dataset"
+        )  # _get_iterator relies on
         seeder = resolve_seeder(seeder)
-        shuffle = check_loader_args(shuffle, num_workers, drop_last, pin_memory, timeout, worker_init_fn, collate_fn,
-                                    generator, kwargs)
-        sampler, batch_size, drop_last = _choose_sampler(dataset, batch_size, shuffle, sampler, batch_sampler,
-                                                         drop_last, seeder)
+        shuffle = check_loader_args(
+            shuffle,
+            num_workers,
+            drop_last,
+            pin_memory,
+            timeout,
+            worker_init_fn,
+            collate_fn,
+            generator,
+            kwargs,
+        )
+        sampler, batch_size, drop_last = _choose_sampler(
+            dataset, batch_size, shuffle, sampler, batch_sampler, drop_last, seeder
+        )
         check_batch_count(sampler.num_samples, batch_size, drop_last)
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         self._seeder = seeder
         self._owns_sampler = sampler.seeder is seeder and not _joined(seeder, sampler)
         self._wrapped = BatchSeedingDataset(dataset, SeedSource(seeder))
-        self._resume: Optional[Tuple[int, int]] = None  # (epoch, batch) from load_state_dict
-        self._done: Tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)
+        self._resume: Optional[tuple[int, int]] = None  # (epoch, batch) from load_state_dict
+        self._done: tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)
         self._live_token: Optional[object] = None
-        self._pending: Optional[Tuple[int, int, object]] = None
-        self._loads = 0  # load_state_dict calls: an iterator started before the last one stops instead of going on
-        # A resumed epoch's discard watch that outlives its iterator (._discardwatch): dropped with the loader.
+        self._pending: Optional[tuple[int, int, object]] = None
+        # load_state_dict calls: an iterator started before the last one stops instead of going on
+        self._loads = 0
+        # A resumed epoch's discard watch that outlives its iterator (._discardwatch): dropped with
+        # the loader.
         self._discard_watch: Optional[DiscardWatch] = None
         batches = BatchKeys(sampler, batch_size, drop_last, self)
-        super().__init__(dataset, batch_sampler=batches, num_workers=num_workers, collate_fn=collate_fn,
-                         pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
-                         multiprocessing_context=multiprocessing_context, generator=generator, **kwargs)
+        super().__init__(
+            dataset,
+            batch_sampler=batches,
+            num_workers=num_workers,
+            collate_fn=collate_fn,
+            pin_memory=pin_memory,
+            timeout=timeout,
+            worker_init_fn=worker_init_fn,
+            multiprocessing_context=multiprocessing_context,
+            generator=generator,
+            **kwargs,
+        )
         # What users (and Lightning) read: the seeder sampler, the batch size, drop_last.
         object.__setattr__(self, "sampler", sampler)
         object.__setattr__(self, "batch_size", batch_size)
@@ -227,12 +316,14 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     @property
     def loads(self) -> int:
-        """How many times :meth:`load_state_dict` was called: an iterator started before the last load is stale."""
+        """How many times :meth:`load_state_dict` was called: an iterator started before the last
+        load is stale."""
         return self._loads
 
     @property
     def batches_done(self) -> int:
-        """Batches of epoch :attr:`epoch` handed out so far; after a resume, those before the stop count too.
+        """Batches of epoch :attr:`epoch` handed out so far; after a resume, those before the stop
+        count too.
 
         ``enumerate(loader, start=loader.batches_done)`` numbers a resumed epoch's batches as the
         uninterrupted run did (a progress log prints ``[3/6]``, not ``[0/6]``).
@@ -254,18 +345,21 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """Identifies the newest iterator; only it moves the position."""
         return self._live_token
 
-    def pending_start(self) -> Tuple[int, int, object]:
-        """``(epoch, first batch, token)`` of the iterator being created (read by the batch sampler)."""
+    def pending_start(self) -> tuple[int, int, object]:
+        """``(epoch, first batch, token)`` of the iterator being created (read by the batch
+        sampler)."""
         if self._pending is None:  # iterated outside __iter__ (e.g. by a wrapper): start it here
             self._pending = self._start()
         return self._pending
 
-    def _start(self) -> Tuple[int, int, object]:
+    def _start(self) -> tuple[int, int, object]:
         epoch = self.sampler.epoch
         start = 0
         if self._resume is not None and self._resume[0] == epoch:
             start = self._resume[1]
-            self.seeder.resume_check.warn_if_moved(self, f"seeder.{type(self).__name__}", epoch)  # nothing drew since the load
+            self.seeder.resume_check.warn_if_moved(
+                self, f"seeder.{type(self).__name__}", epoch
+            )  # nothing drew since the load
         self._resume = None
         token = object()
         self._live_token = token
@@ -276,8 +370,9 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """Record that ``batches`` batches of ``epoch`` have been handed to the training loop."""
         self._done = (epoch, batches)
 
-    def seeder_position(self) -> Dict[str, int]:
-        """:class:`~seeder._seeding.participant.Positioned`: the epoch and the samples of it handed out; changes nothing."""
+    def seeder_position(self) -> dict[str, int]:
+        """:class:`~seeder._seeding.participant.Positioned`: the epoch and the samples of it handed
+        out; changes nothing."""
         return {"epoch": self.sampler.epoch, "position": self.samples_before(self.batches_done)}
 
     def samples_before(self, batch: int) -> int:
@@ -289,14 +384,19 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         epoch, start, token = self._pending
         try:
             if start >= len(self.batch_sampler):
-                logger.info("seeder.DataLoader: epoch %d was complete in the loaded state; nothing left to yield", epoch)
+                logger.info(
+                    "seeder.DataLoader: epoch %d was complete in the loaded state; nothing left "
+                    "to yield",
+                    epoch,
+                )
             inner = super().__iter__()
         finally:
             self._pending = None
         return _LoaderIter(self, inner, epoch, start, token)
 
     def _get_iterator(self) -> Any:
-        # torch's iterators read loader.dataset: give them the seeding view, keep the user's dataset visible.
+        # torch's iterators read loader.dataset: give them the seeding view, keep the user's dataset
+        # visible.
         user = self.__dict__["dataset"]
         object.__setattr__(self, "dataset", self._wrapped)
         try:
@@ -306,13 +406,15 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     # --------------------------------------------------------------- seeder
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Participant hook: an owned sampler follows ``reseed(task, epoch)``; a joined one does so itself."""
+        """Participant hook: an owned sampler follows ``reseed(task, epoch)``; a joined one does so
+        itself."""
         if self._owns_sampler:
             self.sampler.seeder_reseed(seeder, task_id, epoch)
 
     # ---------------------------------------------------------------- state
-    def state_dict(self) -> Dict[str, Any]:
-        """Epoch, position (batches and samples handed to the training loop) and the sampler's state: plain values only.
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch, position (batches and samples handed to the training loop) and the sampler's
+        state: plain values only.
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
@@ -344,25 +446,42 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         ...
         seeder._errors.StateError: not a seeder.DataLoader state: pass the dict returned by seeder.DataLoader.state_dict()
         """
-        check_state_header(state, "seeder.loader", LOADER_STATE_VERSION, _STATE_KEYS, "seeder.DataLoader")
+        check_state_header(
+            state, "seeder.loader", LOADER_STATE_VERSION, _STATE_KEYS, "seeder.DataLoader"
+        )
         for name in ("batch_size", "drop_last", "num_batches"):
-            have = {"batch_size": self.batch_size, "drop_last": self.drop_last, "num_batches": len(self.batch_sampler)}[name]
+            have = {
+                "batch_size": self.batch_size,
+                "drop_last": self.drop_last,
+                "num_batches": len(self.batch_sampler),
+            }[name]
             if state[name] != have or type(state[name]) is not type(have):
-                raise StateError(f"the seeder.DataLoader state was saved with {name}={state[name]!r}, this loader has "
-                                 f"{have!r}; resume with the same dataset, batch_size, drop_last and world size")
+                raise StateError(
+                    f"the seeder.DataLoader state was saved with {name}={state[name]!r}, this "
+                    f"loader has {have!r}; resume with the same dataset, batch_size, drop_last and "
+                    f"world size"
+                )
         self.sampler.check_state_dict(state["sampler"])
         if state["epoch"] != state["sampler"]["epoch"] or not is_int(state["epoch"]):
-            raise StateError(f"seeder.DataLoader state epoch {state['epoch']!r} differs from its sampler's "
-                             f"{state['sampler']['epoch']!r}; the state is corrupt")
+            raise StateError(
+                f"seeder.DataLoader state epoch {state['epoch']!r} differs from its sampler's "
+                f"{state['sampler']['epoch']!r}; the state is corrupt"
+            )
         batch = state["batch"]
         if not is_int(batch) or not 0 <= batch <= state["num_batches"]:
-            raise StateError(f"seeder.DataLoader state['batch'] must be an int in [0, {state['num_batches']}], got {batch!r}")
+            raise StateError(
+                f"seeder.DataLoader state['batch'] must be an int in [0, {state['num_batches']}], "
+                f"got {batch!r}"
+            )
         if state["position"] != self.samples_before(batch):
-            raise StateError(f"seeder.DataLoader state['position'] {state['position']!r} does not match batch {batch} of "
-                             f"size {self.batch_size}; the state is corrupt")
+            raise StateError(
+                f"seeder.DataLoader state['position'] {state['position']!r} does not match batch "
+                f"{batch} of size {self.batch_size}; the state is corrupt"
+            )
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet handed out (O(1)).
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet
+        handed out (O(1)).
 
         Loading the same state twice (seeder and a framework both restore it) is harmless.
         Validates first; a bad state raises :class:`seeder.StateError` and changes nothing.
@@ -372,15 +491,19 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self.sampler.load_state_dict(state["sampler"])
         epoch = check_key(state["epoch"], "epoch")
         self._resume = (epoch, int(state["batch"]))
-        if 0 < self._resume[1] < len(self.batch_sampler):  # inside the epoch: its first batch checks the global RNGs
+        if (
+            0 < self._resume[1] < len(self.batch_sampler)
+        ):  # inside the epoch: its first batch checks the global RNGs
             self.seeder.resume_check.want(self)
         self._done = self._resume
         self._live_token = None
         self._loads += 1
 
     def __repr__(self) -> str:
-        return (f"seeder.DataLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, "
-                f"epoch={self.sampler.epoch}, sampler={self.sampler!r})")
+        return (
+            f"seeder.DataLoader(batch_size={self.batch_size}, num_workers={self.num_workers}, "
+            f"epoch={self.sampler.epoch}, sampler={self.sampler!r})"
+        )
 
 
 def _joined(seeder: Seeder, sampler: DistributedSampler) -> bool:

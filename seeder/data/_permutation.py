@@ -24,15 +24,23 @@ Example:
     >>> p.inverse(p(np.arange(10))).tolist() == list(range(10))
     True
 """
+
 from __future__ import annotations
 
-from typing import Any, List, Tuple, Union
+from typing import Any, Union
 
 import numpy as np
 
 from seeder._checks import check_int, is_int
 
-__all__ = ["FeistelPermutation", "TablePermutation", "keyed_permutation", "SMALL_N", "ROUNDS", "MAX_N"]
+__all__ = [
+    "FeistelPermutation",
+    "TablePermutation",
+    "keyed_permutation",
+    "SMALL_N",
+    "ROUNDS",
+    "MAX_N",
+]
 
 #: Datasets up to this size get an exact Fisher-Yates table instead of the Feistel network.
 SMALL_N = 4096
@@ -47,7 +55,7 @@ _M64 = (1 << 64) - 1
 _CHUNK = 1 << 16
 
 
-def _splitmix64(state: int, count: int) -> List[int]:
+def _splitmix64(state: int, count: int) -> list[int]:
     """``count`` words of SplitMix64 started at ``state`` (key expansion)."""
     out = []
     for _ in range(count):
@@ -59,7 +67,7 @@ def _splitmix64(state: int, count: int) -> List[int]:
     return out
 
 
-def _check_n_key(n: Any, key: Any) -> Tuple[int, int]:
+def _check_n_key(n: Any, key: Any) -> tuple[int, int]:
     return check_int(n, "n", low=0, high=MAX_N), check_int(key, "key", low=0, high=_M64)
 
 
@@ -68,7 +76,9 @@ def _positions(x: Any, n: int) -> np.ndarray:
     if arr.dtype.kind not in "iu":
         raise TypeError(f"positions must be an integer array, got dtype {arr.dtype}")
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= n):
-        raise ValueError(f"positions must lie in [0, {n}), got values in [{int(arr.min())}, {int(arr.max())}]")
+        raise ValueError(
+            f"positions must lie in [0, {n}), got values in [{int(arr.min())}, {int(arr.max())}]"
+        )
     return arr
 
 
@@ -109,12 +119,13 @@ class FeistelPermutation:
         return f"FeistelPermutation(n={self.n}, key={self.key}, rounds={self.rounds})"
 
     def _rounds(self, x: np.ndarray, order: range) -> np.ndarray:
-        """Apply the rounds in ``order`` to uint64 words ``x`` (< 2**bits), in cache-sized chunks."""
+        """Apply the rounds in ``order`` to uint64 words ``x`` (< 2**bits), in cache-sized
+        chunks."""
         if x.size <= _CHUNK:
             return self._rounds_chunk(x, order)
         out = np.empty_like(x)
         for start in range(0, x.size, _CHUNK):
-            out[start:start + _CHUNK] = self._rounds_chunk(x[start:start + _CHUNK], order)
+            out[start : start + _CHUNK] = self._rounds_chunk(x[start : start + _CHUNK], order)
         return out
 
     def _rounds_chunk(self, x: np.ndarray, order: range) -> np.ndarray:
@@ -155,11 +166,14 @@ class FeistelPermutation:
     def inverse(self, values: Any) -> np.ndarray:
         """Positions of ``values`` (the inverse permutation)."""
         val = _positions(values, self.n)
-        return self._walk(val.astype(np.uint64).ravel(), range(self.rounds - 1, -1, -1)).reshape(val.shape)
+        return self._walk(val.astype(np.uint64).ravel(), range(self.rounds - 1, -1, -1)).reshape(
+            val.shape
+        )
 
 
 class TablePermutation:
-    """An exact Fisher-Yates permutation of ``range(n)`` (NumPy PCG64 keyed by ``key``), held as a table.
+    """An exact Fisher-Yates permutation of ``range(n)`` (NumPy PCG64 keyed by ``key``), held as a
+    table.
 
     >>> import numpy as np
     >>> TablePermutation(5, key=1)(np.arange(5)).tolist() == TablePermutation(5, key=1).table.tolist()

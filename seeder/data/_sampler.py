@@ -24,10 +24,12 @@ Example:
     >>> len(order0), order0 != order1
     (5, True)
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Iterator, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -59,9 +61,11 @@ logger = logging.getLogger("seeder")
 def _check_not_stopped(progress: Progress) -> None:
     if progress.stopped:
         raise RuntimeError(
-            "this iterator of the sampler was started before sampler.load_state_dict(): it stops here instead of "
-            "yielding indices that the loaded state does not continue; call iter(sampler) again (or iter() on the "
-            "DataLoader around it) to continue from the loaded position")
+            "this iterator of the sampler was started before sampler.load_state_dict(): it stops "
+            "here instead of yielding indices that the loaded state does not continue; call "
+            "iter(sampler) again (or iter() on the DataLoader around it) to continue from the "
+            "loaded position"
+        )
 
 
 class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSampler):
@@ -111,8 +115,20 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         seeder: Optional[Seeder] = None,
         join: bool = True,
     ) -> None:
-        n, num_replicas, rank, shuffle, seed, drop_last, task, stream, with_epoch = check_sampler_args(
-            dataset, num_replicas, rank, shuffle, seed, drop_last, mode, task, stream, with_epoch)
+        n, num_replicas, rank, shuffle, seed, drop_last, task, stream, with_epoch = (
+            check_sampler_args(
+                dataset,
+                num_replicas,
+                rank,
+                shuffle,
+                seed,
+                drop_last,
+                mode,
+                task,
+                stream,
+                with_epoch,
+            )
+        )
         seeder = resolve_seeder(seeder)
         self.dataset = dataset
         self.num_replicas, self.rank = num_replicas, rank
@@ -125,16 +141,20 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         last = seeder.last_reseed
         self.epoch = last[1] if last is not None and last[0] == task else 0
         self._manual = False  # set_epoch was called: stop following reseed
-        self._loaded: Optional[Tuple[int, int]] = None  # (epoch, key) from load_state_dict
+        self._loaded: Optional[tuple[int, int]] = None  # (epoch, key) from load_state_dict
         self._resume = 0  # where the next __iter__ starts
         self._consumed = 0
         self._token = object()  # identifies the live iteration; a new one orphans the old
         self._handed = 0  # end of the last block handed to the DataLoader (>= indices it pulled)
         self._finished = False  # the live iteration has handed out its last block
-        #: What this sampler is told of the loader that iterates it (:func:`seeder.data.watch_loader`), and its warnings.
+        #: What this sampler is told of the loader that iterates it
+        #: (:func:`seeder.data.watch_loader`), and its warnings.
         self.loader_watch = LoaderWatch()
-        self._left_from = 0  # where the pending (loaded) or live iteration starts: len() is what is left from there
-        self._live: Optional[Progress] = None  # the live iteration's progress, until it hands out its last block
+        # where the pending (loaded) or live iteration starts: len() is what is left from there
+        self._left_from = 0
+        self._live: Optional[Progress] = (
+            None  # the live iteration's progress, until it hands out its last block
+        )
         if check_bool(join, "join"):
             seeder.join(self)
 
@@ -149,30 +169,40 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self._switch(epoch, "set_epoch")
 
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Participant hook: follow ``reseed(task, epoch)`` of this sampler's task until :meth:`set_epoch` is used."""
+        """Participant hook: follow ``reseed(task, epoch)`` of this sampler's task
+        until :meth:`set_epoch` is used."""
         if task_id == self.task and not self._manual:
-            self._loaded = None  # a reseed that runs takes this run's key (the same as a loaded one of this run)
+            # a reseed that runs takes this run's key (the same as a loaded one of this run)
+            self._loaded = None
             self._switch(epoch, "reseed")
 
     def _switch(self, epoch: int, how: str) -> None:
         if epoch == self.epoch:
             return
         if self._resume:
-            logger.info("sampler: epoch %d via %s drops the loaded position %d of epoch %d", epoch, how, self._resume, self.epoch)
+            logger.info(
+                "sampler: epoch %d via %s drops the loaded position %d of epoch %d",
+                epoch,
+                how,
+                self._resume,
+                self.epoch,
+            )
         self.epoch, self._loaded = epoch, None
         self._resume = self._consumed = self._handed = self._left_from = 0
         self._token, self._finished, self._live = object(), False, None
 
     # ------------------------------------------------------------ keys
     def _key(self, epoch: int) -> int:
-        """The shuffle key of ``epoch``: the loaded one, ``seed + epoch`` (torch mode), or derived."""
+        """The shuffle key of ``epoch``: the loaded one, ``seed + epoch`` (torch mode), or
+        derived."""
         if self._loaded is not None and self._loaded[0] == epoch:
             return self._loaded[1]
         return shuffle_key(self._seeder, self.seed, self.mode, self.task, epoch, self.stream)
 
     # --------------------------------------------------------- iteration
     def __len__(self) -> int:
-        """Indices the next (or live) iteration yields: after :meth:`load_state_dict`, what is left of the epoch."""
+        """Indices the next (or live) iteration yields: after :meth:`load_state_dict`, what is left
+        of the epoch."""
         return self.num_samples - self._left_from
 
     def __iter__(self) -> Iterator[Any]:
@@ -181,7 +211,9 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self._resume = 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
-        record_step(self._seeder, "sampler", epoch=epoch, step=None, position=start)  # $SEEDER_TRACE only
+        record_step(
+            self._seeder, "sampler", epoch=epoch, step=None, position=start
+        )  # $SEEDER_TRACE only
         progress = Progress(start)
         self._live, self._left_from = progress, start
         it = SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
@@ -189,7 +221,8 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         return it
 
     def blocks(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
-        """This rank's indices of ``epoch`` from its sample ``start`` on, as int64 arrays; no bookkeeping.
+        """This rank's indices of ``epoch`` from its sample ``start`` on, as int64 arrays; no
+        bookkeeping.
 
         The order :meth:`__iter__` yields, without ``(epoch, index)`` pairs, and without
         touching the position that :meth:`advance` and :meth:`state_dict` keep: for an owner
@@ -208,16 +241,28 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         return self._blocks(self._key(epoch) if self.shuffle else 0, int(start))
 
     def _blocks(self, key: int, start: int) -> Iterator[np.ndarray]:
-        return index_blocks(self.mode, self._n, self.num_samples, self.num_replicas, self.rank,
-                            key if self.shuffle else None, start)
+        return index_blocks(
+            self.mode,
+            self._n,
+            self.num_samples,
+            self.num_replicas,
+            self.rank,
+            key if self.shuffle else None,
+            start,
+        )
 
-    def _iters(self, key: int, token: object, progress: Progress, epoch: int) -> Iterator[Iterator[Any]]:
-        """One C-level iterator per block (list iterators: they know how much is left); records how far the DataLoader got."""
+    def _iters(
+        self, key: int, token: object, progress: Progress, epoch: int
+    ) -> Iterator[Iterator[Any]]:
+        """One C-level iterator per block (list iterators: they know how much is left); records how
+        far the DataLoader got."""
         progress.started = True
         self.loader_watch.iterating(epoch, progress.start)
         if self._token is token:
             self._handed = progress.start
-        for end, items in progress.draw(self._blocks(key, progress.start), epoch if self.with_epoch else None):
+        for end, items in progress.draw(
+            self._blocks(key, progress.start), epoch if self.with_epoch else None
+        ):
             _check_not_stopped(progress)
             if self._token is token:
                 self._handed = end
@@ -226,13 +271,15 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         if self._token is token:
             self._finished, self._live, self._left_from = True, None, 0
 
-    def seeder_position(self) -> Dict[str, int]:
-        """:class:`~seeder._seeding.participant.Positioned`: epoch and samples consumed; unlike :meth:`state_dict`, never warns."""
+    def seeder_position(self) -> dict[str, int]:
+        """:class:`~seeder._seeding.participant.Positioned`: epoch and samples consumed;
+        unlike :meth:`state_dict`, never warns."""
         return {"epoch": self.epoch, "position": self._consumed}
 
     @property
     def consumed(self) -> int:
-        """Samples of the current epoch reported with :meth:`advance` (or restored by :meth:`load_state_dict`)."""
+        """Samples of the current epoch reported with :meth:`advance` (or restored
+        by :meth:`load_state_dict`)."""
         return self._consumed
 
     def advance(self, n: int) -> None:
@@ -253,11 +300,15 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         >>> sampler.state_dict()["position"]
         3
         """
-        self._consumed += check_advance(n, self._consumed, self._handed, self.num_samples, self.epoch)
-        record_step(self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed)  # $SEEDER_TRACE only
+        self._consumed += check_advance(
+            n, self._consumed, self._handed, self.num_samples, self.epoch
+        )
+        record_step(
+            self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed
+        )  # $SEEDER_TRACE only
 
     # ------------------------------------------------------------- state
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """Epoch, position, shuffle key and layout: ints, bools and strings only.
 
         >>> import seeder
@@ -267,21 +318,38 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         (0, 0, 8)
         """
         self.loader_watch.check(self, handed=self._handed, finished=self._finished)
-        return {"format": "seeder.sampler", "version": SAMPLER_STATE_VERSION, "epoch": self.epoch,
-                "position": self._consumed, "key": self._key(self.epoch) if self.shuffle else 0, **self._layout()}
+        return {
+            "format": "seeder.sampler",
+            "version": SAMPLER_STATE_VERSION,
+            "epoch": self.epoch,
+            "position": self._consumed,
+            "key": self._key(self.epoch) if self.shuffle else 0,
+            **self._layout(),
+        }
 
-    def _layout(self) -> Dict[str, Any]:
-        return {"mode": self.mode, "dataset_len": self._n, "num_replicas": self.num_replicas, "shuffle": self.shuffle,
-                "drop_last": self.drop_last, "task": self.task, "stream": self.stream}
+    def _layout(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "dataset_len": self._n,
+            "num_replicas": self.num_replicas,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "task": self.task,
+            "stream": self.stream,
+        }
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler, or has another shuffle key or
-        epoch than the run it is loaded into implies (:func:`.sampler_checks.run_constraints`); change nothing."""
-        key_of, epoch = run_constraints(self._seeder, self.seed, self.mode, self.task, self.stream, self.shuffle, self._manual)
+        """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler, or has another
+        shuffle key or epoch than the run it is loaded into implies
+        (:func:`.sampler_checks.run_constraints`); change nothing."""
+        key_of, epoch = run_constraints(
+            self._seeder, self.seed, self.mode, self.task, self.stream, self.shuffle, self._manual
+        )
         check_sampler_state(state, self._layout(), self.num_samples, key_of, epoch)
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Continue from ``state``: the next iteration yields exactly the samples after its position.
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state``: the next iteration yields exactly the samples after its
+        position.
 
         The epoch comes from the state, and its shuffle key too (so a resumed epoch keeps
         its order). Validates first; a bad state raises and changes nothing.
@@ -298,7 +366,9 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         """
         refuse_in_worker("DistributedSampler.load_state_dict()")
         self.check_state_dict(state)
-        if self._live is not None:  # the live iteration stops at its next index instead of going on in the old order
+        if (
+            self._live is not None
+        ):  # the live iteration stops at its next index instead of going on in the old order
             self._live.stop()
         self.epoch = int(state["epoch"])
         self._loaded = (self.epoch, int(state["key"]))
@@ -307,6 +377,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self.loader_watch.resuming(self._seeder, self.epoch, self._resume, self.num_samples)
 
     def __repr__(self) -> str:
-        return (f"seeder.DistributedSampler(len={self._n}, num_replicas={self.num_replicas}, rank={self.rank}, "
-                f"shuffle={self.shuffle}, mode={self.mode!r}, epoch={self.epoch})")
-
+        return (
+            f"seeder.DistributedSampler(len={self._n}, num_replicas={self.num_replicas}, "
+            f"rank={self.rank}, shuffle={self.shuffle}, mode={self.mode!r}, epoch={self.epoch})"
+        )

@@ -9,11 +9,13 @@ Example:
     >>> p = Progress(3); p.yielded()
     3
 """
+
 from __future__ import annotations
 
 import itertools
 import operator
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from collections.abc import Iterable, Iterator
+from typing import Any, Optional
 
 import numpy as np
 
@@ -36,12 +38,15 @@ class Progress:
         self.current: Optional[Iterator[int]] = None
         self.current_len = 0
         self.started = False
-        self.stopped = False  # stop() was called: the owner loaded another state under this iteration
-        self._items: Optional[List[Any]] = None
+        self.stopped = (
+            False  # stop() was called: the owner loaded another state under this iteration
+        )
+        self._items: Optional[list[Any]] = None
         self._stopped_at = 0
 
     def stop(self) -> None:
-        """End the iteration at the index it has reached: the current block is emptied, its owner raises next.
+        """End the iteration at the index it has reached: the current block is emptied, its owner
+        raises next.
 
         >>> p = Progress(0); blocks = p.draw([np.array([1, 2, 3])], None)
         >>> _, it = next(blocks); first = next(it); p.stop(); list(it), p.yielded()
@@ -60,8 +65,11 @@ class Progress:
             return self.block_start
         return self.block_start + self.current_len - operator.length_hint(self.current)
 
-    def draw(self, blocks: Iterable[np.ndarray], epoch: Optional[int]) -> Iterator[Tuple[int, Iterator[Any]]]:
-        """For each block: ``(end position, C-level iterator over its indices)``, recording progress.
+    def draw(
+        self, blocks: Iterable[np.ndarray], epoch: Optional[int]
+    ) -> Iterator[tuple[int, Iterator[Any]]]:
+        """For each block: ``(end position, C-level iterator over its indices)``, recording
+        progress.
 
         ``epoch`` not ``None``: the iterators yield ``(epoch, index)`` pairs.
 
@@ -74,13 +82,17 @@ class Progress:
             end += len(block)
             items = self._items = block.tolist()
             self.current, self.current_len = iter(items), len(items)
-            yield end, (zip(itertools.repeat(epoch), self.current) if epoch is not None else self.current)
+            yield (
+                end,
+                (zip(itertools.repeat(epoch), self.current) if epoch is not None else self.current),
+            )
         self.current = self._items = None
         self.block_start = end
 
 
 class SamplerIterator(itertools.chain):
-    """``iter(DistributedSampler)``: C-speed iteration, and torchdata's ``Stateful`` iterator protocol.
+    """``iter(DistributedSampler)``: C-speed iteration, and torchdata's ``Stateful`` iterator
+    protocol.
 
     torchdata's ``StatefulDataLoader`` saves ``state_dict()`` (the indices drawn so far) with
     the sampler's own state, and on resume calls ``load_state_dict`` on a fresh iterator
@@ -97,19 +109,25 @@ class SamplerIterator(itertools.chain):
     progress: Progress
     sampler: Any
 
-    def state_dict(self) -> Dict[str, Any]:
-        """The number of indices drawn so far; the loader asking for it saves the position, so the sampler is told."""
+    def state_dict(self) -> dict[str, Any]:
+        """The number of indices drawn so far; the loader asking for it saves the position, so the
+        sampler is told."""
         self.sampler.loader_watch.note_position_saved()
         return {"format": "seeder.sampler_iter", "yielded": self.progress.yielded()}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Start at ``state['yielded']``; only before the first index is drawn."""
         if not isinstance(state, dict) or state.get("format") != "seeder.sampler_iter":
-            raise StateError("not a seeder sampler iterator state: pass the dict returned by iter(sampler).state_dict()")
+            raise StateError(
+                "not a seeder sampler iterator state: pass the dict returned by "
+                "iter(sampler).state_dict()"
+            )
         yielded = state.get("yielded")
         if not is_int(yielded) or not 0 <= yielded <= self.sampler.num_samples:
-            raise StateError(f"sampler iterator state['yielded'] must be an int in [0, {self.sampler.num_samples}], "
-                             f"got {yielded!r}")
+            raise StateError(
+                f"sampler iterator state['yielded'] must be an int in [0, "
+                f"{self.sampler.num_samples}], got {yielded!r}"
+            )
         if self.progress.started:
             raise RuntimeError("load the sampler iterator's state before drawing from it")
         self.progress.start = self.progress.block_start = int(yielded)

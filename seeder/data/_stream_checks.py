@@ -21,22 +21,41 @@ Example:
     ...
     seeder._errors.StateError: ...['batch'] is 3, but its workers produced 2 batch(es) (per ...
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Optional
 
 from seeder._checks import check_state_header, is_int
 from seeder._errors import StateError
 from seeder._seeding.derive import MAX_KEY
 
-__all__ = ["STREAM_STATE_VERSION", "STREAM_STATE_KEYS", "WORKER_KEYS", "check_stream_state",
-           "run_epoch"]
+__all__ = [
+    "STREAM_STATE_VERSION",
+    "STREAM_STATE_KEYS",
+    "WORKER_KEYS",
+    "check_stream_state",
+    "run_epoch",
+]
 
 #: Version of the layout of :meth:`seeder.IterableDataLoader.state_dict`.
 STREAM_STATE_VERSION = 1
 #: The keys of that state.
-STREAM_STATE_KEYS = frozenset({"format", "version", "epoch", "batch", "next_worker", "complete",
-                               "workers", "num_workers", "batch_size", "drop_last", "world_size"})
+STREAM_STATE_KEYS = frozenset(
+    {
+        "format",
+        "version",
+        "epoch",
+        "batch",
+        "next_worker",
+        "complete",
+        "workers",
+        "num_workers",
+        "batch_size",
+        "drop_last",
+        "world_size",
+    }
+)
 #: The keys of one worker's record in it.
 WORKER_KEYS = frozenset({"produced", "state", "done"})
 
@@ -79,27 +98,35 @@ def run_epoch(seeder: Any, task: int) -> Optional[int]:
     return last[1] if last[0] == task else None
 
 
-def _check_records(workers: Any, count: int) -> List[Dict[str, Any]]:
+def _check_records(workers: Any, count: int) -> list[dict[str, Any]]:
     if not isinstance(workers, list) or len(workers) != count:
         size = len(workers) if isinstance(workers, list) else type(workers).__name__
-        raise StateError(f"{_NAME} state['workers'] must list one record per worker ({count}), "
-                         f"got {size}; {_CORRUPT}")
+        raise StateError(
+            f"{_NAME} state['workers'] must list one record per worker ({count}), "
+            f"got {size}; {_CORRUPT}"
+        )
     for w, r in enumerate(workers):
         if not (isinstance(r, dict) and set(r) == WORKER_KEYS):
-            raise StateError(f"{_NAME} state: worker {w}'s record {r!r:.200} is not a dict of "
-                             f"{sorted(WORKER_KEYS)}; {_CORRUPT}")
+            raise StateError(
+                f"{_NAME} state: worker {w}'s record {r!r:.200} is not a dict of "
+                f"{sorted(WORKER_KEYS)}; {_CORRUPT}"
+            )
         produced = r["produced"]
         if not (is_int(produced) and 0 <= produced and produced * count <= MAX_KEY):
-            raise StateError(f"{_NAME} state: worker {w}'s 'produced' must be an int in "
-                             f"[0, {MAX_KEY // count}] (the batches it produced in the epoch), got "
-                             f"{produced!r}; {_CORRUPT}")
+            raise StateError(
+                f"{_NAME} state: worker {w}'s 'produced' must be an int in "
+                f"[0, {MAX_KEY // count}] (the batches it produced in the epoch), got "
+                f"{produced!r}; {_CORRUPT}"
+            )
         if not isinstance(r["done"], bool):
-            raise StateError(f"{_NAME} state: worker {w}'s 'done' must be True or False, got "
-                             f"{r['done']!r}; {_CORRUPT}")
+            raise StateError(
+                f"{_NAME} state: worker {w}'s 'done' must be True or False, got "
+                f"{r['done']!r}; {_CORRUPT}"
+            )
     return workers
 
 
-def _check_round_robin(workers: List[Dict[str, Any]], nxt: int) -> None:
+def _check_round_robin(workers: list[dict[str, Any]], nxt: int) -> None:
     """Refuse per-worker progress that no round robin over the workers reaches (module docs)."""
     produced = [int(r["produced"]) for r in workers]
     exhausted = [w for w, r in enumerate(workers) if r["done"]]
@@ -111,13 +138,19 @@ def _check_round_robin(workers: List[Dict[str, Any]], nxt: int) -> None:
     ahead = [w for w in exhausted if produced[w] >= rounds + (w < nxt)]  # its end was a visit too
     if len(running) == 1 and rounds >= 0 and not ahead:
         return
-    raise StateError(f"{_NAME} state: the batches produced per worker {produced} (exhausted: "
-                     f"{exhausted}) with next_worker={nxt} are no position of the round robin over "
-                     f"the workers (worker 0, 1, ..., an exhausted worker skipped); {_CORRUPT}")
+    raise StateError(
+        f"{_NAME} state: the batches produced per worker {produced} (exhausted: "
+        f"{exhausted}) with next_worker={nxt} are no position of the round robin over "
+        f"the workers (worker 0, 1, ..., an exhausted worker skipped); {_CORRUPT}"
+    )
 
 
-def check_stream_state(state: Any, layout: Dict[str, Any], epoch: Optional[int],
-                       check_dataset: Callable[[int, Any], None]) -> None:
+def check_stream_state(
+    state: Any,
+    layout: dict[str, Any],
+    epoch: Optional[int],
+    check_dataset: Callable[[int, Any], None],
+) -> None:
     """Raise :class:`seeder.StateError` unless ``state`` is a position the loader can continue from.
 
     Changes nothing.
@@ -137,42 +170,55 @@ def check_stream_state(state: Any, layout: Dict[str, Any], epoch: Optional[int],
     ...
     seeder._errors.StateError: not a seeder.IterableDataLoader state: pass the dict returned by ...
     """
-    check_state_header(state, "seeder.stream_loader", STREAM_STATE_VERSION, STREAM_STATE_KEYS,
-                       _NAME)
+    check_state_header(
+        state, "seeder.stream_loader", STREAM_STATE_VERSION, STREAM_STATE_KEYS, _NAME
+    )
     for name, have in layout.items():
         if state[name] != have or type(state[name]) is not type(have):
-            raise StateError(f"the {_NAME} state was saved with {name}={state[name]!r}, this "
-                             f"loader has {have!r}: each worker's stream is its own shard of the "
-                             "data, so resume with the same num_workers, batch_size, drop_last and "
-                             "world size")
+            raise StateError(
+                f"the {_NAME} state was saved with {name}={state[name]!r}, this "
+                f"loader has {have!r}: each worker's stream is its own shard of the "
+                "data, so resume with the same num_workers, batch_size, drop_last and "
+                "world size"
+            )
     count = max(layout["num_workers"], 1)
     workers = _check_records(state["workers"], count)
     e, nxt, batch = state["epoch"], state["next_worker"], state["batch"]
     complete = state["complete"]
     if not (is_int(e) and 0 <= e <= MAX_KEY):
-        raise StateError(f"{_NAME} state['epoch'] must be an int in [0, {MAX_KEY}], got {e!r}; "
-                         f"{_CORRUPT}")
+        raise StateError(
+            f"{_NAME} state['epoch'] must be an int in [0, {MAX_KEY}], got {e!r}; {_CORRUPT}"
+        )
     if not (is_int(nxt) and 0 <= nxt < count):
-        raise StateError(f"{_NAME} state['next_worker'] must be an int in [0, {count - 1}], got "
-                         f"{nxt!r}; {_CORRUPT}")
+        raise StateError(
+            f"{_NAME} state['next_worker'] must be an int in [0, {count - 1}], got "
+            f"{nxt!r}; {_CORRUPT}"
+        )
     if not isinstance(complete, bool):
-        raise StateError(f"{_NAME} state['complete'] must be True or False, got {complete!r}; "
-                         f"{_CORRUPT}")
+        raise StateError(
+            f"{_NAME} state['complete'] must be True or False, got {complete!r}; {_CORRUPT}"
+        )
     total = sum(int(r["produced"]) for r in workers)
     if not is_int(batch) or batch != total:
-        raise StateError(f"{_NAME} state['batch'] is {batch!r}, but its workers produced {total} "
-                         f"batch(es) (per worker {[r['produced'] for r in workers]}); {_CORRUPT}")
+        raise StateError(
+            f"{_NAME} state['batch'] is {batch!r}, but its workers produced {total} "
+            f"batch(es) (per worker {[r['produced'] for r in workers]}); {_CORRUPT}"
+        )
     exhausted = all(r["done"] for r in workers)
     if complete != exhausted:
-        raise StateError(f"{_NAME} state['complete'] is {complete}, but "
-                         f"{'every' if exhausted else 'not every'} worker is exhausted (done: "
-                         f"{[r['done'] for r in workers]}); {_CORRUPT}")
+        raise StateError(
+            f"{_NAME} state['complete'] is {complete}, but "
+            f"{'every' if exhausted else 'not every'} worker is exhausted (done: "
+            f"{[r['done'] for r in workers]}); {_CORRUPT}"
+        )
     _check_round_robin(workers, int(nxt))
     if epoch is not None and e != epoch:
-        raise StateError(f"the {_NAME} state is in epoch {e} but the run's last reseed is epoch "
-                         f"{epoch} of the loader's task: the two come from different points of a "
-                         "run (save both at the same step, with seeder.state_dict(), and load "
-                         "that)")
+        raise StateError(
+            f"the {_NAME} state is in epoch {e} but the run's last reseed is epoch "
+            f"{epoch} of the loader's task: the two come from different points of a "
+            "run (save both at the same step, with seeder.state_dict(), and load "
+            "that)"
+        )
     for w, r in enumerate(workers):
         if r["state"] is not None:
             check_dataset(w, r["state"])

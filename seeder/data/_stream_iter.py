@@ -15,19 +15,22 @@ Example:
     >>> next(it).tolist(), it.exhausted(), next(it).tolist(), it.exhausted()
     ([0, 1], False, [2], True)
 """
+
 from __future__ import annotations
 
 import collections
-from typing import Any, Deque, Dict, List
+from typing import Any
 
 from seeder._seeding.rngbase import next_keeping
 from seeder.data._workers import fetch_adapters
 
 __all__ = ["StreamIter"]
 
-_STALE = ("this iterator of seeder.IterableDataLoader was started before loader.load_state_dict(): "
-          "it stops here instead of yielding batches that the loaded state does not continue. Call "
-          "iter(loader) again (a new for loop) to continue from the loaded position")
+_STALE = (
+    "this iterator of seeder.IterableDataLoader was started before loader.load_state_dict(): "
+    "it stops here instead of yielding batches that the loaded state does not continue. Call "
+    "iter(loader) again (a new for loop) to continue from the loaded position"
+)
 
 
 class StreamIter:
@@ -40,14 +43,16 @@ class StreamIter:
         token: the loader's ``live_token`` for this iterator (only the newest moves the position).
     """
 
-    def __init__(self, loader: Any, inner: Any, progress: Dict[str, Any], token: object):
+    def __init__(self, loader: Any, inner: Any, progress: dict[str, Any], token: object):
         self._loader, self._inner, self._progress, self._token = loader, inner, progress, token
         self._loads = loader.loads
         self._workers = len(progress["workers"])
-        self._queues: List[Deque[Any]] = [collections.deque() for _ in range(self._workers)]
+        self._queues: list[collections.deque[Any]] = [
+            collections.deque() for _ in range(self._workers)
+        ]
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
 
-    def __iter__(self) -> "StreamIter":
+    def __iter__(self) -> StreamIter:
         return self
 
     def _pull(self) -> None:
@@ -71,15 +76,18 @@ class StreamIter:
                     raise RuntimeError(
                         f"seeder.IterableDataLoader: every worker of epoch {progress['epoch']} is "
                         "exhausted but the position does not say the epoch is complete; nothing "
-                        "is left to yield. Please report this with the loader's state_dict()")
+                        "is left to yield. Please report this with the loader's state_dict()"
+                    )
                 progress = self._progress = dict(progress, next_worker=(w + 1) % self._workers)
                 continue
             if not self._queues[w]:
                 try:
                     self._pull()
                 except StopIteration:  # every worker ends with an end record: one died quietly
-                    raise RuntimeError(f"seeder.IterableDataLoader: worker {w} stopped without its "
-                                       "end record; the epoch is incomplete") from None
+                    raise RuntimeError(
+                        f"seeder.IterableDataLoader: worker {w} stopped without its "
+                        "end record; the epoch is incomplete"
+                    ) from None
                 continue
             skipped = 0
             batch, record = self._queues[w].popleft()
@@ -88,8 +96,11 @@ class StreamIter:
                 progress["workers"][w] = dict(records[w], done=True)
                 progress["complete"] = all(r["done"] for r in progress["workers"])
             else:
-                progress["workers"][w] = {"produced": record["produced"], "state": record["state"],
-                                          "done": False}
+                progress["workers"][w] = {
+                    "produced": record["produced"],
+                    "state": record["state"],
+                    "done": False,
+                }
                 progress["batch"] += 1
             self._progress = progress
             if live:

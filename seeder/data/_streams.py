@@ -21,6 +21,7 @@ Example:
     >>> stream_share()
     StreamShare(index=0, count=1, rank=0, world_size=1, worker=0, num_workers=1, epoch=0)
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,7 +29,8 @@ import itertools
 import logging
 import time
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 import torch.utils.data
@@ -37,8 +39,17 @@ from seeder._errors import SeederWarning, StateError
 from seeder._seeding.derive import MAX_KEY, Domain, stream_seeds
 from seeder.data._workers import SeedSource, seed_globals
 
-__all__ = ["StreamShare", "stream_share", "WorkerStream", "is_stateful", "REPLAY_LOG_EVERY", "keep_batch", "set_epoch_of",
-           "warn_threaded_maps", "check_dataset_state"]
+__all__ = [
+    "StreamShare",
+    "stream_share",
+    "WorkerStream",
+    "is_stateful",
+    "REPLAY_LOG_EVERY",
+    "keep_batch",
+    "set_epoch_of",
+    "warn_threaded_maps",
+    "check_dataset_state",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -47,7 +58,8 @@ REPLAY_LOG_EVERY = 1000
 
 
 class StreamShare(NamedTuple):
-    """Which part of an iterable dataset this process (rank and worker) reads: items ``i % count == index``."""
+    """Which part of an iterable dataset this process (rank and worker) reads: items ``i % count ==
+    index``."""
 
     index: int
     count: int
@@ -58,7 +70,7 @@ class StreamShare(NamedTuple):
     epoch: int
 
 
-_CURRENT: List[Optional[StreamShare]] = [None]
+_CURRENT: list[Optional[StreamShare]] = [None]
 
 
 def stream_share() -> StreamShare:
@@ -85,18 +97,24 @@ def stream_share() -> StreamShare:
 
 
 def is_stateful(dataset: Any) -> bool:
-    """Whether ``dataset`` resumes from its own ``state_dict()`` exactly (else a worker replays its batches).
+    """Whether ``dataset`` resumes from its own ``state_dict()`` exactly (else a worker replays its
+    batches).
 
     A ``datasets.IterableDataset`` with a shuffle buffer does not: the buffer is not in its state.
 
     >>> is_stateful([1, 2])
     False
     """
-    if not (callable(getattr(dataset, "state_dict", None)) and callable(getattr(dataset, "load_state_dict", None))):
+    if not (
+        callable(getattr(dataset, "state_dict", None))
+        and callable(getattr(dataset, "load_state_dict", None))
+    ):
         return False
     if not type(dataset).__module__.startswith("datasets."):
         return True
-    return not any(type(n).__name__ == "BufferShuffledExamplesIterable" for n in _below(dataset._ex_iterable))
+    return not any(
+        type(n).__name__ == "BufferShuffledExamplesIterable" for n in _below(dataset._ex_iterable)
+    )
 
 
 def check_dataset_state(dataset: Any, state: Any, epoch: int, worker: int) -> None:
@@ -125,14 +143,22 @@ def check_dataset_state(dataset: Any, state: Any, epoch: int, worker: int) -> No
     name = type(dataset).__name__
     fix = "the state is corrupt or from another dataset: resume with the dataset it was saved with"
     if not is_stateful(dataset):
-        raise StateError(f"worker {worker}'s saved dataset state does not fit {name}: {name} has "
-                         f"no state_dict()/load_state_dict(), so its workers keep none; {fix}")
+        raise StateError(
+            f"worker {worker}'s saved dataset state does not fit {name}: {name} has "
+            f"no state_dict()/load_state_dict(), so its workers keep none; {fix}"
+        )
     if type(dataset).__module__.startswith("datasets."):
-        if not (isinstance(state, dict) and set(state) == {"examples_iterable", "epoch"}
-                and isinstance(state["examples_iterable"], dict) and state["epoch"] == epoch):
-            raise StateError(f"worker {worker}'s saved datasets state {state!r:.200} is not a "
-                             f"datasets.IterableDataset state of epoch {epoch} "
-                             f"({{'examples_iterable': ..., 'epoch': {epoch}}}); {fix}")
+        if not (
+            isinstance(state, dict)
+            and set(state) == {"examples_iterable", "epoch"}
+            and isinstance(state["examples_iterable"], dict)
+            and state["epoch"] == epoch
+        ):
+            raise StateError(
+                f"worker {worker}'s saved datasets state {state!r:.200} is not a "
+                f"datasets.IterableDataset state of epoch {epoch} "
+                f"({{'examples_iterable': ..., 'epoch': {epoch}}}); {fix}"
+            )
         return  # its load_state_dict keeps the state until the next __iter__: a copy checks nothing
     own = getattr(dataset, "check_state_dict", None)
     try:
@@ -144,19 +170,27 @@ def check_dataset_state(dataset: Any, state: Any, epoch: int, worker: int) -> No
         raise
     except Exception as exc:  # whatever a dataset raises for a state it cannot take: whose, and why
         if callable(own):
-            raise StateError(f"worker {worker}'s saved dataset state {state!r:.200} is refused by "
-                             f"{name}.check_state_dict ({type(exc).__name__}: {exc}); "
-                             f"{fix}") from exc
-        logger.debug("seeder.IterableDataLoader: %s cannot be copied (%s) to check a saved state; "
-                     "a state it rejects raises at the worker's first batch", name, exc)
+            raise StateError(
+                f"worker {worker}'s saved dataset state {state!r:.200} is refused by "
+                f"{name}.check_state_dict ({type(exc).__name__}: {exc}); "
+                f"{fix}"
+            ) from exc
+        logger.debug(
+            "seeder.IterableDataLoader: %s cannot be copied (%s) to check a saved state; "
+            "a state it rejects raises at the worker's first batch",
+            name,
+            exc,
+        )
         return
     try:
         trial.load_state_dict(copy.deepcopy(state))
     except StateError:
         raise
     except Exception as exc:  # whatever a dataset raises for a state it cannot take: whose, and why
-        raise StateError(f"worker {worker}'s saved dataset state {state!r:.200} does not load into "
-                         f"{name} ({type(exc).__name__}: {exc}); {fix}") from exc
+        raise StateError(
+            f"worker {worker}'s saved dataset state {state!r:.200} does not load into "
+            f"{name} ({type(exc).__name__}: {exc}); {fix}"
+        ) from exc
 
 
 def _below(node: Any) -> Iterator[Any]:
@@ -168,7 +202,8 @@ def _below(node: Any) -> Iterator[Any]:
 
 
 def warn_threaded_maps(dataset: Any) -> None:
-    """Warn if a ``datasets`` stream runs ``.map``/``.filter`` functions in its shard-reading thread pool.
+    """Warn if a ``datasets`` stream runs ``.map``/``.filter`` functions in its shard-reading thread
+    pool.
 
     ``.shuffle(..., max_buffer_input_shards > 1)`` reads several shards at once in threads;
     functions mapped *below* the shuffle run there, in no fixed order, so their draws from
@@ -180,17 +215,26 @@ def warn_threaded_maps(dataset: Any) -> None:
         return
     for node in _below(dataset._ex_iterable):
         if type(node).__name__ == "InterleavedShardsExamplesIterable" and node.max_input_shards > 1:
-            mapped = [n for n in _below(node) if type(n).__name__ in ("MappedExamplesIterable", "FilteredExamplesIterable")]
+            mapped = [
+                n
+                for n in _below(node)
+                if type(n).__name__ in ("MappedExamplesIterable", "FilteredExamplesIterable")
+            ]
             if mapped:
-                warnings.warn("this datasets stream reads shards in a thread pool (.shuffle with max_buffer_input_shards > 1) "
-                              "and runs a .map/.filter below the shuffle in those threads, in no fixed order: random draws "
-                              "there are not reproducible, resumed or not. Apply .map after .shuffle, or pass "
-                              "max_buffer_input_shards=1", SeederWarning, stacklevel=3)
+                warnings.warn(
+                    "this datasets stream reads shards in a thread pool (.shuffle with "
+                    "max_buffer_input_shards > 1) and runs a .map/.filter below the shuffle in "
+                    "those threads, in no fixed order: random draws there are not reproducible, "
+                    "resumed or not. Apply .map after .shuffle, or pass max_buffer_input_shards=1",
+                    SeederWarning,
+                    stacklevel=3,
+                )
             return
 
 
 def keep_batch(batch: Any) -> Any:
-    """The collate function torch's loop gets: the worker already collated (picklable, module level).
+    """The collate function torch's loop gets: the worker already collated (picklable, module
+    level).
 
     >>> keep_batch(3)
     3
@@ -222,10 +266,12 @@ def set_epoch_of(dataset: Any, epoch: int) -> None:
 
 def _unloadable(dataset: Any, worker: int, state: Any, exc: BaseException) -> StateError:
     """The error for a dataset that fails as it resumes from a saved state: whose, what to do."""
-    return StateError(f"seeder.IterableDataLoader: worker {worker}'s {type(dataset).__name__} "
-                      f"raised {type(exc).__name__}: {exc} resuming from its saved dataset state "
-                      f"{state!r:.200}; if the state is corrupt or from another dataset, resume "
-                      "with the dataset it was saved with")
+    return StateError(
+        f"seeder.IterableDataLoader: worker {worker}'s {type(dataset).__name__} "
+        f"raised {type(exc).__name__}: {exc} resuming from its saved dataset state "
+        f"{state!r:.200}; if the state is corrupt or from another dataset, resume "
+        "with the dataset it was saved with"
+    )
 
 
 class WorkerStream(torch.utils.data.IterableDataset):
@@ -236,28 +282,52 @@ class WorkerStream(torch.utils.data.IterableDataset):
     generation it names only.
     """
 
-    def __init__(self, dataset: Any, source: SeedSource, batch_size: Optional[int], drop_last: bool,
-                 collate_fn: Callable[[Any], Any], num_workers: int, rank: int, world_size: int, task: int):
+    def __init__(
+        self,
+        dataset: Any,
+        source: SeedSource,
+        batch_size: Optional[int],
+        drop_last: bool,
+        collate_fn: Callable[[Any], Any],
+        num_workers: int,
+        rank: int,
+        world_size: int,
+        task: int,
+    ):
         self.dataset, self.source = dataset, source
         self.batch_size, self.drop_last, self.collate_fn = batch_size, drop_last, collate_fn
-        self.num_workers, self.rank, self.world_size, self.task = num_workers, rank, world_size, task
+        self.num_workers, self.rank, self.world_size, self.task = (
+            num_workers,
+            rank,
+            world_size,
+            task,
+        )
         self.stateful = is_stateful(dataset)
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()
-        self.resume: Optional[Dict[str, Any]] = None
+        self.resume: Optional[dict[str, Any]] = None
 
-    def __iter__(self) -> Iterator[Tuple[Any, Dict[str, Any]]]:
+    def __iter__(self) -> Iterator[tuple[Any, dict[str, Any]]]:
         info = torch.utils.data.get_worker_info()
         worker = info.id if info is not None else 0
         workers = max(self.num_workers, 1)
         epoch, generation = (int(v) for v in self.control.tolist())
-        record: Dict[str, Any] = {"produced": 0, "state": None, "done": False}
+        record: dict[str, Any] = {"produced": 0, "state": None, "done": False}
         if self.resume is not None and self.resume["generation"] == generation:
             record = self.resume["workers"][worker]
-        share = StreamShare(self.rank * workers + worker, self.world_size * workers, self.rank, self.world_size,
-                            worker, workers, epoch)
+        share = StreamShare(
+            self.rank * workers + worker,
+            self.world_size * workers,
+            self.rank,
+            self.world_size,
+            worker,
+            workers,
+            epoch,
+        )
         return self._produce(share, record)
 
-    def _produce(self, share: StreamShare, record: Dict[str, Any]) -> Iterator[Tuple[Any, Dict[str, Any]]]:
+    def _produce(
+        self, share: StreamShare, record: dict[str, Any]
+    ) -> Iterator[tuple[Any, dict[str, Any]]]:
         worker, workers, epoch = share.worker, share.num_workers, share.epoch
         end = {"worker": worker, "end": True}
         if record["done"]:
@@ -290,8 +360,11 @@ class WorkerStream(torch.utils.data.IterableDataset):
         while True:
             stream = j * workers + worker
             if stream > MAX_KEY:
-                raise OverflowError(f"seeder.IterableDataLoader: worker {worker} reached batch {j} of epoch {epoch}; per-batch "
-                                    f"seeds are numbered up to 2**32 (batches x num_workers); start a new epoch sooner")
+                raise OverflowError(
+                    f"seeder.IterableDataLoader: worker {worker} reached batch {j} of epoch "
+                    f"{epoch}; per-batch seeds are numbered up to 2**32 (batches x num_workers); "
+                    f"start a new epoch sooner"
+                )
             words_ = seeds.seed(stream)
             seed_globals(words_[0])
             for fn, _, k in gens:
@@ -313,14 +386,22 @@ class WorkerStream(torch.utils.data.IterableDataset):
                         f"{produced} batches its saved position says it produced in epoch {epoch}: "
                         "the dataset yields less than when the state was saved (another dataset, "
                         "or a source that changed), so the epoch cannot continue exactly; resume "
-                        "with the data the state was saved with")
+                        "with the data the state was saved with"
+                    )
                 yield None, end
                 return
             j += 1
             if j <= produced:  # replaying: the items are drawn, seeded as before, and dropped
                 if j % REPLAY_LOG_EVERY == 0 or j == produced:
-                    logger.info("seeder.IterableDataLoader: worker %d replayed %d/%d batches of epoch %d (%.2f s)", worker, j,
-                                produced, epoch, time.perf_counter() - started)
+                    logger.info(
+                        "seeder.IterableDataLoader: worker %d replayed %d/%d batches of epoch %d "
+                        "(%.2f s)",
+                        worker,
+                        j,
+                        produced,
+                        epoch,
+                        time.perf_counter() - started,
+                    )
                 continue
             batch = self.collate_fn(got[0] if self.batch_size is None else got)
             state = ds.state_dict() if self.stateful else None

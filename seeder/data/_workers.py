@@ -25,9 +25,11 @@ Example:
     >>> import random; a = random.random(); fn(0); a == random.random()
     True
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -64,16 +66,19 @@ class SeedInputs(NamedTuple):
 
     master: int  #: the master seed
     rank: int  #: the global rank
-    last_reseed: Optional[Tuple[int, int]]  #: ``(task, epoch)`` of the last ``reseed``, or ``None``
-    generators: List[Tuple[Callable[[int], Any], bool, int]]  #: ``(seed_fn, shared, stream)`` of each registered generator
+    last_reseed: Optional[tuple[int, int]]  #: ``(task, epoch)`` of the last ``reseed``, or ``None``
+    generators: list[
+        tuple[Callable[[int], Any], bool, int]
+    ]  #: ``(seed_fn, shared, stream)`` of each registered generator
 
 
 class SeedSource:
-    """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable copy of one.
+    """Where worker-side seeding finds the seeder: a live :class:`Seeder`, or a picklable copy of
+    one.
 
-    The live seeder serves the main process and forked workers. Pickling copies the master seed, rank, last reseed and the registered
-    generators, which travel in the same pickle as the dataset, so they stay the
-    dataset's own objects in the worker.
+    The live seeder serves the main process and forked workers. Pickling copies the master seed,
+    rank, last reseed and the registered generators, which travel in the same pickle as the dataset,
+    so they stay the dataset's own objects in the worker.
 
     >>> import seeder
     >>> s = seeder.Seeder(); s.init(4)
@@ -83,28 +88,34 @@ class SeedSource:
 
     def __init__(self, seeder: Optional[Seeder] = None):
         self._seeder = seeder
-        self._snap: Optional[Dict[str, Any]] = None
+        self._snap: Optional[dict[str, Any]] = None
         self._unpickled: Optional[SeedInputs] = None
 
     def _live(self) -> Seeder:
         return resolve_seeder(self._seeder)
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         if self._snap is not None:
             return dict(self._snap)
         s = self._live()
         if not s.initialized:
             return {"master": None, "rank": 0, "last": None, "generators": []}
         gens = [(m.gen, m.shared, m.stream) for m in s.generators()]
-        return {"master": s.get_master_seed(), "rank": s.rank, "last": s.last_reseed, "generators": gens}
+        return {
+            "master": s.get_master_seed(),
+            "rank": s.rank,
+            "last": s.last_reseed,
+            "generators": gens,
+        }
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self._seeder = None
         self._snap = state
         self._unpickled = None
 
-    def generators(self, what: str) -> List[Tuple[Callable[[int], Any], bool, int]]:
-        """``inputs(what).generators`` without the rest (a fetch's hot path: the key holds the others)."""
+    def generators(self, what: str) -> list[tuple[Callable[[int], Any], bool, int]]:
+        """``inputs(what).generators`` without the rest (a fetch's hot path: the key holds the
+        others)."""
         if self._snap is None:
             s = self._live()
             if not s.initialized:
@@ -113,19 +124,24 @@ class SeedSource:
         return (self._unpickled or self.inputs(what)).generators
 
     def inputs(self, what: str) -> SeedInputs:
-        """The seeder's :class:`SeedInputs` now (live), or as pickled; ``what`` names the caller in errors."""
+        """The seeder's :class:`SeedInputs` now (live), or as pickled; ``what`` names the caller in
+        errors."""
         if self._snap is None:
             s = self._live()
             if not s.initialized:
-                raise RuntimeError(f"{what} needs an initialised seeder: call seeder.init(master_seed=...) before the "
-                                   "DataLoader starts its workers")
+                raise RuntimeError(
+                    f"{what} needs an initialised seeder: call seeder.init(master_seed=...) before "
+                    f"the DataLoader starts its workers"
+                )
             gens = [(m.seed, m.shared, m.stream) for m in s.generators()]
             return SeedInputs(s.get_master_seed(), s.rank, s.last_reseed, gens)
         if self._unpickled is None:
             snap = self._snap
             if snap["master"] is None:
-                raise RuntimeError(f"{what} was pickled (spawn start method) before seeder.init(); call "
-                                   "seeder.init(master_seed=...) before iterating the DataLoader")
+                raise RuntimeError(
+                    f"{what} was pickled (spawn start method) before seeder.init(); call "
+                    "seeder.init(master_seed=...) before iterating the DataLoader"
+                )
             gens = []
             for gen, shared, stream in snap["generators"]:
                 adapter = adapter_for(gen)
@@ -134,13 +150,15 @@ class SeedSource:
         return self._unpickled
 
 
-#: The global streams :func:`seed_globals` seeds, by adapter name (:func:`seeder._seeding.rngs.global_adapters`).
+#: The global streams :func:`seed_globals` seeds, by adapter name
+#: (:func:`seeder._seeding.rngs.global_adapters`).
 FETCH_SEEDED = ("python", "numpy", "torch")
-_FETCH_ADAPTERS: List[RNGAdapter] = []
+_FETCH_ADAPTERS: list[RNGAdapter] = []
 
 
-def fetch_adapters() -> List[RNGAdapter]:
-    """The adapters of the global RNGs a fetch seeds (:data:`FETCH_SEEDED`; not accelerators: workers do not own them).
+def fetch_adapters() -> list[RNGAdapter]:
+    """The adapters of the global RNGs a fetch seeds (:data:`FETCH_SEEDED`; not accelerators:
+    workers do not own them).
 
     >>> [a.name for a in fetch_adapters()]
     ['python', 'numpy', 'torch']
@@ -161,18 +179,21 @@ def seed_globals(seed: int) -> None:
         adapter.seed(seed)
 
 
-def generator_words(generators: List[Tuple[Callable[[int], Any], bool, int]]) -> int:
-    """Seed words a fetch needs: word 0 for the global RNGs, word ``k`` for generator stream ``k``."""
+def generator_words(generators: list[tuple[Callable[[int], Any], bool, int]]) -> int:
+    """Seed words a fetch needs: word 0 for the global RNGs, word ``k`` for generator stream
+    ``k``."""
     return 1 + max((stream for _, _, stream in generators), default=0) if generators else 1
 
 
-def _seed_worker(source: SeedSource, worker_id: int, task: Optional[int], epoch: Optional[int], what: str) -> None:
+def _seed_worker(
+    source: SeedSource, worker_id: int, task: Optional[int], epoch: Optional[int], what: str
+) -> None:
     master, rank, last, gens = source.inputs(what)
     if task is None:
         task, epoch = last if last is not None else (0, 0)
     words = generator_words(gens)
     mine = stream_seeds(master, int(Domain.WORKER), task, epoch, rank, words).seed(worker_id)
-    shared: List[int] = []
+    shared: list[int] = []
     if any(sh for _, sh, _ in gens):
         shared = stream_seeds(master, int(Domain.WORKER), task, epoch, 0, words).seed(worker_id)
     seed_globals(mine[0])
@@ -194,7 +215,9 @@ class WorkerInitFn:
     >>> init = WorkerInitFn(seeder=s); init(3)
     """
 
-    def __init__(self, fn: Optional[Callable[[int], Any]] = None, *, seeder: Optional[Seeder] = None):
+    def __init__(
+        self, fn: Optional[Callable[[int], Any]] = None, *, seeder: Optional[Seeder] = None
+    ):
         if fn is not None and not callable(fn):
             raise TypeError(f"fn must be a callable fn(worker_id) or None, got {type(fn).__name__}")
         check_seeder(seeder)
@@ -211,20 +234,25 @@ class WorkerInitFn:
         return f"seeder.data.WorkerInitFn(fn={self.fn!r})"
 
 
-def make_worker_init_fn(fn: Optional[Callable[[int], Any]] = None, *, seeder: Optional[Seeder] = None) -> WorkerInitFn:
-    """A ``worker_init_fn`` for ``seeder`` (default: the module-level one) that also calls ``fn(worker_id)``.
+def make_worker_init_fn(
+    fn: Optional[Callable[[int], Any]] = None, *, seeder: Optional[Seeder] = None
+) -> WorkerInitFn:
+    """A ``worker_init_fn`` for ``seeder`` (default: the module-level one) that also calls
+    ``fn(worker_id)``.
 
     >>> init = make_worker_init_fn(lambda wid: None)
     """
     return WorkerInitFn(fn, seeder=seeder)
 
 
-#: ``DataLoader(worker_init_fn=seeder.data.worker_init_fn)``: the default seeder's :class:`WorkerInitFn`.
+#: ``DataLoader(worker_init_fn=seeder.data.worker_init_fn)``: the default seeder's
+#: :class:`WorkerInitFn`.
 worker_init_fn = WorkerInitFn()
 
 
 def dataloader_generator(*, seeder: Optional[Seeder] = None) -> torch.Generator:
-    """A ``torch.Generator`` for ``DataLoader(generator=...)``: iterators stop drawing from torch's global RNG.
+    """A ``torch.Generator`` for ``DataLoader(generator=...)``: iterators stop drawing from torch's
+    global RNG.
 
     Every ``iter(loader)`` draws a base seed for its workers from ``generator``, or from
     the global torch RNG when none is given, shifting the training stream by one draw;
@@ -247,8 +275,11 @@ def dataloader_generator(*, seeder: Optional[Seeder] = None) -> torch.Generator:
 
 
 # --------------------------------------------------------------------------- per-sample seeds
-def sample_seed(index: int, epoch: int, *, task: int = TRAIN_TASK, seeder: Optional[Seeder] = None) -> int:
-    """The seed :class:`SeededDataset` uses for sample ``index`` in ``epoch``: ``derive(SAMPLE, task, epoch, index)``.
+def sample_seed(
+    index: int, epoch: int, *, task: int = TRAIN_TASK, seeder: Optional[Seeder] = None
+) -> int:
+    """The seed :class:`SeededDataset` uses for sample ``index`` in ``epoch``: ``derive(SAMPLE,
+    task, epoch, index)``.
 
     The same on every rank, for every number of workers. Use it to seed your own
     per-sample generator, e.g. ``np.random.default_rng(seeder.data.sample_seed(i, epoch))``.
@@ -267,7 +298,8 @@ def sample_seed(index: int, epoch: int, *, task: int = TRAIN_TASK, seeder: Optio
 
 
 class SeededDataset(torch.utils.data.Dataset):
-    """Wrap a map-style dataset so that its randomness is reseeded per sample (or per epoch in each worker).
+    """Wrap a map-style dataset so that its randomness is reseeded per sample (or per epoch in each
+    worker).
 
     Items are fetched with ``(epoch, index)`` keys, which :class:`seeder.DistributedSampler`
     yields when its dataset is a ``SeededDataset``.
@@ -293,9 +325,19 @@ class SeededDataset(torch.utils.data.Dataset):
     True
     """
 
-    def __init__(self, dataset: Any, *, per_sample: bool = True, task: int = TRAIN_TASK, seeder: Optional[Seeder] = None):
+    def __init__(
+        self,
+        dataset: Any,
+        *,
+        per_sample: bool = True,
+        task: int = TRAIN_TASK,
+        seeder: Optional[Seeder] = None,
+    ):
         if not callable(getattr(dataset, "__getitem__", None)):
-            raise TypeError(f"SeededDataset wraps a map-style dataset (with __getitem__), got {type(dataset).__name__}")
+            raise TypeError(
+                f"SeededDataset wraps a map-style dataset (with __getitem__), got "
+                f"{type(dataset).__name__}"
+            )
         per_sample = check_bool(per_sample, "per_sample")
         check_seeder(seeder)
         self.dataset = dataset
@@ -307,12 +349,12 @@ class SeededDataset(torch.utils.data.Dataset):
     def _init_transient(self) -> None:
         self._worker_epoch: Optional[int] = None
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_worker_epoch", None)
         return state
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_transient()
 
@@ -324,21 +366,28 @@ class SeededDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def _key(self, key: Any) -> Tuple[int, int]:
+    def _key(self, key: Any) -> tuple[int, int]:
         if not (isinstance(key, tuple) and len(key) == 2):
             raise TypeError(
-                f"SeededDataset items are fetched with (epoch, index) keys, got {key!r}; build the sampler over the "
-                "wrapper: seeder.DistributedSampler(seeded_dataset), and pass the same wrapper to the DataLoader")
+                f"SeededDataset items are fetched with (epoch, index) keys, got {key!r}; build the "
+                f"sampler over the wrapper: seeder.DistributedSampler(seeded_dataset), and pass "
+                f"the same wrapper to the DataLoader"
+            )
         epoch, index = key
         if not (is_int(index) and is_int(epoch)) or index < 0 or epoch < 0:
-            raise ValueError(f"SeededDataset key must be (epoch, index) with non-negative ints, got {key!r}")
+            raise ValueError(
+                f"SeededDataset key must be (epoch, index) with non-negative ints, got {key!r}"
+            )
         return int(epoch), int(index)
 
     def _deriver(self, master: int, epoch: int, hi: int, words: int) -> Any:
         return stream_seeds(master, int(Domain.SAMPLE), self.task, epoch, hi, words)
 
-    def _sample_seeds(self, master: int, words: int, keys: List[Tuple[int, int]]) -> List[List[int]]:
-        """The seed words of every key: one vectorised pass for a batch of one epoch, else one by one."""
+    def _sample_seeds(
+        self, master: int, words: int, keys: list[tuple[int, int]]
+    ) -> list[list[int]]:
+        """The seed words of every key: one vectorised pass for a batch of one epoch, else one by
+        one."""
         split = [(e, *index_words(i)) for e, i in keys]
         epoch, hi, _ = split[0]
         if len(keys) >= _VECTOR_MIN and all(e == epoch and h == hi for e, h, _ in split):
@@ -346,7 +395,7 @@ class SeededDataset(torch.utils.data.Dataset):
             return self._deriver(master, epoch, hi, words).seeds(streams).tolist()
         return [self._deriver(master, e, h, words).seed(lo) for e, h, lo in split]
 
-    def _fetch(self, keys: List[Tuple[int, int]]) -> List[Any]:
+    def _fetch(self, keys: list[tuple[int, int]]) -> list[Any]:
         info = torch.utils.data.get_worker_info()
         if not self.per_sample:
             out = []
@@ -358,7 +407,7 @@ class SeededDataset(torch.utils.data.Dataset):
             return out
         return self._fetch_per_sample(keys, restore=info is None)
 
-    def _fetch_per_sample(self, keys: List[Tuple[int, int]], restore: bool) -> List[Any]:
+    def _fetch_per_sample(self, keys: list[tuple[int, int]], restore: bool) -> list[Any]:
         if not keys:
             return []
         master, _, _, gens = self._source.inputs("SeededDataset")
@@ -380,8 +429,11 @@ class SeededDataset(torch.utils.data.Dataset):
     def __getitem__(self, key: Any) -> Any:
         return self._fetch([self._key(key)])[0]
 
-    def __getitems__(self, keys: Sequence[Any]) -> List[Any]:
+    def __getitems__(self, keys: Sequence[Any]) -> list[Any]:
         return self._fetch([self._key(k) for k in keys])
 
     def __repr__(self) -> str:
-        return f"seeder.data.SeededDataset({self.dataset!r}, per_sample={self.per_sample}, task={self.task})"
+        return (
+            f"seeder.data.SeededDataset({self.dataset!r}, per_sample={self.per_sample}, "
+            f"task={self.task})"
+        )

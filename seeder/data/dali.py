@@ -1,4 +1,5 @@
-"""DALI pipelines in the seeder: seeds at construction, one warning instead of a fake reseed, resume by checkpoint.
+"""DALI pipelines in the seeder: seeds at construction, one warning instead of a fake reseed, resume
+by checkpoint.
 
 A DALI pipeline takes its seed when it is built and cannot be reseeded after
 that. So seeder gives each pipeline its seed at construction
@@ -11,8 +12,9 @@ with ``checkpoint=`` and continues its data and random streams exactly.
 
 This module imports no DALI until a function that needs a pipeline is called,
 so ``import seeder`` works without DALI installed. Importing it adds
-:func:`participant_for` to the participant factories (:func:`seeder._seeding.participant.add_factory`),
-so that ``register_generator(pipeline)`` and ``join(pipeline)`` track a pipeline;
+:func:`participant_for` to the participant factories
+(:func:`seeder._seeding.participant.add_factory`), so that ``register_generator(pipeline)`` and
+``join(pipeline)`` track a pipeline;
 :mod:`seeder` imports it together with the core.
 
 The seeds and the saved checkpoints need no pipeline and live in
@@ -29,11 +31,12 @@ Example (no DALI needed to compute seeds):
     >>> 0 <= pipeline_seed(0, seeder=s) <= MAX_DALI_SEED
     True
 """
+
 from __future__ import annotations
 
 import logging
 import warnings
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from seeder._checks import check_bool
 from seeder._errors import SeederWarning, StateError
@@ -64,7 +67,8 @@ def _checkpointing_enabled(pipeline: Any) -> bool:
 
 
 class TrackedPipeline(Participant):
-    """A DALI pipeline (and optionally the DALI iterator over it) known to a :class:`~seeder.Seeder`.
+    """A DALI pipeline (and optionally the DALI iterator over it) known to
+    a :class:`~seeder.Seeder`.
 
     Made by :func:`track` or by ``seeder.register_generator(pipe)``. At the first
     reseed after it becomes a participant it warns once (DALI cannot be reseeded after build);
@@ -75,17 +79,23 @@ class TrackedPipeline(Participant):
 
     seeder_kind = SEEDER_KIND
 
-    def __init__(self, pipeline: "Pipeline", pipeline_id: int, *, iterator: Any = None, shared: bool = False):
+    def __init__(
+        self, pipeline: Pipeline, pipeline_id: int, *, iterator: Any = None, shared: bool = False
+    ):
         self.pipeline_id = pipeline_id
         self.shared = shared
-        self.restored_checkpoints: Optional[List[Union[bytes, str]]] = None
-        self._pending_restore = False  # a checkpoint was loaded; check that the pipeline was built from it
+        self.restored_checkpoints: Optional[list[Union[bytes, str]]] = None
+        self._pending_restore = (
+            False  # a checkpoint was loaded; check that the pipeline was built from it
+        )
         self._set(pipeline, iterator)
 
     def _set(self, pipeline: Any, iterator: Any) -> None:
         self.pipeline = pipeline
         self.iterator = iterator
-        self.seeder_target = pipeline  # lets seeder.unregister_generator(pipeline) find this participant
+        self.seeder_target = (
+            pipeline  # lets seeder.unregister_generator(pipeline) find this participant
+        )
         self._warned_reseed = False
         self._warned_no_checkpointing = False
 
@@ -96,17 +106,21 @@ class TrackedPipeline(Participant):
 
     @property
     def checkpoint(self) -> Optional[Union[bytes, str]]:
-        """The checkpoint loaded by ``seeder.load_state_dict`` (for ``checkpoint=``), or ``None``."""
+        """The checkpoint loaded by ``seeder.load_state_dict`` (for ``checkpoint=``), or
+        ``None``."""
         cks = self.restored_checkpoints
         if cks is None:
             return None
         if len(cks) != 1:
-            raise ValueError(f"DALI pipeline {self.pipeline_id} was saved through an iterator over {len(cks)} "
-                             "pipelines; use restored_checkpoints[i] for pipeline i")
+            raise ValueError(
+                f"DALI pipeline {self.pipeline_id} was saved through an iterator over {len(cks)} "
+                "pipelines; use restored_checkpoints[i] for pipeline i"
+            )
         return cks[0]
 
-    def replace(self, pipeline: "Pipeline", iterator: Any = None) -> None:
-        """Track ``pipeline`` (rebuilt with ``checkpoint=``) instead of the old one, in the same place."""
+    def replace(self, pipeline: Pipeline, iterator: Any = None) -> None:
+        """Track ``pipeline`` (rebuilt with ``checkpoint=``) instead of the old one, in the same
+        place."""
         _check_pipeline(pipeline)
         _check_iterator(iterator)
         self._set(pipeline, iterator)
@@ -118,32 +132,45 @@ class TrackedPipeline(Participant):
             return
         self._warned_reseed = True
         if self.checkpointing:
-            how = ("Its checkpoint is saved by seeder.state_dict(), so a resumed run continues it exactly "
-                   f"when it is rebuilt with checkpoint=seeder.data._dali_seeds.saved_checkpoints(state, {self.pipeline_id})[0].")
+            how = (
+                f"Its checkpoint is saved by seeder.state_dict(), so a resumed run continues it "
+                f"exactly when it is rebuilt with "
+                f"checkpoint=seeder.data._dali_seeds.saved_checkpoints(state, "
+                f"{self.pipeline_id})[0]."
+            )
         else:
-            how = ("To resume it exactly, build it with enable_checkpointing=True (seeder.data._dali_seeds.pipeline_kwargs()) "
-                   "and rebuild it from the checkpoint in seeder.state_dict() on resume.")
+            how = (
+                "To resume it exactly, build it with enable_checkpointing=True "
+                "(seeder.data._dali_seeds.pipeline_kwargs()) and rebuild it from the checkpoint in "
+                "seeder.state_dict() on resume."
+            )
         warnings.warn(
-            f"DALI pipeline {self.pipeline_id} (seed {self.pipeline.seed}) cannot be reseeded after it is built: "
-            f"seeder.reseed({task_id}, {epoch}) leaves its random operators and readers running on from their "
-            "own state, so each epoch's DALI randomness follows from the pipeline's seed and the batches drawn "
-            f"before it, not from (task, epoch). {how} This warning is shown once per pipeline.",
+            f"DALI pipeline {self.pipeline_id} (seed {self.pipeline.seed}) cannot be reseeded "
+            f"after it is built: seeder.reseed({task_id}, {epoch}) leaves its random operators and "
+            f"readers running on from their own state, so each epoch's DALI randomness follows "
+            f"from the pipeline's seed and the batches drawn before it, not from (task, epoch). "
+            f"{how} This warning is shown once per pipeline.",
             SeederWarning,
             stacklevel=3,
         )
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         self._check_restored()
         checkpoints = None
         if self.checkpointing:
-            raw = self.iterator.checkpoints() if self.iterator is not None else [self.pipeline.checkpoint()]
+            raw = (
+                self.iterator.checkpoints()
+                if self.iterator is not None
+                else [self.pipeline.checkpoint()]
+            )
             checkpoints = list(raw)
         elif not self._warned_no_checkpointing:
             self._warned_no_checkpointing = True
             warnings.warn(
-                f"DALI pipeline {self.pipeline_id} was built without enable_checkpointing=True: seeder.state_dict() "
-                "cannot save its position, and a resumed run restarts its data and random streams from the start "
-                "instead of continuing them. Build it with enable_checkpointing=True (seeder.data._dali_seeds.pipeline_kwargs()).",
+                f"DALI pipeline {self.pipeline_id} was built without enable_checkpointing=True: "
+                f"seeder.state_dict() cannot save its position, and a resumed run restarts its "
+                f"data and random streams from the start instead of continuing them. Build it with "
+                f"enable_checkpointing=True (seeder.data._dali_seeds.pipeline_kwargs()).",
                 SeederWarning,
                 stacklevel=3,
             )
@@ -161,23 +188,34 @@ class TrackedPipeline(Participant):
         check_entry(state, where)
         if state["pipeline_id"] != self.pipeline_id:
             raise StateError(
-                f"the checkpoint has DALI pipeline {state['pipeline_id']} where this process tracks pipeline "
-                f"{self.pipeline_id}; track the same pipelines with the same ids in the same order before load_state_dict")
+                f"the checkpoint has DALI pipeline {state['pipeline_id']} where this process "
+                f"tracks pipeline {self.pipeline_id}; track the same pipelines with the same ids "
+                f"in the same order before load_state_dict"
+            )
         if state["shared"] != self.shared:
-            raise StateError(f"DALI pipeline {self.pipeline_id} was saved with shared={state['shared']} but is tracked "
-                             f"with shared={self.shared}; track it as it was saved")
+            raise StateError(
+                f"DALI pipeline {self.pipeline_id} was saved with shared={state['shared']} but is "
+                f"tracked with shared={self.shared}; track it as it was saved"
+            )
         cks = state["checkpoints"]
         n = _pipeline_count(self.iterator)
         if cks is not None and len(cks) != n:
-            raise StateError(f"DALI pipeline {self.pipeline_id} was saved with {len(cks)} checkpoint(s) but is tracked "
-                             f"with {n} pipeline(s); track it with the same iterator layout")
+            raise StateError(
+                f"DALI pipeline {self.pipeline_id} was saved with {len(cks)} checkpoint(s) but is "
+                f"tracked with {n} pipeline(s); track it with the same iterator layout"
+            )
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.restored_checkpoints = None if state["checkpoints"] is None else list(state["checkpoints"])
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.restored_checkpoints = (
+            None if state["checkpoints"] is None else list(state["checkpoints"])
+        )
         self._pending_restore = self.restored_checkpoints is not None
         if self._pending_restore:
-            logger.info("DALI pipeline %d: checkpoint loaded; the pipeline must be built with checkpoint= to continue",
-                        self.pipeline_id)
+            logger.info(
+                "DALI pipeline %d: checkpoint loaded; the pipeline must be built with checkpoint= "
+                "to continue",
+                self.pipeline_id,
+            )
 
     def _check_restored(self) -> None:
         """Warn once if a loaded checkpoint was not used to build the tracked pipeline."""
@@ -186,39 +224,55 @@ class TrackedPipeline(Participant):
         self._pending_restore = False
         pipe = self.pipeline
         pipe.build()  # idempotent; the restore happens at build
-        if pipe.is_restored_from_checkpoint and not require("nvidia-dali:Pipeline._checkpoint", pipe):
+        if pipe.is_restored_from_checkpoint and not require(
+            "nvidia-dali:Pipeline._checkpoint", pipe
+        ):
             return  # restored, from which checkpoint seeder cannot tell: require() warned
         if pipe.is_restored_from_checkpoint and pipe._checkpoint in self.restored_checkpoints:
             return
-        what = "from a different checkpoint" if pipe.is_restored_from_checkpoint else "without the checkpoint"
+        what = (
+            "from a different checkpoint"
+            if pipe.is_restored_from_checkpoint
+            else "without the checkpoint"
+        )
         warnings.warn(
-            f"DALI pipeline {self.pipeline_id} was built {what} loaded by seeder.load_state_dict(): its data and "
-            "random streams do not continue the saved run. Build it with "
-            f"checkpoint=seeder.data._dali_seeds.saved_checkpoints(state, {self.pipeline_id})[0] before load_state_dict, "
-            "or with checkpoint=tracked.checkpoint after it and then tracked.replace(new_pipeline).",
+            f"DALI pipeline {self.pipeline_id} was built {what} loaded by "
+            f"seeder.load_state_dict(): its data and random streams do not continue the saved run. "
+            f"Build it with checkpoint=seeder.data._dali_seeds.saved_checkpoints(state, "
+            f"{self.pipeline_id})[0] before load_state_dict, or with checkpoint=tracked.checkpoint "
+            f"after it and then tracked.replace(new_pipeline).",
             SeederWarning,
             stacklevel=4,
         )
 
     def __repr__(self) -> str:
-        return (f"TrackedPipeline(id={self.pipeline_id}, seed={self.pipeline.seed}, shared={self.shared}, "
-                f"checkpointing={self.checkpointing}, iterator={self.iterator is not None})")
+        return (
+            f"TrackedPipeline(id={self.pipeline_id}, seed={self.pipeline.seed}, "
+            f"shared={self.shared}, checkpointing={self.checkpointing}, "
+            f"iterator={self.iterator is not None})"
+        )
 
 
 def _check_pipeline(pipeline: Any) -> None:
     dali = require_dali()
     if not isinstance(pipeline, dali.Pipeline):
-        raise TypeError(f"expected an nvidia.dali.Pipeline (what a @pipeline_def function returns), "
-                        f"got {type(pipeline).__name__}")
+        raise TypeError(
+            f"expected an nvidia.dali.Pipeline (what a @pipeline_def function returns), "
+            f"got {type(pipeline).__name__}"
+        )
     require("nvidia-dali:Pipeline._enable_checkpointing", pipeline)
 
 
 def _check_iterator(iterator: Any) -> None:
     if iterator is not None and not callable(getattr(iterator, "checkpoints", None)):
-        raise TypeError(f"iterator must be a DALI framework iterator (e.g. DALIGenericIterator) with checkpoints(), "
-                        f"got {type(iterator).__name__}")
+        raise TypeError(
+            f"iterator must be a DALI framework iterator (e.g. DALIGenericIterator) with "
+            f"checkpoints(), got {type(iterator).__name__}"
+        )
     if iterator is not None:
-        require("nvidia-dali:_DaliBaseIterator._pipes", iterator)  # DALI iterators keep their pipelines here
+        require(
+            "nvidia-dali:_DaliBaseIterator._pipes", iterator
+        )  # DALI iterators keep their pipelines here
 
 
 def _pipeline_count(iterator: Any) -> int:
@@ -228,12 +282,13 @@ def _pipeline_count(iterator: Any) -> int:
     return len(pipes) if isinstance(pipes, (list, tuple)) and pipes else 1
 
 
-def _tracked(s: Seeder) -> List[TrackedPipeline]:
+def _tracked(s: Seeder) -> list[TrackedPipeline]:
     return [p for p in s.participants() if isinstance(p, TrackedPipeline)]
 
 
 def get_tracked(pipeline_id: int = 0, *, seeder: Optional[Seeder] = None) -> TrackedPipeline:
-    """The :class:`TrackedPipeline` with this id (e.g. to read :attr:`~TrackedPipeline.checkpoint` after loading).
+    """The :class:`TrackedPipeline` with this id (e.g. to read :attr:`~TrackedPipeline.checkpoint`
+    after loading).
 
     >>> import seeder
     >>> get_tracked(0, seeder=seeder.Seeder())
@@ -248,7 +303,10 @@ def get_tracked(pipeline_id: int = 0, *, seeder: Optional[Seeder] = None) -> Tra
         if t.pipeline_id == pid:
             return t
     have = ", ".join(str(t.pipeline_id) for t in tracked) or "none"
-    raise ValueError(f"no DALI pipeline {pid} is tracked (tracked: {have}); call seeder.data.dali.track(pipe, {pid}) first")
+    raise ValueError(
+        f"no DALI pipeline {pid} is tracked (tracked: {have}); call seeder.data.dali.track(pipe, "
+        f"{pid}) first"
+    )
 
 
 def _warn_foreign_seed(s: Seeder, pipeline: Any, pid: int, shared: bool, stacklevel: int) -> None:
@@ -263,21 +321,23 @@ def _warn_foreign_seed(s: Seeder, pipeline: Any, pid: int, shared: bool, stackle
         return
     warnings.warn(
         f"DALI pipeline {pid} was built {msg}; build it with "
-        f"seed=seeder.data._dali_seeds.pipeline_seed({pid}{', shared=True' if shared else ''}) (= {want}).",
+        f"seed=seeder.data._dali_seeds.pipeline_seed({pid}{', shared=True' if shared else ''}) (= "
+        f"{want}).",
         SeederWarning,
         stacklevel=stacklevel,
     )
 
 
 def track(
-    pipeline: "Pipeline",
+    pipeline: Pipeline,
     pipeline_id: int = 0,
     *,
     iterator: Any = None,
     shared: bool = False,
     seeder: Optional[Seeder] = None,
 ) -> TrackedPipeline:
-    """Make ``pipeline`` known to the seeder: one warning at the first reseed, its checkpoint in ``state_dict()``.
+    """Make ``pipeline`` known to the seeder: one warning at the first reseed, its checkpoint in
+    ``state_dict()``.
 
     ``pipeline_id`` is the id its seed came from (:func:`pipeline_seed`); ids are unique
     per process. Pass the DALI PyTorch ``iterator`` that runs it, if any, so that the
@@ -302,12 +362,15 @@ def track(
     shared = check_bool(shared, "shared")
     for t in _tracked(s):
         if t.pipeline is pipeline:
-            raise ValueError(f"this pipeline is already tracked as DALI pipeline {t.pipeline_id}; track it once")
+            raise ValueError(
+                f"this pipeline is already tracked as DALI pipeline {t.pipeline_id}; track it once"
+            )
         if t.pipeline_id == pid:
             raise ValueError(
-                f"DALI pipeline id {pid} is already tracked; give each pipeline of a process its own id "
-                f"(e.g. 0 for training, 1 for validation), or call get_tracked({pid}).replace(new_pipeline) "
-                "for a pipeline rebuilt from a checkpoint")
+                f"DALI pipeline id {pid} is already tracked; give each pipeline of a process its "
+                f"own id (e.g. 0 for training, 1 for validation), or call "
+                f"get_tracked({pid}).replace(new_pipeline) for a pipeline rebuilt from a checkpoint"
+            )
     _warn_foreign_seed(s, pipeline, pid, shared, stacklevel=4)
     participant = TrackedPipeline(pipeline, pid, iterator=iterator, shared=shared)
     s.join(participant, weak=False)
@@ -317,7 +380,8 @@ def track(
 def participant_for(obj: Any, seeder: Seeder, shared: bool = False) -> Optional[TrackedPipeline]:
     """Turn a DALI pipeline handed to ``seeder.register_generator`` into a :class:`TrackedPipeline`.
 
-    The id is the one whose :func:`pipeline_seed` the pipeline was built with, else the smallest free id.
+    The id is the one whose :func:`pipeline_seed` the pipeline was built with, else the smallest
+    free id.
     """
     cls = pipeline_class()
     if cls is None or not isinstance(obj, cls):
@@ -326,7 +390,10 @@ def participant_for(obj: Any, seeder: Seeder, shared: bool = False) -> Optional[
     pid = None
     if seeder.initialized and obj.seed is not None:
         for candidate in range(64):
-            if candidate not in used and pipeline_seed(candidate, shared=shared, seeder=seeder) == obj.seed:
+            if (
+                candidate not in used
+                and pipeline_seed(candidate, shared=shared, seeder=seeder) == obj.seed
+            ):
                 pid = candidate
                 break
     if pid is None:
@@ -335,4 +402,6 @@ def participant_for(obj: Any, seeder: Seeder, shared: bool = False) -> Optional[
     return TrackedPipeline(obj, pid, shared=shared)
 
 
-add_factory(participant_for)  # a DALI pipeline handed to register_generator or join becomes a TrackedPipeline
+add_factory(
+    participant_for
+)  # a DALI pipeline handed to register_generator or join becomes a TrackedPipeline

@@ -16,6 +16,7 @@ Example:
     >>> default_snapshot_dir("/ckpt").parent
     PosixPath('/ckpt/repro')
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -26,8 +27,9 @@ import os
 import re
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 from seeder._checks import check_bool
 from seeder.env._probe import installed_distributions, python_info, system_info, torch_info
@@ -44,8 +46,14 @@ from seeder.env._tools import (
     pip_freeze,
 )
 
-__all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "PathLike", "capture_environment", "default_snapshot_dir",
-           "load_snapshot"]
+__all__ = [
+    "SNAPSHOT_FORMAT",
+    "SNAPSHOT_VERSION",
+    "PathLike",
+    "capture_environment",
+    "default_snapshot_dir",
+    "load_snapshot",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -54,16 +62,30 @@ SNAPSHOT_FORMAT = "seeder-environment"
 #: The manifest layout version this seeder writes and reads.
 SNAPSHOT_VERSION = 1
 #: Every name a snapshot writes at its top level: a directory holding anything else is not used.
-SNAPSHOT_FILES = ("env.txt", "requirements.txt", "modules.txt", "editable", "git.txt", "git.diff", "apt-packages.txt",
-                  "conda-list.txt", "nvidia-smi.txt", "nvidia-smi-q.txt", "nvidia-smi-topo.txt", "torch-config.txt",
-                  "lscpu.txt", "manifest.json")
+SNAPSHOT_FILES = (
+    "env.txt",
+    "requirements.txt",
+    "modules.txt",
+    "editable",
+    "git.txt",
+    "git.diff",
+    "apt-packages.txt",
+    "conda-list.txt",
+    "nvidia-smi.txt",
+    "nvidia-smi-q.txt",
+    "nvidia-smi-topo.txt",
+    "torch-config.txt",
+    "lscpu.txt",
+    "manifest.json",
+)
 
 #: A directory or file path.
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 def default_snapshot_dir(base: Optional[PathLike] = None) -> Path:
-    """The snapshot directory: ``<base>/repro/$SLURM_JOB_ID`` (``base`` defaults to the working directory).
+    """The snapshot directory: ``<base>/repro/$SLURM_JOB_ID`` (``base`` defaults to the working
+    directory).
 
     A requeued SLURM job (``SLURM_RESTART_COUNT`` > 0) gets ``<job>-restart<N>``; outside
     SLURM the name is ``local-<UTC time>-<pid>``.
@@ -83,12 +105,19 @@ def default_snapshot_dir(base: Optional[PathLike] = None) -> Path:
 
 def _make_private_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask; an existing directory keeps its own
+    os.chmod(
+        path, 0o700
+    )  # mkdir's mode is filtered by the umask; an existing directory keeps its own
 
 
-def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool = False,
-                        extra: Optional[Mapping[str, Any]] = None) -> Path:
-    """Write a snapshot of this process's software and system environment into ``directory``; return it.
+def capture_environment(
+    directory: Optional[PathLike] = None,
+    *,
+    overwrite: bool = False,
+    extra: Optional[Mapping[str, Any]] = None,
+) -> Path:
+    """Write a snapshot of this process's software and system environment into ``directory``; return
+    it.
 
     ``directory=None`` uses :func:`default_snapshot_dir` (``./repro/$SLURM_JOB_ID``). The
     directory is made mode 0o700 and its files 0o600; secrets are redacted in every
@@ -103,17 +132,27 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
     """
     check_bool(overwrite, "overwrite")
     if directory is not None and not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(f"directory must be a path (str or os.PathLike) or None, got {type(directory).__name__}")
+        raise TypeError(
+            f"directory must be a path (str or os.PathLike) or None, got {type(directory).__name__}"
+        )
     if extra is not None:
         json.dumps(dict(extra))  # raises TypeError now, before anything is written
     target = Path(directory) if directory is not None else default_snapshot_dir()
     if target.exists() and not target.is_dir():
-        raise NotADirectoryError(f"{target} exists and is not a directory; pass a directory for the snapshot")
+        raise NotADirectoryError(
+            f"{target} exists and is not a directory; pass a directory for the snapshot"
+        )
     if (target / "manifest.json").exists() and not overwrite:
-        raise FileExistsError(f"{target} already holds a snapshot; pass overwrite=True (--force) or another directory")
-    # A directory seeder created (it holds a snapshot, whose owner may have added notes) or one with nothing else.
-    check_directory(target, (lambda name: True) if (target / "manifest.json").is_file() else names(SNAPSHOT_FILES),
-                    "environment snapshot")
+        raise FileExistsError(
+            f"{target} already holds a snapshot; pass overwrite=True (--force) or another directory"
+        )
+    # A directory seeder created (it holds a snapshot, whose owner may have added notes) or one with
+    # nothing else.
+    check_directory(
+        target,
+        (lambda name: True) if (target / "manifest.json").is_file() else names(SNAPSHOT_FILES),
+        "environment snapshot",
+    )
     environ = dict(os.environ)
     redactor = Redactor(environ, [sys.argv])
     _make_private_dir(target)
@@ -128,27 +167,54 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
     pip_freeze(writer)
     packages, editables = installed_distributions()
     for entry in editables:  # the manifest is redacted as a whole when written
-        entry["git"] = git_state(entry["path"], writer, f"git diff ({entry['name']})", f"editable/{_safe(entry['name'])}.diff") \
-            if os.path.isdir(entry["path"]) else {"status": "source missing"}
+        entry["git"] = (
+            git_state(
+                entry["path"],
+                writer,
+                f"git diff ({entry['name']})",
+                f"editable/{_safe(entry['name'])}.diff",
+            )
+            if os.path.isdir(entry["path"])
+            else {"status": "source missing"}
+        )
     module_list(writer)
 
     git = git_state(os.getcwd(), writer, "git diff (working directory)", "git.diff")
     if git["status"] == "ok":
-        summary = [f"root: {git['root']}", f"commit: {git['commit']}", f"branch: {git['branch']}",
-                   f"dirty: {git['dirty']}", "remotes:"] + [f"  {r}" for r in git["remotes"]] + \
-                  ["untracked:"] + [f"  {u}" for u in git["untracked"]]
-        git["summary"] = writer.write("git.txt", "\n".join(summary) + "\n", "git rev-parse/status/remote")
-    writer.tools["git"] = {"status": git["status"], "command": ["git", "-C", os.getcwd()],
-                           **({"error": git["error"]} if "error" in git else {})}
+        summary = (
+            [
+                f"root: {git['root']}",
+                f"commit: {git['commit']}",
+                f"branch: {git['branch']}",
+                f"dirty: {git['dirty']}",
+                "remotes:",
+            ]
+            + [f"  {r}" for r in git["remotes"]]
+            + ["untracked:"]
+            + [f"  {u}" for u in git["untracked"]]
+        )
+        git["summary"] = writer.write(
+            "git.txt", "\n".join(summary) + "\n", "git rev-parse/status/remote"
+        )
+    writer.tools["git"] = {
+        "status": git["status"],
+        "command": ["git", "-C", os.getcwd()],
+        **({"error": git["error"]} if "error" in git else {}),
+    }
 
-    writer.run_to_file("dpkg-query", ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${Architecture}\\n"],
-                       "apt-packages.txt")
+    writer.run_to_file(
+        "dpkg-query",
+        ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${Architecture}\\n"],
+        "apt-packages.txt",
+    )
     conda_list(writer)
     gpus, query = gpu_list()
     if query.status == "ok":
         writer.run_to_file("nvidia-smi", ["nvidia-smi"], "nvidia-smi.txt", timeout=60)
         writer.run_to_file("nvidia-smi -q", ["nvidia-smi", "-q"], "nvidia-smi-q.txt", timeout=60)
-        writer.run_to_file("nvidia-smi topo", ["nvidia-smi", "topo", "-m"], "nvidia-smi-topo.txt", timeout=60)
+        writer.run_to_file(
+            "nvidia-smi topo", ["nvidia-smi", "topo", "-m"], "nvidia-smi-topo.txt", timeout=60
+        )
     else:
         writer.tool("nvidia-smi", ["nvidia-smi"], query)
     writer.run_to_file("lscpu", ["lscpu"], "lscpu.txt")
@@ -159,7 +225,9 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
         torch_facts["configsha256"] = writer.files["torch-config.txt"]["sha256"]
         writer.tool("torch", ["torch.__config__.show()"], ToolResult("ok"), "torch-config.txt")
     else:
-        writer.tool("torch", ["import torch"], ToolResult("missing", error="torch is not installed"))
+        writer.tool(
+            "torch", ["import torch"], ToolResult("missing", error="torch is not installed")
+        )
 
     manifest = {
         "format": SNAPSHOT_FORMAT,
@@ -187,13 +255,18 @@ def capture_environment(directory: Optional[PathLike] = None, *, overwrite: bool
     text = json.dumps(redactor.data(manifest), indent=2, sort_keys=False) + "\n"
     write_file(target, "manifest.json", text.encode("utf-8"))
     missing = sorted(k for k, v in writer.tools.items() if v["status"] != "ok")
-    logger.info("environment snapshot written to %s (%d files; not captured: %s)", target, len(writer.files) + 1,
-                ", ".join(missing) or "none")
+    logger.info(
+        "environment snapshot written to %s (%d files; not captured: %s)",
+        target,
+        len(writer.files) + 1,
+        ", ".join(missing) or "none",
+    )
     return target
 
 
 def _remove_previous(target: Path) -> None:
-    """Before overwriting a snapshot, delete the files its manifest lists (so none is left stale)."""
+    """Before overwriting a snapshot, delete the files its manifest lists (so none is left
+    stale)."""
     try:
         old = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -222,8 +295,9 @@ def _user() -> str:
         return str(os.getuid()) if hasattr(os, "getuid") else ""
 
 
-def load_snapshot(path: PathLike) -> Dict[str, Any]:
-    """Read a snapshot's ``manifest.json`` (``path`` is the snapshot directory or the manifest itself).
+def load_snapshot(path: PathLike) -> dict[str, Any]:
+    """Read a snapshot's ``manifest.json`` (``path`` is the snapshot directory or the manifest
+    itself).
 
     Raises ``FileNotFoundError`` or ``ValueError`` with what to do when it is not a snapshot.
 
@@ -235,8 +309,14 @@ def load_snapshot(path: PathLike) -> Dict[str, Any]:
     p = Path(path)
     manifest = p / "manifest.json" if p.is_dir() else p
     if not manifest.exists():
-        hint = " (it looks like an interrupted snapshot)" if p.is_dir() and (p / "env.txt").exists() else ""
-        raise FileNotFoundError(f"no manifest.json in {p}{hint}; pass a directory written by `seeder env snapshot`")
+        hint = (
+            " (it looks like an interrupted snapshot)"
+            if p.is_dir() and (p / "env.txt").exists()
+            else ""
+        )
+        raise FileNotFoundError(
+            f"no manifest.json in {p}{hint}; pass a directory written by `seeder env snapshot`"
+        )
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -244,7 +324,9 @@ def load_snapshot(path: PathLike) -> Dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
         raise ValueError(f"{manifest} is not a seeder environment snapshot")
     if data.get("version") != SNAPSHOT_VERSION:
-        raise ValueError(f"{manifest} has snapshot version {data.get('version')!r}; this seeder reads version "
-                         f"{SNAPSHOT_VERSION}")
+        raise ValueError(
+            f"{manifest} has snapshot version {data.get('version')!r}; this seeder reads version "
+            f"{SNAPSHOT_VERSION}"
+        )
     data["_dir"] = str(manifest.parent)
     return data

@@ -1,4 +1,5 @@
-"""Determinism helpers: deterministic mode and the process-level seeds. Stands apart from the seeder core.
+"""Determinism helpers: deterministic mode and the process-level seeds. Stands apart from the seeder
+core.
 
 :func:`enforce_determinism` switches torch to deterministic algorithms and
 checks what only the launcher can set (``PYTHONHASHSEED``,
@@ -12,6 +13,7 @@ Example:
     >>> 0 <= python_hash_seed(1234) <= 4294967295
     True
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,8 +22,9 @@ import re
 import secrets
 import sys
 import warnings
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import List, MutableMapping, Optional
+from typing import Optional
 
 from seeder._checks import check_bool
 from seeder._errors import SeederWarning
@@ -51,8 +54,8 @@ _HOROVOD_MARKERS = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK")
 def enforce_reproducibility(use_seed: Optional[int] = None) -> int:
     """Seed ``random``, NumPy and torch (CPU and all devices) with one seed and return it.
 
-    The common ``enforce_reproducibility`` recipe: with ``use_seed=None`` a seed is drawn from OS entropy, logged
-    ("Using seed: N") and returned, and cuDNN is left fast; with a seed, cuDNN is
+    The common ``enforce_reproducibility`` recipe: with ``use_seed=None`` a seed is drawn from OS
+    entropy, logged ("Using seed: N") and returned, and cuDNN is left fast; with a seed, cuDNN is
     also made deterministic (``deterministic=True``, ``benchmark=False``), which can
     be slower. Unlike :func:`seeder.reseed` the seed is used as given, not derived.
 
@@ -63,9 +66,15 @@ def enforce_reproducibility(use_seed: Optional[int] = None) -> int:
 
     from seeder._seeding.rngs import global_adapters
 
-    seed = check_master_seed(use_seed, "use_seed") if use_seed is not None else 1 + secrets.randbelow(1_000_000)
+    seed = (
+        check_master_seed(use_seed, "use_seed")
+        if use_seed is not None
+        else 1 + secrets.randbelow(1_000_000)
+    )
     logger.info("Using seed: %d", seed)
-    for adapter in global_adapters():  # random, NumPy (the seed folded to 32 bits), torch CPU, every accelerator
+    for adapter in (
+        global_adapters()
+    ):  # random, NumPy (the seed folded to 32 bits), torch CPU, every accelerator
         adapter.seed(seed)
     if use_seed is not None:
         torch.backends.cudnn.deterministic = True
@@ -83,7 +92,9 @@ def python_hash_seed(master_seed: int) -> int:
     >>> python_hash_seed(42) == python_hash_seed(42)
     True
     """
-    return numpy_seed(derive_seed(check_master_seed(master_seed), Domain.SHARED, HASH_SEED_TASK, 0, 0, 0))
+    return numpy_seed(
+        derive_seed(check_master_seed(master_seed), Domain.SHARED, HASH_SEED_TASK, 0, 0, 0)
+    )
 
 
 @dataclass
@@ -96,9 +107,9 @@ class DeterminismReport:
     latter are empty.
     """
 
-    applied: List[str] = field(default_factory=list)
-    failed: List[str] = field(default_factory=list)
-    advice: List[str] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -130,7 +141,9 @@ def _horovod_initialized() -> bool:
     return False
 
 
-def enforce_determinism(warn_only: bool = False, *, horovod: Optional[bool] = None) -> DeterminismReport:
+def enforce_determinism(
+    warn_only: bool = False, *, horovod: Optional[bool] = None
+) -> DeterminismReport:
     """Make this process use deterministic algorithms, and report what could not be made so.
 
     Sets ``torch.use_deterministic_algorithms(True, warn_only=warn_only)`` (an op
@@ -181,38 +194,60 @@ def _check_cublas(env: MutableMapping[str, str], report: DeterminismReport) -> N
 
     name = "CUBLAS_WORKSPACE_CONFIG"
     current = env.get(name, "")
-    cuda_started = torch.cuda.is_initialized()  # (is_available() is not asked: it would probe the driver)
+    cuda_started = (
+        torch.cuda.is_initialized()
+    )  # (is_available() is not asked: it would probe the driver)
     if current:
         if _CUBLAS_RE.match(current):
             report.applied.append(f"{name}={current} (already set)")
         else:
             report.advice.append(
-                f"{name}={current!r} is not a workspace configuration cuBLAS can use deterministically; "
-                f"set {name}={CUBLAS_WORKSPACE_DEFAULT} (or :16:8) before starting Python")
+                f"{name}={current!r} is not a workspace configuration cuBLAS can use "
+                f"deterministically; set {name}={CUBLAS_WORKSPACE_DEFAULT} (or :16:8) before "
+                f"starting Python"
+            )
         return
     env[name] = CUBLAS_WORKSPACE_DEFAULT
     if cuda_started:
-        msg = (f"{name}={CUBLAS_WORKSPACE_DEFAULT} was set, but CUDA is already initialised in this process and "
-               "cuBLAS may have read its workspace configuration already, so it may have no effect here; set it "
-               "before starting Python (`seeder run -- ...` does) or call enforce_determinism() before any CUDA use")
+        msg = (
+            f"{name}={CUBLAS_WORKSPACE_DEFAULT} was set, but CUDA is already initialised in this "
+            f"process and cuBLAS may have read its workspace configuration already, so it may have "
+            f"no effect here; set it before starting Python (`seeder run -- ...` does) or call "
+            f"enforce_determinism() before any CUDA use"
+        )
         report.failed.append(msg)
-        report.advice.append(f"export {name}={CUBLAS_WORKSPACE_DEFAULT} in the job script, or launch with `seeder run`")
+        report.advice.append(
+            f"export {name}={CUBLAS_WORKSPACE_DEFAULT} in the job script, or launch with "
+            f"`seeder run`"
+        )
     else:
         report.applied.append(f"{name}={CUBLAS_WORKSPACE_DEFAULT} (was unset)")
 
 
 def _check_hash_seed(env: MutableMapping[str, str], report: DeterminismReport) -> None:
     value = env.get("PYTHONHASHSEED")
-    how = ("start the process with `seeder run --seed N -- ...` (which sets it from the master seed) "
-           "or `PYTHONHASHSEED=<0..4294967295> python ...`; setting it inside a running interpreter has no effect")
+    how = (
+        "start the process with `seeder run --seed N -- ...` (which sets it from the master seed) "
+        "or `PYTHONHASHSEED=<0..4294967295> python ...`; setting it inside a running interpreter "
+        "has no effect"
+    )
     if value is None or value == "":
-        report.advice.append(f"PYTHONHASHSEED is unset: hash() of str/bytes, and so set iteration order, differ between runs; {how}")
+        report.advice.append(
+            f"PYTHONHASHSEED is unset: hash() of str/bytes, and so set iteration order, differ "
+            f"between runs; {how}"
+        )
     elif value == "random":
-        report.advice.append(f"PYTHONHASHSEED=random: hash() of str/bytes differs between runs; {how}")
+        report.advice.append(
+            f"PYTHONHASHSEED=random: hash() of str/bytes differs between runs; {how}"
+        )
     elif not (value.isdigit() and int(value) <= 4294967295):
-        report.advice.append(f"PYTHONHASHSEED={value!r} is not an integer in [0, 4294967295]; {how}")
+        report.advice.append(
+            f"PYTHONHASHSEED={value!r} is not an integer in [0, 4294967295]; {how}"
+        )
     else:
-        report.applied.append(f"PYTHONHASHSEED={value} (checked; it takes effect only at interpreter start)")
+        report.applied.append(
+            f"PYTHONHASHSEED={value} (checked; it takes effect only at interpreter start)"
+        )
 
 
 def _set_horovod(env: MutableMapping[str, str], report: DeterminismReport) -> None:
@@ -222,8 +257,10 @@ def _set_horovod(env: MutableMapping[str, str], report: DeterminismReport) -> No
         return
     env[name] = "0"
     if _horovod_initialized():
-        report.failed.append(f"{name}=0 was set after hvd.init(), so Horovod still fuses tensors in this process; "
-                             "set it in the job script or call enforce_determinism() before hvd.init()")
+        report.failed.append(
+            f"{name}=0 was set after hvd.init(), so Horovod still fuses tensors in this process; "
+            "set it in the job script or call enforce_determinism() before hvd.init()"
+        )
     else:
         report.applied.append(f"{name}=0 (Horovod tensor fusion off)")
 

@@ -9,14 +9,16 @@ Example:
     >>> important_variable("LD_PRELOAD") is not None, important_variable("HOME") is None
     (True, True)
 """
+
 from __future__ import annotations
 
 import fnmatch
 import json
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 from seeder.env._capture import SNAPSHOT_FORMAT, PathLike, load_snapshot
 from seeder.env._recorded import IMPORTANT_VARIABLES, NOT_RECORDED, important_variable
@@ -25,10 +27,28 @@ __all__ = ["DEFAULT_IGNORED_VARIABLES", "SECTIONS", "Change", "EnvDiff", "diff_e
 
 #: Variables that differ between any two runs and say nothing about the environment.
 DEFAULT_IGNORED_VARIABLES = (
-    "_", "OLDPWD", "SHLVL", "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_TASK_PID", "SLURM_STEP_ID", "SLURM_STEPID",
-    "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME", "SLURM_SUBMIT_DIR", "SLURM_RESTART_COUNT", "SSH_CLIENT",
-    "SSH_CONNECTION", "SSH_TTY", "TMUX_PANE", "WINDOWID", "XDG_SESSION_ID", "TERM_SESSION_ID",
-    "SEEDER_SNAPSHOT_DIR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+    "_",
+    "OLDPWD",
+    "SHLVL",
+    "SLURM_JOB_ID",
+    "SLURM_JOBID",
+    "SLURM_TASK_PID",
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+    "SLURM_JOB_START_TIME",
+    "SLURM_JOB_END_TIME",
+    "SLURM_SUBMIT_DIR",
+    "SLURM_RESTART_COUNT",
+    "SSH_CLIENT",
+    "SSH_CONNECTION",
+    "SSH_TTY",
+    "TMUX_PANE",
+    "WINDOWID",
+    "XDG_SESSION_ID",
+    "TERM_SESSION_ID",
+    "SEEDER_SNAPSHOT_DIR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
 )
 
 
@@ -42,13 +62,30 @@ class Change:
     kind: str
     important: bool = False
 
-    def to_dict(self) -> Dict[str, Any]:
-        return {"key": self.key, "a": self.a, "b": self.b, "kind": self.kind, "important": self.important}
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "a": self.a,
+            "b": self.b,
+            "kind": self.kind,
+            "important": self.important,
+        }
 
 
 #: Sections of a diff, in the order they are shown.
-SECTIONS = ("environment", "torch", "gpus", "system", "python", "packages", "system_packages", "editables", "git",
-            "files", "tools")
+SECTIONS = (
+    "environment",
+    "torch",
+    "gpus",
+    "system",
+    "python",
+    "packages",
+    "system_packages",
+    "editables",
+    "git",
+    "files",
+    "tools",
+)
 _TITLES = {
     "environment": "environment variables (performance/numerics first)",
     "torch": "torch, CUDA, cuDNN, NCCL",
@@ -70,27 +107,40 @@ class EnvDiff:
 
     a: str
     b: str
-    sections: Dict[str, List[Change]] = field(default_factory=dict)
-    ignored: List[str] = field(default_factory=list)
-    header: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    sections: dict[str, list[Change]] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    header: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def equal(self) -> bool:
         """True when no section has a difference (ignored variables do not count)."""
         return not any(self.sections.values())
 
-    def to_dict(self) -> Dict[str, Any]:
-        """A JSON-ready view: ``{"equal", "a", "b", "sections": {name: [change, ...]}, "ignored"}``."""
-        return {"equal": self.equal, "a": self.a, "b": self.b, "runs": self.header,
-                "sections": {k: [c.to_dict() for c in v] for k, v in self.sections.items() if v},
-                "ignored": self.ignored}
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view: ``{"equal", "a", "b", "sections": {name: [change, ...]},
+        "ignored"}``."""
+        return {
+            "equal": self.equal,
+            "a": self.a,
+            "b": self.b,
+            "runs": self.header,
+            "sections": {k: [c.to_dict() for c in v] for k, v in self.sections.items() if v},
+            "ignored": self.ignored,
+        }
 
     def format(self, width: int = 44) -> str:
-        """A readable table; values longer than ``width`` are shortened in the middle (``width=0``: never)."""
-        out = [f"{k.upper()}: {path}" + (f"  ({_describe_run(self.header.get(k, {}))})" if self.header.get(k) else "")
-               for k, path in (("a", self.a), ("b", self.b))]
+        """A readable table; values longer than ``width`` are shortened in the middle (``width=0``:
+        never)."""
+        out = [
+            f"{k.upper()}: {path}"
+            + (f"  ({_describe_run(self.header.get(k, {}))})" if self.header.get(k) else "")
+            for k, path in (("a", self.a), ("b", self.b))
+        ]
         if self.equal:
-            out.append("no differences" + (f" ({len(self.ignored)} ignored variable(s) differ)" if self.ignored else ""))
+            out.append(
+                "no differences"
+                + (f" ({len(self.ignored)} ignored variable(s) differ)" if self.ignored else "")
+            )
             return "\n".join(out) + "\n"
         marks = {"added": "+", "removed": "-", "changed": "~"}
         for name in SECTIONS:
@@ -107,10 +157,15 @@ class EnvDiff:
             out.append(f"    {'':<{key_w}}  {'A':<{a_w}}  B")
             for c, (a, b) in zip(changes, shown):
                 flag = "!" if c.important else " "
-                out.append(f"  {marks[c.kind]}{flag}{_short(c.key, key_w):<{key_w}}  {a:<{a_w}}  {b}".rstrip())
+                out.append(
+                    f"  {marks[c.kind]}{flag}{_short(c.key, key_w):<{key_w}}  {a:<{a_w}}  {b}".rstrip()
+                )
         if self.ignored:
             out.append("")
-            out.append(f"({len(self.ignored)} variable(s) that differ in every run ignored: {', '.join(self.ignored)})")
+            out.append(
+                f"({len(self.ignored)} variable(s) that differ in every run ignored: "
+                f"{', '.join(self.ignored)})"
+            )
         out.append("")
         out.append("+ only in B, - only in A, ~ changed, ! changes performance or numerics")
         return "\n".join(out) + "\n"
@@ -133,10 +188,12 @@ def _short(text: str, width: int) -> str:
     if width <= 0 or len(text) <= width:
         return text
     keep = width - 1
-    return text[: (keep + 1) // 2] + "…" + text[len(text) - keep // 2:]
+    return text[: (keep + 1) // 2] + "…" + text[len(text) - keep // 2 :]
 
 
-def _compare_maps(a: Mapping[str, Any], b: Mapping[str, Any], important: Any = None) -> List[Change]:
+def _compare_maps(
+    a: Mapping[str, Any], b: Mapping[str, Any], important: Any = None
+) -> list[Change]:
     changes = []
     for key in sorted(set(a) | set(b)):
         if key not in a:
@@ -147,11 +204,13 @@ def _compare_maps(a: Mapping[str, Any], b: Mapping[str, Any], important: Any = N
             kind = "changed"
         else:
             continue
-        changes.append(Change(key, a.get(key), b.get(key), kind, bool(important and important(key))))
+        changes.append(
+            Change(key, a.get(key), b.get(key), kind, bool(important and important(key)))
+        )
     return changes
 
 
-def _read_lines(snapshot: Mapping[str, Any], name: str) -> Optional[List[str]]:
+def _read_lines(snapshot: Mapping[str, Any], name: str) -> Optional[list[str]]:
     if name not in snapshot.get("files", {}):
         return None
     try:
@@ -160,7 +219,7 @@ def _read_lines(snapshot: Mapping[str, Any], name: str) -> Optional[List[str]]:
         return None
 
 
-def _dpkg(snapshot: Mapping[str, Any]) -> Optional[Dict[str, str]]:
+def _dpkg(snapshot: Mapping[str, Any]) -> Optional[dict[str, str]]:
     lines = _read_lines(snapshot, "apt-packages.txt")
     if lines is None:
         return None
@@ -172,17 +231,21 @@ def _dpkg(snapshot: Mapping[str, Any]) -> Optional[Dict[str, str]]:
     return out
 
 
-def _flatten(prefix: str, value: Any) -> Dict[str, Any]:
+def _flatten(prefix: str, value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
-        out: Dict[str, Any] = {}
+        out: dict[str, Any] = {}
         for k, v in value.items():
             out.update(_flatten(f"{prefix}.{k}" if prefix else str(k), v))
         return out
     return {prefix: value}
 
 
-def diff_environments(a: Union[PathLike, Mapping[str, Any]], b: Union[PathLike, Mapping[str, Any]], *,
-                      ignore: Iterable[str] = DEFAULT_IGNORED_VARIABLES) -> EnvDiff:
+def diff_environments(
+    a: Union[PathLike, Mapping[str, Any]],
+    b: Union[PathLike, Mapping[str, Any]],
+    *,
+    ignore: Iterable[str] = DEFAULT_IGNORED_VARIABLES,
+) -> EnvDiff:
     """Compare two snapshots (directories, manifest paths, or loaded manifests).
 
     Environment variables that change performance or numerics (``LD_PRELOAD``,
@@ -199,59 +262,107 @@ def diff_environments(a: Union[PathLike, Mapping[str, Any]], b: Union[PathLike, 
     (False, 'OMP_NUM_THREADS')
     """
     if isinstance(ignore, str):
-        raise TypeError("ignore must be an iterable of variable-name patterns, not a single string; wrap it in a list")
+        raise TypeError(
+            "ignore must be an iterable of variable-name patterns, not a single string; wrap it "
+            "in a list"
+        )
     patterns = list(ignore)
     sa, sb = (_as_snapshot(x) for x in (a, b))
-    result = EnvDiff(str(sa.get("_dir", "A")), str(sb.get("_dir", "B")),
-                     header={"a": sa.get("run", {}), "b": sb.get("run", {})})
+    result = EnvDiff(
+        str(sa.get("_dir", "A")),
+        str(sb.get("_dir", "B")),
+        header={"a": sa.get("run", {}), "b": sb.get("run", {})},
+    )
 
     def ignored(name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
     ea = {k: v for k, v in (sa.get("environment") or {}).items() if not ignored(k)}
     eb = {k: v for k, v in (sb.get("environment") or {}).items() if not ignored(k)}
-    result.ignored = sorted(k for k in set(sa.get("environment") or {}) | set(sb.get("environment") or {})
-                            if ignored(k) and (sa.get("environment") or {}).get(k) != (sb.get("environment") or {}).get(k))
-    for k in set(ea) & set(eb):  # a value one snapshot did not record cannot be compared: only presence counts
+    result.ignored = sorted(
+        k
+        for k in set(sa.get("environment") or {}) | set(sb.get("environment") or {})
+        if ignored(k)
+        and (sa.get("environment") or {}).get(k) != (sb.get("environment") or {}).get(k)
+    )
+    for k in set(ea) & set(
+        eb
+    ):  # a value one snapshot did not record cannot be compared: only presence counts
         if NOT_RECORDED in (ea[k], eb[k]):
             ea[k] = eb[k] = NOT_RECORDED
     env_changes = _compare_maps(ea, eb, lambda k: important_variable(k) is not None)
-    env_changes.sort(key=lambda c: (important_variable(c.key) if c.important else len(IMPORTANT_VARIABLES), c.key))
+    env_changes.sort(
+        key=lambda c: (
+            important_variable(c.key) if c.important else len(IMPORTANT_VARIABLES),
+            c.key,
+        )
+    )
     result.sections["environment"] = env_changes
 
     ta, tb = dict(sa.get("torch") or {}), dict(sb.get("torch") or {})
     for t in (ta, tb):  # the build configuration itself is compared line by line under "files"
         t.pop("config", None)
         t.pop("config_sha256", None)
-    result.sections["torch"] = _compare_maps(_flatten("", ta), _flatten("", tb),
-                                             lambda k: not k.startswith("settings.num"))
-    ga = {f"gpu{g.get('index')}": f"{g.get('name')} (driver {g.get('driver')}, {g.get('memory')})" for g in sa.get("gpus") or []}
-    gb = {f"gpu{g.get('index')}": f"{g.get('name')} (driver {g.get('driver')}, {g.get('memory')})" for g in sb.get("gpus") or []}
+    result.sections["torch"] = _compare_maps(
+        _flatten("", ta), _flatten("", tb), lambda k: not k.startswith("settings.num")
+    )
+    ga = {
+        f"gpu{g.get('index')}": f"{g.get('name')} (driver {g.get('driver')}, {g.get('memory')})"
+        for g in sa.get("gpus") or []
+    }
+    gb = {
+        f"gpu{g.get('index')}": f"{g.get('name')} (driver {g.get('driver')}, {g.get('memory')})"
+        for g in sb.get("gpus") or []
+    }
     result.sections["gpus"] = _compare_maps(ga, gb, lambda k: True)
-    result.sections["system"] = _compare_maps(sa.get("system") or {}, sb.get("system") or {},
-                                              lambda k: k in ("cpu_model", "cpu_affinity", "libc"))
-    pa = {k: v for k, v in (sa.get("python") or {}).items() if k in ("version", "implementation", "virtualenv")}
-    pb = {k: v for k, v in (sb.get("python") or {}).items() if k in ("version", "implementation", "virtualenv")}
+    result.sections["system"] = _compare_maps(
+        sa.get("system") or {},
+        sb.get("system") or {},
+        lambda k: k in ("cpu_model", "cpu_affinity", "libc"),
+    )
+    pa = {
+        k: v
+        for k, v in (sa.get("python") or {}).items()
+        if k in ("version", "implementation", "virtualenv")
+    }
+    pb = {
+        k: v
+        for k, v in (sb.get("python") or {}).items()
+        if k in ("version", "implementation", "virtualenv")
+    }
     result.sections["python"] = _compare_maps(pa, pb, lambda k: k == "version")
     result.sections["packages"] = _compare_maps(sa.get("packages") or {}, sb.get("packages") or {})
     da, db = _dpkg(sa), _dpkg(sb)
-    result.sections["system_packages"] = _compare_maps(da, db) if da is not None and db is not None else []
+    result.sections["system_packages"] = (
+        _compare_maps(da, db) if da is not None and db is not None else []
+    )
 
-    def editable_view(s: Mapping[str, Any]) -> Dict[str, Any]:
+    def editable_view(s: Mapping[str, Any]) -> dict[str, Any]:
         out = {}
         for e in s.get("editables") or []:
             g = e.get("git") or {}
-            fields = {"path": e.get("path"), "version": e.get("version"), "git": g.get("status"),
-                      "commit": g.get("commit"), "dirty": g.get("dirty"), "diff_sha256": g.get("diff_sha256")}
+            fields = {
+                "path": e.get("path"),
+                "version": e.get("version"),
+                "git": g.get("status"),
+                "commit": g.get("commit"),
+                "dirty": g.get("dirty"),
+                "diff_sha256": g.get("diff_sha256"),
+            }
             out.update({f"{e['name']}.{k}": v for k, v in fields.items()})
         return out
 
-    result.sections["editables"] = _compare_maps(editable_view(sa), editable_view(sb),
-                                                 lambda k: k.endswith((".commit", ".dirty", ".diff_sha256")))
+    result.sections["editables"] = _compare_maps(
+        editable_view(sa),
+        editable_view(sb),
+        lambda k: k.endswith((".commit", ".dirty", ".diff_sha256")),
+    )
     git_keys = ("status", "commit", "branch", "dirty", "diff_sha256", "untracked", "remotes")
-    result.sections["git"] = _compare_maps({k: (sa.get("git") or {}).get(k) for k in git_keys},
-                                           {k: (sb.get("git") or {}).get(k) for k in git_keys},
-                                           lambda k: k in ("commit", "dirty", "diff_sha256"))
+    result.sections["git"] = _compare_maps(
+        {k: (sa.get("git") or {}).get(k) for k in git_keys},
+        {k: (sb.get("git") or {}).get(k) for k in git_keys},
+        lambda k: k in ("commit", "dirty", "diff_sha256"),
+    )
     files = []
     for name in ("modules.txt", "conda-list.txt", "torch-config.txt"):
         la, lb = _read_lines(sa, name), _read_lines(sb, name)
@@ -259,20 +370,34 @@ def diff_environments(a: Union[PathLike, Mapping[str, Any]], b: Union[PathLike, 
             continue
         only_a, only_b = sorted(set(la) - set(lb)), sorted(set(lb) - set(la))
         if only_a or only_b:
-            files.append(Change(name, "; ".join(s.strip() for s in only_a) or None,
-                                "; ".join(s.strip() for s in only_b) or None, "changed", name == "torch-config.txt"))
+            files.append(
+                Change(
+                    name,
+                    "; ".join(s.strip() for s in only_a) or None,
+                    "; ".join(s.strip() for s in only_b) or None,
+                    "changed",
+                    name == "torch-config.txt",
+                )
+            )
     result.sections["files"] = files
-    result.sections["tools"] = _compare_maps({k: v.get("status") for k, v in (sa.get("tools") or {}).items()},
-                                             {k: v.get("status") for k, v in (sb.get("tools") or {}).items()})
+    result.sections["tools"] = _compare_maps(
+        {k: v.get("status") for k, v in (sa.get("tools") or {}).items()},
+        {k: v.get("status") for k, v in (sb.get("tools") or {}).items()},
+    )
     return result
 
 
 def _as_snapshot(x: Union[PathLike, Mapping[str, Any]]) -> Mapping[str, Any]:
     if isinstance(x, Mapping):
         if x.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError("not a seeder environment snapshot (a manifest dict needs format "
-                             f"{SNAPSHOT_FORMAT!r}); pass a snapshot directory or load_snapshot()'s result")
+            raise ValueError(
+                "not a seeder environment snapshot (a manifest dict needs format "
+                f"{SNAPSHOT_FORMAT!r}); pass a snapshot directory or load_snapshot()'s result"
+            )
         return x
     if isinstance(x, (str, os.PathLike)):
         return load_snapshot(x)
-    raise TypeError(f"expected a snapshot directory, a manifest path or a loaded manifest, got {type(x).__name__}")
+    raise TypeError(
+        f"expected a snapshot directory, a manifest path or a loaded manifest, got "
+        f"{type(x).__name__}"
+    )

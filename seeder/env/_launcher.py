@@ -11,6 +11,7 @@ Example:
     >>> env["SEEDER_SEED"], env["CUBLAS_WORKSPACE_CONFIG"]
     ('42', ':4096:8')
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,28 +19,51 @@ import os
 import signal
 import sys
 import threading
-from typing import Dict, List, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Optional
 
 from seeder._checks import check_bool
 from seeder._seeding.derive import ENV_SEED, resolve_master_seed
 from seeder.env._determinism import CUBLAS_WORKSPACE_DEFAULT, python_hash_seed
 
-__all__ = ["launch_environment", "run_command", "exit_code", "FORWARDED_SIGNALS", "LAUNCH_VARIABLES"]
+__all__ = [
+    "launch_environment",
+    "run_command",
+    "exit_code",
+    "FORWARDED_SIGNALS",
+    "LAUNCH_VARIABLES",
+]
 
 logger = logging.getLogger("seeder")
 
-#: Signals passed on to the command (SLURM and schedulers send SIGTERM/SIGUSR1 before killing a job).
-FORWARDED_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
-                          if hasattr(signal, n))
+#: Signals passed on to the command (SLURM and schedulers send SIGTERM/SIGUSR1 before killing a
+#: job).
+FORWARDED_SIGNALS = tuple(
+    getattr(signal, n)
+    for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, n)
+)
 #: Variables :func:`launch_environment` may set, in the order they are reported.
-LAUNCH_VARIABLES = ("SEEDER_SEED", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "SEEDER_DETERMINISTIC",
-                    "HOROVOD_FUSION_THRESHOLD")
-_SI_KERNEL = 0x80  # Linux si_code of signals the kernel sends itself, e.g. the terminal's Ctrl-C to its foreground group
+LAUNCH_VARIABLES = (
+    "SEEDER_SEED",
+    "PYTHONHASHSEED",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "SEEDER_DETERMINISTIC",
+    "HOROVOD_FUSION_THRESHOLD",
+)
+# Linux si_code of signals the kernel sends itself, e.g. the terminal's Ctrl-C to its foreground
+# group
+_SI_KERNEL = 0x80
 
 
-def launch_environment(master_seed: Optional[int] = None, *, deterministic: bool = False,
-                       environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The environment ``seeder run`` gives the command: ``environ`` (``os.environ``) plus the launch variables.
+def launch_environment(
+    master_seed: Optional[int] = None,
+    *,
+    deterministic: bool = False,
+    environ: Optional[Mapping[str, str]] = None,
+) -> dict[str, str]:
+    """The environment ``seeder run`` gives the command: ``environ`` (``os.environ``) plus the
+    launch variables.
 
     The master seed is ``master_seed``, else ``$SEEDER_SEED``, else one drawn from OS entropy.
     ``PYTHONHASHSEED`` is :func:`seeder.env.python_hash_seed` of it (any value already
@@ -88,22 +112,26 @@ def run_command(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) ->
     """
     args = [os.fspath(a) for a in argv]
     if not args:
-        raise ValueError("no command to run; give one after `--`, e.g. seeder run -- python train.py")
+        raise ValueError(
+            "no command to run; give one after `--`, e.g. seeder run -- python train.py"
+        )
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("run_command() must be called from the main thread (it handles signals)")
     child_env = dict(os.environ if env is None else env)
     if hasattr(signal, "sigtimedwait") and hasattr(os, "posix_spawnp"):
         return _run_sigwait(args, child_env)
-    return _run_handlers(args, child_env)  # pragma: no cover - platforms without sigtimedwait (macOS)
+    return _run_handlers(
+        args, child_env
+    )  # pragma: no cover - platforms without sigtimedwait (macOS)
 
 
-def _spawn(args: List[str], env: Dict[str, str], sigmask: object = ()) -> int:
+def _spawn(args: list[str], env: dict[str, str], sigmask: object = ()) -> int:
     # Python ignores SIGPIPE and SIGXFSZ; give the command the defaults (as subprocess does).
     sigdef = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, n))
     return os.posix_spawnp(args[0], args, env, setsigmask=sigmask, setsigdef=sigdef)
 
 
-def _is_duplicate(info: "signal.struct_siginfo", pid: int) -> bool:
+def _is_duplicate(info: signal.struct_siginfo, pid: int) -> bool:
     """True for a terminal-generated signal that the command, in our process group, received too."""
     if not sys.platform.startswith("linux") or info.si_code != _SI_KERNEL:
         return False
@@ -120,14 +148,18 @@ def _forward(pid: int, signum: int) -> None:
         pass
 
 
-def _run_sigwait(args: List[str], env: Dict[str, str]) -> int:
+def _run_sigwait(args: list[str], env: dict[str, str]) -> int:
     waited = set(FORWARDED_SIGNALS) | {signal.SIGCHLD}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     try:
         pid = _spawn(args, env, sigmask=old_mask)
         while True:
             info = signal.sigtimedwait(waited, 0.5)
-            if info is not None and info.si_signo != signal.SIGCHLD and not _is_duplicate(info, pid):
+            if (
+                info is not None
+                and info.si_signo != signal.SIGCHLD
+                and not _is_duplicate(info, pid)
+            ):
                 _forward(pid, info.si_signo)
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
@@ -139,9 +171,9 @@ def _run_sigwait(args: List[str], env: Dict[str, str]) -> int:
     return exit_code(status)
 
 
-def _run_handlers(args: List[str], env: Dict[str, str]) -> int:
+def _run_handlers(args: list[str], env: dict[str, str]) -> int:
     """Fallback without ``sigtimedwait``: Python handlers forward every signal."""
-    state: Dict[str, object] = {"pid": None, "pending": []}
+    state: dict[str, object] = {"pid": None, "pending": []}
 
     def handler(signum: int, frame: object) -> None:
         pid = state["pid"]

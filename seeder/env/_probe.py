@@ -7,6 +7,7 @@ Example:
     >>> python_info()["version"] == platform.python_version()
     True
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -16,14 +17,15 @@ import os
 import platform
 import re
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 from urllib.parse import unquote, urlparse
 
 __all__ = ["python_info", "system_info", "torch_info", "installed_distributions"]
 
 
-def python_info() -> Dict[str, Any]:
-    """This interpreter: version, implementation, executable, prefixes, and whether it runs in a virtualenv.
+def python_info() -> dict[str, Any]:
+    """This interpreter: version, implementation, executable, prefixes, and whether it runs in a
+    virtualenv.
 
     >>> python_info()["implementation"] in ("CPython", "PyPy")
     True
@@ -46,7 +48,7 @@ def _read(path: str) -> str:
         return ""
 
 
-def system_info() -> Dict[str, Any]:
+def system_info() -> dict[str, Any]:
     """The OS, kernel, libc, CPU model and count, the CPUs this process may use, and total memory.
 
     >>> system_info()["cpu_count"] == os.cpu_count()
@@ -76,8 +78,9 @@ def system_info() -> Dict[str, Any]:
     }
 
 
-def torch_info() -> Tuple[Optional[Dict[str, Any]], str]:
-    """``(facts, build configuration text)`` of the installed torch, or ``(None, "")`` without torch.
+def torch_info() -> tuple[Optional[dict[str, Any]], str]:
+    """``(facts, build configuration text)`` of the installed torch, or ``(None, "")`` without
+    torch.
 
     The facts are versions (torch, CUDA, HIP, cuDNN, NCCL), the number of GPUs (asked of NVML,
     which does not start CUDA; device names only when CUDA runs already) and the settings that
@@ -91,7 +94,7 @@ def torch_info() -> Tuple[Optional[Dict[str, Any]], str]:
         return None, ""
     import torch  # noqa: PLC0415 - optional, and slow to import
 
-    info: Dict[str, Any] = {
+    info: dict[str, Any] = {
         "version": torch.__version__,
         "git_version": getattr(torch.version, "git_version", None),
         "debug": bool(getattr(torch.version, "debug", False)),
@@ -104,7 +107,9 @@ def torch_info() -> Tuple[Optional[Dict[str, Any]], str]:
         "devices": [],
     }
     try:
-        info["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        info["cudnn"] = (
+            torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        )
     except Exception:  # noqa: BLE001 - a broken cuDNN install is recorded as none
         pass
     try:
@@ -113,10 +118,13 @@ def torch_info() -> Tuple[Optional[Dict[str, Any]], str]:
     except Exception:  # noqa: BLE001 - CPU builds have no NCCL
         pass
     try:
-        # device_count() asks NVML and leaves CUDA alone; is_available() would cuInit and poison fork()
+        # device_count() asks NVML and leaves CUDA alone; is_available() would cuInit and poison
+        # fork()
         info["device_count"] = torch.cuda.device_count()
         info["cuda_available"] = info["device_count"] > 0
-        if torch.cuda.is_initialized():  # names only where CUDA runs already: a snapshot must not start it
+        if (
+            torch.cuda.is_initialized()
+        ):  # names only where CUDA runs already: a snapshot must not start it
             info["devices"] = [torch.cuda.get_device_name(i) for i in range(info["device_count"])]
     except Exception:  # noqa: BLE001
         pass
@@ -138,8 +146,9 @@ def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def installed_distributions() -> Tuple[Dict[str, str], List[Dict[str, Any]]]:
-    """``(name -> version [@ url], editable installs)`` of this interpreter; the first on ``sys.path`` wins, as in imports.
+def installed_distributions() -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """``(name -> version [@ url], editable installs)`` of this interpreter; the first on
+    ``sys.path`` wins, as in imports.
 
     Names are normalised (PEP 503). An editable install (``direct_url.json`` with
     ``dir_info.editable``) is listed with its ``path``, so its source can be diffed.
@@ -148,8 +157,8 @@ def installed_distributions() -> Tuple[Dict[str, str], List[Dict[str, Any]]]:
     >>> packages["numpy"] == __import__("numpy").__version__
     True
     """
-    packages: Dict[str, str] = {}
-    editables: List[Dict[str, Any]] = []
+    packages: dict[str, str] = {}
+    editables: list[dict[str, Any]] = []
     for dist in importlib.metadata.distributions():
         meta = dist.metadata
         name = meta["Name"]
@@ -171,8 +180,14 @@ def installed_distributions() -> Tuple[Dict[str, str], List[Dict[str, Any]]]:
             suffix = f" @ {url}" + (f"@{vcs['commit_id']}" if vcs.get("commit_id") else "")
             packages[key] = f"{version}{suffix}{' (editable)' if editable else ''}"
             if editable and url.startswith("file://"):
-                editables.append({"name": key, "version": version, "url": url,
-                                  "path": unquote(urlparse(url).path)})
+                editables.append(
+                    {
+                        "name": key,
+                        "version": version,
+                        "url": url,
+                        "path": unquote(urlparse(url).path),
+                    }
+                )
         else:
             packages[key] = version
     return dict(sorted(packages.items())), editables

@@ -13,31 +13,96 @@ Example:
     >>> recorded_environ(env, Redactor(env))
     {'HF_TOKEN': '<redacted>', 'MY_SETTING': '<not recorded>', 'OMP_NUM_THREADS': '4'}
 """
+
 from __future__ import annotations
 
 import fnmatch
-from typing import Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Optional
 
 from seeder.env._redact import REDACTED, Redactor, is_secret_name
 
-__all__ = ["IMPORTANT_VARIABLES", "RUN_VARIABLES", "RECORDED_VARIABLES", "NOT_RECORDED", "important_variable",
-           "is_recorded", "recorded_environ"]
+__all__ = [
+    "IMPORTANT_VARIABLES",
+    "RUN_VARIABLES",
+    "RECORDED_VARIABLES",
+    "NOT_RECORDED",
+    "important_variable",
+    "is_recorded",
+    "recorded_environ",
+]
 
-#: Variables that change performance or numerics (``*`` matches any suffix), in the order a diff lists them.
+#: Variables that change performance or numerics (``*`` matches any suffix), in the order a diff
+#: lists them.
 IMPORTANT_VARIABLES = (
-    "LD_PRELOAD", "LD_LIBRARY_PATH", "CUDA_*", "NCCL_*", "OMP_*", "CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_*",
-    "CUDNN_*", "PYTHONHASHSEED", "SEEDER_*", "NVIDIA_TF32_OVERRIDE", "TORCH_*", "PYTORCH_*", "MKL_*",
-    "OPENBLAS_*", "KMP_*", "GOMP_*", "BLIS_*", "NUMEXPR_*", "HOROVOD_*", "XLA_FLAGS", "TF_*", "UCX_*",
-    "FI_*", "NVSHMEM_*", "HIP_*", "HSA_*", "ROCR_*", "MIOPEN_*", "MALLOC_*", "LD_BIND_NOW", "PYTHONPATH",
-    "PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "CUDA_*",
+    "NCCL_*",
+    "OMP_*",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "CUBLASLT_*",
+    "CUDNN_*",
+    "PYTHONHASHSEED",
+    "SEEDER_*",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_*",
+    "PYTORCH_*",
+    "MKL_*",
+    "OPENBLAS_*",
+    "KMP_*",
+    "GOMP_*",
+    "BLIS_*",
+    "NUMEXPR_*",
+    "HOROVOD_*",
+    "XLA_FLAGS",
+    "TF_*",
+    "UCX_*",
+    "FI_*",
+    "NVSHMEM_*",
+    "HIP_*",
+    "HSA_*",
+    "ROCR_*",
+    "MIOPEN_*",
+    "MALLOC_*",
+    "LD_BIND_NOW",
+    "PYTHONPATH",
+    "PATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
 )
 #: Variables that describe the run: its ranks and launcher, the scheduler's job, Python's and the
 #: frameworks' settings, the locale and time zone.
 RUN_VARIABLES = (
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_*",
-    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_*", "SLURM_*", "OMPI_COMM_WORLD_*", "PMI_RANK", "PMI_SIZE",
-    "PMIX_RANK", "MV2_COMM_WORLD_*", "PYTHON*", "NVIDIA_*", "DALI_*", "HF_*", "TRANSFORMERS_*",
-    "TOKENIZERS_PARALLELISM", "ACCELERATE_*", "PL_*", "LANG", "LANGUAGE", "LC_*", "TZ", "PWD",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_*",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_*",
+    "SLURM_*",
+    "OMPI_COMM_WORLD_*",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "MV2_COMM_WORLD_*",
+    "PYTHON*",
+    "NVIDIA_*",
+    "DALI_*",
+    "HF_*",
+    "TRANSFORMERS_*",
+    "TOKENIZERS_PARALLELISM",
+    "ACCELERATE_*",
+    "PL_*",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "PWD",
 )
 #: Every variable whose value a snapshot records.
 RECORDED_VARIABLES = IMPORTANT_VARIABLES + RUN_VARIABLES
@@ -82,8 +147,9 @@ def is_recorded(name: str) -> bool:
     return _rank(name, RECORDED_VARIABLES) is not None
 
 
-def recorded_environ(environ: Mapping[str, str], redactor: Redactor) -> Dict[str, str]:
-    """What a snapshot records of ``environ``: every name, sorted, and the values of recorded variables.
+def recorded_environ(environ: Mapping[str, str], redactor: Redactor) -> dict[str, str]:
+    """What a snapshot records of ``environ``: every name, sorted, and the values of recorded
+    variables.
 
     Args:
         environ: the variables (``os.environ``).
@@ -93,6 +159,13 @@ def recorded_environ(environ: Mapping[str, str], redactor: Redactor) -> Dict[str
         ``{name: value}``: a secret-named variable's value is ``<redacted>``, one not in
         :data:`RECORDED_VARIABLES` is :data:`NOT_RECORDED`, the others' values are redacted text.
     """
-    return {name: (REDACTED if is_secret_name(name) and value else
-                   redactor.text(value) if is_recorded(name) else NOT_RECORDED)
-            for name, value in sorted(environ.items())}
+    return {
+        name: (
+            REDACTED
+            if is_secret_name(name) and value
+            else redactor.text(value)
+            if is_recorded(name)
+            else NOT_RECORDED
+        )
+        for name, value in sorted(environ.items())
+    }

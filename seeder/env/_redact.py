@@ -17,62 +17,146 @@ Example:
     >>> Redactor({}).argv(["train.py", "--db-password", "pw", "--token=abc", "--lr", "0.1"])
     ['train.py', '--db-password', '<redacted>', '--token=<redacted>', '--lr', '0.1']
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import os
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 from urllib.parse import quote, unquote
 
 from seeder.env._shown import is_number, redact_diff, shown_value
 
-__all__ = ["REDACTED", "SECRET_NAME_PARTS", "SECRET_NAME_WORDS", "SECRET_KEY_WORDS", "MIN_LITERAL", "Redactor",
-           "is_secret_name", "is_secret_key", "redact_text", "redact_environ", "redact_argv", "redact_json",
-           "file_redactor", "RedactingFilter"]
+__all__ = [
+    "REDACTED",
+    "SECRET_NAME_PARTS",
+    "SECRET_NAME_WORDS",
+    "SECRET_KEY_WORDS",
+    "MIN_LITERAL",
+    "Redactor",
+    "is_secret_name",
+    "is_secret_key",
+    "redact_text",
+    "redact_environ",
+    "redact_argv",
+    "redact_json",
+    "file_redactor",
+    "RedactingFilter",
+]
 
 #: What replaces a secret in every file seeder writes.
 REDACTED = "<redacted>"
 
 #: Parts of variable names whose values are secret (matched anywhere in the upper-cased name).
-SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "PASS", "KEY", "CREDENTIAL", "CREDS",
-                     "AUTH", "COOKIE", "PRIVATE", "SIGNATURE", "DSN", "WEBHOOK", "CONNECTION_STRING", "SAS_")
-#: Whole words (split at ``_`` and other non-alphanumerics) that make a variable name secret: ``MYSQL_PWD``, ``DB_PW``.
+SECRET_NAME_PARTS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "PASS",
+    "KEY",
+    "CREDENTIAL",
+    "CREDS",
+    "AUTH",
+    "COOKIE",
+    "PRIVATE",
+    "SIGNATURE",
+    "DSN",
+    "WEBHOOK",
+    "CONNECTION_STRING",
+    "SAS_",
+)
+#: Whole words (split at ``_`` and other non-alphanumerics) that make a variable name secret:
+#: ``MYSQL_PWD``, ``DB_PW``.
 SECRET_NAME_WORDS = ("PWD", "PW", "JWT", "SAS", "OTP")
-#: Last words of flag and key names whose value is secret (``--db-password``, ``db_pass:``, ``Pwd=``, ``--api-key``).
-SECRET_KEY_WORDS = ("password", "passwd", "passphrase", "pwd", "pw", "pass", "secret", "token", "apikey", "key",
-                    "credential", "credentials", "creds", "jwt", "cookie", "dsn", "webhook", "signature", "sas",
-                    "accountkey", "sharedaccesskey", "auth", "authorization")
-#: Secret values shorter than this (and numbers, and ``true``/``false``-like words) are redacted where they are
-#: named (the variable, a flag, a key) but not searched for elsewhere: ``KEYTIMEOUT=1`` would otherwise remove
-#: every ``1`` of every file.
+#: Last words of flag and key names whose value is secret (``--db-password``, ``db_pass:``,
+#: ``Pwd=``, ``--api-key``).
+SECRET_KEY_WORDS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "pw",
+    "pass",
+    "secret",
+    "token",
+    "apikey",
+    "key",
+    "credential",
+    "credentials",
+    "creds",
+    "jwt",
+    "cookie",
+    "dsn",
+    "webhook",
+    "signature",
+    "sas",
+    "accountkey",
+    "sharedaccesskey",
+    "auth",
+    "authorization",
+)
+#: Secret values shorter than this (and numbers, and ``true``/``false``-like words) are redacted
+#: where they are named (the variable, a flag, a key) but not searched for elsewhere:
+#: ``KEYTIMEOUT=1`` would otherwise remove every ``1`` of every file.
 MIN_LITERAL = 4
-_NOT_SECRET_VALUES = {"true", "false", "yes", "no", "on", "off", "none", "null", "auto", "default", "disabled",
-                      "enabled", "unset"}
+_NOT_SECRET_VALUES = {
+    "true",
+    "false",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "none",
+    "null",
+    "auto",
+    "default",
+    "disabled",
+    "enabled",
+    "unset",
+}
 
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>(?:[^\s/?#@'\"<>]|<redacted>)+)@")
+_URL_USERINFO = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>(?:[^\s/?#@'\"<>]|<redacted>)+)@"
+)
 _QUERY_SECRET = re.compile(
     r"(?i)(?P<key>[?&;][^=&\s#]*?(?:token|secret|sig|signature|key|password|passwd|pwd|auth|credential)[^=&\s#]*=)"
-    r"(?P<value>[^&\s#'\"]+)")
+    r"(?P<value>[^&\s#'\"]+)"
+)
 _CONDA_TOKEN = re.compile(r"/t/[A-Za-z0-9_\-]{8,}(?=/)")
 _KNOWN_TOKENS = re.compile(
     r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}"
     r"|glpat-[A-Za-z0-9_\-]{20,}|(?:AKIA|ASIA)[0-9A-Z]{16}|sk-[A-Za-z0-9_\-]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}"
     r"|xapp-[A-Za-z0-9\-]{10,}|AIza[0-9A-Za-z_\-]{35}|npm_[A-Za-z0-9]{36}|pypi-[A-Za-z0-9_\-]{50,}"
     r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}|ya29\.[A-Za-z0-9_\-]{20,}"
-    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)")
-_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----.*?(?:-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|\Z)",
-                          re.S)
-_AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\s*[:=]\s*[\"']?(?:bearer|basic|token|digest)?\s*)[^\s\"']+")
-# --flag value / --flag=value, in free text (logs, variables, diffs); argv lists go through Redactor.argv.
-_FLAG = re.compile(r"(?<![\w\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)(?P<q>[\"'])?"
-                   r"(?P<value>(?(q)[^\"'\n]+|(?!-)[^\s\"']+))")
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*)"
+)
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY[A-Z ]*-----.*?(?:-----END [A-Z ]*PRIVATE KEY[A-Z ]*-----|\Z)",
+    re.S,
+)
+_AUTH_HEADER = re.compile(
+    r"(?i)(\b(?:proxy-)?authorization\s*[:=]\s*[\"']?(?:bearer|basic|token|digest)?\s*)[^\s\"']+"
+)
+# --flag value / --flag=value, in free text (logs, variables, diffs); argv lists go through
+# Redactor.argv.
+_FLAG = re.compile(
+    r"(?<![\w\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)(?P<q>[\"'])?"
+    r"(?P<value>(?(q)[^\"'\n]+|(?!-)[^\s\"']+))"
+)
 # name = value, name: value, "name": "value", Pwd={a;b}: diffs, configs, connection strings.
-_KEY_VALUE = re.compile(r"(?P<name>(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[\"']?[ \t]*(?::=|[:=])[ \t]*)"
-                        r"(?P<q>[\"'])?(?P<value>(?(q)[^\"'\n]+|(?:\{[^}\n]*\}|[^\s\"',;)}\]&]+)))")
+_KEY_VALUE = re.compile(
+    r"(?P<name>(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[\"']?[ \t]*(?::=|[:=])[ \t]*)"
+    r"(?P<q>[\"'])?(?P<value>(?(q)[^\"'\n]+|(?:\{[^}\n]*\}|[^\s\"',;)}\]&]+)))"
+)
 _CREDENTIAL_LIKE = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
-_HIGH_ENTROPY = re.compile(r"(?=[A-Za-z0-9_\-+/=.]*\d)(?=[A-Za-z0-9_\-+/=.]*[A-Za-z])[A-Za-z0-9_\-+/=.]{16,}")
+_HIGH_ENTROPY = re.compile(
+    r"(?=[A-Za-z0-9_\-+/=.]*\d)(?=[A-Za-z0-9_\-+/=.]*[A-Za-z])[A-Za-z0-9_\-+/=.]{16,}"
+)
 _WORDS = re.compile(r"[a-z0-9]+")
 _ARGV_KEYS = {"argv", "command", "cmd"}
 _HYDRA_KEY = re.compile(r"[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\-/@]*")  # overrides: trainer.devices=4
@@ -91,51 +175,94 @@ def is_secret_name(name: str) -> bool:
     return len(words) > 1 and any(w in SECRET_NAME_WORDS for w in words)
 
 
-def _key_words(name: str) -> List[str]:
+def _key_words(name: str) -> list[str]:
     return _WORDS.findall(re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name.lstrip("-")).lower())
 
 
 def is_secret_key(name: str) -> bool:
-    """Whether a flag or key name (``--db-password``, ``db_pass``, ``Pwd``, ``apiKey``) names a secret: its last word.
+    """Whether a flag or key name (``--db-password``, ``db_pass``, ``Pwd``, ``apiKey``) names a
+    secret: its last word.
 
     >>> [is_secret_key(n) for n in ("--db-password", "db_pass", "Pwd", "apiKey", "--max-tokens", "--password-file")]
     [True, True, True, True, False, False]
     """
     words = _key_words(name)
-    return bool(words) and (words[-1] in SECRET_KEY_WORDS or "".join(words[-2:]) in SECRET_KEY_WORDS)
+    return bool(words) and (
+        words[-1] in SECRET_KEY_WORDS or "".join(words[-2:]) in SECRET_KEY_WORDS
+    )
 
 
-_STRONG_KEY = {"api", "access", "secret", "private", "account", "auth", "master", "client", "encryption", "signing",
-               "license", "shared", "session", "app"}
-_NOT_A_TOKEN = {"eos", "bos", "pad", "unk", "sep", "cls", "mask", "special", "start", "end", "stop", "max", "num"}
+_STRONG_KEY = {
+    "api",
+    "access",
+    "secret",
+    "private",
+    "account",
+    "auth",
+    "master",
+    "client",
+    "encryption",
+    "signing",
+    "license",
+    "shared",
+    "session",
+    "app",
+}
+_NOT_A_TOKEN = {
+    "eos",
+    "bos",
+    "pad",
+    "unk",
+    "sep",
+    "cls",
+    "mask",
+    "special",
+    "start",
+    "end",
+    "stop",
+    "max",
+    "num",
+}
 
 
 def _hides(name: str, value: str, flag: bool = False) -> bool:
     """Whether ``value`` under the secret key ``name`` is removed.
 
-    A flag's value always is (but ``true``/``false``); a key named only ``key``, ``*_key`` (``sort_key``) or
-    ``eos_token``-like, only when the value looks like a credential (long, letters and digits).
+    A flag's value always is (but ``true``/``false``); a key named only ``key``, ``*_key``
+    (``sort_key``) or ``eos_token``-like, only when the value looks like a credential (long, letters
+    and digits).
     """
     if not value or value == REDACTED or value.startswith("<"):
         return False
     words = _key_words(name)
     last, before = words[-1], words[-2] if len(words) > 1 else ""
-    if words == ["pwd"] and value.startswith("/"):  # the shell's PWD=/home/me (ODBC's PWD= is a password)
+    if words == ["pwd"] and value.startswith(
+        "/"
+    ):  # the shell's PWD=/home/me (ODBC's PWD= is a password)
         return False
     if last in ("password", "passwd", "pwd", "pw", "pass", "secret", "passphrase"):
         return True
-    if not flag and ((last == "key" and before not in _STRONG_KEY) or (last == "token" and before in _NOT_A_TOKEN)
-                     or last in ("auth", "authorization")):
-        return bool(_HIGH_ENTROPY.fullmatch(value) or (_CREDENTIAL_LIKE.fullmatch(value) and re.search(r"\d", value)))
+    if not flag and (
+        (last == "key" and before not in _STRONG_KEY)
+        or (last == "token" and before in _NOT_A_TOKEN)
+        or last in ("auth", "authorization")
+    ):
+        return bool(
+            _HIGH_ENTROPY.fullmatch(value)
+            or (_CREDENTIAL_LIKE.fullmatch(value) and re.search(r"\d", value))
+        )
     return value.lower() not in _NOT_SECRET_VALUES
 
 
 def _searchable(value: str) -> bool:
-    """Whether a secret value is searched for in all text: not too short, not a word or number that is everywhere."""
+    """Whether a secret value is searched for in all text: not too short, not a word or number that
+    is everywhere."""
     if len(value) < MIN_LITERAL or value.strip().lower() in _NOT_SECRET_VALUES:
         return False
     try:
-        float(value)  # KEY_SIZE=2048: removing every 2048 would rewrite the numbers of logs and records
+        float(
+            value
+        )  # KEY_SIZE=2048: removing every 2048 would rewrite the numbers of logs and records
     except ValueError:
         return True
     return False
@@ -170,19 +297,41 @@ class Redactor:
                 name, eq, value = a.partition("=")  # --token=X, db.password=X (a Hydra override)
                 if eq and is_secret_key(name) and _hides(name, value, flag=name.startswith("-")):
                     literals.add(value)
-                elif not eq and a.startswith("-") and is_secret_key(a) and i + 1 < len(args) \
-                        and not args[i + 1].startswith("--"):
+                elif (
+                    not eq
+                    and a.startswith("-")
+                    and is_secret_key(a)
+                    and i + 1 < len(args)
+                    and not args[i + 1].startswith("--")
+                ):
                     literals.add(args[i + 1])
             for kind, option, value in _argv_items(args)[1:]:  # what argv() hides, text hides
                 if kind != "flag" and shown_value(value, option) != value:
                     literals.add(value)
         # As written in URLs, JSON and Python reprs (a script that prints its argv or config) too.
-        literals |= {f(v) for v in literals for f in (unquote, lambda v: quote(v, safe=""),
-                                                       lambda v: json.dumps(v)[1:-1], lambda v: repr(v)[1:-1])}
+        literals |= {
+            f(v)
+            for v in literals
+            for f in (
+                unquote,
+                lambda v: quote(v, safe=""),
+                lambda v: json.dumps(v)[1:-1],
+                lambda v: repr(v)[1:-1],
+            )
+        }
         long_first = sorted((v for v in literals if _searchable(v)), key=len, reverse=True)
         self.literals = long_first
-        self._short = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(v)}(?![A-Za-z0-9])" for v in long_first
-                                          if len(v) < 8)) if any(len(v) < 8 for v in long_first) else None
+        self._short = (
+            re.compile(
+                "|".join(
+                    rf"(?<![A-Za-z0-9]){re.escape(v)}(?![A-Za-z0-9])"
+                    for v in long_first
+                    if len(v) < 8
+                )
+            )
+            if any(len(v) < 8 for v in long_first)
+            else None
+        )
 
     def text(self, text: str) -> str:
         """``text`` with every secret replaced by :data:`REDACTED`."""
@@ -202,27 +351,31 @@ class Redactor:
 
     @staticmethod
     def _pair(group: str):
-        def sub(m: "re.Match[str]") -> str:
+        def sub(m: re.Match[str]) -> str:
             name, value = m.group(group), m.group("value")
             if not is_secret_key(name) or not _hides(name, value.strip("{}"), flag=group == "flag"):
                 return m.group(0)
             return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
+
         return sub
 
-    def argv(self, argv: Sequence[Any]) -> List[str]:
+    def argv(self, argv: Sequence[Any]) -> list[str]:
         """A command line showing only what seeder can tell is harmless
         (:func:`seeder.env._shown.shown_value`): the value after each secret flag (``--password X``,
         ``--token=X``) is removed, and so is any other value that is not a number, short, a path or
         the value of a known-harmless option; URLs keep scheme and host."""
-        out: List[str] = []
+        out: list[str] = []
         for kind, name, value in _argv_items([str(a) for a in argv]):
             if kind == "flag":
                 out.append(self.text(value))
             elif kind == "value":
                 out.append(REDACTED if is_secret_key(name) else self.text(shown_value(value, name)))
             elif kind == "pair":
-                hide = is_secret_key(name) and bool(value) and (name.startswith("-")
-                                                                or _hides(name, value))
+                hide = (
+                    is_secret_key(name)
+                    and bool(value)
+                    and (name.startswith("-") or _hides(name, value))
+                )
                 shown = REDACTED if hide else shown_value(value, name)
                 out.append(self.text(f"{name}={shown}"))
             else:
@@ -240,9 +393,13 @@ class Redactor:
         """
         return self.text(redact_diff(diff))
 
-    def environ(self, environ: Mapping[str, str]) -> Dict[str, str]:
-        """A sorted copy of ``environ``: secret-named variables redacted whole, the others' values scrubbed."""
-        return {k: (REDACTED if is_secret_name(k) and v else self.text(v)) for k, v in sorted(environ.items())}
+    def environ(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """A sorted copy of ``environ``: secret-named variables redacted whole, the others' values
+        scrubbed."""
+        return {
+            k: (REDACTED if is_secret_name(k) and v else self.text(v))
+            for k, v in sorted(environ.items())
+        }
 
     def data(self, obj: Any, key: str = "") -> Any:
         """A copy of a JSON-able object with every string redacted, before it is serialised.
@@ -255,7 +412,10 @@ class Redactor:
         if isinstance(obj, str):
             return REDACTED if key and is_secret_key(key) and _hides(key, obj) else self.text(obj)
         if isinstance(obj, Mapping):
-            return {self.text(str(k)) if isinstance(k, str) else k: self.data(v, str(k)) for k, v in obj.items()}
+            return {
+                self.text(str(k)) if isinstance(k, str) else k: self.data(v, str(k))
+                for k, v in obj.items()
+            }
         if isinstance(obj, (list, tuple)):
             if key.lower() in _ARGV_KEYS and all(isinstance(a, str) for a in obj):
                 return self.argv(obj)
@@ -263,7 +423,7 @@ class Redactor:
         return obj
 
 
-def _argv_items(args: Sequence[str]) -> List[Tuple[str, Optional[str], str]]:
+def _argv_items(args: Sequence[str]) -> list[tuple[str, Optional[str], str]]:
     """``(kind, option, text)`` of each element of a command line: ``flag`` (``--lr``), ``value``
     (the one after a flag; ``option`` is the flag), ``pair`` (``--lr=0.1``, ``trainer.devices=4``;
     ``option`` is the name, ``text`` the value) or ``positional``.
@@ -271,7 +431,7 @@ def _argv_items(args: Sequence[str]) -> List[Tuple[str, Optional[str], str]]:
     >>> [k for k, _, _ in _argv_items(["t.py", "--lr", "0.1", "a.b=1", "x"])]
     ['positional', 'flag', 'value', 'pair', 'positional']
     """
-    items: List[Tuple[str, Optional[str], str]] = []
+    items: list[tuple[str, Optional[str], str]] = []
     option: Optional[str] = None  # the flag whose value comes next
     for a in args:
         name, eq, value = a.partition("=")
@@ -291,7 +451,8 @@ def _argv_items(args: Sequence[str]) -> List[Tuple[str, Optional[str], str]]:
 
 
 def file_redactor(argvs: Iterable[Sequence[str]] = ()) -> Redactor:
-    """The redactor for files written now: this process's environment, its ``sys.argv`` and ``argvs``.
+    """The redactor for files written now: this process's environment, its ``sys.argv`` and
+    ``argvs``.
 
     >>> file_redactor([["train.py", "--api-key", "k3y-value"]]).text("key k3y-value")
     'key <redacted>'
@@ -301,7 +462,7 @@ def file_redactor(argvs: Iterable[Sequence[str]] = ()) -> Redactor:
     return Redactor(os.environ, [sys.argv, *argvs])
 
 
-def _argvs_in(obj: Any, key: str = "") -> List[List[str]]:
+def _argvs_in(obj: Any, key: str = "") -> list[list[str]]:
     if isinstance(obj, Mapping):
         return [a for k, v in obj.items() for a in _argvs_in(v, str(k))]
     if isinstance(obj, (list, tuple)):
@@ -312,7 +473,8 @@ def _argvs_in(obj: Any, key: str = "") -> List[List[str]]:
 
 
 def redact_json(obj: Any, argvs: Iterable[Sequence[str]] = ()) -> Any:
-    """A JSON-able object ready for a file: :meth:`Redactor.data` with :func:`file_redactor` of its own argv lists.
+    """A JSON-able object ready for a file: :meth:`Redactor.data` with :func:`file_redactor` of its
+    own argv lists.
 
     >>> redact_json({"argv": ["t.py", "--db-password", "pa55w0rd"], "reason": "login pa55w0rd refused"})
     {'argv': ['t.py', '--db-password', '<redacted>'], 'reason': 'login <redacted> refused'}
@@ -335,7 +497,7 @@ def redact_text(text: str, environ: Optional[Mapping[str, str]] = None) -> str:
     return Redactor(os.environ if environ is None else environ).text(text)
 
 
-def redact_argv(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> List[str]:
+def redact_argv(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> list[str]:
     """``argv`` with values after secret flags and every other secret removed.
 
     >>> redact_argv(["mysql", "--password", "pw", "-h", "db"], environ={})
@@ -344,7 +506,7 @@ def redact_argv(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None
     return Redactor(os.environ if environ is None else environ, [argv]).argv(argv)
 
 
-def redact_environ(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+def redact_environ(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """A sorted copy of ``environ`` (``os.environ`` by default) with secret values redacted.
 
     >>> redact_environ({"HF_TOKEN": "hf_x", "PIP_INDEX_URL": "https://u:p@h/simple", "A": "1"})
@@ -355,9 +517,11 @@ def redact_environ(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str
 
 
 class RedactingFilter(logging.Filter):
-    """Redacts each record of the ``seeder`` logger (its message with its arguments) before a handler writes it.
+    """Redacts each record of the ``seeder`` logger (its message with its arguments) before a
+    handler writes it.
 
-    Installed on the ``seeder`` logger when this module is imported (every snapshot and verify imports it).
+    Installed on the ``seeder`` logger when this module is imported (every snapshot and verify
+    imports it).
 
     >>> RedactingFilter().filter(logging.LogRecord("seeder", 20, "", 0, "got %s", ("--token=t0k",), None))
     True

@@ -1,4 +1,5 @@
-"""Files seeder writes (snapshots, verify reports and run records): created without following symbolic links.
+"""Files seeder writes (snapshots, verify reports and run records): created without following
+symbolic links.
 
 :func:`write_file` writes a new temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW``,
 its mode set on the open file) in the target's directory and renames it over the
@@ -14,15 +15,25 @@ Example:
     >>> (d / "sub" / "a.txt").read_bytes(), oct((d / "sub" / "a.txt").stat().st_mode & 0o777)
     (b'hi', '0o600')
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Callable, Iterable, List, Union
+from typing import Callable, Union
 
 from seeder._atomic import write_in
 
-__all__ = ["UnsafeDirectoryError", "write_file", "open_log", "check_directory", "symlinks_in", "names", "is_private_tmp"]
+__all__ = [
+    "UnsafeDirectoryError",
+    "write_file",
+    "open_log",
+    "check_directory",
+    "symlinks_in",
+    "names",
+    "is_private_tmp",
+]
 
 _PathLike = Union[str, "os.PathLike[str]"]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -30,15 +41,17 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 class UnsafeDirectoryError(FileExistsError):
-    """A directory seeder was asked to write into holds a symbolic link or files seeder did not write.
+    """A directory seeder was asked to write into holds a symbolic link or files seeder did not
+    write.
 
-    A ``FileExistsError``: something is in the way, as with a snapshot already there (``seeder.init``
-    warns and goes on).
+    A ``FileExistsError``: something is in the way, as with a snapshot already there
+    (``seeder.init`` warns and goes on).
     """
 
 
 def _open_subdir(dfd: int, name: str, mode: int) -> int:
-    """The descriptor of directory ``name`` under ``dfd``, made (``mode``) when missing; a symbolic link is refused."""
+    """The descriptor of directory ``name`` under ``dfd``, made (``mode``) when missing; a symbolic
+    link is refused."""
     try:
         os.mkdir(name, mode, dir_fd=dfd)
     except FileExistsError:
@@ -46,14 +59,19 @@ def _open_subdir(dfd: int, name: str, mode: int) -> int:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=dfd)
     except OSError as exc:
-        raise UnsafeDirectoryError(f"{name} is not a plain directory ({exc.strerror}); seeder does not write through "
-                                   "symbolic links: remove it or choose another directory") from None
+        raise UnsafeDirectoryError(
+            f"{name} is not a plain directory ({exc.strerror}); seeder does not write through "
+            "symbolic links: remove it or choose another directory"
+        ) from None
     os.fchmod(fd, mode)  # mkdir's mode is filtered by the umask
     return fd
 
 
-def write_file(directory: _PathLike, name: str, data: bytes, mode: int = 0o600, dir_mode: int = 0o700) -> None:
-    """Write ``data`` to ``directory/name`` atomically, never following a symbolic link at ``name`` or on its way.
+def write_file(
+    directory: _PathLike, name: str, data: bytes, mode: int = 0o600, dir_mode: int = 0o700
+) -> None:
+    """Write ``data`` to ``directory/name`` atomically, never following a symbolic link at ``name``
+    or on its way.
 
     ``name`` may hold subdirectories (made with ``dir_mode`` when missing). The file gets ``mode``.
 
@@ -76,7 +94,8 @@ def write_file(directory: _PathLike, name: str, data: bytes, mode: int = 0o600, 
 
 
 def open_log(path: _PathLike, mode: int = 0o644) -> int:
-    """A new, empty log file's descriptor for writing; a symbolic link at ``path`` is replaced, never followed.
+    """A new, empty log file's descriptor for writing; a symbolic link at ``path`` is replaced,
+    never followed.
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "log.txt").symlink_to(d / "victim")
@@ -93,9 +112,10 @@ def open_log(path: _PathLike, mode: int = 0o644) -> int:
     return os.open(os.fspath(path), flags | os.O_EXCL, mode)
 
 
-def symlinks_in(directory: _PathLike, depth: int = 1) -> List[str]:
-    """The symbolic links among ``directory``'s entries, and its subdirectories' down to ``depth`` levels."""
-    found: List[str] = []
+def symlinks_in(directory: _PathLike, depth: int = 1) -> list[str]:
+    """The symbolic links among ``directory``'s entries, and its subdirectories' down to ``depth``
+    levels."""
+    found: list[str] = []
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
@@ -108,8 +128,11 @@ def symlinks_in(directory: _PathLike, depth: int = 1) -> List[str]:
     return found
 
 
-def check_directory(directory: _PathLike, ours: Callable[[str], bool], what: str, depth: int = 2) -> None:
-    """Refuse to write into ``directory`` when it holds a symbolic link or an entry ``ours(name)`` does not claim.
+def check_directory(
+    directory: _PathLike, ours: Callable[[str], bool], what: str, depth: int = 2
+) -> None:
+    """Refuse to write into ``directory`` when it holds a symbolic link or an entry ``ours(name)``
+    does not claim.
 
     A missing or empty directory, or one with seeder's own files only, passes.
 
@@ -125,22 +148,28 @@ def check_directory(directory: _PathLike, ours: Callable[[str], bool], what: str
         return
     links = symlinks_in(path, depth)
     if links:
-        raise UnsafeDirectoryError(f"{path} holds a symbolic link ({', '.join(sorted(links)[:3])}); seeder writes its "
-                                   f"{what} only into a directory it created or an empty one: remove the link or "
-                                   "choose another directory")
+        raise UnsafeDirectoryError(
+            f"{path} holds a symbolic link ({', '.join(sorted(links)[:3])}); seeder writes its "
+            f"{what} only into a directory it created or an empty one: remove the link or "
+            "choose another directory"
+        )
     foreign = sorted(e.name for e in os.scandir(path) if not ours(e.name))
     if foreign:
-        raise UnsafeDirectoryError(f"{path} is not empty and its files were not written by seeder ({', '.join(foreign[:5])}"
-                                   f"{', ...' if len(foreign) > 5 else ''}); seeder writes its {what} only into a "
-                                   "directory it created or an empty one: choose another directory")
+        raise UnsafeDirectoryError(
+            f"{path} is not empty and its files were not written by seeder "
+            f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); seeder writes its "
+            f"{what} only into a directory it created or an empty one: choose another directory"
+        )
 
 
 def is_private_tmp(name: str) -> bool:
-    """Whether ``name`` is one of :func:`write_file`'s temporary files (left behind by a killed writer)."""
+    """Whether ``name`` is one of :func:`write_file`'s temporary files (left behind by a killed
+    writer)."""
     return name.startswith(".") and name.endswith(".tmp")
 
 
 def names(items: Iterable[str]) -> Callable[[str], bool]:
-    """``ours`` for :func:`check_directory`: the given names and :func:`write_file`'s temporary files."""
+    """``ours`` for :func:`check_directory`: the given names and :func:`write_file`'s temporary
+    files."""
     allowed = set(items)
     return lambda name: name in allowed or is_private_tmp(name)

@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import Optional
 
 __all__ = [
     "is_number",
@@ -212,7 +212,7 @@ def is_number(text: str) -> bool:
     return True
 
 
-def _option_words(option: str) -> List[str]:
+def _option_words(option: str) -> list[str]:
     return re.findall(
         r"[a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", option.lstrip("-")).lower()
     )

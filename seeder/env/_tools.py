@@ -1,13 +1,16 @@
-"""The external tools an environment snapshot runs (git, pip or uv, conda, environment modules, nvidia-smi) and
-the writer that stores their redacted output (:mod:`seeder.env._capture` puts them together).
+"""The external tools an environment snapshot runs (git, pip or uv, conda, environment modules,
+nvidia-smi) and the writer that stores their redacted output (:mod:`seeder.env._capture` puts them
+together).
 
-Every tool runs with a timeout, no input and no prompts; a tool that is missing or fails is recorded with
-its status, never raised. Everything written goes through one :class:`~seeder.env._redact.Redactor`.
+Every tool runs with a timeout, no input and no prompts; a tool that is missing or fails is recorded
+with its status, never raised. Everything written goes through
+one :class:`~seeder.env._redact.Redactor`.
 
 Example:
     >>> run_tool(["seeder-no-such-tool"]).status
     'missing'
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,15 +20,26 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Union
 
 from seeder.env._redact import Redactor
 from seeder.env._safefile import write_file
 
-__all__ = ["ToolResult", "run_tool", "SnapshotWriter", "git_state", "gpu_list", "module_list", "pip_freeze", "conda_list", "sha256",
-           "TOOL_TIMEOUT"]
+__all__ = [
+    "ToolResult",
+    "run_tool",
+    "SnapshotWriter",
+    "git_state",
+    "gpu_list",
+    "module_list",
+    "pip_freeze",
+    "conda_list",
+    "sha256",
+    "TOOL_TIMEOUT",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 TOOL_TIMEOUT = 120.0
@@ -38,7 +52,8 @@ def sha256(data: bytes) -> str:
 
 @dataclass
 class ToolResult:
-    """How one tool run ended: ``status`` ok, missing or failed, its output and the error to record."""
+    """How one tool run ended: ``status`` ok, missing or failed, its output and the error to
+    record."""
 
     status: str  # ok | missing | failed
     stdout: str = ""
@@ -47,18 +62,36 @@ class ToolResult:
     error: str = ""
 
 
-def run_tool(argv: Sequence[str], cwd: Optional[PathLike] = None, timeout: float = TOOL_TIMEOUT,
-         env: Optional[Mapping[str, str]] = None) -> ToolResult:
-    """Run ``argv`` (no input, no prompts, C locale) and say how it ended; never raises for the tool's sake."""
+def run_tool(
+    argv: Sequence[str],
+    cwd: Optional[PathLike] = None,
+    timeout: float = TOOL_TIMEOUT,
+    env: Optional[Mapping[str, str]] = None,
+) -> ToolResult:
+    """Run ``argv`` (no input, no prompts, C locale) and say how it ended; never raises for the
+    tool's sake."""
     exe = argv[0]
     if os.sep not in exe and shutil.which(exe) is None:
         return ToolResult("missing", error=f"{exe} not found on PATH")
     child_env = dict(os.environ if env is None else env)
-    child_env.update({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "GIT_OPTIONAL_LOCKS": "0",
-                      "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+    child_env.update(
+        {
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_TERMINAL_PROMPT": "0",
+            "LC_ALL": "C",
+        }
+    )
     try:
-        proc = subprocess.run(list(argv), cwd=None if cwd is None else str(cwd), env=child_env, capture_output=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            list(argv),
+            cwd=None if cwd is None else str(cwd),
+            env=child_env,
+            capture_output=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
     except FileNotFoundError:
         return ToolResult("missing", error=f"{exe} not found")
     except subprocess.TimeoutExpired:
@@ -68,7 +101,13 @@ def run_tool(argv: Sequence[str], cwd: Optional[PathLike] = None, timeout: float
     out = proc.stdout.decode("utf-8", "replace")
     err = proc.stderr.decode("utf-8", "replace")
     if proc.returncode != 0:
-        return ToolResult("failed", out, err, proc.returncode, err.strip()[-500:] or f"exit code {proc.returncode}")
+        return ToolResult(
+            "failed",
+            out,
+            err,
+            proc.returncode,
+            err.strip()[-500:] or f"exit code {proc.returncode}",
+        )
     return ToolResult("ok", out, err, 0)
 
 
@@ -78,8 +117,8 @@ class SnapshotWriter:
     def __init__(self, root: Path, redactor: Redactor):
         self.root = root
         self.redactor = redactor
-        self.files: Dict[str, Dict[str, Any]] = {}
-        self.tools: Dict[str, Dict[str, Any]] = {}
+        self.files: dict[str, dict[str, Any]] = {}
+        self.tools: dict[str, dict[str, Any]] = {}
 
     def write(self, name: str, text: str, source: str) -> str:
         data = self.redactor.text(text).encode("utf-8")
@@ -87,16 +126,19 @@ class SnapshotWriter:
         self.files[name] = {"source": source, "sha256": sha256(data), "bytes": len(data)}
         return name
 
-    def tool(self, label: str, argv: Sequence[str], result: ToolResult, file: Optional[str] = None) -> None:
-        entry: Dict[str, Any] = {"status": result.status, "command": self.redactor.argv(argv)}
+    def tool(
+        self, label: str, argv: Sequence[str], result: ToolResult, file: Optional[str] = None
+    ) -> None:
+        entry: dict[str, Any] = {"status": result.status, "command": self.redactor.argv(argv)}
         if file:
             entry["file"] = file
         if result.error:
             entry["error"] = self.redactor.text(result.error)
         self.tools[label] = entry
 
-    def run_to_file(self, label: str, argv: Sequence[str], name: str, stream: str = "stdout",
-                    **kw: Any) -> ToolResult:
+    def run_to_file(
+        self, label: str, argv: Sequence[str], name: str, stream: str = "stdout", **kw: Any
+    ) -> ToolResult:
         result = run_tool(argv, **kw)
         file = None
         if result.status == "ok":
@@ -106,14 +148,15 @@ class SnapshotWriter:
         return result
 
 
-def git_state(path: PathLike, writer: SnapshotWriter, label: str, diff_name: str) -> Dict[str, Any]:
-    """Commit, branch, status and uncommitted diff (against HEAD, staged included) of the repo holding ``path``."""
+def git_state(path: PathLike, writer: SnapshotWriter, label: str, diff_name: str) -> dict[str, Any]:
+    """Commit, branch, status and uncommitted diff (against HEAD, staged included) of the repo
+    holding ``path``."""
     top = run_tool(["git", "-C", str(path), "rev-parse", "--show-toplevel"])
     if top.status != "ok":
         status = "missing" if top.status == "missing" else "not a git repository"
         return {"status": status, "error": writer.redactor.text(top.error)}
     root = top.stdout.strip()
-    state: Dict[str, Any] = {"status": "ok", "root": root}
+    state: dict[str, Any] = {"status": "ok", "root": root}
     head = run_tool(["git", "-C", root, "rev-parse", "HEAD"])
     state["commit"] = head.stdout.strip() if head.status == "ok" else None
     branch = run_tool(["git", "-C", root, "rev-parse", "--abbrev-ref", "HEAD"])
@@ -122,10 +165,18 @@ def git_state(path: PathLike, writer: SnapshotWriter, label: str, diff_name: str
     lines = status.stdout.splitlines() if status.status == "ok" else []
     state["untracked"] = [writer.redactor.text(line[3:]) for line in lines if line.startswith("??")]
     remotes = run_tool(["git", "-C", root, "remote", "-v"])
-    state["remotes"] = sorted({writer.redactor.text(line.rsplit(" ", 1)[0]) for line in remotes.stdout.splitlines()}) \
-        if remotes.status == "ok" else []
-    diff_argv = ["git", "-C", root, "diff", "HEAD", "--no-color", "--no-ext-diff"] if state["commit"] else \
-        ["git", "-C", root, "diff", "--cached", "--no-color", "--no-ext-diff"]
+    state["remotes"] = (
+        sorted(
+            {writer.redactor.text(line.rsplit(" ", 1)[0]) for line in remotes.stdout.splitlines()}
+        )
+        if remotes.status == "ok"
+        else []
+    )
+    diff_argv = (
+        ["git", "-C", root, "diff", "HEAD", "--no-color", "--no-ext-diff"]
+        if state["commit"]
+        else ["git", "-C", root, "diff", "--cached", "--no-color", "--no-ext-diff"]
+    )
     diff = run_tool(diff_argv)
     if diff.status == "ok":
         state["dirty"] = bool(diff.stdout) or bool(state["untracked"])
@@ -140,16 +191,23 @@ def git_state(path: PathLike, writer: SnapshotWriter, label: str, diff_name: str
     return state
 
 
-def gpu_list() -> Tuple[List[Dict[str, str]], ToolResult]:
-    """The GPUs ``nvidia-smi`` lists (index, name, uuid, driver, memory, PCI bus), and how the query ended."""
-    query = ["nvidia-smi", "--query-gpu=index,name,uuid,driver_version,memory.total,pci.bus_id", "--format=csv,noheader"]
+def gpu_list() -> tuple[list[dict[str, str]], ToolResult]:
+    """The GPUs ``nvidia-smi`` lists (index, name, uuid, driver, memory, PCI bus), and how the query
+    ended."""
+    query = [
+        "nvidia-smi",
+        "--query-gpu=index,name,uuid,driver_version,memory.total,pci.bus_id",
+        "--format=csv,noheader",
+    ]
     result = run_tool(query, timeout=60)
     gpus = []
     if result.status == "ok":
         for line in result.stdout.splitlines():
             parts = [p.strip() for p in line.split(",")]
             if len(parts) == 6:
-                gpus.append(dict(zip(("index", "name", "uuid", "driver", "memory", "pci_bus_id"), parts)))
+                gpus.append(
+                    dict(zip(("index", "name", "uuid", "driver", "memory", "pci_bus_id"), parts))
+                )
     return gpus, result
 
 
@@ -164,10 +222,21 @@ def module_list(writer: SnapshotWriter) -> None:
     loaded = os.environ.get("LOADEDMODULES")
     if loaded:
         text = "\n".join(loaded.split(":")) + "\n"
-        writer.tool(label, ["$LOADEDMODULES"], ToolResult("ok"), writer.write("modules.txt", text, "$LOADEDMODULES"))
+        writer.tool(
+            label,
+            ["$LOADEDMODULES"],
+            ToolResult("ok"),
+            writer.write("modules.txt", text, "$LOADEDMODULES"),
+        )
     else:
-        writer.tool(label, ["module", "list"],
-                    ToolResult("missing", error="no environment modules (LMOD_CMD, MODULES_CMD, LOADEDMODULES unset)"))
+        writer.tool(
+            label,
+            ["module", "list"],
+            ToolResult(
+                "missing",
+                error="no environment modules (LMOD_CMD, MODULES_CMD, LOADEDMODULES unset)",
+            ),
+        )
 
 
 def pip_freeze(writer: SnapshotWriter) -> None:

@@ -1,1 +1,2 @@
-"""Framework integrations (Lightning, Hugging Face): each module imports its framework only when it is imported."""
+"""Framework integrations (Lightning, Hugging Face): each module imports its framework only when it
+is imported."""

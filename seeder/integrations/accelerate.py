@@ -1,4 +1,5 @@
-"""Hugging Face Accelerate: a prepared :class:`seeder.DataLoader` keeps seeder's order, position and state.
+"""Hugging Face Accelerate: a prepared :class:`seeder.DataLoader` keeps seeder's order, position and
+state.
 
 ``Accelerator.prepare`` rebuilds every DataLoader it is given: a new torch
 DataLoader around the old one's batch sampler, sharded once more across
@@ -32,12 +33,14 @@ Example (a custom loop, resumed in the middle of an epoch)::
 
 Importing this module imports accelerate; ``import seeder`` does not.
 """
+
 from __future__ import annotations
 
 import io
 import logging
 import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from collections.abc import Iterator
+from typing import Any, Optional, Union
 
 import torch
 from accelerate import Accelerator
@@ -52,8 +55,15 @@ from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
 
-__all__ = ["SeederAccelerator", "PreparedLoader", "STATE_FILE", "state_file", "save_checkpoint_state",
-           "read_checkpoint_state", "load_checkpoint_state"]
+__all__ = [
+    "SeederAccelerator",
+    "PreparedLoader",
+    "STATE_FILE",
+    "state_file",
+    "save_checkpoint_state",
+    "read_checkpoint_state",
+    "load_checkpoint_state",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -61,7 +71,7 @@ logger = logging.getLogger("seeder")
 STATE_FILE = "seeder_state_{rank}.pt"
 
 
-def state_file(directory: Union[str, "os.PathLike[str]"], rank: int) -> str:
+def state_file(directory: Union[str, os.PathLike[str]], rank: int) -> str:
     """Path of rank ``rank``'s seeder state in the checkpoint folder ``directory``.
 
     >>> state_file("ckpt/checkpoint-6", 1)
@@ -70,7 +80,9 @@ def state_file(directory: Union[str, "os.PathLike[str]"], rank: int) -> str:
     return os.path.join(os.fspath(directory), STATE_FILE.format(rank=rank))
 
 
-def save_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> str:
+def save_checkpoint_state(
+    directory: Union[str, os.PathLike[str]], seeder: Optional[Seeder] = None
+) -> str:
     """Write this rank's ``seeder.state_dict()`` into ``directory``; return the file's path.
 
     Every rank writes its own file (no collective), atomically (a temporary file, fsync,
@@ -90,11 +102,11 @@ def save_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
     return path
 
 
-def _agree(error: Optional[str], world: int) -> List[str]:
+def _agree(error: Optional[str], world: int) -> list[str]:
     """Every rank's error message (``None`` if fine), so that all ranks raise or none does."""
     if not process_group_active() or world == 1:
         return [error] if error else []
-    errors: List[Optional[str]] = [None] * world
+    errors: list[Optional[str]] = [None] * world
     torch.distributed.all_gather_object(errors, error)
     return [f"rank {r}: {e}" for r, e in enumerate(errors) if e]
 
@@ -114,8 +126,9 @@ def _saved_world(state: Any) -> Any:
     return state.get("world_size") if isinstance(state, dict) else None
 
 
-def _choose(directory: Union[str, "os.PathLike[str]"], s: Seeder) -> Tuple[str, Any, bool]:
-    """``(path, state, moved)`` this rank loads: its own file when it was saved by a world of this size, else rank 0's.
+def _choose(directory: Union[str, os.PathLike[str]], s: Seeder) -> tuple[str, Any, bool]:
+    """``(path, state, moved)`` this rank loads: its own file when it was saved by a world of this
+    size, else rank 0's.
 
     Raises ``_Unusable`` (with the message to show) when the file to load is missing or unreadable.
     """
@@ -127,20 +140,30 @@ def _choose(directory: Union[str, "os.PathLike[str]"], s: Seeder) -> Tuple[str, 
             return own, state, False
     first = state_file(directory, 0)
     if not os.path.isfile(first):
-        found = sorted(f for f in os.listdir(directory) if f.startswith("seeder_state_")) if os.path.isdir(directory) else []
+        found = (
+            sorted(f for f in os.listdir(directory) if f.startswith("seeder_state_"))
+            if os.path.isdir(directory)
+            else []
+        )
         raise _Unusable(
-            f"no seeder state in {os.fspath(directory)} ({os.path.basename(first)} missing; found {found or 'none'}): "
-            "resume from a checkpoint folder written by SeederTrainer/SeederAccelerator")
+            f"no seeder state in {os.fspath(directory)} ({os.path.basename(first)} missing; found "
+            f"{found or 'none'}): resume from a checkpoint folder written by "
+            f"SeederTrainer/SeederAccelerator"
+        )
     first_state = state if first == own else _load_file(first)
     if _saved_world(first_state) != s.world_size:
         return first, first_state, True  # another world: rank 0's file (an elastic state is global)
     if state is None:
-        raise _Unusable(f"{own} missing: the checkpoint was saved by {s.world_size} process(es) but has no file "
-                                f"for rank {s.rank}")
+        raise _Unusable(
+            f"{own} missing: the checkpoint was saved by {s.world_size} process(es) but has no "
+            f"file for rank {s.rank}"
+        )
     return own, state, False
 
 
-def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> Dict[str, Any]:
+def read_checkpoint_state(
+    directory: Union[str, os.PathLike[str]], seeder: Optional[Seeder] = None
+) -> dict[str, Any]:
     """Load and validate the seeder state this rank resumes from in ``directory``; change nothing.
 
     On the number of processes that saved it, each rank reads its own file. On another
@@ -170,20 +193,34 @@ def read_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Opt
     except (StateError, TypeError, RuntimeError, OSError, EOFError) as exc:
         error = f"{path}: {exc}"
         if moved:
-            error += ("; a SeederAccelerator/SeederTrainer checkpoint loads on another number of processes only when "
-                      "every seeder participant is an elastic seeder.ElasticDataLoader or a registered generator")
+            error += (
+                "; a SeederAccelerator/SeederTrainer checkpoint loads on another number of "
+                "processes only when every seeder participant is an elastic "
+                "seeder.ElasticDataLoader or a registered generator"
+            )
     errors = _agree(error, s.world_size)
     if errors:
-        raise StateError("cannot resume the seeder state, nothing was changed: " + "; ".join(errors))
+        raise StateError(
+            "cannot resume the seeder state, nothing was changed: " + "; ".join(errors)
+        )
     if moved:
-        logger.info("seeder checkpoint %s was saved by %s process(es), this run has %d: rank %d reads rank 0's file (the "
-                    "elastic loaders' state is global; this rank's RNG streams are re-derived)", os.fspath(directory),
-                    _saved_world(state), s.world_size, s.rank)
+        logger.info(
+            "seeder checkpoint %s was saved by %s process(es), this run has %d: rank %d reads rank "
+            "0's file (the elastic loaders' state is global; this rank's RNG streams are "
+            "re-derived)",
+            os.fspath(directory),
+            _saved_world(state),
+            s.world_size,
+            s.rank,
+        )
     return state
 
 
-def load_checkpoint_state(directory: Union[str, "os.PathLike[str]"], seeder: Optional[Seeder] = None) -> None:
-    """:func:`read_checkpoint_state`, then ``seeder.load_state_dict`` of it: RNGs, generators, loader position.
+def load_checkpoint_state(
+    directory: Union[str, os.PathLike[str]], seeder: Optional[Seeder] = None
+) -> None:
+    """:func:`read_checkpoint_state`, then ``seeder.load_state_dict`` of it: RNGs, generators,
+    loader position.
 
     >>> import tempfile, seeder
     >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0); d = tempfile.mkdtemp()
@@ -218,7 +255,9 @@ class PreparedLoader(DataLoaderStateMixin):
     loader's (``dataset``, ``batch_size``, ``sampler``, ``state_dict`` ...).
     """
 
-    def __init__(self, loader: Any, device: Optional[torch.device] = None, non_blocking: bool = False):
+    def __init__(
+        self, loader: Any, device: Optional[torch.device] = None, non_blocking: bool = False
+    ):
         self.loader = loader
         self.device = device
         self.non_blocking = non_blocking
@@ -251,13 +290,14 @@ class PreparedLoader(DataLoaderStateMixin):
         return len(self.loader.dataset)
 
     def set_epoch(self, epoch: int) -> None:
-        """Use ``epoch`` for the next pass (the sampler's ``set_epoch``; ``seeder.reseed(1, epoch)`` does it too)."""
+        """Use ``epoch`` for the next pass (the sampler's ``set_epoch``; ``seeder.reseed(1, epoch)``
+        does it too)."""
         if _is_stream(self.loader):
             self.loader.set_epoch(epoch)
         else:
             self.loader.sampler.set_epoch(epoch)
 
-    def _last_flags(self, it: Any) -> Iterator[Tuple[Any, bool]]:
+    def _last_flags(self, it: Any) -> Iterator[tuple[Any, bool]]:
         """``(batch, is the epoch's last)`` for each batch of ``it``."""
         if _is_stream(self.loader):
             for batch in it:
@@ -308,7 +348,9 @@ class SeederAccelerator(Accelerator):
         self.seeder = resolve_seeder(seeder)
         self.register_save_state_pre_hook(self._save_seeder)
         self.register_load_state_pre_hook(self._read_seeder)
-        self._read_state: Optional[Dict[str, Any]] = None  # validated by the pre-hook, loaded after accelerate
+        self._read_state: Optional[dict[str, Any]] = (
+            None  # validated by the pre-hook, loaded after accelerate
+        )
 
     def _save_seeder(self, models: Any, weights: Any, output_dir: str) -> None:
         path = save_checkpoint_state(output_dir, self.seeder)
@@ -317,9 +359,14 @@ class SeederAccelerator(Accelerator):
     def _read_seeder(self, models: Any, input_dir: str) -> None:
         self._read_state = read_checkpoint_state(input_dir, self.seeder)
 
-    def load_state(self, input_dir: Optional[str] = None, load_kwargs: Optional[Dict[str, Any]] = None,
-                   **load_model_func_kwargs: Any) -> None:
-        """Accelerate's ``load_state``, then the seeder state its pre-hook validated (RNGs, generators, positions).
+    def load_state(
+        self,
+        input_dir: Optional[str] = None,
+        load_kwargs: Optional[dict[str, Any]] = None,
+        **load_model_func_kwargs: Any,
+    ) -> None:
+        """Accelerate's ``load_state``, then the seeder state its pre-hook validated (RNGs,
+        generators, positions).
 
         The seeder state loads last so that its RNG states win over accelerate's
         ``random_states_<rank>.pkl``: the same streams on the same number of processes,
@@ -329,34 +376,47 @@ class SeederAccelerator(Accelerator):
         try:
             super().load_state(input_dir, load_kwargs, **load_model_func_kwargs)
             if self._read_state is None:
-                raise StateError("accelerate loaded the checkpoint without calling SeederAccelerator's load_state "
-                                 "pre-hook; the seeder state was not loaded")
+                raise StateError(
+                    "accelerate loaded the checkpoint without calling SeederAccelerator's "
+                    "load_state pre-hook; the seeder state was not loaded"
+                )
             self.seeder.load_state_dict(self._read_state)
         finally:
             self._read_state = None
 
-    def prepare_data_loader(self, data_loader: Any, device_placement: Optional[bool] = None,
-                            slice_fn_for_dispatch: Any = None) -> Any:
+    def prepare_data_loader(
+        self,
+        data_loader: Any,
+        device_placement: Optional[bool] = None,
+        slice_fn_for_dispatch: Any = None,
+    ) -> Any:
         """Wrap a seeder loader in a :class:`PreparedLoader`; other loaders as accelerate does."""
         if isinstance(data_loader, PreparedLoader):
             return data_loader
         if not _is_seeder_loader(data_loader):
             return super().prepare_data_loader(data_loader, device_placement, slice_fn_for_dispatch)
         if self.dispatch_batches or self.split_batches:
-            raise ValueError(f"a {type(data_loader).__name__} is sharded by rank itself: create "
-                             "the Accelerator without dispatch_batches/split_batches "
-                             "(DataLoaderConfiguration defaults)")
+            raise ValueError(
+                f"a {type(data_loader).__name__} is sharded by rank itself: create "
+                "the Accelerator without dispatch_batches/split_batches "
+                "(DataLoaderConfiguration defaults)"
+            )
         if device_placement is None:
             device_placement = self.device_placement
-        return PreparedLoader(data_loader, self.device if device_placement else None, self.non_blocking)
+        return PreparedLoader(
+            data_loader, self.device if device_placement else None, self.non_blocking
+        )
 
     def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
-        """For a prepared seeder loader: itself, if it already stands at ``num_batches`` (O(1)); else accelerate's."""
+        """For a prepared seeder loader: itself, if it already stands at ``num_batches`` (O(1));
+        else accelerate's."""
         if not isinstance(dataloader, PreparedLoader):
             return super().skip_first_batches(dataloader, num_batches)
         position = dataloader.loader.batches_done
         if position != num_batches:
             raise ValueError(
-                f"the seeder.DataLoader stands at batch {position} of its epoch, not {num_batches}: its position comes "
-                "from the checkpoint (accelerator.load_state); iterate it directly instead of skip_first_batches")
+                f"the seeder.DataLoader stands at batch {position} of its epoch, not "
+                f"{num_batches}: its position comes from the checkpoint (accelerator.load_state); "
+                f"iterate it directly instead of skip_first_batches"
+            )
         return dataloader

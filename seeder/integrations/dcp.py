@@ -1,4 +1,5 @@
-"""seeder's state as a ``torch.distributed.checkpoint`` (DCP) ``Stateful``: ``dcp.save`` / ``dcp.load`` from every rank.
+"""seeder's state as a ``torch.distributed.checkpoint`` (DCP) ``Stateful``: ``dcp.save`` /
+``dcp.load`` from every rank.
 
 :class:`SeederStateful` holds every rank's :meth:`seeder.Seeder.state_dict` in one opaque entry
 (gathered on every rank under a process group, so the entry is the same on all of them and DCP
@@ -15,10 +16,11 @@ Example:
     >>> t.last_reseed
     (1, 0)
 """
+
 from __future__ import annotations
 
 import io
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 import torch
 import torch.distributed
@@ -41,20 +43,29 @@ class SeederStateful:
         self.seeder = resolve_seeder(seeder)
         self.allow_world_change = allow_world_change
 
-    def state_dict(self) -> Dict[str, Any]:
-        """``{"ranks": bytes}``: every rank's seeder state, serialised with ``torch.save``, identical on every rank."""
+    def state_dict(self) -> dict[str, Any]:
+        """``{"ranks": bytes}``: every rank's seeder state, serialised with ``torch.save``,
+        identical on every rank."""
         s = self.seeder
         own = s.state_dict()
-        ranks: List[Any] = [own]
+        ranks: list[Any] = [own]
         if process_group_active() and s.world_size > 1:
             ranks = [None] * s.world_size
             torch.distributed.all_gather_object(ranks, own)
         buf = io.BytesIO()
-        torch.save({"format": "seeder-gathered", "version": own["version"], "world_size": len(ranks), "ranks": ranks},
-                   buf)
+        torch.save(
+            {
+                "format": "seeder-gathered",
+                "version": own["version"],
+                "world_size": len(ranks),
+                "ranks": ranks,
+            },
+            buf,
+        )
         return {"ranks": buf.getvalue()}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Load this rank's entry (or, on another world size, what moves): see :meth:`seeder.Seeder.load_state_dict`."""
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load this rank's entry (or, on another world size, what moves):
+        see :meth:`seeder.Seeder.load_state_dict`."""
         gathered = torch.load(io.BytesIO(state["ranks"]), weights_only=True)
         self.seeder.load_state_dict(gathered, allow_world_change=self.allow_world_change)

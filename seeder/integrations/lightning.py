@@ -40,7 +40,8 @@ What the callback does:
 * Elastic train loaders (``seeder.ElasticDataLoader(...)``, other participants only
   registered generators): a checkpoint of another world size resumes. Lightning restores the
   loaders' global state; the callback loads the master seed and last reseed and re-derives
-  each rank's RNG streams from the loaders' global step (:func:`seeder._state.world.rederive_streams`).
+  each rank's RNG streams from the loaders' global step
+  (:func:`seeder._state.world.rederive_streams`).
 
 Under ``strategy="ddp"`` Lightning leaves ``seeder.DataLoader`` alone: its sampler is a
 ``torch.utils.data.DistributedSampler`` (seeder's subclass), already sharded by global
@@ -52,12 +53,13 @@ Example:
     >>> seeder.init(5); SeederCallback().state_key
     'SeederCallback'
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -65,7 +67,9 @@ try:
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import Callback
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("seeder.integrations.lightning needs Lightning >= 2.3: pip install 'seeder[lightning]'") from exc
+    raise ImportError(
+        "seeder.integrations.lightning needs Lightning >= 2.3: pip install 'seeder[lightning]'"
+    ) from exc
 
 from seeder._errors import SeederWarning, StateError
 from seeder._internals import require
@@ -97,13 +101,16 @@ logger = logging.getLogger("seeder")
 #: Version of the layout of :meth:`SeederCallback.state_dict`.
 CALLBACK_STATE_VERSION = 1
 
+
 def _stop_checkpoint(root: Optional[str]) -> str:
-    """Where :class:`SeederCallback` saves a ``seeder verify`` stop: the run's checkpoint directory, else ``root``."""
+    """Where :class:`SeederCallback` saves a ``seeder verify`` stop: the run's checkpoint directory,
+    else ``root``."""
     return os.path.join(stepwatch.ckpt_dir() or root or os.getcwd(), stepwatch.STOP_CKPT)
 
 
 def resume_path(ckpt_path: Optional[str] = None) -> Optional[str]:
-    """The checkpoint for ``Trainer.fit(ckpt_path=...)``: ``ckpt_path`` when given, else the one ``seeder verify`` resumes.
+    """The checkpoint for ``Trainer.fit(ckpt_path=...)``: ``ckpt_path`` when given, else the one
+    ``seeder verify`` resumes.
 
     ``seeder verify`` asks a run to resume with ``$SEEDER_RESUME=1``; the checkpoint is the
     ``seeder-stop.ckpt`` that :class:`SeederCallback` saved when it stopped the run, in
@@ -125,22 +132,28 @@ def resume_path(ckpt_path: Optional[str] = None) -> Optional[str]:
         return ckpt_path
     path = _stop_checkpoint(None)
     if not os.path.isfile(path):
-        warnings.warn(f"seeder verify asks this run to resume, but there is no {path}: the run it continues did not "
-                      "stop through SeederCallback; put SeederCallback() in the Trainer's callbacks", SeederWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"seeder verify asks this run to resume, but there is no {path}: the run it continues "
+            f"did not stop through SeederCallback; put SeederCallback() in the Trainer's callbacks",
+            SeederWarning,
+            stacklevel=2,
+        )
         return None
     return path
 
 
-def _same_place(trainer: "pl.Trainer", what: str, rank: int, world: int, fix: str) -> None:
+def _same_place(trainer: pl.Trainer, what: str, rank: int, world: int, fix: str) -> None:
     """Raise ``RuntimeError`` naming ``fix`` unless ``(rank, world)`` is this Trainer process's."""
     if (rank, world) != (trainer.global_rank, trainer.world_size):
-        raise RuntimeError(f"SeederCallback: {what} rank {rank} of {world} but this Trainer process is rank "
-                           f"{trainer.global_rank} of {trainer.world_size}; {fix}")
+        raise RuntimeError(
+            f"SeederCallback: {what} rank {rank} of {world} but this Trainer process is rank "
+            f"{trainer.global_rank} of {trainer.world_size}; {fix}"
+        )
 
 
 class SeederCallback(Callback):
-    """Reseed every train epoch, keep the seeder state in Lightning's checkpoints, refuse what cannot be exact.
+    """Reseed every train epoch, keep the seeder state in Lightning's checkpoints, refuse what
+    cannot be exact.
 
     ``seeder``: a :class:`seeder.Seeder` other than the default one. See the module
     docstring for what it does and when.
@@ -152,41 +165,57 @@ class SeederCallback(Callback):
 
     def __init__(self, seeder: Optional[Seeder] = None) -> None:
         self.seeder = resolve_seeder(seeder)
-        self._trainer: Optional["pl.Trainer"] = None
-        self._pending: Optional[Dict[str, Any]] = None  # the loaded callback state, applied at on_train_start
+        self._trainer: Optional[pl.Trainer] = None
+        self._pending: Optional[dict[str, Any]] = (
+            None  # the loaded callback state, applied at on_train_start
+        )
         self._applied_early = False
 
     # ----------------------------------------------------------------- setup
-    def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         """Check that the seeder matches the trainer's processes (rank, world, one master seed)."""
         if stage != "fit":
             return
         self._trainer = trainer
         s = self.seeder
         if not s.initialized:
-            raise RuntimeError("SeederCallback: seeder.init(master_seed=...) was not called; call it, then "
-                               "seeder.reseed(0, 0), before building the LightningModule")
-        _same_place(trainer, "the seeder has", s.rank, s.world_size,
-                    "call seeder.init(master_seed, ngpus=<devices x nodes>) in every process (Lightning's launcher sets "
-                    "LOCAL_RANK and WORLD_SIZE, which seeder reads)")
+            raise RuntimeError(
+                "SeederCallback: seeder.init(master_seed=...) was not called; call it, then "
+                "seeder.reseed(0, 0), before building the LightningModule"
+            )
+        _same_place(
+            trainer,
+            "the seeder has",
+            s.rank,
+            s.world_size,
+            "call seeder.init(master_seed, ngpus=<devices x nodes>) in every process (Lightning's "
+            "launcher sets LOCAL_RANK and WORLD_SIZE, which seeder reads)",
+        )
         if trainer.world_size > 1 and process_group_active():
-            seeds: List[Any] = [None] * trainer.world_size
+            seeds: list[Any] = [None] * trainer.world_size
             torch.distributed.all_gather_object(seeds, s.get_master_seed())
             if len(set(seeds)) > 1:
                 raise RuntimeError(
-                    f"SeederCallback: the ranks use different master seeds {seeds}: each process drew its own. "
-                    "Pass the same master_seed to seeder.init on every rank (or set SEEDER_SEED before launching)")
+                    f"SeederCallback: the ranks use different master seeds {seeds}: each process "
+                    f"drew its own. Pass the same master_seed to seeder.init on every rank (or set "
+                    f"SEEDER_SEED before launching)"
+                )
         if trainer.overfit_batches:
-            raise RuntimeError("SeederCallback: overfit_batches replaces the train loader's sampler, so the run is not "
-                               "seeder's any more; set overfit_batches=0 (or drop SeederCallback for debugging runs)")
+            raise RuntimeError(
+                "SeederCallback: overfit_batches replaces the train loader's sampler, so the run "
+                "is not seeder's any more; set overfit_batches=0 (or drop SeederCallback for "
+                "debugging runs)"
+            )
 
     # ------------------------------------------------------------------ epochs
-    def on_train_epoch_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
-        """``reseed(1, epoch)``: before Lightning creates this epoch's loader iterator (from epoch 1 on)."""
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """``reseed(1, epoch)``: before Lightning creates this epoch's loader iterator (from epoch 1
+        on)."""
         self.seeder.reseed(TRAIN_TASK, trainer.current_epoch)
 
-    def on_fit_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
-        """A checkpoint from the end of an epoch: apply it and reseed the next epoch before the loader exists."""
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """A checkpoint from the end of an epoch: apply it and reseed the next epoch before the
+        loader exists."""
         self._applied_early = False
         if self._pending is None or not self._pending["epoch_complete"]:
             return
@@ -196,8 +225,9 @@ class SeederCallback(Callback):
         self.seeder.reseed(TRAIN_TASK, next_epoch)
         self._applied_early = True
 
-    def on_train_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
-        """Check the train loaders; apply a checkpoint taken inside an epoch (its loaders are restored by now)."""
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Check the train loaders; apply a checkpoint taken inside an epoch (its loaders are
+        restored by now)."""
         self._check_loaders(trainer)
         pending, self._pending = self._pending, None
         if pending is None:
@@ -210,30 +240,49 @@ class SeederCallback(Callback):
         last = self.seeder.last_reseed
         if last is None or last[0] != TRAIN_TASK or last[1] != trainer.current_epoch:
             raise StateError(
-                f"SeederCallback: Lightning resumes epoch {trainer.current_epoch} but the seeder state continues "
-                f"{last}; the checkpoint's loop and seeder states do not belong together (save both with the same "
-                "Trainer.save_checkpoint)")
-        stepwatch.mark("resumed")  # for seeder verify: this run continues a checkpoint (nothing outside verify)
+                f"SeederCallback: Lightning resumes epoch {trainer.current_epoch} but the seeder "
+                f"state continues {last}; the checkpoint's loop and seeder states do not belong "
+                f"together (save both with the same Trainer.save_checkpoint)"
+            )
+        stepwatch.mark(
+            "resumed"
+        )  # for seeder verify: this run continues a checkpoint (nothing outside verify)
 
-    def on_train_batch_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        """Under ``seeder verify``: at the step it asks for, save Lightning's checkpoint and exit (status 0)."""
+    def on_train_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        """Under ``seeder verify``: at the step it asks for, save Lightning's checkpoint and exit
+        (status 0)."""
         if stepwatch.should_stop():
             path = _stop_checkpoint(trainer.default_root_dir)
             trainer.save_checkpoint(path)
             stepwatch.mark("stopped")
-            logger.info("stopped for seeder verify after step %s; checkpoint %s", stepwatch.steps_done(), path)
+            logger.info(
+                "stopped for seeder verify after step %s; checkpoint %s",
+                stepwatch.steps_done(),
+                path,
+            )
             raise SystemExit(0)
 
     # ------------------------------------------------------------------- state
-    def state_dict(self) -> Dict[str, Any]:
-        """Every rank's seeder state (a collective: Lightning calls it on every rank), without loader positions."""
+    def state_dict(self) -> dict[str, Any]:
+        """Every rank's seeder state (a collective: Lightning calls it on every rank), without
+        loader positions."""
         gathered = self.seeder.gather_state_dict()
         if gathered is None:  # not rank 0: only rank 0 writes the checkpoint
             return {}
-        loader_keys = {key for key, p in self.seeder.stateful().items() if isinstance(p, SEEDER_LOADERS)}
+        loader_keys = {
+            key for key, p in self.seeder.stateful().items() if isinstance(p, SEEDER_LOADERS)
+        }
         for entry in gathered["ranks"]:  # every rank has the same participants, so the same keys
-            entry["participants"] = {k: v for k, v in entry["participants"].items() if k not in loader_keys}
+            entry["participants"] = {
+                k: v for k, v in entry["participants"].items() if k not in loader_keys
+            }
         loaders, trainer = self._train_loaders(), self._trainer
         return {
             "version": CALLBACK_STATE_VERSION,
@@ -242,70 +291,102 @@ class SeederCallback(Callback):
             "epoch_complete": bool(loaders) and all(epoch_done(ld, trainer) for ld in loaders),
         }
 
-    def on_save_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: Dict[str, Any]) -> None:
-        """A stream's position in Lightning's loop state: as of the batches trained, not of the one fetched ahead."""
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        """A stream's position in Lightning's loop state: as of the batches trained, not of the one
+        fetched ahead."""
         streams = [ld for ld in self._train_loaders() if isinstance(ld, IterableDataLoader)]
         if not streams:
             return
         require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
         saved = checkpoint["loops"]["fit_loop"]["state_dict"].get("combined_loader") or []
-        mine = [i for i, st in enumerate(saved) if isinstance(st, dict) and st.get("format") == "seeder.stream_loader"]
+        mine = [
+            i
+            for i, st in enumerate(saved)
+            if isinstance(st, dict) and st.get("format") == "seeder.stream_loader"
+        ]
         if len(mine) != len(streams):
-            raise StateError(f"SeederCallback: Lightning's checkpoint holds {len(mine)} stream loader state(s) for "
-                             f"{len(streams)} seeder.IterableDataLoader stream(s); return the train loaders from "
-                             "train_dataloader() as seeder.DataLoader objects, not wrapped")
+            raise StateError(
+                f"SeederCallback: Lightning's checkpoint holds {len(mine)} stream loader state(s) "
+                f"for {len(streams)} seeder.IterableDataLoader stream(s); return the train loaders "
+                f"from train_dataloader() as seeder.DataLoader objects, not wrapped"
+            )
         for i, loader in zip(mine, streams):
             saved[i] = loader_state(loader, trainer)
 
-    def on_load_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: Dict[str, Any]) -> None:
-        """Validate the saved state against this run as soon as Lightning reads it; nothing changes on error.
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        """Validate the saved state against this run as soon as Lightning reads it; nothing changes
+        on error.
 
         A checkpoint from the end of an epoch: its loader positions ("epoch done") are dropped from
-        Lightning's loop state, so that the loaders start the next epoch, which :meth:`on_fit_start` reseeds.
+        Lightning's loop state, so that the loaders start the next epoch, which :meth:`on_fit_start`
+        reseeds.
         """
         state = (checkpoint.get("callbacks") or {}).get(self.state_key)
         if not state:
             warnings.warn(
-                "SeederCallback: the checkpoint holds no seeder state (saved without SeederCallback?): the resumed "
-                "run's random streams are not the interrupted run's; resume from a checkpoint saved with SeederCallback",
-                SeederWarning, stacklevel=2)
+                "SeederCallback: the checkpoint holds no seeder state (saved without "
+                "SeederCallback?): the resumed run's random streams are not the interrupted run's; "
+                "resume from a checkpoint saved with SeederCallback",
+                SeederWarning,
+                stacklevel=2,
+            )
             return
         self._validate(state, checkpoint)
         if state["epoch_complete"]:
             require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
             fit_loop = checkpoint["loops"]["fit_loop"]["state_dict"]
             loader_states = fit_loop.get("combined_loader", [])
-            if all(isinstance(st, dict) and st.get("format") in LOADER_FORMATS for st in loader_states):
+            if all(
+                isinstance(st, dict) and st.get("format") in LOADER_FORMATS for st in loader_states
+            ):
                 fit_loop["combined_loader"] = []
         self._pending = state
 
-    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        """Nothing: :meth:`on_load_checkpoint` (called just before, with the whole checkpoint) took the state."""
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Nothing: :meth:`on_load_checkpoint` (called just before, with the whole checkpoint) took
+        the state."""
 
-    def _validate(self, state: Any, checkpoint: Dict[str, Any]) -> None:
-        if not isinstance(state, dict) or state.get("version") != CALLBACK_STATE_VERSION \
-                or set(state) != {"version", "seeder", "loaders", "epoch_complete"}:
-            raise StateError(f"SeederCallback: the checkpoint's callback state is not one this version wrote "
-                             f"(version {CALLBACK_STATE_VERSION}); resume with the seeder version that wrote it")
+    def _validate(self, state: Any, checkpoint: dict[str, Any]) -> None:
+        if (
+            not isinstance(state, dict)
+            or state.get("version") != CALLBACK_STATE_VERSION
+            or set(state) != {"version", "seeder", "loaders", "epoch_complete"}
+        ):
+            raise StateError(
+                f"SeederCallback: the checkpoint's callback state is not one this version wrote "
+                f"(version {CALLBACK_STATE_VERSION}); resume with the seeder version that wrote it"
+            )
         gathered = state["seeder"]
-        if not isinstance(gathered, dict) or gathered.get("format") != GATHERED_FORMAT or not gathered.get("ranks"):
+        if (
+            not isinstance(gathered, dict)
+            or gathered.get("format") != GATHERED_FORMAT
+            or not gathered.get("ranks")
+        ):
             raise StateError("SeederCallback: the checkpoint holds no gathered seeder state")
         s = self.seeder
         if gathered.get("world_size") != s.world_size and not movable(gathered, checkpoint):
             raise StateError(
-                f"SeederCallback: the checkpoint was saved by {gathered.get('world_size')} process(es), this run has "
-                f"{s.world_size}; resume with the same number of devices x nodes for an exact continuation "
-                "(or start a new run from the weights alone: Trainer.fit without ckpt_path, model loaded yourself). "
-                "A checkpoint moves to another number of processes when its train loaders are elastic "
-                "(seeder.ElasticDataLoader(...)) and its other seeder participants registered generators")
+                f"SeederCallback: the checkpoint was saved by {gathered.get('world_size')} "
+                f"process(es), this run has {s.world_size}; resume with the same number of devices "
+                f"x nodes for an exact continuation (or start a new run from the weights alone: "
+                f"Trainer.fit without ckpt_path, model loaded yourself). A checkpoint moves to "
+                f"another number of processes when its train loaders are elastic "
+                f"(seeder.ElasticDataLoader(...)) and its other seeder participants registered "
+                f"generators"
+            )
         saved = gathered["ranks"][0].get("master_seed")
         if saved != s.get_master_seed():
             raise StateError(
-                f"SeederCallback: the checkpoint was made with master seed {saved}, this run was given "
-                f"{s.get_master_seed()}; pass master_seed={saved} to seeder.init to resume it")
+                f"SeederCallback: the checkpoint was made with master seed {saved}, this run was "
+                f"given {s.get_master_seed()}; pass master_seed={saved} to seeder.init to resume it"
+            )
 
     # ---------------------------------------------------------------- helpers
-    def _train_loaders(self) -> List[Any]:
+    def _train_loaders(self) -> list[Any]:
         trainer = self._trainer
         if trainer is None:
             return []
@@ -315,50 +396,76 @@ class SeederCallback(Callback):
             return []
         return [ld for ld in flatten(loaders) if isinstance(ld, SEEDER_LOADERS)]
 
-    def _check_loaders(self, trainer: "pl.Trainer") -> None:
+    def _check_loaders(self, trainer: pl.Trainer) -> None:
         loaders = list(flatten(trainer.train_dataloader))
         for ld in loaders:
             if isinstance(ld, IterableDataLoader):
-                _same_place(trainer, "the seeder.IterableDataLoader's stream is sharded as", ld.seeder.rank,
-                            ld.seeder.world_size, "build the loader inside train_dataloader() (after Lightning starts "
-                            "the process group), not before Trainer.fit")
+                _same_place(
+                    trainer,
+                    "the seeder.IterableDataLoader's stream is sharded as",
+                    ld.seeder.rank,
+                    ld.seeder.world_size,
+                    "build the loader inside train_dataloader() (after Lightning starts "
+                    "the process group), not before Trainer.fit",
+                )
                 continue
             if not isinstance(ld, DataLoader):
                 warnings.warn(
-                    f"SeederCallback: the train loader is a {type(ld).__module__}.{type(ld).__name__}, not a "
-                    "seeder.DataLoader: its order, worker randomness and position are not seeder's, so a resumed run "
-                    "will not continue exactly; return seeder.DataLoader(dataset, ...) from train_dataloader()",
-                    SeederWarning, stacklevel=2)
+                    f"SeederCallback: the train loader is a "
+                    f"{type(ld).__module__}.{type(ld).__name__}, not a seeder.DataLoader: its "
+                    f"order, worker randomness and position are not seeder's, so a resumed run "
+                    f"will not continue exactly; return seeder.DataLoader(dataset, ...) from "
+                    f"train_dataloader()",
+                    SeederWarning,
+                    stacklevel=2,
+                )
                 continue
             if isinstance(ld, ElasticDataLoader):
-                _same_place(trainer, "the seeder.ElasticDataLoader splits its global batches as", ld.batch_sampler.rank,
-                            ld.world_size, "build the loader inside train_dataloader() (after Lightning starts the "
-                            "process group), not before Trainer.fit")
+                _same_place(
+                    trainer,
+                    "the seeder.ElasticDataLoader splits its global batches as",
+                    ld.batch_sampler.rank,
+                    ld.world_size,
+                    "build the loader inside train_dataloader() (after Lightning starts the "
+                    "process group), not before Trainer.fit",
+                )
                 continue
             sampler = ld.sampler
             if not isinstance(sampler, DistributedSampler):
                 raise RuntimeError(
-                    f"SeederCallback: the seeder.DataLoader's sampler was replaced by a {type(sampler).__name__}; "
-                    "keep seeder's sampler (Trainer(use_distributed_sampler=False) if something replaced it)")
-            _same_place(trainer, "the seeder.DataLoader is sharded as", sampler.rank, sampler.num_replicas,
-                        "build the loader inside train_dataloader() (after Lightning starts the process group), "
-                        "not before Trainer.fit")
+                    f"SeederCallback: the seeder.DataLoader's sampler was replaced by a "
+                    f"{type(sampler).__name__}; keep seeder's sampler "
+                    f"(Trainer(use_distributed_sampler=False) if something replaced it)"
+                )
+            _same_place(
+                trainer,
+                "the seeder.DataLoader is sharded as",
+                sampler.rank,
+                sampler.num_replicas,
+                "build the loader inside train_dataloader() (after Lightning starts the process "
+                "group), not before Trainer.fit",
+            )
 
-    def _check_positions(self, trainer: "pl.Trainer", saved: List[List[int]]) -> None:
+    def _check_positions(self, trainer: pl.Trainer, saved: list[list[int]]) -> None:
         now = [position(ld, trainer) for ld in self._train_loaders()]
         if now != saved:
             raise StateError(
-                f"SeederCallback: Lightning restored the train loader(s) to (epoch, batch, batches) {now}, but the "
-                f"seeder state was saved at {saved}; the checkpoint's loop state does not match its seeder state "
-                "(train loaders changed between save and resume?)")
+                f"SeederCallback: Lightning restored the train loader(s) to (epoch, batch, "
+                f"batches) {now}, but the seeder state was saved at {saved}; the checkpoint's loop "
+                f"state does not match its seeder state (train loaders changed between save and "
+                f"resume?)"
+            )
 
-    def _apply(self, gathered: Dict[str, Any], step: Optional[int] = None) -> None:
-        """Load ``gathered`` with the seeder's loaders left out (their positions are Lightning's to restore).
+    def _apply(self, gathered: dict[str, Any], step: Optional[int] = None) -> None:
+        """Load ``gathered`` with the seeder's loaders left out (their positions are Lightning's to
+        restore).
 
-        From another world size (elastic loaders, :func:`.lightning_loaders.movable`): the master seed and last reseed load, and,
-        inside an epoch (``step``: the elastic loaders' global step, as Lightning restored them), this rank's
-        RNG streams are re-derived as ``seeder.load_state_dict`` does for elastic loaders
-        (:func:`seeder._state.world.rederive_streams`); at an epoch's end the next ``reseed`` seeds them.
+        From another world size (elastic loaders, :func:`.lightning_loaders.movable`): the master
+        seed and last reseed load, and, inside an epoch (``step``: the elastic loaders' global step,
+        as Lightning restored them), this rank's RNG streams are re-derived as
+        ``seeder.load_state_dict`` does for elastic loaders
+        (:func:`seeder._state.world.rederive_streams`); at an epoch's end the next ``reseed`` seeds
+        them.
         """
         s = self.seeder
         moved = gathered["world_size"] != s.world_size
@@ -368,10 +475,18 @@ class SeederCallback(Callback):
         try:
             s.load_state_dict(gathered, allow_world_change=moved)
         finally:
-            for ld in loaders:  # rejoin in the same order: their keys (loader.<n>) stay as they were
+            for (
+                ld
+            ) in loaders:  # rejoin in the same order: their keys (loader.<n>) stay as they were
                 s.join(ld)
         if moved and step is not None:
             rederive_streams(gathered["ranks"][0], s, step)
-            logger.info("SeederCallback: checkpoint of %d process(es) resumed on %d: the elastic loaders continue at "
-                        "global step %d (restored by Lightning); rank %d's RNG streams re-derived from (master, task, "
-                        "epoch, rank, step)", gathered["world_size"], s.world_size, step, s.rank)
+            logger.info(
+                "SeederCallback: checkpoint of %d process(es) resumed on %d: the elastic loaders "
+                "continue at global step %d (restored by Lightning); rank %d's RNG streams "
+                "re-derived from (master, task, epoch, rank, step)",
+                gathered["world_size"],
+                s.world_size,
+                step,
+                s.rank,
+            )

@@ -40,13 +40,15 @@ Example::
 
 Importing this module imports transformers and accelerate; ``import seeder`` does not.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
 import warnings
-from typing import Any, Dict, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 import torch.utils.data
 import transformers.trainer as _hf_trainer_module
@@ -70,12 +72,12 @@ __all__ = ["SeederTrainer", "SeederCheckpointCallback", "StreamEpochs"]
 logger = logging.getLogger("seeder")
 
 
-
 _STREAM_KEYS = frozenset({"format", "version", "earlier"})
 
 
 class StreamEpochs:
-    """Participant of a :class:`SeederTrainer` over a stream: the batches of the stream's epochs before this one.
+    """Participant of a :class:`SeederTrainer` over a stream: the batches of the stream's epochs
+    before this one.
 
     The Trainer counts a stream with no length as one epoch of ``max_steps`` when it resumes
     (it skips ``global_step`` batches of its epoch 0), while the stream has epochs of its own:
@@ -93,22 +95,29 @@ class StreamEpochs:
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
         """Nothing: the Trainer's ``set_epoch`` (through the training loader) moves the count."""
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         return {"format": "seeder.trainer_stream", "version": 1, "earlier": self.earlier}
 
     def check_state_dict(self, state: Any) -> None:
-        check_state_header(state, "seeder.trainer_stream", 1, _STREAM_KEYS, "SeederTrainer stream", "SeederTrainer")
+        check_state_header(
+            state, "seeder.trainer_stream", 1, _STREAM_KEYS, "SeederTrainer stream", "SeederTrainer"
+        )
         if not (is_int(state["earlier"]) and state["earlier"] >= 0):
-            raise StateError(f"SeederTrainer stream state['earlier'] must be a non-negative int, got {state['earlier']!r}")
+            raise StateError(
+                f"SeederTrainer stream state['earlier'] must be a non-negative int, got "
+                f"{state['earlier']!r}"
+            )
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.earlier = int(state["earlier"])
 
 
 class _TrainLoader:
-    """The training loader as the Trainer sees it: ``set_epoch`` reseeds, everything else is the loader's.
+    """The training loader as the Trainer sees it: ``set_epoch`` reseeds, everything else is the
+    loader's.
 
-    Over a stream, the Trainer's epoch after a resume is not the stream's: ``offset`` maps one on the other.
+    Over a stream, the Trainer's epoch after a resume is not the stream's: ``offset`` maps one on
+    the other.
     """
 
     def __init__(self, loader: Any, seeder: Seeder):
@@ -131,8 +140,8 @@ class _TrainLoader:
         return len(self.loader)
 
     def set_epoch(self, epoch: int) -> None:
-        # The Trainer calls this right before iterating epoch `epoch`; after a resume inside that epoch the
-        # seeder skips the reseed (the loaded state continues it).
+        # The Trainer calls this right before iterating epoch `epoch`; after a resume inside that
+        # epoch the seeder skips the reseed (the loaded state continues it).
         if self.stream is not None:
             if self.resumed:
                 self.offset, self.resumed = self.loader.epoch - epoch, False
@@ -147,27 +156,34 @@ class _TrainLoader:
 
 
 class SeederCheckpointCallback(TrainerCallback):
-    """Writes every rank's seeder state into each checkpoint folder the Trainer saves (added by :class:`SeederTrainer`)."""
+    """Writes every rank's seeder state into each checkpoint folder the Trainer saves (added
+    by :class:`SeederTrainer`)."""
 
-    def __init__(self, trainer: "SeederTrainer"):
+    def __init__(self, trainer: SeederTrainer):
         self.trainer = trainer
         self.stopping = False  # seeder verify asked for a stop at this step
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         if not os.path.isdir(folder):
-            raise StateError(f"the Trainer saved no folder {folder}; SeederTrainer supports checkpoints in "
-                             "args.output_dir only (no hyperparameter search)")
+            raise StateError(
+                f"the Trainer saved no folder {folder}; SeederTrainer supports checkpoints in "
+                "args.output_dir only (no hyperparameter search)"
+            )
         train_loader = self.trainer.seeder_train_loader
         if train_loader is None or not train_loader.iterated:
-            raise StateError("the Trainer did not train from the seeder.DataLoader SeederTrainer built (was "
-                             "get_train_dataloader or the training loop replaced?); its position would not be saved")
+            raise StateError(
+                "the Trainer did not train from the seeder.DataLoader SeederTrainer built (was "
+                "get_train_dataloader or the training loop replaced?); its position would not "
+                "be saved"
+            )
         save_checkpoint_state(folder, self.trainer.seeder)
         if self.stopping:
             stepwatch.mark("stopped")
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Under ``seeder verify``: at the step it asks for, save the Trainer's checkpoint and stop training."""
+        """Under ``seeder verify``: at the step it asks for, save the Trainer's checkpoint and stop
+        training."""
         if stepwatch.should_stop() and not self.stopping:
             self.stopping = True
             control.should_save = True
@@ -175,7 +191,8 @@ class SeederCheckpointCallback(TrainerCallback):
 
 
 class SeederTrainer(Trainer):
-    """A ``transformers.Trainer`` whose training data come from a :class:`seeder.DataLoader` (see the module doc).
+    """A ``transformers.Trainer`` whose training data come from a :class:`seeder.DataLoader` (see
+    the module doc).
 
     Same arguments as ``Trainer``; ``seeder`` is the :class:`seeder.Seeder` to use
     (default: the module-level one). If it is not initialised yet, it is initialised
@@ -189,35 +206,57 @@ class SeederTrainer(Trainer):
     ``train_sampling_strategy`` other than ``"random"``, hyperparameter search.
     """
 
-    def __init__(self, *args: Any, seeder: Optional[Seeder] = None, elastic: bool = False, **kwargs: Any) -> None:
-        seeder = resolve_seeder(seeder)  # before the Trainer's __init__: fail fast on a bad argument
+    def __init__(
+        self, *args: Any, seeder: Optional[Seeder] = None, elastic: bool = False, **kwargs: Any
+    ) -> None:
+        seeder = resolve_seeder(
+            seeder
+        )  # before the Trainer's __init__: fail fast on a bad argument
         elastic = check_bool(elastic, "elastic")
-        with expected("the Trainer's set_seed(args.seed)"):  # routed through the seeder, as every framework's
+        with expected(
+            "the Trainer's set_seed(args.seed)"
+        ):  # routed through the seeder, as every framework's
             super().__init__(*args, **kwargs)
         bad = []
         if self.args.ignore_data_skip:
-            bad.append("ignore_data_skip=True (the seeder.DataLoader resumes at its saved batch without replay; "
-                       "leave it False)")
+            bad.append(
+                "ignore_data_skip=True (the seeder.DataLoader resumes at its saved batch without "
+                "replay; leave it False)"
+            )
         if self.args.auto_find_batch_size:
-            bad.append("auto_find_batch_size=True (a changed batch size changes what a saved position means)")
+            bad.append(
+                "auto_find_batch_size=True (a changed batch size changes what a saved "
+                "position means)"
+            )
         if self.args.train_sampling_strategy != "random":
-            bad.append(f"train_sampling_strategy={self.args.train_sampling_strategy!r} (seeder's sampler shuffles; "
-                       "use 'random')")
+            bad.append(
+                f"train_sampling_strategy={self.args.train_sampling_strategy!r} (seeder's sampler "
+                f"shuffles; use 'random')"
+            )
         if bad:
             raise ValueError("SeederTrainer does not support " + "; ".join(bad))
         if elastic and isinstance(self.train_dataset, torch.utils.data.IterableDataset):
-            raise TypeError(f"SeederTrainer(elastic=True) needs a map-style train_dataset (with __getitem__ and __len__), "
-                            f"got the IterableDataset {type(self.train_dataset).__name__}; drop elastic=True for a stream")
+            raise TypeError(
+                f"SeederTrainer(elastic=True) needs a map-style train_dataset (with __getitem__ "
+                f"and __len__), got the IterableDataset {type(self.train_dataset).__name__}; drop "
+                f"elastic=True for a stream"
+            )
         if self.args.data_seed is not None:
-            warnings.warn(f"SeederTrainer ignores data_seed={self.args.data_seed}: the data order derives from the "
-                          "seeder's master seed", SeederWarning, stacklevel=2)
+            warnings.warn(
+                f"SeederTrainer ignores data_seed={self.args.data_seed}: the data order derives "
+                f"from the seeder's master seed",
+                SeederWarning,
+                stacklevel=2,
+            )
         self.seeder = seeder
         self.elastic = elastic
         if not seeder.initialized:
             seeder.init(master_seed=self.args.seed)
         self.seeder_train_loader: Optional[_TrainLoader] = None
         self._pending_state: Optional[dict] = None
-        self._loaded_rngs: Optional[list] = None  # the global RNG states the loaded seeder state set
+        self._loaded_rngs: Optional[list] = (
+            None  # the global RNG states the loaded seeder state set
+        )
         self.add_callback(SeederCheckpointCallback(self))
 
     # ------------------------------------------------------------------ data
@@ -241,22 +280,42 @@ class SeederTrainer(Trainer):
         workers = a.dataloader_num_workers
         extra = {}
         if workers > 0:
-            extra = {"persistent_workers": a.dataloader_persistent_workers, "prefetch_factor": a.dataloader_prefetch_factor,
-                     "multiprocessing_context": a.dataloader_multiprocessing_context}
-        stream = isinstance(dataset, torch.utils.data.IterableDataset)  # a stream's order is its own (docs/dataloader.md)
+            extra = {
+                "persistent_workers": a.dataloader_persistent_workers,
+                "prefetch_factor": a.dataloader_prefetch_factor,
+                "multiprocessing_context": a.dataloader_multiprocessing_context,
+            }
+        stream = isinstance(
+            dataset, torch.utils.data.IterableDataset
+        )  # a stream's order is its own (docs/dataloader.md)
         if stream:  # elastic=True over a stream was refused by __init__
-            return IterableDataLoader(dataset, batch_size=self._train_batch_size,
-                                      collate_fn=collator, num_workers=workers,
-                                      pin_memory=a.dataloader_pin_memory,
-                                      drop_last=a.dataloader_drop_last, seeder=self.seeder, **extra)
+            return IterableDataLoader(
+                dataset,
+                batch_size=self._train_batch_size,
+                collate_fn=collator,
+                num_workers=workers,
+                pin_memory=a.dataloader_pin_memory,
+                drop_last=a.dataloader_drop_last,
+                seeder=self.seeder,
+                **extra,
+            )
         # elastic: batch_size per rank; the global batch is batch_size * world size
         kind = ElasticDataLoader if self.elastic else DataLoader
-        return kind(dataset, batch_size=self._train_batch_size, shuffle=True, collate_fn=collator,
-                    num_workers=workers, pin_memory=a.dataloader_pin_memory, drop_last=a.dataloader_drop_last,
-                    seeder=self.seeder, **extra)
+        return kind(
+            dataset,
+            batch_size=self._train_batch_size,
+            shuffle=True,
+            collate_fn=collator,
+            num_workers=workers,
+            pin_memory=a.dataloader_pin_memory,
+            drop_last=a.dataloader_drop_last,
+            seeder=self.seeder,
+            **extra,
+        )
 
     def get_train_dataloader(self) -> Any:
-        """The training :class:`seeder.DataLoader` (built once per trainer), with a resumed state applied."""
+        """The training :class:`seeder.DataLoader` (built once per trainer), with a resumed state
+        applied."""
         if self.seeder_train_loader is None:
             self.seeder_train_loader = _TrainLoader(self._build_train_loader(), self.seeder)
         if self._pending_state is not None:
@@ -264,49 +323,79 @@ class SeederTrainer(Trainer):
             self.seeder.load_state_dict(state)
             self._loaded_rngs = save_states(self.seeder.global_adapters())
             self.seeder_train_loader.resumed = True
-            logger.info("seeder state restored: epoch %s, batch %d", self.seeder.last_reseed,
-                        self.seeder_train_loader.loader.batches_done)
+            logger.info(
+                "seeder state restored: epoch %s, batch %d",
+                self.seeder.last_reseed,
+                self.seeder_train_loader.loader.batches_done,
+            )
         return self.seeder_train_loader
 
     def _load_rng_state(self, checkpoint: Optional[str]) -> None:
-        """The Trainer's ``rng_state_<rank>.pth``, then the global RNG states the seeder state set (they win).
+        """The Trainer's ``rng_state_<rank>.pth``, then the global RNG states the seeder state set
+        (they win).
 
         On the number of processes that saved the checkpoint both are the same states; on another,
-        the Trainer's file is another rank's (or missing) and the seeder's are this rank's re-derived streams.
+        the Trainer's file is another rank's (or missing) and the seeder's are this rank's
+        re-derived streams.
         """
         super()._load_rng_state(checkpoint)
         if checkpoint is not None and self._loaded_rngs is not None:
             put_back_states(self._loaded_rngs, strict=True)
 
     # ----------------------------------------------------------------- train
-    def train(self, resume_from_checkpoint: Any = None, trial: Any = None, ignore_keys_for_eval: Any = None,
-              **kwargs: Any) -> Any:
-        """``Trainer.train``, resuming the seeder state from the checkpoint folder too (validated first, on every rank)."""
+    def train(
+        self,
+        resume_from_checkpoint: Any = None,
+        trial: Any = None,
+        ignore_keys_for_eval: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``Trainer.train``, resuming the seeder state from the checkpoint folder too (validated
+        first, on every rank)."""
         if trial is not None:
-            raise ValueError("SeederTrainer does not support hyperparameter search (trial=...): use Trainer")
+            raise ValueError(
+                "SeederTrainer does not support hyperparameter search (trial=...): use Trainer"
+            )
         if resume_from_checkpoint is False:
             resume_from_checkpoint = None
-        if resume_from_checkpoint is None and stepwatch.resume_requested():  # seeder verify's resumed run
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir) if os.path.isdir(self.args.output_dir) else None
+        if (
+            resume_from_checkpoint is None and stepwatch.resume_requested()
+        ):  # seeder verify's resumed run
+            resume_from_checkpoint = (
+                get_last_checkpoint(self.args.output_dir)
+                if os.path.isdir(self.args.output_dir)
+                else None
+            )
         if resume_from_checkpoint is True:
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
             if resume_from_checkpoint is None:
-                raise ValueError(f"No valid checkpoint found in output directory ({self.args.output_dir})")
+                raise ValueError(
+                    f"No valid checkpoint found in output directory ({self.args.output_dir})"
+                )
         if self.seeder_train_loader is None:
             self.seeder_train_loader = _TrainLoader(self._build_train_loader(), self.seeder)
         self.seeder_train_loader.iterated = False
         self._loaded_rngs = None
         if resume_from_checkpoint is not None:
             self._pending_state = read_checkpoint_state(resume_from_checkpoint, self.seeder)
-            stepwatch.mark("resumed", int(str(resume_from_checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
-                           if str(resume_from_checkpoint).rsplit("-", 1)[-1].isdigit() else None)
+            stepwatch.mark(
+                "resumed",
+                int(str(resume_from_checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
+                if str(resume_from_checkpoint).rsplit("-", 1)[-1].isdigit()
+                else None,
+            )
         with self._answer_skip(), expected("the Trainer's set_seed(args.seed) before model_init"):
-            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=None,
-                                 ignore_keys_for_eval=ignore_keys_for_eval, **kwargs)
+            return super().train(
+                resume_from_checkpoint=resume_from_checkpoint,
+                trial=None,
+                ignore_keys_for_eval=ignore_keys_for_eval,
+                **kwargs,
+            )
 
     @contextlib.contextmanager
     def _answer_skip(self) -> Iterator[None]:
-        """While training, the Trainer's ``skip_first_batches`` returns our loader, which already stands at that batch."""
+        """While training, the Trainer's ``skip_first_batches`` returns our loader, which already
+        stands at that batch."""
         require("transformers:trainer.skip_first_batches")
         require("transformers:Trainer._load_rng_state")
         original = _hf_trainer_module.skip_first_batches
@@ -319,17 +408,23 @@ class SeederTrainer(Trainer):
             position = ours.loader.batches_done
             if ours.stream is not None and ours.stream.earlier + position != num_batches:
                 raise StateError(
-                    f"the Trainer resumes after {num_batches} batches, but the stream stands at batch {position} of its "
-                    f"epoch {state['epoch']} after {ours.stream.earlier} batches of its earlier epochs: the checkpoint's "
-                    "trainer_state.json and seeder_state files come from different moments (or gradient accumulation "
-                    "spans the stream's epoch boundary); resume from a checkpoint folder written by one SeederTrainer save")
+                    f"the Trainer resumes after {num_batches} batches, but the stream stands at "
+                    f"batch {position} of its epoch {state['epoch']} after {ours.stream.earlier} "
+                    f"batches of its earlier epochs: the checkpoint's trainer_state.json and "
+                    f"seeder_state files come from different moments (or gradient accumulation "
+                    f"spans the stream's epoch boundary); resume from a checkpoint folder written "
+                    f"by one SeederTrainer save"
+                )
             if ours.stream is not None:
-                position = num_batches  # the batches of the stream's earlier epochs count in the Trainer's epoch
+                # the batches of the stream's earlier epochs count in the Trainer's epoch
+                position = num_batches
             if position != num_batches:
                 raise StateError(
-                    f"the Trainer resumes after batch {num_batches} of the epoch but the seeder state stands at batch "
-                    f"{position}: the checkpoint's trainer_state.json and seeder_state files come from different "
-                    "moments; resume from a checkpoint folder written by one SeederTrainer save")
+                    f"the Trainer resumes after batch {num_batches} of the epoch but the seeder "
+                    f"state stands at batch {position}: the checkpoint's trainer_state.json and "
+                    f"seeder_state files come from different moments; resume from a checkpoint "
+                    f"folder written by one SeederTrainer save"
+                )
             logger.info("resuming at batch %d of the epoch without replay", position)
             return dataloader
 

@@ -1,4 +1,5 @@
-"""``seeder verify`` and ``seeder compare``: show that a training script is seeded and resumes bit for bit.
+"""``seeder verify`` and ``seeder compare``: show that a training script is seeded and resumes bit
+for bit.
 
 The methodology (NVIDIA seeder's README): with one seed, (1) train X epochs, (2) train X/2 epochs
 and checkpoint, (3) resume from (2) to X; without a seed, (4) train X epochs; repeat;
@@ -13,6 +14,7 @@ Example:
     >>> Contract().args(seed=1, epochs=2)
     ['--seed', '1', '--epochs', '2']
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,9 +29,24 @@ from seeder.verify._contract import (
 )
 from seeder.verify._runner import RunFailed, RunResult, RunSpec, run_all
 
-__all__ = ["Contract", "Metrics", "METRICS_ENV", "parse_metrics", "read_metrics", "default_command",
-           "RunSpec", "RunResult", "RunFailed", "run_all",
-           "VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData"]
+__all__ = [
+    "Contract",
+    "Metrics",
+    "METRICS_ENV",
+    "parse_metrics",
+    "read_metrics",
+    "default_command",
+    "RunSpec",
+    "RunResult",
+    "RunFailed",
+    "run_all",
+    "VerifyConfig",
+    "CompareConfig",
+    "verify",
+    "compare",
+    "load",
+    "VerifyData",
+]
 
 _LAZY = {"VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData"}
 

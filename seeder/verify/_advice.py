@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 from seeder.verify._compare import Difference
 
@@ -48,7 +48,7 @@ _GROUPS = {
     _CUDNN: "convolution _convolution cudnn_convolution convolution_backward cudnn_batch_norm "
     "cudnn_batch_norm_backward _cudnn_rnn _cudnn_rnn_backward cudnn_convolution_transpose",
 }
-_FIXES: Dict[str, str] = {f"aten::{op}": fix for fix, ops in _GROUPS.items() for op in ops.split()}
+_FIXES: dict[str, str] = {f"aten::{op}": fix for fix, ops in _GROUPS.items() for op in ops.split()}
 
 
 def kernel_fix(op: str) -> str:
@@ -91,7 +91,7 @@ def _short_paths(text: str) -> str:
     return re.sub(r"\((\S+:\d+),", lambda m: f"({short_path(m.group(1))},", text)
 
 
-def _where(rec: Dict[str, Any]) -> str:
+def _where(rec: dict[str, Any]) -> str:
     phase = {"f": "forward", "b": "backward", "o": "optimizer step"}.get(rec.get("ph", ""), "")
     op = f"{rec['op']} in {rec['mod']}" if rec.get("mod") else rec["op"]
     at = short_path(rec.get("at", "")) or "an unknown line"
@@ -100,7 +100,7 @@ def _where(rec: Dict[str, Any]) -> str:
     return f"{op} ({phase}) at {at}"
 
 
-def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:
+def explain(d: Difference, hash_seed: Optional[bool]) -> list[str]:
     """The report: what parted the runs, where, and the fix.
 
     Args:
@@ -142,9 +142,9 @@ def explain(d: Difference, hash_seed: Optional[bool]) -> List[str]:
                 "library's own seeding)"
             )
             fix = (
-                "pass generator=seeder.data.dataloader_generator() to DataLoaders; let seeder.reseed "
-                "seed the global generators (no torch.manual_seed of your own with a value that "
-                "varies)"
+                "pass generator=seeder.data.dataloader_generator() to DataLoaders; let "
+                "seeder.reseed seed the global generators (no torch.manual_seed of your own with a "
+                "value that varies)"
             )
         else:
             cause = (

@@ -34,10 +34,12 @@ Example:
     >>> analyze_verify(runs, allow_skip=True)["verdict"]
     'PASS'
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -45,9 +47,18 @@ from seeder.verify import _stats as stats
 from seeder.verify._contract import Metrics, format_step_key
 from seeder.verify._verdict import verdict
 
-__all__ = ["analyze_verify", "analyze_compare", "stop_point", "RUN_KINDS", "MID_KINDS", "ALL_KINDS", "RESUME_CHECKS"]
+__all__ = [
+    "analyze_verify",
+    "analyze_compare",
+    "stop_point",
+    "RUN_KINDS",
+    "MID_KINDS",
+    "ALL_KINDS",
+    "RESUME_CHECKS",
+]
 
-#: Run kinds of the methodology, with the numbers NVIDIA seeder's README gives them and what they are.
+#: Run kinds of the methodology, with the numbers NVIDIA seeder's README gives them and what they
+#: are.
 RUN_KINDS = {
     "full": "1: seeded, X epochs",
     "half": "2: seeded, X/2 epochs, checkpoint",
@@ -61,17 +72,18 @@ MID_KINDS = {
 }
 ALL_KINDS = {**RUN_KINDS, **MID_KINDS}
 
-#: ``diagnose(check name, repeat)``: why a resumed run diverged, as a dict with a ``message``, or ``None``.
-Diagnose = Callable[[str, int], Optional[Dict[str, Any]]]
+#: ``diagnose(check name, repeat)``: why a resumed run diverged, as a dict with a ``message``, or
+#: ``None``.
+Diagnose = Callable[[str, int], Optional[dict[str, Any]]]
 
 
-def _grouped(found: Sequence[Tuple[int, str, str]], label: str) -> List[str]:
+def _grouped(found: Sequence[tuple[int, str, str]], label: str) -> list[str]:
     """One reason per kind of failure: the first occurrence's message, naming the others.
 
     ``label`` formats a repeat number, e.g. ``"repeat {}"``.
     """
-    out: List[str] = []
-    seen: Dict[str, List[Tuple[int, str]]] = {}
+    out: list[str] = []
+    seen: dict[str, list[tuple[int, str]]] = {}
     for r, kind, msg in found:
         seen.setdefault(kind, []).append((r, msg))
     for items in seen.values():
@@ -81,15 +93,23 @@ def _grouped(found: Sequence[Tuple[int, str, str]], label: str) -> List[str]:
     return out
 
 
-def _check(name: str, ok: bool, summary: str, details: Dict[str, Any], reasons: Optional[List[str]] = None) -> Dict[str, Any]:
-    return {"name": name, "status": "PASS" if ok else "FAIL", "summary": summary, "reasons": reasons or [], "details": details}
+def _check(
+    name: str, ok: bool, summary: str, details: dict[str, Any], reasons: Optional[list[str]] = None
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "status": "PASS" if ok else "FAIL",
+        "summary": summary,
+        "reasons": reasons or [],
+        "details": details,
+    }
 
 
 def _close(d: stats.Difference, atol: float) -> bool:
     return d.identical or (atol > 0 and d.within(atol))
 
 
-def _check_reproducible(full: Sequence[Metrics], atol: float) -> Dict[str, Any]:
+def _check_reproducible(full: Sequence[Metrics], atol: float) -> dict[str, Any]:
     ref = full[0]
     diffs = [stats.difference(ref, m) for m in full[1:]]
     # Steps of the reference that a later run never logged count as a difference too.
@@ -99,25 +119,62 @@ def _check_reproducible(full: Sequence[Metrics], atol: float) -> Dict[str, Any]:
     digests = [m.digest for m in full]
     digest_ok = None if any(g is None for g in digests) else len(set(digests)) == 1
     # Digests are bitwise by nature: with a tolerance they are reported, not voted on.
-    ok = all(_close(d, atol) for d in diffs) and not any(missing) and (digest_ok is not False or atol > 0)
-    found: List[Tuple[int, str, str]] = []
+    ok = (
+        all(_close(d, atol) for d in diffs)
+        and not any(missing)
+        and (digest_ok is not False or atol > 0)
+    )
+    found: list[tuple[int, str, str]] = []
     for r, (d, miss) in enumerate(zip(diffs, missing), 1):
         if miss or d.missing:
-            found.append((r, "steps", f"logged different steps than full-0 ({len(miss)} missing, {len(d.missing)} extra)"))
+            found.append(
+                (
+                    r,
+                    "steps",
+                    f"logged different steps than full-0 ({len(miss)} missing, "
+                    f"{len(d.missing)} extra)",
+                )
+            )
         elif not _close(d, atol):
-            found.append((r, "diff", f"differs from seeded run full-0 from step {format_step_key(d.first_diff)} on (largest "
-                          f"|{full[0].quantity} difference| {d.max_abs_diff:.3g}): the same seed does not give the same run"))
+            found.append(
+                (
+                    r,
+                    "diff",
+                    f"differs from seeded run full-0 from step {format_step_key(d.first_diff)} on "
+                    f"(largest |{full[0].quantity} difference| {d.max_abs_diff:.3g}): the same "
+                    f"seed does not give the same run",
+                )
+            )
     reasons = _grouped(found, "seeded run full-{}")
     if digest_ok is False and not reasons and atol == 0:
-        reasons.append(f"seeded runs end with different model digests ({len(set(digests))} distinct) although their losses agree")
-    summary = (f"{len(full)} seeded runs " + ("bitwise identical" if bitwise else
-               f"agree within {atol:g}" if ok else f"differ (largest |{full[0].quantity} difference| {max_diff:.3g})"))
-    return _check("reproducible", ok, summary, {"runs": len(full), "bitwise": bitwise, "max_abs_diff": max_diff,
-                                                 "digests_equal": digest_ok}, reasons)
+        reasons.append(
+            f"seeded runs end with different model digests ({len(set(digests))} distinct) although "
+            f"their losses agree"
+        )
+    summary = f"{len(full)} seeded runs " + (
+        "bitwise identical"
+        if bitwise
+        else f"agree within {atol:g}"
+        if ok
+        else f"differ (largest |{full[0].quantity} difference| {max_diff:.3g})"
+    )
+    return _check(
+        "reproducible",
+        ok,
+        summary,
+        {
+            "runs": len(full),
+            "bitwise": bitwise,
+            "max_abs_diff": max_diff,
+            "digests_equal": digest_ok,
+        },
+        reasons,
+    )
 
 
-def stop_point(stopped: Metrics, full: Metrics) -> Dict[str, Any]:
-    """Where a stopped run ended: its last step, that step's epoch, how far into the epoch, and whether it ends it.
+def stop_point(stopped: Metrics, full: Metrics) -> dict[str, Any]:
+    """Where a stopped run ended: its last step, that step's epoch, how far into the epoch, and
+    whether it ends it.
 
     >>> import numpy as np
     >>> f = Metrics([(k,) for k in range(8)], np.zeros(8), [k // 4 for k in range(8)])
@@ -125,137 +182,279 @@ def stop_point(stopped: Metrics, full: Metrics) -> Dict[str, Any]:
     'mid-epoch at step 5 (2 of 4 steps into epoch 1)'
     """
     if not len(stopped):
-        return {"step": None, "epoch": None, "into_epoch": None, "epoch_steps": None, "epoch_boundary": None,
-                "text": "before its first step"}
+        return {
+            "step": None,
+            "epoch": None,
+            "into_epoch": None,
+            "epoch_steps": None,
+            "epoch_boundary": None,
+            "text": "before its first step",
+        }
     last, epoch = stopped.keys[-1], stopped.epochs[-1]
     if len(set(full.epochs)) < 2:  # iteration-based: no epoch to be inside of
-        return {"step": list(last), "epoch": epoch, "into_epoch": None, "epoch_steps": None,
-                "epoch_boundary": None,
-                "text": f"at step {format_step_key(last)} of {len(full)} (no epochs)"}
+        return {
+            "step": list(last),
+            "epoch": epoch,
+            "into_epoch": None,
+            "epoch_steps": None,
+            "epoch_boundary": None,
+            "text": f"at step {format_step_key(last)} of {len(full)} (no epochs)",
+        }
     into = sum(1 for e in stopped.epochs if e == epoch) if epoch is not None else None
     per = sum(1 for e in full.epochs if e == epoch) if epoch is not None else None
     boundary = None if into is None or not per else into >= per
     if boundary:
         text = f"at the end of epoch {epoch} (step {format_step_key(last)})"
     elif boundary is False:
-        text = f"mid-epoch at step {format_step_key(last)} ({into} of {per} steps into epoch {epoch})"
+        text = (
+            f"mid-epoch at step {format_step_key(last)} ({into} of {per} steps into epoch {epoch})"
+        )
     else:
         text = f"at step {format_step_key(last)}"
-    return {"step": list(last), "epoch": epoch, "into_epoch": into, "epoch_steps": per, "epoch_boundary": boundary,
-            "text": text}
+    return {
+        "step": list(last),
+        "epoch": epoch,
+        "into_epoch": into,
+        "epoch_steps": per,
+        "epoch_boundary": boundary,
+        "text": text,
+    }
 
 
 #: Names of the two resume checks, and the run labels each one uses.
 RESUME_CHECKS = {"resume": ("(2)", "(3)"), "resume-mid-epoch": ("(2b)", "(3b)")}
-_GENERIC_CAUSE = "the checkpoint does not restore everything (RNG/seeder state, optimizer, sampler position)"
+_GENERIC_CAUSE = (
+    "the checkpoint does not restore everything (RNG/seeder state, optimizer, sampler position)"
+)
 
 
-def _check_resume(name: str, full: Sequence[Metrics], half: Sequence[Metrics], resume: Sequence[Metrics], atol: float,
-                  diagnose: Optional[Diagnose] = None) -> Dict[str, Any]:
+def _check_resume(
+    name: str,
+    full: Sequence[Metrics],
+    half: Sequence[Metrics],
+    resume: Sequence[Metrics],
+    atol: float,
+    diagnose: Optional[Diagnose] = None,
+) -> dict[str, Any]:
     stopped_label, resumed_label = RESUME_CHECKS[name]
-    found: List[Tuple[int, str, str]] = []  # (repeat, kind of failure, message)
+    found: list[tuple[int, str, str]] = []  # (repeat, kind of failure, message)
     per_repeat = []
     for r, (f, h, s) in enumerate(zip(full, half, resume)):
         dh, ds = stats.difference(f, h), stats.difference(f, s)
         overlap = sorted(set(h.keys) & set(s.keys))
         uncovered = [k for k in f.keys if k not in set(h.keys) | set(s.keys)]
         digest_ok = None if (f.digest is None or s.digest is None) else f.digest == s.digest
-        bitwise = dh.identical and ds.identical and not overlap and not uncovered and digest_ok is not False
-        ok = _close(dh, atol) and _close(ds, atol) and not overlap and not uncovered and (digest_ok is not False or atol > 0)
+        bitwise = (
+            dh.identical
+            and ds.identical
+            and not overlap
+            and not uncovered
+            and digest_ok is not False
+        )
+        ok = (
+            _close(dh, atol)
+            and _close(ds, atol)
+            and not overlap
+            and not uncovered
+            and (digest_ok is not False or atol > 0)
+        )
         first_resumed = s.keys[0] if len(s) else None
         stop = stop_point(h, f)
-        rec = {"repeat": r, "bitwise": bitwise, "ok": ok, "stopped_at": stop,
-               "max_abs_diff": max(dh.max_abs_diff, ds.max_abs_diff),
-               "max_abs_diff_before_checkpoint": dh.max_abs_diff, "max_abs_diff_after_resume": ds.max_abs_diff,
-               "first_resumed_step": list(first_resumed) if first_resumed else None,
-               "first_diff": list(ds.first_diff) if ds.first_diff else None, "digests_equal": digest_ok,
-               "overlap_steps": len(overlap), "missing_steps": len(uncovered), "diagnosis": None}
+        rec = {
+            "repeat": r,
+            "bitwise": bitwise,
+            "ok": ok,
+            "stopped_at": stop,
+            "max_abs_diff": max(dh.max_abs_diff, ds.max_abs_diff),
+            "max_abs_diff_before_checkpoint": dh.max_abs_diff,
+            "max_abs_diff_after_resume": ds.max_abs_diff,
+            "first_resumed_step": list(first_resumed) if first_resumed else None,
+            "first_diff": list(ds.first_diff) if ds.first_diff else None,
+            "digests_equal": digest_ok,
+            "overlap_steps": len(overlap),
+            "missing_steps": len(uncovered),
+            "diagnosis": None,
+        }
         per_repeat.append(rec)
         if ok:
             continue
         cause = None
-        if len(s) and _close(dh, atol) and not overlap:  # the divergence is after the checkpoint: ask the traces
+        if (
+            len(s) and _close(dh, atol) and not overlap
+        ):  # the divergence is after the checkpoint: ask the traces
             found_cause = diagnose(name, r) if diagnose is not None else None
             if found_cause is not None:
                 rec["diagnosis"] = found_cause
                 cause = found_cause["message"]
-        first = (f" from step {format_step_key(ds.first_diff)} on (largest |loss difference| {ds.max_abs_diff:.3g}; resumed "
-                 f"at step {format_step_key(first_resumed)})" if ds.first_diff is not None else "")
+        first = (
+            f" from step {format_step_key(ds.first_diff)} on (largest |loss difference| "
+            f"{ds.max_abs_diff:.3g}; resumed at step {format_step_key(first_resumed)})"
+            if ds.first_diff is not None
+            else ""
+        )
         if not len(s):
             found.append((r, "empty", f"the resumed run {resumed_label} logged no steps"))
         elif overlap:
-            found.append((r, "overlap", f"the resumed run {resumed_label} logged {len(overlap)} step(s) the stopped run "
-                          f"{stopped_label} had already done (from step {format_step_key(overlap[0])}): it did not continue from "
-                          "the checkpoint"))
+            found.append(
+                (
+                    r,
+                    "overlap",
+                    f"the resumed run {resumed_label} logged {len(overlap)} step(s) the stopped "
+                    f"run {stopped_label} had already done (from step "
+                    f"{format_step_key(overlap[0])}): it did not continue from the checkpoint",
+                )
+            )
         elif not _close(dh, atol):
-            found.append((r, "before", f"the stopped run {stopped_label} already differs from (1) at step "
-                          f"{format_step_key(dh.first_diff)} (largest |loss difference| {dh.max_abs_diff:.3g}), before any "
-                          "checkpoint was loaded"))
+            found.append(
+                (
+                    r,
+                    "before",
+                    f"the stopped run {stopped_label} already differs from (1) at step "
+                    f"{format_step_key(dh.first_diff)} (largest |loss difference| "
+                    f"{dh.max_abs_diff:.3g}), before any checkpoint was loaded",
+                )
+            )
         elif ds.missing or dh.missing:
-            found.append((r, "extra", f"runs {stopped_label}+{resumed_label} logged steps the uninterrupted run (1) does "
-                          f"not have (first {format_step_key((ds.missing or dh.missing)[0])})"
-                          + (f"; the resumed run differs from (1){first}" if first else "")
-                          + (f": {cause}" if cause else "")))
+            found.append(
+                (
+                    r,
+                    "extra",
+                    f"runs {stopped_label}+{resumed_label} logged steps the uninterrupted run (1) "
+                    f"does not have (first {format_step_key((ds.missing or dh.missing)[0])})"
+                    + (f"; the resumed run differs from (1){first}" if first else "")
+                    + (f": {cause}" if cause else ""),
+                )
+            )
         elif not _close(ds, atol):
-            found.append((r, "after", f"the resumed run {resumed_label} differs from the uninterrupted run (1){first}: "
-                          f"{cause or _GENERIC_CAUSE}"))
+            found.append(
+                (
+                    r,
+                    "after",
+                    f"the resumed run {resumed_label} differs from the uninterrupted run "
+                    f"(1){first}: {cause or _GENERIC_CAUSE}",
+                )
+            )
         elif uncovered:
-            found.append((r, "uncovered", f"{len(uncovered)} step(s) of (1) were logged by neither {stopped_label} nor "
-                          f"{resumed_label}, first {format_step_key(uncovered[0])}"))
+            found.append(
+                (
+                    r,
+                    "uncovered",
+                    f"{len(uncovered)} step(s) of (1) were logged by neither {stopped_label} nor "
+                    f"{resumed_label}, first {format_step_key(uncovered[0])}",
+                )
+            )
         elif digest_ok is False:
-            found.append((r, "digest", f"the resumed run {resumed_label} ends with a different model digest than (1) "
-                          "although the losses agree" + (f": {cause}" if cause else "")))
+            found.append(
+                (
+                    r,
+                    "digest",
+                    f"the resumed run {resumed_label} ends with a different model digest than (1) "
+                    "although the losses agree" + (f": {cause}" if cause else ""),
+                )
+            )
     ok = all(p["ok"] for p in per_repeat)
-    reasons = [("" if name == "resume" else "mid-epoch stop, ") + x for x in _grouped(found, "repeat {}")]
+    reasons = [
+        ("" if name == "resume" else "mid-epoch stop, ") + x for x in _grouped(found, "repeat {}")
+    ]
     bitwise = all(p["bitwise"] for p in per_repeat)
     max_diff = max((p["max_abs_diff"] for p in per_repeat), default=0.0)
     where = per_repeat[0]["stopped_at"]["text"] if per_repeat else "nowhere"
     if name == "resume-mid-epoch" and per_repeat and per_repeat[0]["stopped_at"]["epoch_boundary"]:
         where += ", an epoch boundary, not mid-epoch"
     summary = f"stopped {where}: " + (
-        "resumed runs bitwise identical to uninterrupted runs" if bitwise else
-        f"resumed runs agree within {atol:g} (largest difference {max_diff:.3g})" if ok else
-        f"resumed runs differ from uninterrupted runs (largest |loss difference| {max_diff:.3g})")
+        "resumed runs bitwise identical to uninterrupted runs"
+        if bitwise
+        else f"resumed runs agree within {atol:g} (largest difference {max_diff:.3g})"
+        if ok
+        else f"resumed runs differ from uninterrupted runs (largest |loss difference| "
+        f"{max_diff:.3g})"
+    )
     details = {"bitwise": bitwise, "max_abs_diff": max_diff, "repeats": per_repeat}
     return _check(name, ok, summary, details, reasons)
 
 
-def _skipped(name: str, why: str) -> Dict[str, Any]:
-    return {"name": name, "status": "SKIP", "summary": f"not tested: {why}", "reasons": [], "details": {"skipped": why}}
+def _skipped(name: str, why: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "status": "SKIP",
+        "summary": f"not tested: {why}",
+        "reasons": [],
+        "details": {"skipped": why},
+    }
 
 
-def _check_variance(full: Sequence[Metrics], unseeded: Sequence[Metrics], alpha: float) -> Dict[str, Any]:
+def _check_variance(
+    full: Sequence[Metrics], unseeded: Sequence[Metrics], alpha: float
+) -> dict[str, Any]:
     s = np.array([stats.summary_value(m) for m in full])
     u = np.array([stats.summary_value(m) for m in unseeded])
     t = stats.variance_test(s, u)
     quantity = full[0].quantity if full else "loss"
-    details = {"statistic": f"mean {quantity} of the last epoch, one value per run", "alpha": alpha,
-               "seeded_values": s.tolist(), "unseeded_values": u.tolist(),
-               "std_seeded": math.sqrt(t["var_seeded"]), "std_unseeded": math.sqrt(t["var_unseeded"]),
-               "variance_ratio": t["ratio"], "p_value": t["p_value"]}
-    bad = [f"{kind}-{i}" for kind, vals in (("full", s), ("unseeded", u)) for i, v in enumerate(vals) if not math.isfinite(v)]
+    details = {
+        "statistic": f"mean {quantity} of the last epoch, one value per run",
+        "alpha": alpha,
+        "seeded_values": s.tolist(),
+        "unseeded_values": u.tolist(),
+        "std_seeded": math.sqrt(t["var_seeded"]),
+        "std_unseeded": math.sqrt(t["var_unseeded"]),
+        "variance_ratio": t["ratio"],
+        "p_value": t["p_value"],
+    }
+    bad = [
+        f"{kind}-{i}"
+        for kind, vals in (("full", s), ("unseeded", u))
+        for i, v in enumerate(vals)
+        if not math.isfinite(v)
+    ]
     if bad:
-        return _check("variance", False, f"last-epoch {quantity} is not a finite number in {len(bad)} run(s)", details,
-                      [f"the last-epoch {quantity} of run(s) {', '.join(bad)} is not a finite number (NaN or infinite): "
-                       "the training diverged or the logged values are not losses, so no spread can be compared"])
+        return _check(
+            "variance",
+            False,
+            f"last-epoch {quantity} is not a finite number in {len(bad)} run(s)",
+            details,
+            [
+                f"the last-epoch {quantity} of run(s) {', '.join(bad)} is not a finite number (NaN "
+                f"or infinite): the training diverged or the logged values are not losses, so no "
+                f"spread can be compared"
+            ],
+        )
     if t["var_unseeded"] == 0.0:
-        return _check("variance", False, "unseeded runs are identical", details,
-                      ["the unseeded runs (4) are identical to each other: the script seeds itself when --seed is absent "
-                       "(or has no randomness), so the seed cannot be shown to control the run"])
+        return _check(
+            "variance",
+            False,
+            "unseeded runs are identical",
+            details,
+            [
+                "the unseeded runs (4) are identical to each other: the script seeds itself when "
+                "--seed is absent (or has no randomness), so the seed cannot be shown to "
+                "control the run"
+            ],
+        )
     ok = t["p_value"] < alpha
-    summary = (f"last-epoch {quantity}: seeded std {details['std_seeded']:.3g} vs unseeded std {details['std_unseeded']:.3g} "
-               f"(variance ratio {t['ratio']:.3g}, p = {t['p_value']:.3g})")
-    reasons = [] if ok else [f"seeded runs are not less spread than unseeded runs (variance ratio {t['ratio']:.3g}, "
-                             f"one-sided F test p = {t['p_value']:.3g} >= {alpha:g}): the seed does not control the run"]
+    summary = (
+        f"last-epoch {quantity}: seeded std {details['std_seeded']:.3g} vs unseeded std "
+        f"{details['std_unseeded']:.3g} (variance ratio {t['ratio']:.3g}, p = {t['p_value']:.3g})"
+    )
+    reasons = (
+        []
+        if ok
+        else [
+            f"seeded runs are not less spread than unseeded runs (variance ratio {t['ratio']:.3g}, "
+            f"one-sided F test p = {t['p_value']:.3g} >= {alpha:g}): the seed does not "
+            f"control the run"
+        ]
+    )
     return _check("variance", ok, summary, details, reasons)
 
 
-def _per_step(full: Sequence[Metrics], resume: Sequence[Metrics], unseeded: Sequence[Metrics]) -> Dict[str, Any]:
+def _per_step(
+    full: Sequence[Metrics], resume: Sequence[Metrics], unseeded: Sequence[Metrics]
+) -> dict[str, Any]:
     keys, fm = stats.align(list(full) + list(unseeded))
-    seeded_m, unseeded_m = fm[: len(full)], fm[len(full):]
+    seeded_m, unseeded_m = fm[: len(full)], fm[len(full) :]
     sd_s, sd_u = stats.step_spread(seeded_m), stats.step_spread(unseeded_m)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(sd_u > 0, sd_s ** 2 / np.where(sd_u > 0, sd_u ** 2, 1.0), np.nan)
+        ratio = np.where(sd_u > 0, sd_s**2 / np.where(sd_u > 0, sd_u**2, 1.0), np.nan)
     corr = {}
     if len(keys) >= 3:
         corr["seeded_vs_seeded"] = stats.residual_correlation(seeded_m)
@@ -270,17 +469,31 @@ def _per_step(full: Sequence[Metrics], resume: Sequence[Metrics], unseeded: Sequ
                 cols = [index[k] for k in ks]
                 sv = np.array([s.as_dict()[k] for k in ks])
                 rs.append(stats.residual_correlation(fm[r, cols][None], sv[None]))
-        corr["full_vs_resumed"] = float(np.nanmean(rs)) if rs and not all(math.isnan(v) for v in rs) else math.nan
+        corr["full_vs_resumed"] = (
+            float(np.nanmean(rs)) if rs and not all(math.isnan(v) for v in rs) else math.nan
+        )
     finite = ratio[np.isfinite(ratio)]
-    return {"keys": [list(k) for k in keys], "std_seeded": sd_s.tolist(), "std_unseeded": sd_u.tolist(),
-            "variance_ratio": ratio.tolist(), "median_variance_ratio": float(np.median(finite)) if len(finite) else math.nan,
-            "max_std_seeded": float(np.nanmax(sd_s)) if len(keys) else math.nan,
-            "mean_std_unseeded": float(np.nanmean(sd_u)) if len(keys) else math.nan, "correlation": corr}
+    return {
+        "keys": [list(k) for k in keys],
+        "std_seeded": sd_s.tolist(),
+        "std_unseeded": sd_u.tolist(),
+        "variance_ratio": ratio.tolist(),
+        "median_variance_ratio": float(np.median(finite)) if len(finite) else math.nan,
+        "max_std_seeded": float(np.nanmax(sd_s)) if len(keys) else math.nan,
+        "mean_std_unseeded": float(np.nanmean(sd_u)) if len(keys) else math.nan,
+        "correlation": corr,
+    }
 
 
-def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alpha: float = 0.05,
-                   diagnose: Optional[Diagnose] = None, skipped: Optional[Dict[str, str]] = None,
-                   allow_skip: Union[bool, Sequence[str]] = False) -> Dict[str, Any]:
+def analyze_verify(
+    runs: dict[str, Sequence[Metrics]],
+    *,
+    atol: float = 0.0,
+    alpha: float = 0.05,
+    diagnose: Optional[Diagnose] = None,
+    skipped: Optional[dict[str, str]] = None,
+    allow_skip: Union[bool, Sequence[str]] = False,
+) -> dict[str, Any]:
     """Checks and per-step statistics for the runs of one verify session.
 
     ``runs`` maps run kinds (:data:`RUN_KINDS`, :data:`MID_KINDS`) to one :class:`Metrics`
@@ -289,9 +502,9 @@ def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alp
     a pair may have fewer repeats, at least one), and a missing pair makes its check SKIP
     with the reason ``skipped[check name]``. ``diagnose(check, repeat)``
     may explain a resume failure (a :class:`seeder.verify._diagnose.Diagnosis` as a
-    dict). Returns a dict with ``verdict`` (:func:`verdict`: FAIL, INCOMPLETE or PASS; ``allow_skip``
-    names the checks that may be SKIP, ``True`` all), ``reasons``, ``checks``, ``skipped`` (the names of
-    the checks that were SKIP) and ``per_step``.
+    dict). Returns a dict with ``verdict`` (:func:`verdict`: FAIL, INCOMPLETE or PASS;
+    ``allow_skip`` names the checks that may be SKIP, ``True`` all), ``reasons``, ``checks``,
+    ``skipped`` (the names of the checks that were SKIP) and ``per_step``.
     """
     if not isinstance(atol, (int, float)) or atol < 0 or math.isnan(atol):
         raise ValueError(f"atol must be a number >= 0, got {atol!r}")
@@ -307,25 +520,44 @@ def analyze_verify(runs: Dict[str, Sequence[Metrics]], *, atol: float = 0.0, alp
     if n["full"] != n["unseeded"] or n["full"] < 2:
         raise ValueError(f"runs (1) and (4) need the same number of repeats, at least 2; got {n}")
     for stop_kind, resume_kind in (("half", "resume"), ("mid", "resume-mid")):
-        if stop_kind in n and (n[stop_kind] != n[resume_kind] or not 1 <= n[stop_kind] <= n["full"]):
-            raise ValueError(f"{stop_kind!r} and {resume_kind!r} need the same number of repeats, from 1 to the "
-                             f"repeats of 'full'; got {n}")
+        if stop_kind in n and (
+            n[stop_kind] != n[resume_kind] or not 1 <= n[stop_kind] <= n["full"]
+        ):
+            raise ValueError(
+                f"{stop_kind!r} and {resume_kind!r} need the same number of repeats, from 1 to the "
+                f"repeats of 'full'; got {n}"
+            )
     skipped = skipped or {}
     full, unseeded = list(runs["full"]), list(runs["unseeded"])
     checks = [_check_reproducible(full, atol)]
-    for name, (stop_kind, resume_kind) in (("resume", ("half", "resume")), ("resume-mid-epoch", ("mid", "resume-mid"))):
+    for name, (stop_kind, resume_kind) in (
+        ("resume", ("half", "resume")),
+        ("resume-mid-epoch", ("mid", "resume-mid")),
+    ):
         if stop_kind in runs:
-            checks.append(_check_resume(name, full, list(runs[stop_kind]), list(runs[resume_kind]), atol, diagnose))
+            checks.append(
+                _check_resume(
+                    name, full, list(runs[stop_kind]), list(runs[resume_kind]), atol, diagnose
+                )
+            )
         else:
-            checks.append(_skipped(name, skipped.get(name, "its runs were not part of this session")))
+            checks.append(
+                _skipped(name, skipped.get(name, "its runs were not part of this session"))
+            )
     checks.append(_check_variance(full, unseeded, alpha))
     decided, reasons = verdict(checks, allow_skip)
-    return {"verdict": decided, "reasons": reasons, "checks": checks,
-            "skipped": [c["name"] for c in checks if c["status"] == "SKIP"],
-            "per_step": _per_step(full, list(runs.get("resume", [])), unseeded)}
+    return {
+        "verdict": decided,
+        "reasons": reasons,
+        "checks": checks,
+        "skipped": [c["name"] for c in checks if c["status"] == "SKIP"],
+        "per_step": _per_step(full, list(runs.get("resume", [])), unseeded),
+    }
 
 
-def analyze_compare(a: Sequence[Metrics], b: Sequence[Metrics], levels: Sequence[float] = (0.95, 0.99)) -> Dict[str, Any]:
+def analyze_compare(
+    a: Sequence[Metrics], b: Sequence[Metrics], levels: Sequence[float] = (0.95, 0.99)
+) -> dict[str, Any]:
     """Paired comparison of configuration B against A (``a[i]`` and ``b[i]`` share a seed).
 
     The decision uses one value per run (mean loss of the last epoch): the paired
@@ -335,7 +567,10 @@ def analyze_compare(a: Sequence[Metrics], b: Sequence[Metrics], levels: Sequence
     width follow (:func:`stats.unpaired_runs_needed`).
     """
     if len(a) != len(b) or len(a) < 2:
-        raise ValueError(f"a paired comparison needs the same number of runs per configuration, at least 2; got {len(a)} and {len(b)}")
+        raise ValueError(
+            f"a paired comparison needs the same number of runs per configuration, at least 2; got "
+            f"{len(a)} and {len(b)}"
+        )
     va = np.array([stats.summary_value(m) for m in a])
     vb = np.array([stats.summary_value(m) for m in b])
     d = vb - va
@@ -344,11 +579,16 @@ def analyze_compare(a: Sequence[Metrics], b: Sequence[Metrics], levels: Sequence
         lo, hi = stats.paired_interval(d, lv)
         half_width = (hi - lo) / 2
         sd_a, sd_b = math.sqrt(float(stats.sample_var(va))), math.sqrt(float(stats.sample_var(vb)))
-        intervals[f"{lv:g}"] = {"low": lo, "high": hi, "contains_zero": bool(lo <= 0.0 <= hi), "half_width": half_width,
-                                "unpaired_runs_needed": stats.unpaired_runs_needed(sd_a, sd_b, half_width, lv)}
+        intervals[f"{lv:g}"] = {
+            "low": lo,
+            "high": hi,
+            "contains_zero": bool(lo <= 0.0 <= hi),
+            "half_width": half_width,
+            "unpaired_runs_needed": stats.unpaired_runs_needed(sd_a, sd_b, half_width, lv),
+        }
     first = intervals[f"{levels[0]:g}"]
     keys, ma = stats.align(list(a) + list(b))
-    am, bm = ma[: len(a)], ma[len(a):]
+    am, bm = ma[: len(a)], ma[len(a) :]
     dm = bm - am
     step_ci = {}
     for lv in levels:
@@ -359,12 +599,28 @@ def analyze_compare(a: Sequence[Metrics], b: Sequence[Metrics], levels: Sequence
     unpaired_var = float(stats.sample_var(va) + stats.sample_var(vb))
     reduction = unpaired_var / var_d if var_d > 0 else (math.inf if unpaired_var > 0 else 1.0)
     mean_d = float(d.mean())
-    summary = (f"B - A = {mean_d:+.4g} (95% CI [{first['low']:.4g}, {first['high']:.4g}]): "
-               + ("B differs from A" if differs else "no difference detected"))
-    return {"differs": differs, "summary": summary, "statistic": "mean loss of the last epoch, one value per run",
-            "pairs": len(a), "values_a": va.tolist(), "values_b": vb.tolist(), "paired_differences": d.tolist(),
-            "mean_difference": mean_d, "std_difference": math.sqrt(float(stats.sample_var(d))),
-            "std_a": math.sqrt(float(stats.sample_var(va))), "std_b": math.sqrt(float(stats.sample_var(vb))),
-            "variance_reduction": reduction, "intervals": intervals,
-            "per_step": {"keys": [list(k) for k in keys], "mean_a": am.mean(axis=0).tolist(), "mean_b": bm.mean(axis=0).tolist(),
-                         "mean_difference": dm.mean(axis=0).tolist(), "ci": step_ci}}
+    summary = f"B - A = {mean_d:+.4g} (95% CI [{first['low']:.4g}, {first['high']:.4g}]): " + (
+        "B differs from A" if differs else "no difference detected"
+    )
+    return {
+        "differs": differs,
+        "summary": summary,
+        "statistic": "mean loss of the last epoch, one value per run",
+        "pairs": len(a),
+        "values_a": va.tolist(),
+        "values_b": vb.tolist(),
+        "paired_differences": d.tolist(),
+        "mean_difference": mean_d,
+        "std_difference": math.sqrt(float(stats.sample_var(d))),
+        "std_a": math.sqrt(float(stats.sample_var(va))),
+        "std_b": math.sqrt(float(stats.sample_var(vb))),
+        "variance_reduction": reduction,
+        "intervals": intervals,
+        "per_step": {
+            "keys": [list(k) for k in keys],
+            "mean_a": am.mean(axis=0).tolist(),
+            "mean_b": bm.mean(axis=0).tolist(),
+            "mean_difference": dm.mean(axis=0).tolist(),
+            "ci": step_ci,
+        },
+    }

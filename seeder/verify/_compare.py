@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Optional
 
 __all__ = ["Difference", "first_difference", "read_records"]
 
@@ -41,17 +42,17 @@ class Difference:
     kind: str
     index: int = -1  #: the record's index (0-based) in both files
     step: int = 1  #: the optimizer step it belongs to (1-based: the step that was running)
-    record: Dict[str, Any] = field(default_factory=dict)  #: run A's record
-    other: Dict[str, Any] = field(default_factory=dict)  #: run B's record
+    record: dict[str, Any] = field(default_factory=dict)  #: run A's record
+    other: dict[str, Any] = field(default_factory=dict)  #: run B's record
     input: int = -1  #: for ``input`` and ``batch``: which tensor input differs
     #: for ``batch``: ``'order'`` (same samples, another order), ``'content'`` or ``''``
     order: str = ""
     #: for ``batch``: run A's record of it entering the model
-    batch: Dict[str, Any] = field(default_factory=dict)
+    batch: dict[str, Any] = field(default_factory=dict)
     records: int = 0  #: records compared
 
 
-def read_records(path: str) -> Iterator[Dict[str, Any]]:
+def read_records(path: str) -> Iterator[dict[str, Any]]:
     """The records of one run's ``ops.rank<R>.jsonl`` (a last line cut short is dropped)."""
     with open(path, encoding="utf-8") as fh:
         for line in fh:
@@ -61,7 +62,7 @@ def read_records(path: str) -> Iterator[Dict[str, Any]]:
                 return
 
 
-def _samples(records: List[Dict[str, Any]], j: int) -> List[str]:
+def _samples(records: list[dict[str, Any]], j: int) -> list[str]:
     """The per-sample fingerprints of a differing tensor: a batch's rows, or a collate's inputs."""
     rec = records[0]
     if rec.get("k") == "batch":
@@ -70,14 +71,14 @@ def _samples(records: List[Dict[str, Any]], j: int) -> List[str]:
     return list(rec.get("in", []))
 
 
-def _order(a: Dict[str, Any], b: Dict[str, Any], j: int) -> str:
+def _order(a: dict[str, Any], b: dict[str, Any], j: int) -> str:
     sa, sb = _samples([a], j), _samples([b], j)
     if len(sa) > 1 and Counter(sa) == Counter(sb):
         return "order"
     return "content"
 
 
-def _next_batch(rest: Iterator[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+def _next_batch(rest: Iterator[dict[str, Any]]) -> Optional[dict[str, Any]]:
     for rec in rest:
         if rec.get("k") == "batch":
             return rec
@@ -86,7 +87,7 @@ def _next_batch(rest: Iterator[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     return None
 
 
-def first_difference(a: Iterable[Dict[str, Any]], b: Iterable[Dict[str, Any]]) -> Difference:
+def first_difference(a: Iterable[dict[str, Any]], b: Iterable[dict[str, Any]]) -> Difference:
     """Walk two runs' records side by side and classify the first one that differs.
 
     Args:

@@ -23,6 +23,7 @@ Example:
     >>> m.keys, m.losses.tolist(), m.epochs
     ([(0,), (0, 1)], [1.5, 1.25], [0, 0])
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,22 +32,42 @@ import os
 import shlex
 import string
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["Contract", "check_template", "TEMPLATE_FIELDS", "Metrics", "parse_metrics", "read_metrics", "default_command", "format_step_key", "METRICS_ENV",
-           "TEMPLATE_NAMES", "StepKey"]
+__all__ = [
+    "Contract",
+    "check_template",
+    "TEMPLATE_FIELDS",
+    "Metrics",
+    "parse_metrics",
+    "read_metrics",
+    "default_command",
+    "format_step_key",
+    "METRICS_ENV",
+    "TEMPLATE_NAMES",
+    "StepKey",
+]
 
 #: Environment variable through which a run receives its metrics file.
 METRICS_ENV = "SEEDER_METRICS"
 
 #: The templates a :class:`Contract` holds, in the order their arguments are appended.
-TEMPLATE_NAMES = ("seed", "epochs", "ckpt_dir", "resume", "stop_after_epochs", "stop_after_steps", "metrics")
+TEMPLATE_NAMES = (
+    "seed",
+    "epochs",
+    "ckpt_dir",
+    "resume",
+    "stop_after_epochs",
+    "stop_after_steps",
+    "metrics",
+)
 
-StepKey = Tuple[int, ...]
+StepKey = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -71,37 +92,64 @@ class Contract:
     metrics: str = "--metrics {metrics}"
     metrics_env: str = METRICS_ENV
     step_key: str = "step"
-    loss_keys: Tuple[str, ...] = ("loss", "data.train_loss")
+    loss_keys: tuple[str, ...] = ("loss", "data.train_loss")
 
     def __post_init__(self) -> None:
         for name in TEMPLATE_NAMES + ("metrics_env", "step_key"):
             if not isinstance(getattr(self, name), str):
-                raise TypeError(f"Contract.{name} must be a string, got {type(getattr(self, name)).__name__}")
-        if isinstance(self.loss_keys, str) or not self.loss_keys or not all(isinstance(k, str) and k for k in self.loss_keys):
-            raise TypeError(f"Contract.loss_keys must be a non-empty tuple of dotted keys, got {self.loss_keys!r}")
+                raise TypeError(
+                    f"Contract.{name} must be a string, got {type(getattr(self, name)).__name__}"
+                )
+        if (
+            isinstance(self.loss_keys, str)
+            or not self.loss_keys
+            or not all(isinstance(k, str) and k for k in self.loss_keys)
+        ):
+            raise TypeError(
+                f"Contract.loss_keys must be a non-empty tuple of dotted keys, got "
+                f"{self.loss_keys!r}"
+            )
         for name in TEMPLATE_NAMES:
             check_template(name, getattr(self, name))
 
-    def with_overrides(self, overrides: Dict[str, str]) -> "Contract":
+    def with_overrides(self, overrides: dict[str, str]) -> Contract:
         """A copy with some templates replaced; ``loss_keys`` may be given comma-separated.
 
         >>> Contract().with_overrides({"resume": "--resume-from {ckpt_dir}/last.pt"}).resume
         '--resume-from {ckpt_dir}/last.pt'
         """
         known = set(TEMPLATE_NAMES) | {"metrics_env", "step_key", "loss_keys"}
-        values: Dict[str, Any] = {}
+        values: dict[str, Any] = {}
         for name, value in overrides.items():
             key = name.replace("-", "_")
             if key not in known:
-                raise ValueError(f"unknown contract field {name!r}; known: {', '.join(sorted(known))}")
-            values[key] = tuple(v.strip() for v in value.split(",") if v.strip()) if key == "loss_keys" else value
+                raise ValueError(
+                    f"unknown contract field {name!r}; known: {', '.join(sorted(known))}"
+                )
+            values[key] = (
+                tuple(v.strip() for v in value.split(",") if v.strip())
+                if key == "loss_keys"
+                else value
+            )
         return dataclasses.replace(self, **values)
 
-    def args(self, *, seed: Optional[int] = None, epochs: Optional[int] = None, ckpt_dir: Optional[str] = None,
-             resume: bool = False, stop_after_epochs: Optional[int] = None, stop_after_steps: Optional[int] = None,
-             metrics: Optional[str] = None) -> List[str]:
+    def args(
+        self,
+        *,
+        seed: Optional[int] = None,
+        epochs: Optional[int] = None,
+        ckpt_dir: Optional[str] = None,
+        resume: bool = False,
+        stop_after_epochs: Optional[int] = None,
+        stop_after_steps: Optional[int] = None,
+        metrics: Optional[str] = None,
+    ) -> list[str]:
         """The arguments that ask the script for one run (``None`` leaves a flag out)."""
-        out: List[str] = []  # no seed / epochs / ckpt_dir flag: $SEEDER_SEED, the script's epochs, the run's directory
+        out: list[
+            str
+            # no seed / epochs / ckpt_dir flag: $SEEDER_SEED, the script's epochs, the run's
+            # directory
+        ] = []
         if seed is not None and self.seed:
             out += _words(self.seed, {"seed": seed})
         if epochs is not None and self.epochs:
@@ -118,27 +166,36 @@ class Contract:
             out += _words(self.metrics, {"metrics": metrics})
         return out
 
-    def env(self, metrics: Optional[str]) -> Dict[str, str]:
+    def env(self, metrics: Optional[str]) -> dict[str, str]:
         """Environment additions for a run: the metrics file through ``metrics_env``."""
         return {self.metrics_env: str(metrics)} if metrics is not None and self.metrics_env else {}
 
-    def _need(self, name: str, values: Dict[str, Any]) -> List[str]:
+    def _need(self, name: str, values: dict[str, Any]) -> list[str]:
         template = getattr(self, name)
         if not template:
-            raise ValueError(f"this run needs the {name!r} argument but its template is empty; "
-                             f"set it with --arg {name}=TEMPLATE")
+            raise ValueError(
+                f"this run needs the {name!r} argument but its template is empty; "
+                f"set it with --arg {name}=TEMPLATE"
+            )
         return _words(template, values)
 
 
-#: The fields each template is formatted with (what :meth:`Contract.args` passes it), with a sample value each.
-TEMPLATE_FIELDS: Dict[str, Dict[str, Any]] = {
-    "seed": {"seed": 0}, "epochs": {"epochs": 0}, "ckpt_dir": {"ckpt_dir": "d"}, "resume": {"ckpt_dir": "d"},
-    "stop_after_epochs": {"epochs": 0}, "stop_after_steps": {"steps": 0}, "metrics": {"metrics": "m"},
+#: The fields each template is formatted with (what :meth:`Contract.args` passes it), with a sample
+#: value each.
+TEMPLATE_FIELDS: dict[str, dict[str, Any]] = {
+    "seed": {"seed": 0},
+    "epochs": {"epochs": 0},
+    "ckpt_dir": {"ckpt_dir": "d"},
+    "resume": {"ckpt_dir": "d"},
+    "stop_after_epochs": {"epochs": 0},
+    "stop_after_steps": {"steps": 0},
+    "metrics": {"metrics": "m"},
 }
 
 
 def check_template(name: str, template: str) -> None:
-    """Raise ``ValueError`` naming ``name``, ``template`` and its allowed fields unless every placeholder is one of them.
+    """Raise ``ValueError`` naming ``name``, ``template`` and its allowed fields unless every
+    placeholder is one of them.
 
     A placeholder is a bare field (``{seed}``), optionally with a conversion or format spec
     (``{seed:08d}``); attribute and index lookups (``{seed.real}``, ``{ckpt_dir[0]}``) are refused.
@@ -156,18 +213,29 @@ def check_template(name: str, template: str) -> None:
         for word in words:
             for _, field, spec, conversion in string.Formatter().parse(word):
                 if field is not None and field not in fields:
-                    shown = "{" + field + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
-                    raise ValueError(f"--arg {name}={template!r}: {shown} is not a field of this template; its placeholders are "
-                                     f"{allowed} (bare names, optionally with :format)")
+                    shown = (
+                        "{"
+                        + field
+                        + ("!" + conversion if conversion else "")
+                        + (":" + spec if spec else "")
+                        + "}"
+                    )
+                    raise ValueError(
+                        f"--arg {name}={template!r}: {shown} is not a field of this template; its "
+                        f"placeholders are {allowed} (bare names, optionally with :format)"
+                    )
         _words(template, fields)
     except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
         if str(exc).startswith(f"--arg {name}="):
             raise
-        raise ValueError(f"--arg {name}={template!r} is not a valid template ({exc}); its placeholders are {allowed}, "
-                         "with {{ and }} for literal braces") from None
+        raise ValueError(
+            f"--arg {name}={template!r} is not a valid template ({exc}); its placeholders are "
+            f"{allowed}, "
+            "with {{ and }} for literal braces"
+        ) from None
 
 
-def _words(template: str, values: Dict[str, Any]) -> List[str]:
+def _words(template: str, values: dict[str, Any]) -> list[str]:
     # Split first, format after: a value with spaces (a path) stays one word.
     return [w.format(**values) for w in shlex.split(template)]
 
@@ -180,18 +248,18 @@ class Metrics:
     DLLogger ``[1, 12]``); ``epochs`` holds the epoch of each step or ``None``.
     """
 
-    keys: List[StepKey] = field(default_factory=list)
+    keys: list[StepKey] = field(default_factory=list)
     losses: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    epochs: List[Optional[int]] = field(default_factory=list)
+    epochs: list[Optional[int]] = field(default_factory=list)
     digest: Optional[str] = None
-    #: What the values are: ``"loss"``, or the ``"value"`` the records name (seeder's own records of a script
-    #: that reports no loss: ``"sum of squared parameters"``).
+    #: What the values are: ``"loss"``, or the ``"value"`` the records name (seeder's own records of
+    #: a script that reports no loss: ``"sum of squared parameters"``).
     quantity: str = "loss"
 
     def __len__(self) -> int:
         return len(self.keys)
 
-    def as_dict(self) -> Dict[StepKey, float]:
+    def as_dict(self) -> dict[StepKey, float]:
         return dict(zip(self.keys, self.losses.tolist()))
 
     def summary_mask(self) -> np.ndarray:
@@ -202,11 +270,11 @@ class Metrics:
             return np.array([e == last for e in self.epochs])
         mask = np.zeros(n, dtype=bool)
         if n:
-            mask[n - max(1, n // 4):] = True
+            mask[n - max(1, n // 4) :] = True
         return mask
 
 
-def _get(obj: Dict[str, Any], dotted: str) -> Any:
+def _get(obj: dict[str, Any], dotted: str) -> Any:
     cur: Any = obj
     for part in dotted.split("."):
         if not isinstance(cur, dict) or part not in cur:
@@ -220,25 +288,34 @@ def _step_key(value: Any) -> Optional[StepKey]:
         return None
     if isinstance(value, int):
         return (value,)
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
         return tuple(value)
     return None
 
 
-def parse_metrics(lines: Iterable[str], contract: Optional[Contract] = None, *, source: str = "<metrics>",
-                  strict: bool = False) -> Metrics:
+def parse_metrics(
+    lines: Iterable[str],
+    contract: Optional[Contract] = None,
+    *,
+    source: str = "<metrics>",
+    strict: bool = False,
+) -> Metrics:
     """Parse JSON-lines and DLLogger metrics; other lines are skipped (``strict``: rejected).
 
     A step logged twice is an error: each run writes a fresh file, so a repeat means
     the script logged from two processes or replayed steps.
     """
     c = contract or Contract()
-    keys: List[StepKey] = []
-    losses: List[float] = []
-    epochs: List[Optional[int]] = []
+    keys: list[StepKey] = []
+    losses: list[float] = []
+    epochs: list[Optional[int]] = []
     digest: Optional[str] = None
     quantity = "loss"
-    seen: Dict[StepKey, int] = {}
+    seen: dict[StepKey, int] = {}
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line:
@@ -246,17 +323,21 @@ def parse_metrics(lines: Iterable[str], contract: Optional[Contract] = None, *, 
         body = line
         for prefix in ("DLLL ", "DLL "):
             if line.startswith(prefix):
-                body = line[len(prefix):].strip()
+                body = line[len(prefix) :].strip()
                 break
         if not body.startswith("{"):
             if strict:
-                raise ValueError(f"{source}:{lineno}: not a JSON object or DLLogger line: {line[:80]!r}")
+                raise ValueError(
+                    f"{source}:{lineno}: not a JSON object or DLLogger line: {line[:80]!r}"
+                )
             continue
         try:
             obj = json.loads(body)
         except json.JSONDecodeError as exc:
             if strict:
-                raise ValueError(f"{source}:{lineno}: invalid JSON ({exc.msg}): {line[:80]!r}") from None
+                raise ValueError(
+                    f"{source}:{lineno}: invalid JSON ({exc.msg}): {line[:80]!r}"
+                ) from None
             continue
         if not isinstance(obj, dict):
             continue
@@ -268,8 +349,10 @@ def parse_metrics(lines: Iterable[str], contract: Optional[Contract] = None, *, 
         if key is None or isinstance(loss, bool) or not isinstance(loss, (int, float)):
             continue
         if key in seen:
-            raise ValueError(f"{source}:{lineno}: step {format_step_key(key)} already logged on line {seen[key]}; "
-                             "each step must be logged once per run (rank 0 only under torchrun)")
+            raise ValueError(
+                f"{source}:{lineno}: step {format_step_key(key)} already logged on line "
+                f"{seen[key]}; each step must be logged once per run (rank 0 only under torchrun)"
+            )
         seen[key] = lineno
         epoch = obj.get("epoch")
         if not isinstance(epoch, int) or isinstance(epoch, bool):
@@ -291,9 +374,14 @@ def format_step_key(key: StepKey) -> str:
     return str(key[0]) if len(key) == 1 else "(" + ", ".join(map(str, key)) + ")"
 
 
-def read_metrics(metrics_file: Optional[Path], log_file: Optional[Path], contract: Optional[Contract] = None,
-                 steps_file: Optional[Path] = None) -> Metrics:
-    """The metrics of one run: the metrics file if it has steps, else the run's log, else seeder's own records.
+def read_metrics(
+    metrics_file: Optional[Path],
+    log_file: Optional[Path],
+    contract: Optional[Contract] = None,
+    steps_file: Optional[Path] = None,
+) -> Metrics:
+    """The metrics of one run: the metrics file if it has steps, else the run's log, else seeder's
+    own records.
 
     ``steps_file`` holds what seeder recorded after each optimizer step (:mod:`seeder._run.steps`).
     Raises ``ValueError`` when none holds a step, naming every place.
@@ -311,12 +399,17 @@ def read_metrics(metrics_file: Optional[Path], log_file: Optional[Path], contrac
             if m.digest is None and log_file is not None and Path(log_file).is_file():
                 m.digest = _digest_from_log(Path(log_file))
             if m.digest is None and steps_file is not None and path != steps_file:
-                m.digest = _steps_digest(Path(steps_file))  # seeder's digest of weights and optimizer at exit
+                m.digest = _steps_digest(
+                    Path(steps_file)
+                )  # seeder's digest of weights and optimizer at exit
             return m
-    raise ValueError(f"no per-step values found in {' or '.join(tried) or 'nothing'}: the command logged no step "
-                     "seeder could read. Call seeder.init() and step a torch optimizer (seeder then records each step "
-                     "under seeder verify), or write JSON lines {\"step\": N, \"loss\": X} to the metrics file "
-                     "(--metrics FILE or $SEEDER_METRICS) or to its output")
+    raise ValueError(
+        f"no per-step values found in {' or '.join(tried) or 'nothing'}: the command logged no "
+        f"step seeder could read. Call seeder.init() and step a torch optimizer (seeder then "
+        f"records each step "
+        'under seeder verify), or write JSON lines {"step": N, "loss": X} to the metrics file '
+        "(--metrics FILE or $SEEDER_METRICS) or to its output"
+    )
 
 
 def _steps_digest(steps_file: Path) -> Optional[str]:
@@ -337,19 +430,21 @@ def _digest_from_log(log: Path) -> Optional[str]:
     return digest
 
 
-def default_command() -> List[str]:
+def default_command() -> list[str]:
     """The bundled example: ``python examples/train.py`` next to the installed package.
 
     Raises ``FileNotFoundError`` when the checkout has no ``examples/train.py``.
     """
     script = Path(__file__).resolve().parent.parent.parent / "examples" / "train.py"
     if not script.is_file():
-        raise FileNotFoundError(f"the bundled example {script} is not there (seeder installed without its examples?); "
-                                "give your own training command after --, e.g. seeder verify -- python train.py")
+        raise FileNotFoundError(
+            f"the bundled example {script} is not there (seeder installed without its examples?); "
+            "give your own training command after --, e.g. seeder verify -- python train.py"
+        )
     return [sys.executable, str(script)]
 
 
-def split_command(command: Sequence[str]) -> List[str]:
+def split_command(command: Sequence[str]) -> list[str]:
     """A command given as one shell string or as words.
 
     >>> split_command(["python train.py --lr 0.1"])

@@ -25,19 +25,29 @@ Example:
     >>> d.state, d.message.split(":")[0]
     ('torch', "torch's global RNG differs right after the resume, before the first resumed batch")
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Optional
 
 from seeder._run.steps import read_steps
 from seeder._run.trace import read_trace
 from seeder.verify._contract import Metrics
 from seeder.verify._stepcauses import discarded_batches, prefetched
 
-__all__ = ["Diagnosis", "diagnose", "diagnose_dirs", "preinit_hints", "TRACE_NAME",
-           "foreign_resume", "foreign_resumes", "STEPS_FILE"]
+__all__ = [
+    "Diagnosis",
+    "diagnose",
+    "diagnose_dirs",
+    "preinit_hints",
+    "TRACE_NAME",
+    "foreign_resume",
+    "foreign_resumes",
+    "STEPS_FILE",
+]
 
 #: seeder's per-step records in a run directory (:mod:`seeder._run.steps`).
 STEPS_FILE = "steps.jsonl"
@@ -45,51 +55,79 @@ STEPS_FILE = "steps.jsonl"
 #: File prefix of a run's traces inside its run directory.
 TRACE_NAME = "trace"
 
-Records = List[Dict[str, Any]]
+Records = list[dict[str, Any]]
 _GLOBAL_ORDER = ("python", "numpy", "torch")
-_LABEL = {"python": "Python's global random", "numpy": "NumPy's global RNG", "torch": "torch's global RNG"}
+_LABEL = {
+    "python": "Python's global random",
+    "numpy": "NumPy's global RNG",
+    "torch": "torch's global RNG",
+}
 
-MSG_BASE_SEED = ("torch's global RNG differs right after the resume, before the first resumed batch: something drew "
-                 "from it between seeder.load_state_dict() and that batch. A torch DataLoader without generator= does: "
-                 "each iter(loader) draws its workers' base seed from torch's global RNG, so a run resumed mid-epoch is "
-                 "one draw off the run it continues. Pass generator=seeder.data.dataloader_generator() to the DataLoader, or "
-                 "use seeder.DataLoader")
-MSG_NOT_COUNTED = ("the {source} position differs: the resumed run restarted epoch {epoch} at its first sample, although "
-                   "the stopped run had trained {steps} step(s) of it. Its position never moved during the epoch, so "
-                   "the checkpoint holds position 0: call sampler.advance(len(batch)) after each training step, or use "
-                   "seeder.DataLoader, which counts its batches itself")
-MSG_POSITION = ("the {source} position differs right after the resume: the resumed run continued at sample {got} of "
-                "epoch {got_epoch}, but the stopped run had reached sample {want} of epoch {want_epoch}. The checkpoint did not "
-                "restore the position: save seeder.state_dict() with the checkpoint and call seeder.load_state_dict() "
-                "on resume before the epoch loop (or the sampler's own state_dict()), or use seeder.DataLoader")
-MSG_RESEEDED = ("Python's, NumPy's and torch's global RNGs are all back at the start of epoch {epoch} after the resume: "
-                "the run reseeded the epoch instead of continuing the checkpoint's streams. Save seeder.state_dict() "
-                "with the checkpoint and call seeder.load_state_dict() on resume before the epoch loop (its next "
-                "reseed of the same epoch is then skipped)")
-MSG_NOT_RESTORED = ("Python's, NumPy's and torch's global RNGs all differ right after the resume: the checkpoint's "
-                    "seeder state was not restored. Save seeder.state_dict() with the checkpoint, after the step it "
-                    "resumes from, and call seeder.load_state_dict() on resume before the epoch loop")
-MSG_ONE_RNG = ("{label} differs right after the resume, before the first resumed batch: something drew from it between "
-               "seeder.load_state_dict() and that batch, or seeder.state_dict() was taken at another moment of the "
-               "step than the one the run resumes from (take it after the step, with the model and optimizer)")
-MSG_GENERATOR = ("registered generator {n} differs right after the resume: its state is not in the checkpoint. A plain "
-                 "callable f(seed) has none to save: register the RNG object itself (random.Random, a NumPy "
-                 "Generator/RandomState, a torch.Generator), or give the object that owns the callable "
-                 "state_dict()/load_state_dict()")
-MSG_PARTICIPANT = ("the state of {key} differs right after the resume: the checkpoint did not restore it (save "
-                   "seeder.state_dict() with the checkpoint, call seeder.load_state_dict() on resume)")
-MSG_LATER = ("every traced state matched for {n} batch(es) after the resume; then at sample {position} of epoch {epoch} "
-             "{what} differs first{hint}")
-MSG_NONE = ("every random state seeder traces (global RNGs, registered generators, positions) matches the uninterrupted "
-            "run at each of the {n} batch(es) after the resume, so the difference comes from state the trace does not "
-            "see: model, optimizer or LR-scheduler state the checkpoint did not restore, randomness inside DataLoader "
-            "workers (wrap the dataset in seeder.data.SeededDataset or use seeder.DataLoader), or a nondeterministic kernel")
+MSG_BASE_SEED = (
+    "torch's global RNG differs right after the resume, before the first resumed batch: something "
+    "drew from it between seeder.load_state_dict() and that batch. A torch DataLoader without "
+    "generator= does: each iter(loader) draws its workers' base seed from torch's global RNG, so a "
+    "run resumed mid-epoch is one draw off the run it continues. Pass "
+    "generator=seeder.data.dataloader_generator() to the DataLoader, or use seeder.DataLoader"
+)
+MSG_NOT_COUNTED = (
+    "the {source} position differs: the resumed run restarted epoch {epoch} at its first sample, "
+    "although the stopped run had trained {steps} step(s) of it. Its position never moved during "
+    "the epoch, so the checkpoint holds position 0: call sampler.advance(len(batch)) after each "
+    "training step, or use seeder.DataLoader, which counts its batches itself"
+)
+MSG_POSITION = (
+    "the {source} position differs right after the resume: the resumed run continued at sample "
+    "{got} of epoch {got_epoch}, but the stopped run had reached sample {want} of epoch "
+    "{want_epoch}. The checkpoint did not restore the position: save seeder.state_dict() with the "
+    "checkpoint and call seeder.load_state_dict() on resume before the epoch loop (or the "
+    "sampler's own state_dict()), or use seeder.DataLoader"
+)
+MSG_RESEEDED = (
+    "Python's, NumPy's and torch's global RNGs are all back at the start of epoch {epoch} after "
+    "the resume: the run reseeded the epoch instead of continuing the checkpoint's streams. Save "
+    "seeder.state_dict() with the checkpoint and call seeder.load_state_dict() on resume before "
+    "the epoch loop (its next reseed of the same epoch is then skipped)"
+)
+MSG_NOT_RESTORED = (
+    "Python's, NumPy's and torch's global RNGs all differ right after the resume: the checkpoint's "
+    "seeder state was not restored. Save seeder.state_dict() with the checkpoint, after the step "
+    "it resumes from, and call seeder.load_state_dict() on resume before the epoch loop"
+)
+MSG_ONE_RNG = (
+    "{label} differs right after the resume, before the first resumed batch: something drew from "
+    "it between seeder.load_state_dict() and that batch, or seeder.state_dict() was taken at "
+    "another moment of the step than the one the run resumes from (take it after the step, with "
+    "the model and optimizer)"
+)
+MSG_GENERATOR = (
+    "registered generator {n} differs right after the resume: its state is not in the checkpoint. "
+    "A plain callable f(seed) has none to save: register the RNG object itself (random.Random, a "
+    "NumPy Generator/RandomState, a torch.Generator), or give the object that owns the callable "
+    "state_dict()/load_state_dict()"
+)
+MSG_PARTICIPANT = (
+    "the state of {key} differs right after the resume: the checkpoint did not restore it (save "
+    "seeder.state_dict() with the checkpoint, call seeder.load_state_dict() on resume)"
+)
+MSG_LATER = (
+    "every traced state matched for {n} batch(es) after the resume; then at sample {position} of "
+    "epoch {epoch} {what} differs first{hint}"
+)
+MSG_NONE = (
+    "every random state seeder traces (global RNGs, registered generators, positions) matches the "
+    "uninterrupted run at each of the {n} batch(es) after the resume, so the difference comes from "
+    "state the trace does not see: model, optimizer or LR-scheduler state the checkpoint did not "
+    "restore, randomness inside DataLoader workers (wrap the dataset in seeder.data.SeededDataset "
+    "or use seeder.DataLoader), or a nondeterministic kernel"
+)
 
 
 @dataclass
 class Diagnosis:
-    """The first state that differs after a resume: ``state`` names it (``torch``, ``position``, ``generator.1``,
-    ``rngs``, ``none``, ...), ``message`` explains it, ``epoch``/``position`` say where, ``rank`` on which rank."""
+    """The first state that differs after a resume: ``state`` names it (``torch``, ``position``,
+    ``generator.1``, ``rngs``, ``none``, ...), ``message`` explains it, ``epoch``/``position`` say
+    where, ``rank`` on which rank."""
 
     state: str
     message: str
@@ -97,24 +135,25 @@ class Diagnosis:
     epoch: Optional[int] = None
     position: Optional[int] = None
 
-    def as_dict(self) -> Dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _key(rec: Dict[str, Any]) -> Tuple[str, int, int]:
+def _key(rec: dict[str, Any]) -> tuple[str, int, int]:
     return rec["source"], rec["epoch"], rec["position"]
 
 
-def _find(records: Records, key: Tuple[str, int, int], start: int) -> Optional[int]:
+def _find(records: Records, key: tuple[str, int, int], start: int) -> Optional[int]:
     for i in range(max(start, 0), len(records)):
         if _key(records[i]) == key:
             return i
     return None
 
 
-def _differences(want: Dict[str, Any], got: Dict[str, Any]) -> List[Tuple[str, str]]:
-    """``(kind, name)`` of each differing state, in the order they are explained: positions, RNGs, participants."""
-    out: List[Tuple[str, str]] = []
+def _differences(want: dict[str, Any], got: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(kind, name)`` of each differing state, in the order they are explained: positions, RNGs,
+    participants."""
+    out: list[tuple[str, str]] = []
     wp, gp = want.get("positions", {}), got.get("positions", {})
     out += [("position", k) for k in sorted(set(wp) | set(gp)) if wp.get(k) != gp.get(k)]
     wr, gr = want.get("rngs", {}), got.get("rngs", {})
@@ -126,21 +165,30 @@ def _differences(want: Dict[str, Any], got: Dict[str, Any]) -> List[Tuple[str, s
     return out
 
 
-def _epoch_start(records: Records, source: str, epoch: int) -> Optional[Dict[str, Any]]:
+def _epoch_start(records: Records, source: str, epoch: int) -> Optional[dict[str, Any]]:
     return next((r for r in records if r["source"] == source and r["epoch"] == epoch), None)
 
 
-def _explain_first(diffs: List[Tuple[str, str]], full: Records, rec: Dict[str, Any], want: Dict[str, Any]) -> Tuple[str, str]:
+def _explain_first(
+    diffs: list[tuple[str, str]], full: Records, rec: dict[str, Any], want: dict[str, Any]
+) -> tuple[str, str]:
     """``(state, message)`` for a difference found at the first record after the resume."""
     kind, name = diffs[0]
     if kind == "position":
         g, w = rec["positions"].get(name, {}), want["positions"].get(name, {})
-        return "position", MSG_POSITION.format(source=name, got=g.get("position"), got_epoch=g.get("epoch"),
-                                               want=w.get("position"), want_epoch=w.get("epoch"))
+        return "position", MSG_POSITION.format(
+            source=name,
+            got=g.get("position"),
+            got_epoch=g.get("epoch"),
+            want=w.get("position"),
+            want_epoch=w.get("epoch"),
+        )
     rngs = [n for k, n in diffs if k == "rng"]
     if set(_GLOBAL_ORDER) <= set(rngs):
         start = _epoch_start(full, rec["source"], rec["epoch"])
-        if start is not None and all(start["rngs"].get(n) == rec["rngs"].get(n) for n in _GLOBAL_ORDER):
+        if start is not None and all(
+            start["rngs"].get(n) == rec["rngs"].get(n) for n in _GLOBAL_ORDER
+        ):
             return "reseeded", MSG_RESEEDED.format(epoch=rec["epoch"])
         return "rngs", MSG_NOT_RESTORED
     if kind == "rng":
@@ -160,15 +208,22 @@ def _what(kind: str, name: str) -> str:
     return f"the position of {name}" if kind == "position" else f"the state of {name}"
 
 
-def _diagnose_rank(full: Records, stopped: Records, resumed: Records, rank: int,
-                   stopped_metrics: Optional[Metrics]) -> Optional[Diagnosis]:
+def _diagnose_rank(
+    full: Records, stopped: Records, resumed: Records, rank: int, stopped_metrics: Optional[Metrics]
+) -> Optional[Diagnosis]:
     if not full or not resumed:
         return None
-    # One source is compared: the one that recorded the stopped run's last step (a loader's batches), so that the
-    # records of a sampler iterated inside a loader do not get lined up against the loader's.
-    src = stopped[-1]["source"] if stopped and any(r["source"] == stopped[-1]["source"] for r in resumed) \
+    # One source is compared: the one that recorded the stopped run's last step (a loader's
+    # batches), so that the records of a sampler iterated inside a loader do not get lined up
+    # against the loader's.
+    src = (
+        stopped[-1]["source"]
+        if stopped and any(r["source"] == stopped[-1]["source"] for r in resumed)
         else resumed[0]["source"]
-    full, stopped, resumed = ([r for r in recs if r["source"] == src] for recs in (full, stopped, resumed))
+    )
+    full, stopped, resumed = (
+        [r for r in recs if r["source"] == src] for recs in (full, stopped, resumed)
+    )
     if not full:
         return None
     n = len(stopped)
@@ -176,24 +231,43 @@ def _diagnose_rank(full: Records, stopped: Records, resumed: Records, rank: int,
         return None  # the stopped run already went another way; the loss comparison says so
     j = n - 1
     first = resumed[0]
-    if stopped_metrics is not None and len(stopped_metrics) and stopped_metrics.epochs[-1] is not None:
+    if (
+        stopped_metrics is not None
+        and len(stopped_metrics)
+        and stopped_metrics.epochs[-1] is not None
+    ):
         stop_epoch = stopped_metrics.epochs[-1]
         steps = sum(1 for e in stopped_metrics.epochs if e == stop_epoch)
         moved = any(r["position"] > 0 for r in stopped if r["epoch"] == stop_epoch)
         if first["epoch"] == stop_epoch and first["position"] == 0 and not moved and 0 < steps:
-            return Diagnosis("position", MSG_NOT_COUNTED.format(source=src, epoch=stop_epoch, steps=steps), rank,
-                             first["epoch"], 0)
-    # The first resumed record continues the stopped run's last one (same moment, e.g. a sampler's advance()
-    # and its resumed iterator start) or the record after it (a loader's next batch).
+            return Diagnosis(
+                "position",
+                MSG_NOT_COUNTED.format(source=src, epoch=stop_epoch, steps=steps),
+                rank,
+                first["epoch"],
+                0,
+            )
+    # The first resumed record continues the stopped run's last one (same moment, e.g. a sampler's
+    # advance() and its resumed iterator start) or the record after it (a loader's next batch).
     candidates = [i for i in (j, j + 1) if 0 <= i < len(full)]
     k = next((i for i in candidates if _key(full[i]) == _key(first)), None)
     if k is None:
         if not stopped:
             return None
         want = stopped[-1]  # where the stopped run had got to
-        return Diagnosis("position", MSG_POSITION.format(source=src, got=first["position"], got_epoch=first["epoch"],
-                                                         want=want["position"], want_epoch=want["epoch"]),
-                         rank, first["epoch"], first["position"])
+        return Diagnosis(
+            "position",
+            MSG_POSITION.format(
+                source=src,
+                got=first["position"],
+                got_epoch=first["epoch"],
+                want=want["position"],
+                want_epoch=want["epoch"],
+            ),
+            rank,
+            first["epoch"],
+            first["position"],
+        )
     diffs = _differences(full[k], first)
     if diffs:
         state, msg = _explain_first(diffs, full, first, full[k])
@@ -201,42 +275,85 @@ def _diagnose_rank(full: Records, stopped: Records, resumed: Records, rank: int,
     for count, rec in enumerate(resumed[1:], 1):
         k2 = _find(full, _key(rec), k + 1)
         if k2 is None:
-            return Diagnosis("position", MSG_LATER.format(n=count, position=rec["position"], epoch=rec["epoch"],
-                                                          what=f"the {src} position", hint=(
-                             ": the uninterrupted run never reached this position next")), rank, rec["epoch"],
-                             rec["position"])
+            return Diagnosis(
+                "position",
+                MSG_LATER.format(
+                    n=count,
+                    position=rec["position"],
+                    epoch=rec["epoch"],
+                    what=f"the {src} position",
+                    hint=(": the uninterrupted run never reached this position next"),
+                ),
+                rank,
+                rec["epoch"],
+                rec["position"],
+            )
         diffs = _differences(full[k2], rec)
         if diffs:
             kind, name = diffs[0]
-            hint = (" (the first batch of a new epoch: is seeder.reseed(1, epoch) called with the same epoch numbers "
-                    "as in the uninterrupted run?)" if rec["position"] == 0 and rec["epoch"] != first["epoch"] else
-                    ": something the resumed run does differently from the uninterrupted run draws from it")
-            return Diagnosis(name if kind != "position" else "position",
-                             MSG_LATER.format(n=count, position=rec["position"], epoch=rec["epoch"],
-                                              what=_what(kind, name), hint=hint), rank, rec["epoch"], rec["position"])
+            hint = (
+                " (the first batch of a new epoch: is seeder.reseed(1, epoch) called with the same "
+                "epoch numbers as in the uninterrupted run?)"
+                if rec["position"] == 0 and rec["epoch"] != first["epoch"]
+                else ": something the resumed run does differently from the uninterrupted run "
+                "draws from it"
+            )
+            return Diagnosis(
+                name if kind != "position" else "position",
+                MSG_LATER.format(
+                    n=count,
+                    position=rec["position"],
+                    epoch=rec["epoch"],
+                    what=_what(kind, name),
+                    hint=hint,
+                ),
+                rank,
+                rec["epoch"],
+                rec["position"],
+            )
         k = k2
     return Diagnosis("none", MSG_NONE.format(n=len(resumed)), rank)
 
 
-def diagnose(full: Dict[int, Records], stopped: Dict[int, Records], resumed: Dict[int, Records],
-             stopped_metrics: Optional[Metrics] = None) -> Optional[Diagnosis]:
-    """The first differing state after the resume, on the lowest rank that shows one; ``None`` without traces.
+def diagnose(
+    full: dict[int, Records],
+    stopped: dict[int, Records],
+    resumed: dict[int, Records],
+    stopped_metrics: Optional[Metrics] = None,
+) -> Optional[Diagnosis]:
+    """The first differing state after the resume, on the lowest rank that shows one; ``None``
+    without traces.
 
     ``full``, ``stopped`` and ``resumed`` map ranks to the trace records of runs (1),
     (2) and (3) (:func:`seeder._run.trace.read_trace`); ``stopped_metrics`` (run 2's losses)
     lets a position that never moved be told apart from one that was not restored.
     """
-    found = [d for d in (_diagnose_rank(full.get(rank, []), stopped.get(rank, []), resumed[rank], rank, stopped_metrics)
-                         for rank in sorted(resumed)) if d is not None]
-    d = next((d for d in found if d.state != "none"), found[0] if found else None)  # a finding beats "all equal"
+    found = [
+        d
+        for d in (
+            _diagnose_rank(
+                full.get(rank, []), stopped.get(rank, []), resumed[rank], rank, stopped_metrics
+            )
+            for rank in sorted(resumed)
+        )
+        if d is not None
+    ]
+    d = next(
+        (d for d in found if d.state != "none"), found[0] if found else None
+    )  # a finding beats "all equal"
     if d is not None and len(resumed) > 1:
         d.message = f"on rank {d.rank}, {d.message}"
     return d
 
 
-def diagnose_dirs(full_dir: Path, stopped_dir: Path, resumed_dir: Path,
-                  stopped_metrics: Optional[Metrics] = None, full_metrics: Optional[Metrics] = None,
-                  resumed_metrics: Optional[Metrics] = None) -> Optional[Diagnosis]:
+def diagnose_dirs(
+    full_dir: Path,
+    stopped_dir: Path,
+    resumed_dir: Path,
+    stopped_metrics: Optional[Metrics] = None,
+    full_metrics: Optional[Metrics] = None,
+    resumed_metrics: Optional[Metrics] = None,
+) -> Optional[Diagnosis]:
     """Why run (3) in ``resumed_dir`` differs from run (1) in ``full_dir``: traces and step records.
 
     In this order: a checkpoint another run wrote (:func:`foreign_resume`); batches of the resumed
@@ -260,16 +377,20 @@ def diagnose_dirs(full_dir: Path, stopped_dir: Path, resumed_dir: Path,
     if foreign is not None:
         return Diagnosis("foreign-checkpoint", foreign)
     if full_metrics is not None and stopped_metrics is not None and resumed_metrics is not None:
-        found = discarded_batches(full_metrics, stopped_metrics, resumed_metrics,
-                                  _log_line(resumed_dir, "discarded"))
+        found = discarded_batches(
+            full_metrics, stopped_metrics, resumed_metrics, _log_line(resumed_dir, "discarded")
+        )
         if found is not None:
             return Diagnosis("discarded", found, epoch=stopped_metrics.epochs[-1])
-    traces: Sequence[Dict[int, Records]] = [read_trace(str(Path(d) / TRACE_NAME)) for d in (full_dir, stopped_dir, resumed_dir)]
+    traces: Sequence[dict[int, Records]] = [
+        read_trace(str(Path(d) / TRACE_NAME)) for d in (full_dir, stopped_dir, resumed_dir)
+    ]
     traced = diagnose(traces[0], traces[1], traces[2], stopped_metrics) if traces[2] else None
     if traced is not None and traced.state != "none":
         return traced
-    ahead = prefetched(read_steps(Path(full_dir) / STEPS_FILE),
-                       read_steps(resumed_dir / STEPS_FILE))
+    ahead = prefetched(
+        read_steps(Path(full_dir) / STEPS_FILE), read_steps(resumed_dir / STEPS_FILE)
+    )
     return Diagnosis(*ahead) if ahead is not None else traced
 
 
@@ -279,7 +400,8 @@ MSG_FOREIGN = (
     "under seeder verify), where other runs write theirs (a path such as ../outputs, or an "
     "absolute one). Save and resume checkpoints under the working directory (a relative path "
     "inside it), or pass the directory with the script's flag "
-    "(--arg ckpt_dir=\"--save-dir {{ckpt_dir}}\")")
+    '(--arg ckpt_dir="--save-dir {{ckpt_dir}}")'
+)
 
 
 def foreign_resume(run_dir: Path, own: Sequence[Path] = ()) -> Optional[str]:
@@ -319,12 +441,13 @@ def foreign_resume(run_dir: Path, own: Sequence[Path] = ()) -> Optional[str]:
     if not own and resumed is not None and not any(r.get("from") in mine for r in loads):
         at = f" (at step {resumed['at_step']})" if isinstance(resumed.get("at_step"), int) else ""
         why = MSG_FOREIGN.format(run=run_dir.name, writer="an earlier run", at=at, where=run_dir)
-        return why.replace("resumed from a checkpoint",
-                           "was not asked to resume, yet resumed from a checkpoint")
+        return why.replace(
+            "resumed from a checkpoint", "was not asked to resume, yet resumed from a checkpoint"
+        )
     return None
 
 
-def foreign_resumes(out: Path, names: Sequence[str]) -> List[str]:
+def foreign_resumes(out: Path, names: Sequence[str]) -> list[str]:
     """:func:`foreign_resume` for each run of a session.
 
     Args:
@@ -355,8 +478,9 @@ def _log_line(run_dir: Path, word: str) -> Optional[str]:
         return None
 
 
-def preinit_hints(run_dirs: Sequence[Path]) -> List[str]:
-    """What the seeded runs drew from a global RNG before ``seeder.init`` (:func:`seeder._seeding.foreign.global_draws`).
+def preinit_hints(run_dirs: Sequence[Path]) -> list[str]:
+    """What the seeded runs drew from a global RNG before ``seeder.init``
+    (:func:`seeder._seeding.foreign.global_draws`).
 
     Each traced run writes ``trace.preinit.rank<R>.json`` at ``seeder.init``; a global RNG
     drawn from before it (a dataset split with NumPy's, say) makes whatever it made differ
@@ -365,9 +489,11 @@ def preinit_hints(run_dirs: Sequence[Path]) -> List[str]:
     import glob
     import json
 
-    found: Dict[str, str] = {}
+    found: dict[str, str] = {}
     for d in run_dirs:
-        for path in sorted(glob.glob(glob.escape(str(Path(d) / TRACE_NAME)) + ".preinit.rank*.json")):
+        for path in sorted(
+            glob.glob(glob.escape(str(Path(d) / TRACE_NAME)) + ".preinit.rank*.json")
+        ):
             try:
                 with open(path, encoding="utf-8") as fh:
                     rec = json.load(fh)
@@ -375,6 +501,9 @@ def preinit_hints(run_dirs: Sequence[Path]) -> List[str]:
                     found.setdefault(str(name), str(rec.get("init_site")))
             except (OSError, ValueError, AttributeError):
                 continue
-    return [f"{_LABEL.get(name, name)} was drawn from before seeder.init (at {site}): what it made (a dataset split, "
-            "a shuffled list, random initial values) differs between runs; call seeder.init and seeder.reseed(0, 0) "
-            "before preparing the data" for name, site in found.items()]
+    return [
+        f"{_LABEL.get(name, name)} was drawn from before seeder.init (at {site}): what it made (a "
+        f"dataset split, a shuffled list, random initial values) differs between runs; call "
+        f"seeder.init and seeder.reseed(0, 0) before preparing the data"
+        for name, site in found.items()
+    ]

@@ -1,4 +1,5 @@
-"""What the runs of ``seeder verify`` wrote outside their own folders, and the flag that sent it there.
+"""What the runs of ``seeder verify`` wrote outside their own folders, and the flag that sent it
+there.
 
 Every run works in its own folder (:mod:`seeder.verify._workdirs`). A script whose output path
 leaves it (``--save-dir ../outputs``, an absolute path, a file of the user's folder it writes
@@ -17,26 +18,31 @@ Example:
     the runs wrote to .../runs/outputs, outside their own folders: the script's --save-dir (default '../outputs') points
     there from every run's folder, so the runs share it and one can read or resume from another's output; ...
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Optional
 
 __all__ = ["snapshot", "escapes", "SNAPSHOT_LIMIT", "OUT_ENTRIES", "PROBE_NAME"]
 
-#: Files of the user's folder whose size and modification time are recorded (a larger folder is checked this far).
+#: Files of the user's folder whose size and modification time are recorded (a larger folder is
+#: checked this far).
 SNAPSHOT_LIMIT = 20000
 #: What verify itself writes at the top of its output folder.
 OUT_ENTRIES = (".seeder-verify", "runs", "report.json", "report.md")
-#: The folder in ``OUT/runs`` where the command ran up to its parser (:func:`seeder.verify._flags.probe_parser`).
+#: The folder in ``OUT/runs`` where the command ran up to its parser
+#: (:func:`seeder.verify._flags.probe_parser`).
 PROBE_NAME = "probe"
 
-Snapshot = Dict[str, Tuple[int, int]]
+Snapshot = dict[str, tuple[int, int]]
 
 
 def snapshot(base: Path, leave_out: Sequence[Path] = (), limit: int = SNAPSHOT_LIMIT) -> Snapshot:
-    """``{relative path: (size, mtime_ns)}`` of the files under ``base`` (not under ``leave_out``, not ``.git``).
+    """``{relative path: (size, mtime_ns)}`` of the files under ``base`` (not under ``leave_out``,
+    not ``.git``).
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "a.txt").write_text("1")
@@ -61,18 +67,25 @@ def snapshot(base: Path, leave_out: Sequence[Path] = (), limit: int = SNAPSHOT_L
 
 
 def _points_at(value: str, start: Path, target: Path) -> bool:
-    """Whether the path ``value``, read from folder ``start``, is ``target``, lies under it, or is a folder that holds
-    it below ``start``'s parent (``out`` of ``out/ckpt.pt``; never ``.`` or ``..``, which hold everything)."""
+    """Whether the path ``value``, read from folder ``start``, is ``target``, lies under it, or is a
+    folder that holds it below ``start``'s parent (``out`` of ``out/ckpt.pt``; never ``.`` or
+    ``..``, which hold everything)."""
     if not value or value.startswith("-"):
         return False
     where = Path(os.path.normpath(os.path.join(start, value)))
     floor = start.parent
-    return where == target or target in where.parents or (where in target.parents and floor in where.parents
-                                                          and where != start)
+    return (
+        where == target
+        or target in where.parents
+        or (where in target.parents and floor in where.parents and where != start)
+    )
 
 
-def _culprit(target: Path, start: Path, actions: Sequence[Dict[str, Any]], argv: Sequence[str]) -> Optional[str]:
-    """The option whose value in ``argv`` or default points at ``target`` from folder ``start``, in words."""
+def _culprit(
+    target: Path, start: Path, actions: Sequence[dict[str, Any]], argv: Sequence[str]
+) -> Optional[str]:
+    """The option whose value in ``argv`` or default points at ``target`` from folder ``start``, in
+    words."""
     for i, word in enumerate(argv):
         option, sep, value = word.partition("=")
         if sep and option.startswith("-") and _points_at(value, start, target):
@@ -81,47 +94,72 @@ def _culprit(target: Path, start: Path, actions: Sequence[Dict[str, Any]], argv:
             return f"the command's {argv[i - 1]} {word}"
     for action in actions:
         default = action.get("default")
-        if isinstance(default, str) and action.get("options") and _points_at(default, start, target):
+        if (
+            isinstance(default, str)
+            and action.get("options")
+            and _points_at(default, start, target)
+        ):
             return f"the script's {action['options'][-1]} (default {default!r})"
     return None
 
 
-def _finding(where: Path, start: Path, actions: Sequence[Dict[str, Any]], argv: Sequence[str]) -> str:
+def _finding(
+    where: Path, start: Path, actions: Sequence[dict[str, Any]], argv: Sequence[str]
+) -> str:
     culprit = _culprit(where, start, actions, argv)
-    shared = ("so the runs share it and one can read or resume from another's output; ")
+    shared = "so the runs share it and one can read or resume from another's output; "
     if culprit is None:
-        return (f"the runs wrote to {where}, outside their own folders, {shared}make the script write under its working "
-                "directory (a relative path without ..), or name the path with a flag and pass one inside the run")
+        return (
+            f"the runs wrote to {where}, outside their own folders, {shared}make the script write "
+            f"under its working directory (a relative path without ..), or name the path with a "
+            f"flag and pass one inside the run"
+        )
     option = culprit.split()[2].split("=")[0]
-    return (f"the runs wrote to {where}, outside their own folders: {culprit} points there from every run's folder, "
-            f"{shared}pass a path inside the run instead (add `{option} {where.name}` to the command)")
+    return (
+        f"the runs wrote to {where}, outside their own folders: {culprit} points there from every "
+        f"run's folder, {shared}pass a path inside the run instead (add `{option} {where.name}` to "
+        f"the command)"
+    )
 
 
-def escapes(out: Path, run_names: Sequence[str], base: Path, before: Snapshot, actions: Sequence[Dict[str, Any]],
-            argv: Sequence[str]) -> Tuple[List[str], List[str]]:
-    """Where the runs wrote outside their folders: ``(findings, notes)``, each naming the option that sent them there.
+def escapes(
+    out: Path,
+    run_names: Sequence[str],
+    base: Path,
+    before: Snapshot,
+    actions: Sequence[dict[str, Any]],
+    argv: Sequence[str],
+) -> tuple[list[str], list[str]]:
+    """Where the runs wrote outside their folders: ``(findings, notes)``, each naming the option
+    that sent them there.
 
-    A folder in ``out`` beside the run folders can only be the runs' (a finding). A change in the user's folder is a
-    finding when an option of the command points at it; otherwise a note, since something else may have changed it.
+    A folder in ``out`` beside the run folders can only be the runs' (a finding). A change in the
+    user's folder is a finding when an option of the command points at it; otherwise a note, since
+    something else may have changed it.
 
     Args:
         out: verify's output folder (its ``runs/<name>`` folders are the runs').
         run_names: the runs' names.
         base: the user's folder, snapshotted as ``before`` (:func:`snapshot`) before the runs.
-        actions: the script's parser actions (:func:`seeder.verify._flags.probe_parser`), for their defaults.
+        actions: the script's parser actions (:func:`seeder.verify._flags.probe_parser`), for their
+            defaults.
         argv: a run's command line, for the options given there.
 
     Returns:
-        The findings and the notes; both empty when every run kept to its folder (as far as the user's folder and
-        ``out`` show).
+        The findings and the notes; both empty when every run kept to its folder (as far as the
+        user's folder and ``out`` show).
     """
     out = Path(out).resolve()
     start = out / "runs" / (run_names[0] if run_names else "full-0")
     runs = out / "runs"
-    strays = [p for p in sorted(runs.iterdir()) if p.name not in (*run_names, PROBE_NAME)] if runs.is_dir() else []
+    strays = (
+        [p for p in sorted(runs.iterdir()) if p.name not in (*run_names, PROBE_NAME)]
+        if runs.is_dir()
+        else []
+    )
     strays += [p for p in sorted(out.iterdir()) if p.name not in OUT_ENTRIES and p.suffix != ".png"]
     found = [_finding(p, start, actions, argv) for p in strays]
-    notes: List[str] = []
+    notes: list[str] = []
     after = snapshot(base, [out])
     changed = sorted(k for k in set(after) | set(before) if after.get(k) != before.get(k))
     home = Path(base).resolve()
@@ -132,7 +170,12 @@ def escapes(out: Path, run_names: Sequence[str], base: Path, before: Snapshot, a
             found.append(_finding(path, culprit_start, actions, argv))
             break
     else:
-        if changed:  # through a mirrored file or an absolute path, or by something else at the same time
-            notes.append(f"{len(changed)} file(s) of {base} changed while the runs went (first {home / changed[0]}): "
-                         "if a run wrote there, runs may share it; make the script write under its working directory")
+        if (
+            changed
+        ):  # through a mirrored file or an absolute path, or by something else at the same time
+            notes.append(
+                f"{len(changed)} file(s) of {base} changed while the runs went (first "
+                f"{home / changed[0]}): if a run wrote there, runs may share it; make the script "
+                f"write under its working directory"
+            )
     return found, notes

@@ -1,16 +1,19 @@
-"""Which of verify's flags a training command takes, and with what arity: from the script's own parser.
+"""Which of verify's flags a training command takes, and with what arity: from the script's own
+parser.
 
 Before any run, :func:`probe_parser` runs the command's script once up to its argument parser
 (:mod:`seeder.verify._probe`: the script stops when it asks its ``argparse`` parser to read the
-command line, or at its first optimizer step, whichever comes first; nothing trains). The parser's options and their arity decide each default flag of the contract
-(:func:`adapt_contract`); a flag set with ``--arg`` is kept as given. A flag the parser does not
+command line, or at its first optimizer step, whichever comes first; nothing trains). The parser's
+options and their arity decide each default flag of the contract (:func:`adapt_contract`); a flag
+set with ``--arg`` is kept as given. A flag the parser does not
 take as verify would pass it is left out, and seeder does that part inside the run:
 
 * ``--seed``: the seed goes through ``$SEEDER_SEED``, which ``seeder.init`` reads;
 * ``--epochs``: the script runs its own number of epochs (verify learns it from run (1));
 * ``--ckpt-dir``: the run's own directory holds what the script saves;
 * ``--stop-after-epochs`` / ``--stop-after-steps``: seeder stops the run
-  (``$SEEDER_STOP_AFTER_STEP``, with ``seeder.Checkpoint``, ``SeederCallback`` or ``SeederTrainer``);
+  (``$SEEDER_STOP_AFTER_STEP``, with ``seeder.Checkpoint``, ``SeederCallback`` or
+  ``SeederTrainer``);
 * ``--resume``: seeder's helpers resume through ``$SEEDER_RESUME``; a script that offers
   ``--ckpt_path`` (LightningCLI) resumes with ``--ckpt_path {ckpt_dir}/seeder-stop.ckpt``;
 * ``--metrics``: seeder records the steps.
@@ -28,6 +31,7 @@ Example:
     >>> [n for n in notes if n.startswith("--resume")]  # doctest: +ELLIPSIS
     ["--resume takes a value (PATH), not a bare flag: ... --arg resume='--resume {ckpt_dir}/FILE'"]
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,17 +42,26 @@ import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Optional
 
 from seeder._run.steps import STOP_CKPT
 from seeder.env._redact import file_redactor, redact_json
 from seeder.env._safefile import open_log, write_file
 from seeder.verify._contract import TEMPLATE_NAMES, Contract
 
-__all__ = ["ParserProbe", "probe_parser", "probe_argv", "adapt_contract", "flag_word", "LIGHTNING_RESUME",
-           "PROBE_TIMEOUT", "PROBE_REPORT"]
+__all__ = [
+    "ParserProbe",
+    "probe_parser",
+    "probe_argv",
+    "adapt_contract",
+    "flag_word",
+    "LIGHTNING_RESUME",
+    "PROBE_TIMEOUT",
+    "PROBE_REPORT",
+]
 
 #: The resume template for a command that offers LightningCLI's ``--ckpt_path``.
 LIGHTNING_RESUME = "--ckpt_path {ckpt_dir}/" + STOP_CKPT
@@ -57,7 +70,8 @@ PROBE_TIMEOUT = 120.0
 #: What the probe writes, in its folder.
 PROBE_REPORT = "parser.json"
 _PROBE = str(Path(__file__).with_name("_probe.py"))
-#: Modules that launch a script rather than being one (``python -m torch.distributed.run ... train.py``).
+#: Modules that launch a script rather than being one (``python -m torch.distributed.run ...
+#: train.py``).
 _LAUNCHERS = ("torch.distributed.", "accelerate", "deepspeed")
 #: Python's options that take a value in the next word.
 _PY_VALUE_OPTIONS = ("-W", "-X", "--check-hash-based-pycs")
@@ -65,15 +79,16 @@ _PY_VALUE_OPTIONS = ("-W", "-X", "--check-hash-based-pycs")
 
 @dataclass
 class ParserProbe:
-    """The options of a command's parser (``actions``: one dict per parser action, ``None`` where they are not
-    known) and how they were learned, or why not (``how``)."""
+    """The options of a command's parser (``actions``: one dict per parser action, ``None`` where
+    they are not known) and how they were learned, or why not (``how``)."""
 
-    actions: Optional[List[Dict[str, Any]]]
+    actions: Optional[list[dict[str, Any]]]
     how: str
 
 
 def flag_word(template: str) -> Optional[str]:
-    """The option a template passes (``--stop-after-steps`` of ``--stop-after-steps {steps}``), or ``None``.
+    """The option a template passes (``--stop-after-steps`` of ``--stop-after-steps {steps}``), or
+    ``None``.
 
     >>> flag_word("--stop-after-steps {steps}"), flag_word("--stop={steps}"), flag_word("{seed}")
     ('--stop-after-steps', '--stop', None)
@@ -85,14 +100,19 @@ def flag_word(template: str) -> Optional[str]:
 
 
 def _is_python(word: str) -> bool:
-    return word == sys.executable or re.fullmatch(r"python(\d+(\.\d+)*)?", os.path.basename(word)) is not None
+    return (
+        word == sys.executable
+        or re.fullmatch(r"python(\d+(\.\d+)*)?", os.path.basename(word)) is not None
+    )
 
 
-def probe_argv(command: Sequence[str], cwd: Path) -> Tuple[Optional[List[str]], str]:
-    """``(argv that runs the probe, report path placeholder {report})`` for ``command``, or ``(None, why not)``.
+def probe_argv(command: Sequence[str], cwd: Path) -> tuple[Optional[list[str]], str]:
+    """``(argv that runs the probe, report path placeholder {report})`` for ``command``, or ``(None,
+    why not)``.
 
-    ``python [options] SCRIPT ARGS`` and ``python -m MODULE ARGS`` run under that interpreter; a launcher
-    (``torchrun ... SCRIPT.py ARGS``) has its first existing ``.py`` script run under this one.
+    ``python [options] SCRIPT ARGS`` and ``python -m MODULE ARGS`` run under that interpreter; a
+    launcher (``torchrun ... SCRIPT.py ARGS``) has its first existing ``.py`` script run under this
+    one.
 
     >>> probe_argv(["python", "-u", "train.py", "--lr", "1"], Path("."))[0][2:]  # doctest: +ELLIPSIS
     ['.../_probe.py', '{report}', 'train.py', '--lr', '1']
@@ -107,7 +127,7 @@ def probe_argv(command: Sequence[str], cwd: Path) -> Tuple[Optional[List[str]], 
             i += 2 if words[i] in _PY_VALUE_OPTIONS else 1
         if i + 1 < len(words) and words[i] == "-m":
             if not words[i + 1].startswith(_LAUNCHERS):
-                return words[:i] + [_PROBE, "{report}", "-m"] + words[i + 1:], ""
+                return words[:i] + [_PROBE, "{report}", "-m"] + words[i + 1 :], ""
             launcher = True
         elif i < len(words) and words[i] not in ("-c", "-", "-m"):
             return words[:i] + [_PROBE, "{report}"] + words[i:], ""
@@ -115,16 +135,25 @@ def probe_argv(command: Sequence[str], cwd: Path) -> Tuple[Optional[List[str]], 
         for i, word in enumerate(words[1:], 1):
             if word.endswith(".py") and (Path(cwd) / word).is_file():
                 return [sys.executable, _PROBE, "{report}"] + words[i:], ""
-    return None, f"{' '.join(words)} is not a Python script or module verify can start up to its parser"
+    return (
+        None,
+        f"{' '.join(words)} is not a Python script or module verify can start up to its parser",
+    )
 
 
-def probe_parser(command: Sequence[str], cwd: Path, folder: Path, env: Dict[str, str],
-                 timeout: float = PROBE_TIMEOUT) -> ParserProbe:
-    """Run ``command``'s script in ``folder`` up to its parser (:mod:`seeder.verify._probe`) and read its options.
+def probe_parser(
+    command: Sequence[str],
+    cwd: Path,
+    folder: Path,
+    env: dict[str, str],
+    timeout: float = PROBE_TIMEOUT,
+) -> ParserProbe:
+    """Run ``command``'s script in ``folder`` up to its parser (:mod:`seeder.verify._probe`) and
+    read its options.
 
-    ``cwd`` is where the command's relative paths are; ``folder`` (inside verify's output) is the probe's working
-    directory and holds its report and log. Never raises for the script's sake: a script that cannot be probed
-    gives ``actions=None`` and the reason.
+    ``cwd`` is where the command's relative paths are; ``folder`` (inside verify's output) is the
+    probe's working directory and holds its report and log. Never raises for the script's sake: a
+    script that cannot be probed gives ``actions=None`` and the reason.
     """
     folder.mkdir(parents=True, exist_ok=True)
     argv, why = probe_argv(command, cwd)
@@ -136,16 +165,26 @@ def probe_parser(command: Sequence[str], cwd: Path, folder: Path, env: Dict[str,
     shown = " ".join(shlex.quote(w) for w in command)
     with os.fdopen(open_log(folder / "log.txt"), "wb") as log:
         try:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    cwd=str(folder), start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=str(folder),
+                start_new_session=True,
+            )
         except OSError as exc:
-            return ParserProbe(None, f"could not start {argv[0]!r} to read the parser of `{shown}` ({exc})")
+            return ParserProbe(
+                None, f"could not start {argv[0]!r} to read the parser of `{shown}` ({exc})"
+            )
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             code = None
         finally:
-            try:  # the script's group: DataLoader workers or a launcher's children it may have started
+            # the script's group: DataLoader workers or a launcher's children it may have started
+            try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
@@ -154,21 +193,37 @@ def probe_parser(command: Sequence[str], cwd: Path, folder: Path, env: Dict[str,
     _rewrite(folder, "log.txt", lambda text: redact.text(text))
     try:
         record = json.loads(report.read_text(encoding="utf-8"))
-        write_file(folder, PROBE_REPORT, (json.dumps(redact_json(record), indent=1) + "\n").encode(), 0o644)
+        write_file(
+            folder, PROBE_REPORT, (json.dumps(redact_json(record), indent=1) + "\n").encode(), 0o644
+        )
     except (OSError, ValueError):
         record = None
-    if isinstance(record, dict) and record.get("reached") == "parser" and isinstance(record.get("actions"), list):
-        return ParserProbe(record["actions"], f"the options of its parser, read by running `{shown}` up to it")
+    if (
+        isinstance(record, dict)
+        and record.get("reached") == "parser"
+        and isinstance(record.get("actions"), list)
+    ):
+        return ParserProbe(
+            record["actions"], f"the options of its parser, read by running `{shown}` up to it"
+        )
     if isinstance(record, dict) and record.get("reached"):
-        return ParserProbe(None, f"`{shown}` reached its first {record['reached']} before any argument parser")
+        return ParserProbe(
+            None, f"`{shown}` reached its first {record['reached']} before any argument parser"
+        )
     if code is None:
-        return ParserProbe(None, f"`{shown}` reached no argument parser or optimizer step within {timeout:g} s")
-    return ParserProbe(None, f"`{shown}` ended (status {code}) before any argument parser or optimizer step (its "
-                             f"output: {folder / 'log.txt'})")
+        return ParserProbe(
+            None, f"`{shown}` reached no argument parser or optimizer step within {timeout:g} s"
+        )
+    return ParserProbe(
+        None,
+        f"`{shown}` ended (status {code}) before any argument parser or optimizer step (its "
+        f"output: {folder / 'log.txt'})",
+    )
 
 
 def _rewrite(folder: Path, name: str, change: Any) -> None:
-    """Replace a file the probe wrote by ``change(its text)`` (secrets redacted), never through a link."""
+    """Replace a file the probe wrote by ``change(its text)`` (secrets redacted), never through a
+    link."""
     try:
         text = (folder / name).read_bytes().decode("utf-8", errors="surrogateescape")
     except OSError:
@@ -176,7 +231,7 @@ def _rewrite(folder: Path, name: str, change: Any) -> None:
     write_file(folder, name, change(text).encode("utf-8", errors="surrogateescape"), 0o644)
 
 
-def _takes_value(action: Dict[str, Any]) -> bool:
+def _takes_value(action: dict[str, Any]) -> bool:
     return action.get("nargs") != 0
 
 
@@ -184,19 +239,27 @@ def _needs_value(template: str) -> bool:
     return "{" in template.replace("{{", "")
 
 
-def _shown(action: Dict[str, Any], flag: str) -> str:
-    return f"{flag} {action.get('metavar') or action.get('dest', '').upper()}".strip() if _takes_value(action) else flag
+def _shown(action: dict[str, Any], flag: str) -> str:
+    return (
+        f"{flag} {action.get('metavar') or action.get('dest', '').upper()}".strip()
+        if _takes_value(action)
+        else flag
+    )
 
 
-def adapt_contract(contract: Contract, probe: ParserProbe) -> Tuple[Contract, List[str]]:
-    """``contract`` with each default flag kept where the parser takes it as verify passes it, and notes saying how
-    the command is driven. A template set with ``--arg`` (not the default) is kept as given."""
+def adapt_contract(contract: Contract, probe: ParserProbe) -> tuple[Contract, list[str]]:
+    """``contract`` with each default flag kept where the parser takes it as verify passes it, and
+    notes saying how the command is driven. A template set with ``--arg`` (not the default) is kept
+    as given."""
     default = Contract()
     options = {o: a for a in (probe.actions or []) for o in a.get("options", [])}
-    changed: Dict[str, str] = {}
-    notes: List[str] = []
+    changed: dict[str, str] = {}
+    notes: list[str] = []
     if probe.actions is None:
-        notes.append(f"flags not known ({probe.how}): the runs are driven through seeder's environment variables")
+        notes.append(
+            f"flags not known ({probe.how}): the runs are driven through seeder's environment "
+            f"variables"
+        )
     for name in TEMPLATE_NAMES:
         template = getattr(contract, name)
         flag = flag_word(template) if template else None
@@ -210,14 +273,20 @@ def adapt_contract(contract: Contract, probe: ParserProbe) -> Tuple[Contract, Li
             continue
         if action is not None and name == "resume":
             changed[name] = ""
-            notes.append(f"{flag} takes a value ({action.get('metavar') or 'a path'}), not a bare flag: "
-                         f"{_WHO[name]}; to resume through it instead, pass --arg resume='{flag} {{ckpt_dir}}/FILE'"
-                         if _takes_value(action) else f"{flag} takes no value: {_WHO[name]}")
+            notes.append(
+                f"{flag} takes a value ({action.get('metavar') or 'a path'}), not a bare flag: "
+                f"{_WHO[name]}; to resume through it instead, pass --arg resume='{flag} "
+                f"{{ckpt_dir}}/FILE'"
+                if _takes_value(action)
+                else f"{flag} takes no value: {_WHO[name]}"
+            )
             continue
         changed[name] = ""
         if action is not None:
-            notes.append(f"{flag} takes {'a value' if _takes_value(action) else 'no value'}, not as verify passes it: "
-                         f"{_WHO[name]}")
+            notes.append(
+                f"{flag} takes {'a value' if _takes_value(action) else 'no value'}, not as verify "
+                f"passes it: {_WHO[name]}"
+            )
         elif probe.actions is not None:
             notes.append(f"the script's parser has no {flag}: {_WHO[name]}")
     if "resume" in changed and "--ckpt_path" in options and _takes_value(options["--ckpt_path"]):
@@ -226,10 +295,13 @@ def adapt_contract(contract: Contract, probe: ParserProbe) -> Tuple[Contract, Li
     return dataclasses.replace(contract, **changed), notes
 
 
-_WHO = {"seed": "the seed goes through $SEEDER_SEED", "epochs": "the script runs its own number of epochs",
-        "ckpt_dir": "each run's folder holds its checkpoints",
-        "resume": "seeder's helpers resume ($SEEDER_RESUME: seeder.Checkpoint.resume(), SeederTrainer)",
-        "stop_after_epochs": "seeder stops the run ($SEEDER_STOP_AFTER_STEP)",
-        "stop_after_steps": "seeder stops the run ($SEEDER_STOP_AFTER_STEP)",
-        "metrics": "seeder records each optimizer step (the sum of squared parameters, unless the script's output "
-                   "logs JSON losses)"}
+_WHO = {
+    "seed": "the seed goes through $SEEDER_SEED",
+    "epochs": "the script runs its own number of epochs",
+    "ckpt_dir": "each run's folder holds its checkpoints",
+    "resume": "seeder's helpers resume ($SEEDER_RESUME: seeder.Checkpoint.resume(), SeederTrainer)",
+    "stop_after_epochs": "seeder stops the run ($SEEDER_STOP_AFTER_STEP)",
+    "stop_after_steps": "seeder stops the run ($SEEDER_STOP_AFTER_STEP)",
+    "metrics": "seeder records each optimizer step (the sum of squared parameters, unless the "
+    "script's output logs JSON losses)",
+}

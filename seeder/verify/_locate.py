@@ -27,7 +27,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 from seeder._checks import is_int
 from seeder.env._safefile import write_file
@@ -60,11 +60,11 @@ class LocateConfig:
         hash_check: re-run with a fixed ``PYTHONHASHSEED`` where a set's order could be the cause.
     """
 
-    command: List[str]
+    command: list[str]
     out: Path = Path("seeder-locate")
     seed: int = 42
     step: Optional[int] = None
-    env: Dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     cwd: Optional[Path] = None
     timeout: Optional[float] = None
     hash_check: bool = True
@@ -100,8 +100,8 @@ def _prepare_out(out: Path) -> Path:
 
 
 def _specs(
-    cfg: LocateConfig, out: Path, names: Tuple[str, str], extra: Dict[str, str]
-) -> List[RunSpec]:
+    cfg: LocateConfig, out: Path, names: tuple[str, str], extra: dict[str, str]
+) -> list[RunSpec]:
     base = Path(cfg.cwd or Path.cwd()).resolve()
     specs = []
     for name in names:
@@ -115,8 +115,8 @@ def _specs(
 
 
 def _run_pair(
-    cfg: LocateConfig, out: Path, names: Tuple[str, str], extra: Dict[str, str]
-) -> List[Path]:
+    cfg: LocateConfig, out: Path, names: tuple[str, str], extra: dict[str, str]
+) -> list[Path]:
     specs = _specs(cfg, out, names, extra)
     for s in specs:
         s.workdir.mkdir(parents=True, exist_ok=True)
@@ -126,7 +126,7 @@ def _run_pair(
     return [s.workdir for s in specs]
 
 
-def _steps(path: Path) -> Tuple[List[float], Optional[str]]:
+def _steps(path: Path) -> tuple[list[float], Optional[str]]:
     values, digest = [], None
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -138,7 +138,7 @@ def _steps(path: Path) -> Tuple[List[float], Optional[str]]:
     return values, digest
 
 
-def first_differing_step(a: Path, b: Path) -> Tuple[Optional[int], str, bool]:
+def first_differing_step(a: Path, b: Path) -> tuple[Optional[int], str, bool]:
     """The first optimizer step whose per-step record differs between two ``$SEEDER_STEPS`` files.
 
     Args:
@@ -175,7 +175,7 @@ def first_differing_step(a: Path, b: Path) -> Tuple[Optional[int], str, bool]:
     )
 
 
-def _compare(dirs: List[Path]) -> Difference:
+def _compare(dirs: list[Path]) -> Difference:
     paths = [d / "ops.rank0.jsonl" for d in dirs]
     for p in paths:
         if not p.is_file():
@@ -186,7 +186,7 @@ def _compare(dirs: List[Path]) -> Difference:
     return first_difference(read_records(str(paths[0])), read_records(str(paths[1])))
 
 
-def locate(cfg: LocateConfig) -> Dict[str, Any]:
+def locate(cfg: LocateConfig) -> dict[str, Any]:
     """Run the localisation and return its report (also written to ``cfg.out``).
 
     Args:
@@ -201,7 +201,7 @@ def locate(cfg: LocateConfig) -> Dict[str, Any]:
     """
     cfg.validate()
     out = _prepare_out(cfg.out)
-    report: Dict[str, Any] = {
+    report: dict[str, Any] = {
         "command": list(cfg.command),
         "seed": cfg.seed,
         "step": cfg.step,
@@ -246,7 +246,7 @@ def locate(cfg: LocateConfig) -> Dict[str, Any]:
     return _finish(out, report)
 
 
-def _finish(out: Path, report: Dict[str, Any]) -> Dict[str, Any]:
+def _finish(out: Path, report: dict[str, Any]) -> dict[str, Any]:
     text = "# seeder locate\n\n" + "\n".join(f"- {line}" for line in report["lines"]) + "\n"
     write_file(out, "report.md", text.encode(), 0o644)
     write_file(
@@ -256,8 +256,8 @@ def _finish(out: Path, report: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def locate_after_verify(
-    report: Dict[str, Any], out: Path, timeout: Optional[float] = None
-) -> List[str]:
+    report: dict[str, Any], out: Path, timeout: Optional[float] = None
+) -> list[str]:
     """``seeder verify --locate``: when the seeded runs differ, locate their first difference.
 
     The first differing optimizer step comes from the seeded runs' per-step records; the

@@ -23,13 +23,15 @@ Example:
     >>> mid_epoch_step(half)   # 8 steps in epoch 0, then 5 of the 8 of epoch 1
     (13, '5 of 8 steps into epoch 1')
 """
+
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional
 
 from seeder.verify._contract import Contract, Metrics
 
 __all__ = ["StepStopSupport", "mid_epoch_step"]
+
 
 class StepStopSupport:
     """Whether a training command takes the contract's step stop flag, decided without running it.
@@ -49,18 +51,24 @@ class StepStopSupport:
         if explicit_step:
             self._result = (True, "the stop step was given (--stop-after-steps)")
         elif not template:
-            self._result = (False, "the script takes no step stop flag (pass --stop-after-steps S, or name it with "
-                                   "--arg stop_after_steps=TEMPLATE)")
+            self._result = (
+                False,
+                "the script takes no step stop flag (pass --stop-after-steps S, or name it with "
+                "--arg stop_after_steps=TEMPLATE)",
+            )
         else:
             self._result = (True, f"the contract passes {template!r}")
 
-    def result(self) -> Tuple[bool, str]:
+    def result(self) -> tuple[bool, str]:
         """``(supported, how it was decided)``."""
         return self._result
 
 
-def mid_epoch_step(half: Metrics, epochs: Optional[int] = None, *, after_first: bool = False) -> Tuple[Optional[int], str]:
-    """The global step (a count of steps) at which to stop mid-epoch, from run (2)'s metrics, and where it lies.
+def mid_epoch_step(
+    half: Metrics, epochs: Optional[int] = None, *, after_first: bool = False
+) -> tuple[Optional[int], str]:
+    """The global step (a count of steps) at which to stop mid-epoch, from run (2)'s metrics, and
+    where it lies.
 
     The stop is inside run (2)'s last epoch, at the odd step nearest its middle (an odd
     step also shifts the batch-to-worker assignment of a DataLoader with two workers).

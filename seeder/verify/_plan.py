@@ -8,10 +8,12 @@ Example (planning only; :func:`seeder.verify._session.verify` runs these)::
     >>> [(s.name, s.after) for s in specs[:4]]
     [('half-0', None), ('full-0', None), ('unseeded-0', None), ('resume-0', 'half-0')]
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Optional
 
 from seeder._run.steps import ENV_CKPT_DIR, ENV_RESUME, ENV_STEPS
 from seeder._run.trace import ENV_TRACE
@@ -27,15 +29,27 @@ from seeder.verify._workdirs import (
     mirror_user_dir,
 )
 
-#: The variable ``seeder.init`` reads the master seed from (``seeder._seeding.derive.ENV_SEED``; verify imports no Seeder).
+#: The variable ``seeder.init`` reads the master seed from (``seeder._seeding.derive.ENV_SEED``;
+#: verify imports no Seeder).
 ENV_SEED = "SEEDER_SEED"
 
-__all__ = ["driven_by", "DRIVING_VARIABLES", "metrics_path", "run_argv", "make_spec", "with_mirror", "prepare_mid", "plan_verify", "plan_compare",
-           "seeder_stops"]
+__all__ = [
+    "driven_by",
+    "DRIVING_VARIABLES",
+    "metrics_path",
+    "run_argv",
+    "make_spec",
+    "with_mirror",
+    "prepare_mid",
+    "plan_verify",
+    "plan_compare",
+    "seeder_stops",
+]
 
 
 def seeder_stops(cfg: Any) -> bool:
-    """Whether seeder stops the runs (the command has no stop flag; :mod:`seeder.verify._seederstops`)."""
+    """Whether seeder stops the runs (the command has no stop
+    flag; :mod:`seeder.verify._seederstops`)."""
     return not cfg.contract.stop_after_epochs and not cfg.contract.stop_after_steps
 
 
@@ -44,10 +58,13 @@ DRIVING_VARIABLES = ("SEEDER_SEED", "SEEDER_STOP_AFTER_STEP", "SEEDER_RESUME")
 
 
 def driven_by(spec: RunSpec) -> str:
-    """How a run was asked for its seed, stop and resume: the flags verify added and seeder's variables it set."""
-    added = spec.argv[int(spec.info.get("command_words", len(spec.argv))):]  # type: ignore[call-overload]
+    """How a run was asked for its seed, stop and resume: the flags verify added and seeder's
+    variables it set."""
+    added = spec.argv[int(spec.info.get("command_words", len(spec.argv))) :]  # type: ignore[call-overload]
     env = [f"{k}={spec.env[k]}" for k in DRIVING_VARIABLES if k in spec.env]
-    parts = ([f"flags {' '.join(added)}"] if added else []) + ([f"environment {' '.join(env)}"] if env else [])
+    parts = ([f"flags {' '.join(added)}"] if added else []) + (
+        [f"environment {' '.join(env)}"] if env else []
+    )
     return "; ".join(parts) or "nothing (the script's own defaults)"
 
 
@@ -55,41 +72,71 @@ def metrics_path(out: Path, name: str) -> Path:
     return out / "runs" / name / "metrics.jsonl"
 
 
-def run_argv(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), **kw: Any) -> List[str]:
-    return list(cfg.command) + cfg.contract.args(metrics=str(metrics_path(out, name)), **kw) + list(extra)
+def run_argv(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), **kw: Any) -> list[str]:
+    return (
+        list(cfg.command)
+        + cfg.contract.args(metrics=str(metrics_path(out, name)), **kw)
+        + list(extra)
+    )
 
 
-def make_spec(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), after: Optional[str] = None, prepare=None,
-          **kw: Any) -> RunSpec:
+def make_spec(
+    cfg: Any,
+    out: Path,
+    name: str,
+    extra: Sequence[str] = (),
+    after: Optional[str] = None,
+    prepare=None,
+    **kw: Any,
+) -> RunSpec:
     workdir = out / "runs" / name
     base = Path(cfg.cwd or Path.cwd()).resolve()
-    env = {**base_environment(base), **cfg.contract.env(str(metrics_path(out, name))),
-           ENV_STEPS: str(workdir / STEPS_NAME)}  # seeder's own per-step records (seeder._run.steps)
+    env = {
+        **base_environment(base),
+        **cfg.contract.env(str(metrics_path(out, name))),
+        ENV_STEPS: str(workdir / STEPS_NAME),
+    }  # seeder's own per-step records (seeder._run.steps)
     if kw.get("seed") is not None:  # seeded runs leave a trace where their data path records one
         env[ENV_TRACE] = str(workdir / TRACE_NAME)
         if not cfg.contract.seed:  # no --seed flag: seeder.init reads it
             env[ENV_SEED] = str(kw["seed"])
     if kw.get("ckpt_dir") is not None:
         env[ENV_CKPT_DIR] = str(kw["ckpt_dir"])
-    spec = RunSpec(name, run_argv(cfg, out, name, extra, **kw), workdir, env=env, after=after,
-                   prepare=with_mirror(prepare, base, workdir, out), cwd=workdir)
-    spec.info.update(seed=kw.get("seed"), command_words=len(cfg.command))  # the flags verify adds come after
-    spec.argv = absolute_command(spec.argv, base)  # each run in its own directory (seeder.verify._workdirs)
+    spec = RunSpec(
+        name,
+        run_argv(cfg, out, name, extra, **kw),
+        workdir,
+        env=env,
+        after=after,
+        prepare=with_mirror(prepare, base, workdir, out),
+        cwd=workdir,
+    )
+    spec.info.update(
+        seed=kw.get("seed"), command_words=len(cfg.command)
+    )  # the flags verify adds come after
+    spec.argv = absolute_command(
+        spec.argv, base
+    )  # each run in its own directory (seeder.verify._workdirs)
     return spec
 
 
 def with_mirror(prepare, base: Path, workdir: Path, out: Path):
-    """``prepare``, then the run's folder mirrors the user's (:func:`seeder.verify._workdirs.mirror_user_dir`)."""
+    """``prepare``, then the run's folder mirrors the user's
+    (:func:`seeder.verify._workdirs.mirror_user_dir`)."""
+
     def run() -> Optional[str]:
         left_out = prepare() if prepare is not None else None
         if not left_out:
             mirror_user_dir(base, workdir, keep_out=[out])
         return left_out
+
     return run
 
 
 def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport]):
-    """Run (2b)'s prepare: leave it out where the command has no step stop, else fill in its stop step."""
+    """Run (2b)'s prepare: leave it out where the command has no step stop, else fill in its stop
+    step."""
+
     def prepare() -> Optional[str]:
         if support is not None:
             supported, why = support.result()
@@ -97,35 +144,61 @@ def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport])
                 return why
         steps, where = cfg.stop_after_steps, "given with --stop-after-steps"
         if steps is None:
-            half = read_metrics(metrics_path(out, f"half-{r}"), out / "runs" / f"half-{r}" / "log.txt", cfg.contract)
+            half = read_metrics(
+                metrics_path(out, f"half-{r}"), out / "runs" / f"half-{r}" / "log.txt", cfg.contract
+            )
             steps, where = mid_epoch_step(half, cfg.epochs // 2, after_first=True)
             if steps is None:
                 return where
-        spec.argv = absolute_command(run_argv(cfg, out, spec.name, seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt),
-                                          stop_after_steps=steps), Path(cfg.cwd or Path.cwd()).resolve())
+        spec.argv = absolute_command(
+            run_argv(
+                cfg,
+                out,
+                spec.name,
+                seed=cfg.seed,
+                epochs=cfg.epochs,
+                ckpt_dir=str(ckpt),
+                stop_after_steps=steps,
+            ),
+            Path(cfg.cwd or Path.cwd()).resolve(),
+        )
         spec.info.update(stop_after_steps=steps, stop_where=where)
         return None
 
     ckpt = out / "runs" / f"mid-{r}" / "ckpt"
-    spec = make_spec(cfg, out, f"mid-{r}", after=f"half-{r}" if cfg.stop_after_steps is None else None, prepare=prepare,
-                 seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(ckpt), stop_after_steps=cfg.stop_after_steps)
+    spec = make_spec(
+        cfg,
+        out,
+        f"mid-{r}",
+        after=f"half-{r}" if cfg.stop_after_steps is None else None,
+        prepare=prepare,
+        seed=cfg.seed,
+        epochs=cfg.epochs,
+        ckpt_dir=str(ckpt),
+        stop_after_steps=cfg.stop_after_steps,
+    )
     return spec
 
 
-def _plan_seeder_stops(cfg: Any, out: Path) -> List[RunSpec]:
-    """Per repeat (1), (4), (2) and (2b) after run (1) of repeat 0 (their stop steps come from it), (3), (3b).
+def _plan_seeder_stops(cfg: Any, out: Path) -> list[RunSpec]:
+    """Per repeat (1), (4), (2) and (2b) after run (1) of repeat 0 (their stop steps come from it),
+    (3), (3b).
 
     Runs (2), (3), (2b), (3b) are in the first ``cfg.resume_runs`` repeats only.
     """
-    specs: List[RunSpec] = []
-    stops: Dict[str, Any] = {}
+    specs: list[RunSpec] = []
+    stops: dict[str, Any] = {}
 
     def stopped(name: str, which: int):
         def prepare() -> Optional[str]:
             if "steps" not in stops:
                 try:
-                    full = read_metrics(metrics_path(out, "full-0"), out / "runs" / "full-0" / "log.txt", cfg.contract,
-                                        out / "runs" / "full-0" / STEPS_NAME)
+                    full = read_metrics(
+                        metrics_path(out, "full-0"),
+                        out / "runs" / "full-0" / "log.txt",
+                        cfg.contract,
+                        out / "runs" / "full-0" / STEPS_NAME,
+                    )
                 except ValueError:  # the verdict says what run (1) logged; nothing to stop at
                     why = "run (1) logged no per-step values to find its epochs in"
                     stops["steps"] = ((None, why), (None, why))
@@ -137,22 +210,41 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> List[RunSpec]:
             by_name[name].env.update(stop_env(steps))
             by_name[name].info.update(stop_after_steps=steps, stop_where=where)
             return None
+
         return prepare
 
-    by_name: Dict[str, RunSpec] = {}
+    by_name: dict[str, RunSpec] = {}
     for r in range(cfg.repeats):
         run = {k: out / "runs" / f"{k}-{r}" for k in ("half", "resume", "mid", "resume-mid")}
-        specs += [make_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=cfg.epochs),
-                  make_spec(cfg, out, f"unseeded-{r}", epochs=cfg.epochs)]
+        specs += [
+            make_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=cfg.epochs),
+            make_spec(cfg, out, f"unseeded-{r}", epochs=cfg.epochs),
+        ]
         pairs = [("half", "resume", 0)] + ([("mid", "resume-mid", 1)] if cfg.mid_epoch else [])
         if r >= cfg.resume_runs:  # the resume checks run fewer repeats (--resume-repeats)
             pairs = []
         for stop, resume, which in pairs:
-            by_name[f"{stop}-{r}"] = make_spec(cfg, out, f"{stop}-{r}", after="full-0", prepare=stopped(f"{stop}-{r}", which),
-                                               seed=cfg.seed, epochs=cfg.epochs, ckpt_dir=str(run[stop] / "ckpt"))
-            resumed = make_spec(cfg, out, f"{resume}-{r}", after=f"{stop}-{r}",
-                                prepare=copy_run_dir(run[stop], run[resume]), seed=cfg.seed, epochs=cfg.epochs,
-                                ckpt_dir=str(run[resume] / "ckpt"), resume=bool(cfg.contract.resume))
+            by_name[f"{stop}-{r}"] = make_spec(
+                cfg,
+                out,
+                f"{stop}-{r}",
+                after="full-0",
+                prepare=stopped(f"{stop}-{r}", which),
+                seed=cfg.seed,
+                epochs=cfg.epochs,
+                ckpt_dir=str(run[stop] / "ckpt"),
+            )
+            resumed = make_spec(
+                cfg,
+                out,
+                f"{resume}-{r}",
+                after=f"{stop}-{r}",
+                prepare=copy_run_dir(run[stop], run[resume]),
+                seed=cfg.seed,
+                epochs=cfg.epochs,
+                ckpt_dir=str(run[resume] / "ckpt"),
+                resume=bool(cfg.contract.resume),
+            )
             resumed.env[ENV_RESUME] = "1"
             specs += [by_name[f"{stop}-{r}"], resumed]
     for s in specs:
@@ -161,8 +253,9 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> List[RunSpec]:
     return specs
 
 
-def plan_verify(cfg: Any, out: Path, support: Optional[StepStopSupport] = None) -> List[RunSpec]:
-    """The runs of the methodology, in launch order: per repeat (2), (1), (4), (3) after (2), (2b), (3b) after (2b).
+def plan_verify(cfg: Any, out: Path, support: Optional[StepStopSupport] = None) -> list[RunSpec]:
+    """The runs of the methodology, in launch order: per repeat (2), (1), (4), (3) after (2), (2b),
+    (3b) after (2b).
 
     Runs (2)/(3) need X >= 2; (2b)/(3b) need ``cfg.mid_epoch``, and are left out at
     start time when ``support`` says the command has no step stop flag. All four are in
@@ -173,29 +266,61 @@ def plan_verify(cfg: Any, out: Path, support: Optional[StepStopSupport] = None) 
     x, specs = cfg.epochs, []
     for r in range(cfg.repeats):
         resumes = r < cfg.resume_runs
-        half_ckpt, res_ckpt = out / "runs" / f"half-{r}" / "ckpt", out / "runs" / f"resume-{r}" / "ckpt"
+        half_ckpt, res_ckpt = (
+            out / "runs" / f"half-{r}" / "ckpt",
+            out / "runs" / f"resume-{r}" / "ckpt",
+        )
         res_mid_ckpt = out / "runs" / f"resume-mid-{r}" / "ckpt"
         if cfg.contract.stop_after_epochs:
-            stop: Dict[str, Any] = {"epochs": x, "stop_after_epochs": x // 2}
+            stop: dict[str, Any] = {"epochs": x, "stop_after_epochs": x // 2}
         else:  # no stop flag: NVIDIA's way, a run of X/2 epochs
             stop = {"epochs": x // 2}
         if x >= 2 and resumes:
-            specs.append(make_spec(cfg, out, f"half-{r}", seed=cfg.seed, ckpt_dir=str(half_ckpt), **stop))
-        specs += [make_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=x), make_spec(cfg, out, f"unseeded-{r}", epochs=x)]
+            specs.append(
+                make_spec(cfg, out, f"half-{r}", seed=cfg.seed, ckpt_dir=str(half_ckpt), **stop)
+            )
+        specs += [
+            make_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=x),
+            make_spec(cfg, out, f"unseeded-{r}", epochs=x),
+        ]
         if x >= 2 and resumes:
-            specs.append(make_spec(cfg, out, f"resume-{r}", after=f"half-{r}", prepare=copy_run_dir(half_ckpt.parent, res_ckpt.parent),
-                               seed=cfg.seed, epochs=x, ckpt_dir=str(res_ckpt), resume=True))
+            specs.append(
+                make_spec(
+                    cfg,
+                    out,
+                    f"resume-{r}",
+                    after=f"half-{r}",
+                    prepare=copy_run_dir(half_ckpt.parent, res_ckpt.parent),
+                    seed=cfg.seed,
+                    epochs=x,
+                    ckpt_dir=str(res_ckpt),
+                    resume=True,
+                )
+            )
         if cfg.mid_epoch and resumes:
-            specs += [prepare_mid(cfg, out, r, support),
-                      make_spec(cfg, out, f"resume-mid-{r}", after=f"mid-{r}", prepare=copy_run_dir(res_mid_ckpt.parent.parent / f"mid-{r}", res_mid_ckpt.parent),
-                            seed=cfg.seed, epochs=x, ckpt_dir=str(res_mid_ckpt), resume=True)]
+            specs += [
+                prepare_mid(cfg, out, r, support),
+                make_spec(
+                    cfg,
+                    out,
+                    f"resume-mid-{r}",
+                    after=f"mid-{r}",
+                    prepare=copy_run_dir(
+                        res_mid_ckpt.parent.parent / f"mid-{r}", res_mid_ckpt.parent
+                    ),
+                    seed=cfg.seed,
+                    epochs=x,
+                    ckpt_dir=str(res_mid_ckpt),
+                    resume=True,
+                ),
+            ]
     for s in specs:
         kind, rep = s.name.rsplit("-", 1)
         s.info.update(kind=kind, repeat=int(rep))
     return specs
 
 
-def plan_compare(cfg: Any, out: Path) -> List[RunSpec]:
+def plan_compare(cfg: Any, out: Path) -> list[RunSpec]:
     """Runs a-i and b-i with seed ``seed + i``, interleaved."""
     specs = []
     for i in range(cfg.runs):

@@ -8,9 +8,9 @@ runs SCRIPT as ``__main__`` (``sys.argv`` as ``python SCRIPT ARGS`` gives it) wi
 installed first, and writes one JSON object to REPORT at the first one reached:
 
 * the script's parser (an ``argparse.ArgumentParser``, or a subclass such as jsonargparse's or
-  ``HfArgumentParser``) is asked to parse the command line: ``{"reached": "parser", "actions": [...]}``,
-  each action's option strings, ``nargs``, metavar, whether it is required and its default, with those
-  of the subcommand named on the command line (LightningCLI's ``fit``);
+  ``HfArgumentParser``) is asked to parse the command line: ``{"reached": "parser", "actions":
+  [...]}``, each action's option strings, ``nargs``, metavar, whether it is required and its
+  default, with those of the subcommand named on the command line (LightningCLI's ``fit``);
 * a torch optimizer steps before any parser: ``{"reached": "optimizer step", "seeder_init": true}``
   (whether ``seeder.init`` ran before it).
 
@@ -36,28 +36,39 @@ Example (the verify side, :func:`seeder.verify._flags.probe_parser`, runs it)::
     >>> (d / "trained").exists()
     False
 """
+
 from __future__ import annotations
 
 import os
 import sys
 
-if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.path.dirname(os.path.abspath(__file__)):
-    del sys.path[0]  # run as a script: this folder's modules (stats, report, ...) must not shadow others
+if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.path.dirname(
+    os.path.abspath(__file__)
+):
+    del sys.path[
+        0
+    ]  # run as a script: this folder's modules (stats, report, ...) must not shadow others
 
 import argparse
 import importlib.abc
 import json
 import runpy
 import signal
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Optional
 
 __all__ = ["main", "describe_action"]
 
-#: Names of the methods that parse a command line, on ``argparse.ArgumentParser`` and its subclasses.
-PARSE_METHODS = ("parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args")
+#: Names of the methods that parse a command line, on ``argparse.ArgumentParser`` and its
+#: subclasses.
+PARSE_METHODS = (
+    "parse_args",
+    "parse_known_args",
+    "parse_intermixed_args",
+    "parse_known_intermixed_args",
+)
 
 
-def describe_action(action: argparse.Action) -> Dict[str, Any]:
+def describe_action(action: argparse.Action) -> dict[str, Any]:
     """What verify needs of one parser action, from its public attributes, as JSON values.
 
     >>> p = argparse.ArgumentParser(); a = p.add_argument("--seed", type=int, default=7)
@@ -66,16 +77,32 @@ def describe_action(action: argparse.Action) -> Dict[str, Any]:
     """
     default = action.default
     if not isinstance(default, (bool, int, float, type(None))):
-        # Strings only, short ones: a path such as "../outputs" helps name a shared folder; other values are not kept.
-        default = default if isinstance(default, str) and len(default) <= 200 else f"<{type(default).__name__}>"
+        # Strings only, short ones: a path such as "../outputs" helps name a shared folder; other
+        # values are not kept.
+        default = (
+            default
+            if isinstance(default, str) and len(default) <= 200
+            else f"<{type(default).__name__}>"
+        )
     nargs = action.nargs if isinstance(action.nargs, (int, type(None))) else str(action.nargs)
-    metavar = action.metavar if isinstance(action.metavar, (str, type(None))) else " ".join(map(str, action.metavar))
-    return {"options": list(action.option_strings), "dest": str(action.dest), "nargs": nargs, "metavar": metavar,
-            "required": bool(action.required), "default": default}
+    metavar = (
+        action.metavar
+        if isinstance(action.metavar, (str, type(None)))
+        else " ".join(map(str, action.metavar))
+    )
+    return {
+        "options": list(action.option_strings),
+        "dest": str(action.dest),
+        "nargs": nargs,
+        "metavar": metavar,
+        "required": bool(action.required),
+        "default": default,
+    }
 
 
-def _parser_actions(self: argparse.ArgumentParser, argv: List[str]) -> List[Dict[str, Any]]:
-    """The actions of parser ``self``, and of the subcommand ``argv`` names (installed as a parser method below)."""
+def _parser_actions(self: argparse.ArgumentParser, argv: list[str]) -> list[dict[str, Any]]:
+    """The actions of parser ``self``, and of the subcommand ``argv`` names (installed as a parser
+    method below)."""
     out = []
     for action in self._actions:  # the parser's own list (a method of the parser reads it)
         out.append(describe_action(action))
@@ -95,27 +122,36 @@ class _Probe:
         self.depth = 0
         self.init_seen = False
 
-    def done(self, record: Dict[str, Any]) -> None:
+    def done(self, record: dict[str, Any]) -> None:
         with open(self.report, "w", encoding="utf-8") as fh:
             json.dump(record, fh)
         sys.stdout.flush()
         sys.stderr.flush()
-        # Nothing more of the script may run: no `finally`, no `except SystemExit` that goes on training, no atexit.
+        # Nothing more of the script may run: no `finally`, no `except SystemExit` that goes on
+        # training, no atexit.
         os.kill(os.getpid(), signal.SIGKILL)
 
     def wrap_parse(self, original: Callable[..., Any]) -> Callable[..., Any]:
         probe = self
 
         def parse(self: argparse.ArgumentParser, args: Any = None, *rest: Any, **kw: Any) -> Any:
-            reads_argv = args is None or (isinstance(args, (list, tuple)) and list(args) == sys.argv[1:])
+            reads_argv = args is None or (
+                isinstance(args, (list, tuple)) and list(args) == sys.argv[1:]
+            )
             if probe.depth == 0 and reads_argv:
-                probe.done({"reached": "parser", "prog": str(self.prog),
-                            "actions": self.seeder_probe_actions(sys.argv[1:])})
+                probe.done(
+                    {
+                        "reached": "parser",
+                        "prog": str(self.prog),
+                        "actions": self.seeder_probe_actions(sys.argv[1:]),
+                    }
+                )
             probe.depth += 1
             try:
                 return original(self, args, *rest, **kw)
             finally:
                 probe.depth -= 1
+
         parse.seeder_probe = True  # type: ignore[attr-defined]
         return parse
 
@@ -132,8 +168,11 @@ class _Probe:
         self.wrap_class(argparse.ArgumentParser)
         probe = self
 
-        def init_subclass(cls: type, **kw: Any) -> None:  # parsers defined later (jsonargparse, transformers)
+        def init_subclass(
+            cls: type, **kw: Any
+        ) -> None:  # parsers defined later (jsonargparse, transformers)
             probe.wrap_class(cls)
+
         argparse.ArgumentParser.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
         _after_import("seeder._seeding.core", self.watch_init)
         _after_import("torch.optim.optimizer", self.stop_at_step)
@@ -144,18 +183,21 @@ class _Probe:
         def init(self: Any, *args: Any, **kw: Any) -> Any:
             probe.init_seen = True
             return original(self, *args, **kw)
+
         module.Seeder.init = init
 
     def stop_at_step(self, module: Any) -> None:
         module.register_optimizer_step_pre_hook(
-            lambda *a: self.done({"reached": "optimizer step", "seeder_init": self.init_seen}))
+            lambda *a: self.done({"reached": "optimizer step", "seeder_init": self.init_seen})
+        )
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``hooks[name](module)`` right after module ``name`` is executed (or now, if it was imported)."""
+    """Calls ``hooks[name](module)`` right after module ``name`` is executed (or now, if it was
+    imported)."""
 
     def __init__(self) -> None:
-        self.hooks: Dict[str, Callable[[Any], None]] = {}
+        self.hooks: dict[str, Callable[[Any], None]] = {}
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Optional[Any]:
         hook = self.hooks.pop(name, None)
@@ -170,6 +212,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
                 def exec_module(module: Any) -> None:
                     run(module)
                     hook(module)
+
                 spec.loader.exec_module = exec_module  # this module's loader only
                 return spec
         return None
@@ -187,8 +230,9 @@ def _after_import(name: str, hook: Callable[[Any], None]) -> None:
         sys.meta_path.insert(0, _FINDER)
 
 
-def main(argv: List[str]) -> None:
-    """``argv``: REPORT SCRIPT ARGS... or REPORT -m MODULE ARGS...; runs the script up to its first exit."""
+def main(argv: list[str]) -> None:
+    """``argv``: REPORT SCRIPT ARGS... or REPORT -m MODULE ARGS...; runs the script up to its first
+    exit."""
     if len(argv) < 2 or (argv[1] == "-m" and len(argv) < 3):
         sys.exit("usage: _probe.py REPORT SCRIPT [ARGS...] | REPORT -m MODULE [ARGS...]")
     _Probe(argv[0]).install()
@@ -198,7 +242,9 @@ def main(argv: List[str]) -> None:
         runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
     else:
         sys.argv = argv[1:]
-        sys.path[0] = os.path.dirname(os.path.abspath(argv[1]))  # as `python SCRIPT` puts it, not this file's folder
+        sys.path[0] = os.path.dirname(
+            os.path.abspath(argv[1])
+        )  # as `python SCRIPT` puts it, not this file's folder
         runpy.run_path(argv[1], run_name="__main__")
 
 

@@ -10,11 +10,13 @@ Example:
     <BLANKLINE>
     verdict: PASS
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Optional
 
 __all__ = ["table", "markdown", "VERIFY_METHOD", "COMPARE_METHOD"]
 
@@ -92,22 +94,34 @@ def _grid(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _compare_rows(report: Dict[str, Any]) -> List[List[str]]:
-    rows = [["level", "interval for B - A", "contains 0", "unseeded runs per config for this width"]]
+def _compare_rows(report: dict[str, Any]) -> list[list[str]]:
+    rows = [
+        ["level", "interval for B - A", "contains 0", "unseeded runs per config for this width"]
+    ]
     for lv, ci in report["intervals"].items():
-        rows.append([f"{float(lv):.0%}", f"[{ci['low']:.4g}, {ci['high']:.4g}]", "yes" if ci["contains_zero"] else "no",
-                     _fmt(ci["unpaired_runs_needed"])])
+        rows.append(
+            [
+                f"{float(lv):.0%}",
+                f"[{ci['low']:.4g}, {ci['high']:.4g}]",
+                "yes" if ci["contains_zero"] else "no",
+                _fmt(ci["unpaired_runs_needed"]),
+            ]
+        )
     return rows
 
 
-def table(report: Dict[str, Any]) -> str:
+def table(report: dict[str, Any]) -> str:
     """The verdict as a plain-text table (what the command prints)."""
     if report.get("kind") == "compare":
-        return (_grid(_compare_rows(report)) + f"\n\n{report['summary']}\n"
-                f"paired runs: {report['pairs']}; std of B - A {report['std_difference']:.3g}, "
-                f"std across seeds A {report['std_a']:.3g}, B {report['std_b']:.3g}; pairing divides the variance "
-                f"of the difference by {_fmt(report['variance_reduction'], 3)}")
-    rows = [["check", "result", "summary"]] + [[c["name"], c["status"], c["summary"]] for c in report["checks"]]
+        return (
+            _grid(_compare_rows(report)) + f"\n\n{report['summary']}\n"
+            f"paired runs: {report['pairs']}; std of B - A {report['std_difference']:.3g}, "
+            f"std across seeds A {report['std_a']:.3g}, B {report['std_b']:.3g}; pairing divides "
+            f"the variance of the difference by {_fmt(report['variance_reduction'], 3)}"
+        )
+    rows = [["check", "result", "summary"]] + [
+        [c["name"], c["status"], c["summary"]] for c in report["checks"]
+    ]
     text = _grid(rows) + f"\n\nverdict: {report['verdict']}"
     for r in report.get("reasons", []):
         text += f"\n  - {r}"
@@ -125,20 +139,30 @@ def _rel(path: str, out: Path) -> str:
         return path
 
 
-def _resume_repeats_text(cfg: Dict[str, Any]) -> str:
-    """`` (runs 2, 3, 2b, 3b: N times)`` where ``--resume-repeats`` gave fewer repeats, else nothing."""
+def _resume_repeats_text(cfg: dict[str, Any]) -> str:
+    """`` (runs 2, 3, 2b, 3b: N times)`` where ``--resume-repeats`` gave fewer repeats, else
+    nothing."""
     n = cfg.get("resume_repeats")
-    return "" if n is None or n == cfg["repeats"] else f" (runs 2, 3, 2b, 3b: {n} {'time' if n == 1 else 'times'})"
+    return (
+        ""
+        if n is None or n == cfg["repeats"]
+        else f" (runs 2, 3, 2b, 3b: {n} {'time' if n == 1 else 'times'})"
+    )
 
 
-def _stop_text(report: Dict[str, Any]) -> Tuple[str, str]:
+def _stop_text(report: dict[str, Any]) -> tuple[str, str]:
     """How runs (2) and (2b) were stopped, for the method text."""
     cfg = report["config"]
     stop = f"after X/2 = {cfg['epochs'] // 2} epoch(s)" if cfg["epochs"] >= 2 else "not run (X < 2)"
     mid = next((c for c in report.get("checks", []) if c["name"] == "resume-mid-epoch"), None)
-    run = next((r for r in report.get("runs", []) if r.get("kind") == "mid" and r.get("stop_after_steps")), None)
+    run = next(
+        (r for r in report.get("runs", []) if r.get("kind") == "mid" and r.get("stop_after_steps")),
+        None,
+    )
     if run is not None:
-        mid_text = f"after global step {run['stop_after_steps']} ({run.get('stop_where') or 'mid-epoch'})"
+        mid_text = (
+            f"after global step {run['stop_after_steps']} ({run.get('stop_where') or 'mid-epoch'})"
+        )
     elif mid is not None and mid["status"] == "SKIP":
         mid_text = mid["summary"]
     else:
@@ -146,23 +170,40 @@ def _stop_text(report: Dict[str, Any]) -> Tuple[str, str]:
     return stop, mid_text
 
 
-def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
+def markdown(report: dict[str, Any], out: Optional[Path] = None) -> str:
     """``report.md``: verdict, checks, statistics, runs, method and figures."""
     out = Path(out) if out is not None else Path(".")
     cfg = report["config"]
     cmd = " ".join(cfg["command"])
-    lines: List[str] = []
+    lines: list[str] = []
     if report.get("kind") == "compare":
-        lines += [f"# seeder compare: {'B differs from A' if report['differs'] else 'no difference detected'}", "",
-                  f"Command: `{cmd}`  ", f"A: `{' '.join(cfg['a_args']) or '(as is)'}`; B: `{' '.join(cfg['b_args']) or '(as is)'}`",
-                  "", report["summary"], "", "| " + " | ".join(_compare_rows(report)[0]) + " |",
-                  "|" + "---|" * 4]
+        lines += [
+            f"# seeder compare: "
+            f"{'B differs from A' if report['differs'] else 'no difference detected'}",
+            "",
+            f"Command: `{cmd}`  ",
+            f"A: `{' '.join(cfg['a_args']) or '(as is)'}`; B: "
+            f"`{' '.join(cfg['b_args']) or '(as is)'}`",
+            "",
+            report["summary"],
+            "",
+            "| " + " | ".join(_compare_rows(report)[0]) + " |",
+            "|" + "---|" * 4,
+        ]
         lines += ["| " + " | ".join(r) + " |" for r in _compare_rows(report)[1:]]
         lines += ["", "| seed | A | B | B - A |", "|---|---|---|---|"]
-        for i, (a, b, d) in enumerate(zip(report["values_a"], report["values_b"], report["paired_differences"])):
+        for i, (a, b, d) in enumerate(
+            zip(report["values_a"], report["values_b"], report["paired_differences"])
+        ):
             lines.append(f"| {cfg['seed'] + i} | {a:.6g} | {b:.6g} | {d:+.4g} |")
-        lines += ["", "## How this is decided", "",
-                  COMPARE_METHOD.format(runs=cfg["runs"], seed=cfg["seed"], last=cfg["seed"] + cfg["runs"] - 1)]
+        lines += [
+            "",
+            "## How this is decided",
+            "",
+            COMPARE_METHOD.format(
+                runs=cfg["runs"], seed=cfg["seed"], last=cfg["seed"] + cfg["runs"] - 1
+            ),
+        ]
     else:
         lines += [f"# seeder verify: {report['verdict']}", "", f"Command: `{cmd}`", ""]
         if report.get("reasons"):
@@ -173,27 +214,52 @@ def markdown(report: Dict[str, Any], out: Optional[Path] = None) -> str:
             lines += ["", "How the command was driven:", ""] + [f"- {n}" for n in report["notes"]]
         ps = report["per_step"]
         corr = ps.get("correlation", {})
-        lines += ["", "## Statistics", "",
-                  f"- steps compared: {len(ps['keys'])}",
-                  f"- largest per-step std of seeded runs: {_fmt(ps['max_std_seeded'])}; "
-                  f"mean per-step std of unseeded runs: {_fmt(ps['mean_std_unseeded'])}",
-                  f"- median per-step variance ratio seeded/unseeded: {_fmt(ps['median_variance_ratio'])}",
-                  "- correlation of runs (fluctuations around their own trend): " + ", ".join(f"{k.replace('_', ' ')} {_fmt(v, 3)}"
-                                                                             for k, v in corr.items())]
-        lines += ["", "## How this is decided", "",
-                  VERIFY_METHOD.format(seed=cfg["seed"], repeats=cfg["repeats"], epochs=cfg["epochs"],
-                                       resume_repeats=_resume_repeats_text(cfg),
-                                       stop=_stop_text(report)[0], mid=_stop_text(report)[1], atol=cfg["atol"],
-                                       alpha=cfg["alpha"])]
-    lines += ["## Runs", "", "Master seed: given by verify, or drawn by an unseeded run and printed by seeder "
-              "(replay that run with `SEEDER_SEED=<seed>`).", "",
-              "| run | status | master seed | steps | seconds | digest | driven by | log |",
-              "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Statistics",
+            "",
+            f"- steps compared: {len(ps['keys'])}",
+            f"- largest per-step std of seeded runs: {_fmt(ps['max_std_seeded'])}; "
+            f"mean per-step std of unseeded runs: {_fmt(ps['mean_std_unseeded'])}",
+            f"- median per-step variance ratio seeded/unseeded: "
+            f"{_fmt(ps['median_variance_ratio'])}",
+            "- correlation of runs (fluctuations around their own trend): "
+            + ", ".join(f"{k.replace('_', ' ')} {_fmt(v, 3)}" for k, v in corr.items()),
+        ]
+        lines += [
+            "",
+            "## How this is decided",
+            "",
+            VERIFY_METHOD.format(
+                seed=cfg["seed"],
+                repeats=cfg["repeats"],
+                epochs=cfg["epochs"],
+                resume_repeats=_resume_repeats_text(cfg),
+                stop=_stop_text(report)[0],
+                mid=_stop_text(report)[1],
+                atol=cfg["atol"],
+                alpha=cfg["alpha"],
+            ),
+        ]
+    lines += [
+        "## Runs",
+        "",
+        "Master seed: given by verify, or drawn by an unseeded run and printed by seeder "
+        "(replay that run with `SEEDER_SEED=<seed>`).",
+        "",
+        "| run | status | master seed | steps | seconds | digest | driven by | log |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in report["runs"]:
         log = f"[{r['log']}]({r['log']})" if r["status"] != "omitted" else f"not run: {r['reason']}"
         seed = r.get("master_seed")
-        lines.append(f"| {r['name']} | {r['status']} | {'not shown' if seed is None else seed} | {_fmt(r['steps'])} | "
-                     f"{r['duration_s']:.1f} | {(r['digest'] or '')[:12]} | {r.get('driven_by') or ''} | {log} |")
+        lines.append(
+            f"| {r['name']} | {r['status']} | {'not shown' if seed is None else seed} | "
+            f"{_fmt(r['steps'])} | {r['duration_s']:.1f} | {(r['digest'] or '')[:12]} | "
+            f"{r.get('driven_by') or ''} | {log} |"
+        )
     if report.get("figures"):
-        lines += ["", "## Figures", ""] + [f"![{Path(f).stem}]({_rel(f, out)})" for f in report["figures"]]
+        lines += ["", "## Figures", ""] + [
+            f"![{Path(f).stem}]({_rel(f, out)})" for f in report["figures"]
+        ]
     return "\n".join(lines) + "\n"

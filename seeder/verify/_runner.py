@@ -16,6 +16,7 @@ Example:
     >>> res[0].status, (d / "hello" / "log.txt").read_text().strip()
     ('ok', 'hi')
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Optional
 
 from seeder._checks import is_int
 from seeder.env._redact import file_redactor, redact_json
@@ -38,8 +40,8 @@ __all__ = ["RunSpec", "RunResult", "RunFailed", "run_all", "child_environment", 
 
 logger = logging.getLogger("seeder")
 
-#: Variables removed from every child's environment: a stray SEEDER_SEED would seed the unseeded runs, a stray
-#: SEEDER_TRACE would trace runs that asked for no trace.
+#: Variables removed from every child's environment: a stray SEEDER_SEED would seed the unseeded
+#: runs, a stray SEEDER_TRACE would trace runs that asked for no trace.
 _SCRUBBED = ("SEEDER_SEED", "SEEDER_TRACE")
 
 
@@ -52,13 +54,13 @@ class RunSpec:
     """
 
     name: str
-    argv: List[str]
+    argv: list[str]
     workdir: Path
-    env: Dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     after: Optional[str] = None
     prepare: Optional[Callable[[], Optional[str]]] = None
     cwd: Optional[Path] = None
-    info: Dict[str, object] = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
 
     @property
     def log(self) -> Path:
@@ -67,7 +69,8 @@ class RunSpec:
 
 @dataclass
 class RunResult:
-    """How a run ended: ``status`` is ok, failed, skipped, cancelled, interrupted or omitted (left out on purpose)."""
+    """How a run ended: ``status`` is ok, failed, skipped, cancelled, interrupted or omitted (left
+    out on purpose)."""
 
     name: str
     status: str
@@ -75,7 +78,7 @@ class RunResult:
     duration: float
     log: Path
     reason: str = ""
-    info: Dict[str, object] = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
     started: Optional[float] = None  # wall-clock start (time.time()), None if never started
 
     @property
@@ -86,13 +89,13 @@ class RunResult:
 class RunFailed(RuntimeError):
     """A run failed; ``results`` holds every run's outcome, ``failed`` the failures."""
 
-    def __init__(self, results: List[RunResult]):
+    def __init__(self, results: list[RunResult]):
         self.results = results
         self.failed = [r for r in results if r.status == "failed"]
         super().__init__("; ".join(f"{r.name}: {r.reason}" for r in self.failed) or "a run failed")
 
 
-def child_environment(jobs: int = 1, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def child_environment(jobs: int = 1, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
     """The environment for a run: ours without SEEDER_SEED, unbuffered, threads split over jobs.
 
     ``OMP_NUM_THREADS`` is set (when unset) to the CPU count divided by ``jobs``, so
@@ -136,17 +139,31 @@ class _Progress:
             except ImportError:  # tqdm is optional (the "plot" extra)
                 tqdm = None
             if tqdm is not None:
-                self.bar = tqdm(total=total, desc=desc, unit="run", file=sys.stderr, dynamic_ncols=True, leave=True)
+                self.bar = tqdm(
+                    total=total,
+                    desc=desc,
+                    unit="run",
+                    file=sys.stderr,
+                    dynamic_ncols=True,
+                    leave=True,
+                )
 
     def update(self, result: RunResult, running: Sequence[str]) -> None:
         self.count += 1
         if self.bar is not None:
-            self.bar.set_postfix_str(f"{result.name} {result.status}" + (f" | running {', '.join(running)}" if running else ""),
-                                     refresh=False)
+            self.bar.set_postfix_str(
+                f"{result.name} {result.status}"
+                + (f" | running {', '.join(running)}" if running else ""),
+                refresh=False,
+            )
             self.bar.update(1)
         elif self.enabled:
-            print(f"seeder: [{self.count}/{self.total}] {result.name} {result.status} ({result.duration:.1f}s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"seeder: [{self.count}/{self.total}] {result.name} {result.status} "
+                f"({result.duration:.1f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -183,22 +200,37 @@ def _stop(procs: Sequence[subprocess.Popen], grace: float) -> None:
                 p.wait()
 
 
-def _write_record(spec: RunSpec, result: RunResult, env_extra: Dict[str, str]) -> None:
+def _write_record(spec: RunSpec, result: RunResult, env_extra: dict[str, str]) -> None:
     if not Path(spec.workdir).is_dir():  # never started: nothing to describe beside
         return
-    record = {"name": spec.name, "argv": spec.argv, "env": env_extra, "cwd": str(spec.cwd) if spec.cwd else None,
-              "status": result.status, "returncode": result.returncode, "duration_s": round(result.duration, 3),
-              "started": result.started, "ended": None if result.started is None else result.started + result.duration,
-              "reason": result.reason, **{k: v for k, v in spec.info.items() if isinstance(v, (str, int, float, type(None)))}}
+    record = {
+        "name": spec.name,
+        "argv": spec.argv,
+        "env": env_extra,
+        "cwd": str(spec.cwd) if spec.cwd else None,
+        "status": result.status,
+        "returncode": result.returncode,
+        "duration_s": round(result.duration, 3),
+        "started": result.started,
+        "ended": None if result.started is None else result.started + result.duration,
+        "reason": result.reason,
+        **{k: v for k, v in spec.info.items() if isinstance(v, (str, int, float, type(None)))},
+    }
     try:
-        write_file(spec.workdir, "run.json", (json.dumps(redact_json(record), indent=1) + "\n").encode(), 0o644)
+        write_file(
+            spec.workdir,
+            "run.json",
+            (json.dumps(redact_json(record), indent=1) + "\n").encode(),
+            0o644,
+        )
         _redact_log(spec)
     except OSError as exc:  # the run's outcome still reaches the report
         logger.warning("could not write %s/run.json: %s", spec.workdir, exc)
 
 
 def _redact_log(spec: RunSpec) -> None:
-    """Replace the run's log by its redacted text (secrets the command was given or printed) once the run ended."""
+    """Replace the run's log by its redacted text (secrets the command was given or printed) once
+    the run ended."""
     try:
         with open(spec.log, "rb") as fh:
             text = fh.read().decode("utf-8", errors="surrogateescape")
@@ -206,12 +238,22 @@ def _redact_log(spec: RunSpec) -> None:
         return
     clean = file_redactor([spec.argv]).text(text)
     if clean != text:
-        write_file(spec.workdir, spec.log.name, clean.encode("utf-8", errors="surrogateescape"), 0o644)
+        write_file(
+            spec.workdir, spec.log.name, clean.encode("utf-8", errors="surrogateescape"), 0o644
+        )
 
 
-def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, keep_going: bool = False,
-            timeout: Optional[float] = None, grace: float = 10.0, desc: str = "runs",
-            on_finish: Optional[Callable[[RunResult], None]] = None) -> List[RunResult]:
+def run_all(
+    specs: Sequence[RunSpec],
+    *,
+    jobs: int = 1,
+    progress: bool = True,
+    keep_going: bool = False,
+    timeout: Optional[float] = None,
+    grace: float = 10.0,
+    desc: str = "runs",
+    on_finish: Optional[Callable[[RunResult], None]] = None,
+) -> list[RunResult]:
     """Run ``specs`` (up to ``jobs`` at once) and return their results in the order given.
 
     Raises ``KeyboardInterrupt`` after stopping every child when interrupted.
@@ -227,14 +269,14 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
         if s.after is not None and s.after not in names[: names.index(s.name)]:
             raise ValueError(f"run {s.name!r} waits for {s.after!r}, which is not an earlier run")
     base_env = child_environment(jobs)
-    pending: List[RunSpec] = list(specs)
-    running: Dict[str, tuple] = {}
-    results: Dict[str, RunResult] = {}
+    pending: list[RunSpec] = list(specs)
+    running: dict[str, tuple] = {}
+    results: dict[str, RunResult] = {}
     bar = _Progress(len(specs), progress, desc)
     stopping = False
-    starts: Dict[str, float] = {}
+    starts: dict[str, float] = {}
 
-    def finish(res: RunResult, spec: RunSpec, env_extra: Dict[str, str]) -> None:
+    def finish(res: RunResult, spec: RunSpec, env_extra: dict[str, str]) -> None:
         res.started = starts.get(res.name)
         results[res.name] = res
         _write_record(spec, res, env_extra)
@@ -258,34 +300,90 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
                     continue
                 pending.pop(i)
                 if dep is not None and dep.status == "omitted":
-                    finish(RunResult(spec.name, "omitted", None, 0.0, spec.log, f"{spec.after} was left out: {dep.reason}",
-                                     spec.info), spec, spec.env)
+                    finish(
+                        RunResult(
+                            spec.name,
+                            "omitted",
+                            None,
+                            0.0,
+                            spec.log,
+                            f"{spec.after} was left out: {dep.reason}",
+                            spec.info,
+                        ),
+                        spec,
+                        spec.env,
+                    )
                     continue
                 if dep is not None and not dep.ok:
-                    finish(RunResult(spec.name, "skipped", None, 0.0, spec.log, f"{spec.after} did not succeed", spec.info),
-                           spec, spec.env)
+                    finish(
+                        RunResult(
+                            spec.name,
+                            "skipped",
+                            None,
+                            0.0,
+                            spec.log,
+                            f"{spec.after} did not succeed",
+                            spec.info,
+                        ),
+                        spec,
+                        spec.env,
+                    )
                     continue
                 Path(spec.workdir).mkdir(parents=True, exist_ok=True)
                 try:
                     left_out = spec.prepare() if spec.prepare is not None else None
                 except Exception as exc:  # never leave the other runs behind on a bug in prepare
-                    finish(RunResult(spec.name, "failed", None, 0.0, spec.log, f"could not prepare the run: "
-                                     f"{type(exc).__name__}: {exc}", spec.info), spec, spec.env)
+                    finish(
+                        RunResult(
+                            spec.name,
+                            "failed",
+                            None,
+                            0.0,
+                            spec.log,
+                            f"could not prepare the run: {type(exc).__name__}: {exc}",
+                            spec.info,
+                        ),
+                        spec,
+                        spec.env,
+                    )
                     if not keep_going:
                         stopping = True
                     continue
                 if left_out:
-                    finish(RunResult(spec.name, "omitted", None, 0.0, spec.log, str(left_out), spec.info), spec, spec.env)
+                    finish(
+                        RunResult(
+                            spec.name, "omitted", None, 0.0, spec.log, str(left_out), spec.info
+                        ),
+                        spec,
+                        spec.env,
+                    )
                     continue
                 fh = os.fdopen(open_log(spec.log), "wb")
                 try:
-                    proc = subprocess.Popen(spec.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env={**base_env, **spec.env}, cwd=str(spec.cwd) if spec.cwd else None,
-                                            start_new_session=True)
+                    proc = subprocess.Popen(
+                        spec.argv,
+                        stdout=fh,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        env={**base_env, **spec.env},
+                        cwd=str(spec.cwd) if spec.cwd else None,
+                        start_new_session=True,
+                    )
                 except OSError as exc:
                     fh.close()
-                    finish(RunResult(spec.name, "failed", None, 0.0, spec.log, f"could not start {spec.argv[0]!r}: {exc}",
-                                     spec.info), spec, spec.env)
+                    finish(
+                        RunResult(
+                            spec.name,
+                            "failed",
+                            None,
+                            0.0,
+                            spec.log,
+                            f"could not start {spec.argv[0]!r}: {exc}",
+                            spec.info,
+                        ),
+                        spec,
+                        spec.env,
+                    )
                     if not keep_going:
                         stopping = True
                     continue
@@ -307,7 +405,11 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
                 fh.close()
                 del running[name]
                 status = "ok" if rc == 0 and not reason else "failed"
-                finish(RunResult(name, status, rc, elapsed, spec.log, reason, spec.info), spec, spec.env)
+                finish(
+                    RunResult(name, status, rc, elapsed, spec.log, reason, spec.info),
+                    spec,
+                    spec.env,
+                )
                 if status == "failed" and not keep_going:
                     stopping = True
             if stopping:
@@ -316,11 +418,33 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
                     for name in list(running):
                         spec, proc, t0, fh = running.pop(name)
                         fh.close()
-                        finish(RunResult(name, "cancelled", proc.returncode, time.monotonic() - t0, spec.log,
-                                         "cancelled after another run failed", spec.info), spec, spec.env)
+                        finish(
+                            RunResult(
+                                name,
+                                "cancelled",
+                                proc.returncode,
+                                time.monotonic() - t0,
+                                spec.log,
+                                "cancelled after another run failed",
+                                spec.info,
+                            ),
+                            spec,
+                            spec.env,
+                        )
                 for spec in pending:
-                    finish(RunResult(spec.name, "skipped", None, 0.0, spec.log, "not started: another run failed", spec.info),
-                           spec, spec.env)
+                    finish(
+                        RunResult(
+                            spec.name,
+                            "skipped",
+                            None,
+                            0.0,
+                            spec.log,
+                            "not started: another run failed",
+                            spec.info,
+                        ),
+                        spec,
+                        spec.env,
+                    )
                 pending = []
                 break
             if running:
@@ -330,8 +454,19 @@ def run_all(specs: Sequence[RunSpec], *, jobs: int = 1, progress: bool = True, k
         for name in list(running):
             spec, proc, t0, fh = running.pop(name)
             fh.close()
-            finish(RunResult(name, "interrupted", proc.returncode, time.monotonic() - t0, spec.log, "interrupted",
-                             spec.info), spec, spec.env)
+            finish(
+                RunResult(
+                    name,
+                    "interrupted",
+                    proc.returncode,
+                    time.monotonic() - t0,
+                    spec.log,
+                    "interrupted",
+                    spec.info,
+                ),
+                spec,
+                spec.env,
+            )
         raise
     finally:
         bar.close()

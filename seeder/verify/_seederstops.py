@@ -26,10 +26,11 @@ Example:
     >>> stop_steps(iters, given=7)[1]
     (7, 'given with --stop-after-steps')
 """
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Optional
 
 import numpy as np
 
@@ -40,19 +41,23 @@ __all__ = ["stop_steps", "untested", "NO_STOP", "NO_RESUME", "STEPS_NAME"]
 
 #: The per-step records seeder writes in each run's directory.
 STEPS_NAME = "steps.jsonl"
-NO_STOP = ("nothing in the run stopped it at step {step} (seeder stops a plain loop through seeder.Checkpoint, "
-           "Lightning through SeederCallback, a Trainer through SeederTrainer); or map the script's stop flag "
-           "with --arg stop_after_steps=...")
-NO_RESUME = ("no resume option; map one with --arg resume=... (or resume through seeder.Checkpoint / SeederTrainer, "
-             "or Lightning's fit(ckpt_path=seeder.integrations.lightning.resume_path(...)))")
+NO_STOP = (
+    "nothing in the run stopped it at step {step} (seeder stops a plain loop through "
+    "seeder.Checkpoint, Lightning through SeederCallback, a Trainer through SeederTrainer); or map "
+    "the script's stop flag with --arg stop_after_steps=..."
+)
+NO_RESUME = (
+    "no resume option; map one with --arg resume=... (or resume through seeder.Checkpoint / "
+    "SeederTrainer, or Lightning's fit(ckpt_path=seeder.integrations.lightning.resume_path(...)))"
+)
 
-Stop = Tuple[Optional[int], str]
+Stop = tuple[Optional[int], str]
 
 
 GIVEN = "given with --stop-after-steps"
 
 
-def stop_steps(full: Metrics, given: Optional[int] = None) -> Tuple[Stop, Stop]:
+def stop_steps(full: Metrics, given: Optional[int] = None) -> tuple[Stop, Stop]:
     """Where runs (2) and (2b) stop, from run (1)'s records.
 
     Args:
@@ -65,14 +70,16 @@ def stop_steps(full: Metrics, given: Optional[int] = None) -> Tuple[Stop, Stop]:
     """
     boundary, mid = _from_records(full)
     if given is not None and len(full) and given >= len(full):
-        mid = (None, f"--stop-after-steps {given} leaves no step after it: run (1) made "
-                     f"{len(full)} step(s)")
+        mid = (
+            None,
+            f"--stop-after-steps {given} leaves no step after it: run (1) made {len(full)} step(s)",
+        )
     elif given is not None:
         mid = (given, GIVEN)
     return boundary, mid
 
 
-def _from_records(full: Metrics) -> Tuple[Stop, Stop]:
+def _from_records(full: Metrics) -> tuple[Stop, Stop]:
     epochs, n = full.epochs, len(full)
     if not n or not np.isfinite(full.losses).any():  # nothing to compare a stopped run with
         why = "run (1) recorded no steps with a finite value (an optimizer.step() records one)"
@@ -92,17 +99,22 @@ def _from_records(full: Metrics) -> Tuple[Stop, Stop]:
     m = max(1, h - 1)
     per = counts[m]
     if per < 2:
-        return boundary, (None, "each epoch is a single step, so there is no step inside an epoch to stop at")
+        return boundary, (
+            None,
+            "each epoch is a single step, so there is no step inside an epoch to stop at",
+        )
     into = min(per // 2 + (1 - (per // 2) % 2), per - 1)
     return boundary, (sum(counts[:m]) + into, f"{into} of {per} steps into epoch {seen[m]}")
 
 
-def stop_env(step: int) -> Dict[str, str]:
+def stop_env(step: int) -> dict[str, str]:
     """The environment that asks the run to stop after ``step``."""
     return {ENV_STOP: str(step)}
 
 
-def untested(run_dir: Path, resume_dir: Path, stop: Optional[int], resume_flag: bool) -> Optional[str]:
+def untested(
+    run_dir: Path, resume_dir: Path, stop: Optional[int], resume_flag: bool
+) -> Optional[str]:
     """Why a stop/resume pair tests nothing (its stop or its resume did not happen), or ``None``."""
     if stop is None:
         return None

@@ -19,6 +19,7 @@ Example (planning only; :func:`verify` runs these)::
     ['--seed', '42', '--epochs', '4', '--ckpt-dir', '/tmp/v/runs/half-0/ckpt', '--stop-after-epochs', '2',
      '--metrics', '/tmp/v/runs/half-0/metrics.jsonl']
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,7 +28,7 @@ import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Optional, Union
 
 from seeder._checks import is_int
 from seeder._seeding.announce import parse_drawn_seed
@@ -45,7 +46,16 @@ from seeder.verify._seederstops import STEPS_NAME, untested
 from seeder.verify._verdict import unreadable, unreadable_report
 from seeder.verify._workdirs import base_environment, mirror_user_dir
 
-__all__ = ["VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData", "MARKER", "OutputDirError"]
+__all__ = [
+    "VerifyConfig",
+    "CompareConfig",
+    "verify",
+    "compare",
+    "load",
+    "VerifyData",
+    "MARKER",
+    "OutputDirError",
+]
 
 #: File that marks a directory as a seeder verify/compare output.
 MARKER = ".seeder-verify"
@@ -59,7 +69,7 @@ class OutputDirError(ValueError):
 
 @dataclass(frozen=True)
 class _Common:
-    command: List[str]
+    command: list[str]
     out: Path
     epochs: int = 2
     seed: int = 42
@@ -77,7 +87,9 @@ class _Common:
         for name in ("epochs", "seed", "jobs"):
             v = getattr(self, name)
             if not is_int(v) or v < (0 if name == "seed" else 1):
-                raise ValueError(f"{name} must be an integer >= {0 if name == 'seed' else 1}, got {v!r}")
+                raise ValueError(
+                    f"{name} must be an integer >= {0 if name == 'seed' else 1}, got {v!r}"
+                )
         if self.timeout is not None and not self.timeout > 0:
             raise ValueError(f"timeout must be positive seconds, got {self.timeout!r}")
         if not isinstance(self.contract, Contract):
@@ -109,26 +121,44 @@ class VerifyConfig(_Common):
 
     @property
     def resume_runs(self) -> int:
-        """Repeats of the stopped and resumed runs: ``resume_repeats``, or ``repeats`` when it is ``None``."""
+        """Repeats of the stopped and resumed runs: ``resume_repeats``, or ``repeats`` when it is
+        ``None``."""
         return self.repeats if self.resume_repeats is None else self.resume_repeats
 
     def validate(self) -> None:
         self._validate()
         if self.epochs < 2 and self.stop_after_steps is None:
-            raise ValueError(f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}")
+            raise ValueError(
+                f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}"
+            )
         if not is_int(self.repeats) or self.repeats < 2:
-            raise ValueError(f"repeats must be >= 2 (the variance test compares spreads), got {self.repeats!r}")
-        if self.resume_repeats is not None and (not is_int(self.resume_repeats)
-                                                or not 1 <= self.resume_repeats <= self.repeats):
-            raise ValueError(f"resume_repeats must be an integer from 1 to repeats ({self.repeats!r}), "
-                             f"got {self.resume_repeats!r}")
-        if self.stop_after_steps is not None and (not is_int(self.stop_after_steps) or self.stop_after_steps < 1):
-            raise ValueError(f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}")
-        for name in ("mid_epoch", "allow_skip"):  # a frozen config written to JSON: Python's bool only
+            raise ValueError(
+                f"repeats must be >= 2 (the variance test compares spreads), got {self.repeats!r}"
+            )
+        if self.resume_repeats is not None and (
+            not is_int(self.resume_repeats) or not 1 <= self.resume_repeats <= self.repeats
+        ):
+            raise ValueError(
+                f"resume_repeats must be an integer from 1 to repeats ({self.repeats!r}), "
+                f"got {self.resume_repeats!r}"
+            )
+        if self.stop_after_steps is not None and (
+            not is_int(self.stop_after_steps) or self.stop_after_steps < 1
+        ):
+            raise ValueError(
+                f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}"
+            )
+        for name in (
+            "mid_epoch",
+            "allow_skip",
+        ):  # a frozen config written to JSON: Python's bool only
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.stop_after_steps is not None and not self.mid_epoch:
-            raise ValueError("stop_after_steps sets the mid-epoch stop (run 2b); it cannot go with mid_epoch=False")
+            raise ValueError(
+                "stop_after_steps sets the mid-epoch stop (run 2b); it cannot go with "
+                "mid_epoch=False"
+            )
         if not (isinstance(self.atol, (int, float)) and self.atol >= 0):
             raise ValueError(f"atol must be >= 0, got {self.atol!r}")
         if not 0 < self.alpha < 1:
@@ -142,32 +172,41 @@ class CompareConfig(_Common):
     ``a_args`` and ``b_args`` are appended to the command of configuration A and B.
     """
 
-    a_args: List[str] = field(default_factory=list)
-    b_args: List[str] = field(default_factory=list)
+    a_args: list[str] = field(default_factory=list)
+    b_args: list[str] = field(default_factory=list)
     runs: int = 5
-    levels: Tuple[float, ...] = (0.95, 0.99)
+    levels: tuple[float, ...] = (0.95, 0.99)
 
     def validate(self) -> None:
         self._validate()
         if not is_int(self.runs) or self.runs < 2:
-            raise ValueError(f"runs must be >= 2 (a paired interval needs two pairs), got {self.runs!r}")
+            raise ValueError(
+                f"runs must be >= 2 (a paired interval needs two pairs), got {self.runs!r}"
+            )
         if not self.levels or not all(0 < lv < 1 for lv in self.levels):
             raise ValueError(f"levels must be confidence levels in (0, 1), got {self.levels!r}")
 
 
 def prepare_out(out: Path) -> Path:
-    """Create ``out`` or clear a previous seeder output there; refuse any other non-empty directory."""
+    """Create ``out`` or clear a previous seeder output there; refuse any other non-empty
+    directory."""
     out = Path(out).resolve()
     links = symlinks_in(out, depth=2)  # out/ and out/runs/ (rmtree never follows the deeper ones)
     if links:
-        raise OutputDirError(f"output directory {out} holds a symbolic link ({', '.join(sorted(links)[:3])}); seeder "
-                             "does not write through symbolic links: remove it or choose another --out")
+        raise OutputDirError(
+            f"output directory {out} holds a symbolic link ({', '.join(sorted(links)[:3])}); "
+            f"seeder does not write through symbolic links: remove it or choose another --out"
+        )
     if out.exists() and not out.is_dir():
-        raise OutputDirError(f"output path {out} exists and is not a directory; choose another --out")
+        raise OutputDirError(
+            f"output path {out} exists and is not a directory; choose another --out"
+        )
     if out.is_dir() and any(out.iterdir()):
         if not (out / MARKER).is_file():
-            raise OutputDirError(f"output directory {out} is not empty and was not written by seeder verify; "
-                                 "choose another --out (or empty it)")
+            raise OutputDirError(
+                f"output directory {out} is not empty and was not written by seeder verify; "
+                "choose another --out (or empty it)"
+            )
         shutil.rmtree(out / "runs", ignore_errors=True)
         for name in ("report.json", "report.md"):
             (out / name).unlink(missing_ok=True)
@@ -178,13 +217,25 @@ def prepare_out(out: Path) -> Path:
     return out
 
 
-def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) -> Dict[str, Any]:
-    return {"name": spec.name, "kind": spec.info.get("kind"), "repeat": spec.info.get("repeat"), "status": res.status,
-            "returncode": res.returncode, "duration_s": round(res.duration, 3), "reason": res.reason,
-            "log": str(res.log.relative_to(out)), "metrics": str(metrics_path(out, spec.name).relative_to(out)),
-            "steps": len(m) if m is not None else None, "digest": m.digest if m is not None else None, "argv": spec.argv,
-            "stop_after_steps": spec.info.get("stop_after_steps"), "stop_where": spec.info.get("stop_where"),
-            "master_seed": _run_seed(spec, res), "driven_by": driven_by(spec)}
+def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "kind": spec.info.get("kind"),
+        "repeat": spec.info.get("repeat"),
+        "status": res.status,
+        "returncode": res.returncode,
+        "duration_s": round(res.duration, 3),
+        "reason": res.reason,
+        "log": str(res.log.relative_to(out)),
+        "metrics": str(metrics_path(out, spec.name).relative_to(out)),
+        "steps": len(m) if m is not None else None,
+        "digest": m.digest if m is not None else None,
+        "argv": spec.argv,
+        "stop_after_steps": spec.info.get("stop_after_steps"),
+        "stop_where": spec.info.get("stop_where"),
+        "master_seed": _run_seed(spec, res),
+        "driven_by": driven_by(spec),
+    }
 
 
 def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
@@ -197,57 +248,91 @@ def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
         return None
 
 
-def _execute(cfg: _Common, out: Path, specs: List[RunSpec], kind: str, desc: str
-             ) -> Tuple[Dict[str, Metrics], Dict[str, Any], Dict[str, str]]:
-    """Run the specs; read their metrics; raise RunFailed (after writing report.json) on any failure.
+def _execute(
+    cfg: _Common, out: Path, specs: list[RunSpec], kind: str, desc: str
+) -> tuple[dict[str, Metrics], dict[str, Any], dict[str, str]]:
+    """Run the specs; read their metrics; raise RunFailed (after writing report.json) on any
+    failure.
 
-    Also returns the runs that exited 0 without a per-step value seeder could read (name -> why): for verify a
-    FAIL that says so, for compare a failed run.
+    Also returns the runs that exited 0 without a per-step value seeder could read (name -> why):
+    for verify a FAIL that says so, for compare a failed run.
     """
-    results = run_all(specs, jobs=cfg.jobs, progress=cfg.progress, keep_going=cfg.keep_going, timeout=cfg.timeout, desc=desc)
+    results = run_all(
+        specs,
+        jobs=cfg.jobs,
+        progress=cfg.progress,
+        keep_going=cfg.keep_going,
+        timeout=cfg.timeout,
+        desc=desc,
+    )
     by_name = {r.name: r for r in results}
-    metrics: Dict[str, Metrics] = {}
-    unread: Dict[str, str] = {}
+    metrics: dict[str, Metrics] = {}
+    unread: dict[str, str] = {}
     for spec in specs:
         res = by_name[spec.name]
         if res.ok:
             try:
-                metrics[spec.name] = read_metrics(metrics_path(out, spec.name), res.log, cfg.contract,
-                                                  Path(spec.workdir) / STEPS_NAME)
+                metrics[spec.name] = read_metrics(
+                    metrics_path(out, spec.name),
+                    res.log,
+                    cfg.contract,
+                    Path(spec.workdir) / STEPS_NAME,
+                )
                 why = unreadable(metrics[spec.name])
             except (ValueError, OSError) as exc:
                 why = str(exc)
             if why is not None:
                 unread[spec.name] = why
                 if kind != "verify":
-                    res.status, res.reason = "failed", f"exited 0 but its metrics are unusable: {why}"
-    base = {"seeder_verify": REPORT_VERSION, "kind": kind, "config": _config_dict(cfg),
-            "runs": [_run_record(out, s, by_name[s.name], metrics.get(s.name)) for s in specs]}
-    if any(r.status not in ("ok", "omitted") for r in results):  # omitted: left out on purpose, not a failure
-        base.update(verdict="ERROR", reasons=[f"{r.name}: {r.reason}" for r in results if r.status == "failed"])
+                    res.status, res.reason = (
+                        "failed",
+                        f"exited 0 but its metrics are unusable: {why}",
+                    )
+    base = {
+        "seeder_verify": REPORT_VERSION,
+        "kind": kind,
+        "config": _config_dict(cfg),
+        "runs": [_run_record(out, s, by_name[s.name], metrics.get(s.name)) for s in specs],
+    }
+    if any(
+        r.status not in ("ok", "omitted") for r in results
+    ):  # omitted: left out on purpose, not a failure
+        base.update(
+            verdict="ERROR",
+            reasons=[f"{r.name}: {r.reason}" for r in results if r.status == "failed"],
+        )
         write_json(out / "report.json", base)
         raise RunFailed(results)
     return metrics, base, unread
 
 
-def _probe(cfg: _Common, out: Path) -> Tuple[ParserProbe, Path]:
-    """The command's parser options (:func:`seeder.verify._flags.probe_parser`), run in a mirror of the user's folder."""
+def _probe(cfg: _Common, out: Path) -> tuple[ParserProbe, Path]:
+    """The command's parser options (:func:`seeder.verify._flags.probe_parser`), run in a mirror of
+    the user's folder."""
     base = Path(cfg.cwd or Path.cwd()).resolve()
-    folder = out / "runs" / PROBE_NAME  # as deep as the runs' folders: its mirror's links are below out/runs/
+    folder = (
+        out / "runs" / PROBE_NAME
+    )  # as deep as the runs' folders: its mirror's links are below out/runs/
     mirror_user_dir(base, folder, keep_out=[out])
     env = child_environment(cfg.jobs, base_environment(base))
     return probe_parser(cfg.command, base, folder, env), base
 
 
-def _config_dict(cfg: _Common) -> Dict[str, Any]:
+def _config_dict(cfg: _Common) -> dict[str, Any]:
     d = {}
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
-        d[f.name] = dataclasses.asdict(v) if isinstance(v, Contract) else str(v) if isinstance(v, Path) else v
+        d[f.name] = (
+            dataclasses.asdict(v)
+            if isinstance(v, Contract)
+            else str(v)
+            if isinstance(v, Path)
+            else v
+        )
     return d
 
 
-def verify(cfg: VerifyConfig) -> Dict[str, Any]:
+def verify(cfg: VerifyConfig) -> dict[str, Any]:
     """Run the methodology and return the report (also written to ``cfg.out``).
 
     Raises :class:`RunFailed` when a run failed (report.json then says ERROR) and
@@ -258,52 +343,105 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
     before = snapshot(Path(cfg.cwd or Path.cwd()), [out])
     probe, base = _probe(cfg, out)
     contract, notes = adapt_contract(cfg.contract, probe)
-    cfg = dataclasses.replace(cfg, contract=contract, resume_repeats=cfg.resume_runs)  # report.json names the count
+    cfg = dataclasses.replace(
+        cfg, contract=contract, resume_repeats=cfg.resume_runs
+    )  # report.json names the count
     support = None
-    if cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps:  # said at once, runs nothing
+    if (
+        cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps
+    ):  # said at once, runs nothing
         support = StepStopSupport(cfg.contract, explicit_step=cfg.stop_after_steps is not None)
     specs = plan_verify(cfg, out, support)
     metrics, report, unread = _execute(cfg, out, specs, "verify", "seeder verify")
     report["notes"] = notes
     report["probe"] = {"how": probe.how, "options": [a.get("options") for a in probe.actions or []]}
-    found, changed = escapes(out, [s.name for s in specs], base, before, probe.actions or [], specs[0].argv)
+    found, changed = escapes(
+        out, [s.name for s in specs], base, before, probe.actions or [], specs[0].argv
+    )
     report["notes"] += changed
-    found += foreign_resumes(out, [s.name for s in specs])  # runs that went on from another's checkpoint
+    found += foreign_resumes(
+        out, [s.name for s in specs]
+    )  # runs that went on from another's checkpoint
     if unread:
         report.update(unreadable_report(unread))
         report["reasons"] = found + report["reasons"]
         _finish(dataclasses.replace(cfg, figures=False), out, report, metrics)
         return report
     counts = {k: cfg.repeats if k in ("full", "unseeded") else cfg.resume_runs for k in ALL_KINDS}
-    runs = {k: [metrics[f"{k}-{r}"] for r in range(n)] for k, n in counts.items()
-            if all(f"{k}-{r}" in metrics for r in range(n))}
+    runs = {
+        k: [metrics[f"{k}-{r}"] for r in range(n)]
+        for k, n in counts.items()
+        if all(f"{k}-{r}" in metrics for r in range(n))
+    }
     skipped = {"resume": f"X = {cfg.epochs} epoch has no epoch boundary inside the run to stop at"}
     if not cfg.mid_epoch:
         skipped["resume-mid-epoch"] = "turned off (--no-mid-epoch)"
     else:
-        omitted = next((r["reason"] for r in report["runs"] if r["kind"] == "mid" and r["status"] == "omitted"), None)
+        omitted = next(
+            (
+                r["reason"]
+                for r in report["runs"]
+                if r["kind"] == "mid" and r["status"] == "omitted"
+            ),
+            None,
+        )
         skipped["resume-mid-epoch"] = omitted or "its runs did not finish"
     if seeder_stops(cfg):  # a stop or resume that did not happen tests nothing: say so
-        omitted = next((r["reason"] for r in report["runs"] if r["kind"] == "half" and r["status"] == "omitted"), None)
+        omitted = next(
+            (
+                r["reason"]
+                for r in report["runs"]
+                if r["kind"] == "half" and r["status"] == "omitted"
+            ),
+            None,
+        )
         skipped["resume"] = omitted or skipped["resume"]
-        for check, (stop, resume) in (("resume", ("half", "resume")), ("resume-mid-epoch", ("mid", "resume-mid"))):
+        for check, (stop, resume) in (
+            ("resume", ("half", "resume")),
+            ("resume-mid-epoch", ("mid", "resume-mid")),
+        ):
             steps = {r["name"]: r.get("stop_after_steps") for r in report["runs"]}
-            why = next((w for w in (untested(out / "runs" / f"{stop}-{r}", out / "runs" / f"{resume}-{r}",
-                                             steps.get(f"{stop}-{r}"), bool(cfg.contract.resume))
-                                    for r in range(cfg.resume_runs)) if w), None)
+            why = next(
+                (
+                    w
+                    for w in (
+                        untested(
+                            out / "runs" / f"{stop}-{r}",
+                            out / "runs" / f"{resume}-{r}",
+                            steps.get(f"{stop}-{r}"),
+                            bool(cfg.contract.resume),
+                        )
+                        for r in range(cfg.resume_runs)
+                    )
+                    if w
+                ),
+                None,
+            )
             if why:
                 runs.pop(stop, None), runs.pop(resume, None)
                 skipped[check] = why
 
-    def diagnose(check: str, r: int) -> Optional[Dict[str, Any]]:
+    def diagnose(check: str, r: int) -> Optional[dict[str, Any]]:
         stop, resume = ("half", "resume") if check == "resume" else ("mid", "resume-mid")
-        d = diagnose_dirs(*(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)),
-                          *(metrics.get(f"{k}-{r}") for k in (stop, "full", resume)))
+        d = diagnose_dirs(
+            *(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)),
+            *(metrics.get(f"{k}-{r}") for k in (stop, "full", resume)),
+        )
         return d.as_dict() if d is not None else None
 
-    allowed = True if cfg.allow_skip else ([] if cfg.mid_epoch else ["resume-mid-epoch"])  # --no-mid-epoch: asked for
-    report.update(analyze_verify(runs, atol=cfg.atol, alpha=cfg.alpha, diagnose=diagnose, skipped=skipped,
-                                 allow_skip=allowed))
+    allowed = (
+        True if cfg.allow_skip else ([] if cfg.mid_epoch else ["resume-mid-epoch"])
+    )  # --no-mid-epoch: asked for
+    report.update(
+        analyze_verify(
+            runs,
+            atol=cfg.atol,
+            alpha=cfg.alpha,
+            diagnose=diagnose,
+            skipped=skipped,
+            allow_skip=allowed,
+        )
+    )
     _own_epochs(cfg, report, runs.get("full", []))
     hints = preinit_hints([out / "runs" / f"full-{r}" for r in range(cfg.repeats)])
     if hints and report["verdict"] == "FAIL":
@@ -315,7 +453,7 @@ def verify(cfg: VerifyConfig) -> Dict[str, Any]:
     return report
 
 
-def compare(cfg: CompareConfig) -> Dict[str, Any]:
+def compare(cfg: CompareConfig) -> dict[str, Any]:
     """Run configurations A and B with the same seeds and return the paired comparison."""
     cfg.validate()
     out = prepare_out(cfg.out)
@@ -332,22 +470,25 @@ def compare(cfg: CompareConfig) -> Dict[str, Any]:
     return report
 
 
-def _own_epochs(cfg: VerifyConfig, report: Dict[str, Any], full: List[Metrics]) -> None:
-    """Where the script ran its own number of epochs (no ``--epochs`` passed), the reproducible check says how many."""
+def _own_epochs(cfg: VerifyConfig, report: dict[str, Any], full: list[Metrics]) -> None:
+    """Where the script ran its own number of epochs (no ``--epochs`` passed), the reproducible
+    check says how many."""
     if cfg.contract.epochs or not full or not len(full[0]):
         return
     ran = len(set(full[0].epochs)) if None not in full[0].epochs else 0
     report["epochs_run"] = ran if ran >= 2 else None  # fewer: iteration-based, steps and no epochs
     what = f"{ran} epochs" if ran >= 2 else f"{len(full[0])} steps (no epochs)"
     check = next(c for c in report["checks"] if c["name"] == "reproducible")
-    check["summary"] += (f" (the script ran its own {what}: it takes no --epochs, "
-                         f"so --epochs {cfg.epochs} was not passed)")
+    check["summary"] += (
+        f" (the script ran its own {what}: it takes no --epochs, "
+        f"so --epochs {cfg.epochs} was not passed)"
+    )
 
 
-def _finish(cfg: _Common, out: Path, report: Dict[str, Any], metrics: Dict[str, Metrics]) -> None:
+def _finish(cfg: _Common, out: Path, report: dict[str, Any], metrics: dict[str, Metrics]) -> None:
     from seeder.verify import _report as rep
 
-    figures: List[str] = []
+    figures: list[str] = []
     if cfg.figures is not False:
         from seeder.verify import _plots as plots
 
@@ -355,7 +496,12 @@ def _finish(cfg: _Common, out: Path, report: Dict[str, Any], metrics: Dict[str, 
         figures = [str(p) for p in plots.write_figures(report, metrics, fig_dir)]
     report["figures"] = figures
     write_json(out / "report.json", report)
-    write_file(out, "report.md", file_redactor([cfg.command]).text(rep.markdown(report, out)).encode(), 0o644)
+    write_file(
+        out,
+        "report.md",
+        file_redactor([cfg.command]).text(rep.markdown(report, out)).encode(),
+        0o644,
+    )
 
 
 def _clean(obj: Any) -> Any:
@@ -369,7 +515,8 @@ def _clean(obj: Any) -> Any:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """Strict JSON (NaN as null, infinity as "inf"), secrets redacted, written without following a symbolic link."""
+    """Strict JSON (NaN as null, infinity as "inf"), secrets redacted, written without following a
+    symbolic link."""
     text = json.dumps(redact_json(_clean(obj)), indent=1, allow_nan=False) + "\n"
     write_file(Path(path).parent, Path(path).name, text.encode("utf-8"), 0o644)
 
@@ -379,8 +526,8 @@ class VerifyData:
     """A verify or compare output directory read back: its report and each run's metrics."""
 
     out: Path
-    report: Dict[str, Any]
-    metrics: Dict[str, Metrics]
+    report: dict[str, Any]
+    metrics: dict[str, Metrics]
 
 
 def load(out: Union[str, Path]) -> VerifyData:
@@ -388,12 +535,21 @@ def load(out: Union[str, Path]) -> VerifyData:
     out = Path(out)
     path = out / "report.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: {out} is not a seeder verify output directory (run `seeder verify --out {out}`)")
+        raise FileNotFoundError(
+            f"{path} not found: {out} is not a seeder verify output directory (run `seeder verify "
+            f"--out {out}`)"
+        )
     report = json.loads(path.read_text(encoding="utf-8"))
-    contract = Contract(**{k: tuple(v) if k == "loss_keys" else v for k, v in report["config"]["contract"].items()})
+    contract = Contract(
+        **{k: tuple(v) if k == "loss_keys" else v for k, v in report["config"]["contract"].items()}
+    )
     metrics = {}
     for run in report["runs"]:
         if run["status"] == "ok":
-            metrics[run["name"]] = read_metrics(out / run["metrics"], out / run["log"], contract,
-                                                out / "runs" / run["name"] / STEPS_NAME)
+            metrics[run["name"]] = read_metrics(
+                out / run["metrics"],
+                out / run["log"],
+                contract,
+                out / "runs" / run["name"] / STEPS_NAME,
+            )
     return VerifyData(out, report, metrics)

@@ -12,22 +12,35 @@ Example:
     >>> variance_test(np.array([1.0, 1.0, 1.0]), np.array([0.9, 1.1, 1.3]))["p_value"]
     0.0
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Optional
 
 import numpy as np
 from scipy import stats as _st
 
 from seeder.verify._contract import Metrics, StepKey
 
-__all__ = ["align", "Difference", "difference", "step_spread", "variance_test", "residual_correlation", "detrend",
-           "paired_interval", "unpaired_runs_needed", "summary_value", "sample_var"]
+__all__ = [
+    "align",
+    "Difference",
+    "difference",
+    "step_spread",
+    "variance_test",
+    "residual_correlation",
+    "detrend",
+    "paired_interval",
+    "unpaired_runs_needed",
+    "summary_value",
+    "sample_var",
+]
 
 
-def align(series: Sequence[Metrics]) -> Tuple[List[StepKey], np.ndarray]:
+def align(series: Sequence[Metrics]) -> tuple[list[StepKey], np.ndarray]:
     """The steps all series share (in the first series' order) and a runs x steps loss matrix.
 
     >>> a = Metrics([(0,), (1,), (2,)], np.array([3., 2., 1.]), [0, 0, 1])
@@ -42,7 +55,9 @@ def align(series: Sequence[Metrics]) -> Tuple[List[StepKey], np.ndarray]:
     for m in series[1:]:
         common &= set(m.keys)
     keys = [k for k in series[0].keys if k in common]
-    mat = np.array([[m.as_dict()[k] for k in keys] for m in series], dtype=np.float64).reshape(len(series), len(keys))
+    mat = np.array([[m.as_dict()[k] for k in keys] for m in series], dtype=np.float64).reshape(
+        len(series), len(keys)
+    )
     return keys, mat
 
 
@@ -50,10 +65,10 @@ def align(series: Sequence[Metrics]) -> Tuple[List[StepKey], np.ndarray]:
 class Difference:
     """How series ``b`` differs from ``a`` on the steps ``b`` logged."""
 
-    compared: int            # steps present in both
-    missing: List[StepKey]   # steps of b absent from a
-    identical: bool          # bitwise equal on every compared step (and nothing missing)
-    max_abs_diff: float      # largest |b - a| over compared steps (0.0 when none)
+    compared: int  # steps present in both
+    missing: list[StepKey]  # steps of b absent from a
+    identical: bool  # bitwise equal on every compared step (and nothing missing)
+    max_abs_diff: float  # largest |b - a| over compared steps (0.0 when none)
     first_diff: Optional[StepKey]  # first step (in b's order) where they are not bitwise equal
 
     def within(self, atol: float) -> bool:
@@ -71,10 +86,17 @@ def difference(a: Metrics, b: Metrics) -> Difference:
     da = a.as_dict()
     missing = [k for k in b.keys if k not in da]
     pairs = [(k, da[k], v) for k, v in zip(b.keys, b.losses.tolist()) if k in da]
-    diffs = np.array([abs(v - u) if not (math.isnan(u) and math.isnan(v)) else 0.0 for _, u, v in pairs], dtype=np.float64)
-    first = next((k for k, u, v in pairs if not (u == v or (math.isnan(u) and math.isnan(v)))), None)
+    diffs = np.array(
+        [abs(v - u) if not (math.isnan(u) and math.isnan(v)) else 0.0 for _, u, v in pairs],
+        dtype=np.float64,
+    )
+    first = next(
+        (k for k, u, v in pairs if not (u == v or (math.isnan(u) and math.isnan(v)))), None
+    )
     max_diff = float(np.nanmax(np.where(np.isnan(diffs), np.inf, diffs))) if len(diffs) else 0.0
-    return Difference(len(pairs), missing, first is None and not missing and bool(pairs), max_diff, first)
+    return Difference(
+        len(pairs), missing, first is None and not missing and bool(pairs), max_diff, first
+    )
 
 
 def sample_var(values: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -90,13 +112,14 @@ def sample_var(values: np.ndarray, axis: int = 0) -> np.ndarray:
 
 
 def step_spread(matrix: np.ndarray) -> np.ndarray:
-    """Sample standard deviation across runs at each step (0 where equal); NaN with fewer than 2 runs."""
+    """Sample standard deviation across runs at each step (0 where equal); NaN with fewer than 2
+    runs."""
     if matrix.shape[0] < 2:
         return np.full(matrix.shape[1], np.nan)
     return np.sqrt(sample_var(matrix, axis=0))
 
 
-def variance_test(seeded: np.ndarray, unseeded: np.ndarray) -> Dict[str, float]:
+def variance_test(seeded: np.ndarray, unseeded: np.ndarray) -> dict[str, float]:
     """One-sided F test that the seeded runs vary less than the unseeded runs.
 
     ``seeded`` and ``unseeded`` hold one value per run (independent runs). Returns the
@@ -107,16 +130,25 @@ def variance_test(seeded: np.ndarray, unseeded: np.ndarray) -> Dict[str, float]:
     """
     s, u = np.asarray(seeded, dtype=np.float64), np.asarray(unseeded, dtype=np.float64)
     if len(s) < 2 or len(u) < 2:
-        raise ValueError(f"the variance test needs at least 2 runs of each kind, got {len(s)} seeded and {len(u)} unseeded")
+        raise ValueError(
+            f"the variance test needs at least 2 runs of each kind, got {len(s)} seeded and "
+            f"{len(u)} unseeded"
+        )
     vs, vu = float(sample_var(s)), float(sample_var(u))
     if vu == 0.0:
         return {"var_seeded": vs, "var_unseeded": vu, "ratio": math.nan, "p_value": math.nan}
     ratio = vs / vu
-    return {"var_seeded": vs, "var_unseeded": vu, "ratio": ratio, "p_value": float(_st.f.cdf(ratio, len(s) - 1, len(u) - 1))}
+    return {
+        "var_seeded": vs,
+        "var_unseeded": vu,
+        "ratio": ratio,
+        "p_value": float(_st.f.cdf(ratio, len(s) - 1, len(u) - 1)),
+    }
 
 
 def detrend(x: np.ndarray, window: Optional[int] = None) -> np.ndarray:
-    """A loss curve minus its own centred moving average (``window`` steps, default a tenth, odd, >= 3).
+    """A loss curve minus its own centred moving average (``window`` steps, default a tenth, odd, >=
+    3).
 
     >>> detrend(np.arange(10.0), 3)[1:-1].tolist()
     [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
@@ -130,7 +162,9 @@ def detrend(x: np.ndarray, window: Optional[int] = None) -> np.ndarray:
     return x - np.convolve(x, kernel, mode="same") / counts
 
 
-def residual_correlation(a: np.ndarray, b: Optional[np.ndarray] = None, window: Optional[int] = None) -> float:
+def residual_correlation(
+    a: np.ndarray, b: Optional[np.ndarray] = None, window: Optional[int] = None
+) -> float:
     """Mean Pearson correlation between runs of their fluctuations around their own trend.
 
     Every loss curve falls, so raw curves always correlate; what a seed shares between
@@ -144,7 +178,11 @@ def residual_correlation(a: np.ndarray, b: Optional[np.ndarray] = None, window: 
     -0.333
     """
     ra = np.array([detrend(r, window) for r in np.atleast_2d(np.asarray(a, dtype=np.float64))])
-    rb = ra if b is None else np.array([detrend(r, window) for r in np.atleast_2d(np.asarray(b, dtype=np.float64))])
+    rb = (
+        ra
+        if b is None
+        else np.array([detrend(r, window) for r in np.atleast_2d(np.asarray(b, dtype=np.float64))])
+    )
     vals = []
     for i in range(ra.shape[0]):
         for j in range(rb.shape[0]):
@@ -157,7 +195,7 @@ def residual_correlation(a: np.ndarray, b: Optional[np.ndarray] = None, window: 
     return float(np.mean(vals)) if vals else math.nan
 
 
-def paired_interval(diffs: np.ndarray, level: float) -> Tuple[float, float]:
+def paired_interval(diffs: np.ndarray, level: float) -> tuple[float, float]:
     """Two-sided Student-t confidence interval for the mean of paired differences.
 
     With no spread at all the interval is the single value of the mean.
@@ -174,7 +212,9 @@ def paired_interval(diffs: np.ndarray, level: float) -> Tuple[float, float]:
     return float(lo), float(hi)
 
 
-def unpaired_runs_needed(sd_a: float, sd_b: float, half_width: float, level: float, limit: int = 10**9) -> float:
+def unpaired_runs_needed(
+    sd_a: float, sd_b: float, half_width: float, level: float, limit: int = 10**9
+) -> float:
     """Runs per configuration an unpaired (unseeded) comparison needs for a CI half-width.
 
     The unpaired interval for mean(b) - mean(a) with ``m`` runs each is
@@ -184,7 +224,7 @@ def unpaired_runs_needed(sd_a: float, sd_b: float, half_width: float, level: flo
     >>> unpaired_runs_needed(1.0, 1.0, 0.5, 0.95)
     32
     """
-    var = sd_a ** 2 + sd_b ** 2
+    var = sd_a**2 + sd_b**2
     if var == 0.0:
         return 2
     if half_width <= 0.0:
@@ -193,8 +233,9 @@ def unpaired_runs_needed(sd_a: float, sd_b: float, half_width: float, level: flo
     m = max(2, math.ceil(var * (z / half_width) ** 2))  # t >= z, so the answer is at least this
     if m > limit:
         return math.inf
+
     def enough(m: int) -> bool:
-        df = var ** 2 / ((sd_a ** 4 + sd_b ** 4) / (m - 1))
+        df = var**2 / ((sd_a**4 + sd_b**4) / (m - 1))
         return _st.t.ppf(0.5 + level / 2, df) * math.sqrt(var / m) <= half_width
 
     lo = m - 1  # the answer is > lo

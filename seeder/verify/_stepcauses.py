@@ -17,19 +17,23 @@ Example:
     >>> state, message.split(",")[1].split(" than")[0]
     ('prefetch', " yet the resumed run's first step drew 12 number(s) more from it")
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 from seeder.verify._contract import Metrics
 
 __all__ = ["discarded_batches", "prefetched", "MSG_DISCARDED", "MSG_PREFETCH", "MSG_ITER_SEED"]
 
-Records = List[Dict[str, Any]]
+Records = list[dict[str, Any]]
 #: The global RNGs in the order they are looked at: torch's first, where nanoGPT-style loops draw.
 RNG_ORDER = ("torch", "numpy", "python")
-LABEL = {"python": "Python's global random", "numpy": "NumPy's global RNG",
-         "torch": "torch's global RNG"}
+LABEL = {
+    "python": "Python's global random",
+    "numpy": "NumPy's global RNG",
+    "torch": "torch's global RNG",
+}
 
 MSG_DISCARDED = (
     "the resumed run {resumed} trained {got} of the {left} step(s) left of epoch {epoch} "
@@ -37,12 +41,17 @@ MSG_DISCARDED = (
     "from where the checkpoint left it, and the loop discarded batches without training on them. "
     "A skip loop (`for i, batch in enumerate(loader): if i < done: continue`) does this to a "
     "loader that resumes by itself: count from the loader instead, `for i, batch in "
-    "enumerate(loader, start=loader.batches_done)`, and skip nothing")
+    "enumerate(loader, start=loader.batches_done)`, and skip nothing"
+)
 
 
-def discarded_batches(full: Metrics, stopped: Metrics, resumed: Metrics,
-                      warning: Optional[str] = None,
-                      labels: Tuple[str, str] = ("(3b)", "(2b)")) -> Optional[str]:
+def discarded_batches(
+    full: Metrics,
+    stopped: Metrics,
+    resumed: Metrics,
+    warning: Optional[str] = None,
+    labels: tuple[str, str] = ("(3b)", "(2b)"),
+) -> Optional[str]:
     """Why the resumed run trained fewer steps of the resumed epoch than were left, or ``None``.
 
     Args:
@@ -64,8 +73,12 @@ def discarded_batches(full: Metrics, stopped: Metrics, resumed: Metrics,
     >>> d.split(":")[0]
     'the resumed run (3b) trained 0 of the 3 step(s) left of epoch 1 ((2b) had trained 1 of its 4)'
     """
-    if not len(stopped) or not len(resumed) or stopped.epochs[-1] is None \
-            or len(set(full.epochs)) < 2:
+    if (
+        not len(stopped)
+        or not len(resumed)
+        or stopped.epochs[-1] is None
+        or len(set(full.epochs)) < 2
+    ):
         return None
     epoch = stopped.epochs[-1]
     total = sum(1 for e in full.epochs if e == epoch)
@@ -73,11 +86,18 @@ def discarded_batches(full: Metrics, stopped: Metrics, resumed: Metrics,
     got = sum(1 for e in resumed.epochs if e == epoch)
     if not 0 < done < total or done + got >= total:
         return None
-    msg = MSG_DISCARDED.format(resumed=labels[0], stopped=labels[1], got=got, left=total - done,
-                               epoch=epoch, done=done, total=total)
+    msg = MSG_DISCARDED.format(
+        resumed=labels[0],
+        stopped=labels[1],
+        got=got,
+        left=total - done,
+        epoch=epoch,
+        done=done,
+        total=total,
+    )
     if warning:  # from the warning's own words on (warnings print "FILE:LINE: SeederWarning: ...")
         text = warning.strip()
-        text = text[text.find("SeederWarning"):] if "SeederWarning" in text else text
+        text = text[text.find("SeederWarning") :] if "SeederWarning" in text else text
         msg += f" (its log: {text[:400]}{'...' if len(text) > 400 else ''})"
     return msg
 
@@ -90,21 +110,23 @@ MSG_PREFETCH = (
     "the step ends, as nanoGPT's train.py does). The checkpoint, saved after the step, holds the "
     "RNG after the next batch was drawn, so the resumed run draws that batch again from there and "
     "trains on other batches from then on. Draw each step's batch at the start of the step, or "
-    "save the prefetched batch with the checkpoint and train on it first after the resume")
+    "save the prefetched batch with the checkpoint and train on it first after the resume"
+)
 MSG_ITER_SEED = (
     "torch's global RNG was restored as it was after step {step}, yet the resumed run's first step "
     "drew {extra} number(s) more from it than step {next} of the uninterrupted run: an iterator "
     "started after the resume drew its seed (a torch DataLoader without generator= draws its "
     "workers' base seed, a RandomSampler without generator= its shuffle seed, at each "
     "iter(loader)). Pass generator=seeder.data.dataloader_generator() to the DataLoader, or use "
-    "seeder.DataLoader")
+    "seeder.DataLoader"
+)
 
 
-def _draws(record: Optional[Dict[str, Any]], name: str) -> Any:
+def _draws(record: Optional[dict[str, Any]], name: str) -> Any:
     return (record or {}).get("draws", {}).get(name)
 
 
-def prefetched(full: Records, resumed: Records) -> Optional[Tuple[str, str]]:
+def prefetched(full: Records, resumed: Records) -> Optional[tuple[str, str]]:
     """A global RNG that the resumed run's first step drew more from than the uninterrupted run's.
 
     Args:
@@ -118,14 +140,21 @@ def prefetched(full: Records, resumed: Records) -> Optional[Tuple[str, str]]:
         torch's: a seed drawn, not a batch), or ``None`` when no RNG was restored exactly and
         then drawn from once more at the start.
     """
-    mark = next((r for r in resumed if r.get("seeder_verify") == "loaded"
-                 and isinstance(r.get("rngs"), dict)), None)
+    mark = next(
+        (
+            r
+            for r in resumed
+            if r.get("seeder_verify") == "loaded" and isinstance(r.get("rngs"), dict)
+        ),
+        None,
+    )
     steps = {r["step"]: r for r in full if isinstance(r.get("step"), int) and "loss" in r}
     if mark is None or not isinstance(mark.get("at_step"), int):
         return None
     stop = mark["at_step"]
-    after = [r for r in resumed if isinstance(r.get("step"), int) and "loss" in r
-             and r["step"] > stop]
+    after = [
+        r for r in resumed if isinstance(r.get("step"), int) and "loss" in r and r["step"] > stop
+    ]
     if not after or stop not in steps or stop + 1 not in steps or after[0]["step"] != stop + 1:
         return None
     for name in RNG_ORDER:

@@ -1,4 +1,5 @@
-"""The verdict of ``seeder verify``: FAIL, INCOMPLETE or PASS, and the verdict on output it could not read.
+"""The verdict of ``seeder verify``: FAIL, INCOMPLETE or PASS, and the verdict on output it could
+not read.
 
 PASS means every check ran and passed. A check that FAILs makes the verdict FAIL; a check
 that could not run (SKIP, with its reason) makes it INCOMPLETE, unless the user allowed
@@ -14,14 +15,23 @@ Example:
     >>> verdict(checks, allow_skip=["resume"])
     ('PASS', [])
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Optional, Union
 
 from seeder.verify._contract import Metrics
 
-__all__ = ["verdict", "ALLOW_SKIP_HINT", "CHECK_NAMES", "unreadable", "unreadable_report", "EXIT_CODES"]
+__all__ = [
+    "verdict",
+    "ALLOW_SKIP_HINT",
+    "CHECK_NAMES",
+    "unreadable",
+    "unreadable_report",
+    "EXIT_CODES",
+]
 
 #: How a user accepts a verdict without the checks that could not run.
 ALLOW_SKIP_HINT = "or pass --allow-skip to accept a verdict without it"
@@ -31,16 +41,20 @@ CHECK_NAMES = ("reproducible", "resume", "resume-mid-epoch", "variance")
 EXIT_CODES = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 4}
 
 
-def verdict(checks: Sequence[Dict[str, Any]], allow_skip: Union[bool, Sequence[str]] = False) -> Tuple[str, List[str]]:
-    """The verdict of ``checks`` and the reasons for it: FAIL, INCOMPLETE (a SKIP not allowed) or PASS.
+def verdict(
+    checks: Sequence[dict[str, Any]], allow_skip: Union[bool, Sequence[str]] = False
+) -> tuple[str, list[str]]:
+    """The verdict of ``checks`` and the reasons for it: FAIL, INCOMPLETE (a SKIP not allowed) or
+    PASS.
 
     Args:
-        checks: the checks as ``analyze_verify`` makes them (``name``, ``status``, ``summary``, ``reasons``).
+        checks: the checks as ``analyze_verify`` makes them (``name``, ``status``, ``summary``,
+            ``reasons``).
         allow_skip: ``True`` (every SKIP allowed) or the names of the checks that may be SKIP.
 
     Returns:
-        ``(verdict, reasons)``: the reasons of the failed checks, or one per check that was not allowed to be
-        skipped, with its reason and fix.
+        ``(verdict, reasons)``: the reasons of the failed checks, or one per check that was not
+        allowed to be skipped, with its reason and fix.
     """
     reasons = [r for c in checks for r in c["reasons"]]
     if any(c["status"] == "FAIL" for c in checks):
@@ -49,7 +63,9 @@ def verdict(checks: Sequence[Dict[str, Any]], allow_skip: Union[bool, Sequence[s
         return "PASS", reasons
     missing = [c for c in checks if c["status"] == "SKIP" and c["name"] not in (allow_skip or ())]
     if missing:
-        return "INCOMPLETE", [f"{c['name']} was {c['summary']} ({ALLOW_SKIP_HINT})" for c in missing]
+        return "INCOMPLETE", [
+            f"{c['name']} was {c['summary']} ({ALLOW_SKIP_HINT})" for c in missing
+        ]
     return "PASS", reasons
 
 
@@ -63,18 +79,25 @@ def unreadable(metrics: Metrics) -> Optional[str]:
     finite = [math.isfinite(v) for v in metrics.losses.tolist()]
     if not finite or any(finite):
         return None
-    return (f"none of its {len(finite)} per-step values is a finite number "
-            f"(step {metrics.keys[0][0] if len(metrics.keys[0]) == 1 else metrics.keys[0]}: {metrics.losses[0]})")
+    return (
+        f"none of its {len(finite)} per-step values is a finite number "
+        f"(step {metrics.keys[0][0] if len(metrics.keys[0]) == 1 else metrics.keys[0]}: "
+        f"{metrics.losses[0]})"
+    )
 
 
-_FIX = ("Let seeder record them (call seeder.init() and step a torch optimizer: under seeder verify every "
-        "optimizer.step() is recorded), or log JSON lines {\"step\": N, \"loss\": X} with finite losses to the "
-        "metrics file ($SEEDER_METRICS) or to the output")
+_FIX = (
+    "Let seeder record them (call seeder.init() and step a torch optimizer: under seeder "
+    "verify every "
+    'optimizer.step() is recorded), or log JSON lines {"step": N, "loss": X} with finite '
+    "losses to the "
+    "metrics file ($SEEDER_METRICS) or to the output"
+)
 
 
-def unreadable_report(problems: Dict[str, str]) -> Dict[str, Any]:
-    """The checks, verdict (FAIL) and reasons of a session whose runs ``problems`` (name -> what is wrong) logged no
-    per-step value seeder could read.
+def unreadable_report(problems: dict[str, str]) -> dict[str, Any]:
+    """The checks, verdict (FAIL) and reasons of a session whose runs ``problems`` (name -> what is
+    wrong) logged no per-step value seeder could read.
 
     >>> rep = unreadable_report({"full-0": "no per-step values found in log.txt", "full-1": "the same"})
     >>> rep["verdict"], [c["status"] for c in rep["checks"]]
@@ -88,9 +111,31 @@ def unreadable_report(problems: Dict[str, str]) -> Dict[str, Any]:
     fix = "" if "seeder.init()" in why else f". {_FIX}"  # read_metrics says what to do already
     reason = f"the output of run {name}{also} had no per-step values seeder could read: {why}{fix}"
     skip = "no per-step values to compare"
-    checks = [{"name": n, "status": "SKIP", "summary": f"not tested: {skip}", "reasons": [], "details": {"skipped": skip}}
-              for n in CHECK_NAMES]
-    per_step = {"keys": [], "std_seeded": [], "std_unseeded": [], "variance_ratio": [], "median_variance_ratio": math.nan,
-                "max_std_seeded": math.nan, "mean_std_unseeded": math.nan, "correlation": {}}
-    return {"verdict": "FAIL", "reasons": [reason], "checks": checks, "skipped": list(CHECK_NAMES),
-            "unreadable": problems, "per_step": per_step}
+    checks = [
+        {
+            "name": n,
+            "status": "SKIP",
+            "summary": f"not tested: {skip}",
+            "reasons": [],
+            "details": {"skipped": skip},
+        }
+        for n in CHECK_NAMES
+    ]
+    per_step = {
+        "keys": [],
+        "std_seeded": [],
+        "std_unseeded": [],
+        "variance_ratio": [],
+        "median_variance_ratio": math.nan,
+        "max_std_seeded": math.nan,
+        "mean_std_unseeded": math.nan,
+        "correlation": {},
+    }
+    return {
+        "verdict": "FAIL",
+        "reasons": [reason],
+        "checks": checks,
+        "skipped": list(CHECK_NAMES),
+        "unreadable": problems,
+        "per_step": per_step,
+    }

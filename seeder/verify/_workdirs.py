@@ -21,21 +21,33 @@ Example:
     >>> [w.replace(str(base), "BASE") for w in cmd]
     ['python', 'BASE/train.py', '--data=BASE/train.py', '--lr', '0.1']
 """
+
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Optional
 
-__all__ = ["absolute_command", "copy_run_dir", "base_environment", "mirror_user_dir", "OWN_FILES", "MIRROR_BUDGET",
-           "NOT_MIRRORED"]
+__all__ = [
+    "absolute_command",
+    "copy_run_dir",
+    "base_environment",
+    "mirror_user_dir",
+    "OWN_FILES",
+    "MIRROR_BUDGET",
+    "NOT_MIRRORED",
+]
 
-#: Files seeder verify writes into a run directory itself: not copied into a resumed run's directory.
+#: Files seeder verify writes into a run directory itself: not copied into a resumed run's
+#: directory.
 OWN_FILES = ("log.txt", "run.json", "metrics.jsonl", "steps.jsonl", "parser.json")
-#: Folders mirrored entry by entry in one run directory; past this many entries a folder is one symbolic link.
+#: Folders mirrored entry by entry in one run directory; past this many entries a folder is one
+#: symbolic link.
 MIRROR_BUDGET = 2000
-#: Names never mirrored: version control and caches (git finds the repository from the run's folder anyway).
+#: Names never mirrored: version control and caches (git finds the repository from the run's folder
+#: anyway).
 NOT_MIRRORED = (".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints")
 #: The file that marks a seeder verify/compare output folder (``session.MARKER``): never mirrored.
 _OUTPUT_MARKER = ".seeder-verify"
@@ -47,8 +59,9 @@ def _absolute(word: str, base: Path) -> str:
     return str((base / word).resolve()) if (base / word).exists() else word
 
 
-def absolute_command(command: Sequence[str], base: Path) -> List[str]:
-    """``command`` with every word (or ``--opt=value`` value) naming an existing path under ``base`` made absolute."""
+def absolute_command(command: Sequence[str], base: Path) -> list[str]:
+    """``command`` with every word (or ``--opt=value`` value) naming an existing path under ``base``
+    made absolute."""
     out = []
     for word in command:
         name, sep, value = word.partition("=")
@@ -59,14 +72,16 @@ def absolute_command(command: Sequence[str], base: Path) -> List[str]:
     return out
 
 
-def base_environment(base: Path) -> Dict[str, str]:
+def base_environment(base: Path) -> dict[str, str]:
     """``PYTHONPATH`` with ``base`` first: modules next to where verify was started still import."""
     old = os.environ.get("PYTHONPATH", "")
     return {"PYTHONPATH": str(base) + (os.pathsep + old if old else "")}
 
 
 def copy_run_dir(src: Path, dst: Path) -> Callable[[], Optional[str]]:
-    """A run's ``prepare``: fill ``dst`` with what the stopped run left in ``src`` (not verify's own files)."""
+    """A run's ``prepare``: fill ``dst`` with what the stopped run left in ``src`` (not verify's own
+    files)."""
+
     def prepare() -> Optional[str]:
         dst.mkdir(parents=True, exist_ok=True)
         if not src.is_dir():
@@ -82,15 +97,19 @@ def copy_run_dir(src: Path, dst: Path) -> Callable[[], Optional[str]]:
             else:
                 shutil.copy2(entry, target, follow_symlinks=False)
         return None
+
     return prepare
 
 
-def mirror_user_dir(base: Path, dst: Path, keep_out: Sequence[Path] = (), budget: int = MIRROR_BUDGET) -> None:
-    """Fill ``dst`` with ``base``'s entries: folders as real folders (mirrored in turn), files as symbolic links.
+def mirror_user_dir(
+    base: Path, dst: Path, keep_out: Sequence[Path] = (), budget: int = MIRROR_BUDGET
+) -> None:
+    """Fill ``dst`` with ``base``'s entries: folders as real folders (mirrored in turn), files as
+    symbolic links.
 
-    Entries ``dst`` already has (what a resumed run copied from its stopped run) win. ``keep_out`` (verify's
-    output folder), seeder outputs and the names of verify's own files (:data:`OWN_FILES`, traces) are left out;
-    past ``budget`` entries a folder becomes one symbolic link.
+    Entries ``dst`` already has (what a resumed run copied from its stopped run) win. ``keep_out``
+    (verify's output folder), seeder outputs and the names of verify's own files (:data:`OWN_FILES`,
+    traces) are left out; past ``budget`` entries a folder becomes one symbolic link.
 
     >>> import tempfile, pathlib
     >>> base, dst = (pathlib.Path(tempfile.mkdtemp()) for _ in range(2))
@@ -110,10 +129,17 @@ def mirror_user_dir(base: Path, dst: Path, keep_out: Sequence[Path] = (), budget
         for entry in entries:
             path = Path(entry.path).resolve()
             target = into / entry.name
-            if entry.name in NOT_MIRRORED or path in skip or os.path.lexists(target) or (into == top and _own(entry.name)):
+            if (
+                entry.name in NOT_MIRRORED
+                or path in skip
+                or os.path.lexists(target)
+                or (into == top and _own(entry.name))
+            ):
                 continue
             holds_out = any(path in p.parents for p in skip)
-            if entry.is_dir() and (holds_out or (left[0] > 0 and not (path / _OUTPUT_MARKER).exists())):
+            if entry.is_dir() and (
+                holds_out or (left[0] > 0 and not (path / _OUTPUT_MARKER).exists())
+            ):
                 if (path / _OUTPUT_MARKER).exists():
                     continue
                 target.mkdir()
@@ -129,5 +155,6 @@ def mirror_user_dir(base: Path, dst: Path, keep_out: Sequence[Path] = (), budget
 
 
 def _own(name: str) -> bool:
-    """A name verify or seeder writes at the top of a run's folder: never a link into the user's folder."""
+    """A name verify or seeder writes at the top of a run's folder: never a link into the user's
+    folder."""
     return name in OWN_FILES or name.startswith("trace.")

@@ -1,17 +1,21 @@
-"""Child of tests/test_accelerate_elastic.py, run under torchrun: SeederAccelerator with an elastic seeder.DataLoader.
+"""Child of tests/test_accelerate_elastic.py, run under torchrun: SeederAccelerator with an elastic
+seeder.DataLoader.
 
 ``DIR TOKEN...``, each token in turn:
 
-* ``full``: train EPOCHS epochs uninterrupted (0 workers); after global step STOP of epoch 0 every rank
-  calls ``accelerator.save_state(DIR/ckpt<world>)``. Rows go to DIR/full<world>_<rank>.pt.
-* ``default``: a default-mode loader trains one step and saves DIR/plain<world> (a checkpoint that cannot move).
-* ``<W>`` or ``<W>w<K>``: a fresh accelerator, model and loader (K loader workers, else 0) load DIR/ckpt<W> and
-  train what is left; rows to DIR/resume<W>to<world>_<rank>.pt, the main process's draws right after
-  ``load_state`` to DIR/probe<W>to<world>_<rank>.pt.
-* ``plain<W>``: load DIR/plain<W>; the StateError's message goes to DIR/refused<W>to<world>_<rank>.txt.
+* ``full``: train EPOCHS epochs uninterrupted (0 workers); after global step STOP of epoch 0 every
+  rank calls ``accelerator.save_state(DIR/ckpt<world>)``. Rows go to DIR/full<world>_<rank>.pt.
+* ``default``: a default-mode loader trains one step and saves DIR/plain<world> (a checkpoint that
+  cannot move).
+* ``<W>`` or ``<W>w<K>``: a fresh accelerator, model and loader (K loader workers, else 0) load
+  DIR/ckpt<W> and train what is left; rows to DIR/resume<W>to<world>_<rank>.pt, the main process's
+  draws right after ``load_state`` to DIR/probe<W>to<world>_<rank>.pt.
+* ``plain<W>``: load DIR/plain<W>; the StateError's message goes to
+  DIR/refused<W>to<world>_<rank>.txt.
 
 A row is ``(epoch, step, sample indices, sample tensors, loss)``.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +46,8 @@ class Indexed(Augmented):
 
 
 def setup(elastic: bool = True, workers: int = 0):
-    """Accelerator first (it starts the process group), then the seeder, the model and the loader."""
+    """Accelerator first (it starts the process group), then the seeder, the model and the
+    loader."""
     s = seeder.Seeder()
     acc = SeederAccelerator(cpu=True, seeder=s)
     s.init(SEED)
@@ -50,13 +55,20 @@ def setup(elastic: bool = True, workers: int = 0):
     model = Tiny()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     kind = seeder.ElasticDataLoader if elastic else seeder.DataLoader
-    loader = kind(Indexed(), batch_size=GLOBAL_BATCH // acc.num_processes, shuffle=True, num_workers=workers, seeder=s)
+    loader = kind(
+        Indexed(),
+        batch_size=GLOBAL_BATCH // acc.num_processes,
+        shuffle=True,
+        num_workers=workers,
+        seeder=s,
+    )
     model, opt, prepared = acc.prepare(model, opt, loader)
     return acc, s, model, opt, loader, prepared
 
 
 def train(acc, s, model, opt, loader, prepared, first_epoch: int, stop=None, steps=None) -> list:
-    """Train from ``first_epoch``; ``stop(epoch, step)`` after each step; at most ``steps`` steps."""
+    """Train from ``first_epoch``; ``stop(epoch, step)`` after each step; at most ``steps``
+    steps."""
     rows: list = []
     for epoch in range(first_epoch, EPOCHS):
         s.reseed(1, epoch)  # skipped for the epoch a loaded state stands in
@@ -74,8 +86,11 @@ def train(acc, s, model, opt, loader, prepared, first_epoch: int, stop=None, ste
 
 
 def probe() -> torch.Tensor:
-    """The main process's next draws from random, NumPy and torch (what dropout and the like would use)."""
-    return torch.tensor([random.random(), float(np.random.rand()), float(torch.rand(()))], dtype=torch.float64)
+    """The main process's next draws from random, NumPy and torch (what dropout and the like would
+    use)."""
+    return torch.tensor(
+        [random.random(), float(np.random.rand()), float(torch.rand(()))], dtype=torch.float64
+    )
 
 
 def main(out: str, tokens) -> None:

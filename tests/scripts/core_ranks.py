@@ -1,4 +1,5 @@
 """Launched by torchrun in tests: report this rank's view of the seeder as one JSON line."""
+
 import argparse
 import json
 import os
@@ -12,7 +13,9 @@ import seeder
 
 p = argparse.ArgumentParser()
 p.add_argument("--seed", type=int, default=None)
-p.add_argument("--seed-plus-rank", action="store_true", help="give each rank a different explicit seed")
+p.add_argument(
+    "--seed-plus-rank", action="store_true", help="give each rank a different explicit seed"
+)
 args = p.parse_args()
 
 

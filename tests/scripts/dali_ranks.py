@@ -1,7 +1,10 @@
-"""Under torchrun: per-rank and shared DALI pipelines seeded by the seeder, and a checkpoint resume on each rank.
+"""Under torchrun: per-rank and shared DALI pipelines seeded by the seeder, and a checkpoint resume
+on each rank.
 
-Prints one line per rank: DALI {"rank", "seed", "shared_seed", "own", "shared", "resumed_own"} (run digests).
+Prints one line per rank: DALI {"rank", "seed", "shared_seed", "own", "shared", "resumed_own"} (run
+digests).
 """
+
 import argparse
 import json
 import os
@@ -22,7 +25,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
     dist.init_process_group("gloo")
-    seeder.init(master_seed=args.seed, ngpus=dist.get_world_size(), local_rank=int(os.environ["LOCAL_RANK"]))
+    seeder.init(
+        master_seed=args.seed, ngpus=dist.get_world_size(), local_rank=int(os.environ["LOCAL_RANK"])
+    )
     seeder.reseed(0, 0)
 
     own = dc.augment_pipeline(**ds.pipeline_kwargs(0))
@@ -45,9 +50,17 @@ def main() -> None:
     second.load_state_dict(state)
     resumed += dc.run(pipe2, 3)
 
-    row = {"rank": dist.get_rank(), "seed": own.seed, "shared_seed": shared.seed, "own": dc.digest(own_run),
-           "shared": dc.digest(shared_run), "resumed_own": dc.digest(resumed)}
-    os.write(1, ("DALI " + json.dumps(row) + "\n").encode())  # one write: ranks sharing a pipe never interleave
+    row = {
+        "rank": dist.get_rank(),
+        "seed": own.seed,
+        "shared_seed": shared.seed,
+        "own": dc.digest(own_run),
+        "shared": dc.digest(shared_run),
+        "resumed_own": dc.digest(resumed),
+    }
+    os.write(
+        1, ("DALI " + json.dumps(row) + "\n").encode()
+    )  # one write: ranks sharing a pipe never interleave
     dist.barrier()
     dist.destroy_process_group()
 

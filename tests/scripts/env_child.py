@@ -1,10 +1,12 @@
 """Child of `seeder run` in tests: reports its environment, then optionally waits for signals.
 
 Prints ``PROBE {json}`` (rank, hash("abc"), launch variables; with --init also the master seed
-``seeder.init()`` found and whether deterministic algorithms are on). ``--wait`` installs its signal handlers,
-then prints ``READY <rank>`` and waits for a signal (at most 120 s); with ``--handle`` SIGTERM/SIGINT/SIGUSR1 print ``GOT <name> <rank>`` and exit ``--exit-code``.
-``--count-sigint`` collects SIGINTs until none came for a second and prints ``SIGINTS [[si_code, si_pid], ...]``.
+``seeder.init()`` found and whether deterministic algorithms are on). ``--wait`` installs its signal
+handlers, then prints ``READY <rank>`` and waits for a signal (at most 120 s); with ``--handle``
+SIGTERM/SIGINT/SIGUSR1 print ``GOT <name> <rank>`` and exit ``--exit-code``. ``--count-sigint``
+collects SIGINTs until none came for a second and prints ``SIGINTS [[si_code, si_pid], ...]``.
 """
+
 import argparse
 import json
 import os
@@ -18,7 +20,13 @@ def emit(line: str) -> None:
     os.write(1, (line + "\n").encode())
 
 
-VARS = ("SEEDER_SEED", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "SEEDER_DETERMINISTIC", "HOROVOD_FUSION_THRESHOLD")
+VARS = (
+    "SEEDER_SEED",
+    "PYTHONHASHSEED",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "SEEDER_DETERMINISTIC",
+    "HOROVOD_FUSION_THRESHOLD",
+)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--init", action="store_true")
@@ -40,7 +48,9 @@ if args.init:
     info["deterministic"] = torch.are_deterministic_algorithms_enabled()
 emit("PROBE " + json.dumps(info))
 
-if args.count_sigint:  # each SIGINT with its origin (si_code 0x80: the terminal; 0: kill() by si_pid)
+if (
+    args.count_sigint
+):  # each SIGINT with its origin (si_code 0x80: the terminal; 0: kill() by si_pid)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     emit("READY")
     got = [signal.sigtimedwait({signal.SIGINT}, 60)]
@@ -51,6 +61,7 @@ if args.count_sigint:  # each SIGINT with its origin (si_code 0x80: the terminal
 
 if args.wait:
     if args.handle:
+
         def handler(signum, frame):
             emit(f"GOT {signal.Signals(signum).name} {rank}")
             sys.exit(args.exit_code)

@@ -1,14 +1,19 @@
 #!/usr/bin/env python
 """Runs Python scripts as forked children of one process that has imported torch once.
 
-    python tests/scripts/fork_server.py [MODULE ...]     (MODULEs imported once too, e.g. lightning.pytorch)
+    python tests/scripts/fork_server.py [MODULE ...]     (MODULEs imported once too, e.g.
+    lightning.pytorch)
 
-Reads one JSON request per line on stdin, ``{"argv": [script, args...], "stdout": path, "stderr": path}`` (and
-optionally ``"cwd": path`` and ``"env": {name: value}``, added to the child's environment), and runs ``script`` as ``__main__`` (``runpy``, as ``python script`` would: spawned
-processes re-import it) in a child forked from here, in its own session, with its output in the two files. Answers each request with two lines on stdout: ``{"pid": N}`` when the child starts and
-``{"rc": RC}`` when it has ended (RC negative: the signal that ended it). The child's DataLoader workers
-are killed with its session. A run costs a fork instead of a Python start with torch (about 2 s here).
+Reads one JSON request per line on stdin, ``{"argv": [script, args...], "stdout": path, "stderr":
+path}`` (and optionally ``"cwd": path`` and ``"env": {name: value}``, added to the child's
+environment), and runs ``script`` as ``__main__`` (``runpy``, as ``python script`` would: spawned
+processes re-import it) in a child forked from here, in its own session, with its output in the two
+files. Answers each request with two lines on stdout: ``{"pid": N}`` when the child starts and
+``{"rc": RC}`` when it has ended (RC negative: the signal that ended it). The child's DataLoader
+workers are killed with its session. A run costs a fork instead of a Python start with torch (about
+2 s here).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -26,7 +31,8 @@ import seeder  # noqa: F401
 
 
 def child(argv: list, stdout: str, stderr: str, cwd: str, env: dict) -> None:
-    """The forked child: a fresh session, its output in files, ``argv[0]`` run as ``__main__``; never returns."""
+    """The forked child: a fresh session, its output in files, ``argv[0]`` run as ``__main__``;
+    never returns."""
     code = 1
     try:
         os.setsid()
@@ -47,18 +53,28 @@ def child(argv: list, stdout: str, stderr: str, cwd: str, env: dict) -> None:
 
 
 def main() -> int:
-    for name in sys.argv[1:]:  # heavy imports the children share (a framework's import takes seconds)
+    for name in sys.argv[
+        1:
+    ]:  # heavy imports the children share (a framework's import takes seconds)
         importlib.import_module(name)
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            child(request["argv"], request["stdout"], request["stderr"], request.get("cwd", os.getcwd()), request.get("env", {}))
+            child(
+                request["argv"],
+                request["stdout"],
+                request["stderr"],
+                request.get("cwd", os.getcwd()),
+                request.get("env", {}),
+            )
         print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
         try:
-            os.killpg(pid, signal.SIGKILL)  # what is left of its session: DataLoader workers of a killed child
+            os.killpg(
+                pid, signal.SIGKILL
+            )  # what is left of its session: DataLoader workers of a killed child
         except (ProcessLookupError, PermissionError):
             pass
         rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)

@@ -1,18 +1,22 @@
 #!/usr/bin/env python
-"""Runs the scripts that real Python interpreters hand over, each in a child forked from here (torch imported once).
+"""Runs the scripts that real Python interpreters hand over, each in a child forked from here (torch
+imported once).
 
     python tests/scripts/handoff_server.py SOCKET [MODULE ...]     (MODULEs imported once too)
 
-An interpreter started as ``python [-u] SCRIPT ARGS`` with ``tests/scripts/handoff_site`` on ``PYTHONPATH`` and
-``SEEDER_TEST_HANDOFF=SOCKET`` in its environment (``handoff_site/sitecustomize.py``) connects here before it runs
-SCRIPT and sends its stdin, stdout and stderr, its argv, working directory and environment. A child forked from
-here takes them over as a fresh interpreter would have them (a new session, fresh stdio buffering, the global RNGs
-of a fresh process, ``sys.path`` from that ``PYTHONPATH``) and runs SCRIPT as ``__main__``. The interpreter stays:
-it forwards the signals it gets to the child's session and exits as the script did; when it dies (SIGKILL), the
-child's session is killed. A run costs a fork instead of importing torch (about 2 s here).
+An interpreter started as ``python [-u] SCRIPT ARGS`` with ``tests/scripts/handoff_site`` on
+``PYTHONPATH`` and ``SEEDER_TEST_HANDOFF=SOCKET`` in its environment
+(``handoff_site/sitecustomize.py``) connects here before it runs SCRIPT and sends its stdin, stdout
+and stderr, its argv, working directory and environment. A child forked from here takes them over as
+a fresh interpreter would have them (a new session, fresh stdio buffering, the global RNGs of a
+fresh process, ``sys.path`` from that ``PYTHONPATH``) and runs SCRIPT as ``__main__``. The
+interpreter stays: it forwards the signals it gets to the child's session and exits as the script
+did; when it dies (SIGKILL), the child's session is killed. A run costs a fork instead of importing
+torch (about 2 s here).
 
 Prints ``ready`` once it listens; ends when its stdin closes.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -30,26 +34,45 @@ import numpy
 import torch
 from script_main import exit_as_interpreter, run_as_main  # tests/scripts is this script's directory
 
-#: The state of torch's global generator a new interpreter starts with: drawn from the OS (torch seeds it with a
-#: nondeterministic seed at start), or torch's fixed default seed's (builds that start from 67280421310721).
-FRESH_TORCH_RNG = None if torch.initial_seed() != 67280421310721 else torch.random.default_generator.get_state()
+#: The state of torch's global generator a new interpreter starts with: drawn from the OS (torch
+#: seeds it with a nondeterministic seed at start), or torch's fixed default seed's (builds that
+#: start from 67280421310721).
+FRESH_TORCH_RNG = (
+    None if torch.initial_seed() != 67280421310721 else torch.random.default_generator.get_state()
+)
 
 import seeder  # noqa: E402,F401  (imported once here, inherited by every child)
 
-#: ``sys.path`` without the script directory and this server's ``PYTHONPATH``: what every interpreter starts with.
+#: ``sys.path`` without the script directory and this server's ``PYTHONPATH``: what every
+#: interpreter starts with.
 _PYTHONPATH = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 _BASE_PATH = [p for p in sys.path[1:] if p not in _PYTHONPATH]
-_SERVER_STDIO = (sys.stdin, sys.stdout, sys.stderr)  # kept: collecting them would close fds 0-2 of a child
+_SERVER_STDIO = (
+    sys.stdin,
+    sys.stdout,
+    sys.stderr,
+)  # kept: collecting them would close fds 0-2 of a child
 
 
 def _fresh_stdio(unbuffered: bool) -> None:
-    """``sys.stdin/stdout/stderr`` over fds 0-2 as a new interpreter builds them (``PYTHONUNBUFFERED`` included)."""
+    """``sys.stdin/stdout/stderr`` over fds 0-2 as a new interpreter builds them
+    (``PYTHONUNBUFFERED`` included)."""
+
     def text(fd: int, mode: str, line_buffering: bool, errors: str) -> io.TextIOWrapper:
         raw = io.FileIO(fd, mode, closefd=False)
         writing = mode == "wb"
-        buffered = raw if writing and unbuffered else (io.BufferedWriter(raw) if writing else io.BufferedReader(raw))
-        return io.TextIOWrapper(buffered, encoding=_SERVER_STDIO[1].encoding, errors=errors,
-                                line_buffering=line_buffering, write_through=writing and unbuffered)
+        buffered = (
+            raw
+            if writing and unbuffered
+            else (io.BufferedWriter(raw) if writing else io.BufferedReader(raw))
+        )
+        return io.TextIOWrapper(
+            buffered,
+            encoding=_SERVER_STDIO[1].encoding,
+            errors=errors,
+            line_buffering=line_buffering,
+            write_through=writing and unbuffered,
+        )
 
     sys.stdin = sys.__stdin__ = text(0, "rb", False, _SERVER_STDIO[0].errors)
     sys.stdout = sys.__stdout__ = text(1, "wb", os.isatty(1), _SERVER_STDIO[1].errors)
@@ -57,7 +80,8 @@ def _fresh_stdio(unbuffered: bool) -> None:
 
 
 def _run(request: dict, fds: list) -> None:
-    """The forked child: takes over the interpreter's fds, directory and environment, runs the script; never returns."""
+    """The forked child: takes over the interpreter's fds, directory and environment, runs the
+    script; never returns."""
     code = 1
     try:
         os.setsid()
@@ -71,10 +95,18 @@ def _run(request: dict, fds: list) -> None:
         os.environ.clear()
         os.environ.update(env)
         _fresh_stdio(bool(request.get("unbuffered") or env.get("PYTHONUNBUFFERED")))
-        for name, ignored in request["signals"].items():  # as the interpreter started: ignored, or Python's default
+        for name, ignored in request[
+            "signals"
+        ].items():  # as the interpreter started: ignored, or Python's default
             sig = getattr(signal, name)
-            signal.signal(sig, signal.SIG_IGN if ignored else
-                          signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+            signal.signal(
+                sig,
+                signal.SIG_IGN
+                if ignored
+                else signal.default_int_handler
+                if sig == signal.SIGINT
+                else signal.SIG_DFL,
+            )
         import faulthandler
 
         faulthandler.disable()  # enabled in this server, it would not install its handlers again
@@ -84,7 +116,8 @@ def _run(request: dict, fds: list) -> None:
         pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.path.dirname(os.path.abspath(argv[0]))] + pythonpath + _BASE_PATH
         sys.argv, sys.orig_argv = list(argv), list(request["orig_argv"])
-        numpy.random.seed()  # a new interpreter seeds NumPy's global RNG from the OS; Python's random reseeds at fork
+        # a new interpreter seeds NumPy's global RNG from the OS; Python's random reseeds at fork
+        numpy.random.seed()
         if FRESH_TORCH_RNG is None:
             torch.seed()
         else:
@@ -114,7 +147,8 @@ def _signal_session(pid: int, sig: int) -> None:
 
 
 def _supervise(conn: socket.socket) -> None:
-    """One connection, in a process forked for it: start the run, forward signals, answer its exit status."""
+    """One connection, in a process forked for it: start the run, forward signals, answer its exit
+    status."""
     try:
         _, fds, _, _ = socket.recv_fds(conn, 1, 3)
         buf = b""
@@ -144,7 +178,9 @@ def _supervise(conn: socket.socket) -> None:
                 break
             buf += data
         _, status = os.waitpid(pid, 0)
-        _signal_session(pid, signal.SIGKILL)  # what is left of its session: DataLoader workers of a killed run
+        _signal_session(
+            pid, signal.SIGKILL
+        )  # what is left of its session: DataLoader workers of a killed run
         rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         try:
             conn.sendall(json.dumps({"rc": rc}).encode() + b"\n")

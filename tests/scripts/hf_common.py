@@ -1,4 +1,6 @@
-"""Shared pieces of the Hugging Face tests: a tiny model returning {"loss": ...}, a dataset with random augmentation."""
+"""Shared pieces of the Hugging Face tests: a tiny model returning {"loss": ...}, a dataset with
+random augmentation."""
+
 from __future__ import annotations
 
 import random
@@ -8,7 +10,8 @@ import torch
 
 
 class Augmented(torch.utils.data.Dataset):
-    """Fixed data; each item is augmented with Python ``random``, NumPy's and torch's global RNGs."""
+    """Fixed data; each item is augmented with Python ``random``, NumPy's and torch's global
+    RNGs."""
 
     def __init__(self, n: int = 96, dim: int = 8):
         g = torch.Generator().manual_seed(7)
@@ -25,12 +28,14 @@ class Augmented(torch.utils.data.Dataset):
 
 
 class Tiny(torch.nn.Module):
-    """A two-layer classifier with dropout that returns ``{"loss": ..., "logits": ...}`` as Trainer expects."""
+    """A two-layer classifier with dropout that returns ``{"loss": ..., "logits": ...}`` as Trainer
+    expects."""
 
     def __init__(self, dim: int = 8):
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(dim, 16), torch.nn.ReLU(), torch.nn.Dropout(0.2),
-                                       torch.nn.Linear(16, 2))
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(dim, 16), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(16, 2)
+        )
 
     def forward(self, x, labels=None):
         logits = self.net(x)

@@ -1,26 +1,29 @@
-"""Child of tests/test_transformers_elastic.py: SeederTrainer(elastic=True), run under torchrun or in the test process.
+"""Child of tests/test_transformers_elastic.py: SeederTrainer(elastic=True), run under torchrun or
+in the test process.
 
 ``python hf_elastic.py DIR TOKEN...``, each token in turn:
 
 * ``full``: train EPOCHS epochs uninterrupted with a global batch of GLOBAL_BATCH samples
-  (``per_device_train_batch_size = GLOBAL_BATCH // world``); at global step STOP (inside epoch 0) the
-  Trainer saves DIR/full<world>/checkpoint-STOP and goes on. Rows go to DIR/full<world>_<rank>.pt, the
-  trained weights' digest to DIR/digest<world>_<rank>.txt.
+  (``per_device_train_batch_size = GLOBAL_BATCH // world``); at global step STOP (inside epoch 0)
+  the Trainer saves DIR/full<world>/checkpoint-STOP and goes on. Rows go to
+  DIR/full<world>_<rank>.pt, the trained weights' digest to DIR/digest<world>_<rank>.txt.
 * ``resume<W>``: a fresh trainer on this world (:func:`resume`: ``workers`` loader workers) resumes
   DIR/full<W>/checkpoint-STOP; rows go to DIR/resume<W>to<world>_<rank>.pt, the global RNG states at
   the first resumed step to DIR/rngs<W>to<world>_<rank>.pt.
 
-:func:`run` is one run on this world (stopped, resumed or whole), for a same-world resume in the test's process
-(``run(DIR/full1, resume=True)`` resumes the checkpoint of ``full`` on one process).
+:func:`run` is one run on this world (stopped, resumed or whole), for a same-world resume in the
+test's process (``run(DIR/full1, resume=True)`` resumes the checkpoint of ``full`` on one process).
 
-A row is ``(epoch, global step, sample indices, sample tensors, loss)``, recorded by the model as it receives them.
+A row is ``(epoch, global step, sample indices, sample tensors, loss)``, recorded by the model as it
+receives them.
 """
+
 from __future__ import annotations
 
 import os
 import random
 import sys
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 import torch
@@ -52,28 +55,34 @@ class Recording(Tiny):
     def __init__(self) -> None:
         super().__init__()
         self.step = 0
-        self.rows: List[tuple] = []
+        self.rows: list[tuple] = []
 
     def forward(self, x, labels=None, index=None):
         out = super().forward(x, labels)
         epoch = (self.step - 1) // STEPS_PER_EPOCH
-        self.rows.append((epoch, self.step, index.clone(), x.detach().clone(), out["loss"].detach().clone()))
+        self.rows.append(
+            (epoch, self.step, index.clone(), x.detach().clone(), out["loss"].detach().clone())
+        )
         return out
 
 
-def rng_states() -> List[torch.Tensor]:
+def rng_states() -> list[torch.Tensor]:
     """The global RNGs' states (random, NumPy, torch CPU) as tensors, without drawing."""
     py = random.getstate()[1]
-    return [torch.tensor(py, dtype=torch.int64), torch.from_numpy(np.random.get_state()[1].astype(np.int64)),
-            torch.get_rng_state()]
+    return [
+        torch.tensor(py, dtype=torch.int64),
+        torch.from_numpy(np.random.get_state()[1].astype(np.int64)),
+        torch.get_rng_state(),
+    ]
 
 
 class Steps(TrainerCallback):
-    """Tells the model its step; saves a checkpoint at ``save_at``; keeps the RNG states at the first step it sees."""
+    """Tells the model its step; saves a checkpoint at ``save_at``; keeps the RNG states at the
+    first step it sees."""
 
     def __init__(self, model: Recording, save_at: Optional[int], stop: bool = False):
         self.model, self.save_at, self.stop = model, save_at, stop
-        self.first: Optional[List[torch.Tensor]] = None
+        self.first: Optional[list[torch.Tensor]] = None
 
     def on_step_begin(self, args, state, control, **kwargs):
         self.model.step = state.global_step + 1
@@ -89,15 +98,27 @@ class Steps(TrainerCallback):
 def trainer(out: str, save_at: Optional[int], stop: bool = False, workers: int = 0):
     """A SeederTrainer(elastic=True) with a global batch of GLOBAL_BATCH on this world."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    args = TrainingArguments(output_dir=out, per_device_train_batch_size=GLOBAL_BATCH // world, num_train_epochs=EPOCHS,
-                             learning_rate=0.1, save_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
-                             dataloader_num_workers=workers, seed=SEED, ddp_find_unused_parameters=False)
+    args = TrainingArguments(
+        output_dir=out,
+        per_device_train_batch_size=GLOBAL_BATCH // world,
+        num_train_epochs=EPOCHS,
+        learning_rate=0.1,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        use_cpu=True,
+        dataloader_num_workers=workers,
+        seed=SEED,
+        ddp_find_unused_parameters=False,
+    )
     s = seeder.Seeder()
     s.init(SEED)  # after TrainingArguments: under torchrun the process group exists
     torch.manual_seed(s.get_seed(0, 0, shared=True))  # the same initial weights on every rank
     model = Recording()
     steps = Steps(model, save_at, stop)
-    t = SeederTrainer(model=model, args=args, train_dataset=Indexed(), callbacks=[steps], seeder=s, elastic=True)
+    t = SeederTrainer(
+        model=model, args=args, train_dataset=Indexed(), callbacks=[steps], seeder=s, elastic=True
+    )
     return t, model, steps, world, s.rank
 
 
@@ -111,14 +132,17 @@ def full(out: str) -> None:
 
 
 def resume(out: str, saved: int, workers: int = 0) -> None:
-    t, model, steps, world, rank = trainer(os.path.join(out, f"resume{saved}"), None, workers=workers)
+    t, model, steps, world, rank = trainer(
+        os.path.join(out, f"resume{saved}"), None, workers=workers
+    )
     t.train(resume_from_checkpoint=os.path.join(out, f"full{saved}", f"checkpoint-{STOP}"))
     torch.save(model.rows, os.path.join(out, f"resume{saved}to{world}_{rank}.pt"))
     torch.save(steps.first, os.path.join(out, f"rngs{saved}to{world}_{rank}.pt"))
 
 
 def run(out: str, stop: bool = False, resume: bool = False):
-    """One run in ``out`` on this world: whole, stopped after saving at STOP, or resumed from that checkpoint.
+    """One run in ``out`` on this world: whole, stopped after saving at STOP, or resumed from that
+    checkpoint.
 
     Returns the rows, the global RNG states at its first step and the trained weights' digest.
     """
@@ -132,7 +156,9 @@ if __name__ == "__main__":
         if token == "full":
             full(sys.argv[1])
         else:
-            resume(sys.argv[1], int(token[len("resume"):]))
-    if torch.distributed.is_initialized():  # a gloo group left to interpreter exit can abort the process (SIGABRT)
+            resume(sys.argv[1], int(token[len("resume") :]))
+    if (
+        torch.distributed.is_initialized()
+    ):  # a gloo group left to interpreter exit can abort the process (SIGABRT)
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

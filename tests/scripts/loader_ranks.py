@@ -6,6 +6,7 @@ Prints one line per rank and epoch: ``LOADER {"rank", "epoch", "batches", "resum
 as lists of rows ``[index, random, numpy, torch]`` (float64, exact in JSON).
 argv: master seed, dataset length.
 """
+
 import io
 import json
 import random
@@ -28,8 +29,10 @@ class Noisy(torch.utils.data.Dataset):
         return self.n
 
     def __getitem__(self, i):
-        return torch.tensor([float(i), random.random(), float(np.random.random()), float(torch.rand(()))],
-                            dtype=torch.float64)
+        return torch.tensor(
+            [float(i), random.random(), float(np.random.random()), float(torch.rand(()))],
+            dtype=torch.float64,
+        )
 
 
 def emit(line):
@@ -43,7 +46,9 @@ def main():
     dist.init_process_group("gloo")
     s = seeder.Seeder()
     s.init(master)
-    loader = seeder.DataLoader(Noisy(n), batch_size=BS, shuffle=True, seeder=s)  # sharded by the process group
+    loader = seeder.DataLoader(
+        Noisy(n), batch_size=BS, shuffle=True, seeder=s
+    )  # sharded by the process group
     for epoch in (0, 1):
         s.reseed(1, epoch)
         batches, saved = [], None
@@ -59,8 +64,18 @@ def main():
         s2.load_state_dict(torch.load(io.BytesIO(saved), weights_only=True))
         s2.reseed(1, epoch)
         resumed = [b.tolist() for b in again]
-        emit("LOADER " + json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "epoch": epoch,
-                                      "batches": batches, "resumed": resumed}))
+        emit(
+            "LOADER "
+            + json.dumps(
+                {
+                    "rank": dist.get_rank(),
+                    "world": dist.get_world_size(),
+                    "epoch": epoch,
+                    "batches": batches,
+                    "resumed": resumed,
+                }
+            )
+        )
     dist.destroy_process_group()
 
 

@@ -178,7 +178,7 @@ else:
     loader = seeder.DataLoader(data, batch_size=8, shuffle=True, num_workers=args.workers)
 seeder.reseed(1, 0)
 batches = vocab_batches() if cause == "set-vocab" else iter(loader)
-for step in range(args.steps):
+for _step in range(args.steps):
     x = next(batches)
     if cause == "urandom-backward":
         x = (torch.arange(32) * 7) % 5  # token ids, each repeated 6 or 7 times

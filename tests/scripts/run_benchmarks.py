@@ -1,9 +1,12 @@
-"""Run several benchmark scripts in one interpreter, so their heavy imports (torch, Lightning, transformers)
-are paid once: ``run_benchmarks.py JSON`` where JSON is a list of ``[label, script path, arguments]``.
+"""Run several benchmark scripts in one interpreter, so their heavy imports (torch, Lightning,
+transformers) are paid once: ``run_benchmarks.py JSON`` where JSON is a list of ``[label, script
+path, arguments]``.
 
-Each script runs as ``__main__`` with its own ``sys.argv``; its output is framed by ``=== BEGIN label`` and
-``=== END label rc`` lines (rc: the script's exit status, 1 with the traceback on stderr if it raised).
+Each script runs as ``__main__`` with its own ``sys.argv``; its output is framed by ``=== BEGIN
+label`` and ``=== END label rc`` lines (rc: the script's exit status, 1 with the traceback on stderr
+if it raised).
 """
+
 import json
 import runpy
 import sys

@@ -3,6 +3,7 @@
 Prints one JSON line per epoch and rank: ``SAMPLER {"rank", "world", "epoch", "shard", "resumed"}``.
 argv: master seed, dataset length.
 """
+
 import json
 import sys
 
@@ -12,7 +13,8 @@ import seeder
 
 
 def emit(line: str) -> None:
-    """One write per line: both ranks share torchrun's stdout, and a single short write is not interleaved."""
+    """One write per line: both ranks share torchrun's stdout, and a single short write is not
+    interleaved."""
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
@@ -25,7 +27,8 @@ def main() -> None:
     for epoch in (0, 1):
         seeder.reseed(1, epoch)  # no set_epoch: the sampler follows the reseed
         shard = list(sampler)
-        # Resume this epoch at position 5 in a new sampler, from rank 0's state (shared by all ranks).
+        # Resume this epoch at position 5 in a new sampler, from rank 0's state (shared by all
+        # ranks).
         it = iter(sampler)
         for _ in range(5):
             next(it)
@@ -35,8 +38,18 @@ def main() -> None:
         again = seeder.DistributedSampler(range(n))
         again.load_state_dict(states[0])
         resumed = shard[:5] + list(again)
-        emit("SAMPLER " + json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "epoch": epoch,
-                                       "shard": shard, "resumed": resumed}))
+        emit(
+            "SAMPLER "
+            + json.dumps(
+                {
+                    "rank": dist.get_rank(),
+                    "world": dist.get_world_size(),
+                    "epoch": epoch,
+                    "shard": shard,
+                    "resumed": resumed,
+                }
+            )
+        )
     dist.destroy_process_group()
 
 

@@ -1,4 +1,6 @@
-"""Running a script as ``__main__`` in a process forked from a server, as ``python SCRIPT`` would run it."""
+"""Running a script as ``__main__`` in a process forked from a server, as ``python SCRIPT`` would
+run it."""
+
 from __future__ import annotations
 
 import atexit
@@ -10,7 +12,8 @@ import traceback
 
 
 def run_as_main(path: str) -> int:
-    """Run the script at ``path`` as ``__main__``; its exit status as ``python`` gives it for ``sys.exit``.
+    """Run the script at ``path`` as ``__main__``; its exit status as ``python`` gives it for
+    ``sys.exit``.
 
     Other exceptions propagate (the caller reports them, as an interpreter does).
     """
@@ -24,10 +27,11 @@ def run_as_main(path: str) -> int:
 
 
 def exit_as_interpreter(code: int) -> None:
-    """End this process as an interpreter's exit does: the ``atexit`` functions, the streams flushed, then exit
-    ``code`` (a negative ``code``: killed by that signal). Never returns."""
+    """End this process as an interpreter's exit does: the ``atexit`` functions, the streams
+    flushed, then exit ``code`` (a negative ``code``: killed by that signal). Never returns."""
     try:
-        atexit._run_exitfuncs()  # what an interpreter's exit runs (seeder verify's digest at exit, say)
+        # what an interpreter's exit runs (seeder verify's digest at exit, say)
+        atexit._run_exitfuncs()
     except BaseException:  # noqa: BLE001 - reported like an exception at exit
         traceback.print_exc()
     for stream in (sys.stdout, sys.stderr):

@@ -1,9 +1,11 @@
-"""Child of tests/test_state_ranks.py, run under torchrun: save every rank's seeder state, or load and continue.
+"""Child of tests/test_state_ranks.py, run under torchrun: save every rank's seeder state, or load
+and continue.
 
-``save DIR``: rank 0 writes the gathered state to DIR/all.pt, every rank its own DIR/rank<r>.pt, and the
-values each rank draws next to DIR/expected<r>.json. ``load DIR``: fresh processes load both layouts and
-write DIR/result<r>.json telling whether the draws continue exactly.
+``save DIR``: rank 0 writes the gathered state to DIR/all.pt, every rank its own DIR/rank<r>.pt, and
+the values each rank draws next to DIR/expected<r>.json. ``load DIR``: fresh processes load both
+layouts and write DIR/result<r>.json telling whether the draws continue exactly.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,7 +49,9 @@ def main(mode: str, out: str) -> None:
             seeder.load_state_dict(torch.load(os.path.join(out, layout), weights_only=True))
             result[name] = draws(gen) == expected
         result["seed"] = seeder.get_master_seed()
-        with open(os.path.join(out, f"result{rank}.json"), "w") as f:  # not stdout: torchrun interleaves ranks' lines
+        with open(
+            os.path.join(out, f"result{rank}.json"), "w"
+        ) as f:  # not stdout: torchrun interleaves ranks' lines
             json.dump(result, f)
     dist.barrier()
     dist.destroy_process_group()

@@ -13,6 +13,7 @@ A row is ``(epoch, step, item indices, batch, loss, end_of_dataloader)``: the ba
 loop got it (augmented from random, NumPy and torch per item), the loss after DDP's all-reduce of
 the gradients (2 processes), and accelerate's gradient-state flag for the epoch's last batch.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,11 @@ class Stream(torch.utils.data.IterableDataset):
         share = seeder.data.stream_share()
         for i in range(share.index, N, share.count):
             x = self.x[i] * float(np.random.uniform(0.9, 1.1)) + 0.1 * torch.randn(8)
-            yield {"x": torch.roll(x, random.randint(-1, 1)), "labels": int(self.x[i].sum() > 0),
-                   "index": i}
+            yield {
+                "x": torch.roll(x, random.randint(-1, 1)),
+                "labels": int(self.x[i].sum() > 0),
+                "index": i,
+            }
 
 
 def setup(workers: int):

@@ -1,9 +1,11 @@
-"""Iterable datasets the stream tests share: every item draws from random, NumPy's global RNG and torch.
+"""Iterable datasets the stream tests share: every item draws from random, NumPy's global RNG and
+torch.
 
 ``Noisy`` has no state (a resume replays); ``Counted`` saves its position (a resume loads it).
 Both read their share with ``seeder.data.stream_share()``. ``hf_stream`` is a ``datasets`` stream
 with a ``.map`` that draws random numbers, optionally behind a shuffle buffer.
 """
+
 import random
 
 import numpy as np
@@ -13,7 +15,10 @@ import seeder
 
 
 def row(i):
-    return torch.tensor([float(i), random.random(), float(np.random.random()), float(torch.rand(()))], dtype=torch.float64)
+    return torch.tensor(
+        [float(i), random.random(), float(np.random.random()), float(torch.rand(()))],
+        dtype=torch.float64,
+    )
 
 
 class Noisy(torch.utils.data.IterableDataset):
@@ -49,7 +54,12 @@ class Counted(Noisy):
 
 
 def augment(example):
-    return {"x": example["x"], "noise": float(np.random.random()), "jitter": float(torch.rand(())), "r": random.random()}
+    return {
+        "x": example["x"],
+        "noise": float(np.random.random()),
+        "jitter": float(torch.rand(())),
+        "r": random.random(),
+    }
 
 
 def hf_stream(n, shuffle, shards=4):
@@ -63,7 +73,8 @@ def hf_stream(n, shuffle, shards=4):
 
 
 def flat(batch):
-    """A batch as plain numbers (a tensor, or a dict of tensors from datasets), for exact comparison."""
+    """A batch as plain numbers (a tensor, or a dict of tensors from datasets), for exact
+    comparison."""
     if isinstance(batch, dict):
         return {k: v.tolist() for k, v in sorted(batch.items())}
     return batch.tolist()

@@ -1,10 +1,12 @@
-"""Child script: a tiny model trained on a stream through ``seeder.IterableDataLoader`` (2 persistent workers), checkpointed every step.
+"""Child script: a tiny model trained on a stream through ``seeder.IterableDataLoader`` (2
+persistent workers), checkpointed every step.
 
 The stream has no state of its own (a resume replays it). argv: checkpoint path, number of
 epochs, then optionally ``--pause-after K``: after the checkpoint of step K is on disk and its
 line printed, block reading stdin (the test kills the process there with SIGKILL).
 Prints ``STEP {"step", "epoch", "loss"}`` (loss as float.hex) and ``DONE {"weights": sha256}``.
 """
+
 import hashlib
 import json
 import os
@@ -29,9 +31,13 @@ def main():
     torch.set_num_threads(1)
     seeder.init(master_seed=2025)
     seeder.reseed(0, 0)
-    model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(8, 1))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(8, 1)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loader = seeder.IterableDataLoader(Noisy(N), batch_size=BS, num_workers=2, persistent_workers=True)
+    loader = seeder.IterableDataLoader(
+        Noisy(N), batch_size=BS, num_workers=2, persistent_workers=True
+    )
     start_epoch, step = 0, 0
     if os.path.exists(ckpt):
         state = torch.load(ckpt, weights_only=True)
@@ -49,13 +55,22 @@ def main():
             opt.step()
             step += 1
             tmp = ckpt + ".tmp"
-            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "seeder": seeder.state_dict(),
-                        "step": step}, tmp)
+            torch.save(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "seeder": seeder.state_dict(),
+                    "step": step,
+                },
+                tmp,
+            )
             os.replace(tmp, ckpt)
             emit("STEP", {"step": step, "epoch": epoch, "loss": loss.item().hex()})
             if step == pause:
                 sys.stdin.readline()  # the test kills us here
-    digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.state_dict().values())).hexdigest()
+    digest = hashlib.sha256(
+        b"".join(p.detach().numpy().tobytes() for p in model.state_dict().values())
+    ).hexdigest()
     emit("DONE", {"weights": digest})
 
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env python
-"""``python -m torch.distributed.run ARGS`` for tests/helpers.py's ``torchrun``, which forks it from a
-``ForkServer`` that imported ``torch.distributed.run`` once (the agent's workers are still their own Pythons)::
+"""``python -m torch.distributed.run ARGS`` for tests/helpers.py's ``torchrun``, which forks it from
+a
+``ForkServer`` that imported ``torch.distributed.run`` once (the agent's workers are still their own
+Pythons)::
 
     python tests/scripts/torchrun_agent.py --nproc-per-node 2 ... script.py args
 """
+
 import os
 import runpy
 import sys

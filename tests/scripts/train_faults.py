@@ -23,6 +23,7 @@ The hooks are a subclass of ``seeder.Checkpoint`` put in its place on the ``seed
 module, where the example looks it up. The bytes of a cut write are those that
 ``Checkpoint.save`` writes, taken from a save to a scratch directory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,7 +52,8 @@ HOOKS.add_argument("--fault-kill-rank", type=int, default=0)
 
 
 def install(hooks: argparse.Namespace) -> None:
-    """Put a ``seeder.Checkpoint`` with the requested faults where the example finds ``seeder.Checkpoint``."""
+    """Put a ``seeder.Checkpoint`` with the requested faults where the example finds
+    ``seeder.Checkpoint``."""
     first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
     rank = int(os.environ.get("RANK", "0"))
 

@@ -67,7 +67,7 @@ elif args.bug == "shared-ckpt":
     path = os.path.join("..", "shared", "last.pt")  # the defect: outside the run's directory
     ckpt = seeder.Checkpoint(path, model=model, optimizer=optimizer)
     ckpt.resume(os.path.exists(path))
-    for it in range(ckpt.steps, 18):
+    for _it in range(ckpt.steps, 18):
         train_step(*get_batch())
         ckpt.step()
     ckpt.save()
@@ -76,7 +76,7 @@ else:
     ckpt.resume()
     if args.bug == "prefetch":
         x, y = get_batch()  # the first batch, before the loop
-    for it in range(ckpt.steps, 24):
+    for _it in range(ckpt.steps, 24):
         if args.bug == "none":
             x, y = get_batch()
         loss = ((model(x) - y) ** 2).mean()

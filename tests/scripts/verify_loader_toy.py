@@ -1,8 +1,9 @@
-"""A torch training script on the real seeder with a plain torch DataLoader, following the examples/train.py contract.
+"""A torch training script on the real seeder with a plain torch DataLoader, following the
+examples/train.py contract.
 
-``seeder.data.watch_loader(DataLoader(dataset, sampler=seeder.DistributedSampler(dataset), generator=...))``,
-dropout from torch's global RNG, ``sampler.advance(len(y))`` after each step, and a
-checkpoint with the model, the optimizer and ``seeder.state_dict()``: a resume from
+``seeder.data.watch_loader(DataLoader(dataset, sampler=seeder.DistributedSampler(dataset),
+generator=...))``, dropout from torch's global RNG, ``sampler.advance(len(y))`` after each step, and
+a checkpoint with the model, the optimizer and ``seeder.state_dict()``: a resume from
 any step is exact. ``--bug`` plants a mistake the issue measured; each one keeps the
 epoch-boundary resume exact and breaks only a mid-epoch resume:
 
@@ -11,6 +12,7 @@ epoch-boundary resume exact and breaks only a mid-epoch resume:
 * ``no-advance``: the loop never calls ``sampler.advance``, so a mid-epoch checkpoint
   holds position 0 and the resumed run starts the epoch over.
 """
+
 import hashlib
 import json
 import os
@@ -39,8 +41,15 @@ def main():
     dataset = TensorDataset(x, y)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sampler = seeder.DistributedSampler(dataset)
-    loader = seeder.data.watch_loader(DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=a.workers,
-                                            generator=None if a.bug == "no-generator" else seeder.data.dataloader_generator()))
+    loader = seeder.data.watch_loader(
+        DataLoader(
+            dataset,
+            batch_size=BATCH,
+            sampler=sampler,
+            num_workers=a.workers,
+            generator=None if a.bug == "no-generator" else seeder.data.dataloader_generator(),
+        )
+    )
 
     epoch0, step = 0, 0
     ckpt = os.path.join(a.ckpt_dir, "last.pt") if a.ckpt_dir else None
@@ -54,13 +63,24 @@ def main():
     def save(epoch, complete):
         if ckpt:
             os.makedirs(a.ckpt_dir, exist_ok=True)
-            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch,
-                        "epoch_complete": complete, "step": step, "seeder": seeder.state_dict()}, ckpt + ".tmp")
+            torch.save(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "epoch": epoch,
+                    "epoch_complete": complete,
+                    "step": step,
+                    "seeder": seeder.state_dict(),
+                },
+                ckpt + ".tmp",
+            )
             os.replace(ckpt + ".tmp", ckpt)
 
     out = open(a.metrics, "a") if a.metrics else None
     for epoch in range(epoch0, a.epochs):
-        seeder.reseed(1, epoch)  # skipped right after a mid-epoch resume: the loaded state continues the epoch
+        seeder.reseed(
+            1, epoch
+        )  # skipped right after a mid-epoch resume: the loaded state continues the epoch
         for xb, yb in loader:
             loss = torch.nn.functional.mse_loss(model(xb), yb)
             opt.zero_grad()
@@ -78,7 +98,9 @@ def main():
         save(epoch, complete=True)
         if a.stop_after_epochs is not None and epoch + 1 >= a.stop_after_epochs:
             return 0
-    h = hashlib.sha256(b"".join(t.numpy().tobytes() for t in model.state_dict().values())).hexdigest()[:32]
+    h = hashlib.sha256(
+        b"".join(t.numpy().tobytes() for t in model.state_dict().values())
+    ).hexdigest()[:32]
     if out:
         out.write(json.dumps({"digest": h, "epoch": a.epochs, "step": step}) + "\n")
     print(f"DIGEST {h}")

@@ -6,6 +6,7 @@ the epoch and ``seeder.state_dict()``. ``--bug no-seeder-state`` plants the clas
 mistake: resume loads everything but the seeder state, so a run resumed mid-epoch
 continues with the wrong random stream.
 """
+
 import hashlib
 import json
 import os
@@ -48,19 +49,30 @@ def main():
             return
         os.makedirs(a.ckpt_dir, exist_ok=True)
         tmp = ckpt + ".tmp"
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch, "step": step,
-                    "pos": pos, "order": order if order is not None else torch.zeros(0, dtype=torch.long),
-                    "seeder": seeder.state_dict()}, tmp)
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "epoch": epoch,
+                "step": step,
+                "pos": pos,
+                "order": order if order is not None else torch.zeros(0, dtype=torch.long),
+                "seeder": seeder.state_dict(),
+            },
+            tmp,
+        )
         os.replace(tmp, ckpt)
 
     metrics = a.metrics or os.environ.get("SEEDER_METRICS")
     out = open(metrics, "a") if metrics else None
     for epoch in range(epoch0, a.epochs):
-        seeder.reseed(1, epoch)  # skipped once after load_state_dict: the RNG states already continue this epoch
+        seeder.reseed(
+            1, epoch
+        )  # skipped once after load_state_dict: the RNG states already continue this epoch
         if order is None:
             order, pos = torch.randperm(N), 0
         while pos < N:
-            idx = order[pos:pos + BATCH]
+            idx = order[pos : pos + BATCH]
             loss = torch.nn.functional.mse_loss(model(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
@@ -83,7 +95,9 @@ def main():
     for t in model.state_dict().values():
         h.update(t.numpy().tobytes())
     if out:
-        out.write(json.dumps({"digest": h.hexdigest()[:32], "epoch": a.epochs, "step": step - 1}) + "\n")
+        out.write(
+            json.dumps({"digest": h.hexdigest()[:32], "epoch": a.epochs, "step": step - 1}) + "\n"
+        )
     print(f"DIGEST {h.hexdigest()[:32]}")
     return 0
 

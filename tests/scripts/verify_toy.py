@@ -15,6 +15,7 @@ defect for the tests of ``seeder verify``:
   epoch's start (a stale copy); checkpoints at epoch ends are exact. Only a
   mid-epoch resume diverges.
 """
+
 import hashlib
 import json
 import os
@@ -48,15 +49,23 @@ def main():
     p = contract_parser()
     p.add_argument("--ckpt-every-steps", type=int, default=0)
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--dll", action="store_true", help="log DLLogger lines to stdout instead of JSON lines")
+    p.add_argument(
+        "--dll", action="store_true", help="log DLLogger lines to stdout instead of JSON lines"
+    )
     p.add_argument("--bug", default="none")
-    p.add_argument("--sleep", type=float, default=0.0, help="seconds per step (for interrupt tests)")
+    p.add_argument(
+        "--sleep", type=float, default=0.0, help="seconds per step (for interrupt tests)"
+    )
     a = p.parse_args()
     print(f"pid {os.getpid()} cwd {os.getcwd()}", flush=True)
 
     seed = a.seed
     if a.bug == "ignore-seed" or seed is None:
-        seed = 0 if (a.bug == "fixed-seed" and a.seed is None) else int.from_bytes(os.urandom(8), "little")
+        seed = (
+            0
+            if (a.bug == "fixed-seed" and a.seed is None)
+            else int.from_bytes(os.urandom(8), "little")
+        )
     rng = random.Random(seed)
     w, b = rng.gauss(0, 1), rng.gauss(0, 1)
     vw = vb = 0.0
@@ -77,9 +86,23 @@ def main():
 
     def checkpoint(epoch, order=None, pos=0):
         if ckpt:
-            state = epoch_rng if (a.bug == "mid-epoch-rng" and order is not None) else rng.getstate()
-            save(ckpt, {"w": w, "b": b, "vw": vw, "vb": vb, "epoch": epoch, "step": step, "rng": list(state),
-                        "order": order, "pos": pos})
+            state = (
+                epoch_rng if (a.bug == "mid-epoch-rng" and order is not None) else rng.getstate()
+            )
+            save(
+                ckpt,
+                {
+                    "w": w,
+                    "b": b,
+                    "vw": vw,
+                    "vb": vb,
+                    "epoch": epoch,
+                    "step": step,
+                    "rng": list(state),
+                    "order": order,
+                    "pos": pos,
+                },
+            )
 
     out = None
     metrics = a.metrics or os.environ.get("SEEDER_METRICS")
@@ -94,7 +117,7 @@ def main():
             rng.shuffle(order)
         epoch_rng = rng.getstate()
         for i in range(start, N, BATCH):
-            batch = order[i:i + BATCH]
+            batch = order[i : i + BATCH]
             gw = gb = loss = 0.0
             for j in batch:
                 x = xs[j] + rng.gauss(0, 0.1)
@@ -107,15 +130,22 @@ def main():
             vw, vb = 0.9 * vw + gw, 0.9 * vb + gb
             w, b = w - a.lr * vw, b - a.lr * vb
             if a.dll:
-                print("DLLL " + json.dumps({"type": "LOG", "step": [epoch, step], "data": {"train_loss": loss}}), flush=True)
+                print(
+                    "DLLL "
+                    + json.dumps(
+                        {"type": "LOG", "step": [epoch, step], "data": {"train_loss": loss}}
+                    ),
+                    flush=True,
+                )
             elif out:
                 out.write(json.dumps({"step": step, "epoch": epoch, "loss": loss}) + "\n")
                 out.flush()
             step += 1
             if a.sleep:
                 time.sleep(a.sleep)
-            if (a.ckpt_every_steps and step % a.ckpt_every_steps == 0) or \
-                    (a.stop_after_steps is not None and step >= a.stop_after_steps):
+            if (a.ckpt_every_steps and step % a.ckpt_every_steps == 0) or (
+                a.stop_after_steps is not None and step >= a.stop_after_steps
+            ):
                 if i + BATCH < N:
                     checkpoint(epoch, order, i + BATCH)
                 else:
