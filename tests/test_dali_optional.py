@@ -26,14 +26,14 @@ def test_seeder_and_seeder_data_dali_import_without_dali_and_say_how_to_install(
         HIDE_DALI
         + """
 import seeder, seeder.data.dali
-from seeder.data import dali_seeds
+from seeder.data import dali
 assert not any(m == "nvidia.dali" or m.startswith("nvidia.dali.") for m in sys.modules), "import seeder imported DALI"
 seeder.init(42)
-assert 0 <= dali_seeds.pipeline_seed(0) < 2**32          # seeds need no DALI
-assert dali_seeds.pipeline_kwargs(0)["enable_checkpointing"] is True
+assert 0 <= dali.pipeline_seed(0) < 2**32          # seeds need no DALI
+assert dali.pipeline_kwargs(0)["enable_checkpointing"] is True
 import random
 seeder.register_generator(random.Random())               # register_generator still works without DALI
-for call in (dali_seeds.require_dali, lambda: seeder.data.dali.track(object(), 0)):
+for call in (dali.require_dali, lambda: seeder.data.dali.track(object(), 0)):
     try:
         call()
     except ImportError as exc:
@@ -58,10 +58,10 @@ def test_import_seeder_does_not_import_dali_in_this_process_if_not_already():
 
     import seeder  # noqa: F401
     import seeder.data.dali  # noqa: F401
-    from seeder.data import _dali_seeds as dali_seeds
+    from seeder.data import dali
 
     assert "seeder.data.dali" in sys.modules
     # Other tests may import DALI themselves; seeder.data.dali must never be the one: it only peeks.
-    assert dali_seeds.pipeline_class() is getattr(
+    assert dali._pipeline_class() is getattr(
         sys.modules.get("nvidia.dali.pipeline"), "Pipeline", None
     )

@@ -30,10 +30,9 @@ import torch.utils.data
 from seeder._checks import check_bool, check_int, check_state_header, is_int
 from seeder._errors import StateError
 from seeder._seeding.core import Seeder
+from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
-from seeder.data._dali_seeds import resolve_seeder
-from seeder.data._elastic import ElasticBatches, ElasticView
-from seeder.data._lazyseed import check_sample_rngs
+from seeder.data._elastic import ElasticBatches, ElasticView, check_sample_rngs
 from seeder.data._loader import LOADER_STATE_VERSION, DataLoader
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import FETCH_SEEDED, SeedSource

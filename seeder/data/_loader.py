@@ -31,29 +31,138 @@ Example:
 from __future__ import annotations
 
 import logging
+import numbers
 from typing import Any, Callable, Optional
 
 import torch
 import torch.utils.data
 
-from seeder._checks import check_int, check_state_header, is_int
+from seeder._checks import check_bool, check_int, check_state_header, is_bool, is_int
 from seeder._errors import StateError
 from seeder._internals import require
 from seeder._run import trace
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import UsesSeeder, resolve_seeder
-from seeder._seeding.derive import check_key
+from seeder._seeding.derive import MAX_KEY, check_key
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.rngbase import next_keeping
 from seeder.data._batches import BatchKeys, BatchSeedingDataset
 from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
-from seeder.data._loader_checks import check_batch_count, check_loader_args, refuse_elastic
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import SeedSource, dataloader_generator, fetch_adapters
 
-__all__ = ["DataLoader", "LOADER_STATE_VERSION"]
+__all__ = [
+    "DataLoader",
+    "LOADER_STATE_VERSION",
+    "check_loader_args",
+    "check_batch_count",
+    "refuse_elastic",
+]
 
 logger = logging.getLogger("seeder")
+
+
+def refuse_elastic(kwargs: dict[str, Any]) -> None:
+    """Raise ``TypeError`` naming :class:`seeder.ElasticDataLoader` if ``kwargs`` hold ``elastic=``.
+
+    Args:
+        kwargs: the keyword arguments given to ``seeder.DataLoader``.
+
+    Raises:
+        TypeError: ``elastic=`` was given (the elastic loader is its own class).
+
+    >>> refuse_elastic({"elastic": True})
+    Traceback (most recent call last):
+    ...
+    TypeError: seeder.DataLoader takes no elastic= argument: build seeder.ElasticDataLoader(dataset, batch_size=..., shuffle=...) for one global order whatever the world size (docs/elastic.md)
+    """
+    if "elastic" not in kwargs:
+        return
+    if kwargs["elastic"] is True:
+        raise TypeError(
+            "seeder.DataLoader takes no elastic= argument: build seeder.ElasticDataLoader(dataset, "
+            "batch_size=..., shuffle=...) for one global order whatever the world size "
+            "(docs/elastic.md)"
+        )
+    raise TypeError(
+        f"seeder.DataLoader takes no elastic= argument, got elastic={kwargs['elastic']!r}: drop it "
+        "(seeder.ElasticDataLoader is the elastic loader)"
+    )
+
+
+def check_loader_args(
+    shuffle: Any,
+    num_workers: Any,
+    drop_last: Any,
+    pin_memory: Any,
+    timeout: Any,
+    worker_init_fn: Any,
+    collate_fn: Any,
+    generator: Any,
+    kwargs: dict[str, Any],
+) -> Optional[bool]:
+    """``shuffle`` as ``None``/``bool`` if every argument is one seeder.DataLoader can resume, else
+    an error naming it.
+
+    ``kwargs`` are the keyword arguments passed on to torch (``in_order``,
+    ``prefetch_factor``, ``persistent_workers``, ...).
+
+    >>> check_loader_args("no", 0, False, False, 0, None, None, None, {})
+    Traceback (most recent call last):
+    ...
+    TypeError: shuffle must be True or False, got str 'no'
+    >>> check_loader_args(None, 2, False, False, 0, None, None, None, {"in_order": False})
+    Traceback (most recent call last):
+    ...
+    ValueError: seeder.DataLoader cannot resume in_order=False with num_workers > 0: batches reach the training loop in whichever order the workers finish, so the batches handed out are not the first k of the epoch and a resume would repeat some and skip others. Drop in_order=False, or use torch.utils.data.DataLoader (no exact resume)
+    """
+    shuffle = None if shuffle is None else check_bool(shuffle, "shuffle")
+    num_workers = check_int(num_workers, "num_workers", low=0)
+    check_bool(drop_last, "drop_last")
+    check_bool(pin_memory, "pin_memory")
+    if is_bool(timeout) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
+        raise ValueError(
+            f"timeout must be a number of seconds >= 0 (0: wait forever), got {timeout!r}"
+        )
+    for name, fn in (("worker_init_fn", worker_init_fn), ("collate_fn", collate_fn)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be None or a callable, got {type(fn).__name__} {fn!r}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be None (seeder gives the loader its own) or a torch.Generator, "
+            f"got {type(generator).__name__} {generator!r}"
+        )
+    if "persistent_workers" in kwargs:
+        check_bool(kwargs["persistent_workers"], "persistent_workers")
+    if kwargs.get("prefetch_factor") is not None:
+        check_int(kwargs["prefetch_factor"], "prefetch_factor", low=1)
+    if "in_order" in kwargs and not check_bool(kwargs["in_order"], "in_order") and num_workers > 0:
+        raise ValueError(
+            "seeder.DataLoader cannot resume in_order=False with num_workers > 0: batches reach "
+            "the training loop in whichever order the workers finish, so the batches handed out "
+            "are not the first k of the epoch and a resume would repeat some and skip others. Drop "
+            "in_order=False, or use torch.utils.data.DataLoader (no exact resume)"
+        )
+    return shuffle
+
+
+def check_batch_count(num_samples: int, batch_size: int, drop_last: bool) -> None:
+    """Refuse more than ``2**32`` batches per epoch and rank: the batch index is one 32-bit word of
+    the batch seeds' key.
+
+    >>> check_batch_count(2**40, 1, False)
+    Traceback (most recent call last):
+    ...
+    ValueError: seeder.DataLoader would have 1099511627776 batches per epoch on this rank, more than 2**32: the batch index is one 32-bit word of each batch's seed key. Pass a larger batch_size (or use more ranks)
+    """
+    batches = num_samples // batch_size if drop_last else -(-num_samples // batch_size)
+    if batches > MAX_KEY + 1:
+        raise ValueError(
+            f"seeder.DataLoader would have {batches} batches per epoch on this rank, more than "
+            f"2**32: the batch index is one 32-bit word of each batch's seed key. Pass a larger "
+            f"batch_size (or use more ranks)"
+        )
+
 
 LOADER_STATE_VERSION = 1
 _STATE_KEYS = frozenset(
@@ -204,7 +313,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
     * ``elastic=`` raises ``TypeError``: :class:`seeder.ElasticDataLoader` is the elastic loader
       (docs/elastic.md).
-    * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
+    * What it cannot resume raises before anything changes (:func:`check_loader_args`): a non-bool
       ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
       iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
       continues from the loaded position.
