@@ -185,16 +185,17 @@ def watch_loader(loader: L) -> L:
         getattr(loader, "seeder_kind", None) == "loader"
     ):  # seeder.DataLoader, any mode: it shows itself
         return loader
-    inner = getattr(loader, "sampler", None)
-    if not isinstance(getattr(inner, "loader_watch", None), LoaderWatch):
+    watch = getattr(getattr(loader, "sampler", None), "loader_watch", None)
+    if not isinstance(watch, LoaderWatch):
         inner = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
-    if not isinstance(getattr(inner, "loader_watch", None), LoaderWatch):
+        watch = getattr(inner, "loader_watch", None)
+    if not isinstance(watch, LoaderWatch):
         raise TypeError(
             f"watch_loader: {type(loader).__name__} holds no seeder.DistributedSampler (as "
             f"sampler= or inside its batch_sampler); build it with "
             f"sampler=seeder.DistributedSampler(dataset), or use seeder.DataLoader"
         )
-    inner.loader_watch.show(loader)
+    watch.show(loader)
     return loader
 
 

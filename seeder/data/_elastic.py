@@ -30,7 +30,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 import numpy as np
 import torch.utils.data
@@ -38,7 +38,7 @@ import torch.utils.data
 from seeder._errors import SeederWarning
 from seeder._seeding.derive import MAX_KEY, Domain, stream_seeds
 from seeder._seeding.rngbase import RNGAdapter
-from seeder.data._batches import BatchSeedingDataset
+from seeder.data._batches import BatchSeedingDataset, KeyedLoader
 from seeder.data._order import FIRST_BLOCK, shuffle_key
 from seeder.data._permutation import keyed_permutation
 from seeder.data._sampler import DistributedSampler
@@ -49,6 +49,7 @@ __all__ = [
     "rank_slice",
     "ElasticView",
     "ElasticBatches",
+    "ElasticOwner",
     "AHEAD_POSITIONS",
     "position_seeds",
     "PositionSeeds",
@@ -399,6 +400,16 @@ class ElasticView(BatchSeedingDataset):
         return {**self.__dict__, "positions": PositionSeeds()}  # a spawned worker computes its own
 
 
+class ElasticOwner(KeyedLoader, Protocol):
+    """What :class:`ElasticBatches` reads from its loader (:class:`seeder.ElasticDataLoader`)."""
+
+    def origin(self) -> int:
+        """Position of global step 0's first sample in this epoch."""
+
+    def take_origin(self, epoch: int, token: object) -> int:
+        """The origin of the iterator starting now."""
+
+
 class ElasticBatches(torch.utils.data.BatchSampler):
     """The elastic loader's batch sampler: this rank's part of each global batch, as fetch keys.
 
@@ -407,12 +418,14 @@ class ElasticBatches(torch.utils.data.BatchSampler):
     the origin.
     """
 
+    sampler: DistributedSampler
+
     def __init__(
         self,
         sampler: DistributedSampler,
         batch_size: int,
         drop_last: bool,
-        loader: Any,
+        loader: ElasticOwner,
         world: int,
         rank: int,
     ):
@@ -422,8 +435,8 @@ class ElasticBatches(torch.utils.data.BatchSampler):
         self._loader = weakref.ref(loader)
 
     @property
-    def loader(self) -> Any:
-        """The loader this batch sampler serves."""
+    def loader(self) -> Optional[ElasticOwner]:
+        """The loader this batch sampler serves (``None`` once it is dropped)."""
         return self._loader()
 
     def steps(self, origin: int) -> int:
@@ -439,8 +452,12 @@ class ElasticBatches(torch.utils.data.BatchSampler):
             steps -= lo == hi
         return steps
 
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+    # Yields fetch keys (tuples), not torch's index lists: torch's fetcher hands each one whole to
+    # ElasticView.__getitems__.
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:  # type: ignore[override]
         loader = self.loader
+        if loader is None:  # torch iterates a batch sampler only through its loader
+            raise RuntimeError("the seeder.ElasticDataLoader of this batch sampler was collected")
         epoch, start, token = loader.pending_start()
         origin = loader.take_origin(epoch, token)
         s = loader.seeder

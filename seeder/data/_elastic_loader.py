@@ -117,6 +117,7 @@ class ElasticDataLoader(DataLoader):
     seeder_elastic = (
         True  # seeder._seeding.participant.Elastic: a global state, loads on any world size
     )
+    batch_sampler: ElasticBatches
     joins_when_built = False  # joins at the end of __init__, once its batch sampler is in place
 
     def __init__(

@@ -120,7 +120,13 @@ def check_loader_args(
     num_workers = check_int(num_workers, "num_workers", low=0)
     check_bool(drop_last, "drop_last")
     check_bool(pin_memory, "pin_memory")
-    if is_bool(timeout) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
+    # timeout != timeout: NaN, which no comparison refuses
+    if (
+        is_bool(timeout)
+        or not isinstance(timeout, numbers.Real)
+        or timeout < 0
+        or timeout != timeout
+    ):
         raise ValueError(
             f"timeout must be a number of seconds >= 0 (0: wait forever), got {timeout!r}"
         )
@@ -330,6 +336,10 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     """
 
     seeder_kind = "loader"
+    # What torch types as any sampler: seeder's own, and the batch size resolved from them.
+    sampler: DistributedSampler
+    batch_sampler: torch.utils.data.BatchSampler
+    batch_size: int
     #: Whether ``__init__`` joins the seeder; a subclass that finishes building after it joins it
     #: itself (a loaded state waiting for this loader is handed over as it joins).
     joins_when_built = True

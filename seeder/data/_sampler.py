@@ -35,7 +35,7 @@ import itertools
 import logging
 import operator
 from collections.abc import Iterable, Iterator
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import numpy as np
 import torch
@@ -392,7 +392,7 @@ class SamplerIterator(itertools.chain):
                 "not a seeder sampler iterator state: pass the dict returned by "
                 "iter(sampler).state_dict()"
             )
-        yielded = state.get("yielded")
+        yielded: Any = state.get("yielded")  # loaded content: checked here
         if not is_int(yielded) or not 0 <= yielded <= self.sampler.num_samples:
             raise StateError(
                 f"sampler iterator state['yielded'] must be an int in [0, "
@@ -444,6 +444,8 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
     """
 
     seeder_kind = "sampler"
+    # torch types seed as int; None here takes the seeder's master seed.
+    seed: Optional[int]  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -562,7 +564,10 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         )  # $SEEDER_TRACE only
         progress = Progress(start)
         self._live, self._left_from = progress, start
-        it = SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
+        # typeshed's chain.from_iterable returns chain, not the subclass it is called on
+        it = cast(
+            SamplerIterator, SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
+        )
         it.progress, it.sampler = progress, self
         return it
 

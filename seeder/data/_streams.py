@@ -61,8 +61,9 @@ class StreamShare(NamedTuple):
     """Which part of an iterable dataset this process (rank and worker) reads: items ``i % count ==
     index``."""
 
-    index: int
-    count: int
+    # These two fields shadow tuple.index and tuple.count: their names are the public API.
+    index: int  # type: ignore[assignment]
+    count: int  # type: ignore[assignment]
     rank: int
     world_size: int
     worker: int

@@ -96,7 +96,7 @@ def require_dali() -> Any:
         raise ImportError(f"{_INSTALL_HINT} (import nvidia.dali failed: {exc})") from exc
 
 
-def _pipeline_class() -> Optional[type]:
+def _pipeline_class() -> Optional[type[Pipeline]]:
     """DALI's ``Pipeline`` class if DALI is already imported, else ``None`` (never imports DALI)."""
     mod = sys.modules.get("nvidia.dali.pipeline")
     return getattr(mod, "Pipeline", None) if mod is not None else None
@@ -416,7 +416,8 @@ class TrackedPipeline(Participant):
             "nvidia-dali:Pipeline._checkpoint", pipe
         ):
             return  # restored, from which checkpoint seeder cannot tell: require() warned
-        if pipe.is_restored_from_checkpoint and pipe._checkpoint in self.restored_checkpoints:
+        restored = self.restored_checkpoints or []  # set whenever a restore is pending
+        if pipe.is_restored_from_checkpoint and pipe._checkpoint in restored:
             return
         what = (
             "from a different checkpoint"
