@@ -58,7 +58,8 @@ class LoaderWatch:
 
     >>> import torch, warnings, seeder
     >>> s = seeder.Seeder(); s.init(0); sampler = seeder.DistributedSampler(range(8), seeder=s)
-    >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2))
+    >>> plain = torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2)
+    >>> loader = seeder.data.watch_loader(plain)
     >>> _ = next(iter(loader))
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always"); _ = sampler.state_dict()
@@ -177,7 +178,8 @@ def watch_loader(loader: L) -> L:
     >>> s = seeder.Seeder(); s.init(0)
     >>> sampler = seeder.DistributedSampler(range(8), seeder=s)
     >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
-    ...     range(8), sampler=sampler, batch_size=2, generator=seeder.data.dataloader_generator(seeder=s)))
+    ...     range(8), sampler=sampler, batch_size=2,
+    ...     generator=seeder.data.dataloader_generator(seeder=s)))
     >>> loader.sampler is sampler
     True
     """

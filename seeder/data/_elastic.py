@@ -70,7 +70,8 @@ def position_seeds(
     block).
 
     >>> from seeder._seeding.derive import derive_seed
-    >>> int(position_seeds(7, 1, 0, np.array([2**32 + 3], np.uint64), 1)[0, 0]) == derive_seed(7, Domain.ELASTIC, 1, 0, 1, 3)
+    >>> words = position_seeds(7, 1, 0, np.array([2**32 + 3], np.uint64), 1)
+    >>> int(words[0, 0]) == derive_seed(7, Domain.ELASTIC, 1, 0, 1, 3)
     True
     """
     hi = int(positions[0]) >> 32

@@ -108,8 +108,12 @@ class ElasticDataLoader(DataLoader):
 
     >>> import torch, seeder
     >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-    >>> two = [seeder.ElasticDataLoader(torch.arange(8), batch_size=2, num_replicas=2, rank=r, seeder=s)
-    ...        for r in (0, 1)]
+    >>> two = [
+    ...     seeder.ElasticDataLoader(
+    ...         torch.arange(8), batch_size=2, num_replicas=2, rank=r, seeder=s
+    ...     )
+    ...     for r in (0, 1)
+    ... ]
     >>> [b.tolist() for b in two[0]], [b.tolist() for b in two[1]]
     ([[0, 1], [4, 5]], [[2, 3], [6, 7]])
     """
@@ -276,10 +280,11 @@ class ElasticDataLoader(DataLoader):
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0)
-        >>> seeder.ElasticDataLoader(torch.arange(4), seeder=s).check_state_dict({"format": "seeder.loader"})
+        >>> loader = seeder.ElasticDataLoader(torch.arange(4), seeder=s)
+        >>> loader.check_state_dict({"format": "seeder.loader"})  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        seeder._errors.StateError: not a seeder.ElasticDataLoader state: pass the dict returned by seeder.ElasticDataLoader.state_dict()
+        seeder._errors.StateError: not a seeder.ElasticDataLoader state: pass the dict ...
         """
         if (
             state is not None and state is self._translated

@@ -644,7 +644,8 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         >>> class Count(torch.utils.data.IterableDataset):
         ...     def __iter__(self): return iter(range(5))
         >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it)
+        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s)
+        >>> it = iter(loader); _ = next(it)
         >>> st = loader.state_dict(); st["batch"], st["workers"]
         (1, [{'produced': 1, 'state': None, 'done': False}])
         """
@@ -666,7 +667,8 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         >>> class Count(torch.utils.data.IterableDataset):
         ...     def __iter__(self): return iter(range(6))
         >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it); _ = next(it)
+        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s)
+        >>> it = iter(loader); _ = next(it); _ = next(it)
         >>> loader.state_dict_at(1)["batch"], loader.state_dict()["batch"]
         (1, 2)
         """

@@ -191,10 +191,10 @@ def check_sampler_state(
     not known); ``run_epoch`` the epoch the seeder's last reseed puts this sampler in (``None``:
     no such constraint). A state that disagrees with either came from another run.
 
-    >>> check_sampler_state({"format": "x"}, {}, 4)
+    >>> check_sampler_state({"format": "x"}, {}, 4)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: not a sampler state: pass the dict returned by DistributedSampler.state_dict()
+    seeder._errors.StateError: not a sampler state: pass the dict returned by ...
     """
     check_state_header(
         state,
@@ -249,7 +249,8 @@ def run_constraints(
     and 0 when the state has no reseed at all.
 
     >>> from seeder import Seeder
-    >>> s = Seeder(); s.init(3); key_of, epoch = run_constraints(s, None, "feistel", 1, 0, True, False)
+    >>> s = Seeder(); s.init(3)
+    >>> key_of, epoch = run_constraints(s, None, "feistel", 1, 0, True, False)
     >>> key_of(0) == s.derive(3, 1, 0, rank=0), epoch
     (True, None)
     """
@@ -371,7 +372,8 @@ class SamplerIterator(itertools.chain):
 
     >>> from seeder.data._audit import LoaderWatch
     >>> class Sampler: num_samples = 2; loader_watch = LoaderWatch()
-    >>> it = SamplerIterator.from_iterable([iter([1, 2])]); it.progress, it.sampler = Progress(0), Sampler()
+    >>> it = SamplerIterator.from_iterable([iter([1, 2])])
+    >>> it.progress, it.sampler = Progress(0), Sampler()
     >>> it.state_dict()
     {'format': 'seeder.sampler_iter', 'yielded': 0}
     """
@@ -644,8 +646,9 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         >>> import seeder, torch
         >>> s = seeder.Seeder(); s.init(0)
         >>> sampler = DistributedSampler(range(8), seeder=s)
+        >>> gen = seeder.data.dataloader_generator(seeder=s)
         >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
-        ...     range(8), batch_size=3, sampler=sampler, generator=seeder.data.dataloader_generator(seeder=s)))
+        ...     range(8), batch_size=3, sampler=sampler, generator=gen))
         >>> for batch in loader:
         ...     sampler.advance(len(batch)); break
         >>> sampler.state_dict()["position"]
@@ -709,7 +712,8 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         >>> s = seeder.Seeder(); s.init(0)
         >>> def loader(sampler):
         ...     return seeder.data.watch_loader(torch.utils.data.DataLoader(
-        ...         range(10), batch_size=2, sampler=sampler, generator=seeder.data.dataloader_generator(seeder=s)))
+        ...         range(10), batch_size=2, sampler=sampler,
+        ...         generator=seeder.data.dataloader_generator(seeder=s)))
         >>> a = DistributedSampler(range(10), seeder=s); full = list(loader(a)); a.advance(4)
         >>> b = DistributedSampler(range(10), seeder=s); b.load_state_dict(a.state_dict())
         >>> [x.tolist() for x in loader(b)] == [x.tolist() for x in full[2:]]

@@ -152,10 +152,10 @@ def saved_checkpoints(
     the iterator (one for a plain pipeline), or ``None`` if the pipeline was saved
     without checkpointing. Raises :class:`StateError` if the state holds no such pipeline.
 
-    >>> saved_checkpoints({"format": "seeder", "participants": {}}, 0)
+    >>> saved_checkpoints({"format": "seeder", "participants": {}}, 0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: the seeder state holds no DALI pipeline 0 (it has: none); track the pipeline with seeder.data.dali.track(pipe, 0) before saving
+    seeder._errors.StateError: the seeder state holds no DALI pipeline 0 (it has: none); ...
     """
     pid = check_key(pipeline_id, "pipeline_id")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
@@ -222,7 +222,8 @@ def _check_entry(state: Any, where: str) -> None:
     if not isinstance(state, dict) or set(state) != _STATE_KEYS:
         have = sorted(state) if isinstance(state, dict) else type(state).__name__
         raise StateError(
-            f"{where} is not a DALI pipeline state (expected keys {sorted(_STATE_KEYS)}, got {have})"
+            f"{where} is not a DALI pipeline state (expected keys {sorted(_STATE_KEYS)}, "
+            f"got {have})"
         )
     try:
         check_key(state["pipeline_id"], f"{where}['pipeline_id']")
@@ -480,10 +481,10 @@ def get_tracked(pipeline_id: int = 0, *, seeder: Optional[Seeder] = None) -> Tra
     after loading).
 
     >>> import seeder
-    >>> get_tracked(0, seeder=seeder.Seeder())
+    >>> get_tracked(0, seeder=seeder.Seeder())  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: no DALI pipeline 0 is tracked (tracked: none); call seeder.data.dali.track(pipe, 0) first
+    ValueError: no DALI pipeline 0 is tracked (tracked: none); call ...
     """
     s = resolve_seeder(seeder)
     pid = check_key(pipeline_id, "pipeline_id")
