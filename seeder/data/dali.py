@@ -37,6 +37,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+import types
 import warnings
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -84,11 +85,18 @@ _SEEDER_KIND = "dali"
 _STATE_KEYS = frozenset({"pipeline_id", "shared", "seed", "checkpointing", "checkpoints"})
 
 
-def require_dali() -> Any:
+def require_dali() -> types.ModuleType:
     """Import and return ``nvidia.dali``, or raise ``ImportError`` saying how to install it.
 
-    >>> require_dali().__name__  # doctest: +SKIP
-    'nvidia.dali'
+    Returns:
+        The ``nvidia.dali`` module.
+
+    Raises:
+        ImportError: DALI is not installed; the message names the wheels to install.
+
+    Example:
+        >>> require_dali().__name__  # doctest: +SKIP
+        'nvidia.dali'
     """
     try:
         return importlib.import_module("nvidia.dali")
@@ -110,22 +118,35 @@ def pipeline_seed(
     epoch: int = 0,
     seeder: Optional[Seeder] = None,
 ) -> int:
-    """The seed for ``Pipeline(seed=...)`` / ``@pipeline_def(seed=...)`` of pipeline
-    ``pipeline_id``.
+    """The seed for ``Pipeline(seed=...)`` / ``@pipeline_def(seed=...)`` of pipeline ``pipeline_id``.
 
-    Derived from the master seed in ``Domain.DALI`` with ``stream = pipeline_id``
-    and this process's global rank, so ranks get different streams and the same
-    master seed gives the same ones. ``shared=True`` uses rank 0's seed on every
-    rank (all ranks draw the same augmentation); give a shared and a per-rank
-    pipeline different ids. ``task_id``/``epoch`` default to 0, a pipeline built
-    once; pass them if you rebuild pipelines per epoch. Folded to 32 bits
-    (:data:`MAX_DALI_SEED`) by :func:`seeder._seeding.derive.numpy_seed`, its two halves xor-ed.
-    Needs ``seeder.init()`` first, but not DALI.
+    Derived from the master seed in ``Domain.DALI`` with ``stream = pipeline_id`` and this
+    process's global rank: ranks get different streams, and the same master seed gives the same
+    ones. Folded to the 32 bits DALI uses (:data:`MAX_DALI_SEED`). Needs ``seeder.init()``
+    first, but not DALI.
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(7, rank=1, ngpus=2)
-    >>> pipeline_seed(0, seeder=s) != pipeline_seed(0, shared=True, seeder=s)
-    True
+    Args:
+        pipeline_id: the pipeline's id, unique per process (e.g. 0 for training, 1 for
+            validation).
+        shared: use rank 0's seed on every rank, so all ranks draw the same augmentation; give a
+            shared and a per-rank pipeline different ids.
+        task_id: the task of the derivation; 0 for a pipeline built once.
+        epoch: the epoch of the derivation; pass it if you rebuild pipelines per epoch.
+        seeder: the :class:`seeder.Seeder` to derive from; the default one if ``None``.
+
+    Returns:
+        An int in ``[0, MAX_DALI_SEED]``.
+
+    Raises:
+        RuntimeError: the seeder has no master seed yet (call ``seeder.init`` first).
+        TypeError, ValueError: ``pipeline_id`` is not an int in ``[0, 2**32)``, or ``shared`` is
+            not a bool.
+
+    Example:
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(7, rank=1, ngpus=2)
+        >>> pipeline_seed(0, seeder=s) != pipeline_seed(0, shared=True, seeder=s)
+        True
     """
     s = resolve_seeder(seeder)
     pid = check_key(pipeline_id, "pipeline_id")
@@ -144,18 +165,28 @@ def saved_checkpoints(
     """The DALI checkpoints of pipeline ``pipeline_id`` in a saved ``seeder.state_dict()``, without
     loading it.
 
-    ``state`` may also be the many-rank form of ``seeder.gather_state_dict()``: this
-    rank's entry (rank of ``seeder``, default the module-level one) is used.
+    Use it to build the pipeline with ``checkpoint=`` *before* ``seeder.load_state_dict`` (which
+    needs the pipeline tracked).
 
-    Use it to build the pipeline with ``checkpoint=`` *before* ``seeder.load_state_dict``
-    (which needs the pipeline tracked). A list with one checkpoint per pipeline of
-    the iterator (one for a plain pipeline), or ``None`` if the pipeline was saved
-    without checkpointing. Raises :class:`StateError` if the state holds no such pipeline.
+    Args:
+        state: a saved ``seeder.state_dict()``, or the many-rank form of
+            ``seeder.gather_state_dict()`` (then this rank's entry is read).
+        pipeline_id: the id the pipeline was tracked with.
+        seeder: gives this rank for a many-rank state; the default one if ``None``.
 
-    >>> saved_checkpoints({"format": "seeder", "participants": {}}, 0)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    seeder._errors.StateError: the seeder state holds no DALI pipeline 0 (it has: none); ...
+    Returns:
+        One checkpoint per pipeline of the iterator (one for a plain pipeline), or ``None`` if the
+        pipeline was saved without checkpointing.
+
+    Raises:
+        StateError: ``state`` is not a seeder state, holds no such pipeline, or its entry is
+            malformed.
+
+    Example:
+        >>> saved_checkpoints({"format": "seeder", "participants": {}}, 0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        seeder._errors.StateError: the seeder state holds no DALI pipeline 0 (it has: none); ...
     """
     pid = check_key(pipeline_id, "pipeline_id")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
@@ -193,14 +224,30 @@ def pipeline_kwargs(
 ) -> dict[str, Any]:
     """Keyword arguments for a pipeline that the seeder seeds and can resume.
 
-    ``seed`` from :func:`pipeline_seed`, ``enable_checkpointing=True`` and, when
-    ``state`` (a saved ``seeder.state_dict()``) is given, ``checkpoint=`` this
-    pipeline's saved checkpoint. Pass them to ``@pipeline_def`` functions or ``Pipeline``.
+    Pass them to a ``@pipeline_def`` function or to ``Pipeline``.
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(3)
-    >>> sorted(pipeline_kwargs(0, seeder=s))
-    ['checkpoint', 'enable_checkpointing', 'seed']
+    Args:
+        pipeline_id: the pipeline's id (see :func:`pipeline_seed`).
+        shared: the same seed on every rank (see :func:`pipeline_seed`).
+        state: a saved ``seeder.state_dict()`` to resume from; ``None`` starts fresh.
+        seeder: the :class:`seeder.Seeder` to derive from; the default one if ``None``.
+
+    Returns:
+        ``{"seed": pipeline_seed(...), "enable_checkpointing": True, "checkpoint": ...}``, the
+        checkpoint being the pipeline's saved one in ``state`` (``None`` without a state).
+
+    Raises:
+        ValueError: the pipeline was saved through an iterator over several pipelines (take each
+            checkpoint from :func:`saved_checkpoints`).
+        StateError: ``state`` holds no such pipeline (see :func:`saved_checkpoints`).
+        RuntimeError: the seeder has no master seed yet.
+
+    Example:
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(3)
+        >>> kwargs = pipeline_kwargs(0, seeder=s)
+        >>> kwargs["seed"] == pipeline_seed(0, seeder=s), kwargs["enable_checkpointing"]
+        (True, True)
     """
     seed = pipeline_seed(pipeline_id, shared=shared, seeder=seeder)
     checkpoint = None
@@ -256,14 +303,33 @@ def _checkpointing_enabled(pipeline: Any) -> bool:
 
 
 class TrackedPipeline(Participant):
-    """A DALI pipeline (and optionally the DALI iterator over it) known to
-    a :class:`~seeder.Seeder`.
+    """A DALI pipeline (and optionally the DALI iterator over it) known to a :class:`~seeder.Seeder`.
 
-    Made by :func:`track` or by ``seeder.register_generator(pipe)``. At the first
-    reseed after it becomes a participant it warns once (DALI cannot be reseeded after build);
-    ``state_dict()`` holds its DALI checkpoint(s); after ``seeder.load_state_dict``,
-    :attr:`checkpoint` / :attr:`restored_checkpoints` hold the loaded ones for
-    rebuilding with ``checkpoint=`` (then :meth:`replace` the old pipeline).
+    Made by :func:`track` or by ``seeder.register_generator(pipe)``. At the first reseed after it
+    becomes a participant it warns once (DALI cannot be reseeded after build); ``state_dict()``
+    holds its DALI checkpoint(s); after ``seeder.load_state_dict``, :attr:`checkpoint` and
+    :attr:`restored_checkpoints` hold the loaded ones for rebuilding with ``checkpoint=`` (then
+    :meth:`replace` the old pipeline).
+
+    Args:
+        pipeline: the ``nvidia.dali.Pipeline``.
+        pipeline_id: the id its seed came from (:func:`pipeline_seed`).
+        iterator: the DALI framework iterator that runs it, or ``None``.
+        shared: the pipeline has the seed shared by all ranks.
+
+    Example:
+        >>> import seeder
+        >>> from nvidia.dali import pipeline_def, fn  # doctest: +SKIP
+        >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+        ... def noise(): return fn.random.uniform(range=(0, 1))  # doctest: +SKIP
+        >>> seeder.init(42)  # doctest: +SKIP
+        >>> tracked = track(noise(**pipeline_kwargs(0)), 0)  # doctest: +SKIP
+        >>> state = seeder.state_dict()  # doctest: +SKIP
+        >>> seeder.load_state_dict(state)  # doctest: +SKIP
+        >>> pipe = noise(**pipeline_kwargs(0, state=state))  # doctest: +SKIP
+        >>> tracked.replace(pipe)  # doctest: +SKIP
+        >>> tracked.pipeline is pipe  # doctest: +SKIP
+        True
     """
 
     seeder_kind = _SEEDER_KIND
@@ -290,13 +356,25 @@ class TrackedPipeline(Participant):
 
     @property
     def checkpointing(self) -> bool:
-        """Whether the pipeline was built with ``enable_checkpointing=True``."""
+        """Whether the pipeline was built with ``enable_checkpointing=True``.
+
+        Example:
+            >>> get_tracked(0).checkpointing  # doctest: +SKIP
+            True
+        """
         return _checkpointing_enabled(self.pipeline)
 
     @property
     def checkpoint(self) -> Optional[Union[bytes, str]]:
-        """The checkpoint loaded by ``seeder.load_state_dict`` (for ``checkpoint=``), or
-        ``None``."""
+        """The checkpoint loaded by ``seeder.load_state_dict`` (for ``checkpoint=``), or ``None``.
+
+        Raises:
+            ValueError: the pipeline was saved through an iterator over several pipelines (read
+                :attr:`restored_checkpoints` instead).
+
+        Example:
+            >>> pipe = noise(**pipeline_kwargs(0), checkpoint=get_tracked(0).checkpoint)  # doctest: +SKIP
+        """
         cks = self.restored_checkpoints
         if cks is None:
             return None
@@ -308,14 +386,38 @@ class TrackedPipeline(Participant):
         return cks[0]
 
     def replace(self, pipeline: Pipeline, iterator: Any = None) -> None:
-        """Track ``pipeline`` (rebuilt with ``checkpoint=``) instead of the old one, in the same
-        place."""
+        """Track ``pipeline`` (rebuilt with ``checkpoint=``) instead of the old one, in the same place.
+
+        Args:
+            pipeline: the rebuilt ``nvidia.dali.Pipeline``.
+            iterator: the DALI framework iterator that runs it, or ``None``.
+
+        Raises:
+            TypeError: ``pipeline`` is not a DALI pipeline, or ``iterator`` not a DALI iterator.
+
+        Example:
+            >>> tracked = get_tracked(0)  # doctest: +SKIP
+            >>> tracked.replace(noise(**pipeline_kwargs(0), checkpoint=tracked.checkpoint))  # doctest: +SKIP
+        """
         _check_pipeline(pipeline)
         _check_iterator(iterator)
         self._set(pipeline, iterator)
 
     # --------------------------------------------------------------- protocol
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+        """Participant hook of ``seeder.reseed``: warns once that a built DALI pipeline is not reseeded.
+
+        Also warns once if a loaded checkpoint was not used to build the pipeline.
+
+        Args:
+            seeder: the seeder that reseeds.
+            task_id: the reseed's task.
+            epoch: the reseed's epoch.
+
+        Example:
+            >>> seeder.reseed(1, 0)  # doctest: +SKIP
+            ... # SeederWarning: DALI pipeline 0 (seed ...) cannot be reseeded after it is built: ...
+        """
         self._check_restored()
         if self._warned_reseed:
             return
@@ -344,6 +446,18 @@ class TrackedPipeline(Participant):
         )
 
     def state_dict(self) -> dict[str, Any]:
+        """This pipeline's entry in ``seeder.state_dict()["participants"]``.
+
+        Warns once if the pipeline saves no checkpoints (built without ``enable_checkpointing``).
+
+        Returns:
+            ``{"pipeline_id", "shared", "seed", "checkpointing", "checkpoints"}``; ``checkpoints`` is
+            one DALI checkpoint per pipeline of the iterator, or ``None``.
+
+        Example:
+            >>> sorted(get_tracked(0).state_dict())  # doctest: +SKIP
+            ['checkpointing', 'checkpoints', 'pipeline_id', 'seed', 'shared']
+        """
         self._check_restored()
         checkpoints = None
         if self.checkpointing:
@@ -373,6 +487,20 @@ class TrackedPipeline(Participant):
         }
 
     def check_state_dict(self, state: Any) -> None:
+        """Raise :class:`seeder.StateError` if ``state`` does not fit this pipeline; change nothing.
+
+        Args:
+            state: an entry that :meth:`state_dict` returned.
+
+        Raises:
+            StateError: the entry is malformed, or has another id, ``shared`` or number of pipelines.
+
+        Example:
+            >>> get_tracked(0).check_state_dict({})  # doctest: +SKIP
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: the state of DALI pipeline 0 is not a DALI pipeline state ...
+        """
         where = f"the state of DALI pipeline {self.pipeline_id}"
         _check_entry(state, where)
         if state["pipeline_id"] != self.pipeline_id:
@@ -395,6 +523,16 @@ class TrackedPipeline(Participant):
             )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Keep the loaded checkpoints for rebuilding the pipeline (DALI restores only at build).
+
+        Args:
+            state: an entry that :meth:`check_state_dict` accepted.
+
+        Example:
+            >>> seeder.load_state_dict(state)  # doctest: +SKIP
+            >>> get_tracked(0).checkpoint is not None  # doctest: +SKIP
+            True
+        """
         self.restored_checkpoints = (
             None if state["checkpoints"] is None else list(state["checkpoints"])
         )
@@ -477,14 +615,25 @@ def _tracked(s: Seeder) -> list[TrackedPipeline]:
 
 
 def get_tracked(pipeline_id: int = 0, *, seeder: Optional[Seeder] = None) -> TrackedPipeline:
-    """The :class:`TrackedPipeline` with this id (e.g. to read :attr:`~TrackedPipeline.checkpoint`
-    after loading).
+    """The :class:`TrackedPipeline` with this id, e.g. to read its :attr:`~TrackedPipeline.checkpoint`
+    after loading.
 
-    >>> import seeder
-    >>> get_tracked(0, seeder=seeder.Seeder())  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: no DALI pipeline 0 is tracked (tracked: none); call ...
+    Args:
+        pipeline_id: the id the pipeline was tracked with.
+        seeder: the :class:`seeder.Seeder` it was tracked by; the default one if ``None``.
+
+    Returns:
+        The tracked pipeline.
+
+    Raises:
+        ValueError: no pipeline with this id is tracked.
+
+    Example:
+        >>> import seeder
+        >>> get_tracked(0, seeder=seeder.Seeder())  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: no DALI pipeline 0 is tracked (tracked: none); call ...
     """
     s = resolve_seeder(seeder)
     pid = check_key(pipeline_id, "pipeline_id")
@@ -529,21 +678,34 @@ def track(
     """Make ``pipeline`` known to the seeder: one warning at the first reseed, its checkpoint in
     ``state_dict()``.
 
-    ``pipeline_id`` is the id its seed came from (:func:`pipeline_seed`); ids are unique
-    per process. Pass the DALI PyTorch ``iterator`` that runs it, if any, so that the
-    saved checkpoint includes the iterator's position (``iterator.checkpoints()``).
-    Warns if the pipeline's seed is not the one the seeder derives. Returns the
-    participant; ``seeder.unregister_generator(pipeline)`` removes it.
+    Warns (:class:`seeder.SeederWarning`) if the pipeline's seed is not the one the seeder
+    derives. ``seeder.unregister_generator(pipeline)`` removes it again.
 
-    >>> import seeder
-    >>> from seeder.data.dali import pipeline_kwargs
-    >>> from nvidia.dali import pipeline_def, fn                  # doctest: +SKIP
-    >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
-    ... def noise(): return fn.random.uniform(range=(0, 1))      # doctest: +SKIP
-    >>> seeder.init(42)                                           # doctest: +SKIP
-    >>> pipe = noise(**pipeline_kwargs(0))                        # doctest: +SKIP
-    >>> track(pipe, 0)                                            # doctest: +SKIP
-    TrackedPipeline(id=0, seed=..., shared=False, checkpointing=True, iterator=False)
+    Args:
+        pipeline: a built or unbuilt ``nvidia.dali.Pipeline``.
+        pipeline_id: the id its seed came from (:func:`pipeline_seed`); unique per process.
+        iterator: the DALI PyTorch iterator that runs it, if any, so that the saved checkpoint
+            holds the iterator's position (``iterator.checkpoints()``).
+        shared: the pipeline was built with the shared seed (``pipeline_seed(..., shared=True)``).
+        seeder: the :class:`seeder.Seeder` to join; the default one if ``None``.
+
+    Returns:
+        The :class:`TrackedPipeline` participant.
+
+    Raises:
+        ImportError: DALI is not installed.
+        TypeError: ``pipeline`` is not a DALI pipeline, or ``iterator`` not a DALI iterator.
+        ValueError: the pipeline, or its id, is already tracked.
+
+    Example:
+        >>> import seeder
+        >>> from nvidia.dali import pipeline_def, fn  # doctest: +SKIP
+        >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+        ... def noise(): return fn.random.uniform(range=(0, 1))  # doctest: +SKIP
+        >>> seeder.init(42)  # doctest: +SKIP
+        >>> pipe = noise(**pipeline_kwargs(0))  # doctest: +SKIP
+        >>> track(pipe, 0)  # doctest: +SKIP
+        TrackedPipeline(id=0, seed=787803391, shared=False, checkpointing=True, iterator=False)
     """
     _check_pipeline(pipeline)
     _check_iterator(iterator)
