@@ -118,7 +118,7 @@ def pipeline_seed(
     epoch: int = 0,
     seeder: Optional[Seeder] = None,
 ) -> int:
-    """The seed for ``Pipeline(seed=...)`` / ``@pipeline_def(seed=...)`` of pipeline ``pipeline_id``.
+    """The seed of pipeline ``pipeline_id``, for ``Pipeline(seed=...)`` or ``@pipeline_def``.
 
     Derived from the master seed in ``Domain.DALI`` with ``stream = pipeline_id`` and this
     process's global rank: ranks get different streams, and the same master seed gives the same
@@ -303,7 +303,7 @@ def _checkpointing_enabled(pipeline: Any) -> bool:
 
 
 class TrackedPipeline(Participant):
-    """A DALI pipeline (and optionally the DALI iterator over it) known to a :class:`~seeder.Seeder`.
+    """A DALI pipeline (and optionally the DALI iterator over it) known to a seeder.
 
     Made by :func:`track` or by ``seeder.register_generator(pipe)``. At the first reseed after it
     becomes a participant it warns once (DALI cannot be reseeded after build); ``state_dict()``
@@ -373,7 +373,8 @@ class TrackedPipeline(Participant):
                 :attr:`restored_checkpoints` instead).
 
         Example:
-            >>> pipe = noise(**pipeline_kwargs(0), checkpoint=get_tracked(0).checkpoint)  # doctest: +SKIP
+            >>> loaded = get_tracked(0).checkpoint  # doctest: +SKIP
+            >>> pipe = noise(**pipeline_kwargs(0), checkpoint=loaded)  # doctest: +SKIP
         """
         cks = self.restored_checkpoints
         if cks is None:
@@ -386,7 +387,7 @@ class TrackedPipeline(Participant):
         return cks[0]
 
     def replace(self, pipeline: Pipeline, iterator: Any = None) -> None:
-        """Track ``pipeline`` (rebuilt with ``checkpoint=``) instead of the old one, in the same place.
+        """Track ``pipeline`` (rebuilt with ``checkpoint=``) in the old one's place.
 
         Args:
             pipeline: the rebuilt ``nvidia.dali.Pipeline``.
@@ -397,7 +398,8 @@ class TrackedPipeline(Participant):
 
         Example:
             >>> tracked = get_tracked(0)  # doctest: +SKIP
-            >>> tracked.replace(noise(**pipeline_kwargs(0), checkpoint=tracked.checkpoint))  # doctest: +SKIP
+            >>> pipe = noise(**pipeline_kwargs(0), checkpoint=tracked.checkpoint)  # doctest: +SKIP
+            >>> tracked.replace(pipe)  # doctest: +SKIP
         """
         _check_pipeline(pipeline)
         _check_iterator(iterator)
@@ -405,7 +407,7 @@ class TrackedPipeline(Participant):
 
     # --------------------------------------------------------------- protocol
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Participant hook of ``seeder.reseed``: warns once that a built DALI pipeline is not reseeded.
+        """Participant hook of ``seeder.reseed``: warns once that a built pipeline is not reseeded.
 
         Also warns once if a loaded checkpoint was not used to build the pipeline.
 
@@ -416,7 +418,7 @@ class TrackedPipeline(Participant):
 
         Example:
             >>> seeder.reseed(1, 0)  # doctest: +SKIP
-            ... # SeederWarning: DALI pipeline 0 (seed ...) cannot be reseeded after it is built: ...
+            ... # SeederWarning: DALI pipeline 0 (seed ...) cannot be reseeded after it is built
         """
         self._check_restored()
         if self._warned_reseed:
@@ -451,8 +453,8 @@ class TrackedPipeline(Participant):
         Warns once if the pipeline saves no checkpoints (built without ``enable_checkpointing``).
 
         Returns:
-            ``{"pipeline_id", "shared", "seed", "checkpointing", "checkpoints"}``; ``checkpoints`` is
-            one DALI checkpoint per pipeline of the iterator, or ``None``.
+            ``{"pipeline_id", "shared", "seed", "checkpointing", "checkpoints"}``;
+            ``checkpoints`` is one DALI checkpoint per pipeline of the iterator, or ``None``.
 
         Example:
             >>> sorted(get_tracked(0).state_dict())  # doctest: +SKIP
@@ -493,7 +495,8 @@ class TrackedPipeline(Participant):
             state: an entry that :meth:`state_dict` returned.
 
         Raises:
-            StateError: the entry is malformed, or has another id, ``shared`` or number of pipelines.
+            StateError: the entry is malformed, or has another id, ``shared`` or number of
+                pipelines.
 
         Example:
             >>> get_tracked(0).check_state_dict({})  # doctest: +SKIP
@@ -615,8 +618,7 @@ def _tracked(s: Seeder) -> list[TrackedPipeline]:
 
 
 def get_tracked(pipeline_id: int = 0, *, seeder: Optional[Seeder] = None) -> TrackedPipeline:
-    """The :class:`TrackedPipeline` with this id, e.g. to read its :attr:`~TrackedPipeline.checkpoint`
-    after loading.
+    """The :class:`TrackedPipeline` with this id, e.g. to read its loaded checkpoint.
 
     Args:
         pipeline_id: the id the pipeline was tracked with.
