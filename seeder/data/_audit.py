@@ -162,26 +162,34 @@ class LoaderWatch:
 
 
 def watch_loader(loader: L) -> L:
-    """Tell the :class:`seeder.DistributedSampler` inside ``loader`` which loader iterates it;
-    return ``loader``.
+    """Tell the :class:`seeder.DistributedSampler` inside ``loader`` which loader iterates it.
 
     torch gives a sampler no reference to its loader. Shown the loader, the sampler's
-    ``state_dict()`` inside an epoch, and the first indices of an epoch resumed inside,
-    warn once per thing in the loader that makes the resume diverge: no ``generator=``,
-    workers without per-sample seeds (:class:`seeder.data.SeededDataset`). A loader that saves the
-    position itself (torchdata's ``StatefulDataLoader``) needs no ``sampler.advance``. Any
-    object with a ``sampler`` (or ``batch_sampler.sampler``) that is seeder's can be shown;
-    only a torch ``DataLoader`` is checked. A ``seeder.DataLoader`` needs no call (it is returned as
-    it is).
+    ``state_dict()`` inside an epoch, and the first indices of an epoch resumed inside, warn once
+    per thing in the loader that makes the resume diverge: no ``generator=``, workers without
+    per-sample seeds (:class:`seeder.data.SeededDataset`). A loader that saves the position itself
+    (torchdata's ``StatefulDataLoader``) needs no ``sampler.advance``. Only a torch ``DataLoader``
+    is checked; a ``seeder.DataLoader`` needs no call.
 
-    >>> import torch, seeder
-    >>> s = seeder.Seeder(); s.init(0)
-    >>> sampler = seeder.DistributedSampler(range(8), seeder=s)
-    >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
-    ...     range(8), sampler=sampler, batch_size=2,
-    ...     generator=seeder.data.dataloader_generator(seeder=s)))
-    >>> loader.sampler is sampler
-    True
+    Args:
+        loader: any object with a seeder sampler as ``sampler`` or ``batch_sampler.sampler``, or
+            a ``seeder.DataLoader``.
+
+    Returns:
+        ``loader`` itself.
+
+    Raises:
+        TypeError: ``loader`` holds no :class:`seeder.DistributedSampler`.
+
+    Example:
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> sampler = seeder.DistributedSampler(range(8), seeder=s)
+        >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
+        ...     range(8), sampler=sampler, batch_size=2,
+        ...     generator=seeder.data.dataloader_generator(seeder=s)))
+        >>> loader.sampler is sampler
+        True
     """
     if (
         getattr(loader, "seeder_kind", None) == "loader"
