@@ -308,32 +308,43 @@ def _choose_sampler(
 class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
-    * ``shuffle=True``: seeder's :class:`~seeder.DistributedSampler` (one shard per global rank
-      under a process group, else one replica); ``shuffle=False``: the same, in sequential
-      order. A ``sampler=`` that is a ``seeder.DistributedSampler`` (or a ``batch_sampler=``
-      that is a ``torch.utils.data.BatchSampler`` over one) is used as it is; any other sampler
-      raises ``TypeError`` (seeder could not restore its position: use
-      ``torch.utils.data.DataLoader`` for it, and see ``docs/dataloader.md``).
-    * ``seeder=``: a :class:`seeder.Seeder` other than the default one.
-    * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
-    * An ``IterableDataset`` raises ``TypeError``: its loader is :class:`seeder.IterableDataLoader`.
-    * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
-    * ``elastic=`` raises ``TypeError``: :class:`seeder.ElasticDataLoader` is the elastic loader
-      (docs/elastic.md).
-    * What it cannot resume raises before anything changes (:func:`check_loader_args`): a non-bool
-      ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
-      iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
-      continues from the loaded position.
-
     The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or
-    ``loader.sampler.set_epoch``. Once every batch of an epoch was handed out, the state
-    says so, and a resumed loader yields nothing more for that epoch.
+    ``loader.sampler.set_epoch``. Once every batch of an epoch was handed out, the state says so,
+    and a resumed loader yields nothing more for that epoch. An iterator started before
+    :meth:`load_state_dict` raises at its next batch; ``iter(loader)`` continues from the loaded
+    position.
 
-    >>> import torch, seeder
-    >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-    >>> loader = DataLoader(torch.arange(6), batch_size=4, shuffle=True, seeder=s)
-    >>> [len(b) for b in loader], len(loader)
-    ([4, 2], 2)
+    Args:
+        dataset: a map-style dataset (``__getitem__`` and ``__len__``).
+        batch_size: samples per batch; ``None`` (no batching) is refused: pass 1.
+        shuffle: ``True``: seeder's :class:`~seeder.DistributedSampler` (one shard per global rank
+            under a process group, else one replica); ``False`` or ``None``: the same, in
+            sequential order.
+        sampler: ``None``, or a :class:`seeder.DistributedSampler`, used as it is.
+        batch_sampler: ``None``, or a ``torch.utils.data.BatchSampler`` over a
+            :class:`seeder.DistributedSampler`.
+        num_workers, collate_fn, pin_memory, drop_last, timeout, multiprocessing_context, **kwargs:
+            as torch's ``DataLoader``.
+        worker_init_fn: called in each worker after seeder's seeding, as torch's.
+        generator: ``None`` gets a private generator, so iterating never draws from torch's global
+            RNG; or a ``torch.Generator``.
+        seeder: a :class:`seeder.Seeder` other than the default one.
+
+    Raises:
+        TypeError: an ``IterableDataset`` (its loader is :class:`seeder.IterableDataLoader`);
+            ``elastic=`` (:class:`seeder.ElasticDataLoader` is the elastic loader); another
+            sampler or batch sampler (seeder could not restore its position: use
+            ``torch.utils.data.DataLoader`` for it, see ``docs/dataloader.md``); a non-bool
+            ``shuffle`` or another argument of the wrong type.
+        ValueError: what seeder cannot resume (``in_order=False`` with workers, ``batch_size=None``,
+            more than ``2**32`` batches an epoch), or arguments torch refuses together.
+
+    Example:
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> loader = DataLoader(torch.arange(6), batch_size=4, shuffle=True, seeder=s)
+        >>> [len(b) for b in loader], len(loader)
+        ([4, 2], 2)
     """
 
     seeder_kind = "loader"
@@ -431,13 +442,28 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     # ------------------------------------------------------------ positions
     @property
     def epoch(self) -> int:
-        """The epoch the next ``iter(loader)`` runs (the sampler's)."""
+        """The epoch the next ``iter(loader)`` runs (the sampler's).
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 4)
+            >>> DataLoader(torch.arange(4), seeder=s).epoch
+            4
+        """
         return self.sampler.epoch
 
     @property
     def loads(self) -> int:
         """How many times :meth:`load_state_dict` was called: an iterator started before the last
-        load is stale."""
+        load is stale.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s)
+            >>> loader.load_state_dict(loader.state_dict()); loader.loads
+            1
+        """
         return self._loads
 
     @property
@@ -463,12 +489,30 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     @property
     def live_token(self) -> Optional[object]:
-        """Identifies the newest iterator; only it moves the position."""
+        """Identifies the newest iterator; only it moves the position (``None`` before the first).
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s)
+            >>> old = loader.live_token; _ = iter(loader); loader.live_token is old
+            False
+        """
         return self._live_token
 
     def pending_start(self) -> tuple[int, int, object]:
-        """``(epoch, first batch, token)`` of the iterator being created (read by the batch
-        sampler)."""
+        """Where the iterator being created starts; read by the batch sampler.
+
+        Returns:
+            ``(epoch, first batch, token)``; the token identifies the iterator (:attr:`live_token`).
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 2)
+            >>> epoch, first, token = DataLoader(torch.arange(4), seeder=s).pending_start()
+            >>> epoch, first
+            (2, 0)
+        """
         if self._pending is None:  # iterated outside __iter__ (e.g. by a wrapper): start it here
             self._pending = self._start()
         return self._pending
@@ -488,16 +532,54 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         return epoch, start, token
 
     def handed(self, epoch: int, batches: int) -> None:
-        """Record that ``batches`` batches of ``epoch`` have been handed to the training loop."""
+        """Record that ``batches`` batches of ``epoch`` have been handed to the training loop.
+
+        Args:
+            epoch: the epoch of the batches.
+            batches: how many of its batches the training loop has received.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s)
+            >>> loader.handed(0, 3); loader.batches_done
+            3
+        """
         self._done = (epoch, batches)
 
     def seeder_position(self) -> dict[str, int]:
-        """:class:`~seeder._seeding.participant.Positioned`: the epoch and the samples of it handed
-        out; changes nothing."""
+        """The loader's position for the seeder's records
+        (:class:`~seeder._seeding.participant.Positioned`); changes nothing.
+
+        Returns:
+            ``{"epoch": ..., "position": samples of it handed out}``.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> _ = next(iter(loader))
+            >>> loader.seeder_position()
+            {'epoch': 0, 'position': 3}
+        """
         return {"epoch": self.sampler.epoch, "position": self.samples_before(self.batches_done)}
 
     def samples_before(self, batch: int) -> int:
-        """Samples of this rank's epoch in the batches before ``batch``."""
+        """Samples of this rank's epoch in the batches before ``batch``.
+
+        Args:
+            batch: a batch index of the epoch.
+
+        Returns:
+            ``batch * batch_size``, at most the rank's samples in the epoch.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> loader.samples_before(2), loader.samples_before(4)
+            (6, 10)
+        """
         return min(batch * self.batch_size, self.sampler.num_samples)
 
     def __iter__(self) -> Any:
@@ -527,22 +609,40 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     # --------------------------------------------------------------- seeder
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Participant hook: an owned sampler follows ``reseed(task, epoch)``; a joined one does so
-        itself."""
+        """Participant hook of ``seeder.reseed``: an owned sampler follows ``reseed(task,
+        epoch)``; a joined one does so itself.
+
+        Args:
+            seeder: the seeder that reseeds.
+            task_id: the reseed's task.
+            epoch: the reseed's epoch.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s)
+            >>> s.reseed(1, 5); loader.epoch  # the seeder called loader.seeder_reseed(s, 1, 5)
+            5
+        """
         if self._owns_sampler:
             self.sampler.seeder_reseed(seeder, task_id, epoch)
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, position (batches and samples handed to the training loop) and the sampler's
-        state: plain values only.
+        """Epoch, position (batches and samples handed out) and the sampler's state.
 
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-        >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
-        >>> it = iter(loader); _ = next(it)
-        >>> st = loader.state_dict(); st["batch"], st["position"], st["num_batches"]
-        (1, 3, 4)
+        Returns:
+            A dict of plain values (``format``, ``version``, ``epoch``, ``batch``, ``position``,
+            ``batch_size``, ``drop_last``, ``num_batches``, ``sampler``) for
+            :meth:`load_state_dict`.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> it = iter(loader); _ = next(it)
+            >>> st = loader.state_dict(); st["batch"], st["position"], st["num_batches"]
+            (1, 3, 4)
         """
         epoch, batch = self.sampler.epoch, self.batches_done
         sampler_state = self.sampler.state_dict()
@@ -561,13 +661,21 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     def check_state_dict(self, state: Any) -> None:
         """Raise :class:`seeder.StateError` if ``state`` does not fit this loader; change nothing.
 
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = DataLoader(torch.arange(4), seeder=s)
-        >>> loader.check_state_dict({"format": "x"})  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        seeder._errors.StateError: not a seeder.DataLoader state: pass the dict returned by ...
+        Args:
+            state: what :meth:`state_dict` returned (in this run or a saved one).
+
+        Raises:
+            StateError: not a loader state, another ``batch_size``, ``drop_last``, dataset or world
+                size, a corrupt position, or a sampler state that does not fit.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s)
+            >>> loader.check_state_dict({"format": "x"})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: not a seeder.DataLoader state: pass the dict returned by ...
         """
         check_state_header(
             state, "seeder.loader", LOADER_STATE_VERSION, _STATE_KEYS, "seeder.DataLoader"
@@ -607,7 +715,23 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         handed out (O(1)).
 
         Loading the same state twice (seeder and a framework both restore it) is harmless.
-        Validates first; a bad state raises :class:`seeder.StateError` and changes nothing.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
+            RuntimeError: called inside a DataLoader worker.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(6), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it); state = loader.state_dict()
+            >>> again = DataLoader(torch.arange(6), batch_size=2, seeder=s)
+            >>> again.load_state_dict(state)
+            >>> [b.tolist() for b in again]
+            [[2, 3], [4, 5]]
         """
         refuse_in_worker("seeder.DataLoader.load_state_dict()")
         self.check_state_dict(state)
