@@ -437,31 +437,31 @@ def _showing(loader: Any, dataset: Any) -> Iterator[None]:
 class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` over an ``IterableDataset`` that resumes bit for bit.
 
+    A state is checked whole before it loads (:meth:`check_state_dict`); an iterator started before
+    :meth:`load_state_dict` raises at its next batch.
+
     Args:
-        dataset: a ``torch.utils.data.IterableDataset`` (a ``datasets.IterableDataset`` too); a
-            map-style dataset raises ``TypeError`` (its loader is :class:`seeder.DataLoader`).
-        batch_size, drop_last, collate_fn, num_workers, persistent_workers, pin_memory,
-            prefetch_factor, timeout, worker_init_fn, multiprocessing_context, generator: as
-            in torch.
-        shuffle, sampler, batch_sampler: refused (``ValueError``): a stream's order is its own.
+        dataset: a ``torch.utils.data.IterableDataset`` (a ``datasets.IterableDataset`` too).
+            batch_size, drop_last, collate_fn, num_workers, persistent_workers, pin_memory,
+            prefetch_factor, timeout, worker_init_fn, multiprocessing_context, generator: as in
+            torch.
+        shuffle, sampler, batch_sampler: refused: a stream's order is its own.
         seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
         task: the reseed task whose epoch it follows (1).
 
     Raises:
-        TypeError: a map-style dataset.
+        TypeError: a map-style dataset (its loader is :class:`seeder.DataLoader`).
         ValueError: ``shuffle``, ``sampler``, ``batch_sampler``; a bad ``batch_size`` or
             ``num_workers``.
         RuntimeError: the seeder is not initialised (the stream is sharded by global rank).
 
-    A state is checked whole before it loads (:meth:`check_state_dict`); an iterator started
-    before :meth:`load_state_dict` raises at its next batch.
-
-    >>> import torch, seeder
-    >>> class Count(torch.utils.data.IterableDataset):
-    ...     def __iter__(self): return iter(range(5))
-    >>> s = seeder.Seeder(); s.init(0)
-    >>> [b.tolist() for b in IterableDataLoader(Count(), batch_size=2, seeder=s)]
-    [[0, 1], [2, 3], [4]]
+    Example:
+        >>> import torch, seeder
+        >>> class Count(torch.utils.data.IterableDataset):
+        ...     def __iter__(self): return iter(range(5))
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> [b.tolist() for b in IterableDataLoader(Count(), batch_size=2, seeder=s)]
+        [[0, 1], [2, 3], [4]]
     """
 
     seeder_kind = "loader"
@@ -562,33 +562,101 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     @property
     def epoch(self) -> int:
-        """The epoch the next ``iter(loader)`` runs."""
+        """The epoch the next ``iter(loader)`` runs.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> s.reseed(1, 3); IterableDataLoader(Count(), seeder=s).epoch
+            3
+        """
         return self._epoch
 
     @property
     def live_token(self) -> Optional[object]:
-        """Identifies the newest iterator; only it moves the position."""
+        """Identifies the newest iterator; only it moves the position (``None`` before the first).
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), seeder=s)
+            >>> old = loader.live_token; _ = iter(loader); loader.live_token is old
+            False
+        """
         return self._live_token
 
     @property
     def loads(self) -> int:
-        """How many times :meth:`load_state_dict` was called (an older iterator is stale)."""
+        """How many times :meth:`load_state_dict` was called (an older iterator is stale).
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), seeder=s)
+            >>> loader.load_state_dict(loader.state_dict()); loader.loads
+            1
+        """
         return self._loads
 
     @property
     def batches_done(self) -> int:
-        """Batches of epoch :attr:`epoch` handed out so far, those before a resume's stop
-        included."""
+        """Batches of epoch :attr:`epoch` handed out so far, those before a resume's stop included.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it); loader.batches_done
+            1
+        """
         progress = self._resume if self._resume is not None else self._progress
         return progress["batch"] if progress["epoch"] == self._epoch else 0
 
     def set_epoch(self, epoch: int) -> None:
-        """Run ``epoch`` next (what ``seeder.reseed(task, epoch)`` does)."""
+        """Run ``epoch`` next (what ``seeder.reseed(task, epoch)`` does).
+
+        Args:
+            epoch: an int >= 0.
+
+        Raises:
+            TypeError, ValueError: ``epoch`` is not an int >= 0.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), seeder=s)
+            >>> loader.set_epoch(2); loader.epoch
+            2
+        """
         self._epoch = check_int(epoch, "epoch", low=0)
 
     def handed(self, progress: dict[str, Any]) -> None:
         """Record the position after a batch was handed to the training loop (called by the
-        iterator)."""
+        iterator).
+
+        Args:
+            progress: the round-robin position after the batch (``epoch``, ``batch``,
+                ``next_worker``, ``complete``, ``workers``).
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), seeder=s)
+            >>> loader.handed({**loader.state_dict(), "batch": 0}); loader.batches_done
+            0
+        """
         self._progress = progress
         self._kept.append(progress)
 
@@ -632,7 +700,23 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     # --------------------------------------------------------------- seeder
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Participant hook: ``reseed(task, epoch)`` of this loader's task starts ``epoch``."""
+        """Participant hook of ``seeder.reseed``: ``reseed(task, epoch)`` of this loader's task
+        starts ``epoch``.
+
+        Args:
+            seeder: the seeder that reseeds.
+            task_id: the reseed's task.
+            epoch: the reseed's epoch.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), seeder=s)
+            >>> s.reseed(1, 4); loader.epoch  # the seeder called loader.seeder_reseed(s, 1, 4)
+            4
+        """
         if task_id == self._task:
             self._epoch = epoch
 
@@ -640,14 +724,18 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """Epoch, round-robin position and, per worker, the dataset's state as of the last batch
         handed out.
 
-        >>> import torch, seeder
-        >>> class Count(torch.utils.data.IterableDataset):
-        ...     def __iter__(self): return iter(range(5))
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s)
-        >>> it = iter(loader); _ = next(it)
-        >>> st = loader.state_dict(); st["batch"], st["workers"]
-        (1, [{'produced': 1, 'state': None, 'done': False}])
+        Returns:
+            A dict of plain values and the datasets' own states, for :meth:`load_state_dict`.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it)
+            >>> st = loader.state_dict(); st["batch"], st["workers"]
+            (1, [{'produced': 1, 'state': None, 'done': False}])
         """
         progress = self._resume if self._resume is not None else self._progress
         if progress["epoch"] != self._epoch:
@@ -659,18 +747,27 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         out.
 
         For a training loop that fetches ahead (Lightning prefetches a batch from a loader with no
-        length): the state of what it trained, not of what it fetched. The last
-        ``KEPT_POSITIONS`` positions of the live iterator are kept; an older one raises
-        :class:`seeder.StateError`.
+        length): the state of what it trained, not of what it fetched.
 
-        >>> import torch, seeder
-        >>> class Count(torch.utils.data.IterableDataset):
-        ...     def __iter__(self): return iter(range(6))
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s)
-        >>> it = iter(loader); _ = next(it); _ = next(it)
-        >>> loader.state_dict_at(1)["batch"], loader.state_dict()["batch"]
-        (1, 2)
+        Args:
+            batches_done: batches of the current epoch the training loop has trained on.
+
+        Returns:
+            The state at that position.
+
+        Raises:
+            StateError: the position is older than the last ``KEPT_POSITIONS`` of the live iterator.
+            TypeError, ValueError: ``batches_done`` is not an int >= 0.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it); _ = next(it)
+            >>> loader.state_dict_at(1)["batch"], loader.state_dict()["batch"]
+            (1, 2)
         """
         batches_done = check_int(batches_done, "batches_done", low=0)
         if self._resume is None:
@@ -699,25 +796,31 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         }
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder.StateError` unless this loader can continue from ``state``.
+        """Raise :class:`seeder.StateError` unless this loader can continue from ``state``; change
+        nothing.
 
-        Changes nothing.
-
-        Checked whole: the layout (``num_workers``, ``batch_size``, ``drop_last``, world size),
-        the position (``batch``, per-worker progress, ``next_worker`` and ``complete`` must be a
-        position of the round robin), the epoch (inside ``seeder.load_state_dict``: the one its
-        last reseed puts this loader in) and each worker's dataset state (the dataset's
+        Checked whole: the layout (``num_workers``, ``batch_size``, ``drop_last``, world size), the
+        position (``batch``, per-worker progress, ``next_worker`` and ``complete`` must be a
+        position of the round robin), the epoch (inside ``seeder.load_state_dict``: the one its last
+        reseed puts this loader in) and each worker's dataset state (the dataset's
         ``check_state_dict``, else loaded into a copy of the dataset).
 
-        >>> import torch, seeder
-        >>> class Count(torch.utils.data.IterableDataset):
-        ...     def __iter__(self): return iter(range(5))
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
-        >>> loader.check_state_dict({**loader.state_dict(), "batch": -5})  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        seeder._errors.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: what is wrong with the state, and what to do.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> loader.check_state_dict({**loader.state_dict(), "batch": -5})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
         """
         layout = {
             "num_workers": self.num_workers,
@@ -736,10 +839,26 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet
         handed out.
 
-        Validates first (:meth:`check_state_dict`); a bad state raises :class:`seeder.StateError`
-        and changes nothing. An iterator started before the load raises at its next batch
-        (call ``iter(loader)`` again); persistent workers already running are stopped (they hold
-        the old position).
+        An iterator started before the load raises at its next batch (call ``iter(loader)`` again);
+        persistent workers already running are stopped (they hold the old position).
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
+            RuntimeError: called inside a DataLoader worker.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it); state = loader.state_dict()
+            >>> again = IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> again.load_state_dict(state); [b.tolist() for b in again]
+            [[2, 3], [4]]
         """
         refuse_in_worker("seeder.IterableDataLoader.load_state_dict()")
         self.check_state_dict(state)
