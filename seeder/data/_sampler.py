@@ -419,30 +419,45 @@ def _check_not_stopped(progress: Progress) -> None:
 class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSampler):
     """Shard and shuffle a dataset across ranks; the order comes from the seeder.
 
-    Accepted wherever :class:`torch.utils.data.DistributedSampler` is (it is a
-    subclass): ``DataLoader(sampler=...)``, ``set_epoch``, ``len``.
+    Accepted wherever :class:`torch.utils.data.DistributedSampler` is (it is a subclass):
+    ``DataLoader(sampler=...)``, ``set_epoch``, ``len``. The sampler follows every ``reseed(task,
+    epoch)`` of its ``task``: forgetting ``set_epoch`` is harmless; once you call :meth:`set_epoch`
+    yourself, your calls alone decide the epoch. Mid-epoch resume: call :meth:`advance` with the
+    size of each batch your loop has *finished*; :meth:`state_dict` saves that count, and after
+    :meth:`load_state_dict` the next iteration yields exactly the remaining indices (O(1) in
+    ``"feistel"`` mode).
 
-    * ``num_replicas``/``rank``: given, else the process group's, else one replica (rank 0).
-    * ``seed``: ``None`` (default) takes the master seed of the seeder; an int makes the
-      order independent of the seeder (in ``mode="torch"`` it is torch's ``seed``).
-    * The sampler joins ``seeder`` (the default one unless given) and follows every
-      ``reseed(task, epoch)`` of its ``task`` (1, the training loop): forgetting
-      ``set_epoch`` is harmless. Once you call :meth:`set_epoch` yourself, your calls
-      alone decide the epoch.
-    * Mid-epoch resume: call :meth:`advance` with the size of each batch your loop has
-      *finished*; :meth:`state_dict` saves that count, and after :meth:`load_state_dict`
-      the next iteration yields exactly the remaining indices (O(1) in ``"feistel"`` mode).
-    * ``join=False``: the sampler does not join the seeder (no reseed following, no state in
-      ``seeder.state_dict()``); the object that owns it does that (:class:`seeder.DataLoader`).
-    * Over a :class:`seeder.data.SeededDataset` it yields ``(epoch, index)`` pairs, so that
-      workers can seed each sample (``with_epoch`` overrides the detection).
+    Args:
+        dataset: anything with ``__len__``.
+        num_replicas, rank: given, else the process group's, else one replica (rank 0).
+        shuffle: shuffle each epoch (else sequential order).
+        seed: ``None`` takes the master seed of the seeder; an int makes the order independent of
+            the seeder (in ``mode="torch"`` it is torch's ``seed``).
+        drop_last: cut the index list to a multiple of ``num_replicas`` (else pad it), as torch.
+        mode: ``"feistel"`` (O(1) start and resume) or ``"torch"`` (``torch.randperm``, torch's
+            order for a given ``seed``).
+        task: the reseed task whose epochs it follows (1, the training loop).
+        stream: tells apart samplers of the same task, e.g. two datasets.
+        with_epoch: yield ``(epoch, index)`` pairs; ``None`` does so over a
+            :class:`seeder.data.SeededDataset`, so that workers can seed each sample.
+        seeder: the :class:`seeder.Seeder` to join and take the order from; the default one if
+            ``None``.
+        join: ``False``: the sampler does not join the seeder (no reseed following, no state in
+            ``seeder.state_dict()``); the object that owns it does that
+            (:class:`seeder.DataLoader`).
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(0)
-    >>> a = DistributedSampler(range(7), num_replicas=2, rank=0, seeder=s)
-    >>> b = DistributedSampler(range(7), num_replicas=2, rank=1, seeder=s)
-    >>> sorted(set(a) | set(b)) == list(range(7)), len(a)
-    (True, 4)
+    Raises:
+        TypeError: a dataset without ``__len__``, or an argument of the wrong type.
+        ValueError: ``rank`` outside ``[0, num_replicas)``, an unknown ``mode``, or a number out of
+            range.
+
+    Example:
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> a = DistributedSampler(range(7), num_replicas=2, rank=0, seeder=s)
+        >>> b = DistributedSampler(range(7), num_replicas=2, rank=1, seeder=s)
+        >>> sorted(set(a) | set(b)) == list(range(7)), len(a)
+        (True, 4)
     """
 
     seeder_kind = "sampler"
@@ -513,14 +528,40 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         """Use ``epoch`` for the next iteration; from now on the sampler ignores ``reseed``.
 
         Setting the epoch it already has keeps a position loaded by :meth:`load_state_dict`.
+
+        Args:
+            epoch: an int in ``[0, 2**32)``.
+
+        Raises:
+            TypeError, ValueError: ``epoch`` is not such an int.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(4), seeder=s)
+            >>> sampler.set_epoch(3); s.reseed(1, 7); sampler.epoch
+            3
         """
         epoch = check_key(epoch, "epoch")
         self._manual = True
         self._switch(epoch, "set_epoch")
 
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Participant hook: follow ``reseed(task, epoch)`` of this sampler's task
-        until :meth:`set_epoch` is used."""
+        """Participant hook of ``seeder.reseed``: follow ``reseed(task, epoch)`` of this sampler's
+        task until :meth:`set_epoch` is used.
+
+        Args:
+            seeder: the seeder that reseeds.
+            task_id: the reseed's task.
+            epoch: the reseed's epoch.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(4), seeder=s)
+            >>> s.reseed(1, 5); sampler.epoch  # the seeder called sampler.seeder_reseed(s, 1, 5)
+            5
+        """
         if task_id == self.task and not self._manual:
             # a reseed that runs takes this run's key (the same as a loaded one of this run)
             self._loaded = None
@@ -577,16 +618,27 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         """This rank's indices of ``epoch`` from its sample ``start`` on, as int64 arrays; no
         bookkeeping.
 
-        The order :meth:`__iter__` yields, without ``(epoch, index)`` pairs, and without
-        touching the position that :meth:`advance` and :meth:`state_dict` keep: for an owner
-        that counts the position itself (:class:`seeder.DataLoader`). O(1) to start anywhere.
+        The order :meth:`__iter__` yields, without ``(epoch, index)`` pairs, and without touching
+        the position that :meth:`advance` and :meth:`state_dict` keep: for an owner that counts the
+        position itself (:class:`seeder.DataLoader`). O(1) to start anywhere.
 
-        >>> import seeder
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> sampler = DistributedSampler(range(10), seeder=s)
-        >>> s.reseed(1, 0); full = list(sampler)
-        >>> [int(i) for b in sampler.blocks(0, 4) for i in b] == full[4:]
-        True
+        Args:
+            epoch: the epoch whose order to yield.
+            start: the first of this rank's samples to yield, in ``[0, num_samples]``.
+
+        Returns:
+            An iterator over consecutive blocks of indices.
+
+        Raises:
+            TypeError, ValueError: ``epoch`` or ``start`` out of range.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(10), seeder=s)
+            >>> s.reseed(1, 0); full = list(sampler)
+            >>> [int(i) for b in sampler.blocks(0, 4) for i in b] == full[4:]
+            True
         """
         epoch = check_key(epoch, "epoch")
         if not is_int(start) or not 0 <= start <= self.num_samples:
@@ -625,34 +677,58 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             self._finished, self._live, self._left_from = True, None, 0
 
     def seeder_position(self) -> dict[str, int]:
-        """:class:`~seeder._seeding.participant.Positioned`: epoch and samples consumed;
-        unlike :meth:`state_dict`, never warns."""
+        """The sampler's position for the seeder's records
+        (:class:`~seeder._seeding.participant.Positioned`); unlike :meth:`state_dict`, never warns.
+
+        Returns:
+            ``{"epoch": ..., "position": samples consumed}``.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> DistributedSampler(range(4), seeder=s).seeder_position()
+            {'epoch': 0, 'position': 0}
+        """
         return {"epoch": self.epoch, "position": self._consumed}
 
     @property
     def consumed(self) -> int:
-        """Samples of the current epoch reported with :meth:`advance` (or restored
-        by :meth:`load_state_dict`)."""
+        """Samples of the current epoch reported with :meth:`advance` (or restored by
+        :meth:`load_state_dict`).
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(8), seeder=s); it = iter(sampler); _ = next(it)
+            >>> sampler.advance(1); sampler.consumed
+            1
+        """
         return self._consumed
 
     def advance(self, n: int) -> None:
         """Record that the training loop has finished ``n`` more samples of this epoch.
 
-        Call it after each step with the batch's real size (``len(labels)``):
-        :meth:`state_dict` saves this count, not the indices the DataLoader has
-        prefetched. Counting past the blocks the sampler has handed out (or past the
-        epoch's end) raises ``ValueError``.
+        Call it after each step with the batch's real size (``len(labels)``): :meth:`state_dict`
+        saves this count, not the indices the DataLoader has prefetched.
 
-        >>> import seeder, torch
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> sampler = DistributedSampler(range(8), seeder=s)
-        >>> gen = seeder.data.dataloader_generator(seeder=s)
-        >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
-        ...     range(8), batch_size=3, sampler=sampler, generator=gen))
-        >>> for batch in loader:
-        ...     sampler.advance(len(batch)); break
-        >>> sampler.state_dict()["position"]
-        3
+        Args:
+            n: the samples of the batch just trained on.
+
+        Raises:
+            ValueError: ``n`` is not an int >= 0, or the count would pass the indices the sampler
+                has handed out (or the epoch's end).
+
+        Example:
+            >>> import seeder, torch
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(8), seeder=s)
+            >>> gen = seeder.data.dataloader_generator(seeder=s)
+            >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
+            ...     range(8), batch_size=3, sampler=sampler, generator=gen))
+            >>> for batch in loader:
+            ...     sampler.advance(len(batch)); break
+            >>> sampler.state_dict()["position"]
+            3
         """
         self._consumed += check_advance(
             n, self._consumed, self._handed, self.num_samples, self.epoch
@@ -663,13 +739,20 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
 
     # ------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, position, shuffle key and layout: ints, bools and strings only.
+        """Epoch, position, shuffle key and layout.
 
-        >>> import seeder
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> st = DistributedSampler(range(8), seeder=s).state_dict()
-        >>> st["epoch"], st["position"], st["dataset_len"]
-        (0, 0, 8)
+        Warns (:class:`seeder.SeederWarning`) once per thing in the loader that would make the
+        resume diverge (see :func:`seeder.data.watch_loader`).
+
+        Returns:
+            A dict of ints, bools and strings for :meth:`load_state_dict`.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> st = DistributedSampler(range(8), seeder=s).state_dict()
+            >>> st["epoch"], st["position"], st["dataset_len"]
+            (0, 0, 8)
         """
         self.loader_watch.check(self, handed=self._handed, finished=self._finished)
         return {
@@ -693,9 +776,27 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         }
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler, or has another
-        shuffle key or epoch than the run it is loaded into implies
-        (:func:`run_constraints`); change nothing."""
+        """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler; change nothing.
+
+        A state with another shuffle key or epoch than the run it is loaded into implies
+        (:func:`run_constraints`) came from another run, and is refused too.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: what does not fit, and what to do.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(8), seeder=s)
+            >>> sampler.check_state_dict({**sampler.state_dict(), "dataset_len": 9})
+            ... # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: the sampler state was saved with a dataset of length 9, ...
+        """
         key_of, epoch = run_constraints(
             self._seeder, self.seed, self.mode, self.task, self.stream, self.shuffle, self._manual
         )
@@ -705,19 +806,29 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         """Continue from ``state``: the next iteration yields exactly the samples after its
         position.
 
-        The epoch comes from the state, and its shuffle key too (so a resumed epoch keeps
-        its order). Validates first; a bad state raises and changes nothing.
+        The epoch comes from the state, and its shuffle key too (so a resumed epoch keeps its
+        order).
 
-        >>> import seeder, torch
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> def loader(sampler):
-        ...     return seeder.data.watch_loader(torch.utils.data.DataLoader(
-        ...         range(10), batch_size=2, sampler=sampler,
-        ...         generator=seeder.data.dataloader_generator(seeder=s)))
-        >>> a = DistributedSampler(range(10), seeder=s); full = list(loader(a)); a.advance(4)
-        >>> b = DistributedSampler(range(10), seeder=s); b.load_state_dict(a.state_dict())
-        >>> [x.tolist() for x in loader(b)] == [x.tolist() for x in full[2:]]
-        True
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
+            RuntimeError: called inside a DataLoader worker.
+
+        Example:
+            >>> import seeder, torch
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> def loader(sampler):
+            ...     return seeder.data.watch_loader(torch.utils.data.DataLoader(
+            ...         range(10), batch_size=2, sampler=sampler,
+            ...         generator=seeder.data.dataloader_generator(seeder=s)))
+            >>> a = DistributedSampler(range(10), seeder=s); loader_a = loader(a)
+            >>> full = list(loader_a); a.advance(4)
+            >>> b = DistributedSampler(range(10), seeder=s); b.load_state_dict(a.state_dict())
+            >>> loader_b = loader(b)  # a sampler holds its loader weakly: keep the loader
+            >>> [x.tolist() for x in loader_b] == [x.tolist() for x in full[2:]]
+            True
         """
         refuse_in_worker("DistributedSampler.load_state_dict()")
         self.check_state_dict(state)
