@@ -53,6 +53,22 @@ for call in (dali.require_dali, lambda: seeder.data.dali.track(object(), 0)):
         )
 
 
+@pytest.mark.slow
+def test_seeder_data_dali_is_reached_as_an_attribute_after_import_seeder_data():
+    code = (
+        HIDE_DALI
+        + """
+import seeder.data
+names = [n for n in dir(seeder.data) if not n.startswith("_")]
+assert names == sorted([*seeder.data.__all__, "dali"]), names
+assert seeder.data.dali.pipeline_seed.__module__ == "seeder.data.dali"
+assert 0 <= seeder.data.dali.MAX_DALI_SEED
+print("OK")
+"""
+    )
+    assert run_python(["-c", code]).stdout.split() == ["OK"]
+
+
 def test_import_seeder_does_not_import_dali_in_this_process_if_not_already():
     import sys
 
