@@ -34,9 +34,12 @@ from __future__ import annotations
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 import torch.utils.data
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 from seeder._errors import SeederWarning
 from seeder.data._workers import SeededDataset, WorkerInitFn
@@ -104,7 +107,7 @@ class LoaderWatch:
             self._held, self._shown, self.position_saved = False, self._by_state, self._by_state
             self._warned_causes = set()
 
-    def resuming(self, seeder: Any, epoch: int, position: int, total: int) -> None:
+    def resuming(self, seeder: Seeder, epoch: int, position: int, total: int) -> None:
         """Called when the sampler loads ``(epoch, position)`` of ``total`` samples: inside an
         epoch, its first indices check that nothing drew from the global RNGs since the load
         (:mod:`seeder._state.resumecheck`) and what the loader lacks for an exact resume."""

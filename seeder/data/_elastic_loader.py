@@ -11,8 +11,7 @@ another one.
   once.
 
 Example:
-    >>> import torch, seeder
-    >>> s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
+    >>> import torch, seeder; s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
     >>> loader = seeder.ElasticDataLoader(torch.arange(10), batch_size=4, shuffle=True, seeder=s)
     >>> it = iter(loader); first = next(it); state = loader.state_dict()
     >>> state["position"], state["global_batch_size"]
@@ -106,8 +105,7 @@ class ElasticDataLoader(DataLoader):
             three.
 
     Example:
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
         >>> two = [
         ...     seeder.ElasticDataLoader(
         ...         torch.arange(8), batch_size=2, num_replicas=2, rank=r, seeder=s
@@ -215,8 +213,7 @@ class ElasticDataLoader(DataLoader):
         """The number of ranks the global batch is split over.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> ElasticDataLoader(torch.arange(8), num_replicas=4, rank=1, seeder=s).world_size
             4
         """
@@ -227,8 +224,7 @@ class ElasticDataLoader(DataLoader):
         """Samples per global step: ``batch_size * world_size``.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> loader = ElasticDataLoader(torch.arange(8), 2, num_replicas=4, rank=1, seeder=s)
             >>> loader.global_batch_size
             8
@@ -243,8 +239,7 @@ class ElasticDataLoader(DataLoader):
             reached, from which the new global batches start.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> ElasticDataLoader(torch.arange(8), batch_size=2, seeder=s).origin()
             0
         """
@@ -268,8 +263,7 @@ class ElasticDataLoader(DataLoader):
             The position of its global step 0's first sample.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> loader = ElasticDataLoader(torch.arange(8), batch_size=2, seeder=s)
             >>> loader.take_origin(0, object())
             0
@@ -292,8 +286,7 @@ class ElasticDataLoader(DataLoader):
             The position in the global order (at most the epoch's length).
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> loader = ElasticDataLoader(torch.arange(10), 2, num_replicas=2, rank=0, seeder=s)
             >>> loader.samples_before(1), loader.samples_before(3)
             (4, 10)
@@ -314,8 +307,7 @@ class ElasticDataLoader(DataLoader):
             ``sampler``) for :meth:`load_state_dict`.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> loader = ElasticDataLoader(torch.arange(10), batch_size=3, seeder=s)
             >>> it = iter(loader); _ = next(it)
             >>> st = loader.state_dict(); st["position"], st["epoch"]
@@ -348,8 +340,7 @@ class ElasticDataLoader(DataLoader):
                 position; a sampler state that does not fit.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
             >>> loader = seeder.ElasticDataLoader(torch.arange(4), seeder=s)
             >>> loader.check_state_dict({"format": "seeder.loader"})  # doctest: +ELLIPSIS
             Traceback (most recent call last):
@@ -415,8 +406,7 @@ class ElasticDataLoader(DataLoader):
             RuntimeError: called inside a DataLoader worker.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> one = ElasticDataLoader(torch.arange(8), batch_size=4, seeder=s)
             >>> it = iter(one); _ = next(it); state = one.state_dict()  # saved on 1 rank
             >>> two = [ElasticDataLoader(torch.arange(8), 2, num_replicas=2, rank=r, seeder=s)
@@ -462,8 +452,7 @@ class ElasticDataLoader(DataLoader):
             The number of global steps done in the state's epoch.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
             >>> loader = ElasticDataLoader(torch.arange(8), seeder=s)
             >>> loader.elastic_step({"position": 6, "global_batch_size": 4})
             1

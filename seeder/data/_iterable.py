@@ -101,7 +101,7 @@ _CORRUPT = "the state is corrupt: load the state the loader saved"
 _NAME = "seeder.IterableDataLoader"
 
 
-def run_epoch(seeder: Any, task: int) -> Optional[int]:
+def run_epoch(seeder: Seeder, task: int) -> Optional[int]:
     """The epoch a loader of ``task`` stands in, in the run a state is loaded into (``None``: any).
 
     Inside ``seeder.load_state_dict`` (``seeder.loading``) the run is the one the state being
@@ -117,8 +117,7 @@ def run_epoch(seeder: Any, task: int) -> Optional[int]:
     Returns:
         The epoch a state must be in, or ``None``.
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(0)
+    >>> import seeder; s = seeder.Seeder(); s.init(0)
     >>> run_epoch(s, 1) is None
     True
     >>> s.reseed(1, 3); run_epoch(s, 1), run_epoch(s, 2)
@@ -283,15 +282,17 @@ class StreamIter:
     training loop. :meth:`exhausted` looks ahead without moving it.
 
     Args:
-        loader: the :class:`seeder.IterableDataLoader` (its ``handed``, ``live_token``, ``loads``).
+        loader: the :class:`seeder.IterableDataLoader` (its position).
         inner: torch's iterator over the loader's worker stream: ``(batch, record)`` pairs.
         progress: the position this iterator starts from.
         token: the loader's ``live_token`` for this iterator (only the newest moves the position).
     """
 
-    def __init__(self, loader: Any, inner: Any, progress: dict[str, Any], token: object):
+    def __init__(
+        self, loader: IterableDataLoader, inner: Any, progress: dict[str, Any], token: object
+    ):
         self._loader, self._inner, self._progress, self._token = loader, inner, progress, token
-        self._loads = loader.loads
+        self._loads = loader._loaded_states
         self._workers = len(progress["workers"])
         self._queues: list[collections.deque[Any]] = [
             collections.deque() for _ in range(self._workers)
@@ -308,8 +309,10 @@ class StreamIter:
 
     def __next__(self) -> Any:
         loader = self._loader
-        live = loader.live_token is self._token
-        if not live and loader.loads != self._loads:  # before anything is produced: draws nothing
+        live = loader._live_stream is self._token
+        if (
+            not live and loader._loaded_states != self._loads
+        ):  # before anything is produced: draws nothing
             raise RuntimeError(_STALE)
         progress = self._progress
         skipped = 0
@@ -350,7 +353,7 @@ class StreamIter:
                 progress["batch"] += 1
             self._progress = progress
             if live:
-                loader.handed(progress)
+                loader._record_handed(progress)
             if not record.get("end"):
                 return batch
         raise StopIteration
@@ -534,8 +537,10 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         )  # the newest last
         self._resume: Optional[dict[str, Any]] = None
         self._generation = 0
-        self._live_token: Optional[object] = None
-        self._loads = 0  # load_state_dict calls: an iterator started before the last one stops
+        self._live_stream: Optional[object] = None
+        self._loaded_states = (
+            0  # load_state_dict calls: an iterator started before the last one stops
+        )
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         super().__init__(
@@ -575,36 +580,6 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         return self._epoch
 
     @property
-    def live_token(self) -> Optional[object]:
-        """Identifies the newest iterator; only it moves the position (``None`` before the first).
-
-        Example:
-            >>> import torch, seeder
-            >>> class Count(torch.utils.data.IterableDataset):
-            ...     def __iter__(self): return iter(range(5))
-            >>> s = seeder.Seeder(); s.init(0)
-            >>> loader = IterableDataLoader(Count(), seeder=s)
-            >>> old = loader.live_token; _ = iter(loader); loader.live_token is old
-            False
-        """
-        return self._live_token
-
-    @property
-    def loads(self) -> int:
-        """How many times :meth:`load_state_dict` was called (an older iterator is stale).
-
-        Example:
-            >>> import torch, seeder
-            >>> class Count(torch.utils.data.IterableDataset):
-            ...     def __iter__(self): return iter(range(5))
-            >>> s = seeder.Seeder(); s.init(0)
-            >>> loader = IterableDataLoader(Count(), seeder=s)
-            >>> loader.load_state_dict(loader.state_dict()); loader.loads
-            1
-        """
-        return self._loads
-
-    @property
     def batches_done(self) -> int:
         """Batches of epoch :attr:`epoch` handed out so far, those before a resume's stop included.
 
@@ -640,23 +615,8 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """
         self._epoch = check_int(epoch, "epoch", low=0)
 
-    def handed(self, progress: dict[str, Any]) -> None:
-        """Record the position after a batch was handed to the training loop (called by the
-        iterator).
-
-        Args:
-            progress: the round-robin position after the batch (``epoch``, ``batch``,
-                ``next_worker``, ``complete``, ``workers``).
-
-        Example:
-            >>> import torch, seeder
-            >>> class Count(torch.utils.data.IterableDataset):
-            ...     def __iter__(self): return iter(range(5))
-            >>> s = seeder.Seeder(); s.init(0)
-            >>> loader = IterableDataLoader(Count(), seeder=s)
-            >>> loader.handed({**loader.state_dict(), "batch": 0}); loader.batches_done
-            0
-        """
+    def _record_handed(self, progress: dict[str, Any]) -> None:
+        """Record the position after a batch was handed to the training loop (by the iterator)."""
         self._progress = progress
         self._kept.append(progress)
 
@@ -688,7 +648,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
                 epoch,
             )
         token = object()
-        self._live_token = token
+        self._live_stream = token
         self._progress = progress
         self._kept.clear()
         self._kept.append(progress)
@@ -867,8 +827,8 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._epoch = int(state["epoch"])
         self._resume = progress
         self._progress = progress
-        self._live_token = None
-        self._loads += 1
+        self._live_stream = None
+        self._loaded_states += 1
         self._iterator = None  # torch's persistent iterator holds workers with the old position
 
     def __repr__(self) -> str:

@@ -16,8 +16,7 @@
   (torchdata's ``Stateful`` names, which Lightning's fit loop saves). Resume is O(1).
 
 Example:
-    >>> import torch, seeder
-    >>> s = seeder.Seeder(); s.init(42); s.reseed(1, 0)
+    >>> import torch, seeder; s = seeder.Seeder(); s.init(42); s.reseed(1, 0)
     >>> data = torch.arange(10.0)
     >>> loader = DataLoader(data, batch_size=4, shuffle=True, seeder=s)
     >>> it = iter(loader); first = next(it)
@@ -194,7 +193,7 @@ class _LoaderIter:
     def __init__(self, loader: DataLoader, inner: Any, epoch: int, start: int, token: object):
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
-        self._start, self._loads = start, loader.loads
+        self._start, self._loads = start, loader._load_count
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
@@ -217,7 +216,7 @@ class _LoaderIter:
     def __next__(self) -> Any:
         loader = self._loader
         # Refused before fetching: a fetch seeds the registered generators.
-        if loader.live_token is not self._token and loader.loads != self._loads:
+        if loader.live_token is not self._token and loader._load_count != self._loads:
             raise RuntimeError(
                 "this iterator of seeder.DataLoader was started before loader.load_state_dict(): "
                 "it stops here instead of yielding batches that the loaded state does not "
@@ -230,9 +229,8 @@ class _LoaderIter:
             if not watch.active:
                 self._watch = watch = None
         try:
-            batch = next_keeping(
-                self._restore, self._inner
-            )  # main process fetches: the training loop's streams stay
+            # the main process fetches: the training loop's streams stay as they were
+            batch = next_keeping(self._restore, self._inner)
         except StopIteration:
             if watch is not None and watch.ended():
                 self._loader._discard_watch = watch  # it waits for a use that says the loop trains
@@ -242,7 +240,7 @@ class _LoaderIter:
         b = self._next
         self._next = b + 1
         if loader.live_token is self._token:
-            loader.handed(self._epoch, b + 1)
+            loader._done = (self._epoch, b + 1)  # batches of the epoch handed to the loop
         if self._trace:
             trace.record_step(
                 loader.seeder,
@@ -340,8 +338,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             more than ``2**32`` batches an epoch), or arguments torch refuses together.
 
     Example:
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
         >>> loader = DataLoader(torch.arange(6), batch_size=4, shuffle=True, seeder=s)
         >>> [len(b) for b in loader], len(loader)
         ([4, 2], 2)
@@ -385,9 +382,8 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
                 "num_workers=...) for a stream (the same arguments, no shuffle or "
                 "sampler), which resumes it exactly"
             )
-        require("torch:DataLoader._get_iterator") and require(
-            "torch:DataLoader.dataset"
-        )  # _get_iterator relies on
+        # what _get_iterator relies on
+        require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")
         seeder = resolve_seeder(seeder)
         shuffle = check_loader_args(
             shuffle,
@@ -414,7 +410,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._live_token: Optional[object] = None
         self._pending: Optional[tuple[int, int, object]] = None
         # load_state_dict calls: an iterator started before the last one stops instead of going on
-        self._loads = 0
+        self._load_count = 0
         # A resumed epoch's discard watch that outlives its iterator (._discardwatch): dropped with
         # the loader.
         self._discard_watch: Optional[DiscardWatch] = None
@@ -445,26 +441,11 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """The epoch the next ``iter(loader)`` runs (the sampler's).
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 4)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 4)
             >>> DataLoader(torch.arange(4), seeder=s).epoch
             4
         """
         return self.sampler.epoch
-
-    @property
-    def loads(self) -> int:
-        """How many times :meth:`load_state_dict` was called: an iterator started before the last
-        load is stale.
-
-        Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-            >>> loader = DataLoader(torch.arange(4), seeder=s)
-            >>> loader.load_state_dict(loader.state_dict()); loader.loads
-            1
-        """
-        return self._loads
 
     @property
     def batches_done(self) -> int:
@@ -474,12 +455,11 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         ``enumerate(loader, start=loader.batches_done)`` numbers a resumed epoch's batches as the
         uninterrupted run did (a progress log prints ``[3/6]``, not ``[0/6]``).
 
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-        >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
-        >>> it = iter(loader); _ = next(it)
-        >>> loader.batches_done
-        1
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> _ = next(iter(loader)); loader.batches_done
+            1
         """
         epoch = self.sampler.epoch
         for mark in (self._resume, self._done):
@@ -492,8 +472,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """Identifies the newest iterator; only it moves the position (``None`` before the first).
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> loader = DataLoader(torch.arange(4), seeder=s)
             >>> old = loader.live_token; _ = iter(loader); loader.live_token is old
             False
@@ -507,8 +486,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             ``(epoch, first batch, token)``; the token identifies the iterator (:attr:`live_token`).
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 2)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 2)
             >>> epoch, first, token = DataLoader(torch.arange(4), seeder=s).pending_start()
             >>> epoch, first
             (2, 0)
@@ -522,30 +500,13 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         start = 0
         if self._resume is not None and self._resume[0] == epoch:
             start = self._resume[1]
-            self.seeder.resume_check.warn_if_moved(
-                self, f"seeder.{type(self).__name__}", epoch
-            )  # nothing drew since the load
+            # nothing drew from the global RNGs since the load
+            self.seeder.resume_check.warn_if_moved(self, f"seeder.{type(self).__name__}", epoch)
         self._resume = None
         token = object()
         self._live_token = token
         self._done = (epoch, start)
         return epoch, start, token
-
-    def handed(self, epoch: int, batches: int) -> None:
-        """Record that ``batches`` batches of ``epoch`` have been handed to the training loop.
-
-        Args:
-            epoch: the epoch of the batches.
-            batches: how many of its batches the training loop has received.
-
-        Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-            >>> loader = DataLoader(torch.arange(4), seeder=s)
-            >>> loader.handed(0, 3); loader.batches_done
-            3
-        """
-        self._done = (epoch, batches)
 
     def seeder_position(self) -> dict[str, int]:
         """The loader's position for the seeder's records
@@ -555,8 +516,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             ``{"epoch": ..., "position": samples of it handed out}``.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
             >>> _ = next(iter(loader))
             >>> loader.seeder_position()
@@ -574,8 +534,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             ``batch * batch_size``, at most the rank's samples in the epoch.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
             >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
             >>> loader.samples_before(2), loader.samples_before(4)
             (6, 10)
@@ -607,7 +566,6 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         finally:
             object.__setattr__(self, "dataset", user)
 
-    # --------------------------------------------------------------- seeder
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
         """Participant hook of ``seeder.reseed``: an owned sampler follows ``reseed(task,
         epoch)``; a joined one does so itself.
@@ -618,8 +576,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             epoch: the reseed's epoch.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
             >>> loader = DataLoader(torch.arange(4), seeder=s)
             >>> s.reseed(1, 5); loader.epoch  # the seeder called loader.seeder_reseed(s, 1, 5)
             5
@@ -627,7 +584,6 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         if self._owns_sampler:
             self.sampler.seeder_reseed(seeder, task_id, epoch)
 
-    # ---------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         """Epoch, position (batches and samples handed out) and the sampler's state.
 
@@ -637,8 +593,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             :meth:`load_state_dict`.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
             >>> it = iter(loader); _ = next(it)
             >>> st = loader.state_dict(); st["batch"], st["position"], st["num_batches"]
@@ -669,8 +624,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
                 size, a corrupt position, or a sampler state that does not fit.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
             >>> loader = DataLoader(torch.arange(4), seeder=s)
             >>> loader.check_state_dict({"format": "x"})  # doctest: +ELLIPSIS
             Traceback (most recent call last):
@@ -724,8 +678,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             RuntimeError: called inside a DataLoader worker.
 
         Example:
-            >>> import torch, seeder
-            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
             >>> loader = DataLoader(torch.arange(6), batch_size=2, seeder=s)
             >>> it = iter(loader); _ = next(it); state = loader.state_dict()
             >>> again = DataLoader(torch.arange(6), batch_size=2, seeder=s)
@@ -738,13 +691,12 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self.sampler.load_state_dict(state["sampler"])
         epoch = check_key(state["epoch"], "epoch")
         self._resume = (epoch, int(state["batch"]))
-        if (
-            0 < self._resume[1] < len(self.batch_sampler)
-        ):  # inside the epoch: its first batch checks the global RNGs
+        # inside the epoch: its first batch checks the global RNGs
+        if 0 < self._resume[1] < len(self.batch_sampler):
             self.seeder.resume_check.want(self)
         self._done = self._resume
         self._live_token = None
-        self._loads += 1
+        self._load_count += 1
 
     def __repr__(self) -> str:
         return (

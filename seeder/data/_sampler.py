@@ -20,8 +20,7 @@ changes), and its iterator (:class:`SamplerIterator`: C-speed iteration that kno
 got, under torchdata's ``Stateful`` iterator names).
 
 Example:
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(42)
+    >>> import seeder; s = seeder.Seeder(); s.init(42)
     >>> sampler = DistributedSampler(range(10), num_replicas=2, rank=0, seeder=s)
     >>> s.reseed(1, 0); order0 = list(sampler)
     >>> s.reseed(1, 1); order1 = list(sampler)     # follows the epoch, no set_epoch needed
@@ -237,7 +236,13 @@ def check_sampler_state(
 
 
 def run_constraints(
-    seeder: Any, seed: Optional[int], mode: str, task: int, stream: int, shuffle: bool, manual: bool
+    seeder: Seeder,
+    seed: Optional[int],
+    mode: str,
+    task: int,
+    stream: int,
+    shuffle: bool,
+    manual: bool,
 ) -> tuple[Callable[[int], Optional[int]], Optional[int]]:
     """What a sampler state must agree with in the run it is loaded into: ``(key of an epoch, epoch
     or None)``.
@@ -379,7 +384,7 @@ class SamplerIterator(itertools.chain):
     """
 
     progress: Progress
-    sampler: Any
+    sampler: DistributedSampler
 
     def state_dict(self) -> dict[str, Any]:
         """The number of indices drawn so far; the loader asking for it saves the position, so the
@@ -419,13 +424,9 @@ def _check_not_stopped(progress: Progress) -> None:
 class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSampler):
     """Shard and shuffle a dataset across ranks; the order comes from the seeder.
 
-    Accepted wherever :class:`torch.utils.data.DistributedSampler` is (it is a subclass):
-    ``DataLoader(sampler=...)``, ``set_epoch``, ``len``. The sampler follows every ``reseed(task,
-    epoch)`` of its ``task``: forgetting ``set_epoch`` is harmless; once you call :meth:`set_epoch`
-    yourself, your calls alone decide the epoch. Mid-epoch resume: call :meth:`advance` with the
-    size of each batch your loop has *finished*; :meth:`state_dict` saves that count, and after
-    :meth:`load_state_dict` the next iteration yields exactly the remaining indices (O(1) in
-    ``"feistel"`` mode).
+    A drop-in for :class:`torch.utils.data.DistributedSampler` (a subclass) that follows every
+    ``reseed(task, epoch)`` of its ``task`` until you call :meth:`set_epoch`. Mid-epoch resume:
+    :meth:`advance` after each finished batch, :meth:`state_dict`, :meth:`load_state_dict`.
 
     Args:
         dataset: anything with ``__len__``.
@@ -452,8 +453,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             range.
 
     Example:
-        >>> import seeder
-        >>> s = seeder.Seeder(); s.init(0)
+        >>> import seeder; s = seeder.Seeder(); s.init(0)
         >>> a = DistributedSampler(range(7), num_replicas=2, rank=0, seeder=s)
         >>> b = DistributedSampler(range(7), num_replicas=2, rank=1, seeder=s)
         >>> sorted(set(a) | set(b)) == list(range(7)), len(a)
@@ -480,19 +480,9 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         seeder: Optional[Seeder] = None,
         join: bool = True,
     ) -> None:
+        given = (num_replicas, rank, shuffle, seed, drop_last, mode, task, stream, with_epoch)
         n, num_replicas, rank, shuffle, seed, drop_last, task, stream, with_epoch = (
-            check_sampler_args(
-                dataset,
-                num_replicas,
-                rank,
-                shuffle,
-                seed,
-                drop_last,
-                mode,
-                task,
-                stream,
-                with_epoch,
-            )
+            check_sampler_args(dataset, *given)
         )
         seeder = resolve_seeder(seeder)
         self.dataset = dataset
@@ -517,9 +507,8 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self.loader_watch = LoaderWatch()
         # where the pending (loaded) or live iteration starts: len() is what is left from there
         self._left_from = 0
-        self._live: Optional[Progress] = (
-            None  # the live iteration's progress, until it hands out its last block
-        )
+        # the live iteration's progress, until it hands out its last block
+        self._live: Optional[Progress] = None
         if check_bool(join, "join"):
             seeder.join(self)
 
@@ -536,8 +525,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             TypeError, ValueError: ``epoch`` is not such an int.
 
         Example:
-            >>> import seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
             >>> sampler = DistributedSampler(range(4), seeder=s)
             >>> sampler.set_epoch(3); s.reseed(1, 7); sampler.epoch
             3
@@ -556,8 +544,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             epoch: the reseed's epoch.
 
         Example:
-            >>> import seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
             >>> sampler = DistributedSampler(range(4), seeder=s)
             >>> s.reseed(1, 5); sampler.epoch  # the seeder called sampler.seeder_reseed(s, 1, 5)
             5
@@ -582,7 +569,6 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self._resume = self._consumed = self._handed = self._left_from = 0
         self._token, self._finished, self._live = object(), False, None
 
-    # ------------------------------------------------------------ keys
     def _key(self, epoch: int) -> int:
         """The shuffle key of ``epoch``: the loaded one, ``seed + epoch`` (torch mode), or
         derived."""
@@ -602,9 +588,8 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self._resume = 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
-        record_step(
-            self._seeder, "sampler", epoch=epoch, step=None, position=start
-        )  # $SEEDER_TRACE only
+        # $SEEDER_TRACE only
+        record_step(self._seeder, "sampler", epoch=epoch, step=None, position=start)
         progress = Progress(start)
         self._live, self._left_from = progress, start
         # typeshed's chain.from_iterable returns chain, not the subclass it is called on
@@ -618,9 +603,8 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         """This rank's indices of ``epoch`` from its sample ``start`` on, as int64 arrays; no
         bookkeeping.
 
-        The order :meth:`__iter__` yields, without ``(epoch, index)`` pairs, and without touching
-        the position that :meth:`advance` and :meth:`state_dict` keep: for an owner that counts the
-        position itself (:class:`seeder.DataLoader`). O(1) to start anywhere.
+        The order :meth:`__iter__` yields, as plain indices, for an owner that counts the position
+        itself (:class:`seeder.DataLoader`). O(1) to start anywhere.
 
         Args:
             epoch: the epoch whose order to yield.
@@ -633,8 +617,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             TypeError, ValueError: ``epoch`` or ``start`` out of range.
 
         Example:
-            >>> import seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
             >>> sampler = DistributedSampler(range(10), seeder=s)
             >>> s.reseed(1, 0); full = list(sampler)
             >>> [int(i) for b in sampler.blocks(0, 4) for i in b] == full[4:]
@@ -684,8 +667,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             ``{"epoch": ..., "position": samples consumed}``.
 
         Example:
-            >>> import seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
             >>> DistributedSampler(range(4), seeder=s).seeder_position()
             {'epoch': 0, 'position': 0}
         """
@@ -697,8 +679,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         :meth:`load_state_dict`).
 
         Example:
-            >>> import seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
             >>> sampler = DistributedSampler(range(8), seeder=s); it = iter(sampler); _ = next(it)
             >>> sampler.advance(1); sampler.consumed
             1
@@ -719,8 +700,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
                 has handed out (or the epoch's end).
 
         Example:
-            >>> import seeder, torch
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import seeder, torch; s = seeder.Seeder(); s.init(0)
             >>> sampler = DistributedSampler(range(8), seeder=s)
             >>> gen = seeder.data.dataloader_generator(seeder=s)
             >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
@@ -733,11 +713,9 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self._consumed += check_advance(
             n, self._consumed, self._handed, self.num_samples, self.epoch
         )
-        record_step(
-            self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed
-        )  # $SEEDER_TRACE only
+        # $SEEDER_TRACE only
+        record_step(self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed)
 
-    # ------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         """Epoch, position, shuffle key and layout.
 
@@ -748,8 +726,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             A dict of ints, bools and strings for :meth:`load_state_dict`.
 
         Example:
-            >>> import seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
             >>> st = DistributedSampler(range(8), seeder=s).state_dict()
             >>> st["epoch"], st["position"], st["dataset_len"]
             (0, 0, 8)
@@ -778,8 +755,8 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
     def check_state_dict(self, state: Any) -> None:
         """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler; change nothing.
 
-        A state with another shuffle key or epoch than the run it is loaded into implies
-        (:func:`run_constraints`) came from another run, and is refused too.
+        A state with another shuffle key or epoch than the run implies (:func:`run_constraints`) is
+        refused too.
 
         Args:
             state: what :meth:`state_dict` returned.
@@ -788,8 +765,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             StateError: what does not fit, and what to do.
 
         Example:
-            >>> import seeder
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
             >>> sampler = DistributedSampler(range(8), seeder=s)
             >>> sampler.check_state_dict({**sampler.state_dict(), "dataset_len": 9})
             ... # doctest: +ELLIPSIS
@@ -817,8 +793,7 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             RuntimeError: called inside a DataLoader worker.
 
         Example:
-            >>> import seeder, torch
-            >>> s = seeder.Seeder(); s.init(0)
+            >>> import seeder, torch; s = seeder.Seeder(); s.init(0)
             >>> def loader(sampler):
             ...     return seeder.data.watch_loader(torch.utils.data.DataLoader(
             ...         range(10), batch_size=2, sampler=sampler,
@@ -832,9 +807,8 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         """
         refuse_in_worker("DistributedSampler.load_state_dict()")
         self.check_state_dict(state)
-        if (
-            self._live is not None
-        ):  # the live iteration stops at its next index instead of going on in the old order
+        # the live iteration stops at its next index instead of going on in the old order
+        if self._live is not None:
             self._live.stop()
         self.epoch = int(state["epoch"])
         self._loaded = (self.epoch, int(state["key"]))
