@@ -3,7 +3,7 @@
 Synthetic labelled images come from an ``external_source`` callback that is a
 pure function of DALI's sample info (epoch, index in epoch), so DALI's
 checkpoints capture its position; random crop and flip run in DALI with the
-pipeline seed from :func:`seeder.data._dali_seeds.pipeline_seed`. Works without a GPU
+pipeline seed from :func:`seeder.data.dali.pipeline_seed`. Works without a GPU
 (``device_id=None``).
 
 Wiring into a training script (``--loader dali``)::
@@ -31,8 +31,7 @@ from typing import Any, Optional
 import numpy as np
 
 import seeder
-from seeder.data._dali_seeds import pipeline_kwargs, pipeline_seed, require_dali
-from seeder.data.dali import track
+from seeder.data.dali import pipeline_kwargs, pipeline_seed, require_dali, track
 
 __all__ = ["SyntheticSource", "DaliLoader"]
 
