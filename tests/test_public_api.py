@@ -26,7 +26,10 @@ PUBLIC = {
         *("watch_loader", "stream_share", "StreamShare", "SeededDataset", "WorkerInitFn"),
         *("worker_init_fn", "make_worker_init_fn", "sample_seed", "dataloader_generator"),
     },
-    "seeder.data.dali": {"track", "get_tracked", "participant_for", "TrackedPipeline"},
+    "seeder.data.dali": {
+        *("track", "get_tracked", "TrackedPipeline", "pipeline_seed", "pipeline_kwargs"),
+        *("saved_checkpoints", "MAX_DALI_SEED", "require_dali"),
+    },
     "seeder.env": {
         *("enforce_determinism", "enforce_reproducibility", "DeterminismReport"),
         *("python_hash_seed", "capture_environment", "default_snapshot_dir", "load_snapshot"),
@@ -42,17 +45,17 @@ PUBLIC = {
 INTEGRATIONS = {
     "seeder.integrations.lightning": (
         "lightning",
-        {"SeederCallback", "CALLBACK_STATE_VERSION", "resume_path"},
+        {"SeederCallback", "resume_path"},
     ),
     "seeder.integrations.transformers": (
         "transformers",
-        {"SeederTrainer", "SeederCheckpointCallback", "StreamEpochs"},
+        {"SeederTrainer"},
     ),
     "seeder.integrations.accelerate": (
         "accelerate",
         {
-            *("SeederAccelerator", "PreparedLoader", "STATE_FILE", "state_file"),
-            *("save_checkpoint_state", "read_checkpoint_state", "load_checkpoint_state"),
+            *("SeederAccelerator", "PreparedLoader", "save_checkpoint_state"),
+            *("read_checkpoint_state", "load_checkpoint_state"),
         },
     ),
     "seeder.integrations.dcp": (None, {"SeederStateful"}),
