@@ -9,15 +9,15 @@ pipeline seed from :func:`seeder.data.dali.pipeline_seed`. Works without a GPU
 Wiring into a training script (``--loader dali``)::
 
     from dali_loader import DaliLoader
-    loader = DaliLoader(batch_size=32, dataset_size=1024)   # after seeder.init
+    loader = DaliLoader(batch_size=32, dataset_size=1024)  # after seeder.init
     ckpt = seeder.Checkpoint("ckpt/last.pt", model=model, optimizer=optimizer)
-    start = ckpt.resume(resuming)                         # seeder.load_state_dict inside
-    loader.restore()                                      # rebuild from the DALI checkpoint it loaded
+    start = ckpt.resume(resuming)  # seeder.load_state_dict inside
+    loader.restore()  # rebuild from the DALI checkpoint it loaded
     for epoch in range(start, epochs):
         seeder.reseed(1, epoch)
-        for images, labels in loader:                     # float32 NCHW, int64 N
+        for images, labels in loader:  # float32 NCHW, int64 N
             ...
-            ckpt.step()                                   # the seeder state holds the DALI checkpoint
+            ckpt.step()  # the seeder state holds the DALI checkpoint
 
 ``DaliLoader(..., state=saved_seeder_state)`` builds the pipeline at the saved position
 instead, for a script that reads its checkpoint before building the loader.

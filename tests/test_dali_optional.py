@@ -27,12 +27,13 @@ def test_seeder_and_seeder_data_dali_import_without_dali_and_say_how_to_install(
         + """
 import seeder, seeder.data.dali
 from seeder.data import dali
-assert not any(m == "nvidia.dali" or m.startswith("nvidia.dali.") for m in sys.modules), "import seeder imported DALI"
+dali_modules = [m for m in sys.modules if m == "nvidia.dali" or m.startswith("nvidia.dali.")]
+assert not dali_modules, "import seeder imported DALI"
 seeder.init(42)
-assert 0 <= dali.pipeline_seed(0) < 2**32          # seeds need no DALI
+assert 0 <= dali.pipeline_seed(0) < 2**32  # seeds need no DALI
 assert dali.pipeline_kwargs(0)["enable_checkpointing"] is True
 import random
-seeder.register_generator(random.Random())               # register_generator still works without DALI
+seeder.register_generator(random.Random())  # register_generator still works without DALI
 for call in (dali.require_dali, lambda: seeder.data.dali.track(object(), 0)):
     try:
         call()
