@@ -50,7 +50,6 @@ LAYERS = {
     "_seeding.core": 3,
     "_seeding.default": 3,
     "_checkpoint": 4,
-    "_checkpoint_file": 4,
     "data": 4,
     "integrations": 5,
     "_cli": 6,
