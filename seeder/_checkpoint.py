@@ -396,7 +396,7 @@ def check_optimizer_state(saved: Any, optimizer: Any, path: str) -> None:
 
 
 def check_checkpoint(
-    state: dict[str, Any], path: str, model: Any, optimizer: Any, scheduler: Any, seeder: Any
+    state: dict[str, Any], path: str, model: Any, optimizer: Any, scheduler: Any, seeder: Seeder
 ) -> int:
     """Check every part of a :func:`read_checkpoint` dict before anything loads; return its step.
 

@@ -26,7 +26,7 @@ import importlib.metadata
 import platform
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from seeder._errors import SeederWarning
 
@@ -99,7 +99,9 @@ def _numpy_global(_: Any) -> Optional[str]:
     rs = getattr(np.random.mtrand, "_rand", None)
     if not isinstance(rs, np.random.RandomState):
         return f"numpy.random.mtrand._rand is {type(rs).__name__}, not the global RandomState"
-    mine, public = rs.get_state(), np.random.get_state()
+    # NumPy's stub types get_state() as a dict; an MT19937 RandomState returns the legacy tuple
+    mine = cast("tuple[Any, ...]", rs.get_state())
+    public = cast("tuple[Any, ...]", np.random.get_state())
     if mine[2:] != public[2:] or not np.array_equal(mine[1], public[1]):
         return "numpy.random.mtrand._rand is not the RandomState behind numpy.random.get_state()"
     return None

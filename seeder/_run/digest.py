@@ -98,10 +98,10 @@ def _feed(update: Callable[[bytes], None], obj: Any, where: str) -> None:  # noq
         for i, item in enumerate(obj):
             _feed(update, item, f"{where}[{i}]")
     elif isinstance(obj, (set, frozenset)):
-        items = sorted(_encode(item, f"{where} item") for item in obj)
-        update(b"E" + struct.pack("<Q", len(items)))
-        for item in items:
-            update(item)
+        members = sorted(_encode(item, f"{where} item") for item in obj)
+        update(b"E" + struct.pack("<Q", len(members)))
+        for member in members:
+            update(member)
     elif callable(getattr(obj, "state_dict", None)):
         _feed(update, obj.state_dict(), f"{where}.state_dict()")
     else:

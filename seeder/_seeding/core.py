@@ -158,7 +158,9 @@ class Seeder(Membership):
         """The master seed of this run (given, from ``$SEEDER_SEED``, drawn, or from a loaded
         checkpoint)."""
         self._require_init("get_master_seed")
-        return self.run.master  # type: ignore[return-value]
+        master = self.run.master
+        assert master is not None  # init and load_state_dict set it with the topology
+        return master
 
     rank = property(
         lambda self: (self._topology or self._require_init("rank")).rank,
@@ -199,10 +201,10 @@ class Seeder(Membership):
 
     def stream_seed(self, task_id: int, epoch: int, *, shared: bool, stream: int) -> int:
         """:meth:`get_seed` for arguments already checked (the hot path of :meth:`reseed`)."""
-        domain, rank = (Domain.SHARED, 0) if shared else (Domain.RANK, self._topology.rank)  # type: ignore[union-attr]
-        return derive.stream_seeds(self.run.master, int(domain), task_id, epoch, rank).seed(stream)[
-            0
-        ]  # type: ignore[arg-type]
+        topology, master = self._topology, self.run.master
+        assert topology is not None and master is not None  # the callers checked init
+        domain, rank = (Domain.SHARED, 0) if shared else (Domain.RANK, topology.rank)
+        return derive.stream_seeds(master, int(domain), task_id, epoch, rank).seed(stream)[0]
 
     def derive(
         self,
@@ -220,10 +222,10 @@ class Seeder(Membership):
         >>> s.derive(Domain.WORKER, 1, 0, stream=3) == s.derive(Domain.WORKER, 1, 0, stream=3)
         True
         """
-        topo = self._require_init("derive")
+        topo, master = self._require_init("derive"), self.get_master_seed()
         return derive.derive_seed(
-            self.run.master, domain, task_id, epoch, topo.rank if rank is None else rank, stream
-        )  # type: ignore[arg-type]
+            master, domain, task_id, epoch, topo.rank if rank is None else rank, stream
+        )
 
     def reseed(self, task_id: int, epoch: int = 0) -> None:
         """Seed ``random``, NumPy, torch CPU, every accelerator, then every participant.

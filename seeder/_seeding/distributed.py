@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, cast
 
 import torch
 
@@ -391,8 +391,9 @@ def agree_master_seed(
         return seed, explicit
     dist = torch.distributed
     world = dist.get_world_size()
-    gathered = [None] * world
-    dist.all_gather_object(gathered, (int(seed), bool(explicit)))
+    slots: list[object] = [None] * world
+    dist.all_gather_object(slots, (int(seed), bool(explicit)))
+    gathered = [cast("tuple[int, bool]", pair) for pair in slots]  # each rank's (seed, explicit)
     explicit_values = {r: s for r, (s, e) in enumerate(gathered) if e}
     if len(set(explicit_values.values())) > 1:
         detail = ", ".join(f"rank {r}: {s}" for r, s in sorted(explicit_values.items()))

@@ -30,7 +30,7 @@ import ctypes
 import platform
 import random
 import struct
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 
@@ -49,7 +49,35 @@ __all__ = [
     "pcg64_state",
     "fast_seeding_state",
     "python_mt_view",
+    "MTState",
+    "mt_state",
 ]
+
+#: A legacy NumPy state of an MT19937: kind, the 624 key words, position, has_gauss, the cached
+#: Gaussian.
+MTState = tuple[str, "np.ndarray[Any, np.dtype[np.uint32]]", int, int, float]
+
+
+def mt_state(rs: Optional[np.random.RandomState] = None) -> MTState:
+    """``rs.get_state()`` (the global RandomState's for ``None``): the legacy tuple of an MT19937.
+
+    NumPy's stub types a plain ``get_state()`` as its ``legacy=False`` dict; NumPy returns the
+    tuple (``legacy=True`` is the default), which this names.
+
+    Args:
+        rs: a ``RandomState`` over an MT19937, or ``None`` for ``numpy.random``'s global one.
+
+    Returns:
+        ``(kind, key, pos, has_gauss, cached_gaussian)``.
+
+    Example:
+        >>> rs = np.random.RandomState(3); kind, key, pos, _, _ = mt_state(rs)
+        >>> kind, len(key), pos
+        ('MT19937', 624, 624)
+    """
+    state = np.random.get_state() if rs is None else rs.get_state()
+    return cast(MTState, state)
+
 
 #: Words and bytes of the MT19937 key.
 KEY_WORDS = 624
@@ -225,7 +253,7 @@ def _find_gauss_offset() -> Optional[int]:
     candidates: Optional[set] = None
     for rs in probes:
         for has, gauss in values:
-            rs.set_state(("MT19937", key, 5, has, gauss))
+            rs.set_state(("MT19937", np.array(key, dtype=np.uint32), 5, has, gauss))
             raw = ctypes.string_at(id(rs), size)
             found = {
                 off - 8
@@ -244,12 +272,12 @@ def _find_gauss_offset() -> Optional[int]:
         rs.standard_normal(1)
         key_view, gauss_view = access.views(rs, bitgen)
         mt, gauss = key_view.raw, gauss_view.raw
-        want = rs.get_state()
+        want = mt_state(rs)
         if LegacyAccess.as_state((mt, gauss))[1:] != (want[1].tolist(), *want[2:]):
             return None
         rs.standard_normal(3)
         access.put_back(rs, key_view, gauss_view, mt, gauss)
-        got = rs.get_state()
+        got = mt_state(rs)
         if got[1].tolist() != want[1].tolist() or got[2:] != want[2:]:
             return None
     return access.gauss_offset

@@ -39,13 +39,16 @@ Example:
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Optional, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, runtime_checkable
 
 import torch
 
 from seeder._errors import SeederWarning, StateError
 from seeder._seeding.rngbase import RNGAdapter
 from seeder._seeding.rngs import adapter_for
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = [
     "Participant",
@@ -79,7 +82,7 @@ class Participant(Protocol):
 
     seeder_kind: str
 
-    def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
         """Follow ``seeder.reseed(task_id, epoch)``."""
 
     def state_dict(self) -> Any:
@@ -222,7 +225,7 @@ class GeneratorParticipant:
         compare equal)."""
         return self.gen is gen or (callable(gen) and hasattr(gen, "__self__") and self.gen == gen)
 
-    def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
         self.seed(seeder.stream_seed(task_id, epoch, shared=self.shared, stream=self.stream))
 
     @property
@@ -245,19 +248,25 @@ class GeneratorParticipant:
     def check_state_dict(self, state: Any) -> None:
         if self.adapter is not None:
             self.adapter.check_state(state, f"generator {self.stream} ({describe(self.gen)})")
+        elif self.owner is None:
+            raise self._stateless()
         elif callable(getattr(self.owner, "check_state_dict", None)):
             self.owner.check_state_dict(state)
-        elif self.owner is None:
-            raise StateError(
-                f"generator {self.stream} ({describe(self.gen)}) is a plain callable with no "
-                f"state to load"
-            )
 
     def load_state_dict(self, state: Any) -> None:
         if self.adapter is not None:
             self.adapter.set_state(state)
+        elif self.owner is None:
+            raise self._stateless()
         else:
             self.owner.load_state_dict(state)
+
+    def _stateless(self) -> StateError:
+        """The refusal of a state for a plain callable, which has none."""
+        return StateError(
+            f"generator {self.stream} ({describe(self.gen)}) is a plain callable with no "
+            f"state to load"
+        )
 
     def __repr__(self) -> str:
         return (
@@ -309,7 +318,7 @@ def add_factory(factory: Factory) -> None:
         _factories.append(factory)
 
 
-def require_participant(obj: Any, seeder: Any) -> Any:
+def require_participant(obj: Any, seeder: Seeder) -> Any:
     """:func:`participant_for` ``obj``, or a ``TypeError`` that says what a participant needs.
 
     >>> require_participant(3, None)
@@ -327,7 +336,7 @@ def require_participant(obj: Any, seeder: Any) -> Any:
     return made
 
 
-def participant_for(obj: Any, seeder: Any, shared: bool = False) -> Optional[Any]:
+def participant_for(obj: Any, seeder: Seeder, shared: bool = False) -> Optional[Any]:
     """``obj`` if it is a participant, a participant made for it by a factory (:func:`add_factory`),
     else ``None``.
 

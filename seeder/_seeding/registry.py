@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
 
 from seeder._checks import check_bool
 from seeder._seeding.participant import (
@@ -31,6 +31,13 @@ from seeder._seeding.participant import (
     saves_state,
 )
 from seeder._seeding.rngs import adapter_for
+
+if TYPE_CHECKING:
+    import threading
+
+    from seeder._seeding.core import Seeder
+    from seeder._seeding.distributed import Topology
+    from seeder._state.pending import PendingParts
 
 __all__ = [
     "Registry",
@@ -168,7 +175,7 @@ class Registry:
         """Return to a :meth:`mark` (a registration that raised leaves nothing behind)."""
         self._members, self._next_stream, self._roster = mark[0], mark[1], None
 
-    def register_or_nothing(self, seeder: Any, gen: Any, shared: bool) -> None:
+    def register_or_nothing(self, seeder: Seeder, gen: Any, shared: bool) -> None:
         """``seeder.register_generator(gen)``: :meth:`register`, and seed it for the last reseed; on
         any raise, no trace.
 
@@ -308,6 +315,15 @@ class Membership:
     """
 
     registry: Registry
+    if TYPE_CHECKING:  # provided by Seeder, the one subclass
+        pending: PendingParts
+        _lock: threading.RLock
+
+        def _require_init(self, what: str) -> Topology: ...
+
+    def _seeder(self) -> Seeder:
+        """``self`` as the :class:`seeder.Seeder` it is (``Membership`` is only its base)."""
+        return cast("Seeder", self)
 
     def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
         """Reseed ``gen`` at every :meth:`reseed` (NVIDIA's API); :meth:`init` drops it again.
@@ -324,9 +340,9 @@ class Membership:
         self._require_init("register_generator")
         with self._lock:
             mark = self.registry.mark()
-            self.registry.register_or_nothing(self, gen, check_bool(shared, "shared"))
+            self.registry.register_or_nothing(self._seeder(), gen, check_bool(shared, "shared"))
             try:
-                self.pending.claim(self)
+                self.pending.claim(self._seeder())
             except BaseException:
                 self.registry.rollback(mark)
                 raise
@@ -350,14 +366,14 @@ class Membership:
         True
         """
         check_bool(weak, "weak")
-        made = require_participant(participant, self)
+        made = require_participant(participant, self._seeder())
         with self._lock:
             mark = self.registry.mark()
             self.registry.add(
                 made, weak=weak and made is participant
             )  # a wrapper lives as long as the seeder
             try:
-                self.pending.claim(self)
+                self.pending.claim(self._seeder())
             except BaseException:
                 # A refused participant leaves no trace: while its exception (and so the
                 # participant) is referenced, a notebook's last traceback, it would take the key

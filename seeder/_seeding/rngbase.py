@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import torch
 
 from seeder._errors import StateError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "RNGAdapter",
@@ -63,7 +66,7 @@ def check_uint8_tensor(value: Any, where: str) -> None:
         )
 
 
-def check_mt_words(words: Sequence[Any], where: str) -> None:
+def check_mt_words(words: Union[Sequence[int], np.ndarray], where: str) -> None:
     """Refuse a Mersenne Twister key with fewer than two nonzero words (all zero: every draw is 0).
 
     A seeded Mersenne Twister never comes near that (the chance is about 2**-19900), so such a

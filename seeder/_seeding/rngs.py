@@ -26,6 +26,7 @@ from seeder._seeding.fastrng import (
     LegacyAccess,
     fast_seeding_state,
     legacy_access,
+    mt_state,
     python_mt_view,
 )
 from seeder._seeding.rngbase import (
@@ -99,11 +100,12 @@ class PythonRandomAdapter(RNGAdapter):
         view, rng = self._view if self._view is not False else self._mt_view(), self.rng
         if view is None:
             return super().keep()
-        raw, gauss_next = view.raw, rng.gauss_next
+        # CPython's Random keeps its cached Gaussian in gauss_next; typeshed leaves it out
+        raw, gauss_next = view.raw, rng.gauss_next  # type: ignore[attr-defined]
 
         def restore() -> None:
             view.raw = raw
-            rng.gauss_next = gauss_next
+            rng.gauss_next = gauss_next  # type: ignore[attr-defined]
 
         return restore
 
@@ -113,7 +115,9 @@ class PythonRandomAdapter(RNGAdapter):
         them (:mod:`seeder.data._lazyseed`)."""
         rng = self.rng
         mark = python_mt_view(rng, MARK_BYTES) if self._mt_view() is not None else None
-        return rng.getstate if mark is None else lambda: (mark.raw, rng.gauss_next)
+        if mark is None:
+            return rng.getstate
+        return lambda: (mark.raw, rng.gauss_next)  # type: ignore[attr-defined]  # see keep()
 
     def copy_state(self) -> Any:
         return self.rng.getstate()
@@ -200,7 +204,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
         self.rng.seed(numpy_seed(seed))
 
     def get_state(self) -> dict[str, Any]:
-        kind, key, pos, has_gauss, cached = self.rng.get_state()
+        kind, key, pos, has_gauss, cached = mt_state(self.rng)
         return {
             "kind": str(kind),
             "key": torch.from_numpy(
@@ -226,8 +230,9 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def set_state(self, state: dict[str, Any]) -> None:
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
+        # NumPy's stub asks for an array; set_state takes any sequence of 624 words.
         self.rng.set_state(
-            (
+            (  # type: ignore[arg-type]
                 state["kind"],
                 _key_words(state["key"]),
                 state["pos"],
@@ -251,7 +256,9 @@ class NumpyRandomStateAdapter(RNGAdapter):
             self._rng if self._rng is not None else np.random.mtrand._rand
         )  # self.rng, without a call
         if self._rng is None:
-            bitgen = np.random.get_bit_generator()  # set_bit_generator may swap the global one
+            # set_bit_generator may swap the global one. get_bit_generator is public (NumPy 1.25);
+            # NumPy's stub does not export it.
+            bitgen = np.random.get_bit_generator()  # type: ignore[attr-defined]
         else:
             if self._bitgen is None:
                 # pickling's public way to name a RandomState's bit generator
@@ -301,15 +308,24 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
             def public() -> Any:
                 rng = mine if mine is not None else np.random.mtrand._rand
-                kind, key, pos, has, cached = rng.get_state()
+                kind, key, pos, has, cached = mt_state(rng)
                 return kind, key.tobytes(), pos, has, cached
 
             return public
         mark, gauss = views[4].mark_view(views[1]), views[3]
         # a RandomState keeps its own bit generator; the global one may be swapped
-        current = np.random.get_bit_generator if self._rng is None else lambda: None
-        # _held: what the views read stays alive
-        return lambda _held=views: (current(), mark.raw, gauss.raw)
+        current: Callable[[], Any] = (
+            np.random.get_bit_generator  # type: ignore[attr-defined]  # see _views()
+            if self._rng is None
+            else lambda: None
+        )
+
+        def marks(_held: Any = views) -> tuple[Any, bytes, bytes]:
+            """The bit generator, the mark and the Gaussian cache (``_held``: what the views read
+            stays alive)."""
+            return current(), mark.raw, gauss.raw
+
+        return marks
 
 
 class NumpyGeneratorAdapter(RNGAdapter):
@@ -429,7 +445,8 @@ def _unplain(obj: Any) -> Any:
         if "__uint64__" in obj:
             return on_cpu(obj["__uint64__"]).numpy().view(np.uint64).copy()
         if "__ndarray__" in obj:
-            arr, dtype = on_cpu(obj["__ndarray__"]).numpy(), np.dtype(obj["dtype"])
+            arr = on_cpu(obj["__ndarray__"]).numpy()
+            dtype: np.dtype[Any] = np.dtype(obj["dtype"])
             if dtype.kind in "ui" and arr.size:
                 info = np.iinfo(dtype)
                 if arr.min() < info.min or arr.max() > info.max:

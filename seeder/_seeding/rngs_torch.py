@@ -53,7 +53,7 @@ def check_cpu_state(state: torch.Tensor, where: str) -> None:
     ...
     seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
     """
-    raw = state.numpy()  # the tensor's own bytes, through torch's public API
+    raw = state.numpy().data  # the tensor's own bytes, through torch's public API
     _, left, seeded, nxt, w1, w2 = _HEAD.unpack_from(raw, 0)
     normal, normal_valid, cached_float, float_valid = _TAIL.unpack_from(raw, _TAIL_AT)
     if (

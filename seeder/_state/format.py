@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import warnings
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
@@ -29,6 +29,9 @@ from seeder._seeding.distributed import process_group_active
 from seeder._seeding.participant import describe, validates_state
 from seeder._seeding.rngbase import RNGAdapter
 from seeder._state.world import world_message
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = [
     "STATE_FORMAT_VERSION",
@@ -113,7 +116,7 @@ class RunState:
         return dataclasses.replace(self, seen=set(self.seen))
 
 
-def start_reseed(seeder: Any, key: tuple[int, int]) -> Optional[list[Any]]:
+def start_reseed(seeder: Seeder, key: tuple[int, int]) -> Optional[list[Any]]:
     """``seeder.reseed(*key)`` up to the participants: seed the global RNGs and return the
     participants to reseed.
 

@@ -24,11 +24,14 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from seeder._errors import StateError
 from seeder._seeding.participant import validates_state
 from seeder._state.world import rederive_streams
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = ["PendingParts", "part_name", "part_names"]
 
@@ -77,7 +80,7 @@ class PendingParts:
         """The pending parts, named as messages name them."""
         return [part_name(k) for k in self.parts]
 
-    def claim(self, seeder: Any) -> None:
+    def claim(self, seeder: Seeder) -> None:
         """Give each participant that joined its pending part (checked first)."""
         if not self.parts:
             return

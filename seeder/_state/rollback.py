@@ -23,11 +23,14 @@ import signal
 import threading
 import warnings
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from seeder._errors import SeederWarning
 from seeder._seeding.participant import GeneratorParticipant, describe, validates_state
 from seeder._seeding.rngbase import RNGAdapter
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = ["Saved", "capture", "saved_state", "restore", "interrupts_deferred", "fork_rng"]
 
@@ -121,7 +124,7 @@ def interrupts_deferred() -> Iterator[list[int]]:
 
 
 @contextlib.contextmanager
-def fork_rng(seeder: Any) -> Iterator[None]:
+def fork_rng(seeder: Seeder) -> Iterator[None]:
     """Run a block with every RNG ``seeder`` knows isolated; restore them all afterwards (see
     ``Seeder.fork_rng``)."""
     members = [p for p in seeder.stateful().values() if isinstance(p, GeneratorParticipant)]
