@@ -8,7 +8,8 @@
 
 Example:
     >>> import seeder
-    >>> seeder.init(1); after_init(seeder.default_seeder())   # init calls it; a second call changes nothing
+    >>> seeder.init(1)  # calls after_init
+    >>> after_init(seeder.default_seeder())  # a second call changes nothing
     >>> seeder.default_seeder().reset()
 """
 

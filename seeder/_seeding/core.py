@@ -21,7 +21,8 @@ import logging
 import os
 import threading
 import warnings
-from typing import Any, ContextManager, Optional, Union
+from contextlib import AbstractContextManager
+from typing import Any, Optional, Union
 
 from seeder._checks import check_bool, check_int, is_bool
 from seeder._errors import SeederWarning
@@ -311,7 +312,7 @@ class Seeder(Membership):
         >>> s.check_state_dict(st)
         Traceback (most recent call last):
         ...
-        seeder._errors.StateError: seeder state format 99 is not supported by this version (which reads format 1); load it with the seeder version that wrote it
+        seeder._errors.StateError: seeder state format 99 is not supported by this version ...
         """
         with self._lock:
             check_state(self, state_, allow_world_change)
@@ -333,7 +334,7 @@ class Seeder(Membership):
         with self._lock:
             load_state(self, state_, allow_world_change)
 
-    def fork_rng(self) -> ContextManager[None]:
+    def fork_rng(self) -> AbstractContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored
         afterwards.
 

@@ -25,7 +25,8 @@ Example:
     >>> class Noise:
     ...     seeder_kind = "noise"
     ...     def __init__(self): self.rng = random.Random()
-    ...     def seeder_reseed(self, seeder, task_id, epoch): self.rng.seed(seeder.get_seed(task_id, epoch, stream=99))
+    ...     def seeder_reseed(self, seeder, task_id, epoch):
+    ...         self.rng.seed(seeder.get_seed(task_id, epoch, stream=99))
     ...     def state_dict(self): return {"state": list(self.rng.getstate()[1])}
     ...     def check_state_dict(self, state): pass
     ...     def load_state_dict(self, state): self.rng.setstate((3, tuple(state["state"]), None))
@@ -155,7 +156,8 @@ def participant_keys(participants: list[Any]) -> dict[str, Any]:
     >>> import random
     >>> class Sampler: seeder_kind = "sampler"
     >>> a, b = Sampler(), Sampler()
-    >>> list(participant_keys([a, GeneratorParticipant(random.Random(), shared=False, stream=2), b]))
+    >>> g = GeneratorParticipant(random.Random(), shared=False, stream=2)
+    >>> list(participant_keys([a, g, b]))
     ['sampler.0', 'generator.2', 'sampler.1']
     """
     counts: dict[str, int] = {}
@@ -324,7 +326,7 @@ def require_participant(obj: Any, seeder: Seeder) -> Any:
     >>> require_participant(3, None)
     Traceback (most recent call last):
     ...
-    TypeError: int is not a participant: it needs seeder_kind, seeder_reseed(seeder, task_id, epoch), state_dict, check_state_dict and load_state_dict
+    TypeError: int is not a participant: it needs seeder_kind, seeder_reseed(seeder, task_id, ...
     """
     made = participant_for(obj, seeder)
     if made is None:

@@ -68,7 +68,8 @@ def add_optional_kind(kind: str, without: str) -> None:
         kind: the participant's ``seeder_kind``.
         without: what a checkpoint without a part of the kind means, and what to do.
 
-    >>> add_optional_kind("example_tool", "it was saved without the example tool"); optional_part("example_tool.0")
+    >>> add_optional_kind("example_tool", "it was saved without the example tool")
+    >>> optional_part("example_tool.0")
     True
     """
     _OPTIONAL_KINDS[kind] = without
@@ -361,7 +362,8 @@ class Membership:
         that joined stay across :meth:`init` and follow the new run. Joining twice has no effect.
 
         >>> import seeder
-        >>> s = seeder.Seeder(); s.init(1); sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
+        >>> s = seeder.Seeder(); s.init(1)
+        >>> sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
         >>> sampler in s.participants()
         True
         """
@@ -394,7 +396,8 @@ class Membership:
         """Registered generators in registration order
         (:class:`seeder._seeding.participant.GeneratorParticipant`).
 
-        >>> import random, seeder; s = seeder.Seeder(); s.init(1); s.register_generator(random.Random()); [g.stream for g in s.generators()]
+        >>> import random, seeder; s = seeder.Seeder(); s.init(1)
+        >>> s.register_generator(random.Random()); [g.stream for g in s.generators()]
         [1]
         """
         return self.registry.generators()

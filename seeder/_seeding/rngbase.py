@@ -76,7 +76,7 @@ def check_mt_words(words: Union[Sequence[int], np.ndarray], where: str) -> None:
     >>> check_mt_words([0] * 624, "x")
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
+    seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a ...
     """
     if words[1] and words[2]:  # a seeded key: two nonzero words (the count is for the message)
         return
@@ -219,7 +219,8 @@ class RNGAdapter:
 
         >>> import random
         >>> from seeder._seeding.rngs import PythonRandomAdapter
-        >>> rng = random.Random(); PythonRandomAdapter(rng).seed_function()(7); rng.random() == random.Random(7).random()
+        >>> rng = random.Random(); PythonRandomAdapter(rng).seed_function()(7)
+        >>> rng.random() == random.Random(7).random()
         True
         """
         return self.seed

@@ -51,7 +51,7 @@ def check_cpu_state(state: torch.Tensor, where: str) -> None:
     >>> check_cpu_state(bad, "x")
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
+    seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a ...
     """
     raw = state.numpy().data  # the tensor's own bytes, through torch's public API
     _, left, seeded, nxt, w1, w2 = _HEAD.unpack_from(raw, 0)

@@ -189,7 +189,8 @@ class StreamSeeds:
     remain, with constants that depend on the prefix's length only.
 
     >>> d = StreamSeeds(7, (4, 1, 0, 0), words=2)
-    >>> d.seed(9) == [int(w) for w in np.random.SeedSequence(7, spawn_key=(4, 1, 0, 0, 9)).generate_state(2, np.uint64)]
+    >>> numpys = np.random.SeedSequence(7, spawn_key=(4, 1, 0, 0, 9)).generate_state(2, np.uint64)
+    >>> d.seed(9) == [int(w) for w in numpys]
     True
     """
 

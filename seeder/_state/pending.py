@@ -16,7 +16,8 @@ Example:
     >>> t = seeder.Seeder(); t.init(3); t.load_state_dict(saved)      # no loader yet
     >>> t.pending.names()
     ['seeder.DataLoader loader.0']
-    >>> again = seeder.DataLoader(torch.arange(8.0), batch_size=2, shuffle=True, seeder=t)   # claims it
+    >>> data = torch.arange(8.0)
+    >>> again = seeder.DataLoader(data, batch_size=2, shuffle=True, seeder=t)  # claims it
     >>> t.reseed(1, 0); all(torch.equal(a, b) for a, b in zip(again, rest))
     True
 """

@@ -115,8 +115,10 @@ def same_state(a: Any, b: Any) -> bool:
     compared by value).
 
     >>> import torch
-    >>> same_state((torch.ones(2), 1), (torch.ones(2), 1)), same_state(torch.ones(2), torch.zeros(2))
-    (True, False)
+    >>> same_state((torch.ones(2), 1), (torch.ones(2), 1))
+    True
+    >>> same_state(torch.ones(2), torch.zeros(2))
+    False
     """
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
