@@ -110,7 +110,17 @@ class Checkpoint:
             iteration-based loop starts there (``for iter_num in range(ckpt.steps, max_iters)``).
 
     Raises:
-        TypeError: a path that is no file path, or a model without ``state_dict()``.
+        TypeError: a path that is no file path, or a model, optimizer or scheduler without
+            ``state_dict()``/``load_state_dict()``.
+        ValueError: a path that names a directory, or a negative ``every_steps``.
+
+    Example:
+        >>> import os, tempfile, torch, seeder
+        >>> seeder.init(master_seed=3)
+        >>> net = torch.nn.Linear(2, 1)
+        >>> ckpt = seeder.Checkpoint(os.path.join(tempfile.mkdtemp(), "last.pt"), model=net)
+        >>> ckpt.steps
+        0
     """
 
     def __init__(
@@ -148,10 +158,22 @@ class Checkpoint:
         return self.seeder.rank if self.seeder.initialized else 0
 
     def save(self) -> None:
-        """Write model, optimizer, scheduler and seeder state atomically (every rank calls it;
-        rank 0 writes).
+        """Write model, optimizer, scheduler and seeder state atomically.
 
-        Two processes saving to one path do not disturb each other: the last whole save wins.
+        Under ``torch.distributed`` every rank calls it (the seeder states of all ranks are
+        gathered) and rank 0 writes. Two processes saving to one path do not disturb each other:
+        the last whole save wins.
+
+        Raises:
+            RuntimeError: the seeder was not initialised, or its last reseed raised.
+            OSError: the file cannot be written; the file already there is unchanged.
+
+        Example:
+            >>> import os, tempfile, torch, seeder
+            >>> seeder.init(master_seed=3); seeder.reseed(1, 0)
+            >>> path = os.path.join(tempfile.mkdtemp(), "last.pt")
+            >>> Checkpoint(path, model=torch.nn.Linear(2, 1)).save(); os.path.exists(path)
+            True
         """
         gathered = (
             self.seeder.gather_state_dict() if process_group_active() else self.seeder.state_dict()
@@ -178,11 +200,26 @@ class Checkpoint:
         step the checkpoint was saved at (unchanged when nothing is loaded): an iteration-based
         loop starts there.
 
+        Args:
+            enabled: ``True`` loads the file, ``False`` does nothing, ``None`` loads it only in a
+                run that ``seeder verify`` resumes.
+
+        Returns:
+            The epoch to start at: the epoch of the last ``reseed(1, epoch)`` saved, else 0.
+
         Raises:
             TypeError: ``enabled`` is not ``True``, ``False`` or ``None``.
             FileNotFoundError: there is no file to resume from.
             seeder.StateError: the file is empty, truncated, not a checkpoint, or a part does not
                 fit.
+
+        Example:
+            >>> import os, tempfile, torch, seeder
+            >>> seeder.init(master_seed=3); seeder.reseed(1, 2)
+            >>> net = torch.nn.Linear(2, 1); path = os.path.join(tempfile.mkdtemp(), "last.pt")
+            >>> Checkpoint(path, model=net).save()
+            >>> Checkpoint(path, model=net).resume(True), Checkpoint(path, model=net).resume(False)
+            (2, 0)
         """
         if enabled is None:
             enabled = stepwatch.resume_requested()
@@ -211,8 +248,24 @@ class Checkpoint:
         return last[1] if last is not None and last[0] == 1 else 0
 
     def step(self) -> None:
-        """Call after each optimizer step: saves every ``every_steps`` steps, and performs ``seeder
-        verify``'s stop."""
+        """Count an optimizer step: call it after each one.
+
+        Saves every ``every_steps`` steps. When ``seeder verify`` asks for a stop at this step, it
+        saves and exits with status 0.
+
+        Raises:
+            SystemExit: ``seeder verify``'s stop, after the save.
+
+        Example:
+            >>> import os, tempfile, torch, seeder
+            >>> seeder.init(master_seed=3); seeder.reseed(1, 0)
+            >>> path = os.path.join(tempfile.mkdtemp(), "last.pt")
+            >>> ckpt = Checkpoint(path, model=torch.nn.Linear(2, 1), every_steps=2)
+            >>> ckpt.step(); os.path.exists(path), ckpt.steps
+            (False, 1)
+            >>> ckpt.step(); os.path.exists(path), ckpt.steps
+            (True, 2)
+        """
         self.steps += 1
         if stepwatch.should_stop():
             self.save()

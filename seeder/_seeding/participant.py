@@ -76,25 +76,61 @@ class Participant(Protocol):
     """What a sampler, loader, pipeline or generator wrapper implements to join
     a :class:`seeder.Seeder`.
 
-    ``check_state_dict`` raises :class:`seeder._errors.StateError` and changes nothing;
-    ``state_dict`` returns only tensors and plain values (``torch.load(weights_only=True)``).
-    A participant with no state returns ``None`` from ``state_dict`` and is not saved.
+    Subclassing is optional: any object with these members is a participant.
+
+    Attributes:
+        seeder_kind: the first word of the participant's key in a state (``"sampler"``,
+            ``"loader"``, ...).
+
+    Example:
+        >>> import random, seeder
+        >>> class Noise:
+        ...     seeder_kind = "noise"
+        ...     def __init__(self): self.rng = random.Random()
+        ...     def seeder_reseed(self, seeder, task_id, epoch):
+        ...         self.rng.seed(seeder.get_seed(task_id, epoch, stream=99))
+        ...     def state_dict(self): return {"draws": 0}
+        ...     def check_state_dict(self, state): pass
+        ...     def load_state_dict(self, state): pass
+        >>> isinstance(Noise(), seeder.Participant)
+        True
     """
 
     seeder_kind: str
 
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Follow ``seeder.reseed(task_id, epoch)``."""
+        """Follow ``seeder.reseed(task_id, epoch)``.
+
+        Args:
+            seeder: the seeder that reseeds; its ``get_seed`` gives the seeds to use.
+            task_id: the task.
+            epoch: the epoch.
+        """
 
     def state_dict(self) -> Any:
-        """This participant's state, or ``None`` when it keeps none."""
+        """This participant's state.
+
+        Returns:
+            Tensors and plain values only (they load with ``torch.load(weights_only=True)``),
+            or ``None`` for a participant that keeps no state: it is not saved.
+        """
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder._errors.StateError` if ``state`` cannot be loaded; change
-        nothing."""
+        """Check that :meth:`load_state_dict` would accept ``state``; change nothing.
+
+        Args:
+            state: what :meth:`state_dict` returned in the run that saved it.
+
+        Raises:
+            seeder.StateError: what does not fit, and what to do.
+        """
 
     def load_state_dict(self, state: Any) -> None:
-        """Restore a state that :meth:`check_state_dict` accepted."""
+        """Restore a state that :meth:`check_state_dict` accepted.
+
+        Args:
+            state: what :meth:`state_dict` returned in the run that saved it.
+        """
 
 
 @runtime_checkable

@@ -310,9 +310,10 @@ class Membership:
     A base class of ``Seeder``, which provides ``registry`` (a :class:`Registry`), ``pending``
     (:class:`seeder._state.pending.PendingParts`), ``run``, its lock and ``_require_init``.
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(1); isinstance(s, Membership), s.participants()
-    (True, [])
+    Example:
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(1); isinstance(s, Membership), s.participants()
+        (True, [])
     """
 
     registry: Registry
@@ -333,10 +334,24 @@ class Membership:
         ``Generator``/``RandomState`` or ``torch.Generator``, on its own stream: the per-rank
         seed, or with ``shared=True`` one seed equal on all ranks. After a reseed it is seeded
         at once for that ``(task, epoch)``. Seeds are 64-bit (fold with ``% 2**32`` for 32-bit
-        RNGs). A participant or a DALI pipeline is joined (held strongly) instead.
+        RNGs). A participant or a DALI pipeline is joined (held strongly) instead. A generator
+        that raises when it is seeded is not registered.
 
-        >>> import random, seeder; s = seeder.Seeder(); s.init(5); rng = random.Random()
-        >>> s.register_generator(rng); s.reseed(1, 0)
+        Args:
+            gen: the generator or seeding function.
+            shared: ``True`` for the seed equal on all ranks, ``False`` for this rank's.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called.
+            TypeError: ``gen`` is neither a seeding function, an RNG seeder knows, nor a
+                participant.
+            seeder.StateError: a loaded state's part for this generator does not fit it.
+
+        Example:
+            >>> import random, seeder; s = seeder.Seeder(); s.init(5); rng = random.Random()
+            >>> s.register_generator(rng); s.reseed(1, 0)
+            >>> rng.random() == random.Random(s.get_seed(1, 0, stream=1)).random()
+            True
         """
         self._require_init("register_generator")
         with self._lock:
@@ -349,23 +364,42 @@ class Membership:
                 raise
 
     def unregister_generator(self, gen: GeneratorLike) -> None:
-        """Stop reseeding ``gen`` (the object or bound method given
-        to :meth:`register_generator`)."""
+        """Stop reseeding ``gen``.
+
+        Args:
+            gen: the object or bound method given to :meth:`register_generator`.
+
+        Raises:
+            ValueError: ``gen`` is not registered.
+
+        Example:
+            >>> import random, seeder; s = seeder.Seeder(); s.init(5); rng = random.Random()
+            >>> s.register_generator(rng); s.unregister_generator(rng); s.generators()
+            []
+        """
         with self._lock:
             self.registry.remove(self.registry.find_or_raise(gen))
 
     def join(self, participant: Any, *, weak: bool = True) -> None:
-        """Add a participant (sampler, loader, DALI pipeline, ...;
-        see :mod:`seeder._seeding.participant`).
+        """Add a participant: a sampler, loader, DALI pipeline, or any :class:`seeder.Participant`.
 
-        Held through a weak reference by default, so a discarded sampler leaves. Participants
-        that joined stay across :meth:`init` and follow the new run. Joining twice has no effect.
+        Participants that joined stay across :meth:`init` and follow the new run. Joining twice
+        has no effect.
 
-        >>> import seeder
-        >>> s = seeder.Seeder(); s.init(1)
-        >>> sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
-        >>> sampler in s.participants()
-        True
+        Args:
+            participant: the object to reseed at every :meth:`reseed` and save in the state.
+            weak: hold it through a weak reference, so that a discarded sampler leaves.
+
+        Raises:
+            TypeError: ``participant`` is not a participant; the message says what it needs.
+            seeder.StateError: a loaded state's part for it does not fit; it did not join.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(1)
+            >>> sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
+            >>> sampler in s.participants()
+            True
         """
         check_bool(weak, "weak")
         made = require_participant(participant, self._seeder())
@@ -384,25 +418,55 @@ class Membership:
                 raise
 
     def leave(self, participant: Any) -> None:
-        """Remove a participant that joined; unknown ones are ignored."""
+        """Remove a participant that joined; unknown ones are ignored.
+
+        Args:
+            participant: the object given to :meth:`join` (or the one a participant stands for).
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(1)
+            >>> sampler = seeder.DistributedSampler(range(4), seeder=s)
+            >>> s.leave(sampler); s.participants()
+            []
+        """
         with self._lock:
             self.registry.discard(participant)
 
     def participants(self) -> list[Any]:
-        """Live participants in the order they joined (registered generators included)."""
+        """Live participants in the order they joined (registered generators included).
+
+        Returns:
+            The participants.
+
+        Example:
+            >>> import seeder; s = seeder.Seeder(); s.participants()
+            []
+        """
         return self.registry.participants()
 
     def generators(self) -> list[GeneratorParticipant]:
-        """Registered generators in registration order
-        (:class:`seeder._seeding.participant.GeneratorParticipant`).
+        """Registered generators in registration order.
 
-        >>> import random, seeder; s = seeder.Seeder(); s.init(1)
-        >>> s.register_generator(random.Random()); [g.stream for g in s.generators()]
-        [1]
+        Returns:
+            Their :class:`seeder._seeding.participant.GeneratorParticipant` wrappers.
+
+        Example:
+            >>> import random, seeder; s = seeder.Seeder(); s.init(1)
+            >>> s.register_generator(random.Random()); [g.stream for g in s.generators()]
+            [1]
         """
         return self.registry.generators()
 
     def stateful(self) -> dict[str, Any]:
-        """Participants whose state is saved, by key: ``generator.<stream>`` or
-        ``<seeder_kind>.<n>``."""
+        """Participants whose state is saved, by key.
+
+        Returns:
+            ``{"generator.<stream>" or "<seeder_kind>.<n>": participant}``.
+
+        Example:
+            >>> import random, seeder; s = seeder.Seeder(); s.init(1)
+            >>> s.register_generator(random.Random()); list(s.stateful())
+            ['generator.1']
+        """
         return self.registry.stateful()
