@@ -17,6 +17,8 @@ use what is here:
   once and the callers take the public API.
 - :func:`pcg64_state` is arithmetic, no layout: the state ``PCG64(SeedSequence(seed))`` starts
   in, for reseeding a registered ``numpy.random.Generator``.
+- :func:`mt_state` is NumPy's public ``get_state`` of a legacy ``RandomState``, typed as the tuple
+  it returns (NumPy's stub says a dict).
 
 Example:
     >>> import numpy as np
@@ -53,6 +55,24 @@ __all__ = [
     "mt_state",
 ]
 
+#: Words and bytes of the MT19937 key.
+KEY_WORDS = 624
+KEY_BYTES = 4 * KEY_WORDS
+#: Bytes of a Mersenne Twister's key and position, as ``_random.Random`` and NumPy's MT19937 keep
+#: them.
+MT_BYTES = 4 + KEY_BYTES
+#: Bytes of a Mersenne Twister's mark: its position and two key words, which together change on
+#: every draw (a draw of a multiple of 624 words leaves the position and regenerates the key).
+MARK_BYTES = 12
+
+#: A legacy ``RandomState``'s Gaussian cache as NumPy keeps it: ``has_gauss`` (int, padded), the
+#: double.
+GAUSS_CACHE = struct.Struct("i4xd")
+
+#: The :data:`seeder._internals.INTERNALS` keys of the two layouts.
+PYTHON_MT = "python:random.Random Mersenne Twister layout"
+NUMPY_GAUSS = "numpy:RandomState gauss cache offset"
+
 #: A legacy NumPy state of an MT19937: kind, the 624 key words, position, has_gauss, the cached
 #: Gaussian.
 MTState = tuple[str, "np.ndarray[Any, np.dtype[np.uint32]]", int, int, float]
@@ -79,24 +99,6 @@ def mt_state(rs: Optional[np.random.RandomState] = None) -> MTState:
     return cast(MTState, state)
 
 
-#: Words and bytes of the MT19937 key.
-KEY_WORDS = 624
-KEY_BYTES = 4 * KEY_WORDS
-#: Bytes of a Mersenne Twister's key and position, as ``_random.Random`` and NumPy's MT19937 keep
-#: them.
-MT_BYTES = 4 + KEY_BYTES
-#: Bytes of a Mersenne Twister's mark: its position and two key words, which together change on
-#: every draw (a draw of a multiple of 624 words leaves the position and regenerates the key).
-MARK_BYTES = 12
-
-#: A legacy ``RandomState``'s Gaussian cache as NumPy keeps it: ``has_gauss`` (int, padded), the
-#: double.
-GAUSS_CACHE = struct.Struct("i4xd")
-
-#: The :data:`seeder._internals.INTERNALS` keys of the two layouts.
-PYTHON_MT = "python:random.Random Mersenne Twister layout"
-NUMPY_GAUSS = "numpy:RandomState gauss cache offset"
-
 _PCG_MULT = (2549297995355413924 << 64) | 4865540595714422341
 _M128 = (1 << 128) - 1
 
@@ -117,9 +119,8 @@ def pcg64_state(seed: int) -> dict[str, Any]:
     init_state = (w[1] << 96) | (w[0] << 64) | (w[3] << 32) | w[2]
     init_seq = (w[5] << 96) | (w[4] << 64) | (w[7] << 32) | w[6]
     inc = ((init_seq << 1) | 1) & _M128
-    state = (
-        (inc + init_state) * _PCG_MULT + inc
-    ) & _M128  # from state 0: one step gives inc, add, one step
+    # from state 0: one step gives inc; add init_state; one more step
+    state = ((inc + init_state) * _PCG_MULT + inc) & _M128
     return {
         "bit_generator": "PCG64",
         "state": {"state": state, "inc": inc},

@@ -3,6 +3,12 @@
 States are made only of tensors and plain Python values, so that a checkpoint
 holding them loads with ``torch.load(weights_only=True)``.
 
+Each adapter of Python's and NumPy's Mersenne Twister has two kinds of methods. The checkpoint
+path (``get_state``, ``check_state``, ``set_state``, ``copy_state``, ``put_back``) uses the
+library's public state API only. The per-batch paths (``keep``, ``watcher``) read the state in
+place through :mod:`seeder._seeding.fastrng` where its layout checked out at first use, and fall
+back to the public API (the base class's methods) where it did not.
+
 Example:
     >>> from seeder._seeding.rngs import global_adapters
     >>> for adapter in global_adapters():
@@ -82,13 +88,21 @@ class PythonRandomAdapter(RNGAdapter):
     def __init__(self, rng: Optional[random.Random] = None):
         # The global Random: the random module's functions are its bound methods (random.seed may be
         # wrapped by seeder._seeding.foreign; getstate is not).
-        self.rng: random.Random = rng if rng is not None else random.getstate.__self__  # type: ignore[attr-defined]
-        self._view: Any = False  # python_mt_view(rng), found at the first per-batch use
+        if rng is None:
+            # typeshed types random.getstate as a function; it is a method of the global Random
+            rng = random.getstate.__self__  # type: ignore[attr-defined]
+        self.rng: random.Random = rng
+        # python_mt_view(rng), looked up at the first per-batch use: False until then, None where
+        # CPython's layout did not check out (the public getstate is used then)
+        self._view: Any = False
 
     def seed(self, seed: int) -> None:
         self.rng.seed(seed)
 
+    # Per-batch paths: keep and watcher read the Mersenne Twister in place (fastrng).
+
     def _mt_view(self) -> Any:
+        """The view of the generator's key and position, or ``None`` (looked up once)."""
         if self._view is False:
             self._view = python_mt_view(self.rng)
         return self._view
@@ -97,6 +111,7 @@ class PythonRandomAdapter(RNGAdapter):
         """The generator's position and key as 2.5 KB of bytes and ``gauss_next``
         (``random.getstate`` builds 625 ints: 10-40x slower), where CPython's layout checked out;
         else ``getstate``."""
+        # the cached view read inline: keep runs once a batch
         view, rng = self._view if self._view is not False else self._mt_view(), self.rng
         if view is None:
             return super().keep()
@@ -118,6 +133,8 @@ class PythonRandomAdapter(RNGAdapter):
         if mark is None:
             return rng.getstate
         return lambda: (mark.raw, rng.gauss_next)  # type: ignore[attr-defined]  # see keep()
+
+    # Checkpoint path: random's public getstate and setstate only.
 
     def copy_state(self) -> Any:
         return self.rng.getstate()
@@ -203,13 +220,14 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def seed(self, seed: int) -> None:
         self.rng.seed(numpy_seed(seed))
 
+    # Checkpoint path: NumPy's public get_state and set_state only.
+
     def get_state(self) -> dict[str, Any]:
         kind, key, pos, has_gauss, cached = mt_state(self.rng)
         return {
             "kind": str(kind),
-            "key": torch.from_numpy(
-                key.view(np.int32)
-            ),  # the 624 words' bits as int32: every value is valid
+            # the 624 words' bits as int32: every value is valid
+            "key": torch.from_numpy(key.view(np.int32)),
             "pos": int(pos),
             "has_gauss": int(has_gauss),
             "cached_gaussian": float(cached),
@@ -247,6 +265,8 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def put_back(self, kept: Any) -> None:
         kind, key, pos, has_gauss, cached = kept  # a list: set_state copies an array 40x slower
         self.rng.set_state((kind, key.tolist(), pos, has_gauss, cached))
+
+    # Per-batch paths: keep and watcher read the key and the Gaussian cache in place (fastrng).
 
     def _views(self) -> Any:
         """``(rng, bit generator, key view, gauss view, access)`` where
