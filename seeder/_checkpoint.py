@@ -312,9 +312,8 @@ def read_checkpoint(path: str) -> dict[str, Any]:
         )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except (
-        Exception
-    ) as exc:  # torch raises EOFError, RuntimeError, OSError or UnpicklingError by the damage
+    except Exception as exc:
+        # torch raises EOFError, RuntimeError, OSError or UnpicklingError by the damage
         raise StateError(
             f"the checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); it is truncated, "
             f"damaged or not a torch.save file; {_FIX}"
@@ -337,7 +336,7 @@ def _shape(t: torch.Tensor) -> str:
     return "(" + ", ".join(str(d) for d in t.shape) + ("," if t.dim() == 1 else "") + ")"
 
 
-def check_model_state(saved: Any, model: Any, path: str) -> None:
+def check_model_state(saved: Any, model: torch.nn.Module, path: str) -> None:
     """Raise :class:`StateError` unless ``saved`` has ``model.state_dict()``'s keys, shapes, dtypes.
 
     Args:
@@ -387,11 +386,11 @@ def check_model_state(saved: Any, model: Any, path: str) -> None:
             )
 
 
-def _params(optimizer: Any) -> list[list[torch.Tensor]]:
+def _params(optimizer: torch.optim.Optimizer) -> list[list[torch.Tensor]]:
     return [list(group["params"]) for group in optimizer.param_groups]
 
 
-def check_optimizer_state(saved: Any, optimizer: Any, path: str) -> None:
+def check_optimizer_state(saved: Any, optimizer: torch.optim.Optimizer, path: str) -> None:
     """Raise :class:`StateError` unless ``saved`` fits ``optimizer``: its parameter groups and their
     sizes, and for torch's optimizers (LBFGS aside) each parameter's state tensors of its shape.
 
@@ -449,14 +448,21 @@ def check_optimizer_state(saved: Any, optimizer: Any, path: str) -> None:
 
 
 def check_checkpoint(
-    state: dict[str, Any], path: str, model: Any, optimizer: Any, scheduler: Any, seeder: Seeder
+    state: dict[str, Any],
+    path: str,
+    model: torch.nn.Module,
+    optimizer: Optional[torch.optim.Optimizer],
+    scheduler: Any,
+    seeder: Seeder,
 ) -> int:
     """Check every part of a :func:`read_checkpoint` dict before anything loads; return its step.
 
     Args:
         state: the file's dict.
         path: the file, for the messages.
-        model, optimizer, scheduler: what the parts load into (``None``: not loaded).
+        model: the module the model part loads into.
+        optimizer: the optimizer the optimizer part loads into (``None``: not loaded).
+        scheduler: the scheduler the scheduler part loads into (``None``: not loaded).
         seeder: the :class:`seeder.Seeder` whose ``check_state_dict`` checks the seeder part.
 
     Returns:

@@ -102,9 +102,8 @@ def check_state_header(
         raise StateError(
             f"not a {what} state: pass the dict returned by {owner or what}.state_dict()"
         )
-    if (
-        type(state.get("version")) is not int or state.get("version") != version
-    ):  # True == 1: a version is an int
+    # True == 1: a version is an int
+    if type(state.get("version")) is not int or state.get("version") != version:
         raise StateError(
             f"{what} state version {state.get('version')!r} is not supported (this seeder reads "
             f"version {version}); load it with the seeder version that wrote it"

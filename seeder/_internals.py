@@ -180,9 +180,8 @@ def _cpu_generator_layout(_: Any) -> Optional[str]:
             "the_initial_seed, seeded and the first Mersenne-Twister word are no longer where "
             "CPUGeneratorImplState had them"
         )
-    torch.randn(
-        1, dtype=torch.float64, generator=g
-    )  # leaves the pair's second normal sample cached
+    # leaves the pair's second normal sample cached
+    torch.randn(1, dtype=torch.float64, generator=g)
     b = bytes(g.get_state().tolist())
     if int.from_bytes(b[5040:5044], "little") != 1:
         return "normal_is_valid is no longer at byte 5040 of the CPU generator state"

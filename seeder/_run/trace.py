@@ -99,9 +99,8 @@ def _feed(h: Any, value: Any) -> None:
         h.update(b"]")
     elif isinstance(value, (bytes, bytearray, memoryview)):
         h.update(bytes(value))
-    elif hasattr(value, "detach") and hasattr(
-        value, "cpu"
-    ):  # a torch.Tensor (no torch import needed)
+    elif hasattr(value, "detach") and hasattr(value, "cpu"):
+        # a torch.Tensor (no torch import needed)
         _feed(h, value.detach().cpu().contiguous().numpy())
     elif hasattr(value, "tobytes") and hasattr(value, "dtype"):  # a NumPy array
         h.update(f"{value.dtype.str}{value.shape}".encode())

@@ -75,15 +75,13 @@ class Seeder(Membership):
         #: The global RNGs as the last load left them, for a participant resuming inside an epoch to
         #: compare.
         self.resume_check = ResumeCheck()
-        self._snapshots: set = (
-            set()
-        )  # directories captured by init(snapshot_dir=...) in this process
+        # directories captured by init(snapshot_dir=...) in this process
+        self._snapshots: set = set()
         #: The run a state being loaded describes, while :mod:`seeder._state.plan` checks or
         #: applies it (participants' ``check_state_dict`` compares with it); else ``None``.
         self.loading: Optional[state.RunState] = None
-        self._lock = (
-            threading.RLock()
-        )  # one call at a time changes or reads the streams (no torn state_dict)
+        # one call at a time changes or reads the streams (no torn state_dict)
+        self._lock = threading.RLock()
         #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its
         #: ``init`` watches the process (frameworks' seeding routed, optimizer steps recorded under
         #: ``seeder verify``: :mod:`seeder._run.watch`).
@@ -134,9 +132,8 @@ class Seeder(Membership):
         topology = discover(rank, ngpus, local_rank)
         seed, explicit = agree_master_seed(seed, explicit, topology)
         with self._lock:
-            _announce(
-                seed, explicit, topology, deterministic, snapshot_dir, self._snapshots
-            )  # may raise: nothing set yet
+            # may raise: nothing set yet
+            _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
             run, mark, pending = state.RunState(master=seed), self.registry.mark(), PendingParts()
             try:
                 dropped = self.registry.drop_registered()
@@ -149,9 +146,8 @@ class Seeder(Membership):
                 "init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)",
                 dropped,
             )
-        runwatch.after_init(
-            self
-        )  # frameworks' seeding routed; under seeder verify, optimizer steps recorded
+        # frameworks' seeding routed; under seeder verify, optimizer steps recorded
+        runwatch.after_init(self)
 
     def reset(self) -> None:
         """Forget the master seed, the last reseed and every participant, as a new ``Seeder``.
@@ -362,15 +358,13 @@ class Seeder(Membership):
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
         with self._lock:
             self.pending.require_claimed("seeder.reseed", key)
-            members = state.start_reseed(
-                self, key
-            )  # the global RNGs; None: resuming inside this (task, epoch)
+            # the global RNGs; None: resuming inside this (task, epoch)
+            members = state.start_reseed(self, key)
             if members is None:
                 return
             try:
-                for (
-                    member
-                ) in members:  # here, so that participants' warnings point at the caller of reseed
+                # here, so that participants' warnings point at the caller of reseed
+                for member in members:
                     member.seeder_reseed(self, key[0], key[1])
             except BaseException as exc:
                 state.tear(self.run, key, member, exc)

@@ -163,12 +163,13 @@ def _lightning_launch() -> Optional[_Found]:
             f"NODE_RANK={node}, LOCAL_RANK={local} and WORLD_SIZE={size} are set but RANK is not "
             "(Lightning's multi-node ddp launcher): pass the global rank to seeder.init(rank=...)"
         )
-    if local >= size:  # type: ignore[operator]
+    assert size is not None  # the caller saw WORLD_SIZE set
+    if local >= size:
         raise ValueError(
             f"LOCAL_RANK={local} is not below WORLD_SIZE={size}; fix the launch, or pass rank= "
             f"and ngpus="
         )
-    return _Found(LIGHTNING, local, size, local)  # type: ignore[arg-type]
+    return _Found(LIGHTNING, local, size, local)
 
 
 def _launcher() -> Optional[_Found]:
@@ -184,9 +185,8 @@ def _launcher() -> Optional[_Found]:
             and not has_rank
             and os.environ.get("NODE_RANK", "").strip()
         ):
-            found = (
-                _lightning_launch()
-            )  # Lightning's ddp launcher sets WORLD_SIZE, NODE_RANK, LOCAL_RANK, no RANK
+            # Lightning's ddp launcher sets WORLD_SIZE, NODE_RANK, LOCAL_RANK, no RANK
+            found = _lightning_launch()
             if found is not None:
                 return found
         if has_rank != has_size:

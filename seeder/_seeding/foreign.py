@@ -295,6 +295,7 @@ def _wrap(
             _kept(seeder, family, primitive, seed_arg, caller)
         return result
 
+    # attributes of a function, which mypy does not know
     seeding.__wrapped__ = original  # type: ignore[attr-defined]
     seeding.seeder_routes = True  # type: ignore[attr-defined]
     seeding.__doc__ = original.__doc__
@@ -319,9 +320,8 @@ def _dirs() -> None:
     import torch
 
     torch_dir = os.path.dirname(torch.__file__) + os.sep
-    own_dir = (
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    )  # the seeder package
+    # the seeder package
+    own_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     _OWN_CALLERS = (own_dir, torch_dir)
     _TORCH_WRAPPERS = (
         os.path.join(torch_dir, "_compile.py"),

@@ -178,9 +178,8 @@ def is_elastic(participant: Any) -> bool:
     >>> is_elastic(Loader()), is_elastic(object())
     (True, False)
     """
-    return (
-        getattr(participant, "seeder_elastic", False) is True
-    )  # isinstance() on a Protocol costs ~10 us a call
+    # isinstance() on a Protocol costs ~10 us a call
+    return getattr(participant, "seeder_elastic", False) is True
 
 
 def participant_keys(participants: list[Any]) -> dict[str, Any]:

@@ -152,9 +152,8 @@ class Registry:
             raise ValueError(f"{describe(gen)} is already registered; register each generator once")
         if adapter_for(gen) is None:
             participant = make()
-            if (
-                participant is not None
-            ):  # e.g. a DALI pipeline: joins at the next reseed, not called now
+            # e.g. a DALI pipeline: joins at the next reseed, not called now
+            if participant is not None:
                 self.add(participant, weak=False, registered=True)
                 return None
             if callable(gen):
@@ -295,9 +294,8 @@ class Registry:
         if not weak:
             return dict(named)
         found = {k: _resolve(m) for k, m in named}
-        if any(
-            p is None for p in found.values()
-        ):  # one held weakly is gone: the keys of the others may change
+        # one held weakly is gone: the keys of the others may change
+        if any(p is None for p in found.values()):
             self._roster = None
             return self.stateful()
         return found
@@ -405,9 +403,8 @@ class Membership:
         made = require_participant(participant, self._seeder())
         with self._lock:
             mark = self.registry.mark()
-            self.registry.add(
-                made, weak=weak and made is participant
-            )  # a wrapper lives as long as the seeder
+            # a wrapper lives as long as the seeder
+            self.registry.add(made, weak=weak and made is participant)
             try:
                 self.pending.claim(self._seeder())
             except BaseException:

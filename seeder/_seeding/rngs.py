@@ -56,9 +56,8 @@ __all__ = [
 ]
 
 
-_MT_WORDS = struct.Struct(
-    "=625I"
-)  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
+# 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
+_MT_WORDS = struct.Struct("=625I")
 _KEY = struct.Struct("=624I")  # getstate()'s words as bytes: 6x faster than numpy.array(tuple)
 _NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
 _PYTHON_KEYS = frozenset({"version", "key", "pos", "gauss_next"})
@@ -272,9 +271,8 @@ class NumpyRandomStateAdapter(RNGAdapter):
         """``(rng, bit generator, key view, gauss view, access)`` where
         :func:`seeder._seeding.fastrng.legacy_access` checked out and the RNG is an exact
         RandomState over an MT19937; else ``None``."""
-        rng = (
-            self._rng if self._rng is not None else np.random.mtrand._rand
-        )  # self.rng, without a call
+        # self.rng, without a call
+        rng = self._rng if self._rng is not None else np.random.mtrand._rand
         if self._rng is None:
             # set_bit_generator may swap the global one. get_bit_generator is public (NumPy 1.25);
             # NumPy's stub does not export it.

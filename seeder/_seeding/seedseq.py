@@ -238,9 +238,8 @@ class StreamSeeds:
         if not self.exact:
             return self.reference(stream)
         one, l0, x0, m0, l1, x1, m1, y0, n0, y1, n1 = self._one
-        if (
-            one
-        ):  # generate_state(2) of the pool words 0 and 1, each mixed with hashmix(stream): inlined
+        # generate_state(2) of the pool words 0 and 1, each mixed with hashmix(stream): inlined
+        if one:
             v = (stream ^ x0) * m0 & M32
             r = (l0 - MIX_MULT_R * (v ^ (v >> 16))) & M32
             v = ((r ^ (r >> 16)) ^ y0) * n0 & M32

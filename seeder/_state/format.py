@@ -182,7 +182,8 @@ def gather(own: dict[str, Any], world: int, rank: int, dst: int) -> Optional[dic
         torch.distributed.gather_object(own, gathered, dst=dst)
         if rank != dst:
             return None
-        ranks = list(gathered)  # type: ignore[arg-type]
+        assert gathered is not None  # rank dst received every rank's state
+        ranks = list(gathered)
     elif world == 1:
         ranks = [own]
     else:
@@ -214,9 +215,8 @@ def own_entry(
     if type(allow_world_change) is not bool:
         allow_world_change = check_bool(allow_world_change, "allow_world_change")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
-        if not (
-            type(state.get("version")) is int and state["version"] == STATE_FORMAT_VERSION
-        ):  # not True, not 1.0
+        # not True, not 1.0
+        if not (type(state.get("version")) is int and state["version"] == STATE_FORMAT_VERSION):
             raise _unsupported("gathered seeder state", state.get("version"))
         if set(state) != {"format", "version", "world_size", "ranks"}:
             raise StateError(
@@ -270,9 +270,8 @@ def check_header(entry: dict[str, Any]) -> None:
     """Raise :class:`StateError` unless ``entry``'s format, keys, master seed, world, rank and last
     reseed are valid."""
     version, derivation = entry.get("version"), entry.get("derivation_version")
-    if not (
-        type(version) is int and version == STATE_FORMAT_VERSION
-    ):  # True == 1, 1.0 == 1: a version is an int
+    # True == 1, 1.0 == 1: a version is an int
+    if not (type(version) is int and version == STATE_FORMAT_VERSION):
         raise _unsupported("seeder state", version)
     if not (type(derivation) is int and derivation == derive.DERIVATION_VERSION):
         raise StateError(
@@ -286,9 +285,8 @@ def check_header(entry: dict[str, Any]) -> None:
             f"unexpected {sorted(set(entry) - STATE_KEYS)}"
         )
     master = entry["master_seed"]
-    if not (
-        type(master) is int and 0 <= master <= derive.MAX_MASTER_SEED
-    ):  # fast path; the full check words it
+    # fast path; the full check words it
+    if not (type(master) is int and 0 <= master <= derive.MAX_MASTER_SEED):
         _as_state_error(derive.check_master_seed, master, "state['master_seed']")
     for name in ("world_size", "rank"):
         value = entry[name]

@@ -100,9 +100,8 @@ class PendingParts:
                 ) from None
             del self.parts[key]
             logger.info("%s resumed from the loaded seeder state", part_name(key))
-        if (
-            self.moved is not None and not self.parts
-        ):  # every elastic loader of another world's state joined
+        # every elastic loader of another world's state joined
+        if self.moved is not None and not self.parts:
             entry, self.moved = self.moved, None
             first = next(k for k in entry["participants"] if not str(k).startswith("generator."))
             rederive_streams(

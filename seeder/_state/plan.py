@@ -416,12 +416,13 @@ def _continued_run(seeder: Seeder, plan: LoadPlan) -> RunState:
     ``(task, epoch)`` skipped. Warns when the checkpoint overrides an ``init`` seed."""
     saved, run = RunState(master=plan.run.master, last=plan.run.last), seeder.run
     if seeder.explicit and saved.master != run.master:
+        # the caller of load_state_dict
         warnings.warn(
             f"init() got master seed {run.master} but the checkpoint was made with "
             f"{saved.master}; continuing with the checkpoint's seed",
             SeederWarning,
             stacklevel=5,
-        )  # the caller of load_state_dict
+        )
     if saved.master != run.master and seeder.rank == 0:
         logger.info("Using seed: %d (from checkpoint)", saved.master)
     saved.seen = set(run.seen)

@@ -57,9 +57,8 @@ def saved_state(participant: Any) -> Any:
     """
     if isinstance(participant, GeneratorParticipant) and participant.adapter is not None:
         return participant.state_dict()
-    with (
-        warnings.catch_warnings()
-    ):  # a copy to put back is no checkpoint: participants' checkpoint advice does not apply
+    # a copy to put back is no checkpoint: participants' checkpoint advice does not apply
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeederWarning)
         st = participant.state_dict()
     return st if validates_state(participant) else copy.deepcopy(st)
