@@ -3,8 +3,9 @@
 ``core`` imports no feature. Samplers, loaders, DALI pipelines and generators join
 a seeder through one protocol (:mod:`seeder._seeding.participant`); the methods about who
 takes part (``register_generator``, ``join``, ``participants``, ...) are those of
-:class:`seeder._seeding.registry.Membership`; the state format lives in :mod:`seeder._state.format`,
-loading in
+:class:`seeder._seeding.registry.Membership`; those about its state (``state_dict``,
+``gather_state_dict``, ``check_state_dict``, ``load_state_dict``) are those of
+:class:`Persistence`. The state format lives in :mod:`seeder._state.format`, loading in
 :mod:`seeder._state.plan`.
 
 Example:
@@ -22,7 +23,7 @@ import os
 import threading
 import warnings
 from contextlib import AbstractContextManager
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from seeder._checks import check_bool, check_int, is_bool
 from seeder._errors import SeederWarning
@@ -41,7 +42,10 @@ from seeder._state.pending import PendingParts
 from seeder._state.plan import check_state, load_state
 from seeder._state.resumecheck import ResumeCheck
 
-__all__ = ["Seeder", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR"]
+__all__ = ["Seeder", "Persistence", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR"]
+
+if TYPE_CHECKING:
+    from seeder._seeding.participant import GeneratorParticipant
 
 logger = logging.getLogger("seeder")
 
@@ -52,7 +56,136 @@ ENV_DETERMINISTIC = "SEEDER_DETERMINISTIC"
 ENV_SNAPSHOT_DIR = "SEEDER_SNAPSHOT_DIR"
 
 
-class Seeder(Membership):
+class Persistence:
+    """The part of :class:`Seeder` about its state: save it, gather every rank's, check, load.
+
+    A base class of ``Seeder``, which provides the run, its lock, its participants and
+    ``_require_init``, as for :class:`seeder._seeding.registry.Membership` (who takes part).
+
+    Example:
+        >>> s = Seeder(); s.init(1); isinstance(s, Persistence)
+        True
+    """
+
+    if TYPE_CHECKING:  # provided by Seeder, the one subclass
+        run: state.RunState
+        pending: PendingParts
+        _lock: threading.RLock
+
+        def _require_init(self, what: str) -> Topology: ...
+
+        def global_adapters(self) -> list[RNGAdapter]: ...
+
+        def stateful(self) -> dict[str, Any]: ...
+
+        def generators(self) -> list[GeneratorParticipant]: ...
+
+    def _seeder(self) -> Seeder:
+        """``self`` as the :class:`Seeder` it is (``Persistence`` is only its base)."""
+        return cast("Seeder", self)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue this process's randomness as if never stopped.
+
+        Returns:
+            The master seed, world, rank, last reseed, every global and accelerator RNG,
+            registered generators and participants (samplers, loaders, pipelines): plain values
+            and tensors that load with ``torch.load(weights_only=True)``.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called, or the last :meth:`reseed` raised.
+            seeder.StateError: a loaded part is still waiting for a loader or generator that
+                was not built.
+
+        Example:
+            >>> s = Seeder(); s.init(1); s.reseed(1, 0)
+            >>> sorted(s.state_dict())[:3]
+            ['derivation_version', 'format', 'last_reseed']
+        """
+        topo = self._require_init("state_dict")
+        with self._lock:  # make_state refuses a torn run (a reseed that raised)
+            if self.pending.parts:
+                self.pending.require_claimed("seeder.state_dict", ())
+            made = state.make_state(
+                self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful()
+            )
+            generators = self.generators()
+            if generators:
+                warn_unsaved_generators(generators)
+            return made
+
+    def gather_state_dict(self, dst: int = 0) -> Optional[dict[str, Any]]:
+        """Every rank's :meth:`state_dict` in one dict on rank ``dst`` (a collective).
+
+        Args:
+            dst: the rank that receives the states.
+
+        Returns:
+            On rank ``dst``, ``{"world_size": ..., "ranks": [...], ...}``; ``None`` on the others.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called.
+            ValueError: ``dst`` is not a rank of this world.
+
+        Example:
+            >>> s = Seeder(); s.init(1); s.reseed(1, 0)
+            >>> g = s.gather_state_dict(); g["world_size"], len(g["ranks"])
+            (1, 1)
+            >>> s.load_state_dict(g)
+        """
+        topo = self._require_init("gather_state_dict")
+        check_int(dst, "dst", low=0, high=topo.world_size - 1)
+        return state.gather(self.state_dict(), topo.world_size, topo.rank, dst)
+
+    def check_state_dict(self, state_: Any, *, allow_world_change: bool = False) -> None:
+        """Check that :meth:`load_state_dict` would accept ``state_``; change nothing.
+
+        Args:
+            state_: a :meth:`state_dict` or :meth:`gather_state_dict`.
+            allow_world_change: accept a state of another world size (see
+                :meth:`load_state_dict`).
+
+        Raises:
+            seeder.StateError: what cannot be loaded, and what to do.
+
+        Example:
+            >>> s = Seeder(); s.init(1); st = s.state_dict(); st["version"] = 99
+            >>> s.check_state_dict(st)
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: seeder state format 99 is not supported by this version ...
+        """
+        with self._lock:
+            check_state(self._seeder(), state_, allow_world_change)
+
+    def load_state_dict(self, state_: dict[str, Any], *, allow_world_change: bool = False) -> None:
+        """Validate ``state_`` completely, then restore every RNG and participant.
+
+        Takes one process's :meth:`state_dict` or a :meth:`gather_state_dict` (this rank's entry
+        is used). Raises before changing anything. Parts for loaders or generators not built yet
+        wait for them (:mod:`seeder._state.pending`). The next :meth:`reseed` of the saved
+        ``(task, epoch)`` is skipped, so a run stopped mid-epoch continues exactly. With
+        ``allow_world_change=True`` a state from another world size gives only the master seed
+        and the last ``(task, epoch)``: continue from the next epoch boundary.
+
+        Args:
+            state_: a :meth:`state_dict` or :meth:`gather_state_dict`.
+            allow_world_change: accept a state of another world size.
+
+        Raises:
+            seeder.StateError: what cannot be loaded, and what to do; nothing was changed.
+            RuntimeError: called in a ``DataLoader`` worker process.
+
+        Example:
+            >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
+            >>> s.load_state_dict(st)
+        """
+        refuse_in_worker("seeder.load_state_dict()")
+        with self._lock:
+            load_state(self._seeder(), state_, allow_world_change)
+
+
+class Seeder(Membership, Persistence):
     """One master seed and everything derived from it, for one process.
 
     The module-level functions of :mod:`seeder` are the methods of one default
@@ -60,9 +193,11 @@ class Seeder(Membership):
 
     Example:
         >>> s = Seeder()
-        >>> s.init(7)
+        >>> s.init(7, ngpus=1, local_rank=0)
         >>> s.get_seed(1, 2) == s.get_seed(1, 2)
         True
+        >>> s.rank, s.world_size, s.local_rank, s.last_reseed
+        (0, 1, 0, None)
     """
 
     def __init__(self) -> None:
@@ -200,42 +335,22 @@ class Seeder(Membership):
 
     @property
     def rank(self) -> int:
-        """The global rank used in derivation (``RuntimeError`` before :meth:`init`).
-
-        Example:
-            >>> s = Seeder(); s.init(1, ngpus=1); s.rank
-            0
-        """
+        """The global rank used in derivation. ``RuntimeError`` before :meth:`init`."""
         return (self._topology or self._require_init("rank")).rank
 
     @property
     def world_size(self) -> int:
-        """The processes over all nodes (``RuntimeError`` before :meth:`init`).
-
-        Example:
-            >>> s = Seeder(); s.init(1, ngpus=1); s.world_size
-            1
-        """
+        """The processes over all nodes. ``RuntimeError`` before :meth:`init`."""
         return (self._topology or self._require_init("world_size")).world_size
 
     @property
     def local_rank(self) -> int:
-        """The rank on this node, informational (``RuntimeError`` before :meth:`init`).
-
-        Example:
-            >>> s = Seeder(); s.init(1, ngpus=1, local_rank=0); s.local_rank
-            0
-        """
+        """The rank on this node (informational). ``RuntimeError`` before :meth:`init`."""
         return self._require_init("local_rank").local_rank
 
     @property
     def last_reseed(self) -> Optional[tuple[int, int]]:
-        """``(task_id, epoch)`` of the last :meth:`reseed` (or of a loaded state), or ``None``.
-
-        Example:
-            >>> s = Seeder(); s.init(1); s.reseed(1, 3); s.last_reseed
-            (1, 3)
-        """
+        """``(task_id, epoch)`` of the last :meth:`reseed` (or a loaded state's), or ``None``."""
         return self.run.last
 
     def get_seed(
@@ -274,15 +389,6 @@ class Seeder(Membership):
 
     def stream_seed(self, task_id: int, epoch: int, *, shared: bool, stream: int) -> int:
         """:meth:`get_seed` for arguments already checked (the hot path of :meth:`reseed`).
-
-        Args:
-            task_id: the task, checked.
-            epoch: the epoch, checked.
-            shared: ``True`` for the seed equal on all ranks.
-            stream: the stream, checked.
-
-        Returns:
-            The seed :meth:`get_seed` returns for the same arguments.
 
         Example:
             >>> s = Seeder(); s.init(42)
@@ -384,106 +490,6 @@ class Seeder(Membership):
         if self._adapters is None:
             self._adapters = global_adapters()
         return self._adapters
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue this process's randomness as if never stopped.
-
-        Returns:
-            The master seed, world, rank, last reseed, every global and accelerator RNG,
-            registered generators and participants (samplers, loaders, pipelines): plain values
-            and tensors that load with ``torch.load(weights_only=True)``.
-
-        Raises:
-            RuntimeError: :meth:`init` was not called, or the last :meth:`reseed` raised.
-            seeder.StateError: a loaded part is still waiting for a loader or generator that
-                was not built.
-
-        Example:
-            >>> s = Seeder(); s.init(1); s.reseed(1, 0)
-            >>> sorted(s.state_dict())[:3]
-            ['derivation_version', 'format', 'last_reseed']
-        """
-        topo = self._require_init("state_dict")
-        with self._lock:  # make_state refuses a torn run (a reseed that raised)
-            if self.pending.parts:
-                self.pending.require_claimed("seeder.state_dict", ())
-            made = state.make_state(
-                self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful()
-            )
-            generators = self.generators()
-            if generators:
-                warn_unsaved_generators(generators)
-            return made
-
-    def gather_state_dict(self, dst: int = 0) -> Optional[dict[str, Any]]:
-        """Every rank's :meth:`state_dict` in one dict on rank ``dst`` (a collective).
-
-        Args:
-            dst: the rank that receives the states.
-
-        Returns:
-            On rank ``dst``, ``{"world_size": ..., "ranks": [...], ...}``; ``None`` on the others.
-
-        Raises:
-            RuntimeError: :meth:`init` was not called.
-            ValueError: ``dst`` is not a rank of this world.
-
-        Example:
-            >>> s = Seeder(); s.init(1); s.reseed(1, 0)
-            >>> g = s.gather_state_dict(); g["world_size"], len(g["ranks"])
-            (1, 1)
-            >>> s.load_state_dict(g)
-        """
-        topo = self._require_init("gather_state_dict")
-        check_int(dst, "dst", low=0, high=topo.world_size - 1)
-        return state.gather(self.state_dict(), topo.world_size, topo.rank, dst)
-
-    def check_state_dict(self, state_: Any, *, allow_world_change: bool = False) -> None:
-        """Check that :meth:`load_state_dict` would accept ``state_``; change nothing.
-
-        Args:
-            state_: a :meth:`state_dict` or :meth:`gather_state_dict`.
-            allow_world_change: accept a state of another world size (see
-                :meth:`load_state_dict`).
-
-        Raises:
-            seeder.StateError: what cannot be loaded, and what to do.
-
-        Example:
-            >>> s = Seeder(); s.init(1); st = s.state_dict(); st["version"] = 99
-            >>> s.check_state_dict(st)
-            Traceback (most recent call last):
-            ...
-            seeder._errors.StateError: seeder state format 99 is not supported by this version ...
-        """
-        with self._lock:
-            check_state(self, state_, allow_world_change)
-
-    def load_state_dict(self, state_: dict[str, Any], *, allow_world_change: bool = False) -> None:
-        """Validate ``state_`` completely, then restore every RNG and participant.
-
-        Takes one process's :meth:`state_dict` or a :meth:`gather_state_dict` (this rank's entry
-        is used). Raises before changing anything. Parts for loaders or generators not built yet
-        wait for them (:mod:`seeder._state.pending`). The next :meth:`reseed` of the saved
-        ``(task, epoch)`` is skipped, so a run stopped mid-epoch continues exactly. With
-        ``allow_world_change=True`` a state from another world size gives only the master seed
-        and the last ``(task, epoch)``: continue from the next epoch boundary.
-
-        Args:
-            state_: a :meth:`state_dict` or :meth:`gather_state_dict`.
-            allow_world_change: accept a state of another world size.
-
-        Raises:
-            seeder.StateError: what cannot be loaded, and what to do; nothing was changed.
-            RuntimeError: called in a ``DataLoader`` worker process.
-
-        Example:
-            >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
-            >>> s.load_state_dict(st)
-        """
-        refuse_in_worker("seeder.load_state_dict()")
-        with self._lock:
-            load_state(self, state_, allow_world_change)
 
     def fork_rng(self) -> AbstractContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored
