@@ -30,10 +30,9 @@ from typing import Optional, Union
 
 try:
     import fcntl
-except (
-    ImportError
-):  # Windows: no advisory locks; temporary files of other hosts are then left alone
-    fcntl = None  # type: ignore[assignment]
+except ImportError:
+    # Windows: no advisory locks; temporary files of other hosts are then left alone
+    fcntl = None  # type: ignore[assignment]  # the module where it exists, else None
 
 __all__ = [
     "write_atomic",
@@ -170,9 +169,8 @@ def write_in(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             if fcntl is not None:
-                fcntl.flock(
-                    fh.fileno(), fcntl.LOCK_EX
-                )  # held until closed: other hosts see a live write
+                # held until closed: other hosts see a live write
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
             os.fchmod(fh.fileno(), mode)  # open's mode is filtered by the umask
             fh.write(data)
             fh.flush()
@@ -188,11 +186,12 @@ def write_in(dfd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
     try:
         os.fsync(dfd)  # the rename itself survives a power cut
     except OSError as exc:
+        # file systems that cannot sync a directory
         if exc.errno not in (
             errno.EINVAL,
             errno.EBADF,
             errno.ENOTSUP,
-        ):  # file systems that cannot sync a directory
+        ):
             raise
 
 

@@ -38,6 +38,14 @@ missing, one ``seeder.StateError`` naming the file and what is wrong otherwise, 
 changed), ``resume(False)`` does nothing, ``resume()`` loads only in a run that ``seeder
 verify`` resumes. Loading uses ``torch.load(weights_only=True)``.
 
+Reading the file is :func:`read_checkpoint`: every way a file can be unreadable (missing, a
+directory, empty, truncated, not a checkpoint) becomes one error that names the file and what is
+wrong. :func:`check_checkpoint` checks every part before anything loads: the model's keys, shapes
+and dtypes against the model's own state (:func:`check_model_state`), the optimizer's parameter
+groups and, for torch's optimizers, the shapes of their per-parameter state
+(:func:`check_optimizer_state`), the scheduler's and the step's types, and the seeder part with
+seeder's own validation, which applies nothing.
+
 Example:
     >>> import os, tempfile, torch, seeder
     >>> seeder.init(master_seed=3); seeder.reseed(1, 0)
@@ -57,20 +65,28 @@ from __future__ import annotations
 import io
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 import torch
 
 from seeder._atomic import write_atomic
-from seeder._checkpoint_file import check_checkpoint, read_checkpoint
-from seeder._checks import check_int, is_bool
+from seeder._checks import check_int, is_bool, is_int
+from seeder._errors import StateError
 from seeder._run import steps as stepwatch
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
 from seeder._state.rollback import interrupts_deferred
 
-__all__ = ["Checkpoint"]
+__all__ = [
+    "Checkpoint",
+    "REQUIRED_KEYS",
+    "read_checkpoint",
+    "check_checkpoint",
+    "check_model_state",
+    "check_optimizer_state",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -94,7 +110,17 @@ class Checkpoint:
             iteration-based loop starts there (``for iter_num in range(ckpt.steps, max_iters)``).
 
     Raises:
-        TypeError: a path that is no file path, or a model without ``state_dict()``.
+        TypeError: a path that is no file path, or a model, optimizer or scheduler without
+            ``state_dict()``/``load_state_dict()``.
+        ValueError: a path that names a directory, or a negative ``every_steps``.
+
+    Example:
+        >>> import os, tempfile, torch, seeder
+        >>> seeder.init(master_seed=3)
+        >>> net = torch.nn.Linear(2, 1)
+        >>> ckpt = seeder.Checkpoint(os.path.join(tempfile.mkdtemp(), "last.pt"), model=net)
+        >>> ckpt.steps
+        0
     """
 
     def __init__(
@@ -132,10 +158,22 @@ class Checkpoint:
         return self.seeder.rank if self.seeder.initialized else 0
 
     def save(self) -> None:
-        """Write model, optimizer, scheduler and seeder state atomically (every rank calls it;
-        rank 0 writes).
+        """Write model, optimizer, scheduler and seeder state atomically.
 
-        Two processes saving to one path do not disturb each other: the last whole save wins.
+        Under ``torch.distributed`` every rank calls it (the seeder states of all ranks are
+        gathered) and rank 0 writes. Two processes saving to one path do not disturb each other:
+        the last whole save wins.
+
+        Raises:
+            RuntimeError: the seeder was not initialised, or its last reseed raised.
+            OSError: the file cannot be written; the file already there is unchanged.
+
+        Example:
+            >>> import os, tempfile, torch, seeder
+            >>> seeder.init(master_seed=3); seeder.reseed(1, 0)
+            >>> path = os.path.join(tempfile.mkdtemp(), "last.pt")
+            >>> Checkpoint(path, model=torch.nn.Linear(2, 1)).save(); os.path.exists(path)
+            True
         """
         gathered = (
             self.seeder.gather_state_dict() if process_group_active() else self.seeder.state_dict()
@@ -162,11 +200,26 @@ class Checkpoint:
         step the checkpoint was saved at (unchanged when nothing is loaded): an iteration-based
         loop starts there.
 
+        Args:
+            enabled: ``True`` loads the file, ``False`` does nothing, ``None`` loads it only in a
+                run that ``seeder verify`` resumes.
+
+        Returns:
+            The epoch to start at: the epoch of the last ``reseed(1, epoch)`` saved, else 0.
+
         Raises:
             TypeError: ``enabled`` is not ``True``, ``False`` or ``None``.
             FileNotFoundError: there is no file to resume from.
             seeder.StateError: the file is empty, truncated, not a checkpoint, or a part does not
                 fit.
+
+        Example:
+            >>> import os, tempfile, torch, seeder
+            >>> seeder.init(master_seed=3); seeder.reseed(1, 2)
+            >>> net = torch.nn.Linear(2, 1); path = os.path.join(tempfile.mkdtemp(), "last.pt")
+            >>> Checkpoint(path, model=net).save()
+            >>> Checkpoint(path, model=net).resume(True), Checkpoint(path, model=net).resume(False)
+            (2, 0)
         """
         if enabled is None:
             enabled = stepwatch.resume_requested()
@@ -195,8 +248,24 @@ class Checkpoint:
         return last[1] if last is not None and last[0] == 1 else 0
 
     def step(self) -> None:
-        """Call after each optimizer step: saves every ``every_steps`` steps, and performs ``seeder
-        verify``'s stop."""
+        """Count an optimizer step: call it after each one.
+
+        Saves every ``every_steps`` steps. When ``seeder verify`` asks for a stop at this step, it
+        saves and exits with status 0.
+
+        Raises:
+            SystemExit: ``seeder verify``'s stop, after the save.
+
+        Example:
+            >>> import os, tempfile, torch, seeder
+            >>> seeder.init(master_seed=3); seeder.reseed(1, 0)
+            >>> path = os.path.join(tempfile.mkdtemp(), "last.pt")
+            >>> ckpt = Checkpoint(path, model=torch.nn.Linear(2, 1), every_steps=2)
+            >>> ckpt.step(); os.path.exists(path), ckpt.steps
+            (False, 1)
+            >>> ckpt.step(); os.path.exists(path), ckpt.steps
+            (True, 2)
+        """
         self.steps += 1
         if stepwatch.should_stop():
             self.save()
@@ -207,3 +276,222 @@ class Checkpoint:
             raise SystemExit(0)
         if self.every_steps and self.steps % self.every_steps == 0:
             self.save()
+
+
+#: The keys of every checkpoint file ``seeder.Checkpoint.save`` writes.
+REQUIRED_KEYS = frozenset({"model", "optimizer", "scheduler", "seeder", "step"})
+_FIX = "resume from an earlier checkpoint, or start without resuming"
+
+
+def read_checkpoint(path: str) -> dict[str, Any]:
+    """The dict in the checkpoint file ``path`` (``torch.load(weights_only=True)`` on the CPU).
+
+    Args:
+        path: the file ``seeder.Checkpoint.save`` wrote.
+
+    Returns:
+        The dict with the keys :data:`REQUIRED_KEYS`.
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        IsADirectoryError: ``path`` is a directory.
+        StateError: the file is empty, truncated, or not a checkpoint ``seeder.Checkpoint`` wrote.
+    """
+    if os.path.isdir(path):
+        raise IsADirectoryError(
+            f"{path} is a directory, not a checkpoint file; pass the file's path"
+        )
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"no checkpoint at {path} to resume from; run without resuming first"
+        )
+    if os.path.getsize(path) == 0:
+        raise StateError(
+            f"the checkpoint {path} is empty (0 bytes), so it was not written by seeder.Checkpoint "
+            f"(which renames only whole files into place); {_FIX}"
+        )
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        # torch raises EOFError, RuntimeError, OSError or UnpicklingError by the damage
+        raise StateError(
+            f"the checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); it is truncated, "
+            f"damaged or not a torch.save file; {_FIX}"
+        ) from exc
+    if not isinstance(state, dict):
+        raise StateError(
+            f"the checkpoint {path} holds a {type(state).__name__}, not the dict seeder.Checkpoint "
+            f"writes; {_FIX}"
+        )
+    missing = sorted(REQUIRED_KEYS - set(state))
+    if missing:
+        raise StateError(
+            f"the checkpoint {path} has no {', '.join(repr(k) for k in missing)} (it has "
+            f"{sorted(map(str, state))}), so seeder.Checkpoint did not write it; {_FIX}"
+        )
+    return state
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "(" + ", ".join(str(d) for d in t.shape) + ("," if t.dim() == 1 else "") + ")"
+
+
+def check_model_state(saved: Any, model: torch.nn.Module, path: str) -> None:
+    """Raise :class:`StateError` unless ``saved`` has ``model.state_dict()``'s keys, shapes, dtypes.
+
+    Args:
+        saved: the checkpoint's ``"model"`` part.
+        model: the module it loads into.
+        path: the file, for the messages.
+
+    Raises:
+        StateError: a key is missing or unexpected, or a tensor's shape or dtype differs.
+
+    Example:
+        >>> net = torch.nn.Linear(2, 1)
+        >>> bad = {"weight": torch.zeros(1, 3), "bias": torch.zeros(1)}
+        >>> check_model_state(bad, net, "ckpt.pt")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        seeder._errors.StateError: ckpt.pt: the model's 'weight' has shape (1, 3) in the ...
+    """
+    if not isinstance(saved, Mapping):
+        raise StateError(f"{path}: the model part is a {type(saved).__name__}, not a state dict")
+    own = model.state_dict()
+    missing, extra = sorted(set(own) - set(saved)), sorted(set(saved) - set(own))
+    if missing or extra:
+        raise StateError(
+            f"{path}: the model's keys differ: missing {missing[:5]}, unexpected {extra[:5]}; "
+            "build the model as the run that saved it did"
+        )
+    for key, mine in own.items():
+        if not isinstance(mine, torch.Tensor):
+            continue
+        theirs = saved[key]
+        if not isinstance(theirs, torch.Tensor):
+            raise StateError(
+                f"{path}: the model's {key!r} is a {type(theirs).__name__} in the checkpoint, "
+                "not a tensor"
+            )
+        if theirs.shape != mine.shape:
+            raise StateError(
+                f"{path}: the model's {key!r} has shape {_shape(theirs)} in the checkpoint but "
+                f"{_shape(mine)} in the model; build the model as the run that saved it did"
+            )
+        if theirs.dtype != mine.dtype:
+            raise StateError(
+                f"{path}: the model's {key!r} is {theirs.dtype} in the checkpoint but "
+                f"{mine.dtype} in the model; convert the model (model.to(dtype)) as the run that "
+                "saved it did"
+            )
+
+
+def _params(optimizer: torch.optim.Optimizer) -> list[list[torch.Tensor]]:
+    return [list(group["params"]) for group in optimizer.param_groups]
+
+
+def check_optimizer_state(saved: Any, optimizer: torch.optim.Optimizer, path: str) -> None:
+    """Raise :class:`StateError` unless ``saved`` fits ``optimizer``: its parameter groups and their
+    sizes, and for torch's optimizers (LBFGS aside) each parameter's state tensors of its shape.
+
+    Args:
+        saved: the checkpoint's ``"optimizer"`` part.
+        optimizer: the optimizer it loads into.
+        path: the file, for the messages.
+
+    Raises:
+        StateError: what does not fit, named.
+    """
+    fix = "build the optimizer over the same parameters as the run that saved it"
+    if not (
+        isinstance(saved, Mapping)
+        and isinstance(saved.get("param_groups"), list)
+        and isinstance(saved.get("state"), Mapping)
+    ):
+        raise StateError(
+            f"{path}: the optimizer part is not an optimizer state dict (state and param_groups)"
+        )
+    groups, theirs = _params(optimizer), saved["param_groups"]
+    if len(theirs) != len(groups):
+        raise StateError(
+            f"{path}: the optimizer has {len(theirs)} parameter group(s) in the checkpoint but "
+            f"{len(groups)} here; {fix}"
+        )
+    ids: dict[Any, torch.Tensor] = {}
+    for i, (group, mine) in enumerate(zip(theirs, groups)):
+        if not (isinstance(group, Mapping) and isinstance(group.get("params"), list)):
+            raise StateError(f"{path}: the optimizer's parameter group {i} has no list of params")
+        if len(group["params"]) != len(mine):
+            raise StateError(
+                f"{path}: the optimizer's parameter group {i} has {len(group['params'])} "
+                f"parameters in the checkpoint but {len(mine)} here; {fix}"
+            )
+        ids.update(zip(group["params"], mine))
+    shaped = type(optimizer).__module__.startswith("torch.optim") and not isinstance(
+        optimizer, torch.optim.LBFGS
+    )
+    for pid, entry in saved["state"].items():
+        if pid not in ids:
+            raise StateError(
+                f"{path}: the optimizer's state names parameter {pid!r}, which no parameter "
+                "group holds"
+            )
+        if not (shaped and isinstance(entry, Mapping)):
+            continue
+        param = ids[pid]
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
+                raise StateError(
+                    f"{path}: the optimizer's {name!r} of parameter {pid!r} has shape "
+                    f"{_shape(value)} but the parameter has {_shape(param)}; {fix}"
+                )
+
+
+def check_checkpoint(
+    state: dict[str, Any],
+    path: str,
+    model: torch.nn.Module,
+    optimizer: Optional[torch.optim.Optimizer],
+    scheduler: Any,
+    seeder: Seeder,
+) -> int:
+    """Check every part of a :func:`read_checkpoint` dict before anything loads; return its step.
+
+    Args:
+        state: the file's dict.
+        path: the file, for the messages.
+        model: the module the model part loads into.
+        optimizer: the optimizer the optimizer part loads into (``None``: not loaded).
+        scheduler: the scheduler the scheduler part loads into (``None``: not loaded).
+        seeder: the :class:`seeder.Seeder` whose ``check_state_dict`` checks the seeder part.
+
+    Returns:
+        The optimizer steps the file was saved after.
+
+    Raises:
+        StateError: a part does not fit; nothing was changed.
+    """
+    step = state["step"]
+    if not is_int(step) or step < 0:
+        raise StateError(
+            f"{path}: 'step' must be a non-negative int, got {type(step).__name__} {step!r}"
+        )
+    check_model_state(state["model"], model, path)
+    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if obj is not None and state[name] is None:
+            raise StateError(
+                f"{path} holds no {name} state, but this run has a {name}: its state would start "
+                f"fresh; resume with a checkpoint saved with the {name}, or build the Checkpoint "
+                f"without {name}="
+            )
+    if optimizer is not None:
+        check_optimizer_state(state["optimizer"], optimizer, path)
+    if scheduler is not None and not isinstance(state["scheduler"], Mapping):
+        raise StateError(
+            f"{path}: the scheduler part is a {type(state['scheduler']).__name__}, not a state dict"
+        )
+    try:
+        seeder.check_state_dict(state["seeder"])
+    except StateError as exc:
+        raise StateError(f"{path}: the seeder part: {exc}") from None
+    return int(step)

@@ -13,7 +13,8 @@ Example:
 from __future__ import annotations
 
 import numbers
-from typing import AbstractSet, Any, Optional
+from collections.abc import Set
+from typing import Any, Optional
 
 from seeder._errors import StateError
 
@@ -84,7 +85,7 @@ def check_bool(value: Any, name: str) -> bool:
 
 
 def check_state_header(
-    state: Any, fmt: str, version: int, keys: AbstractSet[str], what: str, owner: str = ""
+    state: Any, fmt: str, version: int, keys: Set[str], what: str, owner: str = ""
 ) -> None:
     """Raise :class:`seeder._errors.StateError` unless ``state`` is a dict of format ``fmt``,
     ``version`` and ``keys``.
@@ -95,15 +96,14 @@ def check_state_header(
     >>> check_state_header({"format": "x", "version": 2}, "x", 1, {"format", "version"}, "sampler")
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: sampler state version 2 is not supported (this seeder reads version 1); load it with the seeder version that wrote it
+    seeder._errors.StateError: sampler state version 2 is not supported (this seeder reads ...
     """
     if not isinstance(state, dict) or state.get("format") != fmt:
         raise StateError(
             f"not a {what} state: pass the dict returned by {owner or what}.state_dict()"
         )
-    if (
-        type(state.get("version")) is not int or state.get("version") != version
-    ):  # True == 1: a version is an int
+    # True == 1: a version is an int
+    if type(state.get("version")) is not int or state.get("version") != version:
         raise StateError(
             f"{what} state version {state.get('version')!r} is not supported (this seeder reads "
             f"version {version}); load it with the seeder version that wrote it"

@@ -7,8 +7,29 @@ class SeederWarning(UserWarning):
     """Something seeder cannot do as asked; the message says what it did instead.
 
     Filter it like any warning: ``warnings.simplefilter("error", seeder.SeederWarning)``.
+
+    Example:
+        >>> import warnings, seeder
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error", seeder.SeederWarning)
+        ...     s = seeder.Seeder(); s.init(1); s.reseed(1, 0); s.reseed(1, 0)
+        Traceback (most recent call last):
+        ...
+        seeder._errors.SeederWarning: ...
     """
 
 
 class StateError(ValueError):
-    """A saved state that cannot be applied; nothing was changed."""
+    """A saved state that cannot be applied; nothing was changed.
+
+    The message names what does not fit and what to do.
+
+    Example:
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(1)
+        >>> try:
+        ...     s.load_state_dict({"format": "not a seeder state"})
+        ... except seeder.StateError:
+        ...     print("refused; the seed is still", s.get_master_seed())
+        refused; the seed is still 1
+    """

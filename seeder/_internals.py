@@ -17,7 +17,7 @@ Example:
     >>> require("nvidia-dali:_DaliBaseIterator._pipes", object())
     Traceback (most recent call last):
     ...
-    seeder._internals.DependencyChanged: nvidia-dali ... changed: object has no attribute _pipes. ...
+    seeder._internals.DependencyChanged: nvidia-dali ... changed: object has no attribute ...
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import importlib.metadata
 import platform
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from seeder._errors import SeederWarning
 
@@ -99,7 +99,9 @@ def _numpy_global(_: Any) -> Optional[str]:
     rs = getattr(np.random.mtrand, "_rand", None)
     if not isinstance(rs, np.random.RandomState):
         return f"numpy.random.mtrand._rand is {type(rs).__name__}, not the global RandomState"
-    mine, public = rs.get_state(), np.random.get_state()
+    # NumPy's stub types get_state() as a dict; an MT19937 RandomState returns the legacy tuple
+    mine = cast("tuple[Any, ...]", rs.get_state())
+    public = cast("tuple[Any, ...]", np.random.get_state())
     if mine[2:] != public[2:] or not np.array_equal(mine[1], public[1]):
         return "numpy.random.mtrand._rand is not the RandomState behind numpy.random.get_state()"
     return None
@@ -178,9 +180,8 @@ def _cpu_generator_layout(_: Any) -> Optional[str]:
             "the_initial_seed, seeded and the first Mersenne-Twister word are no longer where "
             "CPUGeneratorImplState had them"
         )
-    torch.randn(
-        1, dtype=torch.float64, generator=g
-    )  # leaves the pair's second normal sample cached
+    # leaves the pair's second normal sample cached
+    torch.randn(1, dtype=torch.float64, generator=g)
     b = bytes(g.get_state().tolist())
     if int.from_bytes(b[5040:5044], "little") != 1:
         return "normal_is_valid is no longer at byte 5040 of the CPU generator state"

@@ -50,7 +50,6 @@ LAYERS = {
     "_seeding.core": 3,
     "_seeding.default": 3,
     "_checkpoint": 4,
-    "_checkpoint_file": 4,
     "data": 4,
     "integrations": 5,
     "_cli": 6,
@@ -154,9 +153,18 @@ def imports(path: Path, pkg: Path = PKG) -> Iterator[tuple[str, str, int]]:
     Sees relative imports at any depth (``from .. import x`` is the package root, ``__init__``),
     imports inside functions, and string imports: ``importlib.import_module("seeder.x")`` and any
     string literal that is exactly a seeder module's dotted path in a module that calls
-    ``import_module``.
+    ``import_module``. Imports under ``if TYPE_CHECKING:`` are left out: annotations only, nothing
+    runs them.
     """
     tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
     root = pkg.name
     string_imports = any(
         (isinstance(n, ast.Name) and n.id == "import_module")
@@ -164,7 +172,7 @@ def imports(path: Path, pkg: Path = PKG) -> Iterator[tuple[str, str, int]]:
         for n in ast.walk(tree)
     )
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in typing_only:
             for target, alias in _import_targets(node, path, pkg):
                 yield target, alias.name, node.lineno
         elif (
@@ -531,6 +539,8 @@ BAD = {
     ),
     "_state/format.py": "import importlib\n\n\ndef f():\n    return "
     "importlib.import_module('seeder._seeding.core')\n",
+    "_state/plan.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+    "    from .._seeding.core import Seeder\n",
     "data/__init__.py": "",
     "data/_order.py": "from ._permutation import keyed\n\n__all__ = ['keyed', 'shard']\n\n\ndef "
     "shard():\n    pass\n",
@@ -589,12 +599,14 @@ def test_the_checks_see_upward_string_and_same_named_imports(bad_package):
         for name in (
             "data/_batches.py",
             "_state/format.py",
+            "_state/plan.py",
             "_seeding/participant.py",
             "data/_loader.py",
         )
     }
     assert one_way["data/_batches.py"] == ["line 2: imports seeder.__init__"]
     assert one_way["_state/format.py"] == ["line 5: imports seeder._seeding.core"]
+    assert one_way["_state/plan.py"] == []  # under TYPE_CHECKING: for annotations only
     assert "line 2: imports seeder.data.dali" in one_way["_seeding/participant.py"]
     assert one_way["data/_loader.py"] == []  # the core is below data
     assert problems("private_imports", bad_package / "_seeding" / "rngs.py", bad_package) == [

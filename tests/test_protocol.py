@@ -111,3 +111,14 @@ def test_one_message_for_a_wrong_seeder(bad):
             TypeError, match=r"^seeder must be a seeder.Seeder or None \(the default seeder\), got "
         ):
             call()
+
+
+def test_a_plain_callable_refuses_a_state_to_check_or_load():
+    """A registered function keeps no state: checking and loading one are the same StateError."""
+    s = seeder.Seeder()
+    s.init(5)
+    s.register_generator(lambda seed: None)
+    (generator,) = s.generators()
+    for method in (generator.check_state_dict, generator.load_state_dict):
+        with pytest.raises(seeder.StateError, match="plain callable with no state to load"):
+            method({})

@@ -34,15 +34,24 @@ def digest(*objects: Any) -> str:
     Accepts tensors, NumPy arrays and scalars, ``nn.Module``, optimizers and
     anything with ``state_dict()``, dicts, lists, tuples, sets, ``str``,
     ``bytes``, ``int``, ``float``, ``bool``, ``None``, ``torch.dtype``/``device``.
-    Anything else is a ``TypeError`` naming the type and where it was found.
 
-    >>> import torch
-    >>> model = torch.nn.Linear(2, 2)
-    >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    >>> len(digest(model, opt))
-    64
-    >>> digest({"a": 1, "b": 2.0}) == digest({"b": 2.0, "a": 1})
-    True
+    Args:
+        objects: what to digest, in order.
+
+    Returns:
+        64 hex digits.
+
+    Raises:
+        TypeError: an object of another type; the message names it and where it was found.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Linear(2, 2)
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> len(digest(model, opt))
+        64
+        >>> digest({"a": 1, "b": 2.0}) == digest({"b": 2.0, "a": 1})
+        True
     """
     h = hashlib.sha256(b"seeder-digest-v1")
     h.update(b"L" + struct.pack("<Q", len(objects)))
@@ -98,10 +107,10 @@ def _feed(update: Callable[[bytes], None], obj: Any, where: str) -> None:  # noq
         for i, item in enumerate(obj):
             _feed(update, item, f"{where}[{i}]")
     elif isinstance(obj, (set, frozenset)):
-        items = sorted(_encode(item, f"{where} item") for item in obj)
-        update(b"E" + struct.pack("<Q", len(items)))
-        for item in items:
-            update(item)
+        members = sorted(_encode(item, f"{where} item") for item in obj)
+        update(b"E" + struct.pack("<Q", len(members)))
+        for member in members:
+            update(member)
     elif callable(getattr(obj, "state_dict", None)):
         _feed(update, obj.state_dict(), f"{where}.state_dict()")
     else:

@@ -58,6 +58,8 @@ def mt_states() -> dict[str, tuple[Any, int]]:
     import numpy as np
     import torch
 
+    from seeder._seeding.fastrng import mt_state
+
     out: dict[str, tuple[Any, int]] = {}  # in the order of RNG_NAMES
     if require("torch:CPUGeneratorImplState"):  # a changed layout warns once; then no torch counts
         # CPUGeneratorImplState: left i32 at byte 8, next u64 at 16, the 624 words (u64) from 24
@@ -65,7 +67,7 @@ def mt_states() -> dict[str, tuple[Any, int]]:
         left, nxt = int(raw[8:12].view("<i4")[0]), int(raw[16:24].view("<u8")[0])
         words = raw[24 : 24 + 624 * 8].view("<u8").astype(np.uint32)
         out["torch"] = (words, 624 if left == 1 else nxt)
-    _, key, pos = np.random.get_state()[:3]
+    _, key, pos = mt_state()[:3]
     out["numpy"] = (np.asarray(key, dtype=np.uint32), int(pos))
     internal = random.getstate()[1]  # 624 words, then the position
     out["python"] = (np.asarray(internal[:624], dtype=np.uint32), int(internal[624]))

@@ -76,7 +76,7 @@ def tensor_print(t: torch.Tensor) -> str:
         return f"{zlib.crc32(head):08x}"
     raw = flat.view(torch.uint8) if flat.element_size() > 1 or flat.dtype != torch.uint8 else flat
     if t.device.type == "cpu":
-        return _bytes_print(memoryview(raw.numpy()), head)
+        return _bytes_print(raw.numpy().data, head)
     return _device_print(raw, head)
 
 
@@ -179,4 +179,4 @@ def generator_print(g: torch.Generator) -> str:
     Returns:
         Eight hex digits.
     """
-    return f"{zlib.crc32(memoryview(g.get_state().numpy())):08x}"
+    return f"{zlib.crc32(g.get_state().numpy().data):08x}"

@@ -33,7 +33,7 @@ import atexit
 import json
 import logging
 import os
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import torch
 from torch.optim.optimizer import (
@@ -52,6 +52,9 @@ from seeder._run.fingerprint import (
 )
 from seeder._run.modules import ModuleStack, flatten
 from seeder._run.where import user_site
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = ["ENV_LOCATE", "ENV_LOCATE_STOP", "Recorder", "start", "ops_path", "RANDOM_OPS"]
 
@@ -110,6 +113,12 @@ def ops_path(directory: str, rank: int) -> str:
     return os.path.join(directory, f"ops.rank{rank}.jsonl")
 
 
+def _metadata(node: Any) -> dict[str, Any]:
+    """An autograd node's metadata dict, where seeder labels the node with its module and line."""
+    # torch's Node declares metadata() a method; the nodes autograd makes hold a dict attribute
+    return cast("dict[str, Any]", node.metadata)
+
+
 def _takes_generator(func: Any) -> bool:
     return any("Generator" in str(a.type) for a in func._schema.arguments)
 
@@ -146,7 +155,8 @@ class Recorder(TorchDispatchMode):
         self.fd = os.open(ops_path(directory, rank), flags, 0o644)
         # Records are written with os.write from this process only: a forked DataLoader worker
         # inherits the mode and a copy of the buffer, and must neither record nor flush that copy.
-        self.pid, self.buffer, self.buffered = os.getpid(), [], 0
+        self.pid, self.buffered = os.getpid(), 0
+        self.buffer: list[str] = []
         self.stop_after, self.steps, self.closed = stop_after, 0, False
         self.infos: dict[Any, tuple[str, bool, bool]] = {}
         self.modules = ModuleStack(self.write)
@@ -198,8 +208,11 @@ class Recorder(TorchDispatchMode):
         """Label the autograd nodes the last forward operation made with its module and line."""
         for t in self.pending:
             gf = t.grad_fn
-            if gf is not None and "seeder_locate" not in gf.metadata:
-                gf.metadata["seeder_locate"] = self.last_forward
+            if gf is None:
+                continue
+            metadata = _metadata(gf)
+            if "seeder_locate" not in metadata:
+                metadata["seeder_locate"] = self.last_forward
         self.pending.clear()
 
     def _generator(
@@ -246,7 +259,7 @@ class Recorder(TorchDispatchMode):
             record.update(self._generator(func, args, kwargs, flat))
         node = self.node() if self.node else None
         if node is not None:
-            mod, at = node.metadata.get("seeder_locate", ("", ""))
+            mod, at = _metadata(node).get("seeder_locate", ("", ""))
             record.update(ph="b", mod=mod, at=at, node=node.name())
         else:
             site = user_site()
@@ -298,7 +311,7 @@ class Recorder(TorchDispatchMode):
 _active: Optional[Recorder] = None
 
 
-def start(seeder: Any) -> None:
+def start(seeder: Seeder) -> None:
     """Record this process when ``$SEEDER_LOCATE`` is set (``seeder.init`` calls it).
 
     Args:

@@ -51,10 +51,13 @@ import atexit
 import json
 import os
 import weakref
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from seeder._run.draws import drawn, fingerprint, mt_states, states_from_tensor, states_tensor
 from seeder._seeding.registry import add_optional_kind
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = [
     "ENV_STEPS",
@@ -98,7 +101,7 @@ class StepCounter:
     def __init__(self) -> None:
         self.step = 0
 
-    def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
         """Nothing to reseed."""
 
     def state_dict(self) -> dict[str, Any]:
@@ -236,7 +239,7 @@ def _digest_at_exit() -> None:
         pass
 
 
-def watch(seeder: Any) -> None:
+def watch(seeder: Seeder) -> None:
     """Under ``seeder verify`` (``$SEEDER_STEPS``), count and record the optimizer steps of
     ``seeder``'s run (``init`` of the module-level seeder calls this)."""
     global _counter, _seeder, _hooked, _stopped
@@ -295,7 +298,7 @@ def mark(kind: str, step: Optional[int] = None) -> None:
     _write({"seeder_verify": kind, "at_step": steps_done() if step is None else step})
 
 
-def read_marks(path: Any) -> dict[str, int]:
+def read_marks(path: Any) -> dict[str, Optional[int]]:
     """The marks in a steps file: ``{"stopped": S, "resumed": S}`` as far as present.
 
     >>> read_marks("/nonexistent")

@@ -39,7 +39,10 @@ import json
 import os
 import re
 import warnings
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = [
     "ENV_TRACE",
@@ -96,9 +99,8 @@ def _feed(h: Any, value: Any) -> None:
         h.update(b"]")
     elif isinstance(value, (bytes, bytearray, memoryview)):
         h.update(bytes(value))
-    elif hasattr(value, "detach") and hasattr(
-        value, "cpu"
-    ):  # a torch.Tensor (no torch import needed)
+    elif hasattr(value, "detach") and hasattr(value, "cpu"):
+        # a torch.Tensor (no torch import needed)
         _feed(h, value.detach().cpu().contiguous().numpy())
     elif hasattr(value, "tobytes") and hasattr(value, "dtype"):  # a NumPy array
         h.update(f"{value.dtype.str}{value.shape}".encode())
@@ -107,12 +109,12 @@ def _feed(h: Any, value: Any) -> None:
         h.update(repr(value).encode())
 
 
-def _participants(seeder: Any) -> list[Any]:
+def _participants(seeder: Seeder) -> list[Any]:
     lister = getattr(seeder, "participants", None)
     return list(lister()) if callable(lister) else []
 
 
-def state_fingerprints(seeder: Any) -> dict[str, Any]:
+def state_fingerprints(seeder: Seeder) -> dict[str, Any]:
     """Fingerprints of every random state ``seeder`` knows, without changing any of them.
 
     ``rngs`` maps each global RNG (``python``, ``numpy``, ``torch``, then accelerators) to
@@ -126,7 +128,7 @@ def state_fingerprints(seeder: Any) -> dict[str, Any]:
     )
     from seeder._seeding.rngs import global_adapters
 
-    rngs = {}
+    rngs: dict[str, Optional[str]] = {}
     for adapter in global_adapters():
         try:
             rngs[adapter.name] = fingerprint(adapter.get_state())
@@ -178,7 +180,7 @@ def trace_file(prefix: str, rank: int) -> str:
     return f"{prefix}.rank{rank}.jsonl"
 
 
-def _rank(seeder: Any) -> int:
+def _rank(seeder: Seeder) -> int:
     if getattr(seeder, "initialized", False):
         return int(seeder.rank)
     try:
@@ -201,7 +203,7 @@ def _write(path: str, line: bytes) -> None:
 
 
 def record_step(
-    seeder: Any, source: str, *, epoch: int, step: Optional[int], position: int
+    seeder: Seeder, source: str, *, epoch: int, step: Optional[int], position: int
 ) -> None:
     """Append one fingerprint line for the batch ``step`` of ``epoch`` that ``source`` is handing
     out.

@@ -8,22 +8,26 @@
 
 Example:
     >>> import seeder
-    >>> seeder.init(1); after_init(seeder.default_seeder())   # init calls it; a second call changes nothing
+    >>> seeder.init(1)  # calls after_init
+    >>> after_init(seeder.default_seeder())  # a second call changes nothing
     >>> seeder.default_seeder().reset()
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from seeder._run import steps as stepwatch
 from seeder._seeding import foreign
 
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
+
 __all__ = ["after_init"]
 
 
-def after_init(seeder: Any) -> None:
+def after_init(seeder: Seeder) -> None:
     """Start the watches for ``seeder`` if it is the module-level seeder (``seeder.is_default``)."""
     if not seeder.is_default:
         return

@@ -46,7 +46,8 @@ def show_drawn_seed(seed: int) -> None:
         OSError,
         ValueError,
         AttributeError,
-    ):  # a closed or missing stderr must not stop the run
+    ):
+        # a closed or missing stderr must not stop the run
         pass
 
 

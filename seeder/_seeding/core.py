@@ -3,8 +3,9 @@
 ``core`` imports no feature. Samplers, loaders, DALI pipelines and generators join
 a seeder through one protocol (:mod:`seeder._seeding.participant`); the methods about who
 takes part (``register_generator``, ``join``, ``participants``, ...) are those of
-:class:`seeder._seeding.registry.Membership`; the state format lives in :mod:`seeder._state.format`,
-loading in
+:class:`seeder._seeding.registry.Membership`; those about its state (``state_dict``,
+``gather_state_dict``, ``check_state_dict``, ``load_state_dict``) are those of
+:class:`Persistence`. The state format lives in :mod:`seeder._state.format`, loading in
 :mod:`seeder._state.plan`.
 
 Example:
@@ -21,7 +22,8 @@ import logging
 import os
 import threading
 import warnings
-from typing import Any, ContextManager, Optional, Union
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from seeder._checks import check_bool, check_int, is_bool
 from seeder._errors import SeederWarning
@@ -40,7 +42,10 @@ from seeder._state.pending import PendingParts
 from seeder._state.plan import check_state, load_state
 from seeder._state.resumecheck import ResumeCheck
 
-__all__ = ["Seeder", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR"]
+__all__ = ["Seeder", "Persistence", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR"]
+
+if TYPE_CHECKING:
+    from seeder._seeding.participant import GeneratorParticipant
 
 logger = logging.getLogger("seeder")
 
@@ -51,16 +56,148 @@ ENV_DETERMINISTIC = "SEEDER_DETERMINISTIC"
 ENV_SNAPSHOT_DIR = "SEEDER_SNAPSHOT_DIR"
 
 
-class Seeder(Membership):
+class Persistence:
+    """The part of :class:`Seeder` about its state: save it, gather every rank's, check, load.
+
+    A base class of ``Seeder``, which provides the run, its lock, its participants and
+    ``_require_init``, as for :class:`seeder._seeding.registry.Membership` (who takes part).
+
+    Example:
+        >>> s = Seeder(); s.init(1); isinstance(s, Persistence)
+        True
+    """
+
+    if TYPE_CHECKING:  # provided by Seeder, the one subclass
+        run: state.RunState
+        pending: PendingParts
+        _lock: threading.RLock
+
+        def _require_init(self, what: str) -> Topology: ...
+
+        def global_adapters(self) -> list[RNGAdapter]: ...
+
+        def stateful(self) -> dict[str, Any]: ...
+
+        def generators(self) -> list[GeneratorParticipant]: ...
+
+    def _seeder(self) -> Seeder:
+        """``self`` as the :class:`Seeder` it is (``Persistence`` is only its base)."""
+        return cast("Seeder", self)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue this process's randomness as if never stopped.
+
+        Returns:
+            The master seed, world, rank, last reseed, every global and accelerator RNG,
+            registered generators and participants (samplers, loaders, pipelines): plain values
+            and tensors that load with ``torch.load(weights_only=True)``.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called, or the last :meth:`reseed` raised.
+            seeder.StateError: a loaded part is still waiting for a loader or generator that
+                was not built.
+
+        Example:
+            >>> s = Seeder(); s.init(1); s.reseed(1, 0)
+            >>> sorted(s.state_dict())[:3]
+            ['derivation_version', 'format', 'last_reseed']
+        """
+        topo = self._require_init("state_dict")
+        with self._lock:  # make_state refuses a torn run (a reseed that raised)
+            if self.pending.parts:
+                self.pending.require_claimed("seeder.state_dict", ())
+            made = state.make_state(
+                self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful()
+            )
+            generators = self.generators()
+            if generators:
+                warn_unsaved_generators(generators)
+            return made
+
+    def gather_state_dict(self, dst: int = 0) -> Optional[dict[str, Any]]:
+        """Every rank's :meth:`state_dict` in one dict on rank ``dst`` (a collective).
+
+        Args:
+            dst: the rank that receives the states.
+
+        Returns:
+            On rank ``dst``, ``{"world_size": ..., "ranks": [...], ...}``; ``None`` on the others.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called.
+            ValueError: ``dst`` is not a rank of this world.
+
+        Example:
+            >>> s = Seeder(); s.init(1); s.reseed(1, 0)
+            >>> g = s.gather_state_dict(); g["world_size"], len(g["ranks"])
+            (1, 1)
+            >>> s.load_state_dict(g)
+        """
+        topo = self._require_init("gather_state_dict")
+        check_int(dst, "dst", low=0, high=topo.world_size - 1)
+        return state.gather(self.state_dict(), topo.world_size, topo.rank, dst)
+
+    def check_state_dict(self, state_: Any, *, allow_world_change: bool = False) -> None:
+        """Check that :meth:`load_state_dict` would accept ``state_``; change nothing.
+
+        Args:
+            state_: a :meth:`state_dict` or :meth:`gather_state_dict`.
+            allow_world_change: accept a state of another world size (see
+                :meth:`load_state_dict`).
+
+        Raises:
+            seeder.StateError: what cannot be loaded, and what to do.
+
+        Example:
+            >>> s = Seeder(); s.init(1); st = s.state_dict(); st["version"] = 99
+            >>> s.check_state_dict(st)
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: seeder state format 99 is not supported by this version ...
+        """
+        with self._lock:
+            check_state(self._seeder(), state_, allow_world_change)
+
+    def load_state_dict(self, state_: dict[str, Any], *, allow_world_change: bool = False) -> None:
+        """Validate ``state_`` completely, then restore every RNG and participant.
+
+        Takes one process's :meth:`state_dict` or a :meth:`gather_state_dict` (this rank's entry
+        is used). Raises before changing anything. Parts for loaders or generators not built yet
+        wait for them (:mod:`seeder._state.pending`). The next :meth:`reseed` of the saved
+        ``(task, epoch)`` is skipped, so a run stopped mid-epoch continues exactly. With
+        ``allow_world_change=True`` a state from another world size gives only the master seed
+        and the last ``(task, epoch)``: continue from the next epoch boundary.
+
+        Args:
+            state_: a :meth:`state_dict` or :meth:`gather_state_dict`.
+            allow_world_change: accept a state of another world size.
+
+        Raises:
+            seeder.StateError: what cannot be loaded, and what to do; nothing was changed.
+            RuntimeError: called in a ``DataLoader`` worker process.
+
+        Example:
+            >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
+            >>> s.load_state_dict(st)
+        """
+        refuse_in_worker("seeder.load_state_dict()")
+        with self._lock:
+            load_state(self._seeder(), state_, allow_world_change)
+
+
+class Seeder(Membership, Persistence):
     """One master seed and everything derived from it, for one process.
 
     The module-level functions of :mod:`seeder` are the methods of one default
     instance; create your own ``Seeder()`` to keep state apart (tests, libraries).
 
-    >>> s = Seeder()
-    >>> s.init(7)
-    >>> s.get_seed(1, 2) == s.get_seed(1, 2)
-    True
+    Example:
+        >>> s = Seeder()
+        >>> s.init(7, ngpus=1, local_rank=0)
+        >>> s.get_seed(1, 2) == s.get_seed(1, 2)
+        True
+        >>> s.rank, s.world_size, s.local_rank, s.last_reseed
+        (0, 1, 0, None)
     """
 
     def __init__(self) -> None:
@@ -73,15 +210,13 @@ class Seeder(Membership):
         #: The global RNGs as the last load left them, for a participant resuming inside an epoch to
         #: compare.
         self.resume_check = ResumeCheck()
-        self._snapshots: set = (
-            set()
-        )  # directories captured by init(snapshot_dir=...) in this process
+        # directories captured by init(snapshot_dir=...) in this process
+        self._snapshots: set = set()
         #: The run a state being loaded describes, while :mod:`seeder._state.plan` checks or
         #: applies it (participants' ``check_state_dict`` compares with it); else ``None``.
         self.loading: Optional[state.RunState] = None
-        self._lock = (
-            threading.RLock()
-        )  # one call at a time changes or reads the streams (no torn state_dict)
+        # one call at a time changes or reads the streams (no torn state_dict)
+        self._lock = threading.RLock()
         #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its
         #: ``init`` watches the process (frameworks' seeding routed, optimizer steps recorded under
         #: ``seeder verify``: :mod:`seeder._run.watch`).
@@ -97,17 +232,33 @@ class Seeder(Membership):
         deterministic: Optional[bool] = None,
         snapshot_dir: Optional[Union[str, os.PathLike[str]]] = None,
     ) -> None:
-        """Start a fresh run (NVIDIA's semantics: registered generators are dropped; joined samplers
-        follow).
+        """Start a fresh run from one master seed.
 
-        ``master_seed=None``: ``$SEEDER_SEED``, else drawn from OS entropy and logged; all ranks
-        agree on it. ``ngpus`` is the world size, ``local_rank`` the rank on this node; seeds use
-        the global rank. ``deterministic``/``snapshot_dir`` (``None``:
-        ``$SEEDER_DETERMINISTIC``/``$SEEDER_SNAPSHOT_DIR``) turn on deterministic mode / capture the
-        environment on rank 0. See docs/quickstart.md.
+        As in NVIDIA's seeder, registered generators are dropped; participants that joined stay
+        and follow the new run. All ranks agree on the master seed; seeds use the global rank.
+        An error leaves the seeder unchanged. See docs/quickstart.md.
 
-        >>> s = Seeder(); s.init(1234, ngpus=1, local_rank=0); s.get_master_seed()
-        1234
+        Args:
+            master_seed: the run's master seed. ``None`` reads ``$SEEDER_SEED``, else draws one
+                from OS entropy and logs it (rank 0 also writes it to stderr).
+            ngpus: the world size (processes over all nodes); ``None`` discovers it.
+            local_rank: the rank on this node (informational); ``None`` discovers it.
+            rank: the global rank; ``None`` discovers it (docs/distributed.md).
+            deterministic: turn on deterministic mode; ``None`` reads ``$SEEDER_DETERMINISTIC``.
+            snapshot_dir: capture the environment into this directory on rank 0; ``None`` reads
+                ``$SEEDER_SNAPSHOT_DIR``.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a value out of range, or a bad ``$SEEDER_SEED`` or
+                ``$SEEDER_DETERMINISTIC``.
+            RuntimeError: ranks were given different master seeds, or several processes got no
+                seed and have no process group to agree on one.
+            OSError: the environment snapshot cannot be written.
+
+        Example:
+            >>> s = Seeder(); s.init(1234, ngpus=1, local_rank=0); s.get_master_seed()
+            1234
         """
         seed, explicit = _master_seed(master_seed)
         deterministic, snapshot_dir = _init_options(
@@ -116,9 +267,8 @@ class Seeder(Membership):
         topology = discover(rank, ngpus, local_rank)
         seed, explicit = agree_master_seed(seed, explicit, topology)
         with self._lock:
-            _announce(
-                seed, explicit, topology, deterministic, snapshot_dir, self._snapshots
-            )  # may raise: nothing set yet
+            # may raise: nothing set yet
+            _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
             run, mark, pending = state.RunState(master=seed), self.registry.mark(), PendingParts()
             try:
                 dropped = self.registry.drop_registered()
@@ -131,18 +281,28 @@ class Seeder(Membership):
                 "init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)",
                 dropped,
             )
-        runwatch.after_init(
-            self
-        )  # frameworks' seeding routed; under seeder verify, optimizer steps recorded
+        # frameworks' seeding routed; under seeder verify, optimizer steps recorded
+        runwatch.after_init(self)
 
-    def reset(self) -> None:  # noqa: D102 - forget the master seed, the last reseed and every participant
+    def reset(self) -> None:
+        """Forget the master seed, the last reseed and every participant, as a new ``Seeder``.
+
+        Example:
+            >>> s = Seeder(); s.init(1); s.reset(); s.initialized
+            False
+        """
         is_default = self.is_default
-        self.__init__()  # type: ignore[misc]
+        self.__init__()  # type: ignore[misc]  # mypy refuses __init__ called on an instance
         self.is_default = is_default
 
     @property
     def initialized(self) -> bool:
-        """Whether :meth:`init` has been called."""
+        """Whether :meth:`init` has been called (or :meth:`reset` since).
+
+        Example:
+            >>> s = Seeder(); s.initialized
+            False
+        """
         return self.run.master is not None
 
     def _require_init(self, what: str) -> Topology:
@@ -155,38 +315,68 @@ class Seeder(Membership):
         return self._topology
 
     def get_master_seed(self) -> int:
-        """The master seed of this run (given, from ``$SEEDER_SEED``, drawn, or from a loaded
-        checkpoint)."""
-        self._require_init("get_master_seed")
-        return self.run.master  # type: ignore[return-value]
+        """The master seed of this run.
 
-    rank = property(
-        lambda self: (self._topology or self._require_init("rank")).rank,
-        doc="Global rank used in derivation.",
-    )
-    world_size = property(
-        lambda self: (self._topology or self._require_init("world_size")).world_size,
-        doc="Processes over all nodes.",
-    )
-    local_rank = property(
-        lambda self: self._require_init("local_rank").local_rank,
-        doc="Rank on this node (informational).",
-    )
-    last_reseed = property(
-        lambda self: self.run.last, doc="``(task_id, epoch)`` of the last reseed, or ``None``."
-    )
+        Returns:
+            The seed given to :meth:`init`, read from ``$SEEDER_SEED``, drawn, or loaded with a
+            state.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called.
+
+        Example:
+            >>> s = Seeder(); s.init(42); s.get_master_seed()
+            42
+        """
+        self._require_init("get_master_seed")
+        master = self.run.master
+        assert master is not None  # init and load_state_dict set it with the topology
+        return master
+
+    @property
+    def rank(self) -> int:
+        """The global rank used in derivation. ``RuntimeError`` before :meth:`init`."""
+        return (self._topology or self._require_init("rank")).rank
+
+    @property
+    def world_size(self) -> int:
+        """The processes over all nodes. ``RuntimeError`` before :meth:`init`."""
+        return (self._topology or self._require_init("world_size")).world_size
+
+    @property
+    def local_rank(self) -> int:
+        """The rank on this node (informational). ``RuntimeError`` before :meth:`init`."""
+        return self._require_init("local_rank").local_rank
+
+    @property
+    def last_reseed(self) -> Optional[tuple[int, int]]:
+        """``(task_id, epoch)`` of the last :meth:`reseed` (or a loaded state's), or ``None``."""
+        return self.run.last
 
     def get_seed(
         self, task_id: int, epoch: int = 0, *, shared: bool = False, stream: int = 0
     ) -> int:
         """The 64-bit seed that :meth:`reseed` uses, touching no RNG.
 
-        ``shared=True`` gives the rank-independent seed. ``stream`` 0 is the global RNGs';
-        registered generator ``k`` (from 1, in registration order since ``init``) uses ``k``.
+        Args:
+            task_id: the task (0 initialisation, 1 training, by NVIDIA's convention).
+            epoch: the epoch.
+            shared: ``True`` for the seed equal on all ranks, ``False`` for this rank's.
+            stream: 0 for the global RNGs; registered generator ``k`` (from 1, in registration
+                order since ``init``) uses ``k``.
 
-        >>> s = Seeder(); s.init(42)
-        >>> s.get_seed(1, 0) != s.get_seed(1, 1)
-        True
+        Returns:
+            A seed in ``[0, 2**64)``.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called.
+            TypeError: an argument that is not an int (or a bool for ``shared``).
+            ValueError: a negative or too large key word.
+
+        Example:
+            >>> s = Seeder(); s.init(42)
+            >>> s.get_seed(1, 0) != s.get_seed(1, 1)
+            True
         """
         self._require_init("get_seed")
         check_bool(shared, "shared")
@@ -198,11 +388,17 @@ class Seeder(Membership):
         )
 
     def stream_seed(self, task_id: int, epoch: int, *, shared: bool, stream: int) -> int:
-        """:meth:`get_seed` for arguments already checked (the hot path of :meth:`reseed`)."""
-        domain, rank = (Domain.SHARED, 0) if shared else (Domain.RANK, self._topology.rank)  # type: ignore[union-attr]
-        return derive.stream_seeds(self.run.master, int(domain), task_id, epoch, rank).seed(stream)[
-            0
-        ]  # type: ignore[arg-type]
+        """:meth:`get_seed` for arguments already checked (the hot path of :meth:`reseed`).
+
+        Example:
+            >>> s = Seeder(); s.init(42)
+            >>> s.stream_seed(1, 0, shared=False, stream=0) == s.get_seed(1, 0)
+            True
+        """
+        topology, master = self._topology, self.run.master
+        assert topology is not None and master is not None  # the callers checked init
+        domain, rank = (Domain.SHARED, 0) if shared else (Domain.RANK, topology.rank)
+        return derive.stream_seeds(master, int(domain), task_id, epoch, rank).seed(stream)[0]
 
     def derive(
         self,
@@ -213,17 +409,30 @@ class Seeder(Membership):
         rank: Optional[int] = None,
         stream: int = 0,
     ) -> int:
-        """A seed of any domain (:class:`seeder._seeding.derive.Domain`) for this master seed; rank
-        defaults to this process's.
+        """A seed of any domain (:class:`seeder._seeding.derive.Domain`) for this master seed.
 
-        >>> s = Seeder(); s.init(42)
-        >>> s.derive(Domain.WORKER, 1, 0, stream=3) == s.derive(Domain.WORKER, 1, 0, stream=3)
-        True
+        Args:
+            domain: what the seed is for.
+            task_id: the task.
+            epoch: the epoch.
+            rank: the rank in the key; ``None`` for this process's.
+            stream: the stream.
+
+        Returns:
+            A seed in ``[0, 2**64)``.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called.
+
+        Example:
+            >>> s = Seeder(); s.init(42)
+            >>> s.derive(Domain.WORKER, 1, 0, stream=3) == s.derive(Domain.WORKER, 1, 0, stream=3)
+            True
         """
-        topo = self._require_init("derive")
+        topo, master = self._require_init("derive"), self.get_master_seed()
         return derive.derive_seed(
-            self.run.master, domain, task_id, epoch, topo.rank if rank is None else rank, stream
-        )  # type: ignore[arg-type]
+            master, domain, task_id, epoch, topo.rank if rank is None else rank, stream
+        )
 
     def reseed(self, task_id: int, epoch: int = 0) -> None:
         """Seed ``random``, NumPy, torch CPU, every accelerator, then every participant.
@@ -234,24 +443,34 @@ class Seeder(Membership):
         ``(task, epoch)`` in one process repeats its streams and warns once. If a participant
         raises, :meth:`state_dict` refuses until a reseed completes (docs/checkpoints.md).
 
-        >>> import random
-        >>> s = Seeder(); s.init(3); s.reseed(1, 0); a = random.random()
-        >>> t = Seeder(); t.init(3); t.reseed(1, 0); a == random.random()
-        True
+        Args:
+            task_id: the task (0 initialisation, 1 training, by NVIDIA's convention).
+            epoch: the epoch.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called.
+            TypeError: an argument that is not an int.
+            ValueError: a negative or too large argument.
+            seeder.StateError: a loaded part is still waiting for a loader or generator that
+                was not built.
+
+        Example:
+            >>> import random
+            >>> s = Seeder(); s.init(3); s.reseed(1, 0); a = random.random()
+            >>> t = Seeder(); t.init(3); t.reseed(1, 0); a == random.random()
+            True
         """
         self._require_init("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
         with self._lock:
             self.pending.require_claimed("seeder.reseed", key)
-            members = state.start_reseed(
-                self, key
-            )  # the global RNGs; None: resuming inside this (task, epoch)
+            # the global RNGs; None: resuming inside this (task, epoch)
+            members = state.start_reseed(self, key)
             if members is None:
                 return
             try:
-                for (
-                    member
-                ) in members:  # here, so that participants' warnings point at the caller of reseed
+                # here, so that participants' warnings point at the caller of reseed
+                for member in members:
                     member.seeder_reseed(self, key[0], key[1])
             except BaseException as exc:
                 state.tear(self.run, key, member, exc)
@@ -259,87 +478,32 @@ class Seeder(Membership):
             self.run.close_reseed(key)
 
     def global_adapters(self) -> list[RNGAdapter]:
-        """Adapters of the process-global RNGs: Python, NumPy, torch CPU, each accelerator
-        present."""
+        """Adapters of the process-global RNGs: Python, NumPy, torch CPU, each accelerator present.
+
+        Returns:
+            One adapter per RNG, made at the first call.
+
+        Example:
+            >>> [a.name for a in Seeder().global_adapters()][:3]
+            ['python', 'numpy', 'torch']
+        """
         if self._adapters is None:
             self._adapters = global_adapters()
         return self._adapters
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue this process's randomness as if never stopped.
-
-        Master seed, world, rank, last reseed, every global and accelerator RNG, registered
-        generators and participants (samplers, loaders, pipelines); loads with
-        ``torch.load(weights_only=True)``.
-
-        >>> s = Seeder(); s.init(1); s.reseed(1, 0)
-        >>> sorted(s.state_dict())[:3]
-        ['derivation_version', 'format', 'last_reseed']
-        """
-        topo = self._require_init("state_dict")
-        with self._lock:  # make_state refuses a torn run (a reseed that raised)
-            if self.pending.parts:
-                self.pending.require_claimed("seeder.state_dict", ())
-            made = state.make_state(
-                self.run, topo.world_size, topo.rank, self.global_adapters(), self.stateful()
-            )
-            generators = self.generators()
-            if generators:
-                warn_unsaved_generators(generators)
-            return made
-
-    def gather_state_dict(self, dst: int = 0) -> Optional[dict[str, Any]]:
-        """Every rank's :meth:`state_dict` in one dict on rank ``dst``, ``None`` on the others (a
-        collective).
-
-        >>> s = Seeder(); s.init(1); s.reseed(1, 0)
-        >>> g = s.gather_state_dict(); g["world_size"], len(g["ranks"])
-        (1, 1)
-        >>> s.load_state_dict(g)
-        """
-        topo = self._require_init("gather_state_dict")
-        check_int(dst, "dst", low=0, high=topo.world_size - 1)
-        return state.gather(self.state_dict(), topo.world_size, topo.rank, dst)
-
-    def check_state_dict(self, state_: Any, *, allow_world_change: bool = False) -> None:
-        """Raise :class:`seeder._errors.StateError` if ``state_`` cannot be loaded here; change
-        nothing.
-
-        >>> s = Seeder(); s.init(1); st = s.state_dict(); st["version"] = 99
-        >>> s.check_state_dict(st)
-        Traceback (most recent call last):
-        ...
-        seeder._errors.StateError: seeder state format 99 is not supported by this version (which reads format 1); load it with the seeder version that wrote it
-        """
-        with self._lock:
-            check_state(self, state_, allow_world_change)
-
-    def load_state_dict(self, state_: dict[str, Any], *, allow_world_change: bool = False) -> None:
-        """Validate ``state_`` completely, then restore every RNG and participant.
-
-        Takes one process's :meth:`state_dict` or a :meth:`gather_state_dict` (this rank's entry
-        is used). Raises before changing anything. Parts for loaders or generators not built yet
-        wait for them (:mod:`seeder._state.pending`). The next :meth:`reseed` of the saved
-        ``(task, epoch)`` is skipped, so a run stopped mid-epoch continues exactly. With
-        ``allow_world_change=True`` a state from another world size gives only the master seed
-        and the last ``(task, epoch)``: continue from the next epoch boundary.
-
-        >>> s = Seeder(); s.init(1); s.reseed(1, 0); st = s.state_dict()
-        >>> s.load_state_dict(st)
-        """
-        refuse_in_worker("seeder.load_state_dict()")
-        with self._lock:
-            load_state(self, state_, allow_world_change)
-
-    def fork_rng(self) -> ContextManager[None]:
+    def fork_rng(self) -> AbstractContextManager[None]:
         """Run a block with every RNG this seeder knows (global, accelerators, registered) restored
         afterwards.
 
-        >>> import random; s = Seeder(); s.init(1); s.reseed(1, 0)
-        >>> with s.fork_rng():
-        ...     inside = random.random()
-        >>> inside == random.random()
-        True
+        Returns:
+            A context manager.
+
+        Example:
+            >>> import random; s = Seeder(); s.init(1); s.reseed(1, 0)
+            >>> with s.fork_rng():
+            ...     inside = random.random()
+            >>> inside == random.random()
+            True
         """
         return rollback.fork_rng(self)
 

@@ -26,10 +26,17 @@ _DEFAULT: list[Seeder] = []
 
 
 def default_seeder() -> Seeder:
-    """The :class:`Seeder` behind the module-level functions (made at the first call).
+    """The :class:`Seeder` behind the module-level functions (``seeder.init``, ...).
 
-    >>> default_seeder() is default_seeder()
-    True
+    Returns:
+        The one default seeder, made at the first call.
+
+    Example:
+        >>> import seeder
+        >>> seeder.default_seeder() is seeder.default_seeder()
+        True
+        >>> seeder.init(5); seeder.default_seeder().get_master_seed()
+        5
     """
     if not _DEFAULT:
         made = Seeder()

@@ -150,7 +150,7 @@ def parse_master_seed(text: str, source: str = "SEEDER_SEED") -> int:
     >>> parse_master_seed("1_000")
     Traceback (most recent call last):
     ...
-    ValueError: SEEDER_SEED='1_000' is not an integer written in plain ASCII digits 0-9; unset it or set it to a seed such as 42
+    ValueError: SEEDER_SEED='1_000' is not an integer written in plain ASCII digits 0-9; ...
     """
     try:
         value = parse_decimal(text, source)
@@ -179,8 +179,10 @@ def resolve_master_seed(
     whitespace counts as unset; any other value must be a valid master seed. ``what`` names
     the argument in errors.
 
-    >>> resolve_master_seed(None, {"SEEDER_SEED": " 7\\n"}), resolve_master_seed(3, {"SEEDER_SEED": "7"})
-    ((7, True), (3, True))
+    >>> resolve_master_seed(None, {"SEEDER_SEED": " 7\\n"})
+    (7, True)
+    >>> resolve_master_seed(3, {"SEEDER_SEED": "7"})
+    (3, True)
     >>> resolve_master_seed(None, {"SEEDER_SEED": " "})[1]
     False
     """

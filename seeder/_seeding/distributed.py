@@ -4,15 +4,16 @@ Imports only :mod:`seeder._seeding.derive` of the package. ``torch.distributed``
 process group is initialised; otherwise the caller's arguments and the
 launcher's environment decide, in this order (the first that has a value wins):
 
-====  ==========================  =====================================================================
-1     explicit arguments          ``rank=``, ``ngpus=`` (world size), ``local_rank=``
-2     a process group             ``torch.distributed.get_rank()`` / ``get_world_size()``
-3     torchrun                    ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``
-4     Open MPI (``mpirun``)       ``OMPI_COMM_WORLD_RANK``, ``OMPI_COMM_WORLD_SIZE``, ``OMPI_COMM_WORLD_LOCAL_RANK``
-5     MPICH / Intel MPI (Hydra)   ``PMI_RANK``, ``PMI_SIZE``, ``MPI_LOCALRANKID``
-6     SLURM (``srun``)            ``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``
-7     defaults                    rank = ``local_rank`` (one node) else 0, world size 1
-====  ==========================  =====================================================================
+====  =========================  =================================================================
+1     explicit arguments         ``rank=``, ``ngpus=`` (world size), ``local_rank=``
+2     a process group            ``torch.distributed.get_rank()`` / ``get_world_size()``
+3     torchrun                   ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``
+4     Open MPI (``mpirun``)      ``OMPI_COMM_WORLD_RANK``, ``OMPI_COMM_WORLD_SIZE``,
+                                 ``OMPI_COMM_WORLD_LOCAL_RANK``
+5     MPICH / Intel MPI (Hydra)  ``PMI_RANK``, ``PMI_SIZE``, ``MPI_LOCALRANKID``
+6     SLURM (``srun``)           ``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``
+7     defaults                   rank = ``local_rank`` (one node) else 0, world size 1
+====  =========================  =================================================================
 
 Only one launcher is read: the first whose rank *and* size variables are both
 set (an ``salloc`` shell has ``SLURM_NTASKS`` without ``SLURM_PROCID``; a batch
@@ -22,15 +23,16 @@ over the job's ``SLURM_*`` variables. With a process group, explicit values
 must agree with it. See ``docs/distributed.md``.
 
 Example:
-    >>> discover(rank=None, world_size=None, local_rank=None)
-    Topology(rank=0, world_size=1, local_rank=0, rank_from='default', world_from='default', local_from='rank')
+    >>> t = discover(rank=None, world_size=None, local_rank=None)
+    >>> t.rank, t.world_size, t.local_rank, t.rank_from
+    (0, 1, 0, 'default')
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, cast
 
 import torch
 
@@ -144,7 +146,8 @@ def _env_int(name: str, low: int = 0, high: int = MAX_RANK) -> Optional[int]:
 
 
 LIGHTNING = Launcher("Lightning", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_RANK")
-"""Lightning's ddp subprocess launcher on one node: the global rank is LOCAL_RANK when NODE_RANK is 0."""
+"""Lightning's ddp subprocess launcher on one node: the global rank is LOCAL_RANK when NODE_RANK is
+0."""
 
 
 def _lightning_launch() -> Optional[_Found]:
@@ -160,12 +163,13 @@ def _lightning_launch() -> Optional[_Found]:
             f"NODE_RANK={node}, LOCAL_RANK={local} and WORLD_SIZE={size} are set but RANK is not "
             "(Lightning's multi-node ddp launcher): pass the global rank to seeder.init(rank=...)"
         )
-    if local >= size:  # type: ignore[operator]
+    assert size is not None  # the caller saw WORLD_SIZE set
+    if local >= size:
         raise ValueError(
             f"LOCAL_RANK={local} is not below WORLD_SIZE={size}; fix the launch, or pass rank= "
             f"and ngpus="
         )
-    return _Found(LIGHTNING, local, size, local)  # type: ignore[arg-type]
+    return _Found(LIGHTNING, local, size, local)
 
 
 def _launcher() -> Optional[_Found]:
@@ -181,9 +185,8 @@ def _launcher() -> Optional[_Found]:
             and not has_rank
             and os.environ.get("NODE_RANK", "").strip()
         ):
-            found = (
-                _lightning_launch()
-            )  # Lightning's ddp launcher sets WORLD_SIZE, NODE_RANK, LOCAL_RANK, no RANK
+            # Lightning's ddp launcher sets WORLD_SIZE, NODE_RANK, LOCAL_RANK, no RANK
+            found = _lightning_launch()
             if found is not None:
                 return found
         if has_rank != has_size:
@@ -257,7 +260,7 @@ def check_topology(topology: Topology) -> None:
     >>> check_topology(Topology(2**32, 2**32 + 1, 0, "RANK", "WORLD_SIZE"))
     Traceback (most recent call last):
     ...
-    ValueError: world size 4294967297 (from WORLD_SIZE) is outside [1, 4294967296]: a rank is one 32-bit word of every seed's derivation key; fix the launcher's variables or pass rank= and ngpus=
+    ValueError: world size 4294967297 (from WORLD_SIZE) is outside [1, 4294967296]: a rank is ...
     """
     fix = "fix the launcher's variables or pass rank= and ngpus="
     for what, value, source, high, low in (
@@ -391,8 +394,9 @@ def agree_master_seed(
         return seed, explicit
     dist = torch.distributed
     world = dist.get_world_size()
-    gathered = [None] * world
-    dist.all_gather_object(gathered, (int(seed), bool(explicit)))
+    slots: list[object] = [None] * world
+    dist.all_gather_object(slots, (int(seed), bool(explicit)))
+    gathered = [cast("tuple[int, bool]", pair) for pair in slots]  # each rank's (seed, explicit)
     explicit_values = {r: s for r, (s, e) in enumerate(gathered) if e}
     if len(set(explicit_values.values())) > 1:
         detail = ", ".join(f"rank {r}: {s}" for r, s in sorted(explicit_values.items()))
@@ -412,7 +416,7 @@ def refuse_in_worker(what: str) -> None:
     A worker holds a copy of the sampler and the loader; loading a state there changes only the
     copy (and the batches that worker fetches), never the run.
 
-    >>> refuse_in_worker("DistributedSampler.load_state_dict()")  # the main process: nothing to refuse
+    >>> refuse_in_worker("DistributedSampler.load_state_dict()")  # the main process: no refusal
     """
     info = torch.utils.data.get_worker_info()
     if info is not None:

@@ -17,6 +17,8 @@ use what is here:
   once and the callers take the public API.
 - :func:`pcg64_state` is arithmetic, no layout: the state ``PCG64(SeedSequence(seed))`` starts
   in, for reseeding a registered ``numpy.random.Generator``.
+- :func:`mt_state` is NumPy's public ``get_state`` of a legacy ``RandomState``, typed as the tuple
+  it returns (NumPy's stub says a dict).
 
 Example:
     >>> import numpy as np
@@ -30,7 +32,7 @@ import ctypes
 import platform
 import random
 import struct
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 
@@ -49,6 +51,8 @@ __all__ = [
     "pcg64_state",
     "fast_seeding_state",
     "python_mt_view",
+    "MTState",
+    "mt_state",
 ]
 
 #: Words and bytes of the MT19937 key.
@@ -68,6 +72,32 @@ GAUSS_CACHE = struct.Struct("i4xd")
 #: The :data:`seeder._internals.INTERNALS` keys of the two layouts.
 PYTHON_MT = "python:random.Random Mersenne Twister layout"
 NUMPY_GAUSS = "numpy:RandomState gauss cache offset"
+
+#: A legacy NumPy state of an MT19937: kind, the 624 key words, position, has_gauss, the cached
+#: Gaussian.
+MTState = tuple[str, "np.ndarray[Any, np.dtype[np.uint32]]", int, int, float]
+
+
+def mt_state(rs: Optional[np.random.RandomState] = None) -> MTState:
+    """``rs.get_state()`` (the global RandomState's for ``None``): the legacy tuple of an MT19937.
+
+    NumPy's stub types a plain ``get_state()`` as its ``legacy=False`` dict; NumPy returns the
+    tuple (``legacy=True`` is the default), which this names.
+
+    Args:
+        rs: a ``RandomState`` over an MT19937, or ``None`` for ``numpy.random``'s global one.
+
+    Returns:
+        ``(kind, key, pos, has_gauss, cached_gaussian)``.
+
+    Example:
+        >>> rs = np.random.RandomState(3); kind, key, pos, _, _ = mt_state(rs)
+        >>> kind, len(key), pos
+        ('MT19937', 624, 624)
+    """
+    state = np.random.get_state() if rs is None else rs.get_state()
+    return cast(MTState, state)
+
 
 _PCG_MULT = (2549297995355413924 << 64) | 4865540595714422341
 _M128 = (1 << 128) - 1
@@ -89,9 +119,8 @@ def pcg64_state(seed: int) -> dict[str, Any]:
     init_state = (w[1] << 96) | (w[0] << 64) | (w[3] << 32) | w[2]
     init_seq = (w[5] << 96) | (w[4] << 64) | (w[7] << 32) | w[6]
     inc = ((init_seq << 1) | 1) & _M128
-    state = (
-        (inc + init_state) * _PCG_MULT + inc
-    ) & _M128  # from state 0: one step gives inc, add, one step
+    # from state 0: one step gives inc; add init_state; one more step
+    state = ((inc + init_state) * _PCG_MULT + inc) & _M128
     return {
         "bit_generator": "PCG64",
         "state": {"state": state, "inc": inc},
@@ -225,7 +254,7 @@ def _find_gauss_offset() -> Optional[int]:
     candidates: Optional[set] = None
     for rs in probes:
         for has, gauss in values:
-            rs.set_state(("MT19937", key, 5, has, gauss))
+            rs.set_state(("MT19937", np.array(key, dtype=np.uint32), 5, has, gauss))
             raw = ctypes.string_at(id(rs), size)
             found = {
                 off - 8
@@ -244,12 +273,12 @@ def _find_gauss_offset() -> Optional[int]:
         rs.standard_normal(1)
         key_view, gauss_view = access.views(rs, bitgen)
         mt, gauss = key_view.raw, gauss_view.raw
-        want = rs.get_state()
+        want = mt_state(rs)
         if LegacyAccess.as_state((mt, gauss))[1:] != (want[1].tolist(), *want[2:]):
             return None
         rs.standard_normal(3)
         access.put_back(rs, key_view, gauss_view, mt, gauss)
-        got = rs.get_state()
+        got = mt_state(rs)
         if got[1].tolist() != want[1].tolist() or got[2:] != want[2:]:
             return None
     return access.gauss_offset

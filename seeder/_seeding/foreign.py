@@ -47,10 +47,13 @@ import sysconfig
 import warnings
 import weakref
 from collections.abc import Iterator
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from seeder._checks import is_int
 from seeder._errors import SeederWarning
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = [
     "ENV_FOREIGN",
@@ -209,7 +212,7 @@ def _fix(name: str, cli: bool, trainer: bool) -> str:
     return f"remove the {name} call (seeder.reseed seeds random, NumPy and torch) and {give}"
 
 
-def _route(seeder: Any, family: str, seed_arg: Any, func: Any) -> None:
+def _route(seeder: Seeder, family: str, seed_arg: Any, func: Any) -> None:
     """Seed ``family``'s global RNGs from the master seed instead of ``seed_arg``; say so once
     per framework call and line."""
     key = seeder.last_reseed or (0, 0)
@@ -245,7 +248,7 @@ def _route(seeder: Any, family: str, seed_arg: Any, func: Any) -> None:
     )
 
 
-def _kept(seeder: Any, family: str, primitive: str, seed_arg: Any, caller: Any) -> None:
+def _kept(seeder: Seeder, family: str, primitive: str, seed_arg: Any, caller: Any) -> None:
     """The user's own seeding call, which did what it says: warned once per line (logged when it
     passed the master seed)."""
     site = f"{caller.f_code.co_filename}:{caller.f_lineno}"
@@ -292,6 +295,7 @@ def _wrap(
             _kept(seeder, family, primitive, seed_arg, caller)
         return result
 
+    # attributes of a function, which mypy does not know
     seeding.__wrapped__ = original  # type: ignore[attr-defined]
     seeding.seeder_routes = True  # type: ignore[attr-defined]
     seeding.__doc__ = original.__doc__
@@ -316,9 +320,8 @@ def _dirs() -> None:
     import torch
 
     torch_dir = os.path.dirname(torch.__file__) + os.sep
-    own_dir = (
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    )  # the seeder package
+    # the seeder package
+    own_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     _OWN_CALLERS = (own_dir, torch_dir)
     _TORCH_WRAPPERS = (
         os.path.join(torch_dir, "_compile.py"),
@@ -368,7 +371,7 @@ def _install() -> None:
     _installed = True
 
 
-def watch(seeder: Any) -> None:
+def watch(seeder: Seeder) -> None:
     """Watch later seeding calls for ``seeder``, the module-level seeder (its ``init`` calls this).
 
     >>> import seeder
@@ -449,6 +452,6 @@ def global_draws() -> dict[str, bool]:
     >>> sorted(global_draws())
     ['numpy']
     """
-    import numpy as np
+    from seeder._seeding.fastrng import mt_state  # lazy: NumPy only when asked
 
-    return {"numpy": int(np.random.get_state()[2]) not in (623, 624)}
+    return {"numpy": int(mt_state()[2]) not in (623, 624)}

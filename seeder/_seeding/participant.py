@@ -25,7 +25,8 @@ Example:
     >>> class Noise:
     ...     seeder_kind = "noise"
     ...     def __init__(self): self.rng = random.Random()
-    ...     def seeder_reseed(self, seeder, task_id, epoch): self.rng.seed(seeder.get_seed(task_id, epoch, stream=99))
+    ...     def seeder_reseed(self, seeder, task_id, epoch):
+    ...         self.rng.seed(seeder.get_seed(task_id, epoch, stream=99))
     ...     def state_dict(self): return {"state": list(self.rng.getstate()[1])}
     ...     def check_state_dict(self, state): pass
     ...     def load_state_dict(self, state): self.rng.setstate((3, tuple(state["state"]), None))
@@ -39,13 +40,16 @@ Example:
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Optional, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, runtime_checkable
 
 import torch
 
 from seeder._errors import SeederWarning, StateError
 from seeder._seeding.rngbase import RNGAdapter
 from seeder._seeding.rngs import adapter_for
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = [
     "Participant",
@@ -72,25 +76,61 @@ class Participant(Protocol):
     """What a sampler, loader, pipeline or generator wrapper implements to join
     a :class:`seeder.Seeder`.
 
-    ``check_state_dict`` raises :class:`seeder._errors.StateError` and changes nothing;
-    ``state_dict`` returns only tensors and plain values (``torch.load(weights_only=True)``).
-    A participant with no state returns ``None`` from ``state_dict`` and is not saved.
+    Subclassing is optional: any object with these members is a participant.
+
+    Attributes:
+        seeder_kind: the first word of the participant's key in a state (``"sampler"``,
+            ``"loader"``, ...).
+
+    Example:
+        >>> import random, seeder
+        >>> class Noise:
+        ...     seeder_kind = "noise"
+        ...     def __init__(self): self.rng = random.Random()
+        ...     def seeder_reseed(self, seeder, task_id, epoch):
+        ...         self.rng.seed(seeder.get_seed(task_id, epoch, stream=99))
+        ...     def state_dict(self): return {"draws": 0}
+        ...     def check_state_dict(self, state): pass
+        ...     def load_state_dict(self, state): pass
+        >>> isinstance(Noise(), seeder.Participant)
+        True
     """
 
     seeder_kind: str
 
-    def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
-        """Follow ``seeder.reseed(task_id, epoch)``."""
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+        """Follow ``seeder.reseed(task_id, epoch)``.
+
+        Args:
+            seeder: the seeder that reseeds; its ``get_seed`` gives the seeds to use.
+            task_id: the task.
+            epoch: the epoch.
+        """
 
     def state_dict(self) -> Any:
-        """This participant's state, or ``None`` when it keeps none."""
+        """This participant's state.
+
+        Returns:
+            Tensors and plain values only (they load with ``torch.load(weights_only=True)``),
+            or ``None`` for a participant that keeps no state: it is not saved.
+        """
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder._errors.StateError` if ``state`` cannot be loaded; change
-        nothing."""
+        """Check that :meth:`load_state_dict` would accept ``state``; change nothing.
+
+        Args:
+            state: what :meth:`state_dict` returned in the run that saved it.
+
+        Raises:
+            seeder.StateError: what does not fit, and what to do.
+        """
 
     def load_state_dict(self, state: Any) -> None:
-        """Restore a state that :meth:`check_state_dict` accepted."""
+        """Restore a state that :meth:`check_state_dict` accepted.
+
+        Args:
+            state: what :meth:`state_dict` returned in the run that saved it.
+        """
 
 
 @runtime_checkable
@@ -138,9 +178,8 @@ def is_elastic(participant: Any) -> bool:
     >>> is_elastic(Loader()), is_elastic(object())
     (True, False)
     """
-    return (
-        getattr(participant, "seeder_elastic", False) is True
-    )  # isinstance() on a Protocol costs ~10 us a call
+    # isinstance() on a Protocol costs ~10 us a call
+    return getattr(participant, "seeder_elastic", False) is True
 
 
 def participant_keys(participants: list[Any]) -> dict[str, Any]:
@@ -152,7 +191,8 @@ def participant_keys(participants: list[Any]) -> dict[str, Any]:
     >>> import random
     >>> class Sampler: seeder_kind = "sampler"
     >>> a, b = Sampler(), Sampler()
-    >>> list(participant_keys([a, GeneratorParticipant(random.Random(), shared=False, stream=2), b]))
+    >>> g = GeneratorParticipant(random.Random(), shared=False, stream=2)
+    >>> list(participant_keys([a, g, b]))
     ['sampler.0', 'generator.2', 'sampler.1']
     """
     counts: dict[str, int] = {}
@@ -222,7 +262,7 @@ class GeneratorParticipant:
         compare equal)."""
         return self.gen is gen or (callable(gen) and hasattr(gen, "__self__") and self.gen == gen)
 
-    def seeder_reseed(self, seeder: Any, task_id: int, epoch: int) -> None:
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
         self.seed(seeder.stream_seed(task_id, epoch, shared=self.shared, stream=self.stream))
 
     @property
@@ -245,19 +285,25 @@ class GeneratorParticipant:
     def check_state_dict(self, state: Any) -> None:
         if self.adapter is not None:
             self.adapter.check_state(state, f"generator {self.stream} ({describe(self.gen)})")
+        elif self.owner is None:
+            raise self._stateless()
         elif callable(getattr(self.owner, "check_state_dict", None)):
             self.owner.check_state_dict(state)
-        elif self.owner is None:
-            raise StateError(
-                f"generator {self.stream} ({describe(self.gen)}) is a plain callable with no "
-                f"state to load"
-            )
 
     def load_state_dict(self, state: Any) -> None:
         if self.adapter is not None:
             self.adapter.set_state(state)
+        elif self.owner is None:
+            raise self._stateless()
         else:
             self.owner.load_state_dict(state)
+
+    def _stateless(self) -> StateError:
+        """The refusal of a state for a plain callable, which has none."""
+        return StateError(
+            f"generator {self.stream} ({describe(self.gen)}) is a plain callable with no "
+            f"state to load"
+        )
 
     def __repr__(self) -> str:
         return (
@@ -309,13 +355,13 @@ def add_factory(factory: Factory) -> None:
         _factories.append(factory)
 
 
-def require_participant(obj: Any, seeder: Any) -> Any:
+def require_participant(obj: Any, seeder: Seeder) -> Any:
     """:func:`participant_for` ``obj``, or a ``TypeError`` that says what a participant needs.
 
     >>> require_participant(3, None)
     Traceback (most recent call last):
     ...
-    TypeError: int is not a participant: it needs seeder_kind, seeder_reseed(seeder, task_id, epoch), state_dict, check_state_dict and load_state_dict
+    TypeError: int is not a participant: it needs seeder_kind, seeder_reseed(seeder, task_id, ...
     """
     made = participant_for(obj, seeder)
     if made is None:
@@ -327,7 +373,7 @@ def require_participant(obj: Any, seeder: Any) -> Any:
     return made
 
 
-def participant_for(obj: Any, seeder: Any, shared: bool = False) -> Optional[Any]:
+def participant_for(obj: Any, seeder: Seeder, shared: bool = False) -> Optional[Any]:
     """``obj`` if it is a participant, a participant made for it by a factory (:func:`add_factory`),
     else ``None``.
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
 
 from seeder._checks import check_bool
 from seeder._seeding.participant import (
@@ -31,6 +31,13 @@ from seeder._seeding.participant import (
     saves_state,
 )
 from seeder._seeding.rngs import adapter_for
+
+if TYPE_CHECKING:
+    import threading
+
+    from seeder._seeding.core import Seeder
+    from seeder._seeding.distributed import Topology
+    from seeder._state.pending import PendingParts
 
 __all__ = [
     "Registry",
@@ -61,7 +68,8 @@ def add_optional_kind(kind: str, without: str) -> None:
         kind: the participant's ``seeder_kind``.
         without: what a checkpoint without a part of the kind means, and what to do.
 
-    >>> add_optional_kind("example_tool", "it was saved without the example tool"); optional_part("example_tool.0")
+    >>> add_optional_kind("example_tool", "it was saved without the example tool")
+    >>> optional_part("example_tool.0")
     True
     """
     _OPTIONAL_KINDS[kind] = without
@@ -144,9 +152,8 @@ class Registry:
             raise ValueError(f"{describe(gen)} is already registered; register each generator once")
         if adapter_for(gen) is None:
             participant = make()
-            if (
-                participant is not None
-            ):  # e.g. a DALI pipeline: joins at the next reseed, not called now
+            # e.g. a DALI pipeline: joins at the next reseed, not called now
+            if participant is not None:
                 self.add(participant, weak=False, registered=True)
                 return None
             if callable(gen):
@@ -168,7 +175,7 @@ class Registry:
         """Return to a :meth:`mark` (a registration that raised leaves nothing behind)."""
         self._members, self._next_stream, self._roster = mark[0], mark[1], None
 
-    def register_or_nothing(self, seeder: Any, gen: Any, shared: bool) -> None:
+    def register_or_nothing(self, seeder: Seeder, gen: Any, shared: bool) -> None:
         """``seeder.register_generator(gen)``: :meth:`register`, and seed it for the last reseed; on
         any raise, no trace.
 
@@ -287,9 +294,8 @@ class Registry:
         if not weak:
             return dict(named)
         found = {k: _resolve(m) for k, m in named}
-        if any(
-            p is None for p in found.values()
-        ):  # one held weakly is gone: the keys of the others may change
+        # one held weakly is gone: the keys of the others may change
+        if any(p is None for p in found.values()):
             self._roster = None
             return self.stateful()
         return found
@@ -302,12 +308,22 @@ class Membership:
     A base class of ``Seeder``, which provides ``registry`` (a :class:`Registry`), ``pending``
     (:class:`seeder._state.pending.PendingParts`), ``run``, its lock and ``_require_init``.
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(1); isinstance(s, Membership), s.participants()
-    (True, [])
+    Example:
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(1); isinstance(s, Membership), s.participants()
+        (True, [])
     """
 
     registry: Registry
+    if TYPE_CHECKING:  # provided by Seeder, the one subclass
+        pending: PendingParts
+        _lock: threading.RLock
+
+        def _require_init(self, what: str) -> Topology: ...
+
+    def _seeder(self) -> Seeder:
+        """``self`` as the :class:`seeder.Seeder` it is (``Membership`` is only its base)."""
+        return cast("Seeder", self)
 
     def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
         """Reseed ``gen`` at every :meth:`reseed` (NVIDIA's API); :meth:`init` drops it again.
@@ -316,48 +332,81 @@ class Membership:
         ``Generator``/``RandomState`` or ``torch.Generator``, on its own stream: the per-rank
         seed, or with ``shared=True`` one seed equal on all ranks. After a reseed it is seeded
         at once for that ``(task, epoch)``. Seeds are 64-bit (fold with ``% 2**32`` for 32-bit
-        RNGs). A participant or a DALI pipeline is joined (held strongly) instead.
+        RNGs). A participant or a DALI pipeline is joined (held strongly) instead. A generator
+        that raises when it is seeded is not registered.
 
-        >>> import random, seeder; s = seeder.Seeder(); s.init(5); rng = random.Random()
-        >>> s.register_generator(rng); s.reseed(1, 0)
+        Args:
+            gen: the generator or seeding function.
+            shared: ``True`` for the seed equal on all ranks, ``False`` for this rank's.
+
+        Raises:
+            RuntimeError: :meth:`init` was not called.
+            TypeError: ``gen`` is neither a seeding function, an RNG seeder knows, nor a
+                participant.
+            seeder.StateError: a loaded state's part for this generator does not fit it.
+
+        Example:
+            >>> import random, seeder; s = seeder.Seeder(); s.init(5); rng = random.Random()
+            >>> s.register_generator(rng); s.reseed(1, 0)
+            >>> rng.random() == random.Random(s.get_seed(1, 0, stream=1)).random()
+            True
         """
         self._require_init("register_generator")
         with self._lock:
             mark = self.registry.mark()
-            self.registry.register_or_nothing(self, gen, check_bool(shared, "shared"))
+            self.registry.register_or_nothing(self._seeder(), gen, check_bool(shared, "shared"))
             try:
-                self.pending.claim(self)
+                self.pending.claim(self._seeder())
             except BaseException:
                 self.registry.rollback(mark)
                 raise
 
     def unregister_generator(self, gen: GeneratorLike) -> None:
-        """Stop reseeding ``gen`` (the object or bound method given
-        to :meth:`register_generator`)."""
+        """Stop reseeding ``gen``.
+
+        Args:
+            gen: the object or bound method given to :meth:`register_generator`.
+
+        Raises:
+            ValueError: ``gen`` is not registered.
+
+        Example:
+            >>> import random, seeder; s = seeder.Seeder(); s.init(5); rng = random.Random()
+            >>> s.register_generator(rng); s.unregister_generator(rng); s.generators()
+            []
+        """
         with self._lock:
             self.registry.remove(self.registry.find_or_raise(gen))
 
     def join(self, participant: Any, *, weak: bool = True) -> None:
-        """Add a participant (sampler, loader, DALI pipeline, ...;
-        see :mod:`seeder._seeding.participant`).
+        """Add a participant: a sampler, loader, DALI pipeline, or any :class:`seeder.Participant`.
 
-        Held through a weak reference by default, so a discarded sampler leaves. Participants
-        that joined stay across :meth:`init` and follow the new run. Joining twice has no effect.
+        Participants that joined stay across :meth:`init` and follow the new run. Joining twice
+        has no effect.
 
-        >>> import seeder
-        >>> s = seeder.Seeder(); s.init(1); sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
-        >>> sampler in s.participants()
-        True
+        Args:
+            participant: the object to reseed at every :meth:`reseed` and save in the state.
+            weak: hold it through a weak reference, so that a discarded sampler leaves.
+
+        Raises:
+            TypeError: ``participant`` is not a participant; the message says what it needs.
+            seeder.StateError: a loaded state's part for it does not fit; it did not join.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(1)
+            >>> sampler = seeder.DistributedSampler(range(4), seeder=s)  # joins by itself
+            >>> sampler in s.participants()
+            True
         """
         check_bool(weak, "weak")
-        made = require_participant(participant, self)
+        made = require_participant(participant, self._seeder())
         with self._lock:
             mark = self.registry.mark()
-            self.registry.add(
-                made, weak=weak and made is participant
-            )  # a wrapper lives as long as the seeder
+            # a wrapper lives as long as the seeder
+            self.registry.add(made, weak=weak and made is participant)
             try:
-                self.pending.claim(self)
+                self.pending.claim(self._seeder())
             except BaseException:
                 # A refused participant leaves no trace: while its exception (and so the
                 # participant) is referenced, a notebook's last traceback, it would take the key
@@ -366,24 +415,55 @@ class Membership:
                 raise
 
     def leave(self, participant: Any) -> None:
-        """Remove a participant that joined; unknown ones are ignored."""
+        """Remove a participant that joined; unknown ones are ignored.
+
+        Args:
+            participant: the object given to :meth:`join` (or the one a participant stands for).
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(1)
+            >>> sampler = seeder.DistributedSampler(range(4), seeder=s)
+            >>> s.leave(sampler); s.participants()
+            []
+        """
         with self._lock:
             self.registry.discard(participant)
 
     def participants(self) -> list[Any]:
-        """Live participants in the order they joined (registered generators included)."""
+        """Live participants in the order they joined (registered generators included).
+
+        Returns:
+            The participants.
+
+        Example:
+            >>> import seeder; s = seeder.Seeder(); s.participants()
+            []
+        """
         return self.registry.participants()
 
     def generators(self) -> list[GeneratorParticipant]:
-        """Registered generators in registration order
-        (:class:`seeder._seeding.participant.GeneratorParticipant`).
+        """Registered generators in registration order.
 
-        >>> import random, seeder; s = seeder.Seeder(); s.init(1); s.register_generator(random.Random()); [g.stream for g in s.generators()]
-        [1]
+        Returns:
+            Their :class:`seeder._seeding.participant.GeneratorParticipant` wrappers.
+
+        Example:
+            >>> import random, seeder; s = seeder.Seeder(); s.init(1)
+            >>> s.register_generator(random.Random()); [g.stream for g in s.generators()]
+            [1]
         """
         return self.registry.generators()
 
     def stateful(self) -> dict[str, Any]:
-        """Participants whose state is saved, by key: ``generator.<stream>`` or
-        ``<seeder_kind>.<n>``."""
+        """Participants whose state is saved, by key.
+
+        Returns:
+            ``{"generator.<stream>" or "<seeder_kind>.<n>": participant}``.
+
+        Example:
+            >>> import random, seeder; s = seeder.Seeder(); s.init(1)
+            >>> s.register_generator(random.Random()); list(s.stateful())
+            ['generator.1']
+        """
         return self.registry.stateful()

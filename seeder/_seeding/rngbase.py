@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import torch
 
 from seeder._errors import StateError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "RNGAdapter",
@@ -63,7 +66,7 @@ def check_uint8_tensor(value: Any, where: str) -> None:
         )
 
 
-def check_mt_words(words: Sequence[Any], where: str) -> None:
+def check_mt_words(words: Union[Sequence[int], np.ndarray], where: str) -> None:
     """Refuse a Mersenne Twister key with fewer than two nonzero words (all zero: every draw is 0).
 
     A seeded Mersenne Twister never comes near that (the chance is about 2**-19900), so such a
@@ -73,7 +76,7 @@ def check_mt_words(words: Sequence[Any], where: str) -> None:
     >>> check_mt_words([0] * 624, "x")
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
+    seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a ...
     """
     if words[1] and words[2]:  # a seeded key: two nonzero words (the count is for the message)
         return
@@ -216,7 +219,8 @@ class RNGAdapter:
 
         >>> import random
         >>> from seeder._seeding.rngs import PythonRandomAdapter
-        >>> rng = random.Random(); PythonRandomAdapter(rng).seed_function()(7); rng.random() == random.Random(7).random()
+        >>> rng = random.Random(); PythonRandomAdapter(rng).seed_function()(7)
+        >>> rng.random() == random.Random(7).random()
         True
         """
         return self.seed

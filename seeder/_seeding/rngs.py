@@ -3,6 +3,12 @@
 States are made only of tensors and plain Python values, so that a checkpoint
 holding them loads with ``torch.load(weights_only=True)``.
 
+Each adapter of Python's and NumPy's Mersenne Twister has two kinds of methods. The checkpoint
+path (``get_state``, ``check_state``, ``set_state``, ``copy_state``, ``put_back``) uses the
+library's public state API only. The per-batch paths (``keep``, ``watcher``) read the state in
+place through :mod:`seeder._seeding.fastrng` where its layout checked out at first use, and fall
+back to the public API (the base class's methods) where it did not.
+
 Example:
     >>> from seeder._seeding.rngs import global_adapters
     >>> for adapter in global_adapters():
@@ -26,6 +32,7 @@ from seeder._seeding.fastrng import (
     LegacyAccess,
     fast_seeding_state,
     legacy_access,
+    mt_state,
     python_mt_view,
 )
 from seeder._seeding.rngbase import (
@@ -49,9 +56,8 @@ __all__ = [
 ]
 
 
-_MT_WORDS = struct.Struct(
-    "=625I"
-)  # 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
+# 625 unsigned 32-bit words: packing checks each is an int in [0, 2**32)
+_MT_WORDS = struct.Struct("=625I")
 _KEY = struct.Struct("=624I")  # getstate()'s words as bytes: 6x faster than numpy.array(tuple)
 _NUMPY_KEYS = frozenset({"kind", "key", "pos", "has_gauss", "cached_gaussian"})
 _PYTHON_KEYS = frozenset({"version", "key", "pos", "gauss_next"})
@@ -81,13 +87,21 @@ class PythonRandomAdapter(RNGAdapter):
     def __init__(self, rng: Optional[random.Random] = None):
         # The global Random: the random module's functions are its bound methods (random.seed may be
         # wrapped by seeder._seeding.foreign; getstate is not).
-        self.rng: random.Random = rng if rng is not None else random.getstate.__self__  # type: ignore[attr-defined]
-        self._view: Any = False  # python_mt_view(rng), found at the first per-batch use
+        if rng is None:
+            # typeshed types random.getstate as a function; it is a method of the global Random
+            rng = random.getstate.__self__  # type: ignore[attr-defined]
+        self.rng: random.Random = rng
+        # python_mt_view(rng), looked up at the first per-batch use: False until then, None where
+        # CPython's layout did not check out (the public getstate is used then)
+        self._view: Any = False
 
     def seed(self, seed: int) -> None:
         self.rng.seed(seed)
 
+    # Per-batch paths: keep and watcher read the Mersenne Twister in place (fastrng).
+
     def _mt_view(self) -> Any:
+        """The view of the generator's key and position, or ``None`` (looked up once)."""
         if self._view is False:
             self._view = python_mt_view(self.rng)
         return self._view
@@ -96,14 +110,16 @@ class PythonRandomAdapter(RNGAdapter):
         """The generator's position and key as 2.5 KB of bytes and ``gauss_next``
         (``random.getstate`` builds 625 ints: 10-40x slower), where CPython's layout checked out;
         else ``getstate``."""
+        # the cached view read inline: keep runs once a batch
         view, rng = self._view if self._view is not False else self._mt_view(), self.rng
         if view is None:
             return super().keep()
-        raw, gauss_next = view.raw, rng.gauss_next
+        # CPython's Random keeps its cached Gaussian in gauss_next; typeshed leaves it out
+        raw, gauss_next = view.raw, rng.gauss_next  # type: ignore[attr-defined]
 
         def restore() -> None:
             view.raw = raw
-            rng.gauss_next = gauss_next
+            rng.gauss_next = gauss_next  # type: ignore[attr-defined]
 
         return restore
 
@@ -113,7 +129,11 @@ class PythonRandomAdapter(RNGAdapter):
         them (:mod:`seeder.data._lazyseed`)."""
         rng = self.rng
         mark = python_mt_view(rng, MARK_BYTES) if self._mt_view() is not None else None
-        return rng.getstate if mark is None else lambda: (mark.raw, rng.gauss_next)
+        if mark is None:
+            return rng.getstate
+        return lambda: (mark.raw, rng.gauss_next)  # type: ignore[attr-defined]  # see keep()
+
+    # Checkpoint path: random's public getstate and setstate only.
 
     def copy_state(self) -> Any:
         return self.rng.getstate()
@@ -199,13 +219,14 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def seed(self, seed: int) -> None:
         self.rng.seed(numpy_seed(seed))
 
+    # Checkpoint path: NumPy's public get_state and set_state only.
+
     def get_state(self) -> dict[str, Any]:
-        kind, key, pos, has_gauss, cached = self.rng.get_state()
+        kind, key, pos, has_gauss, cached = mt_state(self.rng)
         return {
             "kind": str(kind),
-            "key": torch.from_numpy(
-                key.view(np.int32)
-            ),  # the 624 words' bits as int32: every value is valid
+            # the 624 words' bits as int32: every value is valid
+            "key": torch.from_numpy(key.view(np.int32)),
             "pos": int(pos),
             "has_gauss": int(has_gauss),
             "cached_gaussian": float(cached),
@@ -226,8 +247,9 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def set_state(self, state: dict[str, Any]) -> None:
         # A list, not an array: NumPy copies the key word by word, which is ~30x faster from a list.
+        # NumPy's stub asks for an array; set_state takes any sequence of 624 words.
         self.rng.set_state(
-            (
+            (  # type: ignore[arg-type]
                 state["kind"],
                 _key_words(state["key"]),
                 state["pos"],
@@ -243,15 +265,18 @@ class NumpyRandomStateAdapter(RNGAdapter):
         kind, key, pos, has_gauss, cached = kept  # a list: set_state copies an array 40x slower
         self.rng.set_state((kind, key.tolist(), pos, has_gauss, cached))
 
+    # Per-batch paths: keep and watcher read the key and the Gaussian cache in place (fastrng).
+
     def _views(self) -> Any:
         """``(rng, bit generator, key view, gauss view, access)`` where
         :func:`seeder._seeding.fastrng.legacy_access` checked out and the RNG is an exact
         RandomState over an MT19937; else ``None``."""
-        rng = (
-            self._rng if self._rng is not None else np.random.mtrand._rand
-        )  # self.rng, without a call
+        # self.rng, without a call
+        rng = self._rng if self._rng is not None else np.random.mtrand._rand
         if self._rng is None:
-            bitgen = np.random.get_bit_generator()  # set_bit_generator may swap the global one
+            # set_bit_generator may swap the global one. get_bit_generator is public (NumPy 1.25);
+            # NumPy's stub does not export it.
+            bitgen = np.random.get_bit_generator()  # type: ignore[attr-defined]
         else:
             if self._bitgen is None:
                 # pickling's public way to name a RandomState's bit generator
@@ -301,15 +326,24 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
             def public() -> Any:
                 rng = mine if mine is not None else np.random.mtrand._rand
-                kind, key, pos, has, cached = rng.get_state()
+                kind, key, pos, has, cached = mt_state(rng)
                 return kind, key.tobytes(), pos, has, cached
 
             return public
         mark, gauss = views[4].mark_view(views[1]), views[3]
         # a RandomState keeps its own bit generator; the global one may be swapped
-        current = np.random.get_bit_generator if self._rng is None else lambda: None
-        # _held: what the views read stays alive
-        return lambda _held=views: (current(), mark.raw, gauss.raw)
+        current: Callable[[], Any] = (
+            np.random.get_bit_generator  # type: ignore[attr-defined]  # see _views()
+            if self._rng is None
+            else lambda: None
+        )
+
+        def marks(_held: Any = views) -> tuple[Any, bytes, bytes]:
+            """The bit generator, the mark and the Gaussian cache (``_held``: what the views read
+            stays alive)."""
+            return current(), mark.raw, gauss.raw
+
+        return marks
 
 
 class NumpyGeneratorAdapter(RNGAdapter):
@@ -429,7 +463,8 @@ def _unplain(obj: Any) -> Any:
         if "__uint64__" in obj:
             return on_cpu(obj["__uint64__"]).numpy().view(np.uint64).copy()
         if "__ndarray__" in obj:
-            arr, dtype = on_cpu(obj["__ndarray__"]).numpy(), np.dtype(obj["dtype"])
+            arr = on_cpu(obj["__ndarray__"]).numpy()
+            dtype: np.dtype[Any] = np.dtype(obj["dtype"])
             if dtype.kind in "ui" and arr.size:
                 info = np.iinfo(dtype)
                 if arr.min() < info.min or arr.max() > info.max:

@@ -30,9 +30,8 @@ __all__ = ["TorchGeneratorAdapter", "AcceleratorAdapter", "accelerator_types", "
 # a speed path.
 CPU_STATE_BYTES = 5056
 _HEAD = struct.Struct("<QiiQ8xQQ")  # the_initial_seed, left, seeded, next, (word 0), words 1 and 2
-_TAIL = struct.Struct(
-    "<8xd8xi4xfB"
-)  # (normal_x), normal_y, (normal_rho), normal_is_valid, next_float_normal_sample, flag
+# (normal_x), normal_y, (normal_rho), normal_is_valid, next_float_normal_sample, flag
+_TAIL = struct.Struct("<8xd8xi4xfB")
 _WORDS_AT, _TAIL_AT = 24, 24 + 624 * 8
 _NO_HIGH_HALVES = bytes(4 * 624)  # the words' upper 32 bits
 
@@ -51,9 +50,9 @@ def check_cpu_state(state: torch.Tensor, where: str) -> None:
     >>> check_cpu_state(bad, "x")
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a degenerate state (every draw would be 0 or nearly), not one a seeded generator reaches; the checkpoint is corrupt
+    seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a ...
     """
-    raw = state.numpy()  # the tensor's own bytes, through torch's public API
+    raw = state.numpy().data  # the tensor's own bytes, through torch's public API
     _, left, seeded, nxt, w1, w2 = _HEAD.unpack_from(raw, 0)
     normal, normal_valid, cached_float, float_valid = _TAIL.unpack_from(raw, _TAIL_AT)
     if (
@@ -156,9 +155,8 @@ class TorchGeneratorAdapter(RNGAdapter):
                 and require("torch:CPUGeneratorImplState")
             )
         if self._cpu_layout and state.device.type == "cpu":
-            check_cpu_state(
-                state, where
-            )  # every check torch makes on this layout, and the content ones it does not
+            # every check torch makes on this layout, and the content ones it does not
+            check_cpu_state(state, where)
             return
         if self._probe is None:
             self._probe = torch.Generator(device=self.generator.device)
@@ -172,9 +170,8 @@ class TorchGeneratorAdapter(RNGAdapter):
             ) from None
 
     def set_state(self, state: torch.Tensor) -> None:
-        self.generator.set_state(
-            state if state.is_cpu else state.cpu()
-        )  # CPU and CUDA generators: a CPU tensor
+        # CPU and CUDA generators: a CPU tensor
+        self.generator.set_state(state if state.is_cpu else state.cpu())
 
     def copy_state(self) -> torch.Tensor:
         return self.generator.get_state()
@@ -239,9 +236,8 @@ class AcceleratorAdapter(RNGAdapter):
             expect(s.numel() == size, f"{where}[{i}]", f"expected {size} bytes, got {s.numel()}")
 
     def set_state(self, state: list[torch.Tensor]) -> None:
-        state = [
-            on_cpu(s) for s in state
-        ]  # states loaded with map_location="cuda" go back to the CPU
+        # states loaded with map_location="cuda" go back to the CPU
+        state = [on_cpu(s) for s in state]
         if hasattr(self.module, "set_rng_state_all"):
             self.module.set_rng_state_all(state)
         else:

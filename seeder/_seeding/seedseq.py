@@ -189,7 +189,8 @@ class StreamSeeds:
     remain, with constants that depend on the prefix's length only.
 
     >>> d = StreamSeeds(7, (4, 1, 0, 0), words=2)
-    >>> d.seed(9) == [int(w) for w in np.random.SeedSequence(7, spawn_key=(4, 1, 0, 0, 9)).generate_state(2, np.uint64)]
+    >>> numpys = np.random.SeedSequence(7, spawn_key=(4, 1, 0, 0, 9)).generate_state(2, np.uint64)
+    >>> d.seed(9) == [int(w) for w in numpys]
     True
     """
 
@@ -237,9 +238,8 @@ class StreamSeeds:
         if not self.exact:
             return self.reference(stream)
         one, l0, x0, m0, l1, x1, m1, y0, n0, y1, n1 = self._one
-        if (
-            one
-        ):  # generate_state(2) of the pool words 0 and 1, each mixed with hashmix(stream): inlined
+        # generate_state(2) of the pool words 0 and 1, each mixed with hashmix(stream): inlined
+        if one:
             v = (stream ^ x0) * m0 & M32
             r = (l0 - MIX_MULT_R * (v ^ (v >> 16))) & M32
             v = ((r ^ (r >> 16)) ^ y0) * n0 & M32

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import warnings
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
@@ -29,6 +29,9 @@ from seeder._seeding.distributed import process_group_active
 from seeder._seeding.participant import describe, validates_state
 from seeder._seeding.rngbase import RNGAdapter
 from seeder._state.world import world_message
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = [
     "STATE_FORMAT_VERSION",
@@ -113,7 +116,7 @@ class RunState:
         return dataclasses.replace(self, seen=set(self.seen))
 
 
-def start_reseed(seeder: Any, key: tuple[int, int]) -> Optional[list[Any]]:
+def start_reseed(seeder: Seeder, key: tuple[int, int]) -> Optional[list[Any]]:
     """``seeder.reseed(*key)`` up to the participants: seed the global RNGs and return the
     participants to reseed.
 
@@ -179,7 +182,8 @@ def gather(own: dict[str, Any], world: int, rank: int, dst: int) -> Optional[dic
         torch.distributed.gather_object(own, gathered, dst=dst)
         if rank != dst:
             return None
-        ranks = list(gathered)  # type: ignore[arg-type]
+        assert gathered is not None  # rank dst received every rank's state
+        ranks = list(gathered)
     elif world == 1:
         ranks = [own]
     else:
@@ -211,9 +215,8 @@ def own_entry(
     if type(allow_world_change) is not bool:
         allow_world_change = check_bool(allow_world_change, "allow_world_change")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
-        if not (
-            type(state.get("version")) is int and state["version"] == STATE_FORMAT_VERSION
-        ):  # not True, not 1.0
+        # not True, not 1.0
+        if not (type(state.get("version")) is int and state["version"] == STATE_FORMAT_VERSION):
             raise _unsupported("gathered seeder state", state.get("version"))
         if set(state) != {"format", "version", "world_size", "ranks"}:
             raise StateError(
@@ -267,9 +270,8 @@ def check_header(entry: dict[str, Any]) -> None:
     """Raise :class:`StateError` unless ``entry``'s format, keys, master seed, world, rank and last
     reseed are valid."""
     version, derivation = entry.get("version"), entry.get("derivation_version")
-    if not (
-        type(version) is int and version == STATE_FORMAT_VERSION
-    ):  # True == 1, 1.0 == 1: a version is an int
+    # True == 1, 1.0 == 1: a version is an int
+    if not (type(version) is int and version == STATE_FORMAT_VERSION):
         raise _unsupported("seeder state", version)
     if not (type(derivation) is int and derivation == derive.DERIVATION_VERSION):
         raise StateError(
@@ -283,9 +285,8 @@ def check_header(entry: dict[str, Any]) -> None:
             f"unexpected {sorted(set(entry) - STATE_KEYS)}"
         )
     master = entry["master_seed"]
-    if not (
-        type(master) is int and 0 <= master <= derive.MAX_MASTER_SEED
-    ):  # fast path; the full check words it
+    # fast path; the full check words it
+    if not (type(master) is int and 0 <= master <= derive.MAX_MASTER_SEED):
         _as_state_error(derive.check_master_seed, master, "state['master_seed']")
     for name in ("world_size", "rank"):
         value = entry[name]

@@ -16,7 +16,8 @@ Example:
     >>> t = seeder.Seeder(); t.init(3); t.load_state_dict(saved)      # no loader yet
     >>> t.pending.names()
     ['seeder.DataLoader loader.0']
-    >>> again = seeder.DataLoader(torch.arange(8.0), batch_size=2, shuffle=True, seeder=t)   # claims it
+    >>> data = torch.arange(8.0)
+    >>> again = seeder.DataLoader(data, batch_size=2, shuffle=True, seeder=t)  # claims it
     >>> t.reseed(1, 0); all(torch.equal(a, b) for a, b in zip(again, rest))
     True
 """
@@ -24,11 +25,14 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from seeder._errors import StateError
 from seeder._seeding.participant import validates_state
 from seeder._state.world import rederive_streams
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = ["PendingParts", "part_name", "part_names"]
 
@@ -77,7 +81,7 @@ class PendingParts:
         """The pending parts, named as messages name them."""
         return [part_name(k) for k in self.parts]
 
-    def claim(self, seeder: Any) -> None:
+    def claim(self, seeder: Seeder) -> None:
         """Give each participant that joined its pending part (checked first)."""
         if not self.parts:
             return
@@ -96,9 +100,8 @@ class PendingParts:
                 ) from None
             del self.parts[key]
             logger.info("%s resumed from the loaded seeder state", part_name(key))
-        if (
-            self.moved is not None and not self.parts
-        ):  # every elastic loader of another world's state joined
+        # every elastic loader of another world's state joined
+        if self.moved is not None and not self.parts:
             entry, self.moved = self.moved, None
             first = next(k for k in entry["participants"] if not str(k).startswith("generator."))
             rederive_streams(

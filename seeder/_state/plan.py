@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from seeder._checks import is_bool
 from seeder._errors import SeederWarning, StateError
@@ -38,6 +38,9 @@ from seeder._state.world import (
     per_rank_keys,
     world_change_allowed,
 )
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = [
     "EXACT",
@@ -90,7 +93,7 @@ class LoadPlan(NamedTuple):
     waits: dict[str, Any]
 
 
-def plan_load(seeder: Any, state: Any, allow_world_change: Any) -> LoadPlan:
+def plan_load(seeder: Seeder, state: Any, allow_world_change: Any) -> LoadPlan:
     """Read ``state`` against ``seeder``'s process: header, world, what loads now, what waits.
 
     Args:
@@ -137,7 +140,7 @@ def plan_load(seeder: Any, state: Any, allow_world_change: Any) -> LoadPlan:
     return LoadPlan(MOVE if moving else NEXT_EPOCH, entry, run, have, moving, {})
 
 
-def validate(seeder: Any, plan: LoadPlan) -> None:
+def validate(seeder: Seeder, plan: LoadPlan) -> None:
     """Check every RNG and participant state the plan applies; change nothing.
 
     Participants check their parts against the run the state describes, which
@@ -170,7 +173,7 @@ def validate(seeder: Any, plan: LoadPlan) -> None:
         seeder.loading = None
 
 
-def apply(seeder: Any, plan: LoadPlan) -> None:
+def apply(seeder: Seeder, plan: LoadPlan) -> None:
     """Put a validated plan in place: states, the run's bookkeeping, the parts that wait.
 
     Whatever stops it half way (an error, Ctrl-C, ``SystemExit``) puts back every state
@@ -218,7 +221,7 @@ def apply(seeder: Any, plan: LoadPlan) -> None:
         logger.info("seeder state loaded; waiting for %s to be built", part_names(waits))
 
 
-def apply_entry(seeder: Any, plan: LoadPlan) -> None:
+def apply_entry(seeder: Seeder, plan: LoadPlan) -> None:
     """Load an :data:`EXACT` plan's entry: participants, then global RNGs, with rollback.
 
     Participants whose state nothing validated go first. Each state is saved right before it
@@ -256,19 +259,19 @@ def apply_entry(seeder: Any, plan: LoadPlan) -> None:
             raise
         names = [a.name for a, _ in undo.rngs]
         names += [k for k in plan.loads if any(p is stateful[k] for p, _ in undo.participants)]
-        kept = "every RNG and participant is as it was before load_state_dict"
+        outcome = "every RNG and participant is as it was before load_state_dict"
         if stuck:
-            kept = f"NOT restored: {'; '.join(stuck)}; the rest is as before load_state_dict"
+            outcome = f"NOT restored: {'; '.join(stuck)}; the rest is as before load_state_dict"
         elif names:
-            kept = f"{kept} (put back: {', '.join(names)})"
+            outcome = f"{outcome} (put back: {', '.join(names)})"
         raise StateError(
-            f"loading the seeder state failed ({type(exc).__name__}: {exc}); {kept}"
+            f"loading the seeder state failed ({type(exc).__name__}: {exc}); {outcome}"
         ) from exc
     finally:
         seeder.loading = None
 
 
-def check_state(seeder: Any, state: Any, allow_world_change: Any) -> LoadPlan:
+def check_state(seeder: Seeder, state: Any, allow_world_change: Any) -> LoadPlan:
     """``seeder.check_state_dict``: plan and validate; change nothing.
 
     Args:
@@ -291,7 +294,7 @@ def check_state(seeder: Any, state: Any, allow_world_change: Any) -> LoadPlan:
     return plan
 
 
-def load_state(seeder: Any, state: Any, allow_world_change: Any) -> LoadPlan:
+def load_state(seeder: Seeder, state: Any, allow_world_change: Any) -> LoadPlan:
     """``seeder.load_state_dict``: plan, validate, apply.
 
     On failure the seeder is as before, and the resume check forgets its requests.
@@ -407,18 +410,19 @@ def _split(entry: dict[str, Any], have: dict[str, Any]) -> tuple[dict[str, Any],
     return dict(entry, participants={k: parts[k] for k in have}), later
 
 
-def _continued_run(seeder: Any, plan: LoadPlan) -> RunState:
+def _continued_run(seeder: Seeder, plan: LoadPlan) -> RunState:
     """The bookkeeping the plan continues: its master seed and last reseed, the seeder's reseeds
     seen so far and, unless it continues at the next epoch, the next reseed of the saved
     ``(task, epoch)`` skipped. Warns when the checkpoint overrides an ``init`` seed."""
     saved, run = RunState(master=plan.run.master, last=plan.run.last), seeder.run
     if seeder.explicit and saved.master != run.master:
+        # the caller of load_state_dict
         warnings.warn(
             f"init() got master seed {run.master} but the checkpoint was made with "
             f"{saved.master}; continuing with the checkpoint's seed",
             SeederWarning,
             stacklevel=5,
-        )  # the caller of load_state_dict
+        )
     if saved.master != run.master and seeder.rank == 0:
         logger.info("Using seed: %d (from checkpoint)", saved.master)
     saved.seen = set(run.seen)

@@ -23,11 +23,14 @@ import signal
 import threading
 import warnings
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from seeder._errors import SeederWarning
 from seeder._seeding.participant import GeneratorParticipant, describe, validates_state
 from seeder._seeding.rngbase import RNGAdapter
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = ["Saved", "capture", "saved_state", "restore", "interrupts_deferred", "fork_rng"]
 
@@ -54,9 +57,8 @@ def saved_state(participant: Any) -> Any:
     """
     if isinstance(participant, GeneratorParticipant) and participant.adapter is not None:
         return participant.state_dict()
-    with (
-        warnings.catch_warnings()
-    ):  # a copy to put back is no checkpoint: participants' checkpoint advice does not apply
+    # a copy to put back is no checkpoint: participants' checkpoint advice does not apply
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeederWarning)
         st = participant.state_dict()
     return st if validates_state(participant) else copy.deepcopy(st)
@@ -121,7 +123,7 @@ def interrupts_deferred() -> Iterator[list[int]]:
 
 
 @contextlib.contextmanager
-def fork_rng(seeder: Any) -> Iterator[None]:
+def fork_rng(seeder: Seeder) -> Iterator[None]:
     """Run a block with every RNG ``seeder`` knows isolated; restore them all afterwards (see
     ``Seeder.fork_rng``)."""
     members = [p for p in seeder.stateful().values() if isinstance(p, GeneratorParticipant)]

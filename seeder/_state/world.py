@@ -13,12 +13,15 @@ to its world size.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seeder._errors import StateError
 from seeder._seeding import derive
 from seeder._seeding.participant import GeneratorParticipant, is_elastic
 from seeder._state.rollback import capture, restore
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 __all__ = [
     "world_change_allowed",
@@ -113,7 +116,7 @@ def check_moved(entry: dict[str, Any], stateful: dict[str, Any]) -> None:
             raise StateError(f"state['participants'][{key!r}]: {exc}") from None
 
 
-def rederive_streams(entry: dict[str, Any], seeder: Any, step: int) -> tuple[int, int]:
+def rederive_streams(entry: dict[str, Any], seeder: Seeder, step: int) -> tuple[int, int]:
     """Seed this rank's global RNGs and registered generators from ``derive(ELASTIC_RANK, task,
     epoch, rank, stream=step)``, ``(task, epoch)`` the last reseed of the checked ``entry`` (shared
     generators: rank ``2**32 - 1``); return ``(task, epoch)``. What :func:`move_world` does after
@@ -139,7 +142,7 @@ def rederive_streams(entry: dict[str, Any], seeder: Any, step: int) -> tuple[int
     return task, epoch
 
 
-def move_world(entry: dict[str, Any], loaders: dict[str, Any], seeder: Any) -> None:
+def move_world(entry: dict[str, Any], loaders: dict[str, Any], seeder: Seeder) -> None:
     """Load a checked ``entry`` of another world size: the elastic loaders' global states, then
     this rank's global RNGs and registered generators seeded from
     ``derive(ELASTIC_RANK, task, epoch, rank, stream=global step)`` (shared generators: rank

@@ -1,0 +1,1 @@
+"""What a run records for the tools: verify's steps, draws and traces, digests, the recorder."""

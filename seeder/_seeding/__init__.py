@@ -1,0 +1,1 @@
+"""Seeding: derivation, the RNG adapters, the Seeder, its participants and the default seeder."""
