@@ -346,9 +346,12 @@ def add_factory(factory: Factory) -> None:
     ``obj`` is not its library's; factories are tried in the order added, and adding one twice has
     no effect. The module that defines a factory adds it when imported (:mod:`seeder.data.dali`).
 
-    >>> from seeder.data import dali                # adds dali._participant_for when imported
-    >>> add_factory(dali._participant_for)           # a second time: no effect
-    >>> participant_for(object(), None) is None      # no factory makes a participant of it
+    >>> import seeder.data.dali  # adds DALI's factory when imported
+    >>> def nothing(obj, seeder, shared):
+    ...     return None
+    >>> add_factory(nothing)
+    >>> add_factory(nothing)  # a second time: no effect
+    >>> participant_for(object(), None) is None  # no factory makes a participant of it
     True
     """
     if factory not in _factories:

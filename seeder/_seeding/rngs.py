@@ -126,7 +126,7 @@ class PythonRandomAdapter(RNGAdapter):
     def watcher(self) -> Optional[Callable[[], Any]]:
         """The position, first two key words (:data:`seeder._seeding.fastrng.MARK_BYTES`) and
         ``gauss_next`` where CPython's layout checked out, else ``getstate()``. Any draw changes
-        them (:mod:`seeder.data._lazyseed`)."""
+        them (:mod:`seeder.data._elastic`)."""
         rng = self.rng
         mark = python_mt_view(rng, MARK_BYTES) if self._mt_view() is not None else None
         if mark is None:
@@ -319,7 +319,7 @@ class NumpyRandomStateAdapter(RNGAdapter):
         (:meth:`seeder._seeding.fastrng.LegacyAccess.mark_view`), the Gaussian cache and, for the
         global RNG, the bit generator (one swapped in changes it),
         where :func:`seeder._seeding.fastrng.legacy_access` checked out; else the fields of
-        ``get_state()``. Any draw changes them (:mod:`seeder.data._lazyseed`)."""
+        ``get_state()``. Any draw changes them (:mod:`seeder.data._elastic`)."""
         views = self._views()
         if views is None:
             mine = self._rng
