@@ -3,10 +3,12 @@
 The user's code, and nothing else::
 
     seeder.init(master_seed=args.seed, ngpus=world_size)
-    seeder.reseed(0, 0)                                    # before the LightningModule is built
-    model = MyModule()                                     # train_dataloader() returns seeder.DataLoader(...)
-    trainer = Trainer(callbacks=[SeederCallback(), ModelCheckpoint(every_n_train_steps=100)])
-    trainer.fit(model, ckpt_path=resume_path(args.ckpt_path))   # the user's checkpoint, or seeder verify's
+    seeder.reseed(0, 0)         # before the LightningModule is built
+    model = MyModule()          # train_dataloader() returns seeder.DataLoader(...)
+    every_100 = ModelCheckpoint(every_n_train_steps=100)
+    trainer = Trainer(callbacks=[SeederCallback(), every_100])
+    # the user's checkpoint, or the one seeder verify resumes
+    trainer.fit(model, ckpt_path=resume_path(args.ckpt_path))
 
 :func:`resume_path` returns the checkpoint to resume from: the one given, else the one
 ``seeder verify`` asks the run to resume from, else ``None``; with it a plain Lightning
@@ -59,7 +61,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from typing import Any, Optional
+from collections.abc import Iterator, Sized
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 import torch
 
@@ -84,22 +87,91 @@ from seeder.data._elastic_loader import ElasticDataLoader
 from seeder.data._iterable import IterableDataLoader
 from seeder.data._loader import DataLoader
 from seeder.data._sampler import DistributedSampler
-from seeder.integrations._lightning_loaders import (
-    LOADER_FORMATS,
-    SEEDER_LOADERS,
-    epoch_done,
-    flatten,
-    loader_state,
-    movable,
-    position,
-)
 
-__all__ = ["SeederCallback", "CALLBACK_STATE_VERSION", "resume_path"]
+if TYPE_CHECKING:
+    from seeder.data._elastic import ElasticBatches
+
+__all__ = ["SeederCallback", "resume_path"]
 
 logger = logging.getLogger("seeder")
 
 #: Version of the layout of :meth:`SeederCallback.state_dict`.
-CALLBACK_STATE_VERSION = 1
+_CALLBACK_STATE_VERSION = 1
+
+#: seeder's loaders: ``seeder.DataLoader`` (map-style, elastic or not), ``IterableDataLoader``.
+_SEEDER_LOADERS = (DataLoader, IterableDataLoader)
+_Loader = Union[DataLoader, IterableDataLoader]
+#: The ``format`` of those loaders' states, as Lightning's loop state holds them.
+_LOADER_FORMATS = ("seeder.loader", "seeder.elastic_loader", "seeder.stream_loader")
+
+
+def _trained(trainer: pl.Trainer) -> int:
+    """Batches of this epoch the fit loop has taken from its data fetcher (those it fetched ahead
+    are not counted)."""
+    return int(trainer.fit_loop.epoch_loop.batch_progress.current.ready)
+
+
+def _loader_state(loader: _Loader, trainer: pl.Trainer) -> dict[str, Any]:
+    """The state of ``loader`` as of what the fit loop trained: Lightning fetches a batch ahead of a
+    stream."""
+    if isinstance(loader, IterableDataLoader):
+        return loader.state_dict_at(_trained(trainer))
+    return loader.state_dict()
+
+
+def _position(loader: _Loader, trainer: pl.Trainer) -> list[Any]:
+    """``[epoch, batches trained, batches in the epoch]`` of a seeder loader; a stream's length is
+    ``None``; an elastic loader's ``[epoch, samples of the global order done, "global"]`` (the same
+    on any world size)."""
+    if isinstance(loader, IterableDataLoader):
+        return [loader.epoch, _trained(trainer), None]
+    if isinstance(loader, ElasticDataLoader):
+        return [loader.epoch, loader.state_dict()["position"], "global"]
+    return [loader.epoch, loader.batches_done, _batches_in_epoch(loader)]
+
+
+def _epoch_done(loader: _Loader, trainer: pl.Trainer) -> bool:
+    """Whether the fit loop has trained ``loader``'s whole epoch (a stream: it has seen the end, and
+    trained all)."""
+    if isinstance(loader, IterableDataLoader):
+        return bool(_loader_state(loader, trainer)["complete"])
+    return loader.batches_done >= _batches_in_epoch(loader)
+
+
+def _batches_in_epoch(loader: DataLoader) -> int:
+    """Batches in one epoch of a map-style ``seeder.DataLoader`` on this rank."""
+    # torch types batch_sampler as an optional Iterable; seeder's loaders always set a sized one
+    return len(cast(Sized, loader.batch_sampler))
+
+
+def _movable(gathered: dict[str, Any], checkpoint: dict[str, Any]) -> bool:
+    """Whether a checkpoint loads on another world size: its train loaders are all elastic and the
+    rest of its seeder state is registered generators (``generator.<n>``), whose streams are
+    re-derived."""
+    fit_loop = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
+    loaders = fit_loop.get("combined_loader") or []
+    parts = gathered["ranks"][0].get("participants")
+    return (
+        bool(loaders)
+        and all(
+            isinstance(st, dict) and st.get("format") == "seeder.elastic_loader" for st in loaders
+        )
+        and isinstance(parts, dict)
+        and all(str(k).startswith("generator.") for k in parts)
+    )
+
+
+def _flatten(obj: Any) -> Iterator[Any]:
+    """The loaders in what ``trainer.train_dataloader`` returns (a loader, or lists/tuples/dicts of
+    them)."""
+    if isinstance(obj, dict):
+        for value in obj.values():
+            yield from _flatten(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _flatten(value)
+    elif obj is not None:
+        yield obj
 
 
 def _stop_checkpoint(root: Optional[str]) -> str:
@@ -109,24 +181,28 @@ def _stop_checkpoint(root: Optional[str]) -> str:
 
 
 def resume_path(ckpt_path: Optional[str] = None) -> Optional[str]:
-    """The checkpoint for ``Trainer.fit(ckpt_path=...)``: ``ckpt_path`` when given, else the one
-    ``seeder verify`` resumes.
+    """The checkpoint for ``Trainer.fit(ckpt_path=...)``.
 
-    ``seeder verify`` asks a run to resume with ``$SEEDER_RESUME=1``; the checkpoint is the
-    ``seeder-stop.ckpt`` that :class:`SeederCallback` saved when it stopped the run, in
-    ``$SEEDER_CKPT_DIR`` (which verify sets), else in the working directory (the Trainer's
-    default ``default_root_dir``). Outside ``seeder verify``, and in its runs that do not
-    resume, the result is ``None``: a fresh run. A resume asked for with no such file (the
-    stopped run never stopped: no ``SeederCallback`` in its Trainer) warns with
-    :class:`seeder.SeederWarning` and returns ``None``; verify then says that the resume was
-    not tested.
+    ``seeder verify`` asks a run to resume with ``$SEEDER_RESUME=1``. The checkpoint is then
+    the ``seeder-stop.ckpt`` that :class:`SeederCallback` saved when it stopped the run. It
+    lies in ``$SEEDER_CKPT_DIR`` (verify sets it), else in the working directory (the
+    Trainer's default ``default_root_dir``). Outside ``seeder verify``, and in its runs that
+    do not resume, the result is ``None``: a fresh run.
 
-    ``trainer.fit(model, ckpt_path=resume_path(args.ckpt_path))`` is all a script needs:
+    Args:
+        ckpt_path: the user's own checkpoint, if any. It always wins.
 
-    >>> resume_path("ckpt/last.ckpt")                # the user's own checkpoint wins
-    'ckpt/last.ckpt'
-    >>> resume_path() is None                        # not resumed by seeder verify: a fresh run
-    True
+    Returns:
+        ``ckpt_path`` when given; else the checkpoint ``seeder verify`` resumes; else ``None``.
+        A resume asked for with no such file warns with :class:`seeder.SeederWarning` and
+        returns ``None`` (the stopped run had no ``SeederCallback``); verify then reports
+        that the resume was not tested.
+
+    Example:
+        >>> resume_path("ckpt/last.ckpt")  # the user's own checkpoint wins
+        'ckpt/last.ckpt'
+        >>> resume_path() is None  # not resumed by seeder verify: a fresh run
+        True
     """
     if ckpt_path is not None or not stepwatch.resume_requested():
         return ckpt_path
@@ -148,6 +224,95 @@ def _same_place(trainer: pl.Trainer, what: str, rank: int, world: int, fix: str)
         raise RuntimeError(
             f"SeederCallback: {what} rank {rank} of {world} but this Trainer process is rank "
             f"{trainer.global_rank} of {trainer.world_size}; {fix}"
+        )
+
+
+def _check_callback_state(state: Any, checkpoint: dict[str, Any], s: Seeder) -> None:
+    """Raise :class:`seeder.StateError` unless ``state`` is a callback state that ``s`` resumes."""
+    if (
+        not isinstance(state, dict)
+        or state.get("version") != _CALLBACK_STATE_VERSION
+        or set(state) != {"version", "seeder", "loaders", "epoch_complete"}
+    ):
+        raise StateError(
+            f"SeederCallback: the checkpoint's callback state is not one this version wrote "
+            f"(version {_CALLBACK_STATE_VERSION}); resume with the seeder version that wrote it"
+        )
+    gathered = state["seeder"]
+    if (
+        not isinstance(gathered, dict)
+        or gathered.get("format") != GATHERED_FORMAT
+        or not gathered.get("ranks")
+    ):
+        raise StateError("SeederCallback: the checkpoint holds no gathered seeder state")
+    if gathered.get("world_size") != s.world_size and not _movable(gathered, checkpoint):
+        raise StateError(
+            f"SeederCallback: the checkpoint was saved by {gathered.get('world_size')} "
+            f"process(es), this run has {s.world_size}; resume with the same number of devices "
+            f"x nodes for an exact continuation (or start a new run from the weights alone: "
+            f"Trainer.fit without ckpt_path, model loaded yourself). A checkpoint moves to "
+            f"another number of processes when its train loaders are elastic "
+            f"(seeder.ElasticDataLoader(...)) and its other seeder participants registered "
+            f"generators"
+        )
+    saved = gathered["ranks"][0].get("master_seed")
+    if saved != s.get_master_seed():
+        raise StateError(
+            f"SeederCallback: the checkpoint was made with master seed {saved}, this run was "
+            f"given {s.get_master_seed()}; pass master_seed={saved} to seeder.init to resume it"
+        )
+
+
+def _check_train_loaders(trainer: pl.Trainer) -> None:
+    """Warn about or refuse train loaders that cannot resume exactly under ``trainer``."""
+    loaders = list(_flatten(trainer.train_dataloader))
+    for ld in loaders:
+        if isinstance(ld, IterableDataLoader):
+            _same_place(
+                trainer,
+                "the seeder.IterableDataLoader's stream is sharded as",
+                ld.seeder.rank,
+                ld.seeder.world_size,
+                "build the loader inside train_dataloader() (after Lightning starts "
+                "the process group), not before Trainer.fit",
+            )
+            continue
+        if not isinstance(ld, DataLoader):
+            warnings.warn(
+                f"SeederCallback: the train loader is a "
+                f"{type(ld).__module__}.{type(ld).__name__}, not a seeder.DataLoader: its "
+                f"order, worker randomness and position are not seeder's, so a resumed run "
+                f"will not continue exactly; return seeder.DataLoader(dataset, ...) from "
+                f"train_dataloader()",
+                SeederWarning,
+                stacklevel=2,
+            )
+            continue
+        if isinstance(ld, ElasticDataLoader):
+            _same_place(
+                trainer,
+                "the seeder.ElasticDataLoader splits its global batches as",
+                # an ElasticDataLoader's batch sampler is always its ElasticBatches
+                cast("ElasticBatches", ld.batch_sampler).rank,
+                ld.world_size,
+                "build the loader inside train_dataloader() (after Lightning starts the "
+                "process group), not before Trainer.fit",
+            )
+            continue
+        sampler = ld.sampler
+        if not isinstance(sampler, DistributedSampler):
+            raise RuntimeError(
+                f"SeederCallback: the seeder.DataLoader's sampler was replaced by a "
+                f"{type(sampler).__name__}; keep seeder's sampler "
+                f"(Trainer(use_distributed_sampler=False) if something replaced it)"
+            )
+        _same_place(
+            trainer,
+            "the seeder.DataLoader is sharded as",
+            sampler.rank,
+            sampler.num_replicas,
+            "build the loader inside train_dataloader() (after Lightning starts the process "
+            "group), not before Trainer.fit",
         )
 
 
@@ -200,7 +365,8 @@ class SeederCallback(Callback):
                     f"drew its own. Pass the same master_seed to seeder.init on every rank (or set "
                     f"SEEDER_SEED before launching)"
                 )
-        if trainer.overfit_batches:
+        # set on the Trainer by Lightning's _init_debugging_flags, not declared on the class
+        if trainer.overfit_batches:  # type: ignore[attr-defined]
             raise RuntimeError(
                 "SeederCallback: overfit_batches replaces the train loader's sampler, so the run "
                 "is not seeder's any more; set overfit_batches=0 (or drop SeederCallback for "
@@ -228,7 +394,7 @@ class SeederCallback(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Check the train loaders; apply a checkpoint taken inside an epoch (its loaders are
         restored by now)."""
-        self._check_loaders(trainer)
+        _check_train_loaders(trainer)
         pending, self._pending = self._pending, None
         if pending is None:
             return
@@ -277,18 +443,21 @@ class SeederCallback(Callback):
         if gathered is None:  # not rank 0: only rank 0 writes the checkpoint
             return {}
         loader_keys = {
-            key for key, p in self.seeder.stateful().items() if isinstance(p, SEEDER_LOADERS)
+            key for key, p in self.seeder.stateful().items() if isinstance(p, _SEEDER_LOADERS)
         }
         for entry in gathered["ranks"]:  # every rank has the same participants, so the same keys
             entry["participants"] = {
                 k: v for k, v in entry["participants"].items() if k not in loader_keys
             }
-        loaders, trainer = self._train_loaders(), self._trainer
+        trainer = self._trainer
+        loaders = self._train_loaders() if trainer is not None else []
         return {
-            "version": CALLBACK_STATE_VERSION,
+            "version": _CALLBACK_STATE_VERSION,
             "seeder": gathered,
-            "loaders": [position(ld, trainer) for ld in loaders],
-            "epoch_complete": bool(loaders) and all(epoch_done(ld, trainer) for ld in loaders),
+            "loaders": [_position(ld, trainer) for ld in loaders] if trainer is not None else [],
+            "epoch_complete": trainer is not None
+            and bool(loaders)
+            and all(_epoch_done(ld, trainer) for ld in loaders),
         }
 
     def on_save_checkpoint(
@@ -313,7 +482,7 @@ class SeederCallback(Callback):
                 f"from train_dataloader() as seeder.DataLoader objects, not wrapped"
             )
         for i, loader in zip(mine, streams):
-            saved[i] = loader_state(loader, trainer)
+            saved[i] = _loader_state(loader, trainer)
 
     def on_load_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
@@ -335,13 +504,13 @@ class SeederCallback(Callback):
                 stacklevel=2,
             )
             return
-        self._validate(state, checkpoint)
+        _check_callback_state(state, checkpoint, self.seeder)
         if state["epoch_complete"]:
             require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
             fit_loop = checkpoint["loops"]["fit_loop"]["state_dict"]
             loader_states = fit_loop.get("combined_loader", [])
             if all(
-                isinstance(st, dict) and st.get("format") in LOADER_FORMATS for st in loader_states
+                isinstance(st, dict) and st.get("format") in _LOADER_FORMATS for st in loader_states
             ):
                 fit_loop["combined_loader"] = []
         self._pending = state
@@ -350,43 +519,8 @@ class SeederCallback(Callback):
         """Nothing: :meth:`on_load_checkpoint` (called just before, with the whole checkpoint) took
         the state."""
 
-    def _validate(self, state: Any, checkpoint: dict[str, Any]) -> None:
-        if (
-            not isinstance(state, dict)
-            or state.get("version") != CALLBACK_STATE_VERSION
-            or set(state) != {"version", "seeder", "loaders", "epoch_complete"}
-        ):
-            raise StateError(
-                f"SeederCallback: the checkpoint's callback state is not one this version wrote "
-                f"(version {CALLBACK_STATE_VERSION}); resume with the seeder version that wrote it"
-            )
-        gathered = state["seeder"]
-        if (
-            not isinstance(gathered, dict)
-            or gathered.get("format") != GATHERED_FORMAT
-            or not gathered.get("ranks")
-        ):
-            raise StateError("SeederCallback: the checkpoint holds no gathered seeder state")
-        s = self.seeder
-        if gathered.get("world_size") != s.world_size and not movable(gathered, checkpoint):
-            raise StateError(
-                f"SeederCallback: the checkpoint was saved by {gathered.get('world_size')} "
-                f"process(es), this run has {s.world_size}; resume with the same number of devices "
-                f"x nodes for an exact continuation (or start a new run from the weights alone: "
-                f"Trainer.fit without ckpt_path, model loaded yourself). A checkpoint moves to "
-                f"another number of processes when its train loaders are elastic "
-                f"(seeder.ElasticDataLoader(...)) and its other seeder participants registered "
-                f"generators"
-            )
-        saved = gathered["ranks"][0].get("master_seed")
-        if saved != s.get_master_seed():
-            raise StateError(
-                f"SeederCallback: the checkpoint was made with master seed {saved}, this run was "
-                f"given {s.get_master_seed()}; pass master_seed={saved} to seeder.init to resume it"
-            )
-
     # ---------------------------------------------------------------- helpers
-    def _train_loaders(self) -> list[Any]:
+    def _train_loaders(self) -> list[_Loader]:
         trainer = self._trainer
         if trainer is None:
             return []
@@ -394,60 +528,10 @@ class SeederCallback(Callback):
             loaders = trainer.train_dataloader
         except Exception:  # no fit loop data yet
             return []
-        return [ld for ld in flatten(loaders) if isinstance(ld, SEEDER_LOADERS)]
-
-    def _check_loaders(self, trainer: pl.Trainer) -> None:
-        loaders = list(flatten(trainer.train_dataloader))
-        for ld in loaders:
-            if isinstance(ld, IterableDataLoader):
-                _same_place(
-                    trainer,
-                    "the seeder.IterableDataLoader's stream is sharded as",
-                    ld.seeder.rank,
-                    ld.seeder.world_size,
-                    "build the loader inside train_dataloader() (after Lightning starts "
-                    "the process group), not before Trainer.fit",
-                )
-                continue
-            if not isinstance(ld, DataLoader):
-                warnings.warn(
-                    f"SeederCallback: the train loader is a "
-                    f"{type(ld).__module__}.{type(ld).__name__}, not a seeder.DataLoader: its "
-                    f"order, worker randomness and position are not seeder's, so a resumed run "
-                    f"will not continue exactly; return seeder.DataLoader(dataset, ...) from "
-                    f"train_dataloader()",
-                    SeederWarning,
-                    stacklevel=2,
-                )
-                continue
-            if isinstance(ld, ElasticDataLoader):
-                _same_place(
-                    trainer,
-                    "the seeder.ElasticDataLoader splits its global batches as",
-                    ld.batch_sampler.rank,
-                    ld.world_size,
-                    "build the loader inside train_dataloader() (after Lightning starts the "
-                    "process group), not before Trainer.fit",
-                )
-                continue
-            sampler = ld.sampler
-            if not isinstance(sampler, DistributedSampler):
-                raise RuntimeError(
-                    f"SeederCallback: the seeder.DataLoader's sampler was replaced by a "
-                    f"{type(sampler).__name__}; keep seeder's sampler "
-                    f"(Trainer(use_distributed_sampler=False) if something replaced it)"
-                )
-            _same_place(
-                trainer,
-                "the seeder.DataLoader is sharded as",
-                sampler.rank,
-                sampler.num_replicas,
-                "build the loader inside train_dataloader() (after Lightning starts the process "
-                "group), not before Trainer.fit",
-            )
+        return [ld for ld in _flatten(loaders) if isinstance(ld, _SEEDER_LOADERS)]
 
     def _check_positions(self, trainer: pl.Trainer, saved: list[list[int]]) -> None:
-        now = [position(ld, trainer) for ld in self._train_loaders()]
+        now = [_position(ld, trainer) for ld in self._train_loaders()]
         if now != saved:
             raise StateError(
                 f"SeederCallback: Lightning restored the train loader(s) to (epoch, batch, "
@@ -460,7 +544,7 @@ class SeederCallback(Callback):
         """Load ``gathered`` with the seeder's loaders left out (their positions are Lightning's to
         restore).
 
-        From another world size (elastic loaders, :func:`.lightning_loaders.movable`): the master
+        From another world size (elastic loaders, :func:`_movable`): the master
         seed and last reseed load, and, inside an epoch (``step``: the elastic loaders' global step,
         as Lightning restored them), this rank's RNG streams are re-derived as
         ``seeder.load_state_dict`` does for elastic loaders
@@ -469,7 +553,7 @@ class SeederCallback(Callback):
         """
         s = self.seeder
         moved = gathered["world_size"] != s.world_size
-        loaders = [p for p in s.participants() if isinstance(p, SEEDER_LOADERS)]
+        loaders = [p for p in s.participants() if isinstance(p, _SEEDER_LOADERS)]
         for ld in loaders:
             s.leave(ld)
         try:
