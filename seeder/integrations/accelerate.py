@@ -18,7 +18,7 @@ checkpoint saved on ``W`` processes loads on ``W'``: every rank reads rank 0's f
 (the loaders' state is global), the data continues exactly and each rank's RNG
 streams are re-derived (docs/elastic.md).
 
-Example (a custom loop, resumed in the middle of an epoch)::
+A custom loop, resumed in the middle of an epoch::
 
     accelerator = SeederAccelerator(cpu=True)
     seeder.init(master_seed=42)
@@ -26,10 +26,10 @@ Example (a custom loop, resumed in the middle of an epoch)::
     model = build_model()
     loader = seeder.DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    accelerator.load_state("ckpt")            # on resume: position, RNGs, weights
+    accelerator.load_state("ckpt")  # on resume: position, RNGs, weights
     for epoch in range(seeder.default_seeder().last_reseed[1], epochs):
-        seeder.reseed(1, epoch)               # skipped for the resumed epoch
-        for batch in loader: ...              # only the batches not yet seen
+        seeder.reseed(1, epoch)  # skipped for the resumed epoch
+        for batch in loader: ...  # only the batches not yet seen
 
 Importing this module imports accelerate; ``import seeder`` does not.
 """
@@ -39,8 +39,8 @@ from __future__ import annotations
 import io
 import logging
 import os
-from collections.abc import Iterator
-from typing import Any, Optional, Union
+from collections.abc import Iterator, Sized
+from typing import Any, Optional, Union, cast
 
 import torch
 from accelerate import Accelerator
@@ -54,12 +54,14 @@ from seeder._internals import require
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
+from seeder.data._elastic_loader import ElasticDataLoader
+from seeder.data._iterable import IterableDataLoader
+from seeder.data._loader import DataLoader
+from seeder.data._sampler import DistributedSampler
 
 __all__ = [
     "SeederAccelerator",
     "PreparedLoader",
-    "STATE_FILE",
-    "state_file",
     "save_checkpoint_state",
     "read_checkpoint_state",
     "load_checkpoint_state",
@@ -68,34 +70,48 @@ __all__ = [
 logger = logging.getLogger("seeder")
 
 #: Name of one rank's seeder state in a checkpoint folder (``{rank}`` is the global rank).
-STATE_FILE = "seeder_state_{rank}.pt"
+_STATE_FILE = "seeder_state_{rank}.pt"
 
 
-def state_file(directory: Union[str, os.PathLike[str]], rank: int) -> str:
+def _state_file(directory: Union[str, os.PathLike[str]], rank: int) -> str:
     """Path of rank ``rank``'s seeder state in the checkpoint folder ``directory``.
 
-    >>> state_file("ckpt/checkpoint-6", 1)
+    >>> _state_file("ckpt/checkpoint-6", 1)
     'ckpt/checkpoint-6/seeder_state_1.pt'
     """
-    return os.path.join(os.fspath(directory), STATE_FILE.format(rank=rank))
+    return os.path.join(os.fspath(directory), _STATE_FILE.format(rank=rank))
 
 
 def save_checkpoint_state(
     directory: Union[str, os.PathLike[str]], seeder: Optional[Seeder] = None
 ) -> str:
-    """Write this rank's ``seeder.state_dict()`` into ``directory``; return the file's path.
+    """Write this rank's seeder state into a checkpoint folder.
 
-    Every rank writes its own file (no collective), atomically (a temporary file, fsync,
-    rename over the old one, fsync of the folder). It loads with ``torch.load(weights_only=True)``.
+    Every rank writes its own file, ``seeder_state_<rank>.pt``, with no collective. The
+    write is atomic: a temporary file, fsync, rename over the old one, fsync of the folder.
+    The file loads with ``torch.load(weights_only=True)``.
 
-    >>> import tempfile, seeder
-    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
-    >>> d = tempfile.mkdtemp(); os.path.basename(save_checkpoint_state(d, s))
-    'seeder_state_0.pt'
+    Args:
+        directory: the checkpoint folder; it must exist.
+        seeder: the :class:`seeder.Seeder` to save; the default one when ``None``.
+
+    Returns:
+        The path of the file written.
+
+    Raises:
+        TypeError: ``seeder`` is not a :class:`seeder.Seeder`.
+        OSError: the file cannot be written (nothing is left half-written).
+
+    Example:
+        >>> import os, tempfile, seeder
+        >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+        >>> folder = tempfile.mkdtemp()
+        >>> os.path.basename(save_checkpoint_state(folder, s))
+        'seeder_state_0.pt'
     """
     s = resolve_seeder(seeder)
     state = s.state_dict()
-    path = state_file(directory, s.rank)
+    path = _state_file(directory, s.rank)
     buf = io.BytesIO()
     torch.save(state, buf)
     write_atomic(path, buf.getvalue())
@@ -116,6 +132,7 @@ class _Unusable(Exception):
 
 
 def _load_file(path: str) -> Any:
+    """``torch.load`` of one rank's file (``weights_only``); ``_Unusable`` naming it if it fails."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch.load raises many types (pickle's included): name the file
@@ -123,6 +140,7 @@ def _load_file(path: str) -> Any:
 
 
 def _saved_world(state: Any) -> Any:
+    """The world size a loaded (not yet validated) state says it was saved by."""
     return state.get("world_size") if isinstance(state, dict) else None
 
 
@@ -132,13 +150,13 @@ def _choose(directory: Union[str, os.PathLike[str]], s: Seeder) -> tuple[str, An
 
     Raises ``_Unusable`` (with the message to show) when the file to load is missing or unreadable.
     """
-    own = state_file(directory, s.rank)
+    own = _state_file(directory, s.rank)
     state: Any = None
     if os.path.isfile(own):
         state = _load_file(own)
         if _saved_world(state) == s.world_size:
             return own, state, False
-    first = state_file(directory, 0)
+    first = _state_file(directory, 0)
     if not os.path.isfile(first):
         found = (
             sorted(f for f in os.listdir(directory) if f.startswith("seeder_state_"))
@@ -164,27 +182,44 @@ def _choose(directory: Union[str, os.PathLike[str]], s: Seeder) -> tuple[str, An
 def read_checkpoint_state(
     directory: Union[str, os.PathLike[str]], seeder: Optional[Seeder] = None
 ) -> dict[str, Any]:
-    """Load and validate the seeder state this rank resumes from in ``directory``; change nothing.
+    """Read and validate the seeder state this rank resumes from; change nothing.
 
     On the number of processes that saved it, each rank reads its own file. On another
-    number, every rank reads rank 0's file: it loads when every participant of the run is an
-    elastic ``seeder.ElasticDataLoader`` or a registered generator (their state is
-    global; this rank's RNG streams are re-derived by ``seeder.load_state_dict``), and is
-    refused otherwise. The loader and generators of the run must already exist (they are
-    part of the state). Under a process group every rank must call it: if any rank's file
-    is missing or does not fit, every rank raises :class:`seeder.StateError` naming it.
+    number, every rank reads rank 0's file. It loads when every participant of the run is
+    an elastic ``seeder.ElasticDataLoader`` or a registered generator: their state is
+    global, and ``seeder.load_state_dict`` re-derives this rank's RNG streams. Any other
+    state is refused. The run's loaders and generators must already exist: they are part
+    of the state. Under a process group every rank must call it.
 
-    >>> import tempfile, seeder
-    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0); d = tempfile.mkdtemp()
-    >>> read_checkpoint_state(d, s)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    seeder._errors.StateError: cannot resume the seeder state, nothing was changed: no seeder state in ... (seeder_state_0.pt missing; found none): ...
+    Args:
+        directory: the checkpoint folder (``seeder_state_<rank>.pt`` files).
+        seeder: the :class:`seeder.Seeder` to resume; the default one when ``None``.
+
+    Returns:
+        The validated state, for :meth:`seeder.Seeder.load_state_dict`.
+
+    Raises:
+        seeder.StateError: a rank's file is missing, unreadable or does not fit this run.
+            Every rank raises, and the message names each rank's problem.
+        TypeError: ``seeder`` is not a :class:`seeder.Seeder`.
+
+    Example:
+        >>> import tempfile, seeder
+        >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+        >>> empty = tempfile.mkdtemp()
+        >>> try:
+        ...     read_checkpoint_state(empty, s)
+        ... except seeder.StateError as exc:
+        ...     print("seeder_state_0.pt missing" in str(exc))
+        True
+        >>> folder = tempfile.mkdtemp(); _ = save_checkpoint_state(folder, s)
+        >>> read_checkpoint_state(folder, s)["master_seed"]
+        3
     """
     s = resolve_seeder(seeder)
     state: Any = None
     error: Optional[str] = None
-    path, moved = state_file(directory, s.rank), False
+    path, moved = _state_file(directory, s.rank), False
     try:
         path, state, moved = _choose(directory, s)
         s.check_state_dict(state)
@@ -219,28 +254,38 @@ def read_checkpoint_state(
 def load_checkpoint_state(
     directory: Union[str, os.PathLike[str]], seeder: Optional[Seeder] = None
 ) -> None:
-    """:func:`read_checkpoint_state`, then ``seeder.load_state_dict`` of it: RNGs, generators,
-    loader position.
+    """Resume the seeder from a checkpoint folder: RNGs, generators, loader positions.
 
-    >>> import tempfile, seeder
-    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0); d = tempfile.mkdtemp()
-    >>> _ = save_checkpoint_state(d, s); load_checkpoint_state(d, s)
+    This is :func:`read_checkpoint_state`, then :meth:`seeder.Seeder.load_state_dict`.
+
+    Args:
+        directory: the checkpoint folder written by :func:`save_checkpoint_state`.
+        seeder: the :class:`seeder.Seeder` to resume; the default one when ``None``.
+
+    Raises:
+        seeder.StateError: as :func:`read_checkpoint_state`; nothing was changed.
+        TypeError: ``seeder`` is not a :class:`seeder.Seeder`.
+
+    Example:
+        >>> import random, tempfile, seeder
+        >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+        >>> folder = tempfile.mkdtemp(); _ = save_checkpoint_state(folder, s)
+        >>> first = random.random()
+        >>> load_checkpoint_state(folder, s)
+        >>> random.random() == first
+        True
     """
     s = resolve_seeder(seeder)
     s.load_state_dict(read_checkpoint_state(directory, s))
 
 
-def _is_seeder_loader(obj: Any) -> bool:
-    from seeder.data._iterable import IterableDataLoader
-    from seeder.data._loader import DataLoader
-
-    return isinstance(obj, (DataLoader, IterableDataLoader))
+_Loader = Union[DataLoader, IterableDataLoader]
 
 
-def _is_stream(obj: Any) -> bool:
-    from seeder.data._iterable import IterableDataLoader
-
-    return isinstance(obj, IterableDataLoader)
+def _sampler(loader: DataLoader) -> DistributedSampler:
+    """The sampler of a map-style seeder loader."""
+    # torch declares DataLoader.sampler as any Sampler; a seeder.DataLoader builds seeder's own
+    return cast(DistributedSampler, loader.sampler)
 
 
 class PreparedLoader(DataLoaderStateMixin):
@@ -256,8 +301,8 @@ class PreparedLoader(DataLoaderStateMixin):
     """
 
     def __init__(
-        self, loader: Any, device: Optional[torch.device] = None, non_blocking: bool = False
-    ):
+        self, loader: _Loader, device: Optional[torch.device] = None, non_blocking: bool = False
+    ) -> None:
         self.loader = loader
         self.device = device
         self.non_blocking = non_blocking
@@ -276,30 +321,31 @@ class PreparedLoader(DataLoaderStateMixin):
     @property
     def total_batch_size(self) -> int:
         """Samples per step over all processes (read by accelerate's gradient state)."""
-        from seeder.data._elastic_loader import ElasticDataLoader
-
         if isinstance(self.loader, ElasticDataLoader):
             return self.loader.global_batch_size
-        if _is_stream(self.loader):  # each rank reads its own share of the stream
+        if isinstance(self.loader, IterableDataLoader):
+            # each rank reads its own share of the stream
             return (self.loader.batch_size or 1) * self.loader.seeder.world_size
-        return self.loader.batch_size * self.loader.sampler.num_replicas
+        # seeder.DataLoader refuses batch_size=None: it counts its position in batches
+        return cast(int, self.loader.batch_size) * _sampler(self.loader).num_replicas
 
     @property
     def total_dataset_length(self) -> int:
         """Length of the whole dataset (read by accelerate's gradient state)."""
-        return len(self.loader.dataset)
+        # accelerate asks only where the dataset has a length (not of a stream)
+        return len(cast(Sized, self.loader.dataset))
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` for the next pass (the sampler's ``set_epoch``; ``seeder.reseed(1, epoch)``
         does it too)."""
-        if _is_stream(self.loader):
+        if isinstance(self.loader, IterableDataLoader):
             self.loader.set_epoch(epoch)
         else:
-            self.loader.sampler.set_epoch(epoch)
+            _sampler(self.loader).set_epoch(epoch)
 
     def _last_flags(self, it: Any) -> Iterator[tuple[Any, bool]]:
         """``(batch, is the epoch's last)`` for each batch of ``it``."""
-        if _is_stream(self.loader):
+        if isinstance(self.loader, IterableDataLoader):
             for batch in it:
                 yield batch, it.exhausted()  # looks ahead; the position stays at those handed out
             return
@@ -393,7 +439,7 @@ class SeederAccelerator(Accelerator):
         """Wrap a seeder loader in a :class:`PreparedLoader`; other loaders as accelerate does."""
         if isinstance(data_loader, PreparedLoader):
             return data_loader
-        if not _is_seeder_loader(data_loader):
+        if not isinstance(data_loader, (DataLoader, IterableDataLoader)):
             return super().prepare_data_loader(data_loader, device_placement, slice_fn_for_dispatch)
         if self.dispatch_batches or self.split_batches:
             raise ValueError(

@@ -48,12 +48,12 @@ import logging
 import os
 import warnings
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any, Optional, Union, cast
 
 import torch.utils.data
 import transformers.trainer as _hf_trainer_module
-from transformers import Trainer, TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, get_last_checkpoint
 
 from seeder._checks import check_bool, check_state_header, is_int
 from seeder._errors import SeederWarning, StateError
@@ -63,19 +63,22 @@ from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.derive import TRAIN_TASK
 from seeder._seeding.foreign import expected
-from seeder._seeding.rngbase import put_back_states, save_states
+from seeder._seeding.rngbase import RNGAdapter, put_back_states, save_states
+from seeder.data._elastic_loader import ElasticDataLoader
 from seeder.data._iterable import IterableDataLoader
+from seeder.data._loader import DataLoader
 from seeder.integrations.accelerate import read_checkpoint_state, save_checkpoint_state
 
-__all__ = ["SeederTrainer", "SeederCheckpointCallback", "StreamEpochs"]
+__all__ = ["SeederTrainer"]
 
 logger = logging.getLogger("seeder")
 
 
 _STREAM_KEYS = frozenset({"format", "version", "earlier"})
+_Loader = Union[DataLoader, IterableDataLoader]
 
 
-class StreamEpochs:
+class _StreamEpochs:
     """Participant of a :class:`SeederTrainer` over a stream: the batches of the stream's epochs
     before this one.
 
@@ -83,7 +86,7 @@ class StreamEpochs:
     (it skips ``global_step`` batches of its epoch 0), while the stream has epochs of its own:
     a resume checks that count against these batches plus the stream's position.
 
-    >>> StreamEpochs().state_dict()
+    >>> _StreamEpochs().state_dict()
     {'format': 'seeder.trainer_stream', 'version': 1, 'earlier': 0}
     """
 
@@ -120,15 +123,15 @@ class _TrainLoader:
     the other.
     """
 
-    def __init__(self, loader: Any, seeder: Seeder):
+    def __init__(self, loader: _Loader, seeder: Seeder) -> None:
         self.loader = loader
         self.seeder = seeder
         self.iterated = False
-        self.stream: Optional[StreamEpochs] = None
+        self.stream: Optional[_StreamEpochs] = None
         self.offset = 0  # stream epoch - Trainer epoch
         self.resumed = False  # a loaded state: the next set_epoch sets the offset
         if isinstance(loader, IterableDataLoader):
-            self.stream = StreamEpochs()
+            self.stream = _StreamEpochs()
             seeder.join(self.stream)
 
     def __getattr__(self, name: str) -> Any:
@@ -155,16 +158,24 @@ class _TrainLoader:
         return iter(self.loader)
 
 
-class SeederCheckpointCallback(TrainerCallback):
+class _SeederCheckpointCallback(TrainerCallback):
     """Writes every rank's seeder state into each checkpoint folder the Trainer saves (added
     by :class:`SeederTrainer`)."""
 
-    def __init__(self, trainer: SeederTrainer):
+    def __init__(self, trainer: SeederTrainer) -> None:
         self.trainer = trainer
         self.stopping = False  # seeder verify asked for a stop at this step
 
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+    def on_save(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> None:
+        # TrainingArguments fills in output_dir when it is not given
+        output_dir = cast(str, args.output_dir)
+        folder = os.path.join(output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         if not os.path.isdir(folder):
             raise StateError(
                 f"the Trainer saved no folder {folder}; SeederTrainer supports checkpoints in "
@@ -181,7 +192,13 @@ class SeederCheckpointCallback(TrainerCallback):
         if self.stopping:
             stepwatch.mark("stopped")
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> None:
         """Under ``seeder verify``: at the step it asks for, save the Trainer's checkpoint and stop
         training."""
         if stepwatch.should_stop() and not self.stopping:
@@ -253,17 +270,14 @@ class SeederTrainer(Trainer):
         if not seeder.initialized:
             seeder.init(master_seed=self.args.seed)
         self.seeder_train_loader: Optional[_TrainLoader] = None
-        self._pending_state: Optional[dict] = None
-        self._loaded_rngs: Optional[list] = (
-            None  # the global RNG states the loaded seeder state set
-        )
-        self.add_callback(SeederCheckpointCallback(self))
+        self._pending_state: Optional[dict[str, Any]] = None
+        # the global RNG states the loaded seeder state set
+        self._loaded_rngs: Optional[list[tuple[RNGAdapter, Any]]] = None
+        self.add_callback(_SeederCheckpointCallback(self))
 
     # ------------------------------------------------------------------ data
-    def _build_train_loader(self) -> Any:
-        from seeder.data._elastic_loader import ElasticDataLoader
-        from seeder.data._loader import DataLoader
-
+    def _build_train_loader(self) -> _Loader:
+        """The training loader from the Trainer's own settings (see the module docstring)."""
         if self.train_dataset is None:
             raise ValueError("Trainer: training requires a train_dataset.")
         dataset, collator = self.train_dataset, self.data_collator
@@ -278,7 +292,7 @@ class SeederTrainer(Trainer):
             collator = self._get_collator_with_removed_columns(collator, description="training")
         a = self.args
         workers = a.dataloader_num_workers
-        extra = {}
+        extra: dict[str, Any] = {}  # DataLoader options torch accepts only with workers
         if workers > 0:
             extra = {
                 "persistent_workers": a.dataloader_persistent_workers,
@@ -313,7 +327,9 @@ class SeederTrainer(Trainer):
             **extra,
         )
 
-    def get_train_dataloader(self) -> Any:
+    # The Trainer only sets the epoch of, iterates and measures what this returns: a _TrainLoader
+    # around seeder's loader, not a torch DataLoader as the base class declares.
+    def get_train_dataloader(self) -> _TrainLoader:  # type: ignore[override]
         """The training :class:`seeder.DataLoader` (built once per trainer), with a resumed state
         applied."""
         if self.seeder_train_loader is None:
@@ -345,48 +361,50 @@ class SeederTrainer(Trainer):
     # ----------------------------------------------------------------- train
     def train(
         self,
-        resume_from_checkpoint: Any = None,
-        trial: Any = None,
-        ignore_keys_for_eval: Any = None,
+        resume_from_checkpoint: Union[str, bool, None] = None,
+        trial: object = None,
+        ignore_keys_for_eval: Optional[list[str]] = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> TrainOutput:
         """``Trainer.train``, resuming the seeder state from the checkpoint folder too (validated
         first, on every rank)."""
         if trial is not None:
             raise ValueError(
                 "SeederTrainer does not support hyperparameter search (trial=...): use Trainer"
             )
-        if resume_from_checkpoint is False:
-            resume_from_checkpoint = None
-        if (
-            resume_from_checkpoint is None and stepwatch.resume_requested()
-        ):  # seeder verify's resumed run
-            resume_from_checkpoint = (
-                get_last_checkpoint(self.args.output_dir)
-                if os.path.isdir(self.args.output_dir)
-                else None
-            )
+        checkpoint: Optional[str]
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
+            checkpoint = get_last_checkpoint(self.args.output_dir)
+            if checkpoint is None:
                 raise ValueError(
                     f"No valid checkpoint found in output directory ({self.args.output_dir})"
                 )
+        elif resume_from_checkpoint is False:
+            checkpoint = None
+        else:
+            checkpoint = resume_from_checkpoint
+        if checkpoint is None and stepwatch.resume_requested():  # seeder verify's resumed run
+            output_dir = self.args.output_dir
+            checkpoint = (
+                get_last_checkpoint(output_dir)
+                if output_dir is not None and os.path.isdir(output_dir)
+                else None
+            )
         if self.seeder_train_loader is None:
             self.seeder_train_loader = _TrainLoader(self._build_train_loader(), self.seeder)
         self.seeder_train_loader.iterated = False
         self._loaded_rngs = None
-        if resume_from_checkpoint is not None:
-            self._pending_state = read_checkpoint_state(resume_from_checkpoint, self.seeder)
+        if checkpoint is not None:
+            self._pending_state = read_checkpoint_state(checkpoint, self.seeder)
             stepwatch.mark(
                 "resumed",
-                int(str(resume_from_checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
-                if str(resume_from_checkpoint).rsplit("-", 1)[-1].isdigit()
+                int(str(checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
+                if str(checkpoint).rsplit("-", 1)[-1].isdigit()
                 else None,
             )
         with self._answer_skip(), expected("the Trainer's set_seed(args.seed) before model_init"):
             return super().train(
-                resume_from_checkpoint=resume_from_checkpoint,
+                resume_from_checkpoint=checkpoint,
                 trial=None,
                 ignore_keys_for_eval=ignore_keys_for_eval,
                 **kwargs,
@@ -400,8 +418,10 @@ class SeederTrainer(Trainer):
         require("transformers:Trainer._load_rng_state")
         original = _hf_trainer_module.skip_first_batches
         ours = self.seeder_train_loader
+        if ours is None:  # train() builds the loader before it enters this context
+            raise RuntimeError("SeederTrainer: no training loader to resume")
 
-        def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
+        def skip_first_batches(dataloader: object, num_batches: int = 0) -> object:
             if dataloader is not ours:
                 return original(dataloader, num_batches)
             state = ours.loader.state_dict()
