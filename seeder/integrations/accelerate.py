@@ -39,7 +39,7 @@ from __future__ import annotations
 import io
 import logging
 import os
-from collections.abc import Iterator, Sized
+from collections.abc import Callable, Iterator, Sized
 from typing import Any, Optional, Union, cast
 
 import torch
@@ -298,6 +298,22 @@ class PreparedLoader(DataLoaderStateMixin):
     last batch is found by looking one batch ahead, as accelerate does, without moving
     the position (the batch looked at is not in the state). Other attributes are the
     loader's (``dataset``, ``batch_size``, ``sampler``, ``state_dict`` ...).
+
+    :meth:`SeederAccelerator.prepare` builds it; there is no need to build one yourself.
+
+    Args:
+        loader: the seeder loader to iterate.
+        device: where each batch goes; ``None`` leaves batches where they are.
+        non_blocking: passed to the copy to ``device``.
+
+    Example:
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> accelerator = SeederAccelerator(cpu=True, seeder=s)
+        >>> data = torch.arange(6.0)
+        >>> loader = accelerator.prepare(seeder.DataLoader(data, batch_size=2, seeder=s))
+        >>> type(loader).__name__, len(loader), [b.tolist() for b in loader]
+        ('PreparedLoader', 3, [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
     """
 
     def __init__(
@@ -320,7 +336,15 @@ class PreparedLoader(DataLoaderStateMixin):
 
     @property
     def total_batch_size(self) -> int:
-        """Samples per step over all processes (read by accelerate's gradient state)."""
+        """Samples per step over all processes (read by accelerate's gradient state).
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = PreparedLoader(seeder.DataLoader(range(8), batch_size=4, seeder=s))
+            >>> loader.total_batch_size
+            4
+        """
         if isinstance(self.loader, ElasticDataLoader):
             return self.loader.global_batch_size
         if isinstance(self.loader, IterableDataLoader):
@@ -331,13 +355,33 @@ class PreparedLoader(DataLoaderStateMixin):
 
     @property
     def total_dataset_length(self) -> int:
-        """Length of the whole dataset (read by accelerate's gradient state)."""
+        """Length of the whole dataset (read by accelerate's gradient state).
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = PreparedLoader(seeder.DataLoader(range(8), batch_size=4, seeder=s))
+            >>> loader.total_dataset_length
+            8
+        """
         # accelerate asks only where the dataset has a length (not of a stream)
         return len(cast(Sized, self.loader.dataset))
 
     def set_epoch(self, epoch: int) -> None:
-        """Use ``epoch`` for the next pass (the sampler's ``set_epoch``; ``seeder.reseed(1, epoch)``
-        does it too)."""
+        """Use ``epoch`` for the next pass: the sampler's (or stream's) ``set_epoch``.
+
+        ``seeder.reseed(1, epoch)`` does it too; accelerate's training helpers call this one.
+
+        Args:
+            epoch: the epoch of the next pass.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = PreparedLoader(seeder.DataLoader(range(8), batch_size=4, seeder=s))
+            >>> loader.set_epoch(2); loader.epoch
+            2
+        """
         if isinstance(self.loader, IterableDataLoader):
             self.loader.set_epoch(epoch)
         else:
@@ -386,7 +430,30 @@ class SeederAccelerator(Accelerator):
     * ``skip_first_batches(loader, n)`` returns the prepared loader itself when it
       already stands at batch ``n`` of its epoch (after ``load_state``); anything
       else is an error, because the position comes from the checkpoint.
+
     Other DataLoaders are prepared by accelerate as usual.
+
+    Args:
+        *args: ``Accelerator``'s arguments.
+        seeder: the :class:`seeder.Seeder` whose state the checkpoints hold; the default one
+            when ``None``.
+        **kwargs: ``Accelerator``'s keyword arguments.
+
+    Raises:
+        TypeError: ``seeder`` is not a :class:`seeder.Seeder`.
+
+    Example:
+        >>> import os, tempfile, torch, seeder
+        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> accelerator = SeederAccelerator(cpu=True, seeder=s)
+        >>> loader = accelerator.prepare(seeder.DataLoader(range(6), batch_size=2, seeder=s))
+        >>> first = next(iter(loader)).tolist()
+        >>> folder = tempfile.mkdtemp(); _ = accelerator.save_state(folder)
+        >>> sorted(os.listdir(folder))
+        ['random_states_0.pkl', 'seeder_state_0.pt']
+        >>> accelerator.load_state(folder)  # the seeder state too: the loader's position
+        >>> [b.tolist() for b in loader]  # the rest of the epoch
+        [[2, 3], [4, 5]]
     """
 
     def __init__(self, *args: Any, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
@@ -394,15 +461,18 @@ class SeederAccelerator(Accelerator):
         self.seeder = resolve_seeder(seeder)
         self.register_save_state_pre_hook(self._save_seeder)
         self.register_load_state_pre_hook(self._read_seeder)
-        self._read_state: Optional[dict[str, Any]] = (
-            None  # validated by the pre-hook, loaded after accelerate
-        )
+        # validated by the pre-hook, loaded after accelerate
+        self._read_state: Optional[dict[str, Any]] = None
 
-    def _save_seeder(self, models: Any, weights: Any, output_dir: str) -> None:
+    def _save_seeder(
+        self, models: list[torch.nn.Module], weights: list[dict[str, Any]], output_dir: str
+    ) -> None:
+        """accelerate's save pre-hook: this rank's seeder state into ``output_dir``."""
         path = save_checkpoint_state(output_dir, self.seeder)
         logger.info("seeder state saved to %s", path)
 
-    def _read_seeder(self, models: Any, input_dir: str) -> None:
+    def _read_seeder(self, models: list[torch.nn.Module], input_dir: str) -> None:
+        """accelerate's load pre-hook: read and validate the seeder state before anything loads."""
         self._read_state = read_checkpoint_state(input_dir, self.seeder)
 
     def load_state(
@@ -411,12 +481,32 @@ class SeederAccelerator(Accelerator):
         load_kwargs: Optional[dict[str, Any]] = None,
         **load_model_func_kwargs: Any,
     ) -> None:
-        """Accelerate's ``load_state``, then the seeder state its pre-hook validated (RNGs,
-        generators, positions).
+        """Accelerate's ``load_state``, then the seeder state: RNGs, generators, positions.
 
-        The seeder state loads last so that its RNG states win over accelerate's
-        ``random_states_<rank>.pkl``: the same streams on the same number of processes,
-        the re-derived ones on another.
+        The seeder state is validated on every rank before accelerate loads anything. It
+        loads last, so that its RNG states win over accelerate's ``random_states_<rank>.pkl``:
+        the same streams on the same number of processes, the re-derived ones on another.
+
+        Args:
+            input_dir: the checkpoint folder, as for ``Accelerator.load_state``.
+            load_kwargs: passed to accelerate.
+            **load_model_func_kwargs: passed to accelerate.
+
+        Raises:
+            seeder.StateError: the folder's seeder state is missing or does not fit this
+                run (:func:`read_checkpoint_state`); nothing was loaded.
+
+        Example:
+            >>> import tempfile, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> accelerator = SeederAccelerator(cpu=True, seeder=s)
+            >>> loader = accelerator.prepare(seeder.DataLoader(range(6), batch_size=2, seeder=s))
+            >>> it = iter(loader); _ = next(it)
+            >>> folder = tempfile.mkdtemp(); _ = accelerator.save_state(folder)
+            >>> rest = [b.tolist() for b in it]
+            >>> accelerator.load_state(folder)  # back to batch 1 of the epoch
+            >>> [b.tolist() for b in loader] == rest
+            True
         """
         self._read_state = None
         try:
@@ -432,11 +522,34 @@ class SeederAccelerator(Accelerator):
 
     def prepare_data_loader(
         self,
-        data_loader: Any,
+        data_loader: torch.utils.data.DataLoader,
         device_placement: Optional[bool] = None,
-        slice_fn_for_dispatch: Any = None,
+        slice_fn_for_dispatch: Optional[Callable[..., Any]] = None,
     ) -> Any:
-        """Wrap a seeder loader in a :class:`PreparedLoader`; other loaders as accelerate does."""
+        """Wrap a seeder loader in a :class:`PreparedLoader`; other loaders as accelerate does.
+
+        ``Accelerator.prepare`` calls it for each DataLoader it is given.
+
+        Args:
+            data_loader: the loader to prepare.
+            device_placement: move batches to the accelerator's device; the
+                Accelerator's setting when ``None``.
+            slice_fn_for_dispatch: passed to accelerate for other loaders.
+
+        Returns:
+            A :class:`PreparedLoader` around a seeder loader; accelerate's loader otherwise.
+
+        Raises:
+            ValueError: a seeder loader under ``dispatch_batches`` or ``split_batches``.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = seeder.DataLoader(range(6), batch_size=2, seeder=s)
+            >>> prepared = SeederAccelerator(cpu=True).prepare_data_loader(loader)
+            >>> prepared.loader is loader
+            True
+        """
         if isinstance(data_loader, PreparedLoader):
             return data_loader
         if not isinstance(data_loader, (DataLoader, IterableDataLoader)):
@@ -453,9 +566,32 @@ class SeederAccelerator(Accelerator):
             data_loader, self.device if device_placement else None, self.non_blocking
         )
 
-    def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
-        """For a prepared seeder loader: itself, if it already stands at ``num_batches`` (O(1));
-        else accelerate's."""
+    def skip_first_batches(
+        self, dataloader: Union[PreparedLoader, torch.utils.data.DataLoader], num_batches: int = 0
+    ) -> Any:
+        """Skip the first ``num_batches`` batches of an epoch, as ``Accelerator`` does.
+
+        A prepared seeder loader already stands where the checkpoint left it: it is
+        returned as is, in O(1). Other loaders go to accelerate.
+
+        Args:
+            dataloader: a loader returned by :meth:`prepare`.
+            num_batches: the batches of the epoch already trained.
+
+        Returns:
+            ``dataloader`` itself for a :class:`PreparedLoader`; accelerate's loader otherwise.
+
+        Raises:
+            ValueError: the seeder loader stands at another batch than ``num_batches``.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> accelerator = SeederAccelerator(cpu=True, seeder=s)
+            >>> loader = accelerator.prepare(seeder.DataLoader(range(6), batch_size=2, seeder=s))
+            >>> accelerator.skip_first_batches(loader, 0) is loader
+            True
+        """
         if not isinstance(dataloader, PreparedLoader):
             return super().skip_first_batches(dataloader, num_batches)
         position = dataloader.loader.batches_done
