@@ -99,9 +99,11 @@ class _StreamEpochs:
         """Nothing: the Trainer's ``set_epoch`` (through the training loader) moves the count."""
 
     def state_dict(self) -> dict[str, Any]:
+        """The batches of the stream's earlier epochs, as a participant state."""
         return {"format": "seeder.trainer_stream", "version": 1, "earlier": self.earlier}
 
     def check_state_dict(self, state: Any) -> None:
+        """Raise :class:`seeder.StateError` unless ``state`` is one :meth:`state_dict` made."""
         check_state_header(
             state, "seeder.trainer_stream", 1, _STREAM_KEYS, "SeederTrainer stream", "SeederTrainer"
         )
@@ -112,6 +114,7 @@ class _StreamEpochs:
             )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take the count of a state :meth:`check_state_dict` accepted."""
         self.earlier = int(state["earlier"])
 
 
@@ -173,6 +176,7 @@ class _SeederCheckpointCallback(TrainerCallback):
         control: TrainerControl,
         **kwargs: Any,
     ) -> None:
+        """Write this rank's seeder state into the checkpoint folder the Trainer just saved."""
         # TrainingArguments fills in output_dir when it is not given
         output_dir = cast(str, args.output_dir)
         folder = os.path.join(output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
@@ -208,19 +212,53 @@ class _SeederCheckpointCallback(TrainerCallback):
 
 
 class SeederTrainer(Trainer):
-    """A ``transformers.Trainer`` whose training data come from a :class:`seeder.DataLoader` (see
-    the module doc).
+    """A ``transformers.Trainer`` whose training data come from a :class:`seeder.DataLoader`.
 
-    Same arguments as ``Trainer``; ``seeder`` is the :class:`seeder.Seeder` to use
-    (default: the module-level one). If it is not initialised yet, it is initialised
-    with ``args.seed`` as master seed. ``elastic=True`` trains from an elastic
-    ``seeder.ElasticDataLoader``: the same samples and augmentations on any number
-    of processes, and a checkpoint that resumes on another number of processes with the
-    same global batch size (``per_device_train_batch_size`` times the number of processes);
-    a stream (``IterableDataset``) is refused with it. Not supported (a ``ValueError`` says so):
-    ``ignore_data_skip=True`` (the loader resumes at its batch at no cost, and the
-    Trainer would miscount the resumed epoch), ``auto_find_batch_size``, a
-    ``train_sampling_strategy`` other than ``"random"``, hyperparameter search.
+    It takes the same arguments as ``Trainer``, and changes only the training data path and
+    the checkpoint (see the module docstring). If the seeder is not initialised yet, it is
+    initialised with ``args.seed`` as master seed.
+
+    With ``elastic=True`` it trains from a ``seeder.ElasticDataLoader``: the same samples and
+    augmentations on any number of processes. A checkpoint then resumes on another number
+    of processes with the same global batch size (``per_device_train_batch_size`` times the
+    number of processes).
+
+    Args:
+        *args: ``Trainer``'s arguments.
+        seeder: the :class:`seeder.Seeder` to use; the default one when ``None``.
+        elastic: train from an elastic loader (map-style datasets only).
+        **kwargs: ``Trainer``'s keyword arguments.
+
+    Raises:
+        ValueError: a setting seeder cannot keep exact: ``ignore_data_skip=True`` (the
+            loader resumes at its batch at no cost), ``auto_find_batch_size=True``, or a
+            ``train_sampling_strategy`` other than ``"random"``.
+        TypeError: ``elastic=True`` with an ``IterableDataset``, or ``seeder`` is not a
+            :class:`seeder.Seeder`.
+
+    Example:
+        >>> import tempfile, torch, seeder
+        >>> from transformers import TrainingArguments
+        >>> class Net(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.layer = torch.nn.Linear(2, 1)
+        ...     def forward(self, x, labels):
+        ...         return {"loss": ((self.layer(x).squeeze(-1) - labels) ** 2).mean()}
+        >>> data = [{"x": torch.randn(2), "labels": torch.tensor(1.0)} for _ in range(8)]
+        >>> args = TrainingArguments(
+        ...     tempfile.mkdtemp(), max_steps=4, per_device_train_batch_size=2, save_steps=2,
+        ...     report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no")
+        >>> full = SeederTrainer(model=Net(), args=args, train_dataset=data, seeder=seeder.Seeder())
+        >>> _ = full.train()  # the Trainer prints its metrics  # doctest: +ELLIPSIS
+        {'train_runtime': ...}
+        >>> again = SeederTrainer(
+        ...     model=Net(), args=args, train_dataset=data, seeder=seeder.Seeder())
+        >>> _ = again.train(resume_from_checkpoint=f"{args.output_dir}/checkpoint-2")
+        ... # doctest: +ELLIPSIS
+        {'train_runtime': ...}
+        >>> torch.equal(again.model.layer.weight, full.model.layer.weight)  # resumed mid-epoch
+        True
     """
 
     def __init__(
@@ -330,8 +368,26 @@ class SeederTrainer(Trainer):
     # The Trainer only sets the epoch of, iterates and measures what this returns: a _TrainLoader
     # around seeder's loader, not a torch DataLoader as the base class declares.
     def get_train_dataloader(self) -> _TrainLoader:  # type: ignore[override]
-        """The training :class:`seeder.DataLoader` (built once per trainer), with a resumed state
-        applied."""
+        """The training loader, built once per trainer, with a resumed seeder state applied.
+
+        The Trainer calls it when training starts. A state read by :meth:`train` from
+        ``resume_from_checkpoint`` loads here, once the loader exists.
+
+        Returns:
+            The seeder loader, seen by the Trainer through a thin wrapper whose
+            ``set_epoch`` calls ``seeder.reseed(1, epoch)``.
+
+        Example:
+            >>> import tempfile, torch, seeder
+            >>> from transformers import TrainingArguments
+            >>> args = TrainingArguments(tempfile.mkdtemp(), per_device_train_batch_size=2,
+            ...                          report_to=[], use_cpu=True)
+            >>> trainer = SeederTrainer(model=torch.nn.Linear(2, 1), args=args,
+            ...                         train_dataset=list(range(8)), seeder=seeder.Seeder())
+            >>> loader = trainer.get_train_dataloader()
+            >>> type(loader.loader).__name__, len(loader)
+            ('DataLoader', 4)
+        """
         if self.seeder_train_loader is None:
             self.seeder_train_loader = _TrainLoader(self._build_train_loader(), self.seeder)
         if self._pending_state is not None:
@@ -366,8 +422,38 @@ class SeederTrainer(Trainer):
         ignore_keys_for_eval: Optional[list[str]] = None,
         **kwargs: Any,
     ) -> TrainOutput:
-        """``Trainer.train``, resuming the seeder state from the checkpoint folder too (validated
-        first, on every rank)."""
+        """``Trainer.train``, resuming the seeder state from the checkpoint folder too.
+
+        The folder's seeder state is validated on every rank before the Trainer loads
+        anything. Under ``seeder verify``'s resumed run, with no checkpoint given, the last
+        checkpoint of ``args.output_dir`` resumes.
+
+        Args:
+            resume_from_checkpoint: a checkpoint folder, ``True`` for the last one in
+                ``args.output_dir``, or ``None``/``False`` for a fresh run.
+            trial: refused: hyperparameter search is not supported.
+            ignore_keys_for_eval: as for ``Trainer.train``.
+            **kwargs: passed to ``Trainer.train``.
+
+        Returns:
+            ``Trainer.train``'s ``TrainOutput``.
+
+        Raises:
+            ValueError: ``trial`` is given, or ``True`` finds no checkpoint.
+            seeder.StateError: the checkpoint's seeder state is missing or does not fit
+                this run; nothing was changed.
+
+        Example:
+            >>> import tempfile, torch, seeder
+            >>> from transformers import TrainingArguments
+            >>> args = TrainingArguments(tempfile.mkdtemp(), report_to=[], use_cpu=True)
+            >>> trainer = SeederTrainer(model=torch.nn.Linear(2, 1), args=args,
+            ...                         train_dataset=list(range(8)), seeder=seeder.Seeder())
+            >>> trainer.train(resume_from_checkpoint=True)  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ValueError: No valid checkpoint found in output directory (...)
+        """
         if trial is not None:
             raise ValueError(
                 "SeederTrainer does not support hyperparameter search (trial=...): use Trainer"
