@@ -316,29 +316,101 @@ def _check_train_loaders(trainer: pl.Trainer) -> None:
         )
 
 
+def _apply(s: Seeder, gathered: dict[str, Any], step: Optional[int] = None) -> None:
+    """Load ``gathered`` into ``s``, less the seeder's loaders: Lightning restores those.
+
+    From another world size (elastic loaders, :func:`_movable`), the master seed and last
+    reseed load. Inside an epoch (``step``: the elastic loaders' global step, as Lightning
+    restored them), this rank's RNG streams are re-derived, as ``seeder.load_state_dict``
+    does for elastic loaders (:func:`seeder._state.world.rederive_streams`). At an epoch's
+    end the next ``reseed`` seeds them.
+    """
+    moved = gathered["world_size"] != s.world_size
+    loaders = [p for p in s.participants() if isinstance(p, _SEEDER_LOADERS)]
+    for ld in loaders:
+        s.leave(ld)
+    try:
+        s.load_state_dict(gathered, allow_world_change=moved)
+    finally:
+        # rejoin in the same order: their keys (loader.<n>) stay as they were
+        for ld in loaders:
+            s.join(ld)
+    if moved and step is not None:
+        rederive_streams(gathered["ranks"][0], s, step)
+        logger.info(
+            "SeederCallback: checkpoint of %d process(es) resumed on %d: the elastic loaders "
+            "continue at global step %d (restored by Lightning); rank %d's RNG streams "
+            "re-derived from (master, task, epoch, rank, step)",
+            gathered["world_size"],
+            s.world_size,
+            step,
+            s.rank,
+        )
+
+
 class SeederCallback(Callback):
-    """Reseed every train epoch, keep the seeder state in Lightning's checkpoints, refuse what
-    cannot be exact.
+    """Reseed every train epoch, keep the seeder state in Lightning's checkpoints.
 
-    ``seeder``: a :class:`seeder.Seeder` other than the default one. See the module
-    docstring for what it does and when.
+    It also refuses, or warns about, what cannot resume exactly. The module docstring says
+    what it does and when. Lightning calls its hooks; user code only adds it to the
+    Trainer's callbacks.
 
-    >>> import seeder
-    >>> seeder.init(3); cb = SeederCallback(); cb.seeder is seeder.default_seeder()
-    True
+    Args:
+        seeder: the :class:`seeder.Seeder` of the run; the default one when ``None``.
+
+    Raises:
+        TypeError: ``seeder`` is not a :class:`seeder.Seeder`.
+
+    Example:
+        >>> import torch, lightning.pytorch as pl, seeder
+        >>> class Model(pl.LightningModule):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.layer = torch.nn.Linear(2, 1)
+        ...     def training_step(self, batch, index):
+        ...         return self.layer(batch).sum()
+        ...     def configure_optimizers(self):
+        ...         return torch.optim.SGD(self.parameters(), lr=0.1)
+        ...     def train_dataloader(self):
+        ...         return seeder.DataLoader(torch.randn(8, 2), batch_size=4, shuffle=True)
+        >>> seeder.init(master_seed=7); seeder.reseed(0, 0)
+        >>> model = Model()
+        >>> trainer = pl.Trainer(
+        ...     max_epochs=2, callbacks=[SeederCallback()], logger=False,
+        ...     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+        >>> trainer.fit(model)
+        >>> seeder.default_seeder().last_reseed  # (task 1, epoch 1): the last epoch trained
+        (1, 1)
     """
 
     def __init__(self, seeder: Optional[Seeder] = None) -> None:
         self.seeder = resolve_seeder(seeder)
         self._trainer: Optional[pl.Trainer] = None
-        self._pending: Optional[dict[str, Any]] = (
-            None  # the loaded callback state, applied at on_train_start
-        )
+        # the loaded callback state, applied at on_train_start
+        self._pending: Optional[dict[str, Any]] = None
         self._applied_early = False
 
     # ----------------------------------------------------------------- setup
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        """Check that the seeder matches the trainer's processes (rank, world, one master seed)."""
+        """Check that the seeder matches the trainer's processes: rank, world, one master seed.
+
+        Args:
+            trainer: the Trainer that runs the fit.
+            pl_module: the LightningModule it trains.
+            stage: Lightning's stage; only ``"fit"`` is checked.
+
+        Raises:
+            RuntimeError: the seeder is not initialised, its rank or world size is not the
+                Trainer's, the ranks' master seeds differ, or ``overfit_batches`` is set.
+
+        Example:
+            >>> import lightning.pytorch as pl, seeder
+            >>> trainer = pl.Trainer(logger=False, enable_progress_bar=False)
+            >>> SeederCallback(seeder.Seeder()).setup(trainer, pl.LightningModule(), "fit")
+            Traceback (most recent call last):
+            ...
+            RuntimeError: SeederCallback: seeder.init(master_seed=...) was not called; ...
+        """
         if stage != "fit":
             return
         self._trainer = trainer
@@ -375,25 +447,71 @@ class SeederCallback(Callback):
 
     # ------------------------------------------------------------------ epochs
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """``reseed(1, epoch)``: before Lightning creates this epoch's loader iterator (from epoch 1
-        on)."""
+        """``reseed(1, epoch)``, before Lightning creates this epoch's loader iterator.
+
+        Args:
+            trainer: the Trainer that runs the fit.
+            pl_module: the LightningModule it trains.
+
+        Example:
+            >>> import lightning.pytorch as pl, seeder
+            >>> trainer = pl.Trainer(logger=False, enable_progress_bar=False)
+            >>> s = seeder.Seeder(); s.init(3)
+            >>> SeederCallback(s).on_train_epoch_start(trainer, pl.LightningModule())
+            >>> s.last_reseed
+            (1, 0)
+        """
         self.seeder.reseed(TRAIN_TASK, trainer.current_epoch)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """A checkpoint from the end of an epoch: apply it and reseed the next epoch before the
-        loader exists."""
+        """Apply a checkpoint taken at the end of an epoch, and reseed the next epoch.
+
+        This happens before the loader exists. Other checkpoints wait for
+        :meth:`on_train_start`; without a checkpoint nothing happens.
+
+        Args:
+            trainer: the Trainer that runs the fit.
+            pl_module: the LightningModule it trains.
+
+        Example:
+            >>> import lightning.pytorch as pl, seeder
+            >>> trainer = pl.Trainer(logger=False, enable_progress_bar=False)
+            >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 4)
+            >>> SeederCallback(s).on_fit_start(trainer, pl.LightningModule())  # no checkpoint
+            >>> s.last_reseed
+            (1, 4)
+        """
         self._applied_early = False
         if self._pending is None or not self._pending["epoch_complete"]:
             return
-        self._apply(self._pending["seeder"])
+        _apply(self.seeder, self._pending["seeder"])
         last = self.seeder.last_reseed
         next_epoch = (last[1] + 1) if last is not None and last[0] == TRAIN_TASK else 0
         self.seeder.reseed(TRAIN_TASK, next_epoch)
         self._applied_early = True
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Check the train loaders; apply a checkpoint taken inside an epoch (its loaders are
-        restored by now)."""
+        """Check the train loaders; apply a checkpoint taken inside an epoch.
+
+        Lightning has restored the loaders' positions by now, and nothing has drawn from the
+        RNGs the checkpoint restores.
+
+        Args:
+            trainer: the Trainer that runs the fit.
+            pl_module: the LightningModule it trains.
+
+        Raises:
+            RuntimeError: a seeder loader is sharded for other ranks, or its sampler was
+                replaced.
+            seeder.StateError: the checkpoint's loop state and seeder state do not belong
+                together.
+
+        Example:
+            >>> import lightning.pytorch as pl, seeder
+            >>> trainer = pl.Trainer(logger=False, enable_progress_bar=False)
+            >>> s = seeder.Seeder(); s.init(3)
+            >>> SeederCallback(s).on_train_start(trainer, pl.LightningModule())  # no loaders yet
+        """
         _check_train_loaders(trainer)
         pending, self._pending = self._pending, None
         if pending is None:
@@ -402,7 +520,7 @@ class SeederCallback(Callback):
             self._check_positions(trainer, pending["loaders"])
             elastic = [ld for ld in self._train_loaders() if isinstance(ld, ElasticDataLoader)]
             step = elastic[0].elastic_step(elastic[0].state_dict()) if elastic else None
-            self._apply(pending["seeder"], step)
+            _apply(self.seeder, pending["seeder"], step)
         last = self.seeder.last_reseed
         if last is None or last[0] != TRAIN_TASK or last[1] != trainer.current_epoch:
             raise StateError(
@@ -410,9 +528,8 @@ class SeederCallback(Callback):
                 f"state continues {last}; the checkpoint's loop and seeder states do not belong "
                 f"together (save both with the same Trainer.save_checkpoint)"
             )
-        stepwatch.mark(
-            "resumed"
-        )  # for seeder verify: this run continues a checkpoint (nothing outside verify)
+        # for seeder verify: this run continues a checkpoint (nothing outside verify)
+        stepwatch.mark("resumed")
 
     def on_train_batch_end(
         self,
@@ -422,8 +539,26 @@ class SeederCallback(Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        """Under ``seeder verify``: at the step it asks for, save Lightning's checkpoint and exit
-        (status 0)."""
+        """Under ``seeder verify``, at the step it asks for: save a checkpoint and exit (status 0).
+
+        Outside ``seeder verify`` it does nothing.
+
+        Args:
+            trainer: the Trainer that runs the fit.
+            pl_module: the LightningModule it trains.
+            outputs: what ``training_step`` returned.
+            batch: the batch trained.
+            batch_idx: its index in the epoch.
+
+        Raises:
+            SystemExit: ``seeder verify`` asked the run to stop here.
+
+        Example:
+            >>> import lightning.pytorch as pl, seeder
+            >>> trainer = pl.Trainer(logger=False, enable_progress_bar=False)
+            >>> cb = SeederCallback(seeder.Seeder())
+            >>> cb.on_train_batch_end(trainer, pl.LightningModule(), None, None, 0)  # not verify
+        """
         if stepwatch.should_stop():
             path = _stop_checkpoint(trainer.default_root_dir)
             trainer.save_checkpoint(path)
@@ -437,8 +572,19 @@ class SeederCallback(Callback):
 
     # ------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """Every rank's seeder state (a collective: Lightning calls it on every rank), without
-        loader positions."""
+        """Every rank's seeder state, without the loaders' positions (Lightning saves those).
+
+        It is a collective: Lightning calls it on every rank.
+
+        Returns:
+            On rank 0, the callback's state for Lightning's checkpoint; ``{}`` elsewhere.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+            >>> sorted(SeederCallback(s).state_dict())
+            ['epoch_complete', 'loaders', 'seeder', 'version']
+        """
         gathered = self.seeder.gather_state_dict()
         if gathered is None:  # not rank 0: only rank 0 writes the checkpoint
             return {}
@@ -463,8 +609,28 @@ class SeederCallback(Callback):
     def on_save_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
-        """A stream's position in Lightning's loop state: as of the batches trained, not of the one
-        fetched ahead."""
+        """Put a stream's position in Lightning's loop state as of the batches trained.
+
+        Lightning saved it as of the batch it fetched ahead. Without a stream nothing changes.
+
+        Args:
+            trainer: the Trainer that runs the fit.
+            pl_module: the LightningModule it trains.
+            checkpoint: the checkpoint Lightning is about to write.
+
+        Raises:
+            seeder.StateError: the checkpoint does not hold one state per
+                ``seeder.IterableDataLoader`` (a wrapped loader).
+
+        Example:
+            >>> import lightning.pytorch as pl, seeder
+            >>> trainer = pl.Trainer(logger=False, enable_progress_bar=False)
+            >>> checkpoint = {}
+            >>> SeederCallback(seeder.Seeder()).on_save_checkpoint(
+            ...     trainer, pl.LightningModule(), checkpoint)  # no stream
+            >>> checkpoint
+            {}
+        """
         streams = [ld for ld in self._train_loaders() if isinstance(ld, IterableDataLoader)]
         if not streams:
             return
@@ -487,12 +653,33 @@ class SeederCallback(Callback):
     def on_load_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
-        """Validate the saved state against this run as soon as Lightning reads it; nothing changes
-        on error.
+        """Validate the saved state against this run as soon as Lightning reads it.
 
-        A checkpoint from the end of an epoch: its loader positions ("epoch done") are dropped from
-        Lightning's loop state, so that the loaders start the next epoch, which :meth:`on_fit_start`
-        reseeds.
+        A checkpoint from the end of an epoch has its loader positions ("epoch done") dropped
+        from Lightning's loop state. The loaders then start the next epoch, which
+        :meth:`on_fit_start` reseeds. A checkpoint with no seeder state warns with
+        :class:`seeder.SeederWarning`.
+
+        Args:
+            trainer: the Trainer that runs the fit.
+            pl_module: the LightningModule it trains.
+            checkpoint: the checkpoint Lightning read.
+
+        Raises:
+            seeder.StateError: the state is not one this version wrote, or it was saved with
+                another master seed or world size; nothing was changed.
+
+        Example:
+            >>> import lightning.pytorch as pl, seeder
+            >>> trainer = pl.Trainer(logger=False, enable_progress_bar=False)
+            >>> other = seeder.Seeder(); other.init(4); other.reseed(1, 0)
+            >>> checkpoint = {"callbacks": {"SeederCallback": SeederCallback(other).state_dict()}}
+            >>> mine = SeederCallback(seeder.Seeder()); mine.seeder.init(3)
+            >>> try:
+            ...     mine.on_load_checkpoint(trainer, pl.LightningModule(), checkpoint)
+            ... except seeder.StateError as exc:
+            ...     print(exc)  # doctest: +ELLIPSIS
+            SeederCallback: the checkpoint was made with master seed 4, this run was given 3; ...
         """
         state = (checkpoint.get("callbacks") or {}).get(self.state_key)
         if not state:
@@ -516,8 +703,19 @@ class SeederCallback(Callback):
         self._pending = state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Nothing: :meth:`on_load_checkpoint` (called just before, with the whole checkpoint) took
-        the state."""
+        """Nothing: :meth:`on_load_checkpoint` took the state, with the whole checkpoint.
+
+        Lightning calls it just after :meth:`on_load_checkpoint`.
+
+        Args:
+            state_dict: the callback's state in the checkpoint.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+            >>> SeederCallback(s).load_state_dict({}); s.last_reseed
+            (1, 0)
+        """
 
     # ---------------------------------------------------------------- helpers
     def _train_loaders(self) -> list[_Loader]:
@@ -538,39 +736,4 @@ class SeederCallback(Callback):
                 f"batches) {now}, but the seeder state was saved at {saved}; the checkpoint's loop "
                 f"state does not match its seeder state (train loaders changed between save and "
                 f"resume?)"
-            )
-
-    def _apply(self, gathered: dict[str, Any], step: Optional[int] = None) -> None:
-        """Load ``gathered`` with the seeder's loaders left out (their positions are Lightning's to
-        restore).
-
-        From another world size (elastic loaders, :func:`_movable`): the master
-        seed and last reseed load, and, inside an epoch (``step``: the elastic loaders' global step,
-        as Lightning restored them), this rank's RNG streams are re-derived as
-        ``seeder.load_state_dict`` does for elastic loaders
-        (:func:`seeder._state.world.rederive_streams`); at an epoch's end the next ``reseed`` seeds
-        them.
-        """
-        s = self.seeder
-        moved = gathered["world_size"] != s.world_size
-        loaders = [p for p in s.participants() if isinstance(p, _SEEDER_LOADERS)]
-        for ld in loaders:
-            s.leave(ld)
-        try:
-            s.load_state_dict(gathered, allow_world_change=moved)
-        finally:
-            for (
-                ld
-            ) in loaders:  # rejoin in the same order: their keys (loader.<n>) stay as they were
-                s.join(ld)
-        if moved and step is not None:
-            rederive_streams(gathered["ranks"][0], s, step)
-            logger.info(
-                "SeederCallback: checkpoint of %d process(es) resumed on %d: the elastic loaders "
-                "continue at global step %d (restored by Lightning); rank %d's RNG streams "
-                "re-derived from (master, task, epoch, rank, step)",
-                gathered["world_size"],
-                s.world_size,
-                step,
-                s.rank,
             )
