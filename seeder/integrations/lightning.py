@@ -42,8 +42,7 @@ What the callback does:
 * Elastic train loaders (``seeder.ElasticDataLoader(...)``, other participants only
   registered generators): a checkpoint of another world size resumes. Lightning restores the
   loaders' global state; the callback loads the master seed and last reseed and re-derives
-  each rank's RNG streams from the loaders' global step
-  (:func:`seeder._state.world.rederive_streams`).
+  each rank's RNG streams from the loaders' global step, as ``seeder.load_state_dict`` does.
 
 Under ``strategy="ddp"`` Lightning leaves ``seeder.DataLoader`` alone: its sampler is a
 ``torch.utils.data.DistributedSampler`` (seeder's subclass), already sharded by global
