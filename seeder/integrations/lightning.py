@@ -68,6 +68,7 @@ import torch
 try:
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.utilities.types import STEP_OUTPUT
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "seeder.integrations.lightning needs Lightning >= 2.3: pip install 'seeder[lightning]'"
@@ -118,7 +119,7 @@ def _loader_state(loader: _Loader, trainer: pl.Trainer) -> dict[str, Any]:
     return loader.state_dict()
 
 
-def _position(loader: _Loader, trainer: pl.Trainer) -> list[Any]:
+def _position(loader: _Loader, trainer: pl.Trainer) -> list[Union[int, str, None]]:
     """``[epoch, batches trained, batches in the epoch]`` of a seeder loader; a stream's length is
     ``None``; an elastic loader's ``[epoch, samples of the global order done, "global"]`` (the same
     on any world size)."""
@@ -428,7 +429,7 @@ class SeederCallback(Callback):
             "launcher sets LOCAL_RANK and WORLD_SIZE, which seeder reads)",
         )
         if trainer.world_size > 1 and process_group_active():
-            seeds: list[Any] = [None] * trainer.world_size
+            seeds: list[Optional[int]] = [None] * trainer.world_size
             torch.distributed.all_gather_object(seeds, s.get_master_seed())
             if len(set(seeds)) > 1:
                 raise RuntimeError(
@@ -534,7 +535,7 @@ class SeederCallback(Callback):
         self,
         trainer: pl.Trainer,
         pl_module: pl.LightningModule,
-        outputs: Any,
+        outputs: STEP_OUTPUT,
         batch: Any,
         batch_idx: int,
     ) -> None:
