@@ -57,7 +57,6 @@ from seeder._seeding.distributed import process_group_active
 from seeder.data._elastic_loader import ElasticDataLoader
 from seeder.data._iterable import IterableDataLoader
 from seeder.data._loader import DataLoader
-from seeder.data._sampler import DistributedSampler
 
 __all__ = [
     "SeederAccelerator",
@@ -282,12 +281,6 @@ def load_checkpoint_state(
 _Loader = Union[DataLoader, IterableDataLoader]
 
 
-def _sampler(loader: DataLoader) -> DistributedSampler:
-    """The sampler of a map-style seeder loader."""
-    # torch declares DataLoader.sampler as any Sampler; a seeder.DataLoader builds seeder's own
-    return cast(DistributedSampler, loader.sampler)
-
-
 class PreparedLoader(DataLoaderStateMixin):
     """A :class:`seeder.DataLoader` or :class:`seeder.IterableDataLoader`, prepared.
 
@@ -350,8 +343,7 @@ class PreparedLoader(DataLoaderStateMixin):
         if isinstance(self.loader, IterableDataLoader):
             # each rank reads its own share of the stream
             return (self.loader.batch_size or 1) * self.loader.seeder.world_size
-        # seeder.DataLoader refuses batch_size=None: it counts its position in batches
-        return cast(int, self.loader.batch_size) * _sampler(self.loader).num_replicas
+        return self.loader.batch_size * self.loader.sampler.num_replicas
 
     @property
     def total_dataset_length(self) -> int:
@@ -385,7 +377,7 @@ class PreparedLoader(DataLoaderStateMixin):
         if isinstance(self.loader, IterableDataLoader):
             self.loader.set_epoch(epoch)
         else:
-            _sampler(self.loader).set_epoch(epoch)
+            self.loader.sampler.set_epoch(epoch)
 
     def _last_flags(self, it: Any) -> Iterator[tuple[Any, bool]]:
         """``(batch, is the epoch's last)`` for each batch of ``it``."""

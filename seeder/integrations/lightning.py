@@ -60,8 +60,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Iterator, Sized
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from collections.abc import Iterator
+from typing import Any, Optional, Union
 
 import torch
 
@@ -87,9 +87,6 @@ from seeder.data._elastic_loader import ElasticDataLoader
 from seeder.data._iterable import IterableDataLoader
 from seeder.data._loader import DataLoader
 from seeder.data._sampler import DistributedSampler
-
-if TYPE_CHECKING:
-    from seeder.data._elastic import ElasticBatches
 
 __all__ = ["SeederCallback", "resume_path"]
 
@@ -127,7 +124,7 @@ def _position(loader: _Loader, trainer: pl.Trainer) -> list[Union[int, str, None
         return [loader.epoch, _trained(trainer), None]
     if isinstance(loader, ElasticDataLoader):
         return [loader.epoch, loader.state_dict()["position"], "global"]
-    return [loader.epoch, loader.batches_done, _batches_in_epoch(loader)]
+    return [loader.epoch, loader.batches_done, len(loader.batch_sampler)]
 
 
 def _epoch_done(loader: _Loader, trainer: pl.Trainer) -> bool:
@@ -135,13 +132,7 @@ def _epoch_done(loader: _Loader, trainer: pl.Trainer) -> bool:
     trained all)."""
     if isinstance(loader, IterableDataLoader):
         return bool(_loader_state(loader, trainer)["complete"])
-    return loader.batches_done >= _batches_in_epoch(loader)
-
-
-def _batches_in_epoch(loader: DataLoader) -> int:
-    """Batches in one epoch of a map-style ``seeder.DataLoader`` on this rank."""
-    # torch types batch_sampler as an optional Iterable; seeder's loaders always set a sized one
-    return len(cast(Sized, loader.batch_sampler))
+    return loader.batches_done >= len(loader.batch_sampler)
 
 
 def _movable(gathered: dict[str, Any], checkpoint: dict[str, Any]) -> bool:
@@ -292,8 +283,7 @@ def _check_train_loaders(trainer: pl.Trainer) -> None:
             _same_place(
                 trainer,
                 "the seeder.ElasticDataLoader splits its global batches as",
-                # an ElasticDataLoader's batch sampler is always its ElasticBatches
-                cast("ElasticBatches", ld.batch_sampler).rank,
+                ld.batch_sampler.rank,
                 ld.world_size,
                 "build the loader inside train_dataloader() (after Lightning starts the "
                 "process group), not before Trainer.fit",
