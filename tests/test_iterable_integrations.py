@@ -112,7 +112,7 @@ def test_seeder_trainer_resumes_a_stream_bitwise_with_two_workers(tmp_path):
 
 def test_a_trainer_stream_state_that_no_run_reaches_is_refused():
     pytest.importorskip("transformers")
-    from seeder.integrations.transformers import StreamEpochs
+    from seeder.integrations.transformers import _StreamEpochs as StreamEpochs
 
     epochs = StreamEpochs()
     for bad in (

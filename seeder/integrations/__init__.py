@@ -1,2 +1,4 @@
-"""Framework integrations (Lightning, Hugging Face): each module imports its framework only when it
-is imported."""
+"""Framework integrations: ``lightning``, ``transformers``, ``accelerate`` and ``dcp``.
+
+Each module imports its framework only when it is imported; ``import seeder`` imports none.
+"""

@@ -18,7 +18,7 @@ checkpoint saved on ``W`` processes loads on ``W'``: every rank reads rank 0's f
 (the loaders' state is global), the data continues exactly and each rank's RNG
 streams are re-derived (docs/elastic.md).
 
-Example (a custom loop, resumed in the middle of an epoch)::
+A custom loop, resumed in the middle of an epoch::
 
     accelerator = SeederAccelerator(cpu=True)
     seeder.init(master_seed=42)
@@ -26,10 +26,10 @@ Example (a custom loop, resumed in the middle of an epoch)::
     model = build_model()
     loader = seeder.DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    accelerator.load_state("ckpt")            # on resume: position, RNGs, weights
+    accelerator.load_state("ckpt")  # on resume: position, RNGs, weights
     for epoch in range(seeder.default_seeder().last_reseed[1], epochs):
-        seeder.reseed(1, epoch)               # skipped for the resumed epoch
-        for batch in loader: ...              # only the batches not yet seen
+        seeder.reseed(1, epoch)  # skipped for the resumed epoch
+        for batch in loader: ...  # only the batches not yet seen
 
 Importing this module imports accelerate; ``import seeder`` does not.
 """
@@ -39,8 +39,8 @@ from __future__ import annotations
 import io
 import logging
 import os
-from collections.abc import Iterator
-from typing import Any, Optional, Union
+from collections.abc import Callable, Iterator, Sized
+from typing import Any, Optional, Union, cast
 
 import torch
 from accelerate import Accelerator
@@ -54,12 +54,13 @@ from seeder._internals import require
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
+from seeder.data._elastic_loader import ElasticDataLoader
+from seeder.data._iterable import IterableDataLoader
+from seeder.data._loader import DataLoader
 
 __all__ = [
     "SeederAccelerator",
     "PreparedLoader",
-    "STATE_FILE",
-    "state_file",
     "save_checkpoint_state",
     "read_checkpoint_state",
     "load_checkpoint_state",
@@ -68,34 +69,48 @@ __all__ = [
 logger = logging.getLogger("seeder")
 
 #: Name of one rank's seeder state in a checkpoint folder (``{rank}`` is the global rank).
-STATE_FILE = "seeder_state_{rank}.pt"
+_STATE_FILE = "seeder_state_{rank}.pt"
 
 
-def state_file(directory: Union[str, os.PathLike[str]], rank: int) -> str:
+def _state_file(directory: Union[str, os.PathLike[str]], rank: int) -> str:
     """Path of rank ``rank``'s seeder state in the checkpoint folder ``directory``.
 
-    >>> state_file("ckpt/checkpoint-6", 1)
+    >>> _state_file("ckpt/checkpoint-6", 1)
     'ckpt/checkpoint-6/seeder_state_1.pt'
     """
-    return os.path.join(os.fspath(directory), STATE_FILE.format(rank=rank))
+    return os.path.join(os.fspath(directory), _STATE_FILE.format(rank=rank))
 
 
 def save_checkpoint_state(
     directory: Union[str, os.PathLike[str]], seeder: Optional[Seeder] = None
 ) -> str:
-    """Write this rank's ``seeder.state_dict()`` into ``directory``; return the file's path.
+    """Write this rank's seeder state into a checkpoint folder.
 
-    Every rank writes its own file (no collective), atomically (a temporary file, fsync,
-    rename over the old one, fsync of the folder). It loads with ``torch.load(weights_only=True)``.
+    Every rank writes its own file, ``seeder_state_<rank>.pt``, with no collective. The
+    write is atomic: a temporary file, fsync, rename over the old one, fsync of the folder.
+    The file loads with ``torch.load(weights_only=True)``.
 
-    >>> import tempfile, seeder
-    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
-    >>> d = tempfile.mkdtemp(); os.path.basename(save_checkpoint_state(d, s))
-    'seeder_state_0.pt'
+    Args:
+        directory: the checkpoint folder; it must exist.
+        seeder: the :class:`seeder.Seeder` to save; the default one when ``None``.
+
+    Returns:
+        The path of the file written.
+
+    Raises:
+        TypeError: ``seeder`` is not a :class:`seeder.Seeder`.
+        OSError: the file cannot be written (nothing is left half-written).
+
+    Example:
+        >>> import os, tempfile, seeder
+        >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+        >>> folder = tempfile.mkdtemp()
+        >>> os.path.basename(save_checkpoint_state(folder, s))
+        'seeder_state_0.pt'
     """
     s = resolve_seeder(seeder)
     state = s.state_dict()
-    path = state_file(directory, s.rank)
+    path = _state_file(directory, s.rank)
     buf = io.BytesIO()
     torch.save(state, buf)
     write_atomic(path, buf.getvalue())
@@ -116,6 +131,7 @@ class _Unusable(Exception):
 
 
 def _load_file(path: str) -> Any:
+    """``torch.load`` of one rank's file (``weights_only``); ``_Unusable`` naming it if it fails."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch.load raises many types (pickle's included): name the file
@@ -123,6 +139,7 @@ def _load_file(path: str) -> Any:
 
 
 def _saved_world(state: Any) -> Any:
+    """The world size a loaded (not yet validated) state says it was saved by."""
     return state.get("world_size") if isinstance(state, dict) else None
 
 
@@ -132,13 +149,13 @@ def _choose(directory: Union[str, os.PathLike[str]], s: Seeder) -> tuple[str, An
 
     Raises ``_Unusable`` (with the message to show) when the file to load is missing or unreadable.
     """
-    own = state_file(directory, s.rank)
+    own = _state_file(directory, s.rank)
     state: Any = None
     if os.path.isfile(own):
         state = _load_file(own)
         if _saved_world(state) == s.world_size:
             return own, state, False
-    first = state_file(directory, 0)
+    first = _state_file(directory, 0)
     if not os.path.isfile(first):
         found = (
             sorted(f for f in os.listdir(directory) if f.startswith("seeder_state_"))
@@ -164,27 +181,44 @@ def _choose(directory: Union[str, os.PathLike[str]], s: Seeder) -> tuple[str, An
 def read_checkpoint_state(
     directory: Union[str, os.PathLike[str]], seeder: Optional[Seeder] = None
 ) -> dict[str, Any]:
-    """Load and validate the seeder state this rank resumes from in ``directory``; change nothing.
+    """Read and validate the seeder state this rank resumes from; change nothing.
 
     On the number of processes that saved it, each rank reads its own file. On another
-    number, every rank reads rank 0's file: it loads when every participant of the run is an
-    elastic ``seeder.ElasticDataLoader`` or a registered generator (their state is
-    global; this rank's RNG streams are re-derived by ``seeder.load_state_dict``), and is
-    refused otherwise. The loader and generators of the run must already exist (they are
-    part of the state). Under a process group every rank must call it: if any rank's file
-    is missing or does not fit, every rank raises :class:`seeder.StateError` naming it.
+    number, every rank reads rank 0's file. It loads when every participant of the run is
+    an elastic ``seeder.ElasticDataLoader`` or a registered generator: their state is
+    global, and ``seeder.load_state_dict`` re-derives this rank's RNG streams. Any other
+    state is refused. The run's loaders and generators must already exist: they are part
+    of the state. Under a process group every rank must call it.
 
-    >>> import tempfile, seeder
-    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0); d = tempfile.mkdtemp()
-    >>> read_checkpoint_state(d, s)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    seeder._errors.StateError: cannot resume the seeder state, nothing was changed: no seeder state in ... (seeder_state_0.pt missing; found none): ...
+    Args:
+        directory: the checkpoint folder (``seeder_state_<rank>.pt`` files).
+        seeder: the :class:`seeder.Seeder` to resume; the default one when ``None``.
+
+    Returns:
+        The validated state, for :meth:`seeder.Seeder.load_state_dict`.
+
+    Raises:
+        seeder.StateError: a rank's file is missing, unreadable or does not fit this run.
+            Every rank raises, and the message names each rank's problem.
+        TypeError: ``seeder`` is not a :class:`seeder.Seeder`.
+
+    Example:
+        >>> import tempfile, seeder
+        >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+        >>> empty = tempfile.mkdtemp()
+        >>> try:
+        ...     read_checkpoint_state(empty, s)
+        ... except seeder.StateError as exc:
+        ...     print("seeder_state_0.pt missing" in str(exc))
+        True
+        >>> folder = tempfile.mkdtemp(); _ = save_checkpoint_state(folder, s)
+        >>> read_checkpoint_state(folder, s)["master_seed"]
+        3
     """
     s = resolve_seeder(seeder)
     state: Any = None
     error: Optional[str] = None
-    path, moved = state_file(directory, s.rank), False
+    path, moved = _state_file(directory, s.rank), False
     try:
         path, state, moved = _choose(directory, s)
         s.check_state_dict(state)
@@ -219,28 +253,32 @@ def read_checkpoint_state(
 def load_checkpoint_state(
     directory: Union[str, os.PathLike[str]], seeder: Optional[Seeder] = None
 ) -> None:
-    """:func:`read_checkpoint_state`, then ``seeder.load_state_dict`` of it: RNGs, generators,
-    loader position.
+    """Resume the seeder from a checkpoint folder: RNGs, generators, loader positions.
 
-    >>> import tempfile, seeder
-    >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0); d = tempfile.mkdtemp()
-    >>> _ = save_checkpoint_state(d, s); load_checkpoint_state(d, s)
+    This is :func:`read_checkpoint_state`, then :meth:`seeder.Seeder.load_state_dict`.
+
+    Args:
+        directory: the checkpoint folder written by :func:`save_checkpoint_state`.
+        seeder: the :class:`seeder.Seeder` to resume; the default one when ``None``.
+
+    Raises:
+        seeder.StateError: as :func:`read_checkpoint_state`; nothing was changed.
+        TypeError: ``seeder`` is not a :class:`seeder.Seeder`.
+
+    Example:
+        >>> import random, tempfile, seeder
+        >>> s = seeder.Seeder(); s.init(3); s.reseed(1, 0)
+        >>> folder = tempfile.mkdtemp(); _ = save_checkpoint_state(folder, s)
+        >>> first = random.random()
+        >>> load_checkpoint_state(folder, s)
+        >>> random.random() == first
+        True
     """
     s = resolve_seeder(seeder)
     s.load_state_dict(read_checkpoint_state(directory, s))
 
 
-def _is_seeder_loader(obj: Any) -> bool:
-    from seeder.data._iterable import IterableDataLoader
-    from seeder.data._loader import DataLoader
-
-    return isinstance(obj, (DataLoader, IterableDataLoader))
-
-
-def _is_stream(obj: Any) -> bool:
-    from seeder.data._iterable import IterableDataLoader
-
-    return isinstance(obj, IterableDataLoader)
+_Loader = Union[DataLoader, IterableDataLoader]
 
 
 class PreparedLoader(DataLoaderStateMixin):
@@ -253,11 +291,27 @@ class PreparedLoader(DataLoaderStateMixin):
     last batch is found by looking one batch ahead, as accelerate does, without moving
     the position (the batch looked at is not in the state). Other attributes are the
     loader's (``dataset``, ``batch_size``, ``sampler``, ``state_dict`` ...).
+
+    :meth:`SeederAccelerator.prepare` builds it; there is no need to build one yourself.
+
+    Args:
+        loader: the seeder loader to iterate.
+        device: where each batch goes; ``None`` leaves batches where they are.
+        non_blocking: passed to the copy to ``device``.
+
+    Example:
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> accelerator = SeederAccelerator(cpu=True, seeder=s)
+        >>> data = torch.arange(6.0)
+        >>> loader = accelerator.prepare(seeder.DataLoader(data, batch_size=2, seeder=s))
+        >>> type(loader).__name__, len(loader), [b.tolist() for b in loader]
+        ('PreparedLoader', 3, [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
     """
 
     def __init__(
-        self, loader: Any, device: Optional[torch.device] = None, non_blocking: bool = False
-    ):
+        self, loader: _Loader, device: Optional[torch.device] = None, non_blocking: bool = False
+    ) -> None:
         self.loader = loader
         self.device = device
         self.non_blocking = non_blocking
@@ -275,31 +329,59 @@ class PreparedLoader(DataLoaderStateMixin):
 
     @property
     def total_batch_size(self) -> int:
-        """Samples per step over all processes (read by accelerate's gradient state)."""
-        from seeder.data._elastic_loader import ElasticDataLoader
+        """Samples per step over all processes (read by accelerate's gradient state).
 
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = PreparedLoader(seeder.DataLoader(range(8), batch_size=4, seeder=s))
+            >>> loader.total_batch_size
+            4
+        """
         if isinstance(self.loader, ElasticDataLoader):
             return self.loader.global_batch_size
-        if _is_stream(self.loader):  # each rank reads its own share of the stream
+        if isinstance(self.loader, IterableDataLoader):
+            # each rank reads its own share of the stream
             return (self.loader.batch_size or 1) * self.loader.seeder.world_size
         return self.loader.batch_size * self.loader.sampler.num_replicas
 
     @property
     def total_dataset_length(self) -> int:
-        """Length of the whole dataset (read by accelerate's gradient state)."""
-        return len(self.loader.dataset)
+        """Length of the whole dataset (read by accelerate's gradient state).
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = PreparedLoader(seeder.DataLoader(range(8), batch_size=4, seeder=s))
+            >>> loader.total_dataset_length
+            8
+        """
+        # accelerate asks only where the dataset has a length (not of a stream)
+        return len(cast(Sized, self.loader.dataset))
 
     def set_epoch(self, epoch: int) -> None:
-        """Use ``epoch`` for the next pass (the sampler's ``set_epoch``; ``seeder.reseed(1, epoch)``
-        does it too)."""
-        if _is_stream(self.loader):
+        """Use ``epoch`` for the next pass: the sampler's (or stream's) ``set_epoch``.
+
+        ``seeder.reseed(1, epoch)`` does it too; accelerate's training helpers call this one.
+
+        Args:
+            epoch: the epoch of the next pass.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = PreparedLoader(seeder.DataLoader(range(8), batch_size=4, seeder=s))
+            >>> loader.set_epoch(2); loader.epoch
+            2
+        """
+        if isinstance(self.loader, IterableDataLoader):
             self.loader.set_epoch(epoch)
         else:
             self.loader.sampler.set_epoch(epoch)
 
     def _last_flags(self, it: Any) -> Iterator[tuple[Any, bool]]:
         """``(batch, is the epoch's last)`` for each batch of ``it``."""
-        if _is_stream(self.loader):
+        if isinstance(self.loader, IterableDataLoader):
             for batch in it:
                 yield batch, it.exhausted()  # looks ahead; the position stays at those handed out
             return
@@ -340,7 +422,30 @@ class SeederAccelerator(Accelerator):
     * ``skip_first_batches(loader, n)`` returns the prepared loader itself when it
       already stands at batch ``n`` of its epoch (after ``load_state``); anything
       else is an error, because the position comes from the checkpoint.
+
     Other DataLoaders are prepared by accelerate as usual.
+
+    Args:
+        *args: ``Accelerator``'s arguments.
+        seeder: the :class:`seeder.Seeder` whose state the checkpoints hold; the default one
+            when ``None``.
+        **kwargs: ``Accelerator``'s keyword arguments.
+
+    Raises:
+        TypeError: ``seeder`` is not a :class:`seeder.Seeder`.
+
+    Example:
+        >>> import os, tempfile, torch, seeder
+        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> accelerator = SeederAccelerator(cpu=True, seeder=s)
+        >>> loader = accelerator.prepare(seeder.DataLoader(range(6), batch_size=2, seeder=s))
+        >>> first = next(iter(loader)).tolist()
+        >>> folder = tempfile.mkdtemp(); _ = accelerator.save_state(folder)
+        >>> sorted(os.listdir(folder))
+        ['random_states_0.pkl', 'seeder_state_0.pt']
+        >>> accelerator.load_state(folder)  # the seeder state too: the loader's position
+        >>> [b.tolist() for b in loader]  # the rest of the epoch
+        [[2, 3], [4, 5]]
     """
 
     def __init__(self, *args: Any, seeder: Optional[Seeder] = None, **kwargs: Any) -> None:
@@ -348,15 +453,18 @@ class SeederAccelerator(Accelerator):
         self.seeder = resolve_seeder(seeder)
         self.register_save_state_pre_hook(self._save_seeder)
         self.register_load_state_pre_hook(self._read_seeder)
-        self._read_state: Optional[dict[str, Any]] = (
-            None  # validated by the pre-hook, loaded after accelerate
-        )
+        # validated by the pre-hook, loaded after accelerate
+        self._read_state: Optional[dict[str, Any]] = None
 
-    def _save_seeder(self, models: Any, weights: Any, output_dir: str) -> None:
+    def _save_seeder(
+        self, models: list[torch.nn.Module], weights: list[dict[str, Any]], output_dir: str
+    ) -> None:
+        """accelerate's save pre-hook: this rank's seeder state into ``output_dir``."""
         path = save_checkpoint_state(output_dir, self.seeder)
         logger.info("seeder state saved to %s", path)
 
-    def _read_seeder(self, models: Any, input_dir: str) -> None:
+    def _read_seeder(self, models: list[torch.nn.Module], input_dir: str) -> None:
+        """accelerate's load pre-hook: read and validate the seeder state before anything loads."""
         self._read_state = read_checkpoint_state(input_dir, self.seeder)
 
     def load_state(
@@ -365,12 +473,32 @@ class SeederAccelerator(Accelerator):
         load_kwargs: Optional[dict[str, Any]] = None,
         **load_model_func_kwargs: Any,
     ) -> None:
-        """Accelerate's ``load_state``, then the seeder state its pre-hook validated (RNGs,
-        generators, positions).
+        """Accelerate's ``load_state``, then the seeder state: RNGs, generators, positions.
 
-        The seeder state loads last so that its RNG states win over accelerate's
-        ``random_states_<rank>.pkl``: the same streams on the same number of processes,
-        the re-derived ones on another.
+        The seeder state is validated on every rank before accelerate loads anything. It
+        loads last, so that its RNG states win over accelerate's ``random_states_<rank>.pkl``:
+        the same streams on the same number of processes, the re-derived ones on another.
+
+        Args:
+            input_dir: the checkpoint folder, as for ``Accelerator.load_state``.
+            load_kwargs: passed to accelerate.
+            **load_model_func_kwargs: passed to accelerate.
+
+        Raises:
+            seeder.StateError: the folder's seeder state is missing or does not fit this
+                run (:func:`read_checkpoint_state`); nothing was loaded.
+
+        Example:
+            >>> import tempfile, seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> accelerator = SeederAccelerator(cpu=True, seeder=s)
+            >>> loader = accelerator.prepare(seeder.DataLoader(range(6), batch_size=2, seeder=s))
+            >>> it = iter(loader); _ = next(it)
+            >>> folder = tempfile.mkdtemp(); _ = accelerator.save_state(folder)
+            >>> rest = [b.tolist() for b in it]
+            >>> accelerator.load_state(folder)  # back to batch 1 of the epoch
+            >>> [b.tolist() for b in loader] == rest
+            True
         """
         self._read_state = None
         try:
@@ -386,14 +514,37 @@ class SeederAccelerator(Accelerator):
 
     def prepare_data_loader(
         self,
-        data_loader: Any,
+        data_loader: torch.utils.data.DataLoader,
         device_placement: Optional[bool] = None,
-        slice_fn_for_dispatch: Any = None,
+        slice_fn_for_dispatch: Optional[Callable[..., Any]] = None,
     ) -> Any:
-        """Wrap a seeder loader in a :class:`PreparedLoader`; other loaders as accelerate does."""
+        """Wrap a seeder loader in a :class:`PreparedLoader`; other loaders as accelerate does.
+
+        ``Accelerator.prepare`` calls it for each DataLoader it is given.
+
+        Args:
+            data_loader: the loader to prepare.
+            device_placement: move batches to the accelerator's device; the
+                Accelerator's setting when ``None``.
+            slice_fn_for_dispatch: passed to accelerate for other loaders.
+
+        Returns:
+            A :class:`PreparedLoader` around a seeder loader; accelerate's loader otherwise.
+
+        Raises:
+            ValueError: a seeder loader under ``dispatch_batches`` or ``split_batches``.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = seeder.DataLoader(range(6), batch_size=2, seeder=s)
+            >>> prepared = SeederAccelerator(cpu=True).prepare_data_loader(loader)
+            >>> prepared.loader is loader
+            True
+        """
         if isinstance(data_loader, PreparedLoader):
             return data_loader
-        if not _is_seeder_loader(data_loader):
+        if not isinstance(data_loader, (DataLoader, IterableDataLoader)):
             return super().prepare_data_loader(data_loader, device_placement, slice_fn_for_dispatch)
         if self.dispatch_batches or self.split_batches:
             raise ValueError(
@@ -407,9 +558,32 @@ class SeederAccelerator(Accelerator):
             data_loader, self.device if device_placement else None, self.non_blocking
         )
 
-    def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
-        """For a prepared seeder loader: itself, if it already stands at ``num_batches`` (O(1));
-        else accelerate's."""
+    def skip_first_batches(
+        self, dataloader: Union[PreparedLoader, torch.utils.data.DataLoader], num_batches: int = 0
+    ) -> Any:
+        """Skip the first ``num_batches`` batches of an epoch, as ``Accelerator`` does.
+
+        A prepared seeder loader already stands where the checkpoint left it: it is
+        returned as is, in O(1). Other loaders go to accelerate.
+
+        Args:
+            dataloader: a loader returned by :meth:`prepare`.
+            num_batches: the batches of the epoch already trained.
+
+        Returns:
+            ``dataloader`` itself for a :class:`PreparedLoader`; accelerate's loader otherwise.
+
+        Raises:
+            ValueError: the seeder loader stands at another batch than ``num_batches``.
+
+        Example:
+            >>> import seeder
+            >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> accelerator = SeederAccelerator(cpu=True, seeder=s)
+            >>> loader = accelerator.prepare(seeder.DataLoader(range(6), batch_size=2, seeder=s))
+            >>> accelerator.skip_first_batches(loader, 0) is loader
+            True
+        """
         if not isinstance(dataloader, PreparedLoader):
             return super().skip_first_batches(dataloader, num_batches)
         position = dataloader.loader.batches_done

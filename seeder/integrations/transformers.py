@@ -48,12 +48,12 @@ import logging
 import os
 import warnings
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any, Optional, Union, cast
 
 import torch.utils.data
 import transformers.trainer as _hf_trainer_module
-from transformers import Trainer, TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, get_last_checkpoint
 
 from seeder._checks import check_bool, check_state_header, is_int
 from seeder._errors import SeederWarning, StateError
@@ -63,19 +63,22 @@ from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.derive import TRAIN_TASK
 from seeder._seeding.foreign import expected
-from seeder._seeding.rngbase import put_back_states, save_states
+from seeder._seeding.rngbase import RNGAdapter, put_back_states, save_states
+from seeder.data._elastic_loader import ElasticDataLoader
 from seeder.data._iterable import IterableDataLoader
+from seeder.data._loader import DataLoader
 from seeder.integrations.accelerate import read_checkpoint_state, save_checkpoint_state
 
-__all__ = ["SeederTrainer", "SeederCheckpointCallback", "StreamEpochs"]
+__all__ = ["SeederTrainer"]
 
 logger = logging.getLogger("seeder")
 
 
 _STREAM_KEYS = frozenset({"format", "version", "earlier"})
+_Loader = Union[DataLoader, IterableDataLoader]
 
 
-class StreamEpochs:
+class _StreamEpochs:
     """Participant of a :class:`SeederTrainer` over a stream: the batches of the stream's epochs
     before this one.
 
@@ -83,7 +86,7 @@ class StreamEpochs:
     (it skips ``global_step`` batches of its epoch 0), while the stream has epochs of its own:
     a resume checks that count against these batches plus the stream's position.
 
-    >>> StreamEpochs().state_dict()
+    >>> _StreamEpochs().state_dict()
     {'format': 'seeder.trainer_stream', 'version': 1, 'earlier': 0}
     """
 
@@ -96,9 +99,11 @@ class StreamEpochs:
         """Nothing: the Trainer's ``set_epoch`` (through the training loader) moves the count."""
 
     def state_dict(self) -> dict[str, Any]:
+        """The batches of the stream's earlier epochs, as a participant state."""
         return {"format": "seeder.trainer_stream", "version": 1, "earlier": self.earlier}
 
     def check_state_dict(self, state: Any) -> None:
+        """Raise :class:`seeder.StateError` unless ``state`` is one :meth:`state_dict` made."""
         check_state_header(
             state, "seeder.trainer_stream", 1, _STREAM_KEYS, "SeederTrainer stream", "SeederTrainer"
         )
@@ -109,6 +114,7 @@ class StreamEpochs:
             )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take the count of a state :meth:`check_state_dict` accepted."""
         self.earlier = int(state["earlier"])
 
 
@@ -120,15 +126,15 @@ class _TrainLoader:
     the other.
     """
 
-    def __init__(self, loader: Any, seeder: Seeder):
+    def __init__(self, loader: _Loader, seeder: Seeder) -> None:
         self.loader = loader
         self.seeder = seeder
         self.iterated = False
-        self.stream: Optional[StreamEpochs] = None
+        self.stream: Optional[_StreamEpochs] = None
         self.offset = 0  # stream epoch - Trainer epoch
         self.resumed = False  # a loaded state: the next set_epoch sets the offset
         if isinstance(loader, IterableDataLoader):
-            self.stream = StreamEpochs()
+            self.stream = _StreamEpochs()
             seeder.join(self.stream)
 
     def __getattr__(self, name: str) -> Any:
@@ -155,16 +161,25 @@ class _TrainLoader:
         return iter(self.loader)
 
 
-class SeederCheckpointCallback(TrainerCallback):
+class _SeederCheckpointCallback(TrainerCallback):
     """Writes every rank's seeder state into each checkpoint folder the Trainer saves (added
     by :class:`SeederTrainer`)."""
 
-    def __init__(self, trainer: SeederTrainer):
+    def __init__(self, trainer: SeederTrainer) -> None:
         self.trainer = trainer
         self.stopping = False  # seeder verify asked for a stop at this step
 
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+    def on_save(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> None:
+        """Write this rank's seeder state into the checkpoint folder the Trainer just saved."""
+        # TrainingArguments fills in output_dir when it is not given
+        output_dir = cast(str, args.output_dir)
+        folder = os.path.join(output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         if not os.path.isdir(folder):
             raise StateError(
                 f"the Trainer saved no folder {folder}; SeederTrainer supports checkpoints in "
@@ -181,7 +196,13 @@ class SeederCheckpointCallback(TrainerCallback):
         if self.stopping:
             stepwatch.mark("stopped")
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> None:
         """Under ``seeder verify``: at the step it asks for, save the Trainer's checkpoint and stop
         training."""
         if stepwatch.should_stop() and not self.stopping:
@@ -191,19 +212,53 @@ class SeederCheckpointCallback(TrainerCallback):
 
 
 class SeederTrainer(Trainer):
-    """A ``transformers.Trainer`` whose training data come from a :class:`seeder.DataLoader` (see
-    the module doc).
+    """A ``transformers.Trainer`` whose training data come from a :class:`seeder.DataLoader`.
 
-    Same arguments as ``Trainer``; ``seeder`` is the :class:`seeder.Seeder` to use
-    (default: the module-level one). If it is not initialised yet, it is initialised
-    with ``args.seed`` as master seed. ``elastic=True`` trains from an elastic
-    ``seeder.ElasticDataLoader``: the same samples and augmentations on any number
-    of processes, and a checkpoint that resumes on another number of processes with the
-    same global batch size (``per_device_train_batch_size`` times the number of processes);
-    a stream (``IterableDataset``) is refused with it. Not supported (a ``ValueError`` says so):
-    ``ignore_data_skip=True`` (the loader resumes at its batch at no cost, and the
-    Trainer would miscount the resumed epoch), ``auto_find_batch_size``, a
-    ``train_sampling_strategy`` other than ``"random"``, hyperparameter search.
+    It takes the same arguments as ``Trainer``, and changes only the training data path and
+    the checkpoint (see the module docstring). If the seeder is not initialised yet, it is
+    initialised with ``args.seed`` as master seed.
+
+    With ``elastic=True`` it trains from a ``seeder.ElasticDataLoader``: the same samples and
+    augmentations on any number of processes. A checkpoint then resumes on another number
+    of processes with the same global batch size (``per_device_train_batch_size`` times the
+    number of processes).
+
+    Args:
+        *args: ``Trainer``'s arguments.
+        seeder: the :class:`seeder.Seeder` to use; the default one when ``None``.
+        elastic: train from an elastic loader (map-style datasets only).
+        **kwargs: ``Trainer``'s keyword arguments.
+
+    Raises:
+        ValueError: a setting seeder cannot keep exact: ``ignore_data_skip=True`` (the
+            loader resumes at its batch at no cost), ``auto_find_batch_size=True``, or a
+            ``train_sampling_strategy`` other than ``"random"``.
+        TypeError: ``elastic=True`` with an ``IterableDataset``, or ``seeder`` is not a
+            :class:`seeder.Seeder`.
+
+    Example:
+        >>> import tempfile, torch, seeder
+        >>> from transformers import TrainingArguments
+        >>> class Net(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.layer = torch.nn.Linear(2, 1)
+        ...     def forward(self, x, labels):
+        ...         return {"loss": ((self.layer(x).squeeze(-1) - labels) ** 2).mean()}
+        >>> data = [{"x": torch.randn(2), "labels": torch.tensor(1.0)} for _ in range(8)]
+        >>> args = TrainingArguments(
+        ...     tempfile.mkdtemp(), max_steps=4, per_device_train_batch_size=2, save_steps=2,
+        ...     report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no")
+        >>> full = SeederTrainer(model=Net(), args=args, train_dataset=data, seeder=seeder.Seeder())
+        >>> _ = full.train()  # the Trainer prints its metrics  # doctest: +ELLIPSIS
+        {'train_runtime': ...}
+        >>> again = SeederTrainer(
+        ...     model=Net(), args=args, train_dataset=data, seeder=seeder.Seeder())
+        >>> _ = again.train(resume_from_checkpoint=f"{args.output_dir}/checkpoint-2")
+        ... # doctest: +ELLIPSIS
+        {'train_runtime': ...}
+        >>> torch.equal(again.model.layer.weight, full.model.layer.weight)  # resumed mid-epoch
+        True
     """
 
     def __init__(
@@ -253,17 +308,14 @@ class SeederTrainer(Trainer):
         if not seeder.initialized:
             seeder.init(master_seed=self.args.seed)
         self.seeder_train_loader: Optional[_TrainLoader] = None
-        self._pending_state: Optional[dict] = None
-        self._loaded_rngs: Optional[list] = (
-            None  # the global RNG states the loaded seeder state set
-        )
-        self.add_callback(SeederCheckpointCallback(self))
+        self._pending_state: Optional[dict[str, Any]] = None
+        # the global RNG states the loaded seeder state set
+        self._loaded_rngs: Optional[list[tuple[RNGAdapter, Any]]] = None
+        self.add_callback(_SeederCheckpointCallback(self))
 
     # ------------------------------------------------------------------ data
-    def _build_train_loader(self) -> Any:
-        from seeder.data._elastic_loader import ElasticDataLoader
-        from seeder.data._loader import DataLoader
-
+    def _build_train_loader(self) -> _Loader:
+        """The training loader from the Trainer's own settings (see the module docstring)."""
         if self.train_dataset is None:
             raise ValueError("Trainer: training requires a train_dataset.")
         dataset, collator = self.train_dataset, self.data_collator
@@ -278,7 +330,7 @@ class SeederTrainer(Trainer):
             collator = self._get_collator_with_removed_columns(collator, description="training")
         a = self.args
         workers = a.dataloader_num_workers
-        extra = {}
+        extra: dict[str, Any] = {}  # DataLoader options torch accepts only with workers
         if workers > 0:
             extra = {
                 "persistent_workers": a.dataloader_persistent_workers,
@@ -313,9 +365,29 @@ class SeederTrainer(Trainer):
             **extra,
         )
 
-    def get_train_dataloader(self) -> Any:
-        """The training :class:`seeder.DataLoader` (built once per trainer), with a resumed state
-        applied."""
+    # The Trainer only sets the epoch of, iterates and measures what this returns: a _TrainLoader
+    # around seeder's loader, not a torch DataLoader as the base class declares.
+    def get_train_dataloader(self) -> _TrainLoader:  # type: ignore[override]
+        """The training loader, built once per trainer, with a resumed seeder state applied.
+
+        The Trainer calls it when training starts. A state read by :meth:`train` from
+        ``resume_from_checkpoint`` loads here, once the loader exists.
+
+        Returns:
+            The seeder loader, seen by the Trainer through a thin wrapper whose
+            ``set_epoch`` calls ``seeder.reseed(1, epoch)``.
+
+        Example:
+            >>> import tempfile, torch, seeder
+            >>> from transformers import TrainingArguments
+            >>> args = TrainingArguments(tempfile.mkdtemp(), per_device_train_batch_size=2,
+            ...                          report_to=[], use_cpu=True)
+            >>> trainer = SeederTrainer(model=torch.nn.Linear(2, 1), args=args,
+            ...                         train_dataset=list(range(8)), seeder=seeder.Seeder())
+            >>> loader = trainer.get_train_dataloader()
+            >>> type(loader.loader).__name__, len(loader)
+            ('DataLoader', 4)
+        """
         if self.seeder_train_loader is None:
             self.seeder_train_loader = _TrainLoader(self._build_train_loader(), self.seeder)
         if self._pending_state is not None:
@@ -345,48 +417,80 @@ class SeederTrainer(Trainer):
     # ----------------------------------------------------------------- train
     def train(
         self,
-        resume_from_checkpoint: Any = None,
-        trial: Any = None,
-        ignore_keys_for_eval: Any = None,
+        resume_from_checkpoint: Union[str, bool, None] = None,
+        trial: object = None,
+        ignore_keys_for_eval: Optional[list[str]] = None,
         **kwargs: Any,
-    ) -> Any:
-        """``Trainer.train``, resuming the seeder state from the checkpoint folder too (validated
-        first, on every rank)."""
+    ) -> TrainOutput:
+        """``Trainer.train``, resuming the seeder state from the checkpoint folder too.
+
+        The folder's seeder state is validated on every rank before the Trainer loads
+        anything. Under ``seeder verify``'s resumed run, with no checkpoint given, the last
+        checkpoint of ``args.output_dir`` resumes.
+
+        Args:
+            resume_from_checkpoint: a checkpoint folder, ``True`` for the last one in
+                ``args.output_dir``, or ``None``/``False`` for a fresh run.
+            trial: refused: hyperparameter search is not supported.
+            ignore_keys_for_eval: as for ``Trainer.train``.
+            **kwargs: passed to ``Trainer.train``.
+
+        Returns:
+            ``Trainer.train``'s ``TrainOutput``.
+
+        Raises:
+            ValueError: ``trial`` is given, or ``True`` finds no checkpoint.
+            seeder.StateError: the checkpoint's seeder state is missing or does not fit
+                this run; nothing was changed.
+
+        Example:
+            >>> import tempfile, torch, seeder
+            >>> from transformers import TrainingArguments
+            >>> args = TrainingArguments(tempfile.mkdtemp(), report_to=[], use_cpu=True)
+            >>> trainer = SeederTrainer(model=torch.nn.Linear(2, 1), args=args,
+            ...                         train_dataset=list(range(8)), seeder=seeder.Seeder())
+            >>> trainer.train(resume_from_checkpoint=True)  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ValueError: No valid checkpoint found in output directory (...)
+        """
         if trial is not None:
             raise ValueError(
                 "SeederTrainer does not support hyperparameter search (trial=...): use Trainer"
             )
-        if resume_from_checkpoint is False:
-            resume_from_checkpoint = None
-        if (
-            resume_from_checkpoint is None and stepwatch.resume_requested()
-        ):  # seeder verify's resumed run
-            resume_from_checkpoint = (
-                get_last_checkpoint(self.args.output_dir)
-                if os.path.isdir(self.args.output_dir)
-                else None
-            )
+        checkpoint: Optional[str]
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
+            checkpoint = get_last_checkpoint(self.args.output_dir)
+            if checkpoint is None:
                 raise ValueError(
                     f"No valid checkpoint found in output directory ({self.args.output_dir})"
                 )
+        elif resume_from_checkpoint is False:
+            checkpoint = None
+        else:
+            checkpoint = resume_from_checkpoint
+        if checkpoint is None and stepwatch.resume_requested():  # seeder verify's resumed run
+            output_dir = self.args.output_dir
+            checkpoint = (
+                get_last_checkpoint(output_dir)
+                if output_dir is not None and os.path.isdir(output_dir)
+                else None
+            )
         if self.seeder_train_loader is None:
             self.seeder_train_loader = _TrainLoader(self._build_train_loader(), self.seeder)
         self.seeder_train_loader.iterated = False
         self._loaded_rngs = None
-        if resume_from_checkpoint is not None:
-            self._pending_state = read_checkpoint_state(resume_from_checkpoint, self.seeder)
+        if checkpoint is not None:
+            self._pending_state = read_checkpoint_state(checkpoint, self.seeder)
             stepwatch.mark(
                 "resumed",
-                int(str(resume_from_checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
-                if str(resume_from_checkpoint).rsplit("-", 1)[-1].isdigit()
+                int(str(checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
+                if str(checkpoint).rsplit("-", 1)[-1].isdigit()
                 else None,
             )
         with self._answer_skip(), expected("the Trainer's set_seed(args.seed) before model_init"):
             return super().train(
-                resume_from_checkpoint=resume_from_checkpoint,
+                resume_from_checkpoint=checkpoint,
                 trial=None,
                 ignore_keys_for_eval=ignore_keys_for_eval,
                 **kwargs,
@@ -400,8 +504,10 @@ class SeederTrainer(Trainer):
         require("transformers:Trainer._load_rng_state")
         original = _hf_trainer_module.skip_first_batches
         ours = self.seeder_train_loader
+        if ours is None:  # train() builds the loader before it enters this context
+            raise RuntimeError("SeederTrainer: no training loader to resume")
 
-        def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
+        def skip_first_batches(dataloader: object, num_batches: int = 0) -> object:
             if dataloader is not ours:
                 return original(dataloader, num_batches)
             state = ours.loader.state_dict()
