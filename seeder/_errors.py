@@ -15,7 +15,7 @@ class SeederWarning(UserWarning):
         ...     s = seeder.Seeder(); s.init(1); s.reseed(1, 0); s.reseed(1, 0)
         Traceback (most recent call last):
         ...
-        seeder._errors.SeederWarning: ...
+        seeder.SeederWarning: ...
     """
 
 
@@ -33,3 +33,8 @@ class StateError(ValueError):
         ...     print("refused; the seed is still", s.get_master_seed())
         refused; the seed is still 1
     """
+
+
+# Tracebacks and reprs name the public path, where users catch them.
+SeederWarning.__module__ = "seeder"
+StateError.__module__ = "seeder"

@@ -76,7 +76,7 @@ def check_mt_words(words: Union[Sequence[int], np.ndarray], where: str) -> None:
     >>> check_mt_words([0] * 624, "x")
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a ...
+    seeder.StateError: x: the Mersenne Twister key has 0 nonzero word(s) of 624: a ...
     """
     if words[1] and words[2]:  # a seeded key: two nonzero words (the count is for the message)
         return
@@ -125,7 +125,7 @@ def check_cached_float(value: Any, where: str, name: str, *, optional: bool = Fa
     >>> check_cached_float(float("nan"), "x", "gauss_next")
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: x: gauss_next must be a finite float, got nan
+    seeder.StateError: x: gauss_next must be a finite float, got nan
     """
     if optional and value is None:
         return
@@ -142,7 +142,7 @@ def check_exact_int(value: Any, where: str, name: str, low: int, high: int) -> N
     >>> check_exact_int(True, "x", "has_gauss", 0, 1)
     Traceback (most recent call last):
     ...
-    seeder._errors.StateError: x: has_gauss must be an int in [0, 1], got bool True
+    seeder.StateError: x: has_gauss must be an int in [0, 1], got bool True
     """
     if type(value) is not int or not low <= value <= high:
         raise StateError(
