@@ -38,13 +38,13 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
 from seeder.verify import _stats as stats
-from seeder.verify._contract import Metrics, format_step_key
+from seeder.verify._contract import Metrics, StepKey, format_step_key
 from seeder.verify._verdict import verdict
 
 __all__ = [
@@ -105,6 +105,11 @@ def _check(
     }
 
 
+def _from_step(key: Optional[StepKey]) -> str:
+    """`` from step K on`` for the first differing step, empty when no compared step differs."""
+    return f" from step {format_step_key(key)} on" if key is not None else ""
+
+
 def _close(d: stats.Difference, atol: float) -> bool:
     return d.identical or (atol > 0 and d.within(atol))
 
@@ -140,7 +145,7 @@ def _check_reproducible(full: Sequence[Metrics], atol: float) -> dict[str, Any]:
                 (
                     r,
                     "diff",
-                    f"differs from seeded run full-0 from step {format_step_key(d.first_diff)} on "
+                    f"differs from seeded run full-0{_from_step(d.first_diff)} "
                     f"(largest |{full[0].quantity} difference| {d.max_abs_diff:.3g}): the same "
                     f"seed does not give the same run",
                 )
@@ -238,7 +243,7 @@ def _check_resume(
 ) -> dict[str, Any]:
     stopped_label, resumed_label = RESUME_CHECKS[name]
     found: list[tuple[int, str, str]] = []  # (repeat, kind of failure, message)
-    per_repeat = []
+    per_repeat: list[dict[str, Any]] = []  # one JSON record per repeat
     for r, (f, h, s) in enumerate(zip(full, half, resume)):
         dh, ds = stats.difference(f, h), stats.difference(f, s)
         overlap = sorted(set(h.keys) & set(s.keys))
@@ -260,7 +265,7 @@ def _check_resume(
         )
         first_resumed = s.keys[0] if len(s) else None
         stop = stop_point(h, f)
-        rec = {
+        rec: dict[str, Any] = {
             "repeat": r,
             "bitwise": bitwise,
             "ok": ok,
@@ -304,7 +309,10 @@ def _check_resume(
                     f"{format_step_key(overlap[0])}): it did not continue from the checkpoint",
                 )
             )
-        elif not _close(dh, atol):
+        elif not len(h):
+            found.append((r, "empty", f"the stopped run {stopped_label} logged no steps"))
+        elif dh.first_diff is not None and not _close(dh, atol):
+            # A run (2) that only logged steps (1) lacks is reported as such below.
             found.append(
                 (
                     r,
@@ -486,7 +494,7 @@ def _per_step(
 
 
 def analyze_verify(
-    runs: dict[str, Sequence[Metrics]],
+    runs: Mapping[str, Sequence[Metrics]],
     *,
     atol: float = 0.0,
     alpha: float = 0.05,
