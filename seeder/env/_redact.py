@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 from urllib.parse import quote, unquote
 
@@ -350,9 +350,9 @@ class Redactor:
         return _KEY_VALUE.sub(self._pair("name"), text)
 
     @staticmethod
-    def _pair(group: str):
+    def _pair(group: str) -> Callable[[re.Match[str]], str]:
         def sub(m: re.Match[str]) -> str:
-            name, value = m.group(group), m.group("value")
+            name, value = m[group], m["value"]  # groups that take part in every match
             if not is_secret_key(name) or not _hides(name, value.strip("{}"), flag=group == "flag"):
                 return m.group(0)
             return m.group(0)[: m.start("value") - m.start(0)] + REDACTED

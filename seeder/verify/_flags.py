@@ -292,7 +292,9 @@ def adapt_contract(contract: Contract, probe: ParserProbe) -> tuple[Contract, li
     if "resume" in changed and "--ckpt_path" in options and _takes_value(options["--ckpt_path"]):
         changed["resume"] = LIGHTNING_RESUME
         notes.append(f"--ckpt_path: the resumed runs pass {LIGHTNING_RESUME}")
-    return dataclasses.replace(contract, **changed), notes
+    # Only template fields (str) change; mypy checks `**changed` against every field, loss_keys
+    # (a tuple) included.
+    return dataclasses.replace(contract, **changed), notes  # type: ignore[arg-type]
 
 
 _WHO = {

@@ -86,8 +86,8 @@ def mid_epoch_step(
     n = len(half)
     if n == 0:
         return None, "run (2) logged no steps"
-    logged = half.epochs
-    if all(e is not None for e in logged):
+    logged = [e for e in half.epochs if e is not None]
+    if len(logged) == n:
         last = logged[-1]
         per_epoch = sum(1 for e in logged if e == last)
         index = len(set(logged)) - 1

@@ -28,10 +28,14 @@ Example (the verify side, :func:`seeder.verify._flags.probe_parser`, runs it)::
 
     >>> import json, subprocess, sys, tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (d / "t.py").write_text("import argparse\\np = argparse.ArgumentParser()\\n"
-    ...                             "p.add_argument('--resume', metavar='PATH')\\np.parse_args()\\nopen('trained', 'w')\\n")
-    >>> _ = subprocess.run([sys.executable, __file__, str(d / "r.json"), str(d / "t.py")], cwd=d)
-    >>> [(a["options"], a["nargs"], a["metavar"]) for a in json.loads((d / "r.json").read_text())["actions"]][1]
+    >>> script = ["import argparse", "p = argparse.ArgumentParser()",
+    ...           "p.add_argument('--resume', metavar='PATH')", "p.parse_args()",
+    ...           "open('trained', 'w')"]
+    >>> _ = (d / "t.py").write_text("\\n".join(script) + "\\n")
+    >>> cmd = [sys.executable, __file__, str(d / "r.json"), str(d / "t.py")]
+    >>> _ = subprocess.run(cmd, cwd=d)
+    >>> actions = json.loads((d / "r.json").read_text())["actions"]
+    >>> [(a["options"], a["nargs"], a["metavar"]) for a in actions][1]
     (['--resume'], None, 'PATH')
     >>> (d / "trained").exists()
     False
@@ -42,12 +46,11 @@ from __future__ import annotations
 import os
 import sys
 
-if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.path.dirname(
-    os.path.abspath(__file__)
-):
-    del sys.path[
-        0
-    ]  # run as a script: this folder's modules (stats, report, ...) must not shadow others
+# Run as a script, this folder is sys.path[0]: its modules (_stats, _report, ...) must not shadow
+# the script's imports.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
+    del sys.path[0]
 
 import argparse
 import importlib.abc
@@ -100,17 +103,17 @@ def describe_action(action: argparse.Action) -> dict[str, Any]:
     }
 
 
-def _parser_actions(self: argparse.ArgumentParser, argv: list[str]) -> list[dict[str, Any]]:
-    """The actions of parser ``self``, and of the subcommand ``argv`` names (installed as a parser
-    method below)."""
+def _parser_actions(parser: argparse.ArgumentParser, argv: list[str]) -> list[dict[str, Any]]:
+    """The actions of ``parser``, and of the subcommand ``argv`` names."""
     out = []
-    for action in self._actions:  # the parser's own list (a method of the parser reads it)
+    # argparse has no public list of a parser's actions: `_actions` is the one every version keeps.
+    for action in parser._actions:
         out.append(describe_action(action))
         choices = action.choices if isinstance(action.choices, dict) else {}
         subs = {name: p for name, p in choices.items() if isinstance(p, argparse.ArgumentParser)}
         chosen = next((w for w in argv if w in subs), None)
         if chosen is not None:
-            out += [dict(a, subcommand=chosen) for a in subs[chosen].seeder_probe_actions(argv)]
+            out += [dict(a, subcommand=chosen) for a in _parser_actions(subs[chosen], argv)]
     return out
 
 
@@ -143,7 +146,7 @@ class _Probe:
                     {
                         "reached": "parser",
                         "prog": str(self.prog),
-                        "actions": self.seeder_probe_actions(sys.argv[1:]),
+                        "actions": _parser_actions(self, sys.argv[1:]),
                     }
                 )
             probe.depth += 1
@@ -152,10 +155,12 @@ class _Probe:
             finally:
                 probe.depth -= 1
 
+        # A mark on the function, so a class wrapped twice keeps one wrapper; mypy types functions
+        # without attributes.
         parse.seeder_probe = True  # type: ignore[attr-defined]
         return parse
 
-    def wrap_class(self, cls: type) -> None:
+    def wrap_class(self, cls: type[argparse.ArgumentParser]) -> None:
         for name in PARSE_METHODS:
             method = vars(cls).get(name)
             if callable(method) and not getattr(method, "seeder_probe", False):
@@ -164,16 +169,16 @@ class _Probe:
             self.wrap_class(sub)
 
     def install(self) -> None:
-        argparse.ArgumentParser.seeder_probe_actions = _parser_actions  # type: ignore[attr-defined]
         self.wrap_class(argparse.ArgumentParser)
         probe = self
 
-        def init_subclass(
-            cls: type, **kw: Any
-        ) -> None:  # parsers defined later (jsonargparse, transformers)
+        # Parsers defined later (jsonargparse, transformers) are wrapped as their class is made.
+        def init_subclass(cls: type[argparse.ArgumentParser], **kw: Any) -> None:
             probe.wrap_class(cls)
 
-        argparse.ArgumentParser.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
+        # typeshed types `__init_subclass__` as a plain method; a classmethod is what Python calls.
+        hook = classmethod(init_subclass)
+        argparse.ArgumentParser.__init_subclass__ = hook  # type: ignore[assignment]
         _after_import("seeder._seeding.core", self.watch_init)
         _after_import("torch.optim.optimizer", self.stop_at_step)
 
@@ -207,15 +212,20 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             find = getattr(finder, "find_spec", None)
             spec = find(name, path, target) if finder is not self and find is not None else None
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                run = spec.loader.exec_module
-
-                def exec_module(module: Any) -> None:
-                    run(module)
-                    hook(module)
-
-                spec.loader.exec_module = exec_module  # this module's loader only
+                # This module's loader only: other modules keep their own `exec_module`.
+                spec.loader.exec_module = _then(spec.loader.exec_module, hook)
                 return spec
         return None
+
+
+def _then(run: Callable[[Any], None], hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``run(module)``, then ``hook(module)``."""
+
+    def exec_module(module: Any) -> None:
+        run(module)
+        hook(module)
+
+    return exec_module
 
 
 _FINDER = _AfterImport()

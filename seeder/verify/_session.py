@@ -240,8 +240,9 @@ def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) 
 
 def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
     """The run's master seed: the one verify gave, or the one an unseeded run drew and printed."""
-    if spec.info.get("seed") is not None:
-        return int(spec.info["seed"])  # type: ignore[arg-type]
+    seed = spec.info.get("seed")
+    if isinstance(seed, (int, str)):  # verify gives an int; a str is one read back from JSON
+        return int(seed)
     try:
         return parse_drawn_seed(Path(res.log).read_text(encoding="utf-8", errors="replace"))
     except OSError:
@@ -423,9 +424,14 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
 
     def diagnose(check: str, r: int) -> Optional[dict[str, Any]]:
         stop, resume = ("half", "resume") if check == "resume" else ("mid", "resume-mid")
+        runs_dir = out / "runs"
         d = diagnose_dirs(
-            *(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)),
-            *(metrics.get(f"{k}-{r}") for k in (stop, "full", resume)),
+            runs_dir / f"full-{r}",
+            runs_dir / f"{stop}-{r}",
+            runs_dir / f"{resume}-{r}",
+            metrics.get(f"{stop}-{r}"),
+            metrics.get(f"full-{r}"),
+            metrics.get(f"{resume}-{r}"),
         )
         return d.as_dict() if d is not None else None
 
@@ -540,9 +546,10 @@ def load(out: Union[str, Path]) -> VerifyData:
             f"--out {out}`)"
         )
     report = json.loads(path.read_text(encoding="utf-8"))
-    contract = Contract(
-        **{k: tuple(v) if k == "loss_keys" else v for k, v in report["config"]["contract"].items()}
-    )
+    fields: dict[str, Any] = dict(report["config"]["contract"])
+    if "loss_keys" in fields:  # JSON gives a list; the contract holds a tuple
+        fields["loss_keys"] = tuple(fields["loss_keys"])
+    contract = Contract(**fields)
     metrics = {}
     for run in report["runs"]:
         if run["status"] == "ok":
