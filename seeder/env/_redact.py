@@ -365,7 +365,8 @@ class Redactor:
         ``--token=X``) is removed, and so is any other value that is not a number, short, a path or
         the value of a known-harmless option; URLs keep scheme and host."""
         out: list[str] = []
-        for kind, name, value in _argv_items([str(a) for a in argv]):
+        for kind, option, value in _argv_items([str(a) for a in argv]):
+            name = option or ""  # a "value" and a "pair" always have their option
             if kind == "flag":
                 out.append(self.text(value))
             elif kind == "value":

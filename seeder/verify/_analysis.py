@@ -293,8 +293,8 @@ def _check_resume(
                 cause = found_cause["message"]
         first = (
             f" from step {format_step_key(ds.first_diff)} on (largest |loss difference| "
-            f"{ds.max_abs_diff:.3g}; resumed at step {format_step_key(first_resumed)})"
-            if ds.first_diff is not None
+            f"{ds.max_abs_diff:.3g}; resumed at step {format_step_key(s.keys[0])})"
+            if ds.first_diff is not None  # a compared step: run (3) logged one
             else ""
         )
         if not len(s):

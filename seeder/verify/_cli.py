@@ -13,10 +13,16 @@ import shlex
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
 
 from seeder.verify._contract import TEMPLATE_NAMES, Contract, default_command, split_command
 from seeder.verify._runner import RunFailed, log_tail
 from seeder.verify._verdict import EXIT_CODES
+
+if TYPE_CHECKING:  # the session (and scipy behind it) loads when a command runs
+    from seeder.verify._session import _Common
+
+_Config = TypeVar("_Config", bound="_Common")
 
 __all__ = [
     "add_verify",
@@ -156,7 +162,7 @@ def _command(words: list[str]) -> list[str]:
     return split_command(words)
 
 
-def _common_kwargs(args: argparse.Namespace) -> dict:
+def _common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return dict(
         command=_command(args.train_command),
         out=args.out,
@@ -209,7 +215,9 @@ def _lacks_plot_extra(command: str, args: argparse.Namespace) -> bool:
     return bool(missing)
 
 
-def _run(fn, cfg) -> dict | int:
+def _run(
+    fn: Callable[[_Config], dict[str, Any]], cfg: _Config
+) -> Union[dict[str, Any], int]:
     """The report, or the exit code when a run failed or the session was interrupted."""
     try:
         return fn(cfg)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from seeder._run.steps import ENV_CKPT_DIR, ENV_RESUME, ENV_STEPS
 from seeder._run.trace import ENV_TRACE
@@ -28,6 +28,12 @@ from seeder.verify._workdirs import (
     copy_run_dir,
     mirror_user_dir,
 )
+
+if TYPE_CHECKING:  # _session imports this module to plan its runs
+    from seeder.verify._session import CompareConfig, VerifyConfig, _Common
+
+#: What a run does before it starts: ``None``, or why it is left out.
+Prepare = Callable[[], Optional[str]]
 
 #: The variable ``seeder.init`` reads the master seed from (``seeder._seeding.derive.ENV_SEED``;
 #: verify imports no Seeder).
@@ -47,7 +53,7 @@ __all__ = [
 ]
 
 
-def seeder_stops(cfg: Any) -> bool:
+def seeder_stops(cfg: _Common) -> bool:
     """Whether seeder stops the runs (the command has no stop
     flag; :mod:`seeder.verify._seederstops`)."""
     return not cfg.contract.stop_after_epochs and not cfg.contract.stop_after_steps
@@ -72,7 +78,7 @@ def metrics_path(out: Path, name: str) -> Path:
     return out / "runs" / name / "metrics.jsonl"
 
 
-def run_argv(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), **kw: Any) -> list[str]:
+def run_argv(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), **kw: Any) -> list[str]:
     return (
         list(cfg.command)
         + cfg.contract.args(metrics=str(metrics_path(out, name)), **kw)
@@ -81,12 +87,12 @@ def run_argv(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), **kw: An
 
 
 def make_spec(
-    cfg: Any,
+    cfg: _Common,
     out: Path,
     name: str,
     extra: Sequence[str] = (),
     after: Optional[str] = None,
-    prepare=None,
+    prepare: Optional[Prepare] = None,
     **kw: Any,
 ) -> RunSpec:
     workdir = out / "runs" / name
@@ -120,7 +126,7 @@ def make_spec(
     return spec
 
 
-def with_mirror(prepare, base: Path, workdir: Path, out: Path):
+def with_mirror(prepare: Optional[Prepare], base: Path, workdir: Path, out: Path) -> Prepare:
     """``prepare``, then the run's folder mirrors the user's
     (:func:`seeder.verify._workdirs.mirror_user_dir`)."""
 
@@ -133,7 +139,9 @@ def with_mirror(prepare, base: Path, workdir: Path, out: Path):
     return run
 
 
-def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport]):
+def prepare_mid(
+    cfg: VerifyConfig, out: Path, r: int, support: Optional[StepStopSupport]
+) -> RunSpec:
     """Run (2b)'s prepare: leave it out where the command has no step stop, else fill in its stop
     step."""
 
@@ -180,7 +188,7 @@ def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport])
     return spec
 
 
-def _plan_seeder_stops(cfg: Any, out: Path) -> list[RunSpec]:
+def _plan_seeder_stops(cfg: VerifyConfig, out: Path) -> list[RunSpec]:
     """Per repeat (1), (4), (2) and (2b) after run (1) of repeat 0 (their stop steps come from it),
     (3), (3b).
 
@@ -189,7 +197,7 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> list[RunSpec]:
     specs: list[RunSpec] = []
     stops: dict[str, Any] = {}
 
-    def stopped(name: str, which: int):
+    def stopped(name: str, which: int) -> Prepare:
         def prepare() -> Optional[str]:
             if "steps" not in stops:
                 try:
@@ -253,7 +261,7 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> list[RunSpec]:
     return specs
 
 
-def plan_verify(cfg: Any, out: Path, support: Optional[StepStopSupport] = None) -> list[RunSpec]:
+def plan_verify(cfg: VerifyConfig, out: Path, support: Optional[StepStopSupport] = None) -> list[RunSpec]:
     """The runs of the methodology, in launch order: per repeat (2), (1), (4), (3) after (2), (2b),
     (3b) after (2b).
 
@@ -320,7 +328,7 @@ def plan_verify(cfg: Any, out: Path, support: Optional[StepStopSupport] = None) 
     return specs
 
 
-def plan_compare(cfg: Any, out: Path) -> list[RunSpec]:
+def plan_compare(cfg: CompareConfig, out: Path) -> list[RunSpec]:
     """Runs a-i and b-i with seed ``seed + i``, interleaved."""
     specs = []
     for i in range(cfg.runs):
