@@ -43,20 +43,13 @@ Example (the verify side, :func:`seeder.verify._flags.probe_parser`, runs it)::
 
 from __future__ import annotations
 
-import os
-import sys
-
-# Run as a script, this folder is sys.path[0]: its modules (_stats, _report, ...) must not shadow
-# the script's imports.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
-    del sys.path[0]
-
 import argparse
 import importlib.abc
 import json
+import os
 import runpy
 import signal
+import sys
 from typing import Any, Callable, Optional
 
 __all__ = ["main", "describe_action"]
@@ -246,15 +239,15 @@ def main(argv: list[str]) -> None:
     if len(argv) < 2 or (argv[1] == "-m" and len(argv) < 3):
         sys.exit("usage: _probe.py REPORT SCRIPT [ARGS...] | REPORT -m MODULE [ARGS...]")
     _Probe(argv[0]).install()
+    # sys.path[0] is this file's folder (run as a script): it becomes the script's, so that modules
+    # beside this file never shadow the script's imports. The entries after it (PYTHONPATH) stay.
     if argv[1] == "-m":
         sys.argv = [argv[2]] + argv[3:]
         sys.path[0] = os.getcwd()  # as `python -m` puts it
         runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
     else:
         sys.argv = argv[1:]
-        sys.path[0] = os.path.dirname(
-            os.path.abspath(argv[1])
-        )  # as `python SCRIPT` puts it, not this file's folder
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[1]))  # as `python SCRIPT` puts it
         runpy.run_path(argv[1], run_name="__main__")
 
 
