@@ -301,10 +301,10 @@ def load_snapshot(path: PathLike) -> dict[str, Any]:
 
     Raises ``FileNotFoundError`` or ``ValueError`` with what to do when it is not a snapshot.
 
-    >>> load_snapshot("/nonexistent/snap")
+    >>> load_snapshot("/nonexistent/snap")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    FileNotFoundError: no manifest.json in /nonexistent/snap; pass a directory written by `seeder env snapshot`
+    FileNotFoundError: no manifest.json in /nonexistent/snap; pass a directory written by ...
     """
     p = Path(path)
     manifest = p / "manifest.json" if p.is_dir() else p

@@ -157,9 +157,8 @@ class EnvDiff:
             out.append(f"    {'':<{key_w}}  {'A':<{a_w}}  B")
             for c, (a, b) in zip(changes, shown):
                 flag = "!" if c.important else " "
-                out.append(
-                    f"  {marks[c.kind]}{flag}{_short(c.key, key_w):<{key_w}}  {a:<{a_w}}  {b}".rstrip()
-                )
+                key = _short(c.key, key_w)
+                out.append(f"  {marks[c.kind]}{flag}{key:<{key_w}}  {a:<{a_w}}  {b}".rstrip())
         if self.ignored:
             out.append("")
             out.append(
@@ -256,7 +255,9 @@ def diff_environments(
     count. Snapshots record the values of some variables only (``seeder.env._recorded``) and
     redact secrets, so a change of a value that was not recorded is not seen; its presence is.
 
-    >>> snap = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "environment": {"OMP_NUM_THREADS": "4"}}
+    >>> from seeder.env._capture import SNAPSHOT_VERSION
+    >>> snap = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION,
+    ...         "environment": {"OMP_NUM_THREADS": "4"}}
     >>> d = diff_environments(snap, dict(snap, environment={"OMP_NUM_THREADS": "8"}))
     >>> d.equal, d.sections["environment"][0].key
     (False, 'OMP_NUM_THREADS')

@@ -165,7 +165,8 @@ _HYDRA_KEY = re.compile(r"[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\-/@]*")  # overrides: t
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable's value is treated as secret (by its name).
 
-    >>> [is_secret_name(n) for n in ("AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "MYSQL_PWD", "DB_PW", "PWD", "PATH")]
+    >>> names = ("AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "MYSQL_PWD", "DB_PW", "PWD", "PATH")
+    >>> [is_secret_name(n) for n in names]
     [True, True, True, True, False, False]
     """
     upper = name.upper()
@@ -183,7 +184,8 @@ def is_secret_key(name: str) -> bool:
     """Whether a flag or key name (``--db-password``, ``db_pass``, ``Pwd``, ``apiKey``) names a
     secret: its last word.
 
-    >>> [is_secret_key(n) for n in ("--db-password", "db_pass", "Pwd", "apiKey", "--max-tokens", "--password-file")]
+    >>> keys = ("--db-password", "db_pass", "Pwd", "apiKey", "--max-tokens", "--password-file")
+    >>> [is_secret_key(n) for n in keys]
     [True, True, True, True, False, False]
     """
     words = _key_words(name)
@@ -407,7 +409,8 @@ class Redactor:
 
         ``argv``/``command`` lists go through :meth:`argv`; a string under a secret key is removed.
 
-        >>> Redactor({}).data({"argv": ["x", "--token", "t0k3n-value"], "password": "hunter2", "n": 1})
+        >>> record = {"argv": ["x", "--token", "t0k3n-value"], "password": "hunter2", "n": 1}
+        >>> Redactor({}).data(record)
         {'argv': ['x', '--token', '<redacted>'], 'password': '<redacted>', 'n': 1}
         """
         if isinstance(obj, str):
@@ -477,7 +480,8 @@ def redact_json(obj: Any, argvs: Iterable[Sequence[str]] = ()) -> Any:
     """A JSON-able object ready for a file: :meth:`Redactor.data` with :func:`file_redactor` of its
     own argv lists.
 
-    >>> redact_json({"argv": ["t.py", "--db-password", "pa55w0rd"], "reason": "login pa55w0rd refused"})
+    >>> redact_json({"argv": ["t.py", "--db-password", "pa55w0rd"],
+    ...              "reason": "login pa55w0rd refused"})
     {'argv': ['t.py', '--db-password', '<redacted>'], 'reason': 'login <redacted> refused'}
     """
     return file_redactor([*_argvs_in(obj), *argvs]).data(obj)
@@ -524,7 +528,8 @@ class RedactingFilter(logging.Filter):
     Installed on the ``seeder`` logger when this module is imported (every snapshot and verify
     imports it).
 
-    >>> RedactingFilter().filter(logging.LogRecord("seeder", 20, "", 0, "got %s", ("--token=t0k",), None))
+    >>> record = logging.LogRecord("seeder", 20, "", 0, "got %s", ("--token=t0k",), None)
+    >>> RedactingFilter().filter(record)
     True
     """
 

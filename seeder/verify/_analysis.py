@@ -25,12 +25,17 @@ for the mean paired difference.
 Example:
     >>> import numpy as np
     >>> from seeder.verify import Metrics
-    >>> m = lambda v, keys=range(4): Metrics([(k,) for k in keys], np.array(v, float), [k // 2 for k in keys])
+    >>> def m(v, keys=range(4)):
+    ...     return Metrics([(k,) for k in keys], np.array(v, float), [k // 2 for k in keys])
     >>> runs = {"full": [m([4, 3, 2, 1])] * 2, "half": [m([4, 3], range(2))] * 2,
-    ...         "resume": [m([2, 1], range(2, 4))] * 2, "unseeded": [m([4, 3, 2, 1.5]), m([4, 3.1, 2, 1.2])]}
+    ...         "resume": [m([2, 1], range(2, 4))] * 2,
+    ...         "unseeded": [m([4, 3, 2, 1.5]), m([4, 3.1, 2, 1.2])]}
     >>> rep = analyze_verify(runs)
-    >>> rep["verdict"], [(c["name"], c["status"]) for c in rep["checks"]]  # doctest: +NORMALIZE_WHITESPACE
-    ('INCOMPLETE', [('reproducible', 'PASS'), ('resume', 'PASS'), ('resume-mid-epoch', 'SKIP'), ('variance', 'PASS')])
+    >>> rep["verdict"]
+    'INCOMPLETE'
+    >>> [(c["name"], c["status"]) for c in rep["checks"]]  # doctest: +NORMALIZE_WHITESPACE
+    [('reproducible', 'PASS'), ('resume', 'PASS'), ('resume-mid-epoch', 'SKIP'),
+     ('variance', 'PASS')]
     >>> analyze_verify(runs, allow_skip=True)["verdict"]
     'PASS'
 """

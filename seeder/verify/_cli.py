@@ -215,9 +215,7 @@ def _lacks_plot_extra(command: str, args: argparse.Namespace) -> bool:
     return bool(missing)
 
 
-def _run(
-    fn: Callable[[_Config], dict[str, Any]], cfg: _Config
-) -> Union[dict[str, Any], int]:
+def _run(fn: Callable[[_Config], dict[str, Any]], cfg: _Config) -> Union[dict[str, Any], int]:
     """The report, or the exit code when a run failed or the session was interrupted."""
     try:
         return fn(cfg)

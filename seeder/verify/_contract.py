@@ -19,7 +19,8 @@ Example:
     >>> c = Contract()
     >>> c.args(seed=3, epochs=4, ckpt_dir="ck", resume=True, metrics="m.jsonl")
     ['--seed', '3', '--epochs', '4', '--ckpt-dir', 'ck', '--resume', '--metrics', 'm.jsonl']
-    >>> m = parse_metrics(['{"step": 0, "epoch": 0, "loss": 1.5}', 'DLLL {"step": [0, 1], "data": {"train_loss": 1.25}}'])
+    >>> m = parse_metrics(['{"step": 0, "epoch": 0, "loss": 1.5}',
+    ...                    'DLLL {"step": [0, 1], "data": {"train_loss": 1.25}}'])
     >>> m.keys, m.losses.tolist(), m.epochs
     ([(0,), (0, 1)], [1.5, 1.25], [0, 0])
 """
@@ -201,10 +202,10 @@ def check_template(name: str, template: str) -> None:
     (``{seed:08d}``); attribute and index lookups (``{seed.real}``, ``{ckpt_dir[0]}``) are refused.
 
     >>> check_template("seed", "--seed={seed:04d}")
-    >>> check_template("seed", "--seed={seed.nope}")
+    >>> check_template("seed", "--seed={seed.nope}")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: --arg seed='--seed={seed.nope}': {seed.nope} is not a field of this template; its placeholders are {seed} (bare names, optionally with :format)
+    ValueError: --arg seed='--seed={seed.nope}': {seed.nope} is not a field of this template; ...
     """
     fields = TEMPLATE_FIELDS[name]
     allowed = ", ".join("{" + f + "}" for f in fields)

@@ -261,7 +261,9 @@ def _plan_seeder_stops(cfg: VerifyConfig, out: Path) -> list[RunSpec]:
     return specs
 
 
-def plan_verify(cfg: VerifyConfig, out: Path, support: Optional[StepStopSupport] = None) -> list[RunSpec]:
+def plan_verify(
+    cfg: VerifyConfig, out: Path, support: Optional[StepStopSupport] = None
+) -> list[RunSpec]:
     """The runs of the methodology, in launch order: per repeat (2), (1), (4), (3) after (2), (2b),
     (3b) after (2b).
 

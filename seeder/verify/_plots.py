@@ -4,7 +4,8 @@ Every ``plot_*`` function returns a :class:`matplotlib.figure.Figure`; notebooks
 display it, :func:`write_figures` saves the set as PNG files.
 
 Example:
-    >>> fig = plot_methodology({"kind": "verify", "config": {"epochs": 4, "repeats": 3, "seed": 42}})
+    >>> config = {"epochs": 4, "repeats": 3, "seed": 42}
+    >>> fig = plot_methodology({"kind": "verify", "config": config})
     >>> len(fig.axes)
     1
 """

@@ -12,7 +12,8 @@ then SIGTERM, then SIGKILL after grace periods, and raises ``KeyboardInterrupt``
 Example:
     >>> import sys, tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> res = run_all([RunSpec("hello", [sys.executable, "-c", "print('hi')"], d / "hello")], progress=False)
+    >>> hello = RunSpec("hello", [sys.executable, "-c", "print('hi')"], d / "hello")
+    >>> res = run_all([hello], progress=False)
     >>> res[0].status, (d / "hello" / "log.txt").read_text().strip()
     ('ok', 'hi')
 """

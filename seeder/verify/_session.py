@@ -16,8 +16,8 @@ Example (planning only; :func:`verify` runs these)::
     >>> [(s.name, s.after) for s in specs[:4]]
     [('half-0', None), ('full-0', None), ('unseeded-0', None), ('resume-0', 'half-0')]
     >>> specs[0].argv[2:]  # doctest: +NORMALIZE_WHITESPACE
-    ['--seed', '42', '--epochs', '4', '--ckpt-dir', '/tmp/v/runs/half-0/ckpt', '--stop-after-epochs', '2',
-     '--metrics', '/tmp/v/runs/half-0/metrics.jsonl']
+    ['--seed', '42', '--epochs', '4', '--ckpt-dir', '/tmp/v/runs/half-0/ckpt',
+     '--stop-after-epochs', '2', '--metrics', '/tmp/v/runs/half-0/metrics.jsonl']
 """
 
 from __future__ import annotations
