@@ -109,6 +109,19 @@ class VerifyConfig(_Common):
     ``resume_repeats`` (default ``None``: ``repeats``) is how many repeats run the two
     resume checks' stopped and resumed runs, (2)/(3) and (2b)/(3b); runs (1) and (4)
     keep ``repeats``.
+
+    The fields shared with :class:`CompareConfig`: ``command`` (the training command),
+    ``out`` (the output directory), ``epochs``, ``seed``, ``contract`` (how the command is
+    driven), ``jobs`` (runs at once), ``keep_going``, ``timeout`` (seconds per run),
+    ``progress``, ``figures`` (``True``: into ``out``, a path: there, ``False``: none) and
+    ``cwd`` (where the command runs from; the working directory when ``None``).
+
+    Example:
+        >>> from pathlib import Path
+        >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), resume_repeats=1)
+        >>> cfg.validate()
+        >>> cfg.repeats, cfg.resume_runs
+        (3, 1)
     """
 
     repeats: int = 3
@@ -126,6 +139,12 @@ class VerifyConfig(_Common):
         return self.repeats if self.resume_repeats is None else self.resume_repeats
 
     def validate(self) -> None:
+        """Check every field; :func:`verify` calls it before anything runs.
+
+        Raises:
+            ValueError, TypeError: a field is out of range or of the wrong type (the message
+                names it and what it takes).
+        """
         self._validate()
         if self.epochs < 2 and self.stop_after_steps is None:
             raise ValueError(
@@ -148,10 +167,7 @@ class VerifyConfig(_Common):
             raise ValueError(
                 f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}"
             )
-        for name in (
-            "mid_epoch",
-            "allow_skip",
-        ):  # a frozen config written to JSON: Python's bool only
+        for name in ("mid_epoch", "allow_skip"):  # written to JSON: Python's bool only
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.stop_after_steps is not None and not self.mid_epoch:
@@ -169,7 +185,16 @@ class VerifyConfig(_Common):
 class CompareConfig(_Common):
     """Settings of ``seeder compare``: ``runs`` seeds (``seed``, ``seed + 1``, ...) for A and for B.
 
-    ``a_args`` and ``b_args`` are appended to the command of configuration A and B.
+    ``a_args`` and ``b_args`` are appended to the command of configuration A and B;
+    ``levels`` are the confidence levels of the paired intervals. The other fields are
+    :class:`VerifyConfig`'s.
+
+    Example:
+        >>> from pathlib import Path
+        >>> cfg = CompareConfig(command=["python", "train.py"], out=Path("c"), b_args=["--amp"])
+        >>> cfg.validate()
+        >>> cfg.runs, cfg.levels
+        (5, (0.95, 0.99))
     """
 
     a_args: list[str] = field(default_factory=list)
@@ -178,6 +203,11 @@ class CompareConfig(_Common):
     levels: tuple[float, ...] = (0.95, 0.99)
 
     def validate(self) -> None:
+        """Check every field; :func:`compare` calls it before anything runs.
+
+        Raises:
+            ValueError, TypeError: a field is out of range or of the wrong type.
+        """
         self._validate()
         if not is_int(self.runs) or self.runs < 2:
             raise ValueError(
@@ -336,21 +366,36 @@ def _config_dict(cfg: _Common) -> dict[str, Any]:
 def verify(cfg: VerifyConfig) -> dict[str, Any]:
     """Run the methodology and return the report (also written to ``cfg.out``).
 
-    Raises :class:`RunFailed` when a run failed (report.json then says ERROR) and
-    ``KeyboardInterrupt`` after stopping the runs when interrupted.
+    Args:
+        cfg: the command and the settings.
+
+    Returns:
+        The report: ``verdict`` (PASS, FAIL or INCOMPLETE), ``reasons``, ``checks`` and the
+        runs; ``report.json`` and ``report.md`` in ``cfg.out`` hold it too.
+
+    Raises:
+        ValueError, TypeError: ``cfg`` is not valid (nothing runs).
+        ValueError: ``cfg.out`` holds something other than a seeder output.
+        RunFailed: a run failed (report.json then says ERROR).
+        KeyboardInterrupt: interrupted; the runs were stopped first.
+
+    Example:
+        >>> from pathlib import Path
+        >>> verify(VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=1))
+        Traceback (most recent call last):
+        ...
+        ValueError: epochs (X) must be >= 2 so that run 2 can stop at X/2, got 1
     """
     cfg.validate()
     out = prepare_out(cfg.out)
     before = snapshot(Path(cfg.cwd or Path.cwd()), [out])
     probe, base = _probe(cfg, out)
     contract, notes = adapt_contract(cfg.contract, probe)
-    cfg = dataclasses.replace(
-        cfg, contract=contract, resume_repeats=cfg.resume_runs
-    )  # report.json names the count
+    # report.json names the count
+    cfg = dataclasses.replace(cfg, contract=contract, resume_repeats=cfg.resume_runs)
     support = None
-    if (
-        cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps
-    ):  # said at once, runs nothing
+    if cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps:
+        # Said at once, runs nothing.
         support = StepStopSupport(cfg.contract, explicit_step=cfg.stop_after_steps is not None)
     specs = plan_verify(cfg, out, support)
     metrics, report, unread = _execute(cfg, out, specs, "verify", "seeder verify")
@@ -360,9 +405,8 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
         out, [s.name for s in specs], base, before, probe.actions or [], specs[0].argv
     )
     report["notes"] += changed
-    found += foreign_resumes(
-        out, [s.name for s in specs]
-    )  # runs that went on from another's checkpoint
+    # Runs that went on from another's checkpoint.
+    found += foreign_resumes(out, [s.name for s in specs])
     if unread:
         report.update(unreadable_report(unread))
         report["reasons"] = found + report["reasons"]
@@ -460,7 +504,28 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
 
 
 def compare(cfg: CompareConfig) -> dict[str, Any]:
-    """Run configurations A and B with the same seeds and return the paired comparison."""
+    """Run configurations A and B with the same seeds and return the paired comparison.
+
+    Args:
+        cfg: the command, A's and B's arguments, and the settings.
+
+    Returns:
+        The report: the paired differences B - A, their confidence intervals and whether B
+        differs from A; ``report.json`` and ``report.md`` in ``cfg.out`` hold it too.
+
+    Raises:
+        ValueError, TypeError: ``cfg`` is not valid (nothing runs).
+        ValueError: ``cfg.out`` holds something other than a seeder output.
+        RunFailed: a run failed.
+        KeyboardInterrupt: interrupted; the runs were stopped first.
+
+    Example:
+        >>> from pathlib import Path
+        >>> compare(CompareConfig(command=["python", "train.py"], out=Path("c"), runs=1))
+        Traceback (most recent call last):
+        ...
+        ValueError: runs must be >= 2 (a paired interval needs two pairs), got 1
+    """
     cfg.validate()
     out = prepare_out(cfg.out)
     probe, _ = _probe(cfg, out)
@@ -529,7 +594,21 @@ def write_json(path: Path, obj: Any) -> None:
 
 @dataclass
 class VerifyData:
-    """A verify or compare output directory read back: its report and each run's metrics."""
+    """A verify or compare output directory read back: its report and each run's metrics.
+
+    Attributes:
+        out: the directory.
+        report: ``report.json``.
+        metrics: each run that ended ``ok``, by name (``full-0``, ``a-1``, ...).
+
+    Example:
+        >>> import json, pathlib, tempfile
+        >>> out = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (out / "report.json").write_text(json.dumps({"config": {"contract": {}},
+        ...                                                  "runs": []}))
+        >>> load(out).metrics
+        {}
+    """
 
     out: Path
     report: dict[str, Any]
@@ -537,7 +616,24 @@ class VerifyData:
 
 
 def load(out: Union[str, Path]) -> VerifyData:
-    """Read a ``seeder verify``/``seeder compare`` output directory (for plots and notebooks)."""
+    """Read a ``seeder verify``/``seeder compare`` output directory (for plots and notebooks).
+
+    Args:
+        out: the directory (``--out``).
+
+    Returns:
+        Its report and the metrics of each run that ended ``ok``.
+
+    Raises:
+        FileNotFoundError: ``out`` has no ``report.json``.
+        ValueError: a run's metrics cannot be read.
+
+    Example:
+        >>> load("/nonexistent")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: /nonexistent/report.json not found: /nonexistent is not a seeder ...
+    """
     out = Path(out)
     path = out / "report.json"
     if not path.is_file():
