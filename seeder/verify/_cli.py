@@ -20,9 +20,9 @@ from seeder.verify._runner import RunFailed, log_tail
 from seeder.verify._verdict import EXIT_CODES
 
 if TYPE_CHECKING:  # the session (and scipy behind it) loads when a command runs
-    from seeder.verify._session import _Common
+    from seeder.verify._session import SessionConfig
 
-_Config = TypeVar("_Config", bound="_Common")
+_Config = TypeVar("_Config", bound="SessionConfig")
 
 __all__ = [
     "add_verify",

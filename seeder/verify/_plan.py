@@ -30,7 +30,7 @@ from seeder.verify._workdirs import (
 )
 
 if TYPE_CHECKING:  # _session imports this module to plan its runs
-    from seeder.verify._session import CompareConfig, VerifyConfig, _Common
+    from seeder.verify._session import CompareConfig, SessionConfig, VerifyConfig
 
 #: What a run does before it starts: ``None``, or why it is left out.
 Prepare = Callable[[], Optional[str]]
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 
-def seeder_stops(cfg: _Common) -> bool:
+def seeder_stops(cfg: SessionConfig) -> bool:
     """Whether seeder stops the runs (the command has no stop
     flag; :mod:`seeder.verify._seederstops`)."""
     return not cfg.contract.stop_after_epochs and not cfg.contract.stop_after_steps
@@ -78,7 +78,9 @@ def metrics_path(out: Path, name: str) -> Path:
     return out / "runs" / name / "metrics.jsonl"
 
 
-def run_argv(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), **kw: Any) -> list[str]:
+def run_argv(
+    cfg: SessionConfig, out: Path, name: str, extra: Sequence[str] = (), **kw: Any
+) -> list[str]:
     return (
         list(cfg.command)
         + cfg.contract.args(metrics=str(metrics_path(out, name)), **kw)
@@ -87,7 +89,7 @@ def run_argv(cfg: _Common, out: Path, name: str, extra: Sequence[str] = (), **kw
 
 
 def make_spec(
-    cfg: _Common,
+    cfg: SessionConfig,
     out: Path,
     name: str,
     extra: Sequence[str] = (),

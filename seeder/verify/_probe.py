@@ -96,17 +96,21 @@ def describe_action(action: argparse.Action) -> dict[str, Any]:
     }
 
 
-def _parser_actions(parser: argparse.ArgumentParser, argv: list[str]) -> list[dict[str, Any]]:
-    """The actions of ``parser``, and of the subcommand ``argv`` names."""
+def _parser_actions(self: argparse.ArgumentParser, argv: list[str]) -> list[dict[str, Any]]:
+    """The actions of parser ``self``, and of the subcommand ``argv`` names (installed as the
+    parser method ``seeder_probe_actions`` by :meth:`_Probe.install`)."""
     out = []
     # argparse has no public list of a parser's actions: `_actions` is the one every version keeps.
-    for action in parser._actions:
+    for action in self._actions:
         out.append(describe_action(action))
         choices = action.choices if isinstance(action.choices, dict) else {}
         subs = {name: p for name, p in choices.items() if isinstance(p, argparse.ArgumentParser)}
         chosen = next((w for w in argv if w in subs), None)
         if chosen is not None:
-            out += [dict(a, subcommand=chosen) for a in _parser_actions(subs[chosen], argv)]
+            sub = subs[chosen]
+            # Installed by _Probe.install: typeshed's ArgumentParser has no such method.
+            actions = sub.seeder_probe_actions(argv)  # type: ignore[attr-defined]
+            out += [dict(a, subcommand=chosen) for a in actions]
     return out
 
 
@@ -135,13 +139,9 @@ class _Probe:
                 isinstance(args, (list, tuple)) and list(args) == sys.argv[1:]
             )
             if probe.depth == 0 and reads_argv:
-                probe.done(
-                    {
-                        "reached": "parser",
-                        "prog": str(self.prog),
-                        "actions": _parser_actions(self, sys.argv[1:]),
-                    }
-                )
+                # seeder_probe_actions: installed by install() below (typeshed does not know it).
+                actions = self.seeder_probe_actions(sys.argv[1:])  # type: ignore[attr-defined]
+                probe.done({"reached": "parser", "prog": str(self.prog), "actions": actions})
             probe.depth += 1
             try:
                 return original(self, args, *rest, **kw)
@@ -162,6 +162,9 @@ class _Probe:
             self.wrap_class(sub)
 
     def install(self) -> None:
+        # A method of the parser reads the parser's own list of actions; typeshed's ArgumentParser
+        # has no such attribute.
+        argparse.ArgumentParser.seeder_probe_actions = _parser_actions  # type: ignore[attr-defined]
         self.wrap_class(argparse.ArgumentParser)
         probe = self
 

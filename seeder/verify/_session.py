@@ -53,6 +53,7 @@ __all__ = [
     "compare",
     "load",
     "VerifyData",
+    "SessionConfig",
     "MARKER",
     "OutputDirError",
 ]
@@ -68,7 +69,9 @@ class OutputDirError(ValueError):
 
 
 @dataclass(frozen=True)
-class _Common:
+class SessionConfig:
+    """What :class:`VerifyConfig` and :class:`CompareConfig` share (see :class:`VerifyConfig`)."""
+
     command: list[str]
     out: Path
     epochs: int = 2
@@ -97,7 +100,7 @@ class _Common:
 
 
 @dataclass(frozen=True)
-class VerifyConfig(_Common):
+class VerifyConfig(SessionConfig):
     """Settings of ``seeder verify``: X = ``epochs``, ``repeats`` of the runs, one ``seed``.
 
     Run (2) stops at the epoch boundary after ``epochs // 2`` epochs. With ``mid_epoch``
@@ -182,7 +185,7 @@ class VerifyConfig(_Common):
 
 
 @dataclass(frozen=True)
-class CompareConfig(_Common):
+class CompareConfig(SessionConfig):
     """Settings of ``seeder compare``: ``runs`` seeds (``seed``, ``seed + 1``, ...) for A and for B.
 
     ``a_args`` and ``b_args`` are appended to the command of configuration A and B;
@@ -280,7 +283,7 @@ def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
 
 
 def _execute(
-    cfg: _Common, out: Path, specs: list[RunSpec], kind: str, desc: str
+    cfg: SessionConfig, out: Path, specs: list[RunSpec], kind: str, desc: str
 ) -> tuple[dict[str, Metrics], dict[str, Any], dict[str, str]]:
     """Run the specs; read their metrics; raise RunFailed (after writing report.json) on any
     failure.
@@ -337,7 +340,7 @@ def _execute(
     return metrics, base, unread
 
 
-def _probe(cfg: _Common, out: Path) -> tuple[ParserProbe, Path]:
+def _probe(cfg: SessionConfig, out: Path) -> tuple[ParserProbe, Path]:
     """The command's parser options (:func:`seeder.verify._flags.probe_parser`), run in a mirror of
     the user's folder."""
     base = Path(cfg.cwd or Path.cwd()).resolve()
@@ -349,7 +352,7 @@ def _probe(cfg: _Common, out: Path) -> tuple[ParserProbe, Path]:
     return probe_parser(cfg.command, base, folder, env), base
 
 
-def _config_dict(cfg: _Common) -> dict[str, Any]:
+def _config_dict(cfg: SessionConfig) -> dict[str, Any]:
     d = {}
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
@@ -556,7 +559,9 @@ def _own_epochs(cfg: VerifyConfig, report: dict[str, Any], full: list[Metrics]) 
     )
 
 
-def _finish(cfg: _Common, out: Path, report: dict[str, Any], metrics: dict[str, Metrics]) -> None:
+def _finish(
+    cfg: SessionConfig, out: Path, report: dict[str, Any], metrics: dict[str, Metrics]
+) -> None:
     from seeder.verify import _report as rep
 
     figures: list[str] = []
