@@ -4,6 +4,7 @@
 import scipy and matplotlib: without them those doctests skip with the reason, as the suite's
 tests do (``tests/optional.py``). Any other import error is reported as an error.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,7 +20,8 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tests"))  # as tests/conftest.py does: the suite's modules by name
 from optional import EXTRAS, missing  # noqa: E402
 
-#: Modules whose doctests need more than the module imports (a VerifyConfig: seeder.verify._session).
+#: Modules whose doctests need more than the module imports
+#: (a VerifyConfig: seeder.verify._session).
 DOCTEST_NEEDS = {"seeder.verify._plan": "scipy"}
 
 

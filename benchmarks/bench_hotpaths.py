@@ -39,7 +39,7 @@ from bench_elastic import TorchOnly  # noqa: E402  (benchmarks/ is on sys.path w
 
 import seeder  # noqa: E402
 from seeder._seeding import fastrng  # noqa: E402
-from seeder.data import _lazyseed as lazyseed
+from seeder.data import _elastic as elastic  # noqa: E402
 from seeder.data import _workers as workers  # noqa: E402
 
 _epochs = iter(range(1, 10**9))
@@ -55,7 +55,7 @@ def use_private(private: bool) -> None:
             adapter._view = False
         if hasattr(adapter, "_fast"):
             adapter._fast = None
-    lazyseed._PROCESS.clear()  # the elastic loader's watchers are built again
+    elastic._PROCESS.clear()  # the elastic loader's watchers are built again
 
 
 def epoch(loader: Any, clock: Callable[[], float]) -> float:

@@ -3,21 +3,21 @@
 Synthetic labelled images come from an ``external_source`` callback that is a
 pure function of DALI's sample info (epoch, index in epoch), so DALI's
 checkpoints capture its position; random crop and flip run in DALI with the
-pipeline seed from :func:`seeder.data._dali_seeds.pipeline_seed`. Works without a GPU
+pipeline seed from :func:`seeder.data.dali.pipeline_seed`. Works without a GPU
 (``device_id=None``).
 
 Wiring into a training script (``--loader dali``)::
 
     from dali_loader import DaliLoader
-    loader = DaliLoader(batch_size=32, dataset_size=1024)   # after seeder.init
+    loader = DaliLoader(batch_size=32, dataset_size=1024)  # after seeder.init
     ckpt = seeder.Checkpoint("ckpt/last.pt", model=model, optimizer=optimizer)
-    start = ckpt.resume(resuming)                         # seeder.load_state_dict inside
-    loader.restore()                                      # rebuild from the DALI checkpoint it loaded
+    start = ckpt.resume(resuming)  # seeder.load_state_dict inside
+    loader.restore()  # rebuild from the DALI checkpoint it loaded
     for epoch in range(start, epochs):
         seeder.reseed(1, epoch)
-        for images, labels in loader:                     # float32 NCHW, int64 N
+        for images, labels in loader:  # float32 NCHW, int64 N
             ...
-            ckpt.step()                                   # the seeder state holds the DALI checkpoint
+            ckpt.step()  # the seeder state holds the DALI checkpoint
 
 ``DaliLoader(..., state=saved_seeder_state)`` builds the pipeline at the saved position
 instead, for a script that reads its checkpoint before building the loader.
@@ -31,8 +31,7 @@ from typing import Any, Optional
 import numpy as np
 
 import seeder
-from seeder.data._dali_seeds import pipeline_kwargs, pipeline_seed, require_dali
-from seeder.data.dali import track
+from seeder.data.dali import pipeline_kwargs, pipeline_seed, require_dali, track
 
 __all__ = ["SyntheticSource", "DaliLoader"]
 

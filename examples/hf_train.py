@@ -4,7 +4,7 @@
 ::
 
     python examples/hf_train.py --seed 42 --epochs 3 --save-steps 5
-    python examples/hf_train.py --seed 42 --epochs 3 --save-steps 5 --resume    # from the last checkpoint-<step>
+    python examples/hf_train.py --seed 42 --epochs 3 --save-steps 5 --resume  # last checkpoint
     seeder verify -- python examples/hf_train.py
     torchrun --nproc-per-node 2 examples/hf_train.py --seed 42
 

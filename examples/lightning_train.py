@@ -6,7 +6,8 @@ CPU only; one process, or ``--devices 2`` (``strategy="ddp"`` on gloo; Lightning
 process)::
 
     python examples/lightning_train.py --seed 42 --epochs 3 --ckpt-dir ckpt --ckpt-every-steps 5
-    python examples/lightning_train.py --seed 42 --epochs 3 --ckpt-dir ckpt --ckpt-path ckpt/last.ckpt   # resume
+    python examples/lightning_train.py --seed 42 --epochs 3 --ckpt-dir ckpt \\
+        --ckpt-path ckpt/last.ckpt
     seeder verify -- python examples/lightning_train.py
 
 What it shows: NVIDIA's recipe (``seeder.init``, ``reseed(0, 0)`` before the model is

@@ -6,7 +6,7 @@ Copy it as the model for your own script. CPU only; one process or
 ``torchrun --nproc-per-node N`` (DDP on gloo)::
 
     python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt
-    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --resume    # continue from ckpt/last.pt
+    python examples/train.py --seed 42 --epochs 4 --ckpt-dir ckpt --resume  # from ckpt/last.pt
     torchrun --nproc-per-node 2 examples/train.py --seed 42 --ckpt-dir ckpt --resume
     seeder verify -- python examples/train.py
 

@@ -449,6 +449,57 @@ def test_imports_go_one_way(path):
     assert not bad, f"imports against the one-way order of docs/layout.md: {bad}"
 
 
+def import_cycles(pkg: Path = PKG) -> list[list[str]]:
+    """Groups of seeder modules that import each other, directly or through others (any import,
+    at the top or inside a function)."""
+    graph = {
+        module_name(p, pkg): {t for t, _, _ in imports(p, pkg)} for p in sorted(pkg.rglob("*.py"))
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v] - {v}:
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycles():
+    assert not import_cycles(), (
+        "modules that import each other: one of them holds the other's concept"
+    )
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    pkg = tmp_path / "seeder"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "data" / "__init__.py").write_text("")
+    (pkg / "data" / "_loader.py").write_text("def f():\n    from . import _elastic\n")
+    (pkg / "data" / "_elastic.py").write_text("from seeder.data import _loader\n")
+    assert import_cycles(pkg) == [["data._elastic", "data._loader"]]
+
+
 def test_known_exceptions_are_still_needed(owners):
     """An exception whose problem is gone must leave KNOWN (else it would hide the next one)."""
     stale = []

@@ -346,7 +346,8 @@ def test_import_does_no_heavy_work():
 
 LIGHT_PROBE = """
 import sys
-import seeder, seeder._cli, seeder.env._launcher, seeder.env._capture, seeder.env._diff, seeder._seeding.derive
+import seeder, seeder._cli, seeder._seeding.derive
+import seeder.env._launcher, seeder.env._capture, seeder.env._diff
 assert "torch" not in sys.modules, "importing seeder (or what `seeder run` needs) imported torch"
 seeder.init(5)  # the first use loads what it needs
 assert "torch" in sys.modules and seeder.get_master_seed() == 5
@@ -363,4 +364,4 @@ def test_import_is_light_until_used():
 def test_dir_and_unknown_attribute():
     assert {"init", "reseed", "DistributedSampler", "digest"} <= set(dir(seeder))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        seeder.nope
+        _ = seeder.nope

@@ -153,9 +153,11 @@ seeder.register_generator(g)
 seeder.reseed(1, 0)
 a = torch.rand(4, device="cuda", generator=g)
 seeder.reseed(1, 0)
-assert torch.equal(torch.rand(4, device="cuda", generator=g), a), "reseed(1, 0) again repeats the stream"
+again = torch.rand(4, device="cuda", generator=g)
+assert torch.equal(again, a), "reseed(1, 0) again repeats the stream"
 seeder.reseed(1, 1)
-assert not torch.equal(torch.rand(4, device="cuda", generator=g), a), "a new epoch gets a new stream"
+again = torch.rand(4, device="cuda", generator=g)
+assert not torch.equal(again, a), "a new epoch gets a new stream"
 assert not torch.equal(torch.rand(4, device="cuda"), torch.rand(4, device="cuda", generator=g))
 state = seeder.state_dict()
 want = torch.rand(4, device="cuda", generator=g)
@@ -184,7 +186,8 @@ for d in range(n):
     torch.rand(1, device=f"cuda:{d}")
 state = seeder.state_dict()
 assert len(state["rngs"]["cuda"]) == n
-assert all(torch.equal(a, b) for a, b in zip(state["rngs"]["cuda"], torch.cuda.get_rng_state_all())), "torch's bytes"
+now = torch.cuda.get_rng_state_all()
+assert all(torch.equal(a, b) for a, b in zip(state["rngs"]["cuda"], now)), "torch's bytes"
 want = [torch.rand(3, device=f"cuda:{d}") for d in range(n)]
 for d in range(n):
     torch.rand(50, device=f"cuda:{d}")
@@ -197,7 +200,8 @@ try:
     raise SystemExit("a state for another number of devices was accepted")
 except seeder.StateError as exc:
     assert "CUDA_VISIBLE_DEVICES" in str(exc), exc
-assert all(torch.equal(a, b) for a, b in zip(before, torch.cuda.get_rng_state_all())), "a refused state changed nothing"
+now = torch.cuda.get_rng_state_all()
+assert all(torch.equal(a, b) for a, b in zip(before, now)), "a refused state changed nothing"
 print("ok", n)
 """
 
@@ -219,13 +223,16 @@ seeder.register_generator(np.random.default_rng())
 seeder.reseed(1, 0)
 torch.save({"seeder": seeder.state_dict()}, path)
 def draws():
-    return (random.random(), float(np.random.rand()), torch.rand(3).tolist(), torch.rand(3, device="cuda").tolist(),
+    return (random.random(), float(np.random.rand()), torch.rand(3).tolist(),
+            torch.rand(3, device="cuda").tolist(),
             torch.rand(3, device="cuda", generator=g).tolist())
 want = draws()
 draws()
 ckpt = torch.load(path, map_location="cuda", weights_only=True)
-assert ckpt["seeder"]["rngs"]["torch"].is_cuda, "map_location='cuda' puts the CPU RNG state on the GPU"
-seeder.load_state_dict(ckpt["seeder"])  # torch.set_rng_state would say: RNG state must be a torch.ByteTensor
+# map_location='cuda' puts the CPU RNG state on the GPU
+assert ckpt["seeder"]["rngs"]["torch"].is_cuda
+# torch.set_rng_state would say: RNG state must be a torch.ByteTensor
+seeder.load_state_dict(ckpt["seeder"])
 assert draws() == want
 print("ok")
 """
@@ -242,7 +249,8 @@ import json, os, torch, seeder
 started = torch.cuda.is_initialized()
 seeder.init(1, deterministic=True)
 a = torch.randn(64, 64, device="cuda")
-b = a @ a  # cuBLAS in deterministic mode raises unless CUBLAS_WORKSPACE_CONFIG was set before CUDA started
+# cuBLAS in deterministic mode raises unless CUBLAS_WORKSPACE_CONFIG was set before CUDA started
+b = a @ a
 torch.cuda.synchronize()
 try:
     torch.histc(torch.rand(10, device="cuda"))
@@ -251,7 +259,8 @@ except RuntimeError as exc:
     refused = "deterministic" in str(exc)
 print(json.dumps({"started": started, "cublas": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
                   "algorithms": torch.are_deterministic_algorithms_enabled(),
-                  "cudnn": [torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark], "refused": refused}))
+                  "cudnn": [torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark],
+                  "refused": refused}))
 """
 
 

@@ -30,7 +30,7 @@ import dali_common as dc  # noqa: E402
 from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy  # noqa: E402
 
 import seeder  # noqa: E402
-import seeder.data._dali_seeds as ds  # noqa: E402
+import seeder.data.dali as ds  # noqa: E402
 import seeder.data.dali as sd  # noqa: E402
 from seeder import Seeder, SeederWarning, StateError  # noqa: E402
 from seeder._seeding.derive import Domain, derive_seed  # noqa: E402
@@ -361,7 +361,7 @@ def test_a_pipeline_registers_whatever_was_imported_first(setup):
 import sys
 sys.path.insert(0, {str(REPO_ROOT / "tests" / "scripts")!r})
 {setup}
-from seeder.data._dali_seeds import pipeline_kwargs
+from seeder.data.dali import pipeline_kwargs
 pipe = dc.augment_pipeline(**pipeline_kwargs(1, seeder=s))
 s.register_generator(pipe)
 print(type(s.participants()[0]).__name__, s.participants()[0].pipeline_id)

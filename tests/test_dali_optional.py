@@ -26,14 +26,15 @@ def test_seeder_and_seeder_data_dali_import_without_dali_and_say_how_to_install(
         HIDE_DALI
         + """
 import seeder, seeder.data.dali
-from seeder.data import dali_seeds
-assert not any(m == "nvidia.dali" or m.startswith("nvidia.dali.") for m in sys.modules), "import seeder imported DALI"
+from seeder.data import dali
+dali_modules = [m for m in sys.modules if m == "nvidia.dali" or m.startswith("nvidia.dali.")]
+assert not dali_modules, "import seeder imported DALI"
 seeder.init(42)
-assert 0 <= dali_seeds.pipeline_seed(0) < 2**32          # seeds need no DALI
-assert dali_seeds.pipeline_kwargs(0)["enable_checkpointing"] is True
+assert 0 <= dali.pipeline_seed(0) < 2**32  # seeds need no DALI
+assert dali.pipeline_kwargs(0)["enable_checkpointing"] is True
 import random
-seeder.register_generator(random.Random())               # register_generator still works without DALI
-for call in (dali_seeds.require_dali, lambda: seeder.data.dali.track(object(), 0)):
+seeder.register_generator(random.Random())  # register_generator still works without DALI
+for call in (dali.require_dali, lambda: seeder.data.dali.track(object(), 0)):
     try:
         call()
     except ImportError as exc:
@@ -53,15 +54,31 @@ for call in (dali_seeds.require_dali, lambda: seeder.data.dali.track(object(), 0
         )
 
 
+@pytest.mark.slow
+def test_seeder_data_dali_is_reached_as_an_attribute_after_import_seeder_data():
+    code = (
+        HIDE_DALI
+        + """
+import seeder.data
+names = [n for n in dir(seeder.data) if not n.startswith("_")]
+assert names == sorted([*seeder.data.__all__, "dali"]), names
+assert seeder.data.dali.pipeline_seed.__module__ == "seeder.data.dali"
+assert 0 <= seeder.data.dali.MAX_DALI_SEED
+print("OK")
+"""
+    )
+    assert run_python(["-c", code]).stdout.split() == ["OK"]
+
+
 def test_import_seeder_does_not_import_dali_in_this_process_if_not_already():
     import sys
 
     import seeder  # noqa: F401
     import seeder.data.dali  # noqa: F401
-    from seeder.data import _dali_seeds as dali_seeds
+    from seeder.data import dali
 
     assert "seeder.data.dali" in sys.modules
     # Other tests may import DALI themselves; seeder.data.dali must never be the one: it only peeks.
-    assert dali_seeds.pipeline_class() is getattr(
+    assert dali._pipeline_class() is getattr(
         sys.modules.get("nvidia.dali.pipeline"), "Pipeline", None
     )

@@ -182,3 +182,23 @@ def test_block_extraction_and_no_run_convention(tmp_path: Path) -> None:
     assert relative_links(REPO_ROOT / "README.md"), (
         "README.md links nowhere: the link test would check nothing"
     )
+
+
+#: A private module or name of seeder (``seeder._x``, ``seeder.data._x``, ``seeder/env/_x.py``).
+PRIVATE_PATH = re.compile(r"\bseeder(?:\.\w+)*\._[a-z]\w*|\bseeder(?:/\w+)*/_[a-z]\w*")
+#: The maintainers' map of the package names its private modules.
+MAPS = {"docs/layout.md", "docs/development.md"}
+
+
+def test_user_docs_name_only_public_paths() -> None:
+    found = [
+        f"{rel}:{n}: {m.group(0)}"
+        for path in [*PAGES, *(REPO_ROOT / "examples").glob("*.py")]
+        if (rel := str(path.relative_to(REPO_ROOT))) not in MAPS
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        for m in PRIVATE_PATH.finditer(line)
+    ]
+    listed = "\n".join(found)
+    assert not found, f"private paths in user documentation (name a public one):\n{listed}"
+    assert PRIVATE_PATH.search("from seeder.data._workers import x; see seeder/env/_redact.py")
+    assert not PRIVATE_PATH.search("seeder.data.dali.track, seeder.__version__, seeder_state_0.pt")

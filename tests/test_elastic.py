@@ -331,7 +331,7 @@ def test_sample_seeding_fetches_each_sample_once_and_exactly_or_warns(uses, seed
     is fetched once; every item equals the one fetched with every RNG seeded, or a batch in which a
     sample drew from an undeclared RNG warns (and that RNG is seeded from then on), whatever the
     order in which samples start drawing and the batches."""
-    from seeder.data._lazyseed import SampleSeeding
+    from seeder.data._elastic import SampleSeeding
     from seeder.data._workers import fetch_adapters, seed_globals
 
     adapters = fetch_adapters()
@@ -387,7 +387,7 @@ def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_i
     it was: the watcher still changes (it holds two key words), and a watched RNG that drew
     warns."""
     from seeder._seeding.rngs import NumpyRandomStateAdapter, PythonRandomAdapter
-    from seeder.data._lazyseed import SampleSeeding
+    from seeder.data._elastic import SampleSeeding
 
     adapter = PythonRandomAdapter() if rng == "random" else NumpyRandomStateAdapter()
     position = (
@@ -412,7 +412,7 @@ def test_a_sample_drawing_exactly_one_key_of_words_is_seen_though_the_position_i
 def test_watched_rngs_that_no_sample_draws_from_stay_unseeded_and_silent():
     """With every global RNG watched (sample_rngs=()), fetches that draw nothing seed nothing and
     warn nothing; the first that draws from torch warns, and torch is seeded from then on."""
-    from seeder.data._lazyseed import SampleSeeding
+    from seeder.data._elastic import SampleSeeding
     from seeder.data._workers import fetch_adapters
 
     lazy = SampleSeeding([], fetch_adapters())
@@ -566,7 +566,7 @@ def test_seeds_computed_ahead_are_those_of_each_position(requests, width, near):
     """PositionSeeds hands out the derivation's seed words of every position asked for, whatever the
     pattern of requests: strided runs (computed ahead), jumps (a resume), another epoch, short runs,
     runs across 2**32."""
-    from seeder.data._elastic_seeds import PositionSeeds
+    from seeder.data._elastic import PositionSeeds
 
     seeds, first = PositionSeeds(), near
     for epoch, count, stride in requests:

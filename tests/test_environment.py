@@ -166,9 +166,12 @@ DIST = "seeder_throwaway-0.1.0.dist-info"
 
 def _wheel(directory, files):
     name, record = "seeder_throwaway-0.1.0-py3-none-any.whl", []
-    files = dict(files, **{DIST + "/METADATA": "Metadata-Version: 2.1\\nName: seeder-throwaway\\nVersion: 0.1.0\\n",
-                           DIST + "/WHEEL": "Wheel-Version: 1.0\\nGenerator: seeder-test\\nRoot-Is-Purelib: true\\n"
-                                            "Tag: py3-none-any\\n"})
+    metadata = "Metadata-Version: 2.1\\nName: seeder-throwaway\\nVersion: 0.1.0\\n"
+    wheel = (
+        "Wheel-Version: 1.0\\nGenerator: seeder-test\\nRoot-Is-Purelib: true\\n"
+        "Tag: py3-none-any\\n"
+    )
+    files = dict(files, **{DIST + "/METADATA": metadata, DIST + "/WHEEL": wheel})
     with zipfile.ZipFile(os.path.join(directory, name), "w") as zf:
         for path, text in files.items():
             data = text.encode()
@@ -180,7 +183,8 @@ def _wheel(directory, files):
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    return _wheel(wheel_directory, {"seeder_throwaway.pth": os.path.dirname(os.path.abspath(__file__)) + "\\n"})
+    here = os.path.dirname(os.path.abspath(__file__))
+    return _wheel(wheel_directory, {"seeder_throwaway.pth": here + "\\n"})
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
@@ -213,7 +217,7 @@ def test_no_secret_in_any_file_and_owner_only(snapshots):
     assert (
         "TZ=UTC\n" in env
         and "ZZZ_ORDINARY=<not recorded>\n" in env
-        and env.splitlines() == sorted(env.splitlines(), key=lambda l: l.split("=")[0])
+        and env.splitlines() == sorted(env.splitlines(), key=lambda line: line.split("=")[0])
     )
     diff = (snapshots["a"] / "git.diff").read_text()
     assert "+lr = 0.2" in diff and REDACTED in diff  # the change is there, its secrets are not

@@ -73,7 +73,7 @@ def test_user_seeding_does_what_it_says_and_warns_once_with_its_line(run):
     for master in (11, 12):
         run(master)
         drawn = []
-        caught = _caught(lambda: drawn.append(late()))
+        caught = _caught(lambda drawn=drawn: drawn.append(late()))
         assert drawn == [expected]  # what the calls say, whatever the master seed
         assert len(caught) == 3, [str(w.message) for w in caught]
         for w, call in zip(caught, ("torch.manual_seed(3)", "random.seed(3)", "np.random.seed(3)")):
@@ -111,7 +111,7 @@ def test_lightning_seed_everything_is_routed_and_said_once(run):
     results = []
     for master, seed in ((8, 1234), (8, 4321), (9, 1234)):
         run(master)
-        caught = _caught(lambda: call(seed))
+        caught = _caught(lambda seed=seed: call(seed))
         assert len(caught) == 1, caught
         text = str(caught[0].message)
         start = f"Lightning's seed_everything({seed}), reached from {__file__}:{line},"
@@ -183,8 +183,8 @@ def test_transformers_and_accelerate_set_seed(run):
     results = []
     for seed in (1, 2):
         run(9)
-        caught = _caught(lambda: transformers.set_seed(seed))
-        caught += _caught(lambda: accelerate_utils.set_seed(seed))
+        caught = _caught(lambda seed=seed: transformers.set_seed(seed))
+        caught += _caught(lambda seed=seed: accelerate_utils.set_seed(seed))
         assert [str(w.message).split(", reached from")[0] for w in caught] == [
             f"transformers' set_seed({seed})",
             f"accelerate's set_seed({seed})",

@@ -66,7 +66,7 @@ def test_the_fork_server_reports_output_exit_status_signals_and_hangs(tmp_path):
 
 HANDED = """
 import os, sys, threading
-print("pid", os.getpid(), "cwd", os.getcwd(), "argv", sys.argv[1:], "X", os.environ.get("X"), flush=True)
+print("pid", os.getpid(), "cwd", os.getcwd(), "argv", sys.argv[1:], "X", os.getenv("X"), flush=1)
 print("to stderr", file=sys.stderr, flush=True)
 if sys.argv[1] == "hang":
     threading.Event().wait()

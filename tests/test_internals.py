@@ -165,7 +165,7 @@ def test_dali_pipeline_and_iterator_without_private_names_are_loud(unchecked):
     from nvidia.dali import fn, pipeline_def
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
-    import seeder.data._dali_seeds as ds
+    import seeder.data.dali as ds
     import seeder.data.dali as sd
 
     @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_checkpointing=True)

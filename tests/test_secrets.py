@@ -92,12 +92,18 @@ ARGV_SECRETS = [
 # Lines of an uncommitted change (git.diff).
 DIFF_LINES = {
     "db_pass: yamlDbPass-61": "yamlDbPass-61",
-    'wandb.login(key="0a1b2c3d4e5f60718293a4b5c6d7e8f901234567")': "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567",
+    'wandb.login(key="0a1b2c3d4e5f60718293a4b5c6d7e8f901234567")': (
+        "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"
+    ),
     'password = "diffPassword-19"': "diffPassword-19",
     '"client_secret": "clientSecret-23",': "clientSecret-23",
     'conn = "Server=x;Pwd=diffOdbc-88;"': "diffOdbc-88",
-    "export GITHUB_TOKEN=ghp_DiffGithubTokenAbcdefghijklmnopqr0123": "ghp_DiffGithubTokenAbcdefghijklmnopqr0123",
-    "aws_secret_access_key = Zk9PlantedAwsSecretInCredentialsFile01": "Zk9PlantedAwsSecretInCredentialsFile01",
+    "export GITHUB_TOKEN=ghp_DiffGithubTokenAbcdefghijklmnopqr0123": (
+        "ghp_DiffGithubTokenAbcdefghijklmnopqr0123"
+    ),
+    "aws_secret_access_key = Zk9PlantedAwsSecretInCredentialsFile01": (
+        "Zk9PlantedAwsSecretInCredentialsFile01"
+    ),
     "token: glpat-PlantedGitlabToken1234": "glpat-PlantedGitlabToken1234",
     'api_password = "two words planted"': "two words planted",
     "-----BEGIN PGP PRIVATE KEY BLOCK-----": None,

@@ -93,7 +93,8 @@ def test_the_probe_sees_a_subcommand_and_stops_a_parserless_script_at_its_first_
     cli = tmp_path / "cli.py"
     cli.write_text(
         "import argparse\np = argparse.ArgumentParser()\nsub = p.add_subparsers()\n"
-        "fit = sub.add_parser('fit')\nfit.add_argument('--ckpt_path')\np.parse_args()\nopen('ran', 'w')\n"
+        "fit = sub.add_parser('fit')\nfit.add_argument('--ckpt_path')\n"
+        "p.parse_args()\nopen('ran', 'w')\n"
     )
     probe = probe_parser(
         [sys.executable, str(cli), "fit"], tmp_path, tmp_path / "p1", dict(os.environ)

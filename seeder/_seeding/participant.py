@@ -300,8 +300,8 @@ def add_factory(factory: Factory) -> None:
     ``obj`` is not its library's; factories are tried in the order added, and adding one twice has
     no effect. The module that defines a factory adds it when imported (:mod:`seeder.data.dali`).
 
-    >>> from seeder.data import dali                # adds dali.participant_for when imported
-    >>> add_factory(dali.participant_for)            # a second time: no effect
+    >>> from seeder.data import dali                # adds dali._participant_for when imported
+    >>> add_factory(dali._participant_for)           # a second time: no effect
     >>> participant_for(object(), None) is None      # no factory makes a participant of it
     True
     """

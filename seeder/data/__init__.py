@@ -30,9 +30,13 @@ _LAZY = {
     "dataloader_generator": "_workers",
 }
 __all__ = list(_LAZY)
+#: The public submodules, imported on first attribute access.
+_SUBMODULES = ("dali",)
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:  # `import seeder.data`, then `seeder.data.dali.x`
+        return importlib.import_module(f"seeder.data.{name}")
     if name not in _LAZY:
         raise AttributeError(f"module 'seeder.data' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"seeder.data.{_LAZY[name]}"), name)
@@ -41,4 +45,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*__all__, "dali"])
+    return sorted([*__all__, *_SUBMODULES])

@@ -34,9 +34,12 @@ from __future__ import annotations
 import sys
 import warnings
 import weakref
-from typing import Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 import torch.utils.data
+
+if TYPE_CHECKING:
+    from seeder._seeding.core import Seeder
 
 from seeder._errors import SeederWarning
 from seeder.data._workers import SeededDataset, WorkerInitFn
@@ -58,7 +61,8 @@ class LoaderWatch:
 
     >>> import torch, warnings, seeder
     >>> s = seeder.Seeder(); s.init(0); sampler = seeder.DistributedSampler(range(8), seeder=s)
-    >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2))
+    >>> plain = torch.utils.data.DataLoader(range(8), sampler=sampler, batch_size=2)
+    >>> loader = seeder.data.watch_loader(plain)
     >>> _ = next(iter(loader))
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always"); _ = sampler.state_dict()
@@ -103,7 +107,7 @@ class LoaderWatch:
             self._held, self._shown, self.position_saved = False, self._by_state, self._by_state
             self._warned_causes = set()
 
-    def resuming(self, seeder: Any, epoch: int, position: int, total: int) -> None:
+    def resuming(self, seeder: Seeder, epoch: int, position: int, total: int) -> None:
         """Called when the sampler loads ``(epoch, position)`` of ``total`` samples: inside an
         epoch, its first indices check that nothing drew from the global RNGs since the load
         (:mod:`seeder._state.resumecheck`) and what the loader lacks for an exact resume."""
@@ -161,40 +165,50 @@ class LoaderWatch:
 
 
 def watch_loader(loader: L) -> L:
-    """Tell the :class:`seeder.DistributedSampler` inside ``loader`` which loader iterates it;
-    return ``loader``.
+    """Tell the :class:`seeder.DistributedSampler` inside ``loader`` which loader iterates it.
 
     torch gives a sampler no reference to its loader. Shown the loader, the sampler's
-    ``state_dict()`` inside an epoch, and the first indices of an epoch resumed inside,
-    warn once per thing in the loader that makes the resume diverge: no ``generator=``,
-    workers without per-sample seeds (:class:`seeder.data.SeededDataset`). A loader that saves the
-    position itself (torchdata's ``StatefulDataLoader``) needs no ``sampler.advance``. Any
-    object with a ``sampler`` (or ``batch_sampler.sampler``) that is seeder's can be shown;
-    only a torch ``DataLoader`` is checked. A ``seeder.DataLoader`` needs no call (it is returned as
-    it is).
+    ``state_dict()`` inside an epoch, and the first indices of an epoch resumed inside, warn once
+    per thing in the loader that makes the resume diverge: no ``generator=``, workers without
+    per-sample seeds (:class:`seeder.data.SeededDataset`). A loader that saves the position itself
+    (torchdata's ``StatefulDataLoader``) needs no ``sampler.advance``. Only a torch ``DataLoader``
+    is checked; a ``seeder.DataLoader`` needs no call.
 
-    >>> import torch, seeder
-    >>> s = seeder.Seeder(); s.init(0)
-    >>> sampler = seeder.DistributedSampler(range(8), seeder=s)
-    >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
-    ...     range(8), sampler=sampler, batch_size=2, generator=seeder.data.dataloader_generator(seeder=s)))
-    >>> loader.sampler is sampler
-    True
+    Args:
+        loader: any object with a seeder sampler as ``sampler`` or ``batch_sampler.sampler``, or
+            a ``seeder.DataLoader``.
+
+    Returns:
+        ``loader`` itself.
+
+    Raises:
+        TypeError: ``loader`` holds no :class:`seeder.DistributedSampler`.
+
+    Example:
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> sampler = seeder.DistributedSampler(range(8), seeder=s)
+        >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
+        ...     range(8), sampler=sampler, batch_size=2,
+        ...     generator=seeder.data.dataloader_generator(seeder=s)))
+        >>> loader.sampler is sampler
+        True
     """
     if (
         getattr(loader, "seeder_kind", None) == "loader"
     ):  # seeder.DataLoader, any mode: it shows itself
         return loader
-    inner = getattr(loader, "sampler", None)
-    if not isinstance(getattr(inner, "loader_watch", None), LoaderWatch):
+    watch = getattr(getattr(loader, "sampler", None), "loader_watch", None)
+    if not isinstance(watch, LoaderWatch):
         inner = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
-    if not isinstance(getattr(inner, "loader_watch", None), LoaderWatch):
+        watch = getattr(inner, "loader_watch", None)
+    if not isinstance(watch, LoaderWatch):
         raise TypeError(
             f"watch_loader: {type(loader).__name__} holds no seeder.DistributedSampler (as "
             f"sampler= or inside its batch_sampler); build it with "
             f"sampler=seeder.DistributedSampler(dataset), or use seeder.DataLoader"
         )
-    inner.loader_watch.show(loader)
+    watch.show(loader)
     return loader
 
 

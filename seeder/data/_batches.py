@@ -17,15 +17,27 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Optional, Protocol
 
 import torch.utils.data
 
+from seeder._seeding.core import Seeder
 from seeder._seeding.derive import batch_seeds
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import SeedSource, generator_words, seed_globals
 
-__all__ = ["BatchSeedingDataset", "BatchKeys"]
+__all__ = ["BatchSeedingDataset", "BatchKeys", "KeyedLoader"]
+
+
+class KeyedLoader(Protocol):
+    """What a batch sampler of batch keys reads from its loader (:class:`seeder.DataLoader`)."""
+
+    @property
+    def seeder(self) -> Seeder:
+        """The seeder whose master seed heads the keys."""
+
+    def pending_start(self) -> tuple[int, int, object]:
+        """``(epoch, first batch, token)`` of the iterator being created."""
 
 
 class BatchSeedingDataset(torch.utils.data.Dataset):
@@ -72,26 +84,38 @@ class BatchKeys(torch.utils.data.BatchSampler):
     ``seeder``.
     """
 
-    def __init__(self, sampler: DistributedSampler, batch_size: int, drop_last: bool, loader: Any):
+    sampler: DistributedSampler
+
+    def __init__(
+        self, sampler: DistributedSampler, batch_size: int, drop_last: bool, loader: KeyedLoader
+    ):
         super().__init__(sampler, batch_size, drop_last)
         self._loader = weakref.ref(loader)  # no cycle: a dropped loader leaves the seeder at once
 
     @property
-    def loader(self) -> Any:
-        """The loader this batch sampler serves."""
+    def loader(self) -> Optional[KeyedLoader]:
+        """The loader this batch sampler serves (``None`` once it is dropped)."""
         return self._loader()
+
+    def _owner(self) -> KeyedLoader:
+        loader = self._loader()
+        if loader is None:  # torch iterates a batch sampler only through its loader
+            raise RuntimeError("the seeder.DataLoader of this batch sampler was garbage collected")
+        return loader
 
     def __len__(self) -> int:
         n = self.sampler.num_samples
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        epoch, start, _ = self.loader.pending_start()
+    # Yields batch keys (tuples), not torch's index lists: torch's fetcher hands each one whole to
+    # BatchSeedingDataset.__getitems__.
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:  # type: ignore[override]
+        epoch, start, _ = self._owner().pending_start()
         return self._keys(epoch, start)
 
     def _keys(self, epoch: int, start: int) -> Iterator[tuple[Any, ...]]:
         sampler, bs = self.sampler, self.batch_size
-        s = self.loader.seeder
+        s = self._owner().seeder
         if not s.initialized:
             raise RuntimeError(
                 "seeder.DataLoader takes its order and seeds from the seeder: call "
@@ -99,7 +123,8 @@ class BatchKeys(torch.utils.data.BatchSampler):
             )
         head = (s.get_master_seed(), sampler.task, epoch, sampler.rank)
         pair = sampler.with_epoch
-        b, buf = start, []
+        b = start
+        buf: list[Any] = []
         for block in sampler.blocks(epoch, min(start * bs, sampler.num_samples)):
             lst = block.tolist()
             if pair:

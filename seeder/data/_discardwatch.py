@@ -38,7 +38,8 @@ Example:
     >>> watch = DiscardWatch(2, 0, "seeder.DataLoader")
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     for _ in range(3):          # batches 2 and 3 of the epoch handed and skipped, the next one trained
+    ...     # batches 2 and 3 of the epoch handed and skipped, the next one trained
+    ...     for _ in range(3):
     ...         watch.next_asked(); watch.handed()
     ...     _ = torch.nn.Linear(1, 1)(torch.ones(1)); watch.next_asked()
     >>> "discarded" in str(caught[0].message), watch.active

@@ -11,8 +11,7 @@ another one.
   once.
 
 Example:
-    >>> import torch, seeder
-    >>> s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
+    >>> import torch, seeder; s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
     >>> loader = seeder.ElasticDataLoader(torch.arange(10), batch_size=4, shuffle=True, seeder=s)
     >>> it = iter(loader); first = next(it); state = loader.state_dict()
     >>> state["position"], state["global_batch_size"]
@@ -30,10 +29,9 @@ import torch.utils.data
 from seeder._checks import check_bool, check_int, check_state_header, is_int
 from seeder._errors import StateError
 from seeder._seeding.core import Seeder
+from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
-from seeder.data._dali_seeds import resolve_seeder
-from seeder.data._elastic import ElasticBatches, ElasticView
-from seeder.data._lazyseed import check_sample_rngs
+from seeder.data._elastic import ElasticBatches, ElasticView, check_sample_rngs
 from seeder.data._loader import LOADER_STATE_VERSION, DataLoader
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import FETCH_SEEDED, SeedSource
@@ -96,10 +94,9 @@ class ElasticDataLoader(DataLoader):
         sample_rngs: the global RNGs seeded from each sample's position before it is fetched, out of
             ``("python", "numpy", "torch")`` (all three by default). Each costs about 1-3 us a
             sample whether or not the sample draws; ``sample_rngs=()`` suits a dataset that draws
-            from none
-            (tokenised text), ``("torch",)`` torchvision's transforms. A sample that draws from a
-            global RNG left out warns (:class:`seeder.SeederWarning`) and that RNG is seeded from
-            then on.
+            from none (tokenised text), ``("torch",)`` torchvision's transforms. A sample that draws
+            from a global RNG left out warns (:class:`seeder.SeederWarning`) and that RNG is seeded
+            from then on.
 
     Raises:
         TypeError: ``sampler=``, ``batch_sampler=`` or ``elastic=`` given (the order is the
@@ -107,17 +104,22 @@ class ElasticDataLoader(DataLoader):
         ValueError: ``rank`` outside ``[0, num_replicas)``, a ``sample_rngs`` name not one of the
             three.
 
-    >>> import torch, seeder
-    >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-    >>> two = [seeder.ElasticDataLoader(torch.arange(8), batch_size=2, num_replicas=2, rank=r, seeder=s)
-    ...        for r in (0, 1)]
-    >>> [b.tolist() for b in two[0]], [b.tolist() for b in two[1]]
-    ([[0, 1], [4, 5]], [[2, 3], [6, 7]])
+    Example:
+        >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> two = [
+        ...     seeder.ElasticDataLoader(
+        ...         torch.arange(8), batch_size=2, num_replicas=2, rank=r, seeder=s
+        ...     )
+        ...     for r in (0, 1)
+        ... ]
+        >>> [b.tolist() for b in two[0]], [b.tolist() for b in two[1]]
+        ([[0, 1], [4, 5]], [[2, 3], [6, 7]])
     """
 
     seeder_elastic = (
         True  # seeder._seeding.participant.Elastic: a global state, loads on any world size
     )
+    batch_sampler: ElasticBatches
     joins_when_built = False  # joins at the end of __init__, once its batch sampler is in place
 
     def __init__(
@@ -208,17 +210,39 @@ class ElasticDataLoader(DataLoader):
     # ------------------------------------------------------------ positions
     @property
     def world_size(self) -> int:
-        """The number of ranks the global batch is split over."""
+        """The number of ranks the global batch is split over.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> ElasticDataLoader(torch.arange(8), num_replicas=4, rank=1, seeder=s).world_size
+            4
+        """
         return self.batch_sampler.world
 
     @property
     def global_batch_size(self) -> int:
-        """Samples per global step: ``batch_size * world_size``."""
+        """Samples per global step: ``batch_size * world_size``.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = ElasticDataLoader(torch.arange(8), 2, num_replicas=4, rank=1, seeder=s)
+            >>> loader.global_batch_size
+            8
+        """
         return self.batch_sampler.global_batch
 
     def origin(self) -> int:
-        """Position of global step 0's first sample in this epoch: 0 unless a resume changed the
-        global batch size."""
+        """Position of global step 0's first sample in this epoch.
+
+        Returns:
+            0, unless a resume changed the global batch size: then the position the saved run had
+            reached, from which the new global batches start.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> ElasticDataLoader(torch.arange(8), batch_size=2, seeder=s).origin()
+            0
+        """
         epoch = self.sampler.epoch
         if self._origin_pending is not None and self._origin_pending[0] == epoch:
             return self._origin_pending[1]
@@ -229,7 +253,21 @@ class ElasticDataLoader(DataLoader):
 
     def take_origin(self, epoch: int, token: object) -> int:
         """The origin of the iterator starting now (read by the batch sampler); a loaded one is used
-        once."""
+        once.
+
+        Args:
+            epoch: the epoch the iterator runs.
+            token: identifies the iterator (:attr:`live_token`).
+
+        Returns:
+            The position of its global step 0's first sample.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = ElasticDataLoader(torch.arange(8), batch_size=2, seeder=s)
+            >>> loader.take_origin(0, object())
+            0
+        """
         origin = 0
         if self._origin_pending is not None and self._origin_pending[0] == epoch:
             origin = self._origin_pending[1]
@@ -239,7 +277,20 @@ class ElasticDataLoader(DataLoader):
 
     def samples_before(self, batch: int) -> int:
         """Samples of the epoch's global order in the global steps before this rank's batch
-        ``batch``."""
+        ``batch``.
+
+        Args:
+            batch: a batch index of this rank's epoch.
+
+        Returns:
+            The position in the global order (at most the epoch's length).
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = ElasticDataLoader(torch.arange(10), 2, num_replicas=2, rank=0, seeder=s)
+            >>> loader.samples_before(1), loader.samples_before(3)
+            (4, 10)
+        """
         origin, g, n = self.origin(), self.global_batch_size, self.sampler.num_samples
         if batch >= len(self.batch_sampler):  # everything this rank takes part in was handed out
             return min(origin + self.batch_sampler.steps(origin) * g, n)
@@ -247,14 +298,20 @@ class ElasticDataLoader(DataLoader):
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, position (samples of the global order done), global batch size: the same on every
-        rank, any world size.
+        """Epoch, position (samples of the global order done) and global batch size: the same on
+        every rank, any world size.
 
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-        >>> loader = seeder.ElasticDataLoader(torch.arange(10), batch_size=3, seeder=s)
-        >>> it = iter(loader); _ = next(it); st = loader.state_dict(); st["position"], st["epoch"]
-        (3, 0)
+        Returns:
+            A dict of plain values (``format``, ``version``, ``epoch``, ``position``,
+            ``global_batch_size``, ``dataset_len``, ``drop_last``, ``shuffle``, ``world_size``,
+            ``sampler``) for :meth:`load_state_dict`.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = ElasticDataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> it = iter(loader); _ = next(it)
+            >>> st = loader.state_dict(); st["position"], st["epoch"]
+            (3, 0)
         """
         base = super().state_dict()
         return {
@@ -274,12 +331,21 @@ class ElasticDataLoader(DataLoader):
         """Raise :class:`seeder.StateError` if ``state`` does not fit this loader (any world size
         fits); change nothing.
 
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> seeder.ElasticDataLoader(torch.arange(4), seeder=s).check_state_dict({"format": "seeder.loader"})
-        Traceback (most recent call last):
-        ...
-        seeder._errors.StateError: not a seeder.ElasticDataLoader state: pass the dict returned by seeder.ElasticDataLoader.state_dict()
+        Args:
+            state: what :meth:`state_dict` returned, on any world size.
+
+        Raises:
+            StateError: not an elastic loader state; another dataset, ``shuffle`` or ``drop_last``;
+                another global batch size without ``allow_global_batch_change=True``; a corrupt
+                position; a sampler state that does not fit.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
+            >>> loader = seeder.ElasticDataLoader(torch.arange(4), seeder=s)
+            >>> loader.check_state_dict({"format": "seeder.loader"})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: not a seeder.ElasticDataLoader state: pass the dict ...
         """
         if (
             state is not None and state is self._translated
@@ -330,8 +396,24 @@ class ElasticDataLoader(DataLoader):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (saved on any world size): the next ``iter(loader)`` yields this
-        rank's part of the global batches not yet trained. Validates first; a bad state
-        raises :class:`seeder.StateError`, changing nothing.
+        rank's part of the global batches not yet trained.
+
+        Args:
+            state: what :meth:`state_dict` returned, on any world size.
+
+        Raises:
+            StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
+            RuntimeError: called inside a DataLoader worker.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> one = ElasticDataLoader(torch.arange(8), batch_size=4, seeder=s)
+            >>> it = iter(one); _ = next(it); state = one.state_dict()  # saved on 1 rank
+            >>> two = [ElasticDataLoader(torch.arange(8), 2, num_replicas=2, rank=r, seeder=s)
+            ...        for r in (0, 1)]
+            >>> for loader in two: loader.load_state_dict(state)
+            >>> [b.tolist() for loader in two for b in loader]  # resumed on 2 ranks
+            [[4, 5], [6, 7]]
         """
         self.check_state_dict(state)
         done, g = int(state["position"]), self.global_batch_size
@@ -358,8 +440,23 @@ class ElasticDataLoader(DataLoader):
             self._translated = None
 
     def elastic_step(self, state: dict[str, Any]) -> int:
-        """The global step ``state`` stands at (position over the global batch size): keys
-        re-derived rank streams."""
+        """The global step ``state`` stands at: its position over its global batch size.
+
+        :class:`~seeder._seeding.participant.Elastic`: the seeder keys the rank streams it
+        re-derives after a world change by this step.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Returns:
+            The number of global steps done in the state's epoch.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
+            >>> loader = ElasticDataLoader(torch.arange(8), seeder=s)
+            >>> loader.elastic_step({"position": 6, "global_batch_size": 4})
+            1
+        """
         return int(state["position"]) // int(state["global_batch_size"])
 
     def __repr__(self) -> str:

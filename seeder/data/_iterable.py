@@ -16,7 +16,11 @@ batches are not in the state, and a resumed loader produces them again.
   size (another ``num_workers`` raises :class:`seeder.StateError`): from the dataset's
   own ``load_state_dict`` (O(1)) where it has one, else by a counted replay of the
   batches each worker had produced (see :mod:`seeder.data._streams`). A state is checked
-  whole before it loads (:mod:`seeder.data._stream_checks`).
+  whole before it loads (:func:`check_stream_state`).
+
+This module is the main-process side: the loader, its iterator (:class:`StreamIter`: the round
+robin, the position as of the batches handed out, the look-ahead for the epoch's last batch) and
+its state checks. :mod:`seeder.data._streams` is the worker side.
 
 Example:
     >>> import torch, seeder
@@ -44,14 +48,13 @@ import torch
 import torch.utils.data
 from torch.utils.data import default_collate, default_convert
 
-from seeder._checks import check_int
+from seeder._checks import check_int, check_state_header, is_int
 from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import UsesSeeder, check_seeder, resolve_seeder
-from seeder._seeding.derive import TRAIN_TASK
+from seeder._seeding.derive import MAX_KEY, TRAIN_TASK
 from seeder._seeding.distributed import refuse_in_worker
-from seeder.data._stream_checks import STREAM_STATE_VERSION, check_stream_state, run_epoch
-from seeder.data._stream_iter import StreamIter
+from seeder._seeding.rngbase import next_keeping
 from seeder.data._streams import (
     WorkerStream,
     check_dataset_state,
@@ -59,11 +62,342 @@ from seeder.data._streams import (
     set_epoch_of,
     warn_threaded_maps,
 )
-from seeder.data._workers import SeedSource, dataloader_generator
+from seeder.data._workers import SeedSource, dataloader_generator, fetch_adapters
 
-__all__ = ["IterableDataLoader"]
+__all__ = [
+    "IterableDataLoader",
+    "STREAM_STATE_VERSION",
+    "STREAM_STATE_KEYS",
+    "WORKER_KEYS",
+    "check_stream_state",
+    "run_epoch",
+    "StreamIter",
+]
 
 logger = logging.getLogger("seeder")
+
+#: Version of the layout of :meth:`seeder.IterableDataLoader.state_dict`.
+STREAM_STATE_VERSION = 1
+#: The keys of that state.
+STREAM_STATE_KEYS = frozenset(
+    {
+        "format",
+        "version",
+        "epoch",
+        "batch",
+        "next_worker",
+        "complete",
+        "workers",
+        "num_workers",
+        "batch_size",
+        "drop_last",
+        "world_size",
+    }
+)
+#: The keys of one worker's record in it.
+WORKER_KEYS = frozenset({"produced", "state", "done"})
+
+_CORRUPT = "the state is corrupt: load the state the loader saved"
+_NAME = "seeder.IterableDataLoader"
+
+
+def run_epoch(seeder: Seeder, task: int) -> Optional[int]:
+    """The epoch a loader of ``task`` stands in, in the run a state is loaded into (``None``: any).
+
+    Inside ``seeder.load_state_dict`` (``seeder.loading``) the run is the one the state being
+    loaded describes: a loader that follows ``reseed(task, epoch)`` is in the epoch of its last
+    reseed when that reseed was of the loader's task, and in epoch 0 when the state has no
+    reseed. A direct ``loader.load_state_dict`` is checked against the seeder's last reseed
+    when that was of the loader's task (before any reseed: no constraint).
+
+    Args:
+        seeder: the loader's :class:`seeder.Seeder`.
+        task: the task whose epochs the loader follows.
+
+    Returns:
+        The epoch a state must be in, or ``None``.
+
+    >>> import seeder; s = seeder.Seeder(); s.init(0)
+    >>> run_epoch(s, 1) is None
+    True
+    >>> s.reseed(1, 3); run_epoch(s, 1), run_epoch(s, 2)
+    (3, None)
+    """
+    loading = seeder.loading
+    if loading is not None:
+        last = loading.last
+        if last is None:
+            return 0
+    else:
+        last = seeder.last_reseed
+        if last is None:
+            return None
+    return last[1] if last[0] == task else None
+
+
+def _check_records(workers: Any, count: int) -> list[dict[str, Any]]:
+    if not isinstance(workers, list) or len(workers) != count:
+        size = len(workers) if isinstance(workers, list) else type(workers).__name__
+        raise StateError(
+            f"{_NAME} state['workers'] must list one record per worker ({count}), "
+            f"got {size}; {_CORRUPT}"
+        )
+    for w, r in enumerate(workers):
+        if not (isinstance(r, dict) and set(r) == WORKER_KEYS):
+            raise StateError(
+                f"{_NAME} state: worker {w}'s record {r!r:.200} is not a dict of "
+                f"{sorted(WORKER_KEYS)}; {_CORRUPT}"
+            )
+        produced = r["produced"]
+        if not (is_int(produced) and 0 <= produced and produced * count <= MAX_KEY):
+            raise StateError(
+                f"{_NAME} state: worker {w}'s 'produced' must be an int in "
+                f"[0, {MAX_KEY // count}] (the batches it produced in the epoch), got "
+                f"{produced!r}; {_CORRUPT}"
+            )
+        if not isinstance(r["done"], bool):
+            raise StateError(
+                f"{_NAME} state: worker {w}'s 'done' must be True or False, got "
+                f"{r['done']!r}; {_CORRUPT}"
+            )
+    return workers
+
+
+def _check_round_robin(workers: list[dict[str, Any]], nxt: int) -> None:
+    """Refuse per-worker progress that no round robin over the workers reaches (module docs)."""
+    produced = [int(r["produced"]) for r in workers]
+    exhausted = [w for w, r in enumerate(workers) if r["done"]]
+    # Visits of worker w after `rounds` full rounds: rounds, one more before next_worker.
+    running = {produced[w] - (w < nxt) for w in range(len(workers)) if w not in exhausted}
+    if not running:
+        return
+    rounds = min(running)
+    ahead = [w for w in exhausted if produced[w] >= rounds + (w < nxt)]  # its end was a visit too
+    if len(running) == 1 and rounds >= 0 and not ahead:
+        return
+    raise StateError(
+        f"{_NAME} state: the batches produced per worker {produced} (exhausted: "
+        f"{exhausted}) with next_worker={nxt} are no position of the round robin over "
+        f"the workers (worker 0, 1, ..., an exhausted worker skipped); {_CORRUPT}"
+    )
+
+
+def check_stream_state(
+    state: Any,
+    layout: dict[str, Any],
+    epoch: Optional[int],
+    check_dataset: Callable[[int, Any], None],
+) -> None:
+    """Raise :class:`seeder.StateError` unless ``state`` is a position the loader can continue from.
+
+    A position of the round robin over the workers (worker ``0, 1, ..., 0, 1, ...``, an exhausted
+    worker skipped): after ``c`` full rounds and the workers before ``next_worker`` of the next
+    one, a worker still running has produced exactly as many batches as it was visited, an
+    exhausted one fewer (its end was one visit); ``batch`` is the sum of the batches produced and
+    ``complete`` says that every worker is exhausted. A state that is no such position, that was
+    saved by another loader layout, or that is in another epoch than the run, is refused. Changes
+    nothing.
+
+    Args:
+        state: what :meth:`seeder.IterableDataLoader.state_dict` returned.
+        layout: the loader's ``num_workers``, ``batch_size``, ``drop_last`` and ``world_size``.
+        epoch: the epoch the run stands in (:func:`run_epoch`); ``None``: any.
+        check_dataset: ``check_dataset(worker, dataset_state)`` raises ``StateError`` for a
+            per-worker dataset state that does not load into the loader's dataset.
+
+    Raises:
+        StateError: what is wrong with the state, and what to do.
+
+    >>> check_stream_state({"format": "x"}, {}, None, lambda w, s: None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    seeder._errors.StateError: not a seeder.IterableDataLoader state: pass the dict returned by ...
+    """
+    check_state_header(
+        state, "seeder.stream_loader", STREAM_STATE_VERSION, STREAM_STATE_KEYS, _NAME
+    )
+    for name, have in layout.items():
+        if state[name] != have or type(state[name]) is not type(have):
+            raise StateError(
+                f"the {_NAME} state was saved with {name}={state[name]!r}, this "
+                f"loader has {have!r}: each worker's stream is its own shard of the "
+                "data, so resume with the same num_workers, batch_size, drop_last and "
+                "world size"
+            )
+    count = max(layout["num_workers"], 1)
+    workers = _check_records(state["workers"], count)
+    e, nxt, batch = state["epoch"], state["next_worker"], state["batch"]
+    complete = state["complete"]
+    if not (is_int(e) and 0 <= e <= MAX_KEY):
+        raise StateError(
+            f"{_NAME} state['epoch'] must be an int in [0, {MAX_KEY}], got {e!r}; {_CORRUPT}"
+        )
+    if not (is_int(nxt) and 0 <= nxt < count):
+        raise StateError(
+            f"{_NAME} state['next_worker'] must be an int in [0, {count - 1}], got "
+            f"{nxt!r}; {_CORRUPT}"
+        )
+    if not isinstance(complete, bool):
+        raise StateError(
+            f"{_NAME} state['complete'] must be True or False, got {complete!r}; {_CORRUPT}"
+        )
+    total = sum(int(r["produced"]) for r in workers)
+    if not is_int(batch) or batch != total:
+        raise StateError(
+            f"{_NAME} state['batch'] is {batch!r}, but its workers produced {total} "
+            f"batch(es) (per worker {[r['produced'] for r in workers]}); {_CORRUPT}"
+        )
+    exhausted = all(r["done"] for r in workers)
+    if complete != exhausted:
+        raise StateError(
+            f"{_NAME} state['complete'] is {complete}, but "
+            f"{'every' if exhausted else 'not every'} worker is exhausted (done: "
+            f"{[r['done'] for r in workers]}); {_CORRUPT}"
+        )
+    _check_round_robin(workers, int(nxt))
+    if epoch is not None and e != epoch:
+        raise StateError(
+            f"the {_NAME} state is in epoch {e} but the run's last reseed is epoch "
+            f"{epoch} of the loader's task: the two come from different points of a "
+            "run (save both at the same step, with seeder.state_dict(), and load "
+            "that)"
+        )
+    for w, r in enumerate(workers):
+        if r["state"] is not None:
+            check_dataset(w, r["state"])
+
+
+_STALE = (
+    "this iterator of seeder.IterableDataLoader was started before loader.load_state_dict(): "
+    "it stops here instead of yielding batches that the loaded state does not continue. Call "
+    "iter(loader) again (a new for loop) to continue from the loaded position"
+)
+
+
+class StreamIter:
+    """What ``iter(loader)`` returns: batches in the round robin, counted as handed out.
+
+    Each batch comes with its worker's record (batches produced, the dataset's state after it),
+    whatever order the batches arrive in; the position moves only as a batch is handed to the
+    training loop. :meth:`exhausted` looks ahead without moving it.
+
+    Args:
+        loader: the :class:`seeder.IterableDataLoader` (its position).
+        inner: torch's iterator over the loader's worker stream: ``(batch, record)`` pairs.
+        progress: the position this iterator starts from.
+        token: the loader's ``live_token`` for this iterator (only the newest moves the position).
+    """
+
+    def __init__(
+        self, loader: IterableDataLoader, inner: Any, progress: dict[str, Any], token: object
+    ):
+        self._loader, self._inner, self._progress, self._token = loader, inner, progress, token
+        self._loads = loader._loaded_states
+        self._workers = len(progress["workers"])
+        self._queues: list[collections.deque[Any]] = [
+            collections.deque() for _ in range(self._workers)
+        ]
+        self._restore = fetch_adapters() if loader.num_workers == 0 else []
+
+    def __iter__(self) -> StreamIter:
+        return self
+
+    def _pull(self) -> None:
+        # The main process produces with 0 workers: the training loop's streams are put back.
+        batch, record = next_keeping(self._restore, self._inner)
+        self._queues[record["worker"]].append((batch, record))
+
+    def __next__(self) -> Any:
+        loader = self._loader
+        live = loader._live_stream is self._token
+        if (
+            not live and loader._loaded_states != self._loads
+        ):  # before anything is produced: draws nothing
+            raise RuntimeError(_STALE)
+        progress = self._progress
+        skipped = 0
+        while not progress["complete"]:
+            w = progress["next_worker"]
+            records = progress["workers"]
+            if records[w]["done"]:
+                skipped += 1
+                if skipped > self._workers:  # loaded states are checked for this; never spin
+                    raise RuntimeError(
+                        f"seeder.IterableDataLoader: every worker of epoch {progress['epoch']} is "
+                        "exhausted but the position does not say the epoch is complete; nothing "
+                        "is left to yield. Please report this with the loader's state_dict()"
+                    )
+                progress = self._progress = dict(progress, next_worker=(w + 1) % self._workers)
+                continue
+            if not self._queues[w]:
+                try:
+                    self._pull()
+                except StopIteration:  # every worker ends with an end record: one died quietly
+                    raise RuntimeError(
+                        f"seeder.IterableDataLoader: worker {w} stopped without its "
+                        "end record; the epoch is incomplete"
+                    ) from None
+                continue
+            skipped = 0
+            batch, record = self._queues[w].popleft()
+            progress = dict(progress, workers=list(records), next_worker=(w + 1) % self._workers)
+            if record.get("end"):
+                progress["workers"][w] = dict(records[w], done=True)
+                progress["complete"] = all(r["done"] for r in progress["workers"])
+            else:
+                progress["workers"][w] = {
+                    "produced": record["produced"],
+                    "state": record["state"],
+                    "done": False,
+                }
+                progress["batch"] += 1
+            self._progress = progress
+            if live:
+                loader._record_handed(progress)
+            if not record.get("end"):
+                return batch
+        raise StopIteration
+
+    def exhausted(self) -> bool:
+        """Whether the epoch has no batch left after those handed out; the position does not move.
+
+        Looks ahead as torch's workers prefetch: the next batch (or the end records that
+        follow) is produced and queued, not handed out, so the state stays that of the
+        batches the training loop received.
+
+        Returns:
+            ``True`` once every worker's next record is its end.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(3))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> it = iter(seeder.IterableDataLoader(Count(), batch_size=2, seeder=s))
+            >>> next(it).tolist(), it.exhausted(), next(it).tolist(), it.exhausted()
+            ([0, 1], False, [2], True)
+        """
+        progress, done = self._progress, [r["done"] for r in self._progress["workers"]]
+        if progress["complete"]:
+            return True
+        w = progress["next_worker"]
+        while True:  # ends: each pass pulls from a finite stream, or marks or skips an ended worker
+            if all(done):
+                return True
+            if done[w]:
+                w = (w + 1) % self._workers
+                continue
+            if not self._queues[w]:
+                try:
+                    self._pull()
+                except StopIteration:
+                    return False  # __next__ says which worker died
+                continue
+            if not self._queues[w][0][1].get("end"):
+                return False
+            done[w] = True
+            w = (w + 1) % self._workers
+
 
 #: Positions kept behind the newest, for :meth:`IterableDataLoader.state_dict_at` (a framework
 #: fetches a few batches ahead).
@@ -106,31 +440,31 @@ def _showing(loader: Any, dataset: Any) -> Iterator[None]:
 class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` over an ``IterableDataset`` that resumes bit for bit.
 
+    A state is checked whole before it loads (:meth:`check_state_dict`); an iterator started before
+    :meth:`load_state_dict` raises at its next batch.
+
     Args:
-        dataset: a ``torch.utils.data.IterableDataset`` (a ``datasets.IterableDataset`` too); a
-            map-style dataset raises ``TypeError`` (its loader is :class:`seeder.DataLoader`).
-        batch_size, drop_last, collate_fn, num_workers, persistent_workers, pin_memory,
-            prefetch_factor, timeout, worker_init_fn, multiprocessing_context, generator: as
-            in torch.
-        shuffle, sampler, batch_sampler: refused (``ValueError``): a stream's order is its own.
+        dataset: a ``torch.utils.data.IterableDataset`` (a ``datasets.IterableDataset`` too).
+            batch_size, drop_last, collate_fn, num_workers, persistent_workers, pin_memory,
+            prefetch_factor, timeout, worker_init_fn, multiprocessing_context, generator: as in
+            torch.
+        shuffle, sampler, batch_sampler: refused: a stream's order is its own.
         seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
         task: the reseed task whose epoch it follows (1).
 
     Raises:
-        TypeError: a map-style dataset.
+        TypeError: a map-style dataset (its loader is :class:`seeder.DataLoader`).
         ValueError: ``shuffle``, ``sampler``, ``batch_sampler``; a bad ``batch_size`` or
             ``num_workers``.
         RuntimeError: the seeder is not initialised (the stream is sharded by global rank).
 
-    A state is checked whole before it loads (:meth:`check_state_dict`); an iterator started
-    before :meth:`load_state_dict` raises at its next batch.
-
-    >>> import torch, seeder
-    >>> class Count(torch.utils.data.IterableDataset):
-    ...     def __iter__(self): return iter(range(5))
-    >>> s = seeder.Seeder(); s.init(0)
-    >>> [b.tolist() for b in IterableDataLoader(Count(), batch_size=2, seeder=s)]
-    [[0, 1], [2, 3], [4]]
+    Example:
+        >>> import torch, seeder
+        >>> class Count(torch.utils.data.IterableDataset):
+        ...     def __iter__(self): return iter(range(5))
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> [b.tolist() for b in IterableDataLoader(Count(), batch_size=2, seeder=s)]
+        [[0, 1], [2, 3], [4]]
     """
 
     seeder_kind = "loader"
@@ -203,8 +537,10 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         )  # the newest last
         self._resume: Optional[dict[str, Any]] = None
         self._generation = 0
-        self._live_token: Optional[object] = None
-        self._loads = 0  # load_state_dict calls: an iterator started before the last one stops
+        self._live_stream: Optional[object] = None
+        self._loaded_states = (
+            0  # load_state_dict calls: an iterator started before the last one stops
+        )
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         super().__init__(
@@ -231,33 +567,56 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     @property
     def epoch(self) -> int:
-        """The epoch the next ``iter(loader)`` runs."""
+        """The epoch the next ``iter(loader)`` runs.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> s.reseed(1, 3); IterableDataLoader(Count(), seeder=s).epoch
+            3
+        """
         return self._epoch
 
     @property
-    def live_token(self) -> Optional[object]:
-        """Identifies the newest iterator; only it moves the position."""
-        return self._live_token
-
-    @property
-    def loads(self) -> int:
-        """How many times :meth:`load_state_dict` was called (an older iterator is stale)."""
-        return self._loads
-
-    @property
     def batches_done(self) -> int:
-        """Batches of epoch :attr:`epoch` handed out so far, those before a resume's stop
-        included."""
+        """Batches of epoch :attr:`epoch` handed out so far, those before a resume's stop included.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it); loader.batches_done
+            1
+        """
         progress = self._resume if self._resume is not None else self._progress
         return progress["batch"] if progress["epoch"] == self._epoch else 0
 
     def set_epoch(self, epoch: int) -> None:
-        """Run ``epoch`` next (what ``seeder.reseed(task, epoch)`` does)."""
+        """Run ``epoch`` next (what ``seeder.reseed(task, epoch)`` does).
+
+        Args:
+            epoch: an int >= 0.
+
+        Raises:
+            TypeError, ValueError: ``epoch`` is not an int >= 0.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), seeder=s)
+            >>> loader.set_epoch(2); loader.epoch
+            2
+        """
         self._epoch = check_int(epoch, "epoch", low=0)
 
-    def handed(self, progress: dict[str, Any]) -> None:
-        """Record the position after a batch was handed to the training loop (called by the
-        iterator)."""
+    def _record_handed(self, progress: dict[str, Any]) -> None:
+        """Record the position after a batch was handed to the training loop (by the iterator)."""
         self._progress = progress
         self._kept.append(progress)
 
@@ -289,7 +648,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
                 epoch,
             )
         token = object()
-        self._live_token = token
+        self._live_stream = token
         self._progress = progress
         self._kept.clear()
         self._kept.append(progress)
@@ -301,7 +660,23 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     # --------------------------------------------------------------- seeder
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Participant hook: ``reseed(task, epoch)`` of this loader's task starts ``epoch``."""
+        """Participant hook of ``seeder.reseed``: ``reseed(task, epoch)`` of this loader's task
+        starts ``epoch``.
+
+        Args:
+            seeder: the seeder that reseeds.
+            task_id: the reseed's task.
+            epoch: the reseed's epoch.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), seeder=s)
+            >>> s.reseed(1, 4); loader.epoch  # the seeder called loader.seeder_reseed(s, 1, 4)
+            4
+        """
         if task_id == self._task:
             self._epoch = epoch
 
@@ -309,13 +684,18 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """Epoch, round-robin position and, per worker, the dataset's state as of the last batch
         handed out.
 
-        >>> import torch, seeder
-        >>> class Count(torch.utils.data.IterableDataset):
-        ...     def __iter__(self): return iter(range(5))
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it)
-        >>> st = loader.state_dict(); st["batch"], st["workers"]
-        (1, [{'produced': 1, 'state': None, 'done': False}])
+        Returns:
+            A dict of plain values and the datasets' own states, for :meth:`load_state_dict`.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it)
+            >>> st = loader.state_dict(); st["batch"], st["workers"]
+            (1, [{'produced': 1, 'state': None, 'done': False}])
         """
         progress = self._resume if self._resume is not None else self._progress
         if progress["epoch"] != self._epoch:
@@ -327,17 +707,27 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         out.
 
         For a training loop that fetches ahead (Lightning prefetches a batch from a loader with no
-        length): the state of what it trained, not of what it fetched. The last
-        ``KEPT_POSITIONS`` positions of the live iterator are kept; an older one raises
-        :class:`seeder.StateError`.
+        length): the state of what it trained, not of what it fetched.
 
-        >>> import torch, seeder
-        >>> class Count(torch.utils.data.IterableDataset):
-        ...     def __iter__(self): return iter(range(6))
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s); it = iter(loader); _ = next(it); _ = next(it)
-        >>> loader.state_dict_at(1)["batch"], loader.state_dict()["batch"]
-        (1, 2)
+        Args:
+            batches_done: batches of the current epoch the training loop has trained on.
+
+        Returns:
+            The state at that position.
+
+        Raises:
+            StateError: the position is older than the last ``KEPT_POSITIONS`` of the live iterator.
+            TypeError, ValueError: ``batches_done`` is not an int >= 0.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = seeder.IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it); _ = next(it)
+            >>> loader.state_dict_at(1)["batch"], loader.state_dict()["batch"]
+            (1, 2)
         """
         batches_done = check_int(batches_done, "batches_done", low=0)
         if self._resume is None:
@@ -366,25 +756,31 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         }
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder.StateError` unless this loader can continue from ``state``.
+        """Raise :class:`seeder.StateError` unless this loader can continue from ``state``; change
+        nothing.
 
-        Changes nothing.
-
-        Checked whole: the layout (``num_workers``, ``batch_size``, ``drop_last``, world size),
-        the position (``batch``, per-worker progress, ``next_worker`` and ``complete`` must be a
-        position of the round robin), the epoch (inside ``seeder.load_state_dict``: the one its
-        last reseed puts this loader in) and each worker's dataset state (the dataset's
+        Checked whole: the layout (``num_workers``, ``batch_size``, ``drop_last``, world size), the
+        position (``batch``, per-worker progress, ``next_worker`` and ``complete`` must be a
+        position of the round robin), the epoch (inside ``seeder.load_state_dict``: the one its last
+        reseed puts this loader in) and each worker's dataset state (the dataset's
         ``check_state_dict``, else loaded into a copy of the dataset).
 
-        >>> import torch, seeder
-        >>> class Count(torch.utils.data.IterableDataset):
-        ...     def __iter__(self): return iter(range(5))
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
-        >>> loader.check_state_dict({**loader.state_dict(), "batch": -5})  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        seeder._errors.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: what is wrong with the state, and what to do.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> loader.check_state_dict({**loader.state_dict(), "batch": -5})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
         """
         layout = {
             "num_workers": self.num_workers,
@@ -403,10 +799,26 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet
         handed out.
 
-        Validates first (:meth:`check_state_dict`); a bad state raises :class:`seeder.StateError`
-        and changes nothing. An iterator started before the load raises at its next batch
-        (call ``iter(loader)`` again); persistent workers already running are stopped (they hold
-        the old position).
+        An iterator started before the load raises at its next batch (call ``iter(loader)`` again);
+        persistent workers already running are stopped (they hold the old position).
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
+            RuntimeError: called inside a DataLoader worker.
+
+        Example:
+            >>> import torch, seeder
+            >>> class Count(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(5))
+            >>> s = seeder.Seeder(); s.init(0)
+            >>> loader = IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it); state = loader.state_dict()
+            >>> again = IterableDataLoader(Count(), batch_size=2, seeder=s)
+            >>> again.load_state_dict(state); [b.tolist() for b in again]
+            [[2, 3], [4]]
         """
         refuse_in_worker("seeder.IterableDataLoader.load_state_dict()")
         self.check_state_dict(state)
@@ -415,8 +827,8 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._epoch = int(state["epoch"])
         self._resume = progress
         self._progress = progress
-        self._live_token = None
-        self._loads += 1
+        self._live_stream = None
+        self._loaded_states += 1
         self._iterator = None  # torch's persistent iterator holds workers with the old position
 
     def __repr__(self) -> str:

@@ -16,8 +16,7 @@
   (torchdata's ``Stateful`` names, which Lightning's fit loop saves). Resume is O(1).
 
 Example:
-    >>> import torch, seeder
-    >>> s = seeder.Seeder(); s.init(42); s.reseed(1, 0)
+    >>> import torch, seeder; s = seeder.Seeder(); s.init(42); s.reseed(1, 0)
     >>> data = torch.arange(10.0)
     >>> loader = DataLoader(data, batch_size=4, shuffle=True, seeder=s)
     >>> it = iter(loader); first = next(it)
@@ -31,29 +30,145 @@ Example:
 from __future__ import annotations
 
 import logging
+import numbers
 from typing import Any, Callable, Optional
 
 import torch
 import torch.utils.data
 
-from seeder._checks import check_int, check_state_header, is_int
+from seeder._checks import check_bool, check_int, check_state_header, is_bool, is_int
 from seeder._errors import StateError
 from seeder._internals import require
 from seeder._run import trace
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import UsesSeeder, resolve_seeder
-from seeder._seeding.derive import check_key
+from seeder._seeding.derive import MAX_KEY, check_key
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.rngbase import next_keeping
 from seeder.data._batches import BatchKeys, BatchSeedingDataset
 from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
-from seeder.data._loader_checks import check_batch_count, check_loader_args, refuse_elastic
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import SeedSource, dataloader_generator, fetch_adapters
 
-__all__ = ["DataLoader", "LOADER_STATE_VERSION"]
+__all__ = [
+    "DataLoader",
+    "LOADER_STATE_VERSION",
+    "check_loader_args",
+    "check_batch_count",
+    "refuse_elastic",
+]
 
 logger = logging.getLogger("seeder")
+
+
+def refuse_elastic(kwargs: dict[str, Any]) -> None:
+    """Raise ``TypeError`` naming :class:`seeder.ElasticDataLoader` if ``kwargs`` hold ``elastic=``.
+
+    Args:
+        kwargs: the keyword arguments given to ``seeder.DataLoader``.
+
+    Raises:
+        TypeError: ``elastic=`` was given (the elastic loader is its own class).
+
+    >>> refuse_elastic({"elastic": True})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: seeder.DataLoader takes no elastic= argument: build ...
+    """
+    if "elastic" not in kwargs:
+        return
+    if kwargs["elastic"] is True:
+        raise TypeError(
+            "seeder.DataLoader takes no elastic= argument: build seeder.ElasticDataLoader(dataset, "
+            "batch_size=..., shuffle=...) for one global order whatever the world size "
+            "(docs/elastic.md)"
+        )
+    raise TypeError(
+        f"seeder.DataLoader takes no elastic= argument, got elastic={kwargs['elastic']!r}: drop it "
+        "(seeder.ElasticDataLoader is the elastic loader)"
+    )
+
+
+def check_loader_args(
+    shuffle: Any,
+    num_workers: Any,
+    drop_last: Any,
+    pin_memory: Any,
+    timeout: Any,
+    worker_init_fn: Any,
+    collate_fn: Any,
+    generator: Any,
+    kwargs: dict[str, Any],
+) -> Optional[bool]:
+    """``shuffle`` as ``None``/``bool`` if every argument is one seeder.DataLoader can resume, else
+    an error naming it.
+
+    ``kwargs`` are the keyword arguments passed on to torch (``in_order``,
+    ``prefetch_factor``, ``persistent_workers``, ...).
+
+    >>> check_loader_args("no", 0, False, False, 0, None, None, None, {})
+    Traceback (most recent call last):
+    ...
+    TypeError: shuffle must be True or False, got str 'no'
+    >>> kw = {"in_order": False}
+    >>> check_loader_args(None, 2, False, False, 0, None, None, None, kw)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: seeder.DataLoader cannot resume in_order=False with num_workers > 0: ...
+    """
+    shuffle = None if shuffle is None else check_bool(shuffle, "shuffle")
+    num_workers = check_int(num_workers, "num_workers", low=0)
+    check_bool(drop_last, "drop_last")
+    check_bool(pin_memory, "pin_memory")
+    # timeout != timeout: NaN, which no comparison refuses
+    if (
+        is_bool(timeout)
+        or not isinstance(timeout, numbers.Real)
+        or timeout < 0
+        or timeout != timeout
+    ):
+        raise ValueError(
+            f"timeout must be a number of seconds >= 0 (0: wait forever), got {timeout!r}"
+        )
+    for name, fn in (("worker_init_fn", worker_init_fn), ("collate_fn", collate_fn)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be None or a callable, got {type(fn).__name__} {fn!r}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be None (seeder gives the loader its own) or a torch.Generator, "
+            f"got {type(generator).__name__} {generator!r}"
+        )
+    if "persistent_workers" in kwargs:
+        check_bool(kwargs["persistent_workers"], "persistent_workers")
+    if kwargs.get("prefetch_factor") is not None:
+        check_int(kwargs["prefetch_factor"], "prefetch_factor", low=1)
+    if "in_order" in kwargs and not check_bool(kwargs["in_order"], "in_order") and num_workers > 0:
+        raise ValueError(
+            "seeder.DataLoader cannot resume in_order=False with num_workers > 0: batches reach "
+            "the training loop in whichever order the workers finish, so the batches handed out "
+            "are not the first k of the epoch and a resume would repeat some and skip others. Drop "
+            "in_order=False, or use torch.utils.data.DataLoader (no exact resume)"
+        )
+    return shuffle
+
+
+def check_batch_count(num_samples: int, batch_size: int, drop_last: bool) -> None:
+    """Refuse more than ``2**32`` batches per epoch and rank: the batch index is one 32-bit word of
+    the batch seeds' key.
+
+    >>> check_batch_count(2**40, 1, False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: seeder.DataLoader would have 1099511627776 batches per epoch on this rank, ...
+    """
+    batches = num_samples // batch_size if drop_last else -(-num_samples // batch_size)
+    if batches > MAX_KEY + 1:
+        raise ValueError(
+            f"seeder.DataLoader would have {batches} batches per epoch on this rank, more than "
+            f"2**32: the batch index is one 32-bit word of each batch's seed key. Pass a larger "
+            f"batch_size (or use more ranks)"
+        )
+
 
 LOADER_STATE_VERSION = 1
 _STATE_KEYS = frozenset(
@@ -78,7 +193,7 @@ class _LoaderIter:
     def __init__(self, loader: DataLoader, inner: Any, epoch: int, start: int, token: object):
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
-        self._start, self._loads = start, loader.loads
+        self._start, self._loads = start, loader._load_count
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
@@ -101,7 +216,7 @@ class _LoaderIter:
     def __next__(self) -> Any:
         loader = self._loader
         # Refused before fetching: a fetch seeds the registered generators.
-        if loader.live_token is not self._token and loader.loads != self._loads:
+        if loader.live_token is not self._token and loader._load_count != self._loads:
             raise RuntimeError(
                 "this iterator of seeder.DataLoader was started before loader.load_state_dict(): "
                 "it stops here instead of yielding batches that the loaded state does not "
@@ -114,9 +229,8 @@ class _LoaderIter:
             if not watch.active:
                 self._watch = watch = None
         try:
-            batch = next_keeping(
-                self._restore, self._inner
-            )  # main process fetches: the training loop's streams stay
+            # the main process fetches: the training loop's streams stay as they were
+            batch = next_keeping(self._restore, self._inner)
         except StopIteration:
             if watch is not None and watch.ended():
                 self._loader._discard_watch = watch  # it waits for a use that says the loop trains
@@ -126,7 +240,7 @@ class _LoaderIter:
         b = self._next
         self._next = b + 1
         if loader.live_token is self._token:
-            loader.handed(self._epoch, b + 1)
+            loader._done = (self._epoch, b + 1)  # batches of the epoch handed to the loop
         if self._trace:
             trace.record_step(
                 loader.seeder,
@@ -192,35 +306,49 @@ def _choose_sampler(
 class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
-    * ``shuffle=True``: seeder's :class:`~seeder.DistributedSampler` (one shard per global rank
-      under a process group, else one replica); ``shuffle=False``: the same, in sequential
-      order. A ``sampler=`` that is a ``seeder.DistributedSampler`` (or a ``batch_sampler=``
-      that is a ``torch.utils.data.BatchSampler`` over one) is used as it is; any other sampler
-      raises ``TypeError`` (seeder could not restore its position: use
-      ``torch.utils.data.DataLoader`` for it, and see ``docs/dataloader.md``).
-    * ``seeder=``: a :class:`seeder.Seeder` other than the default one.
-    * ``generator=None`` gets a private generator: iterating never draws from torch's global RNG.
-    * An ``IterableDataset`` raises ``TypeError``: its loader is :class:`seeder.IterableDataLoader`.
-    * ``batch_size=None`` raises ``ValueError``: pass ``batch_size=1``.
-    * ``elastic=`` raises ``TypeError``: :class:`seeder.ElasticDataLoader` is the elastic loader
-      (docs/elastic.md).
-    * What it cannot resume raises before anything changes (:mod:`.loader_checks`): a non-bool
-      ``shuffle``, ``in_order=False`` with workers, ``load_state_dict`` inside a worker. An
-      iterator started before :meth:`load_state_dict` raises at its next batch; ``iter(loader)``
-      continues from the loaded position.
-
     The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or
-    ``loader.sampler.set_epoch``. Once every batch of an epoch was handed out, the state
-    says so, and a resumed loader yields nothing more for that epoch.
+    ``loader.sampler.set_epoch``. Once every batch of an epoch was handed out, the state says so,
+    and a resumed loader yields nothing more for that epoch. An iterator started before
+    :meth:`load_state_dict` raises at its next batch; ``iter(loader)`` continues from the loaded
+    position.
 
-    >>> import torch, seeder
-    >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-    >>> loader = DataLoader(torch.arange(6), batch_size=4, shuffle=True, seeder=s)
-    >>> [len(b) for b in loader], len(loader)
-    ([4, 2], 2)
+    Args:
+        dataset: a map-style dataset (``__getitem__`` and ``__len__``).
+        batch_size: samples per batch; ``None`` (no batching) is refused: pass 1.
+        shuffle: ``True``: seeder's :class:`~seeder.DistributedSampler` (one shard per global rank
+            under a process group, else one replica); ``False`` or ``None``: the same, in
+            sequential order.
+        sampler: ``None``, or a :class:`seeder.DistributedSampler`, used as it is.
+        batch_sampler: ``None``, or a ``torch.utils.data.BatchSampler`` over a
+            :class:`seeder.DistributedSampler`.
+        num_workers, collate_fn, pin_memory, drop_last, timeout, multiprocessing_context, **kwargs:
+            as torch's ``DataLoader``.
+        worker_init_fn: called in each worker after seeder's seeding, as torch's.
+        generator: ``None`` gets a private generator, so iterating never draws from torch's global
+            RNG; or a ``torch.Generator``.
+        seeder: a :class:`seeder.Seeder` other than the default one.
+
+    Raises:
+        TypeError: an ``IterableDataset`` (its loader is :class:`seeder.IterableDataLoader`);
+            ``elastic=`` (:class:`seeder.ElasticDataLoader` is the elastic loader); another
+            sampler or batch sampler (seeder could not restore its position: use
+            ``torch.utils.data.DataLoader`` for it, see ``docs/dataloader.md``); a non-bool
+            ``shuffle`` or another argument of the wrong type.
+        ValueError: what seeder cannot resume (``in_order=False`` with workers, ``batch_size=None``,
+            more than ``2**32`` batches an epoch), or arguments torch refuses together.
+
+    Example:
+        >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> loader = DataLoader(torch.arange(6), batch_size=4, shuffle=True, seeder=s)
+        >>> [len(b) for b in loader], len(loader)
+        ([4, 2], 2)
     """
 
     seeder_kind = "loader"
+    # What torch types as any sampler: seeder's own, and the batch size resolved from them.
+    sampler: DistributedSampler
+    batch_sampler: torch.utils.data.BatchSampler
+    batch_size: int
     #: Whether ``__init__`` joins the seeder; a subclass that finishes building after it joins it
     #: itself (a loaded state waiting for this loader is handed over as it joins).
     joins_when_built = True
@@ -254,9 +382,8 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
                 "num_workers=...) for a stream (the same arguments, no shuffle or "
                 "sampler), which resumes it exactly"
             )
-        require("torch:DataLoader._get_iterator") and require(
-            "torch:DataLoader.dataset"
-        )  # _get_iterator relies on
+        # what _get_iterator relies on
+        require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")
         seeder = resolve_seeder(seeder)
         shuffle = check_loader_args(
             shuffle,
@@ -283,7 +410,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._live_token: Optional[object] = None
         self._pending: Optional[tuple[int, int, object]] = None
         # load_state_dict calls: an iterator started before the last one stops instead of going on
-        self._loads = 0
+        self._load_count = 0
         # A resumed epoch's discard watch that outlives its iterator (._discardwatch): dropped with
         # the loader.
         self._discard_watch: Optional[DiscardWatch] = None
@@ -311,14 +438,14 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     # ------------------------------------------------------------ positions
     @property
     def epoch(self) -> int:
-        """The epoch the next ``iter(loader)`` runs (the sampler's)."""
-        return self.sampler.epoch
+        """The epoch the next ``iter(loader)`` runs (the sampler's).
 
-    @property
-    def loads(self) -> int:
-        """How many times :meth:`load_state_dict` was called: an iterator started before the last
-        load is stale."""
-        return self._loads
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 4)
+            >>> DataLoader(torch.arange(4), seeder=s).epoch
+            4
+        """
+        return self.sampler.epoch
 
     @property
     def batches_done(self) -> int:
@@ -328,11 +455,11 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         ``enumerate(loader, start=loader.batches_done)`` numbers a resumed epoch's batches as the
         uninterrupted run did (a progress log prints ``[3/6]``, not ``[0/6]``).
 
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-        >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s); it = iter(loader); _ = next(it)
-        >>> loader.batches_done
-        1
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> _ = next(iter(loader)); loader.batches_done
+            1
         """
         epoch = self.sampler.epoch
         for mark in (self._resume, self._done):
@@ -342,12 +469,28 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     @property
     def live_token(self) -> Optional[object]:
-        """Identifies the newest iterator; only it moves the position."""
+        """Identifies the newest iterator; only it moves the position (``None`` before the first).
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s)
+            >>> old = loader.live_token; _ = iter(loader); loader.live_token is old
+            False
+        """
         return self._live_token
 
     def pending_start(self) -> tuple[int, int, object]:
-        """``(epoch, first batch, token)`` of the iterator being created (read by the batch
-        sampler)."""
+        """Where the iterator being created starts; read by the batch sampler.
+
+        Returns:
+            ``(epoch, first batch, token)``; the token identifies the iterator (:attr:`live_token`).
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 2)
+            >>> epoch, first, token = DataLoader(torch.arange(4), seeder=s).pending_start()
+            >>> epoch, first
+            (2, 0)
+        """
         if self._pending is None:  # iterated outside __iter__ (e.g. by a wrapper): start it here
             self._pending = self._start()
         return self._pending
@@ -357,26 +500,45 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         start = 0
         if self._resume is not None and self._resume[0] == epoch:
             start = self._resume[1]
-            self.seeder.resume_check.warn_if_moved(
-                self, f"seeder.{type(self).__name__}", epoch
-            )  # nothing drew since the load
+            # nothing drew from the global RNGs since the load
+            self.seeder.resume_check.warn_if_moved(self, f"seeder.{type(self).__name__}", epoch)
         self._resume = None
         token = object()
         self._live_token = token
         self._done = (epoch, start)
         return epoch, start, token
 
-    def handed(self, epoch: int, batches: int) -> None:
-        """Record that ``batches`` batches of ``epoch`` have been handed to the training loop."""
-        self._done = (epoch, batches)
-
     def seeder_position(self) -> dict[str, int]:
-        """:class:`~seeder._seeding.participant.Positioned`: the epoch and the samples of it handed
-        out; changes nothing."""
+        """The loader's position for the seeder's records
+        (:class:`~seeder._seeding.participant.Positioned`); changes nothing.
+
+        Returns:
+            ``{"epoch": ..., "position": samples of it handed out}``.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> _ = next(iter(loader))
+            >>> loader.seeder_position()
+            {'epoch': 0, 'position': 3}
+        """
         return {"epoch": self.sampler.epoch, "position": self.samples_before(self.batches_done)}
 
     def samples_before(self, batch: int) -> int:
-        """Samples of this rank's epoch in the batches before ``batch``."""
+        """Samples of this rank's epoch in the batches before ``batch``.
+
+        Args:
+            batch: a batch index of the epoch.
+
+        Returns:
+            ``batch * batch_size``, at most the rank's samples in the epoch.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
+            >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> loader.samples_before(2), loader.samples_before(4)
+            (6, 10)
+        """
         return min(batch * self.batch_size, self.sampler.num_samples)
 
     def __iter__(self) -> Any:
@@ -404,23 +566,38 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         finally:
             object.__setattr__(self, "dataset", user)
 
-    # --------------------------------------------------------------- seeder
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Participant hook: an owned sampler follows ``reseed(task, epoch)``; a joined one does so
-        itself."""
+        """Participant hook of ``seeder.reseed``: an owned sampler follows ``reseed(task,
+        epoch)``; a joined one does so itself.
+
+        Args:
+            seeder: the seeder that reseeds.
+            task_id: the reseed's task.
+            epoch: the reseed's epoch.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s)
+            >>> s.reseed(1, 5); loader.epoch  # the seeder called loader.seeder_reseed(s, 1, 5)
+            5
+        """
         if self._owns_sampler:
             self.sampler.seeder_reseed(seeder, task_id, epoch)
 
-    # ---------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, position (batches and samples handed to the training loop) and the sampler's
-        state: plain values only.
+        """Epoch, position (batches and samples handed out) and the sampler's state.
 
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-        >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s); it = iter(loader); _ = next(it)
-        >>> st = loader.state_dict(); st["batch"], st["position"], st["num_batches"]
-        (1, 3, 4)
+        Returns:
+            A dict of plain values (``format``, ``version``, ``epoch``, ``batch``, ``position``,
+            ``batch_size``, ``drop_last``, ``num_batches``, ``sampler``) for
+            :meth:`load_state_dict`.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> it = iter(loader); _ = next(it)
+            >>> st = loader.state_dict(); st["batch"], st["position"], st["num_batches"]
+            (1, 3, 4)
         """
         epoch, batch = self.sampler.epoch, self.batches_done
         sampler_state = self.sampler.state_dict()
@@ -439,12 +616,20 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
     def check_state_dict(self, state: Any) -> None:
         """Raise :class:`seeder.StateError` if ``state`` does not fit this loader; change nothing.
 
-        >>> import torch, seeder
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> DataLoader(torch.arange(4), seeder=s).check_state_dict({"format": "x"})
-        Traceback (most recent call last):
-        ...
-        seeder._errors.StateError: not a seeder.DataLoader state: pass the dict returned by seeder.DataLoader.state_dict()
+        Args:
+            state: what :meth:`state_dict` returned (in this run or a saved one).
+
+        Raises:
+            StateError: not a loader state, another ``batch_size``, ``drop_last``, dataset or world
+                size, a corrupt position, or a sampler state that does not fit.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s)
+            >>> loader.check_state_dict({"format": "x"})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: not a seeder.DataLoader state: pass the dict returned by ...
         """
         check_state_header(
             state, "seeder.loader", LOADER_STATE_VERSION, _STATE_KEYS, "seeder.DataLoader"
@@ -484,20 +669,34 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         handed out (O(1)).
 
         Loading the same state twice (seeder and a framework both restore it) is harmless.
-        Validates first; a bad state raises :class:`seeder.StateError` and changes nothing.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
+            RuntimeError: called inside a DataLoader worker.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(6), batch_size=2, seeder=s)
+            >>> it = iter(loader); _ = next(it); state = loader.state_dict()
+            >>> again = DataLoader(torch.arange(6), batch_size=2, seeder=s)
+            >>> again.load_state_dict(state)
+            >>> [b.tolist() for b in again]
+            [[2, 3], [4, 5]]
         """
         refuse_in_worker("seeder.DataLoader.load_state_dict()")
         self.check_state_dict(state)
         self.sampler.load_state_dict(state["sampler"])
         epoch = check_key(state["epoch"], "epoch")
         self._resume = (epoch, int(state["batch"]))
-        if (
-            0 < self._resume[1] < len(self.batch_sampler)
-        ):  # inside the epoch: its first batch checks the global RNGs
+        # inside the epoch: its first batch checks the global RNGs
+        if 0 < self._resume[1] < len(self.batch_sampler):
             self.seeder.resume_check.want(self)
         self._done = self._resume
         self._live_token = None
-        self._loads += 1
+        self._load_count += 1
 
     def __repr__(self) -> str:
         return (

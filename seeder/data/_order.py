@@ -52,7 +52,8 @@ def shard_sizes(n: int, replicas: int, drop_last: bool) -> tuple[int, int]:
 
     >>> shard_sizes(7, 2, drop_last=True)
     (3, 6)
-    >>> shard_sizes(2**63 - 1, 1, drop_last=False)[0] == 2**63 - 1  # a float division would round up to 2**63
+    >>> # a float division would round up to 2**63
+    >>> shard_sizes(2**63 - 1, 1, drop_last=False)[0] == 2**63 - 1
     True
     """
     if drop_last and n % replicas != 0:

@@ -176,7 +176,8 @@ class TablePermutation:
     table.
 
     >>> import numpy as np
-    >>> TablePermutation(5, key=1)(np.arange(5)).tolist() == TablePermutation(5, key=1).table.tolist()
+    >>> perm = TablePermutation(5, key=1)
+    >>> perm(np.arange(5)).tolist() == perm.table.tolist()
     True
     """
 

@@ -15,9 +15,12 @@ Two modes:
   ``seed=s`` it yields exactly what ``torch.utils.data.DistributedSampler(seed=s)``
   yields, for migrating existing experiments.
 
+Here too: the checks of its arguments and of the states it loads (each raises before anything
+changes), and its iterator (:class:`SamplerIterator`: C-speed iteration that knows how far it
+got, under torchdata's ``Stateful`` iterator names).
+
 Example:
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(42)
+    >>> import seeder; s = seeder.Seeder(); s.init(42)
     >>> sampler = DistributedSampler(range(10), num_replicas=2, rank=0, seeder=s)
     >>> s.reseed(1, 0); order0 = list(sampler)
     >>> s.reseed(1, 1); order1 = list(sampler)     # follows the epoch, no set_epoch needed
@@ -27,35 +30,385 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Iterator
-from typing import Any, Optional
+import operator
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable, Optional, cast
 
 import numpy as np
 import torch
+import torch.distributed
 import torch.utils.data.distributed
 
-from seeder._checks import check_bool, is_int
+from seeder._checks import check_bool, check_state_header, is_int
+from seeder._errors import StateError
 from seeder._run.trace import record_step
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import UsesSeeder, resolve_seeder
-from seeder._seeding.derive import TRAIN_TASK, check_key
-from seeder._seeding.distributed import refuse_in_worker
+from seeder._seeding.derive import MAX_KEY, MAX_MASTER_SEED, TRAIN_TASK, check_key, shuffle_seed
+from seeder._seeding.distributed import MAX_WORLD_SIZE, process_group_active, refuse_in_worker
 from seeder.data._audit import LoaderWatch
-from seeder.data._order import index_blocks, shard_sizes, shuffle_key
-from seeder.data._sampler_checks import (
-    SAMPLER_STATE_VERSION,
-    check_advance,
-    check_sampler_args,
-    check_sampler_state,
-    run_constraints,
-)
-from seeder.data._sampler_iter import Progress, SamplerIterator
+from seeder.data._order import M64, MODES, index_blocks, shard_sizes, shuffle_key
 from seeder.data._workers import SeededDataset
 
-__all__ = ["DistributedSampler"]
+__all__ = [
+    "DistributedSampler",
+    "SAMPLER_STATE_VERSION",
+    "SAMPLER_STATE_KEYS",
+    "check_sampler_args",
+    "check_sampler_state",
+    "run_constraints",
+    "check_advance",
+    "Progress",
+    "SamplerIterator",
+]
 
 logger = logging.getLogger("seeder")
+
+#: Version of the layout of :meth:`DistributedSampler.state_dict`.
+SAMPLER_STATE_VERSION = 1
+#: The keys of :meth:`DistributedSampler.state_dict`.
+SAMPLER_STATE_KEYS = frozenset(
+    {
+        "format",
+        "version",
+        "mode",
+        "epoch",
+        "position",
+        "key",
+        "dataset_len",
+        "num_replicas",
+        "shuffle",
+        "drop_last",
+        "task",
+        "stream",
+    }
+)
+_WHAT = {
+    "mode": "mode=",
+    "dataset_len": "a dataset of length",
+    "num_replicas": "num_replicas=",
+    "shuffle": "shuffle=",
+    "drop_last": "drop_last=",
+    "task": "task=",
+    "stream": "stream=",
+}
+
+
+def check_sampler_args(
+    dataset: Any,
+    num_replicas: Any,
+    rank: Any,
+    shuffle: Any,
+    seed: Any,
+    drop_last: Any,
+    mode: Any,
+    task: Any,
+    stream: Any,
+    with_epoch: Any,
+) -> tuple[int, int, int, bool, Optional[int], bool, int, int, Optional[bool]]:
+    """The sampler's arguments in plain types.
+
+    Returns ``(len(dataset), num_replicas, rank, shuffle, seed, drop_last, task, stream,
+    with_epoch)``; ``num_replicas``/``rank`` ``None`` take the process group's (one replica without
+    one).
+
+    >>> check_sampler_args(range(5), 2, 2, True, None, False, "feistel", 1, 0, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid rank 2: rank must be in [0, 1] for num_replicas=2
+    """
+    try:
+        n = len(dataset)
+    except TypeError:
+        raise TypeError(
+            f"DistributedSampler needs a dataset with __len__, got {type(dataset).__name__}"
+        ) from None
+    except OverflowError:
+        raise ValueError(
+            f"the dataset's __len__ returned more than Python's len() can hold (sys.maxsize = "
+            f"2**63 - 1); seeder.DistributedSampler takes datasets of up to 2**63 - 1 items: split "
+            f"{type(dataset).__name__} into several datasets"
+        ) from None
+    if num_replicas is None:
+        num_replicas = torch.distributed.get_world_size() if process_group_active() else 1
+    if rank is None:
+        rank = torch.distributed.get_rank() if process_group_active() else 0
+    if not is_int(num_replicas):
+        raise TypeError(
+            f"num_replicas must be an int (the number of ranks), got {type(num_replicas).__name__} "
+            f"{num_replicas!r}"
+        )
+    if not 1 <= num_replicas <= MAX_WORLD_SIZE:
+        raise ValueError(
+            f"num_replicas must be in [1, 2**32] (the number of ranks; a rank is one 32-bit word "
+            f"of the batch seeds' key), got {num_replicas}"
+        )
+    if not is_int(rank):
+        raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}")
+    if not 0 <= rank < num_replicas:
+        raise ValueError(
+            f"Invalid rank {rank}: rank must be in [0, {num_replicas - 1}] for "
+            f"num_replicas={num_replicas}"
+        )
+    shuffle = check_bool(shuffle, "shuffle")
+    drop_last = check_bool(drop_last, "drop_last")
+    if seed is not None:
+        if not is_int(seed):
+            raise TypeError(
+                f"seed must be None (use the seeder's master seed) or an int, got "
+                f"{type(seed).__name__} {seed!r}"
+            )
+        if not 0 <= seed <= MAX_MASTER_SEED:
+            raise ValueError(
+                f"seed must be None (use the seeder's master seed) or an int in [0, 2**63 - 1], "
+                f"got {seed!r}"
+            )
+        seed = int(seed)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    task, stream = check_key(task, "task"), check_key(stream, "stream")
+    if with_epoch is not None:
+        with_epoch = check_bool(with_epoch, "with_epoch")
+    return int(n), int(num_replicas), int(rank), shuffle, seed, drop_last, task, stream, with_epoch
+
+
+def check_sampler_state(
+    state: Any,
+    layout: dict[str, Any],
+    num_samples: int,
+    derived_key: Optional[Callable[[int], Optional[int]]] = None,
+    run_epoch: Optional[int] = None,
+) -> None:
+    """Raise :class:`seeder.StateError` unless ``state`` is a sampler state saved with ``layout``;
+    change nothing.
+
+    ``layout`` holds the sampler's ``mode``, ``dataset_len``, ``num_replicas``, ``shuffle``,
+    ``drop_last``, ``task`` and ``stream``; ``num_samples`` bounds the position.
+    ``derived_key(epoch)`` is the shuffle key the master seed derives for an epoch (``None``:
+    not known); ``run_epoch`` the epoch the seeder's last reseed puts this sampler in (``None``:
+    no such constraint). A state that disagrees with either came from another run.
+
+    >>> check_sampler_state({"format": "x"}, {}, 4)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    seeder._errors.StateError: not a sampler state: pass the dict returned by ...
+    """
+    check_state_header(
+        state,
+        "seeder.sampler",
+        SAMPLER_STATE_VERSION,
+        SAMPLER_STATE_KEYS,
+        "sampler",
+        "DistributedSampler",
+    )
+    for name, have in layout.items():
+        if state[name] != have or type(state[name]) is not type(have):
+            raise StateError(
+                f"the sampler state was saved with {_WHAT[name]} {state[name]!r}, this sampler has "
+                f"{have!r}; resume with the same dataset, world size and sampler arguments"
+            )
+    for name, hi in (("epoch", MAX_KEY), ("key", M64)):
+        if not is_int(state[name]) or not 0 <= state[name] <= hi:
+            raise StateError(
+                f"sampler state[{name!r}] must be an int in [0, {hi}], got {state[name]!r}"
+            )
+    pos = state["position"]
+    if not is_int(pos) or not 0 <= pos <= num_samples:
+        raise StateError(
+            f"sampler state['position'] must be an int in [0, {num_samples}], got {pos!r}"
+        )
+    if run_epoch is not None and state["epoch"] != run_epoch:
+        raise StateError(
+            f"the sampler state is in epoch {state['epoch']} but the seeder state's last reseed is "
+            f"epoch {run_epoch} of the sampler's task; the two states come from different points "
+            f"of a run (save both at the same step)"
+        )
+    want = derived_key(int(state["epoch"])) if derived_key is not None else None
+    if want is not None and state["key"] != want:
+        raise StateError(
+            f"sampler state['key'] {state['key']} is not the shuffle key of epoch {state['epoch']} "
+            f"({want}) for this master seed and sampler; the state comes from another run or seed: "
+            "load the seeder state it was saved with (seeder.load_state_dict) or init with that "
+            "master seed"
+        )
+
+
+def run_constraints(
+    seeder: Seeder,
+    seed: Optional[int],
+    mode: str,
+    task: int,
+    stream: int,
+    shuffle: bool,
+    manual: bool,
+) -> tuple[Callable[[int], Optional[int]], Optional[int]]:
+    """What a sampler state must agree with in the run it is loaded into: ``(key of an epoch, epoch
+    or None)``.
+
+    The run is the one a seeder state describes while ``seeder.load_state_dict`` checks it
+    (``seeder.loading``), else the seeder's own. The key of an epoch is ``None`` when no master
+    seed is known yet. During a ``seeder.load_state_dict``, unless the epoch is set by hand
+    (``manual``), the epoch is the last reseed's when that reseed was of the sampler's ``task``,
+    and 0 when the state has no reseed at all.
+
+    >>> from seeder import Seeder
+    >>> s = Seeder(); s.init(3)
+    >>> key_of, epoch = run_constraints(s, None, "feistel", 1, 0, True, False)
+    >>> key_of(0) == s.derive(3, 1, 0, rank=0), epoch
+    (True, None)
+    """
+    loading = seeder.loading
+    run = loading or seeder.run
+
+    def key_of(epoch: int) -> Optional[int]:
+        if not shuffle:
+            return 0
+        if seed is not None:
+            return shuffle_key(seeder, seed, mode, task, epoch, stream)
+        return None if run.master is None else shuffle_seed(run.master, task, epoch, stream)
+
+    if loading is None or manual:
+        return key_of, None
+    last = loading.last
+    if (
+        last is None
+    ):  # no reseed yet in that run: a sampler that follows reseed is still in its first epoch
+        return key_of, 0
+    return key_of, (last[1] if last[0] == task else None)
+
+
+def check_advance(n: Any, consumed: int, handed: int, num_samples: int, epoch: int) -> int:
+    """``n`` as an int if ``consumed + n`` samples stay within the ``handed`` ones, else
+    ``ValueError`` naming the fix.
+
+    >>> check_advance(3, 0, 4, 8, 0)
+    3
+    """
+    if not is_int(n) or n < 0:
+        raise ValueError(f"advance() takes the number of samples consumed (an int >= 0), got {n!r}")
+    if consumed + n > handed:
+        raise ValueError(
+            f"advance({n}) would count {consumed + n} samples consumed in epoch {epoch}, more than "
+            f"the {handed} (of {num_samples}) this sampler has handed out; pass the size of the "
+            f"batch actually trained on (e.g. len(labels)), once per batch"
+        )
+    return int(n)
+
+
+class Progress:
+    """How far one ``iter(sampler)`` got: the block being drawn from and its list iterator.
+
+    The sampler hands its indices out in blocks, one list iterator each, chained at C speed
+    (:class:`SamplerIterator`). Recording the block being drawn from gives the number of indices
+    drawn at any moment without a Python call per index.
+
+    >>> p = Progress(0); p.current, p.current_len = iter([7, 8, 9]), 3; _ = next(p.current)
+    >>> p.yielded()
+    1
+    """
+
+    def __init__(self, start: int):
+        self.start = self.block_start = start
+        self.current: Optional[Iterator[int]] = None
+        self.current_len = 0
+        self.started = False
+        self.stopped = (
+            False  # stop() was called: the owner loaded another state under this iteration
+        )
+        self._items: Optional[list[Any]] = None
+        self._stopped_at = 0
+
+    def stop(self) -> None:
+        """End the iteration at the index it has reached: the current block is emptied, its owner
+        raises next.
+
+        >>> p = Progress(0); blocks = p.draw([np.array([1, 2, 3])], None)
+        >>> _, it = next(blocks); first = next(it); p.stop(); list(it), p.yielded()
+        ([], 1)
+        """
+        self._stopped_at = self.yielded()
+        self.stopped = True
+        if self._items is not None:
+            self._items.clear()
+
+    def yielded(self) -> int:
+        """Indices drawn so far in this epoch (the start position included)."""
+        if self.stopped:
+            return self._stopped_at
+        if self.current is None:
+            return self.block_start
+        return self.block_start + self.current_len - operator.length_hint(self.current)
+
+    def draw(
+        self, blocks: Iterable[np.ndarray], epoch: Optional[int]
+    ) -> Iterator[tuple[int, Iterator[Any]]]:
+        """For each block: ``(end position, C-level iterator over its indices)``, recording
+        progress.
+
+        ``epoch`` not ``None``: the iterators yield ``(epoch, index)`` pairs.
+
+        >>> p = Progress(2); [(end, list(it)) for end, it in p.draw([np.array([5, 6])], 1)]
+        [(4, [(1, 5), (1, 6)])]
+        """
+        end = self.start
+        for block in blocks:
+            self.block_start = end
+            end += len(block)
+            items = self._items = block.tolist()
+            self.current, self.current_len = iter(items), len(items)
+            yield (
+                end,
+                (zip(itertools.repeat(epoch), self.current) if epoch is not None else self.current),
+            )
+        self.current = self._items = None
+        self.block_start = end
+
+
+class SamplerIterator(itertools.chain):
+    """``iter(DistributedSampler)``: C-speed iteration, and torchdata's ``Stateful`` iterator
+    protocol.
+
+    torchdata's ``StatefulDataLoader`` saves ``state_dict()`` (the indices drawn so far) with
+    the sampler's own state, and on resume calls ``load_state_dict`` on a fresh iterator
+    before drawing from it: the iterator then starts there, in O(1). ``sampler`` is anything
+    with ``num_samples`` and a ``loader_watch`` (:class:`seeder.data._audit.LoaderWatch`).
+
+    >>> from seeder.data._audit import LoaderWatch
+    >>> class Sampler: num_samples = 2; loader_watch = LoaderWatch()
+    >>> it = SamplerIterator.from_iterable([iter([1, 2])])
+    >>> it.progress, it.sampler = Progress(0), Sampler()
+    >>> it.state_dict()
+    {'format': 'seeder.sampler_iter', 'yielded': 0}
+    """
+
+    progress: Progress
+    sampler: DistributedSampler
+
+    def state_dict(self) -> dict[str, Any]:
+        """The number of indices drawn so far; the loader asking for it saves the position, so the
+        sampler is told."""
+        self.sampler.loader_watch.note_position_saved()
+        return {"format": "seeder.sampler_iter", "yielded": self.progress.yielded()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Start at ``state['yielded']``; only before the first index is drawn."""
+        if not isinstance(state, dict) or state.get("format") != "seeder.sampler_iter":
+            raise StateError(
+                "not a seeder sampler iterator state: pass the dict returned by "
+                "iter(sampler).state_dict()"
+            )
+        yielded: Any = state.get("yielded")  # loaded content: checked here
+        if not is_int(yielded) or not 0 <= yielded <= self.sampler.num_samples:
+            raise StateError(
+                f"sampler iterator state['yielded'] must be an int in [0, "
+                f"{self.sampler.num_samples}], got {yielded!r}"
+            )
+        if self.progress.started:
+            raise RuntimeError("load the sampler iterator's state before drawing from it")
+        self.progress.start = self.progress.block_start = int(yielded)
+        self.sampler.loader_watch.note_position_saved()
 
 
 def _check_not_stopped(progress: Progress) -> None:
@@ -71,33 +424,45 @@ def _check_not_stopped(progress: Progress) -> None:
 class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSampler):
     """Shard and shuffle a dataset across ranks; the order comes from the seeder.
 
-    Accepted wherever :class:`torch.utils.data.DistributedSampler` is (it is a
-    subclass): ``DataLoader(sampler=...)``, ``set_epoch``, ``len``.
+    A drop-in for :class:`torch.utils.data.DistributedSampler` (a subclass) that follows every
+    ``reseed(task, epoch)`` of its ``task`` until you call :meth:`set_epoch`. Mid-epoch resume:
+    :meth:`advance` after each finished batch, :meth:`state_dict`, :meth:`load_state_dict`.
 
-    * ``num_replicas``/``rank``: given, else the process group's, else one replica (rank 0).
-    * ``seed``: ``None`` (default) takes the master seed of the seeder; an int makes the
-      order independent of the seeder (in ``mode="torch"`` it is torch's ``seed``).
-    * The sampler joins ``seeder`` (the default one unless given) and follows every
-      ``reseed(task, epoch)`` of its ``task`` (1, the training loop): forgetting
-      ``set_epoch`` is harmless. Once you call :meth:`set_epoch` yourself, your calls
-      alone decide the epoch.
-    * Mid-epoch resume: call :meth:`advance` with the size of each batch your loop has
-      *finished*; :meth:`state_dict` saves that count, and after :meth:`load_state_dict`
-      the next iteration yields exactly the remaining indices (O(1) in ``"feistel"`` mode).
-    * ``join=False``: the sampler does not join the seeder (no reseed following, no state in
-      ``seeder.state_dict()``); the object that owns it does that (:class:`seeder.DataLoader`).
-    * Over a :class:`seeder.data.SeededDataset` it yields ``(epoch, index)`` pairs, so that
-      workers can seed each sample (``with_epoch`` overrides the detection).
+    Args:
+        dataset: anything with ``__len__``.
+        num_replicas, rank: given, else the process group's, else one replica (rank 0).
+        shuffle: shuffle each epoch (else sequential order).
+        seed: ``None`` takes the master seed of the seeder; an int makes the order independent of
+            the seeder (in ``mode="torch"`` it is torch's ``seed``).
+        drop_last: cut the index list to a multiple of ``num_replicas`` (else pad it), as torch.
+        mode: ``"feistel"`` (O(1) start and resume) or ``"torch"`` (``torch.randperm``, torch's
+            order for a given ``seed``).
+        task: the reseed task whose epochs it follows (1, the training loop).
+        stream: tells apart samplers of the same task, e.g. two datasets.
+        with_epoch: yield ``(epoch, index)`` pairs; ``None`` does so over a
+            :class:`seeder.data.SeededDataset`, so that workers can seed each sample.
+        seeder: the :class:`seeder.Seeder` to join and take the order from; the default one if
+            ``None``.
+        join: ``False``: the sampler does not join the seeder (no reseed following, no state in
+            ``seeder.state_dict()``); the object that owns it does that
+            (:class:`seeder.DataLoader`).
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(0)
-    >>> a = DistributedSampler(range(7), num_replicas=2, rank=0, seeder=s)
-    >>> b = DistributedSampler(range(7), num_replicas=2, rank=1, seeder=s)
-    >>> sorted(set(a) | set(b)) == list(range(7)), len(a)
-    (True, 4)
+    Raises:
+        TypeError: a dataset without ``__len__``, or an argument of the wrong type.
+        ValueError: ``rank`` outside ``[0, num_replicas)``, an unknown ``mode``, or a number out of
+            range.
+
+    Example:
+        >>> import seeder; s = seeder.Seeder(); s.init(0)
+        >>> a = DistributedSampler(range(7), num_replicas=2, rank=0, seeder=s)
+        >>> b = DistributedSampler(range(7), num_replicas=2, rank=1, seeder=s)
+        >>> sorted(set(a) | set(b)) == list(range(7)), len(a)
+        (True, 4)
     """
 
     seeder_kind = "sampler"
+    # torch types seed as int; None here takes the seeder's master seed.
+    seed: Optional[int]  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -115,19 +480,9 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         seeder: Optional[Seeder] = None,
         join: bool = True,
     ) -> None:
+        given = (num_replicas, rank, shuffle, seed, drop_last, mode, task, stream, with_epoch)
         n, num_replicas, rank, shuffle, seed, drop_last, task, stream, with_epoch = (
-            check_sampler_args(
-                dataset,
-                num_replicas,
-                rank,
-                shuffle,
-                seed,
-                drop_last,
-                mode,
-                task,
-                stream,
-                with_epoch,
-            )
+            check_sampler_args(dataset, *given)
         )
         seeder = resolve_seeder(seeder)
         self.dataset = dataset
@@ -152,9 +507,8 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self.loader_watch = LoaderWatch()
         # where the pending (loaded) or live iteration starts: len() is what is left from there
         self._left_from = 0
-        self._live: Optional[Progress] = (
-            None  # the live iteration's progress, until it hands out its last block
-        )
+        # the live iteration's progress, until it hands out its last block
+        self._live: Optional[Progress] = None
         if check_bool(join, "join"):
             seeder.join(self)
 
@@ -163,14 +517,38 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         """Use ``epoch`` for the next iteration; from now on the sampler ignores ``reseed``.
 
         Setting the epoch it already has keeps a position loaded by :meth:`load_state_dict`.
+
+        Args:
+            epoch: an int in ``[0, 2**32)``.
+
+        Raises:
+            TypeError, ValueError: ``epoch`` is not such an int.
+
+        Example:
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(4), seeder=s)
+            >>> sampler.set_epoch(3); s.reseed(1, 7); sampler.epoch
+            3
         """
         epoch = check_key(epoch, "epoch")
         self._manual = True
         self._switch(epoch, "set_epoch")
 
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
-        """Participant hook: follow ``reseed(task, epoch)`` of this sampler's task
-        until :meth:`set_epoch` is used."""
+        """Participant hook of ``seeder.reseed``: follow ``reseed(task, epoch)`` of this sampler's
+        task until :meth:`set_epoch` is used.
+
+        Args:
+            seeder: the seeder that reseeds.
+            task_id: the reseed's task.
+            epoch: the reseed's epoch.
+
+        Example:
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(4), seeder=s)
+            >>> s.reseed(1, 5); sampler.epoch  # the seeder called sampler.seeder_reseed(s, 1, 5)
+            5
+        """
         if task_id == self.task and not self._manual:
             # a reseed that runs takes this run's key (the same as a loaded one of this run)
             self._loaded = None
@@ -191,7 +569,6 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self._resume = self._consumed = self._handed = self._left_from = 0
         self._token, self._finished, self._live = object(), False, None
 
-    # ------------------------------------------------------------ keys
     def _key(self, epoch: int) -> int:
         """The shuffle key of ``epoch``: the loaded one, ``seed + epoch`` (torch mode), or
         derived."""
@@ -211,12 +588,14 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         self._resume = 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
-        record_step(
-            self._seeder, "sampler", epoch=epoch, step=None, position=start
-        )  # $SEEDER_TRACE only
+        # $SEEDER_TRACE only
+        record_step(self._seeder, "sampler", epoch=epoch, step=None, position=start)
         progress = Progress(start)
         self._live, self._left_from = progress, start
-        it = SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
+        # typeshed's chain.from_iterable returns chain, not the subclass it is called on
+        it = cast(
+            SamplerIterator, SamplerIterator.from_iterable(self._iters(key, token, progress, epoch))
+        )
         it.progress, it.sampler = progress, self
         return it
 
@@ -224,16 +603,25 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         """This rank's indices of ``epoch`` from its sample ``start`` on, as int64 arrays; no
         bookkeeping.
 
-        The order :meth:`__iter__` yields, without ``(epoch, index)`` pairs, and without
-        touching the position that :meth:`advance` and :meth:`state_dict` keep: for an owner
-        that counts the position itself (:class:`seeder.DataLoader`). O(1) to start anywhere.
+        The order :meth:`__iter__` yields, as plain indices, for an owner that counts the position
+        itself (:class:`seeder.DataLoader`). O(1) to start anywhere.
 
-        >>> import seeder
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> sampler = DistributedSampler(range(10), seeder=s)
-        >>> s.reseed(1, 0); full = list(sampler)
-        >>> [int(i) for b in sampler.blocks(0, 4) for i in b] == full[4:]
-        True
+        Args:
+            epoch: the epoch whose order to yield.
+            start: the first of this rank's samples to yield, in ``[0, num_samples]``.
+
+        Returns:
+            An iterator over consecutive blocks of indices.
+
+        Raises:
+            TypeError, ValueError: ``epoch`` or ``start`` out of range.
+
+        Example:
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(10), seeder=s)
+            >>> s.reseed(1, 0); full = list(sampler)
+            >>> [int(i) for b in sampler.blocks(0, 4) for i in b] == full[4:]
+            True
         """
         epoch = check_key(epoch, "epoch")
         if not is_int(start) or not 0 <= start <= self.num_samples:
@@ -272,50 +660,76 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
             self._finished, self._live, self._left_from = True, None, 0
 
     def seeder_position(self) -> dict[str, int]:
-        """:class:`~seeder._seeding.participant.Positioned`: epoch and samples consumed;
-        unlike :meth:`state_dict`, never warns."""
+        """The sampler's position for the seeder's records
+        (:class:`~seeder._seeding.participant.Positioned`); unlike :meth:`state_dict`, never warns.
+
+        Returns:
+            ``{"epoch": ..., "position": samples consumed}``.
+
+        Example:
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
+            >>> DistributedSampler(range(4), seeder=s).seeder_position()
+            {'epoch': 0, 'position': 0}
+        """
         return {"epoch": self.epoch, "position": self._consumed}
 
     @property
     def consumed(self) -> int:
-        """Samples of the current epoch reported with :meth:`advance` (or restored
-        by :meth:`load_state_dict`)."""
+        """Samples of the current epoch reported with :meth:`advance` (or restored by
+        :meth:`load_state_dict`).
+
+        Example:
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(8), seeder=s); it = iter(sampler); _ = next(it)
+            >>> sampler.advance(1); sampler.consumed
+            1
+        """
         return self._consumed
 
     def advance(self, n: int) -> None:
         """Record that the training loop has finished ``n`` more samples of this epoch.
 
-        Call it after each step with the batch's real size (``len(labels)``):
-        :meth:`state_dict` saves this count, not the indices the DataLoader has
-        prefetched. Counting past the blocks the sampler has handed out (or past the
-        epoch's end) raises ``ValueError``.
+        Call it after each step with the batch's real size (``len(labels)``): :meth:`state_dict`
+        saves this count, not the indices the DataLoader has prefetched.
 
-        >>> import seeder, torch
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> sampler = DistributedSampler(range(8), seeder=s)
-        >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
-        ...     range(8), batch_size=3, sampler=sampler, generator=seeder.data.dataloader_generator(seeder=s)))
-        >>> for batch in loader:
-        ...     sampler.advance(len(batch)); break
-        >>> sampler.state_dict()["position"]
-        3
+        Args:
+            n: the samples of the batch just trained on.
+
+        Raises:
+            ValueError: ``n`` is not an int >= 0, or the count would pass the indices the sampler
+                has handed out (or the epoch's end).
+
+        Example:
+            >>> import seeder, torch; s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(8), seeder=s)
+            >>> gen = seeder.data.dataloader_generator(seeder=s)
+            >>> loader = seeder.data.watch_loader(torch.utils.data.DataLoader(
+            ...     range(8), batch_size=3, sampler=sampler, generator=gen))
+            >>> for batch in loader:
+            ...     sampler.advance(len(batch)); break
+            >>> sampler.state_dict()["position"]
+            3
         """
         self._consumed += check_advance(
             n, self._consumed, self._handed, self.num_samples, self.epoch
         )
-        record_step(
-            self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed
-        )  # $SEEDER_TRACE only
+        # $SEEDER_TRACE only
+        record_step(self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed)
 
-    # ------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, position, shuffle key and layout: ints, bools and strings only.
+        """Epoch, position, shuffle key and layout.
 
-        >>> import seeder
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> st = DistributedSampler(range(8), seeder=s).state_dict()
-        >>> st["epoch"], st["position"], st["dataset_len"]
-        (0, 0, 8)
+        Warns (:class:`seeder.SeederWarning`) once per thing in the loader that would make the
+        resume diverge (see :func:`seeder.data.watch_loader`).
+
+        Returns:
+            A dict of ints, bools and strings for :meth:`load_state_dict`.
+
+        Example:
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
+            >>> st = DistributedSampler(range(8), seeder=s).state_dict()
+            >>> st["epoch"], st["position"], st["dataset_len"]
+            (0, 0, 8)
         """
         self.loader_watch.check(self, handed=self._handed, finished=self._finished)
         return {
@@ -339,9 +753,26 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         }
 
     def check_state_dict(self, state: Any) -> None:
-        """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler, or has another
-        shuffle key or epoch than the run it is loaded into implies
-        (:func:`.sampler_checks.run_constraints`); change nothing."""
+        """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler; change nothing.
+
+        A state with another shuffle key or epoch than the run implies (:func:`run_constraints`) is
+        refused too.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: what does not fit, and what to do.
+
+        Example:
+            >>> import seeder; s = seeder.Seeder(); s.init(0)
+            >>> sampler = DistributedSampler(range(8), seeder=s)
+            >>> sampler.check_state_dict({**sampler.state_dict(), "dataset_len": 9})
+            ... # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            seeder._errors.StateError: the sampler state was saved with a dataset of length 9, ...
+        """
         key_of, epoch = run_constraints(
             self._seeder, self.seed, self.mode, self.task, self.stream, self.shuffle, self._manual
         )
@@ -351,24 +782,33 @@ class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSam
         """Continue from ``state``: the next iteration yields exactly the samples after its
         position.
 
-        The epoch comes from the state, and its shuffle key too (so a resumed epoch keeps
-        its order). Validates first; a bad state raises and changes nothing.
+        The epoch comes from the state, and its shuffle key too (so a resumed epoch keeps its
+        order).
 
-        >>> import seeder, torch
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> def loader(sampler):
-        ...     return seeder.data.watch_loader(torch.utils.data.DataLoader(
-        ...         range(10), batch_size=2, sampler=sampler, generator=seeder.data.dataloader_generator(seeder=s)))
-        >>> a = DistributedSampler(range(10), seeder=s); full = list(loader(a)); a.advance(4)
-        >>> b = DistributedSampler(range(10), seeder=s); b.load_state_dict(a.state_dict())
-        >>> [x.tolist() for x in loader(b)] == [x.tolist() for x in full[2:]]
-        True
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
+            RuntimeError: called inside a DataLoader worker.
+
+        Example:
+            >>> import seeder, torch; s = seeder.Seeder(); s.init(0)
+            >>> def loader(sampler):
+            ...     return seeder.data.watch_loader(torch.utils.data.DataLoader(
+            ...         range(10), batch_size=2, sampler=sampler,
+            ...         generator=seeder.data.dataloader_generator(seeder=s)))
+            >>> a = DistributedSampler(range(10), seeder=s); loader_a = loader(a)
+            >>> full = list(loader_a); a.advance(4)
+            >>> b = DistributedSampler(range(10), seeder=s); b.load_state_dict(a.state_dict())
+            >>> loader_b = loader(b)  # a sampler holds its loader weakly: keep the loader
+            >>> [x.tolist() for x in loader_b] == [x.tolist() for x in full[2:]]
+            True
         """
         refuse_in_worker("DistributedSampler.load_state_dict()")
         self.check_state_dict(state)
-        if (
-            self._live is not None
-        ):  # the live iteration stops at its next index instead of going on in the old order
+        # the live iteration stops at its next index instead of going on in the old order
+        if self._live is not None:
             self._live.stop()
         self.epoch = int(state["epoch"])
         self._loaded = (self.epoch, int(state["key"]))

@@ -59,10 +59,26 @@ REPLAY_LOG_EVERY = 1000
 
 class StreamShare(NamedTuple):
     """Which part of an iterable dataset this process (rank and worker) reads: items ``i % count ==
-    index``."""
+    index``.
 
-    index: int
-    count: int
+    Args:
+        index: this process's share, ``rank * num_workers + worker``.
+        count: the number of shares, ``world_size * num_workers``.
+        rank: the global rank.
+        world_size: the number of ranks.
+        worker: the DataLoader worker id (0 without workers).
+        num_workers: the workers per rank (1 without workers).
+        epoch: the epoch the loader is in.
+
+    Example:
+        >>> share = StreamShare(3, 4, 1, 2, 1, 2, 0)
+        >>> [i for i in range(10) if i % share.count == share.index]
+        [3, 7]
+    """
+
+    # These two fields shadow tuple.index and tuple.count: their names are the public API.
+    index: int  # type: ignore[assignment]
+    count: int  # type: ignore[assignment]
     rank: int
     world_size: int
     worker: int
@@ -76,17 +92,19 @@ _CURRENT: list[Optional[StreamShare]] = [None]
 def stream_share() -> StreamShare:
     """This rank's and worker's share of an iterable dataset, for its ``__iter__`` to call.
 
-    Under :class:`seeder.IterableDataLoader` it is the loader's global rank, worker and epoch;
-    elsewhere, torch's worker info and rank 0 of 1.
+    Returns:
+        Under :class:`seeder.IterableDataLoader`, the loader's global rank, worker and epoch;
+        elsewhere, torch's worker info and rank 0 of 1.
 
-    >>> import torch, seeder
-    >>> class Numbers(torch.utils.data.IterableDataset):
-    ...     def __iter__(self):
-    ...         share = seeder.data.stream_share()
-    ...         return iter(range(share.index, 10, share.count))
-    >>> s = seeder.Seeder(); s.init(0)
-    >>> [b.tolist() for b in seeder.IterableDataLoader(Numbers(), batch_size=4, seeder=s)]
-    [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    Example:
+        >>> import torch, seeder
+        >>> class Numbers(torch.utils.data.IterableDataset):
+        ...     def __iter__(self):
+        ...         share = seeder.data.stream_share()
+        ...         return iter(range(share.index, 10, share.count))
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> [b.tolist() for b in seeder.IterableDataLoader(Numbers(), batch_size=4, seeder=s)]
+        [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     """
     current = _CURRENT[0]
     if current is not None:

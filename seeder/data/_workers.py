@@ -206,13 +206,24 @@ class WorkerInitFn:
     """A DataLoader ``worker_init_fn`` that seeds each worker from the seeder.
 
     Seeds ``random``, NumPy and torch CPU with ``derive(Domain.WORKER, task, epoch, rank,
-    stream=worker_id)`` (``(task, epoch)`` = the last ``reseed``, ``rank`` = global rank),
-    then every registered generator with its own word of that seed sequence (shared
-    generators use rank 0's), then calls ``fn(worker_id)`` if given.
+    stream=worker_id)`` (``(task, epoch)`` of the last ``reseed``, ``rank`` the global rank),
+    then every registered generator with its own word of that seed sequence (shared generators
+    use rank 0's), then calls ``fn(worker_id)`` if given.
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(1); s.reseed(1, 0)
-    >>> init = WorkerInitFn(seeder=s); init(3)
+    Args:
+        fn: called with the worker id after the seeding, or ``None``.
+        seeder: the :class:`seeder.Seeder` to seed from; the default one if ``None``.
+
+    Raises:
+        TypeError: ``fn`` is not callable, or ``seeder`` is not a :class:`seeder.Seeder`.
+
+    Example:
+        >>> import random, seeder
+        >>> s = seeder.Seeder(); s.init(1); s.reseed(1, 0)
+        >>> init = WorkerInitFn(seeder=s)
+        >>> init(3); a = random.random(); init(3); b = random.random()
+        >>> a == b
+        True
     """
 
     def __init__(
@@ -237,10 +248,22 @@ class WorkerInitFn:
 def make_worker_init_fn(
     fn: Optional[Callable[[int], Any]] = None, *, seeder: Optional[Seeder] = None
 ) -> WorkerInitFn:
-    """A ``worker_init_fn`` for ``seeder`` (default: the module-level one) that also calls
-    ``fn(worker_id)``.
+    """A ``worker_init_fn`` that seeds each worker from ``seeder`` and then calls ``fn(worker_id)``.
 
-    >>> init = make_worker_init_fn(lambda wid: None)
+    Args:
+        fn: called with the worker id after the seeding, or ``None``.
+        seeder: the :class:`seeder.Seeder` to seed from; the default one if ``None``.
+
+    Returns:
+        A :class:`WorkerInitFn` (picklable: it works with spawned workers).
+
+    Raises:
+        TypeError: ``fn`` is not callable.
+
+    Example:
+        >>> import torch
+        >>> init = make_worker_init_fn(lambda worker_id: torch.set_num_threads(1))
+        >>> loader = torch.utils.data.DataLoader(range(4), worker_init_fn=init)
     """
     return WorkerInitFn(fn, seeder=seeder)
 
@@ -254,16 +277,26 @@ def dataloader_generator(*, seeder: Optional[Seeder] = None) -> torch.Generator:
     """A ``torch.Generator`` for ``DataLoader(generator=...)``: iterators stop drawing from torch's
     global RNG.
 
-    Every ``iter(loader)`` draws a base seed for its workers from ``generator``, or from
-    the global torch RNG when none is given, shifting the training stream by one draw;
-    a run resumed mid-epoch would then be one draw off the run it continues.
-    The worker seeds themselves come from :data:`worker_init_fn`, so this generator's
-    values do not matter; it is seeded from the seeder for tidiness.
+    Every ``iter(loader)`` draws a base seed for its workers from ``generator``, or from the global
+    torch RNG when none is given, shifting the training stream by one draw; a run resumed mid-epoch
+    would then be one draw off the run it continues. The worker seeds themselves come from
+    :data:`worker_init_fn`, so this generator's values do not matter; it is seeded from the
+    seeder so that it is the same in every run.
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(3)
-    >>> isinstance(dataloader_generator(seeder=s), torch.Generator)
-    True
+    Args:
+        seeder: the :class:`seeder.Seeder` to seed it from; the default one if ``None``.
+
+    Returns:
+        A new CPU generator.
+
+    Example:
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(3)
+        >>> before = torch.random.get_rng_state()
+        >>> loader = torch.utils.data.DataLoader(range(4), generator=dataloader_generator(seeder=s))
+        >>> _ = list(loader)
+        >>> torch.equal(before, torch.random.get_rng_state())  # the global stream did not move
+        True
     """
     s = resolve_seeder(seeder)
     g = torch.Generator()
@@ -278,16 +311,31 @@ def dataloader_generator(*, seeder: Optional[Seeder] = None) -> torch.Generator:
 def sample_seed(
     index: int, epoch: int, *, task: int = TRAIN_TASK, seeder: Optional[Seeder] = None
 ) -> int:
-    """The seed :class:`SeededDataset` uses for sample ``index`` in ``epoch``: ``derive(SAMPLE,
-    task, epoch, index)``.
+    """The seed :class:`SeededDataset` uses for sample ``index`` in ``epoch``.
 
-    The same on every rank, for every number of workers. Use it to seed your own
-    per-sample generator, e.g. ``np.random.default_rng(seeder.data.sample_seed(i, epoch))``.
+    ``derive(Domain.SAMPLE, task, epoch, index)``: the same on every rank, for every number of
+    workers. Use it to seed your own per-sample generator, e.g.
+    ``np.random.default_rng(seeder.data.sample_seed(i, epoch))``.
 
-    >>> import seeder
-    >>> s = seeder.Seeder(); s.init(5)
-    >>> sample_seed(3, 0, seeder=s) == sample_seed(3, 0, seeder=s) != sample_seed(3, 1, seeder=s)
-    True
+    Args:
+        index: the sample's index in the dataset, in ``[0, 2**64)``.
+        epoch: the epoch, in ``[0, 2**32)``.
+        task: the task of the derivation (1, the training loop, unless given).
+        seeder: the :class:`seeder.Seeder` to derive from; the default one if ``None``.
+
+    Returns:
+        A 64-bit seed.
+
+    Raises:
+        ValueError: ``index``, ``epoch`` or ``task`` out of range.
+        RuntimeError: the seeder has no master seed yet.
+
+    Example:
+        >>> import seeder
+        >>> s = seeder.Seeder(); s.init(5)
+        >>> first = sample_seed(3, 0, seeder=s)
+        >>> first == sample_seed(3, 0, seeder=s), first == sample_seed(3, 1, seeder=s)
+        (True, False)
     """
     if not is_int(index) or not 0 <= index < 2**64:
         raise ValueError(f"index must be an int in [0, 2**64), got {index!r}")
@@ -302,27 +350,35 @@ class SeededDataset(torch.utils.data.Dataset):
     worker).
 
     Items are fetched with ``(epoch, index)`` keys, which :class:`seeder.DistributedSampler`
-    yields when its dataset is a ``SeededDataset``.
+    yields when its dataset is a ``SeededDataset``. Attributes of the wrapped dataset are
+    reachable through the wrapper.
 
-    * ``per_sample=True``: before each item, ``random``, NumPy, torch CPU and every
-      registered generator are seeded from :func:`sample_seed` (registered generator ``k``
-      gets word ``k`` of the same sequence). In the main process (``num_workers=0``) the
-      three global RNGs are put back afterwards (once per batch via ``__getitems__``),
-      so the training loop's stream is the same as with workers.
-    * ``per_sample=False``: inside a worker, the first item of each epoch reseeds the
-      worker as :data:`seeder.data.worker_init_fn` would for that epoch: fresh randomness every
-      epoch even with ``persistent_workers=True``. In the main process it does nothing.
+    Args:
+        dataset: a map-style dataset (with ``__getitem__``).
+        per_sample: ``True``: before each item, ``random``, NumPy, torch CPU and every registered
+            generator are seeded from :func:`sample_seed` (registered generator ``k`` gets word
+            ``k`` of the same sequence); in the main process (``num_workers=0``) the three global
+            RNGs are put back afterwards, so the training loop's stream is the same as with
+            workers. ``False``: inside a worker, the first item of each epoch reseeds the worker as
+            :data:`seeder.data.worker_init_fn` would for that epoch (fresh randomness every epoch
+            even with ``persistent_workers=True``); in the main process it does nothing.
+        task: the task of the derivation (1, the training loop, unless given).
+        seeder: the :class:`seeder.Seeder` to seed from; the default one if ``None``.
 
-    Attributes of the wrapped dataset are reachable through the wrapper.
+    Raises:
+        TypeError: ``dataset`` has no ``__getitem__``; an item is asked for without an
+            ``(epoch, index)`` key.
+        ValueError: ``task`` out of range, or a key with negative numbers.
 
-    >>> import random, seeder
-    >>> s = seeder.Seeder(); s.init(9)
-    >>> class Noisy(torch.utils.data.Dataset):
-    ...     def __len__(self): return 4
-    ...     def __getitem__(self, i): return i + random.random()
-    >>> ds = SeededDataset(Noisy(), seeder=s)
-    >>> ds[(0, 2)] == ds[(0, 2)] != ds[(1, 2)]
-    True
+    Example:
+        >>> import random, seeder
+        >>> s = seeder.Seeder(); s.init(9)
+        >>> class Noisy(torch.utils.data.Dataset):
+        ...     def __len__(self): return 4
+        ...     def __getitem__(self, i): return i + random.random()
+        >>> ds = SeededDataset(Noisy(), seeder=s)
+        >>> ds[(0, 2)] == ds[(0, 2)] != ds[(1, 2)]
+        True
     """
 
     def __init__(

@@ -26,8 +26,8 @@ import torch
 import torch.distributed
 
 from seeder._seeding.core import Seeder
+from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
-from seeder.data._dali_seeds import resolve_seeder
 
 __all__ = ["SeederStateful"]
 

@@ -99,7 +99,7 @@ def main(out: str, tokens) -> None:
             acc, s, model, opt, loader, prepared = setup()
             world, rank = acc.num_processes, acc.process_index
 
-            def stop(epoch: int, step: int) -> None:
+            def stop(epoch: int, step: int, acc=acc, world=world) -> None:
                 if (epoch, step) == (0, STOP):
                     acc.save_state(os.path.join(out, f"ckpt{world}"))
 

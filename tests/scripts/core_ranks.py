@@ -32,7 +32,7 @@ try:
 except RuntimeError as exc:
     emit("ERROR", {"rank": rank, "error": str(exc)})
     dist.destroy_process_group()
-    raise SystemExit(3)
+    raise SystemExit(3) from None
 seeder.reseed(1, 0)
 row = {
     "rank": rank,

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dali_common as dc  # noqa: E402
 
 import seeder  # noqa: E402
-import seeder.data._dali_seeds as ds  # noqa: E402
+import seeder.data.dali as ds  # noqa: E402
 import seeder.data.dali as sd  # noqa: E402
 
 

@@ -48,7 +48,7 @@ except (ValueError, RuntimeError) as exc:
             "initialized": seeder.default_seeder().initialized,
         },
     )
-    raise SystemExit(3)
+    raise SystemExit(3) from None
 seeder.reseed(1, 0)
 s = seeder.default_seeder()
 emit(
