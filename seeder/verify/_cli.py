@@ -20,7 +20,7 @@ from seeder.verify._runner import RunFailed, log_tail
 from seeder.verify._verdict import EXIT_CODES
 
 if TYPE_CHECKING:  # the session (and scipy behind it) loads when a command runs
-    from seeder.verify._session import SessionConfig
+    from seeder.verify._plan import SessionConfig
 
 _Config = TypeVar("_Config", bound="SessionConfig")
 
@@ -295,7 +295,8 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
         if _lacks_plot_extra("verify", args):
             return EXIT_USAGE
         from seeder.verify import _report as rep
-        from seeder.verify._session import VerifyConfig, verify
+        from seeder.verify._plan import VerifyConfig
+        from seeder.verify._session import verify
 
         cfg = VerifyConfig(
             repeats=args.repeats,
@@ -364,7 +365,8 @@ def add_compare(sub: argparse._SubParsersAction) -> None:
         if _lacks_plot_extra("compare", args):
             return EXIT_USAGE
         from seeder.verify import _report as rep
-        from seeder.verify._session import CompareConfig, compare
+        from seeder.verify._plan import CompareConfig
+        from seeder.verify._session import compare
 
         cfg = CompareConfig(
             a_args=shlex.split(args.a_args),

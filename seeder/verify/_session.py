@@ -11,6 +11,7 @@ Output directory layout::
 
 Example (planning only; :func:`verify` runs these)::
 
+    >>> from seeder.verify._plan import VerifyConfig
     >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=4, repeats=2)
     >>> specs = plan_verify(cfg, Path("/tmp/v"))
     >>> [(s.name, s.after) for s in specs[:4]]
@@ -26,11 +27,10 @@ import dataclasses
 import json
 import math
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from seeder._checks import is_int
 from seeder._seeding.announce import parse_drawn_seed
 from seeder.env._redact import file_redactor, redact_json
 from seeder.env._safefile import symlinks_in, write_file
@@ -40,20 +40,26 @@ from seeder.verify._diagnose import diagnose_dirs, foreign_resumes, preinit_hint
 from seeder.verify._escapes import PROBE_NAME, escapes, snapshot
 from seeder.verify._flags import ParserProbe, adapt_contract, probe_parser
 from seeder.verify._midepoch import StepStopSupport
-from seeder.verify._plan import driven_by, metrics_path, plan_compare, plan_verify, seeder_stops
+from seeder.verify._plan import (
+    CompareConfig,
+    SessionConfig,
+    VerifyConfig,
+    driven_by,
+    metrics_path,
+    plan_compare,
+    plan_verify,
+    seeder_stops,
+)
 from seeder.verify._runner import RunFailed, RunResult, RunSpec, child_environment, run_all
 from seeder.verify._seederstops import STEPS_NAME, untested
 from seeder.verify._verdict import unreadable, unreadable_report
 from seeder.verify._workdirs import base_environment, mirror_user_dir
 
 __all__ = [
-    "VerifyConfig",
-    "CompareConfig",
     "verify",
     "compare",
     "load",
     "VerifyData",
-    "SessionConfig",
     "MARKER",
     "OutputDirError",
 ]
@@ -66,158 +72,6 @@ REPORT_VERSION = 1
 
 class OutputDirError(ValueError):
     """The output directory cannot be used."""
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    """What :class:`VerifyConfig` and :class:`CompareConfig` share (see :class:`VerifyConfig`)."""
-
-    command: list[str]
-    out: Path
-    epochs: int = 2
-    seed: int = 42
-    contract: Contract = field(default_factory=Contract)
-    jobs: int = 1
-    keep_going: bool = False
-    timeout: Optional[float] = None
-    progress: bool = True
-    figures: Union[bool, Path] = True  # True: into out; a Path: there; False: none
-    cwd: Optional[Path] = None
-
-    def _validate(self) -> None:
-        if not self.command or not all(isinstance(w, str) for w in self.command):
-            raise ValueError(f"command must be a non-empty list of strings, got {self.command!r}")
-        for name in ("epochs", "seed", "jobs"):
-            v = getattr(self, name)
-            if not is_int(v) or v < (0 if name == "seed" else 1):
-                raise ValueError(
-                    f"{name} must be an integer >= {0 if name == 'seed' else 1}, got {v!r}"
-                )
-        if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"timeout must be positive seconds, got {self.timeout!r}")
-        if not isinstance(self.contract, Contract):
-            raise TypeError(f"contract must be a Contract, got {type(self.contract).__name__}")
-
-
-@dataclass(frozen=True)
-class VerifyConfig(SessionConfig):
-    """Settings of ``seeder verify``: X = ``epochs``, ``repeats`` of the runs, one ``seed``.
-
-    Run (2) stops at the epoch boundary after ``epochs // 2`` epochs. With ``mid_epoch``
-    (default) runs (2b)/(3b) also stop inside an epoch and resume, where the command
-    takes the contract's step stop flag (:mod:`seeder.verify._midepoch`): at global step
-    ``stop_after_steps``, or by default at a step near the middle of run (2)'s last
-    epoch. ``atol`` > 0 accepts loss differences up to it (for nondeterministic
-    kernels); ``alpha`` is the significance level of the variance test.
-    ``resume_repeats`` (default ``None``: ``repeats``) is how many repeats run the two
-    resume checks' stopped and resumed runs, (2)/(3) and (2b)/(3b); runs (1) and (4)
-    keep ``repeats``.
-
-    The fields shared with :class:`CompareConfig`: ``command`` (the training command),
-    ``out`` (the output directory), ``epochs``, ``seed``, ``contract`` (how the command is
-    driven), ``jobs`` (runs at once), ``keep_going``, ``timeout`` (seconds per run),
-    ``progress``, ``figures`` (``True``: into ``out``, a path: there, ``False``: none) and
-    ``cwd`` (where the command runs from; the working directory when ``None``).
-
-    Example:
-        >>> from pathlib import Path
-        >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), resume_repeats=1)
-        >>> cfg.validate()
-        >>> cfg.repeats, cfg.resume_runs
-        (3, 1)
-    """
-
-    repeats: int = 3
-    stop_after_steps: Optional[int] = None
-    atol: float = 0.0
-    alpha: float = 0.05
-    mid_epoch: bool = True
-    resume_repeats: Optional[int] = None
-    allow_skip: bool = False
-
-    @property
-    def resume_runs(self) -> int:
-        """Repeats of the stopped and resumed runs: ``resume_repeats``, or ``repeats`` when it is
-        ``None``."""
-        return self.repeats if self.resume_repeats is None else self.resume_repeats
-
-    def validate(self) -> None:
-        """Check every field; :func:`verify` calls it before anything runs.
-
-        Raises:
-            ValueError, TypeError: a field is out of range or of the wrong type (the message
-                names it and what it takes).
-        """
-        self._validate()
-        if self.epochs < 2 and self.stop_after_steps is None:
-            raise ValueError(
-                f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}"
-            )
-        if not is_int(self.repeats) or self.repeats < 2:
-            raise ValueError(
-                f"repeats must be >= 2 (the variance test compares spreads), got {self.repeats!r}"
-            )
-        if self.resume_repeats is not None and (
-            not is_int(self.resume_repeats) or not 1 <= self.resume_repeats <= self.repeats
-        ):
-            raise ValueError(
-                f"resume_repeats must be an integer from 1 to repeats ({self.repeats!r}), "
-                f"got {self.resume_repeats!r}"
-            )
-        if self.stop_after_steps is not None and (
-            not is_int(self.stop_after_steps) or self.stop_after_steps < 1
-        ):
-            raise ValueError(
-                f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}"
-            )
-        for name in ("mid_epoch", "allow_skip"):  # written to JSON: Python's bool only
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.stop_after_steps is not None and not self.mid_epoch:
-            raise ValueError(
-                "stop_after_steps sets the mid-epoch stop (run 2b); it cannot go with "
-                "mid_epoch=False"
-            )
-        if not (isinstance(self.atol, (int, float)) and self.atol >= 0):
-            raise ValueError(f"atol must be >= 0, got {self.atol!r}")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
-
-
-@dataclass(frozen=True)
-class CompareConfig(SessionConfig):
-    """Settings of ``seeder compare``: ``runs`` seeds (``seed``, ``seed + 1``, ...) for A and for B.
-
-    ``a_args`` and ``b_args`` are appended to the command of configuration A and B;
-    ``levels`` are the confidence levels of the paired intervals. The other fields are
-    :class:`VerifyConfig`'s.
-
-    Example:
-        >>> from pathlib import Path
-        >>> cfg = CompareConfig(command=["python", "train.py"], out=Path("c"), b_args=["--amp"])
-        >>> cfg.validate()
-        >>> cfg.runs, cfg.levels
-        (5, (0.95, 0.99))
-    """
-
-    a_args: list[str] = field(default_factory=list)
-    b_args: list[str] = field(default_factory=list)
-    runs: int = 5
-    levels: tuple[float, ...] = (0.95, 0.99)
-
-    def validate(self) -> None:
-        """Check every field; :func:`compare` calls it before anything runs.
-
-        Raises:
-            ValueError, TypeError: a field is out of range or of the wrong type.
-        """
-        self._validate()
-        if not is_int(self.runs) or self.runs < 2:
-            raise ValueError(
-                f"runs must be >= 2 (a paired interval needs two pairs), got {self.runs!r}"
-            )
-        if not self.levels or not all(0 < lv < 1 for lv in self.levels):
-            raise ValueError(f"levels must be confidence levels in (0, 1), got {self.levels!r}")
 
 
 def prepare_out(out: Path) -> Path:
