@@ -1,8 +1,7 @@
 """Redaction: the one path every file seeder writes goes through, so that no secret reaches a file.
 
 Pattern-based and pure. :class:`Redactor` removes, replacing each with :data:`REDACTED`:
-the values of secret-named environment variables (whole in the environment, and
-wherever else they appear), values after secret-looking flags (``--db-password X``,
+the values of secret-named environment variables (wherever they appear), values after secret-looking flags (``--db-password X``,
 ``--token=X``), ``name = value`` / ``name: value`` pairs with secret names
 (``db_pass: X``, ``Pwd=X;`` in connection strings), credentials in URLs, secret query
 parameters, well-known token formats (GitHub, GitLab, AWS, Slack, Hugging Face,
@@ -54,7 +53,6 @@ __all__ = [
     "is_secret_name",
     "is_secret_key",
     "redact_text",
-    "redact_environ",
     "redact_argv",
     "redact_json",
     "file_redactor",
@@ -524,7 +522,7 @@ def _searchable(value: str) -> bool:
 
 
 class Redactor:
-    """Removes secrets from text, argv lists, environments and JSON-able objects.
+    """Removes secrets from text, argv lists, diffs and JSON-able objects.
 
     Built from the environment (``environ``) and command lines (``argvs``) whose secret values
     it must also find as plain text anywhere: values of secret-named variables, passwords of
@@ -649,14 +647,6 @@ class Redactor:
         """
         return self.text(redact_diff(diff))
 
-    def environ(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """A sorted copy of ``environ``: secret-named variables redacted whole, the others' values
-        scrubbed."""
-        return {
-            k: (REDACTED if is_secret_name(k) and v else self.text(v))
-            for k, v in sorted(environ.items())
-        }
-
     def data(self, obj: Any, key: str = "") -> Any:
         """A copy of a JSON-able object with every string redacted, before it is serialised.
 
@@ -762,16 +752,6 @@ def redact_argv(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None
     ['mysql', '--password', '<redacted>', '-h', 'db']
     """
     return Redactor(os.environ if environ is None else environ, [argv]).argv(argv)
-
-
-def redact_environ(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """A sorted copy of ``environ`` (``os.environ`` by default) with secret values redacted.
-
-    >>> redact_environ({"HF_TOKEN": "hf_x", "PIP_INDEX_URL": "https://u:p@h/simple", "A": "1"})
-    {'A': '1', 'HF_TOKEN': '<redacted>', 'PIP_INDEX_URL': 'https://<redacted>@h/simple'}
-    """
-    env = os.environ if environ is None else environ
-    return Redactor(env).environ(env)
 
 
 class RedactingFilter(logging.Filter):
