@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -226,7 +226,9 @@ def _short(text: str, width: int) -> str:
 
 
 def _compare_maps(
-    a: Mapping[str, Any], b: Mapping[str, Any], important: Any = None
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    important: Optional[Callable[[str], bool]] = None,
 ) -> list[Change]:
     changes = []
     for key in sorted(set(a) | set(b)):

@@ -1,8 +1,9 @@
 """Redaction: the one path every file seeder writes goes through, so that no secret reaches a file.
 
 Pattern-based and pure. :class:`Redactor` removes, replacing each with :data:`REDACTED`:
-the values of secret-named environment variables (wherever they appear), values after secret-looking flags (``--db-password X``,
-``--token=X``), ``name = value`` / ``name: value`` pairs with secret names
+the values of secret-named environment variables (wherever they appear), values after
+secret-looking flags (``--db-password X``, ``--token=X``), ``name = value`` /
+``name: value`` pairs with secret names
 (``db_pass: X``, ``Pwd=X;`` in connection strings), credentials in URLs, secret query
 parameters, well-known token formats (GitHub, GitLab, AWS, Slack, Hugging Face,
 OpenAI, JWTs) and private-key blocks. :meth:`Redactor.data` applies it to a
