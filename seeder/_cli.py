@@ -39,13 +39,25 @@ def _add_derive(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "derive",
         help="print a derived seed",
-        description="Print the seed seeder derives for a key.",
+        description="Print the seed seeder derives for a key (master seed, domain, task, epoch, "
+        "rank, stream): the same number on every machine and in every process.",
+        epilog="example: seeder derive --seed 42 --task 1 --epoch 3 --rank 0",
     )
     p.add_argument("--seed", type=_integer, required=True, help="master seed")
     p.add_argument("--task", type=_integer, default=0, help="task id (0 = init, 1 = training, ...)")
-    p.add_argument("--epoch", type=_integer, default=0)
-    p.add_argument("--rank", type=_integer, default=0, help="global rank")
-    p.add_argument("--domain", default="rank", choices=[d.name.lower() for d in derive.Domain])
+    p.add_argument("--epoch", type=_integer, default=0, help="epoch (default 0)")
+    p.add_argument(
+        "--rank", type=_integer, default=0, help="global rank (ignored by shared and sampler)"
+    )
+    p.add_argument(
+        "--domain",
+        default="rank",
+        choices=[d.name.lower() for d in derive.Domain],
+        metavar="DOMAIN",
+        help="what the seed is for: "
+        + ", ".join(d.name.lower() for d in derive.Domain)
+        + " (default rank)",
+    )
     p.add_argument(
         "--stream",
         type=_integer,
@@ -150,10 +162,12 @@ def _add_env(sub: argparse._SubParsersAction) -> None:
     snap = env_sub.add_parser(
         "snapshot",
         help="write an environment snapshot",
-        description="Write environment variables (secrets redacted), pip freeze, module list, git "
-        "diffs of editable installs and of the current repository, dpkg and conda "
-        "package lists, nvidia-smi, torch's build configuration, CPU, OS and Python "
-        "into DIR (mode 0700), indexed by manifest.json. Prints DIR.",
+        description="Write the environment variables (every name; the values of those that "
+        "change numerics or the run, such as CUDA_*, NCCL_*, OMP_NUM_THREADS and PYTHONHASHSEED; "
+        "secrets redacted), pip freeze, module list, git diffs of editable installs and of the "
+        "current repository, dpkg and conda package lists, nvidia-smi, torch's build "
+        "configuration, CPU, OS and Python into DIR (mode 0700), indexed by manifest.json. "
+        "Prints DIR.",
     )
     snap.add_argument(
         "dir",

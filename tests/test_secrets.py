@@ -21,12 +21,12 @@ from optional import need_verify
 
 from seeder import Seeder, SeederWarning
 from seeder.env._capture import capture_environment
+from seeder.env._recorded import NOT_RECORDED, is_recorded, recorded_environ
 from seeder.env._redact import (
     MIN_LITERAL,
     REDACTED,
     Redactor,
     redact_argv,
-    redact_environ,
     redact_json,
     redact_text,
 )
@@ -329,9 +329,14 @@ def test_seeder_verify_writes_no_planted_secret(tmp_path):
 # the public API
 
 
+def recorded(env):
+    """What a snapshot writes of ``env`` (env.txt)."""
+    return recorded_environ(env, Redactor(env))
+
+
 def test_short_secret_is_redacted_in_argv_as_in_the_environment():
     env = {"API_KEY": "abc123"}
-    assert redact_environ(env)["API_KEY"] == REDACTED
+    assert recorded(env)["API_KEY"] == REDACTED
     assert (
         redact_text("train.py --note abc123 --x=abc123", environ=env)
         == f"train.py --note {REDACTED} --x={REDACTED}"
@@ -344,7 +349,7 @@ def test_short_secret_is_redacted_in_argv_as_in_the_environment():
 @pytest.mark.parametrize("name", ["MYSQL_PWD", "DB_PW", "CI_JOB_JWT", "REDIS_PASS", "SENTRY_DSN"])
 def test_secret_names(name):
     value = "val-" + name.lower()
-    assert redact_environ({name: value})[name] == REDACTED
+    assert recorded({name: value})[name] == REDACTED
     assert redact_text(f"echo {value}", environ={name: value}) == f"echo {REDACTED}"
 
 
@@ -358,14 +363,14 @@ def test_values_that_are_not_searched_for(name):
         "TOKENIZERS_PARALLELISM": "false",
     }
     assert redact_text("cd /home/u; false", environ=env) == "cd /home/u; false"
-    assert redact_environ(env)[name] == (
-        REDACTED if name == "TOKENIZERS_PARALLELISM" else env[name]
-    )
+    shown = env[name] if is_recorded(name) else NOT_RECORDED  # PWD and PATH are recorded
+    assert recorded(env)[name] == (REDACTED if name == "TOKENIZERS_PARALLELISM" else shown)
 
 
 @pytest.mark.parametrize("var, secret", list(INDIRECT.values()))
 def test_secrets_inside_other_variables(var, secret):
-    assert secret not in redact_environ({"X": var})["X"]
+    # Under a variable a snapshot records (NCCL_*), the value is written scrubbed.
+    assert secret not in recorded({"NCCL_X": var})["NCCL_X"]
 
 
 @pytest.mark.parametrize("secret", [v for v in DIFF_LINES.values() if v])
@@ -494,7 +499,7 @@ def test_a_secret_variable_leaves_no_trace(value, name):
         assert value not in clean, (text, clean)
     data = json.dumps(r.data({"argv": ["t", value], "msg": f"got {value}", name: value}))
     assert json.dumps(value)[1:-1] not in data
-    assert r.environ({name: value, "OTHER": "x"})[name] == REDACTED
+    assert recorded_environ({name: value, "OTHER": "x"}, r)[name] == REDACTED
 
 
 @settings(max_examples=40, derandomize=True, deadline=None)

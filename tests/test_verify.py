@@ -380,6 +380,19 @@ def test_verify_missing_steps_and_digest_mismatch():
     assert analyze_verify(runs, atol=1e-9, allow_skip=True)["verdict"] == "PASS"
 
 
+def test_verify_stopped_run_with_steps_the_full_run_lacks_is_a_fail_not_a_crash():
+    # Run (2) logs a step run (1) never logged (and, once, nothing at all): a FAIL naming it.
+    runs = runs_ok()
+    runs["half"] = [Metrics([(0,), (1,), (99,)], np.array(BASE[:3]), [0, 0, 0]) for _ in range(3)]
+    rep = analyze_verify(runs)
+    assert rep["verdict"] == "FAIL"
+    assert "logged steps the uninterrupted run (1) does not have (first 99)" in rep["reasons"][0]
+    runs["half"] = [m([]) for _ in range(3)]
+    rep = analyze_verify(runs)
+    assert rep["verdict"] == "FAIL"
+    assert "the stopped run (2) logged no steps" in rep["reasons"][0]
+
+
 def test_verify_seeded_spread_not_smaller():
     rng = np.random.default_rng(2)
     runs = runs_ok(4)

@@ -3,6 +3,7 @@ seeder.Checkpoint."""
 
 import gc
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +14,13 @@ import seeder
 import seeder.verify._flags
 from seeder._run import steps as stepwatch
 from seeder.verify._contract import TEMPLATE_NAMES, Contract, Metrics
-from seeder.verify._flags import LIGHTNING_RESUME, ParserProbe, adapt_contract, probe_argv
+from seeder.verify._flags import (
+    LIGHTNING_RESUME,
+    ParserProbe,
+    adapt_contract,
+    probe_argv,
+    probe_parser,
+)
 from seeder.verify._seederstops import NO_RESUME, NO_STOP, stop_steps, untested
 
 #: LightningCLI's parser as the probe reports it: options of the root and of the `fit` subcommand.
@@ -196,3 +203,17 @@ def test_the_probe_runs_the_script_a_launcher_would_start_never_the_launcher(tmp
     ]
     for no in (["python", "-c", "pass"], ["bash", "run.sh"], ["torchrun", "missing.py"]):
         assert probe_argv(no, tmp_path)[0] is None
+
+
+def test_the_probe_keeps_every_pythonpath_entry(tmp_path):
+    # A script that imports a module found only through PYTHONPATH is probed like any other.
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "probe_only_on_pythonpath.py").write_text("")
+    script = ["import argparse", "import probe_only_on_pythonpath", "p = argparse.ArgumentParser()"]
+    script += ["p.add_argument('--seed')", "p.parse_args()"]
+    (tmp_path / "train.py").write_text("\n".join(script) + "\n")
+    env = dict(os.environ, PYTHONPATH=str(lib))
+    probe = probe_parser([sys.executable, "train.py"], tmp_path, tmp_path, env)
+    assert probe.actions is not None, probe.how
+    assert ["--seed"] in [a["options"] for a in probe.actions]

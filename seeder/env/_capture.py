@@ -90,8 +90,15 @@ def default_snapshot_dir(base: Optional[PathLike] = None) -> Path:
     A requeued SLURM job (``SLURM_RESTART_COUNT`` > 0) gets ``<job>-restart<N>``; outside
     SLURM the name is ``local-<UTC time>-<pid>``.
 
-    >>> default_snapshot_dir("/ckpt").parent
-    PosixPath('/ckpt/repro')
+    Args:
+        base: the folder that holds ``repro/``; ``None`` is the working directory.
+
+    Returns:
+        The directory (not created).
+
+    Example:
+        >>> default_snapshot_dir("/ckpt").parent
+        PosixPath('/ckpt/repro')
     """
     root = Path(base) if base is not None else Path.cwd()
     job = os.environ.get("SLURM_JOB_ID", "").strip()
@@ -105,9 +112,8 @@ def default_snapshot_dir(base: Optional[PathLike] = None) -> Path:
 
 def _make_private_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(
-        path, 0o700
-    )  # mkdir's mode is filtered by the umask; an existing directory keeps its own
+    # mkdir's mode is filtered by the umask; an existing directory keeps its own.
+    os.chmod(path, 0o700)
 
 
 def capture_environment(
@@ -119,16 +125,32 @@ def capture_environment(
     """Write a snapshot of this process's software and system environment into ``directory``; return
     it.
 
-    ``directory=None`` uses :func:`default_snapshot_dir` (``./repro/$SLURM_JOB_ID``). The
-    directory is made mode 0o700 and its files 0o600; secrets are redacted in every
-    file. An existing snapshot there (a ``manifest.json``) raises ``FileExistsError``
-    unless ``overwrite=True``. ``extra`` (JSON-serialisable) is stored under
-    ``manifest["run"]["extra"]``. Tools run with this interpreter (``sys.executable -m pip``).
+    The directory is made mode 0o700 and its files 0o600. Environment variables are recorded by
+    name, with values only for those that change numerics or the run (CUDA, NCCL, threads,
+    ``PYTHONHASHSEED``, ...); secrets are redacted in every file. Tools run with this
+    interpreter (``sys.executable -m pip``).
 
-    >>> import tempfile
-    >>> d = capture_environment(tempfile.mkdtemp() + "/snap")
-    >>> load_snapshot(d)["python"]["executable"] == sys.executable
-    True
+    Args:
+        directory: where to write; ``None`` uses :func:`default_snapshot_dir`
+            (``./repro/$SLURM_JOB_ID``).
+        overwrite: replace a snapshot already in ``directory``.
+        extra: JSON-serialisable facts stored under ``manifest["run"]["extra"]``.
+
+    Returns:
+        The snapshot directory.
+
+    Raises:
+        FileExistsError: ``directory`` holds a snapshot and ``overwrite`` is false, or files
+            seeder did not write (:class:`UnsafeDirectoryError`).
+        NotADirectoryError: ``directory`` is a file.
+        TypeError: ``directory`` is not a path, ``overwrite`` not a bool, or ``extra`` is not
+            JSON-serialisable.
+
+    Example:
+        >>> import tempfile
+        >>> d = capture_environment(tempfile.mkdtemp() + "/snap")
+        >>> load_snapshot(d)["python"]["executable"] == sys.executable
+        True
     """
     check_bool(overwrite, "overwrite")
     if directory is not None and not isinstance(directory, (str, os.PathLike)):
@@ -299,12 +321,21 @@ def load_snapshot(path: PathLike) -> dict[str, Any]:
     """Read a snapshot's ``manifest.json`` (``path`` is the snapshot directory or the manifest
     itself).
 
-    Raises ``FileNotFoundError`` or ``ValueError`` with what to do when it is not a snapshot.
+    Args:
+        path: the snapshot directory, or its ``manifest.json``.
 
-    >>> load_snapshot("/nonexistent/snap")
-    Traceback (most recent call last):
-    ...
-    FileNotFoundError: no manifest.json in /nonexistent/snap; pass a directory written by `seeder env snapshot`
+    Returns:
+        The manifest, with the snapshot directory under ``"_dir"``.
+
+    Raises:
+        FileNotFoundError: there is no manifest (the message says what to pass).
+        ValueError: the manifest is not JSON, not a seeder snapshot, or of another version.
+
+    Example:
+        >>> load_snapshot("/nonexistent/snap")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: no manifest.json in /nonexistent/snap; pass a directory written by ...
     """
     p = Path(path)
     manifest = p / "manifest.json" if p.is_dir() else p

@@ -54,13 +54,23 @@ _HOROVOD_MARKERS = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK")
 def enforce_reproducibility(use_seed: Optional[int] = None) -> int:
     """Seed ``random``, NumPy and torch (CPU and all devices) with one seed and return it.
 
-    The common ``enforce_reproducibility`` recipe: with ``use_seed=None`` a seed is drawn from OS
-    entropy, logged ("Using seed: N") and returned, and cuDNN is left fast; with a seed, cuDNN is
-    also made deterministic (``deterministic=True``, ``benchmark=False``), which can
-    be slower. Unlike :func:`seeder.reseed` the seed is used as given, not derived.
+    The common ``enforce_reproducibility`` recipe. Unlike :func:`seeder.reseed` the seed is used
+    as given, not derived.
 
-    >>> enforce_reproducibility(7)
-    7
+    Args:
+        use_seed: the seed. ``None`` draws one from OS entropy, logs it ("Using seed: N") and
+            leaves cuDNN fast; a seed also makes cuDNN deterministic (``deterministic=True``,
+            ``benchmark=False``), which can be slower.
+
+    Returns:
+        The seed used.
+
+    Raises:
+        TypeError, ValueError: ``use_seed`` is not a master seed (an int in ``[0, 2**64)``).
+
+    Example:
+        >>> enforce_reproducibility(7)
+        7
     """
     import torch  # here, not at import: `seeder run` imports this module and should stay light
 
@@ -72,9 +82,8 @@ def enforce_reproducibility(use_seed: Optional[int] = None) -> int:
         else 1 + secrets.randbelow(1_000_000)
     )
     logger.info("Using seed: %d", seed)
-    for adapter in (
-        global_adapters()
-    ):  # random, NumPy (the seed folded to 32 bits), torch CPU, every accelerator
+    # random, NumPy (the seed folded to 32 bits), torch CPU, every accelerator
+    for adapter in global_adapters():
         adapter.seed(seed)
     if use_seed is not None:
         torch.backends.cudnn.deterministic = True
@@ -89,8 +98,18 @@ def python_hash_seed(master_seed: int) -> int:
     epoch=0, rank=0, stream=0))``: the shared-domain seed of the reserved task id
     ``2**32 - 1``, its two 32-bit halves xor-ed. Equal on every rank and node.
 
-    >>> python_hash_seed(42) == python_hash_seed(42)
-    True
+    Args:
+        master_seed: the run's master seed.
+
+    Returns:
+        The value for ``PYTHONHASHSEED``.
+
+    Raises:
+        TypeError, ValueError: ``master_seed`` is not a master seed (an int in ``[0, 2**64)``).
+
+    Example:
+        >>> python_hash_seed(42) == python_hash_seed(42)
+        True
     """
     return numpy_seed(
         derive_seed(check_master_seed(master_seed), Domain.SHARED, HASH_SEED_TASK, 0, 0, 0)
@@ -101,10 +120,19 @@ def python_hash_seed(master_seed: int) -> int:
 class DeterminismReport:
     """What :func:`enforce_determinism` did.
 
-    ``applied``: settings made (or found already right). ``failed``: settings it
-    could not make, each with the reason. ``advice``: what to change outside this
-    process (the launcher, the job script). ``ok`` is true when both of the
-    latter are empty.
+    Attributes:
+        applied: settings made (or found already right).
+        failed: settings it could not make, each with the reason.
+        advice: what to change outside this process (the launcher, the job script).
+
+    Example:
+        >>> report = DeterminismReport(applied=["cudnn"], advice=["set PYTHONHASHSEED"])
+        >>> report.ok
+        False
+        >>> print(report)
+        deterministic mode:
+          set: cudnn
+          advice: set PYTHONHASHSEED
     """
 
     applied: list[str] = field(default_factory=list)
@@ -160,11 +188,22 @@ def enforce_determinism(
     The report is also logged (logger ``"seeder"``). Undo with
     ``torch.use_deterministic_algorithms(False)``.
 
-    >>> import torch
-    >>> report = enforce_determinism()
-    >>> torch.are_deterministic_algorithms_enabled()
-    True
-    >>> torch.use_deterministic_algorithms(False)
+    Args:
+        warn_only: an op without a deterministic implementation only warns instead of raising.
+        horovod: set Horovod's fusion threshold; ``None`` detects Horovod.
+
+    Returns:
+        What was set, what could not be, and advice for the launcher.
+
+    Raises:
+        TypeError: ``warn_only`` or ``horovod`` is not a bool.
+
+    Example:
+        >>> import torch
+        >>> report = enforce_determinism()
+        >>> torch.are_deterministic_algorithms_enabled()
+        True
+        >>> torch.use_deterministic_algorithms(False)
     """
     import torch
 
@@ -194,9 +233,7 @@ def _check_cublas(env: MutableMapping[str, str], report: DeterminismReport) -> N
 
     name = "CUBLAS_WORKSPACE_CONFIG"
     current = env.get(name, "")
-    cuda_started = (
-        torch.cuda.is_initialized()
-    )  # (is_available() is not asked: it would probe the driver)
+    cuda_started = torch.cuda.is_initialized()  # not is_available(): that would probe the driver
     if current:
         if _CUBLAS_RE.match(current):
             report.applied.append(f"{name}={current} (already set)")

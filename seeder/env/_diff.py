@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -103,7 +103,32 @@ _TITLES = {
 
 @dataclass
 class EnvDiff:
-    """What differs between two snapshots, section by section (see :data:`SECTIONS`)."""
+    """What differs between two snapshots, section by section (see :data:`SECTIONS`).
+
+    Attributes:
+        a, b: where the two snapshots are (their directories, or ``"A"``/``"B"``).
+        sections: the changes of each section; an empty list where nothing differs.
+        ignored: variables that differ but match the ignored patterns.
+        header: the ``run`` facts of each snapshot (job, host, time), under ``"a"`` and ``"b"``.
+
+    Example:
+        >>> from seeder.env._capture import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+        >>> snap = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION,
+        ...         "environment": {"OMP_NUM_THREADS": "4"}}
+        >>> d = diff_environments(snap, dict(snap, environment={"OMP_NUM_THREADS": "8"}))
+        >>> d.equal, d.to_dict()["sections"]["environment"][0]["b"]
+        (False, '8')
+        >>> print(d.format())  # doctest: +NORMALIZE_WHITESPACE
+        A: A
+        B: B
+        <BLANKLINE>
+        == environment variables (performance/numerics first): 1 changed
+                             A  B
+          ~!OMP_NUM_THREADS  4  8
+        <BLANKLINE>
+        + only in B, - only in A, ~ changed, ! changes performance or numerics
+        <BLANKLINE>
+    """
 
     a: str
     b: str
@@ -117,8 +142,12 @@ class EnvDiff:
         return not any(self.sections.values())
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view: ``{"equal", "a", "b", "sections": {name: [change, ...]},
-        "ignored"}``."""
+        """A JSON-ready view of the diff (``seeder env diff --json`` prints it).
+
+        Returns:
+            ``{"equal", "a", "b", "runs", "sections": {name: [change, ...]}, "ignored"}``, with
+            only the sections that differ.
+        """
         return {
             "equal": self.equal,
             "a": self.a,
@@ -129,8 +158,14 @@ class EnvDiff:
         }
 
     def format(self, width: int = 44) -> str:
-        """A readable table; values longer than ``width`` are shortened in the middle (``width=0``:
-        never)."""
+        """A readable table of the diff, the settings that change numerics marked ``!``.
+
+        Args:
+            width: values longer than this are shortened in the middle; ``0`` never shortens.
+
+        Returns:
+            The table, one line per change, ending with a newline.
+        """
         out = [
             f"{k.upper()}: {path}"
             + (f"  ({_describe_run(self.header.get(k, {}))})" if self.header.get(k) else "")
@@ -157,9 +192,8 @@ class EnvDiff:
             out.append(f"    {'':<{key_w}}  {'A':<{a_w}}  B")
             for c, (a, b) in zip(changes, shown):
                 flag = "!" if c.important else " "
-                out.append(
-                    f"  {marks[c.kind]}{flag}{_short(c.key, key_w):<{key_w}}  {a:<{a_w}}  {b}".rstrip()
-                )
+                key = _short(c.key, key_w)
+                out.append(f"  {marks[c.kind]}{flag}{key:<{key_w}}  {a:<{a_w}}  {b}".rstrip())
         if self.ignored:
             out.append("")
             out.append(
@@ -192,7 +226,9 @@ def _short(text: str, width: int) -> str:
 
 
 def _compare_maps(
-    a: Mapping[str, Any], b: Mapping[str, Any], important: Any = None
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    important: Optional[Callable[[str], bool]] = None,
 ) -> list[Change]:
     changes = []
     for key in sorted(set(a) | set(b)):
@@ -256,10 +292,24 @@ def diff_environments(
     count. Snapshots record the values of some variables only (``seeder.env._recorded``) and
     redact secrets, so a change of a value that was not recorded is not seen; its presence is.
 
-    >>> snap = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, "environment": {"OMP_NUM_THREADS": "4"}}
-    >>> d = diff_environments(snap, dict(snap, environment={"OMP_NUM_THREADS": "8"}))
-    >>> d.equal, d.sections["environment"][0].key
-    (False, 'OMP_NUM_THREADS')
+    Args:
+        a, b: the snapshots: directories, ``manifest.json`` paths or loaded manifests.
+        ignore: fnmatch patterns of variables whose differences do not count.
+
+    Returns:
+        The differences, section by section.
+
+    Raises:
+        TypeError: ``ignore`` is a single string.
+        FileNotFoundError, ValueError: ``a`` or ``b`` is not a snapshot (see :func:`load_snapshot`).
+
+    Example:
+        >>> from seeder.env._capture import SNAPSHOT_VERSION
+        >>> snap = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION,
+        ...         "environment": {"OMP_NUM_THREADS": "4"}}
+        >>> d = diff_environments(snap, dict(snap, environment={"OMP_NUM_THREADS": "8"}))
+        >>> d.equal, d.sections["environment"][0].key
+        (False, 'OMP_NUM_THREADS')
     """
     if isinstance(ignore, str):
         raise TypeError(

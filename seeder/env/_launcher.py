@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Optional
 
 from seeder._checks import check_bool
@@ -120,12 +120,10 @@ def run_command(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) ->
     child_env = dict(os.environ if env is None else env)
     if hasattr(signal, "sigtimedwait") and hasattr(os, "posix_spawnp"):
         return _run_sigwait(args, child_env)
-    return _run_handlers(
-        args, child_env
-    )  # pragma: no cover - platforms without sigtimedwait (macOS)
+    return _run_handlers(args, child_env)  # pragma: no cover - no sigtimedwait (macOS)
 
 
-def _spawn(args: list[str], env: dict[str, str], sigmask: object = ()) -> int:
+def _spawn(args: list[str], env: dict[str, str], sigmask: Iterable[int] = ()) -> int:
     # Python ignores SIGPIPE and SIGXFSZ; give the command the defaults (as subprocess does).
     sigdef = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, n))
     return os.posix_spawnp(args[0], args, env, setsigmask=sigmask, setsigdef=sigdef)
@@ -173,20 +171,20 @@ def _run_sigwait(args: list[str], env: dict[str, str]) -> int:
 
 def _run_handlers(args: list[str], env: dict[str, str]) -> int:
     """Fallback without ``sigtimedwait``: Python handlers forward every signal."""
-    state: dict[str, object] = {"pid": None, "pending": []}
+    pending: list[int] = []  # signals that arrived before the command started
+    started: list[int] = []  # the command's pid once spawned: the handler reads it
 
     def handler(signum: int, frame: object) -> None:
-        pid = state["pid"]
-        if pid is None:
-            state["pending"].append(signum)  # type: ignore[union-attr]
+        if started:
+            _forward(started[0], signum)
         else:
-            _forward(pid, signum)  # type: ignore[arg-type]
+            pending.append(signum)
 
     previous = {s: signal.signal(s, handler) for s in FORWARDED_SIGNALS}
     try:
         pid = _spawn(args, env)
-        state["pid"] = pid
-        for signum in state["pending"]:  # type: ignore[union-attr]
+        started.append(pid)
+        for signum in pending:
             _forward(pid, signum)
         _, status = os.waitpid(pid, 0)  # retried after each handler (PEP 475)
     finally:

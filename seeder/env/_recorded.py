@@ -126,8 +126,8 @@ def important_variable(name: str) -> Optional[int]:
     Returns:
         The index of the first pattern that matches, or ``None`` when none does.
 
-    >>> important_variable("LD_PRELOAD"), important_variable("NCCL_DEBUG"), important_variable("HOME")
-    (0, 3, None)
+    >>> [important_variable(n) for n in ("LD_PRELOAD", "NCCL_DEBUG", "HOME")]
+    [0, 3, None]
     """
     return _rank(name, IMPORTANT_VARIABLES)
 

@@ -1,13 +1,27 @@
 """Redaction: the one path every file seeder writes goes through, so that no secret reaches a file.
 
 Pattern-based and pure. :class:`Redactor` removes, replacing each with :data:`REDACTED`:
-the values of secret-named environment variables (whole in the environment, and
-wherever else they appear), values after secret-looking flags (``--db-password X``,
-``--token=X``), ``name = value`` / ``name: value`` pairs with secret names
+the values of secret-named environment variables (wherever they appear), values after
+secret-looking flags (``--db-password X``, ``--token=X``), ``name = value`` /
+``name: value`` pairs with secret names
 (``db_pass: X``, ``Pwd=X;`` in connection strings), credentials in URLs, secret query
 parameters, well-known token formats (GitHub, GitLab, AWS, Slack, Hugging Face,
 OpenAI, JWTs) and private-key blocks. :meth:`Redactor.data` applies it to a
 JSON-able object before it is serialised (``argv`` lists flag by flag).
+
+A pattern finds the secrets it knows; a rule without shapes decides what is shown of the rest:
+
+* A command-line value is shown when seeder can tell it is harmless: a number, a ``true``/``false``
+  word, a value of at most :data:`SHORT` characters, a path (``/…``, ``./…``, ``~/…``, or with a
+  ``/`` or a file extension), or the value of an option whose name is on :data:`SHOWN_OPTIONS`
+  (``--model``, ``--out-dir``, ``--config``, ...). Any other value is replaced whole.
+* A URL shows its scheme and host only: credentials, path and query are replaced.
+* Inside what is shown, a random-looking chunk (:func:`random_looking`: 20 or more letters and
+  digits mixed, or 32 or more hexadecimal digits) is replaced: a token pasted into a path or a name.
+* A diff shows nothing of a file that looks like a credential file (:func:`credential_file`:
+  ``.netrc``, ``.pgpass``, ``*.env``, ``credentials``, keys, ...): its lines are replaced whole;
+  in other files' lines, random-looking chunks and the value after ``password``/``secret``/``token``
+  words are replaced.
 
 Example:
     >>> redact_text("pip install -i https://alice:s3cret@pypi.example/simple x")
@@ -16,6 +30,8 @@ Example:
     (True, False)
     >>> Redactor({}).argv(["train.py", "--db-password", "pw", "--token=abc", "--lr", "0.1"])
     ['train.py', '--db-password', '<redacted>', '--token=<redacted>', '--lr', '0.1']
+    >>> shown_value("resnet50", "--model"), shown_value("some-long-value", "--note")
+    ('resnet50', '<redacted>')
 """
 
 from __future__ import annotations
@@ -24,11 +40,9 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 from urllib.parse import quote, unquote
-
-from seeder.env._shown import is_number, redact_diff, shown_value
 
 __all__ = [
     "REDACTED",
@@ -40,11 +54,20 @@ __all__ = [
     "is_secret_name",
     "is_secret_key",
     "redact_text",
-    "redact_environ",
     "redact_argv",
     "redact_json",
     "file_redactor",
     "RedactingFilter",
+    "SHORT",
+    "SHOWN_OPTIONS",
+    "is_number",
+    "random_looking",
+    "mask_random",
+    "strip_urls",
+    "is_path",
+    "shown_value",
+    "credential_file",
+    "redact_diff",
 ]
 
 #: What replaces a secret in every file seeder writes.
@@ -162,10 +185,240 @@ _ARGV_KEYS = {"argv", "command", "cmd"}
 _HYDRA_KEY = re.compile(r"[+~]{0,2}[A-Za-z_][A-Za-z0-9_.\-/@]*")  # overrides: trainer.devices=4
 
 
+# What is shown of a value no pattern names as secret: a rule without shapes.
+
+#: Values of at most this many characters are shown (shorter than any credential worth the name).
+SHORT = 8
+#: Last words of option names whose values are shown: paths, names and choices of training scripts.
+SHOWN_OPTIONS = frozenset(
+    {
+        "dir",
+        "path",
+        "file",
+        "root",
+        "folder",
+        "out",
+        "output",
+        "outdir",
+        "config",
+        "cfg",
+        "conf",
+        "name",
+        "model",
+        "arch",
+        "dataset",
+        "data",
+        "device",
+        "devices",
+        "backend",
+        "loader",
+        "optimizer",
+        "scheduler",
+        "mode",
+        "precision",
+        "dtype",
+        "strategy",
+        "accelerator",
+        "log",
+        "logdir",
+        "ckpt",
+        "checkpoint",
+        "resume",
+        "task",
+        "split",
+        "format",
+        "type",
+        "kind",
+        "level",
+        "policy",
+        "method",
+        "template",
+        "script",
+        "module",
+        "prefix",
+        "suffix",
+        "tag",
+        "tags",
+        "project",
+        "experiment",
+        "run",
+        "group",
+        "engine",
+        "loss",
+        "metric",
+        "monitor",
+        "m",
+    }
+)
+_URL = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?:[^\s/?#@'\"<>]*@)?(?P<host>[^\s/?#'\"<>]+)"
+    r"(?P<rest>[/?#][^\s'\"<>]*)?"
+)
+_CHUNK = re.compile(r"[A-Za-z0-9+]+")
+_HEX = re.compile(r"[0-9a-fA-F]{32,}")
+_SPACED_SECRET = re.compile(
+    r"(?i)(?<![A-Za-z0-9_])(?P<key>password|passwd|passphrase|secret|token|apikey)"
+    r"(?P<sep>\s+)(?P<value>[^\s<=:\"'][^\s]*)"
+)  # ``password X`` (.netrc)
+_CREDENTIAL_NAMES = re.compile(
+    r"(?i)^(?:[._]?netrc|\.pgpass|\.pypirc|\.npmrc|\.yarnrc|\.git-credentials|\.htpasswd"
+    r"|\.dockercfg|\.s3cfg|\.boto|\.vault-token|kubeconfig|\.my\.cnf"
+    r"|id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?|\.?env(?:\..*)?|.*\.env"
+    r"|.*(?:credential|secret|password|passwd|pgpass|netrc).*"
+    r"|.*\.(?:pem|key|p12|pfx|jks|keystore|asc|gpg))$"
+)
+_DIFF_FILE = re.compile(r"^diff --git a/(?P<a>.*) b/(?P<b>.*)$")
+
+
+def random_looking(chunk: str) -> bool:
+    """Whether ``chunk`` (letters and digits) looks like a token rather than a word or a number.
+
+    >>> [random_looking(c) for c in ("9f3a1c5e7b2d4f6081a3c5e7092b4d6f8a1c3e5b",
+    ...                              "Zk9PlantedAwsSecret0123", "resnet50",
+    ...                              "DistributedDataParallel", "20240101")]
+    [True, True, False, False, False]
+    """
+    if _HEX.fullmatch(chunk):
+        return True
+    return len(chunk) >= 20 and any(c.isdigit() for c in chunk) and any(c.isalpha() for c in chunk)
+
+
+def mask_random(text: str) -> str:
+    """``text`` with each random-looking chunk replaced.
+
+    >>> mask_random("wandb: 0a1b2c3d4e5f60718293a4b5c6d7e8f901234567")
+    'wandb: <redacted>'
+    """
+    return _CHUNK.sub(lambda m: REDACTED if random_looking(m.group(0)) else m.group(0), text)
+
+
+def strip_urls(text: str) -> str:
+    """``text`` with each URL reduced to its scheme and host (credentials, path and query replaced).
+
+    >>> strip_urls("post to https://user:pw@hooks.example.com:8443/services/T0/B0/x?sig=1 now")
+    'post to https://hooks.example.com:8443/<redacted> now'
+    """
+    return _URL.sub(
+        lambda m: m.group("head") + m.group("host") + ("/" + REDACTED if m.group("rest") else ""),
+        text,
+    )
+
+
+def is_path(value: str) -> bool:
+    """Whether ``value`` reads as a file path: ``/``, ``./``, ``../`` or ``~`` first, or a ``/`` or
+    an extension in it.
+
+    >>> is_path("/data/x"), is_path("configs/a.yaml"), is_path("train.py"), is_path("hunter2-horse")
+    (True, True, True, False)
+    """
+    if "://" in value or any(c.isspace() for c in value):
+        return False
+    return (
+        value.startswith(("/", "./", "../", "~"))
+        or "/" in value
+        or re.search(r"\.[A-Za-z][A-Za-z0-9]{0,5}$", value) is not None
+    )
+
+
+def _harmless(value: str) -> bool:
+    if len(value) <= SHORT or value.strip().lower() in _NOT_SECRET_VALUES:
+        return True
+    try:
+        float(value)
+        return True
+    except ValueError:
+        return all(is_number(v) for v in value.split(",")) and "," in value
+
+
+def is_number(text: str) -> bool:
+    """Whether ``text`` reads as one number (``float`` takes it).
+
+    >>> is_number("-3e-4"), is_number("0,1")
+    (True, False)
+    """
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def shown_value(value: str, option: Optional[str] = None) -> str:
+    """What a file shows of the command-line ``value`` (of ``option``, or positional); see above.
+
+    Args:
+        value: the value as given.
+        option: the option it is the value of (``--out-dir``, a Hydra override's
+            ``trainer.devices``), or ``None``.
+
+    Returns:
+        ``value``, with URLs reduced and random-looking chunks replaced, when it is harmless or its
+        option is on :data:`SHOWN_OPTIONS`; else ``<redacted>``.
+
+    >>> shown_value("/runs/exp1", None), shown_value("my-run-with-a-long-name", "--run-name")
+    ('/runs/exp1', 'my-run-with-a-long-name')
+    """
+    words = _key_words(option) if option else []
+    stripped = strip_urls(value)
+    if stripped != value:
+        return mask_random(stripped)
+    if _harmless(value) or is_path(value) or (words and words[-1] in SHOWN_OPTIONS):
+        return mask_random(value)
+    return REDACTED
+
+
+def credential_file(path: str) -> bool:
+    """Whether a file's name says it holds credentials, so that a diff shows none of its lines.
+
+    >>> [credential_file(p) for p in (".netrc", "home/.pgpass", "prod.env", ".env.local", "c.yaml",
+    ...                               "model.py")]
+    [True, True, True, True, False, False]
+    """
+    return _CREDENTIAL_NAMES.match(path.rsplit("/", 1)[-1]) is not None
+
+
+def redact_diff(diff: str) -> str:
+    """A unified diff (``git diff``) showing no line of a credential file's change, and in others
+    no random-looking chunk, URL path or value after a ``password``/``secret``/``token`` word.
+
+    >>> print(redact_diff("diff --git a/.netrc b/.netrc\\n@@ -0,0 +1 @@\\n+machine h password pw\\n"
+    ...                   "diff --git a/c.yaml b/c.yaml\\n@@ -1 +1 @@\\n-lr: 1\\n+lr: 2"))
+    diff --git a/.netrc b/.netrc
+    @@ -0,0 +1 @@
+    +<redacted>
+    diff --git a/c.yaml b/c.yaml
+    @@ -1 +1 @@
+    -lr: 1
+    +lr: 2
+    """
+    out, hidden, in_hunk = [], False, False
+    for line in diff.splitlines(keepends=True):
+        header = _DIFF_FILE.match(line.rstrip("\n"))
+        if header is not None:
+            hidden = credential_file(header.group("a")) or credential_file(header.group("b"))
+            in_hunk = False
+        elif line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and line[:1] in ("+", "-", " "):
+            end = "\n" if line.endswith("\n") else ""
+            body = line[1 : len(line) - len(end)]
+            if hidden:
+                body = REDACTED if body.strip() else body
+            else:
+                body = _SPACED_SECRET.sub(
+                    lambda m: m.group("key") + m.group("sep") + REDACTED, body
+                )
+                body = mask_random(strip_urls(body))
+            line = line[0] + body + end
+        out.append(line)
+    return "".join(out)
+
+
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable's value is treated as secret (by its name).
 
-    >>> [is_secret_name(n) for n in ("AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "MYSQL_PWD", "DB_PW", "PWD", "PATH")]
+    >>> names = ("AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "MYSQL_PWD", "DB_PW", "PWD", "PATH")
+    >>> [is_secret_name(n) for n in names]
     [True, True, True, True, False, False]
     """
     upper = name.upper()
@@ -183,7 +436,8 @@ def is_secret_key(name: str) -> bool:
     """Whether a flag or key name (``--db-password``, ``db_pass``, ``Pwd``, ``apiKey``) names a
     secret: its last word.
 
-    >>> [is_secret_key(n) for n in ("--db-password", "db_pass", "Pwd", "apiKey", "--max-tokens", "--password-file")]
+    >>> keys = ("--db-password", "db_pass", "Pwd", "apiKey", "--max-tokens", "--password-file")
+    >>> [is_secret_key(n) for n in keys]
     [True, True, True, True, False, False]
     """
     words = _key_words(name)
@@ -269,7 +523,7 @@ def _searchable(value: str) -> bool:
 
 
 class Redactor:
-    """Removes secrets from text, argv lists, environments and JSON-able objects.
+    """Removes secrets from text, argv lists, diffs and JSON-able objects.
 
     Built from the environment (``environ``) and command lines (``argvs``) whose secret values
     it must also find as plain text anywhere: values of secret-named variables, passwords of
@@ -350,9 +604,9 @@ class Redactor:
         return _KEY_VALUE.sub(self._pair("name"), text)
 
     @staticmethod
-    def _pair(group: str):
+    def _pair(group: str) -> Callable[[re.Match[str]], str]:
         def sub(m: re.Match[str]) -> str:
-            name, value = m.group(group), m.group("value")
+            name, value = m[group], m["value"]  # groups that take part in every match
             if not is_secret_key(name) or not _hides(name, value.strip("{}"), flag=group == "flag"):
                 return m.group(0)
             return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
@@ -361,11 +615,12 @@ class Redactor:
 
     def argv(self, argv: Sequence[Any]) -> list[str]:
         """A command line showing only what seeder can tell is harmless
-        (:func:`seeder.env._shown.shown_value`): the value after each secret flag (``--password X``,
+        (:func:`shown_value`): the value after each secret flag (``--password X``,
         ``--token=X``) is removed, and so is any other value that is not a number, short, a path or
         the value of a known-harmless option; URLs keep scheme and host."""
         out: list[str] = []
-        for kind, name, value in _argv_items([str(a) for a in argv]):
+        for kind, option, value in _argv_items([str(a) for a in argv]):
+            name = option or ""  # a "value" and a "pair" always have their option
             if kind == "flag":
                 out.append(self.text(value))
             elif kind == "value":
@@ -393,20 +648,13 @@ class Redactor:
         """
         return self.text(redact_diff(diff))
 
-    def environ(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """A sorted copy of ``environ``: secret-named variables redacted whole, the others' values
-        scrubbed."""
-        return {
-            k: (REDACTED if is_secret_name(k) and v else self.text(v))
-            for k, v in sorted(environ.items())
-        }
-
     def data(self, obj: Any, key: str = "") -> Any:
         """A copy of a JSON-able object with every string redacted, before it is serialised.
 
         ``argv``/``command`` lists go through :meth:`argv`; a string under a secret key is removed.
 
-        >>> Redactor({}).data({"argv": ["x", "--token", "t0k3n-value"], "password": "hunter2", "n": 1})
+        >>> record = {"argv": ["x", "--token", "t0k3n-value"], "password": "hunter2", "n": 1}
+        >>> Redactor({}).data(record)
         {'argv': ['x', '--token', '<redacted>'], 'password': '<redacted>', 'n': 1}
         """
         if isinstance(obj, str):
@@ -476,7 +724,8 @@ def redact_json(obj: Any, argvs: Iterable[Sequence[str]] = ()) -> Any:
     """A JSON-able object ready for a file: :meth:`Redactor.data` with :func:`file_redactor` of its
     own argv lists.
 
-    >>> redact_json({"argv": ["t.py", "--db-password", "pa55w0rd"], "reason": "login pa55w0rd refused"})
+    >>> redact_json({"argv": ["t.py", "--db-password", "pa55w0rd"],
+    ...              "reason": "login pa55w0rd refused"})
     {'argv': ['t.py', '--db-password', '<redacted>'], 'reason': 'login <redacted> refused'}
     """
     return file_redactor([*_argvs_in(obj), *argvs]).data(obj)
@@ -506,16 +755,6 @@ def redact_argv(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None
     return Redactor(os.environ if environ is None else environ, [argv]).argv(argv)
 
 
-def redact_environ(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """A sorted copy of ``environ`` (``os.environ`` by default) with secret values redacted.
-
-    >>> redact_environ({"HF_TOKEN": "hf_x", "PIP_INDEX_URL": "https://u:p@h/simple", "A": "1"})
-    {'A': '1', 'HF_TOKEN': '<redacted>', 'PIP_INDEX_URL': 'https://<redacted>@h/simple'}
-    """
-    env = os.environ if environ is None else environ
-    return Redactor(env).environ(env)
-
-
 class RedactingFilter(logging.Filter):
     """Redacts each record of the ``seeder`` logger (its message with its arguments) before a
     handler writes it.
@@ -523,7 +762,8 @@ class RedactingFilter(logging.Filter):
     Installed on the ``seeder`` logger when this module is imported (every snapshot and verify
     imports it).
 
-    >>> RedactingFilter().filter(logging.LogRecord("seeder", 20, "", 0, "got %s", ("--token=t0k",), None))
+    >>> record = logging.LogRecord("seeder", 20, "", 0, "got %s", ("--token=t0k",), None)
+    >>> RedactingFilter().filter(record)
     True
     """
 

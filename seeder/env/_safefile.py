@@ -76,7 +76,8 @@ def write_file(
     ``name`` may hold subdirectories (made with ``dir_mode`` when missing). The file gets ``mode``.
 
     >>> import tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "link").symlink_to(d / "victim"); _ = (d / "victim").write_text("v")
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> (d / "link").symlink_to(d / "victim"); _ = (d / "victim").write_text("v")
     >>> write_file(d, "link", b"new")
     >>> (d / "victim").read_text(), (d / "link").is_symlink()
     ('v', False)

@@ -161,8 +161,10 @@ def git_state(path: PathLike, writer: SnapshotWriter, label: str, diff_name: str
     state["commit"] = head.stdout.strip() if head.status == "ok" else None
     branch = run_tool(["git", "-C", root, "rev-parse", "--abbrev-ref", "HEAD"])
     state["branch"] = branch.stdout.strip() if branch.status == "ok" else None
-    status = run_tool(["git", "-C", root, "status", "--porcelain=v1", "--untracked-files=normal"])
-    lines = status.stdout.splitlines() if status.status == "ok" else []
+    porcelain = run_tool(
+        ["git", "-C", root, "status", "--porcelain=v1", "--untracked-files=normal"]
+    )
+    lines = porcelain.stdout.splitlines() if porcelain.status == "ok" else []
     state["untracked"] = [writer.redactor.text(line[3:]) for line in lines if line.startswith("??")]
     remotes = run_tool(["git", "-C", root, "remote", "-v"])
     state["remotes"] = (

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from seeder.verify._contract import (
@@ -48,12 +49,19 @@ __all__ = [
     "VerifyData",
 ]
 
-_LAZY = {"VerifyConfig", "CompareConfig", "verify", "compare", "load", "VerifyData"}
+# The session imports scipy (its analysis): these load on first use, so that `import seeder.verify`
+# stays light.
+_LAZY = {
+    "VerifyConfig": "_plan",
+    "CompareConfig": "_plan",
+    "verify": "_session",
+    "compare": "_session",
+    "load": "_session",
+    "VerifyData": "_session",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:  # session imports scipy (analysis); keep `import seeder.verify` light
-        from seeder.verify import _session as session
-
-        return getattr(session, name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"seeder.verify.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'seeder.verify' has no attribute {name!r}")

@@ -25,12 +25,17 @@ for the mean paired difference.
 Example:
     >>> import numpy as np
     >>> from seeder.verify import Metrics
-    >>> m = lambda v, keys=range(4): Metrics([(k,) for k in keys], np.array(v, float), [k // 2 for k in keys])
+    >>> def m(v, keys=range(4)):
+    ...     return Metrics([(k,) for k in keys], np.array(v, float), [k // 2 for k in keys])
     >>> runs = {"full": [m([4, 3, 2, 1])] * 2, "half": [m([4, 3], range(2))] * 2,
-    ...         "resume": [m([2, 1], range(2, 4))] * 2, "unseeded": [m([4, 3, 2, 1.5]), m([4, 3.1, 2, 1.2])]}
+    ...         "resume": [m([2, 1], range(2, 4))] * 2,
+    ...         "unseeded": [m([4, 3, 2, 1.5]), m([4, 3.1, 2, 1.2])]}
     >>> rep = analyze_verify(runs)
-    >>> rep["verdict"], [(c["name"], c["status"]) for c in rep["checks"]]  # doctest: +NORMALIZE_WHITESPACE
-    ('INCOMPLETE', [('reproducible', 'PASS'), ('resume', 'PASS'), ('resume-mid-epoch', 'SKIP'), ('variance', 'PASS')])
+    >>> rep["verdict"]
+    'INCOMPLETE'
+    >>> [(c["name"], c["status"]) for c in rep["checks"]]  # doctest: +NORMALIZE_WHITESPACE
+    [('reproducible', 'PASS'), ('resume', 'PASS'), ('resume-mid-epoch', 'SKIP'),
+     ('variance', 'PASS')]
     >>> analyze_verify(runs, allow_skip=True)["verdict"]
     'PASS'
 """
@@ -38,13 +43,13 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
 from seeder.verify import _stats as stats
-from seeder.verify._contract import Metrics, format_step_key
+from seeder.verify._contract import Metrics, StepKey, format_step_key
 from seeder.verify._verdict import verdict
 
 __all__ = [
@@ -105,6 +110,11 @@ def _check(
     }
 
 
+def _from_step(key: Optional[StepKey]) -> str:
+    """`` from step K on`` for the first differing step, empty when no compared step differs."""
+    return f" from step {format_step_key(key)} on" if key is not None else ""
+
+
 def _close(d: stats.Difference, atol: float) -> bool:
     return d.identical or (atol > 0 and d.within(atol))
 
@@ -140,7 +150,7 @@ def _check_reproducible(full: Sequence[Metrics], atol: float) -> dict[str, Any]:
                 (
                     r,
                     "diff",
-                    f"differs from seeded run full-0 from step {format_step_key(d.first_diff)} on "
+                    f"differs from seeded run full-0{_from_step(d.first_diff)} "
                     f"(largest |{full[0].quantity} difference| {d.max_abs_diff:.3g}): the same "
                     f"seed does not give the same run",
                 )
@@ -238,7 +248,7 @@ def _check_resume(
 ) -> dict[str, Any]:
     stopped_label, resumed_label = RESUME_CHECKS[name]
     found: list[tuple[int, str, str]] = []  # (repeat, kind of failure, message)
-    per_repeat = []
+    per_repeat: list[dict[str, Any]] = []  # one JSON record per repeat
     for r, (f, h, s) in enumerate(zip(full, half, resume)):
         dh, ds = stats.difference(f, h), stats.difference(f, s)
         overlap = sorted(set(h.keys) & set(s.keys))
@@ -260,7 +270,7 @@ def _check_resume(
         )
         first_resumed = s.keys[0] if len(s) else None
         stop = stop_point(h, f)
-        rec = {
+        rec: dict[str, Any] = {
             "repeat": r,
             "bitwise": bitwise,
             "ok": ok,
@@ -288,8 +298,8 @@ def _check_resume(
                 cause = found_cause["message"]
         first = (
             f" from step {format_step_key(ds.first_diff)} on (largest |loss difference| "
-            f"{ds.max_abs_diff:.3g}; resumed at step {format_step_key(first_resumed)})"
-            if ds.first_diff is not None
+            f"{ds.max_abs_diff:.3g}; resumed at step {format_step_key(s.keys[0])})"
+            if ds.first_diff is not None  # a compared step: run (3) logged one
             else ""
         )
         if not len(s):
@@ -304,7 +314,10 @@ def _check_resume(
                     f"{format_step_key(overlap[0])}): it did not continue from the checkpoint",
                 )
             )
-        elif not _close(dh, atol):
+        elif not len(h):
+            found.append((r, "empty", f"the stopped run {stopped_label} logged no steps"))
+        elif dh.first_diff is not None and not _close(dh, atol):
+            # A run (2) that only logged steps (1) lacks is reported as such below.
             found.append(
                 (
                     r,
@@ -486,7 +499,7 @@ def _per_step(
 
 
 def analyze_verify(
-    runs: dict[str, Sequence[Metrics]],
+    runs: Mapping[str, Sequence[Metrics]],
     *,
     atol: float = 0.0,
     alpha: float = 0.05,

@@ -13,10 +13,16 @@ import shlex
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
 
 from seeder.verify._contract import TEMPLATE_NAMES, Contract, default_command, split_command
 from seeder.verify._runner import RunFailed, log_tail
 from seeder.verify._verdict import EXIT_CODES
+
+if TYPE_CHECKING:  # the session (and scipy behind it) loads when a command runs
+    from seeder.verify._plan import SessionConfig
+
+_Config = TypeVar("_Config", bound="SessionConfig")
 
 __all__ = [
     "add_verify",
@@ -156,7 +162,7 @@ def _command(words: list[str]) -> list[str]:
     return split_command(words)
 
 
-def _common_kwargs(args: argparse.Namespace) -> dict:
+def _common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return dict(
         command=_command(args.train_command),
         out=args.out,
@@ -209,7 +215,7 @@ def _lacks_plot_extra(command: str, args: argparse.Namespace) -> bool:
     return bool(missing)
 
 
-def _run(fn, cfg) -> dict | int:
+def _run(fn: Callable[[_Config], dict[str, Any]], cfg: _Config) -> Union[dict[str, Any], int]:
     """The report, or the exit code when a run failed or the session was interrupted."""
     try:
         return fn(cfg)
@@ -289,7 +295,8 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
         if _lacks_plot_extra("verify", args):
             return EXIT_USAGE
         from seeder.verify import _report as rep
-        from seeder.verify._session import VerifyConfig, verify
+        from seeder.verify._plan import VerifyConfig
+        from seeder.verify._session import verify
 
         cfg = VerifyConfig(
             repeats=args.repeats,
@@ -358,7 +365,8 @@ def add_compare(sub: argparse._SubParsersAction) -> None:
         if _lacks_plot_extra("compare", args):
             return EXIT_USAGE
         from seeder.verify import _report as rep
-        from seeder.verify._session import CompareConfig, compare
+        from seeder.verify._plan import CompareConfig
+        from seeder.verify._session import compare
 
         cfg = CompareConfig(
             a_args=shlex.split(args.a_args),

@@ -19,7 +19,8 @@ Example:
     >>> c = Contract()
     >>> c.args(seed=3, epochs=4, ckpt_dir="ck", resume=True, metrics="m.jsonl")
     ['--seed', '3', '--epochs', '4', '--ckpt-dir', 'ck', '--resume', '--metrics', 'm.jsonl']
-    >>> m = parse_metrics(['{"step": 0, "epoch": 0, "loss": 1.5}', 'DLLL {"step": [0, 1], "data": {"train_loss": 1.25}}'])
+    >>> m = parse_metrics(['{"step": 0, "epoch": 0, "loss": 1.5}',
+    ...                    'DLLL {"step": [0, 1], "data": {"train_loss": 1.25}}'])
     >>> m.keys, m.losses.tolist(), m.epochs
     ([(0,), (0, 1)], [1.5, 1.25], [0, 0])
 """
@@ -79,8 +80,13 @@ class Contract:
     an empty template means the script has no such flag. ``loss_keys`` are dotted
     paths tried in order in each metrics object; ``step_key`` names the step.
 
-    >>> Contract(seed="--random-seed={seed}").args(seed=5)
-    ['--random-seed=5']
+    Raises:
+        TypeError, ValueError: a template is not a string, names a field it is not formatted
+            with, or ``loss_keys`` is empty.
+
+    Example:
+        >>> Contract(seed="--random-seed={seed}").args(seed=5)
+        ['--random-seed=5']
     """
 
     seed: str = "--seed {seed}"
@@ -113,10 +119,21 @@ class Contract:
             check_template(name, getattr(self, name))
 
     def with_overrides(self, overrides: dict[str, str]) -> Contract:
-        """A copy with some templates replaced; ``loss_keys`` may be given comma-separated.
+        """A copy with some fields replaced (``seeder verify --arg NAME=TEMPLATE``).
 
-        >>> Contract().with_overrides({"resume": "--resume-from {ckpt_dir}/last.pt"}).resume
-        '--resume-from {ckpt_dir}/last.pt'
+        Args:
+            overrides: field name (``-`` or ``_``) to its new template; ``loss_keys``
+                comma-separated.
+
+        Returns:
+            The new contract.
+
+        Raises:
+            ValueError: a name is not a field, or a template is not valid.
+
+        Example:
+            >>> Contract().with_overrides({"resume": "--resume-from {ckpt_dir}/last.pt"}).resume
+            '--resume-from {ckpt_dir}/last.pt'
         """
         known = set(TEMPLATE_NAMES) | {"metrics_env", "step_key", "loss_keys"}
         values: dict[str, Any] = {}
@@ -144,12 +161,25 @@ class Contract:
         stop_after_steps: Optional[int] = None,
         metrics: Optional[str] = None,
     ) -> list[str]:
-        """The arguments that ask the script for one run (``None`` leaves a flag out)."""
-        out: list[
-            str
-            # no seed / epochs / ckpt_dir flag: $SEEDER_SEED, the script's epochs, the run's
-            # directory
-        ] = []
+        """The arguments that ask the script for one run.
+
+        Args:
+            seed, epochs, ckpt_dir, stop_after_epochs, stop_after_steps, metrics: the run's
+                values; ``None`` leaves the flag out, and so does an empty template.
+            resume: pass the ``resume`` template.
+
+        Returns:
+            The words to append to the command.
+
+        Raises:
+            ValueError: a resume or a stop is asked for and its template is empty.
+
+        Example:
+            >>> Contract().args(seed=1, epochs=4, ckpt_dir="ck", resume=True)
+            ['--seed', '1', '--epochs', '4', '--ckpt-dir', 'ck', '--resume']
+        """
+        # No seed / epochs / ckpt_dir flag: $SEEDER_SEED, the script's epochs, the run's directory.
+        out: list[str] = []
         if seed is not None and self.seed:
             out += _words(self.seed, {"seed": seed})
         if epochs is not None and self.epochs:
@@ -167,7 +197,18 @@ class Contract:
         return out
 
     def env(self, metrics: Optional[str]) -> dict[str, str]:
-        """Environment additions for a run: the metrics file through ``metrics_env``."""
+        """Environment additions for a run: the metrics file through ``metrics_env``.
+
+        Args:
+            metrics: the run's metrics file, or ``None``.
+
+        Returns:
+            ``{metrics_env: metrics}``, or nothing without a file or a variable name.
+
+        Example:
+            >>> Contract().env("m.jsonl")
+            {'SEEDER_METRICS': 'm.jsonl'}
+        """
         return {self.metrics_env: str(metrics)} if metrics is not None and self.metrics_env else {}
 
     def _need(self, name: str, values: dict[str, Any]) -> list[str]:
@@ -201,10 +242,10 @@ def check_template(name: str, template: str) -> None:
     (``{seed:08d}``); attribute and index lookups (``{seed.real}``, ``{ckpt_dir[0]}``) are refused.
 
     >>> check_template("seed", "--seed={seed:04d}")
-    >>> check_template("seed", "--seed={seed.nope}")
+    >>> check_template("seed", "--seed={seed.nope}")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: --arg seed='--seed={seed.nope}': {seed.nope} is not a field of this template; its placeholders are {seed} (bare names, optionally with :format)
+    ValueError: --arg seed='--seed={seed.nope}': {seed.nope} is not a field of this template; ...
     """
     fields = TEMPLATE_FIELDS[name]
     allowed = ", ".join("{" + f + "}" for f in fields)
@@ -244,8 +285,18 @@ def _words(template: str, values: dict[str, Any]) -> list[str]:
 class Metrics:
     """The per-step losses of one run, in the order logged, and its final digest if any.
 
-    ``keys`` are step keys as int tuples (``(12,)`` for ``"step": 12``, ``(1, 12)`` for a
-    DLLogger ``[1, 12]``); ``epochs`` holds the epoch of each step or ``None``.
+    Attributes:
+        keys: step keys as int tuples (``(12,)`` for ``"step": 12``, ``(1, 12)`` for a DLLogger
+            ``[1, 12]``).
+        losses: one value per step, float64.
+        epochs: the epoch of each step, or ``None``.
+        digest: the digest of the weights and optimizer the run ended with, if reported.
+
+    Example:
+        >>> import numpy as np
+        >>> m = Metrics([(0,), (1,), (2,)], np.array([3.0, 2.0, 1.5]), [0, 1, 1])
+        >>> len(m), m.as_dict()[(2,)], m.summary_mask().tolist()
+        (3, 1.5, [False, True, True])
     """
 
     keys: list[StepKey] = field(default_factory=list)
@@ -260,13 +311,24 @@ class Metrics:
         return len(self.keys)
 
     def as_dict(self) -> dict[StepKey, float]:
+        """The values by step key.
+
+        Returns:
+            ``{step key: value}``.
+        """
         return dict(zip(self.keys, self.losses.tolist()))
 
     def summary_mask(self) -> np.ndarray:
-        """Steps of the last epoch (or the last quarter of steps when epochs are unknown)."""
+        """The steps a run is summarised by (the variance check, compare's pairs).
+
+        Returns:
+            A bool mask: the last epoch's steps, or the last quarter of steps when epochs are
+            unknown.
+        """
         n = len(self.keys)
-        if n and all(e is not None for e in self.epochs):
-            last = max(self.epochs)  # type: ignore[type-var]
+        known = [e for e in self.epochs if e is not None]
+        if n and len(known) == n:
+            last = max(known)
             return np.array([e == last for e in self.epochs])
         mask = np.zeros(n, dtype=bool)
         if n:
@@ -304,10 +366,28 @@ def parse_metrics(
     source: str = "<metrics>",
     strict: bool = False,
 ) -> Metrics:
-    """Parse JSON-lines and DLLogger metrics; other lines are skipped (``strict``: rejected).
+    """Parse JSON-lines and DLLogger metrics.
 
     A step logged twice is an error: each run writes a fresh file, so a repeat means
     the script logged from two processes or replayed steps.
+
+    Args:
+        lines: the lines of a metrics file or a log.
+        contract: where the step and the loss are found (:class:`Contract`'s defaults).
+        source: the name the errors give the lines.
+        strict: reject lines that are not metrics instead of skipping them.
+
+    Returns:
+        The steps in the order logged.
+
+    Raises:
+        ValueError: a step is logged twice, or (``strict``) a line is not a metrics record.
+
+    Example:
+        >>> lines = ['{"step": 0, "loss": 1.5}', "epoch done", '{"step": 1, "loss": 1.25}']
+        >>> m = parse_metrics(lines)
+        >>> m.keys, m.losses.tolist()
+        ([(0,), (1,)], [1.5, 1.25])
     """
     c = contract or Contract()
     keys: list[StepKey] = []
@@ -383,8 +463,26 @@ def read_metrics(
     """The metrics of one run: the metrics file if it has steps, else the run's log, else seeder's
     own records.
 
-    ``steps_file`` holds what seeder recorded after each optimizer step (:mod:`seeder._run.steps`).
-    Raises ``ValueError`` when none holds a step, naming every place.
+    Args:
+        metrics_file: the file the script wrote its metrics to, or ``None``.
+        log_file: the run's output, or ``None``.
+        contract: where the step and the loss are found.
+        steps_file: what seeder recorded after each optimizer step, or ``None``.
+
+    Returns:
+        The first of them that holds a step, with the run's digest from the log or seeder's
+        records when the metrics carry none.
+
+    Raises:
+        ValueError: none holds a step (the message names every place and what to log).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> log = pathlib.Path(tempfile.mkdtemp()) / "log.txt"
+        >>> _ = log.write_text('{"step": 0, "loss": 2.0}\\nDIGEST abc\\n')
+        >>> m = read_metrics(None, log)
+        >>> m.losses.tolist(), m.digest
+        ([2.0], 'abc')
     """
     tried = []
     for path, strict in ((metrics_file, True), (log_file, False), (steps_file, False)):
@@ -433,7 +531,15 @@ def _digest_from_log(log: Path) -> Optional[str]:
 def default_command() -> list[str]:
     """The bundled example: ``python examples/train.py`` next to the installed package.
 
-    Raises ``FileNotFoundError`` when the checkout has no ``examples/train.py``.
+    Returns:
+        The command, with this interpreter.
+
+    Raises:
+        FileNotFoundError: the checkout has no ``examples/train.py``.
+
+    Example:
+        >>> default_command()[1].endswith("train.py")
+        True
     """
     script = Path(__file__).resolve().parent.parent.parent / "examples" / "train.py"
     if not script.is_file():

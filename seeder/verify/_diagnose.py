@@ -17,8 +17,10 @@ per step). Where nothing is found :func:`diagnose_dirs` returns
 ``None`` and the report keeps its generic message.
 
 Example:
-    >>> rec = lambda pos, torch="t0", src="sampler": {"source": src, "epoch": 1, "position": pos, "rngs":
-    ...     {"python": "p", "numpy": "n", "torch": torch}, "participants": {}, "positions": {}}
+    >>> def rec(pos, torch="t0", src="sampler"):
+    ...     rngs = {"python": "p", "numpy": "n", "torch": torch}
+    ...     return {"source": src, "epoch": 1, "position": pos, "rngs": rngs,
+    ...             "participants": {}, "positions": {}}
     >>> full = {0: [rec(0), rec(4), rec(8), rec(12)]}
     >>> stopped, resumed = {0: [rec(0), rec(4)]}, {0: [rec(4, torch="t1"), rec(8, torch="t2")]}
     >>> d = diagnose(full, stopped, resumed)

@@ -14,9 +14,11 @@ Example:
     >>> out = pathlib.Path(tempfile.mkdtemp()); (out / "runs" / "full-0").mkdir(parents=True)
     >>> (out / "runs" / "outputs").mkdir()
     >>> actions = [{"options": ["--save-dir"], "default": "../outputs"}]
-    >>> print(escapes(out, ["full-0"], out, {}, actions, [])[0][0])  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
-    the runs wrote to .../runs/outputs, outside their own folders: the script's --save-dir (default '../outputs') points
-    there from every run's folder, so the runs share it and one can read or resume from another's output; ...
+    >>> found = escapes(out, ["full-0"], out, {}, actions, [])[0][0]
+    >>> print(found)  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
+    the runs wrote to .../runs/outputs, outside their own folders: the script's --save-dir
+    (default '../outputs') points there from every run's folder, so the runs share it and one
+    can read or resume from another's output; ...
 """
 
 from __future__ import annotations

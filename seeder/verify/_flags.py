@@ -23,8 +23,9 @@ is not a Python script, a probe that did not finish), every default flag is left
 driven through seeder's environment variables only. The notes say which flag went which way.
 
 Example:
-    >>> probe = ParserProbe([{"options": ["--seed"], "nargs": None, "metavar": "SEED"},
-    ...                      {"options": ["--resume"], "nargs": None, "metavar": "PATH"}], "from its parser")
+    >>> actions = [{"options": ["--seed"], "nargs": None, "metavar": "SEED"},
+    ...            {"options": ["--resume"], "nargs": None, "metavar": "PATH"}]
+    >>> probe = ParserProbe(actions, "from its parser")
     >>> c, notes = adapt_contract(Contract(), probe)
     >>> c.seed, c.epochs, c.resume
     ('--seed {seed}', '', '')
@@ -114,10 +115,11 @@ def probe_argv(command: Sequence[str], cwd: Path) -> tuple[Optional[list[str]], 
     launcher (``torchrun ... SCRIPT.py ARGS``) has its first existing ``.py`` script run under this
     one.
 
-    >>> probe_argv(["python", "-u", "train.py", "--lr", "1"], Path("."))[0][2:]  # doctest: +ELLIPSIS
+    >>> argv, _ = probe_argv(["python", "-u", "train.py", "--lr", "1"], Path("."))
+    >>> argv[2:]  # doctest: +ELLIPSIS
     ['.../_probe.py', '{report}', 'train.py', '--lr', '1']
-    >>> probe_argv(["bash", "run.sh"], Path("."))
-    (None, 'bash run.sh is not a Python script or module verify can start up to its parser')
+    >>> probe_argv(["bash", "run.sh"], Path("."))[1]
+    'bash run.sh is not a Python script or module verify can start up to its parser'
     """
     words = list(command)
     launcher = bool(words) and not _is_python(words[0])
@@ -292,7 +294,9 @@ def adapt_contract(contract: Contract, probe: ParserProbe) -> tuple[Contract, li
     if "resume" in changed and "--ckpt_path" in options and _takes_value(options["--ckpt_path"]):
         changed["resume"] = LIGHTNING_RESUME
         notes.append(f"--ckpt_path: the resumed runs pass {LIGHTNING_RESUME}")
-    return dataclasses.replace(contract, **changed), notes
+    # Only template fields (str) change; mypy checks `**changed` against every field, loss_keys
+    # (a tuple) included.
+    return dataclasses.replace(contract, **changed), notes  # type: ignore[arg-type]
 
 
 _WHO = {

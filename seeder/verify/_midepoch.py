@@ -40,8 +40,9 @@ class StepStopSupport:
         contract: the flags verify passes (after the parser probe).
         explicit_step: whether the user gave the stop step (``--stop-after-steps S``).
 
-    >>> StepStopSupport(Contract(stop_after_steps="")).result()
-    (False, 'the script takes no step stop flag (pass --stop-after-steps S, or name it with --arg stop_after_steps=TEMPLATE)')
+    >>> supported, why = StepStopSupport(Contract(stop_after_steps="")).result()
+    >>> supported, why[:34]
+    (False, 'the script takes no step stop flag')
     >>> StepStopSupport(Contract(stop_after_steps="--max-steps {steps}")).result()
     (True, "the contract passes '--max-steps {steps}'")
     """
@@ -86,8 +87,8 @@ def mid_epoch_step(
     n = len(half)
     if n == 0:
         return None, "run (2) logged no steps"
-    logged = half.epochs
-    if all(e is not None for e in logged):
+    logged = [e for e in half.epochs if e is not None]
+    if len(logged) == n:
         last = logged[-1]
         per_epoch = sum(1 for e in logged if e == last)
         index = len(set(logged)) - 1

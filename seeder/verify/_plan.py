@@ -1,8 +1,9 @@
-"""The runs of a verify or compare session: their commands, environments and directories.
+"""The settings of a verify or compare session, and the runs they plan: commands, environments
+and directories.
 
 Example (planning only; :func:`seeder.verify._session.verify` runs these)::
 
-    >>> from seeder.verify._session import VerifyConfig
+    >>> from seeder.verify._plan import VerifyConfig
     >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=4, repeats=2)
     >>> specs = plan_verify(cfg, Path("/tmp/v"))
     >>> [(s.name, s.after) for s in specs[:4]]
@@ -12,12 +13,14 @@ Example (planning only; :func:`seeder.verify._session.verify` runs these)::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
+from seeder._checks import is_int
 from seeder._run.steps import ENV_CKPT_DIR, ENV_RESUME, ENV_STEPS
 from seeder._run.trace import ENV_TRACE
-from seeder.verify._contract import read_metrics
+from seeder.verify._contract import Contract, read_metrics
 from seeder.verify._diagnose import TRACE_NAME
 from seeder.verify._midepoch import StepStopSupport, mid_epoch_step
 from seeder.verify._runner import RunSpec
@@ -29,11 +32,170 @@ from seeder.verify._workdirs import (
     mirror_user_dir,
 )
 
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """What :class:`VerifyConfig` and :class:`CompareConfig` share (see :class:`VerifyConfig`)."""
+
+    command: list[str]
+    out: Path
+    epochs: int = 2
+    seed: int = 42
+    contract: Contract = field(default_factory=Contract)
+    jobs: int = 1
+    keep_going: bool = False
+    timeout: Optional[float] = None
+    progress: bool = True
+    figures: Union[bool, Path] = True  # True: into out; a Path: there; False: none
+    cwd: Optional[Path] = None
+
+    def _validate(self) -> None:
+        if not self.command or not all(isinstance(w, str) for w in self.command):
+            raise ValueError(f"command must be a non-empty list of strings, got {self.command!r}")
+        for name in ("epochs", "seed", "jobs"):
+            v = getattr(self, name)
+            if not is_int(v) or v < (0 if name == "seed" else 1):
+                raise ValueError(
+                    f"{name} must be an integer >= {0 if name == 'seed' else 1}, got {v!r}"
+                )
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"timeout must be positive seconds, got {self.timeout!r}")
+        if not isinstance(self.contract, Contract):
+            raise TypeError(f"contract must be a Contract, got {type(self.contract).__name__}")
+
+
+@dataclass(frozen=True)
+class VerifyConfig(SessionConfig):
+    """Settings of ``seeder verify``: X = ``epochs``, ``repeats`` of the runs, one ``seed``.
+
+    Run (2) stops at the epoch boundary after ``epochs // 2`` epochs. With ``mid_epoch``
+    (default) runs (2b)/(3b) also stop inside an epoch and resume, where the command
+    takes the contract's step stop flag (:mod:`seeder.verify._midepoch`): at global step
+    ``stop_after_steps``, or by default at a step near the middle of run (2)'s last
+    epoch. ``atol`` > 0 accepts loss differences up to it (for nondeterministic
+    kernels); ``alpha`` is the significance level of the variance test.
+    ``resume_repeats`` (default ``None``: ``repeats``) is how many repeats run the two
+    resume checks' stopped and resumed runs, (2)/(3) and (2b)/(3b); runs (1) and (4)
+    keep ``repeats``.
+
+    The fields shared with :class:`CompareConfig`: ``command`` (the training command),
+    ``out`` (the output directory), ``epochs``, ``seed``, ``contract`` (how the command is
+    driven), ``jobs`` (runs at once), ``keep_going``, ``timeout`` (seconds per run),
+    ``progress``, ``figures`` (``True``: into ``out``, a path: there, ``False``: none) and
+    ``cwd`` (where the command runs from; the working directory when ``None``).
+
+    Example:
+        >>> from pathlib import Path
+        >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), resume_repeats=1)
+        >>> cfg.validate()
+        >>> cfg.repeats, cfg.resume_runs
+        (3, 1)
+    """
+
+    repeats: int = 3
+    stop_after_steps: Optional[int] = None
+    atol: float = 0.0
+    alpha: float = 0.05
+    mid_epoch: bool = True
+    resume_repeats: Optional[int] = None
+    allow_skip: bool = False
+
+    @property
+    def resume_runs(self) -> int:
+        """Repeats of the stopped and resumed runs: ``resume_repeats``, or ``repeats`` when it is
+        ``None``."""
+        return self.repeats if self.resume_repeats is None else self.resume_repeats
+
+    def validate(self) -> None:
+        """Check every field; :func:`verify` calls it before anything runs.
+
+        Raises:
+            ValueError, TypeError: a field is out of range or of the wrong type (the message
+                names it and what it takes).
+        """
+        self._validate()
+        if self.epochs < 2 and self.stop_after_steps is None:
+            raise ValueError(
+                f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}"
+            )
+        if not is_int(self.repeats) or self.repeats < 2:
+            raise ValueError(
+                f"repeats must be >= 2 (the variance test compares spreads), got {self.repeats!r}"
+            )
+        if self.resume_repeats is not None and (
+            not is_int(self.resume_repeats) or not 1 <= self.resume_repeats <= self.repeats
+        ):
+            raise ValueError(
+                f"resume_repeats must be an integer from 1 to repeats ({self.repeats!r}), "
+                f"got {self.resume_repeats!r}"
+            )
+        if self.stop_after_steps is not None and (
+            not is_int(self.stop_after_steps) or self.stop_after_steps < 1
+        ):
+            raise ValueError(
+                f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}"
+            )
+        for name in ("mid_epoch", "allow_skip"):  # written to JSON: Python's bool only
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.stop_after_steps is not None and not self.mid_epoch:
+            raise ValueError(
+                "stop_after_steps sets the mid-epoch stop (run 2b); it cannot go with "
+                "mid_epoch=False"
+            )
+        if not (isinstance(self.atol, (int, float)) and self.atol >= 0):
+            raise ValueError(f"atol must be >= 0, got {self.atol!r}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
+
+
+@dataclass(frozen=True)
+class CompareConfig(SessionConfig):
+    """Settings of ``seeder compare``: ``runs`` seeds (``seed``, ``seed + 1``, ...) for A and for B.
+
+    ``a_args`` and ``b_args`` are appended to the command of configuration A and B;
+    ``levels`` are the confidence levels of the paired intervals. The other fields are
+    :class:`VerifyConfig`'s.
+
+    Example:
+        >>> from pathlib import Path
+        >>> cfg = CompareConfig(command=["python", "train.py"], out=Path("c"), b_args=["--amp"])
+        >>> cfg.validate()
+        >>> cfg.runs, cfg.levels
+        (5, (0.95, 0.99))
+    """
+
+    a_args: list[str] = field(default_factory=list)
+    b_args: list[str] = field(default_factory=list)
+    runs: int = 5
+    levels: tuple[float, ...] = (0.95, 0.99)
+
+    def validate(self) -> None:
+        """Check every field; :func:`compare` calls it before anything runs.
+
+        Raises:
+            ValueError, TypeError: a field is out of range or of the wrong type.
+        """
+        self._validate()
+        if not is_int(self.runs) or self.runs < 2:
+            raise ValueError(
+                f"runs must be >= 2 (a paired interval needs two pairs), got {self.runs!r}"
+            )
+        if not self.levels or not all(0 < lv < 1 for lv in self.levels):
+            raise ValueError(f"levels must be confidence levels in (0, 1), got {self.levels!r}")
+
+
+#: What a run does before it starts: ``None``, or why it is left out.
+Prepare = Callable[[], Optional[str]]
+
 #: The variable ``seeder.init`` reads the master seed from (``seeder._seeding.derive.ENV_SEED``;
 #: verify imports no Seeder).
 ENV_SEED = "SEEDER_SEED"
 
 __all__ = [
+    "SessionConfig",
+    "VerifyConfig",
+    "CompareConfig",
     "driven_by",
     "DRIVING_VARIABLES",
     "metrics_path",
@@ -47,7 +209,7 @@ __all__ = [
 ]
 
 
-def seeder_stops(cfg: Any) -> bool:
+def seeder_stops(cfg: SessionConfig) -> bool:
     """Whether seeder stops the runs (the command has no stop
     flag; :mod:`seeder.verify._seederstops`)."""
     return not cfg.contract.stop_after_epochs and not cfg.contract.stop_after_steps
@@ -72,7 +234,9 @@ def metrics_path(out: Path, name: str) -> Path:
     return out / "runs" / name / "metrics.jsonl"
 
 
-def run_argv(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), **kw: Any) -> list[str]:
+def run_argv(
+    cfg: SessionConfig, out: Path, name: str, extra: Sequence[str] = (), **kw: Any
+) -> list[str]:
     return (
         list(cfg.command)
         + cfg.contract.args(metrics=str(metrics_path(out, name)), **kw)
@@ -81,12 +245,12 @@ def run_argv(cfg: Any, out: Path, name: str, extra: Sequence[str] = (), **kw: An
 
 
 def make_spec(
-    cfg: Any,
+    cfg: SessionConfig,
     out: Path,
     name: str,
     extra: Sequence[str] = (),
     after: Optional[str] = None,
-    prepare=None,
+    prepare: Optional[Prepare] = None,
     **kw: Any,
 ) -> RunSpec:
     workdir = out / "runs" / name
@@ -120,7 +284,7 @@ def make_spec(
     return spec
 
 
-def with_mirror(prepare, base: Path, workdir: Path, out: Path):
+def with_mirror(prepare: Optional[Prepare], base: Path, workdir: Path, out: Path) -> Prepare:
     """``prepare``, then the run's folder mirrors the user's
     (:func:`seeder.verify._workdirs.mirror_user_dir`)."""
 
@@ -133,7 +297,9 @@ def with_mirror(prepare, base: Path, workdir: Path, out: Path):
     return run
 
 
-def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport]):
+def prepare_mid(
+    cfg: VerifyConfig, out: Path, r: int, support: Optional[StepStopSupport]
+) -> RunSpec:
     """Run (2b)'s prepare: leave it out where the command has no step stop, else fill in its stop
     step."""
 
@@ -180,7 +346,7 @@ def prepare_mid(cfg: Any, out: Path, r: int, support: Optional[StepStopSupport])
     return spec
 
 
-def _plan_seeder_stops(cfg: Any, out: Path) -> list[RunSpec]:
+def _plan_seeder_stops(cfg: VerifyConfig, out: Path) -> list[RunSpec]:
     """Per repeat (1), (4), (2) and (2b) after run (1) of repeat 0 (their stop steps come from it),
     (3), (3b).
 
@@ -189,7 +355,7 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> list[RunSpec]:
     specs: list[RunSpec] = []
     stops: dict[str, Any] = {}
 
-    def stopped(name: str, which: int):
+    def stopped(name: str, which: int) -> Prepare:
         def prepare() -> Optional[str]:
             if "steps" not in stops:
                 try:
@@ -253,7 +419,9 @@ def _plan_seeder_stops(cfg: Any, out: Path) -> list[RunSpec]:
     return specs
 
 
-def plan_verify(cfg: Any, out: Path, support: Optional[StepStopSupport] = None) -> list[RunSpec]:
+def plan_verify(
+    cfg: VerifyConfig, out: Path, support: Optional[StepStopSupport] = None
+) -> list[RunSpec]:
     """The runs of the methodology, in launch order: per repeat (2), (1), (4), (3) after (2), (2b),
     (3b) after (2b).
 
@@ -320,7 +488,7 @@ def plan_verify(cfg: Any, out: Path, support: Optional[StepStopSupport] = None) 
     return specs
 
 
-def plan_compare(cfg: Any, out: Path) -> list[RunSpec]:
+def plan_compare(cfg: CompareConfig, out: Path) -> list[RunSpec]:
     """Runs a-i and b-i with seed ``seed + i``, interleaved."""
     specs = []
     for i in range(cfg.runs):

@@ -4,7 +4,8 @@ Every ``plot_*`` function returns a :class:`matplotlib.figure.Figure`; notebooks
 display it, :func:`write_figures` saves the set as PNG files.
 
 Example:
-    >>> fig = plot_methodology({"kind": "verify", "config": {"epochs": 4, "repeats": 3, "seed": 42}})
+    >>> config = {"epochs": 4, "repeats": 3, "seed": 42}
+    >>> fig = plot_methodology({"kind": "verify", "config": config})
     >>> len(fig.axes)
     1
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
@@ -103,7 +105,7 @@ def plot_methodology(report: dict[str, Any]) -> Figure:
         shown = min(n, 4)
         for i in range(shown):
             x0 = 0.3 + i * 2.4
-            for row, (cf, y) in enumerate((("a", 1.3), ("b", 0.1))):
+            for cf, y in (("a", 1.3), ("b", 0.1)):
                 ax.add_patch(Rectangle((x0, y), 1.8, 0.55, color=COLORS[cf], alpha=0.8))
                 ax.text(
                     x0 + 0.9,
@@ -144,7 +146,7 @@ def plot_methodology(report: dict[str, Any]) -> Figure:
         f"times{fewer}",
         fontsize=10,
     )
-    rows = [("full", top, 0, x)]
+    rows: list[tuple[str, float, float, float]] = [("full", top, 0, x)]
     if half is not None:
         rows += [("half", top - 1, 0, half), ("resume", top - 2, half, x)]
     if mid:
@@ -167,10 +169,10 @@ def plot_methodology(report: dict[str, Any]) -> Figure:
         ("half", "checkpoint (epoch boundary)"),
         ("mid", "checkpoint (mid-epoch)"),
     ):
-        row = next((rw for rw in rows if rw[0] == stop_kind), None)
-        if row is None:
+        stop_row = next((rw for rw in rows if rw[0] == stop_kind), None)
+        if stop_row is None:
             continue
-        ck, y = row[3], row[1]
+        ck, y = stop_row[3], stop_row[1]
         ax.plot([ck], [y + 0.3], marker="D", color="black", markersize=7)
         ax.text(ck + 0.08, y + 0.75, label, fontsize=8, va="bottom")
         ax.add_patch(
@@ -205,7 +207,12 @@ def _mid_stop_x(report: dict[str, Any], epochs: int) -> float:
 
 
 def _curves_axes(
-    ax, runs: Sequence[tuple[int, Metrics]], kind: str, xmap, label_once: bool = True, **kw
+    ax: Axes,
+    runs: Sequence[tuple[int, Metrics]],
+    kind: str,
+    xmap: dict[tuple[int, ...], int],
+    label_once: bool = True,
+    **kw: Any,
 ) -> None:
     style = {"color": COLORS[kind], "lw": 1.0, "alpha": 0.75, **kw}
     for i, (_rep, m) in enumerate(runs):

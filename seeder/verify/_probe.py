@@ -28,10 +28,14 @@ Example (the verify side, :func:`seeder.verify._flags.probe_parser`, runs it)::
 
     >>> import json, subprocess, sys, tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (d / "t.py").write_text("import argparse\\np = argparse.ArgumentParser()\\n"
-    ...                             "p.add_argument('--resume', metavar='PATH')\\np.parse_args()\\nopen('trained', 'w')\\n")
-    >>> _ = subprocess.run([sys.executable, __file__, str(d / "r.json"), str(d / "t.py")], cwd=d)
-    >>> [(a["options"], a["nargs"], a["metavar"]) for a in json.loads((d / "r.json").read_text())["actions"]][1]
+    >>> script = ["import argparse", "p = argparse.ArgumentParser()",
+    ...           "p.add_argument('--resume', metavar='PATH')", "p.parse_args()",
+    ...           "open('trained', 'w')"]
+    >>> _ = (d / "t.py").write_text("\\n".join(script) + "\\n")
+    >>> cmd = [sys.executable, __file__, str(d / "r.json"), str(d / "t.py")]
+    >>> _ = subprocess.run(cmd, cwd=d)
+    >>> actions = json.loads((d / "r.json").read_text())["actions"]
+    >>> [(a["options"], a["nargs"], a["metavar"]) for a in actions][1]
     (['--resume'], None, 'PATH')
     >>> (d / "trained").exists()
     False
@@ -39,21 +43,13 @@ Example (the verify side, :func:`seeder.verify._flags.probe_parser`, runs it)::
 
 from __future__ import annotations
 
-import os
-import sys
-
-if sys.path and os.path.abspath(sys.path[0] or os.curdir) == os.path.dirname(
-    os.path.abspath(__file__)
-):
-    del sys.path[
-        0
-    ]  # run as a script: this folder's modules (stats, report, ...) must not shadow others
-
 import argparse
 import importlib.abc
 import json
+import os
 import runpy
 import signal
+import sys
 from typing import Any, Callable, Optional
 
 __all__ = ["main", "describe_action"]
@@ -101,16 +97,20 @@ def describe_action(action: argparse.Action) -> dict[str, Any]:
 
 
 def _parser_actions(self: argparse.ArgumentParser, argv: list[str]) -> list[dict[str, Any]]:
-    """The actions of parser ``self``, and of the subcommand ``argv`` names (installed as a parser
-    method below)."""
+    """The actions of parser ``self``, and of the subcommand ``argv`` names (installed as the
+    parser method ``seeder_probe_actions`` by :meth:`_Probe.install`)."""
     out = []
-    for action in self._actions:  # the parser's own list (a method of the parser reads it)
+    # argparse has no public list of a parser's actions: `_actions` is the one every version keeps.
+    for action in self._actions:
         out.append(describe_action(action))
         choices = action.choices if isinstance(action.choices, dict) else {}
         subs = {name: p for name, p in choices.items() if isinstance(p, argparse.ArgumentParser)}
         chosen = next((w for w in argv if w in subs), None)
         if chosen is not None:
-            out += [dict(a, subcommand=chosen) for a in subs[chosen].seeder_probe_actions(argv)]
+            sub = subs[chosen]
+            # Installed by _Probe.install: typeshed's ArgumentParser has no such method.
+            actions = sub.seeder_probe_actions(argv)  # type: ignore[attr-defined]
+            out += [dict(a, subcommand=chosen) for a in actions]
     return out
 
 
@@ -139,23 +139,21 @@ class _Probe:
                 isinstance(args, (list, tuple)) and list(args) == sys.argv[1:]
             )
             if probe.depth == 0 and reads_argv:
-                probe.done(
-                    {
-                        "reached": "parser",
-                        "prog": str(self.prog),
-                        "actions": self.seeder_probe_actions(sys.argv[1:]),
-                    }
-                )
+                # seeder_probe_actions: installed by install() below (typeshed does not know it).
+                actions = self.seeder_probe_actions(sys.argv[1:])  # type: ignore[attr-defined]
+                probe.done({"reached": "parser", "prog": str(self.prog), "actions": actions})
             probe.depth += 1
             try:
                 return original(self, args, *rest, **kw)
             finally:
                 probe.depth -= 1
 
+        # A mark on the function, so a class wrapped twice keeps one wrapper; mypy types functions
+        # without attributes.
         parse.seeder_probe = True  # type: ignore[attr-defined]
         return parse
 
-    def wrap_class(self, cls: type) -> None:
+    def wrap_class(self, cls: type[argparse.ArgumentParser]) -> None:
         for name in PARSE_METHODS:
             method = vars(cls).get(name)
             if callable(method) and not getattr(method, "seeder_probe", False):
@@ -164,16 +162,19 @@ class _Probe:
             self.wrap_class(sub)
 
     def install(self) -> None:
+        # A method of the parser reads the parser's own list of actions; typeshed's ArgumentParser
+        # has no such attribute.
         argparse.ArgumentParser.seeder_probe_actions = _parser_actions  # type: ignore[attr-defined]
         self.wrap_class(argparse.ArgumentParser)
         probe = self
 
-        def init_subclass(
-            cls: type, **kw: Any
-        ) -> None:  # parsers defined later (jsonargparse, transformers)
+        # Parsers defined later (jsonargparse, transformers) are wrapped as their class is made.
+        def init_subclass(cls: type[argparse.ArgumentParser], **kw: Any) -> None:
             probe.wrap_class(cls)
 
-        argparse.ArgumentParser.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
+        # typeshed types `__init_subclass__` as a plain method; a classmethod is what Python calls.
+        hook = classmethod(init_subclass)
+        argparse.ArgumentParser.__init_subclass__ = hook  # type: ignore[assignment]
         _after_import("seeder._seeding.core", self.watch_init)
         _after_import("torch.optim.optimizer", self.stop_at_step)
 
@@ -207,15 +208,20 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             find = getattr(finder, "find_spec", None)
             spec = find(name, path, target) if finder is not self and find is not None else None
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                run = spec.loader.exec_module
-
-                def exec_module(module: Any) -> None:
-                    run(module)
-                    hook(module)
-
-                spec.loader.exec_module = exec_module  # this module's loader only
+                # This module's loader only: other modules keep their own `exec_module`.
+                spec.loader.exec_module = _then(spec.loader.exec_module, hook)
                 return spec
         return None
+
+
+def _then(run: Callable[[Any], None], hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``run(module)``, then ``hook(module)``."""
+
+    def exec_module(module: Any) -> None:
+        run(module)
+        hook(module)
+
+    return exec_module
 
 
 _FINDER = _AfterImport()
@@ -236,15 +242,15 @@ def main(argv: list[str]) -> None:
     if len(argv) < 2 or (argv[1] == "-m" and len(argv) < 3):
         sys.exit("usage: _probe.py REPORT SCRIPT [ARGS...] | REPORT -m MODULE [ARGS...]")
     _Probe(argv[0]).install()
+    # sys.path[0] is this file's folder (run as a script): it becomes the script's, so that modules
+    # beside this file never shadow the script's imports. The entries after it (PYTHONPATH) stay.
     if argv[1] == "-m":
         sys.argv = [argv[2]] + argv[3:]
         sys.path[0] = os.getcwd()  # as `python -m` puts it
         runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
     else:
         sys.argv = argv[1:]
-        sys.path[0] = os.path.dirname(
-            os.path.abspath(argv[1])
-        )  # as `python SCRIPT` puts it, not this file's folder
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[1]))  # as `python SCRIPT` puts it
         runpy.run_path(argv[1], run_name="__main__")
 
 

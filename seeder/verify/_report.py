@@ -2,7 +2,8 @@
 
 Example:
     >>> rep = {"kind": "verify", "verdict": "PASS", "reasons": [], "checks": [
-    ...     {"name": "resume", "status": "PASS", "summary": "bitwise", "reasons": [], "details": {}}]}
+    ...     {"name": "resume", "status": "PASS", "summary": "bitwise", "reasons": [],
+    ...      "details": {}}]}
     >>> print(table(rep))
     check   result  summary
     ------  ------  -------
@@ -21,7 +22,8 @@ from typing import Any, Optional
 __all__ = ["table", "markdown", "VERIFY_METHOD", "COMPARE_METHOD"]
 
 VERIFY_METHOD = """\
-With one seed ({seed}) for runs 1-3 and none for run 4, each repeated {repeats} times{resume_repeats} with X = {epochs} epochs:
+With one seed ({seed}) for runs 1-3 and none for run 4,
+each repeated {repeats} times{resume_repeats} with X = {epochs} epochs:
 
 - (1) **full**: seeded, X epochs without interruption;
 - (2) **half**: seeded, stopped at an epoch boundary, {stop}, with a checkpoint;
@@ -70,8 +72,8 @@ excludes 0.
 
 Across seeds, A's and B's values vary as unseeded runs would. An unpaired comparison of
 unseeded runs with m runs per configuration has the interval half-width
-t * sqrt((sd_A^2 + sd_B^2) / m) (Welch degrees of freedom); "unseeded runs per config for this width" is the
-smallest m that matches the paired interval's half-width ("unbounded" when the paired
+t * sqrt((sd_A^2 + sd_B^2) / m) (Welch degrees of freedom); "unseeded runs per config for this
+width" is the smallest m that matches the paired interval's half-width ("unbounded" when the paired
 interval has zero width: A and B gave identical values for every seed). "Pairing divides the
 variance by" is (sd_A^2 + sd_B^2) / sd_(B-A)^2.
 """

@@ -12,7 +12,8 @@ then SIGTERM, then SIGKILL after grace periods, and raises ``KeyboardInterrupt``
 Example:
     >>> import sys, tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> res = run_all([RunSpec("hello", [sys.executable, "-c", "print('hi')"], d / "hello")], progress=False)
+    >>> hello = RunSpec("hello", [sys.executable, "-c", "print('hi')"], d / "hello")
+    >>> res = run_all([hello], progress=False)
     >>> res[0].status, (d / "hello" / "log.txt").read_text().strip()
     ('ok', 'hi')
 """
@@ -49,8 +50,22 @@ _SCRUBBED = ("SEEDER_SEED", "SEEDER_TRACE")
 class RunSpec:
     """One command to run: its name, argv, extra environment and run directory.
 
-    ``prepare()`` runs just before the start; it may change ``argv`` and returns
-    ``None`` to start the run or a reason (a string) to leave it out.
+    Attributes:
+        name: unique among the runs of one :func:`run_all`.
+        argv: the command.
+        workdir: the run's directory; it gets ``log.txt`` and ``run.json``.
+        env: variables added to the run's environment.
+        after: the name of an earlier run this one waits for (and is skipped if it failed).
+        prepare: called just before the start; it may change ``argv`` and returns ``None`` to
+            start the run or a reason (a string) to leave it out.
+        cwd: the working directory (``workdir`` when ``None``).
+        info: facts recorded with the result (``run.json``).
+
+    Example:
+        >>> import pathlib, sys
+        >>> spec = RunSpec("hello", [sys.executable, "-c", "print('hi')"], pathlib.Path("runs/a"))
+        >>> spec.log
+        PosixPath('runs/a/log.txt')
     """
 
     name: str
@@ -64,13 +79,29 @@ class RunSpec:
 
     @property
     def log(self) -> Path:
+        """The run's output (stdout and stderr)."""
         return Path(self.workdir) / "log.txt"
 
 
 @dataclass
 class RunResult:
-    """How a run ended: ``status`` is ok, failed, skipped, cancelled, interrupted or omitted (left
-    out on purpose)."""
+    """How a run ended.
+
+    Attributes:
+        name: the run's name.
+        status: ``ok``, ``failed``, ``skipped``, ``cancelled``, ``interrupted`` or ``omitted``
+            (left out on purpose by its ``prepare``).
+        returncode: the exit code, ``None`` if it never ended on its own.
+        duration: seconds it ran.
+        log: its output.
+        reason: why it did not end ``ok``.
+        info: its :attr:`RunSpec.info`.
+
+    Example:
+        >>> import pathlib
+        >>> RunResult("a", "failed", 1, 0.5, pathlib.Path("log.txt"), "exit code 1").ok
+        False
+    """
 
     name: str
     status: str
@@ -83,11 +114,22 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the run ended with status ``ok``."""
         return self.status == "ok"
 
 
 class RunFailed(RuntimeError):
-    """A run failed; ``results`` holds every run's outcome, ``failed`` the failures."""
+    """A run failed; ``results`` holds every run's outcome, ``failed`` the failures.
+
+    Args:
+        results: every run's result.
+
+    Example:
+        >>> import pathlib
+        >>> bad = RunResult("a", "failed", 1, 0.5, pathlib.Path("log.txt"), "exit code 1")
+        >>> str(RunFailed([bad]))
+        'a: exit code 1'
+    """
 
     def __init__(self, results: list[RunResult]):
         self.results = results
@@ -256,9 +298,33 @@ def run_all(
 ) -> list[RunResult]:
     """Run ``specs`` (up to ``jobs`` at once) and return their results in the order given.
 
-    Raises ``KeyboardInterrupt`` after stopping every child when interrupted.
     A failed run is returned with status ``failed`` and its reason; callers decide
     what to do (see :class:`RunFailed`).
+
+    Args:
+        specs: the runs; a run's ``after`` names an earlier one.
+        jobs: how many run at once.
+        progress: show progress on stderr (a tqdm bar on a terminal).
+        keep_going: go on after a run failed (else the others are stopped and cancelled).
+        timeout: seconds a run may take before it is stopped and fails; ``None``: no limit.
+        grace: seconds between SIGINT, SIGTERM and SIGKILL when runs are stopped.
+        desc: what the progress line calls the runs.
+        on_finish: called with each result as its run ends.
+
+    Returns:
+        One result per spec, in the order given.
+
+    Raises:
+        ValueError: ``jobs`` is not a positive integer, names repeat, or ``after`` names no
+            earlier run.
+        KeyboardInterrupt: interrupted; every child was stopped first.
+
+    Example:
+        >>> import pathlib, sys, tempfile
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> hello = RunSpec("hello", [sys.executable, "-c", "print('hi')"], d / "hello")
+        >>> [r.status for r in run_all([hello], progress=False)]
+        ['ok']
     """
     if not is_int(jobs) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")

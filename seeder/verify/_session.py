@@ -11,13 +11,14 @@ Output directory layout::
 
 Example (planning only; :func:`verify` runs these)::
 
+    >>> from seeder.verify._plan import VerifyConfig
     >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=4, repeats=2)
     >>> specs = plan_verify(cfg, Path("/tmp/v"))
     >>> [(s.name, s.after) for s in specs[:4]]
     [('half-0', None), ('full-0', None), ('unseeded-0', None), ('resume-0', 'half-0')]
     >>> specs[0].argv[2:]  # doctest: +NORMALIZE_WHITESPACE
-    ['--seed', '42', '--epochs', '4', '--ckpt-dir', '/tmp/v/runs/half-0/ckpt', '--stop-after-epochs', '2',
-     '--metrics', '/tmp/v/runs/half-0/metrics.jsonl']
+    ['--seed', '42', '--epochs', '4', '--ckpt-dir', '/tmp/v/runs/half-0/ckpt',
+     '--stop-after-epochs', '2', '--metrics', '/tmp/v/runs/half-0/metrics.jsonl']
 """
 
 from __future__ import annotations
@@ -26,11 +27,10 @@ import dataclasses
 import json
 import math
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from seeder._checks import is_int
 from seeder._seeding.announce import parse_drawn_seed
 from seeder.env._redact import file_redactor, redact_json
 from seeder.env._safefile import symlinks_in, write_file
@@ -40,15 +40,22 @@ from seeder.verify._diagnose import diagnose_dirs, foreign_resumes, preinit_hint
 from seeder.verify._escapes import PROBE_NAME, escapes, snapshot
 from seeder.verify._flags import ParserProbe, adapt_contract, probe_parser
 from seeder.verify._midepoch import StepStopSupport
-from seeder.verify._plan import driven_by, metrics_path, plan_compare, plan_verify, seeder_stops
+from seeder.verify._plan import (
+    CompareConfig,
+    SessionConfig,
+    VerifyConfig,
+    driven_by,
+    metrics_path,
+    plan_compare,
+    plan_verify,
+    seeder_stops,
+)
 from seeder.verify._runner import RunFailed, RunResult, RunSpec, child_environment, run_all
 from seeder.verify._seederstops import STEPS_NAME, untested
 from seeder.verify._verdict import unreadable, unreadable_report
 from seeder.verify._workdirs import base_environment, mirror_user_dir
 
 __all__ = [
-    "VerifyConfig",
-    "CompareConfig",
     "verify",
     "compare",
     "load",
@@ -65,126 +72,6 @@ REPORT_VERSION = 1
 
 class OutputDirError(ValueError):
     """The output directory cannot be used."""
-
-
-@dataclass(frozen=True)
-class _Common:
-    command: list[str]
-    out: Path
-    epochs: int = 2
-    seed: int = 42
-    contract: Contract = field(default_factory=Contract)
-    jobs: int = 1
-    keep_going: bool = False
-    timeout: Optional[float] = None
-    progress: bool = True
-    figures: Union[bool, Path] = True  # True: into out; a Path: there; False: none
-    cwd: Optional[Path] = None
-
-    def _validate(self) -> None:
-        if not self.command or not all(isinstance(w, str) for w in self.command):
-            raise ValueError(f"command must be a non-empty list of strings, got {self.command!r}")
-        for name in ("epochs", "seed", "jobs"):
-            v = getattr(self, name)
-            if not is_int(v) or v < (0 if name == "seed" else 1):
-                raise ValueError(
-                    f"{name} must be an integer >= {0 if name == 'seed' else 1}, got {v!r}"
-                )
-        if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"timeout must be positive seconds, got {self.timeout!r}")
-        if not isinstance(self.contract, Contract):
-            raise TypeError(f"contract must be a Contract, got {type(self.contract).__name__}")
-
-
-@dataclass(frozen=True)
-class VerifyConfig(_Common):
-    """Settings of ``seeder verify``: X = ``epochs``, ``repeats`` of the runs, one ``seed``.
-
-    Run (2) stops at the epoch boundary after ``epochs // 2`` epochs. With ``mid_epoch``
-    (default) runs (2b)/(3b) also stop inside an epoch and resume, where the command
-    takes the contract's step stop flag (:mod:`seeder.verify._midepoch`): at global step
-    ``stop_after_steps``, or by default at a step near the middle of run (2)'s last
-    epoch. ``atol`` > 0 accepts loss differences up to it (for nondeterministic
-    kernels); ``alpha`` is the significance level of the variance test.
-    ``resume_repeats`` (default ``None``: ``repeats``) is how many repeats run the two
-    resume checks' stopped and resumed runs, (2)/(3) and (2b)/(3b); runs (1) and (4)
-    keep ``repeats``.
-    """
-
-    repeats: int = 3
-    stop_after_steps: Optional[int] = None
-    atol: float = 0.0
-    alpha: float = 0.05
-    mid_epoch: bool = True
-    resume_repeats: Optional[int] = None
-    allow_skip: bool = False
-
-    @property
-    def resume_runs(self) -> int:
-        """Repeats of the stopped and resumed runs: ``resume_repeats``, or ``repeats`` when it is
-        ``None``."""
-        return self.repeats if self.resume_repeats is None else self.resume_repeats
-
-    def validate(self) -> None:
-        self._validate()
-        if self.epochs < 2 and self.stop_after_steps is None:
-            raise ValueError(
-                f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}"
-            )
-        if not is_int(self.repeats) or self.repeats < 2:
-            raise ValueError(
-                f"repeats must be >= 2 (the variance test compares spreads), got {self.repeats!r}"
-            )
-        if self.resume_repeats is not None and (
-            not is_int(self.resume_repeats) or not 1 <= self.resume_repeats <= self.repeats
-        ):
-            raise ValueError(
-                f"resume_repeats must be an integer from 1 to repeats ({self.repeats!r}), "
-                f"got {self.resume_repeats!r}"
-            )
-        if self.stop_after_steps is not None and (
-            not is_int(self.stop_after_steps) or self.stop_after_steps < 1
-        ):
-            raise ValueError(
-                f"stop_after_steps must be a positive integer, got {self.stop_after_steps!r}"
-            )
-        for name in (
-            "mid_epoch",
-            "allow_skip",
-        ):  # a frozen config written to JSON: Python's bool only
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.stop_after_steps is not None and not self.mid_epoch:
-            raise ValueError(
-                "stop_after_steps sets the mid-epoch stop (run 2b); it cannot go with "
-                "mid_epoch=False"
-            )
-        if not (isinstance(self.atol, (int, float)) and self.atol >= 0):
-            raise ValueError(f"atol must be >= 0, got {self.atol!r}")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
-
-
-@dataclass(frozen=True)
-class CompareConfig(_Common):
-    """Settings of ``seeder compare``: ``runs`` seeds (``seed``, ``seed + 1``, ...) for A and for B.
-
-    ``a_args`` and ``b_args`` are appended to the command of configuration A and B.
-    """
-
-    a_args: list[str] = field(default_factory=list)
-    b_args: list[str] = field(default_factory=list)
-    runs: int = 5
-    levels: tuple[float, ...] = (0.95, 0.99)
-
-    def validate(self) -> None:
-        self._validate()
-        if not is_int(self.runs) or self.runs < 2:
-            raise ValueError(
-                f"runs must be >= 2 (a paired interval needs two pairs), got {self.runs!r}"
-            )
-        if not self.levels or not all(0 < lv < 1 for lv in self.levels):
-            raise ValueError(f"levels must be confidence levels in (0, 1), got {self.levels!r}")
 
 
 def prepare_out(out: Path) -> Path:
@@ -240,8 +127,9 @@ def _run_record(out: Path, spec: RunSpec, res: RunResult, m: Optional[Metrics]) 
 
 def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
     """The run's master seed: the one verify gave, or the one an unseeded run drew and printed."""
-    if spec.info.get("seed") is not None:
-        return int(spec.info["seed"])  # type: ignore[arg-type]
+    seed = spec.info.get("seed")
+    if isinstance(seed, (int, str)):  # verify gives an int; a str is one read back from JSON
+        return int(seed)
     try:
         return parse_drawn_seed(Path(res.log).read_text(encoding="utf-8", errors="replace"))
     except OSError:
@@ -249,7 +137,7 @@ def _run_seed(spec: RunSpec, res: RunResult) -> Optional[int]:
 
 
 def _execute(
-    cfg: _Common, out: Path, specs: list[RunSpec], kind: str, desc: str
+    cfg: SessionConfig, out: Path, specs: list[RunSpec], kind: str, desc: str
 ) -> tuple[dict[str, Metrics], dict[str, Any], dict[str, str]]:
     """Run the specs; read their metrics; raise RunFailed (after writing report.json) on any
     failure.
@@ -306,7 +194,7 @@ def _execute(
     return metrics, base, unread
 
 
-def _probe(cfg: _Common, out: Path) -> tuple[ParserProbe, Path]:
+def _probe(cfg: SessionConfig, out: Path) -> tuple[ParserProbe, Path]:
     """The command's parser options (:func:`seeder.verify._flags.probe_parser`), run in a mirror of
     the user's folder."""
     base = Path(cfg.cwd or Path.cwd()).resolve()
@@ -318,7 +206,7 @@ def _probe(cfg: _Common, out: Path) -> tuple[ParserProbe, Path]:
     return probe_parser(cfg.command, base, folder, env), base
 
 
-def _config_dict(cfg: _Common) -> dict[str, Any]:
+def _config_dict(cfg: SessionConfig) -> dict[str, Any]:
     d = {}
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
@@ -335,21 +223,36 @@ def _config_dict(cfg: _Common) -> dict[str, Any]:
 def verify(cfg: VerifyConfig) -> dict[str, Any]:
     """Run the methodology and return the report (also written to ``cfg.out``).
 
-    Raises :class:`RunFailed` when a run failed (report.json then says ERROR) and
-    ``KeyboardInterrupt`` after stopping the runs when interrupted.
+    Args:
+        cfg: the command and the settings.
+
+    Returns:
+        The report: ``verdict`` (PASS, FAIL or INCOMPLETE), ``reasons``, ``checks`` and the
+        runs; ``report.json`` and ``report.md`` in ``cfg.out`` hold it too.
+
+    Raises:
+        ValueError, TypeError: ``cfg`` is not valid (nothing runs).
+        ValueError: ``cfg.out`` holds something other than a seeder output.
+        RunFailed: a run failed (report.json then says ERROR).
+        KeyboardInterrupt: interrupted; the runs were stopped first.
+
+    Example:
+        >>> from pathlib import Path
+        >>> verify(VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=1))
+        Traceback (most recent call last):
+        ...
+        ValueError: epochs (X) must be >= 2 so that run 2 can stop at X/2, got 1
     """
     cfg.validate()
     out = prepare_out(cfg.out)
     before = snapshot(Path(cfg.cwd or Path.cwd()), [out])
     probe, base = _probe(cfg, out)
     contract, notes = adapt_contract(cfg.contract, probe)
-    cfg = dataclasses.replace(
-        cfg, contract=contract, resume_repeats=cfg.resume_runs
-    )  # report.json names the count
+    # report.json names the count
+    cfg = dataclasses.replace(cfg, contract=contract, resume_repeats=cfg.resume_runs)
     support = None
-    if (
-        cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps
-    ):  # said at once, runs nothing
+    if cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps:
+        # Said at once, runs nothing.
         support = StepStopSupport(cfg.contract, explicit_step=cfg.stop_after_steps is not None)
     specs = plan_verify(cfg, out, support)
     metrics, report, unread = _execute(cfg, out, specs, "verify", "seeder verify")
@@ -359,9 +262,8 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
         out, [s.name for s in specs], base, before, probe.actions or [], specs[0].argv
     )
     report["notes"] += changed
-    found += foreign_resumes(
-        out, [s.name for s in specs]
-    )  # runs that went on from another's checkpoint
+    # Runs that went on from another's checkpoint.
+    found += foreign_resumes(out, [s.name for s in specs])
     if unread:
         report.update(unreadable_report(unread))
         report["reasons"] = found + report["reasons"]
@@ -423,9 +325,14 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
 
     def diagnose(check: str, r: int) -> Optional[dict[str, Any]]:
         stop, resume = ("half", "resume") if check == "resume" else ("mid", "resume-mid")
+        runs_dir = out / "runs"
         d = diagnose_dirs(
-            *(out / "runs" / f"{k}-{r}" for k in ("full", stop, resume)),
-            *(metrics.get(f"{k}-{r}") for k in (stop, "full", resume)),
+            runs_dir / f"full-{r}",
+            runs_dir / f"{stop}-{r}",
+            runs_dir / f"{resume}-{r}",
+            metrics.get(f"{stop}-{r}"),
+            metrics.get(f"full-{r}"),
+            metrics.get(f"{resume}-{r}"),
         )
         return d.as_dict() if d is not None else None
 
@@ -454,7 +361,28 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
 
 
 def compare(cfg: CompareConfig) -> dict[str, Any]:
-    """Run configurations A and B with the same seeds and return the paired comparison."""
+    """Run configurations A and B with the same seeds and return the paired comparison.
+
+    Args:
+        cfg: the command, A's and B's arguments, and the settings.
+
+    Returns:
+        The report: the paired differences B - A, their confidence intervals and whether B
+        differs from A; ``report.json`` and ``report.md`` in ``cfg.out`` hold it too.
+
+    Raises:
+        ValueError, TypeError: ``cfg`` is not valid (nothing runs).
+        ValueError: ``cfg.out`` holds something other than a seeder output.
+        RunFailed: a run failed.
+        KeyboardInterrupt: interrupted; the runs were stopped first.
+
+    Example:
+        >>> from pathlib import Path
+        >>> compare(CompareConfig(command=["python", "train.py"], out=Path("c"), runs=1))
+        Traceback (most recent call last):
+        ...
+        ValueError: runs must be >= 2 (a paired interval needs two pairs), got 1
+    """
     cfg.validate()
     out = prepare_out(cfg.out)
     probe, _ = _probe(cfg, out)
@@ -485,7 +413,9 @@ def _own_epochs(cfg: VerifyConfig, report: dict[str, Any], full: list[Metrics]) 
     )
 
 
-def _finish(cfg: _Common, out: Path, report: dict[str, Any], metrics: dict[str, Metrics]) -> None:
+def _finish(
+    cfg: SessionConfig, out: Path, report: dict[str, Any], metrics: dict[str, Metrics]
+) -> None:
     from seeder.verify import _report as rep
 
     figures: list[str] = []
@@ -523,7 +453,21 @@ def write_json(path: Path, obj: Any) -> None:
 
 @dataclass
 class VerifyData:
-    """A verify or compare output directory read back: its report and each run's metrics."""
+    """A verify or compare output directory read back: its report and each run's metrics.
+
+    Attributes:
+        out: the directory.
+        report: ``report.json``.
+        metrics: each run that ended ``ok``, by name (``full-0``, ``a-1``, ...).
+
+    Example:
+        >>> import json, pathlib, tempfile
+        >>> out = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (out / "report.json").write_text(json.dumps({"config": {"contract": {}},
+        ...                                                  "runs": []}))
+        >>> load(out).metrics
+        {}
+    """
 
     out: Path
     report: dict[str, Any]
@@ -531,7 +475,24 @@ class VerifyData:
 
 
 def load(out: Union[str, Path]) -> VerifyData:
-    """Read a ``seeder verify``/``seeder compare`` output directory (for plots and notebooks)."""
+    """Read a ``seeder verify``/``seeder compare`` output directory (for plots and notebooks).
+
+    Args:
+        out: the directory (``--out``).
+
+    Returns:
+        Its report and the metrics of each run that ended ``ok``.
+
+    Raises:
+        FileNotFoundError: ``out`` has no ``report.json``.
+        ValueError: a run's metrics cannot be read.
+
+    Example:
+        >>> load("/nonexistent")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: /nonexistent/report.json not found: /nonexistent is not a seeder ...
+    """
     out = Path(out)
     path = out / "report.json"
     if not path.is_file():
@@ -540,9 +501,10 @@ def load(out: Union[str, Path]) -> VerifyData:
             f"--out {out}`)"
         )
     report = json.loads(path.read_text(encoding="utf-8"))
-    contract = Contract(
-        **{k: tuple(v) if k == "loss_keys" else v for k, v in report["config"]["contract"].items()}
-    )
+    fields: dict[str, Any] = dict(report["config"]["contract"])
+    if "loss_keys" in fields:  # JSON gives a list; the contract holds a tuple
+        fields["loss_keys"] = tuple(fields["loss_keys"])
+    contract = Contract(**fields)
     metrics = {}
     for run in report["runs"]:
         if run["status"] == "ok":

@@ -9,9 +9,11 @@ values that are not finite numbers, is a FAIL that says so and what to do, inste
 statistics over nothing.
 
 Example:
-    >>> checks = [{"name": "resume", "status": "SKIP", "summary": "not tested: no stop", "reasons": []}]
-    >>> verdict(checks)
-    ('INCOMPLETE', ['resume was not tested: no stop (or pass --allow-skip to accept a verdict without it)'])
+    >>> checks = [{"name": "resume", "status": "SKIP", "summary": "not tested: no stop",
+    ...            "reasons": []}]
+    >>> verdict(checks)  # doctest: +NORMALIZE_WHITESPACE
+    ('INCOMPLETE',
+     ['resume was not tested: no stop (or pass --allow-skip to accept a verdict without it)'])
     >>> verdict(checks, allow_skip=["resume"])
     ('PASS', [])
 """
@@ -99,7 +101,8 @@ def unreadable_report(problems: dict[str, str]) -> dict[str, Any]:
     """The checks, verdict (FAIL) and reasons of a session whose runs ``problems`` (name -> what is
     wrong) logged no per-step value seeder could read.
 
-    >>> rep = unreadable_report({"full-0": "no per-step values found in log.txt", "full-1": "the same"})
+    >>> rep = unreadable_report({"full-0": "no per-step values found in log.txt",
+    ...                          "full-1": "the same"})
     >>> rep["verdict"], [c["status"] for c in rep["checks"]]
     ('FAIL', ['SKIP', 'SKIP', 'SKIP', 'SKIP'])
     >>> rep["reasons"][0][:75]

@@ -113,10 +113,13 @@ def mirror_user_dir(
 
     >>> import tempfile, pathlib
     >>> base, dst = (pathlib.Path(tempfile.mkdtemp()) for _ in range(2))
-    >>> (base / "data").mkdir(); _ = (base / "data" / "x.txt").write_text("x"); _ = (base / "cfg.py").write_text("")
+    >>> (base / "data").mkdir(); _ = (base / "data" / "x.txt").write_text("x")
+    >>> _ = (base / "cfg.py").write_text("")
     >>> mirror_user_dir(base, dst)
-    >>> (dst / "data").is_symlink(), (dst / "data" / "x.txt").read_text(), (dst / "cfg.py").is_symlink()
-    (False, 'x', True)
+    >>> (dst / "data").is_symlink(), (dst / "data" / "x.txt").read_text()
+    (False, 'x')
+    >>> (dst / "cfg.py").is_symlink()
+    True
     """
     skip = {Path(p).resolve() for p in keep_out}
     left = [budget]
