@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Dict
+from typing import Any
 
 __version__ = "0.1.0"
 
