@@ -38,7 +38,7 @@ PUBLIC = {
     "seeder.verify": {
         *("Contract", "Metrics", "METRICS_ENV", "parse_metrics", "read_metrics"),
         *("default_command", "RunSpec", "RunResult", "RunFailed", "run_all", "VerifyConfig"),
-        *("CompareConfig", "verify", "compare", "load", "VerifyData"),
+        *("CompareConfig", "verify", "compare", "load", "VerifyData", "difference"),
     },
 }
 #: Integration modules and the framework each imports (the test skips where it is absent).

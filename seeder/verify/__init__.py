@@ -47,6 +47,7 @@ __all__ = [
     "compare",
     "load",
     "VerifyData",
+    "difference",
 ]
 
 # The session imports scipy (its analysis): these load on first use, so that `import seeder.verify`
@@ -58,6 +59,7 @@ _LAZY = {
     "compare": "_session",
     "load": "_session",
     "VerifyData": "_session",
+    "difference": "_stats",
 }
 
 

@@ -473,6 +473,37 @@ class VerifyData:
     report: dict[str, Any]
     metrics: dict[str, Metrics]
 
+    def table(self) -> str:
+        """The report as the text table ``seeder verify`` prints.
+
+        Returns:
+            One line a check or comparison, with its verdict.
+        """
+        from seeder.verify._report import table
+
+        return table(self.report)
+
+    def figures(self) -> dict[str, Any]:
+        """The report's figures (matplotlib, the ``plot`` extra), by name.
+
+        Returns:
+            ``methodology`` and, for a verify report, ``loss_curves``, ``overlay`` and
+            ``spread``; for a compare report, ``compare``.
+
+        Raises:
+            ImportError: matplotlib is not installed (``pip install 'seeder[plot]'``).
+        """
+        from seeder.verify import _plots as plots
+
+        figures = {"methodology": plots.plot_methodology(self.report)}
+        if self.report.get("kind") == "compare":
+            figures["compare"] = plots.plot_compare(self.report, self.metrics)
+        else:
+            figures["loss_curves"] = plots.plot_loss_curves(self.report, self.metrics)
+            figures["overlay"] = plots.plot_overlay(self.report, self.metrics)
+            figures["spread"] = plots.plot_spread(self.report, self.metrics)
+        return figures
+
 
 def load(out: Union[str, Path]) -> VerifyData:
     """Read a ``seeder verify``/``seeder compare`` output directory (for plots and notebooks).

@@ -78,10 +78,19 @@ class Difference:
 def difference(a: Metrics, b: Metrics) -> Difference:
     """Compare ``b`` with ``a`` on ``b``'s steps, bit for bit (``==`` on float64).
 
-    >>> a = Metrics([(0,), (1,)], np.array([1.0, 0.5]), [0, 0])
-    >>> d = difference(a, Metrics([(1,)], np.array([0.5 + 1e-12]), [0]))
-    >>> d.identical, d.max_abs_diff < 1e-11, d.first_diff
-    (False, True, (1,))
+    Args:
+        a: the reference run's metrics (run 1 of ``seeder verify``).
+        b: the run compared with it (a half run, a resumed run).
+
+    Returns:
+        How many steps were compared, which of ``b``'s steps ``a`` lacks, whether all are bitwise
+        equal, the largest absolute difference and the first step that differs.
+
+    Example:
+        >>> a = Metrics([(0,), (1,)], np.array([1.0, 0.5]), [0, 0])
+        >>> d = difference(a, Metrics([(1,)], np.array([0.5 + 1e-12]), [0]))
+        >>> d.identical, d.max_abs_diff < 1e-11, d.first_diff
+        (False, True, (1,))
     """
     da = a.as_dict()
     missing = [k for k in b.keys if k not in da]
