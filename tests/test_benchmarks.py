@@ -1,8 +1,8 @@
 """Every benchmark still runs: each script in a tiny configuration (its figures mean nothing here), checked for
 its RATIO / ratio lines. The timing itself is the benchmarks' job, never a test's.
 
-All of them run in one child (``tests/scripts/run_benchmarks.py``) forked from the session's framework server, so
-torch, Lightning and transformers are imported once rather than once per benchmark, or at all for this test.
+All of them run in one Python (``tests/scripts/run_benchmarks.py``), so torch, Lightning and transformers are
+imported once rather than once per benchmark.
 """
 import importlib.util
 import json
@@ -50,7 +50,7 @@ def _installed(name: str) -> bool:
 
 def run_all(server, cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, str]]:
     """``{label: (script name, arguments)}`` -> each label's (exit status, stdout), all run in one child of
-    ``server`` (a :class:`helpers.ForkServer`)."""
+    ``server`` (the session's ``framework_scripts``)."""
     runner = REPO_ROOT / "tests" / "scripts" / "run_benchmarks.py"
     proc = server.run([runner, json.dumps([[label, str(BENCH / f"{n}.py"), a] for label, (n, a) in cases.items()])],
                       timeout=600, check=False)
@@ -62,11 +62,11 @@ def run_all(server, cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, 
 
 
 @pytest.fixture(scope="module")
-def outputs(framework_forks):
+def outputs(framework_scripts):
     cases = {n: (n, a) for n, (a, _) in CASES.items() if _installed(n)}
     if _installed("bench_cuda"):
         cases["bench_cuda_default"] = ("bench_cuda", ["--rounds", "1", "--calls", "2"])
-    return run_all(framework_forks, cases)
+    return run_all(framework_scripts, cases)
 
 
 @pytest.mark.slow

@@ -40,14 +40,14 @@ def _together(device, runs):
     return out
 
 
-def _runner(device, forks):
+def _runner(device, scripts):
     """``results(runs)``: the RESULT row of each run of ``{name: args}``. On CUDA the runs of a call start together;
-    the CPU harness forks them one by one from the session's server (torch imported once)."""
+    the CPU harness runs them one by one, each a fresh interpreter (``scripts``: resumes in a new process)."""
     if device != "cpu":
         return lambda runs: _together(device, runs)
 
     def forked(name, args):
-        done = forks.run([TRAIN, "--device", device, *args], timeout=300, check=False)
+        done = scripts.run([TRAIN, "--device", device, *args], timeout=300, check=False)
         return _parse(name, done.returncode, done.stdout, done.stderr)
 
     return lambda runs: {name: forked(name, args) for name, args in runs.items()}
@@ -65,7 +65,7 @@ def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(tmp_p
     # The CPU harness checks the test and its child script, which the GPU run then trusts: the cases that only
     # repeat another on a CPU (a second seeded run, a second stop in epoch 0, map_location="cpu") run on CUDA only.
     gpu_only = {"repeat", "last_step", "mid_on_device"} if device == "cpu" else set()
-    results = _runner(device, request.getfixturevalue("forks") if device == "cpu" else None)
+    results = _runner(device, request.getfixturevalue("scripts") if device == "cpu" else None)
     first = results({name: args for name, args in {
         "full": ("--seed", "7"),
         "repeat": ("--seed", "7"),

@@ -57,8 +57,9 @@ def locate(tmp_path, cause, *options, env=None):
 
 @pytest.fixture
 def handed_off(handoff):
-    """The runs hand their script to the session's handoff server (torch imported once; the same
-    hash seed for all, so the set-order case below does not use it)."""
+    """The runs' environment: each a fresh interpreter (handed to the session's handoff server only
+    where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally: the same hash seed for all, so the set-order
+    case below does not use it)."""
     return handoff.env()
 
 

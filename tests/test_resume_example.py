@@ -49,10 +49,11 @@ LOADERS = [pytest.param("torch"),
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """Runs of the example as children forked from one process that imported torch once (tests/helpers.py)."""
-    forks = ForkServer(tmp_path_factory.mktemp("forks"), preload=["torch._dynamo", "torch._inductor.config"])
-    yield forks
-    forks.close()
+    """Runs of the example, each a fresh interpreter: a resume in a new process is the subject here
+    (:meth:`helpers.ForkServer.or_fresh`: forked from one server only by the local opt-in)."""
+    runner = ForkServer.or_fresh(tmp_path_factory.mktemp("runs"), preload=["torch._dynamo", "torch._inductor.config"])
+    yield runner
+    runner.close()
 
 
 def train(server: ForkServer, out: Path, *args: str, seed: Optional[str] = SEED,
@@ -172,7 +173,7 @@ def test_torchrun_restart_after_one_rank_is_killed(tmp_path, torchrun_reference)
 # ----------------------------------------------------------------------------------------- faults
 
 class Run:
-    """One ``train.py --resume`` run (with fault hooks) forked in its own session, so that SIGKILL takes its workers too."""
+    """One ``train.py --resume`` run (with fault hooks) in its own session, so that SIGKILL takes its workers too."""
 
     def __init__(self, server: ForkServer, out: Path, args: Sequence[str], hooks: Sequence[str] = (), note: str = ""):
         self.steps, self.note = out / "steps.jsonl", note

@@ -32,7 +32,8 @@ def checks(report):
 
 @pytest.fixture
 def handed_off(handoff, monkeypatch):
-    """Each Python that verify starts hands its script to the session's handoff server (torch imported once)."""
+    """Each Python that verify starts runs its script itself, a fresh interpreter (it hands the script to the
+    session's handoff server only where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally)."""
     for name, value in handoff.env().items():
         monkeypatch.setenv(name, value)
 

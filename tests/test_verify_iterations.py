@@ -261,8 +261,8 @@ def test_a_prefetched_batch_is_told_from_other_extra_draws():
 # ---------------------------------------------------------------------- real scripts, verified
 @pytest.fixture
 def handed_off(handoff, monkeypatch):
-    """Each run verify starts hands its script to the session's handoff server (torch imported
-    once)."""
+    """Each run verify starts is a fresh interpreter (it hands its script to the session's handoff
+    server only where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally)."""
     for name, value in handoff.env().items():
         monkeypatch.setenv(name, value)
     return handoff.env()

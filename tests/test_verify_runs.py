@@ -33,8 +33,8 @@ def checks(report):
 
 @pytest.fixture
 def handed_off(handoff, monkeypatch):
-    """The environment under which each run verify starts (a real interpreter, as for users) hands its torch script
-    to the session's handoff server: the script runs forked from a process that imported torch once."""
+    """The environment of the runs verify starts: each a fresh interpreter, as for users (it hands its torch script
+    to the session's handoff server only where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally)."""
     for name, value in handoff.env().items():
         monkeypatch.setenv(name, value)
     return handoff.env()
