@@ -8,6 +8,9 @@ optionally ``"cwd": path`` and ``"env": {name: value}``, added to the child's en
 processes re-import it) in a child forked from here, in its own session, with its output in the two files. Answers each request with two lines on stdout: ``{"pid": N}`` when the child starts and
 ``{"rc": RC}`` when it has ended (RC negative: the signal that ended it). The child's DataLoader workers
 are killed with its session. A run costs a fork instead of a Python start with torch (about 2 s here).
+
+A local option for fast iteration (``SEEDER_TEST_FORKSERVER=1``, ignored where ``CI`` is set): by default the
+tests start fresh interpreters (tests/helpers.py's ``fork_servers``).
 """
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ it forwards the signals it gets to the child's session and exits as the script d
 child's session is killed. A run costs a fork instead of importing torch (about 2 s here).
 
 Prints ``ready`` once it listens; ends when its stdin closes.
+
+A local option for fast iteration (``SEEDER_TEST_FORKSERVER=1``, ignored where ``CI`` is set): by default the
+tests start fresh interpreters (tests/helpers.py's ``fork_servers``).
 """
 from __future__ import annotations
 
