@@ -94,6 +94,16 @@ def handoff():
 
 
 @pytest.fixture(scope="session")
+def handoff_kept():
+    """:func:`handoff` for the tests whose subject is not the interpreters' start (which cause ``seeder verify`` names
+    in a toy script's records): the handoff server in CI too (``handoff_server(start_is_subject=False)``), as a fresh
+    Python per run would put minutes on the suite."""
+    from handoff import handoff_server
+
+    return handoff_server(start_is_subject=False)
+
+
+@pytest.fixture(scope="session")
 def handoff_server_process(tmp_path_factory):
     """A running :class:`handoff.HandOffServer` whatever the switch says: for the tests of the server itself."""
     from handoff import HandOffServer

@@ -59,11 +59,15 @@ class NoHandOff:
         return {}
 
 
-def handoff_server(frameworks: bool = False) -> Union[HandOffServer, NoHandOff]:
+def handoff_server(frameworks: bool = False, start_is_subject: bool = True) -> Union[HandOffServer, NoHandOff]:
     """This process's handoff server where :func:`helpers.fork_servers` opts in (``SEEDER_TEST_FORKSERVER=1``,
     locally), started on first use and closed at exit: torch imported once, and with ``frameworks`` the installed
-    frameworks too (only for their scripts: the others run without them imported). Else :class:`NoHandOff`."""
-    if not fork_servers():
+    frameworks too (only for their scripts: the others run without them imported). Else :class:`NoHandOff`.
+
+    ``start_is_subject=False``: the server in CI too, for the tests whose subject is not the interpreters' start
+    (what ``seeder verify`` names in a script's records), so that the suite stays under 10 minutes on 2 cores.
+    """
+    if start_is_subject and not fork_servers():
         return NoHandOff()
     key = (os.getpid(), frameworks)
     if key not in _SERVERS:

@@ -240,6 +240,8 @@ class FreshRuns:
     :class:`ForkServer`: ``run(args)`` is :func:`run_python` with the output in files, ``start(args)`` returns the
     :class:`FreshRun` at once. ``env``: added to every run's environment (over :func:`child_env`)."""
 
+    forks = False  #: each run is a fresh interpreter; runs may overlap
+
     def __init__(self, tmp: Path, env: Optional[Dict[str, str]] = None):
         self.tmp, self.env, self.count = tmp, dict(env or {}), 0
 
@@ -292,6 +294,8 @@ class ForkServer:
     returns the :class:`ForkedRun` at once. Runs are one at a time. ``preload``: modules the server imports too
     (``["lightning.pytorch"]``), so that each run does not.
     """
+
+    forks = True  #: each run is forked from this server; runs are one at a time
 
     @classmethod
     def or_fresh(cls, tmp: Path, env: Optional[Dict[str, str]] = None,

@@ -23,7 +23,8 @@ def _parse(name, rc, stdout, stderr):
 
 
 def _together(device, runs):
-    """Start every run of ``{name: args}`` at once (the GPU and 16 cores take them together); their RESULT rows."""
+    """Start every run of ``{name: args}`` at once, each a fresh interpreter (the runs of a call are independent:
+    on 2 cores they start while others wait on imports); their RESULT rows."""
     procs = {name: subprocess.Popen([sys.executable, TRAIN, "--device", device, *args], env=child_env(),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
              for name, args in runs.items()}
@@ -41,9 +42,10 @@ def _together(device, runs):
 
 
 def _runner(device, scripts):
-    """``results(runs)``: the RESULT row of each run of ``{name: args}``. On CUDA the runs of a call start together;
-    the CPU harness runs them one by one, each a fresh interpreter (``scripts``: resumes in a new process)."""
-    if device != "cpu":
+    """``results(runs)``: the RESULT row of each run of ``{name: args}``. The runs of a call start together, each a
+    fresh interpreter (the resumes in a new process are the subject); with ``SEEDER_TEST_FORKSERVER=1`` (locally)
+    the CPU harness forks them one by one from ``scripts`` instead."""
+    if device != "cpu" or not scripts.forks:
         return lambda runs: _together(device, runs)
 
     def forked(name, args):
