@@ -51,11 +51,13 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session")
 def scripts(tmp_path_factory):
-    """The session's runner of training scripts whose subject is the process start (a resume in a new process, a
-    kill): :meth:`helpers.ForkServer.or_fresh`, fresh interpreters unless ``SEEDER_TEST_FORKSERVER=1`` (locally)."""
+    """The session's runner of training scripts (:meth:`helpers.ForkServer.kept`): a run whose start is the subject
+    (a resume in a new process, a kill; the default) is a fresh interpreter unless ``SEEDER_TEST_FORKSERVER=1``
+    (locally); a run marked ``start_is_subject=False`` (a reference, the run before a stop) forks from a server that
+    imported torch once."""
     from helpers import ForkServer
 
-    runner = ForkServer.or_fresh(tmp_path_factory.mktemp("scripts"), preload=TORCH_PRELOAD)
+    runner = ForkServer.kept(tmp_path_factory.mktemp("scripts"), preload=TORCH_PRELOAD)
     yield runner
     runner.close()
 
@@ -70,7 +72,7 @@ def framework_scripts(tmp_path_factory):
 
     frameworks = {"lightning": ["lightning.pytorch"], "transformers": ["transformers", "seeder.integrations.transformers"]}
     preload = [m for name, modules in frameworks.items() if importlib.util.find_spec(name) for m in modules]
-    runner = ForkServer.or_fresh(tmp_path_factory.mktemp("framework_scripts"), preload=["torch._dynamo", *preload])
+    runner = ForkServer.kept(tmp_path_factory.mktemp("framework_scripts"), preload=["torch._dynamo", *preload])
     yield runner
     runner.close()
 

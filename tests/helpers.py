@@ -246,9 +246,9 @@ class FreshRuns:
         self.tmp, self.env, self.count = tmp, dict(env or {}), 0
 
     def start(self, args: Sequence[str], timeout: float = 60, cwd: Optional[Path] = None,
-              env: Optional[Dict[str, str]] = None) -> FreshRun:
+              env: Optional[Dict[str, str]] = None, start_is_subject: bool = True) -> FreshRun:
         """Start ``python ARGS`` (``ARGS[0]`` a script, relative to the repository) in ``cwd`` with ``env`` added to
-        its environment. ``timeout`` is unused: a fresh process has started when this returns."""
+        its environment. ``timeout`` and ``start_is_subject`` are unused: every run here is fresh."""
         self.count += 1
         out, err = (self.tmp / f"run{self.count}.{kind}" for kind in ("out", "err"))
         argv = [str(REPO_ROOT / args[0]), *map(str, args[1:])]  # REPO_ROOT / an absolute path: that path
@@ -259,7 +259,7 @@ class FreshRuns:
         return FreshRun(proc, [str(a) for a in args], out, err)
 
     def run(self, args: Sequence[str], timeout: float = 120, check: bool = True, cwd: Optional[Path] = None,
-            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+            env: Optional[Dict[str, str]] = None, start_is_subject: bool = True) -> subprocess.CompletedProcess:
         """Run ``python ARGS`` in a fresh interpreter to its end; the finished process, output captured."""
         fresh = self.start(args, cwd=cwd, env=env)
         fresh.wait(timeout)
@@ -295,17 +295,27 @@ class ForkServer:
     (``["lightning.pytorch"]``), so that each run does not.
     """
 
-    forks = True  #: each run is forked from this server; runs are one at a time
-
     @classmethod
     def or_fresh(cls, tmp: Path, env: Optional[Dict[str, str]] = None,
                  preload: Sequence[str] = ()) -> Union["ForkServer", FreshRuns]:
         """A :class:`ForkServer` where :func:`fork_servers` opts in (locally), else :class:`FreshRuns`: the runner
-        of a test whose subject is the process start (a resume in a new process, a kill)."""
+        of a test whose subject is the process start in every run (a resume in a new process, a kill)."""
         return cls(tmp, env=env, preload=preload) if fork_servers() else FreshRuns(tmp, env=env)
 
-    def __init__(self, tmp: Path, env: Optional[Dict[str, str]] = None, preload: Sequence[str] = ()):
+    @classmethod
+    def kept(cls, tmp: Path, env: Optional[Dict[str, str]] = None, preload: Sequence[str] = ()) -> "ForkServer":
+        """A server kept in CI too, for the runs whose start is not the subject (``start_is_subject=False``: a
+        reference run, the run before a stop); every other run is a fresh interpreter unless :func:`fork_servers`
+        opts in (locally). A fresh Python with torch costs seconds a run, minutes over the suite."""
+        return cls(tmp, env=env, preload=preload, fresh_subjects=True)
+
+    def __init__(self, tmp: Path, env: Optional[Dict[str, str]] = None, preload: Sequence[str] = (),
+                 fresh_subjects: bool = False):
         self.tmp, self.count = tmp, 0
+        self.fresh: Optional[FreshRuns] = None  # where the runs whose start is the subject go, if not forked
+        if fresh_subjects and not fork_servers():
+            (tmp / "fresh").mkdir(exist_ok=True)
+            self.fresh = FreshRuns(tmp / "fresh", env=env)
         self.log = open(tmp / "fork_server.err", "w+")
         self.proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "tests" / "scripts" / "fork_server.py"), *preload],
                                      env=child_env(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -320,10 +330,18 @@ class ForkServer:
         except queue.Empty:
             return None
 
+    @property
+    def forks(self) -> bool:
+        """Whether the runs whose start is the subject are forked too (else each is a fresh interpreter)."""
+        return self.fresh is None
+
     def start(self, args: Sequence[str], timeout: float = 60, cwd: Optional[Path] = None,
-              env: Optional[Dict[str, str]] = None) -> ForkedRun:
+              env: Optional[Dict[str, str]] = None, start_is_subject: bool = True) -> Union[ForkedRun, FreshRun]:
         """Start ``python ARGS`` (``ARGS[0]`` a script) in a forked child, in ``cwd``, with ``env`` added to its
-        environment; returns once it runs."""
+        environment; returns once it runs. A server from :meth:`kept` starts a run whose start is the subject
+        (``start_is_subject``) as a fresh interpreter instead."""
+        if self.fresh is not None and start_is_subject:
+            return self.fresh.start(args, cwd=cwd, env=env)
         self.count += 1
         out, err = (self.tmp / f"run{self.count}.{kind}" for kind in ("out", "err"))
         request = {"argv": [str(a) for a in args], "stdout": str(out), "stderr": str(err), "cwd": str(cwd or REPO_ROOT),
@@ -337,9 +355,10 @@ class ForkServer:
         return ForkedRun(self, [str(a) for a in args], started["pid"], out, err)
 
     def run(self, args: Sequence[str], timeout: float = 120, check: bool = True, cwd: Optional[Path] = None,
-            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
-        """Run ``python ARGS`` in a forked child to its end; the finished process, output captured."""
-        forked = self.start(args, cwd=cwd, env=env)
+            env: Optional[Dict[str, str]] = None, start_is_subject: bool = True) -> subprocess.CompletedProcess:
+        """Run ``python ARGS`` in a forked child to its end (as :meth:`start` chooses); the finished process, output
+        captured."""
+        forked = self.start(args, cwd=cwd, env=env, start_is_subject=start_is_subject)
         forked.wait(timeout)
         return _completed(args, forked.returncode, forked.stdout(), forked.err.read_text(), check)
 

@@ -1,8 +1,9 @@
 """Every benchmark still runs: each script in a tiny configuration (its figures mean nothing here), checked for
 its RATIO / ratio lines. The timing itself is the benchmarks' job, never a test's.
 
-All of them run in one Python (``tests/scripts/run_benchmarks.py``), so torch, Lightning and transformers are
-imported once rather than once per benchmark.
+All of them run in one child (``tests/scripts/run_benchmarks.py``) forked from the session's framework server, so
+torch, Lightning and transformers are imported once rather than once per benchmark (the subject is the benchmarks,
+not a process start).
 """
 import importlib.util
 import json
@@ -53,7 +54,7 @@ def run_all(server, cases: Dict[str, Tuple[str, list]]) -> Dict[str, Tuple[int, 
     ``server`` (the session's ``framework_scripts``)."""
     runner = REPO_ROOT / "tests" / "scripts" / "run_benchmarks.py"
     proc = server.run([runner, json.dumps([[label, str(BENCH / f"{n}.py"), a] for label, (n, a) in cases.items()])],
-                      timeout=600, check=False)
+                      timeout=600, check=False, start_is_subject=False)
     found = {m.group(1): (int(m.group(3)), m.group(2))
              for m in re.finditer(r"=== BEGIN (\w+)\n(.*?)=== END \1 (-?\d+)\n", proc.stdout, re.S)}
     missing = set(cases) - set(found)

@@ -24,13 +24,15 @@ def records(path: Path):
 
 def stop_and_resume(server, tmp_path: Path, script: str, args, resume_args=(), *, steps=12, stop=STOP, env=None):
     """The full run of ``steps`` optimizer steps, a run stopped at ``stop`` and its resume (in the stopped run's
-    directory, as verify copies it), each a process of ``server`` (fresh interpreters); ``env``: more variables for every run."""
+    directory, as verify copies it) by ``server``: the resume is a fresh interpreter (its start is the subject), the
+    other two fork from the server; ``env``: more variables for every run."""
     full, part = tmp_path / "full", tmp_path / "part"
     full.mkdir()
     part.mkdir()
     env = {**(env or {}), "SEEDER_CKPT_DIR": str(part / "ckpt")}
-    server.run([script, *args], cwd=full, env={**env, "SEEDER_STEPS": str(full / "steps.jsonl")}, timeout=240)
-    server.run([script, *args], cwd=part, timeout=240,
+    server.run([script, *args], cwd=full, env={**env, "SEEDER_STEPS": str(full / "steps.jsonl")}, timeout=240,
+               start_is_subject=False)
+    server.run([script, *args], cwd=part, timeout=240, start_is_subject=False,
                env={**env, "SEEDER_STEPS": str(part / "steps.jsonl"), "SEEDER_STOP_AFTER_STEP": str(stop)})
     stopped, _, marks = records(part / "steps.jsonl")
     assert [r["step"] for r in stopped] == list(range(1, stop + 1)) and marks == {"stopped": stop}

@@ -49,20 +49,21 @@ LOADERS = [pytest.param("torch"),
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """Runs of the example, each a fresh interpreter: a resume in a new process is the subject here
-    (:meth:`helpers.ForkServer.or_fresh`: forked from one server only by the local opt-in)."""
-    runner = ForkServer.or_fresh(tmp_path_factory.mktemp("runs"), preload=["torch._dynamo", "torch._inductor.config"])
+    """Runs of the example (:meth:`helpers.ForkServer.kept`): each resume is a fresh interpreter (the subject here);
+    the runs that do not resume (references, the runs before a stop) fork from one server that imported torch once."""
+    runner = ForkServer.kept(tmp_path_factory.mktemp("runs"), preload=["torch._dynamo", "torch._inductor.config"])
     yield runner
     runner.close()
 
 
 def train(server: ForkServer, out: Path, *args: str, seed: Optional[str] = SEED,
           env: Optional[Dict[str, str]] = None) -> Tuple[List[dict], Optional[str]]:
-    """Run the example in ``out`` to its end (or a stop); return the step records in ``out`` and the printed digest."""
+    """Run the example in ``out`` to its end (or a stop); return the step records in ``out`` and the printed digest.
+    A run that resumes (``--resume``) is a fresh interpreter: its start is the subject."""
     out.mkdir(parents=True, exist_ok=True)
     seed_args = ["--seed", seed] if seed is not None else []
     proc = server.run([SCRIPT, *BASE, *seed_args, *args], cwd=out, env={ENV_STEPS: str(out / "steps.jsonl"), **(env or {})},
-                      timeout=300)
+                      timeout=300, start_is_subject="--resume" in args)
     return step_records(out / "steps.jsonl")[0], printed_digest(proc.stdout)
 
 
