@@ -406,10 +406,11 @@ def torchrun(script_args: Sequence[str], nproc: int = 2, nnodes: int = 1, env: O
              frameworks: bool = False) -> List[subprocess.CompletedProcess]:
     """Launch ``torchrun`` on loopback; with ``nnodes > 1`` one torchrun per node, all on this machine.
 
-    Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``. Every agent and
-    every rank is a fresh Python, as torchrun starts it. Where :func:`fork_servers` opts in (locally), node 0's
-    agent is forked from a server that imported ``torch.distributed.run`` once and each rank hands its script over
-    to this process's :func:`handoff.handoff_server` (``frameworks``: the one that imported the frameworks too).
+    Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``. Every rank is a
+    fresh Python, as torchrun starts it (where :func:`fork_servers` opts in, locally, each hands its script over to
+    this process's :func:`handoff.handoff_server`; ``frameworks``: the one that imported the frameworks too).
+    Node 0's agent, whose start is not the subject, is forked from a server that imported
+    ``torch.distributed.run`` once (in CI too: a second each launch); the other nodes' agents are their own Pythons.
     """
     from handoff import handoff_server
 
@@ -419,24 +420,21 @@ def torchrun(script_args: Sequence[str], nproc: int = 2, nnodes: int = 1, env: O
                      "--master-port", str(port), *extra_launcher_args]
     node_args = [launcher_args + (["--node-rank", str(node)] if nnodes > 1 else []) + list(script_args)
                  for node in range(nnodes)]
-    agent = (_agent_server().start([REPO_ROOT / "tests" / "scripts" / "torchrun_agent.py", *node_args[0]],
-                                   env=child_env(env)) if fork_servers() else None)
+    agent = _agent_server().start([REPO_ROOT / "tests" / "scripts" / "torchrun_agent.py", *node_args[0]],
+                                  env=child_env(env))
     procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=child_env(env),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
-             for args in node_args[1 if agent else 0:]]
+             for args in node_args[1:]]
     results = []
     try:
-        if agent:
-            agent.wait(timeout)
-            results.append(subprocess.CompletedProcess([sys.executable, "-m", "torch.distributed.run",
-                                                        *node_args[0]], agent.returncode, agent.stdout(),
-                                                       agent.err.read_text()))
+        agent.wait(timeout)
+        results.append(subprocess.CompletedProcess([sys.executable, "-m", "torch.distributed.run", *node_args[0]],
+                                                   agent.returncode, agent.stdout(), agent.err.read_text()))
         for p in procs:
             out, err = communicate(p, timeout)
             results.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
     finally:
-        if agent:
-            agent.kill()  # a no-op once it has ended
+        agent.kill()  # a no-op once it has ended
         for p in procs:
             if p.poll() is None:
                 p.kill()
