@@ -100,12 +100,12 @@ def page_params() -> List[object]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """Each page's code runs as one script in a fresh interpreter, as a reader runs it (forked from one server
-    only by the local opt-in, ``SEEDER_TEST_FORKSERVER=1``)."""
-    runner = ForkServer.or_fresh(tmp_path_factory.mktemp("pages"), env={"PYTHONWARNINGS": ""},
-                                 preload=["torch._dynamo", "torch._inductor.config"])
-    yield runner
-    runner.close()
+    """Each page's code runs as a script forked from one process that imported torch once (tests/helpers.py), in CI
+    too: the subject is the pages' code, not a process start, and a fresh Python per page adds ~20 s to the suite."""
+    forks = ForkServer(tmp_path_factory.mktemp("forks"), env={"PYTHONWARNINGS": ""},
+                       preload=["torch._dynamo", "torch._inductor.config"])
+    yield forks
+    forks.close()
 
 
 @pytest.mark.parametrize("page", page_params())
