@@ -42,24 +42,40 @@ def fresh_default():
     default_seeder().reset()
 
 
+#: What a first optimizer step and ``torch.use_deterministic_algorithms`` import (over a second
+#: each): a fork server imports them once.
+TORCH_PRELOAD = ["torch._dynamo", "torch._inductor.config"]
+
+
+def pytest_report_header(config):
+    """Says how the session starts its scripts, so that a log shows whether its processes were
+    fresh."""
+    from helpers import FORKSERVER_VARIABLE, fork_servers
+
+    if fork_servers():
+        return (
+            f"scripts: forked from servers ({FORKSERVER_VARIABLE}=1, a local option; CI ignores it)"
+        )
+    return "scripts: fresh interpreters"
+
+
 @pytest.fixture(scope="session")
-def forks(tmp_path_factory):
-    """One :class:`helpers.ForkServer` for the session's training scripts: torch, and what a first
-    optimizer step and ``torch.use_deterministic_algorithms`` import (``torch._dynamo``,
-    ``torch._inductor.config``: over a second each), are imported once, not once per run."""
+def scripts(tmp_path_factory):
+    """The session's runner of training scripts (:meth:`helpers.ForkServer.kept`): a run whose start
+    is the subject (a resume in a new process, a kill; the default) is a fresh interpreter unless
+    ``SEEDER_TEST_FORKSERVER=1`` (locally); a run marked ``start_is_subject=False`` (a reference,
+    the run before a stop) forks from a server that imported torch once."""
     from helpers import ForkServer
 
-    server = ForkServer(
-        tmp_path_factory.mktemp("forks"), preload=["torch._dynamo", "torch._inductor.config"]
-    )
-    yield server
-    server.close()
+    runner = ForkServer.kept(tmp_path_factory.mktemp("scripts"), preload=TORCH_PRELOAD)
+    yield runner
+    runner.close()
 
 
 @pytest.fixture(scope="session")
-def framework_forks(tmp_path_factory):
-    """:func:`forks` with Lightning and transformers imported too, those installed (Lightning's
-    import alone takes seconds)."""
+def framework_scripts(tmp_path_factory):
+    """:func:`scripts` for the frameworks' scripts: a fork server imports Lightning and transformers
+    too, those installed (Lightning's import alone takes seconds)."""
     import importlib.util
 
     from helpers import ForkServer
@@ -71,19 +87,50 @@ def framework_forks(tmp_path_factory):
     preload = [
         m for name, modules in frameworks.items() if importlib.util.find_spec(name) for m in modules
     ]
-    server = ForkServer(
-        tmp_path_factory.mktemp("framework_forks"), preload=["torch._dynamo", *preload]
+    runner = ForkServer.kept(
+        tmp_path_factory.mktemp("framework_scripts"), preload=["torch._dynamo", *preload]
     )
-    yield server
-    server.close()
+    yield runner
+    runner.close()
+
+
+@pytest.fixture
+def fresh_runs(tmp_path):
+    """A :class:`helpers.FreshRuns`: each script in a fresh interpreter, whatever
+    ``SEEDER_TEST_FORKSERVER`` says."""
+    from helpers import FreshRuns
+
+    return FreshRuns(tmp_path)
 
 
 @pytest.fixture(scope="session")
 def handoff():
-    """The session's :class:`handoff.HandOffServer` for the torch scripts that ``seeder verify`` and
-    ``compare`` start in tests: with :meth:`~handoff.HandOffServer.env` in their environment, each
-    run is the interpreter verify started, running its script forked from a process that imported
-    torch (and ``handoff.TORCH_PRELOAD``) once."""
+    """The environment switch for the Python interpreters that ``seeder verify``, ``compare`` and
+    launchers start in tests: :func:`handoff.handoff_server`. Its :meth:`env` is empty by default
+    (each runs its script itself); with ``SEEDER_TEST_FORKSERVER=1`` (locally) it hands each script
+    to a server that imported torch once."""
     from handoff import handoff_server
 
     return handoff_server()
+
+
+@pytest.fixture(scope="session")
+def handoff_kept():
+    """:func:`handoff` for the tests whose subject is not the interpreters' start (which cause
+    ``seeder verify`` names in a toy script's records): the handoff server in CI too
+    (``handoff_server(start_is_subject=False)``), as a fresh Python per run would put minutes on the
+    suite."""
+    from handoff import handoff_server
+
+    return handoff_server(start_is_subject=False)
+
+
+@pytest.fixture(scope="session")
+def handoff_server_process(tmp_path_factory):
+    """A running :class:`handoff.HandOffServer` whatever the switch says: for the tests of the
+    server itself."""
+    from handoff import HandOffServer
+
+    server = HandOffServer(tmp_path_factory.mktemp("handoff"))
+    yield server
+    server.close()

@@ -1,6 +1,8 @@
-"""The handoff server of the tests: Python interpreters that a tool under test starts (``seeder
-verify``'s runs) hand their script over to a child forked from one process that imported torch once
-(``tests/scripts/handoff_server.py``, ``tests/scripts/handoff_site/sitecustomize.py``)."""
+"""The handoff server of the tests, a local opt-in (``SEEDER_TEST_FORKSERVER=1``, never under
+``CI``): Python interpreters that a tool under test or a launcher starts (``seeder verify``'s runs,
+torchrun's ranks) hand their script over to a child forked from one process that imported torch once
+(``tests/scripts/handoff_server.py``, ``tests/scripts/handoff_site/sitecustomize.py``). By default
+they run their scripts themselves."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Union
 
-from helpers import REPO_ROOT, child_env, stop_server
+from helpers import REPO_ROOT, child_env, fork_servers, stop_server
 
 
 class HandOffServer:
@@ -77,10 +80,30 @@ FRAMEWORKS = {
 _SERVERS: dict[tuple[int, bool], HandOffServer] = {}
 
 
-def handoff_server(frameworks: bool = False) -> HandOffServer:
-    """This process's handoff server, started on first use and closed at exit: torch imported once,
-    and with ``frameworks`` the installed frameworks too (only for their scripts: the others run
-    without them imported)."""
+class NoHandOff:
+    """What :func:`handoff_server` gives where fork servers are off (the default, and always under
+    ``CI``): an empty
+    :meth:`env`, so that every Python a tool or launcher starts runs its script itself, a fresh
+    interpreter."""
+
+    def env(self) -> dict[str, str]:
+        return {}
+
+
+def handoff_server(
+    frameworks: bool = False, start_is_subject: bool = True
+) -> Union[HandOffServer, NoHandOff]:
+    """This process's handoff server where :func:`helpers.fork_servers` opts in
+    (``SEEDER_TEST_FORKSERVER=1``, locally), started on first use and closed at exit: torch imported
+    once, and with ``frameworks`` the installed frameworks too (only for their scripts: the others
+    run without them imported). Else :class:`NoHandOff`.
+
+    ``start_is_subject=False``: the server in CI too, for the tests whose subject is not the
+    interpreters' start (what ``seeder verify`` names in a script's records), so that the suite
+    stays under 10 minutes on 2 cores.
+    """
+    if start_is_subject and not fork_servers():
+        return NoHandOff()
     key = (os.getpid(), frameworks)
     if key not in _SERVERS:
         import atexit

@@ -13,9 +13,26 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: ``SEEDER_TEST_FORKSERVER=1``: a local opt-in for fast iteration (scripts forked from servers that
+#: imported torch once); ignored where ``CI`` is set, so that CI starts every script in a fresh
+#: interpreter.
+FORKSERVER_VARIABLE = "SEEDER_TEST_FORKSERVER"
+
+
+def fork_servers() -> bool:
+    """Whether the tests' scripts run forked from servers (:class:`ForkServer`,
+    ``tests/handoff.py``) instead of fresh interpreters: only with ``SEEDER_TEST_FORKSERVER=1`` and
+    never where ``CI`` is set (as CI services set it).
+
+    A forked script inherits its server's imported modules (seeder, torch) and ``str`` hash seed,
+    which a fresh interpreter does not: for a reproducibility library the fresh process is what a
+    resume meets.
+    """
+    ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    return os.environ.get(FORKSERVER_VARIABLE) == "1" and not ci
 
 
 def free_port() -> int:
@@ -194,6 +211,135 @@ class ForkedRun:
         return self.out.read_text() if self.out.exists() else ""
 
 
+class FreshRun:
+    """One run of :class:`FreshRuns`: ``python SCRIPT ARGS``, a fresh interpreter leading its own
+    session, with its output in files; the same interface as :class:`ForkedRun`."""
+
+    def __init__(self, proc: subprocess.Popen, args: Sequence[str], out: Path, err: Path):
+        self.proc, self.args, self.pid, self.out, self.err = proc, list(args), proc.pid, out, err
+        self.returncode: Optional[int] = None
+
+    def _ended(self) -> int:
+        """Record the exit status and kill what is left of the run's session (DataLoader workers of
+        a killed run)."""
+        self.returncode = self.proc.returncode
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return self.returncode
+
+    def poll(self) -> Optional[int]:
+        """The exit status if the run has ended (negative: the signal), else None."""
+        if self.returncode is None and self.proc.poll() is not None:
+            self._ended()
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the end; on a hang, fail with every stack of the run's process tree
+        (as :func:`communicate`)."""
+        if self.returncode is None:
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _abort_one_by_one([self.pid, *descendants(self.pid)])
+                self.kill()
+                raise AssertionError(
+                    f"{' '.join(self.args)[:300]} hung for {timeout} s; the stacks of its "
+                    f"processes (SIGABRT, faulthandler) follow\n--- "
+                    f"stdout\n{self.stdout()[-3000:]}\n--- stderr\n{self.err.read_text()[-20000:]}"
+                ) from None
+            self._ended()
+        return self.returncode
+
+    def kill(self) -> int:
+        """SIGKILL the run's session (the script and its DataLoader workers); its exit status."""
+        if self.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+            self._ended()
+        return self.returncode
+
+    def stdout(self) -> str:
+        return self.out.read_text() if self.out.exists() else ""
+
+
+class FreshRuns:
+    """Runs each script in a fresh interpreter (``python SCRIPT ARGS``, its own session), with the
+    interface of
+    :class:`ForkServer`: ``run(args)`` is :func:`run_python` with the output in files,
+    ``start(args)`` returns the
+    :class:`FreshRun` at once. ``env``: added to every run's environment
+    (over :func:`child_env`)."""
+
+    forks = False  #: each run is a fresh interpreter; runs may overlap
+
+    def __init__(self, tmp: Path, env: Optional[dict[str, str]] = None):
+        self.tmp, self.env, self.count = tmp, dict(env or {}), 0
+
+    def start(
+        self,
+        args: Sequence[str],
+        timeout: float = 60,
+        cwd: Optional[Path] = None,
+        env: Optional[dict[str, str]] = None,
+        start_is_subject: bool = True,
+    ) -> FreshRun:
+        """Start ``python ARGS`` (``ARGS[0]`` a script, relative to the repository) in ``cwd`` with
+        ``env`` added to its environment. ``timeout`` and ``start_is_subject`` are unused: every run
+        here is fresh."""
+        self.count += 1
+        out, err = (self.tmp / f"run{self.count}.{kind}" for kind in ("out", "err"))
+        argv = [
+            str(REPO_ROOT / args[0]),
+            *map(str, args[1:]),
+        ]  # REPO_ROOT / an absolute path: that path
+        with open(out, "w") as stdout, open(err, "w") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, *argv],
+                env=child_env({**self.env, **(env or {})}),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                cwd=str(cwd or REPO_ROOT),
+                start_new_session=True,
+            )
+        return FreshRun(proc, [str(a) for a in args], out, err)
+
+    def run(
+        self,
+        args: Sequence[str],
+        timeout: float = 120,
+        check: bool = True,
+        cwd: Optional[Path] = None,
+        env: Optional[dict[str, str]] = None,
+        start_is_subject: bool = True,
+    ) -> subprocess.CompletedProcess:
+        """Run ``python ARGS`` in a fresh interpreter to its end; the finished process, output
+        captured."""
+        fresh = self.start(args, cwd=cwd, env=env)
+        fresh.wait(timeout)
+        return _completed(args, fresh.returncode, fresh.stdout(), fresh.err.read_text(), check)
+
+    def close(self) -> None:
+        """Nothing to stop: each run was its own process."""
+
+
+def _completed(
+    args: Sequence[str], rc: int, out: str, err: str, check: bool
+) -> subprocess.CompletedProcess:
+    proc = subprocess.CompletedProcess(list(args), rc, out, err)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"python {' '.join(map(str, args))} exited {proc.returncode}\n--- stdout\n"
+            f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
 def stop_server(proc: subprocess.Popen) -> None:
     """End a server that stops when its stdin closes (killed after 30 s)."""
     proc.stdin.close()
@@ -213,10 +359,39 @@ class ForkServer:
     modules the server imports too (``["lightning.pytorch"]``), so that each run does not.
     """
 
+    @classmethod
+    def or_fresh(
+        cls, tmp: Path, env: Optional[dict[str, str]] = None, preload: Sequence[str] = ()
+    ) -> Union[ForkServer, FreshRuns]:
+        """A :class:`ForkServer` where :func:`fork_servers` opts in (locally),
+        else :class:`FreshRuns`: the runner of a test whose subject is the process start in every
+        run (a resume in a new process, a kill)."""
+        return cls(tmp, env=env, preload=preload) if fork_servers() else FreshRuns(tmp, env=env)
+
+    @classmethod
+    def kept(
+        cls, tmp: Path, env: Optional[dict[str, str]] = None, preload: Sequence[str] = ()
+    ) -> ForkServer:
+        """A server kept in CI too, for the runs whose start is not the subject
+        (``start_is_subject=False``: a reference run, the run before a stop); every other run is a
+        fresh interpreter unless :func:`fork_servers` opts in (locally). A fresh Python with torch
+        costs seconds a run, minutes over the suite."""
+        return cls(tmp, env=env, preload=preload, fresh_subjects=True)
+
     def __init__(
-        self, tmp: Path, env: Optional[dict[str, str]] = None, preload: Sequence[str] = ()
+        self,
+        tmp: Path,
+        env: Optional[dict[str, str]] = None,
+        preload: Sequence[str] = (),
+        fresh_subjects: bool = False,
     ):
         self.tmp, self.count = tmp, 0
+        self.fresh: Optional[FreshRuns] = (
+            None  # where the runs whose start is the subject go, if not forked
+        )
+        if fresh_subjects and not fork_servers():
+            (tmp / "fresh").mkdir(exist_ok=True)
+            self.fresh = FreshRuns(tmp / "fresh", env=env)
         self.log = open(tmp / "fork_server.err", "w+")
         self.proc = subprocess.Popen(
             [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "fork_server.py"), *preload],
@@ -241,15 +416,25 @@ class ForkServer:
         except queue.Empty:
             return None
 
+    @property
+    def forks(self) -> bool:
+        """Whether the runs whose start is the subject are forked too (else each is a fresh
+        interpreter)."""
+        return self.fresh is None
+
     def start(
         self,
         args: Sequence[str],
         timeout: float = 60,
         cwd: Optional[Path] = None,
         env: Optional[dict[str, str]] = None,
-    ) -> ForkedRun:
+        start_is_subject: bool = True,
+    ) -> Union[ForkedRun, FreshRun]:
         """Start ``python ARGS`` (``ARGS[0]`` a script) in a forked child, in ``cwd``, with ``env``
-        added to its environment; returns once it runs."""
+        added to its environment; returns once it runs. A server from :meth:`kept` starts a run
+        whose start is the subject (``start_is_subject``) as a fresh interpreter instead."""
+        if self.fresh is not None and start_is_subject:
+            return self.fresh.start(args, cwd=cwd, env=env)
         self.count += 1
         out, err = (self.tmp / f"run{self.count}.{kind}" for kind in ("out", "err"))
         request = {
@@ -276,20 +461,13 @@ class ForkServer:
         check: bool = True,
         cwd: Optional[Path] = None,
         env: Optional[dict[str, str]] = None,
+        start_is_subject: bool = True,
     ) -> subprocess.CompletedProcess:
-        """Run ``python ARGS`` in a forked child to its end; the finished process, output
-        captured."""
-        forked = self.start(args, cwd=cwd, env=env)
+        """Run ``python ARGS`` in a forked child to its end (as :meth:`start` chooses); the finished
+        process, output captured."""
+        forked = self.start(args, cwd=cwd, env=env, start_is_subject=start_is_subject)
         forked.wait(timeout)
-        proc = subprocess.CompletedProcess(
-            list(args), forked.returncode, forked.stdout(), forked.err.read_text()
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"python {' '.join(map(str, args))} exited {proc.returncode}\n--- stdout\n"
-                f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
-            )
-        return proc
+        return _completed(args, forked.returncode, forked.stdout(), forked.err.read_text(), check)
 
     def close(self) -> None:
         stop_server(self.proc)
@@ -358,11 +536,13 @@ def torchrun(
     """Launch ``torchrun`` on loopback; with ``nnodes > 1`` one torchrun per node, all on this
     machine.
 
-    Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``. Node
-    0's agent is forked from a server that imported ``torch.distributed.run`` once (the other nodes'
-    agents run at the same time, each its own Python); every worker is its own Python, as torchrun
-    starts it, that hands its script over to this process's :func:`handoff.handoff_server`
-    (``frameworks``: the one that imported the frameworks too).
+    Returns one finished process per node. Ranks on node ``n`` are ``n * nproc + local_rank``. Every
+    rank is a fresh Python, as torchrun starts it (where :func:`fork_servers` opts in, locally, each
+    hands its script over to this process's :func:`handoff.handoff_server`; ``frameworks``: the one
+    that imported the frameworks too). Node 0's agent, whose start is not the subject, is forked
+    from a server that imported
+    ``torch.distributed.run`` once (in CI too: a second each launch); the other nodes' agents are
+    their own Pythons.
     """
     from handoff import handoff_server
 

@@ -3,7 +3,7 @@ checked for its RATIO / ratio lines. The timing itself is the benchmarks' job, n
 
 All of them run in one child (``tests/scripts/run_benchmarks.py``) forked from the session's
 framework server, so torch, Lightning and transformers are imported once rather than once per
-benchmark, or at all for this test.
+benchmark (the subject is the benchmarks, not a process start).
 """
 
 import importlib.util
@@ -80,7 +80,7 @@ def _installed(name: str) -> bool:
 
 def run_all(server, cases: dict[str, tuple[str, list]]) -> dict[str, tuple[int, str]]:
     """``{label: (script name, arguments)}`` -> each label's (exit status, stdout), all run in one
-    child of ``server`` (a :class:`helpers.ForkServer`)."""
+    child of ``server`` (the session's ``framework_scripts``)."""
     runner = REPO_ROOT / "tests" / "scripts" / "run_benchmarks.py"
     proc = server.run(
         [
@@ -89,6 +89,7 @@ def run_all(server, cases: dict[str, tuple[str, list]]) -> dict[str, tuple[int, 
         ],
         timeout=600,
         check=False,
+        start_is_subject=False,
     )
     found = {
         m.group(1): (int(m.group(3)), m.group(2))
@@ -103,11 +104,11 @@ def run_all(server, cases: dict[str, tuple[str, list]]) -> dict[str, tuple[int, 
 
 
 @pytest.fixture(scope="module")
-def outputs(framework_forks):
+def outputs(framework_scripts):
     cases = {n: (n, a) for n, (a, _) in CASES.items() if _installed(n)}
     if _installed("bench_cuda"):
         cases["bench_cuda_default"] = ("bench_cuda", ["--rounds", "1", "--calls", "2"])
-    return run_all(framework_forks, cases)
+    return run_all(framework_scripts, cases)
 
 
 @pytest.mark.slow

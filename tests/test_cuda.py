@@ -24,8 +24,8 @@ def _parse(name, rc, stdout, stderr):
 
 
 def _together(device, runs):
-    """Start every run of ``{name: args}`` at once (the GPU and 16 cores take them together); their
-    RESULT rows."""
+    """Start every run of ``{name: args}`` at once, each a fresh interpreter (the runs of a call are
+    independent: on 2 cores they start while others wait on imports); their RESULT rows."""
     procs = {
         name: subprocess.Popen(
             [sys.executable, TRAIN, "--device", device, *args],
@@ -50,15 +50,16 @@ def _together(device, runs):
     return out
 
 
-def _runner(device, forks):
-    """``results(runs)``: the RESULT row of each run of ``{name: args}``. On CUDA the runs of a call
-    start together; the CPU harness forks them one by one from the session's server (torch imported
-    once)."""
-    if device != "cpu":
+def _runner(device, scripts):
+    """``results(runs)``: the RESULT row of each run of ``{name: args}``. The runs of a call start
+    together, each a fresh interpreter (the resumes in a new process are the subject); with
+    ``SEEDER_TEST_FORKSERVER=1`` (locally) the CPU harness forks them one by one from ``scripts``
+    instead."""
+    if device != "cpu" or not scripts.forks:
         return lambda runs: _together(device, runs)
 
     def forked(name, args):
-        done = forks.run([TRAIN, "--device", device, *args], timeout=300, check=False)
+        done = scripts.run([TRAIN, "--device", device, *args], timeout=300, check=False)
         return _parse(name, done.returncode, done.stdout, done.stderr)
 
     return lambda runs: {name: forked(name, args) for name, args in runs.items()}
@@ -81,7 +82,7 @@ def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(
     # that only repeat another on a CPU (a second seeded run, a second stop in epoch 0,
     # map_location="cpu") run on CUDA only.
     gpu_only = {"repeat", "last_step", "mid_on_device"} if device == "cpu" else set()
-    results = _runner(device, request.getfixturevalue("forks") if device == "cpu" else None)
+    results = _runner(device, request.getfixturevalue("scripts") if device == "cpu" else None)
     first = results(
         {
             name: args

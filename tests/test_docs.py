@@ -114,7 +114,8 @@ def page_params() -> list[object]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """Each page's code runs as a script forked from one process that imported torch once
-    (tests/helpers.py)."""
+    (tests/helpers.py), in CI too: the subject is the pages' code, not a process start, and a fresh
+    Python per page adds ~20 s to the suite."""
     forks = ForkServer(
         tmp_path_factory.mktemp("forks"),
         env={"PYTHONWARNINGS": ""},

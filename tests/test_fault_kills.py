@@ -1,13 +1,13 @@
 """SIGKILL at 12 points of a training run, during steps and inside checkpoint writes: the resume is
 exact.
 
-One ``tests/scripts/fork_server.py`` process imports torch once and forks one child per segment
-(``tests/scripts/train_faults.py``: examples/train.py with fault hooks); each child resumes from the
-last checkpoint and SIGKILLs itself at the next planned point (after a step, or after writing a
-fraction of a checkpoint's bytes, 100% meaning before the rename). The points come from
-``SEEDER_FAULT_SEED`` (a fixed default, so CI is stable). The last segment runs to the end. Every
-segment records its steps in one ``$SEEDER_STEPS`` file, as under ``seeder verify``: each step's
-record (redone ones included) and the final digests must equal an uninterrupted run's.
+Each segment is a fresh interpreter (``tests/scripts/train_faults.py``: examples/train.py with fault
+hooks; forked from one server only where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally); each
+resumes from the last checkpoint and SIGKILLs itself at the next planned point (after a step, or
+after writing a fraction of a checkpoint's bytes, 100% meaning before the rename). The points come
+from ``SEEDER_FAULT_SEED`` (a fixed default, so CI is stable). The last segment runs to the end.
+Every segment records its steps in one ``$SEEDER_STEPS`` file, as under ``seeder verify``: each
+step's record (redone ones included) and the final digests must equal an uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ def test_sigkill_at_twelve_points_of_training_and_checkpoint_writing_resumes_exa
     )  # the same run, never killed
     steps, ref = tmp_path / "steps.jsonl", tmp_path / "ref.jsonl"
     note = f"kill plan {kills} (SEEDER_FAULT_SEED={seed} repeats it)"
-    server = ForkServer(
-        tmp_path, preload=["torch._dynamo", "torch._inductor.config"]
-    )  # what train.py imports: once
+    # The resume in a new process is the subject: fresh interpreters (a server only by the local
+    # opt-in).
+    server = ForkServer.or_fresh(tmp_path, preload=["torch._dynamo", "torch._inductor.config"])
     try:
         runs = [
             server.run(

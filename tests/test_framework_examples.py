@@ -44,8 +44,9 @@ def stop_and_resume(
     server, tmp_path: Path, script: str, args, resume_args=(), *, steps=12, stop=STOP, env=None
 ):
     """The full run of ``steps`` optimizer steps, a run stopped at ``stop`` and its resume (in the
-    stopped run's directory, as verify copies it), forked from ``server``; ``env``: more variables
-    for every run."""
+    stopped run's directory, as verify copies it) by ``server``: the resume is a fresh interpreter
+    (its start is the subject), the other two fork from the server; ``env``: more variables for
+    every run."""
     full, part = tmp_path / "full", tmp_path / "part"
     full.mkdir()
     part.mkdir()
@@ -55,11 +56,13 @@ def stop_and_resume(
         cwd=full,
         env={**env, "SEEDER_STEPS": str(full / "steps.jsonl")},
         timeout=240,
+        start_is_subject=False,
     )
     server.run(
         [script, *args],
         cwd=part,
         timeout=240,
+        start_is_subject=False,
         env={**env, "SEEDER_STEPS": str(part / "steps.jsonl"), "SEEDER_STOP_AFTER_STEP": str(stop)},
     )
     stopped, _, marks = records(part / "steps.jsonl")
@@ -104,27 +107,27 @@ def test_plain_loop_example_has_no_flag_of_verify():
     assert "seeder.Checkpoint(" in (REPO_ROOT / "examples" / "train.py").read_text()
 
 
-def test_lightning_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_forks):
+def test_lightning_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_scripts):
     pytest.importorskip("lightning")
     script = "examples/lightning_train.py"
     assert speaks_to_verify(script) == []
-    part = stop_and_resume(framework_forks, tmp_path, script, SMALL + ["--ckpt-dir", "ckpt"])
+    part = stop_and_resume(framework_scripts, tmp_path, script, SMALL + ["--ckpt-dir", "ckpt"])
     assert (
         part / "ckpt" / "seeder-stop.ckpt"
     ).is_file()  # SeederCallback's stop, found again by resume_path
 
 
-def test_hf_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_forks):
+def test_hf_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_scripts):
     pytest.importorskip("transformers")
     script = "examples/hf_train.py"
     assert speaks_to_verify(script) == []
     part = stop_and_resume(
-        framework_forks, tmp_path, script, SMALL, resume_args=["--resume"]
+        framework_scripts, tmp_path, script, SMALL, resume_args=["--resume"]
     )  # verify passes the script's --resume
     assert (part / "hf_train_out" / f"checkpoint-{STOP}" / "seeder_state_0.pt").is_file()
 
 
-def test_lightning_cli_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_forks):
+def test_lightning_cli_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_scripts):
     """LightningCLI: the stop is SeederCallback's; the resume is the CLI's own --ckpt_path, which
     verify maps."""
     pytest.importorskip("lightning")
@@ -142,7 +145,7 @@ def test_lightning_cli_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, f
         "1",
     ]
     stop_and_resume(
-        framework_forks,
+        framework_scripts,
         tmp_path,
         script,
         args,
@@ -151,7 +154,7 @@ def test_lightning_cli_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, f
     )
 
 
-def test_hf_datasets_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_forks):
+def test_hf_datasets_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, framework_scripts):
     """A Trainer script that splits its data with ``datasets`` after seeder.init: the split is the
     same in every run, and the Trainer's own checkpoint in output_dir carries the stop and the
     resume."""
@@ -160,5 +163,5 @@ def test_hf_datasets_example_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, fra
     script = "examples/hf_datasets_train.py"
     assert speaks_to_verify(script) == []
     stop_and_resume(
-        framework_forks, tmp_path, script, [], steps=36, stop=18, env={"SEEDER_SEED": "3"}
+        framework_scripts, tmp_path, script, [], steps=36, stop=18, env={"SEEDER_SEED": "3"}
     )

@@ -1,6 +1,7 @@
 """The test harness itself: a hung child fails its test with the stacks of every process it started,
-the fork server reports each forked run's output and exit status as a process of its own would, and
-a script handed over to the handoff server runs as the interpreter that handed it over."""
+the fresh runner and the fork server (a local option) report each run's output and exit status as a
+process of its own would, a script handed over to the handoff server runs as the interpreter that
+handed it over, and CI never forks."""
 
 import os
 import select
@@ -45,10 +46,23 @@ raise SystemExit(int(how))
 """
 
 
-def test_the_fork_server_reports_output_exit_status_signals_and_hangs(tmp_path):
+@pytest.fixture(params=["fork server", "fresh interpreters"])
+def runner(request, tmp_path):
+    """Each runner of scripts the suite has: ``ForkServer`` (``SEEDER_TEST_FORKSERVER=1``) and
+    ``FreshRuns``."""
+    server = (
+        ForkServer(tmp_path)
+        if request.param == "fork server"
+        else request.getfixturevalue("fresh_runs")
+    )
+    yield server
+    server.close()
+
+
+def test_the_runners_report_output_exit_status_signals_and_hangs(tmp_path, runner):
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    server = ForkServer(tmp_path)
+    server = runner
     try:
         ok = server.run([script, "0"])
         assert ok.returncode == 0 and ok.stdout == "argv ['0']\n" and ok.stderr == "to stderr\n"
@@ -75,8 +89,9 @@ raise SystemExit(int(sys.argv[1]))
 
 
 def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and_signals(
-    tmp_path, handoff
+    tmp_path, handoff_server_process
 ):
+    handoff = handoff_server_process
     script = tmp_path / "script.py"
     script.write_text(HANDED)
 
@@ -125,3 +140,23 @@ def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and
         )
     finally:
         os.close(ended)
+
+
+@pytest.mark.parametrize("ci", ["true"])
+def test_ci_runs_every_script_in_a_fresh_interpreter_even_with_the_local_option(
+    monkeypatch, tmp_path, ci
+):
+    script = tmp_path / "script.py"
+    script.write_text("import sys\nprint(sorted({'torch', 'seeder'} & set(sys.modules)))\n")
+    monkeypatch.setenv("SEEDER_TEST_FORKSERVER", "1")
+    monkeypatch.delenv("CI", raising=False)
+    local = ForkServer.or_fresh(tmp_path)
+    try:
+        assert (
+            local.run([script]).stdout == "['seeder', 'torch']\n"
+        )  # the local option: forked, imports inherited
+    finally:
+        local.close()
+    monkeypatch.setenv("CI", ci)
+    runner = ForkServer.or_fresh(tmp_path)
+    assert runner.run([script]).stdout == "[]\n"  # a fresh interpreter: nothing imported

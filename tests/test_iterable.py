@@ -302,7 +302,7 @@ def start(args, err_path):
 
 
 def finish(run):
-    """The STEP and DONE rows of a run of the session's fork server (which imported torch once)."""
+    """The STEP and DONE rows of a run of the session's ``scripts`` runner."""
     assert run.wait(300) == 0, (
         f"{TRAIN} exited {run.returncode}\n{run.stdout()[-3000:]}\n{run.err.read_text()[-4000:]}"
     )
@@ -310,13 +310,13 @@ def finish(run):
 
 
 @pytest.mark.slow
-def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, forks):
+def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, scripts):
     """Killed (SIGKILL, persistent workers alive) right after the checkpoint of step 5 of 8 in epoch
     0."""
     kill_after = 5
-    reference = forks.start(
+    reference = scripts.start(
         [TRAIN, str(tmp_path / "ref.pt"), "2"]
-    )  # forked while the victim (its own Python) starts
+    )  # started while the victim (its own Python) starts
     try:
         ckpt = tmp_path / "run.pt"
         victim = start([str(ckpt), "2", "--pause-after", str(kill_after)], tmp_path / "victim.err")
@@ -327,7 +327,7 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, forks):
         reference.kill()
     assert len(want) == 16 and [r["epoch"] for r in want] == [0] * 8 + [1] * 8
     assert seen == want[:kill_after]
-    resumed, done = finish(forks.start([TRAIN, str(ckpt), "2"]))
+    resumed, done = finish(scripts.start([TRAIN, str(ckpt), "2"]))
     assert resumed == want[kill_after:]  # every later loss, bit for bit
     assert done == want_done
 

@@ -100,13 +100,13 @@ def test_resume_without_the_callback_diverges(reference, fresh):
 
 
 @pytest.mark.slow
-def test_ddp_two_processes_resume_bitwise(tmp_path, framework_forks):
-    """Rank 0 forks from the session's server (Lightning imported once); Lightning's launcher starts
-    rank 1 as its own Python, as it does for any script, which hands the script over to the
-    framework handoff server."""
+def test_ddp_two_processes_resume_bitwise(tmp_path, framework_scripts):
+    """Rank 0 is a fresh Python (``framework_scripts``); Lightning's launcher starts rank 1 as its
+    own Python, as it does for any script (which hands its script over to the framework handoff
+    server only where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally)."""
     from handoff import handoff_server
 
-    proc = framework_forks.run(
+    proc = framework_scripts.run(
         [SCRIPTS / "lightning_ddp.py", tmp_path, "--seed", "3", "--resume-from", "4", "3"],
         env={"MASTER_ADDR": "127.0.0.1", **handoff_server(frameworks=True).env()},
         timeout=300,

@@ -41,18 +41,20 @@ EVERY = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.SAM
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, framework_forks):
+def runs(tmp_path_factory, framework_scripts):
     """The folder of the runs: full1, full2, resume1_1to2 (2 processes), resume2_1to1 and
-    resume2_3to1. The 1-process runs fork from the session's server (Lightning imported once) with a
-    default seeder no earlier test joined; the 2-process run's interpreters (this test's and the one
-    Lightning's launcher starts) hand their script over to the framework handoff server (Lightning
-    imported once there too)."""
+    resume2_3to1. The runs that resume are fresh Pythons: the 1-process resumes through
+    ``framework_scripts``, the 2-process run's interpreters (this test's and the one Lightning's
+    launcher starts) as started (each hands its script over to the framework handoff server only
+    where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally). full1 forks from the session's server."""
     out = tmp_path_factory.mktemp("lightning_elastic")
     script = str(SCRIPTS / "lightning_elastic.py")
-    framework_forks.run([script, str(out), "1", "full"], timeout=300)
+    framework_scripts.run(
+        [script, str(out), "1", "full"], timeout=300, start_is_subject=False
+    )  # no resume
     env = dict(
         os.environ,
-        **handoff_server(frameworks=True).env(),  # each of the 2 processes hands its script over
+        **handoff_server(frameworks=True).env(),  # empty unless opted in
         MASTER_ADDR="127.0.0.1",
         OMP_NUM_THREADS="1",
         PYTHONFAULTHANDLER="1",
@@ -68,7 +70,7 @@ def runs(tmp_path_factory, framework_forks):
     )
     stdout, stderr = communicate(proc, 300)
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
-    framework_forks.run([script, str(out), "1", "2:1", "2:3"], timeout=300)
+    framework_scripts.run([script, str(out), "1", "2:1", "2:3"], timeout=300)
     return out
 
 

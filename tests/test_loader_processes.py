@@ -26,7 +26,7 @@ def start(args, err_path):
 
 
 def finish(run):
-    """The STEP and DONE rows of a run of the session's fork server (which imported torch once)."""
+    """The STEP and DONE rows of a run of the session's ``scripts`` runner."""
     assert run.wait(300) == 0, (
         f"{TRAIN} exited {run.returncode}\n{run.stdout()[-3000:]}\n{run.err.read_text()[-4000:]}"
     )
@@ -34,13 +34,13 @@ def finish(run):
 
 
 @pytest.mark.slow
-def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, forks):
+def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, scripts):
     """Killed for real (SIGKILL, workers alive) right after the checkpoint of step 4 of 6 in epoch
     0."""
     kill_after = 4
-    reference = forks.start(
+    reference = scripts.start(
         [TRAIN, str(tmp_path / "ref.pt"), "2"]
-    )  # forked while the victim (its own Python) starts
+    )  # started while the victim (its own Python) starts
     try:
         ckpt = tmp_path / "run.pt"
         victim = start([str(ckpt), "2", "--pause-after", str(kill_after)], tmp_path / "victim.err")
@@ -52,7 +52,7 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, forks):
     assert len(want) == 12 and [r["epoch"] for r in want][:6] == [0] * 6
     assert seen == want[:kill_after]
 
-    resumed, done = finish(forks.start([TRAIN, str(ckpt), "2"]))
+    resumed, done = finish(scripts.start([TRAIN, str(ckpt), "2"]))
     assert resumed == want[kill_after:]  # every later loss, bit for bit (float.hex)
     assert done == want_done  # and the final weights
 

@@ -55,10 +55,11 @@ def locate(tmp_path, cause, *options, env=None):
 
 
 @pytest.fixture
-def handed_off(handoff):
-    """The runs hand their script to the session's handoff server (torch imported once; the same
-    hash seed for all, so the set-order case below does not use it)."""
-    return handoff.env()
+def handed_off(handoff_kept):
+    """The runs hand their script to the session's handoff server (torch imported once), in CI too:
+    the subject is the place locate names, not the interpreters' start. The runs share the server's
+    hash seed, so the set-order case below runs fresh interpreters."""
+    return handoff_kept.env()
 
 
 @pytest.mark.slow

@@ -29,20 +29,26 @@ def records(path):
     ]
 
 
-def test_the_ported_mnist_script_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, forks):
+def test_the_ported_mnist_script_stopped_mid_epoch_resumes_bit_for_bit(tmp_path, scripts):
     full, part = tmp_path / "full", tmp_path / "part"
     full.mkdir()
     part.mkdir()
-    forks.run([SCRIPT, *ARGS], cwd=full, env={"SEEDER_STEPS": str(full / "steps.jsonl")})
-    forks.run(
+    scripts.run(
+        [SCRIPT, *ARGS],
+        cwd=full,
+        env={"SEEDER_STEPS": str(full / "steps.jsonl")},
+        start_is_subject=False,
+    )
+    scripts.run(
         [SCRIPT, *ARGS],
         cwd=part,
         env={"SEEDER_STEPS": str(part / "steps.jsonl"), "SEEDER_STOP_AFTER_STEP": "4"},
+        start_is_subject=False,
     )
     assert (part / "mnist_ckpt.pt").is_file()
     stopped, _ = records(part / "steps.jsonl")
     assert [r["step"] for r in stopped] == [1, 2, 3, 4]  # step 4: the first of epoch 2
-    forks.run(
+    scripts.run(
         [SCRIPT, *ARGS],
         cwd=part,
         env={"SEEDER_STEPS": str(part / "steps.jsonl"), "SEEDER_RESUME": "1"},

@@ -58,13 +58,14 @@ LOADERS = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """Runs of the example as children forked from one process that imported torch once
-    (tests/helpers.py)."""
-    forks = ForkServer(
-        tmp_path_factory.mktemp("forks"), preload=["torch._dynamo", "torch._inductor.config"]
+    """Runs of the example (:meth:`helpers.ForkServer.kept`): each resume is a fresh interpreter
+    (the subject here); the runs that do not resume (references, the runs before a stop) fork from
+    one server that imported torch once."""
+    runner = ForkServer.kept(
+        tmp_path_factory.mktemp("runs"), preload=["torch._dynamo", "torch._inductor.config"]
     )
-    yield forks
-    forks.close()
+    yield runner
+    runner.close()
 
 
 def train(
@@ -75,7 +76,8 @@ def train(
     env: Optional[dict[str, str]] = None,
 ) -> tuple[list[dict], Optional[str]]:
     """Run the example in ``out`` to its end (or a stop); return the step records in ``out`` and the
-    printed digest."""
+    printed digest. A run that resumes (``--resume``) is a fresh interpreter: its start is the
+    subject."""
     out.mkdir(parents=True, exist_ok=True)
     seed_args = ["--seed", seed] if seed is not None else []
     proc = server.run(
@@ -83,6 +85,7 @@ def train(
         cwd=out,
         env={ENV_STEPS: str(out / "steps.jsonl"), **(env or {})},
         timeout=300,
+        start_is_subject="--resume" in args,
     )
     return step_records(out / "steps.jsonl")[0], printed_digest(proc.stdout)
 
@@ -254,8 +257,8 @@ def test_torchrun_restart_after_one_rank_is_killed(tmp_path, torchrun_reference)
 
 
 class Run:
-    """One ``train.py --resume`` run (with fault hooks) forked in its own session, so that SIGKILL
-    takes its workers too."""
+    """One ``train.py --resume`` run (with fault hooks) in its own session, so that SIGKILL takes
+    its workers too."""
 
     def __init__(
         self,

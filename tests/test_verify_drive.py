@@ -44,10 +44,11 @@ def checks(report):
 
 
 @pytest.fixture
-def handed_off(handoff, monkeypatch):
+def handed_off(handoff_kept, monkeypatch):
     """Each Python that verify starts hands its script to the session's handoff server (torch
-    imported once)."""
-    for name, value in handoff.env().items():
+    imported once), in CI too: these tests' subject is how verify drives a script (its folders, its
+    parser), not the interpreters' start."""
+    for name, value in handoff_kept.env().items():
         monkeypatch.setenv(name, value)
 
 
@@ -88,7 +89,7 @@ def test_the_probe_reads_the_parser_with_arity_and_the_script_trains_nothing(tmp
 
 
 def test_the_probe_sees_a_subcommand_and_stops_a_parserless_script_at_its_first_step(
-    tmp_path, handoff
+    tmp_path, handoff_kept
 ):
     cli = tmp_path / "cli.py"
     cli.write_text(
@@ -100,7 +101,7 @@ def test_the_probe_sees_a_subcommand_and_stops_a_parserless_script_at_its_first_
         [sys.executable, str(cli), "fit"], tmp_path, tmp_path / "p1", dict(os.environ)
     )
     assert [a["subcommand"] for a in probe.actions if a["options"] == ["--ckpt_path"]] == ["fit"]
-    env = {**os.environ, **handoff.env()}
+    env = {**os.environ, **handoff_kept.env()}  # the probe's parser reading is the subject
     # seeder.init first, then the parser (LightningCLI's order): the parser is still read
     late = tmp_path / "late_parser.py"
     late.write_text(
@@ -145,7 +146,9 @@ def test_the_trainer_tutorial_without_a_parser_passes_driven_by_seeders_variable
 ):
     from handoff import handoff_server
 
-    for name, value in handoff_server(frameworks=True).env().items():
+    for name, value in (
+        handoff_server(frameworks=True, start_is_subject=False).env().items()
+    ):  # as handed_off
         monkeypatch.setenv(name, value)
     before = snapshot(user_dir)
     script = str(SCRIPTS / "trainer_tutorial.py")

@@ -12,6 +12,9 @@ files. Answers each request with two lines on stdout: ``{"pid": N}`` when the ch
 ``{"rc": RC}`` when it has ended (RC negative: the signal that ended it). The child's DataLoader
 workers are killed with its session. A run costs a fork instead of a Python start with torch (about
 2 s here).
+
+A local option for fast iteration (``SEEDER_TEST_FORKSERVER=1``, ignored where ``CI`` is set): by
+default the tests start fresh interpreters (tests/helpers.py's ``fork_servers``).
 """
 
 from __future__ import annotations

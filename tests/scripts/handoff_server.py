@@ -15,6 +15,9 @@ did; when it dies (SIGKILL), the child's session is killed. A run costs a fork i
 torch (about 2 s here).
 
 Prints ``ready`` once it listens; ends when its stdin closes.
+
+A local option for fast iteration (``SEEDER_TEST_FORKSERVER=1``, ignored where ``CI`` is set): by
+default the tests start fresh interpreters (tests/helpers.py's ``fork_servers``).
 """
 
 from __future__ import annotations
