@@ -70,3 +70,42 @@ def pytest_make_collect_report(collector: Any) -> Any:
         return _skipped(report, collector.path, missing(need, f"the doctest of {name}"))
     package = _absent_package(name) if report.failed else ""
     return _skipped(report, collector.path, missing(package, name)) if package else report
+
+
+@pytest.fixture(autouse=True)
+def _dali_examples(request: Any, doctest_namespace: dict[str, Any]) -> Any:
+    """The examples of ``seeder.data.dali`` run with DALI, from a fresh default seeder.
+
+    The examples of ``TrackedPipeline``'s methods continue the class example: ``noise`` (a DALI
+    pipeline definition), ``seeder`` initialised with 42, pipeline 0 tracked and ``state`` (a
+    ``seeder.state_dict()`` holding its checkpoint). Without DALI they skip, unless CI requires it.
+    """
+    name = getattr(request.node, "name", "")
+    if not name.startswith("seeder.data.dali."):
+        yield
+        return
+    if (
+        importlib.util.find_spec("nvidia") is None
+        or importlib.util.find_spec("nvidia.dali") is None
+    ):
+        if os.environ.get("SEEDER_REQUIRE_DALI") != "1":
+            pytest.skip(missing("nvidia.dali", f"the example of {name}"))
+    from nvidia.dali import fn, pipeline_def
+
+    import seeder
+    from seeder.data.dali import pipeline_kwargs, track
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def noise() -> Any:
+        return fn.random.uniform(range=(0, 1))
+
+    seeder.default_seeder().reset()
+    doctest_namespace.update(seeder=seeder, noise=noise)
+    if name.startswith("seeder.data.dali.TrackedPipeline."):
+        seeder.init(42)
+        pipe = noise(**pipeline_kwargs(0))
+        pipe.build()
+        track(pipe, 0)
+        doctest_namespace["state"] = seeder.state_dict()
+    yield
+    seeder.default_seeder().reset()

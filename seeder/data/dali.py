@@ -95,7 +95,7 @@ def require_dali() -> types.ModuleType:
         ImportError: DALI is not installed; the message names the wheels to install.
 
     Example:
-        >>> require_dali().__name__  # doctest: +SKIP
+        >>> require_dali().__name__
         'nvidia.dali'
     """
     try:
@@ -319,16 +319,16 @@ class TrackedPipeline(Participant):
 
     Example:
         >>> import seeder
-        >>> from nvidia.dali import pipeline_def, fn  # doctest: +SKIP
+        >>> from nvidia.dali import pipeline_def, fn
         >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
-        ... def noise(): return fn.random.uniform(range=(0, 1))  # doctest: +SKIP
-        >>> seeder.init(42)  # doctest: +SKIP
-        >>> tracked = track(noise(**pipeline_kwargs(0)), 0)  # doctest: +SKIP
-        >>> state = seeder.state_dict()  # doctest: +SKIP
-        >>> seeder.load_state_dict(state)  # doctest: +SKIP
-        >>> pipe = noise(**pipeline_kwargs(0, state=state))  # doctest: +SKIP
-        >>> tracked.replace(pipe)  # doctest: +SKIP
-        >>> tracked.pipeline is pipe  # doctest: +SKIP
+        ... def noise(): return fn.random.uniform(range=(0, 1))
+        >>> seeder.init(42)
+        >>> tracked = track(noise(**pipeline_kwargs(0)), 0)
+        >>> state = seeder.state_dict()
+        >>> seeder.load_state_dict(state)
+        >>> pipe = noise(**pipeline_kwargs(0, state=state))
+        >>> tracked.replace(pipe)
+        >>> tracked.pipeline is pipe
         True
     """
 
@@ -359,7 +359,7 @@ class TrackedPipeline(Participant):
         """Whether the pipeline was built with ``enable_checkpointing=True``.
 
         Example:
-            >>> get_tracked(0).checkpointing  # doctest: +SKIP
+            >>> get_tracked(0).checkpointing
             True
         """
         return _checkpointing_enabled(self.pipeline)
@@ -373,8 +373,9 @@ class TrackedPipeline(Participant):
                 :attr:`restored_checkpoints` instead).
 
         Example:
-            >>> loaded = get_tracked(0).checkpoint  # doctest: +SKIP
-            >>> pipe = noise(**pipeline_kwargs(0), checkpoint=loaded)  # doctest: +SKIP
+            >>> seeder.load_state_dict(state)
+            >>> loaded = get_tracked(0).checkpoint  # pipeline_kwargs(0, state=state) passes it
+            >>> pipe = noise(**{**pipeline_kwargs(0), "checkpoint": loaded})
         """
         cks = self.restored_checkpoints
         if cks is None:
@@ -397,9 +398,9 @@ class TrackedPipeline(Participant):
             TypeError: ``pipeline`` is not a DALI pipeline, or ``iterator`` not a DALI iterator.
 
         Example:
-            >>> tracked = get_tracked(0)  # doctest: +SKIP
-            >>> pipe = noise(**pipeline_kwargs(0), checkpoint=tracked.checkpoint)  # doctest: +SKIP
-            >>> tracked.replace(pipe)  # doctest: +SKIP
+            >>> seeder.load_state_dict(state)
+            >>> tracked = get_tracked(0)
+            >>> tracked.replace(noise(**pipeline_kwargs(0, state=state)))
         """
         _check_pipeline(pipeline)
         _check_iterator(iterator)
@@ -417,7 +418,7 @@ class TrackedPipeline(Participant):
             epoch: the reseed's epoch.
 
         Example:
-            >>> seeder.reseed(1, 0)  # doctest: +SKIP
+            >>> seeder.reseed(1, 0)
             ... # SeederWarning: DALI pipeline 0 (seed ...) cannot be reseeded after it is built
         """
         self._check_restored()
@@ -457,7 +458,7 @@ class TrackedPipeline(Participant):
             ``checkpoints`` is one DALI checkpoint per pipeline of the iterator, or ``None``.
 
         Example:
-            >>> sorted(get_tracked(0).state_dict())  # doctest: +SKIP
+            >>> sorted(get_tracked(0).state_dict())
             ['checkpointing', 'checkpoints', 'pipeline_id', 'seed', 'shared']
         """
         self._check_restored()
@@ -499,7 +500,7 @@ class TrackedPipeline(Participant):
                 pipelines.
 
         Example:
-            >>> get_tracked(0).check_state_dict({})  # doctest: +SKIP
+            >>> get_tracked(0).check_state_dict({})
             Traceback (most recent call last):
             ...
             seeder.StateError: the state of DALI pipeline 0 is not a DALI pipeline state ...
@@ -532,8 +533,8 @@ class TrackedPipeline(Participant):
             state: an entry that :meth:`check_state_dict` accepted.
 
         Example:
-            >>> seeder.load_state_dict(state)  # doctest: +SKIP
-            >>> get_tracked(0).checkpoint is not None  # doctest: +SKIP
+            >>> seeder.load_state_dict(state)
+            >>> get_tracked(0).checkpoint is not None
             True
         """
         self.restored_checkpoints = (
@@ -701,12 +702,12 @@ def track(
 
     Example:
         >>> import seeder
-        >>> from nvidia.dali import pipeline_def, fn  # doctest: +SKIP
+        >>> from nvidia.dali import pipeline_def, fn
         >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
-        ... def noise(): return fn.random.uniform(range=(0, 1))  # doctest: +SKIP
-        >>> seeder.init(42)  # doctest: +SKIP
-        >>> pipe = noise(**pipeline_kwargs(0))  # doctest: +SKIP
-        >>> track(pipe, 0)  # doctest: +SKIP
+        ... def noise(): return fn.random.uniform(range=(0, 1))
+        >>> seeder.init(42)
+        >>> pipe = noise(**pipeline_kwargs(0))
+        >>> track(pipe, 0)
         TrackedPipeline(id=0, seed=787803391, shared=False, checkpointing=True, iterator=False)
     """
     _check_pipeline(pipeline)
