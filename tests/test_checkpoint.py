@@ -238,7 +238,7 @@ def test_an_optimizer_part_that_does_not_fit_changes_nothing(saved):
         ),
         ({**opt, "state": {99: {}}}, "parameter 99"),
         ({"state": {}}, "not an optimizer state dict"),
-        (None, "holds no optimizer state"),
+        (None, "not an optimizer state dict"),
     ]
     for bad, match in cases:
         rewrite(saved, optimizer=bad, model=state["model"])
@@ -247,15 +247,17 @@ def test_an_optimizer_part_that_does_not_fit_changes_nothing(saved):
         with pytest.raises(StateError, match=match):
             ckpt.resume(True)
         assert same(snapshot(ckpt), before), match
-    rewrite(saved, optimizer=opt, scheduler=None)
-    ckpt = fresh(saved)
-    before = snapshot(ckpt)
-    with pytest.raises(StateError, match="holds no scheduler state"):
-        ckpt.resume(True)
-    assert same(snapshot(ckpt), before)
+    for left_out in ("optimizer", "scheduler"):
+        named = {k: v for k, v in state["objects"].items() if k != left_out}
+        rewrite(saved, optimizer=opt, objects=named)
+        ckpt = fresh(saved)
+        before = snapshot(ckpt)
+        with pytest.raises(StateError, match=f"holds no {left_out} state"):
+            ckpt.resume(True)
+        assert same(snapshot(ckpt), before)
 
 
-PARTS = st.sampled_from(["model", "optimizer", "scheduler", "seeder", "step"])
+PARTS = st.sampled_from(["model", "optimizer", "scheduler", "seeder", "step", "objects", "values"])
 JUNK = st.one_of(
     st.none(),
     st.integers(-3, 3),
@@ -417,7 +419,7 @@ def test_ctrl_c_while_a_checked_file_loads_lets_every_part_load_first(saved):
 
 
 @pytest.mark.parametrize(
-    "kw", [{"model": None}, {"model": "net"}, {"optimizer": 3}, {"scheduler": "step"}]
+    "kw", [{"model": "net"}, {"optimizer": 3}, {"scheduler": "step"}, {"netD": [1]}]
 )
 def test_what_cannot_be_saved_and_loaded_is_refused_when_the_checkpoint_is_built(tmp_path, kw):
     args = {"model": torch.nn.Linear(1, 1), **kw}
