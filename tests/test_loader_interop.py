@@ -245,3 +245,54 @@ def test_the_resume_check_is_kept_for_each_participant_that_asked():
     random.random()
     assert check.moved(a) == ["python"] and check.moved(b) == ["python"]
     assert check.moved(a) == []  # once per load
+
+
+def worker_seeded(num_workers, watched=False):
+    """torchdata's loader over a dataset without per-sample seeds, workers seeded by
+    ``seeder.data.worker_init_fn`` (per worker and epoch)."""
+    s = Seeder()
+    s.init(MASTER)
+    s.reseed(1, 0)
+    ds = Noisy()
+    loader = StatefulDataLoader(
+        ds,
+        batch_size=BS,
+        sampler=DistributedSampler(ds, seeder=s),
+        num_workers=num_workers,
+        worker_init_fn=seeder.data.make_worker_init_fn(seeder=s),
+        generator=seeder.data.dataloader_generator(seeder=s),
+    )
+    return seeder.data.watch_loader(loader) if watched else loader
+
+
+@pytest.mark.parametrize(
+    "num_workers,watched",
+    [(0, False), pytest.param(2, False, marks=pytest.mark.slow), (2, True)],
+)
+def test_a_stateful_dataloader_resumed_inside_an_epoch_without_per_sample_seeds_warns(
+    num_workers, watched
+):
+    """A resume inside an epoch would continue the order with other augmentations (workers' RNGs
+    start afresh): one warning at the resume naming SeededDataset. At the epoch's end, none."""
+    ref = list(worker_seeded(num_workers))
+    loader = worker_seeded(num_workers, watched)
+    it = iter(loader)
+    head = [next(it) for _ in range(2)]
+    state = loader.state_dict()
+    del it
+    again = worker_seeded(num_workers, watched)
+    rest = []
+    got = seeder_warnings(lambda: (again.load_state_dict(state), rest.extend(again)))
+    assert len(got) == 1 and "SeededDataset" in got[0], got
+    assert "worker randomness" in got[0] if watched else "random numbers not continued" in got[0]
+    if num_workers and not watched:
+        # what it warns of: the order continues, the random numbers do not
+        assert [b[:, 0].tolist() for b in head + rest] == [b[:, 0].tolist() for b in ref]
+        assert not all(torch.equal(a, b) for a, b in zip(head + rest, ref))
+    if watched:  # a shown loader with workers is warned of as its state is taken, too
+        return
+    whole = worker_seeded(num_workers)
+    list(whole)
+    done = whole.state_dict()
+    fresh = worker_seeded(num_workers)
+    assert seeder_warnings(lambda: (fresh.load_state_dict(done), list(fresh))) == []

@@ -18,7 +18,10 @@ inside are drawn, the watch warns once per cause of what would make the resume d
 * ``generator=None``: every ``iter(loader)`` draws its base seed from torch's global RNG;
 * workers without per-sample seeding: worker RNG streams depend on which worker ran
   what and on how far it got, not on the position in the epoch;
-* a loader it was not told of: seeder cannot check it, and says how to let it.
+* a loader it was not told of: seeder cannot check it, and says how to let it;
+* a loader that gives the sampler iterator a position inside an epoch (torchdata's
+  ``StatefulDataLoader`` resuming) over a dataset without per-sample seeds: its workers' random
+  numbers are not continued, unless it was shown and has none.
 
 Example:
     >>> import torch, seeder
@@ -50,6 +53,9 @@ L = TypeVar("L")
 
 #: The cause (text before ``:``) of the warning about a loader the sampler was not told of.
 UNSEEN = "loader not shown"
+#: The cause of the warning about a loader (not shown) resuming the sampler's iterator inside an
+#: epoch over a dataset without per-sample seeds.
+UNSEEN_RESUMED = "random numbers not continued"
 
 
 class LoaderWatch:
@@ -99,6 +105,46 @@ class LoaderWatch:
         """Record that a loader took or gave the sampler iterator's state: it saves the position
         itself."""
         self.position_saved = self._shown = self._by_state = True
+
+    def iterator_resumed(self, sampler: Any, yielded: int) -> None:
+        """Called when a loader gives the sampler's iterator its position (torchdata's
+        ``StatefulDataLoader`` resuming): inside an epoch, over a dataset without per-sample
+        seeds, warn once per cause of what makes the items after the position differ from the run
+        that saved it.
+
+        A loader shown (:func:`watch_loader`) is checked (:func:`audit_loader`); one not shown may
+        have workers, whose random numbers no loader state continues.
+        """
+        self.note_position_saved()
+        ds = sampler.dataset
+        if not 0 < yielded < sampler.num_samples or (
+            isinstance(ds, SeededDataset) and ds.per_sample
+        ):
+            return
+        self._forget_dropped()
+        loader = self._loader() if self._held else None
+        if loader is not None:
+            problems = audit_loader(loader, True, self._warned_causes)
+        elif UNSEEN_RESUMED in self._warned_causes:
+            problems = []
+        else:
+            self._warned_causes.add(UNSEEN_RESUMED)
+            problems = [
+                f"{UNSEEN_RESUMED}: the loader continues the order, but the random numbers its "
+                f"items draw (augmentations) come from where its workers' RNGs start, not from "
+                f"where the saved run's had got to, so the items after the resume differ from "
+                f"those of the run that saved the state; wrap the dataset in "
+                f"seeder.data.SeededDataset (per-sample seeds: exact with any number of "
+                f"workers), or use seeder.DataLoader. A loader without workers can be shown "
+                f"with seeder.data.watch_loader(loader) to check it"
+            ]
+        for problem in problems:
+            warnings.warn(
+                f"the seeder.DistributedSampler's iterator resumed at sample {yielded} of epoch "
+                f"{sampler.epoch}: {problem}",
+                SeederWarning,
+                stacklevel=4,
+            )
 
     def _forget_dropped(self) -> None:
         """A loader told of and dropped since iterates the sampler no more: the one that does now

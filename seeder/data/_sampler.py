@@ -393,7 +393,11 @@ class SamplerIterator(itertools.chain):
         return {"format": "seeder.sampler_iter", "yielded": self.progress.yielded()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Start at ``state['yielded']``; only before the first index is drawn."""
+        """Start at ``state['yielded']``; only before the first index is drawn.
+
+        Inside an epoch, warns once per cause (:class:`seeder.SeederWarning`) of what the loader
+        would not continue (workers' random numbers without :class:`seeder.data.SeededDataset`).
+        """
         if not isinstance(state, dict) or state.get("format") != "seeder.sampler_iter":
             raise StateError(
                 "not a seeder sampler iterator state: pass the dict returned by "
@@ -408,7 +412,7 @@ class SamplerIterator(itertools.chain):
         if self.progress.started:
             raise RuntimeError("load the sampler iterator's state before drawing from it")
         self.progress.start = self.progress.block_start = int(yielded)
-        self.sampler.loader_watch.note_position_saved()
+        self.sampler.loader_watch.iterator_resumed(self.sampler, int(yielded))
 
 
 def _check_not_stopped(progress: Progress) -> None:
