@@ -26,7 +26,24 @@ from seeder._seeding.derive import batch_seeds
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import SeedSource, generator_words, seed_globals
 
-__all__ = ["BatchSeedingDataset", "BatchKeys", "KeyedLoader"]
+__all__ = ["BatchSeedingDataset", "BatchKeys", "KeyedLoader", "rebuilt_error"]
+
+
+def rebuilt_error(kind: str) -> RuntimeError:
+    """The error of a seeder loader's batch sampler iterated by another loader built around it (a
+    plain ``accelerate.Accelerator.prepare`` builds one).
+
+    >>> "SeederAccelerator" in str(rebuilt_error("seeder.DataLoader"))
+    True
+    """
+    return RuntimeError(
+        f"this {kind} was rebuilt into another DataLoader around its batch sampler (a plain "
+        f"accelerate.Accelerator.prepare() does so) and iterated there: that loader neither seeds "
+        f"each batch nor counts the position, so its batches and a resume would not be seeder's. "
+        f"Prepare it with seeder.integrations.accelerate.SeederAccelerator (an Accelerator with "
+        f"the same arguments; for a transformers Trainer, "
+        f"seeder.integrations.transformers.SeederTrainer), or iterate the {kind} itself"
+    )
 
 
 class KeyedLoader(Protocol):
@@ -37,7 +54,8 @@ class KeyedLoader(Protocol):
         """The seeder whose master seed heads the keys."""
 
     def pending_start(self) -> tuple[int, int, object]:
-        """``(epoch, first batch, token)`` of the iterator being created."""
+        """``(epoch, first batch, token)`` of the iterator being created (an error naming the fix
+        when the loader is not creating one: another loader iterates its batch sampler)."""
 
 
 class BatchSeedingDataset(torch.utils.data.Dataset):
@@ -99,8 +117,8 @@ class BatchKeys(torch.utils.data.BatchSampler):
 
     def _owner(self) -> KeyedLoader:
         loader = self._loader()
-        if loader is None:  # torch iterates a batch sampler only through its loader
-            raise RuntimeError("the seeder.DataLoader of this batch sampler was garbage collected")
+        if loader is None:  # dropped: only a loader rebuilt around this batch sampler iterates it
+            raise rebuilt_error("seeder.DataLoader")
         return loader
 
     def __len__(self) -> int:

@@ -38,7 +38,7 @@ import torch.utils.data
 from seeder._errors import SeederWarning
 from seeder._seeding.derive import MAX_KEY, Domain, stream_seeds
 from seeder._seeding.rngbase import RNGAdapter
-from seeder.data._batches import BatchSeedingDataset, KeyedLoader
+from seeder.data._batches import BatchSeedingDataset, KeyedLoader, rebuilt_error
 from seeder.data._order import FIRST_BLOCK, shuffle_key
 from seeder.data._permutation import keyed_permutation
 from seeder.data._sampler import DistributedSampler
@@ -457,8 +457,8 @@ class ElasticBatches(torch.utils.data.BatchSampler):
     # ElasticView.__getitems__.
     def __iter__(self) -> Iterator[tuple[Any, ...]]:  # type: ignore[override]
         loader = self.loader
-        if loader is None:  # torch iterates a batch sampler only through its loader
-            raise RuntimeError("the seeder.ElasticDataLoader of this batch sampler was collected")
+        if loader is None:  # dropped: only a loader rebuilt around this batch sampler iterates it
+            raise rebuilt_error("seeder.ElasticDataLoader")
         epoch, start, token = loader.pending_start()
         origin = loader.take_origin(epoch, token)
         s = loader.seeder

@@ -45,7 +45,7 @@ from seeder._seeding.default import UsesSeeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, check_key
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.rngbase import next_keeping
-from seeder.data._batches import BatchKeys, BatchSeedingDataset
+from seeder.data._batches import BatchKeys, BatchSeedingDataset, rebuilt_error
 from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import SeedSource, dataloader_generator, fetch_adapters
@@ -480,19 +480,19 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         return self._live_token
 
     def pending_start(self) -> tuple[int, int, object]:
-        """Where the iterator being created starts; read by the batch sampler.
+        """Where the iterator being created starts; read by the batch sampler in ``iter(loader)``.
 
         Returns:
             ``(epoch, first batch, token)``; the token identifies the iterator (:attr:`live_token`).
 
         Example:
             >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 2)
-            >>> epoch, first, token = DataLoader(torch.arange(4), seeder=s).pending_start()
-            >>> epoch, first
-            (2, 0)
+            >>> DataLoader(torch.arange(4), seeder=s).pending_start()  # not in iter(): an error
+            Traceback (most recent call last):
+            RuntimeError: this seeder.DataLoader was rebuilt into another DataLoader around its ...
         """
-        if self._pending is None:  # iterated outside __iter__ (e.g. by a wrapper): start it here
-            self._pending = self._start()
+        if self._pending is None:  # another loader iterates the batch sampler: not seeder's batches
+            raise rebuilt_error(f"seeder.{type(self).__name__}")
         return self._pending
 
     def _start(self) -> tuple[int, int, object]:
