@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import logging
 import numbers
+import warnings
+import weakref
 from typing import Any, Callable, Optional
 
 import torch
 import torch.utils.data
 
 from seeder._checks import check_bool, check_int, check_state_header, is_bool, is_int
-from seeder._errors import StateError
+from seeder._errors import SeederWarning, StateError
 from seeder._internals import require
 from seeder._run import trace
 from seeder._seeding.core import Seeder
@@ -186,6 +188,35 @@ _STATE_KEYS = frozenset(
 )
 
 
+#: Loaders whose last pass handed out every batch of an epoch, with no reseed of their task since:
+#: ``(that epoch, load_state_dict calls before it)``. A new pass of that epoch repeats its order.
+_FULL_PASSES: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
+#: Loaders warned of a repeated pass (once each).
+_REPEAT_WARNED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _reseeded(loader: DataLoader, task_id: int) -> None:
+    """A reseed of ``task_id`` reached ``loader``: its next pass is the one asked for."""
+    if task_id == loader.sampler.task:
+        _FULL_PASSES.pop(loader, None)
+
+
+def _warn_repeated(loader: DataLoader, epoch: int) -> None:
+    """Warn once per shuffled loader that a pass starts over the epoch its last pass handed out
+    whole, with no reseed since: it repeats that pass's order and random numbers."""
+    if not loader.sampler.shuffle or loader in _REPEAT_WARNED:
+        return
+    _REPEAT_WARNED.add(loader)
+    warnings.warn(
+        f"seeder.{type(loader).__name__} iterated again in epoch {epoch}, with no "
+        f"seeder.reseed(1, epoch) (or loader.sampler.set_epoch(epoch)) since its last pass: this "
+        f"pass repeats that pass's order and the random numbers of each batch (a torch DataLoader "
+        f"would reshuffle). Call seeder.reseed(1, epoch) at the start of each epoch",
+        SeederWarning,
+        stacklevel=4,
+    )
+
+
 class _LoaderIter:
     """What ``iter(seeder.DataLoader)`` returns: torch's iterator, counted in the main process as
     batches are handed out."""
@@ -194,6 +225,9 @@ class _LoaderIter:
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
         self._start, self._loads = start, loader._load_count
+        self._total = len(inner)
+        if start == 0 and _FULL_PASSES.get(loader) == (epoch, self._loads):
+            _warn_repeated(loader, epoch)
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
@@ -241,6 +275,8 @@ class _LoaderIter:
         self._next = b + 1
         if loader.live_token is self._token:
             loader._done = (self._epoch, b + 1)  # batches of the epoch handed to the loop
+            if b + 1 == self._total:
+                _FULL_PASSES[loader] = (self._epoch, self._loads)
         if self._trace:
             trace.record_step(
                 loader.seeder,
@@ -503,8 +539,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             # nothing drew from the global RNGs since the load
             self.seeder.resume_check.warn_if_moved(self, f"seeder.{type(self).__name__}", epoch)
         self._resume = None
-        token = object()
-        self._live_token = token
+        self._live_token = token = object()
         self._done = (epoch, start)
         return epoch, start, token
 
@@ -581,6 +616,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             >>> s.reseed(1, 5); loader.epoch  # the seeder called loader.seeder_reseed(s, 1, 5)
             5
         """
+        _reseeded(self, task_id)
         if self._owns_sampler:
             self.sampler.seeder_reseed(seeder, task_id, epoch)
 
