@@ -171,7 +171,7 @@ class Checkpoint:
             keeps :attr:`values` up to date before each save and reads it after ``resume()``.
         **objects: more objects with ``state_dict()``/``load_state_dict()``, by name: a second
             model and its optimizer, an EMA, a ``GradScaler`` (``None``: left out). The names
-            ``objects``, ``format`` and ``version`` are the file's own.
+            ``objects``, ``step``, ``format`` and ``version`` are the file's own.
 
     Attributes:
         steps: optimizer steps of the run so far, those of the run it resumed included
