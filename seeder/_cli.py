@@ -259,7 +259,9 @@ def _add_locate(sub: argparse._SubParsersAction) -> None:
         "seed, find the first optimizer step whose parameters differ (or take --step), re-run "
         "both up to that step with a fingerprint of every tensor operation and batch, and name "
         "the first one that parts them: the operator, module, file and line, and the fix. "
-        "Exit 0: the runs are identical; 1: a difference was located; 3: a run failed.",
+        "Exit 0: the runs do not part (identical; with --step, up to the end of that step); "
+        "1: they part (the lines say where, or that the recorder did not see it); 2: bad usage; "
+        "3: a run failed.",
         epilog="example: seeder locate --seed 42 -- python train.py --epochs 1",
     )
     p.add_argument(
