@@ -31,6 +31,7 @@ from seeder.env._redact import (
     redact_text,
 )
 from seeder.env._safefile import UnsafeDirectoryError, write_file
+from seeder.verify._flags import probe_argv
 
 HEX40 = "9f3a1c5e7b2d4f6081a3c5e7092b4d6f8a1c3e5b"  # a wandb key
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjaS1qb2ItcGxhbnRlZCJ9.c2lnbmF0dXJlUGxhbnRlZDAx"
@@ -832,6 +833,75 @@ def test_a_diff_keeps_what_is_harmless():
         "+lr = 0.2\n model = DistributedDataParallel(net)\n"
     )
     assert Redactor({}).diff(diff) == diff
+
+
+_SECRET_WORDS = st.sampled_from(
+    ["password", "db_pass", "api_token", "client_secret", "private_key"]
+)
+_VALUES = st.text(string.ascii_letters + string.digits + "-_!", min_size=6, max_size=30).filter(
+    lambda v: any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
+)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(key=_SECRET_WORDS, old=_VALUES, new=_VALUES, indent=st.sampled_from(["", "  ", "    "]))
+def test_a_removed_line_and_an_unchanged_line_under_a_secret_key_leave_nothing(
+    key, old, new, indent
+):
+    diff = (
+        f"diff --git a/c.yaml b/c.yaml\n@@ -1,3 +1,3 @@\n section:\n-{indent}{key}: {old}\n"
+        f"+{indent}{key}: {new}\n {indent}backup_{key}: {old}x\n"
+    )
+    shown = Redactor({}).diff(diff)
+    assert old not in shown and new not in shown
+    assert f"-{indent}{key}: {REDACTED}\n" in shown and f"+{indent}{key}: {REDACTED}\n" in shown
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(
+    key=st.sampled_from(["password_block", "ssh_private_key", "token", "secret_pem"]),
+    lines=st.lists(_VALUES, min_size=1, max_size=4),
+    style=st.sampled_from(["|", ">", "|-", ">+", "|2"]),
+    side=st.sampled_from("+- "),
+)
+def test_a_block_scalar_under_a_secret_key_leaves_nothing(key, lines, style, side):
+    body = "".join(f"{side}    {v}\n" for v in lines)
+    diff = (
+        f"diff --git a/c.yaml b/c.yaml\n@@ -1,9 +1,9 @@\n top:\n{side}  {key}: {style}\n{body}"
+        f"{side}  after: kept-value\n"
+    )
+    shown = Redactor({}).diff(diff)
+    assert not any(v in shown for v in lines), shown
+    assert f"{side}    {REDACTED}\n" in shown and f"{side}  after: kept-value\n" in shown
+
+
+def test_a_block_scalar_under_another_key_is_kept():
+    diff = "diff --git a/c.yaml b/c.yaml\n@@ -1 +1,3 @@\n+notes: |\n+  long-text-value-1\n+lr: 2\n"
+    assert Redactor({}).diff(diff) == diff
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(
+    host=st.from_regex(r"[a-z]{3,10}\.(com|io|example)", fullmatch=True),
+    path=st.lists(st.text(string.ascii_letters, min_size=4, max_size=20), min_size=1, max_size=3),
+    flag=st.sampled_from(["--notify", "--callback", "--report-to"]),
+)
+def test_a_url_on_the_command_line_reads_the_same_in_text_and_in_argv(host, path, flag):
+    url = f"https://{host}/" + "/".join(path)
+    argv = ["train.py", flag, url]
+    r = Redactor({}, [argv])
+    assert (
+        r.text(" ".join(argv))
+        == " ".join(r.argv(argv))
+        == f"train.py {flag} https://{host}/{REDACTED}"
+    )
+
+
+def test_a_command_verify_cannot_probe_is_named_redacted():
+    command = ["bash", "run.sh", *ARGV_FORMS]
+    argv, why = probe_argv(command, Path("."))
+    assert argv is None and why.startswith("bash run.sh --api-key=<redacted> --token <redacted>")
+    assert not [s for s in ARGV_FORM_SECRETS if s in why]
 
 
 def test_a_seeder_log_record_shows_no_url_path_given_on_the_command_line(tmp_path, monkeypatch):
