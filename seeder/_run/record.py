@@ -309,9 +309,8 @@ class Recorder(TorchDispatchMode):
             if site.arriving:  # written where the batch is first used
                 self.arriving.append(record)
                 key = next((p for p in map(_storage, outs) if p), 0)
-                if key:
-                    self.arrivals.setdefault(key, []).extend(self.arriving)
-                    self.arriving = []
+                if key:  # a group still there under this storage was never used: dropped
+                    self.arrivals[key], self.arriving = self.arriving, []
                 return out
         self.deliver(flat)
         self.write(record)
