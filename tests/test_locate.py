@@ -13,6 +13,8 @@ import pytest
 import torch
 from helpers import REPO_ROOT, run_python
 
+from seeder.verify._locate import locate_after_verify
+
 SCRIPT = REPO_ROOT / "tests" / "scripts" / "locate_causes.py"
 NO_CUDA = "needs a CUDA device (torch.cuda.is_available() is False)"
 
@@ -346,6 +348,26 @@ def test_cuda_index_add_with_repeated_indices_is_named_with_its_fix(tmp_path):
         in rep["lines"][0]
     )
     assert "torch.use_deterministic_algorithms(True)" in rep["lines"][2]
+
+
+def test_a_localisation_that_cannot_run_under_verify_is_one_line_and_the_verdict_stands(tmp_path):
+    (tmp_path / "report.md").write_text("# seeder verify: FAIL\n")
+    report = {
+        "verdict": "FAIL",
+        "checks": [{"name": "reproducible", "status": "FAIL", "summary": "differ"}],
+        "runs": [{"name": "full-0", "argv": ["python", "train.py", "--token", "t0k3n-planted"]}],
+    }
+    lines = locate_after_verify(report, tmp_path)
+    assert lines == [
+        "seeder locate could not name the first difference: fewer than two seeded runs to "
+        "compare; run it yourself: seeder locate -- COMMAND (docs/locate.md)"
+    ]
+    assert report["verdict"] == "FAIL" and report["locate"]["kind"] == "error"
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert written["locate"]["command"] == ["python", "train.py", "--token", "<redacted>"]
+    assert (tmp_path / "report.md").read_text().endswith(f"- {lines[0]}\n")
+    passed = {"checks": [{"name": "reproducible", "status": "PASS"}], "runs": []}
+    assert locate_after_verify(passed, tmp_path) == [] and "locate" not in passed
 
 
 def test_bad_usage_is_refused_before_any_run(tmp_path):
