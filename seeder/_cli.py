@@ -164,8 +164,9 @@ def _add_env(sub: argparse._SubParsersAction) -> None:
         help="write an environment snapshot",
         description="Write the environment variables (every name; the values of those that "
         "change numerics or the run, such as CUDA_*, NCCL_*, OMP_NUM_THREADS and PYTHONHASHSEED; "
-        "secrets redacted), pip freeze, module list, git diffs of editable installs and of the "
-        "current repository, dpkg and conda package lists, nvidia-smi, torch's build "
+        "secrets redacted), pip freeze, module list, the commit and changed files of the current "
+        "repository and of editable installs (the diff text with --diff), dpkg and conda package "
+        "lists, nvidia-smi, torch's build "
         "configuration, CPU, OS and Python into DIR (mode 0700), indexed by manifest.json. "
         "Prints DIR.",
     )
@@ -177,11 +178,17 @@ def _add_env(sub: argparse._SubParsersAction) -> None:
         "outside SLURM)",
     )
     snap.add_argument("--force", action="store_true", help="overwrite a snapshot already in DIR")
+    snap.add_argument(
+        "--diff",
+        action="store_true",
+        help="also write the text of uncommitted changes (git.diff, editable/<name>.diff; "
+        "redacted): by default only the changed files and the change's sha256 are recorded",
+    )
 
     def run_snapshot(args: argparse.Namespace) -> int:
         from seeder.env._capture import capture_environment
 
-        print(capture_environment(args.dir, overwrite=args.force))
+        print(capture_environment(args.dir, overwrite=args.force, diff=args.diff))
         return 0
 
     snap.set_defaults(func=run_snapshot)
@@ -252,7 +259,9 @@ def _add_locate(sub: argparse._SubParsersAction) -> None:
         "seed, find the first optimizer step whose parameters differ (or take --step), re-run "
         "both up to that step with a fingerprint of every tensor operation and batch, and name "
         "the first one that parts them: the operator, module, file and line, and the fix. "
-        "Exit 0: the runs are identical; 1: a difference was located; 3: a run failed.",
+        "Exit 0: the runs do not part (identical; with --step, up to the end of that step); "
+        "1: they part (the lines say where, or that the recorder did not see it); 2: bad usage; "
+        "3: a run failed.",
         epilog="example: seeder locate --seed 42 -- python train.py --epochs 1",
     )
     p.add_argument(
@@ -335,6 +344,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    from seeder.env._redact import redacted_output
+
+    # what the tools print follows the rule of what they write (seeder.env._redact)
+    with redacted_output([sys.argv if argv is None else ["seeder", *argv]]):
+        return _main(argv)
+
+
+def _main(argv: Optional[list[str]]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

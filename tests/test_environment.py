@@ -111,7 +111,7 @@ def snapshots(tmp_path_factory):
             mp.setenv(k, v)
         mp.setenv("ZZZ_ORDINARY", "a")
         mp.setenv("TZ", "UTC")
-        out["a"] = capture_environment(tmp / "a")
+        out["a"] = capture_environment(tmp / "a", diff=True)  # with the change's text
         mp.setenv("AAA_ORDINARY", "1")  # sorts before LD_PRELOAD, yet must be listed after it
         mp.setenv("ZZZ_ORDINARY", "b")  # its value is not recorded: the change is not seen
         mp.setenv("TZ", "Europe/Paris")
@@ -222,6 +222,13 @@ def test_no_secret_in_any_file_and_owner_only(snapshots):
     )
     diff = (snapshots["a"] / "git.diff").read_text()
     assert "+lr = 0.2" in diff and REDACTED in diff  # the change is there, its secrets are not
+    # by default: which files changed and the change's hash, not its text
+    git_b = load_snapshot(snapshots["b"])["git"]
+    assert not (snapshots["b"] / "git.diff").exists() and "diff" not in git_b
+    assert git_b["changed"] and all(
+        c.startswith(("M ", "A ", "D ", "R ")) for c in git_b["changed"]
+    )
+    assert git_b["diff_sha256"] == load_snapshot(snapshots["a"])["git"]["diff_sha256"]
     git_txt = (snapshots["a"] / "git.txt").read_text()
     assert f"https://{REDACTED}@git.example/team/repo.git" in git_txt
 
@@ -529,7 +536,7 @@ def test_editable_install_in_a_venv_has_its_diff_captured(tmp_path):
         "VALUE = 2\nTOKEN_URL = 'https://dave:hunter2hunter2@models.example/x'\n"
     )
     out = subprocess.run(
-        [str(vpy), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")],
+        [str(vpy), "-m", "seeder", "env", "snapshot", "--diff", str(tmp_path / "snap")],
         env=child_env(),
         cwd=str(tmp_path),
         capture_output=True,
@@ -559,7 +566,7 @@ def test_uv_environment_is_frozen_with_uv(tmp_path):
         venv, ["uv", "venv", "-q", "--python", sys.executable, str(venv)]
     )
     out = subprocess.run(
-        [str(vpy), "-m", "seeder", "env", "snapshot", str(tmp_path / "snap")],
+        [str(vpy), "-m", "seeder", "env", "snapshot", "--diff", str(tmp_path / "snap")],
         env=child_env(),
         cwd=str(tmp_path),
         capture_output=True,

@@ -6,11 +6,14 @@ nothing to compare and every case fails."""
 import json
 import os
 import re
+import shutil
 import sys
 
 import pytest
 import torch
 from helpers import REPO_ROOT, run_python
+
+from seeder.verify._locate import locate_after_verify
 
 SCRIPT = REPO_ROOT / "tests" / "scripts" / "locate_causes.py"
 NO_CUDA = "needs a CUDA device (torch.cuda.is_available() is False)"
@@ -140,7 +143,20 @@ def test_a_batch_from_worker_processes_is_compared_where_it_enters_the_model(tmp
     assert "other sample content" in rep["lines"][1]
 
 
-def _locate_workers(tmp_path, env):
+@pytest.mark.slow
+def test_noise_from_a_clock_seeded_generator_beside_worker_batches_names_the_generator(
+    tmp_path, handed_off
+):
+    # a GAN's loop: identical batches from 2 worker processes, whose arrival order varies from run
+    # to run, and latent noise from a generator seeded from the clock
+    rc, rep, text = _locate_workers(tmp_path, handed_off, "clock-noise")
+    assert rc == 1 and rep["kind"] == "generator", text
+    assert f"aten::randn (forward) at {line_of('generator=latent')}" in rep["lines"][0]
+    assert "it draws from latent, a generator seeded from something other" in rep["lines"][1]
+    assert "seeder.register_generator(latent)" in rep["lines"][2]
+
+
+def _locate_workers(tmp_path, env, cause="numpy-dataset"):
     out = tmp_path / "workers"
     argv = [
         "-m",
@@ -155,7 +171,7 @@ def _locate_workers(tmp_path, env):
         sys.executable,
         str(SCRIPT),
         "--cause",
-        "numpy-dataset",
+        cause,
         "--workers",
         "2",
     ]
@@ -183,6 +199,12 @@ def test_a_batch_norm_fed_a_differently_ordered_batch_is_named_as_the_data_order
 def test_identical_runs_locate_nothing_and_a_given_step_skips_the_first_runs(tmp_path, handed_off):
     rc, rep, text = locate(tmp_path, "none", env=handed_off)
     assert rc == 0 and rep["kind"] == "identical" and "nothing to locate" in text
+    # with the step given, agreeing records say the runs do not part there (exit 0), and that a
+    # later step is not compared
+    rc, rep, text = locate(tmp_path, "none", "--step", "1", env=handed_off)
+    assert rc == 0 and rep["kind"] == "identical" and not rep["differs"], text
+    assert text.startswith("the runs do not part: the ") and "up to the end of step 1 agree" in text
+    assert "run without --step to compare every step" in text and "does not see" not in text
     rc, rep, text = locate(tmp_path, "clock-generator", "--step", "2", env=handed_off)
     assert rc == 1 and rep["kind"] == "generator" and rep["step_from"] == "given"
     assert sorted(os.listdir(tmp_path / "loc" / "runs")) == ["ops-a", "ops-b"]
@@ -196,14 +218,13 @@ def test_identical_runs_locate_nothing_and_a_given_step_skips_the_first_runs(tmp
 
 
 @pytest.mark.slow
-def test_verify_locate_names_the_cause_in_its_output_and_report(tmp_path, handed_off):
+def test_a_failed_reproducible_check_names_the_cause_in_its_output_and_report(tmp_path, handed_off):
     out = tmp_path / "v"
     proc = run_python(
         [
             "-m",
             "seeder",
             "verify",
-            "--locate",
             "--epochs",
             "2",
             "--repeats",
@@ -236,6 +257,86 @@ def test_verify_locate_names_the_cause_in_its_output_and_report(tmp_path, handed
     assert sorted(os.listdir(out / "locate" / "runs")) == ["ops-a", "ops-b"]
 
 
+@pytest.mark.slow
+def test_verify_no_locate_skips_the_localisation_and_names_the_command(tmp_path, handed_off):
+    out = tmp_path / "v"
+    proc = run_python(
+        [
+            "-m",
+            "seeder",
+            "verify",
+            "--no-locate",
+            "--epochs",
+            "2",
+            "--repeats",
+            "2",
+            "--no-mid-epoch",
+            "--no-figures",
+            "--no-progress",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            str(SCRIPT),
+            "--cause",
+            "clock-generator",
+        ],
+        env={"SEEDER_QUIET": "1", **handed_off},
+        check=False,
+        timeout=400,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "FAIL" and "locate" not in report
+    assert not (out / "locate").exists()
+    assert "seeder locate -- COMMAND (or seeder verify without --no-locate)" in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path):
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    shutil.copy(SCRIPT, project / "train.py")
+    # from the script's folder, the default --out, the step found by two runs
+    proc = run_python(
+        ["-m", "seeder", "locate", "--", sys.executable, "train.py", "--cause", "none"],
+        env={"SEEDER_QUIET": "1"},
+        cwd=project,
+        check=False,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    report = json.loads((project / "seeder-locate" / "report.json").read_text())
+    assert report["kind"] == "identical" and "report: seeder-locate/report.md" in proc.stdout
+    # from another folder, a relative --out and a relative script
+    proc = run_python(
+        [
+            "-m",
+            "seeder",
+            "locate",
+            "--out",
+            "found/here",
+            "--step",
+            "1",
+            "--no-hash-check",
+            "--",
+            sys.executable,
+            "../project/train.py",
+            "--cause",
+            "clock-generator",
+        ],
+        env={"SEEDER_QUIET": "1"},
+        cwd=elsewhere,
+        check=False,
+        timeout=400,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-5000:]
+    report = json.loads((elsewhere / "found" / "here" / "report.json").read_text())
+    assert report["kind"] == "generator" and "train.py:" in report["lines"][0]
+    assert sorted(os.listdir(elsewhere)) == ["found"]  # nothing else written there
+
+
 @pytest.mark.cuda
 @pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
@@ -247,6 +348,26 @@ def test_cuda_index_add_with_repeated_indices_is_named_with_its_fix(tmp_path):
         in rep["lines"][0]
     )
     assert "torch.use_deterministic_algorithms(True)" in rep["lines"][2]
+
+
+def test_a_localisation_that_cannot_run_under_verify_is_one_line_and_the_verdict_stands(tmp_path):
+    (tmp_path / "report.md").write_text("# seeder verify: FAIL\n")
+    report = {
+        "verdict": "FAIL",
+        "checks": [{"name": "reproducible", "status": "FAIL", "summary": "differ"}],
+        "runs": [{"name": "full-0", "argv": ["python", "train.py", "--token", "t0k3n-planted"]}],
+    }
+    lines = locate_after_verify(report, tmp_path)
+    assert lines == [
+        "seeder locate could not name the first difference: fewer than two seeded runs to "
+        "compare; run it yourself: seeder locate -- COMMAND (docs/locate.md)"
+    ]
+    assert report["verdict"] == "FAIL" and report["locate"]["kind"] == "error"
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert written["locate"]["command"] == ["python", "train.py", "--token", "<redacted>"]
+    assert (tmp_path / "report.md").read_text().endswith(f"- {lines[0]}\n")
+    passed = {"checks": [{"name": "reproducible", "status": "PASS"}], "runs": []}
+    assert locate_after_verify(passed, tmp_path) == [] and "locate" not in passed
 
 
 def test_bad_usage_is_refused_before_any_run(tmp_path):

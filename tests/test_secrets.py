@@ -31,6 +31,7 @@ from seeder.env._redact import (
     redact_text,
 )
 from seeder.env._safefile import UnsafeDirectoryError, write_file
+from seeder.verify._flags import probe_argv
 
 HEX40 = "9f3a1c5e7b2d4f6081a3c5e7092b4d6f8a1c3e5b"  # a wandb key
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjaS1qb2ItcGxhbnRlZCJ9.c2lnbmF0dXJlUGxhbnRlZDAx"
@@ -89,6 +90,45 @@ ARGV_SECRETS = [
     "hydraPw-8q",
     WEBHOOK_SECRET,
 ]
+# Every form a secret takes on a command line: flag=value, flag value, NAME=value, JSON, credentials
+# in URLs (https, mysql, s3), a positional word.
+ARGV_FORMS = [
+    "--api-key=formApiKey-11",
+    "--token",
+    "formToken-12",
+    "--pass=formPass-13",
+    "--hf_token",
+    "formHfToken-14",
+    "API_KEY=formPairKey-15",
+    '{"password": "formJsonPw-16"}',
+    "https://alice:formHttpsPw-17@example.com/data",
+    "mysql://bob:formMysqlPw-18@db.example:3306/app",
+    "s3://AKIDPLANTED:formS3Secret-19@bucket/key",
+    "formPositional-20",
+]
+ARGV_FORMS_SHOWN = [
+    f"--api-key={REDACTED}",
+    "--token",
+    REDACTED,
+    f"--pass={REDACTED}",
+    "--hf_token",
+    REDACTED,
+    f"API_KEY={REDACTED}",
+    REDACTED,
+    f"https://example.com/{REDACTED}",
+    f"mysql://db.example:3306/{REDACTED}",
+    f"s3://bucket/{REDACTED}",
+    REDACTED,
+]
+ARGV_FORM_SECRETS = [f"form{k}-{n}" for k, n in (("ApiKey", 11), ("Token", 12), ("Pass", 13))] + [
+    "formHfToken-14",
+    "formPairKey-15",
+    "formJsonPw-16",
+    "formHttpsPw-17",
+    "formMysqlPw-18",
+    "formS3Secret-19",
+    "formPositional-20",
+]
 # Lines of an uncommitted change (git.diff).
 DIFF_LINES = {
     "db_pass: yamlDbPass-61": "yamlDbPass-61",
@@ -121,11 +161,22 @@ DIFF_FILES = {
     ".pgpass": ("db.example.com:5432:app:me:pgpassPw-9931\n", "pgpassPw-9931"),
     "wandb.yaml": (f"wandb: {HEX40[::-1]}\n", HEX40[::-1]),
 }
+# A committed file whose change removes a secret and adds a YAML block scalar under a secret key.
+CHANGED_FILES = {
+    "settings.yaml": (
+        "password: oldYamlPass-42\nlr: 1\n",
+        "password: newYamlPass-43\nlr: 1\n"
+        "password_block: |\n  blockScalarPw-77\n  second-Line-78\n",
+        ("oldYamlPass-42", "newYamlPass-43", "blockScalarPw-77", "second-Line-78"),
+    )
+}
 NEEDLES = sorted(
     {
         *NAMED.values(),
         *(v for _, v in INDIRECT.values()),
         *ARGV_SECRETS,
+        *ARGV_FORM_SECRETS,
+        *(v for _, _, values in CHANGED_FILES.values() for v in values),
         *(v for v in DIFF_LINES.values() if v),
         *(v for _, v in DIFF_FILES.values()),
     }
@@ -159,12 +210,24 @@ def _repo(path: Path) -> Path:
     (path / "config.py").write_text("lr = 0.1\n")
     for name in DIFF_FILES:
         (path / name).write_text("# empty\n")
+    for name, (before, _, _) in CHANGED_FILES.items():
+        (path / name).write_text(before)
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
         subprocess.run(git + args, cwd=path, check=True, capture_output=True)
     (path / "config.py").write_text("lr = 0.2\n" + "\n".join(DIFF_LINES) + "\n")
     for name, (text, _) in DIFF_FILES.items():
         (path / name).write_text(text)
+    for name, (_, after, _) in CHANGED_FILES.items():
+        (path / name).write_text(after)
     return path
+
+
+def _assert_nothing_printed(proc: subprocess.CompletedProcess, needles=NEEDLES) -> None:
+    """No needle in what a command printed (stdout and stderr)."""
+    found = [n for n in needles for text in (proc.stdout, proc.stderr) if n in text]
+    LEAKS["cases"] += 2 * len(needles)
+    LEAKS["leaks"] += len(found)
+    assert not found, f"planted secrets printed: {found}"
 
 
 def _assert_nothing_leaked(root: Path, needles=NEEDLES) -> int:
@@ -193,42 +256,37 @@ def _assert_nothing_leaked(root: Path, needles=NEEDLES) -> int:
 # they wrote
 
 
+def _seeder(args, cwd=None, env=None, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "seeder", *args],
+        cwd=cwd,
+        env=env if env is not None else _planted_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
     repo = _repo(tmp_path / "repo")
     env = _planted_env()
-    p = subprocess.run(
-        [sys.executable, "-m", "seeder", "env", "snapshot", str(tmp_path / "cli")],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # the diff text only when asked for; redacted then
+    p = _seeder(["env", "snapshot", "--diff", str(tmp_path / "cli")], cwd=repo, env=env)
     assert p.returncode == 0, p.stderr
+    _assert_nothing_printed(p)
     code = "import seeder; seeder.init(7)"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "seeder",
-            "run",
-            "--seed",
-            "7",
-            "--",
-            sys.executable,
-            "-c",
-            code,
-            *ARGV,
-        ],
+    p = _seeder(
+        ["run", "--seed", "7", "--", sys.executable, "-c", code, *ARGV, *ARGV_FORMS],
         cwd=repo,
         env={**env, "SEEDER_SNAPSHOT_DIR": str(tmp_path / "run")},
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert p.returncode == 0, p.stderr
+    _assert_nothing_printed(p)
     for snap in ("cli", "run"):
         assert _assert_nothing_leaked(tmp_path / snap) >= 6
+    p = _seeder(["env", "diff", str(tmp_path / "cli"), str(tmp_path / "run")], env=env)
+    assert p.returncode in (0, 1), p.stderr
+    _assert_nothing_printed(p)
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["run"]["argv"][1:] == [
         "--db-password",
@@ -244,6 +302,7 @@ def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
         REDACTED,
         "--notify",
         f"https://hooks.slack.com/{REDACTED}",
+        *ARGV_FORMS_SHOWN,
     ]
     env_txt = (tmp_path / "run" / "env.txt").read_text()
     assert (
@@ -253,28 +312,47 @@ def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
     assert (
         "ODBC_CONNECT=<not recorded>\n" in env_txt
     )  # a variable outside the allowlist: its name only
-    diff = (tmp_path / "run" / "git.diff").read_text()
+    # by default the change is recorded by its files and hash, not its text
+    git = manifest["git"]
+    assert not (tmp_path / "run" / "git.diff").exists() and "diff" not in git
+    assert {"M config.py", "M .netrc", "M settings.yaml"} <= set(git["changed"])
+    assert len(git["diff_sha256"]) == 64
+    assert "  M settings.yaml\n" in (tmp_path / "run" / "git.txt").read_text()
+    cli = json.loads((tmp_path / "cli" / "manifest.json").read_text())["git"]
+    assert cli["diff"] == "git.diff" and cli["diff_sha256"] == git["diff_sha256"]
+    diff = (tmp_path / "cli" / "git.diff").read_text()
     assert "+lr = 0.2" in diff and f"+db_pass: {REDACTED}" in diff
     assert f"+{REDACTED}\n" in diff.split("diff --git a/.netrc", 1)[1]
     assert f"+wandb: {REDACTED}" in diff
+    settings = diff.split("diff --git a/settings.yaml", 1)[1]
+    assert f"-password: {REDACTED}\n" in settings and f"+password: {REDACTED}\n" in settings
+    assert f"+password_block: |\n+  {REDACTED}\n+  {REDACTED}\n" in settings
     for path in (tmp_path / "run").rglob("*"):
         assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
+
+
+SECRET_TOY = str(REPO_ROOT / "tests" / "scripts" / "verify_secret_toy.py")
+#: The toy's command line with planted secrets, and what seeder shows of it.
+TOY_ARGS = [*ARGV[:6], *ARGV_FORMS, *ARGV[-2:]]
+TOY_SHOWN = [
+    "--db-password",
+    REDACTED,
+    f"--token={REDACTED}",
+    "--api-key",
+    REDACTED,
+    f"--password={REDACTED}",
+    *ARGV_FORMS_SHOWN,
+    "--notify",
+    f"https://hooks.slack.com/{REDACTED}",
+]
 
 
 def test_seeder_verify_writes_no_planted_secret(tmp_path):
     need_verify(figures=False)
     out = tmp_path / "v"
-    toy = [
-        sys.executable,
-        str(REPO_ROOT / "tests" / "scripts" / "verify_secret_toy.py"),
-        *ARGV[:6],
-        *ARGV[-2:],
-    ]
-    p = subprocess.run(
+    toy = [sys.executable, SECRET_TOY, *TOY_ARGS]
+    p = _seeder(
         [
-            sys.executable,
-            "-m",
-            "seeder",
             "verify",
             "--out",
             str(out),
@@ -289,40 +367,77 @@ def test_seeder_verify_writes_no_planted_secret(tmp_path):
             "--no-progress",
             "--",
             *toy,
-        ],
-        env=_planted_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
+        ]
     )
     assert p.returncode == 0, p.stdout + p.stderr
+    _assert_nothing_printed(p)
     assert (
         _assert_nothing_leaked(out) >= 2 + 4 * 2 * 3
     )  # report.json, report.md; 8 runs' run.json, log.txt, metrics
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "PASS"
-    expected = [
-        toy[1],
-        "--db-password",
-        REDACTED,
-        f"--token={REDACTED}",
-        "--api-key",
-        REDACTED,
-        f"--password={REDACTED}",
-        "--notify",
-        f"https://hooks.slack.com/{REDACTED}",
-    ]
+    expected = [toy[1], *TOY_SHOWN]
     assert report["config"]["command"][1:] == expected
     for run in report["runs"]:
-        assert run["argv"][1:9] == expected[:8]
+        assert run["argv"][1 : len(expected) - 1] == expected[:-2]
         assert (
-            json.loads((out / "runs" / run["name"] / "run.json").read_text())["argv"][1:9]
-            == expected[:8]
+            json.loads((out / "runs" / run["name"] / "run.json").read_text())["argv"][
+                1 : len(expected) - 1
+            ]
+            == expected[:-2]
         )
         log = (
             out / run["log"]
         ).read_text()  # the script printed its argv and environment: all redacted
         assert log.startswith("config: ") and f"MYSQL_PWD={REDACTED}" in log
+    # the report's text shows a webhook as its JSON does
+    md = (out / "report.md").read_text()
+    assert f"https://hooks.slack.com/{REDACTED}" in md and "hooks.slack.com/services" not in md
+
+
+@pytest.mark.slow
+def test_seeder_locate_writes_and_prints_no_planted_secret(tmp_path):
+    out = tmp_path / "loc"
+    causes = str(REPO_ROOT / "tests" / "scripts" / "locate_causes.py")
+    command = [sys.executable, SECRET_TOY, causes, *TOY_ARGS, "--steps", "1"]
+    p = _seeder(["locate", "--out", str(out), "--no-hash-check", "--", *command], timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    _assert_nothing_printed(p)
+    assert _assert_nothing_leaked(out) >= 2 + 2 * 2  # report.json, report.md; runs' records, logs
+    report = json.loads((out / "report.json").read_text())
+    assert report["kind"] == "identical"
+    assert report["command"] == [sys.executable, SECRET_TOY, causes, *TOY_SHOWN, "--steps", "1"]
+
+
+@pytest.mark.slow
+def test_seeder_compare_writes_and_prints_no_planted_secret(tmp_path):
+    need_verify(figures=False)
+    out = tmp_path / "c"
+    p = _seeder(
+        [
+            "compare",
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--runs",
+            "2",
+            "--a",
+            "--lr 0.05",
+            "--b",
+            "--lr 0.06 --api-key compareApiKey-5151",
+            "--no-figures",
+            "--no-progress",
+            "--",
+            sys.executable,
+            SECRET_TOY,
+            *TOY_ARGS,
+        ]
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    needles = [*NEEDLES, "compareApiKey-5151"]
+    _assert_nothing_printed(p, needles)
+    assert _assert_nothing_leaked(out, needles) >= 2 + 4 * 2
 
 
 # ------------------------------------------------------------------ the findings, one by one, on
@@ -718,6 +833,75 @@ def test_a_diff_keeps_what_is_harmless():
         "+lr = 0.2\n model = DistributedDataParallel(net)\n"
     )
     assert Redactor({}).diff(diff) == diff
+
+
+_SECRET_WORDS = st.sampled_from(
+    ["password", "db_pass", "api_token", "client_secret", "private_key"]
+)
+_VALUES = st.text(string.ascii_letters + string.digits + "-_!", min_size=6, max_size=30).filter(
+    lambda v: any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
+)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(key=_SECRET_WORDS, old=_VALUES, new=_VALUES, indent=st.sampled_from(["", "  ", "    "]))
+def test_a_removed_line_and_an_unchanged_line_under_a_secret_key_leave_nothing(
+    key, old, new, indent
+):
+    diff = (
+        f"diff --git a/c.yaml b/c.yaml\n@@ -1,3 +1,3 @@\n section:\n-{indent}{key}: {old}\n"
+        f"+{indent}{key}: {new}\n {indent}backup_{key}: {old}x\n"
+    )
+    shown = Redactor({}).diff(diff)
+    assert old not in shown and new not in shown
+    assert f"-{indent}{key}: {REDACTED}\n" in shown and f"+{indent}{key}: {REDACTED}\n" in shown
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(
+    key=st.sampled_from(["password_block", "ssh_private_key", "token", "secret_pem"]),
+    lines=st.lists(_VALUES, min_size=1, max_size=4),
+    style=st.sampled_from(["|", ">", "|-", ">+", "|2"]),
+    side=st.sampled_from("+- "),
+)
+def test_a_block_scalar_under_a_secret_key_leaves_nothing(key, lines, style, side):
+    body = "".join(f"{side}    {v}\n" for v in lines)
+    diff = (
+        f"diff --git a/c.yaml b/c.yaml\n@@ -1,9 +1,9 @@\n top:\n{side}  {key}: {style}\n{body}"
+        f"{side}  after: kept-value\n"
+    )
+    shown = Redactor({}).diff(diff)
+    assert not any(v in shown for v in lines), shown
+    assert f"{side}    {REDACTED}\n" in shown and f"{side}  after: kept-value\n" in shown
+
+
+def test_a_block_scalar_under_another_key_is_kept():
+    diff = "diff --git a/c.yaml b/c.yaml\n@@ -1 +1,3 @@\n+notes: |\n+  long-text-value-1\n+lr: 2\n"
+    assert Redactor({}).diff(diff) == diff
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(
+    host=st.from_regex(r"[a-z]{3,10}\.(com|io|example)", fullmatch=True),
+    path=st.lists(st.text(string.ascii_letters, min_size=4, max_size=20), min_size=1, max_size=3),
+    flag=st.sampled_from(["--notify", "--callback", "--report-to"]),
+)
+def test_a_url_on_the_command_line_reads_the_same_in_text_and_in_argv(host, path, flag):
+    url = f"https://{host}/" + "/".join(path)
+    argv = ["train.py", flag, url]
+    r = Redactor({}, [argv])
+    assert (
+        r.text(" ".join(argv))
+        == " ".join(r.argv(argv))
+        == f"train.py {flag} https://{host}/{REDACTED}"
+    )
+
+
+def test_a_command_verify_cannot_probe_is_named_redacted():
+    command = ["bash", "run.sh", *ARGV_FORMS]
+    argv, why = probe_argv(command, Path("."))
+    assert argv is None and why.startswith("bash run.sh --api-key=<redacted> --token <redacted>")
+    assert not [s for s in ARGV_FORM_SECRETS if s in why]
 
 
 def test_a_seeder_log_record_shows_no_url_path_given_on_the_command_line(tmp_path, monkeypatch):

@@ -41,12 +41,16 @@ class ModuleStack:
     A top-level module is named as the user's code names it (``model``), else by its class.
     """
 
-    def __init__(self, write: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        write: Callable[[dict[str, Any]], None],
+        deliver: Optional[Callable[[list[Any]], None]] = None,
+    ) -> None:
         self.stack: list[str] = []
         self.objects: list[Any] = []
         self.names: dict[int, str] = {}
         self.roots: dict[int, str] = {}
-        self.write = write
+        self.write, self.deliver = write, deliver
         self.busy = False  # fingerprinting a batch: its own tensor operations are not the run's
         self.handles = [
             torch.nn.modules.module.register_module_forward_pre_hook(self.pre),
@@ -68,6 +72,8 @@ class ModuleStack:
             root = self._root_name(module)
             self.stack.append(root)
             self.objects.append(module)
+            if self.deliver is not None:  # how a worker's batch arrived, before the batch
+                self.deliver(flatten(args))
             self.busy = True
             try:
                 self.write(self._batch(root, args))

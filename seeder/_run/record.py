@@ -9,6 +9,11 @@ operation draws from, the module it ran in (forward: module hooks; backward: the
 whose forward made the autograd node), the user's file and line, and whether it ran while
 a batch was fetched. Each call of a top-level module writes a ``batch`` line (its inputs,
 with one fingerprint per sample), and each ``optimizer.step()`` a ``step`` line.
+
+A batch from a DataLoader worker process arrives when that worker is done, in an order that
+varies from run to run, and the loader hands the batches out in order: the operations that
+rebuild it in this process are written where it is first used (by an operation or a top-level
+module), so that both runs' records keep the training loop's order.
 ``$SEEDER_LOCATE_STOP=N`` ends the run right after step N: nothing after the first
 differing step is recorded.
 
@@ -113,6 +118,13 @@ def ops_path(directory: str, rank: int) -> str:
     return os.path.join(directory, f"ops.rank{rank}.jsonl")
 
 
+def _storage(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # no storage (sparse, a tensor subclass)
+        return 0
+
+
 def _metadata(node: Any) -> dict[str, Any]:
     """An autograd node's metadata dict, where seeder labels the node with its module and line."""
     # torch's Node declares metadata() a method; the nodes autograd makes hold a dict attribute
@@ -159,7 +171,10 @@ class Recorder(TorchDispatchMode):
         self.buffer: list[str] = []
         self.stop_after, self.steps, self.closed = stop_after, 0, False
         self.infos: dict[Any, tuple[str, bool, bool]] = {}
-        self.modules = ModuleStack(self.write)
+        self.modules = ModuleStack(self.write, self.deliver)
+        # records of tensors from worker processes, by storage, until first used (``deliver``)
+        self.arrivals: dict[int, list[dict[str, Any]]] = {}
+        self.arriving: list[dict[str, Any]] = []  # of a tensor whose storage is not there yet
         # the last forward operation's outputs, to label their autograd nodes
         self.pending: list[torch.Tensor] = []
         self.node = (
@@ -190,6 +205,15 @@ class Recorder(TorchDispatchMode):
             while data:
                 data = data[os.write(self.fd, data) :]
         self.buffer, self.buffered = [], 0
+
+    def deliver(self, tensors: list[Any]) -> None:
+        """Write the records that made these tensors in this process from a worker's batch."""
+        if not self.arrivals:
+            return
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                for record in self.arrivals.pop(_storage(t), ()):
+                    self.write(record)
 
     def before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.optimizer = f"optimizer ({type(optimizer).__name__}.step)"
@@ -282,6 +306,13 @@ class Recorder(TorchDispatchMode):
         if node is None:
             self.last_forward = (record["mod"], record["at"])
             self.pending = outs
+            if site.arriving:  # written where the batch is first used
+                self.arriving.append(record)
+                key = next((p for p in map(_storage, outs) if p), 0)
+                if key:  # a group still there under this storage was never used: dropped
+                    self.arrivals[key], self.arriving = self.arriving, []
+                return out
+        self.deliver(flat)
         self.write(record)
         return out
 

@@ -30,6 +30,8 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep  # pickle, multiprocessing: 
 _SEEDER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _DATA_DIR = os.path.join(_TORCH_DIR, "utils", "data") + os.sep
 _SEEDER_DATA_DIR = os.path.join(_SEEDER_DIR, "data") + os.sep
+#: torch's tensor sharing between processes: a batch from a DataLoader worker is rebuilt there
+_SHARING = os.path.join(_TORCH_DIR, "multiprocessing", "reductions.py")
 #: filename -> (skipped: not the user's, data: torch's or seeder's data loading)
 _kinds: dict[str, tuple[bool, bool]] = {}
 
@@ -43,7 +45,8 @@ def _kind(filename: str) -> tuple[bool, bool]:
             or filename.startswith("<frozen")
             or os.path.basename(filename) in ("contextlib.py", "functools.py")
         )
-        k = _kinds[filename] = (skipped, filename.startswith((_DATA_DIR, _SEEDER_DATA_DIR)))
+        data = filename.startswith((_DATA_DIR, _SEEDER_DATA_DIR)) or filename == _SHARING
+        k = _kinds[filename] = (skipped, data)
     return k
 
 
@@ -55,6 +58,9 @@ class Site:
     in_data: bool  #: a frame of torch's (or seeder's) data loading is on the stack
     #: the dataset fetched from, when ``in_data`` (its class, file and ``__getitem__`` line)
     dataset: str = ""
+    #: a tensor from another process (a DataLoader worker's batch) is being rebuilt: it arrives
+    #: when that process is done, in an order that varies from run to run
+    arriving: bool = False
 
 
 def user_site(depth: int = 1) -> Site:
@@ -67,11 +73,13 @@ def user_site(depth: int = 1) -> Site:
         A :class:`Site`.
     """
     f: Any = sys._getframe(depth + 1)
-    line, in_data, dataset = "", False, ""
+    line, in_data, dataset, arriving = "", False, "", False
     while f is not None:
-        skipped, data = _kind(f.f_code.co_filename)
+        filename = f.f_code.co_filename
+        skipped, data = _kind(filename)
         if data:
             in_data = True
+            arriving = arriving or filename == _SHARING
             if not dataset:
                 owner = f.f_locals.get("self")
                 ds = getattr(owner, "dataset", None) if owner is not None else None
@@ -80,7 +88,7 @@ def user_site(depth: int = 1) -> Site:
         elif not skipped and not line:
             line = f"{f.f_code.co_filename}:{f.f_lineno}"
         f = f.f_back
-    return Site(line, in_data, dataset)
+    return Site(line, in_data, dataset, arriving)
 
 
 def describe_dataset(ds: Any) -> str:

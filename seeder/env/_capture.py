@@ -1,8 +1,9 @@
 """Environment snapshots: write one with :func:`capture_environment`, read one back.
 
 :func:`capture_environment` writes, into a directory readable by its owner only, the
-environment variables (``env.txt``), ``pip freeze``, ``module list``, the git diff of each
-editable install and of the current repository, dpkg and conda package lists,
+environment variables (``env.txt``), ``pip freeze``, ``module list``, the commit and the
+changed files of each editable install and of the current repository (with the sha256 of the
+change; its text only when asked, ``diff=True``), dpkg and conda package lists,
 ``nvidia-smi``, torch's build configuration and ``lscpu``, every secret redacted
 (:mod:`seeder.env._redact`), and ``manifest.json``: each file's sha256, each tool's status
 and the structured view that :func:`seeder.env._diff.diff_environments` compares. The
@@ -121,6 +122,7 @@ def capture_environment(
     *,
     overwrite: bool = False,
     extra: Optional[Mapping[str, Any]] = None,
+    diff: bool = False,
 ) -> Path:
     """Write a snapshot of this process's software and system environment into ``directory``; return
     it.
@@ -135,6 +137,9 @@ def capture_environment(
             (``./repro/$SLURM_JOB_ID``).
         overwrite: replace a snapshot already in ``directory``.
         extra: JSON-serialisable facts stored under ``manifest["run"]["extra"]``.
+        diff: also write the text of each repository's uncommitted change (``git.diff``,
+            ``editable/<name>.diff``, redacted); by default a snapshot records the changed files
+            and the sha256 of the change, not its text.
 
     Returns:
         The snapshot directory.
@@ -143,8 +148,8 @@ def capture_environment(
         FileExistsError: ``directory`` holds a snapshot and ``overwrite`` is false, or files
             seeder did not write (:class:`UnsafeDirectoryError`).
         NotADirectoryError: ``directory`` is a file.
-        TypeError: ``directory`` is not a path, ``overwrite`` not a bool, or ``extra`` is not
-            JSON-serialisable.
+        TypeError: ``directory`` is not a path, ``overwrite`` or ``diff`` not a bool, or ``extra``
+            is not JSON-serialisable.
 
     Example:
         >>> import tempfile
@@ -153,6 +158,7 @@ def capture_environment(
         True
     """
     check_bool(overwrite, "overwrite")
+    check_bool(diff, "diff")
     if directory is not None and not isinstance(directory, (str, os.PathLike)):
         raise TypeError(
             f"directory must be a path (str or os.PathLike) or None, got {type(directory).__name__}"
@@ -195,13 +201,14 @@ def capture_environment(
                 writer,
                 f"git diff ({entry['name']})",
                 f"editable/{_safe(entry['name'])}.diff",
+                diff,
             )
             if os.path.isdir(entry["path"])
             else {"status": "source missing"}
         )
     module_list(writer)
 
-    git = git_state(os.getcwd(), writer, "git diff (working directory)", "git.diff")
+    git = git_state(os.getcwd(), writer, "git diff (working directory)", "git.diff", diff)
     if git["status"] == "ok":
         summary = (
             [
@@ -209,8 +216,11 @@ def capture_environment(
                 f"commit: {git['commit']}",
                 f"branch: {git['branch']}",
                 f"dirty: {git['dirty']}",
-                "remotes:",
+                f"diff sha256: {git.get('diff_sha256')}",
+                "changed:",
             ]
+            + [f"  {c}" for c in git.get("changed", [])]
+            + ["remotes:"]
             + [f"  {r}" for r in git["remotes"]]
             + ["untracked:"]
             + [f"  {u}" for u in git["untracked"]]

@@ -407,7 +407,16 @@ def diff_environments(
         editable_view(sb),
         lambda k: k.endswith((".commit", ".dirty", ".diff_sha256")),
     )
-    git_keys = ("status", "commit", "branch", "dirty", "diff_sha256", "untracked", "remotes")
+    git_keys = (
+        "status",
+        "commit",
+        "branch",
+        "dirty",
+        "diff_sha256",
+        "changed",
+        "untracked",
+        "remotes",
+    )
     result.sections["git"] = _compare_maps(
         {k: (sa.get("git") or {}).get(k) for k in git_keys},
         {k: (sb.get("git") or {}).get(k) for k in git_keys},

@@ -36,12 +36,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Optional, TextIO, cast
 from urllib.parse import quote, unquote
 
 __all__ = [
@@ -68,6 +69,9 @@ __all__ = [
     "shown_value",
     "credential_file",
     "redact_diff",
+    "RedactingStream",
+    "command_text",
+    "redacted_output",
 ]
 
 #: What replaces a secret in every file seeder writes.
@@ -377,9 +381,31 @@ def credential_file(path: str) -> bool:
     return _CREDENTIAL_NAMES.match(path.rsplit("/", 1)[-1]) is not None
 
 
-def redact_diff(diff: str) -> str:
+_BLOCK_SCALAR = re.compile(
+    r"^(?P<indent>[ \t]*)(?:-[ \t]+)?[\"']?(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)[\"']?[ \t]*:[ \t]*"
+    r"[|>][-+0-9]*[ \t]*(?:#.*)?$"
+)
+
+
+def _names_secret(name: str) -> bool:
+    """Whether any word of a key names a secret (``password_block``, ``ssh_key_pem``)."""
+    words = _key_words(name)
+    return any(
+        w in SECRET_KEY_WORDS or a + b in SECRET_KEY_WORDS
+        for w, a, b in zip(words, words, words[1:] + [""])
+    )
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def redact_diff(diff: str, text: Optional[Callable[[str], str]] = None) -> str:
     """A unified diff (``git diff``) showing no line of a credential file's change, and in others
-    no random-looking chunk, URL path or value after a ``password``/``secret``/``token`` word.
+    no random-looking chunk, URL path, value after a ``password``/``secret``/``token`` word, or
+    line of a YAML block scalar under a key with a secret word (``password_block: |``); ``text``
+    (a :meth:`Redactor.text`) applies to each line without its ``+``/``-``/`` `` mark, so that a
+    removed or unchanged line is read as the file has it.
 
     >>> print(redact_diff("diff --git a/.netrc b/.netrc\\n@@ -0,0 +1 @@\\n+machine h password pw\\n"
     ...                   "diff --git a/c.yaml b/c.yaml\\n@@ -1 +1 @@\\n-lr: 1\\n+lr: 2"))
@@ -390,26 +416,50 @@ def redact_diff(diff: str) -> str:
     @@ -1 +1 @@
     -lr: 1
     +lr: 2
+    >>> print(redact_diff("@@ -1 +1,3 @@\\n+password_block: |\\n+  s3cret-line\\n+lr: 2"))
+    @@ -1 +1,3 @@
+    +password_block: |
+    +  <redacted>
+    +lr: 2
     """
     out, hidden, in_hunk = [], False, False
+    block: dict[str, int] = {}  # per side ("+", "-"): the indent of a secret block scalar's key
     for line in diff.splitlines(keepends=True):
         header = _DIFF_FILE.match(line.rstrip("\n"))
         if header is not None:
             hidden = credential_file(header.group("a")) or credential_file(header.group("b"))
             in_hunk = False
+            block.clear()
         elif line.startswith("@@"):
             in_hunk = True
+            block.clear()
         elif in_hunk and line[:1] in ("+", "-", " "):
             end = "\n" if line.endswith("\n") else ""
             body = line[1 : len(line) - len(end)]
+            sides = ("+", "-") if line[0] == " " else (line[0],)
+            inside = [
+                s for s in sides if s in block and (not body.strip() or _indent(body) > block[s])
+            ]
+            for s in sides:
+                if s not in inside:
+                    block.pop(s, None)
+            scalar = _BLOCK_SCALAR.match(body)
+            if scalar is not None and _names_secret(scalar.group("name")):
+                block.update({s: _indent(body) for s in sides})
             if hidden:
                 body = REDACTED if body.strip() else body
+            elif inside:  # a line of a secret's block scalar: its indent only
+                body = body[: _indent(body)] + REDACTED if body.strip() else body
             else:
                 body = _SPACED_SECRET.sub(
                     lambda m: m.group("key") + m.group("sep") + REDACTED, body
                 )
                 body = mask_random(strip_urls(body))
+                if text is not None:
+                    body = text(body)
             line = line[0] + body + end
+        elif text is not None:
+            line = text(line)
         out.append(line)
     return "".join(out)
 
@@ -536,21 +586,28 @@ class Redactor:
     """
 
     def __init__(self, environ: Mapping[str, str], argvs: Iterable[Sequence[str]] = ()):
-        literals = set()
+        # each secret value found, and what replaces it: REDACTED, or for a command-line value
+        # the form :meth:`argv` shows (a URL's scheme and host), so that text and argv agree
+        found: dict[str, str] = {}
+
+        def hide(value: str, shown: str = REDACTED) -> None:
+            if found.get(value, REDACTED) == REDACTED:
+                found[value] = shown if value not in shown else REDACTED
+
         for name, value in environ.items():
             if is_secret_name(name):
-                literals.add(value)
+                hide(value)
             for m in _URL_USERINFO.finditer(value):
-                literals.add(m.group("userinfo").partition(":")[2])
+                hide(m.group("userinfo").partition(":")[2])
             for m in _KEY_VALUE.finditer(value):
                 if is_secret_key(m.group("name")) and _hides(m.group("name"), m.group("value")):
-                    literals.add(m.group("value").strip("{}"))
+                    hide(m.group("value").strip("{}"))
         for argv in argvs:
             args = [str(a) for a in argv]
             for i, a in enumerate(args):
                 name, eq, value = a.partition("=")  # --token=X, db.password=X (a Hydra override)
                 if eq and is_secret_key(name) and _hides(name, value, flag=name.startswith("-")):
-                    literals.add(value)
+                    hide(value)
                 elif (
                     not eq
                     and a.startswith("-")
@@ -558,23 +615,24 @@ class Redactor:
                     and i + 1 < len(args)
                     and not args[i + 1].startswith("--")
                 ):
-                    literals.add(args[i + 1])
+                    hide(args[i + 1])
             for kind, option, value in _argv_items(args)[1:]:  # what argv() hides, text hides
-                if kind != "flag" and shown_value(value, option) != value:
-                    literals.add(value)
+                if kind != "flag":
+                    shown = shown_value(value, option)
+                    if shown != value:
+                        hide(value, shown)
         # As written in URLs, JSON and Python reprs (a script that prints its argv or config) too.
-        literals |= {
-            f(v)
-            for v in literals
+        for value, shown in list(found.items()):
             for f in (
                 unquote,
                 lambda v: quote(v, safe=""),
                 lambda v: json.dumps(v)[1:-1],
                 lambda v: repr(v)[1:-1],
-            )
-        }
-        long_first = sorted((v for v in literals if _searchable(v)), key=len, reverse=True)
+            ):
+                hide(f(value), shown if f(value) == value else REDACTED)
+        long_first = sorted((v for v in found if _searchable(v)), key=len, reverse=True)
         self.literals = long_first
+        self._shown = {v: found[v] for v in long_first}
         self._short = (
             re.compile(
                 "|".join(
@@ -591,7 +649,7 @@ class Redactor:
         """``text`` with every secret replaced by :data:`REDACTED`."""
         for literal in self.literals:  # first: no pattern below may cut a known secret in two
             if len(literal) >= 8:
-                text = text.replace(literal, REDACTED)
+                text = text.replace(literal, self._shown[literal])
         if self._short is not None:
             text = self._short.sub(REDACTED, text)
         text = _PRIVATE_KEY.sub(REDACTED, text)
@@ -646,7 +704,7 @@ class Redactor:
         >>> Redactor({}).diff(d).splitlines()[-1]
         '+<redacted>'
         """
-        return self.text(redact_diff(diff))
+        return redact_diff(diff, self.text)
 
     def data(self, obj: Any, key: str = "") -> Any:
         """A copy of a JSON-able object with every string redacted, before it is serialised.
@@ -776,6 +834,67 @@ class RedactingFilter(logging.Filter):
         if clean != message:
             record.msg, record.args = clean, None
         return True
+
+
+def command_text(argv: Sequence[str], redactor: Optional[Redactor] = None) -> str:
+    """A command line as one line of text, as seeder shows it: :meth:`Redactor.argv`, shell-quoted
+    (``<redacted>`` left as it is).
+
+    >>> command_text(["bash", "run.sh", "--token", "t0k", "a b"])
+    "bash run.sh --token <redacted> 'a b'"
+    """
+    import shlex
+
+    shown = (redactor or file_redactor([argv])).argv(argv)
+    return " ".join(
+        w if shlex.quote(w.replace(REDACTED, "x")) == w.replace(REDACTED, "x") else shlex.quote(w)
+        for w in shown
+    )
+
+
+class RedactingStream:
+    """A text stream whose every write goes through a :class:`Redactor` first: what a seeder tool
+    prints follows the rule its files follow.
+
+    >>> import io
+    >>> buf = io.StringIO(); out = RedactingStream(buf, Redactor({}, [["t.py", "--token", "t0k"]]))
+    >>> _ = out.write("ran t.py --token t0k"); buf.getvalue()
+    'ran t.py --token <redacted>'
+    """
+
+    def __init__(self, stream: Any, redactor: Redactor) -> None:
+        self.stream, self.redactor = stream, redactor
+
+    def write(self, text: str) -> int:
+        self.stream.write(self.redactor.text(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, isatty, encoding, ...
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def redacted_output(argvs: Iterable[Sequence[str]] = ()) -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` through :func:`file_redactor` (of ``argvs`` too) while the
+    block runs: the seeder command's own output.
+
+    >>> import contextlib, io, sys
+    >>> buf = io.StringIO()
+    >>> with contextlib.redirect_stdout(buf), redacted_output([["t.py", "--api-key", "k3y-v"]]):
+    ...     print("driven as t.py --api-key k3y-v")
+    >>> buf.getvalue()
+    'driven as t.py --api-key <redacted>\\n'
+    """
+    import sys
+
+    redactor = file_redactor(argvs)
+    saved = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, RedactingStream(sys.stdout, redactor))
+    sys.stderr = cast(TextIO, RedactingStream(sys.stderr, redactor))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 _seeder_logger = logging.getLogger("seeder")

@@ -148,9 +148,12 @@ class SnapshotWriter:
         return result
 
 
-def git_state(path: PathLike, writer: SnapshotWriter, label: str, diff_name: str) -> dict[str, Any]:
-    """Commit, branch, status and uncommitted diff (against HEAD, staged included) of the repo
-    holding ``path``."""
+def git_state(
+    path: PathLike, writer: SnapshotWriter, label: str, diff_name: str, diff: bool = False
+) -> dict[str, Any]:
+    """Commit, branch, status and what the uncommitted change (against HEAD, staged included) of
+    the repo holding ``path`` touches: the changed files and the sha256 of the redacted diff; the
+    diff text itself (redacted) only with ``diff``."""
     top = run_tool(["git", "-C", str(path), "rev-parse", "--show-toplevel"])
     if top.status != "ok":
         status = "missing" if top.status == "missing" else "not a git repository"
@@ -174,23 +177,40 @@ def git_state(path: PathLike, writer: SnapshotWriter, label: str, diff_name: str
         if remotes.status == "ok"
         else []
     )
-    diff_argv = (
-        ["git", "-C", root, "diff", "HEAD", "--no-color", "--no-ext-diff"]
-        if state["commit"]
-        else ["git", "-C", root, "diff", "--cached", "--no-color", "--no-ext-diff"]
-    )
-    diff = run_tool(diff_argv)
-    if diff.status == "ok":
-        state["dirty"] = bool(diff.stdout) or bool(state["untracked"])
-        if diff.stdout:
-            state["diff"] = writer.write(diff_name, writer.redactor.diff(diff.stdout), label)
-            state["diffsha256"] = writer.files[diff_name]["sha256"]
-        else:
-            state["diffsha256"] = None
+    against = ["HEAD"] if state["commit"] else ["--cached"]
+    options = ["--no-color", "--no-ext-diff"]
+    change = run_tool(["git", "-C", root, "diff", *against, *options])
+    names = run_tool(["git", "-C", root, "diff", *against, "--name-status", "-z", *options])
+    if change.status == "ok" and names.status == "ok":
+        state["dirty"] = bool(change.stdout) or bool(state["untracked"])
+        words = names.stdout.split("\0")
+        state["changed"] = [  # "M path", "R100 old new" as "R old -> new"
+            writer.redactor.text(w) for w in _name_status(words)
+        ]
+        text = writer.redactor.diff(change.stdout)
+        state["diff_sha256"] = sha256(writer.redactor.text(text).encode()) if text else None
+        if text and diff:
+            state["diff"] = writer.write(diff_name, text, label)
     else:
         state["dirty"] = None
-        state["error"] = writer.redactor.text(diff.error)
+        state["error"] = writer.redactor.text(change.error or names.error)
     return state
+
+
+def _name_status(words: list[str]) -> list[str]:
+    """``git diff --name-status -z`` output as ``"M path"`` / ``"R old -> new"`` lines."""
+    out, i = [], 0
+    while i < len(words) and words[i]:
+        status = words[i]
+        if status[:1] in ("R", "C") and i + 2 < len(words):
+            out.append(f"{status[0]} {words[i + 1]} -> {words[i + 2]}")
+            i += 3
+        elif i + 1 < len(words):
+            out.append(f"{status[0]} {words[i + 1]}")
+            i += 2
+        else:
+            break
+    return out
 
 
 def gpu_list() -> tuple[list[dict[str, str]], ToolResult]:

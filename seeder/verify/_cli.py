@@ -177,6 +177,12 @@ def _common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+def _reproducible_failed(report: dict[str, Any]) -> bool:
+    return any(
+        c["name"] == "reproducible" and c["status"] == "FAIL" for c in report.get("checks", [])
+    )
+
+
 def _report_failure(exc: RunFailed, out: Path) -> int:
     for r in exc.failed:
         print(f"\nrun {r.name} failed: {r.reason}", file=sys.stderr)
@@ -285,10 +291,11 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--locate",
-        action="store_true",
-        help="when the seeded runs differ, name the first operation or input that "
-        "parts them (seeder locate: two more runs up to the first differing step, "
-        "in OUT/locate)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="when the reproducible check fails, name the first operation or input that parts "
+        "the seeded runs (seeder locate: two more runs up to the first differing step, in "
+        "OUT/locate; default); --no-locate skips it",
     )
 
     def run(args: argparse.Namespace) -> int:
@@ -312,17 +319,19 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
         if isinstance(result, int):
             return result
         print(rep.table(result))
-        if args.locate:  # seeder locate's hook: its lines after the table, and in the report
-            from seeder.verify._locate import locate_after_verify
+        if _reproducible_failed(result):  # seeder locate: its lines after the table
+            if args.locate:
+                from seeder.verify._locate import locate_after_verify
 
-            try:
                 lines = locate_after_verify(result, Path(cfg.out), timeout=cfg.timeout)
-            except RunFailed as exc:
-                return _report_failure(exc, Path(cfg.out) / "locate")
-            if lines:
                 print(
                     "\nfirst difference (seeder locate):"
                     + "".join(f"\n  - {line}" for line in lines)
+                )
+            else:
+                print(
+                    "\nthe seeded runs differ: seeder locate -- COMMAND (or seeder verify without "
+                    "--no-locate) names the first operation or input that parts them"
                 )
         print(f"report: {Path(cfg.out) / 'report.md'}")
         return EXIT_CODES.get(result["verdict"], EXIT_FAIL)

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from seeder._run.steps import STOP_CKPT
-from seeder.env._redact import file_redactor, redact_json
+from seeder.env._redact import command_text, file_redactor, redact_json
 from seeder.env._safefile import open_log, write_file
 from seeder.verify._contract import TEMPLATE_NAMES, Contract
 
@@ -137,10 +137,8 @@ def probe_argv(command: Sequence[str], cwd: Path) -> tuple[Optional[list[str]], 
         for i, word in enumerate(words[1:], 1):
             if word.endswith(".py") and (Path(cwd) / word).is_file():
                 return [sys.executable, _PROBE, "{report}"] + words[i:], ""
-    return (
-        None,
-        f"{' '.join(words)} is not a Python script or module verify can start up to its parser",
-    )
+    shown = command_text(words)
+    return None, f"{shown} is not a Python script or module verify can start up to its parser"
 
 
 def probe_parser(
@@ -164,7 +162,8 @@ def probe_parser(
     report = folder / PROBE_REPORT
     report.unlink(missing_ok=True)  # never a link to follow (the probe writes it with open())
     argv = [str(report) if w == "{report}" else w for w in argv]
-    shown = " ".join(shlex.quote(w) for w in command)
+    redact = file_redactor([command])
+    shown = command_text(command, redact)  # printed and written
     with os.fdopen(open_log(folder / "log.txt"), "wb") as log:
         try:
             proc = subprocess.Popen(
@@ -191,7 +190,6 @@ def probe_parser(
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait()
-    redact = file_redactor([command])
     _rewrite(folder, "log.txt", lambda text: redact.text(text))
     try:
         record = json.loads(report.read_text(encoding="utf-8"))

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from seeder._checks import is_int
+from seeder.env._redact import redact_json
 from seeder.env._safefile import write_file
 from seeder.verify._advice import HASH_SEED_CAUSES, explain
 from seeder.verify._compare import Difference, first_difference, read_records
@@ -58,6 +59,9 @@ class LocateConfig:
         cwd: the directory paths in ``command`` are relative to (default: the current one).
         timeout: fail a run that takes longer (seconds).
         hash_check: re-run with a fixed ``PYTHONHASHSEED`` where a set's order could be the cause.
+        step_differs: the runs are known to differ at ``step`` (``seeder verify``'s seeded runs
+            did): records that agree there mean a difference the recorder does not see, not runs
+            that do not part.
     """
 
     command: list[str]
@@ -68,6 +72,7 @@ class LocateConfig:
     cwd: Optional[Path] = None
     timeout: Optional[float] = None
     hash_check: bool = True
+    step_differs: bool = False
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -96,7 +101,7 @@ def _prepare_out(out: Path) -> Path:
         shutil.rmtree(out / "runs", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     write_file(out, MARKER, b"{}\n", 0o644)
-    return out
+    return out.resolve()  # each run starts in its own folder: its paths must not be relative
 
 
 def _specs(
@@ -233,13 +238,33 @@ def locate(cfg: LocateConfig) -> dict[str, Any]:
             _run_pair(cfg, out, ("hash-a", "hash-b"), {**located, "PYTHONHASHSEED": _HASH_SEED})
         )
         hash_seed = fixed.kind == "none" or fixed.index > d.index
+    lines = explain(d, hash_seed)
+    # with --step (or no step recorded) nothing says the runs differ: agreeing records say they
+    # do not part; only runs whose per-step records differed and whose operations agree part
+    # where the recorder does not see
+    parted = d.kind != "none" or (
+        step is not None and (report["step_from"] != "given" or cfg.step_differs)
+    )
+    kind = d.kind
+    if d.kind == "none" and not parted:
+        kind = "identical"
+        upto = f"up to the end of step {step}" if step is not None else "to the end of the run"
+        lines = [
+            f"the runs do not part: the {d.records} operations both recorded {upto} agree; "
+            "nothing to locate"
+            + (
+                " (a later step may differ: run without --step to compare every step)"
+                if step
+                else ""
+            )
+        ]
     report.update(
-        differs=d.kind != "none",
-        kind=d.kind,
+        differs=parted,
+        kind=kind,
         hash_seed=hash_seed,
-        lines=explain(d, hash_seed),
-        operation=d.index + 1,
-        at_step=d.step,
+        lines=lines,
+        operation=d.index + 1 if d.kind != "none" else None,
+        at_step=d.step if d.kind != "none" else None,
         record=d.record,
         other=d.other,
     )
@@ -247,22 +272,24 @@ def locate(cfg: LocateConfig) -> dict[str, Any]:
 
 
 def _finish(out: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """Write the report, as it is returned and printed: through the redaction every tool's output
+    goes through (:mod:`seeder.env._redact`; the command keeps only what is shown harmless)."""
+    report = redact_json(json.loads(json.dumps(report, default=str)))
     text = "# seeder locate\n\n" + "\n".join(f"- {line}" for line in report["lines"]) + "\n"
     write_file(out, "report.md", text.encode(), 0o644)
-    write_file(
-        out, "report.json", (json.dumps(report, indent=1, default=str) + "\n").encode(), 0o644
-    )
+    write_file(out, "report.json", (json.dumps(report, indent=1) + "\n").encode(), 0o644)
     return report
 
 
 def locate_after_verify(
     report: dict[str, Any], out: Path, timeout: Optional[float] = None
 ) -> list[str]:
-    """``seeder verify --locate``: when the seeded runs differ, locate their first difference.
+    """``seeder verify``'s localisation: when the seeded runs differ, locate their first difference.
 
     The first differing optimizer step comes from the seeded runs' per-step records; the
     localisation runs go to ``OUT/locate/``. The lines are added to ``report.json``
-    (``"locate"``) and to ``report.md``.
+    (``"locate"``) and to ``report.md``. A localisation that cannot run (a run that fails, a
+    script that records nothing) gives one line saying why; the verdict stays as it is.
 
     Args:
         report: what :func:`seeder.verify.verify` returned.
@@ -270,35 +297,33 @@ def locate_after_verify(
         timeout: fail a localisation run that takes longer (seconds).
 
     Returns:
-        The lines of the localisation (none when the seeded runs agree).
+        The lines of the localisation (none when the reproducible check did not fail).
     """
     check = next((c for c in report.get("checks", []) if c["name"] == "reproducible"), None)
     if check is None or check["status"] != "FAIL":
         return []
-    runs = {r["name"]: r for r in report["runs"]}
-    full = [Path(out) / "runs" / name for name in sorted(runs) if name.startswith("full-")]
-    step = None
-    for other in full[1:]:
-        step, _, identical = first_differing_step(full[0] / STEPS_NAME, other / STEPS_NAME)
-        if step is not None or not identical:
-            break
-    recorded = json.loads((full[0] / "run.json").read_text(encoding="utf-8"))
-    env = {
-        k: v.replace(str(full[0]), "{workdir}")
-        for k, v in (recorded.get("env") or {}).items()
-        if k not in ("SEEDER_STEPS", "SEEDER_TRACE")
-    }  # verify's own records: not needed once the step is known
-    seed = runs["full-0"].get("master_seed")
-    result = locate(
-        LocateConfig(
-            command=list(runs["full-0"]["argv"]),
-            out=Path(out) / "locate",
-            seed=seed if seed is not None else 42,
-            step=step,
-            env=env,
-            timeout=timeout,
+    runs = {r["name"]: r for r in report.get("runs", [])}
+    where = Path(out) / "locate"
+    try:
+        result = locate(_after_verify_config(runs, Path(out), where, timeout))
+    except (RunFailed, RuntimeError, ValueError, OSError, KeyError, json.JSONDecodeError) as exc:
+        if isinstance(exc, RunFailed):
+            why = "; ".join(
+                f"run {r.name} failed: {r.reason} (its log: {r.log})" for r in exc.failed
+            )
+        else:
+            why = str(exc) or type(exc).__name__
+        result = redact_json(
+            {
+                "differs": None,
+                "kind": "error",
+                "command": list(runs.get("full-0", {}).get("argv") or []),
+                "lines": [
+                    f"seeder locate could not name the first difference: {why}; run it yourself: "
+                    "seeder locate -- COMMAND (docs/locate.md)"
+                ],
+            }
         )
-    )
     report["locate"] = result
     from seeder.verify._session import (
         write_json,  # the report's own writer (strict JSON, secrets redacted)
@@ -313,3 +338,34 @@ def locate_after_verify(
     )
     write_file(Path(out), "report.md", md.encode(), 0o644)
     return list(result["lines"])
+
+
+def _after_verify_config(
+    runs: dict[str, dict[str, Any]], out: Path, where: Path, timeout: Optional[float]
+) -> LocateConfig:
+    """The localisation of verify's seeded runs: their command, seed, environment and first
+    differing step."""
+    full = [out / "runs" / name for name in sorted(runs) if name.startswith("full-")]
+    if len(full) < 2:
+        raise ValueError("fewer than two seeded runs to compare")
+    step = None
+    for other in full[1:]:
+        step, _, identical = first_differing_step(full[0] / STEPS_NAME, other / STEPS_NAME)
+        if step is not None or not identical:
+            break
+    recorded = json.loads((full[0] / "run.json").read_text(encoding="utf-8"))
+    env = {
+        k: v.replace(str(full[0]), "{workdir}")
+        for k, v in (recorded.get("env") or {}).items()
+        if k not in ("SEEDER_STEPS", "SEEDER_TRACE")
+    }  # verify's own records: not needed once the step is known
+    seed = runs["full-0"].get("master_seed")
+    return LocateConfig(
+        command=list(runs["full-0"]["argv"]),
+        out=where,
+        seed=seed if seed is not None else 42,
+        step=step,
+        env=env,
+        timeout=timeout,
+        step_differs=step is not None,
+    )

@@ -13,6 +13,8 @@
 * ``batch-order``: batches hold the same samples in an order from an unseeded ``random.Random``,
   feeding a batch norm;
 * ``index-add`` (CUDA): ``index_add_`` of floats with repeated indices on the GPU;
+* ``clock-noise``: the training loop adds noise drawn from a ``torch.Generator`` seeded from the
+  clock (a GAN's latent noise), beside batches from seeded workers;
 * ``none``: nothing: the runs are identical.
 
 Everything else is seeded by seeder. The run makes ``--steps`` optimizer steps.
@@ -178,8 +180,11 @@ else:
     loader = seeder.DataLoader(data, batch_size=8, shuffle=True, num_workers=args.workers)
 seeder.reseed(1, 0)
 batches = vocab_batches() if cause == "set-vocab" else iter(loader)
+latent = torch.Generator().manual_seed(time.time_ns()) if cause == "clock-noise" else None
 for _step in range(args.steps):
     x = next(batches)
+    if latent is not None:
+        x = x + torch.randn(x.shape, generator=latent)
     if cause == "urandom-backward":
         x = (torch.arange(32) * 7) % 5  # token ids, each repeated 6 or 7 times
     x = x.to(device)
