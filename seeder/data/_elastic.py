@@ -387,7 +387,7 @@ class ElasticView(BatchSeedingDataset):
     def __init__(
         self, dataset: Any, source: SeedSource, sample_rngs: tuple[str, ...] = FETCH_SEEDED
     ):
-        super().__init__(dataset, source)
+        super().__init__(dataset, source, "seeder.ElasticDataLoader")
         self.positions = PositionSeeds()  # this process's seeds, computed ahead
         self.sample_rngs = (
             sample_rngs  # the global RNGs seeded before every sample; the others are watched
@@ -398,8 +398,12 @@ class ElasticView(BatchSeedingDataset):
         gens = self.source.generators("seeder.ElasticDataLoader")
         width = generator_words(gens)
         seeds = self.positions.words(master, task, epoch, first, len(indices), width)
-        return sample_seeding(self.sample_rngs).fetch(
-            self.dataset.__getitem__, indices, seeds, gens, width
+        return self.held.fetch(
+            self.dataset,
+            self.source.registered,
+            lambda: sample_seeding(self.sample_rngs).fetch(
+                self.dataset.__getitem__, indices, seeds, gens, width
+            ),
         )
 
     def __getstate__(self) -> dict[str, Any]:

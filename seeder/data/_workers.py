@@ -123,6 +123,19 @@ class SeedSource:
             return [(m.seed, m.shared, m.stream) for m in s.generators()]
         return (self._unpickled or self.inputs(what)).generators
 
+    def registered(self) -> list[Any]:
+        """The registered generators' objects (what they were registered as), live or pickled.
+
+        >>> import seeder, torch
+        >>> s = seeder.Seeder(); s.init(4); g = torch.Generator(); _ = s.register_generator(g)
+        >>> SeedSource(s).registered() == [g]
+        True
+        """
+        if self._snap is not None:
+            return [gen for gen, _, _ in self._snap["generators"]]
+        s = self._live()
+        return [m.gen for m in s.generators()] if s.initialized else []
+
     def inputs(self, what: str) -> SeedInputs:
         """The seeder's :class:`SeedInputs` now (live), or as pickled; ``what`` names the caller in
         errors."""
