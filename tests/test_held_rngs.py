@@ -59,6 +59,20 @@ class Transformed(torch.utils.data.Dataset):
         return self.transforms[0](float(i))
 
 
+class GlobalHeld(torch.utils.data.Dataset):
+    """Holds the global RNGs themselves (and a module), which the loader seeds."""
+
+    def __init__(self):
+        self.gen, self.rng = torch.default_generator, random.random.__self__
+        self.np_rng, self.module = np.random.random.__self__, np.random
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> float:
+        return float(torch.rand((), generator=self.gen)) + self.rng.random() + self.np_rng.rand()
+
+
 class SplitOnce(torch.utils.data.Dataset):
     """Holds an RNG it used once, at construction, and draws nothing from while fetching."""
 
@@ -113,6 +127,7 @@ def test_a_registered_generator_or_an_rng_not_drawn_while_fetching_is_silent(s, 
         warnings.simplefilter("error", SeederWarning)
         _items(s, kind, data)
         _items(s, kind, SplitOnce(), epoch=1)
+        _items(s, kind, GlobalHeld(), epoch=2)
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import types
 import warnings
 from collections.abc import Iterable
 from typing import Any, Callable, Optional
@@ -81,6 +82,9 @@ def held_rngs(dataset: Any, registered: Iterable[Any] = ()) -> list[tuple[str, L
     ['dataset.rng', 'dataset.items[0]']
     """
     skip = {id(getattr(g, "__self__", g)) for g in registered}
+    # the global RNGs, which the loader seeds
+    skip |= {id(getattr(f, "__self__", None)) for f in (random.random, np.random.random)}
+    skip.add(id(torch.default_generator))
     found: list[tuple[str, Look]] = []
     seen: set[int] = set()
     queue: list[tuple[Any, str, int]] = [(dataset, "dataset", _DEPTH)]
@@ -94,7 +98,7 @@ def held_rngs(dataset: Any, registered: Iterable[Any] = ()) -> list[tuple[str, L
             if id(obj) not in skip:
                 found.append((path, look))
             continue
-        if depth == 0 or isinstance(obj, (torch.Tensor, np.ndarray, type)):
+        if depth == 0 or isinstance(obj, (torch.Tensor, np.ndarray, type, types.ModuleType)):
             continue
         if isinstance(obj, (list, tuple)):
             children = [(v, f"{path}[{i}]") for i, v in enumerate(obj[:_ITEMS])]
