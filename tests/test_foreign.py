@@ -530,3 +530,29 @@ def test_seeder_loaders_put_the_loop_rngs_back_after_a_collate_fn_seeding(run):
 
         runs.append((_caught(loop), drawn))
     assert runs[0] == ([], runs[1][1])
+
+
+def test_a_name_bound_before_init_is_warned_about_at_init_with_its_line(tmp_path):
+    """``from torch import manual_seed`` before ``init`` keeps torch's own function, whose calls
+    seeder cannot see: ``init`` says so once per name, naming the file and line."""
+    from helpers import run_python
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import warnings\n"
+        "from random import seed\n"
+        "from torch import manual_seed as ms\n"
+        "import seeder\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    seeder.init(3); seeder.init(4)\n"
+        "    import random; random.seed(2)  # through the module: watched as always\n"
+        "for w in caught:\n"
+        "    print(w.lineno, str(w.message).split(' before')[0])\n"
+    )
+    out = run_python([str(script)], env={"SEEDER_QUIET": "1"}).stdout.splitlines()
+    assert out[:2] == [
+        f"2 {script}:2 binds 'seed' to random.seed",
+        f"3 {script}:3 binds 'ms' to torch.manual_seed",
+    ], out
+    assert len(out) == 3 and out[2].startswith(f"8 random.seed(2) at {script}:8"), out

@@ -2,8 +2,9 @@
 
 Once the module-level seeder (``seeder.init``) has started a run, a later ``random.seed``,
 ``np.random.seed``, ``torch.manual_seed``, ``torch.seed`` or ``torch.cuda.manual_seed(_all)`` is
-told apart by who made it (through the module's name: a name bound before ``init`` and a method
-of the generator object itself are not seen):
+told apart by who made it (through the module's name: a method of the generator object itself
+is not seen, nor a name bound before ``init``, which ``init`` warns about once per name of the
+user's modules):
 
 * **a framework's run-level seeding** (Lightning's ``seed_everything`` and ``reset_seed``, which
   ``LightningCLI`` and ddp call; transformers' ``set_seed`` and ``enable_full_determinism``,
@@ -46,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import linecache
 import logging
 import os
 import site
@@ -150,6 +152,9 @@ _routed: deque[dict[str, Any]] = deque(maxlen=ROUTED_KEPT)
 #: a seeding call there is not the run's, so not warned about.
 _restoring: dict[str, int] = {}
 _init_site: Optional[str] = None
+#: The seeding functions ``init`` wrapped, by id: a name bound to one before is not watched.
+_unwatched: dict[int, tuple[Any, str]] = {}
+_bound_warned: set[tuple[str, str]] = set()
 
 
 def _module(frame: Any) -> str:
@@ -425,6 +430,7 @@ def _install() -> None:
         original = getattr(module, attr, None)
         if original is not None and not _routes(original):
             setattr(module, attr, _wrap(original, family, primitive, returns))
+            _unwatched.setdefault(id(original), (original, primitive))
     fork = getattr(torch.random, "fork_rng", None)
     if fork is not None and not _routes(fork):
         torch.random.fork_rng = _forking(fork)
@@ -501,6 +507,7 @@ def watch(seeder: Seeder) -> None:
     _install()
     _owner = weakref.ref(seeder)
     _sites.clear()
+    _bound_before()
     user = _user_frame(sys._getframe(1))
     _init_site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
     drawn = sorted(name for name, used in global_draws().items() if used)
@@ -522,6 +529,40 @@ def watch(seeder: Seeder) -> None:
             json.dumps(record).encode(),
             0o644,
         )
+
+
+def _bound_before() -> None:
+    """Warn once per name for each name of the user's modules bound to a seeding function before
+    ``init`` wrapped it (``from torch import manual_seed``): calls through it are not seen."""
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name != "__main__" and (not isinstance(path, str) or path.startswith(_INSTALLED)):
+            continue
+        where = path if isinstance(path, str) else name
+        for attr, value in list(vars(module).items()):
+            found = _unwatched.get(id(value))
+            if found is None or found[0] is not value or (where, attr) in _bound_warned:
+                continue
+            _bound_warned.add((where, attr))  # a module under two names (__mp_main__) once
+            primitive = found[1]
+            line = next(
+                (
+                    n
+                    for n, text in enumerate(linecache.getlines(where), 1)
+                    if "import" in text and attr in text
+                ),
+                1,
+            )
+            warnings.warn_explicit(
+                f"{where}:{line} binds {attr!r} to {primitive} before seeder.init, so seeder does "
+                f"not see the calls through that name: they seed as they say, with no word, and "
+                f"what draws next depends on their seed, not on the master seed. Call "
+                f"{primitive}(...) through its module, or remove the call (seeder.reseed seeds "
+                f"random, NumPy and torch)",
+                SeederWarning,
+                where,
+                line,
+            )
 
 
 @contextlib.contextmanager
