@@ -539,7 +539,10 @@ def _bound_before() -> None:
         if name != "__main__" and (not isinstance(path, str) or path.startswith(_INSTALLED)):
             continue
         where = path if isinstance(path, str) else name
-        for attr, value in list(vars(module).items()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for attr, value in list(names.items()):
             found = _unwatched.get(id(value))
             if found is None or found[0] is not value or (where, attr) in _bound_warned:
                 continue
