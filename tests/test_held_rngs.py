@@ -102,9 +102,9 @@ def s():
 
 @pytest.mark.parametrize("kind", sorted(LOADERS))
 def test_a_batch_drawing_from_the_dataset_s_own_generator_warns_once(s, kind):
-    with pytest.warns(SeederWarning, match=r"drew from dataset\.gen, an RNG object") as caught:
+    with pytest.warns(SeederWarning, match=r"drew from dataset\.gen: RNG object") as caught:
         _items(s, kind, Noisy())
-    held = [w for w in caught if "RNG object the dataset holds" in str(w.message)]
+    held = [w for w in caught if "RNG object(s) the dataset holds" in str(w.message)]
     assert len(held) == 1 and "seeder.register_generator(dataset.gen)" in str(held[0].message)
 
 
@@ -212,4 +212,28 @@ def test_with_workers_each_worker_that_draws_warns_on_its_stderr():
         "    for _ in seeder.DataLoader(Noisy(), batch_size=2, num_workers=2): pass\n"
     )
     err = run_python(["-c", code], env={"SEEDER_QUIET": "1"}).stderr
-    assert err.count("drew from dataset.gen, an RNG object the dataset holds") == 2, err
+    assert err.count("drew from dataset.gen: RNG object(s) the dataset holds") == 2, err
+
+
+def _seeded_loader(s, data):
+    wrapped = seeder.data.SeededDataset(data, seeder=s)
+    sampler = seeder.DistributedSampler(wrapped, seeder=s)
+    return list(torch.utils.data.DataLoader(wrapped, batch_size=2, sampler=sampler))
+
+
+def test_seeded_dataset_for_torch_s_loader_warns_too(s):
+    """``seeder.data.SeededDataset`` (per-sample seeds for torch's own DataLoader) watches the
+    dataset's RNG objects the same way; registered, they are seeded per sample and say nothing."""
+    s.reseed(1, 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _seeded_loader(s, Noisy())
+    held = [str(w.message) for w in caught if "RNG object(s)" in str(w.message)]
+    assert len(held) == 1 and "SeededDataset: a fetch drew from dataset.gen" in held[0], held
+    data = Noisy()
+    s.register_generator(data.gen)
+    s.reseed(1, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _seeded_loader(s, data)
+    assert not [w for w in caught if "RNG object(s)" in str(w.message)]

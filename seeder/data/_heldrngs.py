@@ -149,8 +149,8 @@ class HeldRNGs:
     def _warn(self, paths: list[str]) -> None:
         names = ", ".join(paths)
         warnings.warn(
-            f"{self.what}: a batch drew from {names}, an RNG object the dataset holds that seeder "
-            f"does not seed: its items depend on what this process drew before (the number of "
+            f"{self.what}: a fetch drew from {names}: RNG object(s) the dataset holds that seeder "
+            f"does not seed, so its items depend on what this process drew before (the number of "
             f"workers, the world size) and a resume does not give them back. Register it before "
             f"the loader starts (seeder.register_generator({paths[0]})): every batch seeds it "
             f"then; or draw from the global RNGs, which the loader seeds",
