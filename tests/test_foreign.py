@@ -7,6 +7,7 @@ warned about once with its line. Real Lightning (seed_everything, LightningCLI),
 NumPy and torch. The drawn seed is shown.
 """
 
+import functools
 import inspect
 import os
 import random
@@ -556,3 +557,34 @@ def test_a_name_bound_before_init_is_warned_about_at_init_with_its_line(tmp_path
         f"3 {script}:3 binds 'ms' to torch.manual_seed",
     ], out
     assert len(out) == 3 and out[2].startswith(f"8 random.seed(2) at {script}:8"), out
+
+
+class _GeneratedStream(torch.utils.data.IterableDataset):
+    """An ``IterableDataset`` whose ``__iter__`` returns a generator of a plain function."""
+
+    def __iter__(self):
+        def items():
+            for i in range(4):
+                torch.manual_seed(i)  # seeds from the item's index: the dataset's own fetch
+                yield torch.rand(())
+
+        return items()
+
+
+def test_an_iterable_dataset_s_generator_is_a_fetch_and_a_partial_collate_fn_is_not(run):
+    plain = _without_seeder(
+        lambda: [b.tolist() for b in torch.utils.data.DataLoader(_GeneratedStream(), batch_size=2)]
+    )
+    run(3)
+    got = []
+    caught = _caught(
+        lambda: got.extend(
+            b.tolist() for b in torch.utils.data.DataLoader(_GeneratedStream(), batch_size=2)
+        )
+    )
+    assert caught == [] and got == plain
+    collate = functools.partial(_seeding_collate)
+    caught = _caught(
+        lambda: list(torch.utils.data.DataLoader(torch.arange(4.0), collate_fn=collate))
+    )
+    assert [str(w.message).split(" at ")[0] for w in caught] == ["random.seed(22)"]

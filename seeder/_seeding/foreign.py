@@ -187,16 +187,33 @@ def _user_frame(frame: Any) -> Optional[Any]:
     return None
 
 
-def _is_fetch(frame: Any) -> bool:
-    """Whether ``frame``, called by a loader, fetches a sample: a dataset's ``__getitem__`` /
-    ``__getitems__``, or a method of a dataset (an ``IterableDataset``'s ``__iter__``); not a
-    sampler's ``__iter__`` or a ``collate_fn``."""
+def _code_of(fn: Any) -> Any:
+    """The code object a call of ``fn`` runs (through ``functools.partial`` and ``__call__``)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    code = getattr(fn, "__code__", None)
+    return code if code is not None else getattr(type(fn).__call__, "__code__", None)
+
+
+def _is_fetch(loader: Any, frame: Any) -> bool:
+    """Whether ``frame``, called by the loader's frame ``loader``, fetches a sample: a dataset's
+    ``__getitem__`` / ``__getitems__`` or method, or what a fetcher runs other than its
+    ``collate_fn`` (the generator an ``IterableDataset`` returned); not a sampler's
+    ``__iter__`` or a ``collate_fn``."""
     from torch.utils.data import Dataset, Sampler
 
     if frame.f_code.co_name in ("__getitem__", "__getitems__"):
         return True
     owner = frame.f_locals.get("self")
-    return isinstance(owner, Dataset) and not isinstance(owner, Sampler)
+    if isinstance(owner, Sampler):
+        return False
+    if isinstance(owner, Dataset):
+        return True
+    fetcher = loader.f_locals.get("self")  # a fetcher holds the dataset and the collate_fn
+    collate = getattr(fetcher, "collate_fn", None)
+    if getattr(fetcher, "dataset", None) is None or collate is None:
+        return False
+    return frame.f_code is not _code_of(collate)
 
 
 def _kept_by_loader(frame: Any) -> bool:
@@ -223,7 +240,7 @@ def _classify(caller: Any) -> tuple[str, Any]:
     f, inner = caller, None
     while f is not None:
         if f.f_code.co_filename.startswith(_DATA_DIRS):
-            if inner is None or _is_fetch(inner) or _kept_by_loader(f):
+            if inner is None or _is_fetch(f, inner) or _kept_by_loader(f):
                 return "local", caller
             break  # a sampler or a collate_fn the loader called: the caller's own seeding
         if not user and f.f_code.co_name in _FRAMEWORK_FUNCS and _module(f) in _FRAMEWORK_NAMES:
