@@ -212,3 +212,109 @@ def test_a_fresh_epoch_and_a_resume_at_batch_one_are_not_watched():
     assert hooks_left() == 1
     del it  # a loop left before the watch decided leaves no hook behind
     assert hooks_left() == 0
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        for i in range(N):
+            yield torch.full((2,), float(i)) + torch.rand(2)
+
+
+def resumed_stream(saved: int = SAVED):
+    """An ``IterableDataLoader`` resumed at batch ``saved`` of epoch 0, a model, an optimizer."""
+    first = seeder.Seeder()
+    first.init(3)
+    first.reseed(1, 0)
+    loader = seeder.IterableDataLoader(Stream(), batch_size=1, seeder=first)
+    it = iter(loader)
+    for _ in range(saved):
+        next(it)
+    state = {"epoch_step": saved, "seeder": first.state_dict()}
+    del it
+    again = seeder.Seeder()
+    again.init(3)
+    loader = seeder.IterableDataLoader(Stream(), batch_size=1, seeder=again)
+    model = torch.nn.Linear(2, 1)
+    again.load_state_dict(state["seeder"])
+    again.reseed(1, 0)
+    return loader, model, torch.optim.SGD(model.parameters(), lr=0.01), state
+
+
+def resumed_any(kind: str, saved: int = SAVED):
+    return resumed_stream(saved) if kind == "iterable" else resumed(kind, saved)
+
+
+class Jitter(torch.nn.Module):
+    """An augmentation that is an ``nn.Module`` without parameters (as torchvision's v2 transforms
+    are)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 0.01
+
+
+@pytest.mark.parametrize("kind", [*sorted(KINDS), "iterable"])
+@pytest.mark.parametrize("augment", [False, True], ids=["plain", "augmented-before-skip"])
+def test_the_skip_idiom_warns_with_an_augmentation_module_before_the_skip(kind, augment):
+    """An ``nn.Module`` augmentation applied to every batch before ``if i < start: continue``
+    trains nothing: the idiom still warns, over every seeder loader that resumes inside an epoch
+    (``IterableDataLoader`` included)."""
+    loader, model, opt, state = resumed_any(kind)
+    jitter = Jitter()
+    trained = 0
+    with pytest.warns(SeederWarning, match="discarded") as caught:
+        for i, batch in enumerate(loader):
+            if augment:
+                batch = jitter(batch)
+            if i < state["epoch_step"]:
+                continue
+            train_step(model, opt, batch)
+            trained += 1
+    assert trained == N - 2 * SAVED
+    assert "first 5 batches" in discarded(caught)[0]
+    assert hooks_left() == 0 and not hasattr(torch.autograd.backward, "__wrapped__")
+
+
+@pytest.mark.parametrize("kind", [*sorted(KINDS), "iterable"])
+@pytest.mark.parametrize("evaluate", ["sixth-batch", "after"])
+def test_a_functional_model_stepped_by_hand_then_evaluated_does_not_warn(kind, evaluate):
+    """A model that is no ``nn.Module``, stepped by hand (no optimizer), trains every batch: its
+    backward passes say so, and an ``nn.Module`` evaluation, after the sixth batch of the 7 left
+    or after the 4 left of the epoch (then in the next epoch), warns nothing."""
+    saved = SAVED if evaluate == "sixth-batch" else 8
+    loader, evaluator, _, _ = resumed_any(kind, saved)
+    weight = torch.zeros(2, requires_grad=True)
+    seen = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeederWarning)
+        for i, batch in enumerate(loader, start=loader.batches_done):
+            (weight * batch).sum().backward()
+            with torch.no_grad():
+                weight -= 0.01 * weight.grad
+                weight.grad = None
+            seen += 1
+            if evaluate == "sixth-batch" and i == saved + 5:
+                with torch.no_grad():
+                    evaluator.eval()(batch)
+        with torch.no_grad():
+            evaluator.eval()(torch.ones(2))
+        if kind != "iterable":
+            loader.seeder.reseed(1, 1)
+            for batch in loader:
+                evaluator(batch)
+    assert seen == N - saved
+    assert hooks_left() == 0 and not hasattr(torch.autograd.backward, "__wrapped__")
+
+
+def test_a_functional_model_through_autograd_grad_is_training():
+    """``torch.autograd.grad`` (what ``torch.func.grad`` calls) counts as a backward pass too."""
+    loader, evaluator, _, _ = resumed("map", saved=8)
+    weight = torch.zeros(2, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeederWarning)
+        for batch in loader:
+            (grad,) = torch.autograd.grad((weight * batch).sum(), [weight])
+            with torch.no_grad():
+                weight -= 0.01 * grad
+        with torch.no_grad():
+            evaluator(torch.ones(2))
+    assert hooks_left() == 0

@@ -469,9 +469,23 @@ def test_sample_rngs_is_checked_before_anything_changes(s):
     before = s.participants()
     with pytest.raises(ValueError, match="sample_rngs names the global RNGs"):
         seeder.ElasticDataLoader(range(4), sample_rngs=("cuda",), seeder=s)
-    with pytest.raises(TypeError, match="sample_rngs must be a list or tuple"):
-        seeder.ElasticDataLoader(range(4), sample_rngs="torch", seeder=s)
+    for bad in ("torch", b"torch", 3, None):
+        with pytest.raises(TypeError, match="sample_rngs must be a collection of RNG names"):
+            seeder.ElasticDataLoader(range(4), sample_rngs=bad, seeder=s)
     assert s.participants() == before
+
+
+@pytest.mark.parametrize(
+    "names",
+    [{"torch", "numpy"}, frozenset({"numpy", "torch"}), ("torch", "numpy"), ["numpy", "torch"]],
+)
+def test_sample_rngs_takes_any_collection_of_names_as_its_error_says(s, names):
+    from seeder.data._elastic import check_sample_rngs
+
+    assert check_sample_rngs(names) == ("numpy", "torch")
+    assert check_sample_rngs(iter(sorted(names))) == ("numpy", "torch")
+    loader = seeder.ElasticDataLoader(range(4), sample_rngs=names, seeder=s)
+    assert loader is not None
 
 
 def test_a_state_of_another_world_loads_before_its_elastic_loader_is_built():

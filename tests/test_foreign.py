@@ -7,6 +7,7 @@ warned about once with its line. Real Lightning (seed_everything, LightningCLI),
 NumPy and torch. The drawn seed is shown.
 """
 
+import functools
 import inspect
 import os
 import random
@@ -359,3 +360,231 @@ def test_a_library_seeding_locally_gets_its_own_numbers_silently(run):
     assert _caught(lambda: got.append(local())) == [] and got == [expected]
     assert np.array_equal(before[0], np.random.get_state()[1])
     assert torch.equal(before[1], torch.get_rng_state())
+
+
+def test_torch_seed_warns_with_its_line_and_seeds_from_entropy(run):
+    """``torch.seed()`` and ``torch.random.seed()`` reseed torch's generator from OS entropy: they
+    seed as they say, and one warning each names the line."""
+
+    def late():
+        # fmt: off
+        a = torch.seed(); b = torch.random.seed()  # noqa: E702
+        # fmt: on
+        return a, b
+
+    line = _line_of(late, "torch.seed()")
+    run(4)
+    got = []
+    caught = _caught(lambda: got.append(late()))
+    assert [str(w.message).split(" at ")[0] for w in caught] == [
+        "torch.seed()",
+        "torch.random.seed()",
+    ], caught
+    for w in caught:
+        assert (w.filename, w.lineno) == (__file__, line)
+        assert "a seed drawn from OS entropy" in str(w.message)
+    seed = got[0][1]
+    assert torch.initial_seed() == seed  # seeded as it says
+    assert torch.equal(torch.rand(3), torch.rand(3, generator=torch.Generator().manual_seed(seed)))
+
+
+@pytest.mark.parametrize("bad", [-1, 2**32, 2**70, 3.7, "7"])
+def test_transformers_set_seed_of_a_bad_seed_raises_as_without_seeder(run, bad):
+    transformers = need("transformers", "transformers' set_seed")
+
+    with pytest.raises(Exception) as plain:
+        _without_seeder(lambda: transformers.set_seed(bad))
+    run(9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeederWarning)
+        with pytest.raises(plain.type):
+            transformers.set_seed(bad)
+
+
+def test_accelerate_set_seed_of_a_bad_seed_raises_as_without_seeder(run):
+    accelerate_utils = need("accelerate.utils", "accelerate's set_seed")
+
+    with pytest.raises(Exception) as plain:
+        _without_seeder(lambda: accelerate_utils.set_seed(-5))
+    run(9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeederWarning)
+        with pytest.raises(plain.type):
+            accelerate_utils.set_seed(-5)
+
+
+def test_seeding_inside_a_fork_rng_block_is_not_warned(run):
+    """A block of ``torch.random.fork_rng`` or ``seeder.fork_rng`` puts the RNGs back: the seeding
+    inside is not the run's. What the block does not put back still warns."""
+    run(3)
+    before = torch.get_rng_state()
+
+    def forked():
+        with torch.random.fork_rng():
+            torch.manual_seed(5)
+            inside = torch.rand(2)
+        with seeder.fork_rng():
+            torch.manual_seed(6)
+            random.seed(6)
+            np.random.seed(6)
+        return inside
+
+    got = []
+    assert _caught(lambda: got.append(forked())) == []
+    assert torch.equal(got[0], torch.rand(2, generator=torch.Generator().manual_seed(5)))
+    assert torch.equal(before, torch.get_rng_state())
+
+    def not_put_back():
+        with torch.random.fork_rng():
+            random.seed(7)  # torch's fork_rng puts back torch's generators only
+        with torch.random.fork_rng(enabled=False):
+            torch.manual_seed(7)
+
+    caught = _caught(not_put_back)
+    assert [str(w.message).split(" at ")[0] for w in caught] == [
+        "random.seed(7)",
+        "torch.manual_seed(7)",
+    ]
+
+
+@pytest.mark.parametrize("value", ["yes", "1", " allow", "warn"])
+def test_a_bad_foreign_seeding_setting_is_an_error_at_init(fresh_default, monkeypatch, value):
+    monkeypatch.setenv("SEEDER_FOREIGN_SEEDING", value)
+    with pytest.raises(ValueError, match=r"SEEDER_FOREIGN_SEEDING=.*'allow'.*unset it"):
+        fresh_default.init(master_seed=1)
+    assert not default_seeder().initialized  # nothing changed
+    monkeypatch.setenv("SEEDER_FOREIGN_SEEDING", "ALLOW")
+    fresh_default.init(master_seed=1)
+    assert default_seeder().initialized
+
+
+def test_routed_calls_are_bounded(run):
+    transformers = need("transformers", "transformers' set_seed")
+    from seeder._seeding.foreign import ROUTED_KEPT, routed_calls
+
+    run(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeederWarning)
+        for seed in range(ROUTED_KEPT // 4 + 5):  # four routed calls each
+            transformers.set_seed(seed)
+    calls = routed_calls()
+    assert len(calls) == ROUTED_KEPT
+    assert calls[-1]["call"].startswith(f"transformers' set_seed({ROUTED_KEPT // 4 + 4})")
+
+
+class _SeedingSampler(torch.utils.data.Sampler):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        torch.manual_seed(21)  # the sampler's own seeding: in the main process, the loop's RNG
+        yield from range(self.n)
+
+
+def _seeding_collate(batch):
+    random.seed(22)
+    return torch.utils.data.default_collate(batch)
+
+
+def test_a_sampler_or_collate_fn_seeding_in_the_main_process_warns(run):
+    """Only the dataset's fetch is local: a sampler's or a collate_fn's seeding in the main process
+    re-seeds the training loop's RNG, so it seeds as it says and warns with its line."""
+    data = torch.arange(8.0)
+    run(3)
+    drawn = []
+
+    def loop(loader):
+        for _ in loader:
+            drawn.append((float(torch.rand(())), random.random()))
+
+    caught = _caught(
+        lambda: loop(torch.utils.data.DataLoader(data, sampler=_SeedingSampler(8), batch_size=8))
+    )
+    assert [str(w.message).split(" at ")[0] for w in caught] == ["torch.manual_seed(21)"]
+    assert caught[0].lineno == _line_of(_SeedingSampler.__iter__, "torch.manual_seed(21)")
+    assert drawn[-1][0] == float(torch.rand((), generator=torch.Generator().manual_seed(21)))
+
+    caught = _caught(
+        lambda: loop(torch.utils.data.DataLoader(data, collate_fn=_seeding_collate, batch_size=8))
+    )
+    assert [str(w.message).split(" at ")[0] for w in caught] == ["random.seed(22)"]
+    assert drawn[-1][1] == random.Random(22).random()
+
+
+def test_seeder_loaders_put_the_loop_rngs_back_after_a_collate_fn_seeding(run):
+    """seeder's loaders put the training loop's RNGs back after each fetch, collate_fn included:
+    its seeding does not reach the loop, and is not warned about."""
+    data = torch.arange(8.0)
+    runs = []
+    for collate in (_seeding_collate, torch.utils.data.default_collate):
+        run(3)
+        seeder.reseed(1, 0)
+        loader = seeder.DataLoader(data, collate_fn=collate, batch_size=4)
+        drawn = []
+
+        def loop(loader=loader, drawn=drawn):
+            for _ in loader:
+                drawn.append(random.random())
+
+        runs.append((_caught(loop), drawn))
+    assert runs[0] == ([], runs[1][1])
+
+
+def test_a_name_bound_before_init_is_warned_about_at_init_with_its_line(tmp_path):
+    """``from torch import manual_seed`` before ``init`` keeps torch's own function, whose calls
+    seeder cannot see: ``init`` says so once per name, naming the file and line."""
+    from helpers import run_python
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import warnings\n"
+        "from random import seed\n"
+        "from torch import manual_seed as ms\n"
+        "import seeder\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    seeder.init(3); seeder.init(4)\n"
+        "    import random; random.seed(2)  # through the module: watched as always\n"
+        "for w in caught:\n"
+        "    print(w.lineno, str(w.message).split(' before')[0])\n"
+    )
+    out = run_python([str(script)], env={"SEEDER_QUIET": "1"}).stdout.splitlines()
+    assert out[:2] == [
+        f"2 {script}:2 binds 'seed' to random.seed",
+        f"3 {script}:3 binds 'ms' to torch.manual_seed",
+    ], out
+    assert len(out) == 3 and out[2].startswith(f"8 random.seed(2) at {script}:8"), out
+
+
+class _GeneratedStream(torch.utils.data.IterableDataset):
+    """An ``IterableDataset`` whose ``__iter__`` returns a generator of a plain function."""
+
+    def __iter__(self):
+        def items():
+            for i in range(4):
+                torch.manual_seed(i)  # seeds from the item's index: the dataset's own fetch
+                yield torch.rand(())
+
+        return items()
+
+
+def test_an_iterable_dataset_s_generator_is_a_fetch_and_a_partial_collate_fn_is_not(run):
+    plain = _without_seeder(
+        lambda: [b.tolist() for b in torch.utils.data.DataLoader(_GeneratedStream(), batch_size=2)]
+    )
+    run(3)
+    got = []
+    caught = _caught(
+        lambda: got.extend(
+            b.tolist() for b in torch.utils.data.DataLoader(_GeneratedStream(), batch_size=2)
+        )
+    )
+    assert caught == [] and got == plain
+    collate = functools.partial(_seeding_collate)
+    caught = _caught(
+        lambda: list(torch.utils.data.DataLoader(torch.arange(4.0), collate_fn=collate))
+    )
+    assert [str(w.message).split(" at ")[0] for w in caught] == ["random.seed(22)"]

@@ -102,10 +102,15 @@ def test_another_world_is_refused_before_anything_loads_when_a_participant_canno
         same_rngs(rng_states(), before) and [b.state_dict()["position"] for b in built] == positions
     )
     one.reseed(1, 1)  # the run goes on as if the load had not been tried
-    one.load_state_dict(
-        two_ranks_state, allow_world_change=True
-    )  # asked for: the next epoch boundary
-    assert one.get_master_seed() == 9
+    before = rng_states()
+    for call in (one.check_state_dict, one.load_state_dict):
+        # asked for the next epoch boundary, but the checkpoint holds nothing for the loaders or
+        # samplers of one rank here: refused, not loaded with nothing for them
+        with pytest.raises(StateError, match="holds the state of elastic loaders only") as info:
+            call(two_ranks_state, allow_world_change=True)
+    assert "nothing was loaded" in str(info.value)
+    assert one.get_master_seed() == 3 and one.last_reseed == (1, 1) and not one.pending.parts
+    assert same_rngs(rng_states(), before)
 
 
 def test_a_state_of_another_world_is_checked_as_it_loads_before_its_loader_is_built(

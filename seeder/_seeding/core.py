@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 from seeder._checks import check_bool, check_int, is_bool
 from seeder._errors import SeederWarning
 from seeder._run import watch as runwatch
-from seeder._seeding import derive
+from seeder._seeding import derive, foreign
 from seeder._seeding.announce import show_drawn_seed
 from seeder._seeding.derive import Domain, check_key
 from seeder._seeding.distributed import Topology, agree_master_seed, discover, refuse_in_worker
@@ -250,8 +250,8 @@ class Seeder(Membership, Persistence):
 
         Raises:
             TypeError: an argument of the wrong type.
-            ValueError: a value out of range, or a bad ``$SEEDER_SEED`` or
-                ``$SEEDER_DETERMINISTIC``.
+            ValueError: a value out of range, or a bad ``$SEEDER_SEED``,
+                ``$SEEDER_DETERMINISTIC`` or ``$SEEDER_FOREIGN_SEEDING``.
             RuntimeError: ranks were given different master seeds, or several processes got no
                 seed and have no process group to agree on one.
             OSError: the environment snapshot cannot be written.
@@ -261,6 +261,8 @@ class Seeder(Membership, Persistence):
             1234
         """
         seed, explicit = _master_seed(master_seed)
+        if self.is_default:  # its init watches seeding calls: a bad setting fails before any
+            foreign.check_environment()
         deterministic, snapshot_dir = _init_options(
             ngpus, local_rank, rank, deterministic, snapshot_dir
         )

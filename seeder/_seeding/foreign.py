@@ -1,8 +1,10 @@
 """Seeding calls after ``seeder.init``: frameworks' run-level seeding routed, the rest as they say.
 
 Once the module-level seeder (``seeder.init``) has started a run, a later ``random.seed``,
-``np.random.seed``, ``torch.manual_seed`` or ``torch.cuda.manual_seed(_all)`` is told apart by
-who made it:
+``np.random.seed``, ``torch.manual_seed``, ``torch.seed`` or ``torch.cuda.manual_seed(_all)`` is
+told apart by who made it (through the module's name: a method of the generator object itself
+is not seen, nor a name bound before ``init``, which ``init`` warns about once per name of the
+user's modules):
 
 * **a framework's run-level seeding** (Lightning's ``seed_everything`` and ``reset_seed``, which
   ``LightningCLI`` and ddp call; transformers' ``set_seed`` and ``enable_full_determinism``,
@@ -13,15 +15,20 @@ who made it:
   says so and names the fix (a log line instead when the framework passed the master seed, or
   inside :func:`expected`);
 * **local seeding** (a dataset seeding from its index while a loader fetches, in the main
-  process as in DataLoader workers; an installed library) does what it says, silently: it gets
-  the numbers it gets without seeder, whatever ``num_workers`` is;
+  process as in DataLoader workers; anything seeder's loaders call, as they put the loop's RNGs
+  back; an installed library; a block of ``torch.random.fork_rng`` or ``seeder.fork_rng``) does
+  what it says, silently: it gets the numbers it gets without seeder, whatever ``num_workers``
+  is. A sampler or a ``collate_fn`` of torch's loader in the main process is not local: it
+  seeds the training loop's RNG;
 * **a call in the user's own code** (a file outside the installed packages) does what it says,
   and one :class:`seeder.SeederWarning` per line names that line: what draws from that RNG next
   depends on the seed it passed, not on the master seed (none when it passed the master seed).
 
 seeder's and torch's own calls, and every call in a DataLoader worker, pass through untouched.
-``SEEDER_FOREIGN_SEEDING=allow`` lets the frameworks' calls seed as they say too, with no
-warning. :func:`global_draws` tells which global RNGs were drawn from before ``seeder.init``
+A framework's call seeds first as it says (a seed its library refuses raises, as without
+seeder), then is routed. ``SEEDER_FOREIGN_SEEDING=allow`` lets the frameworks' calls seed as they
+say too, with no warning (any other non-empty value is an error). :func:`global_draws` tells
+which global RNGs were drawn from before ``seeder.init``
 (``seeder verify`` reports it: data prepared from an unseeded RNG differs between runs).
 
 Example:
@@ -38,7 +45,9 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import linecache
 import logging
 import os
 import site
@@ -46,7 +55,8 @@ import sys
 import sysconfig
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from seeder._checks import is_int
@@ -63,13 +73,18 @@ __all__ = [
     "global_draws",
     "init_site",
     "routed_calls",
+    "restored",
+    "check_environment",
+    "ROUTED_KEPT",
 ]
 
 logger = logging.getLogger("seeder")
 
 #: Environment variable: ``allow`` lets the frameworks' seeding calls seed as they say (no
-#: routing, no warning).
+#: routing, no warning); unset or empty routes them. Any other value is an error at ``init``.
 ENV_FOREIGN = "SEEDER_FOREIGN_SEEDING"
+#: How many routed calls :func:`routed_calls` keeps (the latest).
+ROUTED_KEPT = 256
 
 #: Suffix (before ``<rank>.json``) of the file, next to ``$SEEDER_TRACE``'s traces, that records
 #: draws before ``init``.
@@ -124,14 +139,22 @@ _TORCH_WRAPPERS: tuple[str, ...] = ()
 #: one of their frames runs while a sample is fetched, as it does in a DataLoader worker, so it is
 #: local seeding.
 _DATA_DIRS: tuple[str, ...] = ()
+#: seeder's loaders' directory.
+_SEEDER_DATA = "<none>"
 #: Where installed packages and the standard library live: frames there are not the user's code.
 _INSTALLED: tuple[str, ...] = ()
 _owner: Optional[weakref.ReferenceType[Any]] = None
 _installed = False
 _quiet = 0
 _sites: set[tuple[str, str]] = set()
-_routed: list[dict[str, Any]] = []
+_routed: deque[dict[str, Any]] = deque(maxlen=ROUTED_KEPT)
+#: Families whose global RNGs a block puts back (``torch.random.fork_rng``, ``seeder.fork_rng``):
+#: a seeding call there is not the run's, so not warned about.
+_restoring: dict[str, int] = {}
 _init_site: Optional[str] = None
+#: The seeding functions ``init`` wrapped, by id: a name bound to one before is not watched.
+_unwatched: dict[int, tuple[Any, str]] = {}
+_bound_warned: set[tuple[str, str]] = set()
 
 
 def _module(frame: Any) -> str:
@@ -164,22 +187,65 @@ def _user_frame(frame: Any) -> Optional[Any]:
     return None
 
 
+def _code_of(fn: Any) -> Any:
+    """The code object a call of ``fn`` runs (through ``functools.partial`` and ``__call__``)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    code = getattr(fn, "__code__", None)
+    return code if code is not None else getattr(type(fn).__call__, "__code__", None)
+
+
+def _is_fetch(loader: Any, frame: Any) -> bool:
+    """Whether ``frame``, called by the loader's frame ``loader``, fetches a sample: a dataset's
+    ``__getitem__`` / ``__getitems__`` or method, or what a fetcher runs other than its
+    ``collate_fn`` (the generator an ``IterableDataset`` returned); not a sampler's
+    ``__iter__`` or a ``collate_fn``."""
+    from torch.utils.data import Dataset, Sampler
+
+    if frame.f_code.co_name in ("__getitem__", "__getitems__"):
+        return True
+    owner = frame.f_locals.get("self")
+    if isinstance(owner, Sampler):
+        return False
+    if isinstance(owner, Dataset):
+        return True
+    fetcher = loader.f_locals.get("self")  # a fetcher holds the dataset and the collate_fn
+    collate = getattr(fetcher, "collate_fn", None)
+    if getattr(fetcher, "dataset", None) is None or collate is None:
+        return False
+    return frame.f_code is not _code_of(collate)
+
+
+def _kept_by_loader(frame: Any) -> bool:
+    """Whether one of seeder's loaders runs ``frame``'s call: they put the training loop's RNGs
+    back after each fetch, ``collate_fn`` included."""
+    f = frame
+    while f is not None:
+        if f.f_code.co_filename.startswith(_SEEDER_DATA):
+            return True
+        f = f.f_back
+    return False
+
+
 def _classify(caller: Any) -> tuple[str, Any]:
     """``("local" | "framework" | "user" | "library", frame)`` for a seeding call by ``caller``.
 
     ``frame`` is the framework's seeding function for ``"framework"``, else ``caller``. A call
-    below a loader's frame is local whoever made it (it runs in a worker when ``num_workers >
-    0``); a library's call below a framework's seeding function is that framework's run-level
-    seeding.
+    below a loader's sample fetch is local whoever made it (it runs in a worker when
+    ``num_workers > 0``); a sampler's or a ``collate_fn``'s call in the main process is not (it
+    is the caller's, user or library); a library's call below a framework's seeding function is
+    that framework's run-level seeding.
     """
     user = _is_user(caller)
-    f = caller
+    f, inner = caller, None
     while f is not None:
         if f.f_code.co_filename.startswith(_DATA_DIRS):
-            return "local", caller
+            if inner is None or _is_fetch(f, inner) or _kept_by_loader(f):
+                return "local", caller
+            break  # a sampler or a collate_fn the loader called: the caller's own seeding
         if not user and f.f_code.co_name in _FRAMEWORK_FUNCS and _module(f) in _FRAMEWORK_NAMES:
             return "framework", f
-        f = f.f_back
+        f, inner = f.f_back, f
     return ("user" if user else "library"), caller
 
 
@@ -257,15 +323,22 @@ def _kept(seeder: Seeder, family: str, primitive: str, seed_arg: Any, caller: An
     _sites.add((site, primitive))
     master = seeder.get_master_seed()
     what, own = _WHAT[family]
+    shown = "" if seed_arg is None else repr(seed_arg)
     if _quiet or (is_int(seed_arg) and seed_arg == master):
-        logger.info("%s(%r) at %s seeds %s after seeder.init", primitive, seed_arg, site, what)
+        logger.info("%s(%s) at %s seeds %s after seeder.init", primitive, shown, site, what)
         return
+    if seed_arg is None:  # random.seed(), torch.seed(): a seed from OS entropy
+        depends = "a seed drawn from OS entropy, another in every run"
+        own = own.format(seed="seeder.get_seed(task, epoch, stream=...)")
+    else:
+        depends = repr(seed_arg)
+        own = own.format(seed=repr(seed_arg))
     warnings.warn_explicit(
-        f"{primitive}({seed_arg!r}) at {site} seeds {what} after seeder.init: it did what it "
-        f"says, and what draws from them next depends on {seed_arg!r}, not on master seed "
+        f"{primitive}({shown}) at {site} seeds {what} after seeder.init: it did what it "
+        f"says, and what draws from them next depends on {depends}, not on master seed "
         f"{master}. To leave the run to seeder, remove the call (seeder.reseed seeds random, "
         f"NumPy and torch); to seed draws of your own, use a generator of your own "
-        f"({own.format(seed=repr(seed_arg))})",
+        f"({own})",
         SeederWarning,
         caller.f_code.co_filename,
         caller.f_lineno,
@@ -286,12 +359,12 @@ def _wrap(
             return original(*args, **kwargs)
         kind, frame = _classify(caller)
         seed_arg = args[0] if args else next(iter(kwargs.values()), None)
-        allow = os.environ.get(ENV_FOREIGN, "").lower() == "allow"
+        allow = check_environment()
+        result = original(*args, **kwargs)  # a bad seed raises here, as without seeder
         if kind == "framework" and not allow:
             _route(seeder, family, seed_arg, frame)
             return returns()
-        result = original(*args, **kwargs)  # a bad seed raises here, as without seeder
-        if kind == "user" and not allow:
+        if kind == "user" and not allow and not _restoring.get(family):
             _kept(seeder, family, primitive, seed_arg, caller)
         return result
 
@@ -314,7 +387,7 @@ def _routes(fn: Any) -> bool:
 
 def _dirs() -> None:
     """Compute the directories the classification reads (once, at the first ``watch``)."""
-    global _OWN_CALLERS, _TORCH_WRAPPERS, _DATA_DIRS, _INSTALLED
+    global _OWN_CALLERS, _TORCH_WRAPPERS, _DATA_DIRS, _INSTALLED, _SEEDER_DATA
     import importlib.util
 
     import torch
@@ -327,7 +400,8 @@ def _dirs() -> None:
         os.path.join(torch_dir, "_compile.py"),
         os.path.join(torch_dir, "_dynamo", ""),
     )
-    data = [os.path.join(torch_dir, "utils", "data", ""), os.path.join(own_dir, "data", "")]
+    _SEEDER_DATA = os.path.join(own_dir, "data", "")
+    data = [os.path.join(torch_dir, "utils", "data", ""), _SEEDER_DATA]
     paths = sysconfig.get_paths()
     installed = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     installed.update(getattr(site, "getsitepackages", lambda: [])())
@@ -364,11 +438,80 @@ def _install() -> None:
         (torch.cuda, "manual_seed", "accelerator", "torch.cuda.manual_seed", lambda: None),
         (torch.cuda, "manual_seed_all", "accelerator", "torch.cuda.manual_seed_all", lambda: None),
     ]
+    if hasattr(torch.random, "seed"):  # seeds from OS entropy: not a function of the master seed
+        targets += [
+            (torch, "seed", "torch", "torch.seed", lambda: torch.initial_seed()),
+            (torch.random, "seed", "torch", "torch.random.seed", lambda: torch.initial_seed()),
+        ]
     for module, attr, family, primitive, returns in targets:
         original = getattr(module, attr, None)
         if original is not None and not _routes(original):
             setattr(module, attr, _wrap(original, family, primitive, returns))
+            _unwatched.setdefault(id(original), (original, primitive))
+    fork = getattr(torch.random, "fork_rng", None)
+    if fork is not None and not _routes(fork):
+        torch.random.fork_rng = _forking(fork)
     _installed = True
+
+
+def _forking(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.random.fork_rng`` that marks its block: torch's generators are put back after it,
+    so a seeding call inside is not warned about."""
+
+    @contextlib.contextmanager
+    def fork_rng(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        enabled = kwargs.get("enabled", args[1] if len(args) > 1 else True)
+        with original(*args, **kwargs) as value:
+            if not enabled:  # nothing is put back: the calls inside are the run's
+                yield value
+                return
+            with restored(("torch", "accelerator")):
+                yield value
+
+    functools.update_wrapper(fork_rng, original)
+    fork_rng.seeder_routes = True  # type: ignore[attr-defined]
+    return fork_rng
+
+
+@contextlib.contextmanager
+def restored(families: Iterable[str]) -> Iterator[None]:
+    """A block after which the global RNGs of ``families`` (``"python"``, ``"numpy"``,
+    ``"torch"``, ``"accelerator"``) are put back: the user's seeding calls inside are not the
+    run's, and are not warned about.
+
+    >>> with restored(("torch",)):
+    ...     pass
+    """
+    names = list(families)
+    for name in names:
+        _restoring[name] = _restoring.get(name, 0) + 1
+    try:
+        yield
+    finally:
+        for name in names:
+            _restoring[name] -= 1
+
+
+def check_environment() -> bool:
+    """Whether ``$SEEDER_FOREIGN_SEEDING`` lets the frameworks' calls seed as they say.
+
+    Returns:
+        ``True`` for ``allow`` (any case), ``False`` when unset or empty.
+
+    Raises:
+        ValueError: any other value (``yes``, ``1``, `` allow``): it names the valid ones.
+
+    >>> check_environment() in (True, False)
+    True
+    """
+    value = os.environ.get(ENV_FOREIGN, "")
+    if value == "" or value.lower() == "allow":
+        return value != ""
+    raise ValueError(
+        f"${ENV_FOREIGN}={value!r} is not a valid value: set it to 'allow' (frameworks' "
+        f"seeding calls seed as they say, with no warning), or unset it (they are routed through "
+        f"seeder)"
+    )
 
 
 def watch(seeder: Seeder) -> None:
@@ -381,6 +524,7 @@ def watch(seeder: Seeder) -> None:
     _install()
     _owner = weakref.ref(seeder)
     _sites.clear()
+    _bound_before()
     user = _user_frame(sys._getframe(1))
     _init_site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
     drawn = sorted(name for name, used in global_draws().items() if used)
@@ -404,6 +548,43 @@ def watch(seeder: Seeder) -> None:
         )
 
 
+def _bound_before() -> None:
+    """Warn once per name for each name of the user's modules bound to a seeding function before
+    ``init`` wrapped it (``from torch import manual_seed``): calls through it are not seen."""
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name != "__main__" and (not isinstance(path, str) or path.startswith(_INSTALLED)):
+            continue
+        where = path if isinstance(path, str) else name
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for attr, value in list(names.items()):
+            found = _unwatched.get(id(value))
+            if found is None or found[0] is not value or (where, attr) in _bound_warned:
+                continue
+            _bound_warned.add((where, attr))  # a module under two names (__mp_main__) once
+            primitive = found[1]
+            line = next(
+                (
+                    n
+                    for n, text in enumerate(linecache.getlines(where), 1)
+                    if "import" in text and attr in text
+                ),
+                1,
+            )
+            warnings.warn_explicit(
+                f"{where}:{line} binds {attr!r} to {primitive} before seeder.init, so seeder does "
+                f"not see the calls through that name: they seed as they say, with no word, and "
+                f"what draws next depends on their seed, not on the master seed. Call "
+                f"{primitive}(...) through its module, or remove the call (seeder.reseed seeds "
+                f"random, NumPy and torch)",
+                SeederWarning,
+                where,
+                line,
+            )
+
+
 @contextlib.contextmanager
 def expected(reason: str) -> Iterator[None]:
     """A block whose seeding calls are expected (an integration's framework seeds): logged, not
@@ -422,8 +603,9 @@ def expected(reason: str) -> Iterator[None]:
 
 
 def routed_calls() -> list[dict[str, Any]]:
-    """The frameworks' seeding calls routed in this process: ``call``, ``site`` (``None`` when no
-    line of the user's led to it), ``rng``, ``master_seed``.
+    """The frameworks' seeding calls routed in this process, the latest :data:`ROUTED_KEPT`
+    (256) of them, oldest first: ``call``, ``site`` (``None`` when no line of the user's led to
+    it), ``rng``, ``master_seed``.
 
     >>> isinstance(routed_calls(), list)
     True

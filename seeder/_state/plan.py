@@ -124,6 +124,7 @@ def plan_load(seeder: Seeder, state: Any, allow_world_change: Any) -> LoadPlan:
     _refuse_per_rank(have, state, world, allow_world_change)
     waiting = _moves_when_built(state, have, world, rank)
     if waiting is not None:
+        _refuse_unmoved(have, waiting)
         check_header(waiting)
         later = {
             k: v for k, v in waiting["participants"].items() if not str(k).startswith("generator.")
@@ -351,6 +352,24 @@ def _refuse_per_rank(
             "(seeder.ElasticDataLoader; elastic=True for SeederTrainer) and build only those: its "
             "checkpoint resumes mid-epoch on any world size, every remaining sample exactly once"
         )
+
+
+def _refuse_unmoved(have: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Raise :class:`StateError` when a state of another world that holds elastic loaders' parts
+    only meets participants here that keep one rank's state (a sampler, a default-mode loader):
+    the checkpoint holds nothing for them, and they cannot take an elastic loader's part."""
+    keys = per_rank_keys(have)
+    if not keys:
+        return
+    parts = [k for k in entry["participants"] if not str(k).startswith("generator.")]
+    raise StateError(
+        f"the checkpoint was saved by a world of {entry.get('world_size')} process(es) and holds "
+        f"the state of elastic loaders only ({', '.join(parts)}), but this process has "
+        f"{part_names(keys)}, which keep(s) the state of one rank of one world size and which "
+        "the checkpoint holds no state for; nothing was loaded. Build only the elastic loaders "
+        "(seeder.ElasticDataLoader) and registered generators of the run that saved it, in the "
+        "same order, before load_state_dict: they resume mid-epoch on any world size"
+    )
 
 
 def _moves_when_built(state: Any, have: dict[str, Any], world: int, rank: int) -> Any:

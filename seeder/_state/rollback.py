@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from seeder._errors import SeederWarning
+from seeder._seeding import foreign
 from seeder._seeding.participant import GeneratorParticipant, describe, validates_state
 from seeder._seeding.rngbase import RNGAdapter
 
@@ -129,7 +130,8 @@ def fork_rng(seeder: Seeder) -> Iterator[None]:
     members = [p for p in seeder.stateful().values() if isinstance(p, GeneratorParticipant)]
     saved, run = capture(seeder.global_adapters(), members), seeder.run.copy()
     try:
-        yield
+        with foreign.restored(("python", "numpy", "torch", "accelerator")):
+            yield
     finally:
         reseeded = (
             seeder.run.last != run.last

@@ -23,6 +23,7 @@ import torch.utils.data
 
 from seeder._seeding.core import Seeder
 from seeder._seeding.derive import batch_seeds
+from seeder.data._heldrngs import HeldRNGs
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import SeedSource, generator_words, seed_globals
 
@@ -74,9 +75,10 @@ class BatchSeedingDataset(torch.utils.data.Dataset):
     [12, 10]
     """
 
-    def __init__(self, dataset: Any, source: SeedSource):
+    def __init__(self, dataset: Any, source: SeedSource, what: str = "seeder.DataLoader"):
         self.dataset = dataset
         self.source = source
+        self.held = HeldRNGs(what)  # the dataset's own RNG objects, which seeder does not seed
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -91,8 +93,8 @@ class BatchSeedingDataset(torch.utils.data.Dataset):
         ds = self.dataset
         getitems = getattr(ds, "__getitems__", None)
         if getitems is not None:
-            return getitems(indices)
-        return [ds[i] for i in indices]
+            return self.held.fetch(ds, self.source.registered, lambda: getitems(indices))
+        return self.held.fetch(ds, self.source.registered, lambda: [ds[i] for i in indices])
 
 
 class BatchKeys(torch.utils.data.BatchSampler):

@@ -11,11 +11,16 @@ A common resume idiom skips the batches the interrupted run had trained::
 seeder's loaders already start at the saved batch, so that loop throws away the first
 ``epoch_step`` batches of what is left of the epoch, and trains none of them. While a loader
 resumed at batch ``start >= 2`` of an epoch hands out its first batches, a
-:class:`DiscardWatch` counts what the training loop does with them: module forward passes and
-optimizer steps, through torch's global hooks (``register_module_forward_pre_hook``,
-``register_optimizer_step_post_hook``), registered for that time only and removed as soon as the
-watch has decided. A forward pass or step that runs while the loader fetches (``num_workers=0``,
-a transform that is an ``nn.Module``) does not count.
+:class:`DiscardWatch` counts what the training loop does with them that trains: optimizer steps,
+backward passes (``torch.autograd.backward``, which ``Tensor.backward`` calls, and
+``torch.autograd.grad``: a functional model stepped by hand), and forward passes of modules with
+parameters that require grad, with grad enabled. A module without such parameters (an
+augmentation, applied before the skip's ``continue`` too) or a forward pass without grad (an
+evaluation) does not train. The watch uses torch's global hooks
+(``register_module_forward_pre_hook``, ``register_optimizer_step_post_hook``) and wraps the two
+autograd functions, for that time only: all are removed as soon as the watch has decided. What
+runs while the loader fetches (``num_workers=0``, a transform that is an ``nn.Module``) does not
+count.
 
 The first use of a batch tells the loops apart:
 
@@ -30,8 +35,9 @@ The watch warns once (:class:`seeder.SeederWarning`, which names the idiom and
 ``enumerate(loader, start=loader.batches_done)``) when the first use comes after ``start + 1``
 or more batches. When the epoch ends after two or more batches with none used, the loop may hold
 no model at all (a test, a look at the data): the watch stays, as long as the loader, and warns
-at the first forward pass or optimizer step that follows (a validation, the next epoch). A
-resume at batch 1 is not watched: one batch discarded looks like a framework's fetch ahead.
+at the first forward pass of any module, backward pass or optimizer step that follows (a
+validation, the next epoch). A resume at batch 1 is not watched: one batch discarded looks like a
+framework's fetch ahead.
 
 Example:
     >>> import torch, warnings
@@ -48,11 +54,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 import weakref
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
+import torch
 from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -99,15 +107,27 @@ class DiscardWatch:
             if watch is not None:
                 watch._used()
 
+        def forward(module: torch.nn.Module, _: Any) -> None:
+            watch = me()
+            if watch is not None:
+                watch._module_forward(module)
+
         self._handles = [
-            register_module_forward_pre_hook(count),
+            register_module_forward_pre_hook(forward),
             register_optimizer_step_post_hook(count),
+            _BackwardHook(count),
         ]
 
     @property
     def active(self) -> bool:
         """Whether the hooks are still registered (the watch has not decided)."""
         return bool(self._handles)
+
+    def _module_forward(self, module: torch.nn.Module) -> None:
+        # While deciding, only a forward pass that trains counts; once the epoch ended with
+        # nothing trained, any forward pass (a validation) says the loop has a model.
+        if self._pending is not None or _trains(module):
+            self._used()
 
     def _used(self) -> None:
         if self._fetching:
@@ -184,3 +204,54 @@ class DiscardWatch:
 
     def __del__(self) -> None:  # dropped undecided (a loop left with break, a loader gone)
         self.close()
+
+
+def _trains(module: torch.nn.Module) -> bool:
+    """Whether a forward pass of ``module`` trains it: grad enabled, and a parameter of its own
+    that requires grad (an augmentation module has none; a model's layers have)."""
+    return torch.is_grad_enabled() and any(
+        p.requires_grad for p in module.parameters(recurse=False)
+    )
+
+
+#: The backward hooks of the watches deciding now; :func:`torch.autograd.backward` and
+#: :func:`torch.autograd.grad` are wrapped while there is one.
+_backward_hooks: set[_BackwardHook] = set()
+_unwrapped: dict[str, Callable[..., Any]] = {}
+
+
+class _BackwardHook:
+    """Calls ``fn`` at every backward pass (``torch.autograd.backward`` or ``.grad``) until
+    :meth:`remove`: what torch's hooks do for forward passes and optimizer steps."""
+
+    def __init__(self, fn: Callable[[], None]):
+        self.fn = fn
+        if not _backward_hooks:
+            _wrap_autograd()
+        _backward_hooks.add(self)
+
+    def remove(self) -> None:
+        _backward_hooks.discard(self)
+        if not _backward_hooks:
+            _unwrap_autograd()
+
+
+def _wrap_autograd() -> None:
+    for name in ("backward", "grad"):
+        original = getattr(torch.autograd, name)
+
+        @functools.wraps(original)
+        def seen(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+            for hook in list(_backward_hooks):
+                hook.fn()
+            return _original(*args, **kwargs)
+
+        _unwrapped[name] = original
+        setattr(torch.autograd, name, seen)
+
+
+def _unwrap_autograd() -> None:
+    for name, original in _unwrapped.items():
+        if getattr(getattr(torch.autograd, name), "__wrapped__", None) is original:
+            setattr(torch.autograd, name, original)  # not if someone wrapped it since
+    _unwrapped.clear()

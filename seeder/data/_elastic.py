@@ -162,22 +162,27 @@ def check_sample_rngs(names: Any) -> tuple[str, ...]:
         The names, each once, in the order ``("python", "numpy", "torch")``.
 
     Raises:
-        TypeError: ``names`` is a string or not a list, tuple, set or frozenset.
+        TypeError: ``names`` is a string, or not iterable.
         ValueError: a name is not one of the three.
 
-    >>> check_sample_rngs(["torch", "python"]), check_sample_rngs(())
-    (('python', 'torch'), ())
+    >>> check_sample_rngs(["torch", "python"]), check_sample_rngs({"numpy"}), check_sample_rngs(())
+    (('python', 'torch'), ('numpy',), ())
     """
-    if not isinstance(names, (list, tuple, set, frozenset)):
+    try:
+        listed = None if isinstance(names, (str, bytes)) else list(names)
+    except TypeError:
+        listed = None
+    if listed is None:
         raise TypeError(
-            f"sample_rngs must be a list or tuple of RNG names out of {FETCH_SEEDED}, got {names!r}"
+            f"sample_rngs must be a collection of RNG names (a list, tuple or set) out of "
+            f"{FETCH_SEEDED}, not a string or a single value; got {names!r}"
         )
-    bad = [n for n in names if n not in FETCH_SEEDED]
+    bad = [n for n in listed if n not in FETCH_SEEDED]
     if bad:
         raise ValueError(
             f"sample_rngs names the global RNGs items draw from, out of {FETCH_SEEDED}; got {bad!r}"
         )
-    return tuple(n for n in FETCH_SEEDED if n in names)
+    return tuple(n for n in FETCH_SEEDED if n in listed)
 
 
 class SampleSeeding:
@@ -382,7 +387,7 @@ class ElasticView(BatchSeedingDataset):
     def __init__(
         self, dataset: Any, source: SeedSource, sample_rngs: tuple[str, ...] = FETCH_SEEDED
     ):
-        super().__init__(dataset, source)
+        super().__init__(dataset, source, "seeder.ElasticDataLoader")
         self.positions = PositionSeeds()  # this process's seeds, computed ahead
         self.sample_rngs = (
             sample_rngs  # the global RNGs seeded before every sample; the others are watched
@@ -393,8 +398,12 @@ class ElasticView(BatchSeedingDataset):
         gens = self.source.generators("seeder.ElasticDataLoader")
         width = generator_words(gens)
         seeds = self.positions.words(master, task, epoch, first, len(indices), width)
-        return sample_seeding(self.sample_rngs).fetch(
-            self.dataset.__getitem__, indices, seeds, gens, width
+        return self.held.fetch(
+            self.dataset,
+            self.source.registered,
+            lambda: sample_seeding(self.sample_rngs).fetch(
+                self.dataset.__getitem__, indices, seeds, gens, width
+            ),
         )
 
     def __getstate__(self) -> dict[str, Any]:

@@ -100,7 +100,7 @@ class ElasticDataLoader(DataLoader):
 
     Raises:
         TypeError: ``sampler=``, ``batch_sampler=`` or ``elastic=`` given (the order is the
-            loader's), an ``IterableDataset``, or ``sample_rngs`` not a list or tuple.
+            loader's), an ``IterableDataset``, or ``sample_rngs`` a string or not iterable.
         ValueError: ``rank`` outside ``[0, num_replicas)``, a ``sample_rngs`` name not one of the
             three.
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import weakref
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
@@ -55,6 +56,7 @@ from seeder._seeding.default import UsesSeeder, check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.rngbase import next_keeping
+from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
 from seeder.data._streams import (
     WorkerStream,
     check_dataset_state,
@@ -274,6 +276,10 @@ _STALE = (
 )
 
 
+#: A resumed epoch's discard watch that outlives its iterator, by loader: dropped with the loader.
+_WAITING: weakref.WeakKeyDictionary[Any, DiscardWatch] = weakref.WeakKeyDictionary()
+
+
 class StreamIter:
     """What ``iter(loader)`` returns: batches in the round robin, counted as handed out.
 
@@ -298,6 +304,13 @@ class StreamIter:
             collections.deque() for _ in range(self._workers)
         ]
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
+        # Resumed inside the epoch: a loop that skips the batches it had trained drops these.
+        start = progress["batch"]
+        self._watch = (
+            DiscardWatch(start, progress["epoch"], "seeder.IterableDataLoader")
+            if start >= FIRST_WATCHED and not progress["complete"]
+            else None
+        )
 
     def __iter__(self) -> StreamIter:
         return self
@@ -308,6 +321,23 @@ class StreamIter:
         self._queues[record["worker"]].append((batch, record))
 
     def __next__(self) -> Any:
+        watch = self._watch
+        if watch is None:
+            return self._next()
+        watch.next_asked()
+        try:
+            batch = self._next()
+        except StopIteration:
+            self._watch = None
+            if watch.ended():
+                _WAITING[self._loader] = watch  # it waits for a use that says the loop trains
+            raise
+        watch.handed()
+        if not watch.active:
+            self._watch = None
+        return batch
+
+    def _next(self) -> Any:
         loader = self._loader
         live = loader._live_stream is self._token
         if (

@@ -42,6 +42,7 @@ from seeder._seeding.default import check_seeder, resolve_seeder
 from seeder._seeding.derive import TRAIN_TASK, Domain, check_key, index_words, stream_seeds
 from seeder._seeding.rngbase import RNGAdapter, keep_states, restore_states
 from seeder._seeding.rngs import adapter_for, global_adapters
+from seeder.data._heldrngs import HeldRNGs
 
 __all__ = [
     "FETCH_SEEDED",
@@ -122,6 +123,19 @@ class SeedSource:
                 return self.inputs(what).generators  # raises
             return [(m.seed, m.shared, m.stream) for m in s.generators()]
         return (self._unpickled or self.inputs(what)).generators
+
+    def registered(self) -> list[Any]:
+        """The registered generators' objects (what they were registered as), live or pickled.
+
+        >>> import seeder, torch
+        >>> s = seeder.Seeder(); s.init(4); g = torch.Generator(); _ = s.register_generator(g)
+        >>> SeedSource(s).registered() == [g]
+        True
+        """
+        if self._snap is not None:
+            return [gen for gen, _, _ in self._snap["generators"]]
+        s = self._live()
+        return [m.gen for m in s.generators()] if s.initialized else []
 
     def inputs(self, what: str) -> SeedInputs:
         """The seeder's :class:`SeedInputs` now (live), or as pickled; ``what`` names the caller in
@@ -400,6 +414,7 @@ class SeededDataset(torch.utils.data.Dataset):
         self.per_sample = per_sample
         self.task = check_key(task, "task")
         self._source = SeedSource(seeder)
+        self._held = HeldRNGs("seeder.data.SeededDataset")  # the dataset's own RNG objects
         self._init_transient()
 
     def _init_transient(self) -> None:
@@ -483,10 +498,12 @@ class SeededDataset(torch.utils.data.Dataset):
                 restore_states(kept, strict=True)
 
     def __getitem__(self, key: Any) -> Any:
-        return self._fetch([self._key(key)])[0]
+        keys = [self._key(key)]
+        return self._held.fetch(self.dataset, self._source.registered, lambda: self._fetch(keys))[0]
 
     def __getitems__(self, keys: Sequence[Any]) -> list[Any]:
-        return self._fetch([self._key(k) for k in keys])
+        pairs = [self._key(k) for k in keys]
+        return self._held.fetch(self.dataset, self._source.registered, lambda: self._fetch(pairs))
 
     def __repr__(self) -> str:
         return (
