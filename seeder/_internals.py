@@ -1,13 +1,12 @@
 """Every private name or layout of another library that seeder relies on, each checked at first use.
 
-Where no public API does the job (or, on a per-batch or per-sample path, none does it at
-the speed the loader benchmarks measure), seeder reads or overrides a private name of
-Python, torch, NumPy, DALI, Lightning, transformers or accelerate. Each such name is listed
-in :data:`INTERNALS` with the versions it was checked on, and each use goes through
-:func:`require` (the dependency still works the way seeder relies on, else
-:class:`DependencyChanged` naming the library and its version) or :func:`degrade` (a
-:class:`seeder.SeederWarning` naming them, then a slower public path). A changed dependency
-is never a silent change of behaviour.
+Where no public API does the job, seeder reads or overrides a private name of torch, NumPy,
+DALI, Lightning, transformers or accelerate (never an object's memory: RNG states go through
+the libraries' public state APIs). Each such name is listed in :data:`INTERNALS` with the
+versions it was checked on, and each use goes through :func:`require` (the dependency still
+works the way seeder relies on, else :class:`DependencyChanged` naming the library and its
+version) or :func:`degrade` (a :class:`seeder.SeederWarning` naming them and what seeder does
+without the name). A changed dependency is never a silent change of behaviour.
 
 Example:
     >>> INTERNALS["torch:DataLoader._get_iterator"].library
@@ -54,7 +53,7 @@ class Internal:
     name: str  #: the private name, as written in the library
     used_for: str  #: what seeder does with it (module and purpose)
     checked: str  #: versions of ``library`` it was checked on
-    if_changed: str  #: ``"raises"``, or the slower public path taken after a SeederWarning
+    if_changed: str  #: ``"raises"``, or what seeder does instead after a SeederWarning
     check: Callable[[Any], Optional[str]]
     per_object: bool = (
         False  #: the check depends on ``obj``: it runs at every use (each is an attribute test)
@@ -112,12 +111,6 @@ def _has(attr: str) -> Callable[[Any], Optional[str]]:
         return None if hasattr(obj, attr) else f"{type(obj).__name__} has no attribute {attr}"
 
     return check
-
-
-def _nothing(_: Any) -> Optional[str]:
-    return (
-        None  # probed where it is used (seeder._seeding.fastrng), which reports through degrade()
-    )
 
 
 def _mixin_reads_drop_last(_: Any) -> Optional[str]:
@@ -217,7 +210,6 @@ def _op_schema(_: Any) -> Optional[str]:
 
 
 _TORCH, _NUMPY, _DALI = "torch 2.13.0", "numpy 2.4.6 (CPython 3.11)", "nvidia-dali 2.4.0"
-_PYTHON = "CPython 3.11"
 INTERNALS: dict[str, Internal] = {
     f"{i.library}:{i.name}": i
     for i in (
@@ -290,33 +282,10 @@ INTERNALS: dict[str, Internal] = {
             "numpy",
             "random.mtrand._rand",
             "seeder._seeding.rngs: the global RandomState object (its "
-            "public seed/get_state/set_state, and its layout on seeder._seeding.fastrng's "
-            "per-batch paths)",
+            "public seed/get_state/set_state)",
             _NUMPY,
             "raises",
             _numpy_global,
-        ),
-        Internal(
-            "numpy",
-            "RandomState gauss cache offset",
-            "seeder._seeding.fastrng: a legacy RandomState's "
-            "key, position and Gaussian cache read in place (found and checked against get_state "
-            "at first use), for the per-batch copy a loader fetching in the main process puts "
-            "back and the elastic loader's watch of NumPy's global RNG",
-            _NUMPY,
-            "NumPy's public get_state/set_state (a slower per-batch copy and watch)",
-            _nothing,
-        ),
-        Internal(
-            "python",
-            "random.Random Mersenne Twister layout",
-            "seeder._seeding.fastrng: a random.Random's "
-            "position and key read in place (found and checked against getstate/setstate at first "
-            "use), for the per-batch copy a loader fetching in the main process puts back and the "
-            "elastic loader's watch of Python's global RNG",
-            _PYTHON,
-            "Python's public getstate/setstate (a slower per-batch copy and watch)",
-            _nothing,
         ),
         Internal(
             "nvidia-dali",

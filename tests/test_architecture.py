@@ -29,7 +29,6 @@ LAYERS = {
     "_atomic": 0,
     "_seeding.derive": 0,
     "_seeding.seedseq": 0,
-    "_seeding.fastrng": 0,
     "_seeding.announce": 0,
     "_seeding.rngbase": 1,
     "_seeding.rngs": 1,

@@ -29,10 +29,6 @@ CASES = {
         ["--items", "64", "--batch", "16", "--repeats", "1", "--save-every", "2"],
         "RATIO workers 2: seeder / torch epoch time",
     ),
-    "bench_hotpaths": (
-        ["--items", "128", "--repeats", "1"],
-        "RATIO watch: public / private epoch time",
-    ),
     "bench_cuda": (
         ["--device", "cpu", "--rounds", "1", "--calls", "2"],
         "RATIO seeder: global RNGs / Lightning _collect/_set_rng_states",

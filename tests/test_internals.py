@@ -9,7 +9,6 @@ DependencyChanged or warn with SeederWarning naming the library and its version.
 from __future__ import annotations
 
 import importlib.util
-import struct
 import warnings
 
 import numpy as np
@@ -81,50 +80,6 @@ def test_torch_without_privateuse1_name_warns_and_seeds_the_rest(unchecked, monk
         match=r"torch 2\.\S+ changed: .*custom \(privateuse1\) accelerator backends are not",
     ):
         assert isinstance(rngs_torch.accelerator_types(), list)
-
-
-def test_numpy_layout_probe_failing_warns_and_takes_the_public_path(unchecked, monkeypatch):
-    from seeder._seeding import fastrng
-    from seeder._seeding.rngs import NumpyRandomStateAdapter
-
-    monkeypatch.setattr(fastrng, "_LEGACY", [])
-    # The layout seeder expects of the Gaussian cache, swapped: what a NumPy that moved or retyped
-    # it looks like.
-    monkeypatch.setattr(fastrng, "GAUSS_CACHE", struct.Struct("i4xf"))
-    adapter = NumpyRandomStateAdapter(np.random.RandomState(3))
-    adapter.rng.standard_normal()
-    with pytest.warns(SeederWarning, match=r"numpy .* changed: .*public get_state/set_state"):
-        restore = adapter.keep()
-    watch, want = adapter.watcher(), adapter.rng.get_state()
-    seen = watch()
-    adapter.rng.standard_normal()
-    assert adapter._fast is None and watch() != seen  # the public path: get_state's fields
-    restore()
-    got = adapter.rng.get_state()
-    assert np.array_equal(got[1], want[1]) and got[2:] == want[2:] and watch() == seen
-
-
-def test_python_layout_probe_failing_warns_and_takes_the_public_path(unchecked, monkeypatch):
-    import random
-
-    from seeder._seeding import fastrng
-    from seeder._seeding.rngs import PythonRandomAdapter
-
-    monkeypatch.setattr(fastrng, "_PY_MT", [])
-    # The bytes seeder expects for the position and key, one word longer: what a CPython that
-    # changed them looks like.
-    monkeypatch.setattr(fastrng, "MT_BYTES", fastrng.MT_BYTES + 4)
-    rng = random.Random(4)
-    rng.gauss(0, 1)
-    adapter = PythonRandomAdapter(rng)
-    with pytest.warns(SeederWarning, match=r"python 3\.\S+ changed: .*public getstate/setstate"):
-        restore = adapter.keep()
-    watch, want = adapter.watcher(), rng.getstate()
-    seen = watch()
-    rng.random()
-    assert adapter._view is None and watch() != seen
-    restore()
-    assert rng.getstate() == want and watch() == seen
 
 
 def test_accelerate_mixin_no_longer_reading_drop_last_raises(unchecked, monkeypatch):

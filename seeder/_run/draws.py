@@ -58,7 +58,7 @@ def mt_states() -> dict[str, tuple[Any, int]]:
     import numpy as np
     import torch
 
-    from seeder._seeding.fastrng import mt_state
+    from seeder._seeding.rngs import mt_state
 
     out: dict[str, tuple[Any, int]] = {}  # in the order of RNG_NAMES
     if require("torch:CPUGeneratorImplState"):  # a changed layout warns once; then no torch counts

@@ -634,6 +634,6 @@ def global_draws() -> dict[str, bool]:
     >>> sorted(global_draws())
     ['numpy']
     """
-    from seeder._seeding.fastrng import mt_state  # lazy: NumPy only when asked
+    from seeder._seeding.rngs import mt_state  # lazy: NumPy only when asked
 
     return {"numpy": int(mt_state()[2]) not in (623, 624)}

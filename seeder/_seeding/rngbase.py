@@ -167,11 +167,9 @@ def on_cpu(value: torch.Tensor) -> torch.Tensor:
 class RNGAdapter:
     """Base class: ``name``, ``seed(seed)``, ``get_state()``, ``check_state(s)``, ``set_state(s)``.
 
-    Every method but :meth:`keep` and :meth:`watcher` uses the RNG library's public state API.
-    ``copy_state()`` / ``put_back(kept)`` save and restore the state within this process (the
-    rollback copies of a load, a ``fork_rng`` block). :meth:`keep` and :meth:`watcher` serve the
-    loaders' per-batch paths, where an adapter may read a private layout listed in
-    :mod:`seeder._internals` (checked at first use, the public API otherwise).
+    Every method uses the RNG library's public state API. ``copy_state()`` / ``put_back(kept)``
+    save and restore the state within this process (the rollback copies of a load, a ``fork_rng``
+    block). :meth:`keep` and :meth:`watcher` serve the loaders' per-batch paths.
     """
 
     name: str = ""

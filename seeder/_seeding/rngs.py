@@ -3,11 +3,10 @@
 States are made only of tensors and plain Python values, so that a checkpoint
 holding them loads with ``torch.load(weights_only=True)``.
 
-Each adapter of Python's and NumPy's Mersenne Twister has two kinds of methods. The checkpoint
-path (``get_state``, ``check_state``, ``set_state``, ``copy_state``, ``put_back``) uses the
-library's public state API only. The per-batch paths (``keep``, ``watcher``) read the state in
-place through :mod:`seeder._seeding.fastrng` where its layout checked out at first use, and fall
-back to the public API (the base class's methods) where it did not.
+Every adapter reads and writes its RNG through the library's public state API only:
+``random.Random.getstate``/``setstate``, NumPy's ``RandomState.get_state``/``set_state`` and
+``bit_generator.state``, ``torch.Generator.get_state``/``set_state``; the checkpoint path and the
+loaders' per-batch paths (``keep``, ``watcher``) alike.
 
 Example:
     >>> from seeder._seeding.rngs import global_adapters
@@ -19,7 +18,7 @@ from __future__ import annotations
 
 import random
 import struct
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import numpy as np
 import torch
@@ -27,14 +26,6 @@ import torch
 from seeder._errors import StateError
 from seeder._internals import require
 from seeder._seeding.derive import numpy_seed
-from seeder._seeding.fastrng import (
-    MARK_BYTES,
-    LegacyAccess,
-    fast_seeding_state,
-    legacy_access,
-    mt_state,
-    python_mt_view,
-)
 from seeder._seeding.rngbase import (
     CPU_FIX,
     RNGAdapter,
@@ -53,6 +44,10 @@ __all__ = [
     "NumpyGeneratorAdapter",
     "global_adapters",
     "adapter_for",
+    "MTState",
+    "mt_state",
+    "pcg64_state",
+    "fast_seeding_state",
 ]
 
 
@@ -91,49 +86,14 @@ class PythonRandomAdapter(RNGAdapter):
             # typeshed types random.getstate as a function; it is a method of the global Random
             rng = random.getstate.__self__  # type: ignore[attr-defined]
         self.rng: random.Random = rng
-        # python_mt_view(rng), looked up at the first per-batch use: False until then, None where
-        # CPython's layout did not check out (the public getstate is used then)
-        self._view: Any = False
 
     def seed(self, seed: int) -> None:
         self.rng.seed(seed)
 
-    # Per-batch paths: keep and watcher read the Mersenne Twister in place (fastrng).
-
-    def _mt_view(self) -> Any:
-        """The view of the generator's key and position, or ``None`` (looked up once)."""
-        if self._view is False:
-            self._view = python_mt_view(self.rng)
-        return self._view
-
-    def keep(self) -> Callable[[], None]:
-        """The generator's position and key as 2.5 KB of bytes and ``gauss_next``
-        (``random.getstate`` builds 625 ints: 10-40x slower), where CPython's layout checked out;
-        else ``getstate``."""
-        # the cached view read inline: keep runs once a batch
-        view, rng = self._view if self._view is not False else self._mt_view(), self.rng
-        if view is None:
-            return super().keep()
-        # CPython's Random keeps its cached Gaussian in gauss_next; typeshed leaves it out
-        raw, gauss_next = view.raw, rng.gauss_next  # type: ignore[attr-defined]
-
-        def restore() -> None:
-            view.raw = raw
-            rng.gauss_next = gauss_next  # type: ignore[attr-defined]
-
-        return restore
-
     def watcher(self) -> Optional[Callable[[], Any]]:
-        """The position, first two key words (:data:`seeder._seeding.fastrng.MARK_BYTES`) and
-        ``gauss_next`` where CPython's layout checked out, else ``getstate()``. Any draw changes
-        them (:mod:`seeder.data._elastic`)."""
-        rng = self.rng
-        mark = python_mt_view(rng, MARK_BYTES) if self._mt_view() is not None else None
-        if mark is None:
-            return rng.getstate
-        return lambda: (mark.raw, rng.gauss_next)  # type: ignore[attr-defined]  # see keep()
-
-    # Checkpoint path: random's public getstate and setstate only.
+        """``getstate``: any draw changes the position or the key, or empties ``gauss_next``
+        (:mod:`seeder.data._elastic`)."""
+        return self.rng.getstate
 
     def copy_state(self) -> Any:
         return self.rng.getstate()
@@ -191,6 +151,32 @@ class PythonRandomAdapter(RNGAdapter):
         self.rng.setstate((3, (*_key_words(state["key"]), state["pos"]), state["gauss_next"]))
 
 
+#: A legacy NumPy state of an MT19937: kind, the 624 key words, position, has_gauss, the cached
+#: Gaussian.
+MTState = tuple[str, "np.ndarray[Any, np.dtype[np.uint32]]", int, int, float]
+
+
+def mt_state(rs: Optional[np.random.RandomState] = None) -> MTState:
+    """``rs.get_state()`` (the global RandomState's for ``None``): the legacy tuple of an MT19937.
+
+    NumPy's stub types a plain ``get_state()`` as its ``legacy=False`` dict; NumPy returns the
+    tuple (``legacy=True`` is the default), which this names.
+
+    Args:
+        rs: a ``RandomState`` over an MT19937, or ``None`` for ``numpy.random``'s global one.
+
+    Returns:
+        ``(kind, key, pos, has_gauss, cached_gaussian)``.
+
+    Example:
+        >>> rs = np.random.RandomState(3); kind, key, pos, _, _ = mt_state(rs)
+        >>> kind, len(key), pos
+        ('MT19937', 624, 624)
+    """
+    state = np.random.get_state() if rs is None else rs.get_state()
+    return cast(MTState, state)
+
+
 class NumpyRandomStateAdapter(RNGAdapter):
     """A legacy :class:`numpy.random.RandomState` (NumPy's global one by default).
 
@@ -208,8 +194,6 @@ class NumpyRandomStateAdapter(RNGAdapter):
         if rng is None:
             require("numpy:random.mtrand._rand")
         self._rng = rng
-        self._bitgen: Any = None
-        self._fast: Any = None  # (rng, bit generator, key view, gauss view, access): per-batch path
 
     @property
     def rng(self) -> np.random.RandomState:
@@ -218,8 +202,6 @@ class NumpyRandomStateAdapter(RNGAdapter):
 
     def seed(self, seed: int) -> None:
         self.rng.seed(numpy_seed(seed))
-
-    # Checkpoint path: NumPy's public get_state and set_state only.
 
     def get_state(self) -> dict[str, Any]:
         kind, key, pos, has_gauss, cached = mt_state(self.rng)
@@ -265,85 +247,75 @@ class NumpyRandomStateAdapter(RNGAdapter):
         kind, key, pos, has_gauss, cached = kept  # a list: set_state copies an array 40x slower
         self.rng.set_state((kind, key.tolist(), pos, has_gauss, cached))
 
-    # Per-batch paths: keep and watcher read the key and the Gaussian cache in place (fastrng).
-
-    def _views(self) -> Any:
-        """``(rng, bit generator, key view, gauss view, access)`` where
-        :func:`seeder._seeding.fastrng.legacy_access` checked out and the RNG is an exact
-        RandomState over an MT19937; else ``None``."""
-        # self.rng, without a call
-        rng = self._rng if self._rng is not None else np.random.mtrand._rand
-        if self._rng is None:
-            # set_bit_generator may swap the global one. get_bit_generator is public (NumPy 1.25);
-            # NumPy's stub does not export it.
-            bitgen = np.random.get_bit_generator()  # type: ignore[attr-defined]
-        else:
-            if self._bitgen is None:
-                # pickling's public way to name a RandomState's bit generator
-                self._bitgen = rng.__reduce__()[1][0]
-            bitgen = self._bitgen
-        views = self._fast
-        if views is not None and views[0] is rng and views[1] is bitgen:
-            return views
-        # a subclass may override get_state/set_state; another bit generator has another layout
-        if type(rng) is not np.random.RandomState or type(bitgen) is not np.random.MT19937:
-            return None
-        access = legacy_access()
-        if access is None:
-            return None
-        self._fast = views = (rng, bitgen, *access.views(rng, bitgen), access)
-        return views
-
-    def keep(self) -> Callable[[], None]:
-        """The key and position and the Gaussian cache as 2.5 KB of bytes (NumPy's ``get_state``
-        copies the key word by word: 20-50x slower)
-        where :func:`seeder._seeding.fastrng.legacy_access` checked out; else ``get_state``."""
-        views = self._views()
-        if views is None:
-            return super().keep()
-        rng, bitgen, key_view, gauss_view, access = views
-        with bitgen.lock:
-            mt, gauss = key_view.raw, gauss_view.raw
-
-        def restore() -> None:
-            if self._views() is views:
-                with bitgen.lock:
-                    access.put_back(rng, key_view, gauss_view, mt, gauss)
-            else:  # the global bit generator was replaced since: into the one in place now
-                self.rng.set_state(LegacyAccess.as_state((mt, gauss)))
-
-        return restore
-
     def watcher(self) -> Optional[Callable[[], Any]]:
-        """The key's last two words and the position
-        (:meth:`seeder._seeding.fastrng.LegacyAccess.mark_view`), the Gaussian cache and, for the
-        global RNG, the bit generator (one swapped in changes it),
-        where :func:`seeder._seeding.fastrng.legacy_access` checked out; else the fields of
-        ``get_state()``. Any draw changes them (:mod:`seeder.data._elastic`)."""
-        views = self._views()
-        if views is None:
-            mine = self._rng
+        """The fields of ``get_state()`` (of the global RNG in place at each call, for ``None``):
+        any draw changes the position, the key or the Gaussian cache (:mod:`seeder.data._elastic`).
+        """
+        mine = self._rng
 
-            def public() -> Any:
-                rng = mine if mine is not None else np.random.mtrand._rand
-                kind, key, pos, has, cached = mt_state(rng)
-                return kind, key.tobytes(), pos, has, cached
+        def public() -> Any:
+            kind, key, pos, has, cached = mt_state(mine)
+            return kind, key.tobytes(), pos, has, cached
 
-            return public
-        mark, gauss = views[4].mark_view(views[1]), views[3]
-        # a RandomState keeps its own bit generator; the global one may be swapped
-        current: Callable[[], Any] = (
-            np.random.get_bit_generator  # type: ignore[attr-defined]  # see _views()
-            if self._rng is None
-            else lambda: None
-        )
+        return public
 
-        def marks(_held: Any = views) -> tuple[Any, bytes, bytes]:
-            """The bit generator, the mark and the Gaussian cache (``_held``: what the views read
-            stays alive)."""
-            return current(), mark.raw, gauss.raw
 
-        return marks
+_PCG_MULT = (2549297995355413924 << 64) | 4865540595714422341
+_M128 = (1 << 128) - 1
+
+
+def pcg64_state(seed: int) -> dict[str, Any]:
+    """``numpy.random.PCG64(numpy.random.SeedSequence(seed)).state``, from the sequence's 8 words.
+
+    PCG64's seeding is arithmetic on them (no object is read); :func:`fast_seeding_state` checks
+    it against NumPy once.
+
+    Args:
+        seed: an int in ``[0, 2**128)``.
+
+    Returns:
+        The state dict NumPy's ``PCG64.state`` holds.
+
+    >>> pcg64_state(7) == np.random.PCG64(np.random.SeedSequence(7)).state
+    True
+    """
+    w = np.random.SeedSequence(seed).generate_state(8).tolist()
+    init_state = (w[1] << 96) | (w[0] << 64) | (w[3] << 32) | w[2]
+    init_seq = (w[5] << 96) | (w[4] << 64) | (w[7] << 32) | w[6]
+    inc = ((init_seq << 1) | 1) & _M128
+    # from state 0: one step gives inc; add init_state; one more step
+    state = ((inc + init_state) * _PCG_MULT + inc) & _M128
+    return {
+        "bit_generator": "PCG64",
+        "state": {"state": state, "inc": inc},
+        "has_uint32": 0,
+        "uinteger": 0,
+    }
+
+
+_FAST_SEEDING: dict[type, Any] = {}
+
+
+def fast_seeding_state(kind: type) -> Optional[Any]:
+    """``f(seed) -> state`` equal to ``kind(SeedSequence(seed)).state``, or ``None`` if none is.
+
+    Args:
+        kind: a NumPy bit generator class.
+
+    Returns:
+        :func:`pcg64_state` for ``PCG64`` (checked against NumPy on probe seeds once), else
+        ``None``.
+
+    >>> fast_seeding_state(np.random.PCG64)(3) == np.random.PCG64(np.random.SeedSequence(3)).state
+    True
+    """
+    if kind not in _FAST_SEEDING:
+        fn = pcg64_state if kind is np.random.PCG64 else None
+        probes = (0, 1, 2**32 - 1, 2**32, 2**63 + 12345, 2**64 - 1)
+        if fn is not None and any(fn(s) != kind(np.random.SeedSequence(s)).state for s in probes):
+            fn = None
+        _FAST_SEEDING[kind] = fn
+    return _FAST_SEEDING[kind]
 
 
 class NumpyGeneratorAdapter(RNGAdapter):

@@ -1,22 +1,26 @@
-"""The RNG adapters against the libraries' public state APIs: the checkpoint path uses nothing
-else, and the per-batch paths that read a private layout (seeder._seeding.fastrng: keep() and
-watcher()) are bit-exact with them."""
+"""The RNG adapters against the libraries' public state APIs, the only way seeder reads or writes
+an RNG: the checkpoint path and the loaders' per-batch paths (keep() and watcher()) are bit-exact
+with them, and no module of seeder reads an object's memory."""
 
+import ast
 import random
 
 import numpy as np
 import pytest
 import torch
+from helpers import REPO_ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seeder._errors import StateError
-from seeder._seeding import derive, fastrng, seedseq
+from seeder._seeding import derive, seedseq
 from seeder._seeding.rngs import (
     NumpyGeneratorAdapter,
     NumpyRandomStateAdapter,
     PythonRandomAdapter,
+    fast_seeding_state,
     global_adapters,
+    pcg64_state,
 )
 
 FAST = settings(max_examples=60, deadline=None)
@@ -43,11 +47,28 @@ def as_legacy(state):
     )
 
 
-def test_the_private_layouts_are_in_use_here():
-    # CPython with NumPy >= 1.25: if this fails, the per-batch copies fell back to the public path
-    # (10-50x slower).
-    assert fastrng.legacy_access() is not None
-    assert fastrng.python_mt_view(random.Random(0)) is not None
+#: What reads an object's memory: ctypes (imported, or NumPy's ``.ctypes`` of a bit generator) and
+#: its reads at an address.
+MEMORY_READS = {"ctypes", "from_address", "string_at"}
+
+
+def test_no_module_reads_an_objects_memory():
+    """RNG states go through getstate/get_state/get_rng_state only: nothing in seeder imports or
+    uses ctypes."""
+    found = []
+    for path in sorted((REPO_ROOT / "seeder").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Attribute):
+                names = [node.attr]
+            else:
+                continue
+            where = f"{path.relative_to(REPO_ROOT)}:{node.lineno}"
+            found += [f"{where} {n}" for n in names if n.split(".")[0] in MEMORY_READS]
+    assert found == []
 
 
 # a step that moves a RandomState: draws of every kind, including the Gaussian cache, and reseeds
@@ -110,8 +131,8 @@ def test_gaussian_cache_after_an_odd_randn_survives_a_round_trip():
     assert np.array_equal(np.random.randn(4), want)
 
 
-def test_state_written_by_the_slow_path_loads_exactly():
-    # STATE_FORMAT_VERSION 1 states written before the fast path: key from get_state() as int32 bits
+def test_a_state_built_from_get_state_loads_exactly():
+    # the key from get_state() as int32 bits, the other fields as NumPy's own types
     np.random.seed(11)
     np.random.randn(1)
     kind, key, pos, has, gauss = np.random.get_state()
@@ -225,7 +246,7 @@ def test_seed_sequence_words_match_numpy(seed, n):
 @FAST
 @given(seed=st.integers(0, 2**128 - 1))
 def test_pcg64_state_matches_numpy(seed):
-    assert fastrng.pcg64_state(seed) == np.random.PCG64(np.random.SeedSequence(seed)).state
+    assert pcg64_state(seed) == np.random.PCG64(np.random.SeedSequence(seed)).state
 
 
 @pytest.mark.parametrize(
@@ -239,9 +260,7 @@ def test_generator_reseed_equals_a_fresh_bit_generator(kind, seed):
     NumpyGeneratorAdapter(gen).seed(seed)
     fresh = np.random.Generator(kind(np.random.SeedSequence(seed)))
     assert np.array_equal(gen.integers(0, 2**62, 8), fresh.integers(0, 2**62, 8))
-    assert fastrng.fast_seeding_state(kind) is (
-        fastrng.pcg64_state if kind is np.random.PCG64 else None
-    )
+    assert fast_seeding_state(kind) is (pcg64_state if kind is np.random.PCG64 else None)
 
 
 @FAST
@@ -331,8 +350,8 @@ def test_numpy_put_back_after_the_global_bit_generator_was_replaced():
         np.random.set_bit_generator(original)
 
 
-def test_python_state_is_the_same_read_fast_or_through_getstate():
-    class Sub(random.Random):  # no fast view: getstate() and setstate()
+def test_python_state_of_a_random_or_a_subclass_is_getstates():
+    class Sub(random.Random):
         pass
 
     for rng in (random.Random(3), Sub(3)):
@@ -351,21 +370,9 @@ def test_python_state_is_the_same_read_fast_or_through_getstate():
         assert [rng.random() for _ in range(3)] + [rng.gauss(0, 1)] == want
 
 
-@pytest.fixture
-def no_private_layouts(monkeypatch):
-    """Make every use of a private layout fail loudly: what the checkpoint path must never reach."""
-    import seeder._seeding.rngs
-
-    def refuse(*_args, **_kwargs):
-        raise AssertionError("the checkpoint path read a private layout")
-
-    monkeypatch.setattr(seeder._seeding.rngs, "python_mt_view", refuse)
-    monkeypatch.setattr(seeder._seeding.rngs, "legacy_access", refuse)
-
-
-def test_the_checkpoint_path_uses_public_state_apis_only(no_private_layouts):
-    """state_dict, load_state_dict (validation, rollback copies, a failed load put back) touch no
-    private layout."""
+def test_a_failed_load_leaves_every_rng_as_the_last_load_set_it():
+    """state_dict, load_state_dict (validation, rollback copies, a failed load put back) through
+    the public state APIs: the draws after a refused load are those after the good one."""
     import seeder
 
     s = seeder.Seeder()
@@ -408,15 +415,13 @@ def move_python(rng, step):
 @FAST
 @given(before=st.lists(PY_STEP, max_size=4), drawn=st.lists(PY_STEP, min_size=1, max_size=4))
 def test_python_keep_and_watcher_match_getstate(before, drawn):
-    """keep() reads CPython's layout in place: what it puts back is getstate()'s state; the watcher
-    sees any draw."""
+    """What keep() puts back is getstate()'s state; the watcher sees any draw."""
     rng = random.Random(3)
     adapter = PythonRandomAdapter(rng)
     for step in before:
         move_python(rng, step)
     want, watch = rng.getstate(), adapter.watcher()
     restore, seen = adapter.keep(), watch()
-    assert adapter._view is not None  # the private path, not the public fallback
     for step in drawn:
         move_python(rng, step)
     assert watch() != seen or rng.getstate() == want  # a draw is seen
@@ -431,8 +436,8 @@ def test_python_keep_and_watcher_match_getstate(before, drawn):
     which=st.sampled_from(["global", "instance"]),
 )
 def test_numpy_keep_and_watcher_match_get_state(before, drawn, which):
-    """keep() reads NumPy's key, position and Gaussian cache in place: what it puts back is
-    get_state()'s state."""
+    """What keep() puts back is get_state()'s state (key, position, Gaussian cache); the watcher
+    sees any draw."""
     saved = np.random.get_state()
     try:
         rs = np.random.mtrand._rand if which == "global" else np.random.RandomState(7)
@@ -441,7 +446,6 @@ def test_numpy_keep_and_watcher_match_get_state(before, drawn, which):
             move(rs, step)
         want, watch = legacy(rs), adapter.watcher()
         restore, seen = adapter.keep(), watch()
-        assert adapter._fast is not None  # the private path, not the public fallback
         for step in drawn:
             move(rs, step)
         assert watch() != seen or legacy(rs) == want  # a draw is seen
