@@ -165,7 +165,7 @@ class BatchAnswers:
         Args:
             epoch: the epoch.
             batches: a batch index, a ``range`` or a list of batch indices of the epoch, none of
-                them already handed out.
+                them already handed out (a batch skipped already is no change).
 
         Raises:
             TypeError: ``batches`` is not an int, a range or a list of ints.
@@ -190,7 +190,8 @@ class BatchAnswers:
                 f"this rank (0 to {count - 1}); nothing was skipped"
             )
         done = self.batches_done if epoch == self.sampler.epoch else 0
-        early = [b for b in items if b < done]
+        already = self._skipped_ranges(epoch)
+        early = [b for b in items if b < done and b not in already]
         if early:
             raise ValueError(
                 f"batch {early[0]} of epoch {epoch} was already handed out ({done} batches of the "
@@ -302,10 +303,7 @@ class BatchAnswers:
                 f"the {what} state was saved with a sampler of seed={seed!r}, this loader's "
                 f"sampler has seed={self.sampler.seed!r}; resume with the same sampler arguments"
             )
-        if state["dataset"] is not None:
-            check_identity(
-                state["dataset"], self.dataset_identity(), self.allow_dataset_change, what
-            )
+        check_identity(state["dataset"], self.dataset_identity(), self.allow_dataset_change, what)
 
     def _load_answers(self, state: dict[str, Any]) -> None:
         """Take the skips of a checked state (none in a state without them)."""

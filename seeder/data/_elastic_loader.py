@@ -437,7 +437,7 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
                 "num_batches": len(self.batch_sampler),
                 "sampler": state["sampler"],
                 "skips": [],  # the elastic state's own, taken below
-                "dataset": None,
+                "dataset": self.dataset_identity(),
                 "seed": self.sampler.seed,
             }
             super().load_state_dict(self._translated)

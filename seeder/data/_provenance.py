@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import logging
 from collections.abc import Iterable, Iterator
@@ -37,7 +38,7 @@ from seeder._errors import StateError
 from seeder._internals import require
 from seeder._seeding.derive import MAX_KEY, check_key
 from seeder.data._order import positions, shard_sizes
-from seeder.data._permutation import keyed_permutation
+from seeder.data._permutation import Permutation, keyed_permutation
 
 __all__ = [
     "Ranges",
@@ -260,7 +261,14 @@ def rank_indices(
         return pos.view(np.int64).tolist()
     if mode == "torch":
         return _torch_perm(n, key)[pos.view(np.int64)].tolist()
-    return keyed_permutation(n, key).apply_unchecked(pos).tolist()
+    return _permutation(n, key).apply_unchecked(pos).tolist()
+
+
+@functools.lru_cache(maxsize=8)
+def _permutation(n: int, key: int) -> Permutation:
+    """:func:`keyed_permutation`, kept for the next batch of the same epoch (its setup costs more
+    than a batch's indices)."""
+    return keyed_permutation(n, key)
 
 
 class SamplerAnswers:
@@ -571,17 +579,18 @@ def _check_identity_value(saved: Any, what: str) -> None:
     )
     if not ok:
         raise StateError(
-            f"{what} state['dataset'] must be None or {{'class': str, 'len': int, "
-            f"'fingerprint': str or None}}, got {saved!r}; the state is corrupt"
+            f"{what} state['dataset'] must be {{'class': str, 'len': int, 'fingerprint': str or "
+            f"None}}, got {saved!r}; the state is corrupt"
         )
 
 
 def check_identity(saved: Any, have: dict[str, Any], allow: bool, what: str) -> None:
     """Raise :class:`seeder.StateError` naming both datasets unless ``saved`` (a state's
-    ``dataset``, ``None`` when it recorded none) is ``have`` or ``allow`` says another is meant.
+    ``dataset``) is ``have`` or ``allow`` says another is meant.
 
-    Another class, or another fingerprint where both have one, is another dataset; a fingerprint
-    on one side only is not compared (logged). Lengths are the sampler's check.
+    Another class, length or fingerprint (one on one side only included) is another dataset.
+    ``allow`` accepts another class or fingerprint; another length stays refused (the sampler's
+    positions would point elsewhere).
 
     >>> have = {"class": "m.A", "len": 4, "fingerprint": None}
     >>> check_identity({**have, "class": "m.B"}, have, False, "seeder.DataLoader")
@@ -590,31 +599,24 @@ def check_identity(saved: Any, have: dict[str, Any], allow: bool, what: str) -> 
     ...
     seeder.StateError: the seeder.DataLoader state was saved with the dataset m.B of length 4 ...
     """
-    if saved is None:
-        return
     _check_identity_value(saved, what)
-    other = saved["class"] != have["class"]
-    fps = (saved["fingerprint"], have["fingerprint"])
-    if not other and None not in fps:
-        other = fps[0] != fps[1]
-    if other and not allow:
+    if saved == have:
+        return
+    if not allow or saved["len"] != have["len"]:
+        fix = (
+            "pass allow_dataset_change=True to the loader if the new dataset is meant to continue "
+            "the run"
+            if saved["len"] == have["len"]
+            else "another length cannot continue the saved positions"
+        )
         raise StateError(
             f"the {what} state was saved with the dataset {describe_identity(saved)}, this loader "
             f"has {describe_identity(have)}: a resume would pair the saved positions with other "
-            f"samples. Build the loader over the dataset the checkpoint was saved with, or pass "
-            f"allow_dataset_change=True to the loader if the new dataset is meant to continue "
-            f"the run"
+            f"samples. Build the loader over the dataset the checkpoint was saved with, or {fix}"
         )
-    if other:
-        logger.info(
-            "%s: loading a state of %s into a loader of %s (allow_dataset_change=True)",
-            what,
-            describe_identity(saved),
-            describe_identity(have),
-        )
-    elif (fps[0] is None) != (fps[1] is None) and saved["class"] == have["class"]:
-        logger.info(
-            "%s: the state's dataset and this one have a fingerprint on one side only; "
-            "compared by class and length",
-            what,
-        )
+    logger.info(
+        "%s: loading a state of %s into a loader of %s (allow_dataset_change=True)",
+        what,
+        describe_identity(saved),
+        describe_identity(have),
+    )
