@@ -70,6 +70,7 @@ def skip_list(n_batches: int, batch: int, skips: int, repeats: int, s: seeder.Se
     data = torch.arange(n_batches * batch)
     plain = seeder.DataLoader(data, batch_size=batch, seeder=s)
     skipping = seeder.DataLoader(data, batch_size=batch, seeder=s)
+    skips = min(skips, n_batches // 2)
     every = max(1, n_batches // max(skips, 1))
     skipping.skip(s.last_reseed[1], list(range(every // 2, n_batches, every))[:skips])
     kept = n_batches - len(skipping.skipped(s.last_reseed[1]))

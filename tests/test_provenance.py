@@ -144,6 +144,22 @@ def test_indices_at_never_touches_the_dataset():
     assert len(loader.indices_at(10**6, 12)) == 4
 
 
+def test_a_stream_loader_refuses_indices_and_skips_saying_why():
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(8))
+
+    s = make_seeder()
+    loader = seeder.IterableDataLoader(Stream(), batch_size=2, seeder=s)
+    for call in (
+        lambda: loader.indices_at(0, 1),
+        lambda: loader.global_indices_at(0, 1),
+        lambda: loader.skip(0, 1),
+    ):
+        with pytest.raises(NotImplementedError, match="known only by reading the stream"):
+            call()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [2, 3])
 def test_indices_at_equals_iteration_with_workers(workers):

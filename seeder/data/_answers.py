@@ -32,7 +32,7 @@ from seeder.data._provenance import (
     step_ranges,
 )
 
-__all__ = ["BatchAnswers", "ElasticAnswers", "PROVENANCE_KEYS"]
+__all__ = ["BatchAnswers", "ElasticAnswers", "StreamAnswers", "PROVENANCE_KEYS"]
 
 #: The entries of a loader's state this part adds.
 PROVENANCE_KEYS = frozenset({"skips", "dataset", "seed"})
@@ -411,3 +411,52 @@ class ElasticAnswers(BatchAnswers):
 
     def _skip_bound(self) -> tuple[int, str]:
         return self.sampler.num_samples, "position"
+
+
+_STREAM_WHY = (
+    "seeder.IterableDataLoader reads a stream: what its batch {batch} of epoch {epoch} holds is "
+    "known only by reading the stream up to it (an IterableDataset has no indices to compute). "
+    "Use seeder.DataLoader over a map-style dataset for {what}, or record what each batch holds "
+    "while training"
+)
+
+
+class StreamAnswers:
+    """Mixin of :class:`seeder.IterableDataLoader`: the questions :class:`BatchAnswers` answers,
+    refused with the reason (a stream's batches are known only by reading it)."""
+
+    def indices_at(self, epoch: int, batch: int, *, rank: Optional[int] = None) -> list[int]:
+        """Refused: a stream has no indices to compute.
+
+        Raises:
+            NotImplementedError: always, saying why and what to use.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> class Stream(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(4))
+            >>> seeder.IterableDataLoader(Stream(), seeder=s).indices_at(0, 1)
+            ... # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            NotImplementedError: seeder.IterableDataLoader reads a stream: what its batch 1 ...
+        """
+        raise NotImplementedError(_STREAM_WHY.format(batch=batch, epoch=epoch, what="indices_at"))
+
+    def global_indices_at(self, epoch: int, batch: int) -> list[list[int]]:
+        """Refused: a stream has no indices to compute (see :meth:`indices_at`).
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError(
+            _STREAM_WHY.format(batch=batch, epoch=epoch, what="global_indices_at")
+        )
+
+    def skip(self, epoch: int, batches: Any) -> None:
+        """Refused: a stream's batches are not addressable by position ahead of reading it.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError(_STREAM_WHY.format(batch=batches, epoch=epoch, what="skip"))
