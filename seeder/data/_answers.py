@@ -15,10 +15,11 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
 from seeder._checks import check_bool, check_state_header, is_int
-from seeder._errors import StateError
+from seeder._errors import SeederWarning, StateError
 from seeder._seeding.derive import MAX_MASTER_SEED, check_key
 from seeder.data._elastic import num_steps
 from seeder.data._order import shuffle_key
@@ -321,7 +322,7 @@ class ElasticAnswers(BatchAnswers):
     order, so that they hold on any world size.
 
     A global step after a change of the global batch size (``allow_global_batch_change``) is
-    skipped whole when it overlaps a skipped range.
+    skipped whole when it overlaps a skipped range; the load warns when that skips more samples.
     """
 
     drop_last: bool
@@ -411,6 +412,33 @@ class ElasticAnswers(BatchAnswers):
 
     def _skip_bound(self) -> tuple[int, str]:
         return self.sampler.num_samples, "position"
+
+    def _load_answers(self, state: dict[str, Any]) -> None:
+        """Take the skips of a checked state; warn when steps of this global batch size skip more
+        samples than the state's skips name."""
+        super()._load_answers(state)
+        n, g = self.sampler.num_samples, self.global_batch_size
+        more = []
+        for epoch in self._skips.epochs():
+            named = self._skips.ranges(epoch)
+            origin = self._origin_of(epoch)
+            covered = [
+                (origin + lo * g, min(origin + hi * g, n))
+                for lo, hi in step_ranges(named, origin, g)
+            ]
+            extra = sum(hi - lo for lo, hi in covered) - named.count(0, n)
+            if extra:
+                more.append(f"{extra} in epoch {epoch}")
+        if more:
+            warnings.warn(
+                f"seeder.ElasticDataLoader: the state's skipped samples do not fill whole global "
+                f"steps of {g} samples, and a step that holds one is skipped whole: "
+                f"{', '.join(more)} sample(s) more are skipped than the state names. Resume with "
+                f"the global batch size that skipped them ({state.get('global_batch_size')}) to "
+                f"skip exactly those",
+                SeederWarning,
+                stacklevel=4,
+            )
 
 
 _STREAM_WHY = (

@@ -154,6 +154,10 @@ class SkipList:
     def __bool__(self) -> bool:
         return bool(self._by_epoch)
 
+    def epochs(self) -> list[int]:
+        """The epochs with skipped batches, sorted."""
+        return sorted(self._by_epoch)
+
     def ranges(self, epoch: int) -> Ranges:
         """The skipped ranges of ``epoch`` (empty when none)."""
         return self._by_epoch.get(epoch) or Ranges()
