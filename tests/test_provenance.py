@@ -410,7 +410,7 @@ def test_a_state_of_another_dataset_class_is_refused_naming_both():
     state = saved.state_dict()
     other = seeder.DataLoader(Other(12), batch_size=3, shuffle=True, seeder=s)
     before = other.state_dict()
-    with pytest.raises(StateError, match=r"test_provenance\.Augmented of length 12.*Other of len"):
+    with pytest.raises(StateError, match=r"test_provenance:Augmented of length 12.*Other of len"):
         other.load_state_dict(state)
     assert other.state_dict() == before
     meant = seeder.DataLoader(
@@ -418,6 +418,13 @@ def test_a_state_of_another_dataset_class_is_refused_naming_both():
     )
     meant.load_state_dict(state)
     assert meant.batches_done == 1
+
+
+def test_a_class_of_a_script_run_as_main_is_the_same_class():
+    s = make_seeder()
+    state = seeder.DataLoader(Augmented(6), batch_size=2, seeder=s).state_dict()
+    state["dataset"]["class"] = "__main__:Augmented"  # the script that saved it ran as __main__
+    seeder.DataLoader(Augmented(6), batch_size=2, seeder=s).load_state_dict(state)
 
 
 def test_another_fingerprint_is_refused_and_the_same_class_without_one_accepted():
@@ -480,7 +487,7 @@ def test_hugging_face_datasets_are_told_apart_by_their_fingerprint():
     b = datasets.Dataset.from_dict({"x": [1, 2, 4]}).with_format("torch")
     state = seeder.DataLoader(a, seeder=s).state_dict()
     assert state["dataset"]["fingerprint"] == f"datasets:{a._fingerprint}"
-    with pytest.raises(StateError, match="datasets.arrow_dataset.Dataset of length 3"):
+    with pytest.raises(StateError, match="datasets.arrow_dataset:Dataset of length 3"):
         seeder.DataLoader(b, seeder=s).load_state_dict(state)
 
 

@@ -235,7 +235,7 @@ class BatchAnswers:
         Example:
             >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
             >>> seeder.DataLoader(torch.arange(4), seeder=s).dataset_identity()
-            {'class': 'torch.Tensor', 'len': 4, 'fingerprint': None}
+            {'class': 'torch:Tensor', 'len': 4, 'fingerprint': None}
         """
         if self._identity is None:
             self._identity = dataset_identity(self.dataset)

@@ -466,7 +466,13 @@ def step_ranges(skipped: Ranges, origin: int, global_batch: int) -> Ranges:
 # --------------------------------------------------------------------------- identity
 def _class_name(obj: Any) -> str:
     cls = type(obj)
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _qualname(name: str) -> str:
+    """The class's name without its module: a script's class is ``__main__``'s when it runs and
+    its module's when imported."""
+    return name.rpartition(":")[2]
 
 
 def _plain_repr(dataset: Any) -> Optional[str]:
@@ -541,7 +547,7 @@ def dataset_identity(dataset: Any) -> dict[str, Any]:
         dataset: the loader's dataset.
 
     Returns:
-        ``{"class": "module.Qualname", "len": len(dataset), "fingerprint": str or None}``.
+        ``{"class": "module:Qualname", "len": len(dataset), "fingerprint": str or None}``.
 
     Raises:
         TypeError: ``seeder_fingerprint`` is not a str, int or bytes.
@@ -562,8 +568,8 @@ def dataset_identity(dataset: Any) -> dict[str, Any]:
 def describe_identity(identity: Any) -> str:
     """One line naming a dataset identity.
 
-    >>> describe_identity({"class": "m.Images", "len": 10, "fingerprint": "v2"})
-    "m.Images of length 10, fingerprint 'v2'"
+    >>> describe_identity({"class": "m:Images", "len": 10, "fingerprint": "v2"})
+    "m:Images of length 10, fingerprint 'v2'"
     """
     if not isinstance(identity, dict):
         return "an unknown dataset"
@@ -592,19 +598,23 @@ def check_identity(saved: Any, have: dict[str, Any], allow: bool, what: str) -> 
     """Raise :class:`seeder.StateError` naming both datasets unless ``saved`` (a state's
     ``dataset``) is ``have`` or ``allow`` says another is meant.
 
-    Another class, length or fingerprint (one on one side only included) is another dataset.
+    Another class (by name: its module is not compared, since a script's classes belong to
+    ``__main__`` when it runs), length or fingerprint (one on one side only included) is another
+    dataset.
     ``allow`` accepts another class or fingerprint; another length stays refused (the sampler's
     positions would point elsewhere).
 
-    >>> have = {"class": "m.A", "len": 4, "fingerprint": None}
-    >>> check_identity({**have, "class": "m.B"}, have, False, "seeder.DataLoader")
+    >>> have = {"class": "m:A", "len": 4, "fingerprint": None}
+    >>> check_identity({**have, "class": "__main__:A"}, have, False, "seeder.DataLoader")
+    >>> check_identity({**have, "class": "m:B"}, have, False, "seeder.DataLoader")
     ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.StateError: the seeder.DataLoader state was saved with the dataset m.B of length 4 ...
+    seeder.StateError: the seeder.DataLoader state was saved with the dataset m:B of length 4 ...
     """
     _check_identity_value(saved, what)
-    if saved == have:
+    same_class = _qualname(saved["class"]) == _qualname(have["class"])
+    if same_class and (saved["len"], saved["fingerprint"]) == (have["len"], have["fingerprint"]):
         return
     if not allow or saved["len"] != have["len"]:
         fix = (
