@@ -569,6 +569,10 @@ def test_data_show_reads_a_loader_state_under_any_key_and_a_gathered_state(tmp_p
     code, _, err = show([str(path), "--epoch", "1", "--batch", "2"], capsys)
     assert code == 2 and "holds the shuffle key of epoch 0 only" in err
     assert len(err.strip().splitlines()) == 1
+    both = tmp_path / "framework_like.pt"  # the loop's copy and the seeder's: one loader
+    torch.save({"loops": {"loader": loader.state_dict()}, "callbacks": s.state_dict()}, both)
+    code, out, _ = show([str(both), "--epoch", "4", "--batch", "0", "--json"], capsys)
+    assert code == 0 and json.loads(out.splitlines()[-1])["indices"] == loader.indices_at(4, 0)
     gathered = tmp_path / "gathered.pt"
     torch.save({"state": s.gather_state_dict()}, gathered)
     code, out, _ = show([str(gathered), "--epoch", "5", "--batch", "1", "--json"], capsys)

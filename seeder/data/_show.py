@@ -168,6 +168,12 @@ def find_loader(obj: Any, loader: Optional[str], rank: Optional[int]) -> Found:
             f"for seeder.state_dict(), seeder.gather_state_dict() and loader.state_dict() in "
             f"every dict and list)"
         )
+    if len(found) > 1:  # one loader saved twice (a framework's loop state and the seeder's)
+        kept: list[Found] = []
+        for f in sorted(found, key=lambda f: f.master is None):
+            if not any(f.state == k.state for k in kept):
+                kept.append(f)
+        found = kept
     if len(found) > 1:
         names = ", ".join(f.where for f in found)
         raise StateError(f"the file holds several loader states ({names}): pick one with --loader")
