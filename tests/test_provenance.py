@@ -559,6 +559,44 @@ def test_data_show_matches_what_the_loader_yields(tmp_path, capsys):
     assert code == 0 and json.loads(out.splitlines()[-1])["indices"] == yielded
 
 
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    n=st.integers(1, 120),
+    batch=st.integers(1, 9),
+    world=st.integers(1, 3),
+    data=st.data(),
+    mode=st.sampled_from(["feistel", "torch"]),
+    seed=st.one_of(st.none(), st.integers(0, 2**63 - 1)),
+    cut=st.booleans(),
+    drop_last=st.booleans(),
+)
+def test_data_show_equals_indices_at_for_any_layout(
+    tmp_path, capsys, n, batch, world, data, mode, seed, cut, drop_last
+):
+    rank = data.draw(st.integers(0, world - 1))
+    s = make_seeder(master=n + batch)
+    sampler = seeder.DistributedSampler(
+        range(n), world, rank, seed=seed, drop_last=cut, mode=mode, seeder=s, join=False
+    )
+    loader = seeder.DataLoader(
+        torch.arange(n), batch_size=batch, sampler=sampler, drop_last=drop_last, seeder=s
+    )
+    if not len(loader):
+        return
+    epoch = data.draw(st.integers(0, 100))
+    b = data.draw(st.integers(0, len(loader) - 1))
+    path = tmp_path / "state.pt"
+    torch.save({"seeder": s.state_dict()}, path)
+    argv = [str(path), "--epoch", str(epoch), "--batch", str(b), "--rank", str(rank), "--json"]
+    code, out, err = show(argv, capsys)
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1])["indices"] == loader.indices_at(epoch, b)
+
+
 def test_data_show_reads_a_loader_state_under_any_key_and_a_gathered_state(tmp_path, capsys):
     s = make_seeder()
     loader = seeder.DataLoader(Augmented(30), batch_size=4, shuffle=True, seeder=s)
