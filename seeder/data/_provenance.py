@@ -27,6 +27,7 @@ import bisect
 import functools
 import hashlib
 import logging
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any, Optional
 
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 
 from seeder._checks import is_int
-from seeder._errors import StateError
+from seeder._errors import SeederWarning, StateError
 from seeder._internals import require
 from seeder._seeding.derive import MAX_KEY, check_key
 from seeder.data._order import positions, shard_sizes
@@ -600,7 +601,8 @@ def check_identity(saved: Any, have: dict[str, Any], allow: bool, what: str) -> 
 
     Another class (by name: its module is not compared, since a script's classes belong to
     ``__main__`` when it runs), length or fingerprint (one on one side only included) is another
-    dataset.
+    dataset; except that a fingerprint taken from a ``repr`` (which may name a machine's paths)
+    differing from another such or none warns (:class:`seeder.SeederWarning`) instead.
     ``allow`` accepts another class or fingerprint; another length stays refused (the sampler's
     positions would point elsewhere).
 
@@ -614,7 +616,20 @@ def check_identity(saved: Any, have: dict[str, Any], allow: bool, what: str) -> 
     """
     _check_identity_value(saved, what)
     same_class = _qualname(saved["class"]) == _qualname(have["class"])
-    if same_class and (saved["len"], saved["fingerprint"]) == (have["len"], have["fingerprint"]):
+    fps = (saved["fingerprint"], have["fingerprint"])
+    if same_class and saved["len"] == have["len"] and fps[0] != fps[1] and not allow:
+        if all(fp is None or fp.startswith("repr:") for fp in fps):
+            warnings.warn(
+                f"{what}: the dataset's repr differs from the one the state was saved with "
+                f"({describe_identity(saved)}; this loader has {describe_identity(have)}): its "
+                f"paths or options changed. Resuming; if the data itself changed, the saved "
+                f"positions now point at other samples. Give the dataset a seeder_fingerprint "
+                f"naming its content to make this an error, or a stable one to silence it",
+                SeederWarning,
+                stacklevel=5,
+            )
+            return
+    if same_class and (saved["len"], fps[0]) == (have["len"], fps[1]):
         return
     if not allow or saved["len"] != have["len"]:
         fix = (
