@@ -239,6 +239,78 @@ def _add_env(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=no_subcommand)
 
 
+def _add_data(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "data",
+        help="show the dataset indices of any batch from a checkpoint file",
+        description="Questions about a run's data answered from its checkpoint file alone.",
+    )
+    data_sub = p.add_subparsers(dest="data_command", metavar="DATA_COMMAND")
+    show = data_sub.add_parser(
+        "show",
+        help="print the dataset indices of batches of an epoch (exit 2 on a bad file or position)",
+        description="Print the dataset indices of batch B (or batches FIRST-LAST, both included) "
+        "of epoch E, computed from the loader state in CKPT (a seeder.Checkpoint file, or any "
+        "torch.save'd dict holding seeder.state_dict() or loader.state_dict()) without building "
+        "the dataset or importing training code; read with torch.load(weights_only=True). "
+        "Batches the loader skips (loader.skip) are marked. An elastic loader's batch is a global "
+        "step: its whole global batch, or --rank's part.",
+        epilog="example: seeder data show ckpt/last.pt --epoch 3 --batch 1200-1210 --json",
+    )
+    show.add_argument("ckpt", metavar="CKPT", help="the checkpoint file")
+    show.add_argument("--epoch", type=_integer, required=True, metavar="E", help="the epoch")
+    show.add_argument(
+        "--batch", required=True, metavar="B", help="a batch index B, or FIRST-LAST (both included)"
+    )
+    show.add_argument(
+        "--rank",
+        type=_integer,
+        default=None,
+        metavar="R",
+        help="the rank whose part to show (default: the state's own rank; an elastic loader's "
+        "whole global batch)",
+    )
+    show.add_argument(
+        "--loader",
+        default=None,
+        metavar="KEY",
+        help="which loader, when the file holds several (its key, e.g. loader.2)",
+    )
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON line: {"epoch": E, "batch": B, "indices": [...], ...}; for a range, '
+        '"batch" is [FIRST, LAST] and "indices" one list per batch',
+    )
+
+    def run_show(args: argparse.Namespace) -> int:
+        from seeder.data._show import format_line, parse_batches, show
+
+        first, last = parse_batches(args.batch)
+        rows = show(args.ckpt, args.epoch, (first, last), rank=args.rank, loader=args.loader)
+        if not args.json:
+            print("\n".join(format_line(row) for row in rows))
+            return 0
+        skipped = [row["batch"] for row in rows if row["skipped"]]
+        if first == last:
+            out = {"epoch": args.epoch, "batch": first, "indices": rows[0]["indices"]}
+            out.update(rank=rows[0]["rank"], skipped=bool(skipped))
+        else:
+            out = {"epoch": args.epoch, "batch": [first, last]}
+            out.update(indices=[row["indices"] for row in rows], rank=rows[0]["rank"])
+            out.update(skipped=skipped)
+        print(json.dumps(out))
+        return 0
+
+    show.set_defaults(func=run_show)
+
+    def no_subcommand(args: argparse.Namespace) -> int:
+        p.print_help(sys.stderr)
+        return 2
+
+    p.set_defaults(func=no_subcommand)
+
+
 def _add_verify(sub: argparse._SubParsersAction) -> None:
     from seeder.verify._cli import add_verify
 
@@ -338,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="seeder", description="Reproducible, resumable PyTorch training runs."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_derive, _add_run, _add_env, _add_verify, _add_compare, _add_locate):
+    for add in (_add_derive, _add_run, _add_env, _add_data, _add_verify, _add_compare, _add_locate):
         add(sub)
     return parser
 
@@ -360,6 +432,7 @@ def _main(argv: Optional[list[str]]) -> int:
     try:
         return int(args.func(args))
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
-        name = " ".join(filter(None, (args.command, getattr(args, "env_command", None))))
+        sub = getattr(args, "env_command", None) or getattr(args, "data_command", None)
+        name = " ".join(filter(None, (args.command, sub)))
         print(f"seeder {name}: error: {exc}", file=sys.stderr)
         return 2

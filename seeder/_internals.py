@@ -113,6 +113,12 @@ def _has(attr: str) -> Callable[[Any], Optional[str]]:
     return check
 
 
+def _str_fingerprint(dataset: Any) -> Optional[str]:
+    if isinstance(getattr(dataset, "_fingerprint", None), str):
+        return None
+    return "Dataset._fingerprint is no longer a str"
+
+
 def _mixin_reads_drop_last(_: Any) -> Optional[str]:
     from accelerate.data_loader import DataLoaderStateMixin
 
@@ -341,6 +347,16 @@ INTERNALS: dict[str, Internal] = {
             "transformers 5.24.0",
             "raises",
             _trainer_loads_rngs,
+        ),
+        Internal(
+            "datasets",
+            "Dataset._fingerprint",
+            "seeder.data._provenance: a Hugging Face dataset's hash of its content and "
+            "transforms, the fingerprint in a loader's state that refuses another dataset's state",
+            "datasets 5.2.0",
+            "the dataset is told apart by its class and length only",
+            _str_fingerprint,
+            per_object=True,
         ),
         Internal(
             "lightning",

@@ -54,6 +54,10 @@ CASES = {
         ["--rounds", "1", "--steps", "1"],
         "RATIO fingerprinted / baseline ms per step [cnn]",
     ),
+    "bench_provenance": (
+        ["--sizes", "1e4", "--batches", "8", "--repeats", "1", "--epoch-batches", "32"],
+        "RATIO skip list / none, time per batch handed out",
+    ),
     "bench_draws": (
         ["--draws", "0", "1000", "--repeat", "1", "--number", "1"],
         "RATIO counted / baseline step [1000 numbers]",

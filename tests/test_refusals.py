@@ -476,7 +476,7 @@ BAD_STATE_VALUES = {
     "num_replicas": [2, 0],
     "dataset_len": [11, 9],
     "format": ["seeder.other", None],
-    "version": [0, 2, "1"],
+    "version": [0, 99, "1"],
 }
 # State keys of the loader (the rest are the nested sampler state's).
 LOADER_KEYS = {"batch", "format", "version"}

@@ -24,6 +24,7 @@ import torch.utils.data
 from seeder._seeding.core import Seeder
 from seeder._seeding.derive import batch_seeds
 from seeder.data._heldrngs import HeldRNGs
+from seeder.data._provenance import Ranges
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import SeedSource, generator_words, seed_globals
 
@@ -57,6 +58,9 @@ class KeyedLoader(Protocol):
     def pending_start(self) -> tuple[int, int, object]:
         """``(epoch, first batch, token)`` of the iterator being created (an error naming the fix
         when the loader is not creating one: another loader iterates its batch sampler)."""
+
+    def pending_skips(self, epoch: int) -> Ranges:
+        """The batches of the iterator being created that it leaves out."""
 
 
 class BatchSeedingDataset(torch.utils.data.Dataset):
@@ -130,10 +134,11 @@ class BatchKeys(torch.utils.data.BatchSampler):
     # Yields batch keys (tuples), not torch's index lists: torch's fetcher hands each one whole to
     # BatchSeedingDataset.__getitems__.
     def __iter__(self) -> Iterator[tuple[Any, ...]]:  # type: ignore[override]
-        epoch, start, _ = self._owner().pending_start()
-        return self._keys(epoch, start)
+        owner = self._owner()
+        epoch, start, _ = owner.pending_start()
+        return self._keys(epoch, start, owner.pending_skips(epoch))
 
-    def _keys(self, epoch: int, start: int) -> Iterator[tuple[Any, ...]]:
+    def _keys(self, epoch: int, start: int, skips: Ranges) -> Iterator[tuple[Any, ...]]:
         sampler, bs = self.sampler, self.batch_size
         s = self._owner().seeder
         if not s.initialized:
@@ -155,12 +160,19 @@ class BatchKeys(torch.utils.data.BatchSampler):
                 lst = lst[need:]
                 if len(buf) < bs:
                     continue
-                yield head + (b, buf)
+                if not skips or b not in skips:
+                    yield head + (b, buf)
                 b, buf = b + 1, []
             full = len(lst) - len(lst) % bs
-            for j in range(0, full, bs):
-                yield head + (b, lst[j : j + bs])
-                b += 1
+            if skips:  # skipped batches' samples are drawn from the order, never fetched
+                for j in range(0, full, bs):
+                    if b not in skips:
+                        yield head + (b, lst[j : j + bs])
+                    b += 1
+            else:
+                for j in range(0, full, bs):
+                    yield head + (b, lst[j : j + bs])
+                    b += 1
             buf = lst[full:]
-        if buf and not self.drop_last:
+        if buf and not self.drop_last and (not skips or b not in skips):
             yield head + (b, buf)

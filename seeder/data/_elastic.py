@@ -41,6 +41,7 @@ from seeder._seeding.rngbase import RNGAdapter
 from seeder.data._batches import BatchSeedingDataset, KeyedLoader, rebuilt_error
 from seeder.data._order import FIRST_BLOCK, shuffle_key
 from seeder.data._permutation import keyed_permutation
+from seeder.data._provenance import Ranges
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import FETCH_SEEDED, SeedSource, fetch_adapters, generator_words
 
@@ -469,6 +470,7 @@ class ElasticBatches(torch.utils.data.BatchSampler):
         if loader is None:  # dropped: only a loader rebuilt around this batch sampler iterates it
             raise rebuilt_error("seeder.ElasticDataLoader")
         epoch, start, token = loader.pending_start()
+        skips = loader.pending_skips(epoch)
         origin = loader.take_origin(epoch, token)
         s = loader.seeder
         if not s.initialized:
@@ -483,10 +485,17 @@ class ElasticBatches(torch.utils.data.BatchSampler):
             if sampler.shuffle
             else None
         )
-        return self._keys((s.get_master_seed(), sampler.task, epoch), n, key, origin, start)
+        head = (s.get_master_seed(), sampler.task, epoch)
+        return self._keys(head, n, key, origin, start, skips)
 
     def _keys(
-        self, head: tuple[int, int, int], n: int, key: Optional[int], origin: int, start: int
+        self,
+        head: tuple[int, int, int],
+        n: int,
+        key: Optional[int],
+        origin: int,
+        start: int,
+        skips: Ranges,
     ) -> Iterator[tuple[Any, ...]]:
         perm = keyed_permutation(n, key) if key is not None else None
         stop = self.steps(origin)
@@ -497,6 +506,8 @@ class ElasticBatches(torch.utils.data.BatchSampler):
         while first < stop:
             slices = [
                 rank_slice(step, self.global_batch, origin, self.world, self.rank, n)
+                if not skips or step not in skips
+                else (0, 0)  # a skipped step: nothing fetched
                 for step in range(first, min(first + chunk, stop))
             ]
             first, chunk = first + chunk, min(chunk * 4, max(1, _CHUNK // self.batch_size))

@@ -26,11 +26,12 @@ from typing import Any, Optional
 import torch
 import torch.utils.data
 
-from seeder._checks import check_bool, check_int, check_state_header, is_int
+from seeder._checks import check_bool, check_int, is_int
 from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
+from seeder.data._answers import PROVENANCE_KEYS, ElasticAnswers
 from seeder.data._elastic import ElasticBatches, ElasticView, check_sample_rngs
 from seeder.data._loader import LOADER_STATE_VERSION, DataLoader
 from seeder.data._sampler import DistributedSampler
@@ -39,8 +40,8 @@ from seeder.data._workers import FETCH_SEEDED, SeedSource
 __all__ = ["ElasticDataLoader", "ELASTIC_STATE_VERSION"]
 
 #: Version of the layout of :meth:`ElasticDataLoader.state_dict`.
-ELASTIC_STATE_VERSION = 2
-_KEYS = frozenset(
+ELASTIC_STATE_VERSION = 3
+_KEYS_V2 = frozenset(
     {
         "format",
         "version",
@@ -54,6 +55,8 @@ _KEYS = frozenset(
         "sampler",
     }
 )
+# version 3 adds the skipped positions, the dataset's identity and the sampler's seed
+_KEYS = _KEYS_V2 | PROVENANCE_KEYS
 
 
 def _world(num_replicas: Optional[int], rank: Optional[int]) -> tuple[int, int]:
@@ -73,7 +76,7 @@ def _world(num_replicas: Optional[int], rank: Optional[int]) -> tuple[int, int]:
     return world, rank
 
 
-class ElasticDataLoader(DataLoader):
+class ElasticDataLoader(ElasticAnswers, DataLoader):
     """A :class:`seeder.DataLoader` whose order and samples do not depend on the world size:
     ``batch_size`` per rank, global batch ``batch_size * world_size``; its state resumes mid-epoch
     on another world size.
@@ -304,7 +307,8 @@ class ElasticDataLoader(DataLoader):
         Returns:
             A dict of plain values (``format``, ``version``, ``epoch``, ``position``,
             ``global_batch_size``, ``dataset_len``, ``drop_last``, ``shuffle``, ``world_size``,
-            ``sampler``) for :meth:`load_state_dict`.
+            ``sampler``, the skipped positions ``skips``, the dataset's identity ``dataset`` and
+            the sampler's ``seed``) for :meth:`load_state_dict`.
 
         Example:
             >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
@@ -325,6 +329,7 @@ class ElasticDataLoader(DataLoader):
             "shuffle": self.sampler.shuffle,
             "world_size": self.world_size,
             "sampler": base["sampler"],
+            **self._answers_state(),
         }
 
     def check_state_dict(self, state: Any) -> None:
@@ -351,9 +356,8 @@ class ElasticDataLoader(DataLoader):
             state is not None and state is self._translated
         ):  # load_state_dict's own call of the base class
             return super().check_state_dict(state)
-        check_state_header(
-            state, "seeder.elastic_loader", ELASTIC_STATE_VERSION, _KEYS, "seeder.ElasticDataLoader"
-        )
+        # a version 2 state (no skips, dataset identity or seed) is accepted as it is
+        self._check_header(state, "seeder.elastic_loader", {2: _KEYS_V2, 3: _KEYS})
         n = self.sampler.num_samples
         for name, have in (
             ("dataset_len", n),
@@ -418,9 +422,10 @@ class ElasticDataLoader(DataLoader):
         self.check_state_dict(state)
         done, g = int(state["position"]), self.global_batch_size
         before = self._origin_pending
-        self._origin_pending = (int(state["epoch"]), done % g)
+        complete = done >= self.sampler.num_samples  # the epoch's steps from 0, all done
+        self._origin_pending = (int(state["epoch"]), 0 if complete else done % g)
         try:
-            batch = min(done // g, len(self.batch_sampler))
+            batch = len(self.batch_sampler) if complete else min(done // g, len(self.batch_sampler))
             self._translated = {
                 "format": "seeder.loader",
                 "version": LOADER_STATE_VERSION,
@@ -431,8 +436,12 @@ class ElasticDataLoader(DataLoader):
                 "drop_last": self.drop_last,
                 "num_batches": len(self.batch_sampler),
                 "sampler": state["sampler"],
+                "skips": [],  # the elastic state's own, taken below
+                "dataset": self.dataset_identity(),
+                "seed": self.sampler.seed,
             }
             super().load_state_dict(self._translated)
+            self._load_answers(state)
         except BaseException:
             self._origin_pending = before
             raise

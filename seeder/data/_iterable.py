@@ -56,6 +56,7 @@ from seeder._seeding.default import UsesSeeder, check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.rngbase import next_keeping
+from seeder.data._answers import StreamAnswers
 from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
 from seeder.data._streams import (
     WorkerStream,
@@ -467,7 +468,7 @@ def _showing(loader: Any, dataset: Any) -> Iterator[None]:
         object.__setattr__(loader, "dataset", user)
 
 
-class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
+class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` over an ``IterableDataset`` that resumes bit for bit.
 
     A state is checked whole before it loads (:meth:`check_state_dict`); an iterator started before

@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.utils.data
 
-from seeder._checks import check_bool, check_int, check_state_header, is_bool, is_int
+from seeder._checks import check_bool, check_int, is_bool, is_int
 from seeder._errors import SeederWarning, StateError
 from seeder._internals import require
 from seeder._run import trace
@@ -47,8 +47,10 @@ from seeder._seeding.default import UsesSeeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, check_key
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.rngbase import next_keeping
+from seeder.data._answers import PROVENANCE_KEYS, BatchAnswers
 from seeder.data._batches import BatchKeys, BatchSeedingDataset, rebuilt_error
 from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
+from seeder.data._provenance import Ranges
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import SeedSource, dataloader_generator, fetch_adapters
 
@@ -58,6 +60,7 @@ __all__ = [
     "check_loader_args",
     "check_batch_count",
     "refuse_elastic",
+    "refuse_iterable",
 ]
 
 logger = logging.getLogger("seeder")
@@ -89,6 +92,33 @@ def refuse_elastic(kwargs: dict[str, Any]) -> None:
         f"seeder.DataLoader takes no elastic= argument, got elastic={kwargs['elastic']!r}: drop it "
         "(seeder.ElasticDataLoader is the elastic loader)"
     )
+
+
+def refuse_iterable(dataset: Any) -> None:
+    """Raise ``TypeError`` naming :class:`seeder.IterableDataLoader` for an ``IterableDataset``.
+
+    Args:
+        dataset: the dataset given to ``seeder.DataLoader``.
+
+    Raises:
+        TypeError: ``dataset`` is a stream (it has its own loader class).
+
+    >>> class Stream(torch.utils.data.IterableDataset):
+    ...     def __iter__(self): return iter(range(3))
+    >>> refuse_iterable(Stream())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: seeder.DataLoader takes a map-style dataset ...
+    """
+    if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream has its own class
+        name = type(dataset).__name__
+        raise TypeError(
+            f"seeder.DataLoader takes a map-style dataset (with __getitem__ and "
+            f"__len__), got the IterableDataset {name}: use "
+            f"seeder.IterableDataLoader({name}(...), batch_size=..., "
+            "num_workers=...) for a stream (the same arguments, no shuffle or "
+            "sampler), which resumes it exactly"
+        )
 
 
 def check_loader_args(
@@ -172,8 +202,8 @@ def check_batch_count(num_samples: int, batch_size: int, drop_last: bool) -> Non
         )
 
 
-LOADER_STATE_VERSION = 1
-_STATE_KEYS = frozenset(
+LOADER_STATE_VERSION = 2
+_STATE_KEYS_V1 = frozenset(
     {
         "format",
         "version",
@@ -186,6 +216,8 @@ _STATE_KEYS = frozenset(
         "sampler",
     }
 )
+# version 2 adds the skipped batches, the dataset's identity and the sampler's seed
+_STATE_KEYS = _STATE_KEYS_V1 | PROVENANCE_KEYS
 
 
 #: Loaders whose last pass handed out every batch of an epoch, with no reseed of their task since:
@@ -228,6 +260,10 @@ class _LoaderIter:
         self._total = len(inner)
         if start == 0 and _FULL_PASSES.get(loader) == (epoch, self._loads):
             _warn_repeated(loader, epoch)
+        # the epoch's skipped batches (the batch sampler leaves them out), and those skipped later
+        self._skips = loader.pending_skips(epoch)
+        self._late: Optional[Ranges] = None
+        self._skip_version = loader.skip_version
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
         self._trace = trace.enabled()
@@ -245,7 +281,21 @@ class _LoaderIter:
     def __len__(self) -> int:
         """The batches this iterator yields: what is left of the epoch when it started from a loaded
         position."""
-        return len(self._inner) - self._start
+        end = len(self._inner)
+        return end - self._start - self._skips.count(self._start, end)
+
+    def _batch_index(self) -> int:
+        """The index of the batch just fetched; -1 when it was skipped after this iterator
+        started."""
+        b = self._next
+        if self._skips:
+            b = self._skips.next_outside(b)
+        self._next = b + 1
+        loader = self._loader
+        if loader.skip_version != self._skip_version:
+            self._skip_version = loader.skip_version
+            self._late = loader.pending_skips(self._epoch)
+        return -1 if self._late is not None and b in self._late else b
 
     def __next__(self) -> Any:
         loader = self._loader
@@ -265,17 +315,19 @@ class _LoaderIter:
         try:
             # the main process fetches: the training loop's streams stay as they were
             batch = next_keeping(self._restore, self._inner)
+            b = self._batch_index()
+            while b < 0:  # fetched before loader.skip() named it: never handed out
+                batch = next_keeping(self._restore, self._inner)
+                b = self._batch_index()
         except StopIteration:
             if watch is not None and watch.ended():
                 self._loader._discard_watch = watch  # it waits for a use that says the loop trains
             raise
         if watch is not None:
             watch.handed()
-        b = self._next
-        self._next = b + 1
         if loader.live_token is self._token:
             loader._done = (self._epoch, b + 1)  # batches of the epoch handed to the loop
-            if b + 1 == self._total:
+            if self._skips.next_outside(b + 1) >= self._total:
                 _FULL_PASSES[loader] = (self._epoch, self._loads)
         if self._trace:
             trace.record_step(
@@ -339,7 +391,7 @@ def _choose_sampler(
     return sampler, batch_size, drop_last
 
 
-class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
+class DataLoader(BatchAnswers, UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
     The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or
@@ -363,6 +415,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         generator: ``None`` gets a private generator, so iterating never draws from torch's global
             RNG; or a ``torch.Generator``.
         seeder: a :class:`seeder.Seeder` other than the default one.
+        allow_dataset_change: accept a state of another dataset (:meth:`dataset_identity`).
 
     Raises:
         TypeError: an ``IterableDataset`` (its loader is :class:`seeder.IterableDataLoader`);
@@ -406,18 +459,11 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         generator: Optional[torch.Generator] = None,
         *,
         seeder: Optional[Seeder] = None,
+        allow_dataset_change: bool = False,
         **kwargs: Any,
     ) -> None:
         refuse_elastic(kwargs)
-        if isinstance(dataset, torch.utils.data.IterableDataset):  # a stream has its own class
-            name = type(dataset).__name__
-            raise TypeError(
-                f"seeder.DataLoader takes a map-style dataset (with __getitem__ and "
-                f"__len__), got the IterableDataset {name}: use "
-                f"seeder.IterableDataLoader({name}(...), batch_size=..., "
-                "num_workers=...) for a stream (the same arguments, no shuffle or "
-                "sampler), which resumes it exactly"
-            )
+        refuse_iterable(dataset)
         # what _get_iterator relies on
         require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")
         seeder = resolve_seeder(seeder)
@@ -450,6 +496,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         # A resumed epoch's discard watch that outlives its iterator (._discardwatch): dropped with
         # the loader.
         self._discard_watch: Optional[DiscardWatch] = None
+        self._init_answers(allow_dataset_change)
         batches = BatchKeys(sampler, batch_size, drop_last, self)
         super().__init__(
             dataset,
@@ -625,8 +672,8 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
         Returns:
             A dict of plain values (``format``, ``version``, ``epoch``, ``batch``, ``position``,
-            ``batch_size``, ``drop_last``, ``num_batches``, ``sampler``) for
-            :meth:`load_state_dict`.
+            ``batch_size``, ``drop_last``, ``num_batches``, ``sampler``, ``skips``, ``dataset``,
+            ``seed``) for :meth:`load_state_dict`.
 
         Example:
             >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
@@ -647,6 +694,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             "drop_last": self.drop_last,
             "num_batches": len(self.batch_sampler),
             "sampler": sampler_state,
+            **self._answers_state(),
         }
 
     def check_state_dict(self, state: Any) -> None:
@@ -656,8 +704,8 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             state: what :meth:`state_dict` returned (in this run or a saved one).
 
         Raises:
-            StateError: not a loader state, another ``batch_size``, ``drop_last``, dataset or world
-                size, a corrupt position, or a sampler state that does not fit.
+            StateError: not a loader state, another ``batch_size``, ``drop_last``, dataset
+                (:meth:`dataset_identity`) or world size, a corrupt position, or a sampler state.
 
         Example:
             >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
@@ -667,9 +715,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
             ...
             seeder.StateError: not a seeder.DataLoader state: pass the dict returned by ...
         """
-        check_state_header(
-            state, "seeder.loader", LOADER_STATE_VERSION, _STATE_KEYS, "seeder.DataLoader"
-        )
+        self._check_header(state, "seeder.loader", {1: _STATE_KEYS_V1, 2: _STATE_KEYS})
         for name in ("batch_size", "drop_last", "num_batches"):
             have = {
                 "batch_size": self.batch_size,
@@ -733,6 +779,7 @@ class DataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._done = self._resume
         self._live_token = None
         self._load_count += 1
+        self._load_answers(state)
 
     def __repr__(self) -> str:
         return (

@@ -50,6 +50,7 @@ from seeder._seeding.derive import MAX_KEY, MAX_MASTER_SEED, TRAIN_TASK, check_k
 from seeder._seeding.distributed import MAX_WORLD_SIZE, process_group_active, refuse_in_worker
 from seeder.data._audit import LoaderWatch
 from seeder.data._order import M64, MODES, index_blocks, shard_sizes, shuffle_key
+from seeder.data._provenance import SamplerAnswers
 from seeder.data._workers import SeededDataset
 
 __all__ = [
@@ -425,7 +426,10 @@ def _check_not_stopped(progress: Progress) -> None:
         )
 
 
-class DistributedSampler(UsesSeeder, torch.utils.data.distributed.DistributedSampler):
+_TorchSampler = torch.utils.data.distributed.DistributedSampler
+
+
+class DistributedSampler(SamplerAnswers, UsesSeeder, _TorchSampler):
     """Shard and shuffle a dataset across ranks; the order comes from the seeder.
 
     A drop-in for :class:`torch.utils.data.DistributedSampler` (a subclass) that follows every
