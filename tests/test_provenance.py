@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -703,3 +704,27 @@ def test_data_show_in_a_fresh_process_needs_no_training_code(tmp_path):
     )
     row = json.loads(got.stdout.strip().splitlines()[-1])
     assert row == {"epoch": 2, "batch": 3, "indices": json.loads(want), "rank": 0, "skipped": True}
+
+
+def test_skips_of_another_worlds_plain_loader_are_named_when_not_carried_over():
+    """A plain loader's skips are batches of one world size: a load of another world's state
+    (allow_world_change=True, the next epoch boundary) warns that they are not carried over."""
+    two = seeder.Seeder()
+    two.init(5, ngpus=2, rank=0)
+    two.reseed(1, 0)
+    loader = seeder.DataLoader(Augmented(12), batch_size=2, shuffle=True, seeder=two)
+    loader.skip(3, [1])
+    state = two.state_dict()
+    one = make_seeder()
+    seeder.DataLoader(Augmented(12), batch_size=2, shuffle=True, seeder=one)
+    with pytest.warns(seeder.SeederWarning, match=r"loader\.0 \(epochs 3\).*not carried"):
+        one.load_state_dict(state, allow_world_change=True)
+    clean = seeder.Seeder()
+    clean.init(5, ngpus=2, rank=0)
+    clean.reseed(1, 0)
+    seeder.DataLoader(Augmented(12), batch_size=2, shuffle=True, seeder=clean)
+    quiet = make_seeder()
+    seeder.DataLoader(Augmented(12), batch_size=2, shuffle=True, seeder=quiet)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", seeder.SeederWarning)
+        quiet.load_state_dict(clean.state_dict(), allow_world_change=True)

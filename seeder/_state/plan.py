@@ -141,6 +141,27 @@ def plan_load(seeder: Seeder, state: Any, allow_world_change: Any) -> LoadPlan:
     return LoadPlan(MOVE if moving else NEXT_EPOCH, entry, run, have, moving, {})
 
 
+def _warn_dropped_skips(entry: dict[str, Any]) -> None:
+    """Warn when a state of another world names skipped batches (``loader.skip``) of per-rank
+    loaders: a batch's samples depend on the world size, so those skips are not carried over."""
+    dropped = {
+        str(key): sorted({int(r[0]) for r in part["skips"]})
+        for key, part in entry.get("participants", {}).items()
+        if isinstance(part, dict) and isinstance(part.get("skips"), list) and part["skips"]
+    }
+    if dropped:
+        named = "; ".join(f"{k} (epochs {', '.join(map(str, e))})" for k, e in dropped.items())
+        warnings.warn(
+            f"the checkpoint of a world of {entry['world_size']} skips batches of {named}: a "
+            f"batch's samples depend on the world size, so these skips are not carried to this "
+            f"world. Call loader.skip(epoch, batches) again for the batches of this world "
+            f"(loader.indices_at shows them), or train with seeder.ElasticDataLoader, whose skips "
+            f"are positions of the global order and move with it",
+            SeederWarning,
+            stacklevel=5,
+        )
+
+
 def validate(seeder: Seeder, plan: LoadPlan) -> None:
     """Check every RNG and participant state the plan applies; change nothing.
 
@@ -197,6 +218,7 @@ def apply(seeder: Seeder, plan: LoadPlan) -> None:
     elif plan.how == MOVE:
         move_world(plan.entry, {k: plan.participants[k] for k in plan.loads}, seeder)
     elif plan.how == NEXT_EPOCH:
+        _warn_dropped_skips(plan.entry)
         logger.info(
             "seeder state from a world of %d loaded into a world of %d: master seed and "
             "last reseed %s restored; the saved RNG and participant states belong to the "
