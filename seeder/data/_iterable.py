@@ -41,7 +41,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Callable, Optional
 
 import torch
@@ -55,6 +55,11 @@ from seeder._seeding.default import UsesSeeder, check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.rngbase import next_keeping
+from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT
+from seeder.data._elastic import check_sample_rngs
+from seeder.data._shard_state import SHARD_STATE_KEYS, fresh_progress, shard_progress
+from seeder.data._shard_stream import ShardStream
+from seeder.data._shards import fresh_assignment, shard_count
 from seeder.data._streams import (
     WorkerStream,
     check_dataset_state,
@@ -62,7 +67,12 @@ from seeder.data._streams import (
     set_epoch_of,
     warn_threaded_maps,
 )
-from seeder.data._workers import SeedSource, dataloader_generator, fetch_adapters
+from seeder.data._workers import (
+    FETCH_SEEDED,
+    SeedSource,
+    dataloader_generator,
+    fetch_adapters,
+)
 
 __all__ = [
     "IterableDataLoader",
@@ -187,6 +197,8 @@ def check_stream_state(
     layout: dict[str, Any],
     epoch: Optional[int],
     check_dataset: Callable[[int, Any], None],
+    fmt: str = "seeder.stream_loader",
+    keys: frozenset[str] = STREAM_STATE_KEYS,
 ) -> None:
     """Raise :class:`seeder.StateError` unless ``state`` is a position the loader can continue from.
 
@@ -204,6 +216,7 @@ def check_stream_state(
         epoch: the epoch the run stands in (:func:`run_epoch`); ``None``: any.
         check_dataset: ``check_dataset(worker, dataset_state)`` raises ``StateError`` for a
             per-worker dataset state that does not load into the loader's dataset.
+        fmt, keys: the state's format and keys (a sharded stream's state has its own).
 
     Raises:
         StateError: what is wrong with the state, and what to do.
@@ -213,9 +226,7 @@ def check_stream_state(
     ...
     seeder.StateError: not a seeder.IterableDataLoader state: pass the dict returned by ...
     """
-    check_state_header(
-        state, "seeder.stream_loader", STREAM_STATE_VERSION, STREAM_STATE_KEYS, _NAME
-    )
+    check_state_header(state, fmt, STREAM_STATE_VERSION, keys, _NAME)
     for name, have in layout.items():
         if state[name] != have or type(state[name]) is not type(have):
             raise StateError(
@@ -414,6 +425,29 @@ def _fresh(epoch: int, workers: int) -> dict[str, Any]:
     }
 
 
+def _shards_of(
+    dataset: Any, by_shard: Optional[bool], sample_rngs: Optional[Sequence[str]]
+) -> Optional[int]:
+    """The shards the loader deals (:mod:`seeder.data._shards`), or ``None`` to read by rank."""
+    if by_shard is not None and not isinstance(by_shard, bool):
+        raise TypeError(f"by_shard must be True, False or None, got {by_shard!r}")
+    count = None
+    datasets_stream = type(dataset).__module__.startswith("datasets.")
+    if by_shard or (by_shard is None and not datasets_stream):
+        count = shard_count(dataset)
+    if by_shard and count is None:
+        raise ValueError(
+            f"by_shard=True needs a stream that declares its shards: {type(dataset).__name__} has "
+            "no num_shards and iter_shard(shard, start) (see seeder.IterableDataLoader)"
+        )
+    if count is None and sample_rngs is not None:
+        raise ValueError(
+            "sample_rngs applies to a sharded stream (its examples are seeded one by one); this "
+            "stream is seeded per batch: leave sample_rngs out"
+        )
+    return count
+
+
 def _split_by_rank(dataset: Any, seeder: Seeder) -> Any:
     """A ``datasets.IterableDataset`` split by global rank (unless split already); anything else as
     it is."""
@@ -487,6 +521,8 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         *,
         seeder: Optional[Seeder] = None,
         task: int = TRAIN_TASK,
+        by_shard: Optional[bool] = None,
+        sample_rngs: Optional[Sequence[str]] = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(dataset, torch.utils.data.IterableDataset):
@@ -516,22 +552,40 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             collate_fn = default_collate if batch_size is not None else default_convert
         user = dataset
         warn_threaded_maps(dataset)
-        dataset = _split_by_rank(dataset, seeder)
-        self._stream = WorkerStream(
-            dataset,
-            SeedSource(seeder),
-            batch_size,
-            bool(drop_last),
-            collate_fn,
-            num_workers,
-            seeder.rank,
-            seeder.world_size,
-            task,
-        )
+        shards = _shards_of(dataset, by_shard, sample_rngs)
+        self._stream: Any
+        if shards is not None:
+            self._stream = ShardStream(
+                dataset,
+                SeedSource(seeder),
+                batch_size,
+                bool(drop_last),
+                collate_fn,
+                num_workers,
+                seeder.rank,
+                seeder.world_size,
+                task,
+                shards,
+                check_sample_rngs(FETCH_SEEDED if sample_rngs is None else sample_rngs),
+            )
+            self.seeder_elastic = True  # a gathered state moves to any world (seeder._state)
+        else:
+            self._stream = WorkerStream(
+                _split_by_rank(dataset, seeder),
+                SeedSource(seeder),
+                batch_size,
+                bool(drop_last),
+                collate_fn,
+                num_workers,
+                seeder.rank,
+                seeder.world_size,
+                task,
+            )
+        self._shards = shards
         self._seeder, self._task = seeder, task
         last = seeder.last_reseed
         self._epoch = last[1] if last is not None and last[0] == task else 0
-        self._progress = _fresh(self._epoch, max(num_workers, 1))
+        self._progress = self._fresh(self._epoch)
         self._kept: collections.deque[dict[str, Any]] = collections.deque(
             maxlen=KEPT_POSITIONS + 1
         )  # the newest last
@@ -623,24 +677,27 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
     def __iter__(self) -> Any:
         epoch = self._epoch
         resume, self._resume = self._resume, None
-        progress = (
-            resume
-            if resume is not None and resume["epoch"] == epoch
-            else _fresh(epoch, max(self.num_workers, 1))
-        )
+        progress = resume if resume is not None and resume["epoch"] == epoch else self._fresh(epoch)
         self._generation += 1
         stream = self._stream
         stream.control.copy_(torch.tensor([epoch, self._generation], dtype=torch.int64))
         set_epoch_of(
             stream.dataset, epoch
         )  # before the workers start: they read it, and need not write it
-        stream.resume = (
-            {"generation": self._generation, "workers": progress["workers"]}
-            if progress["batch"]
-            or progress["complete"]
-            or any(r["done"] for r in progress["workers"])
-            else None
-        )
+        if self._shards is not None:
+            stream.plan = {
+                "generation": self._generation,
+                "assignment": progress["assignment"],
+                "workers": progress["workers"],
+            }
+        else:
+            stream.resume = (
+                {"generation": self._generation, "workers": progress["workers"]}
+                if progress["batch"]
+                or progress["complete"]
+                or any(r["done"] for r in progress["workers"])
+                else None
+            )
         if progress["complete"]:
             logger.info(
                 "seeder.IterableDataLoader: epoch %d was complete in the loaded state; nothing "
@@ -699,7 +756,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """
         progress = self._resume if self._resume is not None else self._progress
         if progress["epoch"] != self._epoch:
-            progress = _fresh(self._epoch, max(self.num_workers, 1))
+            progress = self._fresh(self._epoch)
         return self._state_of(progress)
 
     def state_dict_at(self, batches_done: int) -> dict[str, Any]:
@@ -743,9 +800,19 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             f"many batches of the newest one handed out"
         )
 
+    def _fresh(self, epoch: int) -> dict[str, Any]:
+        """The position at the start of ``epoch``: nothing handed out (the fresh deal of shards)."""
+        stream = self._stream
+        workers = max(stream.num_workers, 1)
+        if self._shards is None:
+            return _fresh(epoch, workers)
+        return fresh_progress(
+            epoch, fresh_assignment(self._shards, stream.rank, stream.world_size, workers)
+        )
+
     def _state_of(self, progress: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "format": "seeder.stream_loader",
+        state = {
+            "format": "seeder.stream_loader" if self._shards is None else SHARD_FORMAT,
             "version": STREAM_STATE_VERSION,
             **progress,
             "workers": [dict(r) for r in progress["workers"]],
@@ -754,6 +821,12 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             "drop_last": self.drop_last,
             "world_size": self._stream.world_size,
         }
+        if self._shards is not None:
+            state["rank"] = self._stream.rank
+            state["num_shards"] = self._shards
+            state["assignment"] = [[list(p) for p in shards] for shards in progress["assignment"]]
+            state["ended"] = list(progress["ended"])
+        return state
 
     def check_state_dict(self, state: Any) -> None:
         """Raise :class:`seeder.StateError` unless this loader can continue from ``state``; change
@@ -782,6 +855,10 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             ...
             seeder.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
         """
+        self._check(state)
+
+    def _check(self, state: Any) -> Optional[tuple[dict[str, Any], str]]:
+        """Check ``state`` whole; for a sharded stream, return the position it resumes from."""
         layout = {
             "num_workers": self.num_workers,
             "batch_size": self.batch_size,
@@ -789,11 +866,26 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             "world_size": self._stream.world_size,
         }
         stream = self._stream
+        epoch = run_epoch(self._seeder, self._task)
+        if self._shards is not None:
+
+            def same_layout(st: Any, lay: dict[str, Any], e: Optional[int]) -> None:
+                check_stream_state(st, layout, e, lambda w, s: None, SHARD_FORMAT, SHARD_STATE_KEYS)
+
+            shards = {**layout, "rank": stream.rank, "num_shards": self._shards}
+            return shard_progress(state, shards, epoch, same_layout)
+        if isinstance(state, dict) and state.get("format") in (SHARD_FORMAT, MERGED_FORMAT):
+            raise StateError(
+                f"this state was saved by {_NAME} over a sharded stream, this loader's stream "
+                f"({type(self.dataset).__name__}) is read without shards: build the loader the "
+                "same way (by_shard=True for a datasets stream)"
+            )
 
         def check_dataset(worker: int, dataset_state: Any) -> None:
             check_dataset_state(stream.dataset, dataset_state, int(state["epoch"]), worker)
 
-        check_stream_state(state, layout, run_epoch(self._seeder, self._task), check_dataset)
+        check_stream_state(state, layout, epoch, check_dataset)
+        return None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet
@@ -821,15 +913,48 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             [[2, 3], [4]]
         """
         refuse_in_worker("seeder.IterableDataLoader.load_state_dict()")
-        self.check_state_dict(state)
-        progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
-        progress["workers"] = [dict(r) for r in state["workers"]]
+        checked = self._check(state)
+        if checked is None:
+            progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
+            progress["workers"] = [dict(r) for r in state["workers"]]
+        else:
+            progress, how = checked
+            if how != "exact":
+                logger.info(
+                    "seeder.IterableDataLoader: epoch %d continues on another %s: the %d shard(s) "
+                    "not ended are dealt again over %d worker(s) of %d rank(s), each from its "
+                    "position; every example left is read once, drawing what it drew before, in "
+                    "the new deal's order",
+                    progress["epoch"],
+                    "number of workers" if how == "workers" else "world size",
+                    sum(len(a) for a in progress["assignment"]),
+                    max(self.num_workers, 1),
+                    self._stream.world_size,
+                )
         self._epoch = int(state["epoch"])
         self._resume = progress
         self._progress = progress
         self._live_stream = None
         self._loaded_states += 1
         self._iterator = None  # torch's persistent iterator holds workers with the old position
+
+    def elastic_step(self, state: dict[str, Any]) -> int:
+        """The global step of a sharded stream's state: the batches rank 0 had handed out.
+
+        What a world-size change seeds this rank's RNG streams from (``seeder._state.world``).
+
+        Args:
+            state: a state of this loader (one rank's, or every rank's joined).
+
+        Returns:
+            The step.
+
+        Example:
+            >>> elastic_step = IterableDataLoader.elastic_step
+            >>> elastic_step(None, {"format": "seeder.shard_stream.gathered", "step": 4})
+            4
+        """
+        return int(state["step"] if state.get("format") == MERGED_FORMAT else state["batch"])
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,231 @@
+"""The states of :class:`seeder.IterableDataLoader` over a sharded stream, and where each resumes.
+
+Three states load (each checked whole before anything changes):
+
+* one rank's state of the same world size, rank, ``num_workers``, ``batch_size`` and
+  ``drop_last``: the round robin continues exactly where it stopped (the same order, bit for bit);
+* one rank's state of the same world size with other workers or batches: this rank's shards not
+  ended are dealt again over its workers, each from its position;
+* every rank's positions joined (a gathered state loaded on another world size,
+  :func:`seeder._state.streams.merge_ranks`): every shard not ended is dealt again over the new
+  world's processes, each from its position.
+
+A re-dealt epoch yields every example not yet handed out exactly once, each drawing what it drew
+in an uninterrupted run; the order after the stop follows the new deal.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from seeder._checks import check_state_header, is_int
+from seeder._errors import StateError
+from seeder._seeding.derive import MAX_KEY
+from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT, rank_positions
+from seeder.data._shards import check_positions, deal, redeal
+
+__all__ = [
+    "SHARD_STATE_VERSION",
+    "SHARD_STATE_KEYS",
+    "MERGED_KEYS",
+    "fresh_progress",
+    "shard_progress",
+]
+
+logger = logging.getLogger("seeder")
+
+#: Version of the layout of a sharded stream's state.
+SHARD_STATE_VERSION = 1
+#: The keys of one rank's state.
+SHARD_STATE_KEYS = frozenset(
+    {
+        "format",
+        "version",
+        "epoch",
+        "batch",
+        "next_worker",
+        "complete",
+        "workers",
+        "num_workers",
+        "batch_size",
+        "drop_last",
+        "world_size",
+        "rank",
+        "num_shards",
+        "assignment",
+        "ended",
+    }
+)
+#: The keys of every rank's positions joined.
+MERGED_KEYS = frozenset(
+    {
+        "format",
+        "version",
+        "epoch",
+        "num_shards",
+        "positions",
+        "ended",
+        "step",
+        "world_size",
+        "batch_size",
+        "drop_last",
+    }
+)
+_NAME = "seeder.IterableDataLoader"
+_CORRUPT = "the state is corrupt: load the state the loader saved"
+
+
+def fresh_progress(
+    epoch: int,
+    assignment: list[list[list[int]]],
+    ended: Optional[list[int]] = None,
+) -> dict[str, Any]:
+    """The position at the start of a deal: no batch handed out, each worker at its first shard.
+
+    >>> p = fresh_progress(0, [[[3, 5]], []])
+    >>> [r["state"] for r in p["workers"]], p["complete"]
+    ([{'cursor': 0, 'pos': 5}, {'cursor': 0, 'pos': 0}], False)
+    """
+    return {
+        "epoch": epoch,
+        "batch": 0,
+        "next_worker": 0,
+        "complete": False,
+        "workers": [
+            {
+                "produced": 0,
+                "state": {"cursor": 0, "pos": shards[0][1] if shards else 0},
+                "done": False,
+            }
+            for shards in assignment
+        ],
+        "assignment": assignment,
+        "ended": list(ended or []),
+    }
+
+
+def _check_assignment(state: dict[str, Any], workers: int, num_shards: int) -> None:
+    assignment = state["assignment"]
+    ok = isinstance(assignment, list) and len(assignment) == workers
+    for shards in assignment if ok else ():
+        ok = ok and isinstance(shards, list)
+        for pair in shards if ok else ():
+            ok = ok and (
+                isinstance(pair, list)
+                and len(pair) == 2
+                and is_int(pair[0])
+                and is_int(pair[1])
+                and 0 <= pair[0] < num_shards
+                and 0 <= pair[1] <= MAX_KEY
+            )
+    ended = state["ended"]
+    ok = ok and isinstance(ended, list) and all(is_int(s) and 0 <= s < num_shards for s in ended)
+    if not ok:
+        raise StateError(
+            f"{_NAME} state['assignment'] must list, per worker ({workers}), [shard, start] pairs "
+            f"of the {num_shards} shards, and 'ended' shards; {_CORRUPT}"
+        )
+    for w, (shards, record) in enumerate(zip(assignment, state["workers"])):
+        cursor = record.get("state", {}) if isinstance(record, dict) else None
+        if not (
+            isinstance(cursor, dict)
+            and set(cursor) == {"cursor", "pos"}
+            and is_int(cursor["cursor"])
+            and is_int(cursor["pos"])
+            and 0 <= cursor["cursor"] <= len(shards)
+            and 0 <= cursor["pos"] <= MAX_KEY
+        ):
+            raise StateError(
+                f"{_NAME} state: worker {w}'s progress {cursor!r:.100} is no "
+                f"{{'cursor': c, 'pos': p}} over its {len(shards)} shard(s); {_CORRUPT}"
+            )
+
+
+def shard_progress(
+    state: Any,
+    layout: dict[str, Any],
+    epoch: Optional[int],
+    check_round_robin: Callable[[Any, dict[str, Any], Optional[int]], None],
+) -> tuple[dict[str, Any], str]:
+    """Check ``state`` whole and return the position it resumes from, and how (module docs).
+
+    Args:
+        state: a sharded stream's state (one rank's, or every rank's joined).
+        layout: this loader's ``num_workers``, ``batch_size``, ``drop_last``, ``world_size``,
+            ``rank`` and ``num_shards``.
+        epoch: the epoch the run stands in (``None``: any).
+        check_round_robin: checks one rank's state of this layout as
+            :func:`seeder.data._iterable.check_stream_state` does.
+
+    Returns:
+        ``(progress, how)``: ``how`` is ``"exact"``, ``"workers"`` (re-dealt over this rank's
+        workers) or ``"world"`` (re-dealt over the new world).
+
+    Raises:
+        StateError: what is wrong, and what to do; nothing changes.
+    """
+    workers, count = max(layout["num_workers"], 1), layout["num_shards"]
+    fmt = state.get("format") if isinstance(state, dict) else None
+    if fmt == MERGED_FORMAT:
+        check_state_header(state, MERGED_FORMAT, SHARD_STATE_VERSION, MERGED_KEYS, _NAME)
+        _same_stream(state, count, epoch)
+        positions = check_positions(state["positions"], state["ended"], count, f"{_NAME} state")
+        assignment = redeal(positions, layout["rank"], layout["world_size"], workers)
+        return fresh_progress(int(state["epoch"]), assignment, state["ended"]), "world"
+    if fmt != SHARD_FORMAT:
+        raise StateError(
+            f"not a state of {_NAME} over a sharded stream: pass the dict its state_dict() "
+            "returned (a state of the loader over a stream without shards, or of another "
+            "loader, does not load here)"
+        )
+    check_state_header(state, SHARD_FORMAT, SHARD_STATE_VERSION, SHARD_STATE_KEYS, _NAME)
+    _same_stream(state, count, epoch)
+    if state["world_size"] != layout["world_size"] or state["rank"] != layout["rank"]:
+        raise StateError(
+            f"this {_NAME} state holds the shards of rank {state['rank']!r} of a world of "
+            f"{state['world_size']!r} only (this is rank {layout['rank']} of "
+            f"{layout['world_size']}): a state missing shards. Gather the state on every rank "
+            "with seeder.gather_state_dict() at the same step (rank 0 writes it) and load that"
+        )
+    saved_workers = max(state["num_workers"], 1) if is_int(state["num_workers"]) else 0
+    if not (is_int(state["num_workers"]) and state["num_workers"] >= 0):
+        raise StateError(f"{_NAME} state['num_workers'] must be an int >= 0; {_CORRUPT}")
+    if not isinstance(state["workers"], list) or len(state["workers"]) != saved_workers:
+        raise StateError(
+            f"{_NAME} state['workers'] must list {saved_workers} record(s); {_CORRUPT}"
+        )
+    _check_assignment(state, saved_workers, count)
+    same = all(
+        state[k] == layout[k] and type(state[k]) is type(layout[k])
+        for k in ("num_workers", "batch_size", "drop_last")
+    )
+    if same:
+        check_round_robin(state, layout, epoch)
+        progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
+        progress["workers"] = [dict(r) for r in state["workers"]]
+        progress["assignment"] = [[list(p) for p in shards] for shards in state["assignment"]]
+        progress["ended"] = list(state["ended"])
+        return progress, "exact"
+    positions, ended = rank_positions(state)
+    assignment = [
+        [[s, positions[s]] for s in shards] for shards in deal(sorted(positions), workers)
+    ]
+    return fresh_progress(int(state["epoch"]), assignment, ended), "workers"
+
+
+def _same_stream(state: dict[str, Any], count: int, epoch: Optional[int]) -> None:
+    if state["num_shards"] != count:
+        raise StateError(
+            f"the {_NAME} state was saved over a stream of {state['num_shards']!r} shards, this "
+            f"loader's has {count}: resume with the stream the state was saved with"
+        )
+    e = state["epoch"]
+    if not (is_int(e) and 0 <= e <= MAX_KEY):
+        raise StateError(f"{_NAME} state['epoch'] must be an int in [0, {MAX_KEY}]; {_CORRUPT}")
+    if epoch is not None and e != epoch:
+        raise StateError(
+            f"the {_NAME} state is in epoch {e} but the run's last reseed is epoch {epoch} of the "
+            "loader's task: the two come from different points of a run (save both at the same "
+            "step, with seeder.state_dict(), and load that)"
+        )
