@@ -50,7 +50,10 @@ def world_message(saved: int, now: int) -> str:
         "trained); or, to resume inside an epoch on another world size, train with an elastic "
         "loader (seeder.ElasticDataLoader; elastic=True for SeederTrainer): it keeps one global "
         "order whose checkpoint resumes mid-epoch on any world size, every remaining sample "
-        "exactly once (the checkpoint must come from elastic loaders)"
+        "exactly once (the checkpoint must come from elastic loaders); for a stream "
+        "(seeder.IterableDataLoader), declare its shards (num_shards and iter_shard(shard, start); "
+        "by_shard=True for a datasets stream): a sharded stream's gathered state resumes on any "
+        "world size"
     )
 
 
