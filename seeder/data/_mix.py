@@ -1,0 +1,325 @@
+"""``seeder.data.Mix``: map-style sources mixed by weight, position by position, as a pure function.
+
+Position ``k`` of an epoch's mix comes from one source, chosen in blocks of :data:`BLOCK` positions:
+the weights become integer quotas per block (largest remainder: each block holds every source's
+share to within one position, a source of positive weight at least once), and each block's
+sources are arranged by a keyed permutation of (master seed, task, epoch, segment, block). Which
+source gives position ``k`` is a function of (master seed, epoch, ``k``, weights) alone.
+
+Within a source, the mix takes its items in the source's own order (index 0, 1, ...); once a
+source has given all its items (a pass), its next pass is a keyed permutation of (master seed,
+task, epoch, source, pass): no item repeats before its pass ends.
+
+Weights may change at positions: ``weights=[(0, before), (K, after)]`` keeps positions ``< K`` as
+they were (each source's count of items before ``K`` included) and follows ``after`` from ``K``:
+a run resumed at position ``K`` with other weights continues the epoch as if it had been built
+that way, and one log line says so.
+
+Example:
+    >>> import torch, seeder
+    >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+    >>> mix = seeder.data.Mix({"a": torch.arange(100), "b": -torch.arange(1, 101)},
+    ...                       weights={"a": 3, "b": 1}, seeder=s)
+    >>> names = [mix.locate(k)[0] for k in range(BLOCK)]
+    >>> names.count("a"), names.count("b")
+    (768, 256)
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from seeder._checks import check_int, is_int
+from seeder._seeding.core import Seeder
+from seeder._seeding.default import check_seeder, resolve_seeder
+from seeder._seeding.derive import MAX_KEY, TRAIN_TASK, Domain, derive_seed
+from seeder.data._permutation import keyed_permutation
+from seeder.data._workers import SeedSource
+
+__all__ = ["Mix", "BLOCK", "quotas", "check_weights"]
+
+logger = logging.getLogger("seeder")
+
+#: Positions per block: each block holds every source's quota.
+BLOCK = 1024
+# rank words of the mix's keys in the SAMPLER domain (the samplers' shuffle keys use rank 0)
+_PATTERN_WORD = 0x4D49_0000
+_PASS_WORD = 0x4D50_0000
+
+Weights = Mapping[str, float]
+
+
+def check_weights(weights: Any, names: Sequence[str]) -> dict[str, float]:
+    """``weights`` as ``{name: float}``; raise naming what is wrong.
+
+    Args:
+        weights: a mapping of every source name to a finite weight >= 0, not all 0.
+        names: the sources' names.
+
+    Returns:
+        The weights as floats, in the order of ``names``.
+
+    Raises:
+        ValueError: a name that is no source or a source without weight, a weight that is
+            negative, NaN or infinite, or all weights 0.
+        TypeError: ``weights`` is not a mapping.
+
+    >>> check_weights({"a": -1, "b": 1}, ["a", "b"])
+    Traceback (most recent call last):
+    ...
+    ValueError: Mix weights must be finite numbers >= 0: 'a': -1
+    """
+    if not isinstance(weights, Mapping):
+        raise TypeError(f"Mix weights must be a dict of source name to weight, got {weights!r:.80}")
+    unknown = sorted(str(k) for k in weights if k not in names)
+    missing = [n for n in names if n not in weights]
+    if unknown or missing:
+        raise ValueError(
+            "Mix weights must name each source once: "
+            + "; ".join(
+                part
+                for part in (
+                    f"no source named {unknown}" if unknown else "",
+                    f"no weight for {missing}" if missing else "",
+                )
+                if part
+            )
+            + f" (sources: {list(names)})"
+        )
+    bad = []
+    for n in names:
+        w = weights[n]
+        ok = isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
+        if not ok:
+            bad.append(f"{n!r}: {w!r}")
+    if bad:
+        raise ValueError(f"Mix weights must be finite numbers >= 0: {', '.join(bad)}")
+    if not any(weights[n] > 0 for n in names):
+        raise ValueError(f"Mix weights are all 0 ({dict(weights)}): give some source a weight > 0")
+    return {n: float(weights[n]) for n in names}
+
+
+def quotas(weights: Sequence[float], block: int = BLOCK) -> np.ndarray:
+    """Each source's positions per block: ``block * w / sum(w)`` by largest remainder, a positive
+    weight at least 1.
+
+    >>> quotas([0.7, 0.3, 0.0]).tolist()
+    [717, 307, 0]
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    exact = w / w.sum() * block
+    q = np.floor(exact).astype(np.int64)
+    q[(w > 0) & (q == 0)] = 1
+    rest = block - int(q.sum())
+    order = np.argsort(-(exact - np.floor(exact)), kind="stable")
+    if rest > 0:
+        q[order[:rest]] += 1
+    while rest < 0:  # minimums taken from the largest
+        q[int(np.argmax(q))] -= 1
+        rest += 1
+    return q
+
+
+class Mix(torch.utils.data.Dataset):
+    """Map-style sources mixed by weight: position ``k`` is an item of one source (module docs).
+
+    Read it in order (``seeder.DataLoader(mix, shuffle=False)``, or
+    ``seeder.ElasticDataLoader(mix, shuffle=False)``, whose global order is the positions): the
+    mix does the shuffling, each source's items in its order, then its passes reshuffled.
+
+    Args:
+        sources: ``{name: dataset}``, each with ``__len__`` and ``__getitem__`` (not empty).
+        weights: ``{name: weight}``; or ``[(0, weights), (position, weights), ...]``: the weights
+            from each position on (increasing positions, the first 0).
+        length: positions per epoch (the sum of the sources' lengths by default).
+        seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
+        task: the reseed task whose epoch the mix follows (1).
+
+    Raises:
+        ValueError: bad weights (negative, NaN, infinite, all zero, names that do not match the
+            sources), an empty source, bad positions.
+        TypeError: ``sources`` is not a dict of datasets.
+        RuntimeError: the seeder is not initialised.
+
+    Example:
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(1); s.reseed(1, 0)
+        >>> mix = seeder.data.Mix({"x": torch.arange(3), "y": torch.arange(10, 12)},
+        ...                       weights={"x": 1, "y": 1}, length=6, seeder=s)
+        >>> sorted(int(mix[k]) for k in range(len(mix)))
+        [0, 1, 2, 2, 10, 11]
+    """
+
+    def __init__(
+        self,
+        sources: Mapping[str, Any],
+        weights: Union[Weights, Sequence[tuple[int, Weights]]],
+        *,
+        length: Optional[int] = None,
+        seeder: Optional[Seeder] = None,
+        task: int = TRAIN_TASK,
+    ) -> None:
+        if not isinstance(sources, Mapping) or not sources:
+            raise TypeError(f"Mix takes a dict of name to dataset, got {sources!r:.80}")
+        self.names = [str(n) for n in sources]
+        self.sources = [sources[n] for n in sources]
+        self.sizes = [len(src) for src in self.sources]
+        empty = [n for n, size in zip(self.names, self.sizes) if size == 0]
+        if empty:
+            raise ValueError(f"Mix sources {empty} are empty: a source needs at least one item")
+        history = [(0, weights)] if isinstance(weights, Mapping) else list(weights)
+        if not history:
+            raise ValueError("Mix weights: give a dict, or a list of (position, weights)")
+        self.starts: list[int] = []
+        self.quotas: list[np.ndarray] = []
+        self.weights: list[dict[str, float]] = []
+        for i, pair in enumerate(history):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and is_int(pair[0])):
+                raise ValueError(f"Mix weights[{i}] must be (position, weights), got {pair!r:.80}")
+            start = int(pair[0])
+            if (i == 0 and start != 0) or (i and start <= self.starts[-1]):
+                raise ValueError(
+                    f"Mix weights' positions must start at 0 and increase, got {start} at {i}"
+                )
+            w = check_weights(pair[1], self.names)
+            self.starts.append(start)
+            self.weights.append(w)
+            self.quotas.append(quotas(list(w.values())))
+        self.length = sum(self.sizes) if length is None else check_int(length, "length", low=1)
+        self.task = check_int(task, "task", low=0)
+        seeder = resolve_seeder(check_seeder(seeder))
+        if not seeder.initialized:
+            raise RuntimeError(
+                "seeder.data.Mix derives its order from the master seed: call "
+                "seeder.init(master_seed=...) first"
+            )
+        self._source = SeedSource(seeder)
+        last = seeder.last_reseed
+        self._epoch = torch.tensor(last[1] if last is not None and last[0] == task else 0)
+        self._epoch.share_memory_()  # persistent workers see the epoch the main process sets
+        self._cache: dict[Any, Any] = {}
+        for i in range(1, len(self.starts)):
+            logger.info(
+                "seeder.data.Mix: positions from %d follow the weights %s (before: %s); those "
+                "before stay as they were",
+                self.starts[i],
+                self.weights[i],
+                self.weights[i - 1],
+            )
+        seeder.join(self)
+
+    # ------------------------------------------------------------------ epoch
+    @property
+    def epoch(self) -> int:
+        """The epoch whose mix ``mix[k]`` reads."""
+        return int(self._epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch ``epoch``'s mix (what ``seeder.reseed(task, epoch)`` does).
+
+        Args:
+            epoch: an int >= 0.
+        """
+        self._epoch.fill_(check_int(epoch, "epoch", low=0))
+
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+        """Participant hook of ``seeder.reseed``: a reseed of the mix's task sets its epoch."""
+        if task_id == self.task:
+            self.set_epoch(epoch)
+
+    # ------------------------------------------------------------------ the mix
+    def __len__(self) -> int:
+        return self.length
+
+    def _key(self, word: int, stream: int) -> int:
+        master = self._source.inputs("seeder.data.Mix").master
+        return derive_seed(master, Domain.SAMPLER, self.task, self.epoch, word, stream)
+
+    def _pattern(self, segment: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+        """Block ``block`` of segment ``segment``: its sources, and each source's count before each
+        offset."""
+        key = ("pattern", self.epoch, segment, block)
+        hit = self._cache.get(key)
+        if hit is None:
+            q = self.quotas[segment]
+            base = np.repeat(np.arange(len(q)), q)
+            if block > MAX_KEY:
+                raise OverflowError("seeder.data.Mix: more than 2**42 positions in one epoch")
+            perm = keyed_permutation(BLOCK, self._key(_PATTERN_WORD + segment, block))
+            pattern = base[perm(np.arange(BLOCK, dtype=np.int64))]
+            before = np.zeros((BLOCK + 1, len(q)), dtype=np.int64)
+            np.cumsum(pattern[:, None] == np.arange(len(q))[None, :], axis=0, out=before[1:])
+            if len(self._cache) > 64:
+                self._cache.clear()
+            hit = self._cache[key] = (pattern, before)
+        return hit
+
+    def _counts(self, segment: int, offset: int) -> np.ndarray:
+        """Each source's items in the first ``offset`` positions of ``segment``."""
+        block, rest = divmod(offset, BLOCK)
+        _, before = self._pattern(segment, block)
+        return block * self.quotas[segment] + before[rest]
+
+    def _base(self, segment: int) -> np.ndarray:
+        """Each source's items before segment ``segment`` starts."""
+        key = ("base", self.epoch, segment)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = np.zeros(len(self.names), dtype=np.int64)
+            for s in range(segment):
+                hit = hit + self._counts(s, self.starts[s + 1] - self.starts[s])
+            self._cache[key] = hit
+        return hit
+
+    def locate(self, position: int) -> tuple[str, int]:
+        """The source and index of ``position`` in the current epoch's mix.
+
+        Args:
+            position: an int >= 0 (past ``len(mix)`` too: the mix goes on).
+
+        Returns:
+            ``(source name, index in that source)``.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(1)
+            >>> mix = seeder.data.Mix({"x": torch.arange(3)}, weights={"x": 1}, seeder=s)
+            >>> [mix.locate(k) for k in range(4)][:3]
+            [('x', 0), ('x', 1), ('x', 2)]
+        """
+        k = check_int(position, "position", low=0)
+        segment = bisect.bisect_right(self.starts, k) - 1
+        offset = k - self.starts[segment]
+        block, rest = divmod(offset, BLOCK)
+        pattern, before = self._pattern(segment, block)
+        j = int(pattern[rest])
+        count = int(self._base(segment)[j] + block * self.quotas[segment][j] + before[rest, j])
+        size = self.sizes[j]
+        passes, at = divmod(count, size)
+        if passes == 0:
+            return self.names[j], at
+        if passes > MAX_KEY:
+            raise OverflowError("seeder.data.Mix: a source ran more than 2**32 passes")
+        perm = keyed_permutation(size, self._key(_PASS_WORD + j, passes))
+        return self.names[j], int(perm(np.array([at], dtype=np.int64))[0])
+
+    def __getitem__(self, position: int) -> Any:
+        name, index = self.locate(int(position))
+        return self.sources[self.names.index(name)][index]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_cache": {}}
+
+    def __repr__(self) -> str:
+        return (
+            f"seeder.data.Mix({dict(zip(self.names, self.sizes))}, weights={self.weights[-1]}, "
+            f"length={self.length})"
+        )

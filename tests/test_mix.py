@@ -1,0 +1,182 @@
+"""seeder.data.Mix: which source gives position k is a pure function of (master seed, epoch, k,
+weights); shares per block; each source in its order, its next passes reshuffled, nothing repeated
+within a pass; weights changed at a position; bad weights refused. Read by seeder.DataLoader
+(bitwise resume, workers) and by seeder.ElasticDataLoader across a world-size change (ranks in one
+process, their states gathered by hand as ``seeder.gather_state_dict()`` does).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import seeder
+from seeder import Seeder
+from seeder.data import Mix
+from seeder.data._mix import BLOCK
+
+A, B = 300, 40  # a large source and a small one, upsampled: several passes
+
+
+def sources():
+    return {"web": torch.arange(A), "code": 10_000 + torch.arange(B)}
+
+
+def mix_for(weights, master=3, epoch=0, **kw):
+    s = Seeder()
+    s.init(master)
+    s.reseed(1, epoch)
+    return Mix(sources(), weights=weights, seeder=s, **kw), s
+
+
+def trail(mix, n):
+    return [mix.locate(k) for k in range(n)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    w=st.lists(st.floats(0.01, 100), min_size=2, max_size=2),
+    n=st.integers(1, 5 * BLOCK),
+)
+def test_every_prefix_holds_each_sources_share_within_one_block(w, n):
+    mix, _ = mix_for({"web": w[0], "code": w[1]})
+    names = [name for name, _ in trail(mix, n)]
+    for name, weight in zip(("web", "code"), w):
+        share = weight / sum(w)
+        assert abs(names.count(name) - n * share) <= BLOCK * share + 2
+    full = (n // BLOCK) * BLOCK  # whole blocks: the quota exactly
+    q = mix.quotas[0]
+    assert names[:full].count("web") == (n // BLOCK) * q[0]
+
+
+def test_a_source_gives_its_items_in_order_then_reshuffled_passes_without_repeats():
+    mix, _ = mix_for({"web": 1, "code": 1}, length=2 * BLOCK)
+    code = [i for name, i in trail(mix, 2 * BLOCK) if name == "code"]
+    assert code[:B] == list(range(B))  # the source's own order first
+    passes = [code[p : p + B] for p in range(0, len(code) - B + 1, B)]
+    assert len(passes) >= 3
+    for p in passes:
+        assert sorted(p) == list(range(B))  # each pass: every item once
+    assert passes[1] != passes[2] and passes[1] != list(range(B))
+
+
+def test_the_mix_is_a_pure_function_of_master_epoch_position_and_weights():
+    w = {"web": 0.7, "code": 0.3}
+    first = trail(mix_for(w)[0], 3000)
+    assert trail(mix_for(w)[0], 3000) == first
+    assert trail(mix_for(w, epoch=1)[0], 3000) != first
+    assert trail(mix_for(w, master=4)[0], 3000) != first
+    mix, s = mix_for(w)
+    s.reseed(1, 1)  # the mix follows the seeder's epochs
+    assert trail(mix, 3000) == trail(mix_for(w, epoch=1)[0], 3000)
+
+
+def test_changed_weights_keep_the_past_and_follow_the_new_shares_after(caplog):
+    before, after, stop = {"web": 0.9, "code": 0.1}, {"web": 0.2, "code": 0.8}, 1500
+    old = trail(mix_for(before)[0], 6000)
+    with caplog.at_level(logging.INFO, logger="seeder"):
+        changed, _ = mix_for([(0, before), (stop, after)])
+    assert "positions from 1500 follow the weights" in caplog.text
+    new = trail(changed, 6000)
+    assert new[:stop] == old[:stop]
+    later = [name for name, _ in new[stop:]]
+    assert abs(later.count("code") / len(later) - 0.8) < 0.05
+    code = [i for name, i in new if name == "code"]  # passes continue across the change
+    for p in range(0, len(code) - B + 1, B):
+        assert sorted(code[p : p + B]) == list(range(B))
+
+
+@pytest.mark.parametrize(
+    "weights, words",
+    [
+        ({"web": -1, "code": 1}, "'web': -1"),
+        ({"web": math.nan, "code": 1}, "'web': nan"),
+        ({"web": 0, "code": 0.0}, "all 0"),
+        ({"web": 1, "text": 1}, "no source named ['text']; no weight for ['code']"),
+        ({"web": 1}, "no weight for ['code']"),
+        ({"web": 1, "code": math.inf}, "'code': inf"),
+    ],
+)
+def test_bad_weights_are_a_value_error_naming_them(weights, words):
+    with pytest.raises(ValueError) as err:
+        mix_for(weights)
+    assert words in str(err.value)
+
+
+def roundtrip(state):
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
+def test_dataloader_over_a_mix_resumes_bitwise_with_workers():
+    def run(stop=None, state=None):
+        s = Seeder()
+        s.init(9)
+        mix = Mix(sources(), weights={"web": 2, "code": 1}, length=60, seeder=s)
+        loader = seeder.DataLoader(mix, batch_size=4, shuffle=False, num_workers=2, seeder=s)
+        if state is not None:
+            s.load_state_dict(state)
+        out = []
+        for epoch in range(2):
+            s.reseed(1, epoch)
+            for b in loader:
+                out.append(b.tolist())
+                if stop == len(out):
+                    return out, roundtrip(s.state_dict())
+        return out, None
+
+    want, _ = run()
+    assert want[:15] != want[15:]  # each epoch its own mix
+    head, state = run(stop=6)
+    tail, _ = run(state=state)
+    assert head + tail == want[: len(head)] + want[len(head) :] and len(head + tail) == len(want)
+    assert head + tail == want
+
+
+def test_elastic_loader_over_a_mix_reads_every_position_once_across_a_world_change(monkeypatch):
+    def ranks(world, bs, state=None, stop=None):
+        got, states = [], []
+        for rank in range(world):
+            for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank)):
+                monkeypatch.setenv(k, str(v))
+            s = Seeder()
+            s.init(9)
+            mix = Mix(sources(), weights={"web": 1, "code": 3}, length=64, seeder=s)
+            loader = seeder.ElasticDataLoader(
+                mix, batch_size=bs, shuffle=False, seeder=s, num_replicas=world, rank=rank
+            )
+            if state is not None:
+                s.load_state_dict(state)
+            s.reseed(1, 0)
+            for k, b in enumerate(loader, 1):
+                got += b.tolist()
+                if k == stop:
+                    break
+            states.append(s.state_dict())
+        return got, states
+
+    want, _ = ranks(1, 8)
+    assert len(want) == 64
+    head, states = ranks(2, 4, stop=3)
+    gathered = {"format": "seeder-gathered", "version": states[0]["version"]}
+    gathered.update(world_size=2, ranks=states)
+    tail, _ = ranks(4, 2, state=roundtrip(gathered))  # the same global batch
+    assert sorted(head + tail) == sorted(want) and len(head) == 24
+
+
+def test_a_billion_positions_deep_the_mix_answers_at_once():
+    mix, _ = mix_for([(0, {"web": 1, "code": 1}), (10**9, {"web": 1, "code": 3})])
+    deep = [mix.locate(10**9 + k) for k in range(BLOCK)]
+    assert [n for n, _ in deep].count("code") == 768
+    counts = mix._base(1)
+    assert counts.sum() == 10**9 and abs(int(counts[0]) - 5 * 10**8) <= BLOCK
+    assert np.all(counts >= 0)
