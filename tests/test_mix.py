@@ -82,8 +82,8 @@ def test_changed_weights_keep_the_past_and_follow_the_new_shares_after(caplog):
     before, after, stop = {"web": 0.9, "code": 0.1}, {"web": 0.2, "code": 0.8}, 1500
     old = trail(mix_for(before)[0], 6000)
     with caplog.at_level(logging.INFO, logger="seeder"):
-        changed, _ = mix_for([(0, before), (stop, after)])
-    assert "positions from 1500 follow the weights" in caplog.text
+        changed, _ = mix_for([((0, 0), before), ((0, stop), after)])
+    assert "positions from 1500 of epoch 0 on follow the weights" in caplog.text
     new = trail(changed, 6000)
     assert new[:stop] == old[:stop]
     later = [name for name, _ in new[stop:]]
@@ -91,6 +91,9 @@ def test_changed_weights_keep_the_past_and_follow_the_new_shares_after(caplog):
     code = [i for name, i in new if name == "code"]  # passes continue across the change
     for p in range(0, len(code) - B + 1, B):
         assert sorted(code[p : p + B]) == list(range(B))
+    changed.set_epoch(1)  # later epochs follow the new weights from their start
+    names = [name for name, _ in trail(changed, 4 * BLOCK)]
+    assert names.count("code") == 4 * changed.quotas[1][1]
 
 
 @pytest.mark.parametrize(
@@ -174,7 +177,7 @@ def test_elastic_loader_over_a_mix_reads_every_position_once_across_a_world_chan
 
 
 def test_a_billion_positions_deep_the_mix_answers_at_once():
-    mix, _ = mix_for([(0, {"web": 1, "code": 1}), (10**9, {"web": 1, "code": 3})])
+    mix, _ = mix_for([((0, 0), {"web": 1, "code": 1}), ((0, 10**9), {"web": 1, "code": 3})])
     deep = [mix.locate(10**9 + k) for k in range(BLOCK)]
     assert [n for n, _ in deep].count("code") == 768
     counts = mix._base(1)

@@ -10,10 +10,11 @@ Within a source, the mix takes its items in the source's own order (index 0, 1, 
 source has given all its items (a pass), its next pass is a keyed permutation of (master seed,
 task, epoch, source, pass): no item repeats before its pass ends.
 
-Weights may change at positions: ``weights=[(0, before), (K, after)]`` keeps positions ``< K`` as
-they were (each source's count of items before ``K`` included) and follows ``after`` from ``K``:
-a run resumed at position ``K`` with other weights continues the epoch as if it had been built
-that way, and one log line says so.
+Weights may change at a position of an epoch: ``weights=[((0, 0), before), ((e, K), after)]``
+keeps epoch ``e``'s positions ``< K`` as they were (each source's count of items before ``K``
+included) and follows ``after`` from ``K`` on, and in every later epoch: a run resumed at
+position ``K`` of epoch ``e`` with other weights continues the epoch as if it had been built that
+way, and one log line says so.
 
 Example:
     >>> import torch, seeder
@@ -137,8 +138,8 @@ class Mix(torch.utils.data.Dataset):
 
     Args:
         sources: ``{name: dataset}``, each with ``__len__`` and ``__getitem__`` (not empty).
-        weights: ``{name: weight}``; or ``[(0, weights), (position, weights), ...]``: the weights
-            from each position on (increasing positions, the first 0).
+        weights: ``{name: weight}``; or ``[((0, 0), weights), ((epoch, position), weights), ...]``:
+            the weights from each (epoch, position) on (increasing, the first ``(0, 0)``).
         length: positions per epoch (the sum of the sources' lengths by default).
         seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
         task: the reseed task whose epoch the mix follows (1).
@@ -175,22 +176,30 @@ class Mix(torch.utils.data.Dataset):
         empty = [n for n, size in zip(self.names, self.sizes) if size == 0]
         if empty:
             raise ValueError(f"Mix sources {empty} are empty: a source needs at least one item")
-        history = [(0, weights)] if isinstance(weights, Mapping) else list(weights)
+        history = [((0, 0), weights)] if isinstance(weights, Mapping) else list(weights)
         if not history:
-            raise ValueError("Mix weights: give a dict, or a list of (position, weights)")
-        self.starts: list[int] = []
+            raise ValueError("Mix weights: give a dict, or a list of ((epoch, position), weights)")
+        self.changes: list[tuple[int, int]] = []
         self.quotas: list[np.ndarray] = []
         self.weights: list[dict[str, float]] = []
         for i, pair in enumerate(history):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and is_int(pair[0])):
-                raise ValueError(f"Mix weights[{i}] must be (position, weights), got {pair!r:.80}")
-            start = int(pair[0])
-            if (i == 0 and start != 0) or (i and start <= self.starts[-1]):
+            at = pair[0] if isinstance(pair, (tuple, list)) and len(pair) == 2 else None
+            if not (
+                isinstance(at, (tuple, list))
+                and len(at) == 2
+                and all(is_int(v) and 0 <= v <= MAX_KEY for v in at)
+            ):
                 raise ValueError(
-                    f"Mix weights' positions must start at 0 and increase, got {start} at {i}"
+                    f"Mix weights[{i}] must be ((epoch, position), weights), got {pair!r:.80}"
+                )
+            start = (int(at[0]), int(at[1]))
+            if (i == 0 and start != (0, 0)) or (i and start <= self.changes[-1]):
+                raise ValueError(
+                    f"Mix weights' (epoch, position) must start at (0, 0) and increase, got "
+                    f"{start} at {i}"
                 )
             w = check_weights(pair[1], self.names)
-            self.starts.append(start)
+            self.changes.append(start)
             self.weights.append(w)
             self.quotas.append(quotas(list(w.values())))
         self.length = sum(self.sizes) if length is None else check_int(length, "length", low=1)
@@ -206,11 +215,12 @@ class Mix(torch.utils.data.Dataset):
         self._epoch = torch.tensor(last[1] if last is not None and last[0] == task else 0)
         self._epoch.share_memory_()  # persistent workers see the epoch the main process sets
         self._cache: dict[Any, Any] = {}
-        for i in range(1, len(self.starts)):
+        for i in range(1, len(self.changes)):
             logger.info(
-                "seeder.data.Mix: positions from %d follow the weights %s (before: %s); those "
-                "before stay as they were",
-                self.starts[i],
+                "seeder.data.Mix: positions from %d of epoch %d on follow the weights %s "
+                "(before: %s); those before stay as they were",
+                self.changes[i][1],
+                self.changes[i][0],
                 self.weights[i],
                 self.weights[i - 1],
             )
@@ -243,9 +253,24 @@ class Mix(torch.utils.data.Dataset):
         master = self._source.inputs("seeder.data.Mix").master
         return derive_seed(master, Domain.SAMPLER, self.task, self.epoch, word, stream)
 
+    def _segments(self) -> tuple[list[int], list[int]]:
+        """The epoch's segments: where each starts, and which weights (index of the history) it
+        follows."""
+        epoch = self.epoch
+        key = ("segments", epoch)
+        hit = self._cache.get(key)
+        if hit is None:
+            base = max(i for i, c in enumerate(self.changes) if c <= (epoch, 0))
+            later = [i for i, c in enumerate(self.changes) if c[0] == epoch and c[1] > 0]
+            hit = self._cache[key] = (
+                [0] + [self.changes[i][1] for i in later],
+                [base] + later,
+            )
+        return hit
+
     def _pattern(self, segment: int, block: int) -> tuple[np.ndarray, np.ndarray]:
-        """Block ``block`` of segment ``segment``: its sources, and each source's count before each
-        offset."""
+        """Block ``block`` of the weights ``segment`` (an index of the history): its sources, and
+        each source's count before each offset."""
         key = ("pattern", self.epoch, segment, block)
         hit = self._cache.get(key)
         if hit is None:
@@ -268,14 +293,15 @@ class Mix(torch.utils.data.Dataset):
         _, before = self._pattern(segment, block)
         return block * self.quotas[segment] + before[rest]
 
-    def _base(self, segment: int) -> np.ndarray:
-        """Each source's items before segment ``segment`` starts."""
-        key = ("base", self.epoch, segment)
+    def _base(self, n: int) -> np.ndarray:
+        """Each source's items before the epoch's ``n``-th segment starts."""
+        key = ("base", self.epoch, n)
         hit = self._cache.get(key)
         if hit is None:
+            starts, which = self._segments()
             hit = np.zeros(len(self.names), dtype=np.int64)
-            for s in range(segment):
-                hit = hit + self._counts(s, self.starts[s + 1] - self.starts[s])
+            for s in range(n):
+                hit = hit + self._counts(which[s], starts[s + 1] - starts[s])
             self._cache[key] = hit
         return hit
 
@@ -296,12 +322,13 @@ class Mix(torch.utils.data.Dataset):
             [('x', 0), ('x', 1), ('x', 2)]
         """
         k = check_int(position, "position", low=0)
-        segment = bisect.bisect_right(self.starts, k) - 1
-        offset = k - self.starts[segment]
-        block, rest = divmod(offset, BLOCK)
+        starts, which = self._segments()
+        n = bisect.bisect_right(starts, k) - 1
+        segment = which[n]
+        block, rest = divmod(k - starts[n], BLOCK)
         pattern, before = self._pattern(segment, block)
         j = int(pattern[rest])
-        count = int(self._base(segment)[j] + block * self.quotas[segment][j] + before[rest, j])
+        count = int(self._base(n)[j] + block * self.quotas[segment][j] + before[rest, j])
         size = self.sizes[j]
         passes, at = divmod(count, size)
         if passes == 0:
