@@ -238,3 +238,25 @@ def test_next_epoch_after_a_moved_resume_starts_fresh_and_draws_anew():
     assert rows(second) != rows(first) and [r[:2] for r in rows(second)] == [
         r[:2] for r in rows(first)
     ]
+
+
+def test_persistent_workers_follow_epochs_and_resume_bitwise():
+    def run(stop=None, state=None):
+        s, loader = make(workers=2, persistent_workers=True)
+        if state is not None:
+            s.load_state_dict(state)
+        out = []
+        for epoch in range(2):
+            s.reseed(1, epoch)
+            for b in loader:
+                out.append(flat(b))
+                if len(out) == stop:
+                    return out, roundtrip(s.state_dict())
+        return out, None
+
+    want, _ = run()
+    half = len(want) // 2
+    assert rows(want[:half]) != rows(want[half:])
+    assert [r[:2] for r in rows(want[:half])] == [r[:2] for r in rows(want[half:])]
+    head, state = run(stop=3)
+    assert head + run(state=state)[0] == want

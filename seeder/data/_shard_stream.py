@@ -19,7 +19,7 @@ import torch
 import torch.utils.data
 
 from seeder.data._elastic import PositionSeeds, SampleSeeding
-from seeder.data._shards import open_shard, virtual_position
+from seeder.data._shards import fresh_assignment, open_shard, virtual_position
 from seeder.data._streams import set_epoch_of
 from seeder.data._workers import SeedSource, fetch_adapters, generator_words
 
@@ -62,12 +62,14 @@ class ShardStream(torch.utils.data.IterableDataset):
         worker = info.id if info is not None else 0
         epoch, generation = (int(v) for v in self.control.tolist())
         plan = self.plan
-        if plan is None or plan["generation"] != generation:
-            raise RuntimeError(
-                "seeder.IterableDataLoader: a worker started without its loader's deal of shards; "
-                "iterate the loader, not its dataset"
-            )
-        return self._produce(worker, epoch, plan["assignment"][worker], plan["workers"][worker])
+        if plan is not None and plan["generation"] == generation:
+            return self._produce(worker, epoch, plan["assignment"][worker], plan["workers"][worker])
+        # a persistent worker in a later epoch: loading a state restarts the workers, so an
+        # epoch they did not start with is a fresh one, dealt as the main process deals it
+        workers = max(self.num_workers, 1)
+        shards = fresh_assignment(self.num_shards, self.rank, self.world_size, workers)[worker]
+        record = {"produced": 0, "done": False, "state": {"cursor": 0, "pos": 0}}
+        return self._produce(worker, epoch, shards, record)
 
     def _seeding(self) -> SampleSeeding:
         """This process's seeding of the examples (a forked worker starts from its parent's)."""
