@@ -183,3 +183,106 @@ def test_a_billion_positions_deep_the_mix_answers_at_once():
     counts = mix._base(1)
     assert counts.sum() == 10**9 and abs(int(counts[0]) - 5 * 10**8) <= BLOCK
     assert np.all(counts >= 0)
+
+
+# ---------------------------------------------------------------- a mix of streams
+
+
+class Tagged(torch.utils.data.IterableDataset):
+    """A sharded stream whose rows say the source, shard and position, and what the row drew."""
+
+    def __init__(self, tag, sizes):
+        self.tag, self.sizes = tag, sizes
+
+    @property
+    def num_shards(self):
+        return len(self.sizes)
+
+    def iter_shard(self, shard, start):
+        for pos in range(start, self.sizes[shard]):
+            yield torch.tensor([self.tag, shard, pos, int(torch.randint(0, 10**6, ()))])
+
+    def __iter__(self):
+        for shard in range(self.num_shards):
+            yield from self.iter_shard(shard, 0)
+
+
+def stream_loader(workers=0, bs=4, weights=None, length=240):
+    s = Seeder()
+    s.init(5)
+    streams = {"a": Tagged(0, [30, 20, 25, 40]), "b": Tagged(1, [5, 3, 4])}
+    mix = Mix(streams, weights=weights or {"a": 3, "b": 1}, length=length, seeder=s)
+    loader = seeder.IterableDataLoader(mix, batch_size=bs, num_workers=workers, seeder=s)
+    return s, loader, mix
+
+
+def stream_epoch(s, loader, epoch=0, stop=None):
+    s.reseed(1, epoch)
+    out = []
+    for k, b in enumerate(loader, 1):
+        out.append(b.tolist())
+        if k == stop:
+            return out, roundtrip(s.state_dict())
+    return out, None
+
+
+def as_rows(batches):
+    return sorted(tuple(r) for b in batches for r in b)
+
+
+def test_a_mix_of_streams_resumes_bitwise_and_on_other_worker_counts():
+    want = stream_epoch(*stream_loader()[:2])[0]
+    assert len(as_rows(want)) == 240
+    for workers in (0, 2):
+        same = stream_epoch(*stream_loader(workers)[:2])[0]
+        assert as_rows(same) == as_rows(want)  # what a position gives and draws: any topology
+        head, state = stream_epoch(*stream_loader(workers)[:2], stop=7)
+        s, loader, _ = stream_loader(workers)
+        s.load_state_dict(state)
+        assert head + stream_epoch(s, loader)[0] == same  # bitwise
+        s, loader, _ = stream_loader(2 - workers, bs=5)
+        s.load_state_dict(state)
+        assert as_rows(head + stream_epoch(s, loader)[0]) == as_rows(want)
+
+
+def test_a_mix_of_streams_keeps_shares_per_lane_and_no_repeat_within_a_pass():
+    s, loader, mix = stream_loader(length=3 * 2 * BLOCK)
+    assert mix.lanes == 3
+    s.reseed(1, 0)
+    for lane in range(3):
+        got = [r.tolist() for r in mix.iter_shard(lane, 0)]
+        assert [r[0] for r in got].count(1) == 2 * mix.quotas[0][1]  # whole blocks: the quota
+        b = [tuple(r[1:3]) for r in got if r[0] == 1]
+        per_pass = [5, 3, 4][lane]  # source b's shard of this lane
+        for p in range(0, len(b) - per_pass + 1, per_pass):
+            assert sorted(b[p : p + per_pass]) == [(lane, i) for i in range(per_pass)]
+
+
+def test_a_mix_of_streams_follows_new_weights_from_the_epoch_they_are_given(caplog):
+    old = {"a": 3, "b": 1}
+    new = {"a": 1, "b": 3}
+    s, loader, _ = stream_loader(length=2400)
+    first = stream_epoch(s, loader)[0]
+    with caplog.at_level(logging.INFO, logger="seeder"):
+        s2, loader2, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=2400)
+    assert "positions from 0 of epoch 1 on follow the weights" in caplog.text
+    assert stream_epoch(s2, loader2)[0] == first  # the past as it was
+    later = as_rows(stream_epoch(s2, loader2, epoch=1)[0])
+    assert abs(sum(r[0] == 1 for r in later) / len(later) - 0.75) < 0.05
+    with pytest.raises(ValueError, match="at an epoch's start"):
+        stream_loader(weights=[((0, 0), old), ((0, 100), new)])
+
+
+def test_a_mix_of_streams_refuses_a_source_without_shards_and_needs_a_length():
+    class Plain(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+
+    s = Seeder()
+    s.init(0)
+    with pytest.raises(ValueError, match="'p' is a stream without shards"):
+        Mix({"a": Tagged(0, [3]), "p": Plain()}, weights={"a": 1, "p": 1}, length=9, seeder=s)
+    with pytest.raises(ValueError, match="length="):
+        Mix({"a": Tagged(0, [3])}, weights={"a": 1}, seeder=s)
+    with pytest.raises(ValueError, match="lanes must be"):
+        Mix({"a": Tagged(0, [3])}, weights={"a": 1}, length=3, lanes=2, seeder=s)

@@ -54,6 +54,7 @@ BLOCK = 1024
 # rank words of the mix's keys in the SAMPLER domain (the samplers' shuffle keys use rank 0)
 _PATTERN_WORD = 0x4D49_0000
 _PASS_WORD = 0x4D50_0000
+_GOLDEN, _M64 = 0x9E3779B97F4A7C15, (1 << 64) - 1
 
 Weights = Mapping[str, float]
 
@@ -140,7 +141,10 @@ class Mix(torch.utils.data.Dataset):
         sources: ``{name: dataset}``, each with ``__len__`` and ``__getitem__`` (not empty).
         weights: ``{name: weight}``; or ``[((0, 0), weights), ((epoch, position), weights), ...]``:
             the weights from each (epoch, position) on (increasing, the first ``(0, 0)``).
-        length: positions per epoch (the sum of the sources' lengths by default).
+        length: positions per epoch (the sum of the sources' lengths by default; required for
+            streams).
+        lanes: for streams (every source an ``IterableDataset`` with shards): the mix's shards
+            (the fewest shards of a source by default); see :mod:`seeder.data._stream_mix`.
         seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
         task: the reseed task whose epoch the mix follows (1).
 
@@ -159,12 +163,25 @@ class Mix(torch.utils.data.Dataset):
         [0, 1, 2, 2, 10, 11]
     """
 
+    def __new__(cls, sources: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if (
+            cls is Mix
+            and isinstance(sources, Mapping)
+            and sources
+            and all(isinstance(v, torch.utils.data.IterableDataset) for v in sources.values())
+        ):
+            from seeder.data._stream_mix import StreamMix
+
+            return super().__new__(StreamMix)
+        return super().__new__(cls)
+
     def __init__(
         self,
         sources: Mapping[str, Any],
-        weights: Union[Weights, Sequence[tuple[int, Weights]]],
+        weights: Union[Weights, Sequence[tuple[tuple[int, int], Weights]]],
         *,
         length: Optional[int] = None,
+        lanes: Optional[int] = None,
         seeder: Optional[Seeder] = None,
         task: int = TRAIN_TASK,
     ) -> None:
@@ -172,10 +189,6 @@ class Mix(torch.utils.data.Dataset):
             raise TypeError(f"Mix takes a dict of name to dataset, got {sources!r:.80}")
         self.names = [str(n) for n in sources]
         self.sources = [sources[n] for n in sources]
-        self.sizes = [len(src) for src in self.sources]
-        empty = [n for n, size in zip(self.names, self.sizes) if size == 0]
-        if empty:
-            raise ValueError(f"Mix sources {empty} are empty: a source needs at least one item")
         history = [((0, 0), weights)] if isinstance(weights, Mapping) else list(weights)
         if not history:
             raise ValueError("Mix weights: give a dict, or a list of ((epoch, position), weights)")
@@ -202,6 +215,7 @@ class Mix(torch.utils.data.Dataset):
             self.changes.append(start)
             self.weights.append(w)
             self.quotas.append(quotas(list(w.values())))
+        self._measure(lanes, length)
         self.length = sum(self.sizes) if length is None else check_int(length, "length", low=1)
         self.task = check_int(task, "task", low=0)
         seeder = resolve_seeder(check_seeder(seeder))
@@ -226,6 +240,15 @@ class Mix(torch.utils.data.Dataset):
             )
         seeder.join(self)
 
+    def _measure(self, lanes: Any, length: Any) -> None:
+        """The sources' sizes (map-style: their lengths)."""
+        if lanes is not None:
+            raise ValueError("Mix lanes= applies to a mix of streams; map-style sources have none")
+        self.sizes = [len(src) for src in self.sources]
+        empty = [n for n, size in zip(self.names, self.sizes) if size == 0]
+        if empty:
+            raise ValueError(f"Mix sources {empty} are empty: a source needs at least one item")
+
     # ------------------------------------------------------------------ epoch
     @property
     def epoch(self) -> int:
@@ -249,9 +272,10 @@ class Mix(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return self.length
 
-    def _key(self, word: int, stream: int) -> int:
+    def _key(self, word: int, stream: int, lane: int = 0) -> int:
         master = self._source.inputs("seeder.data.Mix").master
-        return derive_seed(master, Domain.SAMPLER, self.task, self.epoch, word, stream)
+        key = derive_seed(master, Domain.SAMPLER, self.task, self.epoch, word, stream)
+        return (key + lane * _GOLDEN) & _M64  # a stream's lanes: keys apart (0: map-style's)
 
     def _segments(self) -> tuple[list[int], list[int]]:
         """The epoch's segments: where each starts, and which weights (index of the history) it
@@ -268,17 +292,17 @@ class Mix(torch.utils.data.Dataset):
             )
         return hit
 
-    def _pattern(self, segment: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    def _pattern(self, segment: int, block: int, lane: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Block ``block`` of the weights ``segment`` (an index of the history): its sources, and
         each source's count before each offset."""
-        key = ("pattern", self.epoch, segment, block)
+        key = ("pattern", self.epoch, segment, block, lane)
         hit = self._cache.get(key)
         if hit is None:
             q = self.quotas[segment]
             base = np.repeat(np.arange(len(q)), q)
             if block > MAX_KEY:
                 raise OverflowError("seeder.data.Mix: more than 2**42 positions in one epoch")
-            perm = keyed_permutation(BLOCK, self._key(_PATTERN_WORD + segment, block))
+            perm = keyed_permutation(BLOCK, self._key(_PATTERN_WORD + segment, block, lane))
             pattern = base[perm(np.arange(BLOCK, dtype=np.int64))]
             before = np.zeros((BLOCK + 1, len(q)), dtype=np.int64)
             np.cumsum(pattern[:, None] == np.arange(len(q))[None, :], axis=0, out=before[1:])
@@ -287,23 +311,40 @@ class Mix(torch.utils.data.Dataset):
             hit = self._cache[key] = (pattern, before)
         return hit
 
-    def _counts(self, segment: int, offset: int) -> np.ndarray:
+    def _counts(self, segment: int, offset: int, lane: int = 0) -> np.ndarray:
         """Each source's items in the first ``offset`` positions of ``segment``."""
         block, rest = divmod(offset, BLOCK)
-        _, before = self._pattern(segment, block)
+        _, before = self._pattern(segment, block, lane)
         return block * self.quotas[segment] + before[rest]
 
-    def _base(self, n: int) -> np.ndarray:
+    def _base(self, n: int, lane: int = 0) -> np.ndarray:
         """Each source's items before the epoch's ``n``-th segment starts."""
-        key = ("base", self.epoch, n)
+        key = ("base", self.epoch, n, lane)
         hit = self._cache.get(key)
         if hit is None:
             starts, which = self._segments()
             hit = np.zeros(len(self.names), dtype=np.int64)
             for s in range(n):
-                hit = hit + self._counts(which[s], starts[s + 1] - starts[s])
+                hit = hit + self._counts(which[s], starts[s + 1] - starts[s], lane)
             self._cache[key] = hit
         return hit
+
+    def _take(self, k: int, lane: int = 0) -> tuple[int, int]:
+        """``(source, count)``: position ``k`` (of ``lane``) is item ``count`` of the epoch of
+        source ``j``."""
+        starts, which = self._segments()
+        n = bisect.bisect_right(starts, k) - 1
+        segment = which[n]
+        block, rest = divmod(k - starts[n], BLOCK)
+        pattern, before = self._pattern(segment, block, lane)
+        j = int(pattern[rest])
+        return j, int(self._base(n, lane)[j] + block * self.quotas[segment][j] + before[rest, j])
+
+    def _counts_at(self, k: int, lane: int = 0) -> np.ndarray:
+        """Each source's items before position ``k`` (of ``lane``)."""
+        starts, which = self._segments()
+        n = bisect.bisect_right(starts, k) - 1
+        return self._base(n, lane) + self._counts(which[n], k - starts[n], lane)
 
     def locate(self, position: int) -> tuple[str, int]:
         """The source and index of ``position`` in the current epoch's mix.
@@ -321,14 +362,7 @@ class Mix(torch.utils.data.Dataset):
             >>> [mix.locate(k) for k in range(4)][:3]
             [('x', 0), ('x', 1), ('x', 2)]
         """
-        k = check_int(position, "position", low=0)
-        starts, which = self._segments()
-        n = bisect.bisect_right(starts, k) - 1
-        segment = which[n]
-        block, rest = divmod(k - starts[n], BLOCK)
-        pattern, before = self._pattern(segment, block)
-        j = int(pattern[rest])
-        count = int(self._base(n)[j] + block * self.quotas[segment][j] + before[rest, j])
+        j, count = self._take(check_int(position, "position", low=0))
         size = self.sizes[j]
         passes, at = divmod(count, size)
         if passes == 0:
