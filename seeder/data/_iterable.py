@@ -425,6 +425,123 @@ def _fresh(epoch: int, workers: int) -> dict[str, Any]:
     }
 
 
+def _worker_stream(
+    dataset: Any,
+    seeder: Seeder,
+    layout: tuple[Optional[int], bool, Callable[[Any], Any], int],
+    task: int,
+    shards: Optional[int],
+    sample_rngs: Optional[Sequence[str]],
+) -> Any:
+    """What torch's workers iterate: the stream by shard, or (without shards) split by rank."""
+    batch_size, drop_last, collate_fn, num_workers = layout
+    common = (SeedSource(seeder), batch_size, drop_last, collate_fn, num_workers)
+    if shards is None:
+        return WorkerStream(
+            _split_by_rank(dataset, seeder), *common, seeder.rank, seeder.world_size, task
+        )
+    rngs = check_sample_rngs(FETCH_SEEDED if sample_rngs is None else sample_rngs)
+    return ShardStream(dataset, *common, seeder.rank, seeder.world_size, task, shards, rngs)
+
+
+def _shard_fields(stream: Any, shards: int, progress: dict[str, Any]) -> dict[str, Any]:
+    """The keys a sharded stream's state adds: its rank, shards, deal and ended shards."""
+    return {
+        "rank": stream.rank,
+        "num_shards": shards,
+        "assignment": [[list(p) for p in mine] for mine in progress["assignment"]],
+        "ended": list(progress["ended"]),
+    }
+
+
+def _check_sharded(
+    state: Any, layout: dict[str, Any], stream: Any, shards: int, epoch: Optional[int]
+) -> tuple[dict[str, Any], str]:
+    """:func:`seeder.data._shard_state.shard_progress` with this module's round-robin check."""
+
+    def same_layout(st: Any, lay: dict[str, Any], e: Optional[int]) -> None:
+        check_stream_state(st, layout, e, lambda w, s: None, SHARD_FORMAT, SHARD_STATE_KEYS)
+
+    sharded = {**layout, "rank": stream.rank, "num_shards": shards}
+    return shard_progress(state, sharded, epoch, same_layout)
+
+
+def _refuse_sharded(state: Any, dataset: Any) -> None:
+    """A sharded stream's state does not load into a loader that reads its stream by rank."""
+    if isinstance(state, dict) and state.get("format") in (SHARD_FORMAT, MERGED_FORMAT):
+        raise StateError(
+            f"this state was saved by {_NAME} over a sharded stream, this loader's stream "
+            f"({type(dataset).__name__}) is read without shards: build the loader the "
+            "same way (by_shard=True for a datasets stream)"
+        )
+
+
+def _check_loader_state(
+    state: Any, stream: Any, shards: Optional[int], layout: dict[str, Any], epoch: Optional[int]
+) -> Optional[tuple[dict[str, Any], str]]:
+    """:meth:`IterableDataLoader.check_state_dict`'s checks; a sharded stream's resume position."""
+    if shards is not None:
+        return _check_sharded(state, layout, stream, shards, epoch)
+    _refuse_sharded(state, stream.dataset)
+
+    def check_dataset(worker: int, dataset_state: Any) -> None:
+        check_dataset_state(stream.dataset, dataset_state, int(state["epoch"]), worker)
+
+    check_stream_state(state, layout, epoch, check_dataset)
+    return None
+
+
+def _loaded(
+    state: dict[str, Any], checked: Optional[tuple[dict[str, Any], str]], stream: Any
+) -> dict[str, Any]:
+    """The position a checked ``state`` continues from (a re-deal logged)."""
+    if checked is None:
+        progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
+        progress["workers"] = [dict(r) for r in state["workers"]]
+        return progress
+    progress, how = checked
+    if how != "exact":
+        _log_redeal(progress, how, max(stream.num_workers, 1), stream.world_size)
+    return progress
+
+
+def _fresh_for(stream: Any, shards: Optional[int], epoch: int) -> dict[str, Any]:
+    """The position at the start of ``epoch``: nothing handed out (the fresh deal of shards)."""
+    workers = max(stream.num_workers, 1)
+    if shards is None:
+        return _fresh(epoch, workers)
+    return fresh_progress(epoch, fresh_assignment(shards, stream.rank, stream.world_size, workers))
+
+
+def _arm(stream: Any, generation: int, progress: dict[str, Any]) -> None:
+    """Tell the worker stream where iteration ``generation`` starts (its workers read it)."""
+    if isinstance(stream, ShardStream):
+        stream.plan = {
+            "generation": generation,
+            "assignment": progress["assignment"],
+            "workers": progress["workers"],
+        }
+        return
+    stream.resume = (
+        {"generation": generation, "workers": progress["workers"]}
+        if progress["batch"] or progress["complete"] or any(r["done"] for r in progress["workers"])
+        else None
+    )
+
+
+def _log_redeal(progress: dict[str, Any], how: str, workers: int, world: int) -> None:
+    logger.info(
+        "seeder.IterableDataLoader: epoch %d continues on another %s: the %d shard(s) not ended "
+        "are dealt again over %d worker(s) of %d rank(s), each from its position; every example "
+        "left is read once, drawing what it drew before, in the new deal's order",
+        progress["epoch"],
+        "number of workers" if how == "workers" else "world size",
+        sum(len(a) for a in progress["assignment"]),
+        workers,
+        world,
+    )
+
+
 def _shards_of(
     dataset: Any, by_shard: Optional[bool], sample_rngs: Optional[Sequence[str]]
 ) -> Optional[int]:
@@ -553,34 +670,10 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         user = dataset
         warn_threaded_maps(dataset)
         shards = _shards_of(dataset, by_shard, sample_rngs)
-        self._stream: Any
+        layout = (batch_size, bool(drop_last), collate_fn, num_workers)
+        self._stream = _worker_stream(dataset, seeder, layout, task, shards, sample_rngs)
         if shards is not None:
-            self._stream = ShardStream(
-                dataset,
-                SeedSource(seeder),
-                batch_size,
-                bool(drop_last),
-                collate_fn,
-                num_workers,
-                seeder.rank,
-                seeder.world_size,
-                task,
-                shards,
-                check_sample_rngs(FETCH_SEEDED if sample_rngs is None else sample_rngs),
-            )
             self.seeder_elastic = True  # a gathered state moves to any world (seeder._state)
-        else:
-            self._stream = WorkerStream(
-                _split_by_rank(dataset, seeder),
-                SeedSource(seeder),
-                batch_size,
-                bool(drop_last),
-                collate_fn,
-                num_workers,
-                seeder.rank,
-                seeder.world_size,
-                task,
-            )
         self._shards = shards
         self._seeder, self._task = seeder, task
         last = seeder.last_reseed
@@ -684,20 +777,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         set_epoch_of(
             stream.dataset, epoch
         )  # before the workers start: they read it, and need not write it
-        if self._shards is not None:
-            stream.plan = {
-                "generation": self._generation,
-                "assignment": progress["assignment"],
-                "workers": progress["workers"],
-            }
-        else:
-            stream.resume = (
-                {"generation": self._generation, "workers": progress["workers"]}
-                if progress["batch"]
-                or progress["complete"]
-                or any(r["done"] for r in progress["workers"])
-                else None
-            )
+        _arm(stream, self._generation, progress)
         if progress["complete"]:
             logger.info(
                 "seeder.IterableDataLoader: epoch %d was complete in the loaded state; nothing "
@@ -802,13 +882,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
 
     def _fresh(self, epoch: int) -> dict[str, Any]:
         """The position at the start of ``epoch``: nothing handed out (the fresh deal of shards)."""
-        stream = self._stream
-        workers = max(stream.num_workers, 1)
-        if self._shards is None:
-            return _fresh(epoch, workers)
-        return fresh_progress(
-            epoch, fresh_assignment(self._shards, stream.rank, stream.world_size, workers)
-        )
+        return _fresh_for(self._stream, self._shards, epoch)
 
     def _state_of(self, progress: dict[str, Any]) -> dict[str, Any]:
         state = {
@@ -822,10 +896,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             "world_size": self._stream.world_size,
         }
         if self._shards is not None:
-            state["rank"] = self._stream.rank
-            state["num_shards"] = self._shards
-            state["assignment"] = [[list(p) for p in shards] for shards in progress["assignment"]]
-            state["ended"] = list(progress["ended"])
+            state.update(_shard_fields(self._stream, self._shards, progress))
         return state
 
     def check_state_dict(self, state: Any) -> None:
@@ -865,27 +936,8 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             "drop_last": self.drop_last,
             "world_size": self._stream.world_size,
         }
-        stream = self._stream
         epoch = run_epoch(self._seeder, self._task)
-        if self._shards is not None:
-
-            def same_layout(st: Any, lay: dict[str, Any], e: Optional[int]) -> None:
-                check_stream_state(st, layout, e, lambda w, s: None, SHARD_FORMAT, SHARD_STATE_KEYS)
-
-            shards = {**layout, "rank": stream.rank, "num_shards": self._shards}
-            return shard_progress(state, shards, epoch, same_layout)
-        if isinstance(state, dict) and state.get("format") in (SHARD_FORMAT, MERGED_FORMAT):
-            raise StateError(
-                f"this state was saved by {_NAME} over a sharded stream, this loader's stream "
-                f"({type(self.dataset).__name__}) is read without shards: build the loader the "
-                "same way (by_shard=True for a datasets stream)"
-            )
-
-        def check_dataset(worker: int, dataset_state: Any) -> None:
-            check_dataset_state(stream.dataset, dataset_state, int(state["epoch"]), worker)
-
-        check_stream_state(state, layout, epoch, check_dataset)
-        return None
+        return _check_loader_state(state, self._stream, self._shards, layout, epoch)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet
@@ -913,24 +965,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             [[2, 3], [4]]
         """
         refuse_in_worker("seeder.IterableDataLoader.load_state_dict()")
-        checked = self._check(state)
-        if checked is None:
-            progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
-            progress["workers"] = [dict(r) for r in state["workers"]]
-        else:
-            progress, how = checked
-            if how != "exact":
-                logger.info(
-                    "seeder.IterableDataLoader: epoch %d continues on another %s: the %d shard(s) "
-                    "not ended are dealt again over %d worker(s) of %d rank(s), each from its "
-                    "position; every example left is read once, drawing what it drew before, in "
-                    "the new deal's order",
-                    progress["epoch"],
-                    "number of workers" if how == "workers" else "world size",
-                    sum(len(a) for a in progress["assignment"]),
-                    max(self.num_workers, 1),
-                    self._stream.world_size,
-                )
+        progress = _loaded(state, self._check(state), self._stream)
         self._epoch = int(state["epoch"])
         self._resume = progress
         self._progress = progress
@@ -939,20 +974,10 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         self._iterator = None  # torch's persistent iterator holds workers with the old position
 
     def elastic_step(self, state: dict[str, Any]) -> int:
-        """The global step of a sharded stream's state: the batches rank 0 had handed out.
+        """The global step of a sharded stream's ``state`` (rank 0's batches), for a world change.
 
-        What a world-size change seeds this rank's RNG streams from (``seeder._state.world``).
-
-        Args:
-            state: a state of this loader (one rank's, or every rank's joined).
-
-        Returns:
-            The step.
-
-        Example:
-            >>> elastic_step = IterableDataLoader.elastic_step
-            >>> elastic_step(None, {"format": "seeder.shard_stream.gathered", "step": 4})
-            4
+        >>> IterableDataLoader.elastic_step(None, {"format": "seeder.shard_stream", "batch": 4})
+        4
         """
         return int(state["step"] if state.get("format") == MERGED_FORMAT else state["batch"])
 
