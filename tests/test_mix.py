@@ -286,3 +286,24 @@ def test_a_mix_of_streams_refuses_a_source_without_shards_and_needs_a_length():
         Mix({"a": Tagged(0, [3])}, weights={"a": 1}, seeder=s)
     with pytest.raises(ValueError, match="lanes must be"):
         Mix({"a": Tagged(0, [3])}, weights={"a": 1}, length=3, lanes=2, seeder=s)
+
+
+def test_a_mix_of_streams_resumed_with_other_weights_is_refused_naming_the_history():
+    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
+    _, state = stream_epoch(*stream_loader(length=480)[:2], stop=3)
+    _, state1 = stream_epoch(*stream_loader(length=480)[:2], epoch=1, stop=3)
+    for weights, saved in ((new, state), ([((0, 0), old), ((1, 0), new)], state1)):
+        s2, loader2, _ = stream_loader(weights=weights, length=480)
+        before = loader2.state_dict()
+        with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'a': 3.0"):
+            s2.load_state_dict(saved)
+        assert loader2.state_dict() == before
+
+
+def test_a_mix_of_streams_resumed_with_weights_for_the_next_epoch_keeps_this_one():
+    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
+    want = stream_epoch(*stream_loader(length=480)[:2])[0]
+    head, state = stream_epoch(*stream_loader(length=480)[:2], stop=3)
+    s, loader, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=480)
+    s.load_state_dict(state)
+    assert head + stream_epoch(s, loader)[0] == want

@@ -76,7 +76,7 @@ def merge_ranks(states: list[Any]) -> dict[str, Any]:
     Returns:
         A :data:`MERGED_FORMAT` state: ``epoch``, ``num_shards``, ``positions`` (``[shard, pos]``
         of the shards not ended), ``ended``, ``step`` (rank 0's batches), ``world_size``,
-        ``batch_size``, ``drop_last``.
+        ``batch_size``, ``drop_last``, ``source`` (what the stream says of itself).
 
     Raises:
         StateError: the ranks disagree on the epoch or the shards, or a shard is held by two
@@ -90,7 +90,7 @@ def merge_ranks(states: list[Any]) -> dict[str, Any]:
             raise StateError(
                 f"rank {rank}'s stream state is not a sharded stream's while rank 0's is; {_FIX}"
             )
-        for name in ("epoch", "num_shards", "version"):
+        for name in ("epoch", "num_shards", "version", "source"):
             if state.get(name) != first.get(name):
                 raise StateError(
                     f"rank {rank}'s stream state has {name}={state.get(name)!r}, rank 0's "
@@ -121,6 +121,7 @@ def merge_ranks(states: list[Any]) -> dict[str, Any]:
         "world_size": len(states),
         "batch_size": first["batch_size"],
         "drop_last": first["drop_last"],
+        "source": first.get("source"),
     }
 
 

@@ -445,8 +445,11 @@ def _worker_stream(
 
 
 def _shard_fields(stream: Any, shards: int, progress: dict[str, Any]) -> dict[str, Any]:
-    """The keys a sharded stream's state adds: its rank, shards, deal and ended shards."""
+    """The keys a sharded stream's state adds: its rank, shards, deal and ended shards, and what
+    the stream says of itself (its ``stream_state()``, e.g. a mix's weights)."""
+    own = getattr(stream.dataset, "stream_state", None)
     return {
+        "source": own() if callable(own) else None,
         "rank": stream.rank,
         "num_shards": shards,
         "assignment": [[list(p) for p in mine] for mine in progress["assignment"]],
@@ -462,8 +465,13 @@ def _check_sharded(
     def same_layout(st: Any, lay: dict[str, Any], e: Optional[int]) -> None:
         check_stream_state(st, layout, e, lambda w, s: None, SHARD_FORMAT, SHARD_STATE_KEYS)
 
+    def check_source(source: Any, epoch: int) -> None:
+        own = getattr(stream.dataset, "check_stream_state", None)
+        if callable(own):
+            own(source, epoch)
+
     sharded = {**layout, "rank": stream.rank, "num_shards": shards}
-    return shard_progress(state, sharded, epoch, same_layout)
+    return shard_progress(state, sharded, epoch, same_layout, check_source)
 
 
 def _refuse_sharded(state: Any, dataset: Any) -> None:

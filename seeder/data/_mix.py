@@ -55,6 +55,7 @@ import torch
 import torch.utils.data
 
 from seeder._checks import check_int, is_int
+from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK, Domain, derive_seed
@@ -442,6 +443,59 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
     def num_shards(self) -> int:
         """The lanes: the mix's shards."""
         return self.lanes
+
+    def stream_state(self) -> dict[str, Any]:
+        """What a loader's state keeps of the mix: its sources, lanes, length and weights.
+
+        >>> import torch, seeder
+        >>> class One(torch.utils.data.IterableDataset):
+        ...     num_shards = 1
+        ...     def iter_shard(self, shard, start): return iter(range(start, 4))
+        ...     def __iter__(self): return self.iter_shard(0, 0)
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> Mix({"a": One()}, weights={"a": 1}, length=4, seeder=s).stream_state()["weights"]
+        [[0, 0, {'a': 1.0}]]
+        """
+        return {
+            "names": list(self.names),
+            "lanes": self.lanes,
+            "length": self.length,
+            "weights": [[e, p, dict(w)] for (e, p), w in zip(self.changes, self.weights)],
+        }
+
+    def check_stream_state(self, saved: Any, epoch: int) -> None:
+        """Raise :class:`seeder.StateError` unless a state saved with ``saved`` (its
+        :meth:`stream_state`) continues in this mix: the same sources, lanes and length, and the
+        saved weights the start of this mix's (a change of weights is given, not guessed).
+
+        Args:
+            saved: ``stream_state()`` of the mix the state was saved with.
+            epoch: the epoch the state stands in (a later change of weights starts after it).
+
+        Raises:
+            StateError: what differs, and the ``weights=`` that continues with new weights.
+        """
+        mine = self.stream_state()
+        if not isinstance(saved, dict) or set(saved) != set(mine):
+            raise StateError(
+                f"this state was not saved over a seeder.data.Mix of streams ({saved!r:.80}): "
+                "resume with the stream it was saved with"
+            )
+        for key in ("names", "lanes", "length"):
+            if saved[key] != mine[key]:
+                raise StateError(
+                    f"the state was saved over a Mix with {key}={saved[key]!r}, this one has "
+                    f"{mine[key]!r}: build the mix as the saved run did"
+                )
+        old, new = saved["weights"], mine["weights"]
+        if new[: len(old)] != old or any(e <= epoch for e, _, _ in new[len(old) :]):
+            pairs = [((e, p), w) for e, p, w in old]
+            raise StateError(
+                f"the state was saved in epoch {epoch} over a Mix with the weights {old!r}, this "
+                f"one has {new!r}: a mix keeps its past only with the saved weights as the start "
+                f"of its own. To change them from a later epoch E on, pass weights={pairs!r} + "
+                "[((E, 0), new weights)]"
+            )
 
     def lane_length(self, lane: int) -> int:
         """Positions of ``lane`` in an epoch."""

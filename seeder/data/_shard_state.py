@@ -55,6 +55,7 @@ SHARD_STATE_KEYS = frozenset(
         "num_shards",
         "assignment",
         "ended",
+        "source",
     }
 )
 #: The keys of every rank's positions joined.
@@ -70,6 +71,7 @@ MERGED_KEYS = frozenset(
         "world_size",
         "batch_size",
         "drop_last",
+        "source",
     }
 )
 _NAME = "seeder.IterableDataLoader"
@@ -147,6 +149,7 @@ def shard_progress(
     layout: dict[str, Any],
     epoch: Optional[int],
     check_round_robin: Callable[[Any, dict[str, Any], Optional[int]], None],
+    check_source: Callable[[Any, int], None] = lambda source, epoch: None,
 ) -> tuple[dict[str, Any], str]:
     """Check ``state`` whole and return the position it resumes from, and how (module docs).
 
@@ -157,6 +160,9 @@ def shard_progress(
         epoch: the epoch the run stands in (``None``: any).
         check_round_robin: checks one rank's state of this layout as
             :func:`seeder.data._iterable.check_stream_state` does.
+        check_source: ``check_source(source, epoch)`` raises ``StateError`` unless the stream
+            continues from what it said of itself (``state["source"]``, its ``stream_state()``)
+            in the state's epoch.
 
     Returns:
         ``(progress, how)``: ``how`` is ``"exact"``, ``"workers"`` (re-dealt over this rank's
@@ -170,6 +176,7 @@ def shard_progress(
     if fmt == MERGED_FORMAT:
         check_state_header(state, MERGED_FORMAT, SHARD_STATE_VERSION, MERGED_KEYS, _NAME)
         _same_stream(state, count, epoch)
+        check_source(state["source"], int(state["epoch"]))
         positions = check_positions(state["positions"], state["ended"], count, f"{_NAME} state")
         assignment = redeal(positions, layout["rank"], layout["world_size"], workers)
         return fresh_progress(int(state["epoch"]), assignment, state["ended"]), "world"
@@ -181,6 +188,7 @@ def shard_progress(
         )
     check_state_header(state, SHARD_FORMAT, SHARD_STATE_VERSION, SHARD_STATE_KEYS, _NAME)
     _same_stream(state, count, epoch)
+    check_source(state["source"], int(state["epoch"]))
     if state["world_size"] != layout["world_size"] or state["rank"] != layout["rank"]:
         raise StateError(
             f"this {_NAME} state holds the shards of rank {state['rank']!r} of a world of "
