@@ -260,3 +260,23 @@ def test_persistent_workers_follow_epochs_and_resume_bitwise():
     assert [r[:2] for r in rows(want[:half])] == [r[:2] for r in rows(want[half:])]
     head, state = run(stop=3)
     assert head + run(state=state)[0] == want
+
+
+def test_a_gathered_state_loaded_before_the_loader_is_built_waits_for_it(monkeypatch):
+    want = rows(epoch0(*make())[0])
+    heads, states = [], []
+    for rank in range(2):
+        rank_env(monkeypatch, rank, 2)
+        head, state = epoch0(*make(), stop=2)
+        heads += head
+        states.append(state)
+    saved = roundtrip(gathered(states))
+    tails = []
+    for rank in range(3):
+        rank_env(monkeypatch, rank, 3)
+        s = Seeder()
+        s.init(MASTER)
+        s.load_state_dict(saved)  # no loader yet: its part waits for it
+        loader = IterableDataLoader(Shards(), batch_size=3, seeder=s)
+        tails += epoch0(s, loader)[0]
+    assert rows(heads + tails) == want
