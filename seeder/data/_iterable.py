@@ -57,9 +57,17 @@ from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.rngbase import next_keeping
 from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT
 from seeder.data._elastic import check_sample_rngs
-from seeder.data._shard_state import SHARD_STATE_KEYS, fresh_progress, shard_progress
+from seeder.data._shard_state import (
+    SHARD_STATE_KEYS,
+    fresh_progress,
+    log_redeal,
+    refuse_sharded,
+    shard_fields,
+    shard_progress,
+    shards_of,
+)
 from seeder.data._shard_stream import ShardStream
-from seeder.data._shards import fresh_assignment, shard_count
+from seeder.data._shards import fresh_assignment
 from seeder.data._streams import (
     WorkerStream,
     check_dataset_state,
@@ -444,19 +452,6 @@ def _worker_stream(
     return ShardStream(dataset, *common, seeder.rank, seeder.world_size, task, shards, rngs)
 
 
-def _shard_fields(stream: Any, shards: int, progress: dict[str, Any]) -> dict[str, Any]:
-    """The keys a sharded stream's state adds: its rank, shards, deal and ended shards, and what
-    the stream says of itself (its ``stream_state()``, e.g. a mix's weights)."""
-    own = getattr(stream.dataset, "stream_state", None)
-    return {
-        "source": own() if callable(own) else None,
-        "rank": stream.rank,
-        "num_shards": shards,
-        "assignment": [[list(p) for p in mine] for mine in progress["assignment"]],
-        "ended": list(progress["ended"]),
-    }
-
-
 def _check_sharded(
     state: Any, layout: dict[str, Any], stream: Any, shards: int, epoch: Optional[int]
 ) -> tuple[dict[str, Any], str]:
@@ -474,23 +469,13 @@ def _check_sharded(
     return shard_progress(state, sharded, epoch, same_layout, check_source)
 
 
-def _refuse_sharded(state: Any, dataset: Any) -> None:
-    """A sharded stream's state does not load into a loader that reads its stream by rank."""
-    if isinstance(state, dict) and state.get("format") in (SHARD_FORMAT, MERGED_FORMAT):
-        raise StateError(
-            f"this state was saved by {_NAME} over a sharded stream, this loader's stream "
-            f"({type(dataset).__name__}) is read without shards: build the loader the "
-            "same way (by_shard=True for a datasets stream)"
-        )
-
-
 def _check_loader_state(
     state: Any, stream: Any, shards: Optional[int], layout: dict[str, Any], epoch: Optional[int]
 ) -> Optional[tuple[dict[str, Any], str]]:
     """:meth:`IterableDataLoader.check_state_dict`'s checks; a sharded stream's resume position."""
     if shards is not None:
         return _check_sharded(state, layout, stream, shards, epoch)
-    _refuse_sharded(state, stream.dataset)
+    refuse_sharded(state, stream.dataset)
 
     def check_dataset(worker: int, dataset_state: Any) -> None:
         check_dataset_state(stream.dataset, dataset_state, int(state["epoch"]), worker)
@@ -509,7 +494,7 @@ def _loaded(
         return progress
     progress, how = checked
     if how != "exact":
-        _log_redeal(progress, how, max(stream.num_workers, 1), stream.world_size)
+        log_redeal(progress, how, max(stream.num_workers, 1), stream.world_size)
     return progress
 
 
@@ -535,42 +520,6 @@ def _arm(stream: Any, generation: int, progress: dict[str, Any]) -> None:
         if progress["batch"] or progress["complete"] or any(r["done"] for r in progress["workers"])
         else None
     )
-
-
-def _log_redeal(progress: dict[str, Any], how: str, workers: int, world: int) -> None:
-    logger.info(
-        "seeder.IterableDataLoader: epoch %d continues on another %s: the %d shard(s) not ended "
-        "are dealt again over %d worker(s) of %d rank(s), each from its position; every example "
-        "left is read once, drawing what it drew before, in the new deal's order",
-        progress["epoch"],
-        "number of workers" if how == "workers" else "world size",
-        sum(len(a) for a in progress["assignment"]),
-        workers,
-        world,
-    )
-
-
-def _shards_of(
-    dataset: Any, by_shard: Optional[bool], sample_rngs: Optional[Sequence[str]]
-) -> Optional[int]:
-    """The shards the loader deals (:mod:`seeder.data._shards`), or ``None`` to read by rank."""
-    if by_shard is not None and not isinstance(by_shard, bool):
-        raise TypeError(f"by_shard must be True, False or None, got {by_shard!r}")
-    count = None
-    datasets_stream = type(dataset).__module__.startswith("datasets.")
-    if by_shard or (by_shard is None and not datasets_stream):
-        count = shard_count(dataset)
-    if by_shard and count is None:
-        raise ValueError(
-            f"by_shard=True needs a stream that declares its shards: {type(dataset).__name__} has "
-            "no num_shards and iter_shard(shard, start) (see seeder.IterableDataLoader)"
-        )
-    if count is None and sample_rngs is not None:
-        raise ValueError(
-            "sample_rngs applies to a sharded stream (its examples are seeded one by one); this "
-            "stream is seeded per batch: leave sample_rngs out"
-        )
-    return count
 
 
 def _split_by_rank(dataset: Any, seeder: Seeder) -> Any:
@@ -610,11 +559,14 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         shuffle, sampler, batch_sampler: refused: a stream's order is its own.
         seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
         task: the reseed task whose epoch it follows (1).
+        by_shard: read by shard, examples seeded by (shard, position) (default for a stream with
+            ``num_shards`` and ``iter_shard``; ``True`` for a ``datasets`` stream's ``n_shards``).
+        sample_rngs: by shard: the RNGs examples draw from, seeded before each (all by default).
 
     Raises:
         TypeError: a map-style dataset (its loader is :class:`seeder.DataLoader`).
-        ValueError: ``shuffle``, ``sampler``, ``batch_sampler``; a bad ``batch_size`` or
-            ``num_workers``.
+        ValueError: ``shuffle``, ``sampler``, ``batch_sampler``; a bad ``batch_size``,
+            ``num_workers``, or ``by_shard``/``sample_rngs`` for a stream without shards.
         RuntimeError: the seeder is not initialised (the stream is sharded by global rank).
 
     Example:
@@ -677,7 +629,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             collate_fn = default_collate if batch_size is not None else default_convert
         user = dataset
         warn_threaded_maps(dataset)
-        shards = _shards_of(dataset, by_shard, sample_rngs)
+        shards = shards_of(dataset, by_shard, sample_rngs)
         layout = (batch_size, bool(drop_last), collate_fn, num_workers)
         self._stream = _worker_stream(dataset, seeder, layout, task, shards, sample_rngs)
         if shards is not None:
@@ -904,7 +856,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
             "world_size": self._stream.world_size,
         }
         if self._shards is not None:
-            state.update(_shard_fields(self._stream, self._shards, progress))
+            state.update(shard_fields(self._stream, self._shards, progress))
         return state
 
     def check_state_dict(self, state: Any) -> None:
@@ -985,8 +937,7 @@ class IterableDataLoader(UsesSeeder, torch.utils.data.DataLoader):
         """The global step of a sharded stream's ``state`` (rank 0's batches), for a world change.
 
         >>> IterableDataLoader.elastic_step(None, {"format": "seeder.shard_stream", "batch": 4})
-        4
-        """
+        4"""
         return int(state["step"] if state.get("format") == MERGED_FORMAT else state["batch"])
 
     def __repr__(self) -> str:

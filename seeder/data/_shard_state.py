@@ -17,13 +17,14 @@ in an uninterrupted run; the order after the stop follows the new deal.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 from seeder._checks import check_state_header, is_int
 from seeder._errors import StateError
 from seeder._seeding.derive import MAX_KEY
 from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT, rank_positions
-from seeder.data._shards import check_positions, deal, redeal
+from seeder.data._shards import check_positions, deal, redeal, shard_count
 
 __all__ = [
     "SHARD_STATE_VERSION",
@@ -31,6 +32,10 @@ __all__ = [
     "MERGED_KEYS",
     "fresh_progress",
     "shard_progress",
+    "shard_fields",
+    "refuse_sharded",
+    "log_redeal",
+    "shards_of",
 ]
 
 logger = logging.getLogger("seeder")
@@ -237,3 +242,62 @@ def _same_stream(state: dict[str, Any], count: int, epoch: Optional[int]) -> Non
             "loader's task: the two come from different points of a run (save both at the same "
             "step, with seeder.state_dict(), and load that)"
         )
+
+
+def shard_fields(stream: Any, shards: int, progress: dict[str, Any]) -> dict[str, Any]:
+    """The keys a sharded stream's state adds: its rank, shards, deal and ended shards, and what
+    the stream says of itself (its ``stream_state()``, e.g. a mix's weights)."""
+    own = getattr(stream.dataset, "stream_state", None)
+    return {
+        "source": own() if callable(own) else None,
+        "rank": stream.rank,
+        "num_shards": shards,
+        "assignment": [[list(p) for p in mine] for mine in progress["assignment"]],
+        "ended": list(progress["ended"]),
+    }
+
+
+def refuse_sharded(state: Any, dataset: Any) -> None:
+    """A sharded stream's state does not load into a loader that reads its stream by rank."""
+    if isinstance(state, dict) and state.get("format") in (SHARD_FORMAT, MERGED_FORMAT):
+        raise StateError(
+            f"this state was saved by {_NAME} over a sharded stream, this loader's stream "
+            f"({type(dataset).__name__}) is read without shards: build the loader the "
+            "same way (by_shard=True for a datasets stream)"
+        )
+
+
+def log_redeal(progress: dict[str, Any], how: str, workers: int, world: int) -> None:
+    logger.info(
+        "seeder.IterableDataLoader: epoch %d continues on another %s: the %d shard(s) not ended "
+        "are dealt again over %d worker(s) of %d rank(s), each from its position; every example "
+        "left is read once, drawing what it drew before, in the new deal's order",
+        progress["epoch"],
+        "number of workers" if how == "workers" else "world size",
+        sum(len(a) for a in progress["assignment"]),
+        workers,
+        world,
+    )
+
+
+def shards_of(
+    dataset: Any, by_shard: Optional[bool], sample_rngs: Optional[Sequence[str]]
+) -> Optional[int]:
+    """The shards the loader deals (:mod:`seeder.data._shards`), or ``None`` to read by rank."""
+    if by_shard is not None and not isinstance(by_shard, bool):
+        raise TypeError(f"by_shard must be True, False or None, got {by_shard!r}")
+    count = None
+    datasets_stream = type(dataset).__module__.startswith("datasets.")
+    if by_shard or (by_shard is None and not datasets_stream):
+        count = shard_count(dataset)
+    if by_shard and count is None:
+        raise ValueError(
+            f"by_shard=True needs a stream that declares its shards: {type(dataset).__name__} has "
+            "no num_shards and iter_shard(shard, start) (see seeder.IterableDataLoader)"
+        )
+    if count is None and sample_rngs is not None:
+        raise ValueError(
+            "sample_rngs applies to a sharded stream (its examples are seeded one by one); this "
+            "stream is seeded per batch: leave sample_rngs out"
+        )
+    return count
