@@ -50,7 +50,8 @@ def test_every_prefix_holds_each_sources_share_within_one_block(w, n):
     names = [name for name, _ in trail(mix, n)]
     for name, weight in zip(("web", "code"), w):
         share = weight / sum(w)
-        assert abs(names.count(name) - n * share) <= BLOCK * share + 2
+        # each whole block within one position of its share, the partial one within its size
+        assert abs(names.count(name) - n * share) <= BLOCK * share + 2 + n // BLOCK
     full = (n // BLOCK) * BLOCK  # whole blocks: the quota exactly
     q = mix.quotas[0]
     assert names[:full].count("web") == (n // BLOCK) * q[0]
@@ -307,3 +308,31 @@ def test_a_mix_of_streams_resumed_with_weights_for_the_next_epoch_keeps_this_one
     s, loader, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=480)
     s.load_state_dict(state)
     assert head + stream_epoch(s, loader)[0] == want
+
+
+def test_a_mix_resumed_with_other_weights_without_their_history_is_refused():
+    def run(weights, state=None, stop=None):
+        s = Seeder()
+        s.init(9)
+        mix = Mix(sources(), weights=weights, length=60, seeder=s)
+        loader = seeder.DataLoader(mix, batch_size=4, shuffle=False, seeder=s)
+        if state is not None:
+            s.load_state_dict(state)
+        s.reseed(1, 0)
+        out = []
+        for b in loader:
+            out.append(b.tolist())
+            if len(out) == stop:
+                return out, roundtrip(s.state_dict()), loader
+        return out, None, loader
+
+    old, new = {"web": 2, "code": 1}, {"web": 1, "code": 2}
+    want = run(old)[0]
+    head, state, loader = run(old, stop=5)
+    stop = loader.batches_done * 4
+    with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'web': 2.0"):
+        run(new, state=state)
+    tail = run([((0, 0), old), ((0, stop), new)], state=state)[0]
+    assert head + tail != want and len(head + tail) == len(want)
+    mix, _ = mix_for([((0, 0), old), ((0, stop), new)])
+    assert trail(mix, stop) == trail(mix_for(old)[0], stop)

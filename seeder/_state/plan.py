@@ -369,7 +369,8 @@ def _moves_when_built(state: Any, have: dict[str, Any], world: int, rank: int) -
     loaders = [
         k
         for k, v in parts.items()
-        if isinstance(v, dict) and v.get("format") in ("seeder.elastic_loader", MERGED_FORMAT)
+        if isinstance(v, dict)
+        and v.get("format") in ("seeder.elastic_loader", "seeder.mix", MERGED_FORMAT)
     ]
     if not loaders or any(k not in loaders and not str(k).startswith("generator.") for k in parts):
         return None

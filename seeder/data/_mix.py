@@ -267,6 +267,82 @@ class Mix(torch.utils.data.Dataset):
         if empty:
             raise ValueError(f"Mix sources {empty} are empty: a source needs at least one item")
 
+    # ------------------------------------------------------------------ state
+    seeder_kind = "mix"
+    #: The same state on every rank: it moves to another world size with the elastic loaders.
+    seeder_elastic = True
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the mix: its sources, length and weights, and the epoch.
+
+        Returns:
+            ``{"format": "seeder.mix", "version", "epoch", "names", "length", "weights"}``: plain
+            values (``weights``: ``[[epoch, position, {name: weight}], ...]``).
+
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> Mix({"a": torch.arange(4)}, weights={"a": 2}, seeder=s).state_dict()["weights"]
+        [[0, 0, {'a': 2.0}]]
+        """
+        return {
+            "format": "seeder.mix",
+            "version": 1,
+            "epoch": self.epoch,
+            "names": list(self.names),
+            "length": self.length,
+            "weights": [[e, p, dict(w)] for (e, p), w in zip(self.changes, self.weights)],
+        }
+
+    def check_state_dict(self, state: Any) -> None:
+        """Raise :class:`seeder.StateError` unless the run that saved ``state`` continues in this
+        mix: the same sources and length, and the saved weights the start of this mix's, any
+        change after them in or after the saved epoch. Changes nothing.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: what differs, and the ``weights=`` that continues with new weights.
+        """
+        keys = {"format", "version", "epoch", "names", "length", "weights"}
+        if not (isinstance(state, dict) and set(state) == keys and state["format"] == "seeder.mix"):
+            raise StateError(f"not a seeder.data.Mix state ({state!r:.80}): pass Mix.state_dict()")
+        for key in ("names", "length"):
+            if state[key] != getattr(self, key):
+                raise StateError(
+                    f"the checkpoint's Mix has {key}={state[key]!r}, this one "
+                    f"{getattr(self, key)!r}: build the mix as the saved run did"
+                )
+        old, new = state["weights"], self.state_dict()["weights"]
+        epoch = state["epoch"]
+        if new[: len(old)] != old or any(e < epoch for e, _, _ in new[len(old) :]):
+            pairs = [((e, p), w) for e, p, w in old]
+            raise StateError(
+                f"the checkpoint's Mix (epoch {epoch}) has the weights {old!r}, this one {new!r}: "
+                f"a mix keeps its past only with the saved weights as the start of its own. To "
+                f"change them from position P of epoch E on (P: where the run stopped), pass "
+                f"weights={pairs!r} + [((E, P), new weights)]"
+            )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Check ``state`` (:meth:`check_state_dict`); the mix's epoch follows the seeder's reseeds.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: the state does not continue in this mix; nothing changed.
+        """
+        self.check_state_dict(state)
+
+    def elastic_step(self, state: dict[str, Any]) -> None:
+        """A mix has no step of its own: a world change takes it from the loader.
+
+        >>> Mix.elastic_step(None, {}) is None
+        True
+        """
+        return None
+
     # ------------------------------------------------------------------ epoch
     @property
     def epoch(self) -> int:
