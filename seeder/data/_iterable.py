@@ -9,7 +9,11 @@ batches are not in the state, and a resumed loader produces them again.
 
 * Sharding: a ``datasets.IterableDataset`` is split by global rank with
   ``datasets.distributed.split_dataset_by_node`` and by worker by ``datasets`` itself
-  (over its shards); a plain dataset reads :func:`seeder.data.stream_share`.
+  (over its shards); a plain dataset reads :func:`seeder.data.stream_share`. A stream that
+  declares its shards (:mod:`seeder.data._shards`; ``by_shard=True`` for a ``datasets`` stream)
+  is read by :class:`seeder.data._shard_stream.ShardStream` instead: each example seeded by
+  (shard, position), a state of shard positions (:mod:`seeder.data._shard_state`) that resumes
+  on any world size and worker count.
 * Epochs follow ``seeder.reseed(1, epoch)``; a dataset with ``set_epoch`` gets it in the
   process that iterates it (workers included, persistent or not).
 * Resume is exact with the same ``num_workers``, ``batch_size``, ``drop_last`` and world
