@@ -1,12 +1,14 @@
 """Sharded streams on torchrun ranks (gloo, loopback) with DataLoader workers, each rank a fresh
 interpreter: stopped on 2 ranks x 2 workers, the gathered state resumed on 3 ranks x 1 worker and on
 1 rank x 0 workers. Every example of the epoch once across the stop, each with the draws (the
-``.map``'s augmentation included) of an uninterrupted single-process run.
+``.map``'s augmentation after a ``datasets`` shuffle buffer included) of an uninterrupted
+single-process run.
 """
 
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,8 @@ SCRIPT = "tests/scripts/shard_ranks.py"
 def reference(kind):
     s = seeder.Seeder()
     s.init(5)
-    make, by_shard = (Shards, None) if kind == "plain" else (hf_sharded, True)
+    shuffled = partial(hf_sharded, shuffle=True)
+    make, by_shard = (Shards, None) if kind == "plain" else (shuffled, True)
     loader = seeder.IterableDataLoader(make(), batch_size=3, seeder=s, by_shard=by_shard)
     s.reseed(1, 0)
     return rows([flat(b) for b in loader])

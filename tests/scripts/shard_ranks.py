@@ -2,7 +2,8 @@
 resumed on another from a gathered state.
 
 argv: phase (``stop`` or ``resume``), num_workers, a directory. For a plain stream through the
-protocol (``Shards``) and a ``datasets`` stream with an augmenting ``.map`` (``by_shard=True``):
+protocol (``Shards``) and a ``datasets`` stream with a shuffle buffer and an augmenting ``.map``
+(``by_shard=True``):
 
 * ``stop``: epoch 0 up to batch ``STOP`` of every rank, then ``seeder.gather_state_dict()``, which
   rank 0 writes to ``<dir>/<kind>.pt``;
@@ -25,10 +26,14 @@ import seeder
 MASTER, STOP, BATCH = 5, 2, 3
 
 
+def shuffled():
+    return hf_sharded(shuffle=True)
+
+
 def main():
     phase, workers, where = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
     dist.init_process_group("gloo")
-    for kind, make, by_shard in (("plain", Shards, None), ("datasets", hf_sharded, True)):
+    for kind, make, by_shard in (("plain", Shards, None), ("datasets", shuffled, True)):
         s = seeder.Seeder()
         s.init(MASTER)
         loader = seeder.IterableDataLoader(
