@@ -280,3 +280,27 @@ def test_a_gathered_state_loaded_before_the_loader_is_built_waits_for_it(monkeyp
         loader = IterableDataLoader(Shards(), batch_size=3, seeder=s)
         tails += epoch0(s, loader)[0]
     assert rows(heads + tails) == want
+
+
+def test_a_datasets_shuffle_buffer_by_shard_follows_the_epoch_and_resumes_in_it():
+    pytest.importorskip("datasets")
+    ds = lambda: hf_sharded(shuffle=True)  # noqa: E731
+
+    def epoch1(s, loader, stop=None):
+        s.reseed(1, 1)
+        out = []
+        for k, b in enumerate(loader, 1):
+            out.append(flat(b))
+            if k == stop:
+                return out, roundtrip(s.state_dict())
+        return out, None
+
+    s, loader = make(ds, by_shard=True)
+    first = epoch0(s, loader)[0]
+    second = epoch1(s, loader)[0]
+    order = lambda batches: [x for b in batches for x in b["x"]]  # noqa: E731
+    assert order(first) != order(second) and sorted(order(first)) == sorted(order(second))
+    head, state = epoch1(*make(ds, by_shard=True), stop=3)
+    s, loader = make(ds, workers=2, bs=2, by_shard=True)
+    s.load_state_dict(state)
+    assert rows(head + epoch1(s, loader)[0]) == rows(second)

@@ -130,6 +130,7 @@ def open_shard(dataset: Any, shard: int, start: int, num_shards: int) -> Iterato
     """
     if _is_datasets(dataset):
         one = dataset.shard(num_shards=num_shards, index=shard, contiguous=True)
+        one.set_epoch(dataset.epoch)  # a shard starts at epoch 0: its buffer follows the stream's
         # iter() reads the shard itself: __iter__ would split it again over torch's workers
         rows = map(_unbatch, one.iter(batch_size=1))
         for _ in itertools.islice(rows, start):  # now, before the first example is seeded
