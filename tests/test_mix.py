@@ -336,3 +336,28 @@ def test_a_mix_resumed_with_other_weights_without_their_history_is_refused():
     assert head + tail != want and len(head + tail) == len(want)
     mix, _ = mix_for([((0, 0), old), ((0, stop), new)])
     assert trail(mix, stop) == trail(mix_for(old)[0], stop)
+
+
+def test_a_mix_of_streams_moves_to_another_world_size_every_position_once(monkeypatch):
+    def on(rank, world):
+        for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank)):
+            monkeypatch.setenv(k, str(v))
+        return stream_loader()
+
+    s, loader, _ = on(0, 1)
+    want = as_rows(stream_epoch(s, loader)[0])
+    heads, states = [], []
+    for rank in range(2):
+        s, loader, _ = on(rank, 2)
+        head, state = stream_epoch(s, loader, stop=5)
+        heads += head
+        states.append(state)
+    assert list(states[0]["participants"]) == ["mix.0", "loader.0"]
+    gathered = {"format": "seeder-gathered", "version": states[0]["version"]}
+    gathered.update(world_size=2, ranks=states)
+    tails = []
+    for rank in range(3):
+        s, loader, _ = on(rank, 3)
+        s.load_state_dict(roundtrip(gathered))
+        tails += stream_epoch(s, loader)[0]
+    assert as_rows(heads + tails) == want
