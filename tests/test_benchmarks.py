@@ -50,6 +50,10 @@ CASES = {
         ["--items", "128", "--us", "0", "--workers", "0", "--repeats", "1", "--depths", "0.5"],
         "throughput ratio ours/torch",
     ),
+    "bench_streams": (
+        ["--items", "128", "--us", "0", "--workers", "0", "--repeats", "1", "--shards", "8"],
+        "throughput ratio ours/torch",
+    ),
     "bench_locate": (
         ["--rounds", "1", "--steps", "1"],
         "RATIO fingerprinted / baseline ms per step [cnn]",

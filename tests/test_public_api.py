@@ -25,6 +25,7 @@ PUBLIC = {
     "seeder.data": {
         *("watch_loader", "stream_share", "StreamShare", "SeededDataset", "WorkerInitFn"),
         *("worker_init_fn", "make_worker_init_fn", "sample_seed", "dataloader_generator"),
+        "Mix",
     },
     "seeder.data.dali": {
         *("track", "get_tracked", "TrackedPipeline", "pipeline_seed", "pipeline_kwargs"),

@@ -28,6 +28,7 @@ from seeder._seeding import derive
 from seeder._seeding.distributed import process_group_active
 from seeder._seeding.participant import describe, validates_state
 from seeder._seeding.rngbase import RNGAdapter
+from seeder._state.streams import merge_entries
 from seeder._state.world import world_message
 
 if TYPE_CHECKING:
@@ -247,7 +248,7 @@ def own_entry(
                 )
         if world != world_size:
             if allow_world_change:
-                return ranks[0], True
+                return merge_entries(ranks), True
             raise StateError(world_message(world, world_size))
         return ranks[rank], False
     if not isinstance(state, dict) or state.get("format") != "seeder":

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from seeder._errors import StateError
 from seeder._seeding.participant import validates_state
-from seeder._state.world import rederive_streams
+from seeder._state.world import global_step, rederive_streams
 
 if TYPE_CHECKING:
     from seeder._seeding.core import Seeder
@@ -103,10 +103,9 @@ class PendingParts:
         # every elastic loader of another world's state joined
         if self.moved is not None and not self.parts:
             entry, self.moved = self.moved, None
-            first = next(k for k in entry["participants"] if not str(k).startswith("generator."))
-            rederive_streams(
-                entry, seeder, stateful[first].elastic_step(entry["participants"][first])
-            )
+            parts = entry["participants"]
+            moved = {k: stateful[k] for k in parts if not str(k).startswith("generator.")}
+            rederive_streams(entry, seeder, global_step(moved, parts))
 
     def require_claimed(self, call: str, args: tuple[int, ...]) -> None:
         """Raise :class:`StateError` if a loaded part is still waiting for its loader or generator

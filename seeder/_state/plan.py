@@ -31,6 +31,7 @@ from seeder._seeding.registry import optional_part, optional_reason
 from seeder._state.format import RunState, check_entry, check_header, described_run, own_entry
 from seeder._state.pending import part_names
 from seeder._state.rollback import Saved, restore, saved_state
+from seeder._state.streams import MERGED_FORMAT
 from seeder._state.world import (
     check_moved,
     elastic_keys,
@@ -372,7 +373,10 @@ def _refuse_per_rank(
             "seed and the epoch and continue from the next epoch boundary; or, to resume inside "
             "an epoch on another world size, train with an elastic loader "
             "(seeder.ElasticDataLoader; elastic=True for SeederTrainer) and build only those: its "
-            "checkpoint resumes mid-epoch on any world size, every remaining sample exactly once"
+            "checkpoint resumes mid-epoch on any world size, every remaining sample exactly once; "
+            "for a stream (seeder.IterableDataLoader), declare its shards (num_shards and "
+            "iter_shard(shard, start); by_shard=True for a datasets stream): a sharded stream's "
+            "gathered state resumes on any world size and worker count"
         )
 
 
@@ -406,7 +410,8 @@ def _moves_when_built(state: Any, have: dict[str, Any], world: int, rank: int) -
     loaders = [
         k
         for k, v in parts.items()
-        if isinstance(v, dict) and v.get("format") == "seeder.elastic_loader"
+        if isinstance(v, dict)
+        and v.get("format") in ("seeder.elastic_loader", "seeder.mix", MERGED_FORMAT)
     ]
     if not loaders or any(k not in loaders and not str(k).startswith("generator.") for k in parts):
         return None

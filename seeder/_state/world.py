@@ -31,6 +31,7 @@ __all__ = [
     "move_world",
     "rederive_streams",
     "world_message",
+    "global_step",
 ]
 
 logger = logging.getLogger("seeder")
@@ -50,7 +51,10 @@ def world_message(saved: int, now: int) -> str:
         "trained); or, to resume inside an epoch on another world size, train with an elastic "
         "loader (seeder.ElasticDataLoader; elastic=True for SeederTrainer): it keeps one global "
         "order whose checkpoint resumes mid-epoch on any world size, every remaining sample "
-        "exactly once (the checkpoint must come from elastic loaders)"
+        "exactly once (the checkpoint must come from elastic loaders); for a stream "
+        "(seeder.IterableDataLoader), declare its shards (num_shards and iter_shard(shard, start); "
+        "by_shard=True for a datasets stream): a sharded stream's gathered state resumes on any "
+        "world size"
     )
 
 
@@ -142,6 +146,35 @@ def rederive_streams(entry: dict[str, Any], seeder: Seeder, step: int) -> tuple[
     return task, epoch
 
 
+def global_step(participants: dict[str, Any], parts: dict[str, Any]) -> int:
+    """The global step of a state of elastic participants: the first one's that has a step (a
+    ``seeder.data.Mix`` has none of its own).
+
+    Args:
+        participants: the elastic participants, by key, in join order.
+        parts: their states, by key.
+
+    Returns:
+        The step.
+
+    Raises:
+        StateError: none of them gives a step.
+
+    >>> class Loader:
+    ...     def elastic_step(self, state): return state["step"]
+    >>> global_step({"loader.0": Loader()}, {"loader.0": {"step": 3}})
+    3
+    """
+    for key, participant in participants.items():
+        step = participant.elastic_step(parts[key])
+        if step is not None:
+            return int(step)
+    raise StateError(
+        f"the checkpoint's elastic parts {sorted(participants)} give no global step: build the "
+        "elastic loader of the saved run too"
+    )
+
+
 def move_world(entry: dict[str, Any], loaders: dict[str, Any], seeder: Seeder) -> None:
     """Load a checked ``entry`` of another world size: the elastic loaders' global states, then
     this rank's global RNGs and registered generators seeded from
@@ -163,7 +196,7 @@ def move_world(entry: dict[str, Any], loaders: dict[str, Any], seeder: Seeder) -
     try:
         for key in moving:
             loaders[key].load_state_dict(entry["participants"][key])
-        step = loaders[moving[0]].elastic_step(entry["participants"][moving[0]])
+        step = global_step(loaders, entry["participants"])
         task, epoch = rederive_streams(entry, seeder, step)
     except BaseException as exc:
         failed = restore(saved)

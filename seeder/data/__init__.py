@@ -1,4 +1,4 @@
-"""The data path beyond the loaders: worker seeding, loader audits, stream shares.
+"""The data path beyond the loaders: worker seeding, loader audits, stream shares, mixing.
 
 The loaders and the sampler are ``seeder.DataLoader``, ``seeder.ElasticDataLoader``,
 ``seeder.IterableDataLoader`` and ``seeder.DistributedSampler``; DALI pipelines are
@@ -28,6 +28,7 @@ _LAZY = {
     "make_worker_init_fn": "_workers",
     "sample_seed": "_workers",
     "dataloader_generator": "_workers",
+    "Mix": "_mix",
 }
 __all__ = list(_LAZY)
 #: The public submodules, imported on first attribute access.

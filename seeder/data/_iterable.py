@@ -9,7 +9,11 @@ batches are not in the state, and a resumed loader produces them again.
 
 * Sharding: a ``datasets.IterableDataset`` is split by global rank with
   ``datasets.distributed.split_dataset_by_node`` and by worker by ``datasets`` itself
-  (over its shards); a plain dataset reads :func:`seeder.data.stream_share`.
+  (over its shards); a plain dataset reads :func:`seeder.data.stream_share`. A stream that
+  declares its shards (:mod:`seeder.data._shards`; ``by_shard=True`` for a ``datasets`` stream)
+  is read by :class:`seeder.data._shard_stream.ShardStream` instead: each example seeded by
+  (shard, position), a state of shard positions (:mod:`seeder.data._shard_state`) that resumes
+  on any world size and worker count.
 * Epochs follow ``seeder.reseed(1, epoch)``; a dataset with ``set_epoch`` gets it in the
   process that iterates it (workers included, persistent or not).
 * Resume is exact with the same ``num_workers``, ``batch_size``, ``drop_last`` and world
@@ -42,7 +46,7 @@ import collections
 import contextlib
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Callable, Optional
 
 import torch
@@ -56,8 +60,21 @@ from seeder._seeding.default import UsesSeeder, check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.rngbase import next_keeping
+from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT
 from seeder.data._answers import StreamAnswers
 from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
+from seeder.data._elastic import check_sample_rngs
+from seeder.data._shard_state import (
+    SHARD_STATE_KEYS,
+    fresh_progress,
+    log_redeal,
+    refuse_sharded,
+    shard_fields,
+    shard_progress,
+    shards_of,
+)
+from seeder.data._shard_stream import ShardStream
+from seeder.data._shards import fresh_assignment
 from seeder.data._streams import (
     WorkerStream,
     check_dataset_state,
@@ -65,7 +82,12 @@ from seeder.data._streams import (
     set_epoch_of,
     warn_threaded_maps,
 )
-from seeder.data._workers import SeedSource, dataloader_generator, fetch_adapters
+from seeder.data._workers import (
+    FETCH_SEEDED,
+    SeedSource,
+    dataloader_generator,
+    fetch_adapters,
+)
 
 __all__ = [
     "IterableDataLoader",
@@ -190,6 +212,8 @@ def check_stream_state(
     layout: dict[str, Any],
     epoch: Optional[int],
     check_dataset: Callable[[int, Any], None],
+    fmt: str = "seeder.stream_loader",
+    keys: frozenset[str] = STREAM_STATE_KEYS,
 ) -> None:
     """Raise :class:`seeder.StateError` unless ``state`` is a position the loader can continue from.
 
@@ -207,6 +231,7 @@ def check_stream_state(
         epoch: the epoch the run stands in (:func:`run_epoch`); ``None``: any.
         check_dataset: ``check_dataset(worker, dataset_state)`` raises ``StateError`` for a
             per-worker dataset state that does not load into the loader's dataset.
+        fmt, keys: the state's format and keys (a sharded stream's state has its own).
 
     Raises:
         StateError: what is wrong with the state, and what to do.
@@ -216,9 +241,7 @@ def check_stream_state(
     ...
     seeder.StateError: not a seeder.IterableDataLoader state: pass the dict returned by ...
     """
-    check_state_header(
-        state, "seeder.stream_loader", STREAM_STATE_VERSION, STREAM_STATE_KEYS, _NAME
-    )
+    check_state_header(state, fmt, STREAM_STATE_VERSION, keys, _NAME)
     for name, have in layout.items():
         if state[name] != have or type(state[name]) is not type(have):
             raise StateError(
@@ -445,6 +468,95 @@ def _fresh(epoch: int, workers: int) -> dict[str, Any]:
     }
 
 
+def _worker_stream(
+    dataset: Any,
+    seeder: Seeder,
+    layout: tuple[Optional[int], bool, Callable[[Any], Any], int],
+    task: int,
+    shards: Optional[int],
+    sample_rngs: Optional[Sequence[str]],
+) -> Any:
+    """What torch's workers iterate: the stream by shard, or (without shards) split by rank."""
+    batch_size, drop_last, collate_fn, num_workers = layout
+    common = (SeedSource(seeder), batch_size, drop_last, collate_fn, num_workers)
+    if shards is None:
+        return WorkerStream(
+            _split_by_rank(dataset, seeder), *common, seeder.rank, seeder.world_size, task
+        )
+    rngs = check_sample_rngs(FETCH_SEEDED if sample_rngs is None else sample_rngs)
+    return ShardStream(dataset, *common, seeder.rank, seeder.world_size, task, shards, rngs)
+
+
+def _check_sharded(
+    state: Any, layout: dict[str, Any], stream: Any, shards: int, epoch: Optional[int]
+) -> tuple[dict[str, Any], str]:
+    """:func:`seeder.data._shard_state.shard_progress` with this module's round-robin check."""
+
+    def same_layout(st: Any, lay: dict[str, Any], e: Optional[int]) -> None:
+        check_stream_state(st, layout, e, lambda w, s: None, SHARD_FORMAT, SHARD_STATE_KEYS)
+
+    def check_source(source: Any, epoch: int) -> None:
+        own = getattr(stream.dataset, "check_stream_state", None)
+        if callable(own):
+            own(source, epoch)
+
+    sharded = {**layout, "rank": stream.rank, "num_shards": shards}
+    return shard_progress(state, sharded, epoch, same_layout, check_source)
+
+
+def _check_loader_state(
+    state: Any, stream: Any, shards: Optional[int], layout: dict[str, Any], epoch: Optional[int]
+) -> Optional[tuple[dict[str, Any], str]]:
+    """:meth:`IterableDataLoader.check_state_dict`'s checks; a sharded stream's resume position."""
+    if shards is not None:
+        return _check_sharded(state, layout, stream, shards, epoch)
+    refuse_sharded(state, stream.dataset)
+
+    def check_dataset(worker: int, dataset_state: Any) -> None:
+        check_dataset_state(stream.dataset, dataset_state, int(state["epoch"]), worker)
+
+    check_stream_state(state, layout, epoch, check_dataset)
+    return None
+
+
+def _loaded(
+    state: dict[str, Any], checked: Optional[tuple[dict[str, Any], str]], stream: Any
+) -> dict[str, Any]:
+    """The position a checked ``state`` continues from (a re-deal logged)."""
+    if checked is None:
+        progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
+        progress["workers"] = [dict(r) for r in state["workers"]]
+        return progress
+    progress, how = checked
+    if how != "exact":
+        log_redeal(progress, how, max(stream.num_workers, 1), stream.world_size)
+    return progress
+
+
+def _fresh_for(stream: Any, shards: Optional[int], epoch: int) -> dict[str, Any]:
+    """The position at the start of ``epoch``: nothing handed out (the fresh deal of shards)."""
+    workers = max(stream.num_workers, 1)
+    if shards is None:
+        return _fresh(epoch, workers)
+    return fresh_progress(epoch, fresh_assignment(shards, stream.rank, stream.world_size, workers))
+
+
+def _arm(stream: Any, generation: int, progress: dict[str, Any]) -> None:
+    """Tell the worker stream where iteration ``generation`` starts (its workers read it)."""
+    if isinstance(stream, ShardStream):
+        stream.plan = {
+            "generation": generation,
+            "assignment": progress["assignment"],
+            "workers": progress["workers"],
+        }
+        return
+    stream.resume = (
+        {"generation": generation, "workers": progress["workers"]}
+        if progress["batch"] or progress["complete"] or any(r["done"] for r in progress["workers"])
+        else None
+    )
+
+
 def _split_by_rank(dataset: Any, seeder: Seeder) -> Any:
     """A ``datasets.IterableDataset`` split by global rank (unless split already); anything else as
     it is."""
@@ -482,11 +594,14 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
         shuffle, sampler, batch_sampler: refused: a stream's order is its own.
         seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
         task: the reseed task whose epoch it follows (1).
+        by_shard: read by shard, examples seeded by (shard, position) (default for a stream with
+            ``num_shards`` and ``iter_shard``; ``True`` for a ``datasets`` stream's ``n_shards``).
+        sample_rngs: by shard: the RNGs examples draw from, seeded before each (all by default).
 
     Raises:
         TypeError: a map-style dataset (its loader is :class:`seeder.DataLoader`).
-        ValueError: ``shuffle``, ``sampler``, ``batch_sampler``; a bad ``batch_size`` or
-            ``num_workers``.
+        ValueError: ``shuffle``, ``sampler``, ``batch_sampler``; a bad ``batch_size``,
+            ``num_workers``, or ``by_shard``/``sample_rngs`` for a stream without shards.
         RuntimeError: the seeder is not initialised (the stream is sharded by global rank).
 
     Example:
@@ -518,6 +633,8 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
         *,
         seeder: Optional[Seeder] = None,
         task: int = TRAIN_TASK,
+        by_shard: Optional[bool] = None,
+        sample_rngs: Optional[Sequence[str]] = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(dataset, torch.utils.data.IterableDataset):
@@ -547,22 +664,16 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
             collate_fn = default_collate if batch_size is not None else default_convert
         user = dataset
         warn_threaded_maps(dataset)
-        dataset = _split_by_rank(dataset, seeder)
-        self._stream = WorkerStream(
-            dataset,
-            SeedSource(seeder),
-            batch_size,
-            bool(drop_last),
-            collate_fn,
-            num_workers,
-            seeder.rank,
-            seeder.world_size,
-            task,
-        )
+        shards = shards_of(dataset, by_shard, sample_rngs)
+        layout = (batch_size, bool(drop_last), collate_fn, num_workers)
+        self._stream = _worker_stream(dataset, seeder, layout, task, shards, sample_rngs)
+        if shards is not None:
+            self.seeder_elastic = True  # a gathered state moves to any world (seeder._state)
+        self._shards = shards
         self._seeder, self._task = seeder, task
         last = seeder.last_reseed
         self._epoch = last[1] if last is not None and last[0] == task else 0
-        self._progress = _fresh(self._epoch, max(num_workers, 1))
+        self._progress = self._fresh(self._epoch)
         self._kept: collections.deque[dict[str, Any]] = collections.deque(
             maxlen=KEPT_POSITIONS + 1
         )  # the newest last
@@ -654,24 +765,14 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
     def __iter__(self) -> Any:
         epoch = self._epoch
         resume, self._resume = self._resume, None
-        progress = (
-            resume
-            if resume is not None and resume["epoch"] == epoch
-            else _fresh(epoch, max(self.num_workers, 1))
-        )
+        progress = resume if resume is not None and resume["epoch"] == epoch else self._fresh(epoch)
         self._generation += 1
         stream = self._stream
         stream.control.copy_(torch.tensor([epoch, self._generation], dtype=torch.int64))
         set_epoch_of(
             stream.dataset, epoch
         )  # before the workers start: they read it, and need not write it
-        stream.resume = (
-            {"generation": self._generation, "workers": progress["workers"]}
-            if progress["batch"]
-            or progress["complete"]
-            or any(r["done"] for r in progress["workers"])
-            else None
-        )
+        _arm(stream, self._generation, progress)
         if progress["complete"]:
             logger.info(
                 "seeder.IterableDataLoader: epoch %d was complete in the loaded state; nothing "
@@ -730,7 +831,7 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
         """
         progress = self._resume if self._resume is not None else self._progress
         if progress["epoch"] != self._epoch:
-            progress = _fresh(self._epoch, max(self.num_workers, 1))
+            progress = self._fresh(self._epoch)
         return self._state_of(progress)
 
     def state_dict_at(self, batches_done: int) -> dict[str, Any]:
@@ -774,9 +875,13 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
             f"many batches of the newest one handed out"
         )
 
+    def _fresh(self, epoch: int) -> dict[str, Any]:
+        """The position at the start of ``epoch``: nothing handed out (the fresh deal of shards)."""
+        return _fresh_for(self._stream, self._shards, epoch)
+
     def _state_of(self, progress: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "format": "seeder.stream_loader",
+        state = {
+            "format": "seeder.stream_loader" if self._shards is None else SHARD_FORMAT,
             "version": STREAM_STATE_VERSION,
             **progress,
             "workers": [dict(r) for r in progress["workers"]],
@@ -785,6 +890,9 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
             "drop_last": self.drop_last,
             "world_size": self._stream.world_size,
         }
+        if self._shards is not None:
+            state.update(shard_fields(self._stream, self._shards, progress))
+        return state
 
     def check_state_dict(self, state: Any) -> None:
         """Raise :class:`seeder.StateError` unless this loader can continue from ``state``; change
@@ -813,18 +921,18 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
             ...
             seeder.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
         """
+        self._check(state)
+
+    def _check(self, state: Any) -> Optional[tuple[dict[str, Any], str]]:
+        """Check ``state`` whole; for a sharded stream, return the position it resumes from."""
         layout = {
             "num_workers": self.num_workers,
             "batch_size": self.batch_size,
             "drop_last": self.drop_last,
             "world_size": self._stream.world_size,
         }
-        stream = self._stream
-
-        def check_dataset(worker: int, dataset_state: Any) -> None:
-            check_dataset_state(stream.dataset, dataset_state, int(state["epoch"]), worker)
-
-        check_stream_state(state, layout, run_epoch(self._seeder, self._task), check_dataset)
+        epoch = run_epoch(self._seeder, self._task)
+        return _check_loader_state(state, self._stream, self._shards, layout, epoch)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet
@@ -852,15 +960,20 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
             [[2, 3], [4]]
         """
         refuse_in_worker("seeder.IterableDataLoader.load_state_dict()")
-        self.check_state_dict(state)
-        progress = {k: state[k] for k in ("epoch", "batch", "next_worker", "complete")}
-        progress["workers"] = [dict(r) for r in state["workers"]]
+        progress = _loaded(state, self._check(state), self._stream)
         self._epoch = int(state["epoch"])
         self._resume = progress
         self._progress = progress
         self._live_stream = None
         self._loaded_states += 1
         self._iterator = None  # torch's persistent iterator holds workers with the old position
+
+    def elastic_step(self, state: dict[str, Any]) -> int:
+        """The global step of a sharded stream's ``state`` (rank 0's batches), for a world change.
+
+        >>> IterableDataLoader.elastic_step(None, {"format": "seeder.shard_stream", "batch": 4})
+        4"""
+        return int(state["step"] if state.get("format") == MERGED_FORMAT else state["batch"])
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,640 @@
+"""``seeder.data.Mix``: sources mixed by weight, position by position, as a pure function.
+
+Position ``k`` of an epoch's mix comes from one source, chosen in blocks of :data:`BLOCK` positions:
+the weights become integer quotas per block (largest remainder: each block holds every source's
+share to within one position, a source of positive weight at least once), and each block's
+sources are arranged by a keyed permutation of (master seed, task, epoch, segment, block). Which
+source gives position ``k`` is a function of (master seed, epoch, ``k``, weights) alone.
+
+Within a source, the mix takes its items in the source's own order (index 0, 1, ...); once a
+source has given all its items (a pass), its next pass is a keyed permutation of (master seed,
+task, epoch, source, pass): no item repeats before its pass ends.
+
+Weights may change at a position of an epoch: ``weights=[((0, 0), before), ((e, K), after)]``
+keeps epoch ``e``'s positions ``< K`` as they were (each source's count of items before ``K``
+included) and follows ``after`` from ``K`` on, and in every later epoch: a run resumed at
+position ``K`` of epoch ``e`` with other weights continues the epoch as if it had been built that
+way, and one log line says so.
+
+Over streams (:class:`StreamMix`, what ``Mix`` is when every source is an ``IterableDataset``),
+every source is a sharded stream (:mod:`seeder.data._shards`: ``num_shards`` and
+``iter_shard``, or a ``datasets.IterableDataset``). The mix has ``lanes`` shards (by default the
+fewest shards of a source); lane ``l`` reads the shards ``s`` of each source with
+``s % lanes == l``, and its position ``k`` comes from the source that the mix's blocks choose for
+(master seed, epoch, lane, ``k``, weights). Within a lane a source gives
+its items in its own order, shard after shard; when they run out its next pass reads the same
+shards in a keyed order of (master seed, epoch, source, pass, lane). ``length`` positions make an
+epoch, split over the lanes (the first ``length % lanes`` lanes one more).
+
+Read by :class:`seeder.IterableDataLoader` like any sharded stream: each position seeded by
+(lane, position), a state of lane positions that resumes on any world size and worker count.
+A lane resumed at position ``k`` reads each source up to the items it gave before ``k`` (counted
+from the blocks, read again from the shards): O(position) reading, no draws that count.
+
+Example:
+    >>> import torch, seeder
+    >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+    >>> mix = seeder.data.Mix({"a": torch.arange(100), "b": -torch.arange(1, 101)},
+    ...                       weights={"a": 3, "b": 1}, seeder=s)
+    >>> names = [mix.locate(k)[0] for k in range(BLOCK)]
+    >>> names.count("a"), names.count("b")
+    (768, 256)
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from seeder._checks import check_int, is_int
+from seeder._errors import StateError
+from seeder._seeding.core import Seeder
+from seeder._seeding.default import check_seeder, resolve_seeder
+from seeder._seeding.derive import MAX_KEY, TRAIN_TASK, Domain, derive_seed
+from seeder.data._permutation import keyed_permutation
+from seeder.data._shards import open_shard, shard_count
+from seeder.data._streams import set_epoch_of
+from seeder.data._workers import SeedSource
+
+__all__ = ["Mix", "StreamMix", "BLOCK", "PASS_WORD", "quotas", "check_weights"]
+
+logger = logging.getLogger("seeder")
+
+#: Positions per block: each block holds every source's quota.
+BLOCK = 1024
+# rank words of the mix's keys in the SAMPLER domain (the samplers' shuffle keys use rank 0)
+_PATTERN_WORD = 0x4D49_0000
+#: The rank word of the keys of a source's passes (plus the source's index).
+PASS_WORD = 0x4D50_0000
+_GOLDEN, _M64 = 0x9E3779B97F4A7C15, (1 << 64) - 1
+
+Weights = Mapping[str, float]
+
+
+def check_weights(weights: Any, names: Sequence[str]) -> dict[str, float]:
+    """``weights`` as ``{name: float}``; raise naming what is wrong.
+
+    Args:
+        weights: a mapping of every source name to a finite weight >= 0, not all 0.
+        names: the sources' names.
+
+    Returns:
+        The weights as floats, in the order of ``names``.
+
+    Raises:
+        ValueError: a name that is no source or a source without weight, a weight that is
+            negative, NaN or infinite, or all weights 0.
+        TypeError: ``weights`` is not a mapping.
+
+    >>> check_weights({"a": -1, "b": 1}, ["a", "b"])
+    Traceback (most recent call last):
+    ...
+    ValueError: Mix weights must be finite numbers >= 0: 'a': -1
+    """
+    if not isinstance(weights, Mapping):
+        raise TypeError(f"Mix weights must be a dict of source name to weight, got {weights!r:.80}")
+    unknown = sorted(str(k) for k in weights if k not in names)
+    missing = [n for n in names if n not in weights]
+    if unknown or missing:
+        raise ValueError(
+            "Mix weights must name each source once: "
+            + "; ".join(
+                part
+                for part in (
+                    f"no source named {unknown}" if unknown else "",
+                    f"no weight for {missing}" if missing else "",
+                )
+                if part
+            )
+            + f" (sources: {list(names)})"
+        )
+    bad = []
+    for n in names:
+        w = weights[n]
+        ok = isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
+        if not ok:
+            bad.append(f"{n!r}: {w!r}")
+    if bad:
+        raise ValueError(f"Mix weights must be finite numbers >= 0: {', '.join(bad)}")
+    if not any(weights[n] > 0 for n in names):
+        raise ValueError(f"Mix weights are all 0 ({dict(weights)}): give some source a weight > 0")
+    return {n: float(weights[n]) for n in names}
+
+
+def quotas(weights: Sequence[float], block: int = BLOCK) -> np.ndarray:
+    """Each source's positions per block: ``block * w / sum(w)`` by largest remainder, a positive
+    weight at least 1.
+
+    >>> quotas([0.7, 0.3, 0.0]).tolist()
+    [717, 307, 0]
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    exact = w / w.sum() * block
+    q = np.floor(exact).astype(np.int64)
+    q[(w > 0) & (q == 0)] = 1
+    rest = block - int(q.sum())
+    order = np.argsort(-(exact - np.floor(exact)), kind="stable")
+    if rest > 0:
+        q[order[:rest]] += 1
+    while rest < 0:  # minimums taken from the largest
+        q[int(np.argmax(q))] -= 1
+        rest += 1
+    return q
+
+
+class Mix(torch.utils.data.Dataset):
+    """Map-style sources mixed by weight: position ``k`` is an item of one source (module docs).
+
+    Read it in order (``seeder.DataLoader(mix, shuffle=False)``, or
+    ``seeder.ElasticDataLoader(mix, shuffle=False)``, whose global order is the positions): the
+    mix does the shuffling, each source's items in its order, then its passes reshuffled.
+
+    Args:
+        sources: ``{name: dataset}``, each with ``__len__`` and ``__getitem__`` (not empty).
+        weights: ``{name: weight}``; or ``[((0, 0), weights), ((epoch, position), weights), ...]``:
+            the weights from each (epoch, position) on (increasing, the first ``(0, 0)``).
+        length: positions per epoch (the sum of the sources' lengths by default; required for
+            streams).
+        lanes: for streams (every source an ``IterableDataset`` with shards): the mix's shards
+            (the fewest shards of a source by default); see :mod:`seeder.data._stream_mix`.
+        seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
+        task: the reseed task whose epoch the mix follows (1).
+
+    Raises:
+        ValueError: bad weights (negative, NaN, infinite, all zero, names that do not match the
+            sources), an empty source, bad positions.
+        TypeError: ``sources`` is not a dict of datasets.
+        RuntimeError: the seeder is not initialised.
+
+    Example:
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(1); s.reseed(1, 0)
+        >>> mix = seeder.data.Mix({"x": torch.arange(3), "y": torch.arange(10, 12)},
+        ...                       weights={"x": 1, "y": 1}, length=6, seeder=s)
+        >>> sorted(int(mix[k]) for k in range(len(mix)))
+        [0, 1, 2, 2, 10, 11]
+    """
+
+    def __new__(cls, sources: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if (
+            cls is Mix
+            and isinstance(sources, Mapping)
+            and sources
+            and all(isinstance(v, torch.utils.data.IterableDataset) for v in sources.values())
+        ):
+            return super().__new__(StreamMix)
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        sources: Mapping[str, Any],
+        weights: Union[Weights, Sequence[tuple[tuple[int, int], Weights]]],
+        *,
+        length: Optional[int] = None,
+        lanes: Optional[int] = None,
+        seeder: Optional[Seeder] = None,
+        task: int = TRAIN_TASK,
+    ) -> None:
+        if not isinstance(sources, Mapping) or not sources:
+            raise TypeError(f"Mix takes a dict of name to dataset, got {sources!r:.80}")
+        self.names = [str(n) for n in sources]
+        self.sources = [sources[n] for n in sources]
+        history = [((0, 0), weights)] if isinstance(weights, Mapping) else list(weights)
+        if not history:
+            raise ValueError("Mix weights: give a dict, or a list of ((epoch, position), weights)")
+        self.changes: list[tuple[int, int]] = []
+        self.quotas: list[np.ndarray] = []
+        self.weights: list[dict[str, float]] = []
+        for i, pair in enumerate(history):
+            at = pair[0] if isinstance(pair, (tuple, list)) and len(pair) == 2 else None
+            if not (
+                isinstance(at, (tuple, list))
+                and len(at) == 2
+                and all(is_int(v) and 0 <= v <= MAX_KEY for v in at)
+            ):
+                raise ValueError(
+                    f"Mix weights[{i}] must be ((epoch, position), weights), got {pair!r:.80}"
+                )
+            start = (int(at[0]), int(at[1]))
+            if (i == 0 and start != (0, 0)) or (i and start <= self.changes[-1]):
+                raise ValueError(
+                    f"Mix weights' (epoch, position) must start at (0, 0) and increase, got "
+                    f"{start} at {i}"
+                )
+            w = check_weights(pair[1], self.names)
+            self.changes.append(start)
+            self.weights.append(w)
+            self.quotas.append(quotas(list(w.values())))
+        self._measure(lanes, length)
+        self.length = sum(self.sizes) if length is None else check_int(length, "length", low=1)
+        self.task = check_int(task, "task", low=0)
+        seeder = resolve_seeder(check_seeder(seeder))
+        if not seeder.initialized:
+            raise RuntimeError(
+                "seeder.data.Mix derives its order from the master seed: call "
+                "seeder.init(master_seed=...) first"
+            )
+        self._source = SeedSource(seeder)
+        last = seeder.last_reseed
+        self._epoch = torch.tensor(last[1] if last is not None and last[0] == task else 0)
+        self._epoch.share_memory_()  # persistent workers see the epoch the main process sets
+        self._cache: dict[Any, Any] = {}
+        for i in range(1, len(self.changes)):
+            logger.info(
+                "seeder.data.Mix: positions from %d of epoch %d on follow the weights %s "
+                "(before: %s); those before stay as they were",
+                self.changes[i][1],
+                self.changes[i][0],
+                self.weights[i],
+                self.weights[i - 1],
+            )
+        seeder.join(self)
+
+    def _measure(self, lanes: Any, length: Any) -> None:
+        """The sources' sizes (map-style: their lengths)."""
+        if lanes is not None:
+            raise ValueError("Mix lanes= applies to a mix of streams; map-style sources have none")
+        self.sizes = [len(src) for src in self.sources]
+        empty = [n for n, size in zip(self.names, self.sizes) if size == 0]
+        if empty:
+            raise ValueError(f"Mix sources {empty} are empty: a source needs at least one item")
+
+    # ------------------------------------------------------------------ state
+    seeder_kind = "mix"
+    #: The same state on every rank: it moves to another world size with the elastic loaders.
+    seeder_elastic = True
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the mix: its sources, length and weights, and the epoch.
+
+        Returns:
+            ``{"format": "seeder.mix", "version", "epoch", "names", "length", "weights"}``: plain
+            values (``weights``: ``[[epoch, position, {name: weight}], ...]``).
+
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> Mix({"a": torch.arange(4)}, weights={"a": 2}, seeder=s).state_dict()["weights"]
+        [[0, 0, {'a': 2.0}]]
+        """
+        return {
+            "format": "seeder.mix",
+            "version": 1,
+            "epoch": self.epoch,
+            "names": list(self.names),
+            "length": self.length,
+            "weights": [[e, p, dict(w)] for (e, p), w in zip(self.changes, self.weights)],
+        }
+
+    def check_state_dict(self, state: Any) -> None:
+        """Raise :class:`seeder.StateError` unless the run that saved ``state`` continues in this
+        mix: the same sources and length, and the saved weights the start of this mix's, any
+        change after them in or after the saved epoch. Changes nothing.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: what differs, and the ``weights=`` that continues with new weights.
+        """
+        keys = {"format", "version", "epoch", "names", "length", "weights"}
+        if not (isinstance(state, dict) and set(state) == keys and state["format"] == "seeder.mix"):
+            raise StateError(f"not a seeder.data.Mix state ({state!r:.80}): pass Mix.state_dict()")
+        for key in ("names", "length"):
+            if state[key] != getattr(self, key):
+                raise StateError(
+                    f"the checkpoint's Mix has {key}={state[key]!r}, this one "
+                    f"{getattr(self, key)!r}: build the mix as the saved run did"
+                )
+        old, new = state["weights"], self.state_dict()["weights"]
+        epoch = state["epoch"]
+        if new[: len(old)] != old or any(e < epoch for e, _, _ in new[len(old) :]):
+            pairs = [((e, p), w) for e, p, w in old]
+            raise StateError(
+                f"the checkpoint's Mix (epoch {epoch}) has the weights {old!r}, this one {new!r}: "
+                f"a mix keeps its past only with the saved weights as the start of its own. To "
+                f"change them from position P of epoch E on (P: where the run stopped), pass "
+                f"weights={pairs!r} + [((E, P), new weights)]"
+            )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Check ``state`` (:meth:`check_state_dict`); the mix's epoch follows the seeder's reseeds.
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Raises:
+            StateError: the state does not continue in this mix; nothing changed.
+        """
+        self.check_state_dict(state)
+
+    def elastic_step(self, state: dict[str, Any]) -> None:
+        """A mix has no step of its own: a world change takes it from the loader.
+
+        >>> Mix.elastic_step(None, {}) is None
+        True
+        """
+        return None
+
+    # ------------------------------------------------------------------ epoch
+    @property
+    def epoch(self) -> int:
+        """The epoch whose mix ``mix[k]`` reads."""
+        return int(self._epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch ``epoch``'s mix (what ``seeder.reseed(task, epoch)`` does).
+
+        Args:
+            epoch: an int >= 0.
+        """
+        self._epoch.fill_(check_int(epoch, "epoch", low=0))
+
+    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+        """Participant hook of ``seeder.reseed``: a reseed of the mix's task sets its epoch."""
+        if task_id == self.task:
+            self.set_epoch(epoch)
+
+    # ------------------------------------------------------------------ the mix
+    def __len__(self) -> int:
+        return self.length
+
+    def _key(self, word: int, stream: int, lane: int = 0) -> int:
+        master = self._source.inputs("seeder.data.Mix").master
+        key = derive_seed(master, Domain.SAMPLER, self.task, self.epoch, word, stream)
+        return (key + lane * _GOLDEN) & _M64  # a stream's lanes: keys apart (0: map-style's)
+
+    def _segments(self) -> tuple[list[int], list[int]]:
+        """The epoch's segments: where each starts, and which weights (index of the history) it
+        follows."""
+        epoch = self.epoch
+        key = ("segments", epoch)
+        hit = self._cache.get(key)
+        if hit is None:
+            base = max(i for i, c in enumerate(self.changes) if c <= (epoch, 0))
+            later = [i for i, c in enumerate(self.changes) if c[0] == epoch and c[1] > 0]
+            hit = self._cache[key] = (
+                [0] + [self.changes[i][1] for i in later],
+                [base] + later,
+            )
+        return hit
+
+    def _pattern(self, segment: int, block: int, lane: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Block ``block`` of the weights ``segment`` (an index of the history): its sources, and
+        each source's count before each offset."""
+        key = ("pattern", self.epoch, segment, block, lane)
+        hit = self._cache.get(key)
+        if hit is None:
+            q = self.quotas[segment]
+            base = np.repeat(np.arange(len(q)), q)
+            if block > MAX_KEY:
+                raise OverflowError("seeder.data.Mix: more than 2**42 positions in one epoch")
+            perm = keyed_permutation(BLOCK, self._key(_PATTERN_WORD + segment, block, lane))
+            pattern = base[perm(np.arange(BLOCK, dtype=np.int64))]
+            before = np.zeros((BLOCK + 1, len(q)), dtype=np.int64)
+            np.cumsum(pattern[:, None] == np.arange(len(q))[None, :], axis=0, out=before[1:])
+            if len(self._cache) > 64:
+                self._cache.clear()
+            hit = self._cache[key] = (pattern, before)
+        return hit
+
+    def _counts(self, segment: int, offset: int, lane: int = 0) -> np.ndarray:
+        """Each source's items in the first ``offset`` positions of ``segment``."""
+        block, rest = divmod(offset, BLOCK)
+        _, before = self._pattern(segment, block, lane)
+        return block * self.quotas[segment] + before[rest]
+
+    def _base(self, n: int, lane: int = 0) -> np.ndarray:
+        """Each source's items before the epoch's ``n``-th segment starts."""
+        key = ("base", self.epoch, n, lane)
+        hit = self._cache.get(key)
+        if hit is None:
+            starts, which = self._segments()
+            hit = np.zeros(len(self.names), dtype=np.int64)
+            for s in range(n):
+                hit = hit + self._counts(which[s], starts[s + 1] - starts[s], lane)
+            self._cache[key] = hit
+        return hit
+
+    def _take(self, k: int, lane: int = 0) -> tuple[int, int]:
+        """``(source, count)``: position ``k`` (of ``lane``) is item ``count`` of the epoch of
+        source ``j``."""
+        starts, which = self._segments()
+        n = bisect.bisect_right(starts, k) - 1
+        segment = which[n]
+        block, rest = divmod(k - starts[n], BLOCK)
+        pattern, before = self._pattern(segment, block, lane)
+        j = int(pattern[rest])
+        return j, int(self._base(n, lane)[j] + block * self.quotas[segment][j] + before[rest, j])
+
+    def _counts_at(self, k: int, lane: int = 0) -> np.ndarray:
+        """Each source's items before position ``k`` (of ``lane``)."""
+        starts, which = self._segments()
+        n = bisect.bisect_right(starts, k) - 1
+        return self._base(n, lane) + self._counts(which[n], k - starts[n], lane)
+
+    def locate(self, position: int) -> tuple[str, int]:
+        """The source and index of ``position`` in the current epoch's mix.
+
+        Args:
+            position: an int >= 0 (past ``len(mix)`` too: the mix goes on).
+
+        Returns:
+            ``(source name, index in that source)``.
+
+        Example:
+            >>> import torch, seeder
+            >>> s = seeder.Seeder(); s.init(1)
+            >>> mix = seeder.data.Mix({"x": torch.arange(3)}, weights={"x": 1}, seeder=s)
+            >>> [mix.locate(k) for k in range(4)][:3]
+            [('x', 0), ('x', 1), ('x', 2)]
+        """
+        j, count = self._take(check_int(position, "position", low=0))
+        size = self.sizes[j]
+        passes, at = divmod(count, size)
+        if passes == 0:
+            return self.names[j], at
+        if passes > MAX_KEY:
+            raise OverflowError("seeder.data.Mix: a source ran more than 2**32 passes")
+        perm = keyed_permutation(size, self._key(PASS_WORD + j, passes))
+        return self.names[j], int(perm(np.array([at], dtype=np.int64))[0])
+
+    def __getitem__(self, position: int) -> Any:
+        name, index = self.locate(int(position))
+        return self.sources[self.names.index(name)][index]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_cache": {}}
+
+    def __repr__(self) -> str:
+        return (
+            f"seeder.data.Mix({dict(zip(self.names, self.sizes))}, weights={self.weights[-1]}, "
+            f"length={self.length})"
+        )
+
+
+class StreamMix(Mix, torch.utils.data.IterableDataset):
+    """What ``seeder.data.Mix`` is over streams (module docs): a sharded stream of ``lanes``
+    shards."""
+
+    def _measure(self, lanes: Any, length: Any) -> None:
+        counts = []
+        for name, src in zip(self.names, self.sources):
+            count = shard_count(src)
+            if count is None:
+                raise ValueError(
+                    f"Mix source {name!r} is a stream without shards: a stream mix reads each "
+                    "source by shard (declare num_shards and iter_shard(shard, start); a datasets "
+                    "stream has its own)"
+                )
+            counts.append(count)
+        self.shard_counts = counts
+        fewest = min(counts)
+        if lanes is None:
+            lanes = fewest
+        if not (isinstance(lanes, int) and 1 <= lanes <= fewest):
+            raise ValueError(
+                f"Mix lanes must be an int in [1, {fewest}] (the fewest shards of a source: "
+                f"{dict(zip(self.names, counts))}), got {lanes!r}"
+            )
+        if length is None:
+            raise ValueError("a Mix of streams needs length=: the positions of an epoch")
+        self.lanes = lanes
+        self.sizes = [0] * len(self.names)  # unknown: streams
+        late = [c for c in self.changes[1:] if c[1] != 0]
+        if late:
+            raise ValueError(
+                f"a Mix of streams changes weights at an epoch's start ((epoch, 0)), got {late}: "
+                "its lanes stop at different positions"
+            )
+
+    @property
+    def num_shards(self) -> int:
+        """The lanes: the mix's shards."""
+        return self.lanes
+
+    def stream_state(self) -> dict[str, Any]:
+        """What a loader's state keeps of the mix: its sources, lanes, length and weights.
+
+        >>> import torch, seeder
+        >>> class One(torch.utils.data.IterableDataset):
+        ...     num_shards = 1
+        ...     def iter_shard(self, shard, start): return iter(range(start, 4))
+        ...     def __iter__(self): return self.iter_shard(0, 0)
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> Mix({"a": One()}, weights={"a": 1}, length=4, seeder=s).stream_state()["weights"]
+        [[0, 0, {'a': 1.0}]]
+        """
+        return {
+            "names": list(self.names),
+            "lanes": self.lanes,
+            "length": self.length,
+            "weights": [[e, p, dict(w)] for (e, p), w in zip(self.changes, self.weights)],
+        }
+
+    def check_stream_state(self, saved: Any, epoch: int) -> None:
+        """Raise :class:`seeder.StateError` unless a state saved with ``saved`` (its
+        :meth:`stream_state`) continues in this mix: the same sources, lanes and length, and the
+        saved weights the start of this mix's (a change of weights is given, not guessed).
+
+        Args:
+            saved: ``stream_state()`` of the mix the state was saved with.
+            epoch: the epoch the state stands in (a later change of weights starts after it).
+
+        Raises:
+            StateError: what differs, and the ``weights=`` that continues with new weights.
+        """
+        mine = self.stream_state()
+        if not isinstance(saved, dict) or set(saved) != set(mine):
+            raise StateError(
+                f"this state was not saved over a seeder.data.Mix of streams ({saved!r:.80}): "
+                "resume with the stream it was saved with"
+            )
+        for key in ("names", "lanes", "length"):
+            if saved[key] != mine[key]:
+                raise StateError(
+                    f"the state was saved over a Mix with {key}={saved[key]!r}, this one has "
+                    f"{mine[key]!r}: build the mix as the saved run did"
+                )
+        old, new = saved["weights"], mine["weights"]
+        if new[: len(old)] != old or any(e <= epoch for e, _, _ in new[len(old) :]):
+            pairs = [((e, p), w) for e, p, w in old]
+            raise StateError(
+                f"the state was saved in epoch {epoch} over a Mix with the weights {old!r}, this "
+                f"one has {new!r}: a mix keeps its past only with the saved weights as the start "
+                f"of its own. To change them from a later epoch E on, pass weights={pairs!r} + "
+                "[((E, 0), new weights)]"
+            )
+
+    def lane_length(self, lane: int) -> int:
+        """Positions of ``lane`` in an epoch."""
+        return self.length // self.lanes + (lane < self.length % self.lanes)
+
+    def _reader(self, j: int, lane: int, skip: int) -> Iterator[Any]:
+        """Source ``j``'s items in ``lane``, pass after pass, past the first ``skip`` (read now)."""
+        src, count = self.sources[j], self.shard_counts[j]
+        mine = np.arange(lane, count, self.lanes, dtype=np.int64)
+        epoch = self.epoch
+        set_epoch_of(src, epoch)
+
+        def passes() -> Iterator[Any]:
+            for p in itertools.count():
+                order = mine
+                if p:
+                    perm = keyed_permutation(len(mine), self._key(PASS_WORD + j, p, lane))
+                    order = mine[perm(np.arange(len(mine), dtype=np.int64))]
+                given = 0
+                for s in order.tolist():
+                    for item in open_shard(src, s, 0, count):
+                        given += 1
+                        yield item
+                if not given:
+                    raise ValueError(
+                        f"seeder.data.Mix: source {self.names[j]!r} has no items in lane {lane} "
+                        f"(its shards {mine.tolist()}) but a weight > 0"
+                    )
+
+        items = passes()
+        for _ in itertools.islice(items, skip):  # now: before any example is seeded
+            pass
+        return items
+
+    def iter_shard(self, shard: int, start: int) -> Iterator[Any]:
+        """Lane ``shard``'s positions from ``start`` on, each an item of the source chosen for it.
+
+        Args:
+            shard: the lane.
+            start: the position in the lane.
+
+        Returns:
+            The iterator (the sources already read up to ``start``).
+        """
+        lane = shard
+        counts = self._counts_at(start, lane)
+        readers = [self._reader(j, lane, int(c)) for j, c in enumerate(counts)]
+        return self._lane(lane, start, readers)
+
+    def _lane(self, lane: int, start: int, readers: list[Iterator[Any]]) -> Iterator[Any]:
+        for k in range(start, self.lane_length(lane)):
+            j, _ = self._take(k, lane)
+            yield next(readers[j])
+
+    def __iter__(self) -> Iterator[Any]:
+        for lane in range(self.lanes):
+            yield from self.iter_shard(lane, 0)
+
+    def __getitem__(self, position: int) -> Any:
+        raise TypeError("a Mix of streams is read in order: iterate it (seeder.IterableDataLoader)")
+
+    def __repr__(self) -> str:
+        return (
+            f"seeder.data.Mix(<streams {self.names}>, weights={self.weights[-1]}, "
+            f"lanes={self.lanes}, length={self.length})"
+        )

@@ -1,0 +1,363 @@
+"""seeder.data.Mix: which source gives position k is a pure function of (master seed, epoch, k,
+weights); shares per block; each source in its order, its next passes reshuffled, nothing repeated
+within a pass; weights changed at a position; bad weights refused. Read by seeder.DataLoader
+(bitwise resume, workers) and by seeder.ElasticDataLoader across a world-size change (ranks in one
+process, their states gathered by hand as ``seeder.gather_state_dict()`` does).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import seeder
+from seeder import Seeder
+from seeder.data import Mix
+from seeder.data._mix import BLOCK
+
+A, B = 300, 40  # a large source and a small one, upsampled: several passes
+
+
+def sources():
+    return {"web": torch.arange(A), "code": 10_000 + torch.arange(B)}
+
+
+def mix_for(weights, master=3, epoch=0, **kw):
+    s = Seeder()
+    s.init(master)
+    s.reseed(1, epoch)
+    return Mix(sources(), weights=weights, seeder=s, **kw), s
+
+
+def trail(mix, n):
+    return [mix.locate(k) for k in range(n)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    w=st.lists(st.floats(0.01, 100), min_size=2, max_size=2),
+    n=st.integers(1, 5 * BLOCK),
+)
+def test_every_prefix_holds_each_sources_share_within_one_block(w, n):
+    mix, _ = mix_for({"web": w[0], "code": w[1]})
+    names = [name for name, _ in trail(mix, n)]
+    for name, weight in zip(("web", "code"), w):
+        share = weight / sum(w)
+        # each whole block within one position of its share, the partial one within its size
+        assert abs(names.count(name) - n * share) <= BLOCK * share + 2 + n // BLOCK
+    full = (n // BLOCK) * BLOCK  # whole blocks: the quota exactly
+    q = mix.quotas[0]
+    assert names[:full].count("web") == (n // BLOCK) * q[0]
+
+
+def test_a_source_gives_its_items_in_order_then_reshuffled_passes_without_repeats():
+    mix, _ = mix_for({"web": 1, "code": 1}, length=2 * BLOCK)
+    code = [i for name, i in trail(mix, 2 * BLOCK) if name == "code"]
+    assert code[:B] == list(range(B))  # the source's own order first
+    passes = [code[p : p + B] for p in range(0, len(code) - B + 1, B)]
+    assert len(passes) >= 3
+    for p in passes:
+        assert sorted(p) == list(range(B))  # each pass: every item once
+    assert passes[1] != passes[2] and passes[1] != list(range(B))
+
+
+def test_the_mix_is_a_pure_function_of_master_epoch_position_and_weights():
+    w = {"web": 0.7, "code": 0.3}
+    first = trail(mix_for(w)[0], 3000)
+    assert trail(mix_for(w)[0], 3000) == first
+    assert trail(mix_for(w, epoch=1)[0], 3000) != first
+    assert trail(mix_for(w, master=4)[0], 3000) != first
+    mix, s = mix_for(w)
+    s.reseed(1, 1)  # the mix follows the seeder's epochs
+    assert trail(mix, 3000) == trail(mix_for(w, epoch=1)[0], 3000)
+
+
+def test_changed_weights_keep_the_past_and_follow_the_new_shares_after(caplog):
+    before, after, stop = {"web": 0.9, "code": 0.1}, {"web": 0.2, "code": 0.8}, 1500
+    old = trail(mix_for(before)[0], 6000)
+    with caplog.at_level(logging.INFO, logger="seeder"):
+        changed, _ = mix_for([((0, 0), before), ((0, stop), after)])
+    assert "positions from 1500 of epoch 0 on follow the weights" in caplog.text
+    new = trail(changed, 6000)
+    assert new[:stop] == old[:stop]
+    later = [name for name, _ in new[stop:]]
+    assert abs(later.count("code") / len(later) - 0.8) < 0.05
+    code = [i for name, i in new if name == "code"]  # passes continue across the change
+    for p in range(0, len(code) - B + 1, B):
+        assert sorted(code[p : p + B]) == list(range(B))
+    changed.set_epoch(1)  # later epochs follow the new weights from their start
+    names = [name for name, _ in trail(changed, 4 * BLOCK)]
+    assert names.count("code") == 4 * changed.quotas[1][1]
+
+
+@pytest.mark.parametrize(
+    "weights, words",
+    [
+        ({"web": -1, "code": 1}, "'web': -1"),
+        ({"web": math.nan, "code": 1}, "'web': nan"),
+        ({"web": 0, "code": 0.0}, "all 0"),
+        ({"web": 1, "text": 1}, "no source named ['text']; no weight for ['code']"),
+        ({"web": 1}, "no weight for ['code']"),
+        ({"web": 1, "code": math.inf}, "'code': inf"),
+    ],
+)
+def test_bad_weights_are_a_value_error_naming_them(weights, words):
+    with pytest.raises(ValueError) as err:
+        mix_for(weights)
+    assert words in str(err.value)
+
+
+def roundtrip(state):
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
+def test_dataloader_over_a_mix_resumes_bitwise_with_workers():
+    def run(stop=None, state=None):
+        s = Seeder()
+        s.init(9)
+        mix = Mix(sources(), weights={"web": 2, "code": 1}, length=60, seeder=s)
+        loader = seeder.DataLoader(mix, batch_size=4, shuffle=False, num_workers=2, seeder=s)
+        if state is not None:
+            s.load_state_dict(state)
+        out = []
+        for epoch in range(2):
+            s.reseed(1, epoch)
+            for b in loader:
+                out.append(b.tolist())
+                if stop == len(out):
+                    return out, roundtrip(s.state_dict())
+        return out, None
+
+    want, _ = run()
+    assert want[:15] != want[15:]  # each epoch its own mix
+    head, state = run(stop=6)
+    tail, _ = run(state=state)
+    assert head + tail == want[: len(head)] + want[len(head) :] and len(head + tail) == len(want)
+    assert head + tail == want
+
+
+def test_elastic_loader_over_a_mix_reads_every_position_once_across_a_world_change(monkeypatch):
+    def ranks(world, bs, state=None, stop=None):
+        got, states = [], []
+        for rank in range(world):
+            for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank)):
+                monkeypatch.setenv(k, str(v))
+            s = Seeder()
+            s.init(9)
+            mix = Mix(sources(), weights={"web": 1, "code": 3}, length=64, seeder=s)
+            loader = seeder.ElasticDataLoader(
+                mix, batch_size=bs, shuffle=False, seeder=s, num_replicas=world, rank=rank
+            )
+            if state is not None:
+                s.load_state_dict(state)
+            s.reseed(1, 0)
+            for k, b in enumerate(loader, 1):
+                got += b.tolist()
+                if k == stop:
+                    break
+            states.append(s.state_dict())
+        return got, states
+
+    want, _ = ranks(1, 8)
+    assert len(want) == 64
+    head, states = ranks(2, 4, stop=3)
+    gathered = {"format": "seeder-gathered", "version": states[0]["version"]}
+    gathered.update(world_size=2, ranks=states)
+    tail, _ = ranks(4, 2, state=roundtrip(gathered))  # the same global batch
+    assert sorted(head + tail) == sorted(want) and len(head) == 24
+
+
+def test_a_billion_positions_deep_the_mix_answers_at_once():
+    mix, _ = mix_for([((0, 0), {"web": 1, "code": 1}), ((0, 10**9), {"web": 1, "code": 3})])
+    deep = [mix.locate(10**9 + k) for k in range(BLOCK)]
+    assert [n for n, _ in deep].count("code") == 768
+    counts = mix._base(1)
+    assert counts.sum() == 10**9 and abs(int(counts[0]) - 5 * 10**8) <= BLOCK
+    assert np.all(counts >= 0)
+
+
+# ---------------------------------------------------------------- a mix of streams
+
+
+class Tagged(torch.utils.data.IterableDataset):
+    """A sharded stream whose rows say the source, shard and position, and what the row drew."""
+
+    def __init__(self, tag, sizes):
+        self.tag, self.sizes = tag, sizes
+
+    @property
+    def num_shards(self):
+        return len(self.sizes)
+
+    def iter_shard(self, shard, start):
+        for pos in range(start, self.sizes[shard]):
+            yield torch.tensor([self.tag, shard, pos, int(torch.randint(0, 10**6, ()))])
+
+    def __iter__(self):
+        for shard in range(self.num_shards):
+            yield from self.iter_shard(shard, 0)
+
+
+def stream_loader(workers=0, bs=4, weights=None, length=240):
+    s = Seeder()
+    s.init(5)
+    streams = {"a": Tagged(0, [30, 20, 25, 40]), "b": Tagged(1, [5, 3, 4])}
+    mix = Mix(streams, weights=weights or {"a": 3, "b": 1}, length=length, seeder=s)
+    loader = seeder.IterableDataLoader(mix, batch_size=bs, num_workers=workers, seeder=s)
+    return s, loader, mix
+
+
+def stream_epoch(s, loader, epoch=0, stop=None):
+    s.reseed(1, epoch)
+    out = []
+    for k, b in enumerate(loader, 1):
+        out.append(b.tolist())
+        if k == stop:
+            return out, roundtrip(s.state_dict())
+    return out, None
+
+
+def as_rows(batches):
+    return sorted(tuple(r) for b in batches for r in b)
+
+
+def test_a_mix_of_streams_resumes_bitwise_and_on_other_worker_counts():
+    want = stream_epoch(*stream_loader()[:2])[0]
+    assert len(as_rows(want)) == 240
+    for workers in (0, 2):
+        same = stream_epoch(*stream_loader(workers)[:2])[0]
+        assert as_rows(same) == as_rows(want)  # what a position gives and draws: any topology
+        head, state = stream_epoch(*stream_loader(workers)[:2], stop=7)
+        s, loader, _ = stream_loader(workers)
+        s.load_state_dict(state)
+        assert head + stream_epoch(s, loader)[0] == same  # bitwise
+        s, loader, _ = stream_loader(2 - workers, bs=5)
+        s.load_state_dict(state)
+        assert as_rows(head + stream_epoch(s, loader)[0]) == as_rows(want)
+
+
+def test_a_mix_of_streams_keeps_shares_per_lane_and_no_repeat_within_a_pass():
+    s, loader, mix = stream_loader(length=3 * 2 * BLOCK)
+    assert mix.lanes == 3
+    s.reseed(1, 0)
+    for lane in range(3):
+        got = [r.tolist() for r in mix.iter_shard(lane, 0)]
+        assert [r[0] for r in got].count(1) == 2 * mix.quotas[0][1]  # whole blocks: the quota
+        b = [tuple(r[1:3]) for r in got if r[0] == 1]
+        per_pass = [5, 3, 4][lane]  # source b's shard of this lane
+        for p in range(0, len(b) - per_pass + 1, per_pass):
+            assert sorted(b[p : p + per_pass]) == [(lane, i) for i in range(per_pass)]
+
+
+def test_a_mix_of_streams_follows_new_weights_from_the_epoch_they_are_given(caplog):
+    old = {"a": 3, "b": 1}
+    new = {"a": 1, "b": 3}
+    s, loader, _ = stream_loader(length=2400)
+    first = stream_epoch(s, loader)[0]
+    with caplog.at_level(logging.INFO, logger="seeder"):
+        s2, loader2, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=2400)
+    assert "positions from 0 of epoch 1 on follow the weights" in caplog.text
+    assert stream_epoch(s2, loader2)[0] == first  # the past as it was
+    later = as_rows(stream_epoch(s2, loader2, epoch=1)[0])
+    assert abs(sum(r[0] == 1 for r in later) / len(later) - 0.75) < 0.05
+    with pytest.raises(ValueError, match="at an epoch's start"):
+        stream_loader(weights=[((0, 0), old), ((0, 100), new)])
+
+
+def test_a_mix_of_streams_refuses_a_source_without_shards_and_needs_a_length():
+    class Plain(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+
+    s = Seeder()
+    s.init(0)
+    with pytest.raises(ValueError, match="'p' is a stream without shards"):
+        Mix({"a": Tagged(0, [3]), "p": Plain()}, weights={"a": 1, "p": 1}, length=9, seeder=s)
+    with pytest.raises(ValueError, match="length="):
+        Mix({"a": Tagged(0, [3])}, weights={"a": 1}, seeder=s)
+    with pytest.raises(ValueError, match="lanes must be"):
+        Mix({"a": Tagged(0, [3])}, weights={"a": 1}, length=3, lanes=2, seeder=s)
+
+
+def test_a_mix_of_streams_resumed_with_other_weights_is_refused_naming_the_history():
+    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
+    _, state = stream_epoch(*stream_loader(length=480)[:2], stop=3)
+    _, state1 = stream_epoch(*stream_loader(length=480)[:2], epoch=1, stop=3)
+    for weights, saved in ((new, state), ([((0, 0), old), ((1, 0), new)], state1)):
+        s2, loader2, _ = stream_loader(weights=weights, length=480)
+        before = loader2.state_dict()
+        with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'a': 3.0"):
+            s2.load_state_dict(saved)
+        assert loader2.state_dict() == before
+
+
+def test_a_mix_of_streams_resumed_with_weights_for_the_next_epoch_keeps_this_one():
+    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
+    want = stream_epoch(*stream_loader(length=480)[:2])[0]
+    head, state = stream_epoch(*stream_loader(length=480)[:2], stop=3)
+    s, loader, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=480)
+    s.load_state_dict(state)
+    assert head + stream_epoch(s, loader)[0] == want
+
+
+def test_a_mix_resumed_with_other_weights_without_their_history_is_refused():
+    def run(weights, state=None, stop=None):
+        s = Seeder()
+        s.init(9)
+        mix = Mix(sources(), weights=weights, length=60, seeder=s)
+        loader = seeder.DataLoader(mix, batch_size=4, shuffle=False, seeder=s)
+        if state is not None:
+            s.load_state_dict(state)
+        s.reseed(1, 0)
+        out = []
+        for b in loader:
+            out.append(b.tolist())
+            if len(out) == stop:
+                return out, roundtrip(s.state_dict()), loader
+        return out, None, loader
+
+    old, new = {"web": 2, "code": 1}, {"web": 1, "code": 2}
+    want = run(old)[0]
+    head, state, loader = run(old, stop=5)
+    stop = loader.batches_done * 4
+    with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'web': 2.0"):
+        run(new, state=state)
+    tail = run([((0, 0), old), ((0, stop), new)], state=state)[0]
+    assert head + tail != want and len(head + tail) == len(want)
+    mix, _ = mix_for([((0, 0), old), ((0, stop), new)])
+    assert trail(mix, stop) == trail(mix_for(old)[0], stop)
+
+
+def test_a_mix_of_streams_moves_to_another_world_size_every_position_once(monkeypatch):
+    def on(rank, world):
+        for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank)):
+            monkeypatch.setenv(k, str(v))
+        return stream_loader()
+
+    s, loader, _ = on(0, 1)
+    want = as_rows(stream_epoch(s, loader)[0])
+    heads, states = [], []
+    for rank in range(2):
+        s, loader, _ = on(rank, 2)
+        head, state = stream_epoch(s, loader, stop=5)
+        heads += head
+        states.append(state)
+    assert list(states[0]["participants"]) == ["mix.0", "loader.0"]
+    gathered = {"format": "seeder-gathered", "version": states[0]["version"]}
+    gathered.update(world_size=2, ranks=states)
+    tails = []
+    for rank in range(3):
+        s, loader, _ = on(rank, 3)
+        s.load_state_dict(roundtrip(gathered))
+        tails += stream_epoch(s, loader)[0]
+    assert as_rows(heads + tails) == want
