@@ -65,6 +65,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -153,6 +154,7 @@ class Checkpoint:
         self.every_steps = check_int(every_steps, "every_steps", low=0)
         self.seeder = resolve_seeder(seeder)
         self.steps = 0  # optimizer steps of the run, restored ones included (public: see above)
+        stepwatch.checkpoint_counts()  # under seeder verify, step() is the step
 
     def _rank(self) -> int:
         return self.seeder.rank if self.seeder.initialized else 0
@@ -267,6 +269,8 @@ class Checkpoint:
             (True, 2)
         """
         self.steps += 1
+        if stepwatch.steps_done() is not None:  # under seeder verify: record the step's state
+            stepwatch.checkpoint_step(_in_reach(self, sys._getframe(1)))
         if stepwatch.should_stop():
             self.save()
             stepwatch.mark("stopped")
@@ -276,6 +280,21 @@ class Checkpoint:
             raise SystemExit(0)
         if self.every_steps and self.steps % self.every_steps == 0:
             self.save()
+
+
+def _in_reach(ckpt: Checkpoint, frame: Any) -> dict[str, Any]:
+    """What ``seeder verify`` compares after a step: the objects of the caller's variables and the
+    checkpoint's own parts (:mod:`seeder._run.objects`)."""
+    from seeder._run.objects import objects_in
+
+    own: dict[str, Any] = {}
+    for attr, value in vars(ckpt).items():
+        if isinstance(value, Mapping):  # named parts
+            own.update({f"{attr}[{k!r}]": v for k, v in value.items() if isinstance(k, str)})
+        else:
+            own[attr] = value
+    names = dict(frame.f_locals) if frame is not None else {}
+    return objects_in({**names, **{f"checkpoint {k}": v for k, v in own.items()}})
 
 
 #: The keys of every checkpoint file ``seeder.Checkpoint.save`` writes.

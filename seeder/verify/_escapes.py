@@ -136,8 +136,8 @@ def escapes(
     that sent them there.
 
     A folder in ``out`` beside the run folders can only be the runs' (a finding). A change in the
-    user's folder is a finding when an option of the command points at it; otherwise a note, since
-    something else may have changed it.
+    user's folder is a finding too, naming the option of the command that points at it where one
+    does: verify never changes the user's files.
 
     Args:
         out: verify's output folder (its ``runs/<name>`` folders are the runs').
@@ -172,12 +172,12 @@ def escapes(
             found.append(_finding(path, culprit_start, actions, argv))
             break
     else:
-        if (
-            changed
-        ):  # through a mirrored file or an absolute path, or by something else at the same time
-            notes.append(
+        if changed:  # through a linked (large) file or an absolute path: the user's file changed
+            found.append(
                 f"{len(changed)} file(s) of {base} changed while the runs went (first "
-                f"{home / changed[0]}): if a run wrote there, runs may share it; make the script "
-                f"write under its working directory"
+                f"{home / changed[0]}): a run wrote into the user's folder (a file larger than "
+                f"the copies verify makes, reached through its link, or an absolute path), and "
+                f"the runs share it; make the script write under its working directory (a new "
+                f"file, not one of the user's), or run nothing else in {base} while verify runs"
             )
     return found, notes

@@ -1,0 +1,143 @@
+"""What a step of a run leaves in memory, as ``seeder verify`` compares it: one digest per object.
+
+Under ``seeder verify``, each ``seeder.Checkpoint.step()`` records a digest of every object
+in reach of the training loop (:mod:`seeder._run.steps`): the objects the checkpoint holds
+and every ``nn.Module`` (its parameters and buffers, non-persistent ones included),
+optimizer, LR scheduler and other object with ``state_dict()``/``load_state_dict()`` (an EMA,
+a grad scaler) bound to a variable of the function that called ``step()``. Two runs that
+agree bit for bit give equal digests at every step; the first step at which an object's
+digest differs, and its name, are what verify reports.
+
+Objects of seeder's own (loaders, samplers, the seeder) are left out: their state holds
+the run's position and its files, which the checkpoint already restores and verify checks
+through the per-step values.
+
+Example:
+    >>> import torch
+    >>> net, ema = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+    >>> found = objects_in({"net": net, "ema": ema, "lr": 0.1, "torch": torch})
+    >>> sorted(found), sorted(digests(found)) == sorted(found)
+    (['ema', 'net'], True)
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["objects_in", "digests", "kind_of", "parameter_square_sum"]
+
+
+def _stateful(obj: Any) -> bool:
+    """An instance (not a class or a module) whose type has ``state_dict`` and
+    ``load_state_dict``."""
+    kind = type(obj)
+    return (
+        not isinstance(obj, (type, types.ModuleType, types.FunctionType, types.MethodType))
+        and callable(getattr(kind, "state_dict", None))
+        and callable(getattr(kind, "load_state_dict", None))
+        and not (getattr(kind, "__module__", "") or "").startswith("seeder.")
+        and not (getattr(kind, "__module__", "") or "") == "seeder"
+    )
+
+
+def objects_in(names: Mapping[str, Any]) -> dict[str, Any]:
+    """The objects of ``names`` (a function's locals, a checkpoint's parts) that a step's state
+    covers: anything with ``state_dict()``/``load_state_dict()`` that is not seeder's.
+
+    Args:
+        names: variable names and their values.
+
+    Returns:
+        ``{name: object}``, each object once (under its first name).
+    """
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    for name, value in names.items():
+        if not isinstance(name, str) or name.startswith("__") or id(value) in seen:
+            continue
+        try:
+            keep = _stateful(value)
+        except Exception:  # an object whose attributes raise: not one a loop trains
+            keep = False
+        if keep:
+            found[name] = value
+            seen.add(id(value))
+    return found
+
+
+def kind_of(obj: Any) -> str:
+    """What an object is, as a verdict names it: ``nn.Module``, ``optimizer``, ``scheduler`` or its
+    class.
+
+    >>> import torch
+    >>> kind_of(torch.nn.Linear(1, 1))
+    'nn.Module Linear'
+    """
+    import torch
+
+    name = type(obj).__name__
+    if isinstance(obj, torch.nn.Module):
+        return f"nn.Module {name}"
+    if isinstance(obj, torch.optim.Optimizer):
+        return f"optimizer {name}"
+    if isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
+        return f"scheduler {name}"
+    return name
+
+
+def _module_state(module: Any) -> dict[str, Any]:
+    """Every parameter and buffer of a module, non-persistent buffers included."""
+    state = {f"p.{k}": v for k, v in module.named_parameters()}
+    state.update({f"b.{k}": v for k, v in module.named_buffers()})
+    return state
+
+
+def digests(objects: Mapping[str, Any]) -> dict[str, str]:
+    """``{name: "kind:digest"}`` of each object's state; an object whose state cannot be hashed is
+    ``"kind:?"`` (named, not compared).
+
+    Args:
+        objects: what :func:`objects_in` found.
+
+    Returns:
+        One string per object.
+    """
+    import torch
+
+    from seeder._run.digest import digest
+
+    out: dict[str, str] = {}
+    for name, obj in objects.items():
+        try:
+            state = _module_state(obj) if isinstance(obj, torch.nn.Module) else obj.state_dict()
+            value = digest(state)[:32]
+        except Exception:  # a state of a type digest() does not take: named as not compared
+            value = "?"
+        out[name] = f"{kind_of(obj)}:{value}"
+    return out
+
+
+def parameter_square_sum(objects: Mapping[str, Any]) -> float:
+    """The sum of squares of every parameter of the modules among ``objects``, in float64 (each
+    parameter once): a step's value when the loop steps no torch optimizer.
+
+    >>> import torch
+    >>> parameter_square_sum({"m": torch.nn.Linear(1, 1, bias=False).requires_grad_(False)}) >= 0
+    True
+    """
+    import torch
+
+    seen: set[int] = set()
+    total = 0.0
+    with torch.no_grad():
+        for obj in objects.values():
+            if not isinstance(obj, torch.nn.Module):
+                continue
+            for p in obj.parameters():
+                if id(p) in seen or not p.is_floating_point():
+                    continue
+                seen.add(id(p))
+                total += float(p.detach().double().pow(2).sum())
+    return total
