@@ -318,10 +318,14 @@ def test_ctrl_c_stops_every_child(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(pids) < 2:
-            pids = [
-                int(p.read_text().split()[1])
-                for p in out.glob("runs/*/log.txt")
-                if p.read_text().startswith("pid ")
+            pids = [  # the runs going now (run (1) of repeat 0 goes first, alone)
+                pid
+                for pid in (
+                    int(p.read_text().split()[1])
+                    for p in out.glob("runs/*/log.txt")
+                    if p.read_text().startswith("pid ")
+                )
+                if _alive(pid)
             ]
             time.sleep(0.1)
         assert len(pids) == 2, "two runs should be going at once"

@@ -78,6 +78,8 @@ def kind_of(obj: Any) -> str:
     import torch
 
     name = type(obj).__name__
+    if isinstance(obj, torch.Tensor):
+        return "tensor"
     if isinstance(obj, torch.nn.Module):
         return f"nn.Module {name}"
     if isinstance(obj, torch.optim.Optimizer):
@@ -87,16 +89,10 @@ def kind_of(obj: Any) -> str:
     return name
 
 
-def _module_state(module: Any) -> dict[str, Any]:
-    """Every parameter and buffer of a module, non-persistent buffers included."""
-    state = {f"p.{k}": v for k, v in module.named_parameters()}
-    state.update({f"b.{k}": v for k, v in module.named_buffers()})
-    return state
-
-
 def digests(objects: Mapping[str, Any]) -> dict[str, str]:
-    """``{name: "kind:digest"}`` of each object's state; an object whose state cannot be hashed is
-    ``"kind:?"`` (named, not compared).
+    """``{name: "kind:digest"}`` of each object's state (a module's: ``parameters.buffers``, every
+    buffer included); an object whose state cannot be hashed is ``"kind:?"`` (named, not
+    compared).
 
     Args:
         objects: what :func:`objects_in` found.
@@ -111,8 +107,15 @@ def digests(objects: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, obj in objects.items():
         try:
-            state = _module_state(obj) if isinstance(obj, torch.nn.Module) else obj.state_dict()
-            value = digest(state)[:32]
+            if isinstance(
+                obj, torch.nn.Module
+            ):  # parameters and buffers apart: a verdict says which
+                params = dict(obj.named_parameters())
+                value = digest(params)[:24] + "." + digest(dict(obj.named_buffers()))[:24]
+            elif callable(getattr(obj, "state_dict", None)):
+                value = digest(obj.state_dict())[:32]
+            else:  # a tensor or a plain value the checkpoint holds
+                value = digest(obj)[:32]
         except Exception:  # a state of a type digest() does not take: named as not compared
             value = "?"
         out[name] = f"{kind_of(obj)}:{value}"

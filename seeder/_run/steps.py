@@ -171,6 +171,9 @@ _seeder: Optional[weakref.ReferenceType[Any]] = None
 #: The optimizer of the last step, held (under ``seeder verify`` only) so that the digest at exit
 #: sees it even when the script kept it in a function that has returned.
 _optimizer: Optional[Any] = None
+#: Every optimizer stepped in the run (a GAN's two): a Checkpoint step's value is over their
+#: parameters.
+_stepped: dict[int, Any] = {}
 _hooked = False
 _stopped = False
 #: A ``seeder.Checkpoint`` exists in this run: its ``step()`` calls are the steps (one per
@@ -210,6 +213,7 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     if _counter is None:
         return
     _optimizer = optimizer
+    _stepped.setdefault(id(optimizer), optimizer)
     if _ckpt_counts and _ckpt_stepped:  # seeder.Checkpoint.step() counts and records the steps
         return
     _counter.step += 1
@@ -259,8 +263,8 @@ def checkpoint_step(objects: dict[str, Any]) -> None:
     """Count one step of a ``seeder.Checkpoint`` loop and record it, with a digest of each of
     ``objects`` (:mod:`seeder._run.objects`).
 
-    The step's value is the sum of squared parameters of the modules among ``objects`` (of the
-    last stepped optimizer's parameters when there is no module).
+    The step's value is the sum of squared parameters of every optimizer stepped so far (each
+    parameter once), or of the modules among ``objects`` in a loop that steps no torch optimizer.
     """
     global _ckpt_stepped, _previous
     if _counter is None or not os.environ.get(ENV_STEPS):
@@ -276,14 +280,11 @@ def checkpoint_step(objects: dict[str, Any]) -> None:
         _held.clear()
         _ckpt_stepped = True
     _counter.step += 1
-    if _optimizer is not None and not any(isinstance(o, torch.nn.Module) for o in objects.values()):
+    if _stepped:  # what the optimizers train (an EMA or a buffer is compared as an object)
+        params = {id(p): p for o in _stepped.values() for g in o.param_groups for p in g["params"]}
         with torch.no_grad():
-            value = sum(
-                float(p.detach().double().pow(2).sum())
-                for g in _optimizer.param_groups
-                for p in g["params"]
-            )
-    else:
+            value = sum(float(p.detach().double().pow(2).sum()) for p in params.values())
+    else:  # a hand-written update: every module's parameters
         value = parameter_square_sum(objects)
     s = _seeder() if _seeder is not None else None
     last = s.last_reseed if s is not None and s.initialized else None
@@ -349,6 +350,7 @@ def watch(seeder: Seeder) -> None:
     _counter, _seeder, _stopped = StepCounter(), weakref.ref(seeder), False
     _ckpt_counts = _ckpt_stepped = False
     _held.clear()
+    _stepped.clear()
     _previous.clear()
     seeder.join(_counter, weak=False)
     _write({"seeder_run": "init"})  # verify can tell a run that never initialised seeder

@@ -39,7 +39,10 @@ _PAIRS = {
 }
 
 
-def _fail(check: dict[str, Any], reason: str) -> None:
+def _fail(check: dict[str, Any], reason: str, what: str) -> None:
+    """Make ``check`` FAIL for ``reason``; its summary says ``what`` differs."""
+    if check["status"] == "PASS":
+        check["summary"] = f"{check.get('summary', '')}; but {what}"
     check["status"] = "FAIL"
     check.setdefault("reasons", []).append(reason)
 
@@ -88,6 +91,7 @@ def judge_leftovers(
                     rep,
                     f"seeded run {other} differs from full-0 in {state_words(name, kind)} from "
                     f"step {step} on: the same seed does not give the same run",
+                    f"{name!r} differs from step {step} on",
                 )
                 break
             found = first_file_difference(
@@ -98,6 +102,7 @@ def judge_leftovers(
                     rep,
                     f"seeded runs full-0 and {other} leave {found[0]} otherwise ({found[1]}): the "
                     f"same seed does not give the same files",
+                    f"{found[0]} differs",
                 )
                 break
     for check_name, (stop, resume, stop_label, resume_label) in _PAIRS.items():
@@ -125,6 +130,7 @@ def judge_leftovers(
                     f"run (1) in {state_words(name, kind)} from step {step} on{after}: the "
                     f"checkpoint does not save or restore it, or the loop changes it after a "
                     f"resume",
+                    f"{name!r} differs from step {step} on",
                 )
                 break
             found = first_file_difference(runs / f"full-{r}", runs / f"{resume}-{r}", runs, ignore)
@@ -134,6 +140,7 @@ def judge_leftovers(
                     f"{prefix}repeat {r}: the resumed run {resume_label} leaves {found[0]} other "
                     f"than the uninterrupted run (1) ({found[1]}): what the run writes after a "
                     f"resume differs",
+                    f"{found[0]} differs",
                 )
                 break
     report["compared"] = {

@@ -93,9 +93,16 @@ def left_out(run_dir: Path, ignore: Sequence[str] = ()) -> dict[str, str]:
             why = next((w for p, w in BY_DESIGN.items() if fnmatch.fnmatch(rel, p)), None)
             if why is None and any(fnmatch.fnmatch(rel, p) for p in ignore):
                 why = "--ignore-output"
-            if why is not None and not rel.startswith(("log.txt", "run.json", "metrics.jsonl")):
+            if why is not None and not _verify_own(rel):
                 out[rel] = why
     return out
+
+
+def _verify_own(rel: str) -> bool:
+    """A file seeder verify writes into a run's folder itself (not the script's)."""
+    return rel in ("log.txt", "run.json", "metrics.jsonl", "steps.jsonl", "parser.json") or (
+        rel.startswith("trace.")
+    )
 
 
 def _runs_pattern(runs_root: Path) -> re.Pattern[bytes]:

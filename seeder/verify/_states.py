@@ -15,10 +15,10 @@ Example:
     ...     lines = [json.dumps({"step": s, "state": st}) for s, st in states]
     ...     (d / name).write_text("\\n".join(lines) + "\\n")
     ...     return d / name
-    >>> a = write("a", [(1, {"ema": "nn.Module Linear:1"}), (2, {"ema": "nn.Module Linear:2"})])
-    >>> b = write("b", [(2, {"ema": "nn.Module Linear:3"})])
+    >>> a = write("a", [(1, {"ema": "nn.Module Linear:1.1"}), (2, {"ema": "nn.Module Linear:2.1"})])
+    >>> b = write("b", [(2, {"ema": "nn.Module Linear:2.3"})])
     >>> first_difference(read_states(a), read_states(b))
-    (2, 'ema', 'nn.Module Linear')
+    (2, 'ema', 'nn.Module Linear: its buffers')
 """
 
 from __future__ import annotations
@@ -48,6 +48,11 @@ def read_states(steps_file: Path) -> States:
     return out
 
 
+def _order(name: str) -> tuple[bool, str]:
+    """The loop's own variables before the checkpoint's parts (which hold them)."""
+    return name.startswith("checkpoint "), name
+
+
 def _kind(value: str) -> str:
     return value.rpartition(":")[0] or value
 
@@ -58,13 +63,25 @@ def first_difference(ref: States, other: States) -> Optional[tuple[int, str, str
     could not be hashed (``kind:?``) is not compared."""
     for step in sorted(set(ref) & set(other)):
         a, b = ref[step], other[step]
-        for name in sorted(set(a) | set(b)):
+        for name in sorted(set(a) | set(b), key=_order):
             x, y = a.get(name), b.get(name)
             if x is not None and y is not None and (x.endswith(":?") or y.endswith(":?")):
                 continue
             if x != y:
-                return step, name, _kind(x or y or "")
+                kind = _kind(x or y or "")
+                return step, name, kind + _which(x, y) if kind.startswith("nn.Module") else kind
     return None
+
+
+def _which(x: Optional[str], y: Optional[str]) -> str:
+    """Which part of a module differs: ``": its buffers"``, ``": its parameters"`` or both."""
+    if x is None or y is None:
+        return ": held by one run only"
+    a, b = x.rpartition(":")[2].split("."), y.rpartition(":")[2].split(".")
+    if len(a) != 2 or len(b) != 2:
+        return ": parameters and buffers"
+    parts = [w for w, i in (("parameters", 0), ("buffers", 1)) if a[i] != b[i]]
+    return ": its " + " and ".join(parts)
 
 
 def compared_names(states: States) -> dict[str, str]:
@@ -84,5 +101,6 @@ def state_words(name: str, kind: str) -> str:
     >>> state_words("opt", "optimizer SGD")
     "'opt' (optimizer SGD)"
     """
-    what = f"{kind}: parameters and buffers" if kind.startswith("nn.Module") else kind
-    return f"{name!r} ({what})"
+    if kind.startswith("nn.Module") and ":" not in kind:
+        kind += ": parameters and buffers"
+    return f"{name!r} ({kind})"
