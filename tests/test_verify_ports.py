@@ -173,7 +173,7 @@ ckpt = seeder.Checkpoint("ckpt/last.pt", model=model, optimizer=opt)
 start = ckpt.resume()
 for epoch in range(start, 2):
     seeder.reseed(1, epoch)
-    for _ in range(4):
+    for _ in range(ckpt.steps - 4 * epoch, 4):  # a resumed epoch: the steps left
         loss = model(torch.randn(3, 2)).pow(2).mean()
         opt.zero_grad()
         loss.backward()
@@ -251,7 +251,7 @@ ckpt = seeder.Checkpoint("ckpt/last.pt", model=model, optimizer=opt)
 start = ckpt.resume()
 for epoch in range(start, 2):
     seeder.reseed(1, epoch)
-    for _ in range(4):
+    for _ in range(ckpt.steps - 4 * epoch, 4):  # a resumed epoch: the steps left
         model(torch.randn(3, 2)).sum().backward()
         opt.step()
         ckpt.step()
