@@ -3,8 +3,9 @@
 Under ``seeder verify``, each ``seeder.Checkpoint.step()`` records a digest of every object
 in reach of the training loop (:mod:`seeder._run.steps`): the objects the checkpoint holds
 and every ``nn.Module`` (its parameters and buffers, non-persistent ones included),
-optimizer, LR scheduler and other object with ``state_dict()``/``load_state_dict()`` (an EMA,
-a grad scaler) bound to a variable of the function that called ``step()``. Two runs that
+optimizer, LR scheduler, ``torch.Generator`` and other object with
+``state_dict()``/``load_state_dict()`` (an EMA, a grad scaler) bound to a variable of the
+function that called ``step()``. Two runs that
 agree bit for bit give equal digests at every step; the first step at which an object's
 digest differs, and its name, are what verify reports.
 
@@ -22,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -42,9 +44,16 @@ def _stateful(obj: Any) -> bool:
     )
 
 
+def _generator(obj: Any) -> bool:
+    """A ``torch.Generator`` (compared by its state: one seeded from the clock differs at once)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Generator)
+
+
 def objects_in(names: Mapping[str, Any]) -> dict[str, Any]:
     """The objects of ``names`` (a function's locals, a checkpoint's parts) that a step's state
-    covers: anything with ``state_dict()``/``load_state_dict()`` that is not seeder's.
+    covers: anything with ``state_dict()``/``load_state_dict()`` that is not seeder's, and every
+    ``torch.Generator``.
 
     Args:
         names: variable names and their values.
@@ -58,7 +67,7 @@ def objects_in(names: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(name, str) or name.startswith("__") or id(value) in seen:
             continue
         try:
-            keep = _stateful(value)
+            keep = _stateful(value) or _generator(value)
         except Exception:  # an object whose attributes raise: not one a loop trains
             keep = False
         if keep:
@@ -80,6 +89,8 @@ def kind_of(obj: Any) -> str:
     name = type(obj).__name__
     if isinstance(obj, torch.Tensor):
         return "tensor"
+    if isinstance(obj, torch.Generator):
+        return "torch.Generator"
     if isinstance(obj, torch.nn.Module):
         return f"nn.Module {name}"
     if isinstance(obj, torch.optim.Optimizer):
@@ -112,6 +123,8 @@ def digests(objects: Mapping[str, Any]) -> dict[str, str]:
             ):  # parameters and buffers apart: a verdict says which
                 params = dict(obj.named_parameters())
                 value = digest(params)[:24] + "." + digest(dict(obj.named_buffers()))[:24]
+            elif isinstance(obj, torch.Generator):
+                value = digest(obj.get_state())[:32]
             elif callable(getattr(obj, "state_dict", None)):
                 value = digest(obj.state_dict())[:32]
             else:  # a tensor or a plain value the checkpoint holds

@@ -48,9 +48,10 @@ def read_states(steps_file: Path) -> States:
     return out
 
 
-def _order(name: str) -> tuple[bool, str]:
-    """The loop's own variables before the checkpoint's parts (which hold them)."""
-    return name.startswith("checkpoint "), name
+def _order(name: str, value: str) -> tuple[bool, bool, str]:
+    """Generators first (a difference there is a cause, in a module an effect), then the loop's
+    own variables, then the checkpoint's parts (which hold them)."""
+    return not value.startswith("torch.Generator:"), name.startswith("checkpoint "), name
 
 
 def _kind(value: str) -> str:
@@ -63,7 +64,7 @@ def first_difference(ref: States, other: States) -> Optional[tuple[int, str, str
     could not be hashed (``kind:?``) is not compared."""
     for step in sorted(set(ref) & set(other)):
         a, b = ref[step], other[step]
-        for name in sorted(set(a) | set(b), key=_order):
+        for name in sorted(set(a) | set(b), key=lambda n: _order(n, a.get(n) or b.get(n) or "")):
             x, y = a.get(name), b.get(name)
             if x is not None and y is not None and (x.endswith(":?") or y.endswith(":?")):
                 continue
@@ -103,4 +104,7 @@ def state_words(name: str, kind: str) -> str:
     """
     if kind.startswith("nn.Module") and ":" not in kind:
         kind += ": parameters and buffers"
+    if kind == "torch.Generator":
+        kind += ", one seeder does not seed: register it (seeder.register_generator) or seed it "
+        kind += "from seeder.get_seed"
     return f"{name!r} ({kind})"
