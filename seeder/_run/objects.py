@@ -23,12 +23,13 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import types
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["objects_in", "digests", "kind_of", "parameter_square_sum"]
+__all__ = ["objects_in", "digests", "digest", "kind_of", "parameter_square_sum"]
 
 
 def _stateful(obj: Any) -> bool:
@@ -113,8 +114,6 @@ def digests(objects: Mapping[str, Any]) -> dict[str, str]:
     """
     import torch
 
-    from seeder._run.digest import digest
-
     out: dict[str, str] = {}
     for name, obj in objects.items():
         try:
@@ -133,6 +132,48 @@ def digests(objects: Mapping[str, Any]) -> dict[str, str]:
             value = "?"
         out[name] = f"{kind_of(obj)}:{value}"
     return out
+
+
+def digest(obj: Any) -> str:
+    """A digest of ``obj``'s values: tensors by dtype, shape and bytes (fingerprinted where they
+    live, :func:`seeder._run.fingerprint.tensor_print`: a GPU tensor is not copied), dicts by
+    their items, objects with ``state_dict()`` as that state.
+
+    >>> import torch
+    >>> one, zero = {"a": torch.ones(2)}, {"a": torch.zeros(2)}
+    >>> digest(one) == digest({"a": torch.ones(2)}) != digest(zero)
+    True
+
+    Raises:
+        TypeError: a value of another type.
+    """
+    parts: list[str] = []
+    _walk(obj, parts)
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _walk(obj: Any, parts: list[str]) -> None:
+    import torch
+
+    from seeder._run.fingerprint import tensor_print
+
+    if obj is None or isinstance(obj, (bool, int, float, str, bytes, torch.dtype, torch.device)):
+        parts.append(f"{type(obj).__name__}:{obj!r}")  # repr of a float is exact
+    elif isinstance(obj, torch.Tensor):
+        parts.append("T" + tensor_print(obj))
+    elif isinstance(obj, dict):
+        parts.append(f"{{{len(obj)}")
+        for key in sorted(obj, key=repr):
+            parts.append(repr(key))
+            _walk(obj[key], parts)
+    elif isinstance(obj, (list, tuple)):
+        parts.append(f"[{len(obj)}")
+        for item in obj:
+            _walk(item, parts)
+    elif callable(getattr(obj, "state_dict", None)):
+        _walk(obj.state_dict(), parts)
+    else:
+        raise TypeError(f"cannot digest a {type(obj).__name__}")
 
 
 def parameter_square_sum(objects: Mapping[str, Any]) -> float:
