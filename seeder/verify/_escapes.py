@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["snapshot", "escapes", "SNAPSHOT_LIMIT", "OUT_ENTRIES", "PROBE_NAME"]
+__all__ = ["snapshot", "escapes", "NOT_SNAPSHOT", "SNAPSHOT_LIMIT", "OUT_ENTRIES", "PROBE_NAME"]
 
 #: Files of the user's folder whose size and modification time are recorded (a larger folder is
 #: checked this far).
@@ -39,12 +39,16 @@ OUT_ENTRIES = (".seeder-verify", "runs", "report.json", "report.md")
 #: (:func:`seeder.verify._flags.probe_parser`).
 PROBE_NAME = "probe"
 
+#: Folders a snapshot leaves out: version control and tools' caches (written by editors and
+#: linters at any time, and never mirrored into a run).
+NOT_SNAPSHOT = (".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache")
+
 Snapshot = dict[str, tuple[int, int]]
 
 
 def snapshot(base: Path, leave_out: Sequence[Path] = (), limit: int = SNAPSHOT_LIMIT) -> Snapshot:
     """``{relative path: (size, mtime_ns)}`` of the files under ``base`` (not under ``leave_out``,
-    not ``.git``).
+    not in :data:`NOT_SNAPSHOT`).
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "a.txt").write_text("1")
@@ -55,7 +59,9 @@ def snapshot(base: Path, leave_out: Sequence[Path] = (), limit: int = SNAPSHOT_L
     found: Snapshot = {}
     root = str(Path(base).resolve())
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != ".git" and os.path.join(folder, d) not in skip)
+        dirs[:] = sorted(
+            d for d in dirs if d not in NOT_SNAPSHOT and os.path.join(folder, d) not in skip
+        )
         for name in sorted(files):
             path = os.path.join(folder, name)
             try:

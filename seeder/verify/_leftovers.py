@@ -47,6 +47,14 @@ def _fail(check: dict[str, Any], reason: str, what: str) -> None:
     check.setdefault("reasons", []).append(reason)
 
 
+def _ignore_hint(path: str) -> str:
+    """How to leave a file out that differs by design."""
+    return (
+        f" (a file that differs by design, a log of times or of the resume, is left out with "
+        f"--ignore-output '{path}')"
+    )
+
+
 def judge_leftovers(
     report: dict[str, Any],
     out: Path,
@@ -101,7 +109,7 @@ def judge_leftovers(
                 _fail(
                     rep,
                     f"seeded runs full-0 and {other} leave {found[0]} otherwise ({found[1]}): the "
-                    f"same seed does not give the same files",
+                    f"same seed does not give the same files{_ignore_hint(found[0])}",
                     f"{found[0]} differs",
                 )
                 break
@@ -139,7 +147,7 @@ def judge_leftovers(
                     check,
                     f"{prefix}repeat {r}: the resumed run {resume_label} leaves {found[0]} other "
                     f"than the uninterrupted run (1) ({found[1]}): what the run writes after a "
-                    f"resume differs",
+                    f"resume differs{_ignore_hint(found[0])}",
                     f"{found[0]} differs",
                 )
                 break

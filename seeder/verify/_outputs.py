@@ -50,6 +50,8 @@ BY_DESIGN = {
     "lightning_logs/*": "Lightning logs each fit() to a new version folder: a resumed run's logs "
     "are split between two",
     "*training_args.bin": "the Trainer's arguments hold a logging_dir named after the start time",
+    "*trainer_state.json": "the Trainer's log of metrics: a run stopped at an epoch's end saves "
+    "its checkpoint before that epoch's evaluation, so the resumed run's log lacks the entry",
     "*.pyc": "Python's bytecode cache",
     "*__pycache__/*": "Python's bytecode cache",
 }

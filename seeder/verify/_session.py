@@ -279,7 +279,7 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
         specs = first_run_gates(plan_verify(cfg, out, support), out, cfg.contract)
         metrics, report, unread = _execute(cfg, out, specs, "verify", "seeder verify")
     finally:  # no link to the user's files, and no copy of one, stays in out
-        unmirror(out / "runs", home)
+        unmirror(out / "runs", home, before)
     report["notes"] = notes
     report["probe"] = {"how": probe.how, "options": [a.get("options") for a in probe.actions or []]}
     found, changed = escapes(

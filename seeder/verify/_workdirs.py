@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -57,7 +57,16 @@ OWN_FILES = ("log.txt", "run.json", "metrics.jsonl", "steps.jsonl", "parser.json
 MIRROR_BUDGET = 2000
 #: Names never mirrored: version control and caches (git finds the repository from the run's folder
 #: anyway).
-NOT_MIRRORED = (".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints")
+NOT_MIRRORED = (
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".ipynb_checkpoints",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+)
 #: The files that mark a seeder verify/compare output folder and a seeder locate output folder
 #: (``session.MARKER``, ``_locate.MARKER``): a folder holding one is never mirrored.
 OUTPUT_MARKERS = (".seeder-verify", ".seeder-locate")
@@ -197,10 +206,12 @@ def _copy_small(entry: os.DirEntry[str], target: Path, copy_left: list[int]) -> 
     return True
 
 
-def unmirror(runs: Path, base: Path) -> int:
+def unmirror(runs: Path, base: Path, before: Optional[Mapping[str, tuple[int, int]]] = None) -> int:
     """Remove from every folder under ``runs`` the links into ``base`` (the user's folder, not into
-    ``runs``) and the copies of ``base``'s files that are byte for byte the user's file, then the
-    folders left empty; return how many entries were removed.
+    ``runs``) and the copies of ``base``'s files that the runs left unchanged (byte for byte the
+    user's file, or with the size and modification time it had in ``before``, a
+    :func:`seeder.verify._escapes.snapshot` taken before the runs: a copy keeps its file's
+    time), then the folders left empty; return how many entries were removed.
 
     >>> import tempfile, pathlib
     >>> base, runs = (pathlib.Path(tempfile.mkdtemp()) for _ in range(2))
@@ -223,12 +234,24 @@ def unmirror(runs: Path, base: Path) -> int:
             elif name in files:
                 rel = path.relative_to(runs)
                 user = home / Path(*rel.parts[1:]) if len(rel.parts) > 1 else None
-                if user is not None and _same_file_content(path, user):
+                if user is not None and (
+                    _as_before(path, str(Path(*rel.parts[1:])), before or {})
+                    or _same_file_content(path, user)
+                ):
                     path.unlink()
                     removed += 1
         if Path(folder) != Path(runs) and not os.listdir(folder):
             os.rmdir(folder)
     return removed
+
+
+def _as_before(copy: Path, rel: str, before: Mapping[str, tuple[int, int]]) -> bool:
+    """Whether a copy has the size and time its user's file had before the runs."""
+    try:
+        st = copy.stat()
+    except OSError:
+        return False
+    return before.get(rel) == (st.st_size, st.st_mtime_ns)
 
 
 def _same_file_content(a: Path, b: Path) -> bool:
