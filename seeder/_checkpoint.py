@@ -65,7 +65,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import sys
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -75,6 +74,7 @@ from seeder._atomic import write_atomic
 from seeder._checks import check_int, is_bool, is_int
 from seeder._errors import StateError
 from seeder._run import steps as stepwatch
+from seeder._run.where import caller_variables
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
@@ -270,7 +270,7 @@ class Checkpoint:
         """
         self.steps += 1
         if stepwatch.steps_done() is not None:  # under seeder verify: record the step's state
-            stepwatch.checkpoint_step(_in_reach(self, sys._getframe(1)))
+            stepwatch.checkpoint_step(_in_reach(self, caller_variables()))
         if stepwatch.should_stop():
             self.save()
             stepwatch.mark("stopped")
@@ -282,19 +282,23 @@ class Checkpoint:
             self.save()
 
 
-def _in_reach(ckpt: Checkpoint, frame: Any) -> dict[str, Any]:
+def _in_reach(ckpt: Checkpoint, names: dict[str, Any]) -> dict[str, Any]:
     """What ``seeder verify`` compares after a step: the objects of the caller's variables and the
     checkpoint's own parts (:mod:`seeder._run.objects`)."""
     from seeder._run.objects import objects_in
 
     own: dict[str, Any] = {}
+    values: dict[str, Any] = {}  # tensors and plain values the checkpoint holds by name
     for attr, value in vars(ckpt).items():
         if isinstance(value, Mapping):  # named parts
-            own.update({f"{attr}[{k!r}]": v for k, v in value.items() if isinstance(k, str)})
+            for k, v in value.items():
+                if isinstance(k, str):
+                    own[f"{attr}[{k!r}]"] = v
+                    if isinstance(v, (torch.Tensor, int, float)):
+                        values[f"checkpoint {attr}[{k!r}]"] = v
         else:
             own[attr] = value
-    names = dict(frame.f_locals) if frame is not None else {}
-    return objects_in({**names, **{f"checkpoint {k}": v for k, v in own.items()}})
+    return {**objects_in({**names, **{f"checkpoint {k}": v for k, v in own.items()}}), **values}
 
 
 #: The keys of every checkpoint file ``seeder.Checkpoint.save`` writes.
