@@ -94,6 +94,7 @@ from seeder._atomic import write_atomic
 from seeder._checks import check_int, is_bool, is_int
 from seeder._errors import SeederWarning, StateError
 from seeder._run import steps as stepwatch
+from seeder._run.where import caller_variables
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
@@ -243,6 +244,7 @@ class Checkpoint:
         self.every_steps = check_int(every_steps, "every_steps", low=0)
         self.seeder = resolve_seeder(seeder)
         self.steps = 0  # optimizer steps of the run, restored ones included (public: see above)
+        stepwatch.checkpoint_counts()  # under seeder verify, step() is the step
 
     @property
     def objects(self) -> Mapping[str, Any]:
@@ -432,6 +434,8 @@ class Checkpoint:
             (True, 2)
         """
         self.steps += 1
+        if stepwatch.steps_done() is not None:  # under seeder verify: record the step's state
+            stepwatch.checkpoint_step(_in_reach(self, caller_variables()))
         if stepwatch.should_stop():
             self.save()
             stepwatch.mark("stopped")
@@ -441,6 +445,20 @@ class Checkpoint:
             raise SystemExit(0)
         if self.every_steps and self.steps % self.every_steps == 0:
             self.save()
+
+
+def _in_reach(ckpt: Checkpoint, names: dict[str, Any]) -> dict[str, Any]:
+    """What ``seeder verify`` compares after a step: the objects of the caller's variables, the
+    checkpoint's named objects and its tensor and number values (:mod:`seeder._run.objects`)."""
+    from seeder._run.objects import objects_in
+
+    own = {f"checkpoint {name}": obj for name, obj in ckpt.objects.items()}
+    values = {
+        f"checkpoint values[{k!r}]": v
+        for k, v in ckpt.values.items()
+        if isinstance(v, (torch.Tensor, int, float))
+    }
+    return {**objects_in({**names, **own}), **values}
 
 
 #: The keys every checkpoint file ``seeder.Checkpoint.save`` writes has, besides its objects'.

@@ -538,7 +538,7 @@ def test_bad_config_raises_before_touching_the_output_directory(tmp_path):
     out = tmp_path / "v"
     for cfg, match in (
         (VerifyConfig(command=["python", "t.py"], out=out, repeats=1), "repeats must be >= 2"),
-        (VerifyConfig(command=["python", "t.py"], out=out, epochs=1), "epochs .X. must be >= 2"),
+        (VerifyConfig(command=["python", "t.py"], out=out, seed=2**76), "seed must be at most"),
         (VerifyConfig(command=[], out=out), "command must be a non-empty list"),
         (VerifyConfig(command=["python"], out=out, jobs=0), "jobs must be an integer >= 1"),
         (VerifyConfig(command=["python"], out=out, alpha=0), "alpha"),

@@ -106,7 +106,9 @@ def test_stops_are_after_the_first_epoch_and_untested_pairs_say_why(tmp_path):
     assert (
         untested(stop, res, 9, resume_flag=False) == NO_RESUME
     )  # nothing stopped it, no resume option
-    assert untested(stop, res, 9, resume_flag=True) == NO_STOP.format(step=9)
+    assert untested(stop, res, 9, resume_flag=True) == NO_STOP.format(
+        step=9, ran="no recorded step"
+    )
     (stop / "steps.jsonl").write_text(json.dumps({"seeder_verify": "stopped", "at_step": 9}) + "\n")
     assert untested(stop, res, 9, resume_flag=False) == NO_RESUME  # stopped, but nothing resumed
     (res / "steps.jsonl").write_text(json.dumps({"seeder_verify": "resumed", "at_step": 9}) + "\n")

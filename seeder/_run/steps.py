@@ -30,6 +30,16 @@ it starts. When the module-level seeder is initialised in such a run:
   load writes a ``{"seeder_verify": "loaded", "from": ...}`` line: a run that resumed
   from another run's checkpoint is told apart from one that resumed its own.
 
+* Where the script makes a :class:`seeder.Checkpoint`, its ``step()`` is the step: one per
+  training step whatever number of torch optimizers the loop steps (two in a GAN, none in a
+  hand-written update), counted, recorded and stopped there (:func:`checkpoint_step`). Its
+  record also holds a digest of each object in reach of the loop (``"state"``,
+  :mod:`seeder._run.objects`). The optimizer steps before the first ``step()`` are held back,
+  and written at exit only if ``step()`` is never called.
+* ``{"seeder_run": "init"}`` and ``{"seeder_run": "checkpoint"}`` lines say that the run
+  initialised seeder and made a ``seeder.Checkpoint``: verify says what is missing when a run
+  records no step.
+
 Nothing here runs without ``$SEEDER_STEPS``.
 
 Example:
@@ -38,7 +48,7 @@ Example:
     >>> seeder.init(master_seed=1); seeder.reseed(1, 0)
     >>> net = torch.nn.Linear(2, 1); opt = torch.optim.SGD(net.parameters(), lr=0.1)
     >>> net(torch.ones(2)).sum().backward(); opt.step()
-    >>> [(r["step"], r["epoch"]) for r in map(json.loads, open(path))]
+    >>> [(r["step"], r["epoch"]) for r in map(json.loads, open(path)) if "step" in r]
     [(1, 0)]
     >>> steps_done(), del_env()
     (1, None)
@@ -77,6 +87,8 @@ __all__ = [
     "read_loads",
     "read_steps",
     "del_env",
+    "checkpoint_counts",
+    "checkpoint_step",
 ]
 
 #: Where a run's per-step records go (``seeder verify`` sets it); unset: nothing is recorded.
@@ -159,8 +171,20 @@ _seeder: Optional[weakref.ReferenceType[Any]] = None
 #: The optimizer of the last step, held (under ``seeder verify`` only) so that the digest at exit
 #: sees it even when the script kept it in a function that has returned.
 _optimizer: Optional[Any] = None
+#: Every optimizer stepped in the run (a GAN's two): a Checkpoint step's value is over their
+#: parameters.
+_stepped: dict[int, Any] = {}
 _hooked = False
 _stopped = False
+#: A ``seeder.Checkpoint`` exists in this run: its ``step()`` calls are the steps (one per
+#: training step, whatever number of optimizers, or none, the loop steps).
+_ckpt_counts = False
+#: Whether that checkpoint's ``step()`` was called; until then the optimizer steps' records are
+#: held back (written at exit if it never is: a script that saves with ``save()`` only).
+_ckpt_stepped = False
+_held: list[dict[str, Any]] = []
+#: The global RNGs' states before the first held record (the first step's draws count from there).
+_held_from: dict[str, tuple[Any, int]] = {}
 #: Each global Mersenne-Twister RNG's ``(key, position)`` at the previous record (or at the load).
 _previous: dict[str, tuple[Any, int]] = {}
 
@@ -188,14 +212,80 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     global _optimizer
     if _counter is None:
         return
-    _counter.step += 1
     _optimizer = optimizer
+    _stepped.setdefault(id(optimizer), optimizer)
+    if _ckpt_counts and _ckpt_stepped:  # seeder.Checkpoint.step() counts and records the steps
+        return
+    _counter.step += 1
+    if _ckpt_counts and not _held:
+        _held_from.clear()
+        _held_from.update(_previous)
     with torch.no_grad():
         value = sum(
             float(p.detach().double().pow(2).sum())
             for g in optimizer.param_groups
             for p in g["params"]
         )
+    s = _seeder() if _seeder is not None else None
+    last = s.last_reseed if s is not None and s.initialized else None
+    draws, prints = _draws_since_previous()
+    record = {
+        "step": _counter.step,
+        "epoch": last[1] if last else None,
+        "loss": value,
+        "value": "sum of squared parameters",
+        "draws": draws,
+        "rngs": prints,
+    }
+    if _ckpt_counts:  # held until seeder.Checkpoint.step() shows whether it counts the steps
+        _held.append(record)
+    else:
+        _write(record)
+
+
+def checkpoint_counts() -> bool:
+    """Under ``seeder verify``, make ``seeder.Checkpoint.step()`` the step: one per training step
+    whatever number of optimizers (or none) the loop steps (``Checkpoint`` calls it when made).
+
+    Returns:
+        Whether a run of ``seeder verify`` records the steps (``$SEEDER_STEPS``).
+    """
+    global _ckpt_counts
+    if _counter is None or not os.environ.get(ENV_STEPS):
+        return False
+    if not _ckpt_counts:
+        _write({"seeder_run": "checkpoint"})  # verify can say a step() was never called
+    _ckpt_counts = True
+    return True
+
+
+def checkpoint_step(objects: dict[str, Any]) -> None:
+    """Count one step of a ``seeder.Checkpoint`` loop and record it, with a digest of each of
+    ``objects`` (:mod:`seeder._run.objects`).
+
+    The step's value is the sum of squared parameters of every optimizer stepped so far (each
+    parameter once), or of the modules among ``objects`` in a loop that steps no torch optimizer.
+    """
+    global _ckpt_stepped, _previous
+    if _counter is None or not os.environ.get(ENV_STEPS):
+        return
+    import torch
+
+    from seeder._run.objects import digests, parameter_square_sum
+
+    if not _ckpt_stepped:  # the optimizer steps before the first call were this step's
+        if _held:
+            _counter.step -= len(_held)
+            _previous = dict(_held_from)
+        _held.clear()
+        _ckpt_stepped = True
+    _counter.step += 1
+    if _stepped:  # what the optimizers train (an EMA or a buffer is compared as an object)
+        params = {id(p): p for o in _stepped.values() for g in o.param_groups for p in g["params"]}
+        with torch.no_grad():
+            value = sum(float(p.detach().double().pow(2).sum()) for p in params.values())
+    else:  # a hand-written update: every module's parameters
+        value = parameter_square_sum(objects)
     s = _seeder() if _seeder is not None else None
     last = s.last_reseed if s is not None and s.initialized else None
     draws, prints = _draws_since_previous()
@@ -207,6 +297,7 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
             "value": "sum of squared parameters",
             "draws": draws,
             "rngs": prints,
+            "state": digests(objects),
         }
     )
 
@@ -228,6 +319,9 @@ def _draws_since_previous() -> tuple[dict[str, Optional[int]], dict[str, str]]:
 
 
 def _digest_at_exit() -> None:
+    for record in _held:  # a Checkpoint whose step() was never called: the optimizer steps count
+        _write(record)
+    _held.clear()
     opt = _optimizer
     if opt is None or not os.environ.get(ENV_STEPS):
         return
@@ -242,7 +336,7 @@ def _digest_at_exit() -> None:
 def watch(seeder: Seeder) -> None:
     """Under ``seeder verify`` (``$SEEDER_STEPS``), count and record the optimizer steps of
     ``seeder``'s run (``init`` of the module-level seeder calls this)."""
-    global _counter, _seeder, _hooked, _stopped
+    global _counter, _seeder, _hooked, _stopped, _ckpt_counts, _ckpt_stepped
     if not os.environ.get(ENV_STEPS):
         return
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -254,8 +348,12 @@ def watch(seeder: Seeder) -> None:
     if _counter is not None:
         seeder.leave(_counter)  # a new run counts from 0
     _counter, _seeder, _stopped = StepCounter(), weakref.ref(seeder), False
+    _ckpt_counts = _ckpt_stepped = False
+    _held.clear()
+    _stepped.clear()
     _previous.clear()
     seeder.join(_counter, weak=False)
+    _write({"seeder_run": "init"})  # verify can tell a run that never initialised seeder
 
 
 def steps_done() -> Optional[int]:

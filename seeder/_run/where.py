@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import torch
 
-__all__ = ["Site", "user_site", "variable_name", "describe_dataset"]
+__all__ = ["Site", "user_site", "variable_name", "describe_dataset", "caller_variables"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep  # pickle, multiprocessing: not the user's line
@@ -135,3 +135,25 @@ def variable_name(obj: Any, depth: int = 1) -> Optional[str]:
             if not name.startswith("_") and match(value):
                 return name
     return None
+
+
+def caller_variables(depth: int = 1) -> dict[str, Any]:
+    """The variables of the user's innermost frame (its locals; at a module's top level, its
+    globals): what ``seeder verify`` compares after a ``seeder.Checkpoint`` step.
+
+    Args:
+        depth: frames to skip above this function's caller.
+
+    Returns:
+        ``{name: value}``, a copy; empty when no user frame is found.
+
+    >>> def loop():
+    ...     model = "a model"
+    ...     return caller_variables(0)
+    >>> loop()["model"]
+    'a model'
+    """
+    f: Any = sys._getframe(depth + 1)
+    while f is not None and _kind(f.f_code.co_filename)[0]:
+        f = f.f_back
+    return dict(f.f_locals) if f is not None else {}

@@ -290,6 +290,15 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
         help="significance level of the variance test (default 0.05)",
     )
     p.add_argument(
+        "--ignore-output",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="a file the runs write that differs by design (a log with times), as a pattern on "
+        "its path in the run's folder (e.g. 'logs/*.txt'): left out of the comparison of the "
+        "runs' files and named in the report (repeatable)",
+    )
+    p.add_argument(
         "--locate",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -313,6 +322,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
             alpha=args.alpha,
             mid_epoch=not args.no_mid_epoch,
             allow_skip=args.allow_skip,
+            ignore_output=tuple(args.ignore_output),
             **_common_kwargs(args),
         )
         result = _run(verify, cfg)

@@ -40,6 +40,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from seeder._run.steps import read_steps
+
 __all__ = [
     "Contract",
     "check_template",
@@ -503,10 +505,37 @@ def read_metrics(
             return m
     raise ValueError(
         f"no per-step values found in {' or '.join(tried) or 'nothing'}: the command logged no "
-        f"step seeder could read. Call seeder.init() and step a torch optimizer (seeder then "
-        f"records each step "
-        'under seeder verify), or write JSON lines {"step": N, "loss": X} to the metrics file '
-        "(--metrics FILE or $SEEDER_METRICS) or to its output"
+        f"step seeder could read. {_missing(steps_file)}, or write JSON lines "
+        '{"step": N, "loss": X} to the metrics file (--metrics FILE or $SEEDER_METRICS) or to its '
+        "output"
+    )
+
+
+def _missing(steps_file: Optional[Path]) -> str:
+    """What the run's step records say is missing for seeder to record its steps."""
+    marks = {
+        r.get("seeder_run")
+        for r in (read_steps(steps_file) if steps_file is not None else [])
+        if isinstance(r, dict)
+    }
+    if "checkpoint" in marks:
+        return (
+            "The script calls seeder.init() and makes a seeder.Checkpoint, but never calls its "
+            "step(): call ckpt.step() after each training step (seeder then records each step "
+            "under seeder verify, and stops the run there)"
+        )
+    if "init" in marks:
+        return (
+            "The script calls seeder.init(), but steps no torch optimizer and no "
+            "seeder.Checkpoint: call ckpt.step() of a seeder.Checkpoint after each training step "
+            "(a loop with a hand-written update too; seeder then records each step under seeder "
+            "verify)"
+        )
+    return (
+        "The script never called seeder.init() of the module-level seeder under seeder verify: "
+        "call it (import seeder; seeder.init()) before training, and ckpt.step() of a "
+        "seeder.Checkpoint after each step or step a torch optimizer (seeder then records each "
+        "step under seeder verify)"
     )
 
 

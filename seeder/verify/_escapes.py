@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["snapshot", "escapes", "SNAPSHOT_LIMIT", "OUT_ENTRIES", "PROBE_NAME"]
+__all__ = ["snapshot", "escapes", "NOT_SNAPSHOT", "SNAPSHOT_LIMIT", "OUT_ENTRIES", "PROBE_NAME"]
 
 #: Files of the user's folder whose size and modification time are recorded (a larger folder is
 #: checked this far).
@@ -39,12 +39,16 @@ OUT_ENTRIES = (".seeder-verify", "runs", "report.json", "report.md")
 #: (:func:`seeder.verify._flags.probe_parser`).
 PROBE_NAME = "probe"
 
+#: Folders a snapshot leaves out: version control and tools' caches (written by editors and
+#: linters at any time, and never mirrored into a run).
+NOT_SNAPSHOT = (".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache")
+
 Snapshot = dict[str, tuple[int, int]]
 
 
 def snapshot(base: Path, leave_out: Sequence[Path] = (), limit: int = SNAPSHOT_LIMIT) -> Snapshot:
     """``{relative path: (size, mtime_ns)}`` of the files under ``base`` (not under ``leave_out``,
-    not ``.git``).
+    not in :data:`NOT_SNAPSHOT`).
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "a.txt").write_text("1")
@@ -55,7 +59,9 @@ def snapshot(base: Path, leave_out: Sequence[Path] = (), limit: int = SNAPSHOT_L
     found: Snapshot = {}
     root = str(Path(base).resolve())
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != ".git" and os.path.join(folder, d) not in skip)
+        dirs[:] = sorted(
+            d for d in dirs if d not in NOT_SNAPSHOT and os.path.join(folder, d) not in skip
+        )
         for name in sorted(files):
             path = os.path.join(folder, name)
             try:
@@ -136,8 +142,8 @@ def escapes(
     that sent them there.
 
     A folder in ``out`` beside the run folders can only be the runs' (a finding). A change in the
-    user's folder is a finding when an option of the command points at it; otherwise a note, since
-    something else may have changed it.
+    user's folder is a finding too, naming the option of the command that points at it where one
+    does: verify never changes the user's files.
 
     Args:
         out: verify's output folder (its ``runs/<name>`` folders are the runs').
@@ -172,12 +178,12 @@ def escapes(
             found.append(_finding(path, culprit_start, actions, argv))
             break
     else:
-        if (
-            changed
-        ):  # through a mirrored file or an absolute path, or by something else at the same time
-            notes.append(
+        if changed:  # through a linked (large) file or an absolute path: the user's file changed
+            found.append(
                 f"{len(changed)} file(s) of {base} changed while the runs went (first "
-                f"{home / changed[0]}): if a run wrote there, runs may share it; make the script "
-                f"write under its working directory"
+                f"{home / changed[0]}): a run wrote into the user's folder (a file larger than "
+                f"the copies verify makes, reached through its link, or an absolute path), and "
+                f"the runs share it; make the script write under its working directory (a new "
+                f"file, not one of the user's), or run nothing else in {base} while verify runs"
             )
     return found, notes

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Union
 from seeder._checks import is_int
 from seeder._run.steps import ENV_CKPT_DIR, ENV_RESUME, ENV_STEPS
 from seeder._run.trace import ENV_TRACE
+from seeder._seeding.derive import MAX_MASTER_SEED
 from seeder.verify._contract import Contract, read_metrics
 from seeder.verify._diagnose import TRACE_NAME
 from seeder.verify._midepoch import StepStopSupport, mid_epoch_step
@@ -58,6 +59,11 @@ class SessionConfig:
                 raise ValueError(
                     f"{name} must be an integer >= {0 if name == 'seed' else 1}, got {v!r}"
                 )
+        if self.seed > MAX_MASTER_SEED:
+            raise ValueError(
+                f"seed must be at most 2**63 - 1 (what seeder.init takes), got {self.seed}; "
+                "pick a non-negative integer below 2**63"
+            )
         if self.timeout is not None and not self.timeout > 0:
             raise ValueError(f"timeout must be positive seconds, got {self.timeout!r}")
         if not isinstance(self.contract, Contract):
@@ -99,6 +105,22 @@ class VerifyConfig(SessionConfig):
     mid_epoch: bool = True
     resume_repeats: Optional[int] = None
     allow_skip: bool = False
+    #: File patterns (``fnmatch``, on paths in a run's folder) that differ by design (a log with
+    #: times): left out of the comparison of the files the runs write, and named in the report.
+    ignore_output: tuple[str, ...] = ()
+
+    def check_epochs(self, takes_epochs: bool) -> None:
+        """Refuse ``epochs`` below 2 for a command that takes ``--epochs`` (run 2 stops at X/2);
+        a command that runs its own number of epochs takes any.
+
+        Raises:
+            ValueError: ``epochs`` < 2 and the command takes ``--epochs`` (and no
+                ``stop_after_steps`` is given).
+        """
+        if takes_epochs and self.epochs < 2 and self.stop_after_steps is None:
+            raise ValueError(
+                f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}"
+            )
 
     @property
     def resume_runs(self) -> int:
@@ -114,9 +136,11 @@ class VerifyConfig(SessionConfig):
                 names it and what it takes).
         """
         self._validate()
-        if self.epochs < 2 and self.stop_after_steps is None:
-            raise ValueError(
-                f"epochs (X) must be >= 2 so that run 2 can stop at X/2, got {self.epochs}"
+        if not isinstance(self.ignore_output, (tuple, list)) or not all(
+            isinstance(p, str) and p for p in self.ignore_output
+        ):
+            raise TypeError(
+                f"ignore_output must be a tuple of file patterns (str), got {self.ignore_output!r}"
             )
         if not is_int(self.repeats) or self.repeats < 2:
             raise ValueError(
@@ -181,6 +205,11 @@ class CompareConfig(SessionConfig):
             raise ValueError(
                 f"runs must be >= 2 (a paired interval needs two pairs), got {self.runs!r}"
             )
+        if is_int(self.runs) and self.seed + self.runs - 1 > MAX_MASTER_SEED:
+            raise ValueError(
+                f"seed + runs - 1 must be at most 2**63 - 1 (the runs take seeds seed, seed + 1, "
+                f"...; seeder.init takes up to 2**63 - 1), got seed {self.seed}"
+            )
         if not self.levels or not all(0 < lv < 1 for lv in self.levels):
             raise ValueError(f"levels must be confidence levels in (0, 1), got {self.levels!r}")
 
@@ -206,6 +235,7 @@ __all__ = [
     "plan_verify",
     "plan_compare",
     "seeder_stops",
+    "first_run_gates",
 ]
 
 
@@ -497,3 +527,56 @@ def plan_compare(cfg: CompareConfig, out: Path) -> list[RunSpec]:
             s.info.update(kind=cfgname, repeat=i, seed=cfg.seed + i)
             specs.append(s)
     return specs
+
+
+def first_run_gates(specs: list[RunSpec], out: Path, contract: Contract) -> list[RunSpec]:
+    """``specs`` with run (1) of repeat 0 first and every other run waiting for it: a command whose
+    first run records no per-step value seeder can read is said to be so after that run, and the
+    others are left out, saying why.
+
+    Args:
+        specs: a session's runs (:func:`plan_verify`).
+        out: the session's output folder.
+        contract: how the command reports its steps.
+
+    Returns:
+        The runs in launch order.
+
+    Example:
+        >>> cfg = VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=4, repeats=2)
+        >>> specs = first_run_gates(plan_verify(cfg, Path("/tmp/v")), Path("/tmp/v"), Contract())
+        >>> [(s.name, s.after) for s in specs[:3]]
+        [('full-0', None), ('half-0', 'full-0'), ('unseeded-0', 'full-0')]
+    """
+    first = next((s for s in specs if s.name == "full-0"), None)
+    if first is None:
+        return specs
+
+    def gate(prepare: Optional[Prepare]) -> Prepare:
+        def run() -> Optional[str]:
+            why = _no_steps(first, out, contract)
+            if why is not None:
+                return f"run full-0 recorded no per-step value seeder could read: {why}"
+            return prepare() if prepare is not None else None
+
+        return run
+
+    ordered = [first] + [s for s in specs if s is not first]
+    for spec in ordered[1:]:
+        if spec.after is None:
+            spec.after = first.name
+            spec.prepare = gate(spec.prepare)
+    return ordered
+
+
+def _no_steps(first: RunSpec, out: Path, contract: Contract) -> Optional[str]:
+    """Why run ``first`` has no per-step value to compare, or ``None``."""
+    from seeder.verify._verdict import unreadable
+
+    try:
+        m = read_metrics(
+            metrics_path(out, first.name), first.log, contract, Path(first.workdir) / STEPS_NAME
+        )
+    except (ValueError, OSError) as exc:
+        return str(exc)
+    return unreadable(m)

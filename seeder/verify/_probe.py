@@ -11,7 +11,8 @@ installed first, and writes one JSON object to REPORT at the first one reached:
   ``HfArgumentParser``) is asked to parse the command line: ``{"reached": "parser", "actions":
   [...]}``, each action's option strings, ``nargs``, metavar, whether it is required and its
   default, with those of the subcommand named on the command line (LightningCLI's ``fit``);
-* a torch optimizer steps before any parser: ``{"reached": "optimizer step", "seeder_init": true}``
+* a torch optimizer steps, or a ``seeder.Checkpoint.step()`` is called, before any parser:
+  ``{"reached": "optimizer step", "seeder_init": true}``
   (whether ``seeder.init`` ran before it).
 
 ``seeder.init`` does not end the probe: a LightningCLI script initialises seeder before the CLI
@@ -177,6 +178,7 @@ class _Probe:
         argparse.ArgumentParser.__init_subclass__ = hook  # type: ignore[assignment]
         _after_import("seeder._seeding.core", self.watch_init)
         _after_import("torch.optim.optimizer", self.stop_at_step)
+        _after_import("seeder._checkpoint", self.stop_at_checkpoint_step)
 
     def watch_init(self, module: Any) -> None:
         original, probe = module.Seeder.init, self
@@ -191,6 +193,17 @@ class _Probe:
         module.register_optimizer_step_pre_hook(
             lambda *a: self.done({"reached": "optimizer step", "seeder_init": self.init_seen})
         )
+
+    def stop_at_checkpoint_step(self, module: Any) -> None:
+        """A loop without a torch optimizer (a hand-written update) stops at its first
+        ``seeder.Checkpoint.step()``."""
+        original, probe = module.Checkpoint.step, self
+
+        def step(ckpt: Any) -> None:
+            probe.done({"reached": "optimizer step", "seeder_init": probe.init_seen})
+            original(ckpt)
+
+        module.Checkpoint.step = step
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -34,17 +34,18 @@ from typing import Optional
 
 import numpy as np
 
-from seeder._run.steps import ENV_STOP, read_marks
+from seeder._run.steps import ENV_STOP, read_marks, read_steps
 from seeder.verify._contract import Metrics
 
-__all__ = ["stop_steps", "untested", "NO_STOP", "NO_RESUME", "STEPS_NAME"]
+__all__ = ["stop_steps", "untested", "no_stop", "NO_STOP", "NO_RESUME", "STEPS_NAME"]
 
 #: The per-step records seeder writes in each run's directory.
 STEPS_NAME = "steps.jsonl"
 NO_STOP = (
-    "nothing in the run stopped it at step {step} (seeder stops a plain loop through "
-    "seeder.Checkpoint, Lightning through SeederCallback, a Trainer through SeederTrainer); or map "
-    "the script's stop flag with --arg stop_after_steps=..."
+    "asked to stop after step {step}, it ran {ran}: nothing in the run stopped it (seeder stops a "
+    "plain loop at ckpt.step() of a seeder.Checkpoint, called after each training step, "
+    "Lightning through SeederCallback, a Trainer through SeederTrainer); or map the script's stop "
+    "flag with --arg stop_after_steps=..."
 )
 NO_RESUME = (
     "no resume option; map one with --arg resume=... (or resume through seeder.Checkpoint / "
@@ -112,6 +113,19 @@ def stop_env(step: int) -> dict[str, str]:
     return {ENV_STOP: str(step)}
 
 
+def no_stop(run_dir: Path, stop: int) -> str:
+    """That run ``run_dir`` was asked to stop after step ``stop`` and how far it ran instead.
+
+    >>> no_stop(Path("/nonexistent"), 54)[:50]
+    'asked to stop after step 54, it ran no recorded st'
+    """
+    steps = [
+        r["step"] for r in read_steps(Path(run_dir) / STEPS_NAME) if type(r.get("step")) is int
+    ]
+    ran = f"all {max(steps)} steps" if steps else "no recorded step"
+    return NO_STOP.format(step=stop, ran=ran)
+
+
 def untested(
     run_dir: Path, resume_dir: Path, stop: Optional[int], resume_flag: bool
 ) -> Optional[str]:
@@ -119,7 +133,7 @@ def untested(
     if stop is None:
         return None
     if "stopped" not in read_marks(Path(run_dir) / STEPS_NAME):
-        return NO_STOP.format(step=stop) if resume_flag else NO_RESUME
+        return no_stop(run_dir, stop) if resume_flag else NO_RESUME
     if not resume_flag and "resumed" not in read_marks(Path(resume_dir) / STEPS_NAME):
         return NO_RESUME
     return None

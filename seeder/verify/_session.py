@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from seeder._run.steps import read_marks
 from seeder._seeding.announce import parse_drawn_seed
 from seeder.env._redact import file_redactor, redact_json
 from seeder.env._safefile import symlinks_in, write_file
@@ -39,21 +40,23 @@ from seeder.verify._contract import Contract, Metrics, read_metrics
 from seeder.verify._diagnose import diagnose_dirs, foreign_resumes, preinit_hints
 from seeder.verify._escapes import PROBE_NAME, escapes, snapshot
 from seeder.verify._flags import ParserProbe, adapt_contract, probe_parser
+from seeder.verify._leftovers import compared_notes, judge_leftovers
 from seeder.verify._midepoch import StepStopSupport
 from seeder.verify._plan import (
     CompareConfig,
     SessionConfig,
     VerifyConfig,
     driven_by,
+    first_run_gates,
     metrics_path,
     plan_compare,
     plan_verify,
     seeder_stops,
 )
 from seeder.verify._runner import RunFailed, RunResult, RunSpec, child_environment, run_all
-from seeder.verify._seederstops import STEPS_NAME, untested
-from seeder.verify._verdict import unreadable, unreadable_report
-from seeder.verify._workdirs import base_environment, mirror_user_dir
+from seeder.verify._seederstops import STEPS_NAME, no_stop, untested
+from seeder.verify._verdict import unreadable, unreadable_report, verdict
+from seeder.verify._workdirs import base_environment, mirror_user_dir, unmirror
 
 __all__ = [
     "verify",
@@ -66,6 +69,8 @@ __all__ = [
 
 #: File that marks a directory as a seeder verify/compare output.
 MARKER = ".seeder-verify"
+#: The run kind whose stop a resumed run of each kind continues from.
+_STOPPED_BY = {"resume": "half", "resume-mid": "mid"}
 #: Layout version of report.json.
 REPORT_VERSION = 1
 
@@ -154,6 +159,7 @@ def _execute(
         desc=desc,
     )
     by_name = {r.name: r for r in results}
+    by_spec = {s.name: s for s in specs}
     metrics: dict[str, Metrics] = {}
     unread: dict[str, str] = {}
     for spec in specs:
@@ -182,6 +188,19 @@ def _execute(
         "config": _config_dict(cfg),
         "runs": [_run_record(out, s, by_name[s.name], metrics.get(s.name)) for s in specs],
     }
+    for r in results:  # a resume that failed because its stopped run never stopped: say so
+        stop_name = _STOPPED_BY.get(str(by_spec[r.name].info.get("kind")))
+        if r.status == "failed" and stop_name is not None:
+            stop_spec = by_spec.get(f"{stop_name}-{by_spec[r.name].info.get('repeat')}")
+            asked = stop_spec.info.get("stop_after_steps") if stop_spec is not None else None
+            if (
+                stop_spec is not None
+                and isinstance(asked, int)
+                and "stopped" not in read_marks(Path(stop_spec.workdir) / STEPS_NAME)
+            ):
+                r.reason = f"{r.reason}; its stopped run {stop_spec.name} was " + no_stop(
+                    Path(stop_spec.workdir), asked
+                )
     if any(
         r.status not in ("ok", "omitted") for r in results
     ):  # omitted: left out on purpose, not a failure
@@ -238,24 +257,29 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
 
     Example:
         >>> from pathlib import Path
-        >>> verify(VerifyConfig(command=["python", "train.py"], out=Path("v"), epochs=1))
+        >>> verify(VerifyConfig(command=["python", "train.py"], out=Path("v"), repeats=1))
         Traceback (most recent call last):
         ...
-        ValueError: epochs (X) must be >= 2 so that run 2 can stop at X/2, got 1
+        ValueError: repeats must be >= 2 (the variance test compares spreads), got 1
     """
     cfg.validate()
     out = prepare_out(cfg.out)
-    before = snapshot(Path(cfg.cwd or Path.cwd()), [out])
-    probe, base = _probe(cfg, out)
-    contract, notes = adapt_contract(cfg.contract, probe)
-    # report.json names the count
-    cfg = dataclasses.replace(cfg, contract=contract, resume_repeats=cfg.resume_runs)
-    support = None
-    if cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps:
-        # Said at once, runs nothing.
-        support = StepStopSupport(cfg.contract, explicit_step=cfg.stop_after_steps is not None)
-    specs = plan_verify(cfg, out, support)
-    metrics, report, unread = _execute(cfg, out, specs, "verify", "seeder verify")
+    home = Path(cfg.cwd or Path.cwd())
+    before = snapshot(home, [out])
+    try:
+        probe, base = _probe(cfg, out)
+        contract, notes = adapt_contract(cfg.contract, probe)
+        cfg.check_epochs(bool(contract.epochs))
+        # report.json names the count
+        cfg = dataclasses.replace(cfg, contract=contract, resume_repeats=cfg.resume_runs)
+        support = None
+        if cfg.mid_epoch and not seeder_stops(cfg) and not cfg.contract.stop_after_steps:
+            # Said at once, runs nothing.
+            support = StepStopSupport(cfg.contract, explicit_step=cfg.stop_after_steps is not None)
+        specs = first_run_gates(plan_verify(cfg, out, support), out, cfg.contract)
+        metrics, report, unread = _execute(cfg, out, specs, "verify", "seeder verify")
+    finally:  # no link to the user's files, and no copy of one, stays in out
+        unmirror(out / "runs", home, before)
     report["notes"] = notes
     report["probe"] = {"how": probe.how, "options": [a.get("options") for a in probe.actions or []]}
     found, changed = escapes(
@@ -349,6 +373,9 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
             allow_skip=allowed,
         )
     )
+    judge_leftovers(report, out, cfg.repeats, cfg.resume_runs, cfg.ignore_output)
+    report["verdict"], report["reasons"] = verdict(report["checks"], allowed)
+    report["notes"] += compared_notes(report["compared"])
     _own_epochs(cfg, report, runs.get("full", []))
     hints = preinit_hints([out / "runs" / f"full-{r}" for r in range(cfg.repeats)])
     if hints and report["verdict"] == "FAIL":
@@ -385,11 +412,14 @@ def compare(cfg: CompareConfig) -> dict[str, Any]:
     """
     cfg.validate()
     out = prepare_out(cfg.out)
-    probe, _ = _probe(cfg, out)
-    contract, notes = adapt_contract(cfg.contract, probe)
-    cfg = dataclasses.replace(cfg, contract=contract)
-    specs = plan_compare(cfg, out)
-    metrics, report, _ = _execute(cfg, out, specs, "compare", "seeder compare")
+    try:
+        probe, _ = _probe(cfg, out)
+        contract, notes = adapt_contract(cfg.contract, probe)
+        cfg = dataclasses.replace(cfg, contract=contract)
+        specs = plan_compare(cfg, out)
+        metrics, report, _ = _execute(cfg, out, specs, "compare", "seeder compare")
+    finally:  # no link to the user's files, and no copy of one, stays in out
+        unmirror(out / "runs", Path(cfg.cwd or Path.cwd()))
     report["notes"] = notes
     a = [metrics[f"a-{i}"] for i in range(cfg.runs)]
     b = [metrics[f"b-{i}"] for i in range(cfg.runs)]

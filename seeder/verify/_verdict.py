@@ -89,9 +89,9 @@ def unreadable(metrics: Metrics) -> Optional[str]:
 
 
 _FIX = (
-    "Let seeder record them (call seeder.init() and step a torch optimizer: under seeder "
-    "verify every "
-    'optimizer.step() is recorded), or log JSON lines {"step": N, "loss": X} with finite '
+    "Let seeder record them (call seeder.init(), and ckpt.step() of a seeder.Checkpoint after "
+    "each training step or step a torch optimizer: under seeder verify every step is recorded), "
+    'or log JSON lines {"step": N, "loss": X} with finite '
     "losses to the "
     "metrics file ($SEEDER_METRICS) or to the output"
 )

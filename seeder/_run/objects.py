@@ -1,0 +1,200 @@
+"""What a step of a run leaves in memory, as ``seeder verify`` compares it: one digest per object.
+
+Under ``seeder verify``, each ``seeder.Checkpoint.step()`` records a digest of every object
+in reach of the training loop (:mod:`seeder._run.steps`): the objects the checkpoint holds
+and every ``nn.Module`` (its parameters and buffers, non-persistent ones included),
+optimizer, LR scheduler, ``torch.Generator`` and other object with
+``state_dict()``/``load_state_dict()`` (an EMA, a grad scaler) bound to a variable of the
+function that called ``step()``. Two runs that
+agree bit for bit give equal digests at every step; the first step at which an object's
+digest differs, and its name, are what verify reports.
+
+Objects of seeder's own (loaders, samplers, the seeder) are left out: their state holds
+the run's position and its files, which the checkpoint already restores and verify checks
+through the per-step values.
+
+Example:
+    >>> import torch
+    >>> net, ema = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+    >>> found = objects_in({"net": net, "ema": ema, "lr": 0.1, "torch": torch})
+    >>> sorted(found), sorted(digests(found)) == sorted(found)
+    (['ema', 'net'], True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import types
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["objects_in", "digests", "digest", "kind_of", "parameter_square_sum"]
+
+
+def _stateful(obj: Any) -> bool:
+    """An instance (not a class or a module) whose type has ``state_dict`` and
+    ``load_state_dict``."""
+    kind = type(obj)
+    return (
+        not isinstance(obj, (type, types.ModuleType, types.FunctionType, types.MethodType))
+        and callable(getattr(kind, "state_dict", None))
+        and callable(getattr(kind, "load_state_dict", None))
+        and not (getattr(kind, "__module__", "") or "").startswith("seeder.")
+        and not (getattr(kind, "__module__", "") or "") == "seeder"
+    )
+
+
+def _generator(obj: Any) -> bool:
+    """A ``torch.Generator`` (compared by its state: one seeded from the clock differs at once)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Generator)
+
+
+def objects_in(names: Mapping[str, Any]) -> dict[str, Any]:
+    """The objects of ``names`` (a function's locals, a checkpoint's parts) that a step's state
+    covers: anything with ``state_dict()``/``load_state_dict()`` that is not seeder's, and every
+    ``torch.Generator``.
+
+    Args:
+        names: variable names and their values.
+
+    Returns:
+        ``{name: object}``, each object once (under its first name).
+    """
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    for name, value in names.items():
+        if not isinstance(name, str) or name.startswith("__") or id(value) in seen:
+            continue
+        try:
+            keep = _stateful(value) or _generator(value)
+        except Exception:  # an object whose attributes raise: not one a loop trains
+            keep = False
+        if keep:
+            found[name] = value
+            seen.add(id(value))
+    return found
+
+
+def kind_of(obj: Any) -> str:
+    """What an object is, as a verdict names it: ``nn.Module``, ``optimizer``, ``scheduler`` or its
+    class.
+
+    >>> import torch
+    >>> kind_of(torch.nn.Linear(1, 1))
+    'nn.Module Linear'
+    """
+    import torch
+
+    name = type(obj).__name__
+    if isinstance(obj, torch.Tensor):
+        return "tensor"
+    if isinstance(obj, torch.Generator):
+        return "torch.Generator"
+    if isinstance(obj, torch.nn.Module):
+        return f"nn.Module {name}"
+    if isinstance(obj, torch.optim.Optimizer):
+        return f"optimizer {name}"
+    if isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
+        return f"scheduler {name}"
+    return name
+
+
+def digests(objects: Mapping[str, Any]) -> dict[str, str]:
+    """``{name: "kind:digest"}`` of each object's state (a module's: ``parameters.buffers``, every
+    buffer included); an object whose state cannot be hashed is ``"kind:?"`` (named, not
+    compared).
+
+    Args:
+        objects: what :func:`objects_in` found.
+
+    Returns:
+        One string per object.
+    """
+    import torch
+
+    out: dict[str, str] = {}
+    for name, obj in objects.items():
+        try:
+            if isinstance(
+                obj, torch.nn.Module
+            ):  # parameters and buffers apart: a verdict says which
+                params = dict(obj.named_parameters())
+                value = digest(params)[:24] + "." + digest(dict(obj.named_buffers()))[:24]
+            elif isinstance(obj, torch.Generator):
+                value = digest(obj.get_state())[:32]
+            elif callable(getattr(obj, "state_dict", None)):
+                value = digest(obj.state_dict())[:32]
+            else:  # a tensor or a plain value the checkpoint holds
+                value = digest(obj)[:32]
+        except Exception:  # a state of a type digest() does not take: named as not compared
+            value = "?"
+        out[name] = f"{kind_of(obj)}:{value}"
+    return out
+
+
+def digest(obj: Any) -> str:
+    """A digest of ``obj``'s values: tensors by dtype, shape and bytes (fingerprinted where they
+    live, :func:`seeder._run.fingerprint.tensor_print`: a GPU tensor is not copied), dicts by
+    their items, objects with ``state_dict()`` as that state.
+
+    >>> import torch
+    >>> one, zero = {"a": torch.ones(2)}, {"a": torch.zeros(2)}
+    >>> digest(one) == digest({"a": torch.ones(2)}) != digest(zero)
+    True
+
+    Raises:
+        TypeError: a value of another type.
+    """
+    parts: list[str] = []
+    _walk(obj, parts)
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _walk(obj: Any, parts: list[str]) -> None:
+    import torch
+
+    from seeder._run.fingerprint import tensor_print
+
+    if obj is None or isinstance(obj, (bool, int, float, str, bytes, torch.dtype, torch.device)):
+        parts.append(f"{type(obj).__name__}:{obj!r}")  # repr of a float is exact
+    elif isinstance(obj, torch.Tensor):
+        parts.append("T" + tensor_print(obj))
+    elif isinstance(obj, dict):
+        parts.append(f"{{{len(obj)}")
+        for key in sorted(obj, key=repr):
+            parts.append(repr(key))
+            _walk(obj[key], parts)
+    elif isinstance(obj, (list, tuple)):
+        parts.append(f"[{len(obj)}")
+        for item in obj:
+            _walk(item, parts)
+    elif callable(getattr(obj, "state_dict", None)):
+        _walk(obj.state_dict(), parts)
+    else:
+        raise TypeError(f"cannot digest a {type(obj).__name__}")
+
+
+def parameter_square_sum(objects: Mapping[str, Any]) -> float:
+    """The sum of squares of every parameter of the modules among ``objects``, in float64 (each
+    parameter once): a step's value when the loop steps no torch optimizer.
+
+    >>> import torch
+    >>> parameter_square_sum({"m": torch.nn.Linear(1, 1, bias=False).requires_grad_(False)}) >= 0
+    True
+    """
+    import torch
+
+    seen: set[int] = set()
+    total = 0.0
+    with torch.no_grad():
+        for obj in objects.values():
+            if not isinstance(obj, torch.nn.Module):
+                continue
+            for p in obj.parameters():
+                if id(p) in seen or not p.is_floating_point():
+                    continue
+                seen.add(id(p))
+                total += float(p.detach().double().pow(2).sum())
+    return total
