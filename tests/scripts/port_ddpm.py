@@ -47,9 +47,13 @@ t = torch.linspace(0, 6.28, 48)
 dataset = torch.utils.data.TensorDataset(torch.stack([t.cos(), (2 * t).sin()], 1))
 loader = seeder.DataLoader(dataset, batch_size=8, shuffle=True)  # port: was torch's
 model, optimizer, loader, lr_scheduler = accelerator.prepare(model, optimizer, loader, lr_scheduler)
-# port: the EMA goes into the checkpoint with the model
-saved = model if BUG == "no-ema" else torch.nn.ModuleDict({"unet": model, "ema": ema})
-ckpt = seeder.Checkpoint("ckpt/last.pt", model=saved, optimizer=optimizer, scheduler=lr_scheduler)
+ckpt = seeder.Checkpoint(  # port: the EMA by name too (--bug no-ema: ema=None, left out)
+    "ckpt/last.pt",
+    model=model,
+    optimizer=optimizer,
+    lr_scheduler=lr_scheduler,
+    ema=None if BUG == "no-ema" else ema,
+)
 start = ckpt.resume()  # port
 for epoch in range(start, EPOCHS):
     seeder.reseed(1, epoch)  # port

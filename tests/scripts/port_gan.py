@@ -36,12 +36,8 @@ optimizerG = torch.optim.Adam(netG.parameters(), lr=2e-3, betas=(0.5, 0.999))
 t = torch.linspace(0, 6.28, 48)
 dataset = torch.utils.data.TensorDataset(torch.stack([t.cos(), t.sin()], 1) * 0.8)
 dataloader = seeder.DataLoader(dataset, batch_size=8, shuffle=True)  # port: was torch's
-# port: seeder.Checkpoint's three parts hold both models, both optimizers
-ckpt = seeder.Checkpoint(
-    "ckpt/last.pt",
-    model=torch.nn.ModuleDict({"G": netG, "D": netD}),
-    optimizer=optimizerD,
-    scheduler=optimizerG,
+ckpt = seeder.Checkpoint(  # port: both models, both optimizers, by name
+    "ckpt/last.pt", netG=netG, netD=netD, optimizerD=optimizerD, optimizerG=optimizerG
 )
 start = ckpt.resume()  # port
 os.makedirs("samples", exist_ok=True)

@@ -3,10 +3,11 @@ ported to seeder: ``seeder verify -- python port_rnn.py``.
 
 No torch optimizer: the update is written by hand (``p.data.add_(p.grad, alpha=-lr)``); the hidden
 state is carried from batch to batch, and started afresh each epoch; dropout draws from torch's
-global RNG. The lines marked ``# port`` are the port: the seed, the initialisation's reseed, the
-hidden state kept in a module the checkpoint holds, the checkpoint, its resume, the epoch's reseed,
-the batch a resumed epoch continues at, the step. ``--bug clock`` draws the input noise from a
-generator seeded from the clock.
+global RNG; the best loss so far is kept. The lines marked ``# port`` are the port: the seed, the
+initialisation's reseed, the checkpoint (the hidden state and the best loss in its ``values``), its
+resume, the epoch's reseed, the batch a resumed epoch continues at and its hidden state, the values
+kept up to date, the step. ``--bug clock`` draws the input noise from a generator seeded from the
+clock.
 """
 
 import sys
@@ -46,27 +47,28 @@ train_data = corpus[: corpus.numel() // BSZ * BSZ].view(BSZ, -1).t().contiguous(
 model = RNNModel()
 criterion = torch.nn.CrossEntropyLoss()
 clock = torch.Generator().manual_seed(time.time_ns()) if BUG == "clock" else None
-carry = torch.nn.Module()  # port: the hidden state, in a module the checkpoint holds
-carry.register_buffer("hidden", model.init_hidden(BSZ))
-ckpt = seeder.Checkpoint("ckpt/last.pt", model=torch.nn.ModuleDict({"rnn": model, "c": carry}))
+ckpt = seeder.Checkpoint(  # port: the hidden state and the best loss go in its values
+    "ckpt/last.pt", model=model, values={"hidden": model.init_hidden(BSZ), "best": float("inf")}
+)
 start = ckpt.resume()  # port
+best = ckpt.values["best"]  # port: was float("inf")
 starts = list(range(0, train_data.size(0) - 1, BPTT))
 for epoch in range(start, EPOCHS):
     seeder.reseed(1, epoch)  # port
     model.train()
     first = ckpt.steps - epoch * len(starts)  # port: a resumed epoch continues at its batch
-    if first == 0:
-        carry.hidden = model.init_hidden(BSZ)
-    for i in starts[first:]:
+    hidden = ckpt.values["hidden"] if first else model.init_hidden(BSZ)  # port: and its hidden
+    for i in starts[first:]:  # port: was starts
         seq_len = min(BPTT, len(train_data) - 1 - i)
         data, targets = train_data[i : i + seq_len], train_data[i + 1 : i + 1 + seq_len].reshape(-1)
         model.zero_grad()
-        output, hidden = model(data, carry.hidden.detach(), clock)
-        carry.hidden = hidden.detach()
+        output, hidden = model(data, hidden.detach(), clock)
         loss = criterion(output.view(-1, NTOKENS), targets)
+        best = min(best, loss.item())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
         for p in model.parameters():
             p.data.add_(p.grad, alpha=-LR)
+        ckpt.values.update(hidden=hidden.detach(), best=best)  # port
         ckpt.step()  # port
-print("done")
+print(f"done, best loss {best:.4f}")
