@@ -4,8 +4,8 @@ through accelerate, with an EMA model, ported to seeder: ``seeder verify -- pyth
 Random timesteps and noise each step, an EMA of the model updated after each step, an LR scheduler,
 and a final sample from the EMA written to ``samples/ema.pt``. The lines marked ``# port`` are the
 port: the seed, the initialisation's reseed, the accelerator, the loader, the checkpoint (with the
-EMA), its resume, the epoch's reseed, the step. ``--bug no-ema`` leaves the EMA out of the
-checkpoint: a resumed run's EMA starts again from the model.
+EMA), its resume, the epoch the loop starts at, the epoch's reseed, the step. ``--bug no-ema``
+leaves the EMA out of the checkpoint: a resumed run's EMA starts again from the model.
 """
 
 import os
@@ -55,7 +55,7 @@ ckpt = seeder.Checkpoint(  # port: the EMA by name too (--bug no-ema: ema=None, 
     ema=None if BUG == "no-ema" else ema,
 )
 start = ckpt.resume()  # port
-for epoch in range(start, EPOCHS):
+for epoch in range(start, EPOCHS):  # port: was range(EPOCHS)
     seeder.reseed(1, epoch)  # port
     for (clean,) in loader:
         noise = torch.randn(clean.shape)

@@ -4,9 +4,10 @@ seeder: ``seeder verify -- python port_gan.py``.
 Two models, two optimizers, fixed noise, a generator with BatchNorm, and DCGAN's habit of sampling
 the fixed noise every few batches with the generator in train mode (which moves its batch-norm
 buffers), a sample file written each time. The lines marked ``# port`` are the whole port: the seed,
-the initialisation's reseed, the loader, the checkpoint, its resume, the epoch's reseed, where
-``enumerate`` starts, the step. ``--bug enumerate`` keeps DCGAN's ``enumerate(dataloader, 0)``:
-after a mid-epoch resume the sampling block runs once more and the generator's buffers differ.
+the initialisation's reseed, the loader, the checkpoint, its resume, the epoch the loop starts at,
+the epoch's reseed, where ``enumerate`` starts, the step. ``--bug enumerate`` keeps DCGAN's
+``enumerate(dataloader, 0)``: after a mid-epoch resume the sampling block runs once more and the
+generator's buffers differ.
 """
 
 import os
@@ -51,9 +52,9 @@ def save_sample(name: str) -> None:
         fh.write(b"P5 %d 1 255\n" % pixels.numel() + bytes(pixels.tolist()))
 
 
-for epoch in range(start, EPOCHS):
+for epoch in range(start, EPOCHS):  # port: was range(EPOCHS)
     seeder.reseed(1, epoch)  # port
-    first = 0 if BUG == "enumerate" else dataloader.batches_done
+    first = 0 if BUG == "enumerate" else dataloader.batches_done  # port
     for i, (real,) in enumerate(dataloader, first):  # port: was enumerate(dataloader, 0)
         b = real.size(0)
         netD.zero_grad()

@@ -5,9 +5,9 @@ No torch optimizer: the update is written by hand (``p.data.add_(p.grad, alpha=-
 state is carried from batch to batch, and started afresh each epoch; dropout draws from torch's
 global RNG; the best loss so far is kept. The lines marked ``# port`` are the port: the seed, the
 initialisation's reseed, the checkpoint (the hidden state and the best loss in its ``values``), its
-resume, the epoch's reseed, the batch a resumed epoch continues at and its hidden state, the values
-kept up to date, the step. ``--bug clock`` draws the input noise from a generator seeded from the
-clock.
+resume, the epoch the loop starts at, the epoch's reseed, the batch a resumed epoch continues at and
+its hidden state, the values kept up to date, the step. ``--bug clock`` draws the input noise from a
+generator seeded from the clock.
 """
 
 import sys
@@ -53,7 +53,7 @@ ckpt = seeder.Checkpoint(  # port: the hidden state and the best loss go in its 
 start = ckpt.resume()  # port
 best = ckpt.values["best"]  # port: was float("inf")
 starts = list(range(0, train_data.size(0) - 1, BPTT))
-for epoch in range(start, EPOCHS):
+for epoch in range(start, EPOCHS):  # port: was range(EPOCHS)
     seeder.reseed(1, epoch)  # port
     model.train()
     first = ckpt.steps - epoch * len(starts)  # port: a resumed epoch continues at its batch
