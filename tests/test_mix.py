@@ -310,32 +310,149 @@ def test_a_mix_of_streams_resumed_with_weights_for_the_next_epoch_keeps_this_one
     assert head + stream_epoch(s, loader)[0] == want
 
 
-def test_a_mix_resumed_with_other_weights_without_their_history_is_refused():
-    def run(weights, state=None, stop=None):
-        s = Seeder()
-        s.init(9)
-        mix = Mix(sources(), weights=weights, length=60, seeder=s)
-        loader = seeder.DataLoader(mix, batch_size=4, shuffle=False, seeder=s)
-        if state is not None:
-            s.load_state_dict(state)
-        s.reseed(1, 0)
-        out = []
+def resume_run(weights, state=None, stop=None, build_after_load=False, shuffle=False):
+    """A DataLoader over a mix: from the start, or from ``state`` (loaded before or after the
+    loader is built), to batch ``stop`` (with the state there) or the epoch's end."""
+    s = Seeder()
+    s.init(9)
+    mix = Mix(sources(), weights=weights, length=60, seeder=s)
+    if state is not None and build_after_load:
+        s.load_state_dict(state)
+    loader = seeder.DataLoader(mix, batch_size=4, shuffle=shuffle, seeder=s)
+    if state is not None and not build_after_load:
+        s.load_state_dict(state)
+    out = []
+    for epoch in range(2):
+        s.reseed(1, epoch)
         for b in loader:
             out.append(b.tolist())
             if len(out) == stop:
-                return out, roundtrip(s.state_dict()), loader
-        return out, None, loader
+                return out, roundtrip(s.state_dict()), mix
+    return out, None, mix
 
-    old, new = {"web": 2, "code": 1}, {"web": 1, "code": 2}
-    want = run(old)[0]
-    head, state, loader = run(old, stop=5)
-    stop = loader.batches_done * 4
-    with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'web': 2.0"):
-        run(new, state=state)
-    tail = run([((0, 0), old), ((0, stop), new)], state=state)[0]
-    assert head + tail != want and len(head + tail) == len(want)
-    mix, _ = mix_for([((0, 0), old), ((0, stop), new)])
-    assert trail(mix, stop) == trail(mix_for(old)[0], stop)
+
+OLD, NEW = {"web": 2, "code": 1}, {"web": 1, "code": 2}
+
+
+@pytest.mark.parametrize("build_after_load", [False, True])
+def test_a_mix_resumed_with_new_plain_weights_keeps_the_past_as_the_explicit_history(
+    caplog, build_after_load
+):
+    head, state, _ = resume_run(OLD, stop=5)
+    assert state["participants"]["mix.0"]["stop"] == [0, 20]  # 5 batches of 4
+    history = [((0, 0), OLD), ((0, 20), NEW)]
+    explicit = resume_run(history, state=state)[0]
+    with caplog.at_level(logging.INFO, logger="seeder"):
+        caplog.clear()
+        plain, _, mix = resume_run(NEW, state=state, build_after_load=build_after_load)
+    assert plain == explicit  # bitwise: both epochs
+    assert head + plain != resume_run(OLD)[0]  # the new weights after the stop
+    lines = [r.getMessage() for r in caplog.records if "resumed with the weights" in r.getMessage()]
+    assert lines == [
+        "seeder.data.Mix: resumed with the weights {'web': 1.0, 'code': 2.0} from position 20 of "
+        "epoch 0 on (the checkpoint's: {'web': 2.0, 'code': 1.0}); the positions before stay as "
+        "they were"
+    ]
+    assert mix.state_dict()["weights"] == [[0, 0, {"web": 2.0, "code": 1.0}], [0, 20, NEW]]
+
+
+def test_a_mix_resumed_twice_with_plain_weights_continues_its_history():
+    third = {"web": 1, "code": 5}
+    head, state, _ = resume_run(OLD, stop=5)
+    middle, state2, _ = resume_run(NEW, state=state, stop=4)  # 4 more batches: position 36
+    tail = resume_run(third, state=state2)[0]
+    history = [((0, 0), OLD), ((0, 20), NEW), ((0, 36), third)]
+    assert head + middle + tail == resume_run(history)[0]
+    again = resume_run(NEW, state=state2)[0]  # the same weights again: nothing changes
+    assert head + middle + again == resume_run([((0, 0), OLD), ((0, 20), NEW)])[0]
+
+
+def test_a_mix_resumed_with_new_weights_at_an_epoch_end_follows_them_from_the_next_epoch():
+    full = resume_run(OLD)[0]
+    head, state, _ = resume_run(OLD, stop=15)  # the whole first epoch
+    assert state["participants"]["mix.0"]["stop"] == [0, 60]
+    tail = resume_run(NEW, state=state)[0]
+    assert head + tail == resume_run([((0, 0), OLD), ((1, 0), NEW)])[0] != full
+
+
+def test_elastic_loader_over_a_mix_takes_new_plain_weights_across_a_world_change(monkeypatch):
+    def ranks(world, bs, weights, state=None, stop=None):
+        got, states = [], []
+        for rank in range(world):
+            for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank)):
+                monkeypatch.setenv(k, str(v))
+            s = Seeder()
+            s.init(9)
+            mix = Mix(sources(), weights=weights, length=64, seeder=s)
+            loader = seeder.ElasticDataLoader(
+                mix, batch_size=bs, shuffle=False, seeder=s, num_replicas=world, rank=rank
+            )
+            if state is not None:
+                s.load_state_dict(state)
+            s.reseed(1, 0)
+            for k, b in enumerate(loader, 1):
+                got.append(b.tolist())
+                if k == stop:
+                    break
+            states.append(s.state_dict())
+        return got, states
+
+    old, new = {"web": 1, "code": 3}, {"web": 3, "code": 1}
+    _, states = ranks(2, 4, old, stop=3)  # 3 global steps of 8: position 24
+    assert states[0]["participants"]["mix.0"]["stop"] == [0, 24]
+    gathered = {"format": "seeder-gathered", "version": states[0]["version"]}
+    gathered.update(world_size=2, ranks=states)
+    plain = ranks(4, 2, new, state=roundtrip(gathered))[0]
+    explicit = ranks(4, 2, [((0, 0), old), ((0, 24), new)], state=roundtrip(gathered))[0]
+    assert plain == explicit and len(plain) == 4 * 5  # 40 positions left over 4 ranks
+
+
+def test_a_mix_resumed_with_other_weights_and_no_stop_is_refused_naming_the_history():
+    s = Seeder()
+    s.init(9)
+    s.reseed(1, 0)
+    kept = Mix(sources(), weights=OLD, length=60, seeder=s)  # no loader reads it
+    no_loader = roundtrip(s.state_dict())
+    assert no_loader["participants"]["mix.0"]["stop"] is None and kept.reader_stop() is None
+    shuffled = resume_run(OLD, stop=2, shuffle=True)[1]  # positions read out of order
+    assert shuffled["participants"]["mix.0"]["stop"] is None
+    version1 = resume_run(OLD, stop=2)[1]
+    del version1["participants"]["mix.0"]["stop"]
+    version1["participants"]["mix.0"]["version"] = 1
+    for state, shuffle in ((no_loader, False), (shuffled, True), (version1, False)):
+        t = Seeder()
+        t.init(9)
+        mix = Mix(sources(), weights=NEW, length=60, seeder=t)
+        seeder.DataLoader(mix, batch_size=4, shuffle=shuffle, seeder=t)
+        before = mix.state_dict()
+        with pytest.raises(seeder.StateError) as err:
+            t.load_state_dict(state)
+        assert "no loader read the mix in order" in str(err.value)
+        assert "pass weights=[((0, 0), {'web': 2.0, 'code': 1.0})] + [((E, P)" in str(err.value)
+        assert mix.state_dict() == before
+    assert resume_run(OLD, state=version1)[0]  # the same weights: a version 1 state loads
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        [[0, 5, {"web": 2.0, "code": 1.0}]],
+        [[0, 0, {"web": -1.0, "code": 1.0}]],
+        [[0, 0, {"web": 2.0}]],
+        [[0, 0, {"web": 2.0, "code": 1.0}], [0, 0, {"web": 1.0, "code": 1.0}]],
+        "2:1",
+    ],
+)
+def test_a_mix_state_with_corrupt_weights_is_refused_before_anything_changes(weights):
+    state = resume_run(OLD, stop=2)[1]
+    state["participants"]["mix.0"]["weights"] = weights
+    t = Seeder()
+    t.init(9)
+    mix = Mix(sources(), weights=NEW, length=60, seeder=t)
+    seeder.DataLoader(mix, batch_size=4, shuffle=False, seeder=t)
+    with pytest.raises(seeder.StateError, match="corrupt"):
+        t.load_state_dict(state)
+    assert mix.state_dict()["weights"] == [[0, 0, NEW]]
 
 
 def test_a_mix_of_streams_moves_to_another_world_size_every_position_once(monkeypatch):
