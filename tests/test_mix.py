@@ -291,14 +291,39 @@ def test_a_mix_of_streams_refuses_a_source_without_shards_and_needs_a_length():
 
 def test_a_mix_of_streams_resumed_with_other_weights_is_refused_naming_the_history():
     old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
-    _, state = stream_epoch(*stream_loader(length=480)[:2], stop=3)
     _, state1 = stream_epoch(*stream_loader(length=480)[:2], epoch=1, stop=3)
-    for weights, saved in ((new, state), ([((0, 0), old), ((1, 0), new)], state1)):
-        s2, loader2, _ = stream_loader(weights=weights, length=480)
-        before = loader2.state_dict()
-        with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'a': 3.0"):
-            s2.load_state_dict(saved)
-        assert loader2.state_dict() == before
+    s2, loader2, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=480)
+    before = loader2.state_dict()
+    with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'a': 3.0"):
+        s2.load_state_dict(state1)  # a change in the saved epoch
+    assert loader2.state_dict() == before
+    _, state = stream_epoch(*stream_loader(length=480)[:2], stop=3)
+    s3, loader3, _ = stream_loader(weights=new, length=480)
+    with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'a': 3.0"):
+        loader3.load_state_dict(state["participants"]["loader.0"])  # the mix's part not loaded
+
+
+def test_a_mix_of_streams_resumed_with_new_plain_weights_follows_them_from_the_next_epoch(caplog):
+    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
+    s, loader, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=480)
+    want = stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
+    for workers in (0, 2):
+        head, state = stream_epoch(*stream_loader(workers, length=480)[:2], stop=3)
+        s, loader, mix = stream_loader(workers, weights=new, length=480)
+        with caplog.at_level(logging.INFO, logger="seeder"):
+            caplog.clear()
+            s.load_state_dict(state)
+        tail = stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
+        assert as_rows(head + tail) == as_rows(want)  # bitwise per position, any worker count
+        if workers == 0:
+            assert head + tail == want
+        lines = [r.getMessage() for r in caplog.records if "resumed with the weights" in r.msg]
+        assert lines == [
+            "seeder.data.Mix: resumed with the weights {'a': 1.0, 'b': 3.0} from position 0 of "
+            "epoch 1 on (the checkpoint's: {'a': 3.0, 'b': 1.0}); the positions before stay as "
+            "they were (a mix of streams changes weights at an epoch's start)"
+        ]
+        assert mix.stream_state()["weights"][1] == [1, 0, {"a": 1.0, "b": 3.0}]
 
 
 def test_a_mix_of_streams_resumed_with_weights_for_the_next_epoch_keeps_this_one():
@@ -322,7 +347,7 @@ def resume_run(weights, state=None, stop=None, build_after_load=False, shuffle=F
     if state is not None and not build_after_load:
         s.load_state_dict(state)
     out = []
-    for epoch in range(2):
+    for epoch in range(state["last_reseed"][1] if state is not None else 0, 2):
         s.reseed(1, epoch)
         for b in loader:
             out.append(b.tolist())
@@ -354,6 +379,29 @@ def test_a_mix_resumed_with_new_plain_weights_keeps_the_past_as_the_explicit_his
         "they were"
     ]
     assert mix.state_dict()["weights"] == [[0, 0, {"web": 2.0, "code": 1.0}], [0, 20, NEW]]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    stop=st.integers(1, 29),
+    w=st.lists(st.integers(0, 5), min_size=2, max_size=2).filter(any),
+)
+def test_any_stop_and_new_weights_resume_as_the_history_changed_at_the_stop(stop, w):
+    new = {"web": w[0], "code": w[1]}
+    head, state, _ = resume_run(OLD, stop=stop)
+    epoch, position = divmod(stop * 4, 60)  # 15 batches of 4 per epoch
+    history = [((0, 0), OLD)] if new == OLD else [((0, 0), OLD), ((epoch, position), new)]
+    if (epoch, position) == (0, 0):
+        history = [((0, 0), new)]
+    want = resume_run(history)[0]
+    assert head + resume_run(new, state=state)[0] == want
+
+
+def test_a_mix_resumed_inside_a_later_epoch_reads_that_epochs_mix():
+    full = resume_run(OLD)[0]
+    head, state, _ = resume_run(OLD, stop=16)  # one batch into epoch 1
+    tail, _, mix = resume_run(OLD, state=state)
+    assert head + tail == full and mix.epoch == 1
 
 
 def test_a_mix_resumed_twice_with_plain_weights_continues_its_history():
@@ -477,4 +525,30 @@ def test_a_mix_of_streams_moves_to_another_world_size_every_position_once(monkey
         s, loader, _ = on(rank, 3)
         s.load_state_dict(roundtrip(gathered))
         tails += stream_epoch(s, loader)[0]
+    assert as_rows(heads + tails) == want
+
+
+def test_a_mix_of_streams_takes_new_plain_weights_on_another_world_size(monkeypatch):
+    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
+
+    def on(rank, world, weights):
+        for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank)):
+            monkeypatch.setenv(k, str(v))
+        return stream_loader(weights=weights)
+
+    s, loader, _ = on(0, 1, [((0, 0), old), ((1, 0), new)])
+    want = as_rows(stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0])
+    heads, states = [], []
+    for rank in range(2):
+        s, loader, _ = on(rank, 2, old)
+        head, state = stream_epoch(s, loader, stop=5)
+        heads += head
+        states.append(state)
+    gathered = {"format": "seeder-gathered", "version": states[0]["version"]}
+    gathered.update(world_size=2, ranks=states)
+    tails = []
+    for rank in range(3):
+        s, loader, _ = on(rank, 3, new)
+        s.load_state_dict(roundtrip(gathered))
+        tails += stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
     assert as_rows(heads + tails) == want

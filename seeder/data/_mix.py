@@ -19,6 +19,7 @@ way, and one log line says so.
 A mix built with plain weights (a dict) loading a state saved with other weights does the same
 by itself: the saved history up to the state's stop (where the loader reading the mix in order
 stood when it was saved, :meth:`Mix.reader_stop`), these weights from there on, one log line.
+A mix of streams does so from the next epoch's start.
 
 Over streams (:class:`StreamMix`, what ``Mix`` is when every source is an ``IterableDataset``),
 every source is a sharded stream (:mod:`seeder.data._shards`: ``num_shards`` and
@@ -63,7 +64,7 @@ from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK, Domain, derive_seed
-from seeder.data._mix_resume import STATE_VERSION, reader_stop, resumed_history
+from seeder.data._mix_resume import STATE_VERSION, check_history, reader_stop, resumed_history
 from seeder.data._permutation import keyed_permutation
 from seeder.data._shards import open_shard, shard_count
 from seeder.data._streams import set_epoch_of
@@ -376,8 +377,8 @@ class Mix(torch.utils.data.Dataset):
         )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Follow ``state``'s weights (:meth:`resumed_weights`; one log line when plain weights
-        start at its stop); the mix's epoch follows the seeder's reseeds.
+        """Read ``state``'s epoch and follow its weights (:meth:`resumed_weights`; one log line
+        when plain weights start at its stop); later epochs follow the seeder's reseeds.
 
         Args:
             state: what :meth:`state_dict` returned.
@@ -386,6 +387,7 @@ class Mix(torch.utils.data.Dataset):
             StateError: the state does not continue in this mix; nothing changed.
         """
         history = self.resumed_weights(state)
+        self.set_epoch(state["epoch"])  # a resume inside the epoch skips its reseed
         if history == self._history():
             return
         self._follow(history)
@@ -393,11 +395,14 @@ class Mix(torch.utils.data.Dataset):
         if len(history) > 1 and last[2] != history[-2][2] and last[2] == self._given[0][2]:
             logger.info(
                 "seeder.data.Mix: resumed with the weights %s from position %d of epoch %d on "
-                "(the checkpoint's: %s); the positions before stay as they were",
+                "(the checkpoint's: %s); the positions before stay as they were%s",
                 last[2],
                 last[1],
                 last[0],
                 history[-2][2],
+                " (a mix of streams changes weights at an epoch's start)"
+                if isinstance(self, torch.utils.data.IterableDataset)
+                else "",
             )
 
     def _follow(self, history: list[list[Any]]) -> None:
@@ -644,6 +649,11 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
                     f"{mine[key]!r}: build the mix as the saved run did"
                 )
         old, new = saved["weights"], mine["weights"]
+        if self._plain and new == self._given and self._seeder and self._seeder.loading:
+            # a seeder load: the mix's own part, loaded before this loader's, continues the saved
+            # weights up to the next epoch (resumed_weights)
+            check_history(old, self.names, check_weights)
+            return
         if new[: len(old)] != old or any(e <= epoch for e, _, _ in new[len(old) :]):
             pairs = [((e, p), w) for e, p, w in old]
             raise StateError(

@@ -24,7 +24,14 @@ from seeder._errors import StateError
 from seeder._seeding.derive import MAX_KEY
 from seeder._seeding.participant import is_elastic
 
-__all__ = ["STATE_VERSION", "reader_stop", "check_history", "resumed_history", "history_hint"]
+__all__ = [
+    "STATE_VERSION",
+    "reader_stop",
+    "check_history",
+    "resumed_history",
+    "continued",
+    "history_hint",
+]
 
 #: The mix state's version (1: no stop).
 STATE_VERSION = 2
@@ -124,8 +131,9 @@ def resumed_history(
 
     ``given`` that starts with the saved history (a later change in or after the saved epoch)
     is kept. Otherwise plain weights (``plain``: ``given`` is one entry at ``(0, 0)``) follow the
-    saved history up to the state's stop and ``given``'s weights from there (none added where
-    they are the weights at the stop); a mix of streams (``streams``) has no stop.
+    saved history up to the state's stop and ``given``'s weights from there (:func:`continued`);
+    a mix of streams (``streams``), whose lanes stop at different positions, from the next
+    epoch's start on.
 
     Args:
         state: a mix's ``state_dict()``.
@@ -162,44 +170,47 @@ def resumed_history(
         raise StateError(f"the checkpoint's Mix epoch {epoch!r} is no epoch: the state is corrupt")
     if given[: len(old)] == old and not any(e < epoch for e, _, _ in given[len(old) :]):
         return given
-    if plain and not streams:
+    if plain:
         check_history(old, names, check_weights or (lambda w, n: None))
-        stop = _stop(state, length)
+        stop = (int(epoch) + 1, 0) if streams else _stop(state, length)
         if stop is not None:
-            kept = [h for h in old if (h[0], h[1]) <= stop]
-            if kept[-1][2] == given[0][2]:
-                return kept
-            if (kept[-1][0], kept[-1][1]) == stop:
-                kept = kept[:-1]
-            return kept + [[stop[0], stop[1], dict(given[0][2])]]
-    why = "explicit" if not plain else "streams" if streams else "no stop"
+            return continued(old, given[0][2], stop)
+    why = "explicit" if not plain else "no stop"
     raise StateError(history_hint(old, epoch, given, why))
 
 
-def history_hint(old: Any, epoch: int, new: Any, why: str) -> str:
-    """The refusal of a resume with other weights (``why``: ``"explicit"``, ``"no stop"`` or
-    ``"streams"``), naming the ``weights=`` history that continues.
+def continued(
+    old: list[list[Any]], weights: dict[str, float], stop: tuple[int, int]
+) -> list[list[Any]]:
+    """The checked history ``old`` up to ``stop``, ``weights`` from there on (none added where
+    they are the weights at the stop).
 
-    >>> history_hint([[0, 0, {"a": 1.0}]], 0, [[0, 0, {"a": 2.0}]], "streams").split("pass ")[-1]
-    "weights=[((0, 0), {'a': 1.0})] + [((E, 0), new weights)]"
+    >>> continued([[0, 0, {"a": 1.0}], [0, 8, {"a": 3.0}]], {"a": 2.0}, (0, 5))
+    [[0, 0, {'a': 1.0}], [0, 5, {'a': 2.0}]]
+    """
+    kept = [h for h in old if (h[0], h[1]) <= stop]
+    if kept[-1][2] == weights:
+        return kept
+    if (kept[-1][0], kept[-1][1]) == stop:
+        kept = kept[:-1]
+    return kept + [[stop[0], stop[1], dict(weights)]]
+
+
+def history_hint(old: Any, epoch: int, new: Any, why: str) -> str:
+    """The refusal of a resume with other weights (``why``: ``"explicit"`` or ``"no stop"``),
+    naming the ``weights=`` history that continues.
+
+    >>> history_hint([[0, 0, {"a": 1.0}]], 0, [[0, 0, {"a": 2.0}]], "no stop").split("pass ")[-1]
+    "weights=[((0, 0), {'a': 1.0})] + [((E, P), new weights)]"
     """
     pairs = [((e, p), w) for e, p, w in old]
     reason = {
         "explicit": "a mix keeps its past only with the saved weights as the start of its own",
         "no stop": "the state says nowhere where the run stopped (no loader read the mix in "
         "order when it was saved)",
-        "streams": "a mix of streams changes its weights at an epoch's start only (its lanes "
-        "stop at different positions), and keeps its past only with the saved weights as the "
-        "start of its own",
     }[why]
-    fix = (
-        "To change them from a later epoch E on, pass "
-        + f"weights={pairs!r} + [((E, 0), new weights)]"
-        if why == "streams"
-        else "To change them from position P of epoch E on (P: where the run stopped), pass "
-        f"weights={pairs!r} + [((E, P), new weights)]"
-    )
     return (
         f"the checkpoint's Mix (epoch {epoch}) has the weights {old!r}, this one {new!r}: "
-        f"{reason}. {fix}"
+        f"{reason}. To change them from position P of epoch E on (P: where the run stopped), "
+        f"pass weights={pairs!r} + [((E, P), new weights)]"
     )
