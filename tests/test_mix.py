@@ -552,3 +552,32 @@ def test_a_mix_of_streams_takes_new_plain_weights_on_another_world_size(monkeypa
         s.load_state_dict(roundtrip(gathered))
         tails += stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
     assert as_rows(heads + tails) == want
+
+
+def test_per_rank_loaders_over_a_mix_stop_at_their_interleaved_global_position(monkeypatch):
+    def ranks(weights, state=None, stop=None):
+        got, states = [], []
+        for rank in range(2):
+            for k, v in (("RANK", rank), ("WORLD_SIZE", 2), ("LOCAL_RANK", rank)):
+                monkeypatch.setenv(k, str(v))
+            s = Seeder()
+            s.init(9)
+            mix = Mix(sources(), weights=weights, length=64, seeder=s)
+            sampler = seeder.DistributedSampler(
+                mix, num_replicas=2, rank=rank, shuffle=False, seeder=s
+            )
+            loader = seeder.DataLoader(mix, batch_size=4, sampler=sampler, seeder=s)
+            if state is not None:
+                s.load_state_dict(state[rank])
+            s.reseed(1, 0)
+            for k, b in enumerate(loader, 1):
+                got.append(b.tolist())
+                if k == stop:
+                    break
+            states.append(roundtrip(s.state_dict()))
+        return got, states
+
+    old, new = {"web": 1, "code": 3}, {"web": 3, "code": 1}
+    _, states = ranks(old, stop=3)  # each rank 12 samples of positions 0, 2, ... / 1, 3, ...
+    assert [st["participants"]["mix.0"]["stop"] for st in states] == [[0, 24], [0, 24]]
+    assert ranks(new, state=states)[0] == ranks([((0, 0), old), ((0, 24), new)], state=states)[0]

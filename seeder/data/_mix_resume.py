@@ -43,9 +43,11 @@ def reader_stop(mix: Any, length: int, participants: Sequence[Any]) -> Optional[
     order have not handed out (over all ranks); ``None`` when none reads it, several stand at
     different positions, or one shuffles.
 
-    A participant reads ``mix`` when its ``dataset`` is ``mix``; its ``seeder_position()`` is
-    global when it is elastic (:class:`seeder.ElasticDataLoader`), else its rank's samples, over
-    its sampler's ``num_replicas`` ranks whose samples interleave (:class:`seeder.DataLoader`).
+    A participant reads ``mix`` when its ``dataset`` is ``mix`` (a sampler of a loader that
+    does is left to the loader); its ``seeder_position()`` is global when it is elastic
+    (:class:`seeder.ElasticDataLoader`), else its rank's samples, over its sampler's
+    ``num_replicas`` ranks whose samples interleave (:class:`seeder.DataLoader`,
+    :class:`seeder.DistributedSampler`).
 
     Args:
         mix: the mix.
@@ -58,10 +60,12 @@ def reader_stop(mix: Any, length: int, participants: Sequence[Any]) -> Optional[
     >>> reader_stop(None, 9, [])
     """
     stops = set()
+    owned = {id(getattr(p, "sampler", None)) for p in participants}  # a loader's: it counts
     for reader in participants:
-        if getattr(reader, "dataset", None) is not mix:
+        if getattr(reader, "dataset", None) is not mix or id(reader) in owned:
             continue
-        where, sampler = getattr(reader, "seeder_position", None), getattr(reader, "sampler", None)
+        where = getattr(reader, "seeder_position", None)
+        sampler = getattr(reader, "sampler", reader)  # a loader's sampler, or a sampler itself
         if not callable(where) or getattr(sampler, "shuffle", True) is not False:
             return None
         at = where()
