@@ -581,3 +581,44 @@ def test_per_rank_loaders_over_a_mix_stop_at_their_interleaved_global_position(m
     _, states = ranks(old, stop=3)  # each rank 12 samples of positions 0, 2, ... / 1, 3, ...
     assert [st["participants"]["mix.0"]["stop"] for st in states] == [[0, 24], [0, 24]]
     assert ranks(new, state=states)[0] == ranks([((0, 0), old), ((0, 24), new)], state=states)[0]
+
+
+class Refusing:
+    """A participant whose state checks but does not load: the load after the mix's fails."""
+
+    seeder_kind = "refusing"
+
+    def seeder_reseed(self, seeder, task_id, epoch):
+        pass
+
+    def state_dict(self):
+        return {"n": 0}
+
+    def check_state_dict(self, state):
+        pass
+
+    def load_state_dict(self, state):
+        raise ValueError("disk gone")
+
+
+def test_a_load_failing_after_the_mix_resumed_puts_its_weights_and_epoch_back():
+    s = Seeder()
+    s.init(9)
+    mix = Mix(sources(), weights=OLD, length=60, seeder=s)
+    loader = seeder.DataLoader(mix, batch_size=4, shuffle=False, seeder=s)
+    refusing = Refusing()
+    s.join(refusing)
+    for epoch in range(2):
+        s.reseed(1, epoch)
+        it = iter(loader)
+        next(it)
+    state = roundtrip(s.state_dict())  # epoch 1, position 4
+    t = Seeder()
+    t.init(9)
+    mix2 = Mix(sources(), weights=NEW, length=60, seeder=t)
+    seeder.DataLoader(mix2, batch_size=4, shuffle=False, seeder=t)
+    t.join(refusing)
+    before = mix2.state_dict()
+    with pytest.raises(seeder.StateError, match="disk gone"):
+        t.load_state_dict(state)
+    assert mix2.state_dict() == before and mix2.epoch == 0

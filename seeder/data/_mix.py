@@ -649,7 +649,8 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
                     f"{mine[key]!r}: build the mix as the saved run did"
                 )
         old, new = saved["weights"], mine["weights"]
-        if self._plain and new == self._given and self._seeder and self._seeder.loading:
+        loading = self._seeder is not None and self._seeder.loading is not None
+        if self._plain and new == self._given and loading:
             # a seeder load: the mix's own part, loaded before this loader's, continues the saved
             # weights up to the next epoch (resumed_weights)
             check_history(old, self.names, check_weights)
