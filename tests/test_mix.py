@@ -489,11 +489,14 @@ def test_a_mix_resumed_with_other_weights_and_no_stop_is_refused_naming_the_hist
         [[0, 0, {"web": 2.0}]],
         [[0, 0, {"web": 2.0, "code": 1.0}], [0, 0, {"web": 1.0, "code": 1.0}]],
         "2:1",
+        ("stop", [1, 8]),
+        ("stop", [0, 61]),
     ],
 )
 def test_a_mix_state_with_corrupt_weights_is_refused_before_anything_changes(weights):
     state = resume_run(OLD, stop=2)[1]
-    state["participants"]["mix.0"]["weights"] = weights
+    key, value = weights if isinstance(weights, tuple) else ("weights", weights)
+    state["participants"]["mix.0"][key] = value
     t = Seeder()
     t.init(9)
     mix = Mix(sources(), weights=NEW, length=60, seeder=t)

@@ -323,7 +323,9 @@ class Mix(torch.utils.data.Dataset):
         >>> _ = next(iter(loader)); mix.reader_stop()
         (0, 3)
         """
-        return reader_stop(self, self.length, self._seeder.participants() if self._seeder else [])
+        return reader_stop(
+            self, self.epoch, self.length, self._seeder.participants() if self._seeder else []
+        )
 
     def check_state_dict(self, state: Any) -> None:
         """Raise :class:`seeder.StateError` unless the run that saved ``state`` continues in this

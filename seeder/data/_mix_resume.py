@@ -38,10 +38,12 @@ STATE_VERSION = 2
 _KEYS = frozenset({"format", "version", "epoch", "names", "length", "weights"})
 
 
-def reader_stop(mix: Any, length: int, participants: Sequence[Any]) -> Optional[tuple[int, int]]:
+def reader_stop(
+    mix: Any, epoch: int, length: int, participants: Sequence[Any]
+) -> Optional[tuple[int, int]]:
     """``(epoch, position)`` of the first position of ``mix`` the participants reading it in
     order have not handed out (over all ranks); ``None`` when none reads it, several stand at
-    different positions, or one shuffles.
+    different positions, one shuffles, or one is in another epoch than the mix.
 
     A participant reads ``mix`` when its ``dataset`` is ``mix`` (a sampler of a loader that
     does is left to the loader); its ``seeder_position()`` is global when it is elastic
@@ -51,13 +53,14 @@ def reader_stop(mix: Any, length: int, participants: Sequence[Any]) -> Optional[
 
     Args:
         mix: the mix.
+        epoch: the epoch it reads.
         length: its length (the most a position can be).
         participants: the participants of the mix's seeder.
 
     Returns:
         The stop, or ``None``.
 
-    >>> reader_stop(None, 9, [])
+    >>> reader_stop(None, 0, 9, [])
     """
     stops = set()
     owned = {id(getattr(p, "sampler", None)) for p in participants}  # a loader's: it counts
@@ -69,6 +72,8 @@ def reader_stop(mix: Any, length: int, participants: Sequence[Any]) -> Optional[
         if not callable(where) or getattr(sampler, "shuffle", True) is not False:
             return None
         at = where()
+        if int(at["epoch"]) != epoch:  # it follows other reseeds than the mix: no common stop
+            return None
         position = int(at["position"])
         if not is_elastic(reader):
             position *= int(getattr(sampler, "num_replicas", 1))
@@ -112,11 +117,12 @@ def _stop(state: dict[str, Any], length: int) -> Optional[tuple[int, int]]:
         isinstance(stop, (list, tuple))
         and len(stop) == 2
         and all(is_int(v) and 0 <= v <= MAX_KEY for v in stop)
+        and stop[0] == state["epoch"]
         and stop[1] <= length
     ):
         raise StateError(
-            f"the checkpoint's Mix stop {stop!r} is no (epoch, position in [0, {length}]): the "
-            "state is corrupt"
+            f"the checkpoint's Mix stop {stop!r} is no (epoch {state['epoch']!r}, position in "
+            f"[0, {length}]): the state is corrupt"
         )
     return int(stop[0]), int(stop[1])
 
