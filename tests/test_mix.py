@@ -291,14 +291,39 @@ def test_a_mix_of_streams_refuses_a_source_without_shards_and_needs_a_length():
 
 def test_a_mix_of_streams_resumed_with_other_weights_is_refused_naming_the_history():
     old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
-    _, state = stream_epoch(*stream_loader(length=480)[:2], stop=3)
     _, state1 = stream_epoch(*stream_loader(length=480)[:2], epoch=1, stop=3)
-    for weights, saved in ((new, state), ([((0, 0), old), ((1, 0), new)], state1)):
-        s2, loader2, _ = stream_loader(weights=weights, length=480)
-        before = loader2.state_dict()
-        with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'a': 3.0"):
-            s2.load_state_dict(saved)
-        assert loader2.state_dict() == before
+    s2, loader2, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=480)
+    before = loader2.state_dict()
+    with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'a': 3.0"):
+        s2.load_state_dict(state1)  # a change in the saved epoch
+    assert loader2.state_dict() == before
+    _, state = stream_epoch(*stream_loader(length=480)[:2], stop=3)
+    s3, loader3, _ = stream_loader(weights=new, length=480)
+    with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'a': 3.0"):
+        loader3.load_state_dict(state["participants"]["loader.0"])  # the mix's part not loaded
+
+
+def test_a_mix_of_streams_resumed_with_new_plain_weights_follows_them_from_the_next_epoch(caplog):
+    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
+    s, loader, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=480)
+    want = stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
+    for workers in (0, 2):
+        head, state = stream_epoch(*stream_loader(workers, length=480)[:2], stop=3)
+        s, loader, mix = stream_loader(workers, weights=new, length=480)
+        with caplog.at_level(logging.INFO, logger="seeder"):
+            caplog.clear()
+            s.load_state_dict(state)
+        tail = stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
+        assert as_rows(head + tail) == as_rows(want)  # bitwise per position, any worker count
+        if workers == 0:
+            assert head + tail == want
+        lines = [r.getMessage() for r in caplog.records if "resumed with the weights" in r.msg]
+        assert lines == [
+            "seeder.data.Mix: resumed with the weights {'a': 1.0, 'b': 3.0} from position 0 of "
+            "epoch 1 on (the checkpoint's: {'a': 3.0, 'b': 1.0}); the positions before stay as "
+            "they were (a mix of streams changes weights at an epoch's start)"
+        ]
+        assert mix.stream_state()["weights"][1] == [1, 0, {"a": 1.0, "b": 3.0}]
 
 
 def test_a_mix_of_streams_resumed_with_weights_for_the_next_epoch_keeps_this_one():
@@ -310,32 +335,175 @@ def test_a_mix_of_streams_resumed_with_weights_for_the_next_epoch_keeps_this_one
     assert head + stream_epoch(s, loader)[0] == want
 
 
-def test_a_mix_resumed_with_other_weights_without_their_history_is_refused():
-    def run(weights, state=None, stop=None):
-        s = Seeder()
-        s.init(9)
-        mix = Mix(sources(), weights=weights, length=60, seeder=s)
-        loader = seeder.DataLoader(mix, batch_size=4, shuffle=False, seeder=s)
-        if state is not None:
-            s.load_state_dict(state)
-        s.reseed(1, 0)
-        out = []
+def resume_run(weights, state=None, stop=None, build_after_load=False, shuffle=False):
+    """A DataLoader over a mix: from the start, or from ``state`` (loaded before or after the
+    loader is built), to batch ``stop`` (with the state there) or the epoch's end."""
+    s = Seeder()
+    s.init(9)
+    mix = Mix(sources(), weights=weights, length=60, seeder=s)
+    if state is not None and build_after_load:
+        s.load_state_dict(state)
+    loader = seeder.DataLoader(mix, batch_size=4, shuffle=shuffle, seeder=s)
+    if state is not None and not build_after_load:
+        s.load_state_dict(state)
+    out = []
+    for epoch in range(state["last_reseed"][1] if state is not None else 0, 2):
+        s.reseed(1, epoch)
         for b in loader:
             out.append(b.tolist())
             if len(out) == stop:
-                return out, roundtrip(s.state_dict()), loader
-        return out, None, loader
+                return out, roundtrip(s.state_dict()), mix
+    return out, None, mix
 
-    old, new = {"web": 2, "code": 1}, {"web": 1, "code": 2}
-    want = run(old)[0]
-    head, state, loader = run(old, stop=5)
-    stop = loader.batches_done * 4
-    with pytest.raises(seeder.StateError, match=r"pass weights=\[\(\(0, 0\), \{'web': 2.0"):
-        run(new, state=state)
-    tail = run([((0, 0), old), ((0, stop), new)], state=state)[0]
-    assert head + tail != want and len(head + tail) == len(want)
-    mix, _ = mix_for([((0, 0), old), ((0, stop), new)])
-    assert trail(mix, stop) == trail(mix_for(old)[0], stop)
+
+OLD, NEW = {"web": 2, "code": 1}, {"web": 1, "code": 2}
+
+
+@pytest.mark.parametrize("build_after_load", [False, True])
+def test_a_mix_resumed_with_new_plain_weights_keeps_the_past_as_the_explicit_history(
+    caplog, build_after_load
+):
+    head, state, _ = resume_run(OLD, stop=5)
+    assert state["participants"]["mix.0"]["stop"] == [0, 20]  # 5 batches of 4
+    history = [((0, 0), OLD), ((0, 20), NEW)]
+    explicit = resume_run(history, state=state)[0]
+    with caplog.at_level(logging.INFO, logger="seeder"):
+        caplog.clear()
+        plain, _, mix = resume_run(NEW, state=state, build_after_load=build_after_load)
+    assert plain == explicit  # bitwise: both epochs
+    assert head + plain != resume_run(OLD)[0]  # the new weights after the stop
+    lines = [r.getMessage() for r in caplog.records if "resumed with the weights" in r.getMessage()]
+    assert lines == [
+        "seeder.data.Mix: resumed with the weights {'web': 1.0, 'code': 2.0} from position 20 of "
+        "epoch 0 on (the checkpoint's: {'web': 2.0, 'code': 1.0}); the positions before stay as "
+        "they were"
+    ]
+    assert mix.state_dict()["weights"] == [[0, 0, {"web": 2.0, "code": 1.0}], [0, 20, NEW]]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    stop=st.integers(1, 29),
+    w=st.lists(st.integers(0, 5), min_size=2, max_size=2).filter(any),
+)
+def test_any_stop_and_new_weights_resume_as_the_history_changed_at_the_stop(stop, w):
+    new = {"web": w[0], "code": w[1]}
+    head, state, _ = resume_run(OLD, stop=stop)
+    epoch, position = divmod(stop * 4, 60)  # 15 batches of 4 per epoch
+    history = [((0, 0), OLD)] if new == OLD else [((0, 0), OLD), ((epoch, position), new)]
+    if (epoch, position) == (0, 0):
+        history = [((0, 0), new)]
+    want = resume_run(history)[0]
+    assert head + resume_run(new, state=state)[0] == want
+
+
+def test_a_mix_resumed_inside_a_later_epoch_reads_that_epochs_mix():
+    full = resume_run(OLD)[0]
+    head, state, _ = resume_run(OLD, stop=16)  # one batch into epoch 1
+    tail, _, mix = resume_run(OLD, state=state)
+    assert head + tail == full and mix.epoch == 1
+
+
+def test_a_mix_resumed_twice_with_plain_weights_continues_its_history():
+    third = {"web": 1, "code": 5}
+    head, state, _ = resume_run(OLD, stop=5)
+    middle, state2, _ = resume_run(NEW, state=state, stop=4)  # 4 more batches: position 36
+    tail = resume_run(third, state=state2)[0]
+    history = [((0, 0), OLD), ((0, 20), NEW), ((0, 36), third)]
+    assert head + middle + tail == resume_run(history)[0]
+    again = resume_run(NEW, state=state2)[0]  # the same weights again: nothing changes
+    assert head + middle + again == resume_run([((0, 0), OLD), ((0, 20), NEW)])[0]
+
+
+def test_a_mix_resumed_with_new_weights_at_an_epoch_end_follows_them_from_the_next_epoch():
+    full = resume_run(OLD)[0]
+    head, state, _ = resume_run(OLD, stop=15)  # the whole first epoch
+    assert state["participants"]["mix.0"]["stop"] == [0, 60]
+    tail = resume_run(NEW, state=state)[0]
+    assert head + tail == resume_run([((0, 0), OLD), ((1, 0), NEW)])[0] != full
+
+
+def test_elastic_loader_over_a_mix_takes_new_plain_weights_across_a_world_change(monkeypatch):
+    def ranks(world, bs, weights, state=None, stop=None):
+        got, states = [], []
+        for rank in range(world):
+            for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank)):
+                monkeypatch.setenv(k, str(v))
+            s = Seeder()
+            s.init(9)
+            mix = Mix(sources(), weights=weights, length=64, seeder=s)
+            loader = seeder.ElasticDataLoader(
+                mix, batch_size=bs, shuffle=False, seeder=s, num_replicas=world, rank=rank
+            )
+            if state is not None:
+                s.load_state_dict(state)
+            s.reseed(1, 0)
+            for k, b in enumerate(loader, 1):
+                got.append(b.tolist())
+                if k == stop:
+                    break
+            states.append(s.state_dict())
+        return got, states
+
+    old, new = {"web": 1, "code": 3}, {"web": 3, "code": 1}
+    _, states = ranks(2, 4, old, stop=3)  # 3 global steps of 8: position 24
+    assert states[0]["participants"]["mix.0"]["stop"] == [0, 24]
+    gathered = {"format": "seeder-gathered", "version": states[0]["version"]}
+    gathered.update(world_size=2, ranks=states)
+    plain = ranks(4, 2, new, state=roundtrip(gathered))[0]
+    explicit = ranks(4, 2, [((0, 0), old), ((0, 24), new)], state=roundtrip(gathered))[0]
+    assert plain == explicit and len(plain) == 4 * 5  # 40 positions left over 4 ranks
+
+
+def test_a_mix_resumed_with_other_weights_and_no_stop_is_refused_naming_the_history():
+    s = Seeder()
+    s.init(9)
+    s.reseed(1, 0)
+    kept = Mix(sources(), weights=OLD, length=60, seeder=s)  # no loader reads it
+    no_loader = roundtrip(s.state_dict())
+    assert no_loader["participants"]["mix.0"]["stop"] is None and kept.reader_stop() is None
+    shuffled = resume_run(OLD, stop=2, shuffle=True)[1]  # positions read out of order
+    assert shuffled["participants"]["mix.0"]["stop"] is None
+    version1 = resume_run(OLD, stop=2)[1]
+    del version1["participants"]["mix.0"]["stop"]
+    version1["participants"]["mix.0"]["version"] = 1
+    for state, shuffle in ((no_loader, False), (shuffled, True), (version1, False)):
+        t = Seeder()
+        t.init(9)
+        mix = Mix(sources(), weights=NEW, length=60, seeder=t)
+        seeder.DataLoader(mix, batch_size=4, shuffle=shuffle, seeder=t)
+        before = mix.state_dict()
+        with pytest.raises(seeder.StateError) as err:
+            t.load_state_dict(state)
+        assert "no loader read the mix in order" in str(err.value)
+        assert "pass weights=[((0, 0), {'web': 2.0, 'code': 1.0})] + [((E, P)" in str(err.value)
+        assert mix.state_dict() == before
+    assert resume_run(OLD, state=version1)[0]  # the same weights: a version 1 state loads
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        [[0, 5, {"web": 2.0, "code": 1.0}]],
+        [[0, 0, {"web": -1.0, "code": 1.0}]],
+        [[0, 0, {"web": 2.0}]],
+        [[0, 0, {"web": 2.0, "code": 1.0}], [0, 0, {"web": 1.0, "code": 1.0}]],
+        "2:1",
+        ("stop", [1, 8]),
+        ("stop", [0, 61]),
+    ],
+)
+def test_a_mix_state_with_corrupt_weights_is_refused_before_anything_changes(weights):
+    state = resume_run(OLD, stop=2)[1]
+    key, value = weights if isinstance(weights, tuple) else ("weights", weights)
+    state["participants"]["mix.0"][key] = value
+    t = Seeder()
+    t.init(9)
+    mix = Mix(sources(), weights=NEW, length=60, seeder=t)
+    seeder.DataLoader(mix, batch_size=4, shuffle=False, seeder=t)
+    with pytest.raises(seeder.StateError, match="corrupt"):
+        t.load_state_dict(state)
+    assert mix.state_dict()["weights"] == [[0, 0, NEW]]
 
 
 def test_a_mix_of_streams_moves_to_another_world_size_every_position_once(monkeypatch):
@@ -361,3 +529,99 @@ def test_a_mix_of_streams_moves_to_another_world_size_every_position_once(monkey
         s.load_state_dict(roundtrip(gathered))
         tails += stream_epoch(s, loader)[0]
     assert as_rows(heads + tails) == want
+
+
+def test_a_mix_of_streams_takes_new_plain_weights_on_another_world_size(monkeypatch):
+    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
+
+    def on(rank, world, weights):
+        for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank)):
+            monkeypatch.setenv(k, str(v))
+        return stream_loader(weights=weights)
+
+    s, loader, _ = on(0, 1, [((0, 0), old), ((1, 0), new)])
+    want = as_rows(stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0])
+    heads, states = [], []
+    for rank in range(2):
+        s, loader, _ = on(rank, 2, old)
+        head, state = stream_epoch(s, loader, stop=5)
+        heads += head
+        states.append(state)
+    gathered = {"format": "seeder-gathered", "version": states[0]["version"]}
+    gathered.update(world_size=2, ranks=states)
+    tails = []
+    for rank in range(3):
+        s, loader, _ = on(rank, 3, new)
+        s.load_state_dict(roundtrip(gathered))
+        tails += stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
+    assert as_rows(heads + tails) == want
+
+
+def test_per_rank_loaders_over_a_mix_stop_at_their_interleaved_global_position(monkeypatch):
+    def ranks(weights, state=None, stop=None):
+        got, states = [], []
+        for rank in range(2):
+            for k, v in (("RANK", rank), ("WORLD_SIZE", 2), ("LOCAL_RANK", rank)):
+                monkeypatch.setenv(k, str(v))
+            s = Seeder()
+            s.init(9)
+            mix = Mix(sources(), weights=weights, length=64, seeder=s)
+            sampler = seeder.DistributedSampler(
+                mix, num_replicas=2, rank=rank, shuffle=False, seeder=s
+            )
+            loader = seeder.DataLoader(mix, batch_size=4, sampler=sampler, seeder=s)
+            if state is not None:
+                s.load_state_dict(state[rank])
+            s.reseed(1, 0)
+            for k, b in enumerate(loader, 1):
+                got.append(b.tolist())
+                if k == stop:
+                    break
+            states.append(roundtrip(s.state_dict()))
+        return got, states
+
+    old, new = {"web": 1, "code": 3}, {"web": 3, "code": 1}
+    _, states = ranks(old, stop=3)  # each rank 12 samples of positions 0, 2, ... / 1, 3, ...
+    assert [st["participants"]["mix.0"]["stop"] for st in states] == [[0, 24], [0, 24]]
+    assert ranks(new, state=states)[0] == ranks([((0, 0), old), ((0, 24), new)], state=states)[0]
+
+
+class Refusing:
+    """A participant whose state checks but does not load: the load after the mix's fails."""
+
+    seeder_kind = "refusing"
+
+    def seeder_reseed(self, seeder, task_id, epoch):
+        pass
+
+    def state_dict(self):
+        return {"n": 0}
+
+    def check_state_dict(self, state):
+        pass
+
+    def load_state_dict(self, state):
+        raise ValueError("disk gone")
+
+
+def test_a_load_failing_after_the_mix_resumed_puts_its_weights_and_epoch_back():
+    s = Seeder()
+    s.init(9)
+    mix = Mix(sources(), weights=OLD, length=60, seeder=s)
+    loader = seeder.DataLoader(mix, batch_size=4, shuffle=False, seeder=s)
+    refusing = Refusing()
+    s.join(refusing)
+    for epoch in range(2):
+        s.reseed(1, epoch)
+        it = iter(loader)
+        next(it)
+    state = roundtrip(s.state_dict())  # epoch 1, position 4
+    t = Seeder()
+    t.init(9)
+    mix2 = Mix(sources(), weights=NEW, length=60, seeder=t)
+    seeder.DataLoader(mix2, batch_size=4, shuffle=False, seeder=t)
+    t.join(refusing)
+    before = mix2.state_dict()
+    with pytest.raises(seeder.StateError, match="disk gone"):
+        t.load_state_dict(state)
+    assert mix2.state_dict() == before and mix2.epoch == 0

@@ -16,6 +16,11 @@ included) and follows ``after`` from ``K`` on, and in every later epoch: a run r
 position ``K`` of epoch ``e`` with other weights continues the epoch as if it had been built that
 way, and one log line says so.
 
+A mix built with plain weights (a dict) loading a state saved with other weights does the same
+by itself: the saved history up to the state's stop (where the loader reading the mix in order
+stood when it was saved, :meth:`Mix.reader_stop`), these weights from there on, one log line.
+A mix of streams does so from the next epoch's start.
+
 Over streams (:class:`StreamMix`, what ``Mix`` is when every source is an ``IterableDataset``),
 every source is a sharded stream (:mod:`seeder.data._shards`: ``num_shards`` and
 ``iter_shard``, or a ``datasets.IterableDataset``). The mix has ``lanes`` shards (by default the
@@ -59,6 +64,7 @@ from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK, Domain, derive_seed
+from seeder.data._mix_resume import STATE_VERSION, check_history, reader_stop, resumed_history
 from seeder.data._permutation import keyed_permutation
 from seeder.data._shards import open_shard, shard_count
 from seeder.data._streams import set_epoch_of
@@ -207,6 +213,8 @@ class Mix(torch.utils.data.Dataset):
             raise TypeError(f"Mix takes a dict of name to dataset, got {sources!r:.80}")
         self.names = [str(n) for n in sources]
         self.sources = [sources[n] for n in sources]
+        # plain weights: a resume with other weights keeps the checkpoint's past (load_state_dict)
+        self._plain = isinstance(weights, Mapping)
         history = [((0, 0), weights)] if isinstance(weights, Mapping) else list(weights)
         if not history:
             raise ValueError("Mix weights: give a dict, or a list of ((epoch, position), weights)")
@@ -233,6 +241,7 @@ class Mix(torch.utils.data.Dataset):
             self.changes.append(start)
             self.weights.append(w)
             self.quotas.append(quotas(list(w.values())))
+        self._given = self._history()  # as built: what a loaded state is compared with
         self._measure(lanes, length)
         self.length = sum(self.sizes) if length is None else check_int(length, "length", low=1)
         self.task = check_int(task, "task", low=0)
@@ -243,6 +252,7 @@ class Mix(torch.utils.data.Dataset):
                 "seeder.init(master_seed=...) first"
             )
         self._source = SeedSource(seeder)
+        self._seeder: Optional[Seeder] = seeder  # its loaders say where a resume stops; not pickled
         last = seeder.last_reseed
         self._epoch = torch.tensor(last[1] if last is not None and last[0] == task else 0)
         self._epoch.share_memory_()  # persistent workers see the epoch the main process sets
@@ -273,30 +283,53 @@ class Mix(torch.utils.data.Dataset):
     seeder_elastic = True
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint keeps of the mix: its sources, length and weights, and the epoch.
+        """What a checkpoint keeps of the mix: its sources, length and weights, the epoch, and where
+        the loader reading it stands.
 
         Returns:
-            ``{"format": "seeder.mix", "version", "epoch", "names", "length", "weights"}``: plain
-            values (``weights``: ``[[epoch, position, {name: weight}], ...]``).
+            ``{"format": "seeder.mix", "version", "epoch", "names", "length", "weights",
+            "stop"}``: plain values (``weights``: ``[[epoch, position, {name: weight}], ...]``;
+            ``stop``: ``[epoch, position]`` of the in-order loader reading the mix, ``None``
+            without one: :meth:`reader_stop`).
 
         >>> import torch, seeder
         >>> s = seeder.Seeder(); s.init(0)
         >>> Mix({"a": torch.arange(4)}, weights={"a": 2}, seeder=s).state_dict()["weights"]
         [[0, 0, {'a': 2.0}]]
         """
+        stop = self.reader_stop()
         return {
             "format": "seeder.mix",
-            "version": 1,
+            "version": STATE_VERSION,
             "epoch": self.epoch,
             "names": list(self.names),
             "length": self.length,
-            "weights": [[e, p, dict(w)] for (e, p), w in zip(self.changes, self.weights)],
+            "weights": self._history(),
+            "stop": None if stop is None else list(stop),
         }
+
+    def _history(self) -> list[list[Any]]:
+        return [[e, p, dict(w)] for (e, p), w in zip(self.changes, self.weights)]
+
+    def reader_stop(self) -> Optional[tuple[int, int]]:
+        """``(epoch, position)``: where the loader reading this mix in order stands, the first
+        position of the epoch it has not handed out (over all ranks); ``None`` without one
+        (:func:`seeder.data._mix_resume.reader_stop`).
+
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+        >>> mix = Mix({"a": torch.arange(8)}, weights={"a": 1}, seeder=s)
+        >>> loader = seeder.DataLoader(mix, batch_size=3, shuffle=False, seeder=s)
+        >>> _ = next(iter(loader)); mix.reader_stop()
+        (0, 3)
+        """
+        return reader_stop(
+            self, self.epoch, self.length, self._seeder.participants() if self._seeder else []
+        )
 
     def check_state_dict(self, state: Any) -> None:
         """Raise :class:`seeder.StateError` unless the run that saved ``state`` continues in this
-        mix: the same sources and length, and the saved weights the start of this mix's, any
-        change after them in or after the saved epoch. Changes nothing.
+        mix (:meth:`resumed_weights`). Changes nothing.
 
         Args:
             state: what :meth:`state_dict` returned.
@@ -304,28 +337,50 @@ class Mix(torch.utils.data.Dataset):
         Raises:
             StateError: what differs, and the ``weights=`` that continues with new weights.
         """
-        keys = {"format", "version", "epoch", "names", "length", "weights"}
-        if not (isinstance(state, dict) and set(state) == keys and state["format"] == "seeder.mix"):
-            raise StateError(f"not a seeder.data.Mix state ({state!r:.80}): pass Mix.state_dict()")
-        for key in ("names", "length"):
-            if state[key] != getattr(self, key):
-                raise StateError(
-                    f"the checkpoint's Mix has {key}={state[key]!r}, this one "
-                    f"{getattr(self, key)!r}: build the mix as the saved run did"
-                )
-        old, new = state["weights"], self.state_dict()["weights"]
-        epoch = state["epoch"]
-        if new[: len(old)] != old or any(e < epoch for e, _, _ in new[len(old) :]):
-            pairs = [((e, p), w) for e, p, w in old]
-            raise StateError(
-                f"the checkpoint's Mix (epoch {epoch}) has the weights {old!r}, this one {new!r}: "
-                f"a mix keeps its past only with the saved weights as the start of its own. To "
-                f"change them from position P of epoch E on (P: where the run stopped), pass "
-                f"weights={pairs!r} + [((E, P), new weights)]"
-            )
+        self.resumed_weights(state)
+
+    def resumed_weights(self, state: Any) -> list[list[Any]]:
+        """The weights (``[[epoch, position, {name: weight}], ...]``) this mix follows once
+        ``state`` is loaded. Changes nothing.
+
+        The same sources and length as the saved run. Built with a history, the mix keeps its
+        own, which must start with the saved one (a change after it in or after the saved
+        epoch). Built with plain weights other than those the state stands in, it follows the
+        saved history up to the state's stop (:meth:`reader_stop` when it was saved) and these
+        weights from there on: the past as it was (:mod:`seeder.data._mix_resume`).
+
+        Args:
+            state: what :meth:`state_dict` returned.
+
+        Returns:
+            The history.
+
+        Raises:
+            StateError: not a mix state; other sources or length; a corrupt state; other weights
+                this mix cannot follow, naming the ``weights=`` history to pass.
+
+        >>> import torch, seeder
+        >>> s = seeder.Seeder(); s.init(0)
+        >>> saved = Mix({"a": torch.arange(4)}, weights={"a": 1}, seeder=s).state_dict()
+        >>> saved["stop"] = [0, 3]
+        >>> t = seeder.Seeder(); t.init(0)
+        >>> Mix({"a": torch.arange(4)}, weights={"a": 2}, seeder=t).resumed_weights(saved)
+        [[0, 0, {'a': 1.0}], [0, 3, {'a': 2.0}]]
+        """
+        streams = isinstance(self, torch.utils.data.IterableDataset)
+        return resumed_history(
+            state,
+            self._given,
+            self._plain,
+            self.names,
+            self.length,
+            streams=streams,
+            check_weights=check_weights,
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Check ``state`` (:meth:`check_state_dict`); the mix's epoch follows the seeder's reseeds.
+        """Read ``state``'s epoch and follow its weights (:meth:`resumed_weights`; one log line
+        when plain weights start at its stop); later epochs follow the seeder's reseeds.
 
         Args:
             state: what :meth:`state_dict` returned.
@@ -333,7 +388,31 @@ class Mix(torch.utils.data.Dataset):
         Raises:
             StateError: the state does not continue in this mix; nothing changed.
         """
-        self.check_state_dict(state)
+        history = self.resumed_weights(state)
+        self.set_epoch(state["epoch"])  # a resume inside the epoch skips its reseed
+        if history == self._history():
+            return
+        self._follow(history)
+        last = history[-1]
+        if len(history) > 1 and last[2] != history[-2][2] and last[2] == self._given[0][2]:
+            logger.info(
+                "seeder.data.Mix: resumed with the weights %s from position %d of epoch %d on "
+                "(the checkpoint's: %s); the positions before stay as they were%s",
+                last[2],
+                last[1],
+                last[0],
+                history[-2][2],
+                " (a mix of streams changes weights at an epoch's start)"
+                if isinstance(self, torch.utils.data.IterableDataset)
+                else "",
+            )
+
+    def _follow(self, history: list[list[Any]]) -> None:
+        """Follow the checked ``history`` from now on."""
+        self.changes = [(int(e), int(p)) for e, p, _ in history]
+        self.weights = [{n: float(w[n]) for n in self.names} for _, _, w in history]
+        self.quotas = [quotas(list(w.values())) for w in self.weights]
+        self._cache = {}
 
     def elastic_step(self, state: dict[str, Any]) -> None:
         """A mix has no step of its own: a world change takes it from the loader.
@@ -471,13 +550,12 @@ class Mix(torch.utils.data.Dataset):
         return self.sources[self.names.index(name)][index]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_cache": {}}
+        return {**self.__dict__, "_cache": {}, "_seeder": None}
 
     def __repr__(self) -> str:
-        return (
-            f"seeder.data.Mix({dict(zip(self.names, self.sizes))}, weights={self.weights[-1]}, "
-            f"length={self.length})"
-        )
+        # the data, not the weights: a loader's dataset identity hashes the repr, and the
+        # weights may change on a resume
+        return f"seeder.data.Mix({dict(zip(self.names, self.sizes))}, length={self.length})"
 
 
 class StreamMix(Mix, torch.utils.data.IterableDataset):
@@ -514,6 +592,15 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
                 f"a Mix of streams changes weights at an epoch's start ((epoch, 0)), got {late}: "
                 "its lanes stop at different positions"
             )
+
+    def reader_stop(self) -> Optional[tuple[int, int]]:
+        """``None``: a mix of streams changes its weights at an epoch's start only, named in a
+        history (its lanes stop at different positions).
+
+        >>> StreamMix.reader_stop(None) is None
+        True
+        """
+        return None
 
     @property
     def num_shards(self) -> int:
@@ -564,6 +651,12 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
                     f"{mine[key]!r}: build the mix as the saved run did"
                 )
         old, new = saved["weights"], mine["weights"]
+        loading = self._seeder is not None and self._seeder.loading is not None
+        if self._plain and new == self._given and loading:
+            # a seeder load: the mix's own part, loaded before this loader's, continues the saved
+            # weights up to the next epoch (resumed_weights)
+            check_history(old, self.names, check_weights)
+            return
         if new[: len(old)] != old or any(e <= epoch for e, _, _ in new[len(old) :]):
             pairs = [((e, p), w) for e, p, w in old]
             raise StateError(
@@ -634,7 +727,4 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
         raise TypeError("a Mix of streams is read in order: iterate it (seeder.IterableDataLoader)")
 
     def __repr__(self) -> str:
-        return (
-            f"seeder.data.Mix(<streams {self.names}>, weights={self.weights[-1]}, "
-            f"lanes={self.lanes}, length={self.length})"
-        )
+        return f"seeder.data.Mix(<streams {self.names}>, lanes={self.lanes}, length={self.length})"
