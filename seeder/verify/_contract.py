@@ -40,8 +40,6 @@ from typing import Any, Optional
 
 import numpy as np
 
-from seeder._run.steps import read_steps
-
 __all__ = [
     "Contract",
     "check_template",
@@ -513,6 +511,8 @@ def read_metrics(
 
 def _missing(steps_file: Optional[Path]) -> str:
     """What the run's step records say is missing for seeder to record its steps."""
+    from seeder._run.steps import read_steps  # the command line's import needs no torch
+
     marks = {
         r.get("seeder_run")
         for r in (read_steps(steps_file) if steps_file is not None else [])
