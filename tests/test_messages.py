@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 PKG = Path(__file__).resolve().parents[1] / "seeder"
 MODULES = sorted(PKG.rglob("*.py"))
@@ -28,7 +30,7 @@ MAX_SENTENCES = 2
 #: What a placeholder (``{value}``, ``%s``) counts as: a short value.
 TOKEN = "<val>"
 
-_LINK = re.compile(r"\(?see (?:the )?docs/[\w/.-]+\.md(?:#[\w-]+)?\)?")
+_LINK = re.compile(r"\s*\(?see (?:the )?docs/[\w/.-]+\.md(?:#[\w-]+)?\)?")
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`'\"(])")
 _FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
 _PERCENT_FIELD = re.compile(r"%[-+ #0-9.]*[sdrifgx]")
@@ -304,3 +306,20 @@ def test_the_check_reads_each_way_a_message_is_built(tmp_path):
 )
 def test_sentences_end_at_a_stop_before_a_capital(text, sentences):
     assert measure(text)[1] == sentences
+
+
+WORD = st.text(alphabet="abcdefghij_'[]()0123456789=", min_size=1, max_size=8)
+SENTENCE = st.builds(
+    lambda first, rest: " ".join([first.capitalize(), *rest]) + ".",
+    st.sampled_from(["Pass", "Call", "The", "Resume", "Load"]),
+    st.lists(WORD, max_size=6),
+)
+
+
+@given(sentences=st.lists(SENTENCE, min_size=1, max_size=5), link=st.booleans())
+def test_a_message_counts_its_sentences_and_characters_less_its_link(sentences, link):
+    text = " ".join(sentences)
+    shown = f"{text[:-1]} (see docs/checkpoints.md#another-world-size)." if link else text
+    chars, count = measure(shown)
+    assert count == len(sentences)
+    assert chars == len(text)
