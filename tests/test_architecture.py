@@ -146,24 +146,30 @@ def _import_targets(node: ast.AST, path: Path, pkg: Path) -> Iterator[tuple[str,
                 yield alias.name[len(root) + 1 :] or "__init__", alias
 
 
-def imports(path: Path, pkg: Path = PKG) -> Iterator[tuple[str, str, int]]:
+def imports(
+    path: Path, pkg: Path = PKG, typing_too: bool = False
+) -> Iterator[tuple[str, str, int]]:
     """(seeder module imported, name taken from it, line) for every import in ``path``.
 
     Sees relative imports at any depth (``from .. import x`` is the package root, ``__init__``),
     imports inside functions, and string imports: ``importlib.import_module("seeder.x")`` and any
     string literal that is exactly a seeder module's dotted path in a module that calls
-    ``import_module``. Imports under ``if TYPE_CHECKING:`` are left out: annotations only, nothing
-    runs them.
+    ``import_module``. Imports under ``if TYPE_CHECKING:`` are left out (annotations only, nothing
+    runs them) unless ``typing_too``.
     """
     tree = ast.parse(path.read_text(), str(path))
-    typing_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If)
-        and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-        for stmt in node.body
-        for inner in ast.walk(stmt)
-    }
+    typing_only = (
+        set()
+        if typing_too
+        else {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If)
+            and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+            for stmt in node.body
+            for inner in ast.walk(stmt)
+        }
+    )
     root = pkg.name
     string_imports = any(
         (isinstance(n, ast.Name) and n.id == "import_module")
@@ -458,9 +464,11 @@ def test_imports_go_one_way(path):
 
 def import_cycles(pkg: Path = PKG) -> list[list[str]]:
     """Groups of seeder modules that import each other, directly or through others (any import,
-    at the top or inside a function)."""
+    at the top, inside a function or under ``if TYPE_CHECKING:``: a module that names another's
+    type for its annotations depends on it too)."""
     graph = {
-        module_name(p, pkg): {t for t, _, _ in imports(p, pkg)} for p in sorted(pkg.rglob("*.py"))
+        module_name(p, pkg): {t for t, _, _ in imports(p, pkg, typing_too=True)}
+        for p in sorted(pkg.rglob("*.py"))
     }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -505,6 +513,23 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
     (pkg / "data" / "_loader.py").write_text("def f():\n    from . import _elastic\n")
     (pkg / "data" / "_elastic.py").write_text("from seeder.data import _loader\n")
     assert import_cycles(pkg) == [["data._elastic", "data._loader"]]
+
+
+def test_the_cycle_check_counts_imports_for_annotations(tmp_path):
+    """A module that imports another's class under ``if TYPE_CHECKING:`` to annotate with it, while
+    that module imports it back, is a cycle: take a narrow ``typing.Protocol`` of what it uses."""
+    pkg = tmp_path / "seeder"
+    (pkg / "_state").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_state" / "__init__.py").write_text("")
+    (pkg / "_state" / "plan.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from seeder._seeding.core import Seeder\n"
+    )
+    (pkg / "_seeding").mkdir()
+    (pkg / "_seeding" / "__init__.py").write_text("")
+    (pkg / "_seeding" / "core.py").write_text("from seeder._state import plan\n")
+    assert import_cycles(pkg) == [["_seeding.core", "_state.plan"]]
 
 
 def test_known_exceptions_are_still_needed(owners):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import seeder
 from seeder._errors import StateError
+from seeder._seeding.participant import LoadContext
 from seeder._state.plan import EXACT, MOVE, MOVE_WHEN_BUILT, NEXT_EPOCH, check_state, plan_load
 
 N = 23
@@ -47,7 +48,7 @@ def two_rank_state():
 
 def snapshot(s, *reads):
     """Everything a load may change: the global RNGs, the participants' states (``reads``), the
-    run, the waiting parts, the run being described."""
+    run, the waiting parts."""
     run = s.run
     return (
         torch.get_rng_state(),
@@ -57,7 +58,6 @@ def snapshot(s, *reads):
         (run.master, run.last, run.resume_pending, frozenset(run.seen), run.torn),
         dict(s.pending.parts),
         s.pending.moved,
-        s.loading,
     )
 
 
@@ -160,7 +160,7 @@ FIELDS = [
 @given(field=st.sampled_from(FIELDS), value=VALUES, gathered=st.booleans())
 def test_a_refused_plan_changes_nothing(field, value, gathered):
     """Whatever field of a state is replaced by whatever value: the load is refused with nothing
-    changed (RNGs, participants, run, waiting parts, the run being described), or it loads."""
+    changed (RNGs, participants, run, waiting parts), or it loads."""
     s = seeder.Seeder()
     s.init(4)
     gen = random.Random(1)
@@ -185,5 +185,75 @@ def test_a_refused_plan_changes_nothing(field, value, gathered):
     except (StateError, TypeError, ValueError) as exc:
         assert str(exc)
         assert same(snapshot(s, gen.getstate, sampler.state_dict), before)
-    else:
-        assert s.loading is None
+
+
+class Noted:
+    """A participant whose checks and loads note the ``load`` they get (``None``: a direct call)."""
+
+    seeder_kind = "noted"
+
+    def __init__(self):
+        self.got = []
+
+    def seeder_reseed(self, seeder, task_id, epoch):
+        pass
+
+    def state_dict(self):
+        return {"n": 1}
+
+    def check_state_dict(self, state, load=None):
+        self.got.append(("check", load))
+
+    def load_state_dict(self, state, load=None):
+        self.got.append(("load", load))
+
+
+class Plain(Noted):
+    """The same with the protocol's one-argument methods."""
+
+    def check_state_dict(self, state):
+        self.got.append(("check", "plain"))
+
+    def load_state_dict(self, state):
+        self.got.append(("load", "plain"))
+
+
+def test_a_participant_gets_the_run_the_loaded_state_describes_as_an_argument():
+    s = seeder.Seeder()
+    s.init(1)
+    s.join(Noted(), weak=False)
+    s.join(Plain(), weak=False)
+    s.reseed(1, 2)
+    saved = s.state_dict()
+    t = seeder.Seeder()
+    t.init(7)
+    noted, plain = Noted(), Plain()
+    t.join(noted, weak=False)
+    t.join(plain, weak=False)
+    t.reseed(3, 4)
+    t.check_state_dict(saved)
+    t.load_state_dict(saved)
+    run = LoadContext(master=1, last=(1, 2))
+    assert noted.got == [("check", run), ("check", run), ("load", run)]
+    assert plain.got == [("check", "plain")] * 2 + [("load", "plain")]
+    assert not hasattr(t, "loading")  # no side channel on the seeder
+    noted.load_state_dict(saved["participants"]["noted.0"])  # a direct call: the seeder's own run
+    assert noted.got[-1] == ("load", None)
+
+
+def test_an_elastic_state_of_another_world_and_master_seed_moves_into_a_run_inited_otherwise():
+    """The moving loaders check their parts against the saved run, not the seed ``init`` got."""
+    saved = two_rank_state()
+    one = seeder.Seeder()
+    one.init(5)
+    one.register_generator(torch.Generator())
+    moved = elastic(one, 1, 0)
+    with pytest.warns(seeder.SeederWarning, match="checkpoint was made with 9"):
+        one.load_state_dict(saved)
+    fresh = seeder.Seeder()
+    fresh.init(9)
+    fresh.register_generator(torch.Generator())
+    loader = elastic(fresh, 1, 0)
+    fresh.reseed(1, 0)
+    order = [b[:, 0].tolist() for b in loader]
+    assert [b[:, 0].tolist() for b in moved] == order[2:]  # two global steps were done

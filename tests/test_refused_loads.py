@@ -96,7 +96,8 @@ def test_another_world_is_refused_before_anything_loads_when_a_participant_canno
             call(two_ranks_state)
     with pytest.raises(StateError, match="nothing was loaded") as info:
         one.load_state_dict(two_ranks_state)
-    assert "only elastic loaders and registered generators move" in str(info.value)
+    assert "keep(s) one rank's state" in str(info.value)
+    assert "see docs/checkpoints.md#another-world-size" in str(info.value)
     assert one.get_master_seed() == 3 and one.last_reseed == (1, 0) and not one.pending.parts
     assert (
         same_rngs(rng_states(), before) and [b.state_dict()["position"] for b in built] == positions

@@ -173,8 +173,10 @@ def test_shardless_streams_say_how_to_declare_shards(monkeypatch):
     s3 = Seeder()
     s3.init(0)
     IterableDataLoader(Plain(), batch_size=2, seeder=s3)
-    with pytest.raises(StateError, match="declare its shards"):
-        s3.load_state_dict(state)
+    with pytest.raises(StateError, match="docs/checkpoints.md#another-world-size"):
+        s3.load_state_dict(state)  # the page says a stream moves once it declares its shards
+    page = (Path(__file__).resolve().parents[1] / "docs" / "checkpoints.md").read_text()
+    assert "declares its shards" in page.split("## Another world size", 1)[1]
     sharded = make()[1]
     with pytest.raises(StateError, match="stream without shards"):
         sharded.load_state_dict(state["participants"]["loader.0"])

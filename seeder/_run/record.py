@@ -38,7 +38,7 @@ import atexit
 import json
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import Any, Optional, Protocol, cast
 
 import torch
 from torch.optim.optimizer import (
@@ -58,10 +58,15 @@ from seeder._run.fingerprint import (
 from seeder._run.modules import ModuleStack, flatten
 from seeder._run.where import user_site
 
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
-
-__all__ = ["ENV_LOCATE", "ENV_LOCATE_STOP", "Recorder", "start", "ops_path", "RANDOM_OPS"]
+__all__ = [
+    "ENV_LOCATE",
+    "ENV_LOCATE_STOP",
+    "Recorder",
+    "Ranked",
+    "start",
+    "ops_path",
+    "RANDOM_OPS",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -342,7 +347,17 @@ class Recorder(TorchDispatchMode):
 _active: Optional[Recorder] = None
 
 
-def start(seeder: Seeder) -> None:
+class Ranked(Protocol):
+    """What a record reads of the seeder of its run: whether it is initialised, and its rank."""
+
+    @property
+    def initialized(self) -> bool: ...
+
+    @property
+    def rank(self) -> int: ...
+
+
+def start(seeder: Ranked) -> None:
     """Record this process when ``$SEEDER_LOCATE`` is set (``seeder.init`` calls it).
 
     Args:

@@ -61,15 +61,14 @@ import atexit
 import json
 import os
 import weakref
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 from seeder._run.draws import drawn, fingerprint, mt_states, states_from_tensor, states_tensor
+from seeder._seeding.participant import Seeds
 from seeder._seeding.registry import add_optional_kind
 
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
-
 __all__ = [
+    "Joins",
     "ENV_STEPS",
     "ENV_STOP",
     "ENV_RESUME",
@@ -113,7 +112,7 @@ class StepCounter:
     def __init__(self) -> None:
         self.step = 0
 
-    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+    def seeder_reseed(self, seeder: Seeds, task_id: int, epoch: int) -> None:
         """Nothing to reseed."""
 
     def state_dict(self) -> dict[str, Any]:
@@ -333,7 +332,15 @@ def _digest_at_exit() -> None:
         pass
 
 
-def watch(seeder: Seeder) -> None:
+class Joins(Protocol):
+    """What counting the steps reads of the seeder of the run: it joins and leaves it."""
+
+    def join(self, participant: Any, *, weak: bool = True) -> None: ...
+
+    def leave(self, participant: Any) -> None: ...
+
+
+def watch(seeder: Joins) -> None:
     """Under ``seeder verify`` (``$SEEDER_STEPS``), count and record the optimizer steps of
     ``seeder``'s run (``init`` of the module-level seeder calls this)."""
     global _counter, _seeder, _hooked, _stopped, _ckpt_counts, _ckpt_stepped

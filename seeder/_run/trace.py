@@ -39,12 +39,10 @@ import json
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, Any, Optional
-
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
+from typing import Any, Optional, Protocol
 
 __all__ = [
+    "Traced",
     "ENV_TRACE",
     "enabled",
     "record_step",
@@ -109,12 +107,28 @@ def _feed(h: Any, value: Any) -> None:
         h.update(repr(value).encode())
 
 
-def _participants(seeder: Seeder) -> list[Any]:
+class Traced(Protocol):
+    """What a trace reads of the seeder of its run: its participants, its last reseed, whether it
+    is initialised, and its rank."""
+
+    @property
+    def initialized(self) -> bool: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def last_reseed(self) -> Optional[tuple[int, int]]: ...
+
+    def participants(self) -> list[Any]: ...
+
+
+def _participants(seeder: Traced) -> list[Any]:
     lister = getattr(seeder, "participants", None)
     return list(lister()) if callable(lister) else []
 
 
-def state_fingerprints(seeder: Seeder) -> dict[str, Any]:
+def state_fingerprints(seeder: Traced) -> dict[str, Any]:
     """Fingerprints of every random state ``seeder`` knows, without changing any of them.
 
     ``rngs`` maps each global RNG (``python``, ``numpy``, ``torch``, then accelerators) to
@@ -180,7 +194,7 @@ def trace_file(prefix: str, rank: int) -> str:
     return f"{prefix}.rank{rank}.jsonl"
 
 
-def _rank(seeder: Seeder) -> int:
+def _rank(seeder: Traced) -> int:
     if getattr(seeder, "initialized", False):
         return int(seeder.rank)
     try:
@@ -203,7 +217,7 @@ def _write(path: str, line: bytes) -> None:
 
 
 def record_step(
-    seeder: Seeder, source: str, *, epoch: int, step: Optional[int], position: int
+    seeder: Traced, source: str, *, epoch: int, step: Optional[int], position: int
 ) -> None:
     """Append one fingerprint line for the batch ``step`` of ``epoch`` that ``source`` is handing
     out.

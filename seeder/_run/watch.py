@@ -16,18 +16,23 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from seeder._run import steps as stepwatch
 from seeder._seeding import foreign
 
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
-
-__all__ = ["after_init"]
+__all__ = ["Watched", "after_init"]
 
 
-def after_init(seeder: Seeder) -> None:
+class Watched(foreign.Routes, stepwatch.Joins, Protocol):
+    """What the watches read of the seeder whose ``init`` starts them: whether it is the
+    module-level one, and what each watch reads of it."""
+
+    @property
+    def is_default(self) -> bool: ...
+
+
+def after_init(seeder: Watched) -> None:
     """Start the watches for ``seeder`` if it is the module-level seeder (``seeder.is_default``)."""
     if not seeder.is_default:
         return

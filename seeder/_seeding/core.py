@@ -41,6 +41,7 @@ from seeder._state import rollback
 from seeder._state.pending import PendingParts
 from seeder._state.plan import check_state, load_state
 from seeder._state.resumecheck import ResumeCheck
+from seeder._state.run import RunState, start_reseed, tear
 
 __all__ = ["Seeder", "Persistence", "ENV_SEED", "ENV_DETERMINISTIC", "ENV_SNAPSHOT_DIR"]
 
@@ -68,7 +69,7 @@ class Persistence:
     """
 
     if TYPE_CHECKING:  # provided by Seeder, the one subclass
-        run: state.RunState
+        run: RunState
         pending: PendingParts
         _lock: threading.RLock
 
@@ -201,7 +202,7 @@ class Seeder(Membership, Persistence):
     """
 
     def __init__(self) -> None:
-        self.run = state.RunState()
+        self.run = RunState()
         self.explicit = False  # whether the master seed was given (argument or $SEEDER_SEED)
         self._topology: Optional[Topology] = None
         self._adapters: Optional[list[RNGAdapter]] = None
@@ -212,9 +213,6 @@ class Seeder(Membership, Persistence):
         self.resume_check = ResumeCheck()
         # directories captured by init(snapshot_dir=...) in this process
         self._snapshots: set = set()
-        #: The run a state being loaded describes, while :mod:`seeder._state.plan` checks or
-        #: applies it (participants' ``check_state_dict`` compares with it); else ``None``.
-        self.loading: Optional[state.RunState] = None
         # one call at a time changes or reads the streams (no torn state_dict)
         self._lock = threading.RLock()
         #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its
@@ -271,7 +269,7 @@ class Seeder(Membership, Persistence):
         with self._lock:
             # may raise: nothing set yet
             _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
-            run, mark, pending = state.RunState(master=seed), self.registry.mark(), PendingParts()
+            run, mark, pending = RunState(master=seed), self.registry.mark(), PendingParts()
             try:
                 dropped = self.registry.drop_registered()
             except BaseException:
@@ -467,7 +465,7 @@ class Seeder(Membership, Persistence):
         with self._lock:
             self.pending.require_claimed("seeder.reseed", key)
             # the global RNGs; None: resuming inside this (task, epoch)
-            members = state.start_reseed(self, key)
+            members = start_reseed(self, key)
             if members is None:
                 return
             try:
@@ -475,7 +473,7 @@ class Seeder(Membership, Persistence):
                 for member in members:
                     member.seeder_reseed(self, key[0], key[1])
             except BaseException as exc:
-                state.tear(self.run, key, member, exc)
+                tear(self.run, key, member, exc)
                 raise
             self.run.close_reseed(key)
 

@@ -57,15 +57,16 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from seeder._checks import is_int
 from seeder._errors import SeederWarning
 
 if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
+    from seeder._seeding.rngbase import RNGAdapter
 
 __all__ = [
+    "Routes",
     "ENV_FOREIGN",
     "PREINIT_SUFFIX",
     "watch",
@@ -155,6 +156,27 @@ _init_site: Optional[str] = None
 #: The seeding functions ``init`` wrapped, by id: a name bound to one before is not watched.
 _unwatched: dict[int, tuple[Any, str]] = {}
 _bound_warned: set[tuple[str, str]] = set()
+
+
+class Routes(Protocol):
+    """What watching and routing seeding calls reads of the seeder that owns the global RNGs."""
+
+    @property
+    def initialized(self) -> bool: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def last_reseed(self) -> Optional[tuple[int, int]]: ...
+
+    def get_master_seed(self) -> int: ...
+
+    def get_seed(
+        self, task_id: int, epoch: int = 0, *, shared: bool = False, stream: int = 0
+    ) -> int: ...
+
+    def global_adapters(self) -> list[RNGAdapter]: ...
 
 
 def _module(frame: Any) -> str:
@@ -278,7 +300,7 @@ def _fix(name: str, cli: bool, trainer: bool) -> str:
     return f"remove the {name} call (seeder.reseed seeds random, NumPy and torch) and {give}"
 
 
-def _route(seeder: Seeder, family: str, seed_arg: Any, func: Any) -> None:
+def _route(seeder: Routes, family: str, seed_arg: Any, func: Any) -> None:
     """Seed ``family``'s global RNGs from the master seed instead of ``seed_arg``; say so once
     per framework call and line."""
     key = seeder.last_reseed or (0, 0)
@@ -314,7 +336,7 @@ def _route(seeder: Seeder, family: str, seed_arg: Any, func: Any) -> None:
     )
 
 
-def _kept(seeder: Seeder, family: str, primitive: str, seed_arg: Any, caller: Any) -> None:
+def _kept(seeder: Routes, family: str, primitive: str, seed_arg: Any, caller: Any) -> None:
     """The user's own seeding call, which did what it says: warned once per line (logged when it
     passed the master seed)."""
     site = f"{caller.f_code.co_filename}:{caller.f_lineno}"
@@ -514,7 +536,7 @@ def check_environment() -> bool:
     )
 
 
-def watch(seeder: Seeder) -> None:
+def watch(seeder: Routes) -> None:
     """Watch later seeding calls for ``seeder``, the module-level seeder (its ``init`` calls this).
 
     >>> import seeder

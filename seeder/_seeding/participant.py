@@ -3,8 +3,10 @@
 A participant is reseeded by every :meth:`seeder.Seeder.reseed` (after the global
 RNGs) and, when it keeps state, saved by :meth:`seeder.Seeder.state_dict` under
 ``participants["<seeder_kind>.<n>"]`` and restored by ``load_state_dict`` after
-``check_state_dict`` accepted it. Anything with these members is a participant
-(duck typing; subclassing :class:`Participant` is optional). It joins with
+``check_state_dict`` accepted it. Inside :meth:`seeder.Seeder.load_state_dict` both calls
+get the run the state describes as ``load=`` (a :class:`LoadContext`) when the method
+takes a ``load`` argument (:func:`check_part`, :func:`load_part`). Anything with these
+members is a participant (duck typing; subclassing :class:`Participant` is optional). It joins with
 ``seeder.join(obj, weak=True)``; :func:`participant_for` turns objects of other
 libraries into participants through the factories added with :func:`add_factory`
 (:mod:`seeder.data.dali` adds the one for DALI pipelines; ``import seeder`` loads it
@@ -39,8 +41,9 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, NamedTuple, Optional, Protocol, runtime_checkable
 
 import torch
 
@@ -48,10 +51,11 @@ from seeder._errors import SeederWarning, StateError
 from seeder._seeding.rngbase import RNGAdapter
 from seeder._seeding.rngs import adapter_for
 
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
-
 __all__ = [
+    "Seeds",
+    "LoadContext",
+    "check_part",
+    "load_part",
     "Participant",
     "Stands",
     "Positioned",
@@ -69,6 +73,74 @@ __all__ = [
     "Factory",
     "warn_unsaved_generators",
 ]
+
+
+class Seeds(Protocol):
+    """What a participant's ``seeder_reseed`` reads of the seeder that reseeds: its seeds."""
+
+    def get_seed(
+        self, task_id: int, epoch: int = 0, *, shared: bool = False, stream: int = 0
+    ) -> int: ...
+
+    def stream_seed(self, task_id: int, epoch: int, *, shared: bool, stream: int) -> int: ...
+
+
+class LoadContext(NamedTuple):
+    """The run a state being loaded by :meth:`seeder.Seeder.load_state_dict` describes: what a
+    participant checks its part against (a sampler's shuffle key, a loader's epoch).
+
+    A participant's ``check_state_dict(state, load=None)`` and ``load_state_dict(state,
+    load=None)`` get it during a seeder load; ``None`` (a direct call) means the seeder's own run.
+
+    Attributes:
+        master: the master seed of the saved run.
+        last: its last ``reseed`` as ``(task, epoch)``, ``None`` before any.
+
+    >>> LoadContext(master=3, last=(1, 0)).last
+    (1, 0)
+    """
+
+    master: int
+    last: Optional[tuple[int, int]]
+
+
+def _takes_load(method: Any) -> bool:
+    """Whether ``method`` has a parameter ``load`` that can be given by keyword."""
+    try:
+        param = inspect.signature(method).parameters.get("load")
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return param is not None and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+
+
+def check_part(participant: Any, state: Any, load: Optional[LoadContext]) -> None:
+    """``participant.check_state_dict(state)``, with ``load=load`` when the method takes it.
+
+    >>> class Part:
+    ...     def check_state_dict(self, state, load=None): print(state, load.last)
+    >>> check_part(Part(), {}, LoadContext(1, (1, 2)))
+    {} (1, 2)
+    """
+    method = participant.check_state_dict
+    if load is not None and _takes_load(method):
+        method(state, load=load)
+    else:
+        method(state)
+
+
+def load_part(participant: Any, state: Any, load: Optional[LoadContext]) -> None:
+    """``participant.load_state_dict(state)``, with ``load=load`` when the method takes it.
+
+    >>> class Part:
+    ...     def load_state_dict(self, state): print(state)
+    >>> load_part(Part(), {"a": 1}, LoadContext(1, None))
+    {'a': 1}
+    """
+    method = participant.load_state_dict
+    if load is not None and _takes_load(method):
+        method(state, load=load)
+    else:
+        method(state)
 
 
 @runtime_checkable
@@ -98,7 +170,7 @@ class Participant(Protocol):
 
     seeder_kind: str
 
-    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+    def seeder_reseed(self, seeder: Seeds, task_id: int, epoch: int) -> None:
         """Follow ``seeder.reseed(task_id, epoch)``.
 
         Args:
@@ -118,6 +190,8 @@ class Participant(Protocol):
     def check_state_dict(self, state: Any) -> None:
         """Check that :meth:`load_state_dict` would accept ``state``; change nothing.
 
+        A method that also takes ``load`` gets the :class:`LoadContext` of a seeder load.
+
         Args:
             state: what :meth:`state_dict` returned in the run that saved it.
 
@@ -127,6 +201,8 @@ class Participant(Protocol):
 
     def load_state_dict(self, state: Any) -> None:
         """Restore a state that :meth:`check_state_dict` accepted.
+
+        A method that also takes ``load`` gets the :class:`LoadContext` of a seeder load.
 
         Args:
             state: what :meth:`state_dict` returned in the run that saved it.
@@ -262,7 +338,7 @@ class GeneratorParticipant:
         compare equal)."""
         return self.gen is gen or (callable(gen) and hasattr(gen, "__self__") and self.gen == gen)
 
-    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+    def seeder_reseed(self, seeder: Seeds, task_id: int, epoch: int) -> None:
         self.seed(seeder.stream_seed(task_id, epoch, shared=self.shared, stream=self.stream))
 
     @property
@@ -358,7 +434,7 @@ def add_factory(factory: Factory) -> None:
         _factories.append(factory)
 
 
-def require_participant(obj: Any, seeder: Seeder) -> Any:
+def require_participant(obj: Any, seeder: Any) -> Any:
     """:func:`participant_for` ``obj``, or a ``TypeError`` that says what a participant needs.
 
     >>> require_participant(3, None)
@@ -376,9 +452,9 @@ def require_participant(obj: Any, seeder: Seeder) -> Any:
     return made
 
 
-def participant_for(obj: Any, seeder: Seeder, shared: bool = False) -> Optional[Any]:
+def participant_for(obj: Any, seeder: Any, shared: bool = False) -> Optional[Any]:
     """``obj`` if it is a participant, a participant made for it by a factory (:func:`add_factory`),
-    else ``None``.
+    else ``None``. ``seeder`` is handed to the factories as it is.
 
     >>> participant_for(3, None) is None
     True

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Union, cast
 
 from seeder._checks import check_bool
 from seeder._seeding.participant import (
     GeneratorParticipant,
+    Seeds,
     Stands,
     describe,
     participant_for,
@@ -31,15 +32,17 @@ from seeder._seeding.participant import (
     saves_state,
 )
 from seeder._seeding.rngs import adapter_for
+from seeder._state.pending import Claims
 
 if TYPE_CHECKING:
     import threading
 
-    from seeder._seeding.core import Seeder
     from seeder._seeding.distributed import Topology
     from seeder._state.pending import PendingParts
 
 __all__ = [
+    "Registering",
+    "Member",
     "Registry",
     "Membership",
     "GeneratorLike",
@@ -47,6 +50,20 @@ __all__ = [
     "optional_part",
     "optional_reason",
 ]
+
+
+class Registering(Seeds, Protocol):
+    """What registering a generator reads of its seeder: the last reseed, and the seeds that
+    seed the generator for it."""
+
+    @property
+    def last_reseed(self) -> Optional[tuple[int, int]]: ...
+
+
+class Member(Registering, Claims, Protocol):
+    """What :class:`Membership` hands on of the seeder it is a base of: to registering, and to
+    the parts that wait for their participants."""
+
 
 #: What ``register_generator`` takes: a callable ``f(seed)`` or an RNG object (or a participant).
 GeneratorLike = Union[Callable[[int], Any], Any]
@@ -175,7 +192,7 @@ class Registry:
         """Return to a :meth:`mark` (a registration that raised leaves nothing behind)."""
         self._members, self._next_stream, self._roster = mark[0], mark[1], None
 
-    def register_or_nothing(self, seeder: Seeder, gen: Any, shared: bool) -> None:
+    def register_or_nothing(self, seeder: Registering, gen: Any, shared: bool) -> None:
         """``seeder.register_generator(gen)``: :meth:`register`, and seed it for the last reseed; on
         any raise, no trace.
 
@@ -185,18 +202,19 @@ class Registry:
         mark = self.mark()
         try:
             member = self.register(gen, shared, lambda: participant_for(gen, seeder, shared))
-            if member is not None and seeder.run.last is not None:
-                member.seeder_reseed(seeder, *seeder.run.last)
+            last = seeder.last_reseed
+            if member is not None and last is not None:
+                member.seeder_reseed(seeder, *last)
         except BaseException as exc:
             self.rollback(mark)
             if (
                 isinstance(exc, Exception)
-                and seeder.run.last is not None
+                and seeder.last_reseed is not None
                 and hasattr(exc, "add_note")
             ):
                 exc.add_note(
                     f"register_generator(): {describe(gen)} was not registered (seeding it for "
-                    f"reseed{seeder.run.last} raised); fix it and register it again"
+                    f"reseed{seeder.last_reseed} raised); fix it and register it again"
                 )
             raise
 
@@ -321,9 +339,10 @@ class Membership:
 
         def _require_init(self, what: str) -> Topology: ...
 
-    def _seeder(self) -> Seeder:
-        """``self`` as the :class:`seeder.Seeder` it is (``Membership`` is only its base)."""
-        return cast("Seeder", self)
+    def _as_member(self) -> Member:
+        """``self`` as the :class:`seeder.Seeder` it is (``Membership`` is only its base), seen
+        through what registering and claiming read of it."""
+        return cast("Member", self)
 
     def register_generator(self, gen: GeneratorLike, shared: bool = False) -> None:
         """Reseed ``gen`` at every :meth:`reseed` (NVIDIA's API); :meth:`init` drops it again.
@@ -354,9 +373,9 @@ class Membership:
         self._require_init("register_generator")
         with self._lock:
             mark = self.registry.mark()
-            self.registry.register_or_nothing(self._seeder(), gen, check_bool(shared, "shared"))
+            self.registry.register_or_nothing(self._as_member(), gen, check_bool(shared, "shared"))
             try:
-                self.pending.claim(self._seeder())
+                self.pending.claim(self._as_member())
             except BaseException:
                 self.registry.rollback(mark)
                 raise
@@ -400,13 +419,13 @@ class Membership:
             True
         """
         check_bool(weak, "weak")
-        made = require_participant(participant, self._seeder())
+        made = require_participant(participant, self._as_member())
         with self._lock:
             mark = self.registry.mark()
             # a wrapper lives as long as the seeder
             self.registry.add(made, weak=weak and made is participant)
             try:
-                self.pending.claim(self._seeder())
+                self.pending.claim(self._as_member())
             except BaseException:
                 # A refused participant leaves no trace: while its exception (and so the
                 # participant) is referenced, a notebook's last traceback, it would take the key

@@ -1,10 +1,9 @@
-"""Seeder state: the run's bookkeeping, the state format, and reading and checking a state.
+"""Seeder state: the state format, and reading and checking a state.
 
-:class:`RunState` is a seeder's bookkeeping (master seed, last reseed, pending resume);
-:func:`start_reseed` and :func:`tear` change it as ``reseed`` runs. :func:`make_state` and
-:func:`gather` write one process's state and every rank's; :func:`own_entry`,
-:func:`check_header` and :func:`check_entry` read one back and check it, changing nothing.
-Loading (plan, validate, apply or roll back) is :mod:`seeder._state.plan`.
+:func:`make_state` and :func:`gather` write one process's state and every rank's;
+:func:`own_entry`, :func:`check_header` and :func:`check_entry` read one back and check it,
+changing nothing. The run's bookkeeping a state holds is :mod:`seeder._state.run`; loading
+(plan, validate, apply or roll back) is :mod:`seeder._state.plan`.
 
 Example:
     >>> import seeder
@@ -15,32 +14,24 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-import warnings
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import torch
 
 from seeder._checks import check_bool, is_int
-from seeder._errors import SeederWarning, StateError
+from seeder._errors import StateError
 from seeder._seeding import derive
 from seeder._seeding.distributed import process_group_active
-from seeder._seeding.participant import describe, validates_state
+from seeder._seeding.participant import LoadContext, check_part, validates_state
 from seeder._seeding.rngbase import RNGAdapter
+from seeder._state.run import RunState
 from seeder._state.streams import merge_entries
 from seeder._state.world import world_message
-
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
 
 __all__ = [
     "STATE_FORMAT_VERSION",
     "GATHERED_FORMAT",
     "STATE_KEYS",
-    "RunState",
-    "start_reseed",
-    "tear",
     "make_state",
     "gather",
     "own_entry",
@@ -48,8 +39,6 @@ __all__ = [
     "described_run",
     "check_entry",
 ]
-
-logger = logging.getLogger("seeder")
 
 #: Version of the layout of :meth:`seeder.Seeder.state_dict`.
 STATE_FORMAT_VERSION = 1
@@ -70,89 +59,6 @@ STATE_KEYS = frozenset(
     }
 )
 _WHERE: dict[str, str] = {}  # how messages name an RNG's state, by its name
-
-
-@dataclasses.dataclass
-class RunState:
-    """A seeder's bookkeeping: the master seed, the last reseed, the pending resume, the reseeds
-    seen.
-
-    ``torn`` says why the random streams are in no single ``(task, epoch)``: a reseed is running,
-    or one raised half way. :meth:`seeder.Seeder.state_dict` refuses while it is set.
-    """
-
-    master: Optional[int] = None
-    last: Optional[tuple[int, int]] = None
-    resume_pending: Optional[tuple[int, int]] = None
-    seen: set[tuple[int, int]] = dataclasses.field(default_factory=set)
-    torn: Optional[str] = None
-    unseeded_resume: bool = False  # the loaded state stands inside an epoch and has no last reseed
-
-    def resumes(self, key: tuple[int, int]) -> bool:
-        """Whether ``reseed(*key)`` is the ``(task, epoch)`` a loaded state stopped inside (so it
-        must not seed)."""
-        return self.resume_pending is not None and key == self.resume_pending
-
-    def open_reseed(self, key: tuple[int, int]) -> None:
-        """Mark the run as inside ``reseed(*key)`` until :meth:`close_reseed`; warn if ``key`` was
-        seeded before."""
-        if key in self.seen:
-            warnings.warn(
-                f"seeder.reseed{key} was already called in this process: its random streams "
-                f"repeat. Pass a new epoch (or task id) to get fresh randomness.",
-                SeederWarning,
-                stacklevel=4,
-            )
-        self.resume_pending = None
-        self.torn = f"seeder.reseed{key} did not finish"
-
-    def close_reseed(self, key: tuple[int, int]) -> None:
-        """Record that ``reseed(*key)`` seeded every stream."""
-        self.last = key
-        self.seen.add(key)
-        self.torn = None
-
-    def copy(self) -> RunState:
-        """An independent copy (the ``seen`` set is copied)."""
-        return dataclasses.replace(self, seen=set(self.seen))
-
-
-def start_reseed(seeder: Seeder, key: tuple[int, int]) -> Optional[list[Any]]:
-    """``seeder.reseed(*key)`` up to the participants: seed the global RNGs and return the
-    participants to reseed.
-
-    ``None`` when the reseed resumes the ``(task, epoch)`` a loaded state stopped inside (nothing
-    to seed). Until :meth:`RunState.close_reseed` the run is marked torn (see :func:`tear`).
-    """
-    run = seeder.run
-    if run.unseeded_resume:  # a reseed the saved run did not make before that epoch's data
-        seeder.resume_check.refuse_reseed(key)
-        run.unseeded_resume = False
-    if run.resumes(key):
-        run.resume_pending = None
-        logger.info("reseed%s skipped: resuming inside it from the loaded state", key)
-        return None
-    seed = seeder.stream_seed(key[0], key[1], shared=False, stream=0)
-    run.open_reseed(key)
-    try:
-        for adapter in seeder.global_adapters():
-            adapter.seed(seed)
-    except BaseException as exc:
-        tear(run, key, "the global RNGs", exc)
-        raise
-    run.last = key  # participants that read last_reseed see the new (task, epoch)
-    return seeder.participants()
-
-
-def tear(run: RunState, key: tuple[int, int], where: Any, exc: BaseException) -> None:
-    """Record in ``run.torn`` that ``reseed(*key)`` raised ``exc`` in ``where``: its streams are in
-    no one epoch."""
-    run.torn = (
-        f"seeder.reseed{key} raised {type(exc).__name__} in "
-        f"{describe(getattr(where, 'gen', where))}, so its random streams are partly in {key} and "
-        f"partly in the (task, epoch) before; call seeder.reseed{key} again (it seeds every stream "
-        f"from the start) before saving a state"
-    )
 
 
 def make_state(
@@ -216,36 +122,8 @@ def own_entry(
     if type(allow_world_change) is not bool:
         allow_world_change = check_bool(allow_world_change, "allow_world_change")
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
-        # not True, not 1.0
-        if not (type(state.get("version")) is int and state["version"] == STATE_FORMAT_VERSION):
-            raise _unsupported("gathered seeder state", state.get("version"))
-        if set(state) != {"format", "version", "world_size", "ranks"}:
-            raise StateError(
-                "gathered seeder state must have exactly the keys format, version, "
-                "world_size, ranks"
-            )
-        ranks, world = state["ranks"], state["world_size"]
-        if not is_int(world) or world < 1:
-            raise StateError(f"gathered state['world_size'] must be a positive int, got {world!r}")
-        if not isinstance(ranks, list) or len(ranks) != world:
-            raise StateError(f"gathered state['ranks'] must be a list of {world} rank states")
-        for i, entry in enumerate(ranks):
-            if (
-                not isinstance(entry, dict)
-                or entry.get("format") != "seeder"
-                or entry.get("rank") != i
-                or entry.get("world_size") != world
-            ):
-                raise StateError(
-                    f"gathered state['ranks'][{i}] is not rank {i}'s seeder state in a world "
-                    f"of {world}"
-                )
-            if entry.get("master_seed") != ranks[0].get("master_seed"):
-                raise StateError(
-                    f"gathered state['ranks'][{i}] has master seed {entry.get('master_seed')!r}, "
-                    f"rank 0 has {ranks[0].get('master_seed')!r}; the file mixes states of "
-                    f"different runs"
-                )
+        ranks = _gathered_ranks(state)
+        world = len(ranks)
         if world != world_size:
             if allow_world_change:
                 return merge_entries(ranks), True
@@ -260,6 +138,43 @@ def own_entry(
     return state, bool(changed and allow_world_change)
 
 
+def _gathered_ranks(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rank entries of a gathered state, once its header and their order are checked."""
+    # not True, not 1.0
+    if not (type(state.get("version")) is int and state["version"] == STATE_FORMAT_VERSION):
+        raise _unsupported("gathered seeder state", state.get("version"))
+    if set(state) != {"format", "version", "world_size", "ranks"}:
+        raise StateError(
+            "gathered seeder state must have exactly the keys format, version, world_size, ranks"
+        )
+    ranks, world = state["ranks"], state["world_size"]
+    if not is_int(world) or world < 1:
+        raise StateError(f"gathered state['world_size'] must be a positive int, got {world!r}")
+    if not isinstance(ranks, list) or len(ranks) != world:
+        raise StateError(f"gathered state['ranks'] must be a list of {world} rank states")
+    for i, entry in enumerate(ranks):
+        _check_rank_entry(entry, i, world, ranks[0])
+    return ranks
+
+
+def _check_rank_entry(entry: Any, i: int, world: int, first: dict[str, Any]) -> None:
+    """Raise :class:`StateError` unless ``entry`` is rank ``i``'s state of the run of ``first``."""
+    if (
+        not isinstance(entry, dict)
+        or entry.get("format") != "seeder"
+        or entry.get("rank") != i
+        or entry.get("world_size") != world
+    ):
+        raise StateError(
+            f"gathered state['ranks'][{i}] is not rank {i}'s seeder state in a world of {world}"
+        )
+    if entry.get("master_seed") != first.get("master_seed"):
+        raise StateError(
+            f"gathered state['ranks'][{i}] has master seed {entry.get('master_seed')!r}, rank 0 "
+            f"has {first.get('master_seed')!r}; the file mixes states of different runs"
+        )
+
+
 def _as_state_error(check: Any, *args: Any) -> None:
     try:
         check(*args)
@@ -270,16 +185,7 @@ def _as_state_error(check: Any, *args: Any) -> None:
 def check_header(entry: dict[str, Any]) -> None:
     """Raise :class:`StateError` unless ``entry``'s format, keys, master seed, world, rank and last
     reseed are valid."""
-    version, derivation = entry.get("version"), entry.get("derivation_version")
-    # True == 1, 1.0 == 1: a version is an int
-    if not (type(version) is int and version == STATE_FORMAT_VERSION):
-        raise _unsupported("seeder state", version)
-    if not (type(derivation) is int and derivation == derive.DERIVATION_VERSION):
-        raise StateError(
-            f"the checkpoint used seed derivation v{entry.get('derivation_version')!r}, this "
-            f"seeder derives v{derive.DERIVATION_VERSION}; install the seeder version that wrote "
-            f"it to continue the same streams"
-        )
+    _check_versions(entry)
     if entry.keys() != STATE_KEYS:
         raise StateError(
             f"seeder state keys differ: missing {sorted(STATE_KEYS - set(entry))}, "
@@ -293,13 +199,33 @@ def check_header(entry: dict[str, Any]) -> None:
         value = entry[name]
         if not (type(value) is int and value >= 0) and (not is_int(value) or value < 0):
             raise StateError(f"state[{name!r}] must be a non-negative int, got {value!r}")
-    last = entry["last_reseed"]
-    if last is not None:
-        if not (isinstance(last, list) and len(last) == 2):
-            raise StateError("state['last_reseed'] must be None or [task_id, epoch]")
-        for i, word in enumerate(last):
-            if not (type(word) is int and 0 <= word <= derive.MAX_KEY):
-                _as_state_error(derive.check_key, word, f"state['last_reseed'][{i}]")
+    _check_last_reseed(entry["last_reseed"])
+
+
+def _check_versions(entry: dict[str, Any]) -> None:
+    """Raise :class:`StateError` unless ``entry`` has the state and derivation versions this
+    seeder reads."""
+    version, derivation = entry.get("version"), entry.get("derivation_version")
+    # True == 1, 1.0 == 1: a version is an int
+    if not (type(version) is int and version == STATE_FORMAT_VERSION):
+        raise _unsupported("seeder state", version)
+    if not (type(derivation) is int and derivation == derive.DERIVATION_VERSION):
+        raise StateError(
+            f"the checkpoint used seed derivation v{derivation!r}, this seeder derives "
+            f"v{derive.DERIVATION_VERSION}; install the seeder version that wrote it to continue "
+            "the same streams"
+        )
+
+
+def _check_last_reseed(last: Any) -> None:
+    """Raise :class:`StateError` unless ``last`` is ``None`` or ``[task_id, epoch]``."""
+    if last is None:
+        return
+    if not (isinstance(last, list) and len(last) == 2):
+        raise StateError("state['last_reseed'] must be None or [task_id, epoch]")
+    for i, word in enumerate(last):
+        if not (type(word) is int and 0 <= word <= derive.MAX_KEY):
+            _as_state_error(derive.check_key, word, f"state['last_reseed'][{i}]")
 
 
 def described_run(entry: dict[str, Any]) -> RunState:
@@ -318,9 +244,10 @@ def check_entry(
     rank: int,
     adapters: list[RNGAdapter],
     stateful: dict[str, Any],
+    load: Optional[LoadContext] = None,
 ) -> None:
     """Raise :class:`StateError` unless a header-checked ``entry`` of this world loads into this
-    process; change nothing."""
+    process; change nothing. Participants check their parts against ``load``."""
     if entry["world_size"] != world_size:
         raise StateError(world_message(entry["world_size"], world_size))
     if entry["rank"] != rank:
@@ -328,7 +255,13 @@ def check_entry(
             f"this is rank {entry['rank']}'s state but this process is rank {rank}; load each "
             f"rank's own entry"
         )
-    rngs = entry["rngs"]
+    _check_rngs(entry["rngs"], adapters)
+    _check_parts(entry["participants"], stateful, load)
+
+
+def _check_rngs(rngs: Any, adapters: list[RNGAdapter]) -> None:
+    """Raise :class:`StateError` unless ``rngs`` holds a valid state for each of ``adapters`` and
+    nothing else."""
     if not isinstance(rngs, dict):
         raise StateError("state['rngs'] must be a dict")
     for adapter in adapters:
@@ -340,7 +273,11 @@ def check_entry(
         )
     if rngs and not adapters:
         _other_rngs(rngs, adapters)
-    parts = entry["participants"]
+
+
+def _check_parts(parts: Any, stateful: dict[str, Any], load: Optional[LoadContext]) -> None:
+    """Raise :class:`StateError` unless ``parts`` holds a part for each of ``stateful`` and
+    nothing else, each accepted by its participant (against the run ``load``)."""
     if not isinstance(parts, dict):
         raise StateError("state['participants'] must be a dict")
     if parts.keys() != stateful.keys():
@@ -352,7 +289,7 @@ def check_entry(
     for key, obj in stateful.items():
         if validates_state(obj):
             try:
-                obj.check_state_dict(parts[key])
+                check_part(obj, parts[key], load)
             except StateError as exc:
                 raise StateError(f"state['participants'][{key!r}]: {exc}") from None
 

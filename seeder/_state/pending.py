@@ -25,16 +25,13 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 from seeder._errors import StateError
 from seeder._seeding.participant import validates_state
-from seeder._state.world import global_step, rederive_streams
+from seeder._state.world import Streams, global_step, rederive_streams
 
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
-
-__all__ = ["PendingParts", "part_name", "part_names"]
+__all__ = ["Claims", "PendingParts", "part_name", "part_names"]
 
 logger = logging.getLogger("seeder")
 
@@ -67,6 +64,13 @@ def part_names(keys: Any) -> str:
     return ", ".join(part_name(k) for k in keys) or "nothing"
 
 
+class Claims(Streams, Protocol):
+    """What :meth:`PendingParts.claim` reads of a seeder: its stateful participants, and what
+    re-deriving this rank's streams reads."""
+
+    def stateful(self) -> dict[str, Any]: ...
+
+
 class PendingParts:
     """The parts of a loaded state whose owners were not built yet, by key (``<kind>.<n>``,
     ``generator.<n>``)."""
@@ -81,7 +85,7 @@ class PendingParts:
         """The pending parts, named as messages name them."""
         return [part_name(k) for k in self.parts]
 
-    def claim(self, seeder: Seeder) -> None:
+    def claim(self, seeder: Claims) -> None:
         """Give each participant that joined its pending part (checked first)."""
         if not self.parts:
             return

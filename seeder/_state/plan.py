@@ -22,17 +22,21 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Protocol
 
 from seeder._checks import is_bool
 from seeder._errors import SeederWarning, StateError
-from seeder._seeding.participant import validates_state
+from seeder._seeding.participant import LoadContext, load_part, validates_state
 from seeder._seeding.registry import optional_part, optional_reason
-from seeder._state.format import RunState, check_entry, check_header, described_run, own_entry
-from seeder._state.pending import part_names
+from seeder._state.format import check_entry, check_header, described_run, own_entry
+from seeder._state.pending import PendingParts, part_names
+from seeder._state.resumecheck import ResumeCheck
 from seeder._state.rollback import Saved, restore, saved_state
+from seeder._state.run import RunState
 from seeder._state.streams import MERGED_FORMAT
 from seeder._state.world import (
+    WORLD_DOCS,
+    Streams,
     check_moved,
     elastic_keys,
     move_world,
@@ -40,14 +44,12 @@ from seeder._state.world import (
     world_change_allowed,
 )
 
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
-
 __all__ = [
     "EXACT",
     "MOVE",
     "MOVE_WHEN_BUILT",
     "NEXT_EPOCH",
+    "Loading",
     "LoadPlan",
     "plan_load",
     "validate",
@@ -72,6 +74,27 @@ MOVE_WHEN_BUILT = "move-when-built"
 NEXT_EPOCH = "next-epoch"
 
 
+class Loading(Streams, Protocol):
+    """What a load reads and sets of a seeder: its run, its participants, its global RNGs, its
+    resume check and the parts that wait for their participants."""
+
+    run: RunState
+
+    @property
+    def initialized(self) -> bool: ...
+
+    @property
+    def explicit(self) -> bool: ...
+
+    @property
+    def resume_check(self) -> ResumeCheck: ...
+
+    @property
+    def pending(self) -> PendingParts: ...
+
+    def stateful(self) -> dict[str, Any]: ...
+
+
 class LoadPlan(NamedTuple):
     """What one load of a seeder state does in this process, decided before anything changes.
 
@@ -93,8 +116,15 @@ class LoadPlan(NamedTuple):
     loads: tuple[str, ...]
     waits: dict[str, Any]
 
+    @property
+    def load(self) -> LoadContext:
+        """The run the state describes, as the participants' ``check_state_dict`` and
+        ``load_state_dict`` get it."""
+        assert self.run.master is not None  # described_run reads the saved master seed
+        return LoadContext(self.run.master, self.run.last)
 
-def plan_load(seeder: Seeder, state: Any, allow_world_change: Any) -> LoadPlan:
+
+def plan_load(seeder: Loading, state: Any, allow_world_change: Any) -> LoadPlan:
     """Read ``state`` against ``seeder``'s process: header, world, what loads now, what waits.
 
     Args:
@@ -153,22 +183,20 @@ def _warn_dropped_skips(entry: dict[str, Any]) -> None:
     if dropped:
         named = "; ".join(f"{k} (epochs {', '.join(map(str, e))})" for k, e in dropped.items())
         warnings.warn(
-            f"the checkpoint of a world of {entry['world_size']} skips batches of {named}: a "
-            f"batch's samples depend on the world size, so these skips are not carried to this "
-            f"world. Call loader.skip(epoch, batches) again for the batches of this world "
-            f"(loader.indices_at shows them), or train with seeder.ElasticDataLoader, whose skips "
-            f"are positions of the global order and move with it",
+            f"the checkpoint of a world of {entry['world_size']} skips batches of {named}, which "
+            f"are not carried to this world (a batch's samples depend on the world size). Call "
+            f"loader.skip(epoch, batches) again for this world's batches (see {WORLD_DOCS})",
             SeederWarning,
             stacklevel=5,
         )
 
 
-def validate(seeder: Seeder, plan: LoadPlan) -> None:
+def validate(seeder: Loading, plan: LoadPlan) -> None:
     """Check every RNG and participant state the plan applies; change nothing.
 
-    Participants check their parts against the run the state describes, which
-    ``seeder.loading`` holds meanwhile: a sampler's shuffle key must be the one that master
-    seed and epoch derive.
+    Participants check their parts against the run the state describes (``load=``
+    :attr:`LoadPlan.load`): a sampler's shuffle key must be the one that master seed and epoch
+    derive.
 
     Args:
         seeder: the seeder ``plan`` was made for.
@@ -180,23 +208,20 @@ def validate(seeder: Seeder, plan: LoadPlan) -> None:
     """
     if plan.how == MOVE_WHEN_BUILT:  # its loaders are not built: each checks its part as it joins
         return
-    seeder.loading = plan.run  # an assignment, not a context manager: no interrupt skips the reset
-    try:
-        if plan.how == EXACT:
-            check_entry(
-                plan.entry,
-                world_size=seeder.world_size,
-                rank=seeder.rank,
-                adapters=seeder.global_adapters(),
-                stateful=plan.participants,
-            )
-        else:
-            check_moved(plan.entry, plan.participants)
-    finally:
-        seeder.loading = None
+    if plan.how == EXACT:
+        check_entry(
+            plan.entry,
+            world_size=seeder.world_size,
+            rank=seeder.rank,
+            adapters=seeder.global_adapters(),
+            stateful=plan.participants,
+            load=plan.load,
+        )
+    else:
+        check_moved(plan.entry, plan.participants, plan.load)
 
 
-def apply(seeder: Seeder, plan: LoadPlan) -> None:
+def apply(seeder: Loading, plan: LoadPlan) -> None:
     """Put a validated plan in place: states, the run's bookkeeping, the parts that wait.
 
     Whatever stops it half way (an error, Ctrl-C, ``SystemExit``) puts back every state
@@ -217,7 +242,7 @@ def apply(seeder: Seeder, plan: LoadPlan) -> None:
         apply_entry(seeder, plan)
         run.unseeded_resume = run.last is None and seeder.resume_check.pending()
     elif plan.how == MOVE:
-        move_world(plan.entry, {k: plan.participants[k] for k in plan.loads}, seeder)
+        move_world(plan.entry, {k: plan.participants[k] for k in plan.loads}, seeder, plan.load)
     elif plan.how == NEXT_EPOCH:
         _warn_dropped_skips(plan.entry)
         logger.info(
@@ -245,7 +270,7 @@ def apply(seeder: Seeder, plan: LoadPlan) -> None:
         logger.info("seeder state loaded; waiting for %s to be built", part_names(waits))
 
 
-def apply_entry(seeder: Seeder, plan: LoadPlan) -> None:
+def apply_entry(seeder: Loading, plan: LoadPlan) -> None:
     """Load an :data:`EXACT` plan's entry: participants, then global RNGs, with rollback.
 
     Participants whose state nothing validated go first. Each state is saved right before it
@@ -262,14 +287,13 @@ def apply_entry(seeder: Seeder, plan: LoadPlan) -> None:
             ``SystemExit`` propagate as they are, after the restore.
     """
     entry, stateful, adapters = plan.entry, plan.participants, seeder.global_adapters()
-    undo = Saved([], [])
-    seeder.loading = plan.run  # participants check their new state against the run it describes
+    undo, load = Saved([], []), plan.load  # participants check their part against the saved run
     try:
         unchecked = [k for k in plan.loads if not validates_state(stateful[k])]
         for key in unchecked + [k for k in plan.loads if k not in unchecked]:
             member = stateful[key]
             undo.participants.append((member, saved_state(member)))
-            member.load_state_dict(entry["participants"][key])
+            load_part(member, entry["participants"][key], load)
         rngs, kept = entry["rngs"], undo.rngs
         for adapter in adapters:
             kept.append((adapter, adapter.copy_state()))
@@ -277,8 +301,7 @@ def apply_entry(seeder: Seeder, plan: LoadPlan) -> None:
         if seeder.resume_check.wanted:  # a participant resumes inside an epoch
             seeder.resume_check.arm(adapters)
     except BaseException as exc:
-        seeder.loading = None  # the states put back are checked against the seeder's own run
-        stuck = restore(undo)
+        stuck = restore(undo)  # the states put back are checked against the seeder's own run
         if not isinstance(exc, Exception):
             raise
         names = [a.name for a, _ in undo.rngs]
@@ -291,11 +314,9 @@ def apply_entry(seeder: Seeder, plan: LoadPlan) -> None:
         raise StateError(
             f"loading the seeder state failed ({type(exc).__name__}: {exc}); {outcome}"
         ) from exc
-    finally:
-        seeder.loading = None
 
 
-def check_state(seeder: Seeder, state: Any, allow_world_change: Any) -> LoadPlan:
+def check_state(seeder: Loading, state: Any, allow_world_change: Any) -> LoadPlan:
     """``seeder.check_state_dict``: plan and validate; change nothing.
 
     Args:
@@ -318,7 +339,7 @@ def check_state(seeder: Seeder, state: Any, allow_world_change: Any) -> LoadPlan
     return plan
 
 
-def load_state(seeder: Seeder, state: Any, allow_world_change: Any) -> LoadPlan:
+def load_state(seeder: Loading, state: Any, allow_world_change: Any) -> LoadPlan:
     """``seeder.load_state_dict``: plan, validate, apply.
 
     On failure the seeder is as before, and the resume check forgets its requests.
@@ -366,17 +387,9 @@ def _refuse_per_rank(
     if keys:
         raise StateError(
             f"the checkpoint was saved by a world of {saved} process(es), this run has "
-            f"{world_size}, and {part_names(keys)} of this process keep(s) the state of one rank "
-            "of one world size (only elastic loaders and registered generators move to another "
-            f"world); nothing was loaded. Resume with {saved} processes for an exact "
-            "continuation; or pass allow_world_change=True to load_state_dict to keep the master "
-            "seed and the epoch and continue from the next epoch boundary; or, to resume inside "
-            "an epoch on another world size, train with an elastic loader "
-            "(seeder.ElasticDataLoader; elastic=True for SeederTrainer) and build only those: its "
-            "checkpoint resumes mid-epoch on any world size, every remaining sample exactly once; "
-            "for a stream (seeder.IterableDataLoader), declare its shards (num_shards and "
-            "iter_shard(shard, start); by_shard=True for a datasets stream): a sharded stream's "
-            "gathered state resumes on any world size and worker count"
+            f"{world_size}, and {part_names(keys)} keep(s) one rank's state; nothing was loaded. "
+            f"Resume with {saved} processes, or pass allow_world_change=True to continue from "
+            f"the next epoch boundary (see {WORLD_DOCS})"
         )
 
 
@@ -389,12 +402,10 @@ def _refuse_unmoved(have: dict[str, Any], entry: dict[str, Any]) -> None:
         return
     parts = [k for k in entry["participants"] if not str(k).startswith("generator.")]
     raise StateError(
-        f"the checkpoint was saved by a world of {entry.get('world_size')} process(es) and holds "
-        f"the state of elastic loaders only ({', '.join(parts)}), but this process has "
-        f"{part_names(keys)}, which keep(s) the state of one rank of one world size and which "
-        "the checkpoint holds no state for; nothing was loaded. Build only the elastic loaders "
-        "(seeder.ElasticDataLoader) and registered generators of the run that saved it, in the "
-        "same order, before load_state_dict: they resume mid-epoch on any world size"
+        f"the checkpoint of a world of {entry.get('world_size')} process(es) holds the state of "
+        f"elastic loaders only ({', '.join(parts)}), none for {part_names(keys)}; nothing was "
+        "loaded. Build only the elastic loaders and registered generators of the saved run, in "
+        f"the same order (see {WORLD_DOCS})"
     )
 
 
@@ -456,7 +467,7 @@ def _split(entry: dict[str, Any], have: dict[str, Any]) -> tuple[dict[str, Any],
     return dict(entry, participants={k: parts[k] for k in have}), later
 
 
-def _continued_run(seeder: Seeder, plan: LoadPlan) -> RunState:
+def _continued_run(seeder: Loading, plan: LoadPlan) -> RunState:
     """The bookkeeping the plan continues: its master seed and last reseed, the seeder's reseeds
     seen so far and, unless it continues at the next epoch, the next reseed of the saved
     ``(task, epoch)`` skipped. Warns when the checkpoint overrides an ``init`` seed."""

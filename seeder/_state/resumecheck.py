@@ -77,10 +77,9 @@ class ResumeCheck:
         if key[1] == 0 and self.pending():
             raise StateError(
                 f"seeder.reseed{key} refused: the loaded state was saved inside an epoch before "
-                "any seeder.reseed() (its last_reseed is None), so the run it continues drew that "
-                "epoch's data with no reseed, and reseeding now would not continue it; nothing "
-                "was changed. Iterate the resumed loader first, as the saved run did, or in the "
-                "run that saves call seeder.reseed(task, epoch) before each epoch's data"
+                "any reseed (its last_reseed is None), so reseeding would not continue it; nothing "
+                "was changed. Iterate the resumed loader first, or call seeder.reseed(task, epoch) "
+                "before each epoch's data in the run that saves"
             )
 
     def drop(self) -> None:

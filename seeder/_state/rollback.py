@@ -23,17 +23,23 @@ import signal
 import threading
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from seeder._errors import SeederWarning
 from seeder._seeding import foreign
 from seeder._seeding.participant import GeneratorParticipant, describe, validates_state
 from seeder._seeding.rngbase import RNGAdapter
+from seeder._state.run import RunState
 
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
-
-__all__ = ["Saved", "capture", "saved_state", "restore", "interrupts_deferred", "fork_rng"]
+__all__ = [
+    "Saved",
+    "capture",
+    "saved_state",
+    "restore",
+    "interrupts_deferred",
+    "Forks",
+    "fork_rng",
+]
 
 logger = logging.getLogger("seeder")
 
@@ -123,8 +129,21 @@ def interrupts_deferred() -> Iterator[list[int]]:
             signal.raise_signal(signal.SIGINT)
 
 
+class Forks(Protocol):
+    """What :func:`fork_rng` reads and puts back of a seeder: its run, its global RNGs and its
+    participants."""
+
+    run: RunState
+
+    def global_adapters(self) -> list[RNGAdapter]: ...
+
+    def stateful(self) -> dict[str, Any]: ...
+
+    def generators(self) -> list[GeneratorParticipant]: ...
+
+
 @contextlib.contextmanager
-def fork_rng(seeder: Seeder) -> Iterator[None]:
+def fork_rng(seeder: Forks) -> Iterator[None]:
     """Run a block with every RNG ``seeder`` knows isolated; restore them all afterwards (see
     ``Seeder.fork_rng``)."""
     members = [p for p in seeder.stateful().values() if isinstance(p, GeneratorParticipant)]

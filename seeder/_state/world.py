@@ -13,17 +13,22 @@ to its world size.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Optional, Protocol
 
 from seeder._errors import StateError
 from seeder._seeding import derive
-from seeder._seeding.participant import GeneratorParticipant, is_elastic
+from seeder._seeding.participant import (
+    GeneratorParticipant,
+    LoadContext,
+    check_part,
+    is_elastic,
+    load_part,
+)
+from seeder._seeding.rngbase import RNGAdapter
 from seeder._state.rollback import capture, restore
 
-if TYPE_CHECKING:
-    from seeder._seeding.core import Seeder
-
 __all__ = [
+    "Streams",
     "world_change_allowed",
     "elastic_keys",
     "per_rank_keys",
@@ -31,30 +36,43 @@ __all__ = [
     "move_world",
     "rederive_streams",
     "world_message",
+    "WORLD_DOCS",
     "global_step",
 ]
 
 logger = logging.getLogger("seeder")
 
+#: The page that lists every way to resume on another world size (elastic loaders, streams).
+WORLD_DOCS = "docs/checkpoints.md#another-world-size"
+
+
+class Streams(Protocol):
+    """What re-deriving a rank's streams reads of a seeder: its place in the world, its global RNGs
+    and its registered generators."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    def global_adapters(self) -> list[RNGAdapter]: ...
+
+    def generators(self) -> list[GeneratorParticipant]: ...
+
 
 def world_message(saved: int, now: int) -> str:
-    """The error text for a checkpoint of another world size: each way on, and what it does.
+    """The error text for a checkpoint of another world size: the two ways on, and the page that
+    lists the others.
 
-    >>> world_message(2, 1).split(". ")[0]
+    >>> world_message(2, 1).split("; ")[0]
     'the checkpoint was saved by a world of 2 process(es), this run has 1'
     """
     return (
-        f"the checkpoint was saved by a world of {saved} process(es), this run has {now}. "
-        "Resume with the same world size for an exact continuation; or pass "
-        "allow_world_change=True to load_state_dict, which keeps the master seed and the epoch "
-        "and continues from the next epoch boundary (the rest of the saved epoch is not "
-        "trained); or, to resume inside an epoch on another world size, train with an elastic "
-        "loader (seeder.ElasticDataLoader; elastic=True for SeederTrainer): it keeps one global "
-        "order whose checkpoint resumes mid-epoch on any world size, every remaining sample "
-        "exactly once (the checkpoint must come from elastic loaders); for a stream "
-        "(seeder.IterableDataLoader), declare its shards (num_shards and iter_shard(shard, start); "
-        "by_shard=True for a datasets stream): a sharded stream's gathered state resumes on any "
-        "world size"
+        f"the checkpoint was saved by a world of {saved} process(es), this run has {now}; "
+        f"resume with {saved} processes for an exact continuation, or pass "
+        "allow_world_change=True to load_state_dict to continue from the next epoch boundary "
+        f"(see {WORLD_DOCS})"
     )
 
 
@@ -102,9 +120,11 @@ def world_change_allowed(stateful: dict[str, Any], allow_world_change: Any) -> A
     )
 
 
-def check_moved(entry: dict[str, Any], stateful: dict[str, Any]) -> None:
+def check_moved(
+    entry: dict[str, Any], stateful: dict[str, Any], load: Optional[LoadContext] = None
+) -> None:
     """Raise :class:`StateError` unless every elastic loader of this process finds a valid state in
-    ``entry``."""
+    ``entry`` (checked against the run ``load``)."""
     parts = entry["participants"]
     if not isinstance(parts, dict):
         raise StateError("state['participants'] must be a dict")
@@ -115,12 +135,12 @@ def check_moved(entry: dict[str, Any], stateful: dict[str, Any]) -> None:
                 "create the same loaders in the same order before load_state_dict"
             )
         try:
-            stateful[key].check_state_dict(parts[key])
+            check_part(stateful[key], parts[key], load)
         except StateError as exc:
             raise StateError(f"state['participants'][{key!r}]: {exc}") from None
 
 
-def rederive_streams(entry: dict[str, Any], seeder: Seeder, step: int) -> tuple[int, int]:
+def rederive_streams(entry: dict[str, Any], seeder: Streams, step: int) -> tuple[int, int]:
     """Seed this rank's global RNGs and registered generators from ``derive(ELASTIC_RANK, task,
     epoch, rank, stream=step)``, ``(task, epoch)`` the last reseed of the checked ``entry`` (shared
     generators: rank ``2**32 - 1``); return ``(task, epoch)``. What :func:`move_world` does after
@@ -175,7 +195,12 @@ def global_step(participants: dict[str, Any], parts: dict[str, Any]) -> int:
     )
 
 
-def move_world(entry: dict[str, Any], loaders: dict[str, Any], seeder: Seeder) -> None:
+def move_world(
+    entry: dict[str, Any],
+    loaders: dict[str, Any],
+    seeder: Streams,
+    load: Optional[LoadContext] = None,
+) -> None:
     """Load a checked ``entry`` of another world size: the elastic loaders' global states, then
     this rank's global RNGs and registered generators seeded from
     ``derive(ELASTIC_RANK, task, epoch, rank, stream=global step)`` (shared generators: rank
@@ -186,6 +211,7 @@ def move_world(entry: dict[str, Any], loaders: dict[str, Any], seeder: Seeder) -
         loaders: the elastic loaders that move, by key, in join order (the first one's state
             gives the global step).
         seeder: the seeder loading it.
+        load: the run ``entry`` describes, which the loaders check their parts against.
 
     Raises:
         StateError: a loader failed to load (the loaders and global RNGs are put back).
@@ -195,7 +221,7 @@ def move_world(entry: dict[str, Any], loaders: dict[str, Any], seeder: Seeder) -
     saved = capture(adapters, list(loaders.values()))
     try:
         for key in moving:
-            loaders[key].load_state_dict(entry["participants"][key])
+            load_part(loaders[key], entry["participants"][key], load)
         step = global_step(loaders, entry["participants"])
         task, epoch = rederive_streams(entry, seeder, step)
     except BaseException as exc:

@@ -31,6 +31,7 @@ from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
+from seeder._seeding.participant import LoadContext
 from seeder.data._answers import PROVENANCE_KEYS, ElasticAnswers
 from seeder.data._elastic import ElasticBatches, ElasticView, check_sample_rngs
 from seeder.data._loader import LOADER_STATE_VERSION, DataLoader
@@ -332,12 +333,13 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
             **self._answers_state(),
         }
 
-    def check_state_dict(self, state: Any) -> None:
+    def check_state_dict(self, state: Any, load: Optional[LoadContext] = None) -> None:
         """Raise :class:`seeder.StateError` if ``state`` does not fit this loader (any world size
         fits); change nothing.
 
         Args:
             state: what :meth:`state_dict` returned, on any world size.
+            load: the run a seeder state being loaded describes; ``None``: the seeder's own.
 
         Raises:
             StateError: not an elastic loader state; another dataset, ``shuffle`` or ``drop_last``;
@@ -355,7 +357,7 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
         if (
             state is not None and state is self._translated
         ):  # load_state_dict's own call of the base class
-            return super().check_state_dict(state)
+            return super().check_state_dict(state, load)
         # a version 2 state (no skips, dataset identity or seed) is accepted as it is
         self._check_header(state, "seeder.elastic_loader", {2: _KEYS_V2, 3: _KEYS})
         n = self.sampler.num_samples
@@ -391,19 +393,20 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
             raise StateError(
                 f"elastic loader state['position'] must be an int in [0, {n}], got {done!r}"
             )
-        self.sampler.check_state_dict(state["sampler"])
+        self.sampler.check_state_dict(state["sampler"], load)
         if state["epoch"] != state["sampler"]["epoch"] or not is_int(state["epoch"]):
             raise StateError(
                 f"elastic loader state epoch {state['epoch']!r} differs from its sampler's "
                 f"{state['sampler']['epoch']!r}; the state is corrupt"
             )
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], load: Optional[LoadContext] = None) -> None:
         """Continue from ``state`` (saved on any world size): the next ``iter(loader)`` yields this
         rank's part of the global batches not yet trained.
 
         Args:
             state: what :meth:`state_dict` returned, on any world size.
+            load: the run a seeder state being loaded describes; ``None``: the seeder's own.
 
         Raises:
             StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
@@ -419,7 +422,7 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
             >>> [b.tolist() for loader in two for b in loader]  # resumed on 2 ranks
             [[4, 5], [6, 7]]
         """
-        self.check_state_dict(state)
+        self.check_state_dict(state, load)
         done, g = int(state["position"]), self.global_batch_size
         before = self._origin_pending
         complete = done >= self.sampler.num_samples  # the epoch's steps from 0, all done
@@ -440,7 +443,7 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
                 "dataset": self.dataset_identity(),
                 "seed": self.sampler.seed,
             }
-            super().load_state_dict(self._translated)
+            super().load_state_dict(self._translated, load)
             self._load_answers(state)
         except BaseException:
             self._origin_pending = before

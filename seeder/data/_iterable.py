@@ -20,11 +20,11 @@ batches are not in the state, and a resumed loader produces them again.
   size (another ``num_workers`` raises :class:`seeder.StateError`): from the dataset's
   own ``load_state_dict`` (O(1)) where it has one, else by a counted replay of the
   batches each worker had produced (see :mod:`seeder.data._streams`). A state is checked
-  whole before it loads (:func:`check_stream_state`).
+  whole before it loads (:mod:`seeder.data._stream_state`).
 
-This module is the main-process side: the loader, its iterator (:class:`StreamIter`: the round
-robin, the position as of the batches handed out, the look-ahead for the epoch's last batch) and
-its state checks. :mod:`seeder.data._streams` is the worker side.
+This module is the main-process side: the loader and its iterator (:class:`StreamIter`: the
+round robin, the position as of the batches handed out, the look-ahead for the epoch's last
+batch). :mod:`seeder.data._streams` is the worker side.
 
 Example:
     >>> import torch, seeder
@@ -53,12 +53,13 @@ import torch
 import torch.utils.data
 from torch.utils.data import default_collate, default_convert
 
-from seeder._checks import check_int, check_state_header, is_int
+from seeder._checks import check_int
 from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import UsesSeeder, check_seeder, resolve_seeder
-from seeder._seeding.derive import MAX_KEY, TRAIN_TASK
+from seeder._seeding.derive import TRAIN_TASK
 from seeder._seeding.distributed import refuse_in_worker
+from seeder._seeding.participant import LoadContext
 from seeder._seeding.rngbase import next_keeping
 from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT
 from seeder.data._answers import StreamAnswers
@@ -75,6 +76,7 @@ from seeder.data._shard_state import (
 )
 from seeder.data._shard_stream import ShardStream
 from seeder.data._shards import fresh_assignment
+from seeder.data._stream_state import STREAM_STATE_VERSION, check_stream_state, run_epoch
 from seeder.data._streams import (
     WorkerStream,
     check_dataset_state,
@@ -91,207 +93,13 @@ from seeder.data._workers import (
 
 __all__ = [
     "IterableDataLoader",
-    "STREAM_STATE_VERSION",
-    "STREAM_STATE_KEYS",
-    "WORKER_KEYS",
-    "check_stream_state",
-    "run_epoch",
     "StreamIter",
 ]
 
 logger = logging.getLogger("seeder")
 
-#: Version of the layout of :meth:`seeder.IterableDataLoader.state_dict`.
-STREAM_STATE_VERSION = 1
-#: The keys of that state.
-STREAM_STATE_KEYS = frozenset(
-    {
-        "format",
-        "version",
-        "epoch",
-        "batch",
-        "next_worker",
-        "complete",
-        "workers",
-        "num_workers",
-        "batch_size",
-        "drop_last",
-        "world_size",
-    }
-)
-#: The keys of one worker's record in it.
-WORKER_KEYS = frozenset({"produced", "state", "done"})
-
-_CORRUPT = "the state is corrupt: load the state the loader saved"
-_NAME = "seeder.IterableDataLoader"
-
-
-def run_epoch(seeder: Seeder, task: int) -> Optional[int]:
-    """The epoch a loader of ``task`` stands in, in the run a state is loaded into (``None``: any).
-
-    Inside ``seeder.load_state_dict`` (``seeder.loading``) the run is the one the state being
-    loaded describes: a loader that follows ``reseed(task, epoch)`` is in the epoch of its last
-    reseed when that reseed was of the loader's task, and in epoch 0 when the state has no
-    reseed. A direct ``loader.load_state_dict`` is checked against the seeder's last reseed
-    when that was of the loader's task (before any reseed: no constraint).
-
-    Args:
-        seeder: the loader's :class:`seeder.Seeder`.
-        task: the task whose epochs the loader follows.
-
-    Returns:
-        The epoch a state must be in, or ``None``.
-
-    >>> import seeder; s = seeder.Seeder(); s.init(0)
-    >>> run_epoch(s, 1) is None
-    True
-    >>> s.reseed(1, 3); run_epoch(s, 1), run_epoch(s, 2)
-    (3, None)
-    """
-    loading = seeder.loading
-    if loading is not None:
-        last = loading.last
-        if last is None:
-            return 0
-    else:
-        last = seeder.last_reseed
-        if last is None:
-            return None
-    return last[1] if last[0] == task else None
-
-
-def _check_records(workers: Any, count: int) -> list[dict[str, Any]]:
-    if not isinstance(workers, list) or len(workers) != count:
-        size = len(workers) if isinstance(workers, list) else type(workers).__name__
-        raise StateError(
-            f"{_NAME} state['workers'] must list one record per worker ({count}), "
-            f"got {size}; {_CORRUPT}"
-        )
-    for w, r in enumerate(workers):
-        if not (isinstance(r, dict) and set(r) == WORKER_KEYS):
-            raise StateError(
-                f"{_NAME} state: worker {w}'s record {r!r:.200} is not a dict of "
-                f"{sorted(WORKER_KEYS)}; {_CORRUPT}"
-            )
-        produced = r["produced"]
-        if not (is_int(produced) and 0 <= produced and produced * count <= MAX_KEY):
-            raise StateError(
-                f"{_NAME} state: worker {w}'s 'produced' must be an int in "
-                f"[0, {MAX_KEY // count}] (the batches it produced in the epoch), got "
-                f"{produced!r}; {_CORRUPT}"
-            )
-        if not isinstance(r["done"], bool):
-            raise StateError(
-                f"{_NAME} state: worker {w}'s 'done' must be True or False, got "
-                f"{r['done']!r}; {_CORRUPT}"
-            )
-    return workers
-
-
-def _check_round_robin(workers: list[dict[str, Any]], nxt: int) -> None:
-    """Refuse per-worker progress that no round robin over the workers reaches (module docs)."""
-    produced = [int(r["produced"]) for r in workers]
-    exhausted = [w for w, r in enumerate(workers) if r["done"]]
-    # Visits of worker w after `rounds` full rounds: rounds, one more before next_worker.
-    running = {produced[w] - (w < nxt) for w in range(len(workers)) if w not in exhausted}
-    if not running:
-        return
-    rounds = min(running)
-    ahead = [w for w in exhausted if produced[w] >= rounds + (w < nxt)]  # its end was a visit too
-    if len(running) == 1 and rounds >= 0 and not ahead:
-        return
-    raise StateError(
-        f"{_NAME} state: the batches produced per worker {produced} (exhausted: "
-        f"{exhausted}) with next_worker={nxt} are no position of the round robin over "
-        f"the workers (worker 0, 1, ..., an exhausted worker skipped); {_CORRUPT}"
-    )
-
-
-def check_stream_state(
-    state: Any,
-    layout: dict[str, Any],
-    epoch: Optional[int],
-    check_dataset: Callable[[int, Any], None],
-    fmt: str = "seeder.stream_loader",
-    keys: frozenset[str] = STREAM_STATE_KEYS,
-) -> None:
-    """Raise :class:`seeder.StateError` unless ``state`` is a position the loader can continue from.
-
-    A position of the round robin over the workers (worker ``0, 1, ..., 0, 1, ...``, an exhausted
-    worker skipped): after ``c`` full rounds and the workers before ``next_worker`` of the next
-    one, a worker still running has produced exactly as many batches as it was visited, an
-    exhausted one fewer (its end was one visit); ``batch`` is the sum of the batches produced and
-    ``complete`` says that every worker is exhausted. A state that is no such position, that was
-    saved by another loader layout, or that is in another epoch than the run, is refused. Changes
-    nothing.
-
-    Args:
-        state: what :meth:`seeder.IterableDataLoader.state_dict` returned.
-        layout: the loader's ``num_workers``, ``batch_size``, ``drop_last`` and ``world_size``.
-        epoch: the epoch the run stands in (:func:`run_epoch`); ``None``: any.
-        check_dataset: ``check_dataset(worker, dataset_state)`` raises ``StateError`` for a
-            per-worker dataset state that does not load into the loader's dataset.
-        fmt, keys: the state's format and keys (a sharded stream's state has its own).
-
-    Raises:
-        StateError: what is wrong with the state, and what to do.
-
-    >>> check_stream_state({"format": "x"}, {}, None, lambda w, s: None)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    seeder.StateError: not a seeder.IterableDataLoader state: pass the dict returned by ...
-    """
-    check_state_header(state, fmt, STREAM_STATE_VERSION, keys, _NAME)
-    for name, have in layout.items():
-        if state[name] != have or type(state[name]) is not type(have):
-            raise StateError(
-                f"the {_NAME} state was saved with {name}={state[name]!r}, this "
-                f"loader has {have!r}: each worker's stream is its own shard of the "
-                "data, so resume with the same num_workers, batch_size, drop_last and "
-                "world size"
-            )
-    count = max(layout["num_workers"], 1)
-    workers = _check_records(state["workers"], count)
-    e, nxt, batch = state["epoch"], state["next_worker"], state["batch"]
-    complete = state["complete"]
-    if not (is_int(e) and 0 <= e <= MAX_KEY):
-        raise StateError(
-            f"{_NAME} state['epoch'] must be an int in [0, {MAX_KEY}], got {e!r}; {_CORRUPT}"
-        )
-    if not (is_int(nxt) and 0 <= nxt < count):
-        raise StateError(
-            f"{_NAME} state['next_worker'] must be an int in [0, {count - 1}], got "
-            f"{nxt!r}; {_CORRUPT}"
-        )
-    if not isinstance(complete, bool):
-        raise StateError(
-            f"{_NAME} state['complete'] must be True or False, got {complete!r}; {_CORRUPT}"
-        )
-    total = sum(int(r["produced"]) for r in workers)
-    if not is_int(batch) or batch != total:
-        raise StateError(
-            f"{_NAME} state['batch'] is {batch!r}, but its workers produced {total} "
-            f"batch(es) (per worker {[r['produced'] for r in workers]}); {_CORRUPT}"
-        )
-    exhausted = all(r["done"] for r in workers)
-    if complete != exhausted:
-        raise StateError(
-            f"{_NAME} state['complete'] is {complete}, but "
-            f"{'every' if exhausted else 'not every'} worker is exhausted (done: "
-            f"{[r['done'] for r in workers]}); {_CORRUPT}"
-        )
-    _check_round_robin(workers, int(nxt))
-    if epoch is not None and e != epoch:
-        raise StateError(
-            f"the {_NAME} state is in epoch {e} but the run's last reseed is epoch "
-            f"{epoch} of the loader's task: the two come from different points of a "
-            "run (save both at the same step, with seeder.state_dict(), and load "
-            "that)"
-        )
-    for w, r in enumerate(workers):
-        if r["state"] is not None:
-            check_dataset(w, r["state"])
-
+#: A sharded stream's resume position (progress, how it was dealt), ``None`` for a plain stream.
+_Resume = Optional[tuple[dict[str, Any], str]]
 
 _STALE = (
     "this iterator of seeder.IterableDataLoader was started before loader.load_state_dict(): "
@@ -488,9 +296,15 @@ def _worker_stream(
 
 
 def _check_sharded(
-    state: Any, layout: dict[str, Any], stream: Any, shards: int, epoch: Optional[int]
+    state: Any,
+    layout: dict[str, Any],
+    stream: Any,
+    shards: int,
+    epoch: Optional[int],
+    load: Optional[LoadContext],
 ) -> tuple[dict[str, Any], str]:
-    """:func:`seeder.data._shard_state.shard_progress` with this module's round-robin check."""
+    """:func:`seeder.data._shard_state.shard_progress` with this module's round-robin check; a
+    dataset's own ``check_stream_state`` gets ``load``."""
 
     def same_layout(st: Any, lay: dict[str, Any], e: Optional[int]) -> None:
         check_stream_state(st, layout, e, lambda w, s: None, SHARD_FORMAT, SHARD_STATE_KEYS)
@@ -498,18 +312,23 @@ def _check_sharded(
     def check_source(source: Any, epoch: int) -> None:
         own = getattr(stream.dataset, "check_stream_state", None)
         if callable(own):
-            own(source, epoch)
+            own(source, epoch, load=load)
 
     sharded = {**layout, "rank": stream.rank, "num_shards": shards}
     return shard_progress(state, sharded, epoch, same_layout, check_source)
 
 
 def _check_loader_state(
-    state: Any, stream: Any, shards: Optional[int], layout: dict[str, Any], epoch: Optional[int]
+    state: Any,
+    stream: Any,
+    shards: Optional[int],
+    layout: dict[str, Any],
+    epoch: Optional[int],
+    load: Optional[LoadContext],
 ) -> Optional[tuple[dict[str, Any], str]]:
     """:meth:`IterableDataLoader.check_state_dict`'s checks; a sharded stream's resume position."""
     if shards is not None:
-        return _check_sharded(state, layout, stream, shards, epoch)
+        return _check_sharded(state, layout, stream, shards, epoch, load)
     refuse_sharded(state, stream.dataset)
 
     def check_dataset(worker: int, dataset_state: Any) -> None:
@@ -894,18 +713,17 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
             state.update(shard_fields(self._stream, self._shards, progress))
         return state
 
-    def check_state_dict(self, state: Any) -> None:
+    def check_state_dict(self, state: Any, load: Optional[LoadContext] = None) -> None:
         """Raise :class:`seeder.StateError` unless this loader can continue from ``state``; change
         nothing.
 
         Checked whole: the layout (``num_workers``, ``batch_size``, ``drop_last``, world size), the
-        position (``batch``, per-worker progress, ``next_worker`` and ``complete`` must be a
-        position of the round robin), the epoch (inside ``seeder.load_state_dict``: the one its last
-        reseed puts this loader in) and each worker's dataset state (the dataset's
-        ``check_state_dict``, else loaded into a copy of the dataset).
+        position (one of the round robin), the epoch (the one the run's last reseed puts this
+        loader in) and each worker's dataset state (:mod:`seeder.data._stream_state`).
 
         Args:
             state: what :meth:`state_dict` returned.
+            load: the run a seeder state being loaded describes; ``None``: the seeder's own.
 
         Raises:
             StateError: what is wrong with the state, and what to do.
@@ -921,9 +739,9 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
             ...
             seeder.StateError: ...['batch'] is -5, but its workers produced 0 batch(es) ...
         """
-        self._check(state)
+        self._check(state, load)
 
-    def _check(self, state: Any) -> Optional[tuple[dict[str, Any], str]]:
+    def _check(self, state: Any, load: Optional[LoadContext]) -> _Resume:
         """Check ``state`` whole; for a sharded stream, return the position it resumes from."""
         layout = {
             "num_workers": self.num_workers,
@@ -931,10 +749,10 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
             "drop_last": self.drop_last,
             "world_size": self._stream.world_size,
         }
-        epoch = run_epoch(self._seeder, self._task)
-        return _check_loader_state(state, self._stream, self._shards, layout, epoch)
+        epoch = run_epoch(self._seeder, self._task, load)
+        return _check_loader_state(state, self._stream, self._shards, layout, epoch, load)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], load: Optional[LoadContext] = None) -> None:
         """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet
         handed out.
 
@@ -943,6 +761,7 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
 
         Args:
             state: what :meth:`state_dict` returned.
+            load: the run a seeder state being loaded describes; ``None``: the seeder's own.
 
         Raises:
             StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
@@ -960,7 +779,7 @@ class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader)
             [[2, 3], [4]]
         """
         refuse_in_worker("seeder.IterableDataLoader.load_state_dict()")
-        progress = _loaded(state, self._check(state), self._stream)
+        progress = _loaded(state, self._check(state, load), self._stream)
         self._epoch = int(state["epoch"])
         self._resume = progress
         self._progress = progress

@@ -46,6 +46,7 @@ from seeder._seeding.core import Seeder
 from seeder._seeding.default import UsesSeeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, check_key
 from seeder._seeding.distributed import refuse_in_worker
+from seeder._seeding.participant import LoadContext
 from seeder._seeding.rngbase import next_keeping
 from seeder.data._answers import PROVENANCE_KEYS, BatchAnswers
 from seeder.data._batches import BatchKeys, BatchSeedingDataset, rebuilt_error
@@ -697,11 +698,12 @@ class DataLoader(BatchAnswers, UsesSeeder, torch.utils.data.DataLoader):
             **self._answers_state(),
         }
 
-    def check_state_dict(self, state: Any) -> None:
+    def check_state_dict(self, state: Any, load: Optional[LoadContext] = None) -> None:
         """Raise :class:`seeder.StateError` if ``state`` does not fit this loader; change nothing.
 
         Args:
             state: what :meth:`state_dict` returned (in this run or a saved one).
+            load: the run a seeder state being loaded describes; ``None``: the seeder's own.
 
         Raises:
             StateError: not a loader state, another ``batch_size``, ``drop_last``, dataset
@@ -728,7 +730,7 @@ class DataLoader(BatchAnswers, UsesSeeder, torch.utils.data.DataLoader):
                     f"loader has {have!r}; resume with the same dataset, batch_size, drop_last and "
                     f"world size"
                 )
-        self.sampler.check_state_dict(state["sampler"])
+        self.sampler.check_state_dict(state["sampler"], load)
         if state["epoch"] != state["sampler"]["epoch"] or not is_int(state["epoch"]):
             raise StateError(
                 f"seeder.DataLoader state epoch {state['epoch']!r} differs from its sampler's "
@@ -746,7 +748,7 @@ class DataLoader(BatchAnswers, UsesSeeder, torch.utils.data.DataLoader):
                 f"{batch} of size {self.batch_size}; the state is corrupt"
             )
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], load: Optional[LoadContext] = None) -> None:
         """Continue from ``state``: the next ``iter(loader)`` yields exactly the batches not yet
         handed out (O(1)).
 
@@ -754,6 +756,7 @@ class DataLoader(BatchAnswers, UsesSeeder, torch.utils.data.DataLoader):
 
         Args:
             state: what :meth:`state_dict` returned.
+            load: the run a seeder state being loaded describes; ``None``: the seeder's own.
 
         Raises:
             StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
@@ -769,8 +772,8 @@ class DataLoader(BatchAnswers, UsesSeeder, torch.utils.data.DataLoader):
             [[2, 3], [4, 5]]
         """
         refuse_in_worker("seeder.DataLoader.load_state_dict()")
-        self.check_state_dict(state)
-        self.sampler.load_state_dict(state["sampler"])
+        self.check_state_dict(state, load)
+        self.sampler.load_state_dict(state["sampler"], load)
         epoch = check_key(state["epoch"], "epoch")
         self._resume = (epoch, int(state["batch"]))
         # inside the epoch: its first batch checks the global RNGs

@@ -64,6 +64,7 @@ from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK, Domain, derive_seed
+from seeder._seeding.participant import LoadContext
 from seeder.data._mix_resume import STATE_VERSION, check_history, reader_stop, resumed_history
 from seeder.data._permutation import keyed_permutation
 from seeder.data._shards import open_shard, shard_count
@@ -626,7 +627,9 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
             "weights": [[e, p, dict(w)] for (e, p), w in zip(self.changes, self.weights)],
         }
 
-    def check_stream_state(self, saved: Any, epoch: int) -> None:
+    def check_stream_state(
+        self, saved: Any, epoch: int, load: Optional[LoadContext] = None
+    ) -> None:
         """Raise :class:`seeder.StateError` unless a state saved with ``saved`` (its
         :meth:`stream_state`) continues in this mix: the same sources, lanes and length, and the
         saved weights the start of this mix's (a change of weights is given, not guessed).
@@ -634,6 +637,8 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
         Args:
             saved: ``stream_state()`` of the mix the state was saved with.
             epoch: the epoch the state stands in (a later change of weights starts after it).
+            load: the run of a seeder load (the mix's own part continues the saved weights),
+                else ``None``.
 
         Raises:
             StateError: what differs, and the ``weights=`` that continues with new weights.
@@ -651,8 +656,7 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
                     f"{mine[key]!r}: build the mix as the saved run did"
                 )
         old, new = saved["weights"], mine["weights"]
-        loading = self._seeder is not None and self._seeder.loading is not None
-        if self._plain and new == self._given and loading:
+        if self._plain and new == self._given and load is not None:
             # a seeder load: the mix's own part, loaded before this loader's, continues the saved
             # weights up to the next epoch (resumed_weights)
             check_history(old, self.names, check_weights)

@@ -48,6 +48,7 @@ from seeder._seeding.core import Seeder
 from seeder._seeding.default import UsesSeeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, MAX_MASTER_SEED, TRAIN_TASK, check_key, shuffle_seed
 from seeder._seeding.distributed import MAX_WORLD_SIZE, process_group_active, refuse_in_worker
+from seeder._seeding.participant import LoadContext
 from seeder.data._audit import LoaderWatch
 from seeder.data._order import M64, MODES, index_blocks, shard_sizes, shuffle_key
 from seeder.data._provenance import SamplerAnswers
@@ -120,8 +121,23 @@ def check_sampler_args(
     ...
     ValueError: Invalid rank 2: rank must be in [0, 1] for num_replicas=2
     """
+    n = _dataset_length(dataset)
+    num_replicas, rank = _check_world(num_replicas, rank)
+    shuffle = check_bool(shuffle, "shuffle")
+    drop_last = check_bool(drop_last, "drop_last")
+    seed = _check_seed(seed)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    task, stream = check_key(task, "task"), check_key(stream, "stream")
+    if with_epoch is not None:
+        with_epoch = check_bool(with_epoch, "with_epoch")
+    return n, num_replicas, rank, shuffle, seed, drop_last, task, stream, with_epoch
+
+
+def _dataset_length(dataset: Any) -> int:
+    """``len(dataset)``, or an error that says what a sampler's dataset needs."""
     try:
-        n = len(dataset)
+        return int(len(dataset))
     except TypeError:
         raise TypeError(
             f"DistributedSampler needs a dataset with __len__, got {type(dataset).__name__}"
@@ -132,6 +148,11 @@ def check_sampler_args(
             f"2**63 - 1); seeder.DistributedSampler takes datasets of up to 2**63 - 1 items: split "
             f"{type(dataset).__name__} into several datasets"
         ) from None
+
+
+def _check_world(num_replicas: Any, rank: Any) -> tuple[int, int]:
+    """``(num_replicas, rank)`` as ints, ``None`` taking the process group's (one replica without
+    one)."""
     if num_replicas is None:
         num_replicas = torch.distributed.get_world_size() if process_group_active() else 1
     if rank is None:
@@ -153,26 +174,24 @@ def check_sampler_args(
             f"Invalid rank {rank}: rank must be in [0, {num_replicas - 1}] for "
             f"num_replicas={num_replicas}"
         )
-    shuffle = check_bool(shuffle, "shuffle")
-    drop_last = check_bool(drop_last, "drop_last")
-    if seed is not None:
-        if not is_int(seed):
-            raise TypeError(
-                f"seed must be None (use the seeder's master seed) or an int, got "
-                f"{type(seed).__name__} {seed!r}"
-            )
-        if not 0 <= seed <= MAX_MASTER_SEED:
-            raise ValueError(
-                f"seed must be None (use the seeder's master seed) or an int in [0, 2**63 - 1], "
-                f"got {seed!r}"
-            )
-        seed = int(seed)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    task, stream = check_key(task, "task"), check_key(stream, "stream")
-    if with_epoch is not None:
-        with_epoch = check_bool(with_epoch, "with_epoch")
-    return int(n), int(num_replicas), int(rank), shuffle, seed, drop_last, task, stream, with_epoch
+    return int(num_replicas), int(rank)
+
+
+def _check_seed(seed: Any) -> Optional[int]:
+    """``seed`` as an int, or ``None`` (the seeder's master seed)."""
+    if seed is None:
+        return None
+    if not is_int(seed):
+        raise TypeError(
+            f"seed must be None (use the seeder's master seed) or an int, got "
+            f"{type(seed).__name__} {seed!r}"
+        )
+    if not 0 <= seed <= MAX_MASTER_SEED:
+        raise ValueError(
+            f"seed must be None (use the seeder's master seed) or an int in [0, 2**63 - 1], "
+            f"got {seed!r}"
+        )
+    return int(seed)
 
 
 def check_sampler_state(
@@ -244,15 +263,16 @@ def run_constraints(
     stream: int,
     shuffle: bool,
     manual: bool,
+    load: Optional[LoadContext] = None,
 ) -> tuple[Callable[[int], Optional[int]], Optional[int]]:
     """What a sampler state must agree with in the run it is loaded into: ``(key of an epoch, epoch
     or None)``.
 
-    The run is the one a seeder state describes while ``seeder.load_state_dict`` checks it
-    (``seeder.loading``), else the seeder's own. The key of an epoch is ``None`` when no master
-    seed is known yet. During a ``seeder.load_state_dict``, unless the epoch is set by hand
-    (``manual``), the epoch is the last reseed's when that reseed was of the sampler's ``task``,
-    and 0 when the state has no reseed at all.
+    The run is ``load``, the one a seeder state describes while ``seeder.load_state_dict`` loads
+    it, else (``None``) the seeder's own. The key of an epoch is ``None`` when no master seed is
+    known yet. During a ``seeder.load_state_dict``, unless the epoch is set by hand (``manual``),
+    the epoch is the last reseed's when that reseed was of the sampler's ``task``, and 0 when the
+    state has no reseed at all.
 
     >>> from seeder import Seeder
     >>> s = Seeder(); s.init(3)
@@ -260,22 +280,19 @@ def run_constraints(
     >>> key_of(0) == s.derive(3, 1, 0, rank=0), epoch
     (True, None)
     """
-    loading = seeder.loading
-    run = loading or seeder.run
+    master = seeder.run.master if load is None else load.master
 
     def key_of(epoch: int) -> Optional[int]:
         if not shuffle:
             return 0
         if seed is not None:
             return shuffle_key(seeder, seed, mode, task, epoch, stream)
-        return None if run.master is None else shuffle_seed(run.master, task, epoch, stream)
+        return None if master is None else shuffle_seed(master, task, epoch, stream)
 
-    if loading is None or manual:
+    if load is None or manual:
         return key_of, None
-    last = loading.last
-    if (
-        last is None
-    ):  # no reseed yet in that run: a sampler that follows reseed is still in its first epoch
+    last = load.last
+    if last is None:  # no reseed in that run: a sampler that follows reseed is in its first epoch
         return key_of, 0
     return key_of, (last[1] if last[0] == task else None)
 
@@ -760,14 +777,14 @@ class DistributedSampler(SamplerAnswers, UsesSeeder, _TorchSampler):
             "stream": self.stream,
         }
 
-    def check_state_dict(self, state: Any) -> None:
+    def check_state_dict(self, state: Any, load: Optional[LoadContext] = None) -> None:
         """Raise :class:`seeder.StateError` if ``state`` does not fit this sampler; change nothing.
 
-        A state with another shuffle key or epoch than the run implies (:func:`run_constraints`) is
-        refused too.
+        A state with another shuffle key or epoch than the run implies is refused too.
 
         Args:
             state: what :meth:`state_dict` returned.
+            load: the run a seeder state being loaded describes; ``None``: the seeder's own.
 
         Raises:
             StateError: what does not fit, and what to do.
@@ -781,12 +798,11 @@ class DistributedSampler(SamplerAnswers, UsesSeeder, _TorchSampler):
             ...
             seeder.StateError: the sampler state was saved with a dataset of length 9, ...
         """
-        key_of, epoch = run_constraints(
-            self._seeder, self.seed, self.mode, self.task, self.stream, self.shuffle, self._manual
-        )
+        run = (self.seed, self.mode, self.task, self.stream, self.shuffle, self._manual, load)
+        key_of, epoch = run_constraints(self._seeder, *run)
         check_sampler_state(state, self._layout(), self.num_samples, key_of, epoch)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], load: Optional[LoadContext] = None) -> None:
         """Continue from ``state``: the next iteration yields exactly the samples after its
         position.
 
@@ -795,6 +811,7 @@ class DistributedSampler(SamplerAnswers, UsesSeeder, _TorchSampler):
 
         Args:
             state: what :meth:`state_dict` returned.
+            load: the run a seeder state being loaded describes; ``None``: the seeder's own.
 
         Raises:
             StateError: the state does not fit (see :meth:`check_state_dict`); nothing changed.
@@ -814,7 +831,7 @@ class DistributedSampler(SamplerAnswers, UsesSeeder, _TorchSampler):
             True
         """
         refuse_in_worker("DistributedSampler.load_state_dict()")
-        self.check_state_dict(state)
+        self.check_state_dict(state, load)
         # the live iteration stops at its next index instead of going on in the old order
         if self._live is not None:
             self._live.stop()

@@ -47,7 +47,7 @@ from seeder._internals import require
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.derive import Domain, check_key, numpy_seed
-from seeder._seeding.participant import Participant, add_factory
+from seeder._seeding.participant import Participant, Seeds, add_factory
 from seeder._state.format import GATHERED_FORMAT, own_entry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -407,7 +407,7 @@ class TrackedPipeline(Participant):
         self._set(pipeline, iterator)
 
     # --------------------------------------------------------------- protocol
-    def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
+    def seeder_reseed(self, seeder: Seeds, task_id: int, epoch: int) -> None:
         """Participant hook of ``seeder.reseed``: warns once that a built pipeline is not reseeded.
 
         Also warns once if a loaded checkpoint was not used to build the pipeline.
