@@ -370,3 +370,20 @@ def test_a_datasets_stream_of_several_sources_is_dealt_in_its_shard_order_logged
         got = [x for b in loader for x in b["x"].tolist()]
     assert got == list(range(24)) * 2
     assert "dealt in the order 0..15 every epoch" in caplog.text
+
+
+def test_persistent_workers_deal_a_datasets_stream_in_each_epochs_own_order():
+    """Persistent workers start later epochs by themselves: they deal datasets' order of the epoch
+    as the main process does (the batches of workers started anew each epoch)."""
+    pytest.importorskip("datasets")
+
+    def epochs(persistent):
+        s, loader = make(plain_hf, workers=2, bs=4, by_shard=True, persistent_workers=persistent)
+        out = []
+        for epoch in range(3):
+            s.reseed(1, epoch)
+            out.append([x for b in loader for x in b["x"].tolist()])
+        return out
+
+    fresh = epochs(False)
+    assert epochs(True) == fresh and fresh[1] != fresh[2]
