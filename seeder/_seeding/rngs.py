@@ -240,12 +240,11 @@ class NumpyRandomStateAdapter(RNGAdapter):
         return self._rng if self._rng is not None else np.random.mtrand._rand
 
     def seed_function(self) -> Callable[[int], Any]:
-        """``seed`` with the RandomState bound once (the global one in place now) and the fold
-        inlined."""
+        """``seed`` with the RandomState bound once (the global one in place now)."""
         seed = self.rng.seed
 
         def fold_and_seed(value: int) -> None:
-            seed((value ^ (value >> 32)) & 0xFFFFFFFF)  # numpy_seed
+            seed(numpy_seed(value))
 
         return fold_and_seed
 
