@@ -13,29 +13,38 @@ Prints:
   worker count (``--workers`` of the state and 0 after it: the shards dealt again, a shard read
   past its position by ``iter_shard(shard, start)``, O(1) here).
 
-``--clock cpu`` times 0-worker epochs in this process's CPU time (what a loaded machine leaves
-steadier); epochs with workers are wall time.
+``--clock cpu`` times an epoch in CPU time: this process's, plus its DataLoader workers' with
+workers (read from ``/proc/<pid>/task/*/schedstat``, Linux), what a machine shared with other jobs
+leaves steadier than wall time; the ratio is then CPU per item, torch's over ours. ``--spin cpu``
+makes the items spin on their thread's CPU clock rather than on the wall clock (an item preempted
+on a loaded machine still costs its ``--us`` of CPU). Both together measure on a shared machine
+what each loader costs; wall time on an idle machine is what a run sees.
 
 Run: PYTHONPATH=. nice python benchmarks/bench_streams.py [--workers 0 2] [--us 0 200]
-[--items 4000] [--shards 8 64 512 4096] [--repeats 5] [--clock cpu]
+[--items 4000] [--shards 8 64 512 4096] [--repeats 5] [--clock cpu] [--spin cpu]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import statistics
 import time
+from pathlib import Path
 
 import torch
 import torch.utils.data
 
 import seeder
 
+_spin_clock = [time.perf_counter]
+
 
 def spin(us: float) -> None:
-    end = time.perf_counter() + us * 1e-6
-    while time.perf_counter() < end:
+    clock = _spin_clock[0]
+    end = clock() + us * 1e-6
+    while clock() < end:
         pass
 
 
@@ -68,9 +77,32 @@ CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
 _clock = [time.perf_counter]
 
 
+def _descendants(pid: int) -> list[int]:
+    out = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split():
+            out += [int(child), *_descendants(int(child))]
+    return out
+
+
+def family_cpu() -> float:
+    """CPU seconds of this process and every process under it (its DataLoader workers)."""
+    total = time.process_time()
+    for pid in _descendants(os.getpid()):
+        for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+            try:
+                total += int(stat.read_text().split()[0]) * 1e-9
+            except (OSError, ValueError):  # a thread that ended meanwhile
+                pass
+    return total
+
+
 def epoch_seconds(loader) -> float:
-    """An epoch's time: wall, or with ``--clock cpu`` and 0 workers this process's CPU time."""
-    clock = _clock[0] if loader.num_workers == 0 else time.perf_counter
+    """An epoch's time: wall, or with ``--clock cpu`` the CPU time of this process (and its
+    workers')."""
+    clock = _clock[0]
+    if clock is not time.perf_counter and loader.num_workers:
+        clock = family_cpu
     t = clock()
     for _ in loader:
         pass
@@ -146,9 +178,11 @@ def main() -> None:
     p.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     p.add_argument("--shards", type=int, nargs="+", default=[8, 64, 512, 4096])
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--clock", choices=sorted(CLOCK), default="wall", help="0-worker epochs' clock")
+    p.add_argument("--clock", choices=sorted(CLOCK), default="wall", help="epochs' clock")
+    p.add_argument("--spin", choices=sorted(CLOCK), default="wall", help="items' clock")
     a = p.parse_args()
     _clock[0] = CLOCK[a.clock]
+    _spin_clock[0] = time.thread_time if a.spin == "cpu" else time.perf_counter
     torch.set_num_threads(1)
     seeder.init(master_seed=0)
     seeder.reseed(1, 0)

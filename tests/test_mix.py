@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import seeder
 from seeder import Seeder
 from seeder.data import Mix
-from seeder.data._mix import BLOCK
+from seeder.data._mix_weights import BLOCK
 
 A, B = 300, 40  # a large source and a small one, upsampled: several passes
 

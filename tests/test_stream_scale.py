@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import seeder
 from seeder._state.streams import SHARD_FORMAT, merge_ranks
 from seeder.data import Mix
-from seeder.data._mix import BLOCK
+from seeder.data._mix_weights import BLOCK
 from seeder.data._shard_state import fresh_progress
 from seeder.data._shards import check_positions, deal, redeal
 

@@ -191,8 +191,26 @@ def test_sample_rngs_seeds_only_the_rngs_named_and_warns_once_for_others():
     want = rows(epoch0(*make(TorchOnly))[0])
     assert rows(epoch0(*make(TorchOnly, workers=0, bs=5, sample_rngs=["torch"]))[0]) == want
     with pytest.warns(SeederWarning, match="'python'") as seen:
-        epoch0(*make(Shards, sample_rngs=["torch"]))
+        epoch0(*make(Shards, bs=16, sample_rngs=["torch"]))  # python watched, NumPy seeded
     assert len([w for w in seen if issubclass(w.category, SeederWarning)]) == 1
+
+
+@pytest.mark.filterwarnings("error::seeder.SeederWarning")
+def test_an_rng_left_out_is_seeded_where_watching_it_costs_more_exact_and_silent():
+    """Reading NumPy's global state costs about 32 seedings: in batches up to 64 examples the
+    loader seeds it before each example instead of watching it, and so does it for Python's
+    ``random`` (about 5) in batches up to 10: the examples draw exactly what they draw with every
+    RNG seeded, and nothing warns."""
+    want = rows(epoch0(*make(Shards, bs=8))[0])
+    assert rows(epoch0(*make(Shards, bs=8, sample_rngs=["torch"]))[0]) == want
+    big = Shards([70, 3])
+    want = rows(epoch0(*make(lambda: big, bs=64))[0])
+    assert rows(epoch0(*make(lambda: big, bs=64, sample_rngs=["torch", "python"]))[0]) == want
+
+
+def test_an_rng_left_out_is_watched_in_batches_past_its_reading_cost():
+    with pytest.warns(SeederWarning, match="'numpy'"):
+        epoch0(*make(lambda: Shards([70, 3]), bs=65, sample_rngs=["torch", "python"]))
 
 
 @settings(
@@ -306,3 +324,68 @@ def test_a_datasets_shuffle_buffer_by_shard_follows_the_epoch_and_resumes_in_it(
     s, loader = make(ds, workers=2, bs=2, by_shard=True)
     s.load_state_dict(state)
     assert rows(head + epoch1(s, loader)[0]) == rows(second)
+
+
+def plain_hf(shuffle=False):
+    import datasets
+
+    datasets.disable_progress_bars()
+    ds = datasets.Dataset.from_dict({"x": list(range(24))}).to_iterable_dataset(num_shards=8)
+    if shuffle:
+        ds = ds.shuffle(seed=3, buffer_size=1, max_buffer_input_shards=1)
+    return ds.with_format("torch")
+
+
+@pytest.mark.parametrize("kind", [{}, {"shuffle": True}])
+def test_a_datasets_stream_by_shard_reads_its_shards_in_datasets_own_order_every_epoch(kind):
+    """datasets shuffles its shards anew every epoch past 0 (``default_rng(epoch)``): one process
+    reads them in datasets' own order, and a stop inside epoch 1 resumed on another worker count
+    reads every example of that order once."""
+    pytest.importorskip("datasets")
+    s, loader = make(lambda: plain_hf(**kind), bs=5, by_shard=True)
+    own = plain_hf(**kind)
+    for epoch in range(3):
+        s.reseed(1, epoch)
+        got = [x for b in loader for x in b["x"].tolist()]
+        own.set_epoch(epoch)
+        assert got == [int(r["x"]) for r in own], epoch
+    s, loader = make(lambda: plain_hf(**kind), bs=5, by_shard=True)
+    s.reseed(1, 1)
+    it = iter(loader)
+    head = [x for _ in range(2) for x in next(it)["x"].tolist()]
+    state = roundtrip(s.state_dict())
+    again, other = make(lambda: plain_hf(**kind), workers=2, bs=3, by_shard=True)
+    again.load_state_dict(state)
+    again.reseed(1, 1)
+    tail = [x for b in other for x in b["x"].tolist()]
+    own.set_epoch(1)
+    want = [int(r["x"]) for r in own]
+    assert head == want[:10] and sorted(head + tail) == sorted(want)
+
+
+def test_a_datasets_stream_of_several_sources_is_dealt_in_its_shard_order_logged(caplog):
+    datasets = pytest.importorskip("datasets")
+    both = datasets.concatenate_datasets([plain_hf(), plain_hf()])
+    s, loader = make(lambda: both, bs=7, by_shard=True)
+    with caplog.at_level(logging.INFO, logger="seeder"):
+        s.reseed(1, 1)
+        got = [x for b in loader for x in b["x"].tolist()]
+    assert got == list(range(24)) * 2
+    assert "dealt in the order 0..15 every epoch" in caplog.text
+
+
+def test_persistent_workers_deal_a_datasets_stream_in_each_epochs_own_order():
+    """Persistent workers start later epochs by themselves: they deal datasets' order of the epoch
+    as the main process does (the batches of workers started anew each epoch)."""
+    pytest.importorskip("datasets")
+
+    def epochs(persistent):
+        s, loader = make(plain_hf, workers=2, bs=4, by_shard=True, persistent_workers=persistent)
+        out = []
+        for epoch in range(3):
+            s.reseed(1, epoch)
+            out.append([x for b in loader for x in b["x"].tolist()])
+        return out
+
+    fresh = epochs(False)
+    assert epochs(True) == fresh and fresh[1] != fresh[2]

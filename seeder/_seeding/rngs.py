@@ -64,6 +64,30 @@ def _key_words(key: torch.Tensor) -> list[int]:
     return on_cpu(key).contiguous().numpy().view(np.uint32).tolist()
 
 
+_BASE_SEEDING: list[bool] = []
+
+
+def _base_seeding_matches() -> bool:
+    """Whether seeding through ``random.Random``'s base class gives ``random.Random.seed``'s states
+    (probe seeds, checked once).
+
+    >>> _base_seeding_matches()
+    True
+    """
+    if not _BASE_SEEDING:
+        want, got = random.Random(), random.Random()
+        ok = True
+        for probe in (0, 1, 2**32 - 1, 2**32, 2**63 + 12345, 2**64 - 1):
+            want.gauss(0, 1)
+            got.gauss(0, 1)  # a Gaussian cached: seeding empties it
+            want.seed(probe)
+            super(random.Random, got).seed(probe)
+            got.gauss_next = None  # type: ignore[attr-defined]  # random.py sets it; typeshed omits it
+            ok = ok and want.getstate() == got.getstate()
+        _BASE_SEEDING.append(ok)
+    return _BASE_SEEDING[0]
+
+
 class PythonRandomAdapter(RNGAdapter):
     """A :class:`random.Random` (the module's by default), through ``getstate``/``setstate``.
 
@@ -89,6 +113,21 @@ class PythonRandomAdapter(RNGAdapter):
 
     def seed(self, seed: int) -> None:
         self.rng.seed(seed)
+
+    def seed_function(self) -> Callable[[int], Any]:
+        """``rng.seed`` for an int: the C seeding of ``random.Random``'s base class, then the
+        Gaussian cache emptied, as ``random.Random.seed`` does past its Python checks (checked
+        against ``seed`` once; a subclass of ``random.Random`` gets its own ``seed``)."""
+        rng = self.rng
+        if type(rng) is not random.Random or not _base_seeding_matches():
+            return rng.seed
+        base = super(random.Random, rng).seed
+
+        def seed(value: int) -> None:
+            base(value)
+            rng.gauss_next = None  # type: ignore[attr-defined]
+
+        return seed
 
     def watcher(self) -> Optional[Callable[[], Any]]:
         """``getstate``: any draw changes the position or the key, or empties ``gauss_next``
@@ -199,6 +238,15 @@ class NumpyRandomStateAdapter(RNGAdapter):
     def rng(self) -> np.random.RandomState:
         # np.random.seed may be rebound by users; resolve the global instance each time.
         return self._rng if self._rng is not None else np.random.mtrand._rand
+
+    def seed_function(self) -> Callable[[int], Any]:
+        """``seed`` with the RandomState bound once (the global one in place now)."""
+        seed = self.rng.seed
+
+        def fold_and_seed(value: int) -> None:
+            seed(numpy_seed(value))
+
+        return fold_and_seed
 
     def seed(self, seed: int) -> None:
         self.rng.seed(numpy_seed(seed))

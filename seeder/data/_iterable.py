@@ -357,7 +357,10 @@ def _fresh_for(stream: Any, shards: Optional[int], epoch: int) -> dict[str, Any]
     workers = max(stream.num_workers, 1)
     if shards is None:
         return _fresh(epoch, workers)
-    return fresh_progress(epoch, fresh_assignment(shards, stream.rank, stream.world_size, workers))
+    order = stream.shard_order(epoch)
+    return fresh_progress(
+        epoch, fresh_assignment(shards, stream.rank, stream.world_size, workers, order)
+    )
 
 
 def _arm(stream: Any, generation: int, progress: dict[str, Any]) -> None:

@@ -51,7 +51,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional, Union
 
@@ -59,102 +58,28 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from seeder._checks import check_int, is_int
+from seeder._checks import check_int
 from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK, Domain, derive_seed
 from seeder._seeding.participant import LoadContext
 from seeder.data._mix_resume import STATE_VERSION, check_history, reader_stop, resumed_history
+from seeder.data._mix_weights import BLOCK, Weights, check_weights, quotas, weight_history
 from seeder.data._permutation import keyed_permutation
 from seeder.data._shards import open_shard, shard_count
 from seeder.data._streams import set_epoch_of
 from seeder.data._workers import SeedSource
 
-__all__ = ["Mix", "StreamMix", "BLOCK", "PASS_WORD", "quotas", "check_weights"]
+__all__ = ["Mix", "StreamMix", "PASS_WORD"]
 
 logger = logging.getLogger("seeder")
 
-#: Positions per block: each block holds every source's quota.
-BLOCK = 1024
 # rank words of the mix's keys in the SAMPLER domain (the samplers' shuffle keys use rank 0)
 _PATTERN_WORD = 0x4D49_0000
 #: The rank word of the keys of a source's passes (plus the source's index).
 PASS_WORD = 0x4D50_0000
 _GOLDEN, _M64 = 0x9E3779B97F4A7C15, (1 << 64) - 1
-
-Weights = Mapping[str, float]
-
-
-def check_weights(weights: Any, names: Sequence[str]) -> dict[str, float]:
-    """``weights`` as ``{name: float}``; raise naming what is wrong.
-
-    Args:
-        weights: a mapping of every source name to a finite weight >= 0, not all 0.
-        names: the sources' names.
-
-    Returns:
-        The weights as floats, in the order of ``names``.
-
-    Raises:
-        ValueError: a name that is no source or a source without weight, a weight that is
-            negative, NaN or infinite, or all weights 0.
-        TypeError: ``weights`` is not a mapping.
-
-    >>> check_weights({"a": -1, "b": 1}, ["a", "b"])
-    Traceback (most recent call last):
-    ...
-    ValueError: Mix weights must be finite numbers >= 0: 'a': -1
-    """
-    if not isinstance(weights, Mapping):
-        raise TypeError(f"Mix weights must be a dict of source name to weight, got {weights!r:.80}")
-    unknown = sorted(str(k) for k in weights if k not in names)
-    missing = [n for n in names if n not in weights]
-    if unknown or missing:
-        raise ValueError(
-            "Mix weights must name each source once: "
-            + "; ".join(
-                part
-                for part in (
-                    f"no source named {unknown}" if unknown else "",
-                    f"no weight for {missing}" if missing else "",
-                )
-                if part
-            )
-            + f" (sources: {list(names)})"
-        )
-    bad = []
-    for n in names:
-        w = weights[n]
-        ok = isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
-        if not ok:
-            bad.append(f"{n!r}: {w!r}")
-    if bad:
-        raise ValueError(f"Mix weights must be finite numbers >= 0: {', '.join(bad)}")
-    if not any(weights[n] > 0 for n in names):
-        raise ValueError(f"Mix weights are all 0 ({dict(weights)}): give some source a weight > 0")
-    return {n: float(weights[n]) for n in names}
-
-
-def quotas(weights: Sequence[float], block: int = BLOCK) -> np.ndarray:
-    """Each source's positions per block: ``block * w / sum(w)`` by largest remainder, a positive
-    weight at least 1.
-
-    >>> quotas([0.7, 0.3, 0.0]).tolist()
-    [717, 307, 0]
-    """
-    w = np.asarray(weights, dtype=np.float64)
-    exact = w / w.sum() * block
-    q = np.floor(exact).astype(np.int64)
-    q[(w > 0) & (q == 0)] = 1
-    rest = block - int(q.sum())
-    order = np.argsort(-(exact - np.floor(exact)), kind="stable")
-    if rest > 0:
-        q[order[:rest]] += 1
-    while rest < 0:  # minimums taken from the largest
-        q[int(np.argmax(q))] -= 1
-        rest += 1
-    return q
 
 
 class Mix(torch.utils.data.Dataset):
@@ -171,7 +96,7 @@ class Mix(torch.utils.data.Dataset):
         length: positions per epoch (the sum of the sources' lengths by default; required for
             streams).
         lanes: for streams (every source an ``IterableDataset`` with shards): the mix's shards
-            (the fewest shards of a source by default); see :mod:`seeder.data._stream_mix`.
+            (the fewest shards of a source by default); see the module docs.
         seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
         task: the reseed task whose epoch the mix follows (1).
 
@@ -216,32 +141,8 @@ class Mix(torch.utils.data.Dataset):
         self.sources = [sources[n] for n in sources]
         # plain weights: a resume with other weights keeps the checkpoint's past (load_state_dict)
         self._plain = isinstance(weights, Mapping)
-        history = [((0, 0), weights)] if isinstance(weights, Mapping) else list(weights)
-        if not history:
-            raise ValueError("Mix weights: give a dict, or a list of ((epoch, position), weights)")
-        self.changes: list[tuple[int, int]] = []
-        self.quotas: list[np.ndarray] = []
-        self.weights: list[dict[str, float]] = []
-        for i, pair in enumerate(history):
-            at = pair[0] if isinstance(pair, (tuple, list)) and len(pair) == 2 else None
-            if not (
-                isinstance(at, (tuple, list))
-                and len(at) == 2
-                and all(is_int(v) and 0 <= v <= MAX_KEY for v in at)
-            ):
-                raise ValueError(
-                    f"Mix weights[{i}] must be ((epoch, position), weights), got {pair!r:.80}"
-                )
-            start = (int(at[0]), int(at[1]))
-            if (i == 0 and start != (0, 0)) or (i and start <= self.changes[-1]):
-                raise ValueError(
-                    f"Mix weights' (epoch, position) must start at (0, 0) and increase, got "
-                    f"{start} at {i}"
-                )
-            w = check_weights(pair[1], self.names)
-            self.changes.append(start)
-            self.weights.append(w)
-            self.quotas.append(quotas(list(w.values())))
+        self.changes, self.weights = weight_history(weights, self.names)
+        self.quotas = [quotas(list(w.values())) for w in self.weights]
         self._given = self._history()  # as built: what a loaded state is compared with
         self._measure(lanes, length)
         self.length = sum(self.sizes) if length is None else check_int(length, "length", low=1)

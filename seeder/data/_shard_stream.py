@@ -19,13 +19,19 @@ import torch
 import torch.utils.data
 
 from seeder.data._elastic import PositionSeeds, SampleSeeding
-from seeder.data._shards import fresh_assignment, open_shard, virtual_position
+from seeder.data._shards import fresh_assignment, open_shard, shard_order, virtual_position
 from seeder.data._streams import set_epoch_of
 from seeder.data._workers import SeedSource, fetch_adapters, generator_words
 
 __all__ = ["ShardStream"]
 
 _END = object()
+
+#: What one read of a global RNG's state costs, in seedings of it (about; CPython 3.11, NumPy 2).
+#: An RNG that ``sample_rngs`` leaves out is watched (its state read before and after each batch)
+#: only in batches of more examples than two reads cost: else seeding it before every example
+#: costs less, and is exact whatever the examples draw.
+_READ_COST = {"python": 5, "numpy": 32, "torch": 3}
 
 
 class ShardStream(torch.utils.data.IterableDataset):
@@ -67,19 +73,31 @@ class ShardStream(torch.utils.data.IterableDataset):
         # a persistent worker in a later epoch: loading a state restarts the workers, so an
         # epoch they did not start with is a fresh one, dealt as the main process deals it
         workers = max(self.num_workers, 1)
-        shards = fresh_assignment(self.num_shards, self.rank, self.world_size, workers)[worker]
+        dealt = fresh_assignment(
+            self.num_shards, self.rank, self.world_size, workers, self.shard_order(epoch)
+        )
+        shards = dealt[worker]
         record = {"produced": 0, "done": False, "state": {"cursor": 0, "pos": 0}}
         return self._produce(worker, epoch, shards, record)
+
+    def shard_order(self, epoch: int) -> list[int]:
+        """The order epoch ``epoch`` deals the shards in
+        (:func:`seeder.data._shards.shard_order`)."""
+        return shard_order(self.dataset, self.num_shards, epoch)
 
     def _seeding(self) -> SampleSeeding:
         """This process's seeding of the examples (a forked worker starts from its parent's)."""
         seeding = self.__dict__.get("_sample_seeding")
         if seeding is None:
-            adapters = fetch_adapters()
-            names = self.sample_rngs
+            take = 1 if self.batch_size is None else self.batch_size
+            seeded = [
+                a
+                for a in fetch_adapters()
+                if a.name in self.sample_rngs or 2 * _READ_COST.get(a.name, 0) >= take
+            ]
             seeding = self.__dict__["_sample_seeding"] = SampleSeeding(
-                [a for a in adapters if a.name in names],
-                [a for a in adapters if a.name not in names],
+                seeded,
+                [a for a in fetch_adapters() if a not in seeded],
                 "seeder.IterableDataLoader",
             )
         return seeding

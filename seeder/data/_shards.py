@@ -9,7 +9,8 @@ position:
 * a ``datasets.IterableDataset`` uses its own shards (``n_shards``): shard ``i`` is
   ``dataset.shard(n_shards, i)``, read from ``start`` by skipping ``start`` examples.
 
-The shards of an epoch are *dealt*: the ``order`` (shard ids) goes to the ``P = world_size *
+The shards of an epoch are *dealt*: the epoch's ``order`` (shard ids, :func:`shard_order`: a
+``datasets`` stream's own order of the epoch, else ``0, 1, ...``) goes to the ``P = world_size *
 num_workers`` processes in turn, process ``p = rank * num_workers + worker`` taking ``order[p::P]``
 (:func:`deal`), and each process reads its shards one after the other. Example ``pos`` of shard
 ``s`` is seeded from the elastic loader's per-sample key at the virtual position
@@ -29,8 +30,11 @@ Example:
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional
+
+import numpy as np
 
 from seeder._checks import is_int
 from seeder._errors import StateError
@@ -42,11 +46,14 @@ __all__ = [
     "is_sharded",
     "open_shard",
     "deal",
+    "shard_order",
     "virtual_position",
     "fresh_assignment",
     "redeal",
     "check_positions",
 ]
+
+logger = logging.getLogger("seeder")
 
 #: The most shards a stream may have (one derivation word, its top bit marking a stream).
 MAX_SHARDS = 1 << 31
@@ -148,6 +155,77 @@ def deal(order: Sequence[int], processes: int) -> list[list[int]]:
     return [list(order[p::processes]) for p in range(processes)]
 
 
+def shard_order(dataset: Any, num_shards: int, epoch: int) -> list[int]:
+    """The order epoch ``epoch`` deals the shards in.
+
+    A ``datasets.IterableDataset`` reads its shards in another order every epoch past 0: it
+    shuffles its data sources with ``numpy.random.default_rng(epoch)`` as it starts iterating
+    (``set_epoch``), unless ``.skip``/``.take`` fix the order. Its order is that: the shard ids
+    ``0 .. n-1`` (of ``dataset.shard(n, i)``) shuffled by ``default_rng(epoch).shuffle``, checked
+    against what ``datasets`` does to the sources of the stream; a stream whose sources
+    ``datasets`` shuffles otherwise (several sources: ``interleave_datasets``,
+    ``concatenate_datasets``) is dealt in the order ``0 .. n-1`` every epoch (logged). Any other
+    stream: ``0 .. n-1``.
+
+    Args:
+        dataset: a sharded stream.
+        num_shards: its shard count.
+        epoch: the epoch.
+
+    Returns:
+        The shard ids, each once.
+
+    >>> shard_order([1, 2], 3, 5)
+    [0, 1, 2]
+    """
+    order = list(range(num_shards))
+    if not _is_datasets(dataset) or epoch == 0 or num_shards == 1:
+        return order
+    from datasets.iterable_dataset import DataSourcesShufflingDisallowed
+
+    source = dataset._ex_iterable
+    try:
+        shuffled = source.shuffle_data_sources(np.random.default_rng(epoch))
+    except DataSourcesShufflingDisallowed:  # .skip()/.take(): datasets keeps the order
+        return order
+    np.random.default_rng(epoch).shuffle(order)
+    if not _sources_in(source, shuffled, order):
+        logger.info(
+            "seeder.IterableDataLoader: this datasets stream shuffles its sources otherwise than "
+            "one list of %d shards; its shards are dealt in the order 0..%d every epoch",
+            num_shards,
+            num_shards - 1,
+        )
+        return list(range(num_shards))
+    return order
+
+
+def _leaf(node: Any) -> Any:
+    """The one examples iterable at the bottom of a ``datasets`` pipeline, ``None`` for several."""
+    while not getattr(node, "ex_iterables", None):
+        child = getattr(node, "ex_iterable", None)
+        if child is None:
+            return node
+        node = child
+    return None
+
+
+def _sources_in(source: Any, shuffled: Any, order: list[int]) -> bool:
+    """Whether ``shuffled`` reads the sources of ``source`` in ``order``: every list of its
+    arguments as long as the shards, and at least one, taken in that order (the same objects)."""
+    old, new = _leaf(source), _leaf(shuffled)
+    kwargs, moved = getattr(old, "kwargs", None), getattr(new, "kwargs", None)
+    if not (isinstance(kwargs, dict) and isinstance(moved, dict)):
+        return False
+    lists = [k for k, v in kwargs.items() if isinstance(v, list) and len(v) == len(order)]
+    return bool(lists) and all(
+        isinstance(moved.get(k), list)
+        and len(moved[k]) == len(order)
+        and all(x is kwargs[k][i] for x, i in zip(moved[k], order))
+        for k in lists
+    )
+
+
 def virtual_position(shard: int, pos: int) -> int:
     """The elastic loader's per-sample position that seeds example ``pos`` of shard ``shard``.
 
@@ -166,14 +244,21 @@ def virtual_position(shard: int, pos: int) -> int:
 
 
 def fresh_assignment(
-    num_shards: int, rank: int, world_size: int, workers: int
+    num_shards: int,
+    rank: int,
+    world_size: int,
+    workers: int,
+    order: Optional[Sequence[int]] = None,
 ) -> list[list[list[int]]]:
-    """This rank's workers' shards at the start of an epoch: ``[[shard, 0], ...]`` per worker.
+    """This rank's workers' shards at the start of an epoch: ``[[shard, 0], ...]`` per worker, the
+    epoch's ``order`` (:func:`shard_order`; ``0 .. num_shards - 1`` by default) dealt.
 
     >>> fresh_assignment(5, 1, 2, 1)
     [[[1, 0], [3, 0]]]
+    >>> fresh_assignment(3, 0, 1, 2, order=[2, 0, 1])
+    [[[2, 0], [1, 0]], [[0, 0]]]
     """
-    dealt = deal(range(num_shards), world_size * workers)
+    dealt = deal(range(num_shards) if order is None else order, world_size * workers)
     return [[[s, 0] for s in dealt[rank * workers + w]] for w in range(workers)]
 
 

@@ -346,81 +346,113 @@ class WorkerStream(torch.utils.data.IterableDataset):
     def _produce(
         self, share: StreamShare, record: dict[str, Any]
     ) -> Iterator[tuple[Any, dict[str, Any]]]:
-        worker, workers, epoch = share.worker, share.num_workers, share.epoch
-        end = {"worker": worker, "end": True}
+        worker, epoch = share.worker, share.epoch
         if record["done"]:
-            yield None, end
+            yield None, {"worker": worker, "end": True}
             return
         master, _, _, gens = self.source.inputs("seeder.IterableDataLoader")
         words = 1 + max((stream for _, _, stream in gens), default=0)
         seeds = stream_seeds(master, int(Domain.STREAM), self.task, epoch, self.rank, words)
-        ds = self.dataset
-        set_epoch_of(ds, epoch)
         produced = int(record["produced"])
-        replay = 0
         loaded = record["state"]
-        if loaded is None and produced:
-            replay = produced
+        items = self._open(share, loaded)
+        # without a state, the batches produced are drawn again, seeded as before, and dropped
+        j = produced if loaded is not None else 0
+        replay = _Replay(worker, epoch, produced - j)
+        while True:
+            self._seed_batch(share, j, seeds, gens)
+            got = self._draw(share, items, loaded)
+            loaded = None
+            if not got or (self.drop_last and len(got) < self._take()):
+                if j < produced:
+                    raise _ran_out(worker, j, produced, epoch)
+                yield None, {"worker": worker, "end": True}
+                return
+            j += 1
+            if j <= produced:
+                replay.step(j)
+                continue
+            batch = self.collate_fn(got[0] if self.batch_size is None else got)
+            state = self.dataset.state_dict() if self.stateful else None
+            yield batch, {"worker": worker, "produced": j, "state": state}
+
+    def _take(self) -> int:
+        return 1 if self.batch_size is None else self.batch_size
+
+    def _open(self, share: StreamShare, loaded: Any) -> Iterator[Any]:
+        """The dataset's iterator for this epoch, from the worker's saved state where it has one."""
+        ds = self.dataset
+        set_epoch_of(ds, share.epoch)
         _CURRENT[0] = share
         try:
             if loaded is not None:
                 ds.load_state_dict(loaded)
-            items = iter(ds)
+            return iter(ds)
         except Exception as exc:
             if loaded is None:
                 raise
-            raise _unloadable(ds, worker, loaded, exc) from exc
+            raise _unloadable(ds, share.worker, loaded, exc) from exc
         finally:
             _CURRENT[0] = None
-        take = 1 if self.batch_size is None else self.batch_size
-        started = time.perf_counter()
-        j = produced - replay
-        while True:
-            stream = j * workers + worker
-            if stream > MAX_KEY:
-                raise OverflowError(
-                    f"seeder.IterableDataLoader: worker {worker} reached batch {j} of epoch "
-                    f"{epoch}; per-batch seeds are numbered up to 2**32 (batches x num_workers); "
-                    f"start a new epoch sooner"
-                )
-            words_ = seeds.seed(stream)
-            seed_globals(words_[0])
-            for fn, _, k in gens:
-                fn(words_[k])
-            _CURRENT[0] = share
-            try:
-                got = list(itertools.islice(items, take))
-            except Exception as exc:  # the first items after a load: a state taken but unusable
-                if loaded is None:
-                    raise
-                raise _unloadable(ds, worker, loaded, exc) from exc
-            finally:
-                _CURRENT[0] = None
-            loaded = None
-            if not got or (self.drop_last and len(got) < take):
-                if j < produced:
-                    raise StateError(
-                        f"seeder.IterableDataLoader: worker {worker} ran out after {j} of the "
-                        f"{produced} batches its saved position says it produced in epoch {epoch}: "
-                        "the dataset yields less than when the state was saved (another dataset, "
-                        "or a source that changed), so the epoch cannot continue exactly; resume "
-                        "with the data the state was saved with"
-                    )
-                yield None, end
-                return
-            j += 1
-            if j <= produced:  # replaying: the items are drawn, seeded as before, and dropped
-                if j % REPLAY_LOG_EVERY == 0 or j == produced:
-                    logger.info(
-                        "seeder.IterableDataLoader: worker %d replayed %d/%d batches of epoch %d "
-                        "(%.2f s)",
-                        worker,
-                        j,
-                        produced,
-                        epoch,
-                        time.perf_counter() - started,
-                    )
-                continue
-            batch = self.collate_fn(got[0] if self.batch_size is None else got)
-            state = ds.state_dict() if self.stateful else None
-            yield batch, {"worker": worker, "produced": j, "state": state}
+
+    def _seed_batch(
+        self,
+        share: StreamShare,
+        j: int,
+        seeds: Any,
+        gens: list[tuple[Callable[[int], Any], bool, int]],
+    ) -> None:
+        """Seed the global RNGs and the registered generators for the worker's ``j``-th batch."""
+        stream = j * share.num_workers + share.worker
+        if stream > MAX_KEY:
+            raise OverflowError(
+                f"seeder.IterableDataLoader: worker {share.worker} reached batch {j} of epoch "
+                f"{share.epoch}; per-batch seeds are numbered up to 2**32 (batches x num_workers); "
+                "start a new epoch sooner"
+            )
+        words_ = seeds.seed(stream)
+        seed_globals(words_[0])
+        for fn, _, k in gens:
+            fn(words_[k])
+
+    def _draw(self, share: StreamShare, items: Iterator[Any], loaded: Any) -> list[Any]:
+        """The next batch's items (fewer at the end)."""
+        _CURRENT[0] = share
+        try:
+            return list(itertools.islice(items, self._take()))
+        except Exception as exc:  # the first items after a load: a state taken but unusable
+            if loaded is None:
+                raise
+            raise _unloadable(self.dataset, share.worker, loaded, exc) from exc
+        finally:
+            _CURRENT[0] = None
+
+
+class _Replay:
+    """A replay's progress, logged every :data:`REPLAY_LOG_EVERY` batches and at its end."""
+
+    def __init__(self, worker: int, epoch: int, batches: int):
+        self.worker, self.epoch, self.batches = worker, epoch, batches
+        self.started = time.perf_counter()
+
+    def step(self, j: int) -> None:
+        if j % REPLAY_LOG_EVERY == 0 or j == self.batches:
+            logger.info(
+                "seeder.IterableDataLoader: worker %d replayed %d/%d batches of epoch %d (%.2f s)",
+                self.worker,
+                j,
+                self.batches,
+                self.epoch,
+                time.perf_counter() - self.started,
+            )
+
+
+def _ran_out(worker: int, j: int, produced: int, epoch: int) -> StateError:
+    """The error for a worker whose dataset ends before the batches its saved position counts."""
+    return StateError(
+        f"seeder.IterableDataLoader: worker {worker} ran out after {j} of the "
+        f"{produced} batches its saved position says it produced in epoch {epoch}: "
+        "the dataset yields less than when the state was saved (another dataset, "
+        "or a source that changed), so the epoch cannot continue exactly; resume "
+        "with the data the state was saved with"
+    )
