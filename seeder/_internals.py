@@ -127,6 +127,15 @@ def _mixin_reads_drop_last(_: Any) -> Optional[str]:
     return "DataLoaderStateMixin no longer reads _drop_last"
 
 
+def _prepare_keeps_prepared(_: Any) -> Optional[str]:
+    from accelerate import Accelerator
+
+    code = Accelerator.prepare_data_loader.__code__
+    if "_is_accelerate_prepared" in code.co_names + code.co_consts:
+        return None
+    return "Accelerator.prepare_data_loader no longer reads _is_accelerate_prepared"
+
+
 def _trainer_skips(_: Any) -> Optional[str]:
     import transformers.trainer as trainer
 
@@ -328,6 +337,15 @@ INTERNALS: dict[str, Internal] = {
             "accelerate 1.15.0",
             "raises",
             _mixin_reads_drop_last,
+        ),
+        Internal(
+            "accelerate",
+            "Accelerator.prepare_data_loader._is_accelerate_prepared",
+            "seeder.data: set on seeder's loaders, so that a plain Accelerator.prepare keeps them "
+            "as they are (checked when a loader rebuilt around a seeder batch sampler iterates it)",
+            "accelerate 1.15.0",
+            "raises",
+            _prepare_keeps_prepared,
         ),
         Internal(
             "transformers",
