@@ -305,7 +305,7 @@ INTERNALS: dict[str, Internal] = {
         Internal(
             "nvidia-dali",
             "Pipeline._enable_checkpointing",
-            "seeder.data.dali: whether a pipeline saves checkpoints (no public accessor)",
+            "seeder.data._dali_state: whether a pipeline saves checkpoints (no public accessor)",
             _DALI,
             "raises",
             _has("_enable_checkpointing"),
@@ -323,7 +323,7 @@ INTERNALS: dict[str, Internal] = {
         Internal(
             "nvidia-dali",
             "_DaliBaseIterator._pipes",
-            "seeder.data.dali: how many pipelines a DALI iterator drives",
+            "seeder.data._dali_state: how many pipelines a DALI iterator drives",
             _DALI,
             "raises",
             _has("_pipes"),
