@@ -2,9 +2,11 @@
 
 Once the module-level seeder (``seeder.init``) has started a run, a later ``random.seed``,
 ``np.random.seed``, ``torch.manual_seed``, ``torch.seed`` or ``torch.cuda.manual_seed(_all)`` is
-told apart by who made it (through the module's name: a method of the generator object itself
-is not seen, nor a name bound before ``init``, which ``init`` warns about once per name of the
-user's modules):
+told apart by who made it (through the module's name; a name bound before ``init`` is not seen,
+and ``init`` warns about it once per name of the user's modules). A method of torch's generator
+object itself (``torch.default_generator.manual_seed(5)``, ``.seed()``) cannot be watched when it
+is called: :func:`check_torch_seed` finds it at the next ``reseed`` or ``state_dict`` from
+``torch.initial_seed()``, and warns once per run:
 
 * **a framework's run-level seeding** (Lightning's ``seed_everything`` and ``reset_seed``, which
   ``LightningCLI`` and ddp call; transformers' ``set_seed`` and ``enable_full_determinism``,
@@ -61,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from seeder._checks import is_int
 from seeder._errors import SeederWarning
+from seeder._seeding.rngs_torch import note_default_seed, noted_default_seed
 
 if TYPE_CHECKING:
     from seeder._seeding.core import Seeder
@@ -75,6 +78,7 @@ __all__ = [
     "routed_calls",
     "restored",
     "check_environment",
+    "check_torch_seed",
     "ROUTED_KEPT",
 ]
 
@@ -155,6 +159,9 @@ _init_site: Optional[str] = None
 #: The seeding functions ``init`` wrapped, by id: a name bound to one before is not watched.
 _unwatched: dict[int, tuple[Any, str]] = {}
 _bound_warned: set[tuple[str, str]] = set()
+#: Whether this run (since the last ``init``) was warned of a reseed of torch's default generator
+#: that no watched call made.
+_unseen_warned = False
 
 
 def _module(frame: Any) -> str:
@@ -349,10 +356,17 @@ def _wrap(
     original: Callable[..., Any], family: str, primitive: str, returns: Callable[[], Any]
 ) -> Callable[..., Any]:
     def seeding(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return _seeding(*args, **kwargs)
+        finally:
+            if family == "torch":  # a call seeder saw: the generator's seed is a known one
+                note_default_seed()
+
+    def _seeding(*args: Any, **kwargs: Any) -> Any:
         seeder = _active()
         if seeder is None:
             return original(*args, **kwargs)
-        caller = sys._getframe(1)
+        caller = sys._getframe(2)
         while caller.f_back is not None and caller.f_code.co_filename.startswith(_TORCH_WRAPPERS):
             caller = caller.f_back
         if caller.f_code.co_filename.startswith(_OWN_CALLERS):
@@ -483,6 +497,7 @@ def restored(families: Iterable[str]) -> Iterator[None]:
     ...     pass
     """
     names = list(families)
+    noted = noted_default_seed()  # the block puts torch's generator back, its seed included
     for name in names:
         _restoring[name] = _restoring.get(name, 0) + 1
     try:
@@ -490,6 +505,8 @@ def restored(families: Iterable[str]) -> Iterator[None]:
     finally:
         for name in names:
             _restoring[name] -= 1
+        if "torch" in names:
+            note_default_seed(noted)
 
 
 def check_environment() -> bool:
@@ -521,9 +538,12 @@ def watch(seeder: Seeder) -> None:
     >>> watch(seeder.default_seeder())
     """
     global _owner, _init_site
+    global _unseen_warned
     _install()
     _owner = weakref.ref(seeder)
     _sites.clear()
+    _unseen_warned = False
+    note_default_seed()
     _bound_before()
     user = _user_frame(sys._getframe(1))
     _init_site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
@@ -583,6 +603,64 @@ def _bound_before() -> None:
                 where,
                 line,
             )
+
+
+def check_torch_seed(seeder: Seeder, moment: str) -> None:
+    """At a moment ``seeder`` looks (a reseed, a state taken): warn once per run if torch's default
+    generator was reseeded by a call seeder cannot watch.
+
+    ``torch.default_generator.manual_seed(n)`` and ``.seed()`` are methods of a C object: no
+    wrapper sees them. They change ``torch.initial_seed()``, which is compared with the seed
+    seeder left (its own seeding and restores, and the seeding calls it watches, update it;
+    ``set_rng_state`` puts the seed back with the state, so a restore is no reseed).
+
+    Args:
+        seeder: the seeder that looks; only the module-level one that ``init`` started checks.
+        moment: what it is doing, for the message (``"seeder.reseed(1, 0)"``).
+
+    Example:
+        >>> import torch, warnings, seeder
+        >>> seeder.init(master_seed=7); seeder.reseed(0, 0)
+        >>> _ = torch.default_generator.manual_seed(5)
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     check_torch_seed(seeder.default_seeder(), "seeder.reseed(1, 0)")
+        >>> "torch.default_generator.manual_seed(5)" in str(caught[0].message)
+        True
+        >>> seeder.default_seeder().reset()
+    """
+    global _unseen_warned
+    if _active() is not seeder or _restoring.get("torch"):
+        return
+    import torch
+
+    noted, now = noted_default_seed(), torch.initial_seed()
+    if noted is None or now == noted:
+        return
+    note_default_seed(now)
+    user = _user_frame(sys._getframe(1))
+    site = f" ({user.f_code.co_filename}:{user.f_lineno})" if user is not None else ""
+    calls = [f"torch.default_generator.manual_seed({now})", "torch.default_generator.seed()"]
+    if now >= 2**32:  # .seed() draws 64 bits
+        calls.reverse()
+    text = (
+        f"torch's default generator was reseeded since seeder last seeded it, by a call seeder "
+        f"cannot see when it is made: {calls[0]} (or {calls[1]}), which set its initial seed to "
+        f"{now}; found at {moment}{site}"
+    )
+    if _unseen_warned or _quiet or check_environment():
+        logger.info("%s", text)
+        return
+    _unseen_warned = True
+    warnings.warn_explicit(
+        f"{text}. What drew from torch since depends on seed {now}, not on master seed "
+        f"{seeder.get_master_seed()}. To leave the run to seeder, remove the call (seeder.reseed "
+        f"seeds torch); to seed draws of your own, use a generator of your own "
+        f"(torch.Generator().manual_seed({now}))",
+        SeederWarning,
+        user.f_code.co_filename if user is not None else "<seeder>",
+        user.f_lineno if user is not None else 0,
+    )
 
 
 @contextlib.contextmanager
