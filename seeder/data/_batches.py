@@ -53,7 +53,9 @@ def rebuilt_error(kind: str) -> RuntimeError:
         f"seeder's. "
         f"Prepare it with seeder.integrations.accelerate.SeederAccelerator (an Accelerator with "
         f"the same arguments; for a transformers Trainer, "
-        f"seeder.integrations.transformers.SeederTrainer), or iterate the {kind} itself"
+        f"seeder.integrations.transformers.SeederTrainer), or iterate the {kind} itself: "
+        f"its position comes from the seeder state (seeder.load_state_dict, or "
+        f"seeder.integrations.accelerate.load_checkpoint_state after accelerator.load_state)"
     )
 
 
