@@ -49,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import linecache
 import logging
 import os
 import site
@@ -63,6 +62,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from seeder._checks import is_int
 from seeder._errors import SeederWarning
+from seeder._seeding import bound
 from seeder._seeding.rngs_torch import note_default_seed, noted_default_seed
 
 if TYPE_CHECKING:
@@ -156,9 +156,6 @@ _routed: deque[dict[str, Any]] = deque(maxlen=ROUTED_KEPT)
 #: a seeding call there is not the run's, so not warned about.
 _restoring: dict[str, int] = {}
 _init_site: Optional[str] = None
-#: The seeding functions ``init`` wrapped, by id: a name bound to one before is not watched.
-_unwatched: dict[int, tuple[Any, str]] = {}
-_bound_warned: set[tuple[str, str]] = set()
 #: Whether this run (since the last ``init``) was warned of a reseed of torch's default generator
 #: that no watched call made.
 _unseen_warned = False
@@ -461,7 +458,7 @@ def _install() -> None:
         original = getattr(module, attr, None)
         if original is not None and not _routes(original):
             setattr(module, attr, _wrap(original, family, primitive, returns))
-            _unwatched.setdefault(id(original), (original, primitive))
+            bound.UNWATCHED.setdefault(id(original), (original, primitive))
     fork = getattr(torch.random, "fork_rng", None)
     if fork is not None and not _routes(fork):
         torch.random.fork_rng = _forking(fork)
@@ -544,7 +541,7 @@ def watch(seeder: Seeder) -> None:
     _sites.clear()
     _unseen_warned = False
     note_default_seed()
-    _bound_before()
+    bound.warn_bound_names(_INSTALLED)
     user = _user_frame(sys._getframe(1))
     _init_site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
     drawn = sorted(name for name, used in global_draws().items() if used)
@@ -566,43 +563,6 @@ def watch(seeder: Seeder) -> None:
             json.dumps(record).encode(),
             0o644,
         )
-
-
-def _bound_before() -> None:
-    """Warn once per name for each name of the user's modules bound to a seeding function before
-    ``init`` wrapped it (``from torch import manual_seed``): calls through it are not seen."""
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if name != "__main__" and (not isinstance(path, str) or path.startswith(_INSTALLED)):
-            continue
-        where = path if isinstance(path, str) else name
-        names = getattr(module, "__dict__", None)
-        if not isinstance(names, dict):
-            continue
-        for attr, value in list(names.items()):
-            found = _unwatched.get(id(value))
-            if found is None or found[0] is not value or (where, attr) in _bound_warned:
-                continue
-            _bound_warned.add((where, attr))  # a module under two names (__mp_main__) once
-            primitive = found[1]
-            line = next(
-                (
-                    n
-                    for n, text in enumerate(linecache.getlines(where), 1)
-                    if "import" in text and attr in text
-                ),
-                1,
-            )
-            warnings.warn_explicit(
-                f"{where}:{line} binds {attr!r} to {primitive} before seeder.init, so seeder does "
-                f"not see the calls through that name: they seed as they say, with no word, and "
-                f"what draws next depends on their seed, not on the master seed. Call "
-                f"{primitive}(...) through its module, or remove the call (seeder.reseed seeds "
-                f"random, NumPy and torch)",
-                SeederWarning,
-                where,
-                line,
-            )
 
 
 def check_torch_seed(seeder: Seeder, moment: str) -> None:
