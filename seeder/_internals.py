@@ -127,6 +127,15 @@ def _mixin_reads_drop_last(_: Any) -> Optional[str]:
     return "DataLoaderStateMixin no longer reads _drop_last"
 
 
+def _prepare_keeps_prepared(_: Any) -> Optional[str]:
+    from accelerate import Accelerator
+
+    code = Accelerator.prepare_data_loader.__code__
+    if "_is_accelerate_prepared" in code.co_names + code.co_consts:
+        return None
+    return "Accelerator.prepare_data_loader no longer reads _is_accelerate_prepared"
+
+
 def _trainer_skips(_: Any) -> Optional[str]:
     import transformers.trainer as trainer
 
@@ -296,7 +305,7 @@ INTERNALS: dict[str, Internal] = {
         Internal(
             "nvidia-dali",
             "Pipeline._enable_checkpointing",
-            "seeder.data.dali: whether a pipeline saves checkpoints (no public accessor)",
+            "seeder.data._dali_state: whether a pipeline saves checkpoints (no public accessor)",
             _DALI,
             "raises",
             _has("_enable_checkpointing"),
@@ -314,7 +323,7 @@ INTERNALS: dict[str, Internal] = {
         Internal(
             "nvidia-dali",
             "_DaliBaseIterator._pipes",
-            "seeder.data.dali: how many pipelines a DALI iterator drives",
+            "seeder.data._dali_state: how many pipelines a DALI iterator drives",
             _DALI,
             "raises",
             _has("_pipes"),
@@ -328,6 +337,15 @@ INTERNALS: dict[str, Internal] = {
             "accelerate 1.15.0",
             "raises",
             _mixin_reads_drop_last,
+        ),
+        Internal(
+            "accelerate",
+            "Accelerator.prepare_data_loader._is_accelerate_prepared",
+            "seeder.data: set on seeder's loaders, so that a plain Accelerator.prepare keeps them "
+            "as they are (checked when a loader rebuilt around a seeder batch sampler iterates it)",
+            "accelerate 1.15.0",
+            "raises",
+            _prepare_keeps_prepared,
         ),
         Internal(
             "transformers",

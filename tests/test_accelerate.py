@@ -103,31 +103,3 @@ def test_bad_state_raises_before_accelerate_loads(tmp_path):
     torch.save(state, path)
     with pytest.raises(StateError, match="nothing was changed"):
         train(str(tmp_path), resume=True, workers=0)
-
-
-@pytest.mark.parametrize("elastic", [False, True])
-@pytest.mark.parametrize("kept", [False, True])
-def test_a_plain_accelerator_rebuilding_a_seeder_loader_says_to_use_seeder_accelerator(
-    elastic, kept
-):
-    """accelerate's plain prepare() rebuilds the loader around its batch sampler, which neither
-    seeds the batches nor counts the position: its first iteration raises, naming the fix, before
-    any batch, whether the seeder loader was kept or dropped."""
-    import gc
-
-    from accelerate import Accelerator
-
-    s = seeder.Seeder()
-    s.init(42)
-    s.reseed(1, 0)
-    build = seeder.ElasticDataLoader if elastic else seeder.DataLoader
-    loader = build(torch.arange(20.0), batch_size=4, shuffle=True, seeder=s)
-    prepared = Accelerator(cpu=True).prepare(loader)
-    if not kept:
-        del loader
-        gc.collect()
-    for _ in range(2):  # the same at each new pass
-        with pytest.raises(RuntimeError, match="rebuilt.*seeder.integrations.accelerate.Seeder"):
-            next(iter(prepared))
-    if kept:
-        assert loader.batches_done == 0 and [len(b) for b in loader] == [4] * 5  # unharmed

@@ -43,6 +43,7 @@ LAYERS = {
     "_seeding.participant": 2,
     "_seeding.registry": 2,
     "_seeding.foreign": 2,
+    "_seeding.bound": 2,
     "_state": 2,
     "_run": 2,
     "verify": 2,

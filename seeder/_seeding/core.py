@@ -104,6 +104,7 @@ class Persistence:
             ['derivation_version', 'format', 'last_reseed']
         """
         topo = self._require_init("state_dict")
+        foreign.check_torch_seed(self._seeder(), "seeder.state_dict()")
         with self._lock:  # make_state refuses a torn run (a reseed that raised)
             if self.pending.parts:
                 self.pending.require_claimed("seeder.state_dict", ())
@@ -462,6 +463,7 @@ class Seeder(Membership, Persistence):
         """
         self._require_init("reseed")
         key = (check_key(task_id, "task_id"), check_key(epoch, "epoch"))
+        foreign.check_torch_seed(self, f"seeder.reseed({key[0]}, {key[1]})")
         with self._lock:
             self.pending.require_claimed("seeder.reseed", key)
             # the global RNGs; None: resuming inside this (task, epoch)

@@ -309,9 +309,11 @@ def _from_process_group(
     return Topology(pg_rank, pg_world, local, "process group", "process group", local_from)
 
 
-def _from_environment(
+def _checked_launcher(
     rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]
-) -> Topology:
+) -> Optional[_Found]:
+    """The launcher whose variables describe this process, or ``None``; an error where the
+    arguments contradict it."""
     found = None if rank is not None and world_size is not None else _launcher()
     if found is not None and world_size is not None and world_size != found.size:
         if found.size > 1:
@@ -322,30 +324,36 @@ def _from_environment(
                 f"global rank= as well"
             )
         # one task that starts its own processes: its variables describe the task, not them
-        found = None
-    if (
-        found is not None
-        and rank is None
-        and local_rank is not None
-        and found.local is not None
-        and local_rank != found.local
-    ):
+        return None
+    if found is None or rank is not None or local_rank is None or found.local is None:
+        return found
+    if local_rank != found.local:
         raise ValueError(
             f"local_rank={local_rank} contradicts {found.launcher.local}={found.local} "
             f"({found.launcher.name}): if {found.launcher.name} started every process, pass "
             f"local_rank={found.local} or omit it; if you start processes yourself, pass each "
             f"one's global rank= and ngpus= as well"
         )
-    env_local = _env_int("LOCAL_RANK")
+    return found
+
+
+def _local_rank(local_rank: Optional[int], found: Optional[_Found]) -> tuple[Optional[int], str]:
+    """``(local rank or None, its source)``: the argument, the launcher's, ``LOCAL_RANK``."""
     if local_rank is not None:
-        local: Optional[int] = local_rank
-        local_from = "local_rank="
-    elif found is not None and found.local is not None:
-        local, local_from = found.local, found.launcher.local
-    elif env_local is not None:
-        local, local_from = env_local, "LOCAL_RANK"
-    else:
-        local, local_from = None, "rank"
+        return local_rank, "local_rank="
+    if found is not None and found.local is not None:
+        return found.local, found.launcher.local
+    env_local = _env_int("LOCAL_RANK")
+    if env_local is not None:
+        return env_local, "LOCAL_RANK"
+    return None, "rank"
+
+
+def _from_environment(
+    rank: Optional[int], world_size: Optional[int], local_rank: Optional[int]
+) -> Topology:
+    found = _checked_launcher(rank, world_size, local_rank)
+    local, local_from = _local_rank(local_rank, found)
     if rank is not None:
         g_rank, rank_from = rank, "rank="
     elif found is not None:

@@ -2,9 +2,11 @@
 
 Once the module-level seeder (``seeder.init``) has started a run, a later ``random.seed``,
 ``np.random.seed``, ``torch.manual_seed``, ``torch.seed`` or ``torch.cuda.manual_seed(_all)`` is
-told apart by who made it (through the module's name: a method of the generator object itself
-is not seen, nor a name bound before ``init``, which ``init`` warns about once per name of the
-user's modules):
+told apart by who made it (through the module's name; a name bound before ``init`` is not seen,
+and ``init`` warns about it once per name of the user's modules). A method of torch's generator
+object itself (``torch.default_generator.manual_seed(5)``, ``.seed()``) cannot be watched when it
+is called: :func:`check_torch_seed` finds it at the next ``reseed`` or ``state_dict`` from
+``torch.initial_seed()``, and warns once per run:
 
 * **a framework's run-level seeding** (Lightning's ``seed_everything`` and ``reset_seed``, which
   ``LightningCLI`` and ddp call; transformers' ``set_seed`` and ``enable_full_determinism``,
@@ -47,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import linecache
 import logging
 import os
 import site
@@ -61,6 +62,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from seeder._checks import is_int
 from seeder._errors import SeederWarning
+from seeder._seeding import bound
+from seeder._seeding.rngs_torch import note_default_seed, noted_default_seed
 
 if TYPE_CHECKING:
     from seeder._seeding.rngbase import RNGAdapter
@@ -76,6 +79,7 @@ __all__ = [
     "routed_calls",
     "restored",
     "check_environment",
+    "check_torch_seed",
     "ROUTED_KEPT",
 ]
 
@@ -153,9 +157,9 @@ _routed: deque[dict[str, Any]] = deque(maxlen=ROUTED_KEPT)
 #: a seeding call there is not the run's, so not warned about.
 _restoring: dict[str, int] = {}
 _init_site: Optional[str] = None
-#: The seeding functions ``init`` wrapped, by id: a name bound to one before is not watched.
-_unwatched: dict[int, tuple[Any, str]] = {}
-_bound_warned: set[tuple[str, str]] = set()
+#: Whether this run (since the last ``init``) was warned of a reseed of torch's default generator
+#: that no watched call made.
+_unseen_warned = False
 
 
 class Routes(Protocol):
@@ -371,10 +375,17 @@ def _wrap(
     original: Callable[..., Any], family: str, primitive: str, returns: Callable[[], Any]
 ) -> Callable[..., Any]:
     def seeding(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return _seeding(*args, **kwargs)
+        finally:
+            if family == "torch":  # a call seeder saw: the generator's seed is a known one
+                note_default_seed()
+
+    def _seeding(*args: Any, **kwargs: Any) -> Any:
         seeder = _active()
         if seeder is None:
             return original(*args, **kwargs)
-        caller = sys._getframe(1)
+        caller = sys._getframe(2)
         while caller.f_back is not None and caller.f_code.co_filename.startswith(_TORCH_WRAPPERS):
             caller = caller.f_back
         if caller.f_code.co_filename.startswith(_OWN_CALLERS):
@@ -469,7 +480,7 @@ def _install() -> None:
         original = getattr(module, attr, None)
         if original is not None and not _routes(original):
             setattr(module, attr, _wrap(original, family, primitive, returns))
-            _unwatched.setdefault(id(original), (original, primitive))
+            bound.UNWATCHED.setdefault(id(original), (original, primitive))
     fork = getattr(torch.random, "fork_rng", None)
     if fork is not None and not _routes(fork):
         torch.random.fork_rng = _forking(fork)
@@ -505,6 +516,7 @@ def restored(families: Iterable[str]) -> Iterator[None]:
     ...     pass
     """
     names = list(families)
+    noted = noted_default_seed()  # the block puts torch's generator back, its seed included
     for name in names:
         _restoring[name] = _restoring.get(name, 0) + 1
     try:
@@ -512,6 +524,8 @@ def restored(families: Iterable[str]) -> Iterator[None]:
     finally:
         for name in names:
             _restoring[name] -= 1
+        if "torch" in names:
+            note_default_seed(noted)
 
 
 def check_environment() -> bool:
@@ -543,10 +557,13 @@ def watch(seeder: Routes) -> None:
     >>> watch(seeder.default_seeder())
     """
     global _owner, _init_site
+    global _unseen_warned
     _install()
     _owner = weakref.ref(seeder)
     _sites.clear()
-    _bound_before()
+    _unseen_warned = False
+    note_default_seed()
+    bound.warn_bound_names(_INSTALLED)
     user = _user_frame(sys._getframe(1))
     _init_site = f"{user.f_code.co_filename}:{user.f_lineno}" if user is not None else None
     drawn = sorted(name for name, used in global_draws().items() if used)
@@ -570,41 +587,62 @@ def watch(seeder: Routes) -> None:
         )
 
 
-def _bound_before() -> None:
-    """Warn once per name for each name of the user's modules bound to a seeding function before
-    ``init`` wrapped it (``from torch import manual_seed``): calls through it are not seen."""
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if name != "__main__" and (not isinstance(path, str) or path.startswith(_INSTALLED)):
-            continue
-        where = path if isinstance(path, str) else name
-        names = getattr(module, "__dict__", None)
-        if not isinstance(names, dict):
-            continue
-        for attr, value in list(names.items()):
-            found = _unwatched.get(id(value))
-            if found is None or found[0] is not value or (where, attr) in _bound_warned:
-                continue
-            _bound_warned.add((where, attr))  # a module under two names (__mp_main__) once
-            primitive = found[1]
-            line = next(
-                (
-                    n
-                    for n, text in enumerate(linecache.getlines(where), 1)
-                    if "import" in text and attr in text
-                ),
-                1,
-            )
-            warnings.warn_explicit(
-                f"{where}:{line} binds {attr!r} to {primitive} before seeder.init, so seeder does "
-                f"not see the calls through that name: they seed as they say, with no word, and "
-                f"what draws next depends on their seed, not on the master seed. Call "
-                f"{primitive}(...) through its module, or remove the call (seeder.reseed seeds "
-                f"random, NumPy and torch)",
-                SeederWarning,
-                where,
-                line,
-            )
+def check_torch_seed(seeder: Seeder, moment: str) -> None:
+    """At a moment ``seeder`` looks (a reseed, a state taken): warn once per run if torch's default
+    generator was reseeded by a call seeder cannot watch.
+
+    ``torch.default_generator.manual_seed(n)`` and ``.seed()`` are methods of a C object: no
+    wrapper sees them. They change ``torch.initial_seed()``, which is compared with the seed
+    seeder left (its own seeding and restores, and the seeding calls it watches, update it;
+    ``set_rng_state`` puts the seed back with the state, so a restore is no reseed).
+
+    Args:
+        seeder: the seeder that looks; only the module-level one that ``init`` started checks.
+        moment: what it is doing, for the message (``"seeder.reseed(1, 0)"``).
+
+    Example:
+        >>> import torch, warnings, seeder
+        >>> seeder.init(master_seed=7); seeder.reseed(0, 0)
+        >>> _ = torch.default_generator.manual_seed(5)
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     check_torch_seed(seeder.default_seeder(), "seeder.reseed(1, 0)")
+        >>> "torch.default_generator.manual_seed(5)" in str(caught[0].message)
+        True
+        >>> seeder.default_seeder().reset()
+    """
+    global _unseen_warned
+    if _active() is not seeder or _restoring.get("torch"):
+        return
+    import torch
+
+    noted, now = noted_default_seed(), torch.initial_seed()
+    if noted is None or now == noted:
+        return
+    note_default_seed(now)
+    user = _user_frame(sys._getframe(1))
+    site = f" ({user.f_code.co_filename}:{user.f_lineno})" if user is not None else ""
+    calls = [f"torch.default_generator.manual_seed({now})", "torch.default_generator.seed()"]
+    if now >= 2**32:  # .seed() draws 64 bits
+        calls.reverse()
+    text = (
+        f"torch's default generator was reseeded since seeder last seeded it, by a call seeder "
+        f"cannot see when it is made: {calls[0]} (or {calls[1]}), which set its initial seed to "
+        f"{now}; found at {moment}{site}"
+    )
+    if _unseen_warned or _quiet or check_environment():
+        logger.info("%s", text)
+        return
+    _unseen_warned = True
+    warnings.warn_explicit(
+        f"{text}. What drew from torch since depends on seed {now}, not on master seed "
+        f"{seeder.get_master_seed()}. To leave the run to seeder, remove the call (seeder.reseed "
+        f"seeds torch); to seed draws of your own, use a generator of your own "
+        f"(torch.Generator().manual_seed({now}))",
+        SeederWarning,
+        user.f_code.co_filename if user is not None else "<seeder>",
+        user.f_lineno if user is not None else 0,
+    )
 
 
 @contextlib.contextmanager

@@ -19,7 +19,38 @@ from seeder._errors import StateError
 from seeder._internals import require
 from seeder._seeding.rngbase import RNGAdapter, check_mt_words, check_uint8_tensor, expect, on_cpu
 
-__all__ = ["TorchGeneratorAdapter", "AcceleratorAdapter", "accelerator_types", "check_cpu_state"]
+__all__ = [
+    "TorchGeneratorAdapter",
+    "AcceleratorAdapter",
+    "accelerator_types",
+    "check_cpu_state",
+    "note_default_seed",
+    "noted_default_seed",
+]
+
+#: The initial seed torch's default generator had when seeder last seeded or restored it, or when a
+#: seeding call seeder watches last ran (``None``: not yet). ``seeder._seeding.foreign`` compares it
+#: with the generator's own to see a reseed made by a call it cannot watch.
+_NOTED: list[Optional[int]] = [None]
+
+
+def note_default_seed(seed: Optional[int] = None) -> None:
+    """Record ``seed`` (torch's default generator's initial seed when ``None``) as one seeder knows.
+
+    >>> note_default_seed(); noted_default_seed() == torch.initial_seed()
+    True
+    """
+    _NOTED[0] = torch.initial_seed() if seed is None else seed
+
+
+def noted_default_seed() -> Optional[int]:
+    """The initial seed :func:`note_default_seed` recorded last, or ``None``.
+
+    >>> note_default_seed(5); noted_default_seed()
+    5
+    """
+    return _NOTED[0]
+
 
 # torch's CPU generator state (aten CPUGeneratorImplState, 5056 bytes): the_initial_seed u64, left
 # i32, seeded i32, next u64, 624 Mersenne-Twister words in u64 slots, normal_x/normal_y/normal_rho
@@ -123,6 +154,12 @@ class TorchGeneratorAdapter(RNGAdapter):
 
     def seed(self, seed: int) -> None:
         self.generator.manual_seed(seed)
+        self._noted()
+
+    def _noted(self) -> None:
+        """Seeder seeded or restored torch's default generator: its initial seed is a known one."""
+        if self.generator is torch.default_generator:
+            note_default_seed()
 
     def seed_function(self) -> Callable[[int], Any]:
         """The generator's own ``manual_seed``."""
@@ -172,12 +209,14 @@ class TorchGeneratorAdapter(RNGAdapter):
     def set_state(self, state: torch.Tensor) -> None:
         # CPU and CUDA generators: a CPU tensor
         self.generator.set_state(state if state.is_cpu else state.cpu())
+        self._noted()
 
     def copy_state(self) -> torch.Tensor:
         return self.generator.get_state()
 
     def put_back(self, kept: torch.Tensor) -> None:
         self.generator.set_state(kept)  # get_state() gave a CPU tensor
+        self._noted()
 
 
 class AcceleratorAdapter(RNGAdapter):

@@ -15,12 +15,14 @@ Example:
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Iterator
 from typing import Any, Optional, Protocol
 
 import torch.utils.data
 
+from seeder._internals import require
 from seeder._seeding.core import Seeder
 from seeder._seeding.derive import batch_seeds
 from seeder.data._heldrngs import HeldRNGs
@@ -28,24 +30,47 @@ from seeder.data._provenance import Ranges
 from seeder.data._sampler import DistributedSampler
 from seeder.data._workers import SeedSource, generator_words, seed_globals
 
-__all__ = ["BatchSeedingDataset", "BatchKeys", "KeyedLoader", "rebuilt_error"]
+__all__ = ["BatchSeedingDataset", "BatchKeys", "KeyedLoader", "KeptByAccelerate", "rebuilt_error"]
 
 
 def rebuilt_error(kind: str) -> RuntimeError:
-    """The error of a seeder loader's batch sampler iterated by another loader built around it (a
-    plain ``accelerate.Accelerator.prepare`` builds one).
+    """The error of a seeder loader's batch sampler iterated by another loader built around it
+    (``accelerate.Accelerator.skip_first_batches`` builds one).
+
+    A plain ``Accelerator.prepare`` keeps seeder's loaders as they are (they carry accelerate's
+    ``_is_accelerate_prepared``): where accelerate is loaded, that it still reads it is checked
+    first (:class:`seeder._internals.DependencyChanged` if not).
 
     >>> "SeederAccelerator" in str(rebuilt_error("seeder.DataLoader"))
     True
     """
+    if "accelerate" in sys.modules:
+        require("accelerate:Accelerator.prepare_data_loader._is_accelerate_prepared")
     return RuntimeError(
-        f"this {kind} was rebuilt into another DataLoader around its batch sampler (a plain "
-        f"accelerate.Accelerator.prepare() does so) and iterated there: that loader neither seeds "
-        f"each batch nor counts the position, so its batches and a resume would not be seeder's. "
+        f"this {kind} was rebuilt into another DataLoader around its batch sampler "
+        f"(accelerate's skip_first_batches() does so) and iterated there: that loader neither "
+        f"seeds each batch nor counts the position, so its batches and a resume would not be "
+        f"seeder's. "
         f"Prepare it with seeder.integrations.accelerate.SeederAccelerator (an Accelerator with "
         f"the same arguments; for a transformers Trainer, "
-        f"seeder.integrations.transformers.SeederTrainer), or iterate the {kind} itself"
+        f"seeder.integrations.transformers.SeederTrainer), or iterate the {kind} itself: "
+        f"its position comes from the seeder state (seeder.load_state_dict, or "
+        f"seeder.integrations.accelerate.load_checkpoint_state after accelerator.load_state)"
     )
+
+
+class KeptByAccelerate:
+    """The mark of seeder's loaders for accelerate: ``Accelerator.prepare`` returns a loader that
+    carries it as it is (accelerate's own mark of a loader already prepared).
+
+    A seeder loader shards by global rank, seeds each batch and counts its position itself; the
+    torch DataLoader accelerate would rebuild around it does none of that.
+
+    >>> KeptByAccelerate._is_accelerate_prepared
+    True
+    """
+
+    _is_accelerate_prepared = True
 
 
 class KeyedLoader(Protocol):

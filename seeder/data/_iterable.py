@@ -63,6 +63,7 @@ from seeder._seeding.participant import LoadContext
 from seeder._seeding.rngbase import next_keeping
 from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT
 from seeder.data._answers import StreamAnswers
+from seeder.data._batches import KeptByAccelerate
 from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
 from seeder.data._elastic import check_sample_rngs
 from seeder.data._shard_state import (
@@ -402,7 +403,7 @@ def _showing(loader: Any, dataset: Any) -> Iterator[None]:
         object.__setattr__(loader, "dataset", user)
 
 
-class IterableDataLoader(StreamAnswers, UsesSeeder, torch.utils.data.DataLoader):
+class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` over an ``IterableDataset`` that resumes bit for bit.
 
     A state is checked whole before it loads (:meth:`check_state_dict`); an iterator started before

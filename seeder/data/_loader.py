@@ -49,7 +49,7 @@ from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.participant import LoadContext
 from seeder._seeding.rngbase import next_keeping
 from seeder.data._answers import PROVENANCE_KEYS, BatchAnswers
-from seeder.data._batches import BatchKeys, BatchSeedingDataset, rebuilt_error
+from seeder.data._batches import BatchKeys, BatchSeedingDataset, KeptByAccelerate, rebuilt_error
 from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
 from seeder.data._provenance import Ranges
 from seeder.data._sampler import DistributedSampler
@@ -392,7 +392,7 @@ def _choose_sampler(
     return sampler, batch_size, drop_last
 
 
-class DataLoader(BatchAnswers, UsesSeeder, torch.utils.data.DataLoader):
+class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.DataLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
     The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or

@@ -41,7 +41,7 @@ import types
 import warnings
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from seeder._checks import check_bool, is_bool, is_int
+from seeder._checks import check_bool
 from seeder._errors import SeederWarning, StateError
 from seeder._internals import require
 from seeder._seeding.core import Seeder
@@ -49,6 +49,14 @@ from seeder._seeding.default import resolve_seeder
 from seeder._seeding.derive import Domain, check_key, numpy_seed
 from seeder._seeding.participant import Participant, Seeds, add_factory
 from seeder._state.format import GATHERED_FORMAT, own_entry
+from seeder.data._dali_state import (
+    SEEDER_KIND,
+    check_entry,
+    check_iterator,
+    checkpointing_enabled,
+    pipeline_count,
+    pipeline_entry,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from nvidia.dali import Pipeline
@@ -78,11 +86,6 @@ _INSTALL_HINT = (
 #: non-negative int64 but uses only its low 32 bits (``seed=2**32`` gives the same
 #: streams as ``seed=0``), so seeds are folded to 32 bits.
 MAX_DALI_SEED = 2**32 - 1
-
-#: ``seeder_kind`` of tracked pipelines: their entries are ``participants["dali.<n>"]``.
-_SEEDER_KIND = "dali"
-#: Keys of one pipeline's entry in ``seeder.state_dict()["participants"]``.
-_STATE_KEYS = frozenset({"pipeline_id", "shared", "seed", "checkpointing", "checkpoints"})
 
 
 def require_dali() -> types.ModuleType:
@@ -192,27 +195,8 @@ def saved_checkpoints(
     if isinstance(state, dict) and state.get("format") == GATHERED_FORMAT:
         s = resolve_seeder(seeder)
         state = own_entry(state, s.world_size, s.rank, False)[0]
-    if (
-        not isinstance(state, dict)
-        or state.get("format") != "seeder"
-        or not isinstance(state.get("participants"), dict)
-    ):
-        raise StateError(
-            "not a seeder state: pass the dict returned by seeder.state_dict() (e.g. "
-            "checkpoint['seeder'])"
-        )
-    found = []
-    for key, entry in state["participants"].items():
-        if isinstance(key, str) and key.startswith(_SEEDER_KIND + "."):
-            _check_entry(entry, f"state['participants'][{key!r}]")
-            found.append(entry["pipeline_id"])
-            if entry["pipeline_id"] == pid:
-                return None if entry["checkpoints"] is None else list(entry["checkpoints"])
-    have = ", ".join(str(i) for i in found) or "none"
-    raise StateError(
-        f"the seeder state holds no DALI pipeline {pid} (it has: {have}); "
-        f"track the pipeline with seeder.data.dali.track(pipe, {pid}) before saving"
-    )
+    entry = pipeline_entry(state, pid)
+    return None if entry["checkpoints"] is None else list(entry["checkpoints"])
 
 
 def pipeline_kwargs(
@@ -264,44 +248,6 @@ def pipeline_kwargs(
     return {"seed": seed, "enable_checkpointing": True, "checkpoint": checkpoint}
 
 
-def _check_entry(state: Any, where: str) -> None:
-    """Raise :class:`StateError` unless ``state`` is one well-formed pipeline entry."""
-    if not isinstance(state, dict) or set(state) != _STATE_KEYS:
-        have = sorted(state) if isinstance(state, dict) else type(state).__name__
-        raise StateError(
-            f"{where} is not a DALI pipeline state (expected keys {sorted(_STATE_KEYS)}, "
-            f"got {have})"
-        )
-    try:
-        check_key(state["pipeline_id"], f"{where}['pipeline_id']")
-    except (TypeError, ValueError) as exc:
-        raise StateError(str(exc)) from None
-    for name in ("shared", "checkpointing"):
-        if not is_bool(state[name]):
-            raise StateError(f"{where}[{name!r}] must be True or False")
-    seed = state["seed"]
-    if seed is not None and (not is_int(seed) or seed < 0):
-        raise StateError(f"{where}['seed'] must be None or a non-negative int")
-    cks = state["checkpoints"]
-    if cks is not None:
-        if not (
-            isinstance(cks, list)
-            and cks
-            and all(isinstance(c, (bytes, str)) and len(c) > 0 for c in cks)
-        ):
-            raise StateError(
-                f"{where}['checkpoints'] must be None or a non-empty list of DALI "
-                f"checkpoints (bytes)"
-            )
-        if not state["checkpointing"]:
-            raise StateError(f"{where} has checkpoints but says checkpointing was off")
-
-
-def _checkpointing_enabled(pipeline: Any) -> bool:
-    # DALI has no public accessor; its own PyTorch iterator reads the same attribute.
-    return bool(pipeline._enable_checkpointing)  # checked by _check_pipeline
-
-
 class TrackedPipeline(Participant):
     """A DALI pipeline (and optionally the DALI iterator over it) known to a seeder.
 
@@ -332,7 +278,7 @@ class TrackedPipeline(Participant):
         True
     """
 
-    seeder_kind = _SEEDER_KIND
+    seeder_kind = SEEDER_KIND
 
     def __init__(
         self, pipeline: Pipeline, pipeline_id: int, *, iterator: Any = None, shared: bool = False
@@ -362,7 +308,7 @@ class TrackedPipeline(Participant):
             >>> get_tracked(0).checkpointing
             True
         """
-        return _checkpointing_enabled(self.pipeline)
+        return checkpointing_enabled(self.pipeline)
 
     @property
     def checkpoint(self) -> Optional[Union[bytes, str]]:
@@ -403,7 +349,7 @@ class TrackedPipeline(Participant):
             >>> tracked.replace(noise(**pipeline_kwargs(0, state=state)))
         """
         _check_pipeline(pipeline)
-        _check_iterator(iterator)
+        check_iterator(iterator)
         self._set(pipeline, iterator)
 
     # --------------------------------------------------------------- protocol
@@ -506,7 +452,7 @@ class TrackedPipeline(Participant):
             seeder.StateError: the state of DALI pipeline 0 is not a DALI pipeline state ...
         """
         where = f"the state of DALI pipeline {self.pipeline_id}"
-        _check_entry(state, where)
+        check_entry(state, where)
         if state["pipeline_id"] != self.pipeline_id:
             raise StateError(
                 f"the checkpoint has DALI pipeline {state['pipeline_id']} where this process "
@@ -519,7 +465,7 @@ class TrackedPipeline(Participant):
                 f"tracked with shared={self.shared}; track it as it was saved"
             )
         cks = state["checkpoints"]
-        n = _pipeline_count(self.iterator)
+        n = pipeline_count(self.iterator)
         if cks is not None and len(cks) != n:
             raise StateError(
                 f"DALI pipeline {self.pipeline_id} was saved with {len(cks)} checkpoint(s) but is "
@@ -593,25 +539,6 @@ def _check_pipeline(pipeline: Any) -> None:
             f"got {type(pipeline).__name__}"
         )
     require("nvidia-dali:Pipeline._enable_checkpointing", pipeline)
-
-
-def _check_iterator(iterator: Any) -> None:
-    if iterator is not None and not callable(getattr(iterator, "checkpoints", None)):
-        raise TypeError(
-            f"iterator must be a DALI framework iterator (e.g. DALIGenericIterator) with "
-            f"checkpoints(), got {type(iterator).__name__}"
-        )
-    if iterator is not None:
-        require(
-            "nvidia-dali:_DaliBaseIterator._pipes", iterator
-        )  # DALI iterators keep their pipelines here
-
-
-def _pipeline_count(iterator: Any) -> int:
-    if iterator is None:
-        return 1
-    pipes = iterator._pipes  # checked by _check_iterator
-    return len(pipes) if isinstance(pipes, (list, tuple)) and pipes else 1
 
 
 def _tracked(s: Seeder) -> list[TrackedPipeline]:
@@ -711,7 +638,7 @@ def track(
         TrackedPipeline(id=0, seed=787803391, shared=False, checkpointing=True, iterator=False)
     """
     _check_pipeline(pipeline)
-    _check_iterator(iterator)
+    check_iterator(iterator)
     s = resolve_seeder(seeder)
     pid = check_key(pipeline_id, "pipeline_id")
     shared = check_bool(shared, "shared")

@@ -1,12 +1,15 @@
 """Hugging Face Accelerate: a prepared :class:`seeder.DataLoader` keeps seeder's order, position and
 state.
 
-``Accelerator.prepare`` rebuilds every DataLoader it is given: a new torch
+``Accelerator.prepare`` rebuilds a torch DataLoader it is given: a new torch
 DataLoader around the old one's batch sampler, sharded once more across
 processes, whose ``set_epoch`` follows accelerate's own iteration counter. A
 :class:`seeder.DataLoader` is already sharded by global rank and counts the
-batches it yields, so :class:`SeederAccelerator` (an ``Accelerator`` with the same
-arguments) prepares it differently: it keeps the loader itself and wraps it in
+batches it yields: it carries accelerate's mark of a prepared loader, so a plain
+``Accelerator`` returns it as it is (no device placement, no epoch end in accelerate's
+gradient state, no seeder state in its checkpoints: :func:`save_checkpoint_state` and
+:func:`load_checkpoint_state` add it). :class:`SeederAccelerator` (an ``Accelerator``
+with the same arguments) does all three: it keeps the loader itself and wraps it in
 a :class:`PreparedLoader` that only moves batches to the device and tells
 accelerate's gradient state where the epoch ends. Its ``save_state`` writes the
 seeder state of every rank into the checkpoint folder

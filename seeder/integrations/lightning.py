@@ -81,19 +81,16 @@ from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.derive import TRAIN_TASK
 from seeder._seeding.distributed import process_group_active
-from seeder._state.format import GATHERED_FORMAT
 from seeder._state.world import rederive_streams
 from seeder.data._elastic_loader import ElasticDataLoader
 from seeder.data._iterable import IterableDataLoader
 from seeder.data._loader import DataLoader
 from seeder.data._sampler import DistributedSampler
+from seeder.integrations._lightning_state import CALLBACK_STATE_VERSION, check_callback_state
 
 __all__ = ["SeederCallback", "resume_path"]
 
 logger = logging.getLogger("seeder")
-
-#: Version of the layout of :meth:`SeederCallback.state_dict`.
-_CALLBACK_STATE_VERSION = 1
 
 #: seeder's loaders: ``seeder.DataLoader`` (map-style, elastic or not), ``IterableDataLoader``.
 _SEEDER_LOADERS = (DataLoader, IterableDataLoader)
@@ -133,23 +130,6 @@ def _epoch_done(loader: _Loader, trainer: pl.Trainer) -> bool:
     if isinstance(loader, IterableDataLoader):
         return bool(_loader_state(loader, trainer)["complete"])
     return loader.batches_done >= len(loader.batch_sampler)
-
-
-def _movable(gathered: dict[str, Any], checkpoint: dict[str, Any]) -> bool:
-    """Whether a checkpoint loads on another world size: its train loaders are all elastic and the
-    rest of its seeder state is registered generators (``generator.<n>``), whose streams are
-    re-derived."""
-    fit_loop = ((checkpoint.get("loops") or {}).get("fit_loop") or {}).get("state_dict") or {}
-    loaders = fit_loop.get("combined_loader") or []
-    parts = gathered["ranks"][0].get("participants")
-    return (
-        bool(loaders)
-        and all(
-            isinstance(st, dict) and st.get("format") == "seeder.elastic_loader" for st in loaders
-        )
-        and isinstance(parts, dict)
-        and all(str(k).startswith("generator.") for k in parts)
-    )
 
 
 def _flatten(obj: Any) -> Iterator[Any]:
@@ -218,42 +198,6 @@ def _same_place(trainer: pl.Trainer, what: str, rank: int, world: int, fix: str)
         )
 
 
-def _check_callback_state(state: Any, checkpoint: dict[str, Any], s: Seeder) -> None:
-    """Raise :class:`seeder.StateError` unless ``state`` is a callback state that ``s`` resumes."""
-    if (
-        not isinstance(state, dict)
-        or state.get("version") != _CALLBACK_STATE_VERSION
-        or set(state) != {"version", "seeder", "loaders", "epoch_complete"}
-    ):
-        raise StateError(
-            f"SeederCallback: the checkpoint's callback state is not one this version wrote "
-            f"(version {_CALLBACK_STATE_VERSION}); resume with the seeder version that wrote it"
-        )
-    gathered = state["seeder"]
-    if (
-        not isinstance(gathered, dict)
-        or gathered.get("format") != GATHERED_FORMAT
-        or not gathered.get("ranks")
-    ):
-        raise StateError("SeederCallback: the checkpoint holds no gathered seeder state")
-    if gathered.get("world_size") != s.world_size and not _movable(gathered, checkpoint):
-        raise StateError(
-            f"SeederCallback: the checkpoint was saved by {gathered.get('world_size')} "
-            f"process(es), this run has {s.world_size}; resume with the same number of devices "
-            f"x nodes for an exact continuation (or start a new run from the weights alone: "
-            f"Trainer.fit without ckpt_path, model loaded yourself). A checkpoint moves to "
-            f"another number of processes when its train loaders are elastic "
-            f"(seeder.ElasticDataLoader(...)) and its other seeder participants registered "
-            f"generators"
-        )
-    saved = gathered["ranks"][0].get("master_seed")
-    if saved != s.get_master_seed():
-        raise StateError(
-            f"SeederCallback: the checkpoint was made with master seed {saved}, this run was "
-            f"given {s.get_master_seed()}; pass master_seed={saved} to seeder.init to resume it"
-        )
-
-
 def _check_train_loaders(trainer: pl.Trainer) -> None:
     """Warn about or refuse train loaders that cannot resume exactly under ``trainer``."""
     loaders = list(_flatten(trainer.train_dataloader))
@@ -309,8 +253,8 @@ def _check_train_loaders(trainer: pl.Trainer) -> None:
 def _apply(s: Seeder, gathered: dict[str, Any], step: Optional[int] = None) -> None:
     """Load ``gathered`` into ``s``, less the seeder's loaders: Lightning restores those.
 
-    From another world size (elastic loaders, :func:`_movable`), the master seed and last
-    reseed load. Inside an epoch (``step``: the elastic loaders' global step, as Lightning
+    From another world size (elastic loaders, ``_lightning_state.movable``), the master seed
+    and last reseed load. Inside an epoch (``step``: the elastic loaders' global step, as Lightning
     restored them), this rank's RNG streams are re-derived, as ``seeder.load_state_dict``
     does for elastic loaders (:func:`seeder._state.world.rederive_streams`). At an epoch's
     end the next ``reseed`` seeds them.
@@ -588,7 +532,7 @@ class SeederCallback(Callback):
         trainer = self._trainer
         loaders = self._train_loaders() if trainer is not None else []
         return {
-            "version": _CALLBACK_STATE_VERSION,
+            "version": CALLBACK_STATE_VERSION,
             "seeder": gathered,
             "loaders": [_position(ld, trainer) for ld in loaders] if trainer is not None else [],
             "epoch_complete": trainer is not None
@@ -681,7 +625,7 @@ class SeederCallback(Callback):
                 stacklevel=2,
             )
             return
-        _check_callback_state(state, checkpoint, self.seeder)
+        check_callback_state(state, checkpoint, self.seeder)
         if state["epoch_complete"]:
             require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
             fit_loop = checkpoint["loops"]["fit_loop"]["state_dict"]
