@@ -138,3 +138,28 @@ def test_an_accelerate_that_no_longer_keeps_prepared_loaders_is_named(monkeypatc
     )
     with pytest.raises(internals.DependencyChanged, match="no longer reads _is_accelerate_prep"):
         next(iter(rebuilt))
+
+
+@pytest.mark.parametrize("kind", ["DataLoader", "ElasticDataLoader", "IterableDataLoader"])
+def test_a_plain_accelerators_own_save_state_keeps_the_loaders_position(kind, tmp_path):
+    """accelerate saves and loads the state of a loader that says it is stateful: its files alone
+    continue the epoch from the batch after the save, not from the epoch's start."""
+    from accelerate import Accelerator
+
+    def prepared():
+        s = seeder.Seeder()
+        s.init(42)
+        s.reseed(1, 0)
+        acc = Accelerator(cpu=True)
+        return acc, acc.prepare(_loaders(s)[kind])
+
+    _, loader = prepared()
+    whole = [b.tolist() for b in loader]
+    acc, loader = prepared()
+    it = iter(loader)
+    got = [next(it).tolist(), next(it).tolist()]
+    acc.save_state(str(tmp_path))
+    acc, loader = prepared()
+    acc.load_state(str(tmp_path))
+    assert loader.batches_done == 2
+    assert got + [b.tolist() for b in loader] == whole

@@ -64,13 +64,16 @@ class KeptByAccelerate:
     carries it as it is (accelerate's own mark of a loader already prepared).
 
     A seeder loader shards by global rank, seeds each batch and counts its position itself; the
-    torch DataLoader accelerate would rebuild around it does none of that.
+    torch DataLoader accelerate would rebuild around it does none of that. It also answers as a
+    stateful loader: ``Accelerator.save_state``/``load_state`` keep its ``state_dict()`` (the
+    position in the epoch) in their folder.
 
-    >>> KeptByAccelerate._is_accelerate_prepared
-    True
+    >>> KeptByAccelerate._is_accelerate_prepared, KeptByAccelerate.use_stateful_dataloader
+    (True, True)
     """
 
     _is_accelerate_prepared = True
+    use_stateful_dataloader = True
 
 
 class KeyedLoader(Protocol):

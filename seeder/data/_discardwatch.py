@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import warnings
 import weakref
 from typing import Any, Callable, Optional
@@ -202,8 +203,9 @@ class DiscardWatch:
         for handle in handles:
             handle.remove()
 
-    def __del__(self) -> None:  # dropped undecided (a loop left with break, a loader gone)
-        self.close()
+    def __del__(self, finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        if not finalizing():  # dropped undecided (a loop left with break, a loader gone)
+            self.close()
 
 
 def _trains(module: torch.nn.Module) -> bool:
