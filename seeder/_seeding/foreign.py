@@ -587,7 +587,7 @@ def watch(seeder: Routes) -> None:
         )
 
 
-def check_torch_seed(seeder: Seeder, moment: str) -> None:
+def check_torch_seed(seeder: Routes, moment: str) -> None:
     """At a moment ``seeder`` looks (a reseed, a state taken): warn once per run if torch's default
     generator was reseeded by a call seeder cannot watch.
 
