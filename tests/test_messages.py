@@ -42,7 +42,6 @@ _OTHER_AREA = "another area's message: shorten it, moving the detail to a linked
 KNOWN: dict[str, dict[str, str]] = {
     "_seeding.foreign": {
         "<val>(<val>) at <val> seeds <val> after seeder.init": _OTHER_AREA,
-        "<val>:<val> binds <val> to <val> before seeder.init": _OTHER_AREA,
     },
     "data._batches": {"this <val> was rebuilt into another DataLoader": _OTHER_AREA},
     "data._discardwatch": {"<val> resumed at batch <val> of epoch <val>": _OTHER_AREA},
@@ -55,7 +54,6 @@ KNOWN: dict[str, dict[str, str]] = {
         "DALI pipeline <val> (seed <val>) cannot be reseeded": _OTHER_AREA,
         "DALI pipeline <val> was built <val> loaded": _OTHER_AREA,
     },
-    "integrations.lightning": {"SeederCallback: the checkpoint was saved by": _OTHER_AREA},
     "integrations.transformers": {"the Trainer resumes after <val> batches": _OTHER_AREA},
 }
 

@@ -57,11 +57,10 @@ def warn_bound_names(installed: tuple[str, ...]) -> None:
             _warned.add((where, attr))  # a module under two names (__mp_main__) once
             primitive, line = found[1], _import_line(where, attr)
             warnings.warn_explicit(
-                f"{where}:{line} binds {attr!r} to {primitive} before seeder.init, so seeder does "
-                f"not see the calls through that name: they seed as they say, with no word, and "
-                f"what draws next depends on their seed, not on the master seed. Call "
-                f"{primitive}(...) through its module, or remove the call (seeder.reseed seeds "
-                f"random, NumPy and torch)",
+                f"{where}:{line} binds {attr!r} to {primitive} before seeder.init: calls "
+                f"through that name reseed with no word, so later draws follow their seed, not "
+                f"the master seed. Call {primitive}(...) through its module, or drop the call "
+                f"(seeder.reseed seeds random, NumPy and torch)",
                 SeederWarning,
                 where,
                 line,

@@ -626,18 +626,16 @@ def check_torch_seed(seeder: Routes, moment: str) -> None:
     if now >= 2**32:  # .seed() draws 64 bits
         calls.reverse()
     text = (
-        f"torch's default generator was reseeded since seeder last seeded it, by a call seeder "
-        f"cannot see when it is made: {calls[0]} (or {calls[1]}), which set its initial seed to "
-        f"{now}; found at {moment}{site}"
+        f"torch's default generator was reseeded by {calls[0]} (or {calls[1]}), a call seeder "
+        f"cannot see, which set its initial seed to {now}; found at {moment}{site}"
     )
     if _unseen_warned or _quiet or check_environment():
         logger.info("%s", text)
         return
     _unseen_warned = True
     warnings.warn_explicit(
-        f"{text}. What drew from torch since depends on seed {now}, not on master seed "
-        f"{seeder.get_master_seed()}. To leave the run to seeder, remove the call (seeder.reseed "
-        f"seeds torch); to seed draws of your own, use a generator of your own "
+        f"{text}. What draws from torch next depends on seed {now}, not on master seed "
+        f"{seeder.get_master_seed()}: remove the call, or seed a generator of your own "
         f"(torch.Generator().manual_seed({now}))",
         SeederWarning,
         user.f_code.co_filename if user is not None else "<seeder>",

@@ -101,12 +101,9 @@ def check_callback_state(state: Any, checkpoint: dict[str, Any], s: Seeder) -> N
     if gathered.get("world_size") != s.world_size and not movable(gathered, checkpoint):
         raise StateError(
             f"SeederCallback: the checkpoint was saved by {gathered.get('world_size')} "
-            f"process(es), this run has {s.world_size}; resume with the same number of devices "
-            f"x nodes for an exact continuation (or start a new run from the weights alone: "
-            f"Trainer.fit without ckpt_path, model loaded yourself). A checkpoint moves to "
-            f"another number of processes when its train loaders are elastic "
-            f"(seeder.ElasticDataLoader(...)) and its other seeder participants registered "
-            f"generators"
+            f"process(es), this run has {s.world_size}. Resume with the same devices x nodes, or "
+            f"make the train loaders elastic "
+            f"(see docs/lightning.md#another-number-of-devices-elastic-loaders)"
         )
     saved = gathered["ranks"][0].get("master_seed")
     if saved != s.get_master_seed():
