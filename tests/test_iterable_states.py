@@ -159,7 +159,7 @@ def test_every_worker_done_without_complete_is_refused_and_cannot_spin(workers):
 def test_the_hand_out_loop_is_bounded_whatever_position_it_is_given():
     """Behind the load's check, the iterator itself refuses to spin on a position whose workers are
     all exhausted but whose epoch is not complete (it raises instead of skipping them forever)."""
-    from seeder.data._iterable import StreamIter
+    from seeder.data._stream_iter import StreamIter
 
     s, loader = build(Noisy, 2)
     progress = {

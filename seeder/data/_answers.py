@@ -488,3 +488,22 @@ class StreamAnswers:
             NotImplementedError: always.
         """
         raise NotImplementedError(_STREAM_WHY.format(batch=batches, epoch=epoch, what="skip"))
+
+    def skipped(self, epoch: int) -> list[int]:
+        """None: a stream skips no batch (:meth:`skip` is refused).
+
+        Args:
+            epoch: the epoch.
+
+        Returns:
+            ``[]``.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
+            >>> class Stream(torch.utils.data.IterableDataset):
+            ...     def __iter__(self): return iter(range(4))
+            >>> seeder.IterableDataLoader(Stream(), seeder=s).skipped(0)
+            []
+        """
+        check_key(epoch, "epoch")
+        return []

@@ -167,20 +167,27 @@ class BatchKeys(torch.utils.data.BatchSampler):
         return self._keys(epoch, start, owner.pending_skips(epoch))
 
     def _keys(self, epoch: int, start: int, skips: Ranges) -> Iterator[tuple[Any, ...]]:
-        sampler, bs = self.sampler, self.batch_size
         s = self._owner().seeder
         if not s.initialized:
             raise RuntimeError(
                 "seeder.DataLoader takes its order and seeds from the seeder: call "
                 "seeder.init(master_seed=...) before iterating"
             )
-        head = (s.get_master_seed(), sampler.task, epoch, sampler.rank)
-        pair = sampler.with_epoch
+        head = (s.get_master_seed(), self.sampler.task, epoch, self.sampler.rank)
+        # skipped batches' samples are drawn from the order, never fetched
+        for b, indices in self._batches(epoch, start):
+            if not skips or b not in skips:
+                yield head + (b, indices)
+
+    def _batches(self, epoch: int, start: int) -> Iterator[tuple[int, list[Any]]]:
+        """``(batch index, its indices)`` for each batch of ``epoch`` from ``start`` on, in the
+        sampler's order (``(epoch, index)`` pairs where the sampler yields them)."""
+        sampler, bs = self.sampler, self.batch_size
         b = start
         buf: list[Any] = []
         for block in sampler.blocks(epoch, min(start * bs, sampler.num_samples)):
             lst = block.tolist()
-            if pair:
+            if sampler.with_epoch:
                 lst = [(epoch, i) for i in lst]
             if buf:
                 need = bs - len(buf)
@@ -188,19 +195,12 @@ class BatchKeys(torch.utils.data.BatchSampler):
                 lst = lst[need:]
                 if len(buf) < bs:
                     continue
-                if not skips or b not in skips:
-                    yield head + (b, buf)
+                yield b, buf
                 b, buf = b + 1, []
             full = len(lst) - len(lst) % bs
-            if skips:  # skipped batches' samples are drawn from the order, never fetched
-                for j in range(0, full, bs):
-                    if b not in skips:
-                        yield head + (b, lst[j : j + bs])
-                    b += 1
-            else:
-                for j in range(0, full, bs):
-                    yield head + (b, lst[j : j + bs])
-                    b += 1
+            for j in range(0, full, bs):
+                yield b, lst[j : j + bs]
+                b += 1
             buf = lst[full:]
-        if buf and not self.drop_last and (not skips or b not in skips):
-            yield head + (b, buf)
+        if buf and not self.drop_last:
+            yield b, buf

@@ -36,6 +36,7 @@ from seeder.data._answers import PROVENANCE_KEYS, ElasticAnswers
 from seeder.data._elastic import ElasticBatches, ElasticView, check_sample_rngs
 from seeder.data._loader import LOADER_STATE_VERSION, DataLoader
 from seeder.data._sampler import DistributedSampler
+from seeder.data._torchargs import TorchArgs, torch_signature
 from seeder.data._workers import FETCH_SEEDED, SeedSource
 
 __all__ = ["ElasticDataLoader", "ELASTIC_STATE_VERSION"]
@@ -120,25 +121,17 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
         ([[0, 1], [4, 5]], [[2, 3], [6, 7]])
     """
 
-    seeder_elastic = (
-        True  # seeder._seeding.participant.Elastic: a global state, loads on any world size
-    )
+    seeder_elastic = True  # seeder._seeding.participant.Elastic: a global state, any world size
     batch_sampler: ElasticBatches
     joins_when_built = False  # joins at the end of __init__, once its batch sampler is in place
 
+    @torch_signature
     def __init__(
         self,
         dataset: Any,
-        batch_size: Optional[int] = 1,
-        shuffle: Optional[bool] = None,
-        sampler: Any = None,
-        batch_sampler: Any = None,
-        num_workers: int = 0,
-        collate_fn: Any = None,
-        pin_memory: bool = False,
-        drop_last: bool = False,
         *args: Any,
         seeder: Optional[Seeder] = None,
+        allow_dataset_change: bool = False,
         num_replicas: Optional[int] = None,
         rank: Optional[int] = None,
         allow_global_batch_change: bool = False,
@@ -150,7 +143,8 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
                 f"seeder.ElasticDataLoader is the elastic loader: drop "
                 f"elastic={kwargs['elastic']!r}"
             )
-        if sampler is not None or batch_sampler is not None:
+        given = TorchArgs.bind("seeder.ElasticDataLoader", args, kwargs)
+        if given.sampler is not None or given.batch_sampler is not None:
             raise TypeError(
                 "seeder.ElasticDataLoader owns the order (one global order per epoch): drop "
                 "sampler= and batch_sampler=, pass shuffle= and batch_size= (per rank)"
@@ -161,23 +155,18 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
                 f"__len__), got the IterableDataset {type(dataset).__name__}"
             )
         seeder = resolve_seeder(seeder)
-        batch_size = check_int(batch_size, "batch_size", low=1)
+        shuffle = given.check()
+        batch_size = check_int(given.batch_size, "batch_size", low=1)
         world, self_rank = _world(num_replicas, rank)
         self.allow_global_batch_change = check_bool(
             allow_global_batch_change, "allow_global_batch_change"
         )
         rngs = check_sample_rngs(sample_rngs)
-        self._origin_pending: Optional[tuple[int, int]] = (
-            None  # (epoch, origin) from load_state_dict
-        )
-        self._origin_live: tuple[Any, int, int] = (
-            None,
-            0,
-            0,
-        )  # (token, epoch, origin) of the live iterator
-        self._translated: Optional[dict[str, Any]] = (
-            None  # the base class's state, while load_state_dict runs
-        )
+        self._origin_pending: Optional[tuple[int, int]] = None  # (epoch, origin) from a load
+        # (token, epoch, origin) of the live iterator
+        self._origin_live: tuple[Any, int, int] = (None, 0, 0)
+        # the base class's state, while load_state_dict runs
+        self._translated: Optional[dict[str, Any]] = None
         order = DistributedSampler(
             dataset,
             num_replicas=1,
@@ -189,26 +178,15 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
         )
         super().__init__(
             dataset,
-            batch_size,
-            None,
-            order,
-            None,
-            num_workers,
-            collate_fn,
-            pin_memory,
-            drop_last,
-            *args,
+            **given.passed(shuffle=None, sampler=order),
             seeder=seeder,
-            **kwargs,
+            allow_dataset_change=allow_dataset_change,
         )
-        object.__setattr__(
-            self,
-            "batch_sampler",
-            ElasticBatches(order, batch_size, drop_last, self, world, self_rank),
+        self._show(
+            batch_sampler=ElasticBatches(order, batch_size, self.drop_last, self, world, self_rank)
         )
-        self._wrapped = ElasticView(
-            dataset, SeedSource(seeder), rngs
-        )  # what the base class's fetchers see
+        # what the base class's fetchers see
+        self._wrapped = ElasticView(dataset, SeedSource(seeder), rngs)
         seeder.join(self)
 
     # ------------------------------------------------------------ positions
@@ -222,6 +200,17 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
             4
         """
         return self.batch_sampler.world
+
+    @property
+    def rank(self) -> int:
+        """The rank whose slice of each global batch this loader yields.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> ElasticDataLoader(torch.arange(8), num_replicas=4, rank=1, seeder=s).rank
+            1
+        """
+        return self.batch_sampler.rank
 
     @property
     def global_batch_size(self) -> int:
@@ -252,7 +241,9 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
             return self._origin_pending[1]
         token, live_epoch, origin = self._origin_live
         return (
-            origin if token is not None and token is self.live_token and live_epoch == epoch else 0
+            origin
+            if token is not None and token is self.cursor.live_token and live_epoch == epoch
+            else 0
         )
 
     def take_origin(self, epoch: int, token: object) -> int:
@@ -261,7 +252,7 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
 
         Args:
             epoch: the epoch the iterator runs.
-            token: identifies the iterator (:attr:`live_token`).
+            token: identifies the iterator (``cursor.live_token``).
 
         Returns:
             The position of its global step 0's first sample.
@@ -318,7 +309,19 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
             >>> st = loader.state_dict(); st["position"], st["epoch"]
             (3, 0)
         """
-        base = super().state_dict()
+        return self.state_dict_at(self.batches_done)
+
+    def state_dict_at(self, batches_done: int) -> dict[str, Any]:
+        """:meth:`state_dict` at the position after this rank's first ``batches_done`` batches of
+        epoch :attr:`epoch`.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = ElasticDataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> loader.state_dict_at(2)["position"]
+            6
+        """
+        base = super().state_dict_at(batches_done)
         return {
             "format": "seeder.elastic_loader",
             "version": ELASTIC_STATE_VERSION,

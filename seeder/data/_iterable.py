@@ -22,9 +22,9 @@ batches are not in the state, and a resumed loader produces them again.
   batches each worker had produced (see :mod:`seeder.data._streams`). A state is checked
   whole before it loads (:mod:`seeder.data._stream_state`).
 
-This module is the main-process side: the loader and its iterator (:class:`StreamIter`: the
-round robin, the position as of the batches handed out, the look-ahead for the epoch's last
-batch). :mod:`seeder.data._streams` is the worker side.
+This module is the loader and its load; :mod:`seeder.data._stream_state` the state's checks,
+:mod:`seeder.data._stream_iter` its iteration (the round robin, the position as of the batches
+handed out), :mod:`seeder.data._streams` the worker side.
 
 Example:
     >>> import torch, seeder
@@ -42,12 +42,9 @@ Example:
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import logging
-import weakref
-from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import torch
 import torch.utils.data
@@ -56,244 +53,47 @@ from torch.utils.data import default_collate, default_convert
 from seeder._checks import check_int
 from seeder._errors import StateError
 from seeder._seeding.core import Seeder
-from seeder._seeding.default import UsesSeeder, check_seeder, resolve_seeder
+from seeder._seeding.default import check_seeder, resolve_seeder
 from seeder._seeding.derive import TRAIN_TASK
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.participant import LoadContext
-from seeder._seeding.rngbase import next_keeping
 from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT
 from seeder.data._answers import StreamAnswers
-from seeder.data._batches import KeptByAccelerate
-from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
-from seeder.data._elastic import check_sample_rngs
+from seeder.data._seederloader import SeederLoader
 from seeder.data._shard_state import (
     SHARD_STATE_KEYS,
-    fresh_progress,
     log_redeal,
     refuse_sharded,
     shard_fields,
     shard_progress,
     shards_of,
 )
-from seeder.data._shard_stream import ShardStream
-from seeder.data._shards import fresh_assignment
+from seeder.data._stream_iter import (
+    KEPT_POSITIONS,
+    StreamCursor,
+    StreamIter,
+    arm,
+    fresh_for,
+    worker_stream,
+)
 from seeder.data._stream_state import STREAM_STATE_VERSION, check_stream_state, run_epoch
 from seeder.data._streams import (
-    WorkerStream,
     check_dataset_state,
     keep_batch,
     set_epoch_of,
     warn_threaded_maps,
 )
-from seeder.data._workers import (
-    FETCH_SEEDED,
-    SeedSource,
-    dataloader_generator,
-    fetch_adapters,
-)
+from seeder.data._torchargs import TorchArgs, torch_signature
+from seeder.data._workers import dataloader_generator
 
 __all__ = [
     "IterableDataLoader",
-    "StreamIter",
 ]
 
 logger = logging.getLogger("seeder")
 
 #: A sharded stream's resume position (progress, how it was dealt), ``None`` for a plain stream.
 _Resume = Optional[tuple[dict[str, Any], str]]
-
-_STALE = (
-    "this iterator of seeder.IterableDataLoader was started before loader.load_state_dict(): "
-    "it stops here instead of yielding batches that the loaded state does not continue. Call "
-    "iter(loader) again (a new for loop) to continue from the loaded position"
-)
-
-
-#: A resumed epoch's discard watch that outlives its iterator, by loader: dropped with the loader.
-_WAITING: weakref.WeakKeyDictionary[Any, DiscardWatch] = weakref.WeakKeyDictionary()
-
-
-class StreamIter:
-    """What ``iter(loader)`` returns: batches in the round robin, counted as handed out.
-
-    Each batch comes with its worker's record (batches produced, the dataset's state after it),
-    whatever order the batches arrive in; the position moves only as a batch is handed to the
-    training loop. :meth:`exhausted` looks ahead without moving it.
-
-    Args:
-        loader: the :class:`seeder.IterableDataLoader` (its position).
-        inner: torch's iterator over the loader's worker stream: ``(batch, record)`` pairs.
-        progress: the position this iterator starts from.
-        token: the loader's ``live_token`` for this iterator (only the newest moves the position).
-    """
-
-    def __init__(
-        self, loader: IterableDataLoader, inner: Any, progress: dict[str, Any], token: object
-    ):
-        self._loader, self._inner, self._progress, self._token = loader, inner, progress, token
-        self._loads = loader._loaded_states
-        self._workers = len(progress["workers"])
-        self._queues: list[collections.deque[Any]] = [
-            collections.deque() for _ in range(self._workers)
-        ]
-        self._restore = fetch_adapters() if loader.num_workers == 0 else []
-        # Resumed inside the epoch: a loop that skips the batches it had trained drops these.
-        start = progress["batch"]
-        self._watch = (
-            DiscardWatch(start, progress["epoch"], "seeder.IterableDataLoader")
-            if start >= FIRST_WATCHED and not progress["complete"]
-            else None
-        )
-
-    def __iter__(self) -> StreamIter:
-        return self
-
-    def _pull(self) -> None:
-        # The main process produces with 0 workers: the training loop's streams are put back.
-        batch, record = next_keeping(self._restore, self._inner)
-        self._queues[record["worker"]].append((batch, record))
-
-    def __next__(self) -> Any:
-        watch = self._watch
-        if watch is None:
-            return self._next()
-        watch.next_asked()
-        try:
-            batch = self._next()
-        except StopIteration:
-            self._watch = None
-            if watch.ended():
-                _WAITING[self._loader] = watch  # it waits for a use that says the loop trains
-            raise
-        watch.handed()
-        if not watch.active:
-            self._watch = None
-        return batch
-
-    def _next(self) -> Any:
-        loader = self._loader
-        live = loader._live_stream is self._token
-        if (
-            not live and loader._loaded_states != self._loads
-        ):  # before anything is produced: draws nothing
-            raise RuntimeError(_STALE)
-        progress = self._progress
-        skipped = 0
-        while not progress["complete"]:
-            w = progress["next_worker"]
-            records = progress["workers"]
-            if records[w]["done"]:
-                skipped += 1
-                if skipped > self._workers:  # loaded states are checked for this; never spin
-                    raise RuntimeError(
-                        f"seeder.IterableDataLoader: every worker of epoch {progress['epoch']} is "
-                        "exhausted but the position does not say the epoch is complete; nothing "
-                        "is left to yield. Please report this with the loader's state_dict()"
-                    )
-                progress = self._progress = dict(progress, next_worker=(w + 1) % self._workers)
-                continue
-            if not self._queues[w]:
-                try:
-                    self._pull()
-                except StopIteration:  # every worker ends with an end record: one died quietly
-                    raise RuntimeError(
-                        f"seeder.IterableDataLoader: worker {w} stopped without its "
-                        "end record; the epoch is incomplete"
-                    ) from None
-                continue
-            skipped = 0
-            batch, record = self._queues[w].popleft()
-            progress = dict(progress, workers=list(records), next_worker=(w + 1) % self._workers)
-            if record.get("end"):
-                progress["workers"][w] = dict(records[w], done=True)
-                progress["complete"] = all(r["done"] for r in progress["workers"])
-            else:
-                progress["workers"][w] = {
-                    "produced": record["produced"],
-                    "state": record["state"],
-                    "done": False,
-                }
-                progress["batch"] += 1
-            self._progress = progress
-            if live:
-                loader._record_handed(progress)
-            if not record.get("end"):
-                return batch
-        raise StopIteration
-
-    def exhausted(self) -> bool:
-        """Whether the epoch has no batch left after those handed out; the position does not move.
-
-        Looks ahead as torch's workers prefetch: the next batch (or the end records that
-        follow) is produced and queued, not handed out, so the state stays that of the
-        batches the training loop received.
-
-        Returns:
-            ``True`` once every worker's next record is its end.
-
-        Example:
-            >>> import torch, seeder
-            >>> class Count(torch.utils.data.IterableDataset):
-            ...     def __iter__(self): return iter(range(3))
-            >>> s = seeder.Seeder(); s.init(0)
-            >>> it = iter(seeder.IterableDataLoader(Count(), batch_size=2, seeder=s))
-            >>> next(it).tolist(), it.exhausted(), next(it).tolist(), it.exhausted()
-            ([0, 1], False, [2], True)
-        """
-        progress, done = self._progress, [r["done"] for r in self._progress["workers"]]
-        if progress["complete"]:
-            return True
-        w = progress["next_worker"]
-        while True:  # ends: each pass pulls from a finite stream, or marks or skips an ended worker
-            if all(done):
-                return True
-            if done[w]:
-                w = (w + 1) % self._workers
-                continue
-            if not self._queues[w]:
-                try:
-                    self._pull()
-                except StopIteration:
-                    return False  # __next__ says which worker died
-                continue
-            if not self._queues[w][0][1].get("end"):
-                return False
-            done[w] = True
-            w = (w + 1) % self._workers
-
-
-#: Positions kept behind the newest, for :meth:`IterableDataLoader.state_dict_at` (a framework
-#: fetches a few batches ahead).
-KEPT_POSITIONS = 8
-
-
-def _fresh(epoch: int, workers: int) -> dict[str, Any]:
-    return {
-        "epoch": epoch,
-        "batch": 0,
-        "next_worker": 0,
-        "complete": False,
-        "workers": [{"produced": 0, "state": None, "done": False} for _ in range(workers)],
-    }
-
-
-def _worker_stream(
-    dataset: Any,
-    seeder: Seeder,
-    layout: tuple[Optional[int], bool, Callable[[Any], Any], int],
-    task: int,
-    shards: Optional[int],
-    sample_rngs: Optional[Sequence[str]],
-) -> Any:
-    """What torch's workers iterate: the stream by shard, or (without shards) split by rank."""
-    batch_size, drop_last, collate_fn, num_workers = layout
-    common = (SeedSource(seeder), batch_size, drop_last, collate_fn, num_workers)
-    if shards is None:
-        return WorkerStream(
-            _split_by_rank(dataset, seeder), *common, seeder.rank, seeder.world_size, task
-        )
-    rngs = check_sample_rngs(FETCH_SEEDED if sample_rngs is None else sample_rngs)
-    return ShardStream(dataset, *common, seeder.rank, seeder.world_size, task, shards, rngs)
 
 
 def _check_sharded(
@@ -353,57 +153,7 @@ def _loaded(
     return progress
 
 
-def _fresh_for(stream: Any, shards: Optional[int], epoch: int) -> dict[str, Any]:
-    """The position at the start of ``epoch``: nothing handed out (the fresh deal of shards)."""
-    workers = max(stream.num_workers, 1)
-    if shards is None:
-        return _fresh(epoch, workers)
-    order = stream.shard_order(epoch)
-    return fresh_progress(
-        epoch, fresh_assignment(shards, stream.rank, stream.world_size, workers, order)
-    )
-
-
-def _arm(stream: Any, generation: int, progress: dict[str, Any]) -> None:
-    """Tell the worker stream where iteration ``generation`` starts (its workers read it)."""
-    if isinstance(stream, ShardStream):
-        stream.plan = {
-            "generation": generation,
-            "assignment": progress["assignment"],
-            "workers": progress["workers"],
-        }
-        return
-    stream.resume = (
-        {"generation": generation, "workers": progress["workers"]}
-        if progress["batch"] or progress["complete"] or any(r["done"] for r in progress["workers"])
-        else None
-    )
-
-
-def _split_by_rank(dataset: Any, seeder: Seeder) -> Any:
-    """A ``datasets.IterableDataset`` split by global rank (unless split already); anything else as
-    it is."""
-    if not type(dataset).__module__.startswith("datasets.") or seeder.world_size == 1:
-        return dataset
-    if getattr(dataset, "_distributed", None) is not None:
-        return dataset
-    from datasets.distributed import split_dataset_by_node
-
-    return split_dataset_by_node(dataset, rank=seeder.rank, world_size=seeder.world_size)
-
-
-@contextlib.contextmanager
-def _showing(loader: Any, dataset: Any) -> Iterator[None]:
-    """``loader.dataset`` is ``dataset`` inside the block, the user's dataset again after it."""
-    user = loader.__dict__["dataset"]
-    object.__setattr__(loader, "dataset", dataset)
-    try:
-        yield
-    finally:
-        object.__setattr__(loader, "dataset", user)
-
-
-class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.utils.data.DataLoader):
+class IterableDataLoader(StreamAnswers, SeederLoader):
     """A ``torch.utils.data.DataLoader`` over an ``IterableDataset`` that resumes bit for bit.
 
     A state is checked whole before it loads (:meth:`check_state_dict`); an iterator started before
@@ -411,9 +161,9 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
 
     Args:
         dataset: a ``torch.utils.data.IterableDataset`` (a ``datasets.IterableDataset`` too).
-            batch_size, drop_last, collate_fn, num_workers, persistent_workers, pin_memory,
-            prefetch_factor, timeout, worker_init_fn, multiprocessing_context, generator: as in
-            torch.
+        batch_size, drop_last, collate_fn, num_workers, pin_memory, timeout, worker_init_fn,
+            multiprocessing_context, generator, prefetch_factor, persistent_workers,
+            pin_memory_device, in_order: as torch's ``DataLoader``.
         shuffle, sampler, batch_sampler: refused: a stream's order is its own.
         seeder: a :class:`seeder.Seeder` other than the default one (initialised first).
         task: the reseed task whose epoch it follows (1).
@@ -429,31 +179,23 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
 
     Example:
         >>> import torch, seeder
-        >>> class Count(torch.utils.data.IterableDataset):
-        ...     def __iter__(self): return iter(range(5))
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> [b.tolist() for b in IterableDataLoader(Count(), batch_size=2, seeder=s)]
-        [[0, 1], [2, 3], [4]]
+        >>> class Noise(torch.utils.data.IterableDataset):
+        ...     def __iter__(self):
+        ...         return (torch.rand(1).item() for _ in range(6))
+        >>> s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
+        >>> loader = seeder.IterableDataLoader(Noise(), batch_size=2, seeder=s)
+        >>> it = iter(loader); first = next(it); state = loader.state_dict(); rest = list(it)
+        >>> again = seeder.IterableDataLoader(Noise(), batch_size=2, seeder=s)
+        >>> again.load_state_dict(state)
+        >>> all(torch.equal(a, b) for a, b in zip(again, rest)), len(rest)
+        (True, 2)
     """
 
-    seeder_kind = "loader"
-
+    @torch_signature
     def __init__(
         self,
         dataset: Any,
-        batch_size: Optional[int] = 1,
-        shuffle: Optional[bool] = None,
-        sampler: Any = None,
-        batch_sampler: Any = None,
-        num_workers: int = 0,
-        collate_fn: Optional[Callable] = None,
-        pin_memory: bool = False,
-        drop_last: bool = False,
-        timeout: float = 0,
-        worker_init_fn: Optional[Callable[[int], Any]] = None,
-        multiprocessing_context: Any = None,
-        generator: Optional[torch.Generator] = None,
-        *,
+        *args: Any,
         seeder: Optional[Seeder] = None,
         task: int = TRAIN_TASK,
         by_shard: Optional[bool] = None,
@@ -466,7 +208,8 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
                 f"(a stream), got {type(dataset).__name__}: use seeder.DataLoader for "
                 "a map-style dataset (with __getitem__ and __len__)"
             )
-        if shuffle or sampler is not None or batch_sampler is not None:
+        given = TorchArgs.bind("seeder.IterableDataLoader", args, kwargs)
+        if given.shuffle or given.sampler is not None or given.batch_sampler is not None:
             raise ValueError(
                 f"seeder.IterableDataLoader over {type(dataset).__name__} takes no "
                 "shuffle, sampler or batch_sampler: a stream's order is the dataset's "
@@ -479,55 +222,39 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
                 "seeder.IterableDataLoader shards its stream by global rank: call "
                 "seeder.init(master_seed=...) before building it"
             )
+        given.check()
+        batch_size = given.batch_size
         if batch_size is not None:
             batch_size = check_int(batch_size, "batch_size", low=1)
-        num_workers = check_int(num_workers, "num_workers", low=0)
+        num_workers, drop_last = int(given.num_workers), bool(given.drop_last)
         task = check_int(task, "task", low=0)
+        collate_fn = given.collate_fn
         if collate_fn is None:
             collate_fn = default_collate if batch_size is not None else default_convert
-        user = dataset
         warn_threaded_maps(dataset)
         shards = shards_of(dataset, by_shard, sample_rngs)
-        layout = (batch_size, bool(drop_last), collate_fn, num_workers)
-        self._stream = _worker_stream(dataset, seeder, layout, task, shards, sample_rngs)
+        layout = (batch_size, drop_last, collate_fn, num_workers)
+        self._stream = worker_stream(dataset, seeder, layout, task, shards, sample_rngs)
         if shards is not None:
             self.seeder_elastic = True  # a gathered state moves to any world (seeder._state)
         self._shards = shards
         self._seeder, self._task = seeder, task
         last = seeder.last_reseed
         self._epoch = last[1] if last is not None and last[0] == task else 0
-        self._progress = self._fresh(self._epoch)
-        self._kept: collections.deque[dict[str, Any]] = collections.deque(
-            maxlen=KEPT_POSITIONS + 1
-        )  # the newest last
-        self._resume: Optional[dict[str, Any]] = None
+        #: Where the loader stands: the round robin's position as of the batches handed out.
+        self.cursor = StreamCursor(self._fresh(self._epoch))
         self._generation = 0
-        self._live_stream: Optional[object] = None
-        self._loaded_states = (
-            0  # load_state_dict calls: an iterator started before the last one stops
-        )
+        generator = given.generator
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         super().__init__(
             self._stream,
-            batch_size=None,
-            num_workers=num_workers,
-            collate_fn=keep_batch,
-            pin_memory=pin_memory,
-            timeout=timeout,
-            worker_init_fn=worker_init_fn,
-            multiprocessing_context=multiprocessing_context,
-            generator=generator,
-            **kwargs,
+            **given.passed(
+                batch_size=None, drop_last=False, collate_fn=keep_batch, generator=generator
+            ),
         )
-        for name, value in (
-            ("dataset", user),
-            ("batch_size", batch_size),
-            ("drop_last", bool(drop_last)),
-        ):
-            object.__setattr__(
-                self, name, value
-            )  # what users read; torch's loop batches nothing itself
+        # what users read; torch's loop batches nothing itself
+        self._show(dataset=dataset, batch_size=batch_size, drop_last=drop_last)
         seeder.join(self)
 
     @property
@@ -557,8 +284,13 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
             >>> it = iter(loader); _ = next(it); loader.batches_done
             1
         """
-        progress = self._resume if self._resume is not None else self._progress
+        progress = self.cursor.current()
         return progress["batch"] if progress["epoch"] == self._epoch else 0
+
+    @property
+    def num_batches(self) -> None:
+        """``None``: a stream's batches are known only by reading it (it has no length)."""
+        return None
 
     def set_epoch(self, epoch: int) -> None:
         """Run ``epoch`` next (what ``seeder.reseed(task, epoch)`` does).
@@ -580,36 +312,24 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
         """
         self._epoch = check_int(epoch, "epoch", low=0)
 
-    def _record_handed(self, progress: dict[str, Any]) -> None:
-        """Record the position after a batch was handed to the training loop (by the iterator)."""
-        self._progress = progress
-        self._kept.append(progress)
-
     def __iter__(self) -> Any:
         epoch = self._epoch
-        resume, self._resume = self._resume, None
-        progress = resume if resume is not None and resume["epoch"] == epoch else self._fresh(epoch)
+        progress, token = self.cursor.start(epoch, lambda: self._fresh(epoch))
         self._generation += 1
         stream = self._stream
         stream.control.copy_(torch.tensor([epoch, self._generation], dtype=torch.int64))
         set_epoch_of(
             stream.dataset, epoch
         )  # before the workers start: they read it, and need not write it
-        _arm(stream, self._generation, progress)
+        arm(stream, self._generation, progress)
         if progress["complete"]:
             logger.info(
                 "seeder.IterableDataLoader: epoch %d was complete in the loaded state; nothing "
                 "left to yield",
                 epoch,
             )
-        token = object()
-        self._live_stream = token
-        self._progress = progress
-        self._kept.clear()
-        self._kept.append(progress)
-        with _showing(
-            self, self._stream
-        ):  # torch's iterators read loader.dataset: give them the worker stream
+        # torch's iterators read loader.dataset: give them the worker stream
+        with self._showing(self._stream):
             inner = super().__iter__()
         return StreamIter(self, inner, progress, token)
 
@@ -652,7 +372,7 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
             >>> st = loader.state_dict(); st["batch"], st["workers"]
             (1, [{'produced': 1, 'state': None, 'done': False}])
         """
-        progress = self._resume if self._resume is not None else self._progress
+        progress = self.cursor.current()
         if progress["epoch"] != self._epoch:
             progress = self._fresh(self._epoch)
         return self._state_of(progress)
@@ -685,10 +405,9 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
             (1, 2)
         """
         batches_done = check_int(batches_done, "batches_done", low=0)
-        if self._resume is None:
-            for progress in reversed(self._kept):
-                if progress["epoch"] == self._epoch and progress["batch"] == batches_done:
-                    return self._state_of(progress)
+        kept = self.cursor.kept_at(self._epoch, batches_done)
+        if kept is not None:
+            return self._state_of(kept)
         if self.batches_done == batches_done:
             return self.state_dict()
         raise StateError(
@@ -700,7 +419,7 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
 
     def _fresh(self, epoch: int) -> dict[str, Any]:
         """The position at the start of ``epoch``: nothing handed out (the fresh deal of shards)."""
-        return _fresh_for(self._stream, self._shards, epoch)
+        return fresh_for(self._stream, self._shards, epoch)
 
     def _state_of(self, progress: dict[str, Any]) -> dict[str, Any]:
         state = {
@@ -785,10 +504,7 @@ class IterableDataLoader(KeptByAccelerate, StreamAnswers, UsesSeeder, torch.util
         refuse_in_worker("seeder.IterableDataLoader.load_state_dict()")
         progress = _loaded(state, self._check(state, load), self._stream)
         self._epoch = int(state["epoch"])
-        self._resume = progress
-        self._progress = progress
-        self._live_stream = None
-        self._loaded_states += 1
+        self.cursor.loaded(progress)
         self._iterator = None  # torch's persistent iterator holds workers with the old position
 
     def elastic_step(self, state: dict[str, Any]) -> int:

@@ -30,38 +30,34 @@ Example:
 from __future__ import annotations
 
 import logging
-import numbers
-import warnings
-import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import torch
 import torch.utils.data
 
-from seeder._checks import check_bool, check_int, is_bool, is_int
-from seeder._errors import SeederWarning, StateError
+from seeder._checks import check_int, is_int
+from seeder._errors import StateError
 from seeder._internals import require
-from seeder._run import trace
 from seeder._seeding.core import Seeder
-from seeder._seeding.default import UsesSeeder, resolve_seeder
+from seeder._seeding.default import resolve_seeder
 from seeder._seeding.derive import MAX_KEY, check_key
 from seeder._seeding.distributed import refuse_in_worker
 from seeder._seeding.participant import LoadContext
-from seeder._seeding.rngbase import next_keeping
 from seeder.data._answers import PROVENANCE_KEYS, BatchAnswers
-from seeder.data._batches import BatchKeys, BatchSeedingDataset, KeptByAccelerate, rebuilt_error
-from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
-from seeder.data._provenance import Ranges
+from seeder.data._batches import BatchKeys, BatchSeedingDataset, rebuilt_error
+from seeder.data._loader_iter import Cursor, LoaderIter, reseeded
 from seeder.data._sampler import DistributedSampler
-from seeder.data._workers import SeedSource, dataloader_generator, fetch_adapters
+from seeder.data._seederloader import SeederLoader
+from seeder.data._torchargs import TorchArgs, torch_signature
+from seeder.data._workers import SeedSource, dataloader_generator
 
 __all__ = [
     "DataLoader",
     "LOADER_STATE_VERSION",
-    "check_loader_args",
     "check_batch_count",
     "refuse_elastic",
     "refuse_iterable",
+    "refuse_unordered",
 ]
 
 logger = logging.getLogger("seeder")
@@ -122,67 +118,22 @@ def refuse_iterable(dataset: Any) -> None:
         )
 
 
-def check_loader_args(
-    shuffle: Any,
-    num_workers: Any,
-    drop_last: Any,
-    pin_memory: Any,
-    timeout: Any,
-    worker_init_fn: Any,
-    collate_fn: Any,
-    generator: Any,
-    kwargs: dict[str, Any],
-) -> Optional[bool]:
-    """``shuffle`` as ``None``/``bool`` if every argument is one seeder.DataLoader can resume, else
-    an error naming it.
+def refuse_unordered(args: TorchArgs) -> None:
+    """Raise ``ValueError`` for ``in_order=False`` with workers: the position would not be the first
+    batches of the epoch.
 
-    ``kwargs`` are the keyword arguments passed on to torch (``in_order``,
-    ``prefetch_factor``, ``persistent_workers``, ...).
-
-    >>> check_loader_args("no", 0, False, False, 0, None, None, None, {})
-    Traceback (most recent call last):
-    ...
-    TypeError: shuffle must be True or False, got str 'no'
-    >>> kw = {"in_order": False}
-    >>> check_loader_args(None, 2, False, False, 0, None, None, None, kw)  # doctest: +ELLIPSIS
+    >>> refuse_unordered(TorchArgs(num_workers=2, in_order=False))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: seeder.DataLoader cannot resume in_order=False with num_workers > 0: ...
     """
-    shuffle = None if shuffle is None else check_bool(shuffle, "shuffle")
-    num_workers = check_int(num_workers, "num_workers", low=0)
-    check_bool(drop_last, "drop_last")
-    check_bool(pin_memory, "pin_memory")
-    # timeout != timeout: NaN, which no comparison refuses
-    if (
-        is_bool(timeout)
-        or not isinstance(timeout, numbers.Real)
-        or timeout < 0
-        or timeout != timeout
-    ):
-        raise ValueError(
-            f"timeout must be a number of seconds >= 0 (0: wait forever), got {timeout!r}"
-        )
-    for name, fn in (("worker_init_fn", worker_init_fn), ("collate_fn", collate_fn)):
-        if fn is not None and not callable(fn):
-            raise TypeError(f"{name} must be None or a callable, got {type(fn).__name__} {fn!r}")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"generator must be None (seeder gives the loader its own) or a torch.Generator, "
-            f"got {type(generator).__name__} {generator!r}"
-        )
-    if "persistent_workers" in kwargs:
-        check_bool(kwargs["persistent_workers"], "persistent_workers")
-    if kwargs.get("prefetch_factor") is not None:
-        check_int(kwargs["prefetch_factor"], "prefetch_factor", low=1)
-    if "in_order" in kwargs and not check_bool(kwargs["in_order"], "in_order") and num_workers > 0:
+    if not args.in_order and args.num_workers > 0:
         raise ValueError(
             "seeder.DataLoader cannot resume in_order=False with num_workers > 0: batches reach "
             "the training loop in whichever order the workers finish, so the batches handed out "
             "are not the first k of the epoch and a resume would repeat some and skip others. Drop "
             "in_order=False, or use torch.utils.data.DataLoader (no exact resume)"
         )
-    return shuffle
 
 
 def check_batch_count(num_samples: int, batch_size: int, drop_last: bool) -> None:
@@ -221,137 +172,13 @@ _STATE_KEYS_V1 = frozenset(
 _STATE_KEYS = _STATE_KEYS_V1 | PROVENANCE_KEYS
 
 
-#: Loaders whose last pass handed out every batch of an epoch, with no reseed of their task since:
-#: ``(that epoch, load_state_dict calls before it)``. A new pass of that epoch repeats its order.
-_FULL_PASSES: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
-#: Loaders warned of a repeated pass (once each).
-_REPEAT_WARNED: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _reseeded(loader: DataLoader, task_id: int) -> None:
-    """A reseed of ``task_id`` reached ``loader``: its next pass is the one asked for."""
-    if task_id == loader.sampler.task:
-        _FULL_PASSES.pop(loader, None)
-
-
-def _warn_repeated(loader: DataLoader, epoch: int) -> None:
-    """Warn once per shuffled loader that a pass starts over the epoch its last pass handed out
-    whole, with no reseed since: it repeats that pass's order and random numbers."""
-    if not loader.sampler.shuffle or loader in _REPEAT_WARNED:
-        return
-    _REPEAT_WARNED.add(loader)
-    warnings.warn(
-        f"seeder.{type(loader).__name__} iterated again in epoch {epoch}, with no "
-        f"seeder.reseed(1, epoch) (or loader.sampler.set_epoch(epoch)) since its last pass: this "
-        f"pass repeats that pass's order and the random numbers of each batch (a torch DataLoader "
-        f"would reshuffle). Call seeder.reseed(1, epoch) at the start of each epoch",
-        SeederWarning,
-        stacklevel=4,
-    )
-
-
-class _LoaderIter:
-    """What ``iter(seeder.DataLoader)`` returns: torch's iterator, counted in the main process as
-    batches are handed out."""
-
-    def __init__(self, loader: DataLoader, inner: Any, epoch: int, start: int, token: object):
-        self._loader, self._inner = loader, inner
-        self._epoch, self._next, self._token = epoch, start, token
-        self._start, self._loads = start, loader._load_count
-        self._total = len(inner)
-        if start == 0 and _FULL_PASSES.get(loader) == (epoch, self._loads):
-            _warn_repeated(loader, epoch)
-        # the epoch's skipped batches (the batch sampler leaves them out), and those skipped later
-        self._skips = loader.pending_skips(epoch)
-        self._late: Optional[Ranges] = None
-        self._skip_version = loader.skip_version
-        # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
-        self._restore = fetch_adapters() if loader.num_workers == 0 else []
-        self._trace = trace.enabled()
-        # Resumed inside the epoch: a loop that skips the batches it had trained would drop these
-        # (the discard watch).
-        self._watch = (
-            DiscardWatch(start, epoch, f"seeder.{type(loader).__name__}")
-            if FIRST_WATCHED <= start < len(inner)
-            else None
-        )
-
-    def __iter__(self) -> _LoaderIter:
-        return self
-
-    def __len__(self) -> int:
-        """The batches this iterator yields: what is left of the epoch when it started from a loaded
-        position."""
-        end = len(self._inner)
-        return end - self._start - self._skips.count(self._start, end)
-
-    def _batch_index(self) -> int:
-        """The index of the batch just fetched; -1 when it was skipped after this iterator
-        started."""
-        b = self._next
-        if self._skips:
-            b = self._skips.next_outside(b)
-        self._next = b + 1
-        loader = self._loader
-        if loader.skip_version != self._skip_version:
-            self._skip_version = loader.skip_version
-            self._late = loader.pending_skips(self._epoch)
-        return -1 if self._late is not None and b in self._late else b
-
-    def __next__(self) -> Any:
-        loader = self._loader
-        # Refused before fetching: a fetch seeds the registered generators.
-        if loader.live_token is not self._token and loader._load_count != self._loads:
-            raise RuntimeError(
-                "this iterator of seeder.DataLoader was started before loader.load_state_dict(): "
-                "it stops here instead of yielding batches that the loaded state does not "
-                "continue. Call iter(loader) again (a new for loop) to continue from the loaded "
-                "position"
-            )
-        watch = self._watch
-        if watch is not None:
-            watch.next_asked()
-            if not watch.active:
-                self._watch = watch = None
-        try:
-            # the main process fetches: the training loop's streams stay as they were
-            batch = next_keeping(self._restore, self._inner)
-            b = self._batch_index()
-            while b < 0:  # fetched before loader.skip() named it: never handed out
-                batch = next_keeping(self._restore, self._inner)
-                b = self._batch_index()
-        except StopIteration:
-            if watch is not None and watch.ended():
-                self._loader._discard_watch = watch  # it waits for a use that says the loop trains
-            raise
-        if watch is not None:
-            watch.handed()
-        if loader.live_token is self._token:
-            loader._done = (self._epoch, b + 1)  # batches of the epoch handed to the loop
-            if self._skips.next_outside(b + 1) >= self._total:
-                _FULL_PASSES[loader] = (self._epoch, self._loads)
-        if self._trace:
-            trace.record_step(
-                loader.seeder,
-                "loader",
-                epoch=self._epoch,
-                step=b,
-                position=loader.samples_before(b),
-            )
-        return batch
-
-
 def _choose_sampler(
-    dataset: Any,
-    batch_size: Optional[int],
-    shuffle: Optional[bool],
-    sampler: Any,
-    batch_sampler: Any,
-    drop_last: bool,
-    seeder: Seeder,
+    dataset: Any, given: TorchArgs, shuffle: Optional[bool], seeder: Seeder
 ) -> tuple[DistributedSampler, int, bool]:
     """The loader's ``(sampler, batch_size, drop_last)`` from torch's arguments; refuses what seeder
     cannot resume."""
+    batch_size, sampler, batch_sampler = given.batch_size, given.sampler, given.batch_sampler
+    drop_last = bool(given.drop_last)
     if batch_sampler is not None:
         if batch_size != 1 or shuffle or sampler is not None or drop_last:
             raise ValueError(
@@ -392,14 +219,13 @@ def _choose_sampler(
     return sampler, batch_size, drop_last
 
 
-class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.DataLoader):
+class DataLoader(BatchAnswers, SeederLoader):
     """A ``torch.utils.data.DataLoader`` that resumes bit for bit from any step; same arguments.
 
     The epoch is the sampler's: it follows ``seeder.reseed(task, epoch)`` (task 1) or
-    ``loader.sampler.set_epoch``. Once every batch of an epoch was handed out, the state says so,
-    and a resumed loader yields nothing more for that epoch. An iterator started before
-    :meth:`load_state_dict` raises at its next batch; ``iter(loader)`` continues from the loaded
-    position.
+    :meth:`set_epoch`. Once every batch of an epoch was handed out, the state says so, and a resumed
+    loader yields nothing more for that epoch. An iterator started before :meth:`load_state_dict`
+    raises at its next batch; ``iter(loader)`` continues from the loaded position.
 
     Args:
         dataset: a map-style dataset (``__getitem__`` and ``__len__``).
@@ -410,8 +236,9 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
         sampler: ``None``, or a :class:`seeder.DistributedSampler`, used as it is.
         batch_sampler: ``None``, or a ``torch.utils.data.BatchSampler`` over a
             :class:`seeder.DistributedSampler`.
-        num_workers, collate_fn, pin_memory, drop_last, timeout, multiprocessing_context, **kwargs:
-            as torch's ``DataLoader``.
+        num_workers, collate_fn, pin_memory, drop_last, timeout, multiprocessing_context,
+            prefetch_factor, persistent_workers, pin_memory_device, in_order: as torch's
+            ``DataLoader`` (``in_order=False`` only without workers).
         worker_init_fn: called in each worker after seeder's seeding, as torch's.
         generator: ``None`` gets a private generator, so iterating never draws from torch's global
             RNG; or a ``torch.Generator``.
@@ -434,7 +261,6 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
         ([4, 2], 2)
     """
 
-    seeder_kind = "loader"
     # What torch types as any sampler: seeder's own, and the batch size resolved from them.
     sampler: DistributedSampler
     batch_sampler: torch.utils.data.BatchSampler
@@ -443,22 +269,11 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
     #: itself (a loaded state waiting for this loader is handed over as it joins).
     joins_when_built = True
 
+    @torch_signature
     def __init__(
         self,
         dataset: Any,
-        batch_size: Optional[int] = 1,
-        shuffle: Optional[bool] = None,
-        sampler: Any = None,
-        batch_sampler: Any = None,
-        num_workers: int = 0,
-        collate_fn: Optional[Callable] = None,
-        pin_memory: bool = False,
-        drop_last: bool = False,
-        timeout: float = 0,
-        worker_init_fn: Optional[Callable[[int], Any]] = None,
-        multiprocessing_context: Any = None,
-        generator: Optional[torch.Generator] = None,
-        *,
+        *args: Any,
         seeder: Optional[Seeder] = None,
         allow_dataset_change: bool = False,
         **kwargs: Any,
@@ -468,53 +283,35 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
         # what _get_iterator relies on
         require("torch:DataLoader._get_iterator") and require("torch:DataLoader.dataset")
         seeder = resolve_seeder(seeder)
-        shuffle = check_loader_args(
-            shuffle,
-            num_workers,
-            drop_last,
-            pin_memory,
-            timeout,
-            worker_init_fn,
-            collate_fn,
-            generator,
-            kwargs,
-        )
-        sampler, batch_size, drop_last = _choose_sampler(
-            dataset, batch_size, shuffle, sampler, batch_sampler, drop_last, seeder
-        )
+        given = TorchArgs.bind(f"seeder.{type(self).__name__}", args, kwargs)
+        shuffle = given.check()
+        refuse_unordered(given)
+        sampler, batch_size, drop_last = _choose_sampler(dataset, given, shuffle, seeder)
         check_batch_count(sampler.num_samples, batch_size, drop_last)
+        generator = given.generator
         if generator is None:
             generator = dataloader_generator(seeder=seeder)
         self._seeder = seeder
         self._owns_sampler = sampler.seeder is seeder and not _joined(seeder, sampler)
         self._wrapped = BatchSeedingDataset(dataset, SeedSource(seeder))
-        self._resume: Optional[tuple[int, int]] = None  # (epoch, batch) from load_state_dict
-        self._done: tuple[int, int] = (sampler.epoch, 0)  # (epoch, batches handed out)
-        self._live_token: Optional[object] = None
+        #: Where the loader stands: batches handed out, a loaded resume point, the newest iterator.
+        self.cursor = Cursor(sampler.epoch)
         self._pending: Optional[tuple[int, int, object]] = None
-        # load_state_dict calls: an iterator started before the last one stops instead of going on
-        self._load_count = 0
-        # A resumed epoch's discard watch that outlives its iterator (._discardwatch): dropped with
-        # the loader.
-        self._discard_watch: Optional[DiscardWatch] = None
         self._init_answers(allow_dataset_change)
         batches = BatchKeys(sampler, batch_size, drop_last, self)
         super().__init__(
             dataset,
-            batch_sampler=batches,
-            num_workers=num_workers,
-            collate_fn=collate_fn,
-            pin_memory=pin_memory,
-            timeout=timeout,
-            worker_init_fn=worker_init_fn,
-            multiprocessing_context=multiprocessing_context,
-            generator=generator,
-            **kwargs,
+            **given.passed(
+                batch_size=1,
+                shuffle=None,
+                sampler=None,
+                batch_sampler=batches,
+                drop_last=False,
+                generator=generator,
+            ),
         )
         # What users (and Lightning) read: the seeder sampler, the batch size, drop_last.
-        object.__setattr__(self, "sampler", sampler)
-        object.__setattr__(self, "batch_size", batch_size)
-        object.__setattr__(self, "drop_last", drop_last)
+        self._show(sampler=sampler, batch_size=batch_size, drop_last=drop_last)
         sampler.loader_watch.show(self)
         if self.joins_when_built:
             seeder.join(self)
@@ -531,6 +328,22 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
         """
         return self.sampler.epoch
 
+    def set_epoch(self, epoch: int) -> None:
+        """Run ``epoch`` next: the sampler's ``set_epoch`` (from then on it ignores ``reseed``).
+
+        Args:
+            epoch: an int in ``[0, 2**32)``.
+
+        Raises:
+            TypeError, ValueError: ``epoch`` is not such an int.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s); loader.set_epoch(3); loader.epoch
+            3
+        """
+        self.sampler.set_epoch(epoch)
+
     @property
     def batches_done(self) -> int:
         """Batches of epoch :attr:`epoch` handed out so far; after a resume, those before the stop
@@ -545,29 +358,41 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
             >>> _ = next(iter(loader)); loader.batches_done
             1
         """
-        epoch = self.sampler.epoch
-        for mark in (self._resume, self._done):
-            if mark is not None and mark[0] == epoch:
-                return mark[1]
-        return 0
+        return self.cursor.batches_done(self.sampler.epoch)
 
     @property
-    def live_token(self) -> Optional[object]:
-        """Identifies the newest iterator; only it moves the position (``None`` before the first).
+    def num_batches(self) -> int:
+        """Batches of an epoch on this rank (skipped ones included).
 
         Example:
-            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
-            >>> loader = DataLoader(torch.arange(4), seeder=s)
-            >>> old = loader.live_token; _ = iter(loader); loader.live_token is old
-            False
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
+            >>> DataLoader(torch.arange(10), batch_size=3, seeder=s).num_batches
+            4
         """
-        return self._live_token
+        return len(self.batch_sampler)
+
+    @property
+    def rank(self) -> int:
+        """The sampler's rank (and :attr:`world_size` its ``num_replicas``).
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
+            >>> loader = DataLoader(torch.arange(4), seeder=s); loader.rank, loader.world_size
+            (0, 1)
+        """
+        return int(self.sampler.rank)
+
+    @property
+    def world_size(self) -> int:
+        """The number of shards: the sampler's ``num_replicas``."""
+        return int(self.sampler.num_replicas)
 
     def pending_start(self) -> tuple[int, int, object]:
         """Where the iterator being created starts; read by the batch sampler in ``iter(loader)``.
 
         Returns:
-            ``(epoch, first batch, token)``; the token identifies the iterator (:attr:`live_token`).
+            ``(epoch, first batch, token)``; the token identifies the iterator
+            (``loader.cursor.live_token``).
 
         Example:
             >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 2)
@@ -578,18 +403,6 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
         if self._pending is None:  # another loader iterates the batch sampler: not seeder's batches
             raise rebuilt_error(f"seeder.{type(self).__name__}")
         return self._pending
-
-    def _start(self) -> tuple[int, int, object]:
-        epoch = self.sampler.epoch
-        start = 0
-        if self._resume is not None and self._resume[0] == epoch:
-            start = self._resume[1]
-            # nothing drew from the global RNGs since the load
-            self.seeder.resume_check.warn_if_moved(self, f"seeder.{type(self).__name__}", epoch)
-        self._resume = None
-        self._live_token = token = object()
-        self._done = (epoch, start)
-        return epoch, start, token
 
     def seeder_position(self) -> dict[str, int]:
         """The loader's position for the seeder's records
@@ -625,7 +438,10 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
         return min(batch * self.batch_size, self.sampler.num_samples)
 
     def __iter__(self) -> Any:
-        self._pending = self._start()
+        epoch = self.sampler.epoch
+        if self.cursor.resuming(epoch):  # nothing drew from the global RNGs since the load
+            self.seeder.resume_check.warn_if_moved(self, f"seeder.{type(self).__name__}", epoch)
+        self._pending = self.cursor.start(epoch)
         epoch, start, token = self._pending
         try:
             if start >= len(self.batch_sampler):
@@ -637,17 +453,13 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
             inner = super().__iter__()
         finally:
             self._pending = None
-        return _LoaderIter(self, inner, epoch, start, token)
+        return LoaderIter(self, inner, epoch, start, token)
 
     def _get_iterator(self) -> Any:
         # torch's iterators read loader.dataset: give them the seeding view, keep the user's dataset
         # visible.
-        user = self.__dict__["dataset"]
-        object.__setattr__(self, "dataset", self._wrapped)
-        try:
+        with self._showing(self._wrapped):
             return super()._get_iterator()
-        finally:
-            object.__setattr__(self, "dataset", user)
 
     def seeder_reseed(self, seeder: Seeder, task_id: int, epoch: int) -> None:
         """Participant hook of ``seeder.reseed``: an owned sampler follows ``reseed(task,
@@ -664,7 +476,7 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
             >>> s.reseed(1, 5); loader.epoch  # the seeder called loader.seeder_reseed(s, 1, 5)
             5
         """
-        _reseeded(self, task_id)
+        reseeded(self, task_id)
         if self._owns_sampler:
             self.sampler.seeder_reseed(seeder, task_id, epoch)
 
@@ -683,18 +495,38 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
             >>> st = loader.state_dict(); st["batch"], st["position"], st["num_batches"]
             (1, 3, 4)
         """
-        epoch, batch = self.sampler.epoch, self.batches_done
-        sampler_state = self.sampler.state_dict()
+        return self.state_dict_at(self.batches_done)
+
+    def state_dict_at(self, batches_done: int) -> dict[str, Any]:
+        """:meth:`state_dict` at the position after ``batches_done`` batches of epoch :attr:`epoch`
+        (a pure function of the position: any batch of the epoch).
+
+        Args:
+            batches_done: batches of the current epoch handed out, in ``[0, num_batches]``.
+
+        Returns:
+            The state at that position.
+
+        Raises:
+            TypeError, ValueError: ``batches_done`` is not an int in ``[0, num_batches]``.
+
+        Example:
+            >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 0)
+            >>> loader = DataLoader(torch.arange(10), batch_size=3, seeder=s)
+            >>> loader.state_dict_at(2)["position"]
+            6
+        """
+        batch = check_int(batches_done, "batches_done", low=0, high=len(self.batch_sampler))
         return {
             "format": "seeder.loader",
             "version": LOADER_STATE_VERSION,
-            "epoch": epoch,
+            "epoch": self.sampler.epoch,
             "batch": batch,
             "position": self.samples_before(batch),
             "batch_size": self.batch_size,
             "drop_last": self.drop_last,
             "num_batches": len(self.batch_sampler),
-            "sampler": sampler_state,
+            "sampler": self.sampler.state_dict(),
             **self._answers_state(),
         }
 
@@ -775,13 +607,10 @@ class DataLoader(KeptByAccelerate, BatchAnswers, UsesSeeder, torch.utils.data.Da
         self.check_state_dict(state, load)
         self.sampler.load_state_dict(state["sampler"], load)
         epoch = check_key(state["epoch"], "epoch")
-        self._resume = (epoch, int(state["batch"]))
+        self.cursor.loaded(epoch, int(state["batch"]))
         # inside the epoch: its first batch checks the global RNGs
-        if 0 < self._resume[1] < len(self.batch_sampler):
+        if 0 < int(state["batch"]) < len(self.batch_sampler):
             self.seeder.resume_check.want(self)
-        self._done = self._resume
-        self._live_token = None
-        self._load_count += 1
         self._load_answers(state)
 
     def __repr__(self) -> str:

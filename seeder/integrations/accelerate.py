@@ -57,9 +57,7 @@ from seeder._internals import require
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
-from seeder.data._elastic_loader import ElasticDataLoader
-from seeder.data._iterable import IterableDataLoader
-from seeder.data._loader import DataLoader
+from seeder.data._seederloader import SeederLoader
 
 __all__ = [
     "SeederAccelerator",
@@ -281,9 +279,6 @@ def load_checkpoint_state(
     s.load_state_dict(read_checkpoint_state(directory, s))
 
 
-_Loader = Union[DataLoader, IterableDataLoader]
-
-
 class PreparedLoader(DataLoaderStateMixin):
     """A :class:`seeder.DataLoader` or :class:`seeder.IterableDataLoader`, prepared.
 
@@ -313,7 +308,10 @@ class PreparedLoader(DataLoaderStateMixin):
     """
 
     def __init__(
-        self, loader: _Loader, device: Optional[torch.device] = None, non_blocking: bool = False
+        self,
+        loader: SeederLoader,
+        device: Optional[torch.device] = None,
+        non_blocking: bool = False,
     ) -> None:
         self.loader = loader
         self.device = device
@@ -341,12 +339,7 @@ class PreparedLoader(DataLoaderStateMixin):
             >>> loader.total_batch_size
             4
         """
-        if isinstance(self.loader, ElasticDataLoader):
-            return self.loader.global_batch_size
-        if isinstance(self.loader, IterableDataLoader):
-            # each rank reads its own share of the stream
-            return (self.loader.batch_size or 1) * self.loader.seeder.world_size
-        return self.loader.batch_size * self.loader.sampler.num_replicas
+        return self.loader.global_batch_size
 
     @property
     def total_dataset_length(self) -> int:
@@ -363,7 +356,7 @@ class PreparedLoader(DataLoaderStateMixin):
         return len(cast(Sized, self.loader.dataset))
 
     def set_epoch(self, epoch: int) -> None:
-        """Use ``epoch`` for the next pass: the sampler's (or stream's) ``set_epoch``.
+        """Use ``epoch`` for the next pass: the loader's ``set_epoch``.
 
         ``seeder.reseed(1, epoch)`` does it too; accelerate's training helpers call this one.
 
@@ -377,18 +370,16 @@ class PreparedLoader(DataLoaderStateMixin):
             >>> loader.set_epoch(2); loader.epoch
             2
         """
-        if isinstance(self.loader, IterableDataLoader):
-            self.loader.set_epoch(epoch)
-        else:
-            self.loader.sampler.set_epoch(epoch)
+        self.loader.set_epoch(epoch)
 
     def _last_flags(self, it: Any) -> Iterator[tuple[Any, bool]]:
         """``(batch, is the epoch's last)`` for each batch of ``it``."""
-        if isinstance(self.loader, IterableDataLoader):
+        total = self.loader.num_batches
+        if total is None:  # no length: look ahead; the position stays at those handed out
             for batch in it:
-                yield batch, it.exhausted()  # looks ahead; the position stays at those handed out
+                yield batch, it.exhausted()
             return
-        remaining = len(self.loader) - self.loader.batches_done  # the batch this pass starts at
+        remaining = total - self.loader.batches_done  # the batch this pass starts at
         for i, batch in enumerate(it):
             yield batch, i + 1 >= remaining
 
@@ -547,7 +538,7 @@ class SeederAccelerator(Accelerator):
         """
         if isinstance(data_loader, PreparedLoader):
             return data_loader
-        if not isinstance(data_loader, (DataLoader, IterableDataLoader)):
+        if not isinstance(data_loader, SeederLoader):
             return super().prepare_data_loader(data_loader, device_placement, slice_fn_for_dispatch)
         if self.dispatch_batches or self.split_batches:
             raise ValueError(

@@ -82,19 +82,13 @@ from seeder._seeding.default import resolve_seeder
 from seeder._seeding.derive import TRAIN_TASK
 from seeder._seeding.distributed import process_group_active
 from seeder._state.world import rederive_streams
-from seeder.data._elastic_loader import ElasticDataLoader
-from seeder.data._iterable import IterableDataLoader
-from seeder.data._loader import DataLoader
-from seeder.data._sampler import DistributedSampler
+from seeder.data._seederloader import SeederLoader
 from seeder.integrations._lightning_state import CALLBACK_STATE_VERSION, check_callback_state
 
 __all__ = ["SeederCallback", "resume_path"]
 
 logger = logging.getLogger("seeder")
 
-#: seeder's loaders: ``seeder.DataLoader`` (map-style, elastic or not), ``IterableDataLoader``.
-_SEEDER_LOADERS = (DataLoader, IterableDataLoader)
-_Loader = Union[DataLoader, IterableDataLoader]
 #: The ``format`` of those loaders' states, as Lightning's loop state holds them.
 _LOADER_FORMATS = ("seeder.loader", "seeder.elastic_loader", "seeder.stream_loader")
 
@@ -105,31 +99,33 @@ def _trained(trainer: pl.Trainer) -> int:
     return int(trainer.fit_loop.epoch_loop.batch_progress.current.ready)
 
 
-def _loader_state(loader: _Loader, trainer: pl.Trainer) -> dict[str, Any]:
+def _loader_state(loader: SeederLoader, trainer: pl.Trainer) -> dict[str, Any]:
     """The state of ``loader`` as of what the fit loop trained: Lightning fetches a batch ahead of a
-    stream."""
-    if isinstance(loader, IterableDataLoader):
+    loader with no length (a stream)."""
+    if loader.num_batches is None:
         return loader.state_dict_at(_trained(trainer))
     return loader.state_dict()
 
 
-def _position(loader: _Loader, trainer: pl.Trainer) -> list[Union[int, str, None]]:
+def _position(loader: SeederLoader, trainer: pl.Trainer) -> list[Union[int, str, None]]:
     """``[epoch, batches trained, batches in the epoch]`` of a seeder loader; a stream's length is
     ``None``; an elastic loader's ``[epoch, samples of the global order done, "global"]`` (the same
     on any world size)."""
-    if isinstance(loader, IterableDataLoader):
+    total = loader.num_batches
+    if total is None:
         return [loader.epoch, _trained(trainer), None]
-    if isinstance(loader, ElasticDataLoader):
+    if loader.seeder_elastic:
         return [loader.epoch, loader.state_dict()["position"], "global"]
-    return [loader.epoch, loader.batches_done, len(loader.batch_sampler)]
+    return [loader.epoch, loader.batches_done, total]
 
 
-def _epoch_done(loader: _Loader, trainer: pl.Trainer) -> bool:
+def _epoch_done(loader: SeederLoader, trainer: pl.Trainer) -> bool:
     """Whether the fit loop has trained ``loader``'s whole epoch (a stream: it has seen the end, and
     trained all)."""
-    if isinstance(loader, IterableDataLoader):
+    total = loader.num_batches
+    if total is None:
         return bool(_loader_state(loader, trainer)["complete"])
-    return loader.batches_done >= len(loader.batch_sampler)
+    return loader.batches_done >= total
 
 
 def _flatten(obj: Any) -> Iterator[Any]:
@@ -200,19 +196,8 @@ def _same_place(trainer: pl.Trainer, what: str, rank: int, world: int, fix: str)
 
 def _check_train_loaders(trainer: pl.Trainer) -> None:
     """Warn about or refuse train loaders that cannot resume exactly under ``trainer``."""
-    loaders = list(_flatten(trainer.train_dataloader))
-    for ld in loaders:
-        if isinstance(ld, IterableDataLoader):
-            _same_place(
-                trainer,
-                "the seeder.IterableDataLoader's stream is sharded as",
-                ld.seeder.rank,
-                ld.seeder.world_size,
-                "build the loader inside train_dataloader() (after Lightning starts "
-                "the process group), not before Trainer.fit",
-            )
-            continue
-        if not isinstance(ld, DataLoader):
+    for ld in _flatten(trainer.train_dataloader):
+        if not isinstance(ld, SeederLoader):
             warnings.warn(
                 f"SeederCallback: the train loader is a "
                 f"{type(ld).__module__}.{type(ld).__name__}, not a seeder.DataLoader: its "
@@ -223,28 +208,11 @@ def _check_train_loaders(trainer: pl.Trainer) -> None:
                 stacklevel=2,
             )
             continue
-        if isinstance(ld, ElasticDataLoader):
-            _same_place(
-                trainer,
-                "the seeder.ElasticDataLoader splits its global batches as",
-                ld.batch_sampler.rank,
-                ld.world_size,
-                "build the loader inside train_dataloader() (after Lightning starts the "
-                "process group), not before Trainer.fit",
-            )
-            continue
-        sampler = ld.sampler
-        if not isinstance(sampler, DistributedSampler):
-            raise RuntimeError(
-                f"SeederCallback: the seeder.DataLoader's sampler was replaced by a "
-                f"{type(sampler).__name__}; keep seeder's sampler "
-                f"(Trainer(use_distributed_sampler=False) if something replaced it)"
-            )
         _same_place(
             trainer,
-            "the seeder.DataLoader is sharded as",
-            sampler.rank,
-            sampler.num_replicas,
+            f"the seeder.{type(ld).__name__} is sharded as",
+            ld.rank,
+            ld.world_size,
             "build the loader inside train_dataloader() (after Lightning starts the process "
             "group), not before Trainer.fit",
         )
@@ -260,7 +228,7 @@ def _apply(s: Seeder, gathered: dict[str, Any], step: Optional[int] = None) -> N
     end the next ``reseed`` seeds them.
     """
     moved = gathered["world_size"] != s.world_size
-    loaders = [p for p in s.participants() if isinstance(p, _SEEDER_LOADERS)]
+    loaders = [p for p in s.participants() if isinstance(p, SeederLoader)]
     for ld in loaders:
         s.leave(ld)
     try:
@@ -452,7 +420,7 @@ class SeederCallback(Callback):
             return
         if not self._applied_early:
             self._check_positions(trainer, pending["loaders"])
-            elastic = [ld for ld in self._train_loaders() if isinstance(ld, ElasticDataLoader)]
+            elastic = [ld for ld in self._train_loaders() if ld.seeder_elastic]
             step = elastic[0].elastic_step(elastic[0].state_dict()) if elastic else None
             _apply(self.seeder, pending["seeder"], step)
         last = self.seeder.last_reseed
@@ -523,7 +491,7 @@ class SeederCallback(Callback):
         if gathered is None:  # not rank 0: only rank 0 writes the checkpoint
             return {}
         loader_keys = {
-            key for key, p in self.seeder.stateful().items() if isinstance(p, _SEEDER_LOADERS)
+            key for key, p in self.seeder.stateful().items() if isinstance(p, SeederLoader)
         }
         for entry in gathered["ranks"]:  # every rank has the same participants, so the same keys
             entry["participants"] = {
@@ -565,7 +533,7 @@ class SeederCallback(Callback):
             >>> checkpoint
             {}
         """
-        streams = [ld for ld in self._train_loaders() if isinstance(ld, IterableDataLoader)]
+        streams = [ld for ld in self._train_loaders() if ld.num_batches is None]
         if not streams:
             return
         require("lightning:checkpoint loops.fit_loop.state_dict.combined_loader", checkpoint)
@@ -652,7 +620,7 @@ class SeederCallback(Callback):
         """
 
     # ---------------------------------------------------------------- helpers
-    def _train_loaders(self) -> list[_Loader]:
+    def _train_loaders(self) -> list[SeederLoader]:
         trainer = self._trainer
         if trainer is None:
             return []
@@ -660,7 +628,7 @@ class SeederCallback(Callback):
             loaders = trainer.train_dataloader
         except Exception:  # no fit loop data yet
             return []
-        return [ld for ld in _flatten(loaders) if isinstance(ld, _SEEDER_LOADERS)]
+        return [ld for ld in _flatten(loaders) if isinstance(ld, SeederLoader)]
 
     def _check_positions(self, trainer: pl.Trainer, saved: list[list[int]]) -> None:
         now = [_position(ld, trainer) for ld in self._train_loaders()]

@@ -67,6 +67,7 @@ from seeder._seeding.rngbase import RNGAdapter, put_back_states, save_states
 from seeder.data._elastic_loader import ElasticDataLoader
 from seeder.data._iterable import IterableDataLoader
 from seeder.data._loader import DataLoader
+from seeder.data._seederloader import SeederLoader
 from seeder.integrations.accelerate import read_checkpoint_state, save_checkpoint_state
 
 __all__ = ["SeederTrainer"]
@@ -75,7 +76,6 @@ logger = logging.getLogger("seeder")
 
 
 _STREAM_KEYS = frozenset({"format", "version", "earlier"})
-_Loader = Union[DataLoader, IterableDataLoader]
 
 
 class _StreamEpochs:
@@ -126,14 +126,14 @@ class _TrainLoader:
     the other.
     """
 
-    def __init__(self, loader: _Loader, seeder: Seeder) -> None:
+    def __init__(self, loader: SeederLoader, seeder: Seeder) -> None:
         self.loader = loader
         self.seeder = seeder
         self.iterated = False
         self.stream: Optional[_StreamEpochs] = None
         self.offset = 0  # stream epoch - Trainer epoch
         self.resumed = False  # a loaded state: the next set_epoch sets the offset
-        if isinstance(loader, IterableDataLoader):
+        if loader.num_batches is None:  # no length: the Trainer counts it as one long epoch
             self.stream = _StreamEpochs()
             seeder.join(self.stream)
 
@@ -314,7 +314,7 @@ class SeederTrainer(Trainer):
         self.add_callback(_SeederCheckpointCallback(self))
 
     # ------------------------------------------------------------------ data
-    def _build_train_loader(self) -> _Loader:
+    def _build_train_loader(self) -> SeederLoader:
         """The training loader from the Trainer's own settings (see the module docstring)."""
         if self.train_dataset is None:
             raise ValueError("Trainer: training requires a train_dataset.")
