@@ -374,23 +374,7 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
                     f"the seeder.ElasticDataLoader state was saved with {name}={state[name]!r}, "
                     f"this loader has {have!r}; resume with the same dataset, shuffle and drop_last"
                 )
-        g, saved = self.global_batch_size, state["global_batch_size"]
-        if not is_int(saved) or saved < 1:
-            raise StateError(
-                f"elastic loader state['global_batch_size'] must be a positive int, got {saved!r}"
-            )
-        if saved != g and not self.allow_global_batch_change:
-            keep = (
-                f"pass batch_size={saved // self.world_size} to keep it"
-                if saved % self.world_size == 0
-                else f"{saved} samples do not split over {self.world_size} ranks"
-            )
-            raise StateError(
-                f"the checkpoint's global batch size is {saved} samples per step, this loader's is "
-                f"{g} (batch_size={self.batch_size} x {self.world_size} ranks); {keep}, or pass "
-                f"allow_global_batch_change=True to the loader to continue the same order in steps "
-                f"of the new size"
-            )
+        _check_global_batch(state["global_batch_size"], self)
         done = state["position"]
         if not is_int(done) or not 0 <= done <= n:
             raise StateError(
@@ -478,4 +462,26 @@ class ElasticDataLoader(ElasticAnswers, DataLoader):
         return (
             f"seeder.ElasticDataLoader(batch_size={self.batch_size}, world_size={self.world_size}, "
             f"num_workers={self.num_workers}, epoch={self.sampler.epoch})"
+        )
+
+
+def _check_global_batch(saved: Any, loader: ElasticDataLoader) -> None:
+    """Refuse a saved global batch size that is not a positive int, or another one than
+    ``loader``'s without ``allow_global_batch_change=True``."""
+    g, world = loader.global_batch_size, loader.world_size
+    if not is_int(saved) or saved < 1:
+        raise StateError(
+            f"elastic loader state['global_batch_size'] must be a positive int, got {saved!r}"
+        )
+    if saved != g and not loader.allow_global_batch_change:
+        keep = (
+            f"pass batch_size={saved // world} to keep it"
+            if saved % world == 0
+            else f"{saved} samples do not split over {world} ranks"
+        )
+        raise StateError(
+            f"the checkpoint's global batch size is {saved} samples per step, this loader's is "
+            f"{g} (batch_size={loader.batch_size} x {world} ranks); {keep}, or pass "
+            f"allow_global_batch_change=True to the loader to continue the same order in steps "
+            f"of the new size"
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 from seeder._errors import SeederWarning
 from seeder._run import trace
@@ -29,10 +29,31 @@ from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
 from seeder.data._provenance import Ranges
 from seeder.data._workers import fetch_adapters
 
-if TYPE_CHECKING:
-    from seeder.data._loader import DataLoader
-
 __all__ = ["Cursor", "LoaderIter", "reseeded"]
+
+
+class IteratedLoader(Protocol):
+    """What a map-style loader's iterator reads of its loader (:class:`seeder.DataLoader`)."""
+
+    @property
+    def sampler(self) -> Any: ...
+
+    @property
+    def seeder(self) -> Any: ...
+
+    @property
+    def cursor(self) -> Cursor: ...
+
+    @property
+    def num_workers(self) -> int: ...
+
+    @property
+    def skip_version(self) -> int: ...
+
+    def pending_skips(self, epoch: int) -> Ranges: ...
+
+    def samples_before(self, batch: int) -> int: ...
+
 
 #: Loaders whose last pass handed out every batch of an epoch, with no reseed of their task since:
 #: ``(that epoch, load_state_dict calls before it)``. A new pass of that epoch repeats its order.
@@ -41,7 +62,7 @@ _FULL_PASSES: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyD
 _REPEAT_WARNED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def reseeded(loader: DataLoader, task_id: int) -> None:
+def reseeded(loader: IteratedLoader, task_id: int) -> None:
     """A reseed of ``task_id`` reached ``loader``: its next pass is the one asked for.
 
     >>> import torch, seeder; s = seeder.Seeder(); s.init(0)
@@ -51,7 +72,7 @@ def reseeded(loader: DataLoader, task_id: int) -> None:
         _FULL_PASSES.pop(loader, None)
 
 
-def _warn_repeated(loader: DataLoader, epoch: int) -> None:
+def _warn_repeated(loader: IteratedLoader, epoch: int) -> None:
     """Warn once per shuffled loader that a pass starts over the epoch its last pass handed out
     whole, with no reseed since: it repeats that pass's order and random numbers."""
     if not loader.sampler.shuffle or loader in _REPEAT_WARNED:
@@ -136,7 +157,7 @@ class LoaderIter:
         epoch, start, token: where this iterator starts, and its token (:meth:`Cursor.start`).
     """
 
-    def __init__(self, loader: DataLoader, inner: Any, epoch: int, start: int, token: object):
+    def __init__(self, loader: IteratedLoader, inner: Any, epoch: int, start: int, token: object):
         self._loader, self._inner = loader, inner
         self._epoch, self._next, self._token = epoch, start, token
         self._start, self._loads = start, loader.cursor.loads

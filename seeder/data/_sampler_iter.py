@@ -18,15 +18,13 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 import numpy as np
 
 from seeder._checks import is_int
 from seeder._errors import StateError
-
-if TYPE_CHECKING:
-    from seeder.data._sampler import DistributedSampler
+from seeder.data._audit import LoaderWatch
 
 __all__ = ["Progress", "SamplerIterator", "check_not_stopped"]
 
@@ -100,6 +98,16 @@ class Progress:
         self.block_start = end
 
 
+class IteratedSampler(Protocol):
+    """What a sampler's iterator reads of its sampler (:class:`seeder.DistributedSampler`)."""
+
+    @property
+    def num_samples(self) -> int: ...
+
+    @property
+    def loader_watch(self) -> LoaderWatch: ...
+
+
 class SamplerIterator(itertools.chain):
     """``iter(DistributedSampler)``: C-speed iteration, and torchdata's ``Stateful`` iterator
     protocol.
@@ -118,7 +126,7 @@ class SamplerIterator(itertools.chain):
     """
 
     progress: Progress
-    sampler: DistributedSampler
+    sampler: IteratedSampler
 
     def state_dict(self) -> dict[str, Any]:
         """The number of indices drawn so far; the loader asking for it saves the position, so the

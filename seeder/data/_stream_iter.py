@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from seeder._seeding.core import Seeder
 from seeder._seeding.rngbase import next_keeping
@@ -32,9 +32,6 @@ from seeder.data._shard_stream import ShardStream
 from seeder.data._shards import fresh_assignment
 from seeder.data._streams import WorkerStream
 from seeder.data._workers import FETCH_SEEDED, SeedSource, fetch_adapters
-
-if TYPE_CHECKING:
-    from seeder.data._iterable import IterableDataLoader
 
 __all__ = [
     "StreamCursor",
@@ -140,6 +137,16 @@ _STALE = (
 _WAITING: weakref.WeakKeyDictionary[Any, DiscardWatch] = weakref.WeakKeyDictionary()
 
 
+class StreamedLoader(Protocol):
+    """What a stream loader's iterator reads of its loader (:class:`seeder.IterableDataLoader`)."""
+
+    @property
+    def cursor(self) -> StreamCursor: ...
+
+    @property
+    def num_workers(self) -> int: ...
+
+
 class StreamIter:
     """What ``iter(loader)`` returns: batches in the round robin, counted as handed out.
 
@@ -154,9 +161,7 @@ class StreamIter:
         token: the cursor's ``live_token`` for this iterator (only the newest moves the position).
     """
 
-    def __init__(
-        self, loader: IterableDataLoader, inner: Any, progress: dict[str, Any], token: object
-    ):
+    def __init__(self, loader: StreamedLoader, inner: Any, progress: dict[str, Any], token: object):
         self._loader, self._inner, self._progress, self._token = loader, inner, progress, token
         self._loads = loader.cursor.loads
         self._workers = len(progress["workers"])
