@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -49,6 +50,7 @@ __all__ = [
     "foreign_resume",
     "foreign_resumes",
     "STEPS_FILE",
+    "missing_reseed",
 ]
 
 #: seeder's per-step records in a run directory (:mod:`seeder._run.steps`).
@@ -358,7 +360,8 @@ def diagnose_dirs(
 ) -> Optional[Diagnosis]:
     """Why run (3) in ``resumed_dir`` differs from run (1) in ``full_dir``: traces and step records.
 
-    In this order: a checkpoint another run wrote (:func:`foreign_resume`); batches of the resumed
+    In this order: a checkpoint another run wrote (:func:`foreign_resume`); a loader iterated again
+    with no ``seeder.reseed(1, epoch)`` (:func:`missing_reseed`); batches of the resumed
     epoch discarded (from the three runs' metrics); the first traced state that differs
     (:func:`diagnose` on ``<dir>/trace.rank<R>.jsonl``); a batch drawn ahead across the checkpoint
     (from the step records' draws).
@@ -378,6 +381,13 @@ def diagnose_dirs(
     foreign = foreign_resume(resumed_dir, [Path(stopped_dir)])
     if foreign is not None:
         return Diagnosis("foreign-checkpoint", foreign)
+    repeated = next(
+        (e for e in map(missing_reseed, (full_dir, stopped_dir, resumed_dir)) if e is not None),
+        None,
+    )
+    if repeated is not None:
+        loader, epoch = repeated
+        return Diagnosis("reseed", MSG_NO_RESEED.format(loader=loader, epoch=epoch), epoch=epoch)
     if full_metrics is not None and stopped_metrics is not None and resumed_metrics is not None:
         found = discarded_batches(
             full_metrics, stopped_metrics, resumed_metrics, _log_line(resumed_dir, "discarded")
@@ -469,6 +479,42 @@ def foreign_resumes(out: Path, names: Sequence[str]) -> list[str]:
         if why is not None:
             found.append(why)
     return found
+
+
+MSG_NO_RESEED = (
+    "a seeder.{loader} was iterated again in epoch {epoch} with no seeder.reseed(1, epoch) since "
+    "its last pass (the runs' log.txt has seeder's warning): every pass repeats the first one's "
+    "order, the runs count no epochs, and a resumed run cannot tell which pass it continues. Call "
+    "seeder.reseed(1, epoch) at the start of each epoch, before iterating the loader"
+)
+#: What seeder's warning of a loader iterated again with no reseed says (seeder.data._loader).
+_REPEATED = re.compile(
+    r"seeder\.(\w+) iterated again in epoch (-?\d+), with no seeder\.reseed\(1, epoch\)"
+)
+
+
+def missing_reseed(run_dir: Path) -> Optional[tuple[str, int]]:
+    """The loader (its class) and the epoch in which a run's seeder loader was iterated again with
+    no ``seeder.reseed(1, epoch)`` since its last pass (seeder's warning in the run's ``log.txt``),
+    or ``None``.
+
+    Args:
+        run_dir: the run's directory.
+
+    Returns:
+        ``(class name, epoch)`` as the warning names them, or ``None`` when the log has no such
+        warning.
+
+    >>> import tempfile; from pathlib import Path
+    >>> run = Path(tempfile.mkdtemp())
+    >>> _ = (run / "log.txt").write_text("seeder.DataLoader iterated again in epoch 0, with no "
+    ...                                  "seeder.reseed(1, epoch) (or ...)")
+    >>> missing_reseed(run), missing_reseed(run.parent / "nonexistent")
+    (('DataLoader', 0), None)
+    """
+    line = _log_line(run_dir, "iterated again in epoch")
+    found = _REPEATED.search(line) if line is not None else None
+    return (found.group(1), int(found.group(2))) if found is not None else None
 
 
 def _log_line(run_dir: Path, word: str) -> Optional[str]:
