@@ -1,0 +1,194 @@
+"""What verify's verdict covers beyond the per-step values: the attributes of the script's plain
+objects after each step, and the files only one of two runs leaves."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from argparse import Namespace
+
+import pytest
+import torch
+from helpers import REPO_ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from optional import need_verify
+
+from seeder._run.objects import MAX_ATTRIBUTES, digests, objects_in
+
+need_verify(figures=False)
+from seeder.verify import VerifyConfig, verify  # noqa: E402
+from seeder.verify._leftovers import judge_leftovers  # noqa: E402
+
+
+class EMA:
+    """An EMA of the user's: tensors and numbers, no state_dict."""
+
+    def __init__(self, model: torch.nn.Module, decay: float = 0.9):
+        self.shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        self.decay = decay
+        self.start_time = 1234.5  # a time: differs between runs by design
+        self.copy = torch.nn.Linear(2, 2)  # a module no variable names
+        self.update = print  # a callable
+        self.label = "ema"  # neither tensor nor number
+
+
+@dataclasses.dataclass
+class Running:
+    loss: torch.Tensor
+    count: int = 0
+
+
+class Meter:
+    """Numbers only (printed averages): left out."""
+
+    def __init__(self):
+        self.sum, self.count = 0.0, 0
+
+
+def test_a_plain_objects_tensor_number_and_module_attributes_are_compared_by_name():
+    model = torch.nn.Linear(2, 1)
+    ema, run = EMA(model), Running(torch.zeros(()))
+    found = objects_in(
+        {
+            "model": model,
+            "ema": ema,
+            "run": run,
+            "meter": Meter(),
+            "args": Namespace(x=torch.ones(1)),
+        }
+    )
+    assert sorted(found) == [
+        "ema.copy",
+        "ema.decay",
+        "ema.shadow",
+        "model",
+        "run.count",
+        "run.loss",
+    ]
+    states = digests(found)
+    assert states["ema.shadow"].startswith("dict attribute of EMA:")
+    assert states["run.loss"].startswith("tensor attribute of Running:")
+    assert states["ema.copy"].startswith("nn.Module Linear:")
+    before = states["ema.shadow"]
+    ema.shadow["weight"].add_(1)
+    after = digests(objects_in({"ema": ema}))
+    assert after["ema.shadow"] != before and after["ema.decay"] == states["ema.decay"]
+
+
+def test_a_module_a_variable_names_keeps_its_name_and_attributes_are_bounded():
+    model = torch.nn.Linear(2, 1)
+    holder = Running(torch.zeros(()))
+    holder.model = model  # the same module as a variable: compared once, as 'model'
+    found = objects_in({"holder": holder, "model": model})
+    assert "model" in found and "holder.model" not in found
+    many = Running(torch.zeros(()))
+    for i in range(MAX_ATTRIBUTES + 10):
+        setattr(many, f"a{i:03d}", float(i))
+    assert len(objects_in({"many": many})) == MAX_ATTRIBUTES
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.permutations(["a", "b", "c", "d"]), st.lists(st.floats(-1e3, 1e3), min_size=4, max_size=4)
+)
+def test_attribute_digests_do_not_depend_on_the_order_they_were_set(order, values):
+    by_name = dict(zip("abcd", values))
+    one, two = Running(torch.tensor(values)), Running(torch.tensor(values))
+    for name in "abcd":
+        setattr(one, name, by_name[name])
+    for name in order:
+        setattr(two, name, by_name[name])
+    first, second = objects_in({"r": one}), objects_in({"r": two})
+    assert list(first) == list(second) and digests(first) == digests(second)
+
+
+# --- files only one run leaves
+# ---------------------------------------------------------------------------------------
+
+
+def _runs(tmp_path, files):
+    """Run folders with their files (``{run: {path: text}}``), every run recording one step."""
+    for run, written in files.items():
+        folder = tmp_path / "runs" / run
+        folder.mkdir(parents=True)
+        (folder / "steps.jsonl").write_text(json.dumps({"step": 1, "state": {}}) + "\n")
+        for rel, text in written.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text)
+    checks = [{"name": n, "status": "PASS", "summary": "", "reasons": []} for n in ("resume",)]
+    return {"checks": checks}
+
+
+def test_a_file_only_the_resumed_run_writes_is_a_fail_naming_it(tmp_path):
+    report = _runs(
+        tmp_path,
+        {
+            "full-0": {"out.txt": "1"},
+            "half-0": {"out.txt": "1", "ckpt/last.pt": "c"},
+            "resume-0": {"out.txt": "1", "ckpt/last.pt": "c", "resumed.txt": "from step 6"},
+        },
+    )
+    judge_leftovers(report, tmp_path, repeats=1, resume_runs=1)
+    (check,) = report["checks"]
+    assert check["status"] == "FAIL"
+    assert check["reasons"] == [
+        "repeat 0: the resumed run (3) leaves resumed.txt, which the uninterrupted run (1) does "
+        "not write: the run writes another file after a resume (a file that differs by design, "
+        "a log of times or of the resume, is left out with --ignore-output 'resumed.txt')"
+    ]
+    assert "resumed.txt is left by the resumed run only" in check["summary"]
+
+
+def test_the_stopped_runs_checkpoint_in_the_resumed_run_is_a_named_leftover_not_a_fail(tmp_path):
+    report = _runs(
+        tmp_path,
+        {
+            "full-0": {"out.txt": "1"},
+            "half-0": {"out.txt": "1", "ckpt/last.pt": "c"},
+            "resume-0": {"out.txt": "1", "ckpt/last.pt": "c", "resumed.txt": "x"},
+        },
+    )
+    judge_leftovers(report, tmp_path, repeats=1, resume_runs=1, ignore=["resumed.txt"])
+    assert report["checks"][0]["status"] == "PASS"
+    assert report["compared"]["left_out"]["ckpt/last.pt"].startswith(
+        "left only by the resumed runs, which start from a copy of their stopped run's folder"
+    )
+
+
+# --- end to end: an EMA of the user's own that the checkpoint leaves out
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def handed_off(handoff_kept, monkeypatch):
+    """Each run verify starts hands its script to the session's handoff server (torch imported
+    once): the subject is what verify compares, not the interpreters' start."""
+    for name, value in handoff_kept.env().items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.mark.slow
+def test_a_plain_ema_the_checkpoint_leaves_out_fails_naming_its_attribute(tmp_path, handed_off):
+    script = REPO_ROOT / "tests" / "scripts" / "verify_plain_ema.py"
+    rep = verify(
+        VerifyConfig(
+            command=[sys.executable, str(script), "--bug", "no-ema"],
+            out=tmp_path / "v",
+            repeats=2,
+            resume_repeats=1,
+            jobs=2,
+            progress=False,
+            figures=False,
+            mid_epoch=False,
+        )
+    )
+    checks = {c["name"]: c for c in rep["checks"]}
+    assert checks["reproducible"]["status"] == "PASS" and checks["resume"]["status"] == "FAIL"
+    assert checks["resume"]["reasons"] == [
+        "repeat 0: the resumed run (3) differs from the uninterrupted run (1) in 'ema.shadow' "
+        "(dict attribute of EMA) from step 7 on (resumed after step 6): the checkpoint does not "
+        "save or restore it, or the loop changes it after a resume"
+    ]
+    assert rep["compared"]["objects"]["ema.shadow"] == "dict attribute of EMA"
