@@ -192,3 +192,20 @@ def test_a_plain_ema_the_checkpoint_leaves_out_fails_naming_its_attribute(tmp_pa
         "save or restore it, or the loop changes it after a resume"
     ]
     assert rep["compared"]["objects"]["ema.shadow"] == "dict attribute of EMA"
+
+
+class Samples(torch.utils.data.Dataset):
+    """A dataset of the user's: the data, not the training's state."""
+
+    def __init__(self):
+        self.x = torch.randn(8, 2)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i]
+
+
+def test_a_dataset_of_the_users_is_not_compared_after_each_step():
+    assert objects_in({"train_set": Samples()}) == {}

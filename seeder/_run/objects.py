@@ -16,7 +16,8 @@ no other variable names, is looked into one level: each of its tensor and number
 ``'name.attr'`` (an ``EMA`` class with no ``state_dict``, a dataclass holding a running loss).
 Attributes are taken in name order, at most :data:`MAX_ATTRIBUTES` of an object; callables,
 Python modules, other objects and attributes named like times (``start_time``, ``elapsed``)
-are left out, and so is an object holding only numbers (a meter of printed averages).
+are left out, and so are an object holding only numbers (a meter of printed averages) and a
+dataset, sampler or loader (the data, not the training's state).
 
 Objects of seeder's own (loaders, samplers, the seeder) are left out: their state holds
 the run's position and its files, which the checkpoint already restores and verify checks
@@ -149,6 +150,8 @@ def _scripts_own(obj: Any) -> bool:
     module, not of the standard library, an installed package or seeder."""
     if isinstance(obj, (type, types.ModuleType, types.FunctionType, types.MethodType)):
         return False
+    if _data(obj):  # the data, not the training's state (and often large)
+        return False
     module_name = getattr(type(obj), "__module__", "") or ""
     if module_name == "__main__":
         return True
@@ -157,6 +160,15 @@ def _scripts_own(obj: Any) -> bool:
     module = sys.modules.get(module_name)
     path = getattr(module, "__file__", None)
     return isinstance(path, str) and not os.path.realpath(path).startswith(_package_roots())
+
+
+def _data(obj: Any) -> bool:
+    """A dataset, sampler or loader (``torch.utils.data``)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    data = torch.utils.data
+    return isinstance(obj, (data.Dataset, data.IterableDataset, data.Sampler, data.DataLoader))
 
 
 def _attributes(obj: Any, seen: set[int]) -> dict[str, Any]:
