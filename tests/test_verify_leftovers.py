@@ -13,7 +13,7 @@ import torch
 from helpers import REPO_ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from optional import need_verify
+from optional import need, need_verify
 
 from seeder._run.objects import MAX_ATTRIBUTES, digests, objects_in
 
@@ -209,3 +209,94 @@ class Samples(torch.utils.data.Dataset):
 
 def test_a_dataset_of_the_users_is_not_compared_after_each_step():
     assert objects_in({"train_set": Samples()}) == {}
+
+
+# --- under Lightning: each optimizer step records the trainer's objects
+# ---------------------------------------------------------------------------------------
+
+
+class _Counted:
+    """A callback giving the module a non-persistent buffer that counts the steps: no checkpoint
+    holds it, so a resumed run's count starts again at 0."""
+
+    def __new__(cls):
+        import lightning.pytorch as pl
+
+        class Counted(pl.Callback):
+            def on_fit_start(self, trainer, pl_module):
+                pl_module.register_buffer("seen", torch.zeros(()), persistent=False)
+
+            def on_train_batch_end(self, trainer, pl_module, *args):
+                pl_module.seen += 1
+
+        return Counted()
+
+
+@pytest.mark.slow  # three fits in this process
+def test_each_lightning_step_records_the_trainers_objects_and_a_lost_buffer_is_named(
+    tmp_path, monkeypatch, fresh_default
+):
+    need("lightning")
+    import gc
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "tests" / "scripts"))
+    from lightning_common import run, seeder_loader
+
+    from seeder._run import steps as stepwatch
+    from seeder.integrations.lightning import SeederCallback, resume_path
+    from seeder.verify._states import first_difference, read_states
+
+    def fit(steps, **env):
+        monkeypatch.setenv(stepwatch.ENV_STEPS, str(tmp_path / steps))
+        monkeypatch.setenv(stepwatch.ENV_CKPT_DIR, str(tmp_path / "ckpt"))
+        for name in (stepwatch.ENV_STOP, stepwatch.ENV_RESUME):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        loader = lambda: seeder_loader(workers=0)  # noqa: E731
+        cbs = [SeederCallback(), _Counted()]
+        try:
+            run(3, loader_factory=loader, callbacks=cbs, ckpt_path=resume_path())
+        finally:
+            gc.collect()
+
+    try:
+        fit("full.jsonl")
+        with pytest.raises(SystemExit):
+            fit("stopped.jsonl", **{stepwatch.ENV_STOP: "4"})
+        fit("stopped.jsonl", **{stepwatch.ENV_RESUME: "1"})
+    finally:
+        stepwatch.del_env()
+    full, resumed = read_states(tmp_path / "full.jsonl"), read_states(tmp_path / "stopped.jsonl")
+    assert sorted(full) == list(range(1, 13)) and sorted(resumed) == list(range(1, 13))
+    assert set(full[1]) == {"model", "optimizers[0]"}
+    assert full[1]["model"].startswith("nn.Module Net:")
+    # the weights and the optimizer resume exactly; the uncheckpointed buffer does not
+    assert all(full[s]["optimizers[0]"] == resumed[s]["optimizers[0]"] for s in full)
+    assert first_difference(full, resumed) == (5, "model", "nn.Module Net: its buffers")
+
+
+@pytest.mark.slow  # a Trainer run in this process
+def test_each_hugging_face_trainer_step_records_the_trainers_objects(
+    tmp_path, monkeypatch, fresh_default
+):
+    need("transformers")
+    import gc
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "tests" / "scripts"))
+    from hf_trainer_run import run
+
+    from seeder._run import steps as stepwatch
+    from seeder._seeding.default import default_seeder
+    from seeder.verify._states import read_states
+
+    monkeypatch.setenv(stepwatch.ENV_STEPS, str(tmp_path / "steps.jsonl"))
+    try:
+        run(str(tmp_path / "out"), seeder_obj=default_seeder(), epochs=1, workers=0)
+    finally:
+        stepwatch.del_env()
+        gc.collect()
+    states = read_states(tmp_path / "steps.jsonl")
+    assert sorted(states) == list(range(1, len(states) + 1)) and len(states) > 2
+    assert set(states[1]) == {"model", "optimizer", "lr_scheduler"}
+    assert states[1]["model"].startswith("nn.Module Tiny:") and states[1] != states[2]

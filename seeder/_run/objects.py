@@ -19,6 +19,10 @@ Python modules, other objects and attributes named like times (``start_time``, `
 are left out, and so are an object holding only numbers (a meter of printed averages) and a
 dataset, sampler or loader (the data, not the training's state).
 
+Under Lightning's ``Trainer`` or Hugging Face's ``Trainer``, which call no
+``seeder.Checkpoint.step()``, each optimizer step records the trainer's model, optimizers and
+LR schedulers (:func:`framework_objects`, the trainer found in the frames of the step).
+
 Objects of seeder's own (loaders, samplers, the seeder) are left out: their state holds
 the run's position and its files, which the checkpoint already restores and verify checks
 through the per-step values.
@@ -51,6 +55,7 @@ __all__ = [
     "parameter_square_sum",
     "MAX_ATTRIBUTES",
     "Attribute",
+    "framework_objects",
 ]
 
 #: At most this many attributes of one plain object are compared (the first in name order).
@@ -210,6 +215,67 @@ def _value_kind(value: Any) -> Optional[str]:
         if kinds <= {"tensor", "number"}:
             return "tensor" if "tensor" in kinds else "number"
     return None
+
+
+#: The trainers whose objects an optimizer step records: class (module and name) -> its parts.
+_TRAINERS = {
+    "lightning.pytorch.trainer.trainer.Trainer": "lightning",
+    "pytorch_lightning.trainer.trainer.Trainer": "lightning",
+    "transformers.trainer.Trainer": "transformers",
+}
+
+
+def framework_objects(limit: int = 200) -> dict[str, Any]:
+    """The model, optimizers and LR schedulers of the Lightning or Hugging Face ``Trainer`` whose
+    optimizer step is running: the trainer is the first ``trainer`` or ``self`` variable of that
+    kind in the frames of the caller and above (at most ``limit`` frames).
+
+    Args:
+        limit: how many frames to look through.
+
+    Returns:
+        ``{name: object}`` as :func:`objects_in` gives it (``model``, ``optimizers[0]``,
+        ``lr_schedulers[0]`` under Lightning; ``model``, ``optimizer``, ``lr_scheduler`` under
+        transformers); empty outside a trainer.
+
+    >>> framework_objects()
+    {}
+    """
+    frame: Any = sys._getframe(1)
+    for _ in range(limit):
+        if frame is None:
+            break
+        for key in ("trainer", "self"):
+            found = _trainer_parts(frame.f_locals.get(key))
+            if found is not None:
+                return objects_in(found)
+        frame = frame.f_back
+    return {}
+
+
+def _trainer_parts(obj: Any) -> Optional[dict[str, Any]]:
+    """A trainer's stateful parts by name, or ``None`` for an object that is no trainer."""
+    if obj is None:
+        return None
+    kinds = {f"{c.__module__}.{c.__qualname__}" for c in type(obj).__mro__}
+    which = next((_TRAINERS[k] for k in kinds if k in _TRAINERS), None)
+    if which is None:
+        return None
+    try:
+        if which == "lightning":
+            parts = {"model": obj.lightning_module}
+            parts.update({f"optimizers[{i}]": o for i, o in enumerate(obj.optimizers)})
+            configs = obj.lr_scheduler_configs
+            parts.update({f"lr_schedulers[{i}]": c.scheduler for i, c in enumerate(configs)})
+        else:
+            parts = {
+                "model": obj.model,
+                "optimizer": obj.optimizer,
+                "lr_scheduler": obj.lr_scheduler,
+            }
+    except Exception:  # a trainer not set up yet: nothing to record
+        return {}
+    return {k: v for k, v in parts.items() if v is not None}
 
 
 def kind_of(obj: Any) -> str:

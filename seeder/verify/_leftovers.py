@@ -240,7 +240,8 @@ def compared_notes(compared: dict[str, Any]) -> list[str]:
     else:
         notes.append(
             "no object was compared after each step (seeder records them at seeder.Checkpoint's "
-            "step()): the verdict covers the per-step values, the final digest and the files"
+            "step() and at each step of a Lightning or Hugging Face Trainer): the verdict covers "
+            "the per-step values, the final digest and the files"
         )
     files = compared.get("files") or []
     if files:
