@@ -241,22 +241,17 @@ def framework_objects(limit: int = 200) -> dict[str, Any]:
     >>> framework_objects()
     {}
     """
-    frame: Any = sys._getframe(1)
-    for _ in range(limit):
-        if frame is None:
-            break
-        for key in ("trainer", "self"):
-            found = _trainer_parts(frame.f_locals.get(key))
-            if found is not None:
-                return objects_in(found)
-        frame = frame.f_back
+    from seeder._run.where import stack_variables
+
+    for value in stack_variables(("trainer", "self"), depth=1, limit=limit):
+        found = _trainer_parts(value)
+        if found is not None:
+            return objects_in(found)
     return {}
 
 
 def _trainer_parts(obj: Any) -> Optional[dict[str, Any]]:
     """A trainer's stateful parts by name, or ``None`` for an object that is no trainer."""
-    if obj is None:
-        return None
     kinds = {f"{c.__module__}.{c.__qualname__}" for c in type(obj).__mro__}
     which = next((_TRAINERS[k] for k in kinds if k in _TRAINERS), None)
     if which is None:
