@@ -182,6 +182,8 @@ def test_the_trainer_tutorial_without_a_parser_passes_driven_by_seeders_variable
         in reproducible["summary"]
     )
     assert runs["full-0"]["digest"] == runs["resume-0"]["digest"] == runs["resume-mid-0"]["digest"]
+    # the Trainer's objects, compared after each optimizer step
+    assert {"model", "optimizer", "lr_scheduler"} <= set(rep["compared"]["objects"])
     assert (
         snapshot(user_dir, [user_dir / "seeder-verify"]) == before
     )  # no test_trainer/ in the user's folder

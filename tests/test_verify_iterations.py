@@ -398,3 +398,24 @@ def test_verify_names_a_run_that_continued_another_runs_checkpoint(tmp_path, han
     named = [r for r in rep["reasons"] if "resumed from a checkpoint that run " in r]
     assert named, rep["reasons"]
     assert "a path such as ../outputs" in named[0] and "--arg ckpt_dir=" in named[0]
+
+
+@pytest.mark.slow
+def test_verify_names_a_loader_iterated_again_with_no_reseed(tmp_path, handed_off):
+    rep = _verify(tmp_path, "no-reseed")
+    assert checks(rep)["resume"] == "FAIL" and checks(rep)["resume-mid-epoch"] == "FAIL"
+    for check in ("resume", "resume-mid-epoch"):
+        found = next(c for c in rep["checks"] if c["name"] == check)
+        assert found["details"]["repeats"][0]["diagnosis"]["state"] == "reseed"
+        (reason,) = found["reasons"]
+        assert (
+            "a seeder.DataLoader was iterated again in epoch 0 with no seeder.reseed(1, epoch)"
+            in reason
+        ) and reason.endswith(
+            "Call seeder.reseed(1, epoch) at the start of each epoch, before iterating the loader"
+        )
+    reproducible = next(c for c in rep["checks"] if c["name"] == "reproducible")["summary"]
+    assert (
+        "18 steps (no epochs: its seeder.DataLoader was iterated again with no "
+        "seeder.reseed(1, epoch))" in reproducible
+    )

@@ -9,6 +9,20 @@ function that called ``step()``. Two runs that
 agree bit for bit give equal digests at every step; the first step at which an object's
 digest differs, and its name, are what verify reports.
 
+A plain object of the script's own (an instance of a class defined in the script or its
+project, not in the standard library or an installed package) that holds a tensor, or a module
+no other variable names, is looked into one level: each of its tensor and number attributes
+(a list, tuple or dict of them too) and each such module is compared on its own, named
+``'name.attr'`` (an ``EMA`` class with no ``state_dict``, a dataclass holding a running loss).
+Attributes are taken in name order, at most :data:`MAX_ATTRIBUTES` of an object; callables,
+Python modules, other objects and attributes named like times (``start_time``, ``elapsed``)
+are left out, and so are an object holding only numbers (a meter of printed averages) and a
+dataset, sampler or loader (the data, not the training's state).
+
+Under Lightning's ``Trainer`` or Hugging Face's ``Trainer``, which call no
+``seeder.Checkpoint.step()``, each optimizer step records the trainer's model, optimizers and
+LR schedulers (:func:`framework_objects`, the trainer found in the frames of the step).
+
 Objects of seeder's own (loaders, samplers, the seeder) are left out: their state holds
 the run's position and its files, which the checkpoint already restores and verify checks
 through the per-step values.
@@ -23,13 +37,47 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
+import re
 import sys
+import sysconfig
 import types
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
-__all__ = ["objects_in", "digests", "digest", "kind_of", "parameter_square_sum"]
+__all__ = [
+    "objects_in",
+    "digests",
+    "digest",
+    "kind_of",
+    "parameter_square_sum",
+    "MAX_ATTRIBUTES",
+    "Attribute",
+    "framework_objects",
+]
+
+#: At most this many attributes of one plain object are compared (the first in name order).
+MAX_ATTRIBUTES = 64
+#: At most this many items of a list, tuple or dict attribute (a larger one is left out).
+_MAX_ITEMS = 4096
+#: Attributes named like times differ between runs by design.
+_TIME_NAMES = re.compile(r"(time|timestamp|date|duration|elapsed|clock)", re.I)
+
+
+class Attribute:
+    """An attribute of a plain object of the script's, as a step's state compares it.
+
+    Attributes:
+        value: the attribute's value (a tensor, a number, a container of them, a module).
+        owner: the class name of the object that holds it.
+    """
+
+    __slots__ = ("value", "owner")
+
+    def __init__(self, value: Any, owner: str):
+        self.value, self.owner = value, owner
 
 
 def _stateful(obj: Any) -> bool:
@@ -53,17 +101,28 @@ def _generator(obj: Any) -> bool:
 
 def objects_in(names: Mapping[str, Any]) -> dict[str, Any]:
     """The objects of ``names`` (a function's locals, a checkpoint's parts) that a step's state
-    covers: anything with ``state_dict()``/``load_state_dict()`` that is not seeder's, and every
-    ``torch.Generator``.
+    covers: anything with ``state_dict()``/``load_state_dict()`` that is not seeder's, every
+    ``torch.Generator``, and the attributes of the script's plain objects (as :class:`Attribute`,
+    named ``'name.attr'``).
 
     Args:
         names: variable names and their values.
 
     Returns:
         ``{name: object}``, each object once (under its first name).
+
+    Example:
+        >>> import torch
+        >>> class EMA:  # no state_dict
+        ...     def __init__(self):
+        ...         self.shadow, self.decay, self.update = torch.zeros(2), 0.9, print
+        >>> EMA.__module__ = "__main__"  # a class of the script's
+        >>> sorted(objects_in({"ema": EMA()}))
+        ['ema.decay', 'ema.shadow']
     """
     found: dict[str, Any] = {}
     seen: set[int] = set()
+    plain: list[tuple[str, Any]] = []
     for name, value in names.items():
         if not isinstance(name, str) or name.startswith("__") or id(value) in seen:
             continue
@@ -74,7 +133,144 @@ def objects_in(names: Mapping[str, Any]) -> dict[str, Any]:
         if keep:
             found[name] = value
             seen.add(id(value))
+        elif _scripts_own(value):
+            plain.append((name, value))
+    for name, value in plain:  # after every variable: a module keeps its own name
+        for attr, item in _attributes(value, seen).items():
+            module = _value_kind(item) == "module"  # compared as any module
+            found[f"{name}.{attr}"] = item if module else Attribute(item, type(value).__name__)
+            seen.add(id(item))
     return found
+
+
+@functools.lru_cache(maxsize=1)
+def _package_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(os.path.realpath(r) + os.sep for r in roots if r)
+
+
+def _scripts_own(obj: Any) -> bool:
+    """An instance of a class of the script's or its project's: not a class, function or Python
+    module, not of the standard library, an installed package or seeder."""
+    if isinstance(obj, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+        return False
+    if _data(obj):  # the data, not the training's state (and often large)
+        return False
+    module_name = getattr(type(obj), "__module__", "") or ""
+    if module_name == "__main__":
+        return True
+    if module_name.split(".")[0] in ("seeder", "builtins") or not hasattr(obj, "__dict__"):
+        return False
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)
+    return isinstance(path, str) and not os.path.realpath(path).startswith(_package_roots())
+
+
+def _data(obj: Any) -> bool:
+    """A dataset, sampler or loader (``torch.utils.data``)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    data = torch.utils.data
+    return isinstance(obj, (data.Dataset, data.IterableDataset, data.Sampler, data.DataLoader))
+
+
+def _attributes(obj: Any, seen: set[int]) -> dict[str, Any]:
+    """The attributes of a plain object a step's state compares, in name order (at most
+    :data:`MAX_ATTRIBUTES`); none unless one of them is a tensor or a module not in ``seen``."""
+    try:
+        items = sorted(vars(obj).items())
+    except TypeError:  # no __dict__
+        return {}
+    kept: dict[str, Any] = {}
+    held = False
+    for attr, value in items:
+        if attr.startswith("__") or _TIME_NAMES.search(attr) or id(value) in seen:
+            continue
+        what = _value_kind(value)
+        if what is None:
+            continue
+        held = held or what != "number"
+        if len(kept) < MAX_ATTRIBUTES:
+            kept[attr] = value
+    return kept if held else {}
+
+
+def _value_kind(value: Any) -> Optional[str]:
+    """``"tensor"`` (a tensor, a container of tensors and numbers), ``"module"``, ``"number"``, or
+    ``None`` for what is not compared."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if isinstance(value, torch.nn.Module):
+        return "module"
+    if isinstance(value, (int, float)):  # bool included
+        return "number"
+    if isinstance(value, (list, tuple, dict)) and 0 < len(value) <= _MAX_ITEMS:
+        items = value.values() if isinstance(value, dict) else value
+        kinds = {_value_kind(v) if not isinstance(v, (list, tuple, dict)) else None for v in items}
+        if kinds <= {"tensor", "number"}:
+            return "tensor" if "tensor" in kinds else "number"
+    return None
+
+
+#: The trainers whose objects an optimizer step records: class (module and name) -> its parts.
+_TRAINERS = {
+    "lightning.pytorch.trainer.trainer.Trainer": "lightning",
+    "pytorch_lightning.trainer.trainer.Trainer": "lightning",
+    "transformers.trainer.Trainer": "transformers",
+}
+
+
+def framework_objects(limit: int = 200) -> dict[str, Any]:
+    """The model, optimizers and LR schedulers of the Lightning or Hugging Face ``Trainer`` whose
+    optimizer step is running: the trainer is the first ``trainer`` or ``self`` variable of that
+    kind in the frames of the caller and above (at most ``limit`` frames).
+
+    Args:
+        limit: how many frames to look through.
+
+    Returns:
+        ``{name: object}`` as :func:`objects_in` gives it (``model``, ``optimizers[0]``,
+        ``lr_schedulers[0]`` under Lightning; ``model``, ``optimizer``, ``lr_scheduler`` under
+        transformers); empty outside a trainer.
+
+    >>> framework_objects()
+    {}
+    """
+    from seeder._run.where import stack_variables
+
+    for value in stack_variables(("trainer", "self"), depth=1, limit=limit):
+        found = _trainer_parts(value)
+        if found is not None:
+            return objects_in(found)
+    return {}
+
+
+def _trainer_parts(obj: Any) -> Optional[dict[str, Any]]:
+    """A trainer's stateful parts by name, or ``None`` for an object that is no trainer."""
+    kinds = {f"{c.__module__}.{c.__qualname__}" for c in type(obj).__mro__}
+    which = next((_TRAINERS[k] for k in kinds if k in _TRAINERS), None)
+    if which is None:
+        return None
+    try:
+        if which == "lightning":
+            parts = {"model": obj.lightning_module}
+            parts.update({f"optimizers[{i}]": o for i, o in enumerate(obj.optimizers)})
+            configs = obj.lr_scheduler_configs
+            parts.update({f"lr_schedulers[{i}]": c.scheduler for i, c in enumerate(configs)})
+        else:
+            parts = {
+                "model": obj.model,
+                "optimizer": obj.optimizer,
+                "lr_scheduler": obj.lr_scheduler,
+            }
+    except Exception:  # a trainer not set up yet: nothing to record
+        return {}
+    return {k: v for k, v in parts.items() if v is not None}
 
 
 def kind_of(obj: Any) -> str:
@@ -115,7 +311,8 @@ def digests(objects: Mapping[str, Any]) -> dict[str, str]:
     import torch
 
     out: dict[str, str] = {}
-    for name, obj in objects.items():
+    for name, held in objects.items():
+        obj = held.value if isinstance(held, Attribute) else held
         try:
             if isinstance(
                 obj, torch.nn.Module
@@ -130,7 +327,10 @@ def digests(objects: Mapping[str, Any]) -> dict[str, str]:
                 value = digest(obj)[:32]
         except Exception:  # a state of a type digest() does not take: named as not compared
             value = "?"
-        out[name] = f"{kind_of(obj)}:{value}"
+        kind = kind_of(obj)
+        if isinstance(held, Attribute):
+            kind += f" attribute of {held.owner}"
+        out[name] = f"{kind}:{value}"
     return out
 
 

@@ -266,10 +266,7 @@ class Recorder(TorchDispatchMode):
             return func(*args, **kwargs)
         if self.pending:
             self._label()
-        info = self.infos.get(func)
-        if info is None:
-            info = self.infos[func] = _op_info(func)
-        name, random, writes = info
+        name, random, writes = self._info(func)
         if name.startswith("profiler::"):  # record_function markers: no data
             return func(*args, **kwargs)
         flat = flatten((args, kwargs))
@@ -286,40 +283,65 @@ class Recorder(TorchDispatchMode):
         }
         if random:
             record.update(self._generator(func, args, kwargs, flat))
+        site = self._place(record)
+        out = func(*args, **kwargs)
+        outs = [t for t in flatten(out) if isinstance(t, torch.Tensor)]
+        self._track_uninit(name, writes, flat, outs)
+        record["out"] = [self._print(t) for t in outs]
+        if site is not None and self._held(record, outs, site):
+            return out
+        self.deliver(flat)
+        self.write(record)
+        return out
+
+    def _info(self, func: Any) -> Any:
+        """``(name, random, writes)`` of an operator, worked out once."""
+        info = self.infos.get(func)
+        if info is None:
+            info = self.infos[func] = _op_info(func)
+        return info
+
+    def _place(self, record: dict[str, Any]) -> Any:
+        """Add where an operation runs to its record: the compiled graph's node, or the module,
+        line and phase of the user's code (then its site is returned; ``None`` for a node)."""
         node = self.node() if self.node else None
         if node is not None:
             mod, at = _metadata(node).get("seeder_locate", ("", ""))
             record.update(ph="b", mod=mod, at=at, node=node.name())
-        else:
-            site = user_site()
-            record.update(
-                ph="o" if self.optimizer else "f",
-                mod=self.optimizer or self.modules.current(),
-                at=site.line,
-            )
-            if site.in_data:
-                record.update(data=site.dataset or True)
-        out = func(*args, **kwargs)
-        outs = [t for t in flatten(out) if isinstance(t, torch.Tensor)]
+            return None
+        site = user_site()
+        record.update(
+            ph="o" if self.optimizer else "f",
+            mod=self.optimizer or self.modules.current(),
+            at=site.line,
+        )
+        if site.in_data:
+            record.update(data=site.dataset or True)
+        return site
+
+    def _track_uninit(
+        self, name: str, writes: Any, flat: list[Any], outs: list[torch.Tensor]
+    ) -> None:
+        """Follow the tensors whose memory no operation wrote yet (``empty`` and its kin)."""
         if name in EMPTY_OPS:
             self.uninit.update(_pointer(t) for t in outs)
         elif self.uninit:
             # written, or new memory where an uninitialised tensor was: data now (a view is not)
             views = set() if writes else {_pointer(a) for a in flat if isinstance(a, torch.Tensor)}
             self.uninit.difference_update(p for p in map(_pointer, outs) if p not in views)
-        record["out"] = [self._print(t) for t in outs]
-        if node is None:
-            self.last_forward = (record["mod"], record["at"])
-            self.pending = outs
-            if site.arriving:  # written where the batch is first used
-                self.arriving.append(record)
-                key = next((p for p in map(_storage, outs) if p), 0)
-                if key:  # a group still there under this storage was never used: dropped
-                    self.arrivals[key], self.arriving = self.arriving, []
-                return out
-        self.deliver(flat)
-        self.write(record)
-        return out
+
+    def _held(self, record: dict[str, Any], outs: list[torch.Tensor], site: Any) -> bool:
+        """An operation of the user's code is the last forward; one written where the batch is
+        first used is held back with the batch's arrival (then ``True``: not written now)."""
+        self.last_forward = (record["mod"], record["at"])
+        self.pending = outs
+        if not site.arriving:
+            return False
+        self.arriving.append(record)
+        key = next((p for p in map(_storage, outs) if p), 0)
+        if key:  # a group still there under this storage was never used: dropped
+            self.arrivals[key], self.arriving = self.arriving, []
+        return True
 
     def _print(self, t: torch.Tensor) -> str:
         if self.uninit and _pointer(t) in self.uninit:

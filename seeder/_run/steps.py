@@ -36,6 +36,9 @@ it starts. When the module-level seeder is initialised in such a run:
   record also holds a digest of each object in reach of the loop (``"state"``,
   :mod:`seeder._run.objects`). The optimizer steps before the first ``step()`` are held back,
   and written at exit only if ``step()`` is never called.
+* Under a Lightning or Hugging Face ``Trainer`` (no ``seeder.Checkpoint``), each optimizer
+  step's record holds a digest of the trainer's model, optimizers and LR schedulers
+  (``"state"``).
 * ``{"seeder_run": "init"}`` and ``{"seeder_run": "checkpoint"}`` lines say that the run
   initialised seeder and made a ``seeder.Checkpoint``: verify says what is missing when a run
   records no step.
@@ -236,10 +239,25 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         "draws": draws,
         "rngs": prints,
     }
+    _add_framework_state(record)
     if _ckpt_counts:  # held until seeder.Checkpoint.step() shows whether it counts the steps
         _held.append(record)
     else:
         _write(record)
+
+
+def _add_framework_state(record: dict[str, Any]) -> None:
+    """Under a Lightning or Hugging Face ``Trainer``, a digest of its model, optimizers and LR
+    schedulers goes in the step's record (``"state"``,
+    :func:`seeder._run.objects.framework_objects`)."""
+    from seeder._run.objects import digests, framework_objects
+
+    try:
+        objects = framework_objects()
+        if objects:
+            record["state"] = digests(objects)
+    except Exception:  # a record must not fail the step
+        pass
 
 
 def checkpoint_counts() -> bool:

@@ -18,12 +18,20 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
 
-__all__ = ["Site", "user_site", "variable_name", "describe_dataset", "caller_variables"]
+__all__ = [
+    "Site",
+    "user_site",
+    "variable_name",
+    "describe_dataset",
+    "caller_variables",
+    "stack_variables",
+]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep  # pickle, multiprocessing: not the user's line
@@ -157,3 +165,34 @@ def caller_variables(depth: int = 1) -> dict[str, Any]:
     while f is not None and _kind(f.f_code.co_filename)[0]:
         f = f.f_back
     return dict(f.f_locals) if f is not None else {}
+
+
+def stack_variables(names: tuple[str, ...], depth: int = 1, limit: int = 200) -> Iterator[Any]:
+    """The values of the variables ``names`` in each frame of the call stack, innermost first
+    (library frames included): where an optimizer step finds the trainer running it.
+
+    Args:
+        names: variable names looked up in each frame, in this order.
+        depth: frames to skip above this function's caller.
+        limit: how many frames to look through.
+
+    Yields:
+        Each value found (not ``None``).
+
+    >>> def step():
+    ...     return list(stack_variables(("trainer",), depth=0, limit=2))
+    >>> def fit(trainer):
+    ...     return step()
+    >>> fit("a trainer")
+    ['a trainer']
+    """
+    f: Any = sys._getframe(depth + 1)
+    for _ in range(limit):
+        if f is None:
+            return
+        local = f.f_locals
+        for name in names:
+            value = local.get(name)
+            if value is not None:
+                yield value
+        f = f.f_back

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
@@ -238,6 +239,147 @@ _GENERIC_CAUSE = (
 )
 
 
+@dataclass
+class _Repeat:
+    """One repeat of a resume check: the stopped run (2) and the resumed run (3) against (1)."""
+
+    full: Metrics
+    stopped: Metrics
+    resumed: Metrics
+    before: stats.Difference  # (2) against (1)
+    after: stats.Difference  # (3) against (1)
+    overlap: list[StepKey]  # steps both (2) and (3) logged
+    uncovered: list[StepKey]  # steps of (1) neither logged
+    digest_ok: Optional[bool]
+
+
+def _repeat(f: Metrics, h: Metrics, s: Metrics) -> _Repeat:
+    done = set(h.keys) | set(s.keys)
+    return _Repeat(
+        f,
+        h,
+        s,
+        stats.difference(f, h),
+        stats.difference(f, s),
+        sorted(set(h.keys) & set(s.keys)),
+        [k for k in f.keys if k not in done],
+        None if (f.digest is None or s.digest is None) else f.digest == s.digest,
+    )
+
+
+def _repeat_record(r: int, p: _Repeat, atol: float) -> dict[str, Any]:
+    """The JSON record of repeat ``r``: whether it is bitwise, ok, where it stopped, and its
+    differences."""
+    dh, ds = p.before, p.after
+    clean = not p.overlap and not p.uncovered
+    first_resumed = p.resumed.keys[0] if len(p.resumed) else None
+    return {
+        "repeat": r,
+        "bitwise": dh.identical and ds.identical and clean and p.digest_ok is not False,
+        "ok": _close(dh, atol)
+        and _close(ds, atol)
+        and clean
+        and (p.digest_ok is not False or atol > 0),
+        "stopped_at": stop_point(p.stopped, p.full),
+        "max_abs_diff": max(dh.max_abs_diff, ds.max_abs_diff),
+        "max_abs_diff_before_checkpoint": dh.max_abs_diff,
+        "max_abs_diff_after_resume": ds.max_abs_diff,
+        "first_resumed_step": list(first_resumed) if first_resumed else None,
+        "first_diff": list(ds.first_diff) if ds.first_diff else None,
+        "digests_equal": p.digest_ok,
+        "overlap_steps": len(p.overlap),
+        "missing_steps": len(p.uncovered),
+        "diagnosis": None,
+    }
+
+
+def _before_resume(p: _Repeat, labels: tuple[str, str], atol: float) -> Optional[tuple[str, str]]:
+    """``(kind, message)`` of a failure that shows before the resumed steps are compared: a run
+    that logged nothing, steps logged twice, a stopped run that already differs."""
+    stopped_label, resumed_label = labels
+    dh = p.before
+    if not len(p.resumed):
+        return "empty", f"the resumed run {resumed_label} logged no steps"
+    if p.overlap:
+        return (
+            "overlap",
+            f"the resumed run {resumed_label} logged {len(p.overlap)} step(s) the stopped "
+            f"run {stopped_label} had already done (from step "
+            f"{format_step_key(p.overlap[0])}): it did not continue from the checkpoint",
+        )
+    if not len(p.stopped):
+        return "empty", f"the stopped run {stopped_label} logged no steps"
+    if dh.first_diff is not None and not _close(dh, atol):
+        # A run (2) that only logged steps (1) lacks is reported as such by _after_resume.
+        return (
+            "before",
+            f"the stopped run {stopped_label} already differs from (1) at step "
+            f"{format_step_key(dh.first_diff)} (largest |loss difference| "
+            f"{dh.max_abs_diff:.3g}), before any checkpoint was loaded",
+        )
+    return None
+
+
+def _after_resume(
+    p: _Repeat, labels: tuple[str, str], atol: float, cause: Optional[str]
+) -> Optional[tuple[str, str]]:
+    """``(kind, message)`` of a failure of the resumed steps: steps (1) lacks, values that differ,
+    steps nobody logged, a final digest that differs; ``cause`` is the diagnosis."""
+    stopped_label, resumed_label = labels
+    dh, ds = p.before, p.after
+    because = f": {cause}" if cause else ""
+    first = (
+        f" from step {format_step_key(ds.first_diff)} on (largest |loss difference| "
+        f"{ds.max_abs_diff:.3g}; resumed at step {format_step_key(p.resumed.keys[0])})"
+        if ds.first_diff is not None  # a compared step: run (3) logged one
+        else ""
+    )
+    if ds.missing or dh.missing:
+        also = f"; the resumed run differs from (1){first}" if first else ""
+        return (
+            "extra",
+            f"runs {stopped_label}+{resumed_label} logged steps the uninterrupted run (1) "
+            f"does not have (first {format_step_key((ds.missing or dh.missing)[0])}){also}"
+            f"{because}",
+        )
+    if not _close(ds, atol):
+        return (
+            "after",
+            f"the resumed run {resumed_label} differs from the uninterrupted run "
+            f"(1){first}: {cause or _GENERIC_CAUSE}",
+        )
+    if p.uncovered:
+        return (
+            "uncovered",
+            f"{len(p.uncovered)} step(s) of (1) were logged by neither {stopped_label} nor "
+            f"{resumed_label}, first {format_step_key(p.uncovered[0])}",
+        )
+    if p.digest_ok is False:
+        return (
+            "digest",
+            f"the resumed run {resumed_label} ends with a different model digest than (1) "
+            f"although the losses agree{because}",
+        )
+    return None
+
+
+def _resume_summary(name: str, per_repeat: list[dict[str, Any]], atol: float) -> str:
+    ok = all(p["ok"] for p in per_repeat)
+    bitwise = all(p["bitwise"] for p in per_repeat)
+    max_diff = max((p["max_abs_diff"] for p in per_repeat), default=0.0)
+    where = per_repeat[0]["stopped_at"]["text"] if per_repeat else "nowhere"
+    if name == "resume-mid-epoch" and per_repeat and per_repeat[0]["stopped_at"]["epoch_boundary"]:
+        where += ", an epoch boundary, not mid-epoch"
+    return f"stopped {where}: " + (
+        "resumed runs bitwise identical to uninterrupted runs"
+        if bitwise
+        else f"resumed runs agree within {atol:g} (largest difference {max_diff:.3g})"
+        if ok
+        else f"resumed runs differ from uninterrupted runs (largest |loss difference| "
+        f"{max_diff:.3g})"
+    )
+
+
 def _check_resume(
     name: str,
     full: Sequence[Metrics],
@@ -246,144 +388,32 @@ def _check_resume(
     atol: float,
     diagnose: Optional[Diagnose] = None,
 ) -> dict[str, Any]:
-    stopped_label, resumed_label = RESUME_CHECKS[name]
+    labels = RESUME_CHECKS[name]
     found: list[tuple[int, str, str]] = []  # (repeat, kind of failure, message)
     per_repeat: list[dict[str, Any]] = []  # one JSON record per repeat
     for r, (f, h, s) in enumerate(zip(full, half, resume)):
-        dh, ds = stats.difference(f, h), stats.difference(f, s)
-        overlap = sorted(set(h.keys) & set(s.keys))
-        uncovered = [k for k in f.keys if k not in set(h.keys) | set(s.keys)]
-        digest_ok = None if (f.digest is None or s.digest is None) else f.digest == s.digest
-        bitwise = (
-            dh.identical
-            and ds.identical
-            and not overlap
-            and not uncovered
-            and digest_ok is not False
-        )
-        ok = (
-            _close(dh, atol)
-            and _close(ds, atol)
-            and not overlap
-            and not uncovered
-            and (digest_ok is not False or atol > 0)
-        )
-        first_resumed = s.keys[0] if len(s) else None
-        stop = stop_point(h, f)
-        rec: dict[str, Any] = {
-            "repeat": r,
-            "bitwise": bitwise,
-            "ok": ok,
-            "stopped_at": stop,
-            "max_abs_diff": max(dh.max_abs_diff, ds.max_abs_diff),
-            "max_abs_diff_before_checkpoint": dh.max_abs_diff,
-            "max_abs_diff_after_resume": ds.max_abs_diff,
-            "first_resumed_step": list(first_resumed) if first_resumed else None,
-            "first_diff": list(ds.first_diff) if ds.first_diff else None,
-            "digests_equal": digest_ok,
-            "overlap_steps": len(overlap),
-            "missing_steps": len(uncovered),
-            "diagnosis": None,
-        }
+        p = _repeat(f, h, s)
+        rec = _repeat_record(r, p, atol)
         per_repeat.append(rec)
-        if ok:
+        if rec["ok"]:
             continue
         cause = None
-        if (
-            len(s) and _close(dh, atol) and not overlap
-        ):  # the divergence is after the checkpoint: ask the traces
-            found_cause = diagnose(name, r) if diagnose is not None else None
-            if found_cause is not None:
-                rec["diagnosis"] = found_cause
-                cause = found_cause["message"]
-        first = (
-            f" from step {format_step_key(ds.first_diff)} on (largest |loss difference| "
-            f"{ds.max_abs_diff:.3g}; resumed at step {format_step_key(s.keys[0])})"
-            if ds.first_diff is not None  # a compared step: run (3) logged one
-            else ""
-        )
-        if not len(s):
-            found.append((r, "empty", f"the resumed run {resumed_label} logged no steps"))
-        elif overlap:
-            found.append(
-                (
-                    r,
-                    "overlap",
-                    f"the resumed run {resumed_label} logged {len(overlap)} step(s) the stopped "
-                    f"run {stopped_label} had already done (from step "
-                    f"{format_step_key(overlap[0])}): it did not continue from the checkpoint",
-                )
-            )
-        elif not len(h):
-            found.append((r, "empty", f"the stopped run {stopped_label} logged no steps"))
-        elif dh.first_diff is not None and not _close(dh, atol):
-            # A run (2) that only logged steps (1) lacks is reported as such below.
-            found.append(
-                (
-                    r,
-                    "before",
-                    f"the stopped run {stopped_label} already differs from (1) at step "
-                    f"{format_step_key(dh.first_diff)} (largest |loss difference| "
-                    f"{dh.max_abs_diff:.3g}), before any checkpoint was loaded",
-                )
-            )
-        elif ds.missing or dh.missing:
-            found.append(
-                (
-                    r,
-                    "extra",
-                    f"runs {stopped_label}+{resumed_label} logged steps the uninterrupted run (1) "
-                    f"does not have (first {format_step_key((ds.missing or dh.missing)[0])})"
-                    + (f"; the resumed run differs from (1){first}" if first else "")
-                    + (f": {cause}" if cause else ""),
-                )
-            )
-        elif not _close(ds, atol):
-            found.append(
-                (
-                    r,
-                    "after",
-                    f"the resumed run {resumed_label} differs from the uninterrupted run "
-                    f"(1){first}: {cause or _GENERIC_CAUSE}",
-                )
-            )
-        elif uncovered:
-            found.append(
-                (
-                    r,
-                    "uncovered",
-                    f"{len(uncovered)} step(s) of (1) were logged by neither {stopped_label} nor "
-                    f"{resumed_label}, first {format_step_key(uncovered[0])}",
-                )
-            )
-        elif digest_ok is False:
-            found.append(
-                (
-                    r,
-                    "digest",
-                    f"the resumed run {resumed_label} ends with a different model digest than (1) "
-                    "although the losses agree" + (f": {cause}" if cause else ""),
-                )
-            )
+        if len(s) and _close(p.before, atol) and not p.overlap and diagnose is not None:
+            rec["diagnosis"] = diagnose(name, r)  # the divergence is after the checkpoint
+            cause = rec["diagnosis"]["message"] if rec["diagnosis"] is not None else None
+        failure = _before_resume(p, labels, atol) or _after_resume(p, labels, atol, cause)
+        if failure is not None:
+            found.append((r, *failure))
     ok = all(p["ok"] for p in per_repeat)
     reasons = [
         ("" if name == "resume" else "mid-epoch stop, ") + x for x in _grouped(found, "repeat {}")
     ]
-    bitwise = all(p["bitwise"] for p in per_repeat)
-    max_diff = max((p["max_abs_diff"] for p in per_repeat), default=0.0)
-    where = per_repeat[0]["stopped_at"]["text"] if per_repeat else "nowhere"
-    if name == "resume-mid-epoch" and per_repeat and per_repeat[0]["stopped_at"]["epoch_boundary"]:
-        where += ", an epoch boundary, not mid-epoch"
-    summary = f"stopped {where}: " + (
-        "resumed runs bitwise identical to uninterrupted runs"
-        if bitwise
-        else f"resumed runs agree within {atol:g} (largest difference {max_diff:.3g})"
-        if ok
-        else f"resumed runs differ from uninterrupted runs (largest |loss difference| "
-        f"{max_diff:.3g})"
-    )
-    details = {"bitwise": bitwise, "max_abs_diff": max_diff, "repeats": per_repeat}
-    return _check(name, ok, summary, details, reasons)
+    details = {
+        "bitwise": all(p["bitwise"] for p in per_repeat),
+        "max_abs_diff": max((p["max_abs_diff"] for p in per_repeat), default=0.0),
+        "repeats": per_repeat,
+    }
+    return _check(name, ok, _resume_summary(name, per_repeat, atol), details, reasons)
 
 
 def _skipped(name: str, why: str) -> dict[str, Any]:
@@ -498,27 +528,9 @@ def _per_step(
     }
 
 
-def analyze_verify(
-    runs: Mapping[str, Sequence[Metrics]],
-    *,
-    atol: float = 0.0,
-    alpha: float = 0.05,
-    diagnose: Optional[Diagnose] = None,
-    skipped: Optional[dict[str, str]] = None,
-    allow_skip: Union[bool, Sequence[str]] = False,
-) -> dict[str, Any]:
-    """Checks and per-step statistics for the runs of one verify session.
-
-    ``runs`` maps run kinds (:data:`RUN_KINDS`, :data:`MID_KINDS`) to one :class:`Metrics`
-    per repeat. ``full`` and ``unseeded`` are needed, at least two repeats each; ``half`` +
-    ``resume`` and ``mid`` + ``resume-mid`` come in pairs (repeat r resumes run ``full`` r;
-    a pair may have fewer repeats, at least one), and a missing pair makes its check SKIP
-    with the reason ``skipped[check name]``. ``diagnose(check, repeat)``
-    may explain a resume failure (a :class:`seeder.verify._diagnose.Diagnosis` as a
-    dict). Returns a dict with ``verdict`` (:func:`verdict`: FAIL, INCOMPLETE or PASS;
-    ``allow_skip`` names the checks that may be SKIP, ``True`` all), ``reasons``, ``checks``,
-    ``skipped`` (the names of the checks that were SKIP) and ``per_step``.
-    """
+def _validate(runs: Mapping[str, Sequence[Metrics]], atol: float, alpha: float) -> None:
+    """Raise ``ValueError`` unless :func:`analyze_verify` can take ``runs``, ``atol`` and
+    ``alpha``."""
     if not isinstance(atol, (int, float)) or atol < 0 or math.isnan(atol):
         raise ValueError(f"atol must be a number >= 0, got {atol!r}")
     if not 0 < alpha < 1:
@@ -540,6 +552,30 @@ def analyze_verify(
                 f"{stop_kind!r} and {resume_kind!r} need the same number of repeats, from 1 to the "
                 f"repeats of 'full'; got {n}"
             )
+
+
+def analyze_verify(
+    runs: Mapping[str, Sequence[Metrics]],
+    *,
+    atol: float = 0.0,
+    alpha: float = 0.05,
+    diagnose: Optional[Diagnose] = None,
+    skipped: Optional[dict[str, str]] = None,
+    allow_skip: Union[bool, Sequence[str]] = False,
+) -> dict[str, Any]:
+    """Checks and per-step statistics for the runs of one verify session.
+
+    ``runs`` maps run kinds (:data:`RUN_KINDS`, :data:`MID_KINDS`) to one :class:`Metrics`
+    per repeat. ``full`` and ``unseeded`` are needed, at least two repeats each; ``half`` +
+    ``resume`` and ``mid`` + ``resume-mid`` come in pairs (repeat r resumes run ``full`` r;
+    a pair may have fewer repeats, at least one), and a missing pair makes its check SKIP
+    with the reason ``skipped[check name]``. ``diagnose(check, repeat)``
+    may explain a resume failure (a :class:`seeder.verify._diagnose.Diagnosis` as a
+    dict). Returns a dict with ``verdict`` (:func:`verdict`: FAIL, INCOMPLETE or PASS;
+    ``allow_skip`` names the checks that may be SKIP, ``True`` all), ``reasons``, ``checks``,
+    ``skipped`` (the names of the checks that were SKIP) and ``per_step``.
+    """
+    _validate(runs, atol, alpha)
     skipped = skipped or {}
     full, unseeded = list(runs["full"]), list(runs["unseeded"])
     checks = [_check_reproducible(full, atol)]

@@ -106,41 +106,53 @@ def first_difference(a: Iterable[dict[str, Any]], b: Iterable[dict[str, Any]]) -
                 step = ra["n"] + 1
             made_a.update(ra.get("out", ()))
             continue
-        d = Difference("path", i, step, ra, rb, records=i)
-        if ra.get("k") != rb.get("k") or ra.get("op") != rb.get("op"):
-            return d
-        if ra["k"] == "batch":
-            j = next((j for j, (x, y) in enumerate(zip(ra["in"], rb["in"])) if x != y), 0)
-            d.kind, d.input, d.order, d.batch = "batch", j, _order(ra, rb, j), ra
-            return d
-        if ra["k"] != "op":
-            return d
-        if ra.get("gen") != rb.get("gen"):
-            d.kind = "generator"
-            return d
-        if ra["in"] != rb["in"] or ra["args"] != rb["args"]:
-            diff = [j for j, (x, y) in enumerate(zip(ra["in"], rb["in"])) if x != y]
-            d.input = diff[0] if diff else -1
-            # while a batch is fetched (a collate's stack, a dataset's own operations)
-            if ra.get("data"):
-                na, nb = _next_batch(ia), _next_batch(ib)
-                d.kind, d.batch = "batch", na or {}
-                d.order = (
-                    _order(ra, rb, d.input) if ra["op"] in ("aten::stack", "aten::cat") else ""
-                )
-                if not d.order:
-                    d.order = _order(na, nb, 0) if na and nb else "content"
-            else:  # a tensor no recorded operation made, or changed outside them
-                d.kind = "input"
-                # not torch.tensor(data): is it the batch, on its way in?
-                if ra["op"] != "aten::lift_fresh" and d.input >= 0:
-                    na, nb = _next_batch(ia), _next_batch(ib)
-                    if na and nb and na["in"] != nb["in"] and ra["in"][d.input] not in made_a:
-                        d.kind, d.order, d.batch = "batch", _order(na, nb, 0), na
-            return d
-        if ra["out"] != rb["out"]:
-            d.kind = "kernel"
-            return d
-        # the same operation, inputs and outputs, in another module or line: another path
-        return d
+        return _classify(Difference("path", i, step, ra, rb, records=i), ia, ib, made_a)
     return Difference("none", records=i + 1 if i else 0, step=step)
+
+
+def _classify(
+    d: Difference, ia: Iterator[dict[str, Any]], ib: Iterator[dict[str, Any]], made_a: set
+) -> Difference:
+    """Set the kind of the first differing records ``d.record`` and ``d.other`` (``path`` when
+    none fits); ``ia``/``ib`` are the records after them, ``made_a`` what run A's operations
+    made before."""
+    ra, rb = d.record, d.other
+    if ra.get("k") != rb.get("k") or ra.get("op") != rb.get("op"):
+        return d
+    if ra["k"] == "batch":
+        j = next((j for j, (x, y) in enumerate(zip(ra["in"], rb["in"])) if x != y), 0)
+        d.kind, d.input, d.order, d.batch = "batch", j, _order(ra, rb, j), ra
+        return d
+    if ra["k"] != "op":
+        return d
+    if ra.get("gen") != rb.get("gen"):
+        d.kind = "generator"
+    elif ra["in"] != rb["in"] or ra["args"] != rb["args"]:
+        _input_differs(d, ia, ib, made_a)
+    elif ra["out"] != rb["out"]:
+        d.kind = "kernel"
+    # else the same operation, inputs and outputs, in another module or line: another path
+    return d
+
+
+def _input_differs(
+    d: Difference, ia: Iterator[dict[str, Any]], ib: Iterator[dict[str, Any]], made_a: set
+) -> None:
+    """An operation whose inputs differ: a batch being fetched, or an input no recorded operation
+    made (the batch on its way in, or a value from outside torch)."""
+    ra, rb = d.record, d.other
+    diff = [j for j, (x, y) in enumerate(zip(ra["in"], rb["in"])) if x != y]
+    d.input = diff[0] if diff else -1
+    if ra.get("data"):  # while a batch is fetched (a collate's stack, a dataset's own operations)
+        na, nb = _next_batch(ia), _next_batch(ib)
+        d.kind, d.batch = "batch", na or {}
+        d.order = _order(ra, rb, d.input) if ra["op"] in ("aten::stack", "aten::cat") else ""
+        if not d.order:
+            d.order = _order(na, nb, 0) if na and nb else "content"
+        return
+    d.kind = "input"  # a tensor no recorded operation made, or changed outside them
+    # not torch.tensor(data): is it the batch, on its way in?
+    if ra["op"] != "aten::lift_fresh" and d.input >= 0:
+        na, nb = _next_batch(ia), _next_batch(ib)
+        if na and nb and na["in"] != nb["in"] and ra["in"][d.input] not in made_a:
+            d.kind, d.order, d.batch = "batch", _order(na, nb, 0), na

@@ -397,29 +397,8 @@ def parse_metrics(
     quantity = "loss"
     seen: dict[StepKey, int] = {}
     for lineno, raw in enumerate(lines, 1):
-        line = raw.strip()
-        if not line:
-            continue
-        body = line
-        for prefix in ("DLLL ", "DLL "):
-            if line.startswith(prefix):
-                body = line[len(prefix) :].strip()
-                break
-        if not body.startswith("{"):
-            if strict:
-                raise ValueError(
-                    f"{source}:{lineno}: not a JSON object or DLLogger line: {line[:80]!r}"
-                )
-            continue
-        try:
-            obj = json.loads(body)
-        except json.JSONDecodeError as exc:
-            if strict:
-                raise ValueError(
-                    f"{source}:{lineno}: invalid JSON ({exc.msg}): {line[:80]!r}"
-                ) from None
-            continue
-        if not isinstance(obj, dict):
+        obj = _record_of(raw, f"{source}:{lineno}", strict)
+        if obj is None:
             continue
         if isinstance(obj.get("digest"), str):
             digest = obj["digest"]
@@ -434,15 +413,45 @@ def parse_metrics(
                 f"{seen[key]}; each step must be logged once per run (rank 0 only under torchrun)"
             )
         seen[key] = lineno
-        epoch = obj.get("epoch")
-        if not isinstance(epoch, int) or isinstance(epoch, bool):
-            epoch = key[0] if len(key) > 1 else None
         if isinstance(obj.get("value"), str) and obj["value"]:
             quantity = obj["value"]
         keys.append(key)
         losses.append(float(loss))
-        epochs.append(epoch)
+        epochs.append(_epoch_of(obj, key))
     return Metrics(keys, np.asarray(losses, dtype=np.float64), epochs, digest, quantity)
+
+
+def _record_of(raw: str, where: str, strict: bool) -> Optional[dict[str, Any]]:
+    """The JSON object of one metrics line (a DLLogger prefix taken off), or ``None`` for a line
+    that holds none (``strict``: a ``ValueError`` saying ``where``, for a line that is not empty
+    and is no JSON object)."""
+    line = raw.strip()
+    if not line:
+        return None
+    body = line
+    for prefix in ("DLLL ", "DLL "):
+        if line.startswith(prefix):
+            body = line[len(prefix) :].strip()
+            break
+    if not body.startswith("{"):
+        if strict:
+            raise ValueError(f"{where}: not a JSON object or DLLogger line: {line[:80]!r}")
+        return None
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError as exc:
+        if strict:
+            raise ValueError(f"{where}: invalid JSON ({exc.msg}): {line[:80]!r}") from None
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _epoch_of(obj: dict[str, Any], key: StepKey) -> Optional[int]:
+    """A record's epoch: its ``epoch`` (an int), else the first part of a step key of several."""
+    epoch = obj.get("epoch")
+    if not isinstance(epoch, int) or isinstance(epoch, bool):
+        return key[0] if len(key) > 1 else None
+    return epoch
 
 
 def format_step_key(key: StepKey) -> str:

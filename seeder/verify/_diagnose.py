@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -49,6 +50,7 @@ __all__ = [
     "foreign_resume",
     "foreign_resumes",
     "STEPS_FILE",
+    "missing_reseed",
 ]
 
 #: seeder's per-step records in a run directory (:mod:`seeder._run.steps`).
@@ -210,89 +212,79 @@ def _what(kind: str, name: str) -> str:
     return f"the position of {name}" if kind == "position" else f"the state of {name}"
 
 
-def _diagnose_rank(
-    full: Records, stopped: Records, resumed: Records, rank: int, stopped_metrics: Optional[Metrics]
-) -> Optional[Diagnosis]:
-    if not full or not resumed:
-        return None
-    # One source is compared: the one that recorded the stopped run's last step (a loader's
-    # batches), so that the records of a sampler iterated inside a loader do not get lined up
-    # against the loader's.
+def _one_source(
+    full: Records, stopped: Records, resumed: Records
+) -> tuple[str, Records, Records, Records]:
+    """The source compared and the three runs' records of it: the one that recorded the stopped
+    run's last step (a loader's batches), so that the records of a sampler iterated inside a
+    loader do not get lined up against the loader's."""
     src = (
         stopped[-1]["source"]
         if stopped and any(r["source"] == stopped[-1]["source"] for r in resumed)
         else resumed[0]["source"]
     )
-    full, stopped, resumed = (
-        [r for r in recs if r["source"] == src] for recs in (full, stopped, resumed)
-    )
-    if not full:
+    f, s, r = ([x for x in recs if x["source"] == src] for recs in (full, stopped, resumed))
+    return src, f, s, r
+
+
+def _never_moved(
+    src: str, stopped: Records, first: dict[str, Any], rank: int, metrics: Optional[Metrics]
+) -> Optional[Diagnosis]:
+    """A resumed epoch restarted at position 0 whose position never moved in the stopped run,
+    although it trained steps of it."""
+    if metrics is None or not len(metrics) or metrics.epochs[-1] is None:
         return None
-    n = len(stopped)
-    if n > len(full) or any(_key(full[i]) != _key(stopped[i]) for i in range(n)):
-        return None  # the stopped run already went another way; the loss comparison says so
-    j = n - 1
+    stop_epoch = metrics.epochs[-1]
+    steps = sum(1 for e in metrics.epochs if e == stop_epoch)
+    moved = any(r["position"] > 0 for r in stopped if r["epoch"] == stop_epoch)
+    if first["epoch"] != stop_epoch or first["position"] != 0 or moved or steps <= 0:
+        return None
+    return Diagnosis(
+        "position",
+        MSG_NOT_COUNTED.format(source=src, epoch=stop_epoch, steps=steps),
+        rank,
+        first["epoch"],
+        0,
+    )
+
+
+def _not_continued(src: str, stopped: Records, first: dict[str, Any], rank: int) -> Diagnosis:
+    """The resumed run's first record is at another position than the stopped run had reached."""
+    want = stopped[-1]
+    return Diagnosis(
+        "position",
+        MSG_POSITION.format(
+            source=src,
+            got=first["position"],
+            got_epoch=first["epoch"],
+            want=want["position"],
+            want_epoch=want["epoch"],
+        ),
+        rank,
+        first["epoch"],
+        first["position"],
+    )
+
+
+def _later(src: str, full: Records, resumed: Records, k: int, rank: int) -> Diagnosis:
+    """The first state that differs at a resumed record after the first (which matched run (1)'s
+    record ``k``), or ``none``."""
     first = resumed[0]
-    if (
-        stopped_metrics is not None
-        and len(stopped_metrics)
-        and stopped_metrics.epochs[-1] is not None
-    ):
-        stop_epoch = stopped_metrics.epochs[-1]
-        steps = sum(1 for e in stopped_metrics.epochs if e == stop_epoch)
-        moved = any(r["position"] > 0 for r in stopped if r["epoch"] == stop_epoch)
-        if first["epoch"] == stop_epoch and first["position"] == 0 and not moved and 0 < steps:
-            return Diagnosis(
-                "position",
-                MSG_NOT_COUNTED.format(source=src, epoch=stop_epoch, steps=steps),
-                rank,
-                first["epoch"],
-                0,
-            )
-    # The first resumed record continues the stopped run's last one (same moment, e.g. a sampler's
-    # advance() and its resumed iterator start) or the record after it (a loader's next batch).
-    candidates = [i for i in (j, j + 1) if 0 <= i < len(full)]
-    k = next((i for i in candidates if _key(full[i]) == _key(first)), None)
-    if k is None:
-        if not stopped:
-            return None
-        want = stopped[-1]  # where the stopped run had got to
-        return Diagnosis(
-            "position",
-            MSG_POSITION.format(
-                source=src,
-                got=first["position"],
-                got_epoch=first["epoch"],
-                want=want["position"],
-                want_epoch=want["epoch"],
-            ),
-            rank,
-            first["epoch"],
-            first["position"],
-        )
-    diffs = _differences(full[k], first)
-    if diffs:
-        state, msg = _explain_first(diffs, full, first, full[k])
-        return Diagnosis(state, msg, rank, first["epoch"], first["position"])
     for count, rec in enumerate(resumed[1:], 1):
         k2 = _find(full, _key(rec), k + 1)
         if k2 is None:
-            return Diagnosis(
+            what, hint, name = (
+                f"the {src} position",
+                ": the uninterrupted run never reached this position next",
                 "position",
-                MSG_LATER.format(
-                    n=count,
-                    position=rec["position"],
-                    epoch=rec["epoch"],
-                    what=f"the {src} position",
-                    hint=(": the uninterrupted run never reached this position next"),
-                ),
-                rank,
-                rec["epoch"],
-                rec["position"],
             )
-        diffs = _differences(full[k2], rec)
-        if diffs:
+        else:
+            diffs = _differences(full[k2], rec)
+            if not diffs:
+                k = k2
+                continue
             kind, name = diffs[0]
+            what, name = _what(kind, name), name if kind != "position" else "position"
             hint = (
                 " (the first batch of a new epoch: is seeder.reseed(1, epoch) called with the same "
                 "epoch numbers as in the uninterrupted run?)"
@@ -300,21 +292,39 @@ def _diagnose_rank(
                 else ": something the resumed run does differently from the uninterrupted run "
                 "draws from it"
             )
-            return Diagnosis(
-                name if kind != "position" else "position",
-                MSG_LATER.format(
-                    n=count,
-                    position=rec["position"],
-                    epoch=rec["epoch"],
-                    what=_what(kind, name),
-                    hint=hint,
-                ),
-                rank,
-                rec["epoch"],
-                rec["position"],
-            )
-        k = k2
+        message = MSG_LATER.format(
+            n=count, position=rec["position"], epoch=rec["epoch"], what=what, hint=hint
+        )
+        return Diagnosis(name, message, rank, rec["epoch"], rec["position"])
     return Diagnosis("none", MSG_NONE.format(n=len(resumed)), rank)
+
+
+def _diagnose_rank(
+    full: Records, stopped: Records, resumed: Records, rank: int, stopped_metrics: Optional[Metrics]
+) -> Optional[Diagnosis]:
+    if not full or not resumed:
+        return None
+    src, full, stopped, resumed = _one_source(full, stopped, resumed)
+    if not full:
+        return None
+    n = len(stopped)
+    if n > len(full) or any(_key(full[i]) != _key(stopped[i]) for i in range(n)):
+        return None  # the stopped run already went another way; the loss comparison says so
+    first = resumed[0]
+    found = _never_moved(src, stopped, first, rank, stopped_metrics)
+    if found is not None:
+        return found
+    # The first resumed record continues the stopped run's last one (same moment, e.g. a sampler's
+    # advance() and its resumed iterator start) or the record after it (a loader's next batch).
+    candidates = [i for i in (n - 1, n) if 0 <= i < len(full)]
+    k = next((i for i in candidates if _key(full[i]) == _key(first)), None)
+    if k is None:
+        return _not_continued(src, stopped, first, rank) if stopped else None
+    diffs = _differences(full[k], first)
+    if diffs:
+        state, msg = _explain_first(diffs, full, first, full[k])
+        return Diagnosis(state, msg, rank, first["epoch"], first["position"])
+    return _later(src, full, resumed, k, rank)
 
 
 def diagnose(
@@ -358,7 +368,8 @@ def diagnose_dirs(
 ) -> Optional[Diagnosis]:
     """Why run (3) in ``resumed_dir`` differs from run (1) in ``full_dir``: traces and step records.
 
-    In this order: a checkpoint another run wrote (:func:`foreign_resume`); batches of the resumed
+    In this order: a checkpoint another run wrote (:func:`foreign_resume`); a loader iterated again
+    with no ``seeder.reseed(1, epoch)`` (:func:`missing_reseed`); batches of the resumed
     epoch discarded (from the three runs' metrics); the first traced state that differs
     (:func:`diagnose` on ``<dir>/trace.rank<R>.jsonl``); a batch drawn ahead across the checkpoint
     (from the step records' draws).
@@ -378,6 +389,13 @@ def diagnose_dirs(
     foreign = foreign_resume(resumed_dir, [Path(stopped_dir)])
     if foreign is not None:
         return Diagnosis("foreign-checkpoint", foreign)
+    repeated = next(
+        (e for e in map(missing_reseed, (full_dir, stopped_dir, resumed_dir)) if e is not None),
+        None,
+    )
+    if repeated is not None:
+        loader, epoch = repeated
+        return Diagnosis("reseed", MSG_NO_RESEED.format(loader=loader, epoch=epoch), epoch=epoch)
     if full_metrics is not None and stopped_metrics is not None and resumed_metrics is not None:
         found = discarded_batches(
             full_metrics, stopped_metrics, resumed_metrics, _log_line(resumed_dir, "discarded")
@@ -469,6 +487,42 @@ def foreign_resumes(out: Path, names: Sequence[str]) -> list[str]:
         if why is not None:
             found.append(why)
     return found
+
+
+MSG_NO_RESEED = (
+    "a seeder.{loader} was iterated again in epoch {epoch} with no seeder.reseed(1, epoch) since "
+    "its last pass (the runs' log.txt has seeder's warning): every pass repeats the first one's "
+    "order, the runs count no epochs, and a resumed run cannot tell which pass it continues. Call "
+    "seeder.reseed(1, epoch) at the start of each epoch, before iterating the loader"
+)
+#: What seeder's warning of a loader iterated again with no reseed says (seeder.data._loader).
+_REPEATED = re.compile(
+    r"seeder\.(\w+) iterated again in epoch (-?\d+), with no seeder\.reseed\(1, epoch\)"
+)
+
+
+def missing_reseed(run_dir: Path) -> Optional[tuple[str, int]]:
+    """The loader (its class) and the epoch in which a run's seeder loader was iterated again with
+    no ``seeder.reseed(1, epoch)`` since its last pass (seeder's warning in the run's ``log.txt``),
+    or ``None``.
+
+    Args:
+        run_dir: the run's directory.
+
+    Returns:
+        ``(class name, epoch)`` as the warning names them, or ``None`` when the log has no such
+        warning.
+
+    >>> import tempfile; from pathlib import Path
+    >>> run = Path(tempfile.mkdtemp())
+    >>> _ = (run / "log.txt").write_text("seeder.DataLoader iterated again in epoch 0, with no "
+    ...                                  "seeder.reseed(1, epoch) (or ...)")
+    >>> missing_reseed(run), missing_reseed(run.parent / "nonexistent")
+    (('DataLoader', 0), None)
+    """
+    line = _log_line(run_dir, "iterated again in epoch")
+    found = _REPEATED.search(line) if line is not None else None
+    return (found.group(1), int(found.group(2))) if found is not None else None
 
 
 def _log_line(run_dir: Path, word: str) -> Optional[str]:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from seeder.verify._outputs import first_file_difference, left_out, run_files
+from seeder.verify._outputs import first_file_difference, left_out, only_in, run_files
 from seeder.verify._seederstops import STEPS_NAME
 from seeder.verify._states import (
+    States,
     compared_names,
     first_difference,
     read_states,
@@ -37,6 +38,13 @@ _PAIRS = {
     "resume": ("half", "resume", "(2)", "(3)"),
     "resume-mid-epoch": ("mid", "resume-mid", "(2b)", "(3b)"),
 }
+
+
+#: Why a file only the resumed runs leave is no difference: their stopped run left it too.
+_LEFT_BY_STOP = (
+    "left only by the resumed runs, which start from a copy of their stopped run's folder: the "
+    "checkpoint the resume loaded, or what the stopped run wrote"
+)
 
 
 def _fail(check: dict[str, Any], reason: str, what: str) -> None:
@@ -55,6 +63,119 @@ def _ignore_hint(path: str) -> str:
     )
 
 
+class _Runs:
+    """The runs' folders under ``out/runs``, their step states read once each."""
+
+    def __init__(self, out: Path, ignore: Sequence[str]):
+        self.root, self.ignore = Path(out) / "runs", tuple(ignore)
+        self._states: dict[str, States] = {}
+
+    def state(self, name: str) -> States:
+        if name not in self._states:
+            self._states[name] = read_states(self.root / name / STEPS_NAME)
+        return self._states[name]
+
+    def files_differ(self, ref: str, other: str) -> Optional[tuple[str, str]]:
+        """The first file ``ref`` left that ``other`` left otherwise or not at all."""
+        return first_file_difference(self.root / ref, self.root / other, self.root, self.ignore)
+
+
+def _judge_reproducible(check: dict[str, Any], runs: _Runs, repeats: int) -> None:
+    """Each seeded run against full-0: its objects after each step, then its files (both ways)."""
+    ref = runs.state("full-0")
+    for k in range(1, repeats):
+        other = f"full-{k}"
+        diff = first_difference(ref, runs.state(other))
+        if diff is not None:
+            step, name, kind = diff
+            _fail(
+                check,
+                f"seeded run {other} differs from full-0 in {state_words(name, kind)} from "
+                f"step {step} on: the same seed does not give the same run",
+                f"{name!r} differs from step {step} on",
+            )
+            return
+        found = runs.files_differ("full-0", other) or runs.files_differ(other, "full-0")
+        if found is not None:
+            _fail(
+                check,
+                f"seeded runs full-0 and {other} leave {found[0]} otherwise ({found[1]}): the "
+                f"same seed does not give the same files{_ignore_hint(found[0])}",
+                f"{found[0]} differs",
+            )
+            return
+
+
+def _objects_fail(
+    check: dict[str, Any], runs: _Runs, pair: tuple[str, str, str, str], r: int
+) -> bool:
+    """Make ``check`` FAIL when the stopped or resumed run of repeat ``r`` holds an object after a
+    step other than the uninterrupted run; whether it did."""
+    stop, resume, stop_label, resume_label = pair
+    full = runs.state(f"full-{r}")
+    resumed = runs.state(f"{resume}-{r}")
+    diff = first_difference(full, runs.state(f"{stop}-{r}"))
+    label, other = stop_label, "stopped"
+    if diff is None:
+        diff = first_difference(full, resumed)
+        label, other = resume_label, "resumed"
+    if diff is None:
+        return False
+    step, name, kind = diff
+    first = min(resumed) if resumed else None
+    after = f" (resumed after step {first - 1})" if other == "resumed" and first else ""
+    _fail(
+        check,
+        f"{_prefix(check)}repeat {r}: the {other} run {label} differs from the uninterrupted "
+        f"run (1) in {state_words(name, kind)} from step {step} on{after}: the "
+        f"checkpoint does not save or restore it, or the loop changes it after a "
+        f"resume",
+        f"{name!r} differs from step {step} on",
+    )
+    return True
+
+
+def _files_fail(
+    check: dict[str, Any],
+    runs: _Runs,
+    pair: tuple[str, str, str, str],
+    r: int,
+    notes: dict[str, str],
+) -> bool:
+    """Make ``check`` FAIL when the resumed run of repeat ``r`` leaves a file other than the
+    uninterrupted run, or one that run does not leave; whether it did. A file only the resumed run
+    holds that its stopped run left too (the checkpoint the resume loaded) goes to ``notes``."""
+    stop, resume, stop_label, resume_label = pair
+    full, resumed = f"full-{r}", f"{resume}-{r}"
+    found = runs.files_differ(full, resumed)
+    if found is not None:
+        _fail(
+            check,
+            f"{_prefix(check)}repeat {r}: the resumed run {resume_label} leaves {found[0]} other "
+            f"than the uninterrupted run (1) ({found[1]}): what the run writes after a "
+            f"resume differs{_ignore_hint(found[0])}",
+            f"{found[0]} differs",
+        )
+        return True
+    for rel in only_in(runs.root / resumed, runs.root / full, runs.ignore):
+        if (runs.root / f"{stop}-{r}" / rel).is_file():
+            notes.setdefault(rel, _LEFT_BY_STOP)
+            continue
+        _fail(
+            check,
+            f"{_prefix(check)}repeat {r}: the resumed run {resume_label} leaves {rel}, which "
+            f"the uninterrupted run (1) does not write: the run writes another file after a "
+            f"resume{_ignore_hint(rel)}",
+            f"{rel} is left by the resumed run only",
+        )
+        return True
+    return False
+
+
+def _prefix(check: dict[str, Any]) -> str:
+    return "" if check["name"] == "resume" else "mid-epoch stop, "
+
+
 def judge_leftovers(
     report: dict[str, Any],
     out: Path,
@@ -65,6 +186,10 @@ def judge_leftovers(
     """Compare the objects and files the runs of ``out/runs`` left, for each check of
     ``report`` that ran; a difference makes the check FAIL naming it. Adds ``report["compared"]``.
 
+    A file only a resumed run leaves is a difference too, unless its stopped run left it as well
+    (the checkpoint the resume loaded, the stopped run's own logs): such a file is named in
+    ``compared["left_out"]``.
+
     Args:
         report: ``analyze_verify``'s report (its ``checks`` are changed in place).
         out: verify's output folder.
@@ -72,84 +197,25 @@ def judge_leftovers(
         resume_runs: repeats of the stopped and resumed runs.
         ignore: file patterns (``--ignore-output``) left out of the file comparison.
     """
-    runs = Path(out) / "runs"
+    runs = _Runs(out, ignore)
     checks = {c["name"]: c for c in report.get("checks", [])}
-    states: dict[str, dict[int, dict[str, str]]] = {}
-
-    def state(name: str) -> dict[int, dict[str, str]]:
-        if name not in states:
-            states[name] = read_states(runs / name / STEPS_NAME)
-        return states[name]
-
     objects: dict[str, str] = {}
     files: set[str] = set()
     omitted: dict[str, str] = {}
     rep = checks.get("reproducible")
     if rep is not None and rep["status"] in ("PASS", "FAIL"):
-        ref = state("full-0")
-        objects.update(compared_names(ref))
-        files.update(run_files(runs / "full-0", ignore))
-        omitted.update(left_out(runs / "full-0", ignore))
-        for k in range(1, repeats):
-            other = f"full-{k}"
-            diff = first_difference(ref, state(other))
-            if diff is not None:
-                step, name, kind = diff
-                _fail(
-                    rep,
-                    f"seeded run {other} differs from full-0 in {state_words(name, kind)} from "
-                    f"step {step} on: the same seed does not give the same run",
-                    f"{name!r} differs from step {step} on",
-                )
-                break
-            found = first_file_difference(
-                runs / "full-0", runs / other, runs, ignore
-            ) or first_file_difference(runs / other, runs / "full-0", runs, ignore)
-            if found is not None:
-                _fail(
-                    rep,
-                    f"seeded runs full-0 and {other} leave {found[0]} otherwise ({found[1]}): the "
-                    f"same seed does not give the same files{_ignore_hint(found[0])}",
-                    f"{found[0]} differs",
-                )
-                break
-    for check_name, (stop, resume, stop_label, resume_label) in _PAIRS.items():
+        objects.update(compared_names(runs.state("full-0")))
+        files.update(run_files(runs.root / "full-0", ignore))
+        omitted.update(left_out(runs.root / "full-0", ignore))
+        _judge_reproducible(rep, runs, repeats)
+    for check_name, pair in _PAIRS.items():
         check = checks.get(check_name)
         if check is None or check["status"] not in ("PASS", "FAIL"):
             continue
         for r in range(resume_runs):
-            full = state(f"full-{r}")
-            stopped, resumed = state(f"{stop}-{r}"), state(f"{resume}-{r}")
-            if not (runs / f"{resume}-{r}").is_dir():
+            if not (runs.root / f"{pair[1]}-{r}").is_dir():
                 continue
-            prefix = "" if check_name == "resume" else "mid-epoch stop, "
-            diff = first_difference(full, stopped)
-            label, other = stop_label, "stopped"
-            if diff is None:
-                diff = first_difference(full, resumed)
-                label, other = resume_label, "resumed"
-            if diff is not None:
-                step, name, kind = diff
-                first = min(resumed) if resumed else None
-                after = f" (resumed after step {first - 1})" if other == "resumed" and first else ""
-                _fail(
-                    check,
-                    f"{prefix}repeat {r}: the {other} run {label} differs from the uninterrupted "
-                    f"run (1) in {state_words(name, kind)} from step {step} on{after}: the "
-                    f"checkpoint does not save or restore it, or the loop changes it after a "
-                    f"resume",
-                    f"{name!r} differs from step {step} on",
-                )
-                break
-            found = first_file_difference(runs / f"full-{r}", runs / f"{resume}-{r}", runs, ignore)
-            if found is not None:
-                _fail(
-                    check,
-                    f"{prefix}repeat {r}: the resumed run {resume_label} leaves {found[0]} other "
-                    f"than the uninterrupted run (1) ({found[1]}): what the run writes after a "
-                    f"resume differs{_ignore_hint(found[0])}",
-                    f"{found[0]} differs",
-                )
+            if _objects_fail(check, runs, pair, r) or _files_fail(check, runs, pair, r, omitted):
                 break
     report["compared"] = {
         "objects": objects,
@@ -174,7 +240,8 @@ def compared_notes(compared: dict[str, Any]) -> list[str]:
     else:
         notes.append(
             "no object was compared after each step (seeder records them at seeder.Checkpoint's "
-            "step()): the verdict covers the per-step values, the final digest and the files"
+            "step() and at each step of a Lightning or Hugging Face Trainer): the verdict covers "
+            "the per-step values, the final digest and the files"
         )
     files = compared.get("files") or []
     if files:

@@ -14,7 +14,9 @@ design is left out, and named in the report:
 * what ``--ignore-output GLOB`` names.
 
 A resumed run's folder starts as a copy of its stopped run's, so a file the uninterrupted
-run wrote last and the resumed run did not rewrite differs, and is named.
+run wrote last and the resumed run did not rewrite differs, and is named. A file only the
+resumed run leaves (:func:`only_in`) differs too, unless its stopped run left it as well (the
+checkpoint the resume loaded): that one is named as left out.
 
 Example:
     >>> import pathlib, tempfile
@@ -36,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["BY_DESIGN", "TIME_KEYS", "run_files", "first_file_difference", "left_out"]
+__all__ = ["BY_DESIGN", "TIME_KEYS", "run_files", "first_file_difference", "left_out", "only_in"]
 
 #: Files left out of the comparison, by name pattern (on the path in the run's folder), and why.
 BY_DESIGN = {
@@ -82,6 +84,19 @@ def run_files(run_dir: Path, ignore: Sequence[str] = ()) -> list[str]:
                 continue
             found.append(rel)
     return sorted(found)
+
+
+def only_in(run_dir: Path, other_dir: Path, ignore: Sequence[str] = ()) -> list[str]:
+    """The files of :func:`run_files` that ``run_dir`` holds and ``other_dir`` does not, sorted.
+
+    >>> only_in(Path("/nonexistent"), Path("/nonexistent"))
+    []
+    """
+    return [
+        rel
+        for rel in run_files(run_dir, ignore)
+        if not (other_dir / rel).is_file() or (other_dir / rel).is_symlink()
+    ]
 
 
 def left_out(run_dir: Path, ignore: Sequence[str] = ()) -> dict[str, str]:
@@ -175,8 +190,7 @@ def first_file_difference(
     """The first file (by path) that ``ref_dir``'s run left and ``other_dir``'s run left otherwise
     or not at all: ``(path, why)``, or ``None``.
 
-    A file only ``other_dir`` holds (a resumed run's stop checkpoint, its stopped run's logs) is
-    not compared.
+    A file only ``other_dir`` holds is not looked at here (:func:`only_in` finds it).
     """
     pattern = _runs_pattern(runs_root)
     for rel in run_files(ref_dir, ignore):

@@ -376,6 +376,80 @@ def prepare_mid(
     return spec
 
 
+class _SeederStops:
+    """The stop steps of runs (2) and (2b), found once from run (1) of repeat 0 when the first of
+    them is about to start, and written into each stopped run's environment."""
+
+    def __init__(self, cfg: VerifyConfig, out: Path):
+        self.cfg, self.out = cfg, out
+        self.steps: Optional[tuple[tuple[Optional[int], str], tuple[Optional[int], str]]] = None
+        self.by_name: dict[str, RunSpec] = {}
+
+    def find(self) -> tuple[tuple[Optional[int], str], tuple[Optional[int], str]]:
+        if self.steps is None:
+            full_dir = self.out / "runs" / "full-0"
+            try:
+                full = read_metrics(
+                    metrics_path(self.out, "full-0"),
+                    full_dir / "log.txt",
+                    self.cfg.contract,
+                    full_dir / STEPS_NAME,
+                )
+            except ValueError:  # the verdict says what run (1) logged; nothing to stop at
+                why = "run (1) logged no per-step values to find its epochs in"
+                self.steps = ((None, why), (None, why))
+            else:
+                self.steps = stop_steps(full, getattr(self.cfg, "stop_after_steps", None))
+        return self.steps
+
+    def prepare(self, name: str, which: int) -> Prepare:
+        """``prepare`` of the stopped run ``name``: ``which`` 0 is run (2), 1 run (2b)."""
+
+        def prepare() -> Optional[str]:
+            steps, where = self.find()[which]
+            if steps is None:
+                return where
+            self.by_name[name].env.update(stop_env(steps))
+            self.by_name[name].info.update(stop_after_steps=steps, stop_where=where)
+            return None
+
+        return prepare
+
+
+def _stopped_and_resumed(
+    cfg: VerifyConfig, out: Path, stops: _SeederStops, r: int
+) -> list[RunSpec]:
+    """Runs (2), (3) and, with the mid-epoch stop, (2b), (3b) of repeat ``r``."""
+    run = {k: out / "runs" / f"{k}-{r}" for k in ("half", "resume", "mid", "resume-mid")}
+    pairs = [("half", "resume", 0)] + ([("mid", "resume-mid", 1)] if cfg.mid_epoch else [])
+    specs: list[RunSpec] = []
+    for stop, resume, which in pairs:
+        stops.by_name[f"{stop}-{r}"] = make_spec(
+            cfg,
+            out,
+            f"{stop}-{r}",
+            after="full-0",
+            prepare=stops.prepare(f"{stop}-{r}", which),
+            seed=cfg.seed,
+            epochs=cfg.epochs,
+            ckpt_dir=str(run[stop] / "ckpt"),
+        )
+        resumed = make_spec(
+            cfg,
+            out,
+            f"{resume}-{r}",
+            after=f"{stop}-{r}",
+            prepare=copy_run_dir(run[stop], run[resume]),
+            seed=cfg.seed,
+            epochs=cfg.epochs,
+            ckpt_dir=str(run[resume] / "ckpt"),
+            resume=bool(cfg.contract.resume),
+        )
+        resumed.env[ENV_RESUME] = "1"
+        specs += [stops.by_name[f"{stop}-{r}"], resumed]
+    return specs
+
+
 def _plan_seeder_stops(cfg: VerifyConfig, out: Path) -> list[RunSpec]:
     """Per repeat (1), (4), (2) and (2b) after run (1) of repeat 0 (their stop steps come from it),
     (3), (3b).
@@ -383,66 +457,14 @@ def _plan_seeder_stops(cfg: VerifyConfig, out: Path) -> list[RunSpec]:
     Runs (2), (3), (2b), (3b) are in the first ``cfg.resume_runs`` repeats only.
     """
     specs: list[RunSpec] = []
-    stops: dict[str, Any] = {}
-
-    def stopped(name: str, which: int) -> Prepare:
-        def prepare() -> Optional[str]:
-            if "steps" not in stops:
-                try:
-                    full = read_metrics(
-                        metrics_path(out, "full-0"),
-                        out / "runs" / "full-0" / "log.txt",
-                        cfg.contract,
-                        out / "runs" / "full-0" / STEPS_NAME,
-                    )
-                except ValueError:  # the verdict says what run (1) logged; nothing to stop at
-                    why = "run (1) logged no per-step values to find its epochs in"
-                    stops["steps"] = ((None, why), (None, why))
-                else:
-                    stops["steps"] = stop_steps(full, getattr(cfg, "stop_after_steps", None))
-            steps, where = stops["steps"][which]
-            if steps is None:
-                return where
-            by_name[name].env.update(stop_env(steps))
-            by_name[name].info.update(stop_after_steps=steps, stop_where=where)
-            return None
-
-        return prepare
-
-    by_name: dict[str, RunSpec] = {}
+    stops = _SeederStops(cfg, out)
     for r in range(cfg.repeats):
-        run = {k: out / "runs" / f"{k}-{r}" for k in ("half", "resume", "mid", "resume-mid")}
         specs += [
             make_spec(cfg, out, f"full-{r}", seed=cfg.seed, epochs=cfg.epochs),
             make_spec(cfg, out, f"unseeded-{r}", epochs=cfg.epochs),
         ]
-        pairs = [("half", "resume", 0)] + ([("mid", "resume-mid", 1)] if cfg.mid_epoch else [])
-        if r >= cfg.resume_runs:  # the resume checks run fewer repeats (--resume-repeats)
-            pairs = []
-        for stop, resume, which in pairs:
-            by_name[f"{stop}-{r}"] = make_spec(
-                cfg,
-                out,
-                f"{stop}-{r}",
-                after="full-0",
-                prepare=stopped(f"{stop}-{r}", which),
-                seed=cfg.seed,
-                epochs=cfg.epochs,
-                ckpt_dir=str(run[stop] / "ckpt"),
-            )
-            resumed = make_spec(
-                cfg,
-                out,
-                f"{resume}-{r}",
-                after=f"{stop}-{r}",
-                prepare=copy_run_dir(run[stop], run[resume]),
-                seed=cfg.seed,
-                epochs=cfg.epochs,
-                ckpt_dir=str(run[resume] / "ckpt"),
-                resume=bool(cfg.contract.resume),
-            )
-            resumed.env[ENV_RESUME] = "1"
-            specs += [by_name[f"{stop}-{r}"], resumed]
+        if r < cfg.resume_runs:  # the resume checks run fewer repeats (--resume-repeats)
+            specs += _stopped_and_resumed(cfg, out, stops, r)
     for s in specs:
         kind, rep = s.name.rsplit("-", 1)
         s.info.update(kind=kind, repeat=int(rep))

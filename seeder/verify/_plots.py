@@ -90,81 +90,70 @@ def _checkpoint_x(
 
 def plot_methodology(report: dict[str, Any]) -> Figure:
     """The methodology as a diagram: which runs, which seeds, where the checkpoint is."""
-    cfg = report["config"]
     fig = Figure(figsize=(8, 3.6), dpi=110)
     ax = fig.add_subplot()
     ax.set_axis_off()
     if report.get("kind") == "compare":
-        n = cfg.get("runs", 2)
-        ax.set_xlim(-0.5, 10)
-        ax.set_ylim(-0.9, 2.2)
-        ax.set_title(
-            f"seeder compare: A and B trained with the same {n} seeds, differences paired by seed",
-            fontsize=10,
-        )
-        shown = min(n, 4)
-        for i in range(shown):
-            x0 = 0.3 + i * 2.4
-            for cf, y in (("a", 1.3), ("b", 0.1)):
-                ax.add_patch(Rectangle((x0, y), 1.8, 0.55, color=COLORS[cf], alpha=0.8))
-                ax.text(
-                    x0 + 0.9,
-                    y + 0.27,
-                    f"{cf.upper()}, seed {cfg['seed'] + i}",
-                    ha="center",
-                    va="center",
-                    color="white",
-                    fontsize=8,
-                )
-            ax.add_patch(
-                FancyArrowPatch(
-                    (x0 + 0.9, 1.28), (x0 + 0.9, 0.7), arrowstyle="<->", mutation_scale=10
-                )
-            )
-        if n > shown:
-            ax.text(9.9, 0.9, f"... {n} seeds", ha="right", va="center", fontsize=9)
-        ax.text(
-            4.8,
-            -0.5,
-            "paired difference B - A per seed -> t interval (95%, 99%)",
-            ha="center",
-            fontsize=9,
-        )
-        return fig
-    x, r = cfg["epochs"], cfg.get("repeats", 1)
-    mid_check = next((c for c in report.get("checks", []) if c["name"] == "resume-mid-epoch"), None)
-    mid = cfg.get("mid_epoch", False) and (mid_check is None or mid_check["status"] != "SKIP")
-    half = x / 2 if x >= 2 else None
-    mid_x = _mid_stop_x(report, x)
-    top = 5.2 if mid else 3.2
-    ax.set_xlim(-2.6, x + 1.9)
-    ax.set_ylim(-1.2, top + 1.1)
-    rr = cfg.get("resume_repeats")
-    fewer = f" (2, 3: {rr})" if rr is not None and rr != r else ""
+        _draw_compare(ax, report["config"])
+    else:
+        _draw_verify(ax, report)
+    return fig
+
+
+def _draw_compare(ax: Any, cfg: dict[str, Any]) -> None:
+    """seeder compare's runs: A and B per seed, paired."""
+    n = cfg.get("runs", 2)
+    ax.set_xlim(-0.5, 10)
+    ax.set_ylim(-0.9, 2.2)
     ax.set_title(
-        f"seeder verify: one seed ({cfg['seed']}) for runs 1-3, none for run 4; each repeated {r} "
-        f"times{fewer}",
+        f"seeder compare: A and B trained with the same {n} seeds, differences paired by seed",
         fontsize=10,
     )
+    shown = min(n, 4)
+    for i in range(shown):
+        x0 = 0.3 + i * 2.4
+        for cf, y in (("a", 1.3), ("b", 0.1)):
+            ax.add_patch(Rectangle((x0, y), 1.8, 0.55, color=COLORS[cf], alpha=0.8))
+            ax.text(
+                x0 + 0.9,
+                y + 0.27,
+                f"{cf.upper()}, seed {cfg['seed'] + i}",
+                ha="center",
+                va="center",
+                color="white",
+                fontsize=8,
+            )
+        ax.add_patch(
+            FancyArrowPatch((x0 + 0.9, 1.28), (x0 + 0.9, 0.7), arrowstyle="<->", mutation_scale=10)
+        )
+    if n > shown:
+        ax.text(9.9, 0.9, f"... {n} seeds", ha="right", va="center", fontsize=9)
+    ax.text(
+        4.8,
+        -0.5,
+        "paired difference B - A per seed -> t interval (95%, 99%)",
+        ha="center",
+        fontsize=9,
+    )
+
+
+def _verify_rows(
+    report: dict[str, Any], x: int, top: float, mid: bool
+) -> list[tuple[str, float, float, float]]:
+    """seeder verify's runs as ``(kind, y, first epoch, last epoch)``, top to bottom."""
+    half = x / 2 if x >= 2 else None
     rows: list[tuple[str, float, float, float]] = [("full", top, 0, x)]
     if half is not None:
         rows += [("half", top - 1, 0, half), ("resume", top - 2, half, x)]
     if mid:
+        mid_x = _mid_stop_x(report, x)
         rows += [("mid", 2.2, 0, mid_x), ("resume-mid", 1.2, mid_x, x)]
     rows.append(("unseeded", 0.2, 0, x))
-    for kind, y, a, b in rows:
-        ax.add_patch(
-            Rectangle(
-                (a, y),
-                b - a,
-                0.6,
-                color=COLORS[kind],
-                alpha=0.85,
-                hatch="//" if kind == "unseeded" else None,
-                fill=True,
-            )
-        )
-        ax.text(-0.15, y + 0.3, _LABELS[kind], ha="right", va="center", fontsize=8)
+    return rows
+
+
+def _draw_checkpoints(ax: Any, rows: list[tuple[str, float, float, float]]) -> None:
+    """A diamond and an arrow where each stopped run saves the checkpoint its resumed run loads."""
     for stop_kind, label in (
         ("half", "checkpoint (epoch boundary)"),
         ("mid", "checkpoint (mid-epoch)"),
@@ -180,6 +169,39 @@ def plot_methodology(report: dict[str, Any]) -> Figure:
                 (ck, y + 0.25), (ck, y - 0.35), arrowstyle="->", mutation_scale=12, color="black"
             )
         )
+
+
+def _draw_verify(ax: Any, report: dict[str, Any]) -> None:
+    """seeder verify's runs over the epochs, with their checkpoints."""
+    cfg = report["config"]
+    x, r = cfg["epochs"], cfg.get("repeats", 1)
+    mid_check = next((c for c in report.get("checks", []) if c["name"] == "resume-mid-epoch"), None)
+    mid = cfg.get("mid_epoch", False) and (mid_check is None or mid_check["status"] != "SKIP")
+    top = 5.2 if mid else 3.2
+    ax.set_xlim(-2.6, x + 1.9)
+    ax.set_ylim(-1.2, top + 1.1)
+    rr = cfg.get("resume_repeats")
+    fewer = f" (2, 3: {rr})" if rr is not None and rr != r else ""
+    ax.set_title(
+        f"seeder verify: one seed ({cfg['seed']}) for runs 1-3, none for run 4; each repeated {r} "
+        f"times{fewer}",
+        fontsize=10,
+    )
+    rows = _verify_rows(report, x, top, mid)
+    for kind, y, a, b in rows:
+        ax.add_patch(
+            Rectangle(
+                (a, y),
+                b - a,
+                0.6,
+                color=COLORS[kind],
+                alpha=0.85,
+                hatch="//" if kind == "unseeded" else None,
+                fill=True,
+            )
+        )
+        ax.text(-0.15, y + 0.3, _LABELS[kind], ha="right", va="center", fontsize=8)
+    _draw_checkpoints(ax, rows)
     for e in range(x + 1):
         ax.plot([e, e], [-0.05, top + 0.75], color="0.85", lw=0.6, zorder=0)
         ax.text(e, -0.35, str(e), ha="center", fontsize=8)
@@ -192,7 +214,6 @@ def plot_methodology(report: dict[str, Any]) -> Figure:
         fontsize=8,
         va="center",
     )
-    return fig
 
 
 def _mid_stop_x(report: dict[str, Any], epochs: int) -> float:

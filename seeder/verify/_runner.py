@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from seeder._checks import is_int
 from seeder.env._redact import file_redactor, redact_json
@@ -334,208 +334,154 @@ def run_all(
     for s in specs:
         if s.after is not None and s.after not in names[: names.index(s.name)]:
             raise ValueError(f"run {s.name!r} waits for {s.after!r}, which is not an earlier run")
-    base_env = child_environment(jobs)
-    pending: list[RunSpec] = list(specs)
-    running: dict[str, tuple] = {}
-    results: dict[str, RunResult] = {}
-    bar = _Progress(len(specs), progress, desc)
-    stopping = False
-    starts: dict[str, float] = {}
-
-    def finish(res: RunResult, spec: RunSpec, env_extra: dict[str, str]) -> None:
-        res.started = starts.get(res.name)
-        results[res.name] = res
-        _write_record(spec, res, env_extra)
-        bar.update(res, list(running))
-        if on_finish is not None:
-            on_finish(res)
-
+    runs = _Runs(specs, jobs, keep_going, _Progress(len(specs), progress, desc), on_finish)
     old_term = None
     in_main = threading.current_thread() is threading.main_thread()
     if in_main:
         old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        while pending or running:
-            # Start every run that is ready, in order, up to `jobs`.
-            i = 0
-            while i < len(pending) and len(running) < jobs and not stopping:
-                spec = pending[i]
-                dep = results.get(spec.after) if spec.after else None
-                if spec.after and dep is None:
-                    i += 1  # its dependency has not finished yet
-                    continue
-                pending.pop(i)
-                if dep is not None and dep.status == "omitted":
-                    finish(
-                        RunResult(
-                            spec.name,
-                            "omitted",
-                            None,
-                            0.0,
-                            spec.log,
-                            f"{spec.after} was left out: {dep.reason}",
-                            spec.info,
-                        ),
-                        spec,
-                        spec.env,
-                    )
-                    continue
-                if dep is not None and not dep.ok:
-                    finish(
-                        RunResult(
-                            spec.name,
-                            "skipped",
-                            None,
-                            0.0,
-                            spec.log,
-                            f"{spec.after} did not succeed",
-                            spec.info,
-                        ),
-                        spec,
-                        spec.env,
-                    )
-                    continue
-                Path(spec.workdir).mkdir(parents=True, exist_ok=True)
-                try:
-                    left_out = spec.prepare() if spec.prepare is not None else None
-                except Exception as exc:  # never leave the other runs behind on a bug in prepare
-                    finish(
-                        RunResult(
-                            spec.name,
-                            "failed",
-                            None,
-                            0.0,
-                            spec.log,
-                            f"could not prepare the run: {type(exc).__name__}: {exc}",
-                            spec.info,
-                        ),
-                        spec,
-                        spec.env,
-                    )
-                    if not keep_going:
-                        stopping = True
-                    continue
-                if left_out:
-                    finish(
-                        RunResult(
-                            spec.name, "omitted", None, 0.0, spec.log, str(left_out), spec.info
-                        ),
-                        spec,
-                        spec.env,
-                    )
-                    continue
-                fh = os.fdopen(open_log(spec.log), "wb")
-                try:
-                    proc = subprocess.Popen(
-                        spec.argv,
-                        stdout=fh,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        env={**base_env, **spec.env},
-                        cwd=str(spec.cwd) if spec.cwd else None,
-                        start_new_session=True,
-                    )
-                except OSError as exc:
-                    fh.close()
-                    finish(
-                        RunResult(
-                            spec.name,
-                            "failed",
-                            None,
-                            0.0,
-                            spec.log,
-                            f"could not start {spec.argv[0]!r}: {exc}",
-                            spec.info,
-                        ),
-                        spec,
-                        spec.env,
-                    )
-                    if not keep_going:
-                        stopping = True
-                    continue
-                running[spec.name] = (spec, proc, time.monotonic(), fh)
-                starts[spec.name] = time.time()
-            # Reap finished runs.
-            for name in list(running):
-                spec, proc, t0, fh = running[name]
-                rc = proc.poll()
-                elapsed = time.monotonic() - t0
-                if rc is None and timeout is not None and elapsed > timeout:
-                    _stop([proc], grace=min(grace, 5.0))
-                    rc = proc.returncode
-                    reason = f"timed out after {timeout:g}s"
-                elif rc is None:
-                    continue
-                else:
-                    reason = "" if rc == 0 else f"exited with status {rc}"
-                fh.close()
-                del running[name]
-                status = "ok" if rc == 0 and not reason else "failed"
-                finish(
-                    RunResult(name, status, rc, elapsed, spec.log, reason, spec.info),
-                    spec,
-                    spec.env,
-                )
-                if status == "failed" and not keep_going:
-                    stopping = True
-            if stopping:
-                if running:
-                    _stop([r[1] for r in running.values()], grace)
-                    for name in list(running):
-                        spec, proc, t0, fh = running.pop(name)
-                        fh.close()
-                        finish(
-                            RunResult(
-                                name,
-                                "cancelled",
-                                proc.returncode,
-                                time.monotonic() - t0,
-                                spec.log,
-                                "cancelled after another run failed",
-                                spec.info,
-                            ),
-                            spec,
-                            spec.env,
-                        )
-                for spec in pending:
-                    finish(
-                        RunResult(
-                            spec.name,
-                            "skipped",
-                            None,
-                            0.0,
-                            spec.log,
-                            "not started: another run failed",
-                            spec.info,
-                        ),
-                        spec,
-                        spec.env,
-                    )
-                pending = []
-                break
-            if running:
-                time.sleep(0.02)
+        runs.go(timeout, grace)
     except KeyboardInterrupt:
-        _stop([r[1] for r in running.values()], grace)
-        for name in list(running):
-            spec, proc, t0, fh = running.pop(name)
+        runs.end_running(grace, "interrupted", "interrupted")
+        raise
+    finally:
+        runs.bar.close()
+        if in_main:
+            signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
+    return [runs.results[n] for n in names if n in runs.results]
+
+
+class _Runs:
+    """The state of one :func:`run_all`: the runs waiting, running and done."""
+
+    def __init__(
+        self,
+        specs: Sequence[RunSpec],
+        jobs: int,
+        keep_going: bool,
+        bar: _Progress,
+        on_finish: Optional[Callable[[RunResult], None]],
+    ):
+        self.pending: list[RunSpec] = list(specs)
+        self.jobs, self.keep_going, self.bar, self.on_finish = jobs, keep_going, bar, on_finish
+        self.base_env = child_environment(jobs)
+        self.running: dict[str, tuple[RunSpec, subprocess.Popen, float, Any]] = {}
+        self.results: dict[str, RunResult] = {}
+        self.starts: dict[str, float] = {}
+        self.stopping = False
+
+    def finish(self, res: RunResult, spec: RunSpec) -> None:
+        res.started = self.starts.get(res.name)
+        self.results[res.name] = res
+        _write_record(spec, res, spec.env)
+        self.bar.update(res, list(self.running))
+        if self.on_finish is not None:
+            self.on_finish(res)
+
+    def not_run(self, spec: RunSpec, status: str, reason: str) -> None:
+        """End ``spec`` without a process: ``omitted``, ``skipped`` or ``failed``."""
+        self.finish(RunResult(spec.name, status, None, 0.0, spec.log, reason, spec.info), spec)
+        if status == "failed" and not self.keep_going:
+            self.stopping = True
+
+    def go(self, timeout: Optional[float], grace: float) -> None:
+        """Start and reap runs until every one ended (or the first failure stopped the rest)."""
+        while self.pending or self.running:
+            self.start_ready()
+            self.reap(timeout, grace)
+            if self.stopping:
+                self.end_running(grace, "cancelled", "cancelled after another run failed")
+                for spec in self.pending:
+                    self.not_run(spec, "skipped", "not started: another run failed")
+                self.pending = []
+                return
+            if self.running:
+                time.sleep(0.02)
+
+    def start_ready(self) -> None:
+        """Start every run that is ready, in order, up to ``jobs``."""
+        i = 0
+        while i < len(self.pending) and len(self.running) < self.jobs and not self.stopping:
+            spec = self.pending[i]
+            dep = self.results.get(spec.after) if spec.after else None
+            if spec.after and dep is None:
+                i += 1  # its dependency has not finished yet
+                continue
+            self.pending.pop(i)
+            if dep is not None and dep.status == "omitted":
+                self.not_run(spec, "omitted", f"{spec.after} was left out: {dep.reason}")
+            elif dep is not None and not dep.ok:
+                self.not_run(spec, "skipped", f"{spec.after} did not succeed")
+            else:
+                self.start(spec)
+
+    def start(self, spec: RunSpec) -> None:
+        """Prepare ``spec`` and start its process (or end it as omitted or failed)."""
+        Path(spec.workdir).mkdir(parents=True, exist_ok=True)
+        try:
+            left_out = spec.prepare() if spec.prepare is not None else None
+        except Exception as exc:  # never leave the other runs behind on a bug in prepare
+            self.not_run(spec, "failed", f"could not prepare the run: {type(exc).__name__}: {exc}")
+            return
+        if left_out:
+            self.not_run(spec, "omitted", str(left_out))
+            return
+        fh = os.fdopen(open_log(spec.log), "wb")
+        try:
+            proc = subprocess.Popen(
+                spec.argv,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**self.base_env, **spec.env},
+                cwd=str(spec.cwd) if spec.cwd else None,
+                start_new_session=True,
+            )
+        except OSError as exc:
             fh.close()
-            finish(
+            self.not_run(spec, "failed", f"could not start {spec.argv[0]!r}: {exc}")
+            return
+        self.running[spec.name] = (spec, proc, time.monotonic(), fh)
+        self.starts[spec.name] = time.time()
+
+    def reap(self, timeout: Optional[float], grace: float) -> None:
+        """End the runs whose process exited (or ran past ``timeout``)."""
+        for name in list(self.running):
+            spec, proc, t0, fh = self.running[name]
+            rc = proc.poll()
+            elapsed = time.monotonic() - t0
+            if rc is None and timeout is not None and elapsed > timeout:
+                _stop([proc], grace=min(grace, 5.0))
+                rc = proc.returncode
+                reason = f"timed out after {timeout:g}s"
+            elif rc is None:
+                continue
+            else:
+                reason = "" if rc == 0 else f"exited with status {rc}"
+            fh.close()
+            del self.running[name]
+            status = "ok" if rc == 0 and not reason else "failed"
+            self.finish(RunResult(name, status, rc, elapsed, spec.log, reason, spec.info), spec)
+            if status == "failed" and not self.keep_going:
+                self.stopping = True
+
+    def end_running(self, grace: float, status: str, reason: str) -> None:
+        """Stop every running process and end its run with ``status``."""
+        if not self.running:
+            return
+        _stop([r[1] for r in self.running.values()], grace)
+        for name in list(self.running):
+            spec, proc, t0, fh = self.running.pop(name)
+            fh.close()
+            self.finish(
                 RunResult(
                     name,
-                    "interrupted",
+                    status,
                     proc.returncode,
                     time.monotonic() - t0,
                     spec.log,
-                    "interrupted",
+                    reason,
                     spec.info,
                 ),
                 spec,
-                spec.env,
             )
-        raise
-    finally:
-        bar.close()
-        if in_main:
-            signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
-    return [results[n] for n in names if n in results]

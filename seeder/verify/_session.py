@@ -37,7 +37,12 @@ from seeder.env._redact import file_redactor, redact_json
 from seeder.env._safefile import symlinks_in, write_file
 from seeder.verify._analysis import ALL_KINDS, analyze_compare, analyze_verify
 from seeder.verify._contract import Contract, Metrics, read_metrics
-from seeder.verify._diagnose import diagnose_dirs, foreign_resumes, preinit_hints
+from seeder.verify._diagnose import (
+    diagnose_dirs,
+    foreign_resumes,
+    missing_reseed,
+    preinit_hints,
+)
 from seeder.verify._escapes import PROBE_NAME, escapes, snapshot
 from seeder.verify._flags import ParserProbe, adapt_contract, probe_parser
 from seeder.verify._leftovers import compared_notes, judge_leftovers
@@ -376,7 +381,7 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
     judge_leftovers(report, out, cfg.repeats, cfg.resume_runs, cfg.ignore_output)
     report["verdict"], report["reasons"] = verdict(report["checks"], allowed)
     report["notes"] += compared_notes(report["compared"])
-    _own_epochs(cfg, report, runs.get("full", []))
+    _own_epochs(cfg, report, runs.get("full", []), out / "runs" / "full-0")
     hints = preinit_hints([out / "runs" / f"full-{r}" for r in range(cfg.repeats)])
     if hints and report["verdict"] == "FAIL":
         report["reasons"] = hints + report["reasons"]
@@ -428,14 +433,22 @@ def compare(cfg: CompareConfig) -> dict[str, Any]:
     return report
 
 
-def _own_epochs(cfg: VerifyConfig, report: dict[str, Any], full: list[Metrics]) -> None:
+def _own_epochs(
+    cfg: VerifyConfig, report: dict[str, Any], full: list[Metrics], full_dir: Path
+) -> None:
     """Where the script ran its own number of epochs (no ``--epochs`` passed), the reproducible
-    check says how many."""
+    check says how many (and, where it counts none, a loader iterated again with no reseed)."""
     if cfg.contract.epochs or not full or not len(full[0]):
         return
     ran = len(set(full[0].epochs)) if None not in full[0].epochs else 0
     report["epochs_run"] = ran if ran >= 2 else None  # fewer: iteration-based, steps and no epochs
     what = f"{ran} epochs" if ran >= 2 else f"{len(full[0])} steps (no epochs)"
+    repeated = missing_reseed(full_dir) if ran < 2 else None
+    if repeated is not None:
+        what = (
+            what[:-1] + f": its seeder.{repeated[0]} was iterated again with no seeder.reseed(1, "
+        )
+        what += "epoch))"
     check = next(c for c in report["checks"] if c["name"] == "reproducible")
     check["summary"] += (
         f" (the script ran its own {what}: it takes no --epochs, "

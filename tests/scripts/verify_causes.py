@@ -8,6 +8,8 @@
   resumed epoch's batches are discarded.
 * ``shared-ckpt``: a script that resumes whenever its checkpoint exists, at
   ``../shared/last.pt``, outside the run's directory: runs continue each other's checkpoints.
+* ``no-reseed``: an epoch loop over ``seeder.DataLoader`` with no ``seeder.reseed(1, epoch)``:
+  each pass repeats the first one's order, and a resumed run's loader has no pass to repeat.
 * ``none``: the iteration-based loop drawing each batch inside its step (exact).
 
 No flag of verify's: seeder records the steps, stops the runs through ``seeder.Checkpoint`` and
@@ -23,7 +25,7 @@ import seeder
 
 parser = argparse.ArgumentParser()
 parser.add_argument(
-    "--bug", default="none", choices=["none", "prefetch", "skip-loop", "shared-ckpt"]
+    "--bug", default="none", choices=["none", "prefetch", "skip-loop", "shared-ckpt", "no-reseed"]
 )
 args = parser.parse_args()
 
@@ -63,6 +65,16 @@ if args.bug == "skip-loop":
             train_step(x, y)
             ckpt.step()
         skip = 0
+elif args.bug == "no-reseed":
+    ckpt = seeder.Checkpoint("ckpt/last.pt", model=model, optimizer=optimizer)
+    start = ckpt.resume()
+    loader = seeder.DataLoader(
+        torch.utils.data.TensorDataset(data, target), batch_size=8, shuffle=True
+    )
+    for _epoch in range(start, 3):  # the defect: no seeder.reseed(1, epoch)
+        for x, y in loader:
+            train_step(x, y)
+            ckpt.step()
 elif args.bug == "shared-ckpt":
     path = os.path.join("..", "shared", "last.pt")  # the defect: outside the run's directory
     ckpt = seeder.Checkpoint(path, model=model, optimizer=optimizer)
