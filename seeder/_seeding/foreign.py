@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import linecache
 import logging
 import os
@@ -67,7 +66,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_FOREIGN",
-    "PREINIT_SUFFIX",
     "watch",
     "expected",
     "global_draws",
@@ -86,9 +84,6 @@ ENV_FOREIGN = "SEEDER_FOREIGN_SEEDING"
 #: How many routed calls :func:`routed_calls` keeps (the latest).
 ROUTED_KEPT = 256
 
-#: Suffix (before ``<rank>.json``) of the file, next to ``$SEEDER_TRACE``'s traces, that records
-#: draws before ``init``.
-PREINIT_SUFFIX = ".preinit.rank"
 #: Packages whose frames are never the user's code, wherever they are installed (editable, say).
 _LIBRARIES = (
     "torch",
@@ -533,18 +528,6 @@ def watch(seeder: Seeder) -> None:
             "%s drawn from before seeder.init at %s: what it made differs between runs",
             drawn,
             _init_site,
-        )
-    prefix = os.environ.get("SEEDER_TRACE")
-    if prefix:  # seeder verify reads it when a seeded run differs
-        from seeder.env._safefile import write_file
-
-        path = f"{prefix}{PREINIT_SUFFIX}{seeder.rank}.json"
-        record = {"init_site": _init_site, "drawn_before_init": drawn}
-        write_file(
-            os.path.dirname(os.path.abspath(path)),
-            os.path.basename(path),
-            json.dumps(record).encode(),
-            0o644,
         )
 
 

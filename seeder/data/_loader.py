@@ -38,10 +38,10 @@ from typing import Any, Callable, Optional
 import torch
 import torch.utils.data
 
+from seeder import _hooks as hooks
 from seeder._checks import check_bool, check_int, is_bool, is_int
 from seeder._errors import SeederWarning, StateError
 from seeder._internals import require
-from seeder._run import trace
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import UsesSeeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, check_key
@@ -266,7 +266,7 @@ class _LoaderIter:
         self._skip_version = loader.skip_version
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
-        self._trace = trace.enabled()
+        self._trace = hooks.listening(hooks.BATCH)
         # Resumed inside the epoch: a loop that skips the batches it had trained would drop these
         # (the discard watch).
         self._watch = (
@@ -330,7 +330,7 @@ class _LoaderIter:
             if self._skips.next_outside(b + 1) >= self._total:
                 _FULL_PASSES[loader] = (self._epoch, self._loads)
         if self._trace:
-            trace.record_step(
+            hooks.batch(
                 loader.seeder,
                 "loader",
                 epoch=self._epoch,
