@@ -254,6 +254,49 @@ class Recorder(TorchDispatchMode):
             name = self.modules.generator_name(g) or "a torch.Generator"
         return {"gen": generator_print(g), "gname": name}
 
+    def _place(self, record: dict[str, Any]) -> Any:
+        """Say where the operation runs in ``record``: the backward node's module and line, else
+        the forward's (or the optimizer's) module and the user's line. Returns the user's site
+        (:func:`seeder._run.where.user_site`) of a forward operation, ``None`` in a backward."""
+        node = self.node() if self.node else None
+        if node is not None:
+            mod, at = _metadata(node).get("seeder_locate", ("", ""))
+            record.update(ph="b", mod=mod, at=at, node=node.name())
+            return None
+        site = user_site()
+        record.update(
+            ph="o" if self.optimizer else "f",
+            mod=self.optimizer or self.modules.current(),
+            at=site.line,
+        )
+        if site.in_data:
+            record.update(data=site.dataset or True)
+        return site
+
+    def _track_uninitialised(
+        self, name: str, writes: bool, flat: list[Any], outs: list[Any]
+    ) -> None:
+        """Follow the memory of tensors made without values (``empty``) until written."""
+        if name in EMPTY_OPS:
+            self.uninit.update(_pointer(t) for t in outs)
+        elif self.uninit:
+            # written, or new memory where an uninitialised tensor was: data now (a view is not)
+            views = set() if writes else {_pointer(a) for a in flat if isinstance(a, torch.Tensor)}
+            self.uninit.difference_update(p for p in map(_pointer, outs) if p not in views)
+
+    def _held_back(self, record: dict[str, Any], site: Any, outs: list[Any]) -> bool:
+        """A forward operation's record: kept back (``True``) where it writes a batch as it is
+        first used, in a group under the batch's storage; else ``False`` (written now)."""
+        self.last_forward = (record["mod"], record["at"])
+        self.pending = outs
+        if not site.arriving:
+            return False
+        self.arriving.append(record)
+        key = next((p for p in map(_storage, outs) if p), 0)
+        if key:  # a group still there under this storage was never used: dropped
+            self.arrivals[key], self.arriving = self.arriving, []
+        return True
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if self.closed or self.modules.busy or os.getpid() != self.pid:
@@ -280,37 +323,13 @@ class Recorder(TorchDispatchMode):
         }
         if random:
             record.update(self._generator(func, args, kwargs, flat))
-        node = self.node() if self.node else None
-        if node is not None:
-            mod, at = _metadata(node).get("seeder_locate", ("", ""))
-            record.update(ph="b", mod=mod, at=at, node=node.name())
-        else:
-            site = user_site()
-            record.update(
-                ph="o" if self.optimizer else "f",
-                mod=self.optimizer or self.modules.current(),
-                at=site.line,
-            )
-            if site.in_data:
-                record.update(data=site.dataset or True)
+        site = self._place(record)
         out = func(*args, **kwargs)
         outs = [t for t in flatten(out) if isinstance(t, torch.Tensor)]
-        if name in EMPTY_OPS:
-            self.uninit.update(_pointer(t) for t in outs)
-        elif self.uninit:
-            # written, or new memory where an uninitialised tensor was: data now (a view is not)
-            views = set() if writes else {_pointer(a) for a in flat if isinstance(a, torch.Tensor)}
-            self.uninit.difference_update(p for p in map(_pointer, outs) if p not in views)
+        self._track_uninitialised(name, writes, flat, outs)
         record["out"] = [self._print(t) for t in outs]
-        if node is None:
-            self.last_forward = (record["mod"], record["at"])
-            self.pending = outs
-            if site.arriving:  # written where the batch is first used
-                self.arriving.append(record)
-                key = next((p for p in map(_storage, outs) if p), 0)
-                if key:  # a group still there under this storage was never used: dropped
-                    self.arrivals[key], self.arriving = self.arriving, []
-                return out
+        if site is not None and self._held_back(record, site, outs):
+            return out
         self.deliver(flat)
         self.write(record)
         return out
