@@ -25,7 +25,7 @@ _LAZY: dict[str, str] = {
     "default_seeder": "_seeding.default",
     "Participant": "_seeding.participant",
     "Checkpoint": "_checkpoint",
-    "digest": "_run.digest",
+    "digest": "_digest",
     "SeederWarning": "_errors",
     "StateError": "_errors",
     "DistributedSampler": "data._sampler",

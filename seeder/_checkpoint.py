@@ -1,7 +1,7 @@
 """``seeder.Checkpoint``: model, optimizer and seeder state in one file, written atomically, resumed
 from.
 
-A plain training loop gets an exact resume from any step, and ``seeder verify`` its
+A plain training loop gets an exact resume from any step, and the tools (``seeder verify``) their
 stops and resumes, with three lines::
 
     ckpt = seeder.Checkpoint("ckpt/last.pt", model=model, optimizer=optimizer)
@@ -13,8 +13,9 @@ stops and resumes, with three lines::
             optimizer.step()
             ckpt.step()                       # after each optimizer step
 
-``step()`` saves every ``every_steps`` steps (0: never on its own) and, when ``seeder
-verify`` asks for a stop at this step, saves and exits with status 0. ``ckpt.steps`` counts
+``step()`` saves every ``every_steps`` steps (0: never on its own) and tells the tools of the
+run (:data:`seeder._hooks.STEP`): ``seeder verify``'s hook records the step and, at the stop
+it asks for, saves through the checkpoint and ends the run (status 0). ``ckpt.steps`` counts
 the optimizer steps of the run, those before the checkpoint included: after ``resume()`` it
 is the step the checkpoint was saved at, where an iteration-based loop (no epochs) goes on::
 
@@ -49,19 +50,14 @@ save; a later save removes the temporary file of a write that was killed); under
 rank 0 writes. ``resume(True)`` reads the whole file and checks every part against the
 objects, values and seeder before loading any (``FileNotFoundError`` if it is
 missing, one ``seeder.StateError`` naming the file and what is wrong otherwise, and nothing
-changed), ``resume(False)`` does nothing, ``resume()`` loads only in a run that ``seeder
-verify`` resumes. Loading uses ``torch.load(weights_only=True)``.
+changed), ``resume(False)`` does nothing, ``resume()`` loads only when a tool that started the
+run asks for a resume (:data:`seeder._hooks.RESUME`: ``seeder verify``'s resumed runs). Loading
+uses ``torch.load(weights_only=True)``.
 
-Reading the file is :func:`read_checkpoint`: every way a file can be unreadable (missing, a
-directory, empty, truncated, not a checkpoint) becomes one error that names the file and what is
-wrong. :func:`check_checkpoint` checks every part before anything loads: each object's class
-(an optimizer saved as ``Adam`` is refused by an ``SGD``), a module's keys, shapes and dtypes
-against its own state (:func:`check_model_state`), an optimizer's parameter groups and, for
-torch's optimizers, the shapes of their per-parameter state (:func:`check_optimizer_state`), the
-tensors (dtypes, shapes) and kinds of value in other objects' states, the values' kinds, an object
-or value missing or extra, the step's type, and the seeder part with seeder's own validation,
-which applies nothing. The objects then load in order, each from a copy of its state taken just
-before, so a ``load_state_dict`` that raises half-way puts back those loaded before it.
+Reading the file back and checking every part before anything loads is
+:mod:`seeder._checkpoint_checks` (:func:`read_checkpoint`, :func:`check_checkpoint`). The objects
+then load in order, each from a copy of its state taken just before, so a ``load_state_dict`` that
+raises half-way puts back those loaded before it.
 
 Example:
     >>> import os, tempfile, torch, seeder
@@ -90,45 +86,36 @@ from typing import Any, Optional, Union
 
 import torch
 
+from seeder import _hooks as hooks
 from seeder._atomic import write_atomic
-from seeder._checks import check_int, is_bool, is_int
-from seeder._errors import SeederWarning, StateError
-from seeder._run import steps as stepwatch
-from seeder._run.where import caller_variables
+from seeder._checkpoint_checks import (
+    FORMAT,
+    LEGACY_NAMES,
+    VERSION,
+    check_checkpoint,
+    class_name,
+    read_checkpoint,
+)
+from seeder._checks import check_int, is_bool
+from seeder._errors import SeederWarning
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.distributed import process_group_active
 from seeder._state.rollback import interrupts_deferred
 
-__all__ = [
-    "Checkpoint",
-    "REQUIRED_KEYS",
-    "RESERVED",
-    "FORMAT",
-    "VERSION",
-    "read_checkpoint",
-    "check_checkpoint",
-    "check_model_state",
-    "check_optimizer_state",
-]
+__all__ = ["Checkpoint", "RESERVED"]
 
 logger = logging.getLogger("seeder")
 
 
 #: Names a named object cannot take: the file's own keys.
 RESERVED = frozenset({"objects", "values", "seeder", "step", "format", "version"})
-#: The objects of a file written before named objects, in their order (``None``: not saved).
-_LEGACY_NAMES = ("model", "optimizer", "scheduler")
 
 _ABSENT: Any = object()
 
 
 def _stateful(obj: Any) -> bool:
     return hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")
-
-
-def _class_name(obj: Any) -> str:
-    return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
 def _check_value(value: Any, where: str, depth: int = 0) -> None:
@@ -147,7 +134,7 @@ def _check_value(value: Any, where: str, depth: int = 0) -> None:
             _check_value(item, f"{where}[{key!r}]", depth + 1)
         return
     raise TypeError(
-        f"{where} is a {_class_name(value)}: a checkpoint's values are tensors, numbers, strings, "
+        f"{where} is a {class_name(value)}: a checkpoint's values are tensors, numbers, strings, "
         "None and lists, tuples or dicts of them (what torch.load(weights_only=True) reads back); "
         "convert it (a NumPy array: torch.from_numpy), or pass an object with "
         "state_dict()/load_state_dict() as a keyword of seeder.Checkpoint"
@@ -218,7 +205,7 @@ class Checkpoint:
                     "the object another name"
                 )
             if obj is not None and not _stateful(obj):
-                what = "a torch " + name if name in _LEGACY_NAMES else "a model, optimizer, EMA"
+                what = "a torch " + name if name in LEGACY_NAMES else "a model, optimizer, EMA"
                 raise TypeError(
                     f"{name} must have state_dict()/load_state_dict() ({what}), got "
                     f"{type(obj).__name__} {obj!r:.80}; tensors and plain values go in "
@@ -244,7 +231,7 @@ class Checkpoint:
         self.every_steps = check_int(every_steps, "every_steps", low=0)
         self.seeder = resolve_seeder(seeder)
         self.steps = 0  # optimizer steps of the run, restored ones included (public: see above)
-        stepwatch.checkpoint_counts()  # under seeder verify, step() is the step
+        hooks.emit(hooks.CHECKPOINT, checkpoint=self)  # for a tool, step() is the step
 
     @property
     def objects(self) -> Mapping[str, Any]:
@@ -326,7 +313,7 @@ class Checkpoint:
         state: dict[str, Any] = {
             "format": FORMAT,
             "version": VERSION,
-            "objects": {name: _class_name(obj) for name, obj in self._objects.items()},
+            "objects": {name: class_name(obj) for name, obj in self._objects.items()},
         }
         for name, obj in self._objects.items():
             state[name] = obj.state_dict()
@@ -336,8 +323,8 @@ class Checkpoint:
         write_atomic(self.path, buf.getvalue())
 
     def resume(self, enabled: Optional[bool] = None) -> int:
-        """Load the file (``enabled=None``: only when ``seeder verify`` resumes this run); return
-        the epoch to start at.
+        """Load the file (``enabled=None``: only when a tool that started the run asks, as
+        ``seeder verify`` does in the runs it resumes); return the epoch to start at.
 
         The whole file is read and every part checked against the objects, the values and the
         seeder before any of them loads: a refused file changes nothing. The objects then load in
@@ -349,8 +336,8 @@ class Checkpoint:
         from here: the checkpoint's.
 
         Args:
-            enabled: ``True`` loads the file, ``False`` does nothing, ``None`` loads it only in a
-                run that ``seeder verify`` resumes.
+            enabled: ``True`` loads the file, ``False`` does nothing, ``None`` loads it only when
+                a tool asks (:data:`seeder._hooks.RESUME`; never in a plain run).
 
         Returns:
             The epoch to start at: the epoch of the last ``reseed(1, epoch)`` saved, else 0.
@@ -371,10 +358,11 @@ class Checkpoint:
             (2, 0.5, 0)
         """
         if enabled is None:
-            enabled = stepwatch.resume_requested()
+            enabled = bool(hooks.ask(hooks.RESUME))
         elif not is_bool(enabled):
             raise TypeError(
-                f"resume() takes True, False or None (resume when seeder verify asks), "
+                f"resume() takes True, False or None (resume when a tool such as seeder verify "
+                f"asks), "
                 f"got {type(enabled).__name__} {enabled!r}"
             )
         if not enabled:
@@ -399,7 +387,7 @@ class Checkpoint:
             self.values.clear()
             self.values.update(values)
             self.steps = steps
-        stepwatch.mark("resumed", self.steps)
+        hooks.emit(hooks.RESUMED, step=self.steps)
         last = self.seeder.last_reseed
         logger.info("resumed from %s after step %d", self.path, self.steps)
         theirs = self.seeder.get_master_seed()
@@ -417,11 +405,9 @@ class Checkpoint:
     def step(self) -> None:
         """Count an optimizer step: call it after each one.
 
-        Saves every ``every_steps`` steps. When ``seeder verify`` asks for a stop at this step, it
-        saves and exits with status 0.
-
-        Raises:
-            SystemExit: ``seeder verify``'s stop, after the save.
+        Saves every ``every_steps`` steps. The tools that started the run hear of the step
+        (:data:`seeder._hooks.STEP`, with :meth:`save`): ``seeder verify``'s hook records it and,
+        at the stop it asks for, saves and ends the run with status 0.
 
         Example:
             >>> import os, tempfile, torch, seeder
@@ -434,373 +420,9 @@ class Checkpoint:
             (True, 2)
         """
         self.steps += 1
-        if stepwatch.steps_done() is not None:  # under seeder verify: record the step's state
-            stepwatch.checkpoint_step(_in_reach(self, caller_variables()))
-        if stepwatch.should_stop():
-            self.save()
-            stepwatch.mark("stopped")
-            logger.info(
-                "stopped after step %d for seeder verify; checkpoint %s", self.steps, self.path
-            )
-            raise SystemExit(0)
+        hooks.emit(hooks.STEP, seeder=self.seeder, checkpoint=self, save=self.save, end=None)
         if self.every_steps and self.steps % self.every_steps == 0:
             self.save()
-
-
-def _in_reach(ckpt: Checkpoint, names: dict[str, Any]) -> dict[str, Any]:
-    """What ``seeder verify`` compares after a step: the objects of the caller's variables, the
-    checkpoint's named objects and its tensor and number values (:mod:`seeder._run.objects`)."""
-    from seeder._run.objects import objects_in
-
-    own = {f"checkpoint {name}": obj for name, obj in ckpt.objects.items()}
-    values = {
-        f"checkpoint values[{k!r}]": v
-        for k, v in ckpt.values.items()
-        if isinstance(v, (torch.Tensor, int, float))
-    }
-    return {**objects_in({**names, **own}), **values}
-
-
-#: The keys every checkpoint file ``seeder.Checkpoint.save`` writes has, besides its objects'.
-REQUIRED_KEYS = frozenset({"seeder", "step"})
-#: ``format`` and ``version`` of the files ``seeder.Checkpoint.save`` writes (a file without them
-#: holds ``model``, ``optimizer`` and ``scheduler``, ``None`` for one not saved).
-FORMAT, VERSION = "seeder.checkpoint", 2
-_FIX = "resume from an earlier checkpoint, or start without resuming"
-
-
-def read_checkpoint(path: str) -> dict[str, Any]:
-    """The dict in the checkpoint file ``path`` (``torch.load(weights_only=True)`` on the CPU).
-
-    Args:
-        path: the file ``seeder.Checkpoint.save`` wrote.
-
-    Returns:
-        The dict: :data:`REQUIRED_KEYS`, ``objects`` (each name's class), each object's state by
-        its name and ``values``; or, from a file without ``objects``, ``model``, ``optimizer`` and
-        ``scheduler``.
-
-    Raises:
-        FileNotFoundError: there is no file at ``path``.
-        IsADirectoryError: ``path`` is a directory.
-        StateError: the file is empty, truncated, or not a checkpoint ``seeder.Checkpoint`` wrote.
-    """
-    if os.path.isdir(path):
-        raise IsADirectoryError(
-            f"{path} is a directory, not a checkpoint file; pass the file's path"
-        )
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"no checkpoint at {path} to resume from; run without resuming first"
-        )
-    if os.path.getsize(path) == 0:
-        raise StateError(
-            f"the checkpoint {path} is empty (0 bytes), so it was not written by seeder.Checkpoint "
-            f"(which renames only whole files into place); {_FIX}"
-        )
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        # torch raises EOFError, RuntimeError, OSError or UnpicklingError by the damage
-        raise StateError(
-            f"the checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); it is truncated, "
-            f"damaged or not a torch.save file; {_FIX}"
-        ) from exc
-    if not isinstance(state, dict):
-        raise StateError(
-            f"the checkpoint {path} holds a {type(state).__name__}, not the dict seeder.Checkpoint "
-            f"writes; {_FIX}"
-        )
-    named = state.get("objects")
-    if "objects" in state and not (
-        isinstance(named, dict)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in named.items())
-    ):
-        raise StateError(
-            f"the checkpoint {path}: 'objects' must map names to class names, got {named!r:.80}; "
-            f"{_FIX}"
-        )
-    need = REQUIRED_KEYS | (set(named) | {"values"} if named is not None else set(_LEGACY_NAMES))
-    missing = sorted(need - set(state))
-    if missing:
-        raise StateError(
-            f"the checkpoint {path} has no {', '.join(repr(k) for k in missing)} (it has "
-            f"{sorted(map(str, state))}), so seeder.Checkpoint did not write it; {_FIX}"
-        )
-    if named is not None and not isinstance(state["values"], dict):
-        raise StateError(
-            f"the checkpoint {path}: 'values' is a {type(state['values']).__name__}, not a dict; "
-            f"{_FIX}"
-        )
-    return state
-
-
-def _saved_objects(state: dict[str, Any]) -> dict[str, tuple[Optional[str], Any]]:
-    """``{name: (class name or None, state)}`` of a :func:`read_checkpoint` dict's objects."""
-    named = state.get("objects")
-    if named is None:  # a file without names: model, optimizer, scheduler (None: not saved)
-        return {n: (None, state[n]) for n in _LEGACY_NAMES if state[n] is not None}
-    return {n: (cls, state[n]) for n, cls in named.items()}
-
-
-def _shape(t: torch.Tensor) -> str:
-    return "(" + ", ".join(str(d) for d in t.shape) + ("," if t.dim() == 1 else "") + ")"
-
-
-def check_model_state(saved: Any, model: torch.nn.Module, path: str, name: str = "model") -> None:
-    """Raise :class:`StateError` unless ``saved`` has ``model.state_dict()``'s keys, shapes, dtypes.
-
-    Args:
-        saved: the checkpoint's part for the module.
-        model: the module it loads into.
-        path: the file, for the messages.
-        name: the module's name in the checkpoint, for the messages.
-
-    Raises:
-        StateError: a key is missing or unexpected, or a tensor's shape or dtype differs.
-
-    Example:
-        >>> net = torch.nn.Linear(2, 1)
-        >>> bad = {"weight": torch.zeros(1, 3), "bias": torch.zeros(1)}
-        >>> check_model_state(bad, net, "ckpt.pt")  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        seeder.StateError: ckpt.pt: the model's 'weight' has shape (1, 3) in the ...
-    """
-    fix = f"build the {name} as the run that saved it did"
-    if not isinstance(saved, Mapping):
-        raise StateError(f"{path}: the {name} part is a {type(saved).__name__}, not a state dict")
-    own = model.state_dict()
-    missing, extra = sorted(set(own) - set(saved)), sorted(set(saved) - set(own))
-    if missing or extra:
-        raise StateError(
-            f"{path}: the {name}'s keys differ: missing {missing[:5]}, unexpected {extra[:5]}; "
-            f"{fix}"
-        )
-    for key, mine in own.items():
-        if not isinstance(mine, torch.Tensor):
-            continue
-        theirs = saved[key]
-        if not isinstance(theirs, torch.Tensor):
-            raise StateError(
-                f"{path}: the {name}'s {key!r} is a {type(theirs).__name__} in the checkpoint, "
-                "not a tensor"
-            )
-        if theirs.shape != mine.shape:
-            raise StateError(
-                f"{path}: the {name}'s {key!r} has shape {_shape(theirs)} in the checkpoint but "
-                f"{_shape(mine)} in the {name}; {fix}"
-            )
-        if theirs.dtype != mine.dtype:
-            raise StateError(
-                f"{path}: the {name}'s {key!r} is {theirs.dtype} in the checkpoint but "
-                f"{mine.dtype} in the {name}; convert it ({name}.to(dtype)) as the run that "
-                "saved it did"
-            )
-
-
-def _params(optimizer: torch.optim.Optimizer) -> list[list[torch.Tensor]]:
-    return [list(group["params"]) for group in optimizer.param_groups]
-
-
-def check_optimizer_state(
-    saved: Any, optimizer: torch.optim.Optimizer, path: str, name: str = "optimizer"
-) -> None:
-    """Raise :class:`StateError` unless ``saved`` fits ``optimizer``: its parameter groups and their
-    sizes, and for torch's optimizers (LBFGS aside) each parameter's state tensors of its shape.
-
-    Args:
-        saved: the checkpoint's part for the optimizer.
-        optimizer: the optimizer it loads into.
-        path: the file, for the messages.
-        name: the optimizer's name in the checkpoint, for the messages.
-
-    Raises:
-        StateError: what does not fit, named.
-    """
-    fix = f"build the {name} over the same parameters as the run that saved it"
-    if not (
-        isinstance(saved, Mapping)
-        and isinstance(saved.get("param_groups"), list)
-        and isinstance(saved.get("state"), Mapping)
-    ):
-        raise StateError(
-            f"{path}: the {name} part is not an optimizer state dict (state and param_groups)"
-        )
-    groups, theirs = _params(optimizer), saved["param_groups"]
-    if len(theirs) != len(groups):
-        raise StateError(
-            f"{path}: the {name} has {len(theirs)} parameter group(s) in the checkpoint but "
-            f"{len(groups)} here; {fix}"
-        )
-    ids: dict[Any, torch.Tensor] = {}
-    for i, (group, mine) in enumerate(zip(theirs, groups)):
-        if not (isinstance(group, Mapping) and isinstance(group.get("params"), list)):
-            raise StateError(f"{path}: the {name}'s parameter group {i} has no list of params")
-        if len(group["params"]) != len(mine):
-            raise StateError(
-                f"{path}: the {name}'s parameter group {i} has {len(group['params'])} "
-                f"parameters in the checkpoint but {len(mine)} here; {fix}"
-            )
-        ids.update(zip(group["params"], mine))
-    shaped = type(optimizer).__module__.startswith("torch.optim") and not isinstance(
-        optimizer, torch.optim.LBFGS
-    )
-    for pid, entry in saved["state"].items():
-        if pid not in ids:
-            raise StateError(
-                f"{path}: the {name}'s state names parameter {pid!r}, which no parameter "
-                "group holds"
-            )
-        if not (shaped and isinstance(entry, Mapping)):
-            continue
-        param = ids[pid]
-        for key, value in entry.items():
-            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
-                raise StateError(
-                    f"{path}: the {name}'s {key!r} of parameter {pid!r} has shape "
-                    f"{_shape(value)} but the parameter has {_shape(param)}; {fix}"
-                )
-
-
-def _check_like(
-    saved: Any, own: Any, where: str, path: str, shapes: bool = False, depth: int = 0
-) -> None:
-    """Raise :class:`StateError` unless ``saved`` is of ``own``'s kind: a tensor of its dtype and
-    number of dimensions (``shapes``: of its shape, and lists of tensors of its length), a number,
-    a string, a container of the same type whose common entries are alike (``own`` ``None``:
-    anything)."""
-    fix = "resume with the script (and arguments) that saved it"
-    if own is None or depth > 32:
-        return
-    if isinstance(own, torch.Tensor):
-        if not isinstance(saved, torch.Tensor):
-            raise StateError(
-                f"{path}: {where} is a {type(saved).__name__} in the checkpoint, a tensor here; "
-                f"{fix}"
-            )
-        if (
-            saved.dtype != own.dtype
-            or saved.dim() != own.dim()
-            or (shapes and saved.shape != own.shape)
-        ):
-            raise StateError(
-                f"{path}: {where} is a {saved.dtype} tensor of shape {_shape(saved)} in the "
-                f"checkpoint, a {own.dtype} tensor of shape {_shape(own)} here; {fix}"
-            )
-        return
-    if isinstance(own, bool) or isinstance(saved, bool):
-        ok = isinstance(own, bool) and isinstance(saved, bool)
-    elif isinstance(own, (int, float)):
-        ok = isinstance(saved, (int, float)) and (isinstance(own, float) or isinstance(saved, int))
-    elif isinstance(own, Mapping):
-        ok = isinstance(saved, Mapping)
-    elif isinstance(own, (list, tuple)):
-        ok = isinstance(saved, (list, tuple)) and isinstance(saved, tuple) == isinstance(own, tuple)
-    else:
-        ok = isinstance(saved, type(own))
-    if not ok:
-        raise StateError(
-            f"{path}: {where} is a {type(saved).__name__} in the checkpoint, a "
-            f"{type(own).__name__} here; {fix}"
-        )
-    if isinstance(own, Mapping):
-        for key in own:
-            if key in saved:
-                _check_like(saved[key], own[key], f"{where}[{key!r}]", path, shapes, depth + 1)
-    elif isinstance(own, (list, tuple)):
-        if len(own) == len(saved):
-            for i, (a, b) in enumerate(zip(saved, own)):
-                _check_like(a, b, f"{where}[{i}]", path, shapes, depth + 1)
-        elif shapes and any(isinstance(x, torch.Tensor) for x in (*own, *saved)):
-            raise StateError(
-                f"{path}: {where} holds {len(saved)} entries in the checkpoint, {len(own)} here; "
-                f"{fix}"
-            )
-
-
-def _check_object(saved: Any, cls: Optional[str], obj: Any, name: str, path: str) -> None:
-    """Raise :class:`StateError` unless ``saved`` (of an object of class ``cls``) fits ``obj``."""
-    # a module is checked by its keys, shapes and dtypes (a subclass or wrapper of it may load it)
-    module = isinstance(obj, torch.nn.Module)
-    if cls is not None and not module and not cls.endswith("." + type(obj).__qualname__):
-        raise StateError(
-            f"{path}: {name!r} was saved from a {cls}, this run's {name} is a {_class_name(obj)}: "
-            f"its state does not fit; build the {name} as the run that saved it did, or start "
-            "without resuming"
-        )
-    if module:
-        check_model_state(saved, obj, path, name)
-    elif isinstance(obj, torch.optim.Optimizer):
-        check_optimizer_state(saved, obj, path, name)
-    else:
-        own = obj.state_dict()
-        if isinstance(own, Mapping) and not isinstance(saved, Mapping):
-            raise StateError(
-                f"{path}: the {name} part is a {type(saved).__name__}, not a state dict"
-            )
-        _check_like(saved, own, f"the {name}'s state", path, shapes=True)
-
-
-def check_checkpoint(
-    state: dict[str, Any],
-    path: str,
-    objects: Mapping[str, Any],
-    values: Mapping[str, Any],
-    seeder: Seeder,
-) -> int:
-    """Check every part of a :func:`read_checkpoint` dict before anything loads; return its step.
-
-    Args:
-        state: the file's dict.
-        path: the file, for the messages.
-        objects: the objects the parts load into, by name.
-        values: the values of this run (their fresh values), by name.
-        seeder: the :class:`seeder.Seeder` whose ``check_state_dict`` checks the seeder part.
-
-    Returns:
-        The optimizer steps the file was saved after.
-
-    Raises:
-        StateError: a part does not fit, is missing or has no object here; nothing was changed.
-    """
-    step = state["step"]
-    if not is_int(step) or step < 0:
-        raise StateError(
-            f"{path}: 'step' must be a non-negative int, got {type(step).__name__} {step!r}"
-        )
-    saved = _saved_objects(state)
-    for name in objects:
-        if name not in saved:
-            raise StateError(
-                f"{path} holds no {name} state, but this run has a {name}: its state would start "
-                f"fresh; resume with a checkpoint saved with the {name}, or build the Checkpoint "
-                f"without {name}="
-            )
-    for name in saved:
-        if name not in objects:
-            raise StateError(
-                f"{path} holds the state of {name!r} ({saved[name][0] or 'an object'}), which "
-                f"this Checkpoint has no object for: it would not be loaded; pass {name}=... to "
-                "seeder.Checkpoint as the run that saved it did"
-            )
-    for name, obj in objects.items():
-        _check_object(saved[name][1], saved[name][0], obj, name, path)
-    theirs = state.get("values", {})
-    if set(theirs) != set(values):
-        missing, extra = sorted(set(values) - set(theirs)), sorted(set(theirs) - set(values))
-        raise StateError(
-            f"{path}: the values differ: missing {missing} (they would start fresh), not given "
-            f"here {extra} (they would not be read back); pass values= with the names of the run "
-            "that saved it"
-        )
-    for key, own in values.items():
-        _check_like(theirs[key], own, f"values[{key!r}]", path)
-    try:
-        seeder.check_state_dict(state["seeder"])
-    except StateError as exc:
-        raise StateError(f"{path}: the seeder part: {exc}") from None
-    return int(step)
 
 
 def _put_back(undo: list[tuple[Any, Any]], path: str) -> None:

@@ -81,7 +81,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         description="Start COMMAND with SEEDER_SEED, PYTHONHASHSEED (derived from the master seed) "
         "and CUBLAS_WORKSPACE_CONFIG set before its interpreter starts. Signals are "
         "passed on to it and its exit code is returned (128+N if it died of signal N; "
-        "127 if it was not found). Works with torchrun as COMMAND.",
+        "127 if it was not found). Works with torchrun as COMMAND. With $SEEDER_SNAPSHOT_DIR set, "
+        "rank 0's seeder.init writes an environment snapshot there.",
         epilog="example: seeder run --seed 42 --deterministic -- torchrun --nproc-per-node 8 "
         "train.py",
     )
@@ -121,6 +122,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
         command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
         env = launch_environment(args.seed, deterministic=args.deterministic)
+        if env.get("SEEDER_SNAPSHOT_DIR"):  # rank 0's init takes it: the tools' hook
+            from seeder._run.bootstrap import run_environment
+
+            env = run_environment(env)
         exports = [(k, env[k]) for k in LAUNCH_VARIABLES if k in env]
         if args.print_env:
             if command:

@@ -32,6 +32,19 @@ def _clean_seeder_env(monkeypatch):
 
 
 @pytest.fixture
+def tool_hooks():
+    """The callbacks seeder verify and seeder locate install in the runs they start
+    (``seeder._run.bootstrap``), installed in this process; each acts only where its variable
+    (``$SEEDER_STEPS``, ``$SEEDER_TRACE``) is set, as in those runs."""
+    from seeder._run import bootstrap
+
+    bootstrap.uninstall()
+    bootstrap.install({"SEEDER_STEPS": "1", "SEEDER_TRACE": "1"})
+    yield
+    bootstrap.uninstall()
+
+
+@pytest.fixture
 def fresh_default():
     """The module-level default seeder, reset before and after the test."""
     import seeder

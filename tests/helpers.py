@@ -66,7 +66,24 @@ def child_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
         env.pop(var, None)
     if extra:
         env.update(extra)
-    return env
+    return with_tools(env)
+
+
+#: The variables through which seeder verify and seeder locate drive a run.
+TOOL_VARIABLES = ("SEEDER_STEPS", "SEEDER_TRACE", "SEEDER_LOCATE")
+
+
+def with_tools(env: dict[str, str]) -> dict[str, str]:
+    """``env`` as the tools give it to the runs they start, where it names one of their variables
+    (a test that drives a run as ``seeder verify`` does): ``seeder._run.bootstrap.SITE_DIR`` first
+    on ``PYTHONPATH``, then this checkout. ``env`` itself otherwise."""
+    if not any(env.get(v) for v in TOOL_VARIABLES):
+        return env
+    from seeder._run.bootstrap import run_environment
+
+    rest = env.get("PYTHONPATH") or os.environ.get("PYTHONPATH", "")
+    paths = [str(REPO_ROOT), *(p for p in rest.split(os.pathsep) if p and p != str(REPO_ROOT))]
+    return run_environment({**env, "PYTHONPATH": os.pathsep.join(paths)})
 
 
 def sigint_as_in_a_terminal() -> None:
@@ -442,7 +459,7 @@ class ForkServer:
             "stdout": str(out),
             "stderr": str(err),
             "cwd": str(cwd or REPO_ROOT),
-            "env": dict(env or {}),
+            "env": with_tools(dict(env or {})),
         }
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()

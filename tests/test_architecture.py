@@ -8,10 +8,12 @@ belongs to another change, and ``test_known_exceptions_are_still_needed`` fails 
 """
 
 import ast
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import REPO_ROOT, run_python
 
 from seeder._internals import INTERNALS
 
@@ -23,10 +25,14 @@ MAX_CLASS_LINES = 400  # and a class several responsibilities
 # Layers from the bottom up (docs/layout.md, "Import order"): a module may import its own layer or a
 # lower one. A module's layer is that of the longest dotted prefix listed here.
 LAYERS = {
+    # the core: seeding, state, data, checkpoint, integrations, the package
     "_errors": 0,
     "_checks": 0,
     "_internals": 0,
     "_atomic": 0,
+    "_safefile": 0,
+    "_hooks": 0,
+    "_digest": 0,
     "_seeding.derive": 0,
     "_seeding.seedseq": 0,
     "_seeding.announce": 0,
@@ -34,31 +40,45 @@ LAYERS = {
     "_seeding.rngs": 1,
     "_seeding.rngs_torch": 1,
     "_seeding.distributed": 1,
-    "_run.draws": 1,
-    "_run.digest": 1,
-    "_run.fingerprint": 1,
-    "_run.where": 1,
-    "_run.modules": 1,
-    "env": 1,
+    "_seeding.determinism": 1,
     "_seeding.participant": 2,
     "_seeding.registry": 2,
     "_seeding.foreign": 2,
     "_seeding.bound": 2,
     "_state": 2,
-    "_run": 2,
-    "verify": 2,
     "_seeding.core": 3,
     "_seeding.default": 3,
     "_checkpoint": 4,
+    "_checkpoint_checks": 4,
     "data": 4,
     "integrations": 5,
-    "_cli": 6,
     "__init__": 6,
-    "__main__": 6,
     "pyt": 6,
+    # the tools: they stand on the core, which never imports them (TOOLS)
+    "_run.variables": 7,
+    "_run.draws": 7,
+    "_run.fingerprint": 7,
+    "_run.where": 7,
+    "_run.modules": 7,
+    "env": 7,
+    "_run": 8,
+    "verify": 8,
+    "_cli": 9,
+    "__main__": 9,
 }
+#: The tools: the run hooks, ``seeder verify`` / ``compare`` / ``locate``, snapshots and their
+#: diff, the command line. No core module imports one, at the top, in a function or by string;
+#: they install their callbacks at the core's hook point (``seeder._hooks``) in the runs they start.
+TOOLS = ("_run", "verify", "env", "_cli", "__main__")
 #: What the tools (``env``, ``verify``) never import: they need no Seeder, state or data path.
-NOT_FOR_TOOLS = ("_seeding.core", "_seeding.default", "_state", "data", "_checkpoint")
+NOT_FOR_TOOLS = (
+    "_seeding.core",
+    "_seeding.default",
+    "_state",
+    "data",
+    "_checkpoint",
+    "_checkpoint_checks",
+)
 
 # Private names of other libraries that seeder may read: exactly those listed (and checked) in
 # seeder/_internals.py, plus sys._getframe: seeder._seeding.foreign names the user's line that
@@ -304,6 +324,10 @@ def check_private_attributes(
     return bad
 
 
+def is_tool(name: str) -> bool:
+    return name.split(".")[0] in TOOLS
+
+
 def check_one_way(path: Path, pkg: Path = PKG) -> list[str]:
     here = module_name(path, pkg)
     mine = here.split(".")[0]
@@ -312,14 +336,31 @@ def check_one_way(path: Path, pkg: Path = PKG) -> list[str]:
         theirs = target.split(".")[0]
         if target == here or (theirs == mine and _prefix(target, LAYERS) == _prefix(here, LAYERS)):
             continue
-        if (
+        if is_tool(target) and not is_tool(here):
+            bad.append(
+                f"line {line}: imports seeder.{target}, a tool (the core emits seeder._hooks)"
+            )
+        elif (
             (theirs == "integrations" and mine != "integrations")
             or layer(target) > layer(here)
-            or {mine, theirs} == {"data", "env"}
             or (mine in ("env", "verify") and _prefix(target, {k: 0 for k in NOT_FOR_TOOLS}))
         ):
             bad.append(f"line {line}: imports seeder.{target}")
+    if not is_tool(here):
+        bad += [f"line {line}: names seeder.{name}, a tool" for name, line in tool_names(path, pkg)]
     return bad
+
+
+def tool_names(path: Path, pkg: Path = PKG) -> Iterator[tuple[str, int]]:
+    """(tool module, line) for each string that is exactly a tool module's dotted path
+    (``"seeder.verify._runner"``), whatever reads it (``import_module``, ``__import__``,
+    ``find_spec``, a table)."""
+    root = pkg.name
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value[len(root) + 1 :] if node.value.startswith(root + ".") else ""
+            if name and is_tool(name) and _is_module(pkg, name):
+                yield name, node.lineno
 
 
 def check_exports(path: Path, pkg: Path = PKG) -> list[str]:
@@ -583,6 +624,12 @@ BAD = {
     "default_seeder()\n",
     "data/_audit.py": "import gc\nimport sys\n\n\ndef caller():\n    return "
     "sys._getframe(1).f_locals, gc.get_referrers(caller)\n",
+    "_run/__init__.py": "",
+    "_run/steps.py": "from .._seeding import core\n",
+    "verify/__init__.py": "",
+    "_state/pending.py": "def watch():\n    from .._run import steps\n    return steps\n",
+    "data/_workers.py": "import sys\n\nTOOL = 'seeder.verify'\n\n\ndef f():\n    return "
+    "sys.modules.get(TOOL)\n",
 }
 EXPECTED = {  # rule -> (bad module, a word of the problem it must report)
     "size": ("_seeding.derive", "lines"),
@@ -634,6 +681,14 @@ def test_the_checks_see_upward_string_and_same_named_imports(bad_package):
     assert one_way["_state/plan.py"] == []  # under TYPE_CHECKING: for annotations only
     assert "line 2: imports seeder.data.dali" in one_way["_seeding/participant.py"]
     assert one_way["data/_loader.py"] == []  # the core is below data
+    # the core never imports a tool: in a function, or through a string whatever reads it
+    assert problems("one_way", bad_package / "_state" / "pending.py", bad_package) == [
+        "line 2: imports seeder._run.steps, a tool (the core emits seeder._hooks)"
+    ]
+    assert problems("one_way", bad_package / "data" / "_workers.py", bad_package) == [
+        "line 3: names seeder.verify, a tool"
+    ]
+    assert problems("one_way", bad_package / "_run" / "steps.py", bad_package) == []  # tools: up
     assert problems("private_imports", bad_package / "_seeding" / "rngs.py", bad_package) == [
         "line 5: derive._hidden (seeder._seeding.derive)"
     ]
@@ -648,3 +703,50 @@ def test_the_checks_see_upward_string_and_same_named_imports(bad_package):
         > layer("_seeding.rngs")
         > layer("_seeding.derive")
     )
+
+
+PLAIN_RUN = """
+import os, sys, tempfile, torch, seeder
+seeder.init(1)
+seeder.reseed(1, 0)
+model = torch.nn.Linear(2, 1)
+loader = seeder.DataLoader(torch.arange(8.0), batch_size=2, shuffle=True, num_workers=NUM_WORKERS)
+for batch in loader:
+    model(batch.unsqueeze(1).repeat(1, 2)).sum().backward()
+ckpt = seeder.Checkpoint(os.path.join(tempfile.mkdtemp(), "last.pt"), model=model)
+ckpt.step()
+ckpt.save()
+ckpt.resume()
+ckpt.resume(True)
+print(sorted(m for m in sys.modules if m.split(".")[:2] in TOOLS))
+"""
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_plain_run_loads_no_tool(num_workers):
+    """``init``, ``reseed``, a loader's pass, a checkpoint's step, save and resume: no module of
+    ``seeder.verify``, ``seeder.env`` or ``seeder._run`` is imported (a fresh interpreter)."""
+    tools = [["seeder", "verify"], ["seeder", "env"], ["seeder", "_run"]]
+    code = PLAIN_RUN.replace("NUM_WORKERS", str(num_workers)).replace("TOOLS", repr(tools))
+    assert run_python(["-c", code]).stdout.split("\n")[-2] == "[]"
+
+
+def test_the_tools_hooks_are_installed_in_the_runs_they_start(tmp_path):
+    """A run started with the tools' ``sitecustomize`` first on ``PYTHONPATH`` (what verify and
+    locate give their runs) has their callbacks; the next ``sitecustomize`` on the path still
+    runs."""
+    from seeder._run.bootstrap import run_environment
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['OTHER_SITE'] = '1'\n")
+    steps = tmp_path / "steps.jsonl"
+    code = (
+        "import os, seeder; from seeder import _hooks; seeder.init(1); "
+        "print(os.environ.get('OTHER_SITE'), _hooks.listening(_hooks.STEP))"
+    )
+    env = run_environment({"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other}"})
+    out = run_python(["-c", code], env={**env, "SEEDER_STEPS": str(steps)}).stdout
+    assert out.split() == ["1", "True"] and '"seeder_run":"init"' in steps.read_text()
+    plain = run_python(["-c", code], env={"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other}"})
+    assert plain.stdout.split() == ["1", "False"]

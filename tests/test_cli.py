@@ -21,7 +21,7 @@ from helpers import REPO_ROOT, child_env, free_port, json_lines, run_python
 
 from seeder import _cli as cli
 from seeder._seeding import derive
-from seeder.env._determinism import python_hash_seed
+from seeder._seeding.determinism import python_hash_seed
 
 CHILD = str(REPO_ROOT / "tests" / "scripts" / "env_child.py")
 LAUNCHER = [sys.executable, "-m", "seeder", "run"]

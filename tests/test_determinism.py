@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import os
+import sys
 import warnings
 
 import pytest
 import torch
-from helpers import REPO_ROOT, run_python
+from helpers import run_python
 
 import seeder
 from seeder import Seeder, SeederWarning
 from seeder._seeding.derive import Domain, derive_seed, numpy_seed
-from seeder.env._determinism import CUBLAS_WORKSPACE_DEFAULT, enforce_determinism, python_hash_seed
+from seeder._seeding.determinism import (
+    CUBLAS_WORKSPACE_DEFAULT,
+    enforce_determinism,
+    python_hash_seed,
+)
 
 _VARS = (
     "CUBLAS_WORKSPACE_CONFIG",
@@ -185,23 +189,6 @@ def test_cublas_setting_before_and_after_cuda_starts():
 # snapshot_dir=)
 
 
-def test_core_imports_determinism_and_environment_lazily():
-    tree = ast.parse((REPO_ROOT / "seeder" / "_seeding" / "core.py").read_text())
-    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    names = {(n.module or "") for n in top if isinstance(n, ast.ImportFrom)} | {
-        a.name for n in top if isinstance(n, ast.Import) for a in n.names
-    }
-    names |= {
-        f"{n.module or ''}.{a.name}".strip(".")
-        for n in top
-        if isinstance(n, ast.ImportFrom)
-        for a in n.names
-    }
-    assert names and not {
-        m for m in names if m.split(".")[0] == "env" or m.startswith("seeder.env")
-    }
-
-
 def test_init_deterministic_argument_and_variable(clean):
     Seeder().init(1)
     assert not torch.are_deterministic_algorithms_enabled()
@@ -222,7 +209,7 @@ def test_init_deterministic_argument_and_variable(clean):
         ({"deterministic": "yes"}, {}, TypeError),
         ({}, {"SEEDER_DETERMINISTIC": "maybe"}, ValueError),
         ({"snapshot_dir": 5}, {}, TypeError),
-        ({"snapshot_dir": ""}, {}, ValueError),
+        ({"snapshot_dir": "snap"}, {}, TypeError),  # init takes no snapshot: the error says how
     ],
 )
 def test_init_bad_arguments_change_nothing(clean, tmp_path, kwargs, env, error):
@@ -234,28 +221,50 @@ def test_init_bad_arguments_change_nothing(clean, tmp_path, kwargs, env, error):
     assert s.get_master_seed() == 3 and not torch.are_deterministic_algorithms_enabled()
 
 
-def test_init_snapshot_once_on_rank_0_only(clean, tmp_path):
+def test_init_takes_no_snapshot_and_says_where_one_is_taken(clean, tmp_path):
+    with pytest.raises(TypeError, match="capture_environment"):
+        Seeder().init(5, snapshot_dir=tmp_path / "snap")
+    os.environ["SEEDER_SNAPSHOT_DIR"] = str(tmp_path / "snap")
+    with pytest.warns(SeederWarning, match="takes no environment snapshot.*seeder run"):
+        Seeder().init(5)  # a run no tool started: the variable asks for what nobody does
+    assert not (tmp_path / "snap").exists()
+
+
+def test_seeder_run_snapshot_once_on_rank_0_only(clean, tmp_path, fresh_default):
+    """The hook ``seeder run`` installs where ``$SEEDER_SNAPSHOT_DIR`` is set (the tools'
+    bootstrap) writes rank 0's snapshot at init, once per directory."""
+    from seeder._run import bootstrap
+
     snap = tmp_path / "snap"
-    s = Seeder()
-    s.init(5, snapshot_dir=snap)
-    manifest = json.loads((snap / "manifest.json").read_text())
-    assert manifest["run"]["extra"] == {"master_seed": 5, "world_size": 1}
-    (snap / "manifest.json").unlink()
-    s.init(
-        6, snapshot_dir=str(snap)
-    )  # the same directory again in this process: not captured again
-    assert not (snap / "manifest.json").exists()
+    os.environ["SEEDER_SNAPSHOT_DIR"] = str(snap)
+    bootstrap.install()
+    try:
+        fresh_default.init(5)
+        manifest = json.loads((snap / "manifest.json").read_text())
+        assert manifest["run"]["extra"] == {"master_seed": 5, "world_size": 1}
+        (snap / "manifest.json").unlink()
+        fresh_default.init(6)  # the same directory again in this process: not captured again
+        assert not (snap / "manifest.json").exists()
+        os.environ["SEEDER_SNAPSHOT_DIR"] = str(tmp_path / "rank1")
+        fresh_default.init(5, ngpus=2, rank=1)
+        assert not (tmp_path / "rank1").exists()
+        existing = tmp_path / "existing"
+        existing.mkdir()
+        (existing / "manifest.json").write_text("{}")
+        os.environ["SEEDER_SNAPSHOT_DIR"] = str(existing)
+        with pytest.warns(SeederWarning, match="already holds a snapshot"):
+            fresh_default.init(5)  # an existing snapshot is kept, training goes on
+        assert (existing / "manifest.json").read_text() == "{}"
+    finally:
+        bootstrap.uninstall()
 
-    Seeder().init(5, ngpus=2, rank=1, snapshot_dir=tmp_path / "rank1")
-    assert not (tmp_path / "rank1").exists()
 
-    existing = tmp_path / "existing"
-    existing.mkdir()
-    (existing / "manifest.json").write_text("{}")
-    os.environ["SEEDER_SNAPSHOT_DIR"] = str(existing)
-    with pytest.warns(SeederWarning, match="already holds a snapshot"):
-        Seeder().init(5)  # the variable is read; an existing snapshot is kept, training goes on
-    assert (existing / "manifest.json").read_text() == "{}"
+def test_seeder_run_installs_the_snapshot_hook(tmp_path):
+    code = "import seeder; seeder.init(7)"
+    env = {"SEEDER_SNAPSHOT_DIR": str(tmp_path / "snap")}
+    run_python(["-m", "seeder", "run", "-q", "--", sys.executable, "-c", code], env=env)
+    manifest = json.loads((tmp_path / "snap" / "manifest.json").read_text())
+    assert manifest["run"]["extra"]["master_seed"] == 7
 
 
 def test_module_level_init_accepts_the_new_arguments(fresh_default, clean):

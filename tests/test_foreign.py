@@ -241,7 +241,9 @@ def test_drawn_seed_is_on_stderr_with_logging_unconfigured(fresh_default, capfd,
     assert "master seed" not in capfd.readouterr().err
 
 
-def test_numpy_draws_before_init_reach_verify_diagnosis(fresh_default, tmp_path, monkeypatch):
+def test_numpy_draws_before_init_reach_verify_diagnosis(
+    tool_hooks, fresh_default, tmp_path, monkeypatch
+):
     from seeder.verify._diagnose import preinit_hints
 
     for name, draw in (("drawn", True), ("clean", False)):

@@ -217,7 +217,9 @@ def test_import_seeder_does_not_import_lightning():
 
 # ------------------------------------------------------------------------- resume_path (seeder
 # verify's resume)
-def test_resume_path_resumes_where_seeder_verify_stopped_the_run(tmp_path, monkeypatch, fresh):
+def test_resume_path_resumes_where_seeder_verify_stopped_the_run(
+    tool_hooks, tmp_path, monkeypatch, fresh
+):
     """A plain script's `fit(ckpt_path=resume_path(args.ckpt_path))` under verify's variables: stop,
     resume, exact."""
     import json

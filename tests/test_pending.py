@@ -5,6 +5,7 @@ import random
 
 import pytest
 import torch
+from helpers import run_python
 
 import seeder
 from seeder._errors import StateError
@@ -128,3 +129,21 @@ def test_a_checkpoint_written_under_seeder_verify_resumes_outside_it():
     assert gen2.random() == want
     again.reseed(1, 1)  # no part waits for a step counter: the training loop goes on
     assert "verify_steps.0" not in again.state_dict()["participants"]
+
+
+def test_a_checkpoint_written_under_seeder_verify_resumes_in_a_plain_process(tmp_path):
+    """A fresh plain interpreter never loads the tool that added the step counter: the part
+    names its tool, is left out, and nothing waits for it."""
+    from seeder._run.steps import StepCounter
+
+    s = seeder.Seeder()
+    s.init(5)
+    s.join(StepCounter())
+    s.reseed(1, 0)
+    torch.save(s.state_dict(), tmp_path / "state.pt")
+    code = (
+        "import sys, torch, seeder; seeder.init(5); "
+        f"seeder.load_state_dict(torch.load({str(tmp_path / 'state.pt')!r}, weights_only=True)); "
+        "seeder.reseed(1, 1); print([m for m in sys.modules if m.startswith('seeder._run')])"
+    )
+    assert run_python(["-c", code]).stdout.strip() == "[]"

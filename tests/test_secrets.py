@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from optional import need_verify
 
-from seeder import Seeder, SeederWarning
+from seeder import SeederWarning
+from seeder._safefile import UnsafeDirectoryError, write_file
 from seeder.env._capture import capture_environment
 from seeder.env._recorded import NOT_RECORDED, is_recorded, recorded_environ
 from seeder.env._redact import (
@@ -30,7 +31,6 @@ from seeder.env._redact import (
     redact_json,
     redact_text,
 )
-from seeder.env._safefile import UnsafeDirectoryError, write_file
 from seeder.verify._flags import probe_argv
 
 HEX40 = "9f3a1c5e7b2d4f6081a3c5e7092b4d6f8a1c3e5b"  # a wandb key
@@ -934,8 +934,8 @@ def test_snapshot_refuses_a_directory_with_a_planted_symlink(tmp_path):
         with pytest.raises(UnsafeDirectoryError, match="symbolic link"):
             capture_environment(d, overwrite=True)
         assert victim.read_text() == "precious" and stat.S_IMODE(victim.stat().st_mode) == 0o644
-    with pytest.warns(SeederWarning, match="symbolic link"):
-        Seeder().init(5, snapshot_dir=tmp_path / "snap0")  # training goes on without the snapshot
+    with pytest.warns(SeederWarning, match="symbolic link"):  # seeder run's snapshot hook
+        _snapshot_at_init(tmp_path / "snap0")  # training goes on without the snapshot
     assert victim.read_text() == "precious" and stat.S_IMODE(victim.stat().st_mode) == 0o644
     foreign = tmp_path / "foreign"
     foreign.mkdir()
@@ -1014,3 +1014,18 @@ def test_leak_count_for_the_note():
     """Runs last in this file: prints the cases checked and the leaks found (0)."""
     print(f"\nsecrets: {LEAKS['cases']} planted-value checks, {LEAKS['leaks']} leaks")
     assert LEAKS["leaks"] == 0
+
+
+def _snapshot_at_init(directory):
+    """``init`` of the module-level seeder with the snapshot hook ``seeder run`` installs."""
+    from seeder._run import bootstrap
+    from seeder._seeding.default import default_seeder
+
+    os.environ["SEEDER_SNAPSHOT_DIR"] = str(directory)
+    bootstrap.install()
+    try:
+        default_seeder().init(5)
+    finally:
+        bootstrap.uninstall()
+        default_seeder().reset()
+        del os.environ["SEEDER_SNAPSHOT_DIR"]

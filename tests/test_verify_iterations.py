@@ -81,7 +81,7 @@ def _iterations(path, resume):
 
 
 def test_an_iteration_loop_resumes_at_ckpt_steps_and_its_records_count_draws(
-    tmp_path, fresh_default, monkeypatch
+    tool_hooks, tmp_path, fresh_default, monkeypatch
 ):
     steps = tmp_path / "steps.jsonl"
     monkeypatch.setenv(stepwatch.ENV_STEPS, str(steps))
@@ -142,7 +142,7 @@ def test_the_step_counter_state_names_its_run_and_refuses_bad_content():
 
 
 def test_a_checkpoint_saved_outside_the_verify_session_is_refused_saying_so(
-    tmp_path, fresh_default, monkeypatch
+    tool_hooks, tmp_path, fresh_default, monkeypatch
 ):
     """A run under seeder verify that finds a checkpoint no run of the session wrote (the user's,
     mirrored into the run's folder) is refused with the cause and the fix, not the generic

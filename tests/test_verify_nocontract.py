@@ -139,7 +139,9 @@ def _loop(path, ckpt_resume):
     return losses, seeder.digest(model, opt)
 
 
-def test_checkpoint_stops_for_verify_and_resumes_bit_for_bit(tmp_path, fresh_default, monkeypatch):
+def test_checkpoint_stops_for_verify_and_resumes_bit_for_bit(
+    tool_hooks, tmp_path, fresh_default, monkeypatch
+):
     steps = tmp_path / "steps.jsonl"
     monkeypatch.setenv(stepwatch.ENV_STEPS, str(steps))
     full, digest = _loop(tmp_path / "a.pt", False)

@@ -23,7 +23,7 @@ def _global_states():
 
 
 @pytest.fixture
-def traced(tmp_path, monkeypatch):
+def traced(tmp_path, monkeypatch, tool_hooks):
     prefix = str(tmp_path / "trace")
     monkeypatch.setenv(trace.ENV_TRACE, prefix)
     return prefix

@@ -56,10 +56,10 @@ from seeder._run.fingerprint import (
     value_print,
 )
 from seeder._run.modules import ModuleStack, flatten
+from seeder._run.variables import ENV_LOCATE
 from seeder._run.where import user_site
 
 __all__ = [
-    "ENV_LOCATE",
     "ENV_LOCATE_STOP",
     "Recorder",
     "Ranked",
@@ -70,8 +70,6 @@ __all__ = [
 
 logger = logging.getLogger("seeder")
 
-#: The directory a localisation run writes its operation records to (``seeder locate`` sets it).
-ENV_LOCATE = "SEEDER_LOCATE"
 #: End the localisation run right after this optimizer step.
 ENV_LOCATE_STOP = "SEEDER_LOCATE_STOP"
 #: Operators that draw random numbers without taking a ``Generator`` argument in their schema.

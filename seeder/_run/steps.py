@@ -43,18 +43,24 @@ it starts. When the module-level seeder is initialised in such a run:
   initialised seeder and made a ``seeder.Checkpoint``: verify says what is missing when a run
   records no step.
 
-Nothing here runs without ``$SEEDER_STEPS``.
+Nothing here runs without ``$SEEDER_STEPS``. The callbacks ``on_*``, :func:`resume_asked` and
+:func:`stop_dir` answer the core's events (:mod:`seeder._hooks`); :mod:`seeder._run.bootstrap`
+adds them in the runs verify starts.
 
 Example:
     >>> import os, tempfile, json, torch, seeder
+    >>> from seeder._run.bootstrap import install
     >>> path = os.path.join(tempfile.mkdtemp(), "steps.jsonl"); os.environ[ENV_STEPS] = path
+    >>> install()
+    ['SEEDER_STEPS']
     >>> seeder.init(master_seed=1); seeder.reseed(1, 0)
     >>> net = torch.nn.Linear(2, 1); opt = torch.optim.SGD(net.parameters(), lr=0.1)
     >>> net(torch.ones(2)).sum().backward(); opt.step()
     >>> [(r["step"], r["epoch"]) for r in map(json.loads, open(path)) if "step" in r]
     [(1, 0)]
-    >>> steps_done(), del_env()
-    (1, None)
+    >>> from seeder._run.bootstrap import uninstall
+    >>> steps_done(), del_env(), uninstall()
+    (1, None, None)
     >>> seeder.default_seeder().reset()
 """
 
@@ -62,17 +68,18 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import weakref
-from typing import Any, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 from seeder._run.draws import drawn, fingerprint, mt_states, states_from_tensor, states_tensor
+from seeder._run.variables import ENV_STEPS
 from seeder._seeding.participant import Seeds
 from seeder._seeding.registry import add_optional_kind
 
 __all__ = [
     "Joins",
-    "ENV_STEPS",
     "ENV_STOP",
     "ENV_RESUME",
     "ENV_CKPT_DIR",
@@ -91,10 +98,17 @@ __all__ = [
     "del_env",
     "checkpoint_counts",
     "checkpoint_step",
+    "on_init",
+    "on_checkpoint",
+    "on_step",
+    "on_resumed",
+    "on_stopped",
+    "resume_asked",
+    "stop_file",
 ]
 
-#: Where a run's per-step records go (``seeder verify`` sets it); unset: nothing is recorded.
-ENV_STEPS = "SEEDER_STEPS"
+logger = logging.getLogger("seeder")
+
 #: Stop after this global optimizer step (with the framework's own checkpoint).
 ENV_STOP = "SEEDER_STOP_AFTER_STEP"
 #: ``1``: resume from the run's own checkpoint.
@@ -119,7 +133,11 @@ class StepCounter:
         """Nothing to reseed."""
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"step": self.step, "run": os.environ.get(ENV_STEPS, "")}
+        state: dict[str, Any] = {
+            "step": self.step,
+            "run": os.environ.get(ENV_STEPS, ""),
+            "tool": "seeder verify",  # a process without the tool leaves the part out
+        }
         try:  # the global RNGs as this state saves them: a resumed run counts its draws from there
             state["rngs"] = states_tensor(mt_states())
         except Exception:  # an RNG that is no Mersenne Twister: no counts after a resume, only that
@@ -132,7 +150,8 @@ class StepCounter:
         run = state.get("run", "") if isinstance(state, dict) else None
         if (
             not isinstance(state, dict)
-            or not {"step"} <= set(state) <= {"step", "run", "rngs"}
+            or not {"step"} <= set(state) <= {"step", "run", "rngs", "tool"}
+            or state.get("tool", "seeder verify") != "seeder verify"
             or type(state["step"]) is not int
             or state["step"] < 0
             or not isinstance(run, str)
@@ -140,7 +159,8 @@ class StepCounter:
         ):
             raise StateError(
                 "the verify step counter's state must be {'step': int >= 0, 'run': "
-                "path of at most 4096 characters, 'rngs': Mersenne-Twister states}"
+                "path of at most 4096 characters, 'rngs': Mersenne-Twister states, 'tool': "
+                "'seeder verify'}"
             )
         if "rngs" in state:
             states_from_tensor(state["rngs"])
@@ -342,7 +362,7 @@ def _digest_at_exit() -> None:
     opt = _optimizer
     if opt is None or not os.environ.get(ENV_STEPS):
         return
-    from seeder._run.digest import digest
+    from seeder._digest import digest
 
     try:
         _write({"digest": digest([p for g in opt.param_groups for p in g["params"]], opt)})
@@ -481,7 +501,85 @@ def _record(line: str) -> Optional[dict[str, Any]]:
 
 
 def del_env() -> None:
-    """Forget ``$SEEDER_STEPS`` (tests and doctests)."""
+    """Forget ``$SEEDER_STEPS`` (tests and doctests; ``seeder._run.bootstrap.uninstall`` takes the
+    callbacks out)."""
     global _counter
     os.environ.pop(ENV_STEPS, None)
     _counter = None
+
+
+# ------------------------------------------------------------------ the core's events
+def on_init(seeder: Joins) -> None:
+    """:data:`seeder._hooks.INIT`: count and record the steps of the run (:func:`watch`)."""
+    watch(seeder)
+
+
+def on_checkpoint(checkpoint: Any) -> None:
+    """:data:`seeder._hooks.CHECKPOINT`: a ``seeder.Checkpoint``'s ``step()`` is the step."""
+    checkpoint_counts()
+
+
+def on_step(
+    seeder: Any,
+    checkpoint: Any,
+    save: Optional[Callable[[], Any]],
+    end: Optional[Callable[[], Any]],
+) -> None:
+    """:data:`seeder._hooks.STEP`: record a ``seeder.Checkpoint`` step; at the step verify asks to
+    stop at, ``save()`` and end the run (status 0), or have the framework save and end it
+    (``end()``).
+
+    Raises:
+        SystemExit: the stop, after the step is recorded and the checkpoint written.
+    """
+    if checkpoint is not None and steps_done() is not None:
+        from seeder._run.where import caller_variables
+
+        checkpoint_step(_in_reach(checkpoint, caller_variables()))
+    if not should_stop():
+        return
+    if save is not None:
+        save()
+        mark("stopped")
+        logger.info("stopped after step %s for seeder verify", steps_done())
+        raise SystemExit(0)
+    if end is not None:
+        end()
+
+
+def on_resumed(step: Optional[int] = None) -> None:
+    """:data:`seeder._hooks.RESUMED`: the run continued from a checkpoint (at ``step``)."""
+    mark("resumed", step)
+
+
+def on_stopped(step: Optional[int] = None) -> None:
+    """:data:`seeder._hooks.STOPPED`: the framework saved the checkpoint of a stop."""
+    mark("stopped", step)
+
+
+def resume_asked() -> Optional[bool]:
+    """:data:`seeder._hooks.RESUME`: ``True`` when verify asks this run to resume, else ``None``."""
+    return True if resume_requested() else None
+
+
+def stop_file(root: Optional[str]) -> str:
+    """:data:`seeder._hooks.STOP_FILE`: a framework's stop checkpoint: :data:`STOP_CKPT` in the
+    directory verify gives (``$SEEDER_CKPT_DIR``), else in ``root``, else in the working
+    directory."""
+    return os.path.join(ckpt_dir() or root or os.getcwd(), STOP_CKPT)
+
+
+def _in_reach(ckpt: Any, names: dict[str, Any]) -> dict[str, Any]:
+    """What ``seeder verify`` compares after a step: the objects of the caller's variables, the
+    checkpoint's named objects and its tensor and number values (:mod:`seeder._run.objects`)."""
+    import torch
+
+    from seeder._run.objects import objects_in
+
+    own = {f"checkpoint {name}": obj for name, obj in ckpt.objects.items()}
+    values = {
+        f"checkpoint values[{k!r}]": v
+        for k, v in ckpt.values.items()
+        if isinstance(v, (torch.Tensor, int, float))
+    }
+    return {**objects_in({**names, **own}), **values}

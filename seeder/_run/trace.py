@@ -41,19 +41,24 @@ import re
 import warnings
 from typing import Any, Optional, Protocol
 
+from seeder._run.variables import ENV_TRACE
+
 __all__ = [
     "Traced",
-    "ENV_TRACE",
     "enabled",
     "record_step",
     "state_fingerprints",
     "fingerprint",
     "trace_file",
     "read_trace",
+    "PREINIT_SUFFIX",
+    "write_preinit",
 ]
 
-#: Environment variable: path prefix of the per-rank trace files; unset means no tracing.
-ENV_TRACE = "SEEDER_TRACE"
+#: Suffix (before ``<rank>.json``) of the file, next to ``$SEEDER_TRACE``'s traces, that records
+#: the global RNGs drawn from before ``init`` (:func:`write_preinit`).
+PREINIT_SUFFIX = ".preinit.rank"
+
 
 _fds: dict[str, int] = {}  # trace file -> open descriptor, for this process only
 _fd_pid: Optional[int] = None
@@ -267,3 +272,28 @@ def read_trace(prefix: str) -> dict[int, list[dict[str, Any]]]:
                     records.append(rec)
         out[int(m.group(1))] = records
     return out
+
+
+def write_preinit(seeder: Traced) -> None:
+    """At ``init`` of the module-level seeder (:data:`seeder._hooks.INIT`), with ``$SEEDER_TRACE``:
+    write where ``init`` was called and which global RNGs were drawn from before it
+    (``<prefix>.preinit.rank<R>.json``); ``seeder verify`` reads it when a seeded run differs.
+
+    Args:
+        seeder: the module-level seeder, just initialised.
+    """
+    prefix = os.environ.get(ENV_TRACE)
+    if not prefix:
+        return
+    from seeder._safefile import write_file
+    from seeder._seeding.foreign import global_draws, init_site
+
+    path = f"{prefix}{PREINIT_SUFFIX}{seeder.rank}.json"
+    drawn = sorted(name for name, used in global_draws().items() if used)
+    record = {"init_site": init_site(), "drawn_before_init": drawn}
+    write_file(
+        os.path.dirname(os.path.abspath(path)),
+        os.path.basename(path),
+        json.dumps(record).encode(),
+        0o644,
+    )

@@ -23,14 +23,15 @@ import os
 import threading
 import warnings
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, cast
 
+from seeder import _hooks as hooks
 from seeder._checks import check_bool, check_int, is_bool
 from seeder._errors import SeederWarning
-from seeder._run import watch as runwatch
 from seeder._seeding import derive, foreign
 from seeder._seeding.announce import show_drawn_seed
 from seeder._seeding.derive import Domain, check_key
+from seeder._seeding.determinism import enforce_determinism
 from seeder._seeding.distributed import Topology, agree_master_seed, discover, refuse_in_worker
 from seeder._seeding.participant import warn_unsaved_generators
 from seeder._seeding.registry import Membership, Registry
@@ -53,7 +54,8 @@ logger = logging.getLogger("seeder")
 ENV_SEED = derive.ENV_SEED
 #: Environment variable that turns on deterministic mode when ``init`` gets ``deterministic=None``.
 ENV_DETERMINISTIC = "SEEDER_DETERMINISTIC"
-#: Environment variable naming the snapshot directory when ``init`` gets ``snapshot_dir=None``.
+#: The environment variable of a snapshot directory: the tools' hook takes the snapshot at ``init``
+#: in the runs they start (``seeder run``); a run without it warns.
 ENV_SNAPSHOT_DIR = "SEEDER_SNAPSHOT_DIR"
 
 
@@ -212,13 +214,11 @@ class Seeder(Membership, Persistence):
         #: The global RNGs as the last load left them, for a participant resuming inside an epoch to
         #: compare.
         self.resume_check = ResumeCheck()
-        # directories captured by init(snapshot_dir=...) in this process
-        self._snapshots: set = set()
         # one call at a time changes or reads the streams (no torn state_dict)
         self._lock = threading.RLock()
         #: Whether this is the module-level seeder (:func:`seeder.default_seeder`): only its
-        #: ``init`` watches the process (frameworks' seeding routed, optimizer steps recorded under
-        #: ``seeder verify``: :mod:`seeder._run.watch`).
+        #: ``init`` watches the process (frameworks' seeding routed) and emits
+        #: :data:`seeder._hooks.INIT` (the tools' callbacks, in the runs they start).
         self.is_default = False
 
     def init(
@@ -229,7 +229,7 @@ class Seeder(Membership, Persistence):
         *,
         rank: Optional[int] = None,
         deterministic: Optional[bool] = None,
-        snapshot_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        snapshot_dir: None = None,
     ) -> None:
         """Start a fresh run from one master seed.
 
@@ -244,16 +244,16 @@ class Seeder(Membership, Persistence):
             local_rank: the rank on this node (informational); ``None`` discovers it.
             rank: the global rank; ``None`` discovers it (docs/distributed.md).
             deterministic: turn on deterministic mode; ``None`` reads ``$SEEDER_DETERMINISTIC``.
-            snapshot_dir: capture the environment into this directory on rank 0; ``None`` reads
-                ``$SEEDER_SNAPSHOT_DIR``.
+            snapshot_dir: only ``None``: ``init`` takes no environment snapshot (take it with
+                ``seeder.env.capture_environment(dir)``, ``seeder env snapshot DIR``, or run
+                under ``seeder run`` with ``$SEEDER_SNAPSHOT_DIR``; a run that is not warns).
 
         Raises:
-            TypeError: an argument of the wrong type.
+            TypeError: an argument of the wrong type, or a ``snapshot_dir``.
             ValueError: a value out of range, or a bad ``$SEEDER_SEED``,
                 ``$SEEDER_DETERMINISTIC`` or ``$SEEDER_FOREIGN_SEEDING``.
             RuntimeError: ranks were given different master seeds, or several processes got no
                 seed and have no process group to agree on one.
-            OSError: the environment snapshot cannot be written.
 
         Example:
             >>> s = Seeder(); s.init(1234, ngpus=1, local_rank=0); s.get_master_seed()
@@ -262,14 +262,12 @@ class Seeder(Membership, Persistence):
         seed, explicit = _master_seed(master_seed)
         if self.is_default:  # its init watches seeding calls: a bad setting fails before any
             foreign.check_environment()
-        deterministic, snapshot_dir = _init_options(
-            ngpus, local_rank, rank, deterministic, snapshot_dir
-        )
+        deterministic = _init_options(ngpus, local_rank, rank, deterministic, snapshot_dir)
         topology = discover(rank, ngpus, local_rank)
         seed, explicit = agree_master_seed(seed, explicit, topology)
         with self._lock:
             # may raise: nothing set yet
-            _announce(seed, explicit, topology, deterministic, snapshot_dir, self._snapshots)
+            _announce(seed, explicit, topology, deterministic)
             run, mark, pending = RunState(master=seed), self.registry.mark(), PendingParts()
             try:
                 dropped = self.registry.drop_registered()
@@ -282,8 +280,9 @@ class Seeder(Membership, Persistence):
                 "init(): %d registered generator(s) dropped (a fresh run, as in NVIDIA's seeder)",
                 dropped,
             )
-        # frameworks' seeding routed; under seeder verify, optimizer steps recorded
-        runwatch.after_init(self)
+        if self.is_default:  # frameworks' seeding routed; the tools' callbacks, where installed
+            foreign.watch(self)
+            hooks.emit(hooks.INIT, seeder=self)
 
     def reset(self) -> None:
         """Forget the master seed, the last reseed and every participant, as a new ``Seeder``.
@@ -512,48 +511,22 @@ class Seeder(Membership, Persistence):
 
 def _init_options(
     ngpus: Any, local_rank: Any, rank: Any, deterministic: Any, snapshot_dir: Any
-) -> tuple[bool, Optional[str]]:
-    """Check ``init``'s arguments; return ``(deterministic, snapshot_dir)`` with the environment's
-    defaults applied."""
+) -> bool:
+    """Check ``init``'s arguments; return ``deterministic`` with the environment's default
+    applied."""
+    _no_snapshot(snapshot_dir)
     for name, value in (("ngpus", ngpus), ("local_rank", local_rank), ("rank", rank)):
         if value is not None:
             check_key(value, name)
     if ngpus is not None and ngpus < 1:
         raise ValueError(f"ngpus must be >= 1 (the number of processes in all nodes), got {ngpus}")
-    return _flag(deterministic, "deterministic", ENV_DETERMINISTIC), _snapshot_dir(snapshot_dir)
+    return _flag(deterministic, "deterministic", ENV_DETERMINISTIC)
 
 
-def _announce(
-    seed: int,
-    explicit: bool,
-    topology: Topology,
-    deterministic: bool,
-    snapshot_dir: Optional[str],
-    taken: set,
-) -> None:
-    """``init``'s side effects, those that can fail first: the environment snapshot (once, rank 0),
-    deterministic mode, then the seed in the log (rank 0). Raises before changing anything of the
-    seeder."""
-    if snapshot_dir is not None and topology.rank == 0 and snapshot_dir not in taken:
-        from seeder.env._capture import capture_environment  # lazy: only when asked for
-
-        try:
-            capture_environment(
-                snapshot_dir, extra={"master_seed": seed, "world_size": topology.world_size}
-            )
-        except FileExistsError as exc:
-            warnings.warn(f"environment snapshot not taken: {exc}", SeederWarning, stacklevel=4)
-        except OSError as exc:
-            raise type(exc)(
-                exc.errno,
-                f"init(): the environment snapshot cannot be written to {snapshot_dir} "
-                f"({exc.strerror or exc}); pass a writable snapshot_dir= (or fix or unset "
-                f"${ENV_SNAPSHOT_DIR}); the seeder was not changed",
-            ) from exc
-        taken.add(snapshot_dir)
+def _announce(seed: int, explicit: bool, topology: Topology, deterministic: bool) -> None:
+    """``init``'s side effects, those that can fail first: deterministic mode, then the seed in the
+    log (rank 0). Raises before changing anything of the seeder."""
     if deterministic:
-        from seeder.env._determinism import enforce_determinism  # lazy: only when asked for
-
         enforce_determinism()
     if topology.rank == 0:
         how = "given" if explicit else "drawn from OS entropy"
@@ -567,20 +540,24 @@ def _master_seed(master_seed: Optional[int]) -> tuple[int, bool]:
     return derive.resolve_master_seed(master_seed, os.environ)
 
 
-def _snapshot_dir(value: Any) -> Optional[str]:
-    if value is None:
-        value = os.environ.get(ENV_SNAPSHOT_DIR) or None
-        return os.path.abspath(value) if value else None
-    if not isinstance(value, (str, os.PathLike)):
+def _no_snapshot(snapshot_dir: Any) -> None:
+    """Refuse a ``snapshot_dir``; warn when ``$SEEDER_SNAPSHOT_DIR`` asks for a snapshot that no
+    tool's hook takes (a run not started by ``seeder run``)."""
+    fix = (
+        "take it with seeder.env.capture_environment(dir) on rank 0, or start the run with "
+        "`seeder run` (docs/environment.md)"
+    )
+    if snapshot_dir is not None:
         raise TypeError(
-            f"snapshot_dir must be a directory path (str or os.PathLike) or None, got "
-            f"{type(value).__name__} {value!r}"
+            f"init() takes no environment snapshot (snapshot_dir={snapshot_dir!r}): {fix}; the "
+            "seeder was not changed"
         )
-    if not os.fspath(value):
-        raise ValueError(
-            "snapshot_dir is empty; pass a directory path, or None for $SEEDER_SNAPSHOT_DIR"
+    if os.environ.get(ENV_SNAPSHOT_DIR) and not hooks.listening(hooks.INIT):
+        warnings.warn(
+            f"${ENV_SNAPSHOT_DIR} is set but this run takes no environment snapshot: {fix}",
+            SeederWarning,
+            stacklevel=4,
         )
-    return os.path.abspath(os.fspath(value))
 
 
 def _flag(value: Any, name: str, env_name: str) -> bool:

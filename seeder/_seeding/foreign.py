@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 import site
@@ -71,7 +70,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Routes",
     "ENV_FOREIGN",
-    "PREINIT_SUFFIX",
     "watch",
     "expected",
     "global_draws",
@@ -91,9 +89,6 @@ ENV_FOREIGN = "SEEDER_FOREIGN_SEEDING"
 #: How many routed calls :func:`routed_calls` keeps (the latest).
 ROUTED_KEPT = 256
 
-#: Suffix (before ``<rank>.json``) of the file, next to ``$SEEDER_TRACE``'s traces, that records
-#: draws before ``init``.
-PREINIT_SUFFIX = ".preinit.rank"
 #: Packages whose frames are never the user's code, wherever they are installed (editable, say).
 _LIBRARIES = (
     "torch",
@@ -572,18 +567,6 @@ def watch(seeder: Routes) -> None:
             "%s drawn from before seeder.init at %s: what it made differs between runs",
             drawn,
             _init_site,
-        )
-    prefix = os.environ.get("SEEDER_TRACE")
-    if prefix:  # seeder verify reads it when a seeded run differs
-        from seeder.env._safefile import write_file
-
-        path = f"{prefix}{PREINIT_SUFFIX}{seeder.rank}.json"
-        record = {"init_site": _init_site, "drawn_before_init": drawn}
-        write_file(
-            os.path.dirname(os.path.abspath(path)),
-            os.path.basename(path),
-            json.dumps(record).encode(),
-            0o644,
         )
 
 

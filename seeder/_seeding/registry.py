@@ -78,8 +78,10 @@ def add_optional_kind(kind: str, without: str) -> None:
     """Declare ``kind`` a participant kind that only some runs of a program have (a tool adds it).
 
     A checkpoint's part of such a kind loads into a process that has no participant of the
-    kind by being left out, where any other missing participant is an error. A checkpoint
-    without such a part is refused by a process that has one, with ``without`` as the reason.
+    kind by being left out, where any other missing participant is an error; so does a part
+    whose state names its tool (``{"tool": name, ...}``: a process that never loaded the tool
+    knows no kind of it). A checkpoint without such a part is refused by a process that has
+    one, with ``without`` as the reason.
 
     Args:
         kind: the participant's ``seeder_kind``.
@@ -107,19 +109,22 @@ def optional_reason(key: str) -> str:
     return _OPTIONAL_KINDS.get(key.partition(".")[0], "")
 
 
-def optional_part(key: str) -> bool:
-    """Whether the key ``key`` (``<kind>.<n>``) is of a kind :func:`add_optional_kind` declared.
+def optional_part(key: str, part: Any = None) -> bool:
+    """Whether the key ``key`` (``<kind>.<n>``) is of a kind :func:`add_optional_kind` declared,
+    or ``part``, its saved state, names the tool that added it (``{"tool": name, ...}``).
 
     Args:
         key: a key of a state's ``participants``.
+        part: its state, when there is one.
 
     Returns:
         ``True`` for a part a process may lack.
 
-    >>> optional_part("loader.0")
-    False
+    >>> optional_part("loader.0"), optional_part("counter.0", {"tool": "seeder verify"})
+    (False, True)
     """
-    return key.partition(".")[0] in _OPTIONAL_KINDS
+    named = isinstance(part, dict) and isinstance(part.get("tool"), str)
+    return named or key.partition(".")[0] in _OPTIONAL_KINDS
 
 
 def _resolve(member: Any) -> Any:

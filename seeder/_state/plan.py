@@ -439,7 +439,7 @@ def _split(entry: dict[str, Any], have: dict[str, Any]) -> tuple[dict[str, Any],
     parts = entry.get("participants")
     if not isinstance(parts, dict) or parts.keys() == have.keys():
         return entry, {}  # all is there, or check_entry says what is wrong
-    dropped = [k for k in parts if optional_part(k) and k not in have]
+    dropped = [k for k in parts if optional_part(k, parts[k]) and k not in have]
     if dropped and not any(optional_part(k) for k in have):
         parts = {k: v for k, v in parts.items() if k not in dropped}
         logger.debug(

@@ -22,8 +22,8 @@ import warnings
 import weakref
 from typing import Any, Optional, Protocol
 
+from seeder import _hooks as hooks
 from seeder._errors import SeederWarning
-from seeder._run import trace
 from seeder._seeding.rngbase import next_keeping
 from seeder.data._discardwatch import FIRST_WATCHED, DiscardWatch
 from seeder.data._provenance import Ranges
@@ -170,7 +170,7 @@ class LoaderIter:
         self._skip_version = loader.skip_version
         # With 0 workers the main process fetches: the streams a fetch seeds are saved and put back.
         self._restore = fetch_adapters() if loader.num_workers == 0 else []
-        self._trace = trace.enabled()
+        self._trace = hooks.listening(hooks.BATCH)
         # Resumed inside the epoch: a loop that skips the batches it had trained would drop these
         # (the discard watch).
         self._watch = (
@@ -245,5 +245,5 @@ class LoaderIter:
                 _FULL_PASSES[loader] = (self._epoch, self._loads)
         if self._trace:
             position = loader.samples_before(b)
-            trace.record_step(loader.seeder, "loader", epoch=self._epoch, step=b, position=position)
+            hooks.batch(loader.seeder, "loader", epoch=self._epoch, step=b, position=position)
         return batch

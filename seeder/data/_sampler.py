@@ -38,9 +38,9 @@ import torch
 import torch.distributed
 import torch.utils.data.distributed
 
+from seeder import _hooks as hooks
 from seeder._checks import check_bool, check_state_header, is_int
 from seeder._errors import StateError
-from seeder._run.trace import record_step
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import UsesSeeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, MAX_MASTER_SEED, TRAIN_TASK, check_key, shuffle_seed
@@ -478,8 +478,8 @@ class DistributedSampler(SamplerAnswers, UsesSeeder, _TorchSampler):
         self._resume = 0
         token = object()
         self._token, self._consumed, self._handed, self._finished = token, start, start, False
-        # $SEEDER_TRACE only
-        record_step(self._seeder, "sampler", epoch=epoch, step=None, position=start)
+        # the tools' callbacks only (seeder verify's trace)
+        hooks.batch(self._seeder, "sampler", epoch=epoch, step=None, position=start)
         progress = Progress(start)
         self._live, self._left_from = progress, start
         # typeshed's chain.from_iterable returns chain, not the subclass it is called on
@@ -603,8 +603,8 @@ class DistributedSampler(SamplerAnswers, UsesSeeder, _TorchSampler):
         self._consumed += check_advance(
             n, self._consumed, self._handed, self.num_samples, self.epoch
         )
-        # $SEEDER_TRACE only
-        record_step(self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed)
+        # the tools' callbacks only (seeder verify's trace)
+        hooks.batch(self._seeder, "sampler", epoch=self.epoch, step=None, position=self._consumed)
 
     def state_dict(self) -> dict[str, Any]:
         """Epoch, position, shuffle key and layout.

@@ -15,15 +15,15 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "enforce_determinism": "_determinism",
-    "enforce_reproducibility": "_determinism",
-    "DeterminismReport": "_determinism",
-    "python_hash_seed": "_determinism",
-    "capture_environment": "_capture",
-    "default_snapshot_dir": "_capture",
-    "load_snapshot": "_capture",
-    "diff_environments": "_diff",
-    "EnvDiff": "_diff",
+    "enforce_determinism": "seeder._seeding.determinism",
+    "enforce_reproducibility": "seeder._seeding.determinism",
+    "DeterminismReport": "seeder._seeding.determinism",
+    "python_hash_seed": "seeder._seeding.determinism",
+    "capture_environment": "seeder.env._capture",
+    "default_snapshot_dir": "seeder.env._capture",
+    "load_snapshot": "seeder.env._capture",
+    "diff_environments": "seeder.env._diff",
+    "EnvDiff": "seeder.env._diff",
 }
 __all__ = list(_LAZY)
 
@@ -31,7 +31,7 @@ __all__ = list(_LAZY)
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'seeder.env' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"seeder.env.{_LAZY[name]}"), name)
+    value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value
     return value
 

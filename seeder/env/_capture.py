@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from seeder._checks import check_bool
+from seeder._safefile import check_directory, names, write_file
 from seeder.env._probe import installed_distributions, python_info, system_info, torch_info
 from seeder.env._recorded import recorded_environ
 from seeder.env._redact import Redactor
-from seeder.env._safefile import check_directory, names, write_file
 from seeder.env._tools import (
     SnapshotWriter,
     ToolResult,

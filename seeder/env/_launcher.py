@@ -24,7 +24,7 @@ from typing import Optional
 
 from seeder._checks import check_bool
 from seeder._seeding.derive import ENV_SEED, resolve_master_seed
-from seeder.env._determinism import CUBLAS_WORKSPACE_DEFAULT, python_hash_seed
+from seeder._seeding.determinism import CUBLAS_WORKSPACE_DEFAULT, python_hash_seed
 
 __all__ = [
     "launch_environment",

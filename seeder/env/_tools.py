@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from seeder._safefile import write_file
 from seeder.env._redact import Redactor
-from seeder.env._safefile import write_file
 
 __all__ = [
     "ToolResult",

@@ -74,9 +74,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "seeder.integrations.lightning needs Lightning >= 2.3: pip install 'seeder[lightning]'"
     ) from exc
 
+from seeder import _hooks as hooks
 from seeder._errors import SeederWarning, StateError
 from seeder._internals import require
-from seeder._run import steps as stepwatch
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.derive import TRAIN_TASK
@@ -144,7 +144,7 @@ def _flatten(obj: Any) -> Iterator[Any]:
 def _stop_checkpoint(root: Optional[str]) -> str:
     """Where :class:`SeederCallback` saves a ``seeder verify`` stop: the run's checkpoint directory,
     else ``root``."""
-    return os.path.join(stepwatch.ckpt_dir() or root or os.getcwd(), stepwatch.STOP_CKPT)
+    return str(hooks.ask(hooks.STOP_FILE, root=root))
 
 
 def resume_path(ckpt_path: Optional[str] = None) -> Optional[str]:
@@ -171,7 +171,7 @@ def resume_path(ckpt_path: Optional[str] = None) -> Optional[str]:
         >>> resume_path() is None  # not resumed by seeder verify: a fresh run
         True
     """
-    if ckpt_path is not None or not stepwatch.resume_requested():
+    if ckpt_path is not None or not hooks.ask(hooks.RESUME):
         return ckpt_path
     path = _stop_checkpoint(None)
     if not os.path.isfile(path):
@@ -431,7 +431,7 @@ class SeederCallback(Callback):
                 f"together (save both with the same Trainer.save_checkpoint)"
             )
         # for seeder verify: this run continues a checkpoint (nothing outside verify)
-        stepwatch.mark("resumed")
+        hooks.emit(hooks.RESUMED, step=None)
 
     def on_train_batch_end(
         self,
@@ -441,9 +441,10 @@ class SeederCallback(Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        """Under ``seeder verify``, at the step it asks for: save a checkpoint and exit (status 0).
+        """Tell the tools of the run that a step ended (:data:`seeder._hooks.STEP`): at the stop
+        ``seeder verify`` asks for, its hook saves a checkpoint and ends the run (status 0).
 
-        Outside ``seeder verify`` it does nothing.
+        In a plain run it does nothing.
 
         Args:
             trainer: the Trainer that runs the fit.
@@ -452,25 +453,19 @@ class SeederCallback(Callback):
             batch: the batch trained.
             batch_idx: its index in the epoch.
 
-        Raises:
-            SystemExit: ``seeder verify`` asked the run to stop here.
-
         Example:
             >>> import lightning.pytorch as pl, seeder
             >>> trainer = pl.Trainer(logger=False, enable_progress_bar=False)
             >>> cb = SeederCallback(seeder.Seeder())
-            >>> cb.on_train_batch_end(trainer, pl.LightningModule(), None, None, 0)  # not verify
+            >>> cb.on_train_batch_end(trainer, pl.LightningModule(), None, None, 0)  # a plain run
         """
-        if stepwatch.should_stop():
-            path = _stop_checkpoint(trainer.default_root_dir)
-            trainer.save_checkpoint(path)
-            stepwatch.mark("stopped")
-            logger.info(
-                "stopped for seeder verify after step %s; checkpoint %s",
-                stepwatch.steps_done(),
-                path,
-            )
-            raise SystemExit(0)
+        hooks.emit(
+            hooks.STEP,
+            seeder=self.seeder,
+            checkpoint=None,
+            save=lambda: trainer.save_checkpoint(_stop_checkpoint(trainer.default_root_dir)),
+            end=None,
+        )
 
     # ------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

@@ -55,10 +55,10 @@ import transformers.trainer as _hf_trainer_module
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, get_last_checkpoint
 
+from seeder import _hooks as hooks
 from seeder._checks import check_bool, check_state_header, is_int
 from seeder._errors import SeederWarning, StateError
 from seeder._internals import require
-from seeder._run import steps as stepwatch
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import resolve_seeder
 from seeder._seeding.derive import TRAIN_TASK
@@ -194,7 +194,7 @@ class _SeederCheckpointCallback(TrainerCallback):
             )
         save_checkpoint_state(folder, self.trainer.seeder)
         if self.stopping:
-            stepwatch.mark("stopped")
+            hooks.emit(hooks.STOPPED, step=None)
 
     def on_step_end(
         self,
@@ -205,10 +205,20 @@ class _SeederCheckpointCallback(TrainerCallback):
     ) -> None:
         """Under ``seeder verify``: at the step it asks for, save the Trainer's checkpoint and stop
         training."""
-        if stepwatch.should_stop() and not self.stopping:
-            self.stopping = True
-            control.should_save = True
-            control.should_training_stop = True
+        if not self.stopping:
+            hooks.emit(
+                hooks.STEP,
+                seeder=self.trainer.seeder,
+                checkpoint=None,
+                save=None,
+                end=lambda: self._stop(control),
+            )
+
+    def _stop(self, control: TrainerControl) -> None:
+        """Save the Trainer's checkpoint and end the training (a tool's stop at this step)."""
+        self.stopping = True
+        control.should_save = True
+        control.should_training_stop = True
 
 
 class SeederTrainer(Trainer):
@@ -469,7 +479,7 @@ class SeederTrainer(Trainer):
             checkpoint = None
         else:
             checkpoint = resume_from_checkpoint
-        if checkpoint is None and stepwatch.resume_requested():  # seeder verify's resumed run
+        if checkpoint is None and hooks.ask(hooks.RESUME):  # a tool's resumed run (seeder verify)
             output_dir = self.args.output_dir
             checkpoint = (
                 get_last_checkpoint(output_dir)
@@ -482,9 +492,9 @@ class SeederTrainer(Trainer):
         self._loaded_rngs = None
         if checkpoint is not None:
             self._pending_state = read_checkpoint_state(checkpoint, self.seeder)
-            stepwatch.mark(
-                "resumed",
-                int(str(checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
+            hooks.emit(
+                hooks.RESUMED,
+                step=int(str(checkpoint).rstrip("/").rsplit("-", 1)[-1] or 0)
                 if str(checkpoint).rsplit("-", 1)[-1].isdigit()
                 else None,
             )

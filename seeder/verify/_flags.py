@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from seeder._run.steps import STOP_CKPT
+from seeder._safefile import open_log, write_file
 from seeder.env._redact import command_text, file_redactor, redact_json
-from seeder.env._safefile import open_log, write_file
 from seeder.verify._contract import TEMPLATE_NAMES, Contract
 
 __all__ = [

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from seeder._checks import is_int
+from seeder._safefile import write_file
 from seeder.env._redact import redact_json
-from seeder.env._safefile import write_file
 from seeder.verify._advice import HASH_SEED_CAUSES, explain
 from seeder.verify._compare import Difference, first_difference, read_records
 from seeder.verify._runner import RunFailed, RunSpec, run_all

@@ -164,7 +164,7 @@ def _why_differs(a: bytes, b: bytes, pattern: re.Pattern[bytes]) -> Optional[str
         return None
     if len(a) <= _LIMIT and len(b) <= _LIMIT:
         try:
-            from seeder._run.digest import digest
+            from seeder._digest import digest
 
             ta, tb = _tensors(a), _tensors(b)
         except Exception:  # not a file torch.load reads with weights_only: JSON or bytes

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from seeder._checks import is_int
-from seeder._run.steps import ENV_CKPT_DIR, ENV_RESUME, ENV_STEPS
-from seeder._run.trace import ENV_TRACE
+from seeder._run.steps import ENV_CKPT_DIR, ENV_RESUME
+from seeder._run.variables import ENV_STEPS, ENV_TRACE
 from seeder._seeding.derive import MAX_MASTER_SEED
 from seeder.verify._contract import Contract, read_metrics
 from seeder.verify._diagnose import TRACE_NAME

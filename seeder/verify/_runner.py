@@ -5,9 +5,11 @@ stdout and stderr in ``<run dir>/log.txt`` and a ``run.json`` beside it. Up to
 ``jobs`` runs go at once; a run with ``after`` waits until that run succeeded
 (and is skipped if it failed). A run's ``prepare`` is called just before it starts
 and may complete its argv or return a reason not to start it (status ``omitted``,
-not a failure; runs after it are omitted too). The first failure cancels the rest
-unless ``keep_going``. Ctrl-C (SIGINT) or SIGTERM sends SIGINT to every child's group,
-then SIGTERM, then SIGKILL after grace periods, and raises ``KeyboardInterrupt``.
+not a failure; runs after it are omitted too). Every run starts with the tools' hooks
+installed (:mod:`seeder._run.bootstrap`: its ``sitecustomize`` first on ``PYTHONPATH``). The
+first failure cancels the rest unless ``keep_going``. Ctrl-C (SIGINT) or SIGTERM sends SIGINT
+to every child's group, then SIGTERM, then SIGKILL after grace periods, and raises
+``KeyboardInterrupt``.
 
 Example:
     >>> import sys, tempfile, pathlib
@@ -34,8 +36,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from seeder._checks import is_int
+from seeder._run.bootstrap import run_environment
+from seeder._safefile import open_log, write_file
 from seeder.env._redact import file_redactor, redact_json
-from seeder.env._safefile import open_log, write_file
 
 __all__ = ["RunSpec", "RunResult", "RunFailed", "run_all", "child_environment", "log_tail"]
 
@@ -433,7 +436,7 @@ class _Runs:
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={**self.base_env, **spec.env},
+                env=run_environment({**self.base_env, **spec.env}),  # the tools' hooks
                 cwd=str(spec.cwd) if spec.cwd else None,
                 start_new_session=True,
             )

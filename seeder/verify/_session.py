@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from seeder._run.steps import read_marks
+from seeder._safefile import symlinks_in, write_file
 from seeder._seeding.announce import parse_drawn_seed
 from seeder.env._redact import file_redactor, redact_json
-from seeder.env._safefile import symlinks_in, write_file
 from seeder.verify._analysis import ALL_KINDS, analyze_compare, analyze_verify
 from seeder.verify._contract import Contract, Metrics, read_metrics
 from seeder.verify._diagnose import (

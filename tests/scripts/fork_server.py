@@ -28,7 +28,11 @@ import traceback
 
 import numpy  # noqa: F401  (imported once here, inherited by every child)
 import torch  # noqa: F401
-from script_main import exit_as_interpreter, run_as_main  # tests/scripts is this script's directory
+from script_main import (  # tests/scripts is this script's directory
+    exit_as_interpreter,
+    install_tools,
+    run_as_main,
+)
 
 import seeder  # noqa: F401
 
@@ -42,6 +46,7 @@ def child(argv: list, stdout: str, stderr: str, cwd: str, env: dict) -> None:
         argv = [os.path.abspath(argv[0]), *argv[1:]]  # a script named from the server's directory
         os.chdir(cwd)
         os.environ.update(env)
+        install_tools()
         for fd, path in ((1, stdout), (2, stderr)):
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(target, fd)

@@ -35,7 +35,11 @@ import traceback
 
 import numpy
 import torch
-from script_main import exit_as_interpreter, run_as_main  # tests/scripts is this script's directory
+from script_main import (  # tests/scripts is this script's directory
+    exit_as_interpreter,
+    install_tools,
+    run_as_main,
+)
 
 #: The state of torch's global generator a new interpreter starts with: drawn from the OS (torch
 #: seeds it with a nondeterministic seed at start), or torch's fixed default seed's (builds that
@@ -119,6 +123,7 @@ def _run(request: dict, fds: list) -> None:
         pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.path.dirname(os.path.abspath(argv[0]))] + pythonpath + _BASE_PATH
         sys.argv, sys.orig_argv = list(argv), list(request["orig_argv"])
+        install_tools()
         # a new interpreter seeds NumPy's global RNG from the OS; Python's random reseeds at fork
         numpy.random.seed()
         if FRESH_TORCH_RNG is None:

@@ -5,8 +5,9 @@
 
 Appends one JSON line to ``$SEEDER_TEST_FACTS`` before anything is imported: the interpreter's pid,
 its ``str`` hash of a fixed word (``hash`` is salted per interpreter unless ``PYTHONHASHSEED`` fixes
-it), whether hash randomisation is on, and which of torch, NumPy and seeder are already imported
-(none, in a fresh interpreter; all, in a child forked from a server that imported them).
+it), whether hash randomisation is on, and which of torch, NumPy and seeder's seeding are
+already imported (none, in a fresh interpreter, where the tools' ``sitecustomize`` imports only
+seeder's hook point; all, in a child forked from a server that used them).
 """
 
 import json
@@ -22,7 +23,7 @@ with open(os.environ["SEEDER_TEST_FACTS"], "a") as facts:
                 "pid": os.getpid(),
                 "hash": hash("seeder"),
                 "randomised": sys.flags.hash_randomization,
-                "imported": sorted({"torch", "numpy", "seeder"} & set(sys.modules)),
+                "imported": sorted({"torch", "numpy", "seeder._seeding"} & set(sys.modules)),
             }
         )
         + "\n"

@@ -43,3 +43,13 @@ def exit_as_interpreter(code: int) -> None:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code)
+
+
+def install_tools() -> None:
+    """In a forked run: install the tools' hooks where its ``PYTHONPATH`` starts with their
+    ``sitecustomize`` (``seeder._run.bootstrap.SITE_DIR``), as that file does at an interpreter's
+    start (the server that forked the run started before it)."""
+    from seeder._run.bootstrap import SITE_DIR, install
+
+    if SITE_DIR in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        install()

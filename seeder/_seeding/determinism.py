@@ -1,5 +1,5 @@
-"""Determinism helpers: deterministic mode and the process-level seeds. Stands apart from the seeder
-core.
+"""Deterministic mode and the process-level seeds: part of the core (``init(deterministic=True)``),
+public as ``seeder.env.enforce_determinism`` and ``seeder.env.python_hash_seed``.
 
 :func:`enforce_determinism` switches torch to deterministic algorithms and
 checks what only the launcher can set (``PYTHONHASHSEED``,
