@@ -105,11 +105,11 @@ class SharedStore:
         self._bytes = self.root / "bytes.txt"
 
     def share(
-        self, src: Path, rel: str, ignore: Optional[Callable[[str], bool]] = None
+        self, src: Path, rel: str, ignore: Optional[Callable[[str, bool], bool]] = None
     ) -> Optional[Path]:
         """The read-only copy of the file or folder ``src`` (``rel``: its path in the user's
         folder), made now if it is not there; ``None`` when it is over the budget (recorded).
-        ``ignore``: names a copied folder leaves out."""
+        ``ignore(name, is_dir)``: what a copied folder leaves out."""
         dst = self.files / rel
         if os.path.lexists(dst):
             return dst
@@ -128,7 +128,11 @@ class SharedStore:
                 src,
                 part,
                 copy_function=clone_file,
-                ignore=(lambda _, names: [n for n in names if ignore(n)]) if ignore else None,
+                ignore=(
+                    (lambda d, names: [n for n in names if ignore(n, os.path.isdir(f"{d}/{n}"))])
+                    if ignore
+                    else None
+                ),
             )
         else:
             clone_file(str(src), str(part))

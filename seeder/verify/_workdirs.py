@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from seeder.env._redact import credential_file
+from seeder.env._secretnames import credential_file
 from seeder.verify._shared import SHARE_BUDGET, SharedStore
 
 __all__ = [
@@ -142,15 +142,20 @@ def copy_run_dir(src: Path, dst: Path) -> Callable[[], Optional[str]]:
     return prepare
 
 
-def left_out_by_name(name: str) -> bool:
+def left_out_by_name(name: str, is_dir: bool = False) -> bool:
     """Whether an entry of the user's folder stays out of the runs' folders unless asked for: a
-    dotfile or dot-folder (``.env``, ``.netrc``, ``.aws/``, ``.venv/``) or a name that says it holds
-    credentials (``credentials.json``, ``db.pgpass``, ``id_rsa``, ``*.pem``).
+    dotfile or dot-folder (``.env``, ``.netrc``, ``.aws/``, ``.venv/``) or a file, not Python
+    source, whose name says it holds credentials (``credentials.json``, ``db.pgpass``,
+    ``id_rsa``, ``*.pem``: :func:`seeder.env._secretnames.credential_file`).
 
     >>> [left_out_by_name(n) for n in (".env", ".netrc", "secrets.yaml", "key.pem", "train.py")]
     [True, True, True, True, False]
+    >>> left_out_by_name("env", is_dir=True), left_out_by_name("secret_toy.py")
+    (False, False)
     """
-    return name.startswith(".") or credential_file(name)
+    if name.startswith("."):
+        return True
+    return not is_dir and not name.endswith(".py") and credential_file(name)
 
 
 def mirror_user_dir(
@@ -231,7 +236,7 @@ class _Mirror:
             or (into == self.top and _own(entry.name))
         ):
             return False
-        if not self.secret_files and left_out_by_name(entry.name):
+        if not self.secret_files and left_out_by_name(entry.name, entry.is_dir()):
             self.store.note("secret", self._rel(target))
             return False
         return True
