@@ -23,8 +23,8 @@ from seeder import _cli as cli
 from seeder.env._capture import capture_environment, default_snapshot_dir, load_snapshot
 from seeder.env._diff import diff_environments
 from seeder.env._recorded import NOT_RECORDED, recorded_environ
-from seeder.env._redact import REDACTED, Redactor, redact_text
-from seeder.env._secretnames import is_secret_name
+from seeder.env._redact import Redactor, redact_text
+from seeder.env._secretnames import REDACTED, is_secret_name
 
 # Planted secrets: none of these strings may appear in any file of a snapshot.
 SECRETS = {

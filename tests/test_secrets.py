@@ -26,13 +26,13 @@ from seeder.env._capture import capture_environment
 from seeder.env._recorded import NOT_RECORDED, is_recorded, recorded_environ
 from seeder.env._redact import (
     MIN_LITERAL,
-    REDACTED,
     Redactor,
     redact_argv,
     redact_json,
     redact_text,
 )
 from seeder.env._safefile import UnsafeDirectoryError, write_file
+from seeder.env._secretnames import REDACTED
 from seeder.verify._flags import probe_argv
 
 HEX40 = "9f3a1c5e7b2d4f6081a3c5e7092b4d6f8a1c3e5b"  # a wandb key

@@ -42,7 +42,6 @@ from seeder.env._secretnames import (
 )
 
 __all__ = [
-    "REDACTED",
     "MIN_LITERAL",
     "Redactor",
     "redact_text",
@@ -60,6 +59,7 @@ __all__ = [
 #: ``KEYTIMEOUT=1`` would otherwise remove every ``1`` of every file.
 MIN_LITERAL = 4
 _ARGV_KEYS = {"argv", "command", "cmd"}
+_ARGS_KEYS = {"a_args", "b_args"}  # seeder compare's arguments of A and B
 # A value a command line hides only because the rule cannot tell it is harmless, made of
 # lower-case words (``relu``, ``cosine_warmup``): hidden there, not searched for in all text,
 # where it would erase common words.
@@ -230,7 +230,8 @@ class Redactor:
     def data(self, obj: Any, key: str = "") -> Any:
         """A copy of a JSON-able object with every string redacted, before it is serialised.
 
-        ``argv``/``command`` lists go through :meth:`argv`; a string under a secret key is removed.
+        ``argv``/``command`` lists (and compare's ``a_args``/``b_args``) go through :meth:`argv`;
+        a string under a secret key is removed.
 
         >>> record = {"argv": ["x", "--token", "t0k3n-value"], "password": "hunter2", "n": 1}
         >>> Redactor({}).data(record)
@@ -247,6 +248,8 @@ class Redactor:
         if isinstance(obj, (list, tuple)):
             if key.lower() in _ARGV_KEYS and all(isinstance(a, str) for a in obj):
                 return self.argv(obj)
+            if key.lower() in _ARGS_KEYS and all(isinstance(a, str) for a in obj):
+                return self.argv(["", *obj])[1:]  # arguments without their program
             return [self.data(v) for v in obj]
         return obj
 
