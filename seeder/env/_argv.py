@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -138,8 +139,14 @@ def _known_word(value: str) -> bool:
         value in COMMAND_WORDS
         or os.path.exists(value)
         or bool(parent and os.path.isdir(parent))
-        or ("/" not in value and shutil.which(value) is not None)
+        or ("/" not in value and _on_path(value))
     )
+
+
+@functools.lru_cache(maxsize=512)
+def _on_path(word: str) -> bool:
+    """A command on ``PATH`` (looked up once per process: every log record builds a redactor)."""
+    return shutil.which(word) is not None
 
 
 def shown_value(value: str, option: Optional[str] = None) -> str:
