@@ -129,15 +129,16 @@ def _harmless(value: str) -> bool:
     )
 
 
-def _known_word(value: str) -> bool:
+def _known_word(value: str, cwd: Optional[str] = None) -> bool:
     """An existing file or folder, a new one in an existing folder (``runs/x``), a command on
     ``PATH`` (``python``) or one of seeder's :data:`COMMAND_WORDS`."""
     if not value or "\0" in value:
         return False
-    parent = os.path.dirname(value)
+    path = os.path.join(cwd, value) if cwd else value
+    parent = os.path.dirname(path) if os.path.dirname(value) else ""
     return (
         value in COMMAND_WORDS
-        or os.path.exists(value)
+        or os.path.exists(path)
         or bool(parent and os.path.isdir(parent))
         or ("/" not in value and _on_path(value))
     )
@@ -149,7 +150,7 @@ def _on_path(word: str) -> bool:
     return shutil.which(word) is not None
 
 
-def shown_value(value: str, option: Optional[str] = None) -> str:
+def shown_value(value: str, option: Optional[str] = None, cwd: Optional[str] = None) -> str:
     """What a command line shows of ``value``, the value of ``option`` (or a positional word when
     ``None``); see above.
 
@@ -157,6 +158,7 @@ def shown_value(value: str, option: Optional[str] = None) -> str:
         value: the value as given.
         option: the option it is the value of (``--out-dir``, a Hydra override's
             ``trainer.devices``), or ``None``.
+        cwd: the folder relative paths are read from (``None``: the working directory).
 
     Returns:
         ``value`` (URLs reduced, random-looking chunks replaced) where the rule shows it, else
@@ -172,7 +174,7 @@ def shown_value(value: str, option: Optional[str] = None) -> str:
         return value if value.strip().lower() in NOT_SECRET_VALUES else HIDDEN
     if _harmless(value):
         return value
-    if (words and words[-1] in SHOWN_OPTIONS) or _known_word(value):
+    if (words and words[-1] in SHOWN_OPTIONS) or _known_word(value, cwd):
         return mask_random(strip_urls(value))
     return HIDDEN
 
@@ -207,12 +209,13 @@ def argv_items(args: Sequence[str]) -> list[tuple[str, Optional[str], str]]:
     return items
 
 
-def command_line(argv: Sequence[Any]) -> list[str]:
+def command_line(argv: Sequence[Any], cwd: Optional[str] = None) -> list[str]:
     """``argv`` as every seeder tool writes and prints it (see above): flags and the program
     kept, each value shown or :data:`HIDDEN`.
 
     Args:
         argv: a command line (its words are made strings).
+        cwd: the folder its relative paths are read from (``None``: the working directory).
 
     Returns:
         The words to write, as many as ``argv`` has.
@@ -225,7 +228,7 @@ def command_line(argv: Sequence[Any]) -> list[str]:
         if i == 0 or kind == "flag":
             out.append(mask_random(strip_urls(value)))
         elif kind == "pair":
-            out.append(f"{mask_random(option or '')}={shown_value(value, option)}")
+            out.append(f"{mask_random(option or '')}={shown_value(value, option, cwd)}")
         else:
-            out.append(shown_value(value, option))
+            out.append(shown_value(value, option, cwd))
     return out

@@ -212,10 +212,11 @@ class Redactor:
 
         return sub
 
-    def argv(self, argv: Sequence[Any]) -> list[str]:
+    def argv(self, argv: Sequence[Any], cwd: Optional[str] = None) -> list[str]:
         """A command line as every seeder tool writes it: the one rule of
-        :func:`seeder.env._argv.command_line`, then :meth:`text` on what it shows."""
-        return [w if w == HIDDEN else self.text(w) for w in command_line(argv)]
+        :func:`seeder.env._argv.command_line` (relative paths read from ``cwd``), then
+        :meth:`text` on what it shows."""
+        return [w if w == HIDDEN else self.text(w) for w in command_line(argv, cwd)]
 
     def diff(self, diff: str) -> str:
         """A ``git diff`` for a file (:func:`seeder.env._diffredact.redact_diff`, then
@@ -335,9 +336,11 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def command_text(argv: Sequence[str], redactor: Optional[Redactor] = None) -> str:
+def command_text(
+    argv: Sequence[str], redactor: Optional[Redactor] = None, cwd: Optional[str] = None
+) -> str:
     """A command line as one line of text, as seeder shows it: :meth:`Redactor.argv`, shell-quoted
-    (``<hidden>`` and ``<redacted>`` left as they are).
+    (``<hidden>`` and ``<redacted>`` left as they are); relative paths are read from ``cwd``.
 
     >>> command_text(["bash", "--token", "t0k", "--lr", "0.1", "a b"])
     'bash --token <hidden> --lr 0.1 <hidden>'
@@ -347,7 +350,7 @@ def command_text(argv: Sequence[str], redactor: Optional[Redactor] = None) -> st
     def plain(w: str) -> str:
         return w.replace(REDACTED, "x").replace(HIDDEN, "x")
 
-    shown = (redactor or file_redactor([argv])).argv(argv)
+    shown = (redactor or file_redactor([argv])).argv(argv, cwd)
     return " ".join(w if shlex.quote(plain(w)) == plain(w) else shlex.quote(w) for w in shown)
 
 
