@@ -23,7 +23,8 @@ from seeder import _cli as cli
 from seeder.env._capture import capture_environment, default_snapshot_dir, load_snapshot
 from seeder.env._diff import diff_environments
 from seeder.env._recorded import NOT_RECORDED, recorded_environ
-from seeder.env._redact import REDACTED, Redactor, is_secret_name, redact_text
+from seeder.env._redact import Redactor, redact_text
+from seeder.env._secretnames import REDACTED, is_secret_name
 
 # Planted secrets: none of these strings may appear in any file of a snapshot.
 SECRETS = {
@@ -576,3 +577,34 @@ def test_uv_environment_is_frozen_with_uv(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     tools = load_snapshot(tmp_path / "snap")["tools"]
     assert tools["uv pip freeze"]["status"] == "ok" and "pip freeze" not in tools
+
+
+def test_env_diff_compares_an_old_snapshot_with_the_diff_text_by_hash_and_files(tmp_path):
+    """A snapshot that stored the change's text (``git.diff``, ``diffsha256``: earlier seeders)
+    compares with one that records the changed files and ``diff_sha256``: the same change is no
+    difference, another hash or file is."""
+    from seeder.env._capture import SNAPSHOT_FORMAT, SNAPSHOT_VERSION
+
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "git.diff").write_text(
+        "diff --git a/train.py b/train.py\n@@ -1 +1 @@\n-lr = 1\n+lr = 2\n"
+        "diff --git a/c.yaml b/c.yaml\n@@ -1 +1 @@\n-a: 1\n+a: 2\n"
+    )
+    base = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION}
+    git = {"status": "ok", "commit": "abc", "branch": "main", "dirty": True, "untracked": []}
+    old_manifest = {
+        **base,
+        "git": {**git, "remotes": [], "diff": "git.diff", "diffsha256": "h1"},
+        "files": {"git.diff": {"sha256": "h1"}},
+        "_dir": str(old),
+    }
+    new = {**base, "git": {**git, "remotes": [], "changed": ["M c.yaml", "M train.py"]}}
+    same = diff_environments(old_manifest, {**new, "git": {**new["git"], "diff_sha256": "h1"}})
+    assert same.sections["git"] == []
+    other = diff_environments(
+        old_manifest,
+        {**new, "git": {**new["git"], "diff_sha256": "h2", "changed": ["M train.py"]}},
+    )
+    assert {c.key for c in other.sections["git"]} == {"diff_sha256", "changed"}
+    assert next(c for c in other.sections["git"] if c.key == "diff_sha256").important

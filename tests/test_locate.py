@@ -364,7 +364,7 @@ def test_a_localisation_that_cannot_run_under_verify_is_one_line_and_the_verdict
     ]
     assert report["verdict"] == "FAIL" and report["locate"]["kind"] == "error"
     written = json.loads((tmp_path / "report.json").read_text())
-    assert written["locate"]["command"] == ["python", "train.py", "--token", "<redacted>"]
+    assert written["locate"]["command"] == ["python", "<hidden>", "--token", "<hidden>"]
     assert (tmp_path / "report.md").read_text().endswith(f"- {lines[0]}\n")
     passed = {"checks": [{"name": "reproducible", "status": "PASS"}], "runs": []}
     assert locate_after_verify(passed, tmp_path) == [] and "locate" not in passed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import stat
 import string
 import subprocess
@@ -21,16 +22,17 @@ from optional import need_verify
 
 from seeder import SeederWarning
 from seeder._safefile import UnsafeDirectoryError, write_file
+from seeder.env._argv import HIDDEN
 from seeder.env._capture import capture_environment
 from seeder.env._recorded import NOT_RECORDED, is_recorded, recorded_environ
 from seeder.env._redact import (
     MIN_LITERAL,
-    REDACTED,
     Redactor,
     redact_argv,
     redact_json,
     redact_text,
 )
+from seeder.env._secretnames import REDACTED
 from seeder.verify._flags import probe_argv
 
 HEX40 = "9f3a1c5e7b2d4f6081a3c5e7092b4d6f8a1c3e5b"  # a wandb key
@@ -107,18 +109,18 @@ ARGV_FORMS = [
     "formPositional-20",
 ]
 ARGV_FORMS_SHOWN = [
-    f"--api-key={REDACTED}",
+    f"--api-key={HIDDEN}",
     "--token",
-    REDACTED,
-    f"--pass={REDACTED}",
+    HIDDEN,
+    f"--pass={HIDDEN}",
     "--hf_token",
-    REDACTED,
-    f"API_KEY={REDACTED}",
-    REDACTED,
-    f"https://example.com/{REDACTED}",
-    f"mysql://db.example:3306/{REDACTED}",
-    f"s3://bucket/{REDACTED}",
-    REDACTED,
+    HIDDEN,
+    f"API_KEY={HIDDEN}",
+    HIDDEN,
+    HIDDEN,
+    HIDDEN,
+    HIDDEN,
+    HIDDEN,
 ]
 ARGV_FORM_SECRETS = [f"form{k}-{n}" for k, n in (("ApiKey", 11), ("Token", 12), ("Pass", 13))] + [
     "formHfToken-14",
@@ -290,18 +292,18 @@ def test_seeder_env_snapshot_and_seeder_run_write_no_planted_secret(tmp_path):
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["run"]["argv"][1:] == [
         "--db-password",
-        REDACTED,
-        f"--token={REDACTED}",
+        HIDDEN,
+        f"--token={HIDDEN}",
         "--api-key",
-        REDACTED,
-        f"--password={REDACTED}",
-        f"db.password={REDACTED}",
+        HIDDEN,
+        f"--password={HIDDEN}",
+        f"db.password={HIDDEN}",
         "--secret",
-        REDACTED,
+        HIDDEN,
         "--note",
-        REDACTED,
+        HIDDEN,
         "--notify",
-        f"https://hooks.slack.com/{REDACTED}",
+        HIDDEN,
         *ARGV_FORMS_SHOWN,
     ]
     env_txt = (tmp_path / "run" / "env.txt").read_text()
@@ -336,14 +338,14 @@ SECRET_TOY = str(REPO_ROOT / "tests" / "scripts" / "verify_secret_toy.py")
 TOY_ARGS = [*ARGV[:6], *ARGV_FORMS, *ARGV[-2:]]
 TOY_SHOWN = [
     "--db-password",
-    REDACTED,
-    f"--token={REDACTED}",
+    HIDDEN,
+    f"--token={HIDDEN}",
     "--api-key",
-    REDACTED,
-    f"--password={REDACTED}",
+    HIDDEN,
+    f"--password={HIDDEN}",
     *ARGV_FORMS_SHOWN,
     "--notify",
-    f"https://hooks.slack.com/{REDACTED}",
+    HIDDEN,
 ]
 
 
@@ -392,7 +394,7 @@ def test_seeder_verify_writes_no_planted_secret(tmp_path):
         assert log.startswith("config: ") and f"MYSQL_PWD={REDACTED}" in log
     # the report's text shows a webhook as its JSON does
     md = (out / "report.md").read_text()
-    assert f"https://hooks.slack.com/{REDACTED}" in md and "hooks.slack.com/services" not in md
+    assert "--notify" in md and "hooks.slack.com" not in md
 
 
 @pytest.mark.slow
@@ -528,10 +530,10 @@ def test_argv_flags():
     assert redact_argv(argv, environ={}) == [
         "x",
         "--db-password",
-        REDACTED,
-        f"--token={REDACTED}",
+        HIDDEN,
+        f"--token={HIDDEN}",
         "--api-key",
-        REDACTED,
+        HIDDEN,
         "--password",
         "--next",
         "-p",
@@ -639,7 +641,7 @@ def test_a_value_after_a_secret_flag_is_removed(value, flag):
     assume(not value.startswith("--"))
     LEAKS["cases"] += 2
     out = Redactor({}).argv(["train.py", flag, value, f"{flag}={value}", "--lr", "0.1"])
-    assert out == ["train.py", flag, REDACTED, f"{flag}={REDACTED}", "--lr", "0.1"]
+    assert out == ["train.py", flag, HIDDEN, f"{flag}={HIDDEN}", "--lr", "0.1"]
 
 
 @settings(max_examples=40, derandomize=True, deadline=None)
@@ -708,17 +710,18 @@ _URL_PARTS = st.text(
     parts=st.lists(_URL_PARTS, min_size=1, max_size=4),
     query=st.none() | _URL_PARTS,
     user=st.none() | _URL_PARTS,
-    option=st.sampled_from(["--notify", "--url", "--endpoint", "--hook", "--x", None]),
+    option=st.sampled_from(["--notify", "--url", "--endpoint", "--x", None, "--data", "--config"]),
 )
 def test_a_url_on_the_command_line_keeps_its_scheme_and_host_only(host, parts, query, user, option):
     """Property: whatever its path, query or credentials (a Slack webhook has no token shape), a
-    URL in argv is shown as scheme and host, and what was cut is not shown where the script prints
-    it (its log)."""
+    URL in argv is hidden, or shown as scheme and host under an option whose values are shown, and
+    what was cut is not shown where the script prints it (its log)."""
     userinfo, query = (user + "@" if user else ""), ("?q=" + query if query else "")
     url = f"https://{userinfo}{host}/{'/'.join(parts)}{query}"
     argv = ["train.py", *([option] if option else []), url]
     r = Redactor({}, [argv])
-    assert r.argv(argv)[-1] == f"https://{host}/{REDACTED}"
+    shown = option in ("--data", "--config")
+    assert r.argv(argv)[-1] == (f"https://{host}/{REDACTED}" if shown else HIDDEN)
     assert url not in r.text(f"config: {argv}") and url not in json.dumps(r.data({"argv": argv}))
     LEAKS["cases"] += 1
 
@@ -734,9 +737,11 @@ _WORDISH = st.text(
     option=st.sampled_from(["--note", "--hook-id", "--x", "-k", "--passcode", "--wandb"]),
 )
 def test_a_value_seeder_cannot_show_harmless_is_not_shown(value, option):
-    """Property: a long value that is no number, path or URL, under an option not known to be
-    harmless, is removed from argv and from any text that prints it."""
+    """Property: a value that is no number, path or URL, under an option not known to be
+    harmless, is removed from argv and, unless made of lower-case words only, from any text that
+    prints it."""
     assume(not value.startswith("-") and "/" not in value and "." not in value)
+    assume(not re.fullmatch(r"[a-z]+(?:[_\-][a-z]+)*", value))
     try:
         float(value)
         assume(False)  # numbers are shown (documented)
@@ -744,7 +749,7 @@ def test_a_value_seeder_cannot_show_harmless_is_not_shown(value, option):
         pass
     argv = ["train.py", option, value, f"{option}={value}"]
     r = Redactor({}, [argv])
-    assert r.argv(argv) == ["train.py", option, REDACTED, f"{option}={REDACTED}"]
+    assert r.argv(argv) == ["train.py", option, HIDDEN, f"{option}={HIDDEN}"]
     assert value not in r.text(f"started with {value}")
     LEAKS["cases"] += 2
 
@@ -754,7 +759,7 @@ def test_what_a_command_line_shows():
         "/usr/bin/python",
         "-m",
         "torch.distributed.run",
-        "train.py",
+        __file__,  # the script: an existing file
         "--lr",
         "-0.1",
         "--epochs",
@@ -778,6 +783,16 @@ def test_what_a_command_line_shows():
     shown = Redactor({}).argv(argv)
     assert shown[:-1] == argv[:-1]
     assert shown[-1] == f"/data/{REDACTED}/x"  # a token inside a path is cut
+    hidden = ["t.py", "fit", "--note", "abc", "--act=relu", "no/such/dir/x", "hunter2"]
+    assert Redactor({}).argv(hidden) == [
+        "t.py",
+        HIDDEN,
+        "--note",
+        HIDDEN,
+        f"--act={HIDDEN}",
+        HIDDEN,
+        HIDDEN,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -884,23 +899,22 @@ def test_a_block_scalar_under_another_key_is_kept():
 @given(
     host=st.from_regex(r"[a-z]{3,10}\.(com|io|example)", fullmatch=True),
     path=st.lists(st.text(string.ascii_letters, min_size=4, max_size=20), min_size=1, max_size=3),
-    flag=st.sampled_from(["--notify", "--callback", "--report-to"]),
+    flag=st.sampled_from(["--notify", "--callback", "--report-to", "--data", "--log-dir"]),
 )
 def test_a_url_on_the_command_line_reads_the_same_in_text_and_in_argv(host, path, flag):
     url = f"https://{host}/" + "/".join(path)
     argv = ["train.py", flag, url]
     r = Redactor({}, [argv])
-    assert (
-        r.text(" ".join(argv))
-        == " ".join(r.argv(argv))
-        == f"train.py {flag} https://{host}/{REDACTED}"
-    )
+    shown = f"https://{host}/{REDACTED}" if flag in ("--data", "--log-dir") else HIDDEN
+    assert r.text(" ".join(argv)) == " ".join(r.argv(argv)) == f"train.py {flag} {shown}"
 
 
-def test_a_command_verify_cannot_probe_is_named_redacted():
-    command = ["bash", "run.sh", *ARGV_FORMS]
+def test_a_command_verify_cannot_probe_is_named_redacted(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("")
+    command = ["bash", str(script), *ARGV_FORMS]
     argv, why = probe_argv(command, Path("."))
-    assert argv is None and why.startswith("bash run.sh --api-key=<redacted> --token <redacted>")
+    assert argv is None and why.startswith(f"bash {script} --api-key={HIDDEN} --token {HIDDEN}")
     assert not [s for s in ARGV_FORM_SECRETS if s in why]
 
 
@@ -1008,6 +1022,69 @@ def test_seeder_log_records_are_redacted_before_a_file_handler_writes_them(tmp_p
         handler.close()
     text = (tmp_path / "seeder.log").read_text()
     assert "could not start" in text and "logTok-55" not in text and "logPw-8812" not in text
+
+
+# Every form of issue 41's planted secrets, as a function of the secret value.
+_FORMS = [
+    lambda v: [f"--api-key={v}"],
+    lambda v: ["--token", v],
+    lambda v: [f"--pass={v}"],
+    lambda v: ["--hf_token", v],
+    lambda v: [f"API_KEY={v}"],
+    lambda v: [json.dumps({"password": v})],
+    lambda v: [f"https://alice:{v}@example.com/data"],
+    lambda v: [f"mysql://bob:{v}@db.example:3306/app"],
+    lambda v: [f"s3://AKIDPLANTED:{v}@bucket/key"],
+    lambda v: [v],  # positional
+    lambda v: ["--note", v],
+    lambda v: ["--notify", f"https://hooks.example.com/services/{v}"],
+]
+_HARMLESS = [["--lr", "0.1"], ["--epochs", "3"], ["--model", "resnet50"], ["-v"], ["--amp"]]
+# A secret as people make them: letters and digits (at least one of each), dashes, underscores.
+_SECRET_VALUES = st.from_regex(r"[A-Za-z][A-Za-z0-9_\-]{3,22}[0-9]", fullmatch=True)
+
+
+@settings(max_examples=80, derandomize=True, deadline=None)
+@given(
+    secret=_SECRET_VALUES,
+    forms=st.lists(st.sampled_from(range(len(_FORMS))), min_size=1, max_size=4),
+    harmless=st.lists(st.sampled_from(_HARMLESS), max_size=3),
+)
+def test_no_planted_secret_reaches_any_command_line_a_tool_writes_or_prints(
+    secret, forms, harmless
+):
+    """Property: whatever form a secret takes on a command line, no path by which a seeder tool
+    writes or prints that command line (a record's ``argv``, the one-line form, a log line that
+    quotes it, a report's JSON, the tool's redacted stdout, a diff that removes it) shows it."""
+    import contextlib
+    import io
+
+    from seeder.env._redact import command_text, file_redactor, redacted_output
+
+    assume(secret not in json.dumps(_HARMLESS) and "resnet50" not in secret)
+    argv = ["train.py"] + [w for f in forms for w in _FORMS[f](secret)]
+    argv += [w for pair in harmless for w in pair]
+    r = file_redactor([argv])
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), redacted_output([argv]):
+        print("driven as", " ".join(argv), argv)
+    diff = (
+        "diff --git a/c.yaml b/c.yaml\n@@ -1,2 +1,3 @@\n"
+        f"-password: {secret}\n+password: x\n+password_block: |\n+  {secret}\n"
+    )
+    outputs = [
+        json.dumps(r.argv(argv)),
+        command_text(argv),
+        r.text(" ".join(argv)),
+        r.text(f"config: {argv}"),
+        json.dumps(redact_json({"argv": argv, "command": argv, "log": " ".join(argv)})),
+        buf.getvalue(),
+        r.diff(diff),
+    ]
+    LEAKS["cases"] += len(outputs)
+    leaked = [o for o in outputs if secret in o]
+    LEAKS["leaks"] += len(leaked)
+    assert not leaked, leaked
 
 
 def test_leak_count_for_the_note():

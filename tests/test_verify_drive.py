@@ -127,6 +127,7 @@ def test_the_probe_sees_a_subcommand_and_stops_a_parserless_script_at_its_first_
     )
     assert probe.actions is None and "within 1 s" in probe.how
     assert not list(tmp_path.rglob("trained.pt")) and not list(tmp_path.rglob("ran"))
+    (tmp_path / "run.sh").write_text("python train.py\n")  # shown: a file of the user's
     assert probe_parser(["bash", "run.sh"], tmp_path, tmp_path / "p5", {}).how.startswith(
         "bash run.sh is not a Python"
     )

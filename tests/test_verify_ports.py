@@ -22,7 +22,7 @@ from helpers import REPO_ROOT, run_python
 from optional import need, need_verify
 
 need_verify(figures=False)  # every run here passes figures=False
-from seeder.verify import VerifyConfig, verify  # noqa: E402
+from seeder.verify import RunFailed, VerifyConfig, verify  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -173,6 +173,11 @@ seeder.reseed(0, 0)
 model = torch.nn.Linear(2, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 assert open("deploy.cfg").read().startswith("[deploy]")  # read through the mirror
+assert not os.path.exists(".netrc")  # a credential file: left out of the runs' folders
+with open("data/big.bin", "rb") as fh:  # larger than a run's copies: the shared read-only copy
+    total = sum(fh.read())
+with open("data/big.sum", "w") as fh:  # written next to it: into the run's own data/
+    fh.write(str(total))
 ckpt = seeder.Checkpoint("ckpt/last.pt", model=model, optimizer=opt)
 start = ckpt.resume()
 for epoch in range(start, 2):
@@ -209,7 +214,8 @@ def test_verify_changes_no_byte_of_the_users_folder_and_leaves_no_link_to_it(tmp
     (home / "notes.txt").write_text("my notes\n")
     (home / "deploy.cfg").write_text("[deploy]\npassword = hunter2\n")
     (home / ".netrc").write_text("machine example.com login me password hunter2\n")
-    (home / "data.bin").write_bytes(os.urandom(2 * 1024 * 1024))  # larger than a copy: a link
+    (home / "data").mkdir()
+    (home / "data" / "big.bin").write_bytes(os.urandom(2 * 1024 * 1024))  # larger than a copy
     (home / "latest").symlink_to("notes.txt")
     # Earlier outputs of verify and locate, whatever their names: never mirrored into a run.
     olds = (
@@ -234,9 +240,15 @@ def test_verify_changes_no_byte_of_the_users_folder_and_leaves_no_link_to_it(tmp
     runs = home / "out" / "runs"
     links = [p for p in runs.rglob("*") if p.is_symlink()]
     assert links == []  # nothing in --out leads to the user's files
+    out_real = (home / "out").resolve()
+    assert all(Path(os.path.realpath(p)).is_relative_to(out_real) for p in out_real.rglob("*"))
     names = {p.name for p in runs.rglob("*")}
-    assert not names & {".netrc", "deploy.cfg", "data.bin", "results", "seeder-locate", "zz"}
-    assert "z0001.txt" not in names
+    assert not names & {".netrc", "deploy.cfg", "big.bin", "results", "seeder-locate", "zz"}
+    assert "z0001.txt" not in names and not (runs / ".shared").exists()
+    assert (runs / "full-0" / "data" / "big.sum").read_text() == str(
+        sum((home / "data" / "big.bin").read_bytes())
+    )
+    assert any(".netrc" in n and "--include-secret-files" in n for n in rep["notes"]), rep["notes"]
     # The run's own copy of notes.txt got the lines, and the resumed run continued it: compared.
     assert "notes.txt" in rep["compared"]["files"]
     full = (runs / "full-0" / "notes.txt").read_text()
@@ -264,24 +276,33 @@ with open("big.bin", "ab") as fh:  # a large file of the user's, reached through
 """
 
 
-def test_a_write_that_reaches_a_users_file_is_a_fail(tmp_path, handed_off):
+def test_a_write_into_a_large_file_of_the_users_never_reaches_it(tmp_path, handed_off):
+    """A file over the copy limit is one read-only copy the runs share: writing into it fails in
+    the run, or (a process that ignores permissions: root) changes only that copy, and the verdict
+    is FAIL naming it."""
     home = tmp_path / "user"
     home.mkdir()
     (home / "train.py").write_text(WRITES_THROUGH)
     (home / "big.bin").write_bytes(b"0" * (2 * 1024 * 1024))
-    rep = verify(
-        VerifyConfig(
-            command=[sys.executable, str(home / "train.py")],
-            out=home / "out",
-            cwd=home,
-            **{**QUICK, "mid_epoch": False},
-        )
+    cfg = VerifyConfig(
+        command=[sys.executable, str(home / "train.py")],
+        out=home / "out",
+        cwd=home,
+        **{**QUICK, "mid_epoch": False},
     )
-    assert rep["verdict"] == "FAIL"
-    assert any(
-        "changed while the runs went" in r and "big.bin" in r and "a run wrote into" in r
-        for r in rep["reasons"]
-    ), rep["reasons"]
+    if os.geteuid() != 0:
+        with pytest.raises(RunFailed) as failed:
+            verify(cfg)
+        assert "Permission denied" in failed.value.failed[0].log.read_text()
+    else:
+        rep = verify(cfg)
+        assert rep["verdict"] == "FAIL"
+        assert any(
+            "the runs wrote into 1 file(s) of the read-only copy" in r and "big.bin" in r
+            for r in rep["reasons"]
+        ), rep["reasons"]
+    assert (home / "big.bin").read_bytes() == b"0" * (2 * 1024 * 1024)  # the user's: untouched
+    assert not [p for p in (home / "out").rglob("*") if p.is_symlink()]
 
 
 HAND_WRITTEN_NO_CKPT = """\

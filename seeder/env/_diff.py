@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Any, Optional, Union
 
 from seeder.env._capture import SNAPSHOT_FORMAT, PathLike, load_snapshot
 from seeder.env._recorded import IMPORTANT_VARIABLES, NOT_RECORDED, important_variable
+
+_DIFF_HEADER = re.compile(r"^diff --git a/(?P<a>.*) b/(?P<b>.*)$")
 
 __all__ = ["DEFAULT_IGNORED_VARIABLES", "SECTIONS", "Change", "EnvDiff", "diff_environments"]
 
@@ -291,6 +294,10 @@ def diff_environments(
     differ in every run, such as ``SLURM_JOB_ID``) are listed in ``ignored`` and do not
     count. Snapshots record the values of some variables only (``seeder.env._recorded``) and
     redact secrets, so a change of a value that was not recorded is not seen; its presence is.
+    A repository's uncommitted change is compared by its sha256 and the paths of the files it
+    touches; a snapshot that stored the change's text (``git.diff``, from an earlier seeder or
+    ``--diff``) is compared the same way, its paths read from the text's ``diff --git`` headers
+    and its hash from ``diffsha256``; the text itself is not compared line by line.
 
     Args:
         a, b: the snapshots: directories, ``manifest.json`` paths or loaded manifests.
@@ -323,105 +330,125 @@ def diff_environments(
         str(sb.get("_dir", "B")),
         header={"a": sa.get("run", {}), "b": sb.get("run", {})},
     )
-
-    def ignored(name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
-
-    ea = {k: v for k, v in (sa.get("environment") or {}).items() if not ignored(k)}
-    eb = {k: v for k, v in (sb.get("environment") or {}).items() if not ignored(k)}
-    result.ignored = sorted(
-        k
-        for k in set(sa.get("environment") or {}) | set(sb.get("environment") or {})
-        if ignored(k)
-        and (sa.get("environment") or {}).get(k) != (sb.get("environment") or {}).get(k)
-    )
-    for k in set(ea) & set(
-        eb
-    ):  # a value one snapshot did not record cannot be compared: only presence counts
-        if NOT_RECORDED in (ea[k], eb[k]):
-            ea[k] = eb[k] = NOT_RECORDED
-    env_changes = _compare_maps(ea, eb, lambda k: important_variable(k) is not None)
-    env_changes.sort(
-        key=lambda c: (
-            important_variable(c.key) if c.important else len(IMPORTANT_VARIABLES),
-            c.key,
-        )
-    )
-    result.sections["environment"] = env_changes
-
-    ta, tb = dict(sa.get("torch") or {}), dict(sb.get("torch") or {})
-    for t in (ta, tb):  # the build configuration itself is compared line by line under "files"
-        t.pop("config", None)
-        t.pop("config_sha256", None)
-    result.sections["torch"] = _compare_maps(
-        _flatten("", ta), _flatten("", tb), lambda k: not k.startswith("settings.num")
-    )
-    ga = {
-        f"gpu{g.get('index')}": f"{g.get('name')} (driver {g.get('driver')}, {g.get('memory')})"
-        for g in sa.get("gpus") or []
-    }
-    gb = {
-        f"gpu{g.get('index')}": f"{g.get('name')} (driver {g.get('driver')}, {g.get('memory')})"
-        for g in sb.get("gpus") or []
-    }
-    result.sections["gpus"] = _compare_maps(ga, gb, lambda k: True)
-    result.sections["system"] = _compare_maps(
-        sa.get("system") or {},
-        sb.get("system") or {},
-        lambda k: k in ("cpu_model", "cpu_affinity", "libc"),
-    )
-    pa = {
-        k: v
-        for k, v in (sa.get("python") or {}).items()
-        if k in ("version", "implementation", "virtualenv")
-    }
-    pb = {
-        k: v
-        for k, v in (sb.get("python") or {}).items()
-        if k in ("version", "implementation", "virtualenv")
-    }
-    result.sections["python"] = _compare_maps(pa, pb, lambda k: k == "version")
+    result.sections["environment"], result.ignored = _environment(sa, sb, patterns)
+    result.sections.update(_platform(sa, sb))
     result.sections["packages"] = _compare_maps(sa.get("packages") or {}, sb.get("packages") or {})
     da, db = _dpkg(sa), _dpkg(sb)
     result.sections["system_packages"] = (
         _compare_maps(da, db) if da is not None and db is not None else []
     )
-
-    def editable_view(s: Mapping[str, Any]) -> dict[str, Any]:
-        out = {}
-        for e in s.get("editables") or []:
-            g = e.get("git") or {}
-            fields = {
-                "path": e.get("path"),
-                "version": e.get("version"),
-                "git": g.get("status"),
-                "commit": g.get("commit"),
-                "dirty": g.get("dirty"),
-                "diff_sha256": g.get("diff_sha256"),
-            }
-            out.update({f"{e['name']}.{k}": v for k, v in fields.items()})
-        return out
-
     result.sections["editables"] = _compare_maps(
-        editable_view(sa),
-        editable_view(sb),
-        lambda k: k.endswith((".commit", ".dirty", ".diff_sha256")),
-    )
-    git_keys = (
-        "status",
-        "commit",
-        "branch",
-        "dirty",
-        "diff_sha256",
-        "changed",
-        "untracked",
-        "remotes",
+        _editables(sa), _editables(sb), lambda k: k.endswith((".commit", ".dirty", ".diff_sha256"))
     )
     result.sections["git"] = _compare_maps(
-        {k: (sa.get("git") or {}).get(k) for k in git_keys},
-        {k: (sb.get("git") or {}).get(k) for k in git_keys},
-        lambda k: k in ("commit", "dirty", "diff_sha256"),
+        _git(sa), _git(sb), lambda k: k in ("commit", "dirty", "diff_sha256")
     )
+    result.sections["files"] = _files(sa, sb)
+    result.sections["tools"] = _compare_maps(
+        {k: v.get("status") for k, v in (sa.get("tools") or {}).items()},
+        {k: v.get("status") for k, v in (sb.get("tools") or {}).items()},
+    )
+    return result
+
+
+def _environment(
+    sa: Mapping[str, Any], sb: Mapping[str, Any], patterns: list[str]
+) -> tuple[list[Change], list[str]]:
+    """The variables' changes (those that change numerics first) and the ignored names that
+    differ."""
+
+    def ignored(name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+    full_a, full_b = sa.get("environment") or {}, sb.get("environment") or {}
+    ea = {k: v for k, v in full_a.items() if not ignored(k)}
+    eb = {k: v for k, v in full_b.items() if not ignored(k)}
+    names = sorted(k for k in set(full_a) | set(full_b) if ignored(k))
+    skipped = [k for k in names if full_a.get(k) != full_b.get(k)]
+    for k in set(ea) & set(eb):  # a value one snapshot did not record: only presence counts
+        if NOT_RECORDED in (ea[k], eb[k]):
+            ea[k] = eb[k] = NOT_RECORDED
+    changes = _compare_maps(ea, eb, lambda k: important_variable(k) is not None)
+    rank = {c.key: important_variable(c.key) for c in changes}
+    changes.sort(key=lambda c: (rank[c.key] if c.important else len(IMPORTANT_VARIABLES), c.key))
+    return changes, skipped
+
+
+def _platform(sa: Mapping[str, Any], sb: Mapping[str, Any]) -> dict[str, list[Change]]:
+    """torch, GPUs, CPU and OS, Python."""
+    ta, tb = dict(sa.get("torch") or {}), dict(sb.get("torch") or {})
+    for t in (ta, tb):  # the build configuration itself is compared line by line under "files"
+        t.pop("config", None)
+        t.pop("config_sha256", None)
+
+    def gpus(s: Mapping[str, Any]) -> dict[str, str]:
+        return {
+            f"gpu{g.get('index')}": f"{g.get('name')} (driver {g.get('driver')}, {g.get('memory')})"
+            for g in s.get("gpus") or []
+        }
+
+    def python(s: Mapping[str, Any]) -> dict[str, Any]:
+        keep = ("version", "implementation", "virtualenv")
+        return {k: v for k, v in (s.get("python") or {}).items() if k in keep}
+
+    return {
+        "torch": _compare_maps(
+            _flatten("", ta), _flatten("", tb), lambda k: not k.startswith("settings.num")
+        ),
+        "gpus": _compare_maps(gpus(sa), gpus(sb), lambda k: True),
+        "system": _compare_maps(
+            sa.get("system") or {},
+            sb.get("system") or {},
+            lambda k: k in ("cpu_model", "cpu_affinity", "libc"),
+        ),
+        "python": _compare_maps(python(sa), python(sb), lambda k: k == "version"),
+    }
+
+
+def _change_hash(git: Mapping[str, Any]) -> Any:
+    """The sha256 of a repository's redacted change; ``diffsha256`` in snapshots that stored the
+    diff's text by default."""
+    return git.get("diff_sha256", git.get("diffsha256"))
+
+
+def _editables(s: Mapping[str, Any]) -> dict[str, Any]:
+    out = {}
+    for e in s.get("editables") or []:
+        g = e.get("git") or {}
+        fields = {
+            "path": e.get("path"),
+            "version": e.get("version"),
+            "git": g.get("status"),
+            "commit": g.get("commit"),
+            "dirty": g.get("dirty"),
+            "diff_sha256": _change_hash(g),
+        }
+        out.update({f"{e['name']}.{k}": v for k, v in fields.items()})
+    return out
+
+
+_GIT_KEYS = ("status", "commit", "branch", "dirty", "untracked", "remotes")
+
+
+def _git(s: Mapping[str, Any]) -> dict[str, Any]:
+    """The working directory's repository: commit, status, the change's hash and its files' paths
+    (read from the headers of ``git.diff`` in a snapshot that stored its text)."""
+    git = s.get("git") or {}
+    view = {k: git.get(k) for k in _GIT_KEYS}
+    view["diff_sha256"] = _change_hash(git)
+    changed = git.get("changed")
+    if changed is not None:
+        view["changed"] = sorted(c.split(" ", 1)[-1] for c in changed)
+    elif git.get("diff"):
+        lines = _read_lines(s, str(git["diff"])) or []
+        view["changed"] = sorted(
+            m.group("b") for m in (_DIFF_HEADER.match(line) for line in lines) if m
+        )
+    return view
+
+
+def _files(sa: Mapping[str, Any], sb: Mapping[str, Any]) -> list[Change]:
+    """The captured files compared line by line: modules, conda packages, torch's build."""
     files = []
     for name in ("modules.txt", "conda-list.txt", "torch-config.txt"):
         la, lb = _read_lines(sa, name), _read_lines(sb, name)
@@ -432,18 +459,13 @@ def diff_environments(
             files.append(
                 Change(
                     name,
-                    "; ".join(s.strip() for s in only_a) or None,
-                    "; ".join(s.strip() for s in only_b) or None,
+                    "; ".join(x.strip() for x in only_a) or None,
+                    "; ".join(x.strip() for x in only_b) or None,
                     "changed",
                     name == "torch-config.txt",
                 )
             )
-    result.sections["files"] = files
-    result.sections["tools"] = _compare_maps(
-        {k: v.get("status") for k, v in (sa.get("tools") or {}).items()},
-        {k: v.get("status") for k, v in (sb.get("tools") or {}).items()},
-    )
-    return result
+    return files
 
 
 def _as_snapshot(x: Union[PathLike, Mapping[str, Any]]) -> Mapping[str, Any]:

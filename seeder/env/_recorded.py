@@ -20,7 +20,8 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Optional
 
-from seeder.env._redact import REDACTED, Redactor, is_secret_name
+from seeder.env._redact import Redactor
+from seeder.env._secretnames import REDACTED, is_secret_name
 
 __all__ = [
     "IMPORTANT_VARIABLES",

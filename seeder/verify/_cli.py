@@ -118,6 +118,12 @@ def _common(p: argparse.ArgumentParser, out: str, epochs: int) -> None:
         help="fail a run that takes longer",
     )
     p.add_argument(
+        "--include-secret-files",
+        action="store_true",
+        help="copy dotfiles and credential files (.env, .netrc, secrets.yaml, *.pem) of the "
+        "current folder into the runs' folders too (default: left out, named in the report)",
+    )
+    p.add_argument(
         "--keep-going", action="store_true", help="after a failed run, finish the others anyway"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -174,6 +180,7 @@ def _common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         timeout=args.timeout,
         progress=not args.no_progress,
         figures=False if args.no_figures else (args.figures or True),
+        include_secret_files=args.include_secret_files,
     )
 
 

@@ -118,8 +118,8 @@ def probe_argv(command: Sequence[str], cwd: Path) -> tuple[Optional[list[str]], 
     >>> argv, _ = probe_argv(["python", "-u", "train.py", "--lr", "1"], Path("."))
     >>> argv[2:]  # doctest: +ELLIPSIS
     ['.../_probe.py', '{report}', 'train.py', '--lr', '1']
-    >>> probe_argv(["bash", "run.sh"], Path("."))[1]
-    'bash run.sh is not a Python script or module verify can start up to its parser'
+    >>> probe_argv(["bash", "run.sh"], Path("."))[1]  # no file run.sh here: a word it hides
+    'bash <hidden> is not a Python script or module verify can start up to its parser'
     """
     words = list(command)
     launcher = bool(words) and not _is_python(words[0])
@@ -137,7 +137,7 @@ def probe_argv(command: Sequence[str], cwd: Path) -> tuple[Optional[list[str]], 
         for i, word in enumerate(words[1:], 1):
             if word.endswith(".py") and (Path(cwd) / word).is_file():
                 return [sys.executable, _PROBE, "{report}"] + words[i:], ""
-    shown = command_text(words)
+    shown = command_text(words, cwd=str(cwd))
     return None, f"{shown} is not a Python script or module verify can start up to its parser"
 
 
@@ -163,7 +163,7 @@ def probe_parser(
     report.unlink(missing_ok=True)  # never a link to follow (the probe writes it with open())
     argv = [str(report) if w == "{report}" else w for w in argv]
     redact = file_redactor([command])
-    shown = command_text(command, redact)  # printed and written
+    shown = command_text(command, redact, str(cwd))  # printed and written
     with os.fdopen(open_log(folder / "log.txt"), "wb") as log:
         try:
             proc = subprocess.Popen(

@@ -49,8 +49,13 @@ class SessionConfig:
     progress: bool = True
     figures: Union[bool, Path] = True  # True: into out; a Path: there; False: none
     cwd: Optional[Path] = None
+    #: Copy dotfiles and credential files (``.env``, ``.netrc``, ``*.pem``) into the runs' folders.
+    include_secret_files: bool = False
 
     def _validate(self) -> None:
+        if not isinstance(self.include_secret_files, bool):
+            kind = type(self.include_secret_files).__name__
+            raise TypeError(f"include_secret_files must be a bool, got {kind}")
         if not self.command or not all(isinstance(w, str) for w in self.command):
             raise ValueError(f"command must be a non-empty list of strings, got {self.command!r}")
         for name in ("epochs", "seed", "jobs"):
@@ -87,8 +92,9 @@ class VerifyConfig(SessionConfig):
     The fields shared with :class:`CompareConfig`: ``command`` (the training command),
     ``out`` (the output directory), ``epochs``, ``seed``, ``contract`` (how the command is
     driven), ``jobs`` (runs at once), ``keep_going``, ``timeout`` (seconds per run),
-    ``progress``, ``figures`` (``True``: into ``out``, a path: there, ``False``: none) and
-    ``cwd`` (where the command runs from; the working directory when ``None``).
+    ``progress``, ``figures`` (``True``: into ``out``, a path: there, ``False``: none),
+    ``cwd`` (where the command runs from; the working directory when ``None``) and
+    ``include_secret_files`` (copy dotfiles and credential files into the runs' folders).
 
     Example:
         >>> from pathlib import Path
@@ -302,7 +308,7 @@ def make_spec(
         workdir,
         env=env,
         after=after,
-        prepare=with_mirror(prepare, base, workdir, out),
+        prepare=with_mirror(prepare, base, workdir, out, cfg.include_secret_files),
         cwd=workdir,
     )
     spec.info.update(
@@ -314,14 +320,16 @@ def make_spec(
     return spec
 
 
-def with_mirror(prepare: Optional[Prepare], base: Path, workdir: Path, out: Path) -> Prepare:
+def with_mirror(
+    prepare: Optional[Prepare], base: Path, workdir: Path, out: Path, secret_files: bool = False
+) -> Prepare:
     """``prepare``, then the run's folder mirrors the user's
     (:func:`seeder.verify._workdirs.mirror_user_dir`)."""
 
     def run() -> Optional[str]:
         left_out = prepare() if prepare is not None else None
         if not left_out:
-            mirror_user_dir(base, workdir, keep_out=[out])
+            mirror_user_dir(base, workdir, keep_out=[out], secret_files=secret_files)
         return left_out
 
     return run

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from seeder.env._redact import command_text
+
 __all__ = ["table", "markdown", "VERIFY_METHOD", "COMPARE_METHOD"]
 
 VERIFY_METHOD = """\
@@ -172,11 +174,16 @@ def _stop_text(report: dict[str, Any]) -> tuple[str, str]:
     return stop, mid_text
 
 
+def _arguments(words: Sequence[str]) -> str:
+    """Arguments without their program, as a command line shows them."""
+    return command_text(["x", *words])[2:]
+
+
 def markdown(report: dict[str, Any], out: Optional[Path] = None) -> str:
     """``report.md``: verdict, checks, statistics, runs, method and figures."""
     out = Path(out) if out is not None else Path(".")
     cfg = report["config"]
-    cmd = " ".join(cfg["command"])
+    cmd = command_text(cfg["command"])
     lines: list[str] = []
     if report.get("kind") == "compare":
         lines += [
@@ -184,8 +191,8 @@ def markdown(report: dict[str, Any], out: Optional[Path] = None) -> str:
             f"{'B differs from A' if report['differs'] else 'no difference detected'}",
             "",
             f"Command: `{cmd}`  ",
-            f"A: `{' '.join(cfg['a_args']) or '(as is)'}`; B: "
-            f"`{' '.join(cfg['b_args']) or '(as is)'}`",
+            f"A: `{_arguments(cfg['a_args']) or '(as is)'}`; B: "
+            f"`{_arguments(cfg['b_args']) or '(as is)'}`",
             "",
             report["summary"],
             "",

@@ -225,7 +225,7 @@ def _probe(cfg: SessionConfig, out: Path) -> tuple[ParserProbe, Path]:
     folder = (
         out / "runs" / PROBE_NAME
     )  # as deep as the runs' folders: its mirror's links are below out/runs/
-    mirror_user_dir(base, folder, keep_out=[out])
+    mirror_user_dir(base, folder, keep_out=[out], secret_files=cfg.include_secret_files)
     env = child_environment(cfg.jobs, base_environment(base))
     return probe_parser(cfg.command, base, folder, env), base
 
@@ -271,6 +271,7 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
     out = prepare_out(cfg.out)
     home = Path(cfg.cwd or Path.cwd())
     before = snapshot(home, [out])
+    done = None
     try:
         probe, base = _probe(cfg, out)
         contract, notes = adapt_contract(cfg.contract, probe)
@@ -284,15 +285,15 @@ def verify(cfg: VerifyConfig) -> dict[str, Any]:
         specs = first_run_gates(plan_verify(cfg, out, support), out, cfg.contract)
         metrics, report, unread = _execute(cfg, out, specs, "verify", "seeder verify")
     finally:  # no link to the user's files, and no copy of one, stays in out
-        unmirror(out / "runs", home, before)
-    report["notes"] = notes
+        done = unmirror(out / "runs", home, before)
+    report["notes"] = notes + done.notes()
     report["probe"] = {"how": probe.how, "options": [a.get("options") for a in probe.actions or []]}
     found, changed = escapes(
         out, [s.name for s in specs], base, before, probe.actions or [], specs[0].argv
     )
     report["notes"] += changed
-    # Runs that went on from another's checkpoint.
-    found += foreign_resumes(out, [s.name for s in specs])
+    # Runs that went on from another's checkpoint, or wrote into the copy all runs share.
+    found += foreign_resumes(out, [s.name for s in specs]) + done.findings()
     if unread:
         report.update(unreadable_report(unread))
         report["reasons"] = found + report["reasons"]
@@ -424,8 +425,8 @@ def compare(cfg: CompareConfig) -> dict[str, Any]:
         specs = plan_compare(cfg, out)
         metrics, report, _ = _execute(cfg, out, specs, "compare", "seeder compare")
     finally:  # no link to the user's files, and no copy of one, stays in out
-        unmirror(out / "runs", Path(cfg.cwd or Path.cwd()))
-    report["notes"] = notes
+        done = unmirror(out / "runs", Path(cfg.cwd or Path.cwd()))
+    report["notes"] = notes + done.notes() + done.findings()
     a = [metrics[f"a-{i}"] for i in range(cfg.runs)]
     b = [metrics[f"b-{i}"] for i in range(cfg.runs)]
     report.update(analyze_compare(a, b, cfg.levels))
