@@ -73,7 +73,24 @@ def pytest_make_collect_report(collector: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _dali_examples(request: Any, doctest_namespace: dict[str, Any]) -> Any:
+def _fresh_default_seeder(request: Any) -> Any:
+    """Every doctest of ``seeder/`` starts from a fresh default seeder, whichever tests ran before
+    it in this process (a loader an earlier example made stays registered on the default seeder;
+    under pytest-xdist the order of a worker's tests is not the files' order)."""
+    if not isinstance(request.node, pytest.DoctestItem):
+        yield
+        return
+    from seeder._seeding.default import default_seeder
+
+    default_seeder().reset()
+    yield
+    default_seeder().reset()
+
+
+@pytest.fixture(autouse=True)
+def _dali_examples(
+    request: Any, doctest_namespace: dict[str, Any], _fresh_default_seeder: Any
+) -> Any:
     """The examples of ``seeder.data.dali`` run with DALI, from a fresh default seeder.
 
     The examples of ``TrackedPipeline``'s methods continue the class example: ``noise`` (a DALI

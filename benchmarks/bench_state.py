@@ -56,13 +56,8 @@ def peak_kib(fn: Callable[[], Any]) -> float:
     return peak / 1024
 
 
-def main(argv: list[str] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=31, help="timed rounds (median taken)")
-    parser.add_argument("--number", type=int, default=200, help="capture+restore pairs per round")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-
+def seeders() -> tuple[Seeder, Seeder]:
+    """A seeder of the global RNGs only, and one with 4 registered generators, both reseeded."""
     plain = Seeder()
     plain.init(1234)
     plain.reseed(1, 0)
@@ -72,6 +67,24 @@ def main(argv: list[str] = None) -> None:
     for g in gens:
         full.register_generator(g)
     full.reseed(1, 0)
+    return plain, full
+
+
+def print_coverage() -> None:
+    """What each side's capture holds."""
+    print(
+        "covers: Lightning = python, numpy, torch CPU, all CUDA devices; no validation before "
+        "setting."
+    )
+    print(
+        "        seeder = the same + every other accelerator type, registered generators, "
+        "samplers, master seed,"
+    )
+    print("        rank/world and epoch position; whole state validated before anything is set.")
+
+
+def versus_lightning(plain: Seeder, full: Seeder, repeat: int, number: int) -> None:
+    """Capture + restore beside Lightning's: time, size, peak memory, ``weights_only`` loading."""
 
     def lightning() -> None:
         _set_rng_states(_collect_rng_states())
@@ -86,11 +99,11 @@ def main(argv: list[str] = None) -> None:
     ]
     print(
         f"torch {torch.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}; "
-        f"median of {args.repeat} rounds x {args.number} capture+restore pairs"
+        f"median of {repeat} rounds x {number} capture+restore pairs"
     )
     for _, fn, _ in rows:
         fn()  # warm up
-    medians = interleaved_medians_us([fn for _, fn, _ in rows], args.repeat, args.number)
+    medians = interleaved_medians_us([fn for _, fn, _ in rows], repeat, number)
     results = []
     for (name, fn, capture), us in zip(rows, medians):
         size, wo = saved(capture())
@@ -101,19 +114,14 @@ def main(argv: list[str] = None) -> None:
     )
     for name, us, size, mem, wo in results:
         print(f"{name:38s} {us:13.1f} us {size / 1000:13.1f} KB {mem:7.1f} KiB  {wo}")
-    print(
-        "covers: Lightning = python, numpy, torch CPU, all CUDA devices; no validation before "
-        "setting."
-    )
-    print(
-        "        seeder = the same + every other accelerator type, registered generators, "
-        "samplers, master seed,"
-    )
-    print("        rank/world and epoch position; whole state validated before anything is set.")
+    print_coverage()
     base_us, base_size = results[0][1], results[0][2]
     for name, us, size, _, _ in results[1:]:
         print(f"ours/Lightning's [{name}]: time {us / base_us:.2f}, size {size / base_size:.2f}")
 
+
+def versus_model_save(plain: Seeder, repeat: int, number: int) -> None:
+    """``state_dict`` and ``load_state_dict`` beside a ``torch.save`` of a small model."""
     net = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
     state = plain.state_dict()
 
@@ -129,7 +137,7 @@ def main(argv: list[str] = None) -> None:
     for fn in (model_save, save, load):
         fn()
     fns = [model_save, save, load]
-    model_us, save_us, load_us = interleaved_medians_us(fns, args.repeat, args.number)
+    model_us, save_us, load_us = interleaved_medians_us(fns, repeat, number)
     params = sum(p.numel() for p in net.parameters())
     print(
         f"torch.save of a small model (MLP 32-256-10, {params} parameters): {model_us:.1f} us; "
@@ -140,6 +148,17 @@ def main(argv: list[str] = None) -> None:
         f"RATIO seeder state_dict + load_state_dict / torch.save of a small model = "
         f"{(save_us + load_us) / model_us:.3f}"
     )
+
+
+def main(argv: list[str] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=31, help="timed rounds (median taken)")
+    parser.add_argument("--number", type=int, default=200, help="capture+restore pairs per round")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    plain, full = seeders()
+    versus_lightning(plain, full, args.repeat, args.number)
+    versus_model_save(plain, args.repeat, args.number)
 
 
 if __name__ == "__main__":

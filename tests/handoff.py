@@ -100,7 +100,7 @@ def handoff_server(
 
     ``start_is_subject=False``: the server in CI too, for the tests whose subject is not the
     interpreters' start (what ``seeder verify`` names in a script's records), so that the suite
-    stays under 10 minutes on 2 cores.
+    stays under 5 minutes on 2 cores.
     """
     if start_is_subject and not fork_servers():
         return NoHandOff()

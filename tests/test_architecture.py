@@ -504,6 +504,43 @@ def test_imports_go_one_way(path):
     assert not bad, f"imports against the one-way order of docs/layout.md: {bad}"
 
 
+class _Components:
+    """Tarjan's strongly connected components of a graph ``{node: {successor, ...}}``: the groups
+    of more than one node, each reachable from every other."""
+
+    def __init__(self, graph: dict[str, set[str]]):
+        self.graph = graph
+        self.index: dict[str, int] = {}
+        self.low: dict[str, int] = {}
+        self.stack: list[str] = []
+        self.groups: list[list[str]] = []
+        for v in graph:
+            if v not in self.index:
+                self.visit(v)
+
+    def visit(self, v: str) -> None:
+        self.index[v] = self.low[v] = len(self.index)
+        self.stack.append(v)
+        for w in self.graph[v] - {v}:
+            if w not in self.graph:
+                continue
+            if w not in self.index:
+                self.visit(w)
+                self.low[v] = min(self.low[v], self.low[w])
+            elif w in self.stack:
+                self.low[v] = min(self.low[v], self.index[w])
+        if self.low[v] == self.index[v]:
+            self.pop_group(v)
+
+    def pop_group(self, v: str) -> None:
+        """Take ``v``'s component off the stack; keep it if it holds more than ``v``."""
+        group: list[str] = []
+        while not group or group[-1] != v:
+            group.append(self.stack.pop())
+        if len(group) > 1:
+            self.groups.append(sorted(group))
+
+
 def import_cycles(pkg: Path = PKG) -> list[list[str]]:
     """Groups of seeder modules that import each other, directly or through others (any import,
     at the top, inside a function or under ``if TYPE_CHECKING:``: a module that names another's
@@ -512,33 +549,7 @@ def import_cycles(pkg: Path = PKG) -> list[list[str]]:
         module_name(p, pkg): {t for t, _, _ in imports(p, pkg, typing_too=True)}
         for p in sorted(pkg.rglob("*.py"))
     }
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    cycles = []
-
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in graph[v] - {v}:
-            if w not in graph:
-                continue
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while not group or group[-1] != v:
-                group.append(stack.pop())
-            if len(group) > 1:
-                cycles.append(sorted(group))
-
-    for v in graph:
-        if v not in index:
-            visit(v)
-    return cycles
+    return _Components(graph).groups
 
 
 def test_no_import_cycles():

@@ -10,7 +10,14 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ForkServer, child_env, communicate, run_python, sigint_as_in_a_terminal
+from helpers import (
+    REPO_ROOT,
+    ForkServer,
+    child_env,
+    communicate,
+    run_python,
+    sigint_as_in_a_terminal,
+)
 
 HANG = """
 import subprocess, sys, threading
@@ -160,3 +167,36 @@ def test_ci_runs_every_script_in_a_fresh_interpreter_even_with_the_local_option(
     monkeypatch.setenv("CI", ci)
     runner = ForkServer.or_fresh(tmp_path)
     assert runner.run([script]).stdout == "[]\n"  # a fresh interpreter: nothing imported
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="4" time="9.5">
+<testcase classname="tests.test_helpers" name="a" time="2.0"/>
+<testcase classname="tests.test_helpers" name="b" time="1.5"/>
+<testcase classname="tests.test_verify_runs" name="c" time="6.0"/>
+<testcase classname="seeder._seeding.derive" name="seeder._seeding.derive.derive_seed" time="0.5"/>
+</testsuite></testsuites>
+"""
+
+
+def test_the_timing_script_sums_each_files_tests_and_the_run(tmp_path):
+    """``tests/scripts/suite_times.py``: seconds and tests per file (a doctest's module included),
+    largest first, the sum over 2 and the wall time; two runs side by side."""
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "scripts"))
+    try:
+        from suite_times import Run, report
+    finally:
+        sys.path.remove(str(REPO_ROOT / "tests" / "scripts"))
+    (tmp_path / "a.xml").write_text(JUNIT)
+    (tmp_path / "b.xml").write_text(JUNIT.replace('name="c" time="6.0"', 'name="c" time="1.0"'))
+    run = Run(tmp_path / "a.xml")
+    assert dict(run.seconds) == {
+        "tests/test_verify_runs.py": 6.0,
+        "tests/test_helpers.py": 3.5,
+        "seeder/_seeding/derive.py": 0.5,
+    }
+    assert (run.total, run.wall, run.tests["tests/test_helpers.py"]) == (10.0, 9.5, 2)
+    lines = report([run, Run(tmp_path / "b.xml")], top=2).splitlines()
+    assert lines[1].split() == ["tests/test_verify_runs.py", "6.0", "(1)", "1.0", "(1)"]
+    assert lines[2].split() == ["tests/test_helpers.py", "3.5", "(2)", "3.5", "(2)"]
+    assert lines[3].split()[-2:] == ["10.0", "5.0"] and lines[4].split()[-2:] == ["5.0", "2.5"]

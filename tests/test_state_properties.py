@@ -148,77 +148,102 @@ def mutations(draw, good: dict):
     return Case(state, must and not any(k in where for k in UNCHECKED), what)
 
 
-@st.composite
-def _mutations(draw, good: dict):
-    """``(mutated state, must_refuse, description)``; descriptions start with the path."""
-    where = draw(st.sampled_from([p for p, _ in paths(good) if p]))
-    value = paths(good, ())[[p for p, _ in paths(good)].index(where)][1]
-    kind = draw(
-        st.sampled_from(["type", "value", "drop", "add", "nest", "word", "tensor", "torch"])
-    )
-    derived = any(k in DERIVED for k in where if isinstance(k, str))
+def _derived(where: tuple) -> bool:
+    """Whether the value at ``where`` is cross-checked against another part of the state."""
     if where[-2:] == ("sampler", "position") and where[-3].startswith("loader"):
         # a seeder.DataLoader resumes from its own batch count; its sampler's is not cross-checked
-        derived = False
+        return False
     if where == ("last_reseed", 0):
         # a reseed of another task (validation, say) leaves the loader's epoch as it is: possible
-        derived = False
-    if kind == "drop" and isinstance(where[-1], str):
+        return False
+    return any(k in DERIVED for k in where if isinstance(k, str))
+
+
+def _drop(draw, good: dict, where: tuple, value: Any, derived: bool):
+    if isinstance(where[-1], str):
         return put(good, where, DROP), True, f"{where} dropped"
-    if kind == "add" and isinstance(value, dict):
+    return None
+
+
+def _add(draw, good: dict, where: tuple, value: Any, derived: bool):
+    if isinstance(value, dict):
         return (
             put(good, where, {**value, draw(st.sampled_from(["extra", "Key", "0"])): 0}),
             True,
             f"{where} key added",
         )
-    if kind == "nest":
-        return put(good, where, [value]), True, f"{where} nested in a list"
-    if kind == "word" and isinstance(value, (list, tuple)) and len(value) == 625:
-        i = draw(st.integers(0, 624))
-        new = draw(st.sampled_from([-1, 2**32, 1.5, "x", None, 625, 7, 123456789]))
-        valid = type(new) is int and 0 <= new < 2**32 and (i < 624 or new <= 624)
-        return (
-            put(good, where, tuple(new if j == i else w for j, w in enumerate(value))),
-            not valid,
-            f"{where} word {i} = {new!r}",
-        )
-    if (
-        kind == "torch"
-        and isinstance(value, torch.Tensor)
-        and value.dtype == torch.uint8
-        and value.numel() == 5056
+    return None
+
+
+def _nest(draw, good: dict, where: tuple, value: Any, derived: bool):
+    return put(good, where, [value]), True, f"{where} nested in a list"
+
+
+def _word(draw, good: dict, where: tuple, value: Any, derived: bool):
+    """One word of a Mersenne Twister state (625 words) replaced."""
+    if not (isinstance(value, (list, tuple)) and len(value) == 625):
+        return None
+    i = draw(st.integers(0, 624))
+    new = draw(st.sampled_from([-1, 2**32, 1.5, "x", None, 625, 7, 123456789]))
+    valid = type(new) is int and 0 <= new < 2**32 and (i < 624 or new <= 624)
+    return (
+        put(good, where, tuple(new if j == i else w for j, w in enumerate(value))),
+        not valid,
+        f"{where} word {i} = {new!r}",
+    )
+
+
+def _torch(draw, good: dict, where: tuple, value: Any, derived: bool):
+    """A torch CPU generator state (5056 bytes) made impossible."""
+    if not (
+        isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.numel() == 5056
     ):
-        how = draw(st.sampled_from(sorted(IMPOSSIBLE_TORCH)))
-        bad = value.clone()
-        IMPOSSIBLE_TORCH[how](bad.numpy())
-        return put(good, where, bad), True, f"{where} torch CPU state: {how}"
-    if kind == "tensor" and isinstance(value, torch.Tensor):
-        how = draw(st.sampled_from(["zeros", "dtype", "view", "byte", "short"]))
-        if how == "zeros":
-            return put(good, where, torch.zeros_like(value)), True, f"{where} zeros"
-        if how == "dtype":
-            return put(good, where, value.to(torch.float64)), True, f"{where} as float64"
-        if how == "view":
-            # torch refuses a generator state that is a view; NumPy's key is copied (the same
-            # values: it may load)
-            view = torch.stack([value, value], -1).reshape(-1)[::2]
-            return put(good, where, view), value.dtype == torch.uint8, f"{where} as a view"
-        if how == "short":
-            return put(good, where, value[:-1].clone()), True, f"{where} one element short"
-        flat = value.clone().view(-1)
-        i = draw(st.integers(0, flat.numel() - 1))
-        flat[i] = flat[i] ^ 1 if value.dtype != torch.float64 else flat[i] + 1
-        return put(good, where, flat.view(value.shape)), False, f"{where} element {i} changed"
-    if kind == "value" and type(value) is int:
+        return None
+    how = draw(st.sampled_from(sorted(IMPOSSIBLE_TORCH)))
+    bad = value.clone()
+    IMPOSSIBLE_TORCH[how](bad.numpy())
+    return put(good, where, bad), True, f"{where} torch CPU state: {how}"
+
+
+def _tensor(draw, good: dict, where: tuple, value: Any, derived: bool):
+    if not isinstance(value, torch.Tensor):
+        return None
+    how = draw(st.sampled_from(["zeros", "dtype", "view", "byte", "short"]))
+    if how == "zeros":
+        return put(good, where, torch.zeros_like(value)), True, f"{where} zeros"
+    if how == "dtype":
+        return put(good, where, value.to(torch.float64)), True, f"{where} as float64"
+    if how == "view":
+        # torch refuses a generator state that is a view; NumPy's key is copied (the same
+        # values: it may load)
+        view = torch.stack([value, value], -1).reshape(-1)[::2]
+        return put(good, where, view), value.dtype == torch.uint8, f"{where} as a view"
+    if how == "short":
+        return put(good, where, value[:-1].clone()), True, f"{where} one element short"
+    flat = value.clone().view(-1)
+    i = draw(st.integers(0, flat.numel() - 1))
+    flat[i] = flat[i] ^ 1 if value.dtype != torch.float64 else flat[i] + 1
+    return put(good, where, flat.view(value.shape)), False, f"{where} element {i} changed"
+
+
+def _value(draw, good: dict, where: tuple, value: Any, derived: bool):
+    """Another int or float in the place of one."""
+    if type(value) is int:
         new = draw(st.sampled_from([value + 1, value - 1, 0, 2**63, -1, 2**128]))
         return put(good, where, new), derived, f"{where} {value} -> {new}"
-    if kind == "value" and type(value) is float:
+    if type(value) is float:
         new = draw(st.sampled_from([value + 0.5, -value, float("nan"), float("-inf")]))
         return (
             put(good, where, new),
             new != new or abs(new) == float("inf"),
             f"{where} {value} -> {new}",
         )
+    return None
+
+
+def _other(draw, good: dict, where: tuple, value: Any, derived: bool):
+    """One of :data:`OTHERS` in the place of the value: refused unless of its type (or a free
+    type's)."""
     new = draw(st.sampled_from(OTHERS))
     if type(new) is type(value) or (where in FREE_TYPES and (new is None or type(new) is float)):
         return (
@@ -227,6 +252,33 @@ def _mutations(draw, good: dict):
             f"{where} = {new!r}",
         )
     return put(good, where, new), True, f"{where}: {type(value).__name__} -> {new!r}"
+
+
+#: How each kind of mutation changes a value (None where it does not apply to the value: then
+#: :func:`_other`).
+_MUTATORS = {
+    "drop": _drop,
+    "add": _add,
+    "nest": _nest,
+    "word": _word,
+    "torch": _torch,
+    "tensor": _tensor,
+    "value": _value,
+}
+
+
+@st.composite
+def _mutations(draw, good: dict):
+    """``(mutated state, must_refuse, description)``; descriptions start with the path."""
+    where = draw(st.sampled_from([p for p, _ in paths(good) if p]))
+    value = paths(good, ())[[p for p, _ in paths(good)].index(where)][1]
+    kind = draw(
+        st.sampled_from(["type", "value", "drop", "add", "nest", "word", "tensor", "torch"])
+    )
+    derived = _derived(where)
+    mutator = _MUTATORS.get(kind)
+    change = mutator(draw, good, where, value, derived) if mutator else None
+    return change if change is not None else _other(draw, good, where, value, derived)
 
 
 def same(a: Any) -> Any:

@@ -154,37 +154,49 @@ def _signal_session(pid: int, sig: int) -> None:
             pass
 
 
+def _request(conn: socket.socket) -> tuple[list[int], bytes, bytes]:
+    """The interpreter's stdio fds, its request line and what it sent after it (signals)."""
+    _, fds, _, _ = socket.recv_fds(conn, 1, 3)
+    buf = b""
+    while b"\n" not in buf:
+        data = conn.recv(1 << 16)
+        if not data:
+            raise EOFError("the interpreter closed the connection before its request")
+        buf += data
+    line, buf = buf.split(b"\n", 1)
+    return fds, line, buf
+
+
+def _forward_signals(conn: socket.socket, pid: int, buf: bytes) -> None:
+    """Until the run ``pid`` ends, signal its session with what the interpreter forwards; kill it
+    when the interpreter is gone (SIGKILL)."""
+    ended = os.pidfd_open(pid)
+    while True:
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            _signal_session(pid, json.loads(line)["signal"])
+        ready, _, _ = select.select([conn, ended], [], [])
+        if ended in ready:
+            return
+        data = conn.recv(4096)
+        if not data:
+            _signal_session(pid, signal.SIGKILL)
+            return
+        buf += data
+
+
 def _supervise(conn: socket.socket) -> None:
     """One connection, in a process forked for it: start the run, forward signals, answer its exit
     status."""
     try:
-        _, fds, _, _ = socket.recv_fds(conn, 1, 3)
-        buf = b""
-        while b"\n" not in buf:
-            data = conn.recv(1 << 16)
-            if not data:
-                raise EOFError("the interpreter closed the connection before its request")
-            buf += data
-        line, buf = buf.split(b"\n", 1)
+        fds, line, buf = _request(conn)
         pid = os.fork()
         if pid == 0:
             conn.close()
             _run(json.loads(line), fds)
         for fd in fds:
             os.close(fd)
-        ended = os.pidfd_open(pid)
-        while True:
-            *lines, buf = buf.split(b"\n")  # the signals the interpreter forwards
-            for line in lines:
-                _signal_session(pid, json.loads(line)["signal"])
-            ready, _, _ = select.select([conn, ended], [], [])
-            if ended in ready:
-                break
-            data = conn.recv(4096)
-            if not data:  # the interpreter is gone (SIGKILL): so is its run
-                _signal_session(pid, signal.SIGKILL)
-                break
-            buf += data
+        _forward_signals(conn, pid, buf)
         _, status = os.waitpid(pid, 0)
         _signal_session(
             pid, signal.SIGKILL

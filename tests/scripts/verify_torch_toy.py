@@ -23,6 +23,96 @@ import seeder
 N, BATCH = 96, 16
 
 
+class Run:
+    """One run's model, optimizer and position in the epoch, its checkpoint and its loop."""
+
+    def __init__(self, a):
+        self.a = a
+        self.x, self.y, self.model = regression_task(N, dropout=0.2)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=a.lr, momentum=0.9)
+        self.epoch0, self.step, self.order, self.pos = 0, 0, None, 0
+        self.ckpt = os.path.join(a.ckpt_dir, "last.pt") if a.ckpt_dir else None
+        self.out = None
+
+    def load(self):
+        """Continue from the checkpoint where ``--resume`` asks and one exists (without the seeder
+        state under ``no-seeder-state``)."""
+        if not (self.a.resume and self.ckpt and os.path.exists(self.ckpt)):
+            return
+        st = torch.load(self.ckpt, weights_only=True)
+        self.model.load_state_dict(st["model"])
+        self.opt.load_state_dict(st["optimizer"])
+        self.epoch0, self.step, self.pos = st["epoch"], st["step"], st["pos"]
+        self.order = st["order"] if self.pos else None
+        if self.a.bug != "no-seeder-state":
+            seeder.load_state_dict(st["seeder"])
+
+    def save(self, epoch, order, pos):
+        if not self.ckpt:
+            return
+        os.makedirs(self.a.ckpt_dir, exist_ok=True)
+        tmp = self.ckpt + ".tmp"
+        torch.save(
+            {
+                "model": self.model.state_dict(),
+                "optimizer": self.opt.state_dict(),
+                "epoch": epoch,
+                "step": self.step,
+                "pos": pos,
+                "order": order if order is not None else torch.zeros(0, dtype=torch.long),
+                "seeder": seeder.state_dict(),
+            },
+            tmp,
+        )
+        os.replace(tmp, self.ckpt)
+
+    def train_batch(self, epoch):
+        """One step on the batch at the epoch's position; whether ``--stop-after-steps`` stops the
+        run here (saved)."""
+        idx = self.order[self.pos : self.pos + BATCH]
+        loss = torch.nn.functional.mse_loss(self.model(self.x[idx]), self.y[idx])
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        self.pos += BATCH
+        if self.out:
+            record = {"step": self.step, "epoch": epoch, "loss": loss.item()}
+            self.out.write(json.dumps(record) + "\n")
+        self.step += 1
+        if self.a.stop_after_steps is None or self.step < self.a.stop_after_steps:
+            return False
+        if self.pos < N:
+            self.save(epoch, self.order, self.pos)
+        else:
+            self.save(epoch + 1, None, 0)
+        return True
+
+    def train(self):
+        """The epochs left; the exit status."""
+        a = self.a
+        for epoch in range(self.epoch0, a.epochs):
+            seeder.reseed(
+                1, epoch
+            )  # skipped once after load_state_dict: the RNG states already continue this epoch
+            if self.order is None:
+                self.order, self.pos = torch.randperm(N), 0
+            while self.pos < N:
+                if self.train_batch(epoch):
+                    return 0
+            self.order = None
+            self.save(epoch + 1, None, 0)
+            if a.stop_after_epochs is not None and epoch + 1 >= a.stop_after_epochs:
+                return 0
+        h = hashlib.sha256()
+        for t in self.model.state_dict().values():
+            h.update(t.numpy().tobytes())
+        if self.out:
+            record = {"digest": h.hexdigest()[:32], "epoch": a.epochs, "step": self.step - 1}
+            self.out.write(json.dumps(record) + "\n")
+        print(f"DIGEST {h.hexdigest()[:32]}")
+        return 0
+
+
 def main():
     p = contract_parser()
     p.add_argument("--lr", type=float, default=0.1)
@@ -30,76 +120,11 @@ def main():
     a = p.parse_args()
     seeder.init(master_seed=a.seed, ngpus=1, local_rank=0)
     seeder.reseed(0, 0)
-    x, y, model = regression_task(N, dropout=0.2)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
-
-    epoch0, step, order, pos = 0, 0, None, 0
-    ckpt = os.path.join(a.ckpt_dir, "last.pt") if a.ckpt_dir else None
-    if a.resume and ckpt and os.path.exists(ckpt):
-        st = torch.load(ckpt, weights_only=True)
-        model.load_state_dict(st["model"])
-        opt.load_state_dict(st["optimizer"])
-        epoch0, step, pos = st["epoch"], st["step"], st["pos"]
-        order = st["order"] if pos else None
-        if a.bug != "no-seeder-state":
-            seeder.load_state_dict(st["seeder"])
-
-    def save(epoch, order, pos):
-        if not ckpt:
-            return
-        os.makedirs(a.ckpt_dir, exist_ok=True)
-        tmp = ckpt + ".tmp"
-        torch.save(
-            {
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "epoch": epoch,
-                "step": step,
-                "pos": pos,
-                "order": order if order is not None else torch.zeros(0, dtype=torch.long),
-                "seeder": seeder.state_dict(),
-            },
-            tmp,
-        )
-        os.replace(tmp, ckpt)
-
+    run = Run(a)
+    run.load()
     metrics = a.metrics or os.environ.get("SEEDER_METRICS")
-    out = open(metrics, "a") if metrics else None
-    for epoch in range(epoch0, a.epochs):
-        seeder.reseed(
-            1, epoch
-        )  # skipped once after load_state_dict: the RNG states already continue this epoch
-        if order is None:
-            order, pos = torch.randperm(N), 0
-        while pos < N:
-            idx = order[pos : pos + BATCH]
-            loss = torch.nn.functional.mse_loss(model(x[idx]), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            pos += BATCH
-            if out:
-                out.write(json.dumps({"step": step, "epoch": epoch, "loss": loss.item()}) + "\n")
-            step += 1
-            if a.stop_after_steps is not None and step >= a.stop_after_steps:
-                if pos < N:
-                    save(epoch, order, pos)
-                else:
-                    save(epoch + 1, None, 0)
-                return 0
-        order = None
-        save(epoch + 1, None, 0)
-        if a.stop_after_epochs is not None and epoch + 1 >= a.stop_after_epochs:
-            return 0
-    h = hashlib.sha256()
-    for t in model.state_dict().values():
-        h.update(t.numpy().tobytes())
-    if out:
-        out.write(
-            json.dumps({"digest": h.hexdigest()[:32], "epoch": a.epochs, "step": step - 1}) + "\n"
-        )
-    print(f"DIGEST {h.hexdigest()[:32]}")
-    return 0
+    run.out = open(metrics, "a") if metrics else None
+    return run.train()
 
 
 if __name__ == "__main__":
