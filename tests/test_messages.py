@@ -8,8 +8,9 @@ counted as a short token, ``+``, ``%`` and ``.format``, the names of string cons
 calls of functions that return one string (of the module, or imported from another), and the
 names a function assigns once. A ``see docs/<page>.md#<anchor>`` link is not counted.
 
-``KNOWN`` lists the messages of other areas still over the bounds (the fix belongs to another
-change); ``test_known_exceptions_are_still_needed`` fails once one is fixed.
+``KNOWN`` lists the messages allowed over the bounds for now (none);
+``test_known_exceptions_are_still_needed`` fails once one is fixed. The anchor of every docs link
+in a message names a heading of that page.
 """
 
 import ast
@@ -38,24 +39,7 @@ _PERCENT_FIELD = re.compile(r"%[-+ #0-9.]*[sdrifgx]")
 
 # Known messages over the bounds, by module: {the message's first words: why it stays for now}.
 # Remove an entry when its fix lands (test_known_exceptions_are_still_needed says when).
-_OTHER_AREA = "another area's message: shorten it, moving the detail to a linked docs section"
-KNOWN: dict[str, dict[str, str]] = {
-    "_seeding.foreign": {
-        "<val>(<val>) at <val> seeds <val> after seeder.init": _OTHER_AREA,
-    },
-    "data._batches": {"this <val> was rebuilt into another DataLoader": _OTHER_AREA},
-    "data._discardwatch": {"<val> resumed at batch <val> of epoch <val>": _OTHER_AREA},
-    "data._elastic": {"<val>: a sample drew from the global RNG(s)": _OTHER_AREA},
-    "data._heldrngs": {"<val>: a fetch drew from <val>: RNG object(s)": _OTHER_AREA},
-    "data._loader": {"seeder.DataLoader cannot resume in_order=False": _OTHER_AREA},
-    "data._provenance": {"<val>: the dataset's repr differs": _OTHER_AREA},
-    "data._streams": {"seeder.IterableDataLoader: worker <val> ran out": _OTHER_AREA},
-    "data.dali": {
-        "DALI pipeline <val> (seed <val>) cannot be reseeded": _OTHER_AREA,
-        "DALI pipeline <val> was built <val> loaded": _OTHER_AREA,
-    },
-    "integrations.transformers": {"the Trainer resumes after <val> batches": _OTHER_AREA},
-}
+KNOWN: dict[str, dict[str, str]] = {}
 
 
 def _module_strings(tree: ast.Module) -> tuple[dict[str, ast.expr], dict[str, ast.expr]]:
@@ -326,3 +310,45 @@ def test_a_message_counts_its_sentences_and_characters_less_its_link(sentences, 
     chars, count = measure(shown)
     assert count == len(sentences)
     assert chars == len(text)
+
+
+_DOCS_LINK = re.compile(r"see (?:the )?docs/(?P<page>[\w/.-]+\.md)(?:#(?P<anchor>[\w-]+))?")
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors of a Markdown page's headings, as GitHub makes them (code blocks left out)."""
+    found, fence = set(), None
+    for line in page.read_text().splitlines():
+        opening = re.match(r"^ {0,3}(`{3,}|~{3,})", line)
+        if opening:
+            mark = opening.group(1)
+            fence = None if fence and mark.startswith(fence) else fence or mark
+            continue
+        heading = None if fence else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if heading:
+            text = re.sub(r"[^\w\- ]", "", heading.group(1).lower())
+            found.add(text.replace(" ", "-"))
+    return found
+
+
+def test_docs_links_in_messages_point_at_a_heading():
+    """``see docs/<page>.md#<anchor>`` in a message: the page exists and has that heading."""
+    docs = PKG.parent / "docs"
+    bad = []
+    for path in MODULES:
+        for line, text in messages(path):
+            for m in _DOCS_LINK.finditer(text):
+                page = docs / m.group("page")
+                if not page.exists():
+                    bad.append(f"{module_name(path)}:{line}: no docs/{m.group('page')}")
+                elif m.group("anchor") and m.group("anchor") not in anchors(page):
+                    bad.append(f"{module_name(path)}:{line}: no heading #{m.group('anchor')}")
+    assert not bad, f"docs links in messages that lead nowhere: {bad}"
+
+
+def test_anchors_are_githubs(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "# What `seeder.DataLoader` refuses, and why\n```python\n# not a heading\n```\n"
+    )
+    assert anchors(page) == {"what-seederdataloader-refuses-and-why"}

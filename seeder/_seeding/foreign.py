@@ -355,11 +355,11 @@ def _kept(seeder: Routes, family: str, primitive: str, seed_arg: Any, caller: An
         depends = repr(seed_arg)
         own = own.format(seed=repr(seed_arg))
     warnings.warn_explicit(
-        f"{primitive}({shown}) at {site} seeds {what} after seeder.init: it did what it "
-        f"says, and what draws from them next depends on {depends}, not on master seed "
-        f"{master}. To leave the run to seeder, remove the call (seeder.reseed seeds random, "
-        f"NumPy and torch); to seed draws of your own, use a generator of your own "
-        f"({own})",
+        f"{primitive}({shown}) at {site} seeds {what} after seeder.init, so what draws from "
+        f"them next depends on {depends}, not on master seed {master}. To leave the run to "
+        f"seeder, remove the call (seeder.reseed seeds random, NumPy and torch); for draws of "
+        f"your own, seed a generator of your own ({own}) "
+        f"(see docs/quickstart.md#seeding-calls-after-init)",
         SeederWarning,
         caller.f_code.co_filename,
         caller.f_lineno,

@@ -47,15 +47,11 @@ def rebuilt_error(kind: str) -> RuntimeError:
     if "accelerate" in sys.modules:
         require("accelerate:Accelerator.prepare_data_loader._is_accelerate_prepared")
     return RuntimeError(
-        f"this {kind} was rebuilt into another DataLoader around its batch sampler "
-        f"(accelerate's skip_first_batches() does so) and iterated there: that loader neither "
-        f"seeds each batch nor counts the position, so its batches and a resume would not be "
-        f"seeder's. "
-        f"Prepare it with seeder.integrations.accelerate.SeederAccelerator (an Accelerator with "
-        f"the same arguments; for a transformers Trainer, "
-        f"seeder.integrations.transformers.SeederTrainer), or iterate the {kind} itself: "
-        f"its position comes from the seeder state (seeder.load_state_dict, or "
-        f"seeder.integrations.accelerate.load_checkpoint_state after accelerator.load_state)"
+        f"this {kind} was rebuilt into another DataLoader (accelerate's skip_first_batches() "
+        f"does so), which neither seeds batches nor counts its position. Prepare it with "
+        f"seeder.integrations.accelerate.SeederAccelerator, or iterate the {kind} itself, its "
+        f"position restored by load_checkpoint_state "
+        f"(see docs/huggingface.md#a-plain-accelerator)"
     )
 
 

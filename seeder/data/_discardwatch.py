@@ -187,12 +187,10 @@ class DiscardWatch:
         first, last = self.start, self.start + discarded - 1
         warnings.warn(
             f"{self.what} resumed at batch {self.start} of epoch {self.epoch}, and the training "
-            f"loop discarded the first {discarded} batches it handed out (no forward pass, no "
-            f"optimizer step between them): batches {first}..{last} of the epoch, which the "
-            f"interrupted run had not trained. The loader already starts at the saved batch, so a "
-            f"loop that skips the saved number of batches (`for i, batch in enumerate(loader): if "
-            f"i < saved_step: continue`) skips them a second time. Drop the skip and number the "
-            f"batches with `for i, batch in enumerate(loader, start=loader.batches_done)`",
+            f"loop discarded the first {discarded} batches it handed out (batches "
+            f"{first}..{last}, never trained). Drop the loop's skip of the saved batches and "
+            f"number them with `enumerate(loader, start=loader.batches_done)` "
+            f"(see docs/dataloader.md#do-not-skip-batches-on-resume)",
             SeederWarning,
             stacklevel=stacklevel,
         )

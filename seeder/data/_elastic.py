@@ -273,11 +273,10 @@ class SampleSeeding:
         names = [a.name for a, _ in drew]
         warnings.warn(
             f"{self.what}: a sample drew from the global RNG(s) {', '.join(names)}, which "
-            f"sample_rngs leaves out: its draws did not come from its own seed, so they depend on "
-            f"what this process fetched before (the world size and workers). Pass sample_rngs with "
+            f"sample_rngs leaves out, so its items depend on the world size and workers (seeded "
+            f"before every sample from now on). For exact items, pass sample_rngs with "
             + ", ".join(repr(n) for n in names)
-            + " (or leave sample_rngs out: "
-            "all three are seeded) for exact items; seeded before every sample from now on",
+            + " or leave it out (see docs/elastic.md#sample_rngs)",
             SeederWarning,
             stacklevel=2,
         )

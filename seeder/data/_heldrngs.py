@@ -150,10 +150,9 @@ class HeldRNGs:
         names = ", ".join(paths)
         warnings.warn(
             f"{self.what}: a fetch drew from {names}: RNG object(s) the dataset holds that seeder "
-            f"does not seed, so its items depend on what this process drew before (the number of "
-            f"workers, the world size) and a resume does not give them back. Register it before "
-            f"the loader starts (seeder.register_generator({paths[0]})): every batch seeds it "
-            f"then; or draw from the global RNGs, which the loader seeds",
+            f"does not seed, so its items depend on the workers and world size and do not resume. "
+            f"Register it before the loader starts (seeder.register_generator({paths[0]})), or "
+            f"draw from the global RNGs (see docs/dataloader.md#the-datasets-own-rng-objects)",
             SeederWarning,
             stacklevel=2,
         )

@@ -129,10 +129,10 @@ def refuse_unordered(args: TorchArgs) -> None:
     """
     if not args.in_order and args.num_workers > 0:
         raise ValueError(
-            "seeder.DataLoader cannot resume in_order=False with num_workers > 0: batches reach "
-            "the training loop in whichever order the workers finish, so the batches handed out "
-            "are not the first k of the epoch and a resume would repeat some and skip others. Drop "
-            "in_order=False, or use torch.utils.data.DataLoader (no exact resume)"
+            "seeder.DataLoader cannot resume in_order=False with num_workers > 0: the batches "
+            "handed out are not the first k of the epoch, so a resume would repeat some and skip "
+            "others. Drop in_order=False, or use torch.utils.data.DataLoader (no exact resume) "
+            "(see docs/dataloader.md#what-seederdataloader-refuses-and-why)"
         )
 
 
@@ -398,7 +398,7 @@ class DataLoader(BatchAnswers, SeederLoader):
             >>> import torch, seeder; s = seeder.Seeder(); s.init(0); s.reseed(1, 2)
             >>> DataLoader(torch.arange(4), seeder=s).pending_start()  # not in iter(): an error
             Traceback (most recent call last):
-            RuntimeError: this seeder.DataLoader was rebuilt into another DataLoader around its ...
+            RuntimeError: this seeder.DataLoader was rebuilt into another DataLoader (...) ...
         """
         if self._pending is None:  # another loader iterates the batch sampler: not seeder's batches
             raise rebuilt_error(f"seeder.{type(self).__name__}")

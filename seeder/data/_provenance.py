@@ -621,10 +621,11 @@ def check_identity(saved: Any, have: dict[str, Any], allow: bool, what: str) -> 
         if all(fp is None or fp.startswith("repr:") for fp in fps):
             warnings.warn(
                 f"{what}: the dataset's repr differs from the one the state was saved with "
-                f"({describe_identity(saved)}; this loader has {describe_identity(have)}): its "
-                f"paths or options changed. Resuming; if the data itself changed, the saved "
-                f"positions now point at other samples. Give the dataset a seeder_fingerprint "
-                f"naming its content to make this an error, or a stable one to silence it",
+                f"({describe_identity(saved)}; this loader has {describe_identity(have)}): "
+                f"resuming, but if the data changed, the saved positions point at other samples. "
+                f"Give the dataset a seeder_fingerprint naming its content to make this "
+                f"an error, or a stable one to silence it "
+                f"(see docs/provenance.md#the-datasets-identity)",
                 SeederWarning,
                 stacklevel=5,
             )

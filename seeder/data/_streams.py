@@ -451,8 +451,7 @@ def _ran_out(worker: int, j: int, produced: int, epoch: int) -> StateError:
     """The error for a worker whose dataset ends before the batches its saved position counts."""
     return StateError(
         f"seeder.IterableDataLoader: worker {worker} ran out after {j} of the "
-        f"{produced} batches its saved position says it produced in epoch {epoch}: "
-        "the dataset yields less than when the state was saved (another dataset, "
-        "or a source that changed), so the epoch cannot continue exactly; resume "
-        "with the data the state was saved with"
+        f"{produced} batches its saved position says it produced in epoch {epoch}: the "
+        "dataset yields less than when the state was saved. Resume with the data the state "
+        "was saved with (see docs/dataloader.md#iterable-datasets-streams)"
     )

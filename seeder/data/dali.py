@@ -373,23 +373,16 @@ class TrackedPipeline(Participant):
         self._warned_reseed = True
         if self.checkpointing:
             how = (
-                f"Its checkpoint is saved by seeder.state_dict(), so a resumed run continues it "
-                f"exactly when it is rebuilt with "
-                f"checkpoint=seeder.data.dali.saved_checkpoints(state, "
-                f"{self.pipeline_id})[0]."
+                f"rebuild it with checkpoint=seeder.data.dali.saved_checkpoints(state, "
+                f"{self.pipeline_id})[0]"
             )
         else:
-            how = (
-                "To resume it exactly, build it with enable_checkpointing=True "
-                "(seeder.data.dali.pipeline_kwargs()) and rebuild it from the checkpoint in "
-                "seeder.state_dict() on resume."
-            )
+            how = "build it with enable_checkpointing=True (seeder.data.dali.pipeline_kwargs())"
         warnings.warn(
             f"DALI pipeline {self.pipeline_id} (seed {self.pipeline.seed}) cannot be reseeded "
             f"after it is built: seeder.reseed({task_id}, {epoch}) leaves its random operators and "
-            f"readers running on from their own state, so each epoch's DALI randomness follows "
-            f"from the pipeline's seed and the batches drawn before it, not from (task, epoch). "
-            f"{how} This warning is shown once per pipeline.",
+            f"readers running on from their own state. To resume it exactly, {how} "
+            f"(see docs/dali.md#the-reseed-warning)",
             SeederWarning,
             stacklevel=3,
         )
@@ -515,10 +508,10 @@ class TrackedPipeline(Participant):
         )
         warnings.warn(
             f"DALI pipeline {self.pipeline_id} was built {what} loaded by "
-            f"seeder.load_state_dict(): its data and random streams do not continue the saved run. "
-            f"Build it with checkpoint=seeder.data.dali.saved_checkpoints(state, "
-            f"{self.pipeline_id})[0] before load_state_dict, or with checkpoint=tracked.checkpoint "
-            f"after it and then tracked.replace(new_pipeline).",
+            f"seeder.load_state_dict(), so it does not continue the saved run. Build it with "
+            f"checkpoint=seeder.data.dali.saved_checkpoints(state, {self.pipeline_id})[0], or "
+            f"with checkpoint=tracked.checkpoint and then call tracked.replace(new_pipeline) "
+            f"(see docs/dali.md#a-pipeline-not-rebuilt-from-the-loaded-checkpoint)",
             SeederWarning,
             stacklevel=4,
         )

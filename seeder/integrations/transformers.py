@@ -526,10 +526,8 @@ class SeederTrainer(Trainer):
                 raise StateError(
                     f"the Trainer resumes after {num_batches} batches, but the stream stands at "
                     f"batch {position} of its epoch {state['epoch']} after {ours.stream.earlier} "
-                    f"batches of its earlier epochs: the checkpoint's trainer_state.json and "
-                    f"seeder_state files come from different moments (or gradient accumulation "
-                    f"spans the stream's epoch boundary); resume from a checkpoint folder written "
-                    f"by one SeederTrainer save"
+                    f"batches of its earlier epochs. Resume from a checkpoint folder written by "
+                    f"one SeederTrainer save (see docs/huggingface.md#a-stream-as-train_dataset)"
                 )
             if ours.stream is not None:
                 # the batches of the stream's earlier epochs count in the Trainer's epoch
