@@ -234,7 +234,7 @@ class _Counted:
 
 @pytest.mark.slow  # three fits in this process
 def test_each_lightning_step_records_the_trainers_objects_and_a_lost_buffer_is_named(
-    tmp_path, monkeypatch, fresh_default
+    tmp_path, monkeypatch, fresh_default, tool_hooks
 ):
     need("lightning")
     import gc
@@ -278,7 +278,7 @@ def test_each_lightning_step_records_the_trainers_objects_and_a_lost_buffer_is_n
 
 @pytest.mark.slow  # a Trainer run in this process
 def test_each_hugging_face_trainer_step_records_the_trainers_objects(
-    tmp_path, monkeypatch, fresh_default
+    tmp_path, monkeypatch, fresh_default, tool_hooks
 ):
     need("transformers")
     import gc
