@@ -13,7 +13,6 @@ are the re-derived ones.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -25,7 +24,7 @@ import torch
 pytest.importorskip("lightning")
 
 from handoff import handoff_server  # noqa: E402
-from helpers import communicate, trained_samples  # noqa: E402
+from helpers import child_env, communicate, trained_samples  # noqa: E402
 
 import seeder  # noqa: E402
 from seeder._state.world import rederive_streams  # noqa: E402
@@ -53,7 +52,7 @@ def runs(tmp_path_factory, framework_scripts):
         [script, str(out), "1", "full"], timeout=300, start_is_subject=False
     )  # no resume
     env = dict(
-        os.environ,
+        child_env(),  # this checkout first on PYTHONPATH
         **handoff_server(frameworks=True).env(),  # empty unless opted in
         MASTER_ADDR="127.0.0.1",
         OMP_NUM_THREADS="1",
