@@ -194,11 +194,7 @@ def test_a_command_without_a_step_stop_skips_the_mid_epoch_stop(tmp_path):
 @pytest.mark.parametrize(
     "bug, failing, phrase",
     [
-        (
-            "resume-rng",
-            {"resume", "resume-mid-epoch"},
-            "resumed run (3) differs from the uninterrupted run (1) from step 8",
-        ),
+        # resume-rng: test_cli_pass_fail_and_crash, from the report of its FAIL run
         (
             "resume-momentum",
             {"resume", "resume-mid-epoch"},
@@ -228,27 +224,39 @@ def test_verify_reports_broken_scripts(tmp_path, bug, failing, phrase):
     assert any(phrase in r for r in rep["reasons"]), rep["reasons"]
 
 
+def cli(capsys, args):
+    """``seeder`` with ``args`` in this process (its start is not the subject; the runs it starts
+    are processes): ``(exit status, stdout, stderr)``."""
+    from seeder._cli import main
+
+    capsys.readouterr()
+    rc = main(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
 @pytest.mark.xdist_group("verify_runs_passing")
-def test_cli_pass_fail_and_crash(tmp_path, passing):
-    args = [*CLI, "--no-figures"]
+def test_cli_pass_fail_and_crash(tmp_path, passing, capsys):
+    args = [*CLI[2:], "--no-figures"]  # seeder verify ..., in this process
     p, _ = passing
     assert p.returncode == 0, p.stderr
     assert "verdict: PASS" in p.stdout and re.search(r"reproducible +PASS", p.stdout)
-    p = run_python(
-        args + ["--out", str(tmp_path / "bad"), "--", *toy("--bug", "resume-rng")], check=False
+    rc, out, err = cli(
+        capsys, args + ["--out", str(tmp_path / "bad"), "--", *toy("--bug", "resume-rng")]
     )
-    assert (
-        p.returncode == 1 and "verdict: FAIL" in p.stdout and "resumed run (3) differs" in p.stdout
-    )
-    p = run_python(
+    assert rc == 1 and "verdict: FAIL" in out and "resumed run (3) differs" in out, out + err
+    # the resume-rng case of test_verify_reports_broken_scripts, from this session's report
+    rep = json.loads((tmp_path / "bad" / "report.json").read_text())
+    assert rep["verdict"] == "FAIL"
+    assert {n for n, s in checks(rep).items() if s == "FAIL"} == {"resume", "resume-mid-epoch"}
+    phrase = "resumed run (3) differs from the uninterrupted run (1) from step 8"
+    assert any(phrase in r for r in rep["reasons"]), rep["reasons"]
+    rc, out, err = cli(
+        capsys,
         args + ["--out", str(tmp_path / "crash"), "--no-progress", "--", *toy("--bug", "crash")],
-        check=False,
     )
-    assert p.returncode == 3
-    assert (
-        "failed: exited with status 3" in p.stderr
-        and "planted crash after the first epoch" in p.stderr
-    )
+    assert rc == 3, out + err
+    assert "failed: exited with status 3" in err and "planted crash after the first epoch" in err
     report = json.loads((tmp_path / "crash" / "report.json").read_text())
     assert report["verdict"] == "ERROR" and any(
         "exited with status 3" in r for r in report["reasons"]
@@ -256,8 +264,8 @@ def test_cli_pass_fail_and_crash(tmp_path, passing):
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "x").write_text("x")
-    p = run_python(args + ["--out", str(foreign), "--", *toy()], check=False)
-    assert p.returncode == 2 and "not written by seeder verify" in p.stderr
+    rc, _, err = cli(capsys, args + ["--out", str(foreign), "--", *toy()])
+    assert rc == 2 and "not written by seeder verify" in err
 
 
 def test_runner_dependency_skip_and_bad_input(tmp_path):
