@@ -376,11 +376,10 @@ def test_compare_detects_a_planted_learning_rate_change(tmp_path):
     assert (tmp_path / "c" / "compare.png").stat().st_size > 0
 
 
-def test_compare_does_not_flag_identical_configurations(tmp_path):
-    p = run_python(
+def test_compare_does_not_flag_identical_configurations(capsys, tmp_path):
+    rc, out, err = cli(
+        capsys,
         [
-            "-m",
-            "seeder",
             "compare",
             "--out",
             str(tmp_path / "c"),
@@ -397,22 +396,20 @@ def test_compare_does_not_flag_identical_configurations(tmp_path):
             "--",
             *toy(),
         ],
-        check=False,
     )
-    assert p.returncode == 0, p.stderr
+    assert rc == 0, err
     rep = json.loads((tmp_path / "c" / "report.json").read_text())
     assert not rep["differs"] and rep["paired_differences"] == [0.0, 0.0, 0.0]
-    assert "no difference detected" in p.stdout
+    assert "no difference detected" in out
 
 
-def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path, handed_off):
+def test_verify_real_seeder_script_that_forgets_the_seeder_state(capsys, tmp_path, handed_off):
     """torch + the real seeder, stopped mid-epoch: resuming without seeder.load_state_dict is
     caught."""
     script = str(REPO_ROOT / "tests" / "scripts" / "verify_torch_toy.py")
-    p = run_python(
+    rc, out, err = cli(
+        capsys,
         [
-            "-m",
-            "seeder",
             "verify",
             "--out",
             str(tmp_path / "v"),
@@ -434,10 +431,8 @@ def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path, hande
             "--bug",
             "no-seeder-state",
         ],
-        check=False,
-        timeout=300,
     )
-    assert p.returncode == 1, p.stderr
+    assert rc == 1, err
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     # at the epoch boundary reseed(1, epoch) alone restores every stream; only the mid-epoch stop
     # catches it
@@ -453,13 +448,12 @@ def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path, hande
 LOADER_TOY = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_loader_toy.py")]
 
 
-def test_verify_names_the_missing_dataloader_generator(tmp_path, handed_off):
+def test_verify_names_the_missing_dataloader_generator(capsys, tmp_path, handed_off):
     """torch + the real seeder + a plain DataLoader without generator=: the default run says what to
     pass."""
-    p = run_python(
+    rc, out, err = cli(
+        capsys,
         [
-            "-m",
-            "seeder",
             "verify",
             "--out",
             str(tmp_path / "v"),
@@ -478,13 +472,10 @@ def test_verify_names_the_missing_dataloader_generator(tmp_path, handed_off):
             "--bug",
             "no-generator",
         ],
-        check=False,
-        timeout=300,
     )
-    assert p.returncode == 1, p.stderr
-    assert (
-        "pass generator=seeder.data.dataloader_generator() to the DataLoader"
-        in p.stdout.replace("Pass", "pass")
+    assert rc == 1, err
+    assert "pass generator=seeder.data.dataloader_generator() to the DataLoader" in out.replace(
+        "Pass", "pass"
     )
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     assert checks(rep) == {
@@ -593,13 +584,14 @@ def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
     not (REPO_ROOT / "examples" / "train.py").is_file(),
     reason="examples/train.py is not on this branch",
 )
-def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(tmp_path, handed_off):
+def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(
+    capsys, tmp_path, handed_off
+):
     """`seeder compare --b ...` drives examples/train.py as verify does: no --metrics flag, seeder
     records the steps."""
-    p = run_python(
+    rc, out, err = cli(
+        capsys,
         [
-            "-m",
-            "seeder",
             "compare",
             "--out",
             str(tmp_path / "c"),
@@ -619,10 +611,8 @@ def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(tmp_pat
             "--workers",
             "0",
         ],
-        check=False,
-        timeout=300,
     )
-    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert rc == 0, out + err[-3000:]
     rep = json.loads((tmp_path / "c" / "report.json").read_text())
     assert any(n.startswith("the script's parser has no --metrics") for n in rep["notes"]), rep[
         "notes"
