@@ -97,8 +97,10 @@ def test_verify_mid_epoch_stop_and_dllogger_metrics(tmp_path):
         VerifyConfig(
             command=toy("--dll"),
             out=tmp_path / "v",
-            epochs=3,
+            epochs=2,  # the stop at step 13 is in epoch 1 of 2 as of 3
             repeats=2,
+            resume_repeats=1,  # what is asserted is repeat 0's
+            jobs=2,
             stop_after_steps=13,
             progress=False,
             figures=False,
