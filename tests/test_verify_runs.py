@@ -129,6 +129,7 @@ def test_default_run_catches_a_bug_only_a_mid_epoch_resume_shows(tmp_path):
             out=tmp_path / "v",
             epochs=2,
             repeats=2,
+            resume_repeats=1,  # the bugs show in repeat 0
             jobs=2,
             progress=False,
             figures=False,
@@ -156,6 +157,7 @@ def test_default_run_catches_a_bug_only_a_mid_epoch_resume_shows(tmp_path):
             out=tmp_path / "old",
             epochs=2,
             repeats=2,
+            resume_repeats=1,  # the bugs show in repeat 0
             jobs=2,
             progress=False,
             figures=False,
@@ -215,6 +217,7 @@ def test_verify_reports_broken_scripts(tmp_path, bug, failing, phrase):
             out=tmp_path / "v",
             epochs=2,
             repeats=2,
+            resume_repeats=1,  # the bugs show in repeat 0
             jobs=2,
             progress=False,
             figures=False,
@@ -244,7 +247,16 @@ def test_cli_pass_fail_and_crash(tmp_path, passing, capsys):
     assert p.returncode == 0, p.stderr
     assert "verdict: PASS" in p.stdout and re.search(r"reproducible +PASS", p.stdout)
     rc, out, err = cli(
-        capsys, args + ["--out", str(tmp_path / "bad"), "--", *toy("--bug", "resume-rng")]
+        capsys,
+        args
+        + [
+            "--resume-repeats",
+            "1",
+            "--out",
+            str(tmp_path / "bad"),
+            "--",
+            *toy("--bug", "resume-rng"),
+        ],
     )
     assert rc == 1 and "verdict: FAIL" in out and "resumed run (3) differs" in out, out + err
     # the resume-rng case of test_verify_reports_broken_scripts, from this session's report
