@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from helpers import REPO_ROOT, child_env, run_python, sigint_as_in_a_terminal
+from helpers import REPO_ROOT, child_env, sigint_as_in_a_terminal
 from optional import need_verify
 
 need_verify(figures=False)  # the test that draws figures asks for matplotlib itself
@@ -47,14 +47,23 @@ CLI = ["-m", "seeder", "verify", "--epochs", "2", "--repeats", "2", "--jobs", "2
 
 @pytest.fixture(scope="module")
 def passing(tmp_path_factory):
-    """One ``seeder verify`` session of the toy from the command line, with its figures where
-    matplotlib is installed: ``(process, out)``, read by the tests of its verdict, its output and
-    its runs."""
+    """One ``seeder verify`` session of the toy from the command line (in this process), with its
+    figures where matplotlib is installed: ``(result, out)``, read by the tests of its verdict, its
+    output and its runs."""
+    import contextlib
     import importlib.util
+    import io
+    import types
+
+    from seeder._cli import main
 
     out = tmp_path_factory.mktemp("passing") / "v"
     figures = [] if importlib.util.find_spec("matplotlib") else ["--no-figures"]
-    return run_python([*CLI, *figures, "--out", str(out), "--", *toy()], check=False), out
+    stdout, stderr = io.StringIO(), io.StringIO()  # seeder verify in this process, as cli() runs it
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = main([*CLI[2:], *figures, "--out", str(out), "--", *toy()])
+    p = types.SimpleNamespace(returncode=rc, stdout=stdout.getvalue(), stderr=stderr.getvalue())
+    return p, out
 
 
 @pytest.mark.xdist_group("verify_runs_passing")  # one worker builds the shared session
