@@ -10,7 +10,7 @@ import os
 import sys
 
 import pytest
-from helpers import REPO_ROOT, run_python
+from helpers import REPO_ROOT
 from optional import need_verify
 
 need_verify(figures=False)  # every run here passes figures=False / --no-figures
@@ -22,9 +22,7 @@ from seeder.verify._flags import adapt_contract, probe_parser  # noqa: E402
 pytestmark = pytest.mark.slow
 
 SCRIPTS = REPO_ROOT / "tests" / "scripts"
-VERIFY = [
-    "-m",
-    "seeder",
+VERIFY = [  # seeder's command line, run in this process by cli(): its start is not the subject
     "verify",
     "--epochs",
     "2",
@@ -37,6 +35,17 @@ VERIFY = [
     "--no-figures",
     "--no-progress",
 ]
+
+
+def cli(capsys, args):
+    """``seeder`` with ``args`` in this process (the runs it starts are processes): ``(exit
+    status, stdout, stderr)``."""
+    from seeder._cli import main
+
+    capsys.readouterr()
+    rc = main(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
 
 
 def checks(report):
@@ -258,16 +267,15 @@ def test_a_folder_the_runs_share_is_named_with_the_option_that_points_there(user
 # -------------------------------------------------------
 
 
-def test_the_readme_snippet_is_incomplete_not_a_pass(tmp_path, handed_off):
+def test_the_readme_snippet_is_incomplete_not_a_pass(tmp_path, handed_off, capsys):
     """torch.save of seeder.state_dict() and no seeder.Checkpoint: nothing stops or resumes it."""
-    p = run_python(
+    rc, out, err = cli(
+        capsys,
         VERIFY
         + ["--out", str(tmp_path / "v"), "--", sys.executable, str(SCRIPTS / "readme_snippet.py")],
-        check=False,
-        timeout=300,
     )
-    assert p.returncode == 4, p.stdout + p.stderr[-3000:]
-    assert "verdict: INCOMPLETE" in p.stdout
+    assert rc == 4, out + err[-3000:]
+    assert "verdict: INCOMPLETE" in out
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     assert checks(rep) == {
         "reproducible": "PASS",
@@ -282,7 +290,8 @@ def test_the_readme_snippet_is_incomplete_not_a_pass(tmp_path, handed_off):
     assert {
         r["argv"][2:4] == ["--seed", "42"] for r in rep["runs"] if r["name"].startswith("full")
     } == {True}
-    p = run_python(
+    rc, out, err = cli(
+        capsys,
         VERIFY
         + [
             "--out",
@@ -292,11 +301,9 @@ def test_the_readme_snippet_is_incomplete_not_a_pass(tmp_path, handed_off):
             sys.executable,
             str(SCRIPTS / "readme_snippet.py"),
         ],
-        check=False,
-        timeout=300,
     )
-    assert p.returncode == 0 and "verdict: PASS" in p.stdout, p.stdout + p.stderr[-3000:]
-    assert "not tested, as allowed: resume, resume-mid-epoch" in p.stdout
+    assert rc == 0 and "verdict: PASS" in out, out + err[-3000:]
+    assert "not tested, as allowed: resume, resume-mid-epoch" in out
 
 
 @pytest.mark.parametrize(
@@ -308,16 +315,17 @@ def test_the_readme_snippet_is_incomplete_not_a_pass(tmp_path, handed_off):
         "range(30)))\n",
     ],
 )
-def test_a_script_printing_garbage_fails_saying_it_logged_nothing_readable(tmp_path, body):
+def test_a_script_printing_garbage_fails_saying_it_logged_nothing_readable(
+    tmp_path, body, capsys, monkeypatch
+):
     script = tmp_path / "garbage.py"
     script.write_text(body)
-    p = run_python(
-        VERIFY + ["--out", str(tmp_path / "v"), "--", sys.executable, str(script)],
-        check=False,
-        cwd=tmp_path,
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli(
+        capsys, VERIFY + ["--out", str(tmp_path / "v"), "--", sys.executable, str(script)]
     )
-    assert p.returncode == 1, p.stdout + p.stderr[-3000:]
-    assert "verdict: FAIL" in p.stdout and "variance ratio nan" not in p.stdout
+    assert rc == 1, out + err[-3000:]
+    assert "verdict: FAIL" in out and "variance ratio nan" not in out
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     reason = rep["reasons"][0]
     assert reason.startswith("the output of run full-0 had no per-step values seeder could read: ")

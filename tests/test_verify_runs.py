@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from helpers import REPO_ROOT, child_env, run_python, sigint_as_in_a_terminal
+from helpers import REPO_ROOT, child_env, sigint_as_in_a_terminal
 from optional import need_verify
 
 need_verify(figures=False)  # the test that draws figures asks for matplotlib itself
@@ -47,14 +47,23 @@ CLI = ["-m", "seeder", "verify", "--epochs", "2", "--repeats", "2", "--jobs", "2
 
 @pytest.fixture(scope="module")
 def passing(tmp_path_factory):
-    """One ``seeder verify`` session of the toy from the command line, with its figures where
-    matplotlib is installed: ``(process, out)``, read by the tests of its verdict, its output and
-    its runs."""
+    """One ``seeder verify`` session of the toy from the command line (in this process), with its
+    figures where matplotlib is installed: ``(result, out)``, read by the tests of its verdict, its
+    output and its runs."""
+    import contextlib
     import importlib.util
+    import io
+    import types
+
+    from seeder._cli import main
 
     out = tmp_path_factory.mktemp("passing") / "v"
     figures = [] if importlib.util.find_spec("matplotlib") else ["--no-figures"]
-    return run_python([*CLI, *figures, "--out", str(out), "--", *toy()], check=False), out
+    stdout, stderr = io.StringIO(), io.StringIO()  # seeder verify in this process, as cli() runs it
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = main([*CLI[2:], *figures, "--out", str(out), "--", *toy()])
+    p = types.SimpleNamespace(returncode=rc, stdout=stdout.getvalue(), stderr=stderr.getvalue())
+    return p, out
 
 
 @pytest.mark.xdist_group("verify_runs_passing")  # one worker builds the shared session
@@ -97,8 +106,10 @@ def test_verify_mid_epoch_stop_and_dllogger_metrics(tmp_path):
         VerifyConfig(
             command=toy("--dll"),
             out=tmp_path / "v",
-            epochs=3,
+            epochs=2,  # the stop at step 13 is in epoch 1 of 2 as of 3
             repeats=2,
+            resume_repeats=1,  # what is asserted is repeat 0's
+            jobs=2,
             stop_after_steps=13,
             progress=False,
             figures=False,
@@ -127,6 +138,7 @@ def test_default_run_catches_a_bug_only_a_mid_epoch_resume_shows(tmp_path):
             out=tmp_path / "v",
             epochs=2,
             repeats=2,
+            resume_repeats=1,  # the bugs show in repeat 0
             jobs=2,
             progress=False,
             figures=False,
@@ -154,6 +166,7 @@ def test_default_run_catches_a_bug_only_a_mid_epoch_resume_shows(tmp_path):
             out=tmp_path / "old",
             epochs=2,
             repeats=2,
+            resume_repeats=1,  # the bugs show in repeat 0
             jobs=2,
             progress=False,
             figures=False,
@@ -194,11 +207,7 @@ def test_a_command_without_a_step_stop_skips_the_mid_epoch_stop(tmp_path):
 @pytest.mark.parametrize(
     "bug, failing, phrase",
     [
-        (
-            "resume-rng",
-            {"resume", "resume-mid-epoch"},
-            "resumed run (3) differs from the uninterrupted run (1) from step 8",
-        ),
+        # resume-rng: test_cli_pass_fail_and_crash, from the report of its FAIL run
         (
             "resume-momentum",
             {"resume", "resume-mid-epoch"},
@@ -217,6 +226,7 @@ def test_verify_reports_broken_scripts(tmp_path, bug, failing, phrase):
             out=tmp_path / "v",
             epochs=2,
             repeats=2,
+            resume_repeats=1,  # the bugs show in repeat 0
             jobs=2,
             progress=False,
             figures=False,
@@ -228,27 +238,48 @@ def test_verify_reports_broken_scripts(tmp_path, bug, failing, phrase):
     assert any(phrase in r for r in rep["reasons"]), rep["reasons"]
 
 
+def cli(capsys, args):
+    """``seeder`` with ``args`` in this process (its start is not the subject; the runs it starts
+    are processes): ``(exit status, stdout, stderr)``."""
+    from seeder._cli import main
+
+    capsys.readouterr()
+    rc = main(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
 @pytest.mark.xdist_group("verify_runs_passing")
-def test_cli_pass_fail_and_crash(tmp_path, passing):
-    args = [*CLI, "--no-figures"]
+def test_cli_pass_fail_and_crash(tmp_path, passing, capsys):
+    args = [*CLI[2:], "--no-figures"]  # seeder verify ..., in this process
     p, _ = passing
     assert p.returncode == 0, p.stderr
     assert "verdict: PASS" in p.stdout and re.search(r"reproducible +PASS", p.stdout)
-    p = run_python(
-        args + ["--out", str(tmp_path / "bad"), "--", *toy("--bug", "resume-rng")], check=False
+    rc, out, err = cli(
+        capsys,
+        args
+        + [
+            "--resume-repeats",
+            "1",
+            "--out",
+            str(tmp_path / "bad"),
+            "--",
+            *toy("--bug", "resume-rng"),
+        ],
     )
-    assert (
-        p.returncode == 1 and "verdict: FAIL" in p.stdout and "resumed run (3) differs" in p.stdout
-    )
-    p = run_python(
+    assert rc == 1 and "verdict: FAIL" in out and "resumed run (3) differs" in out, out + err
+    # the resume-rng case of test_verify_reports_broken_scripts, from this session's report
+    rep = json.loads((tmp_path / "bad" / "report.json").read_text())
+    assert rep["verdict"] == "FAIL"
+    assert {n for n, s in checks(rep).items() if s == "FAIL"} == {"resume", "resume-mid-epoch"}
+    phrase = "resumed run (3) differs from the uninterrupted run (1) from step 8"
+    assert any(phrase in r for r in rep["reasons"]), rep["reasons"]
+    rc, out, err = cli(
+        capsys,
         args + ["--out", str(tmp_path / "crash"), "--no-progress", "--", *toy("--bug", "crash")],
-        check=False,
     )
-    assert p.returncode == 3
-    assert (
-        "failed: exited with status 3" in p.stderr
-        and "planted crash after the first epoch" in p.stderr
-    )
+    assert rc == 3, out + err
+    assert "failed: exited with status 3" in err and "planted crash after the first epoch" in err
     report = json.loads((tmp_path / "crash" / "report.json").read_text())
     assert report["verdict"] == "ERROR" and any(
         "exited with status 3" in r for r in report["reasons"]
@@ -256,8 +287,8 @@ def test_cli_pass_fail_and_crash(tmp_path, passing):
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "x").write_text("x")
-    p = run_python(args + ["--out", str(foreign), "--", *toy()], check=False)
-    assert p.returncode == 2 and "not written by seeder verify" in p.stderr
+    rc, _, err = cli(capsys, args + ["--out", str(foreign), "--", *toy()])
+    assert rc == 2 and "not written by seeder verify" in err
 
 
 def test_runner_dependency_skip_and_bad_input(tmp_path):
@@ -368,11 +399,10 @@ def test_compare_detects_a_planted_learning_rate_change(tmp_path):
     assert (tmp_path / "c" / "compare.png").stat().st_size > 0
 
 
-def test_compare_does_not_flag_identical_configurations(tmp_path):
-    p = run_python(
+def test_compare_does_not_flag_identical_configurations(capsys, tmp_path):
+    rc, out, err = cli(
+        capsys,
         [
-            "-m",
-            "seeder",
             "compare",
             "--out",
             str(tmp_path / "c"),
@@ -389,22 +419,20 @@ def test_compare_does_not_flag_identical_configurations(tmp_path):
             "--",
             *toy(),
         ],
-        check=False,
     )
-    assert p.returncode == 0, p.stderr
+    assert rc == 0, err
     rep = json.loads((tmp_path / "c" / "report.json").read_text())
     assert not rep["differs"] and rep["paired_differences"] == [0.0, 0.0, 0.0]
-    assert "no difference detected" in p.stdout
+    assert "no difference detected" in out
 
 
-def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path, handed_off):
+def test_verify_real_seeder_script_that_forgets_the_seeder_state(capsys, tmp_path, handed_off):
     """torch + the real seeder, stopped mid-epoch: resuming without seeder.load_state_dict is
     caught."""
     script = str(REPO_ROOT / "tests" / "scripts" / "verify_torch_toy.py")
-    p = run_python(
+    rc, out, err = cli(
+        capsys,
         [
-            "-m",
-            "seeder",
             "verify",
             "--out",
             str(tmp_path / "v"),
@@ -426,10 +454,8 @@ def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path, hande
             "--bug",
             "no-seeder-state",
         ],
-        check=False,
-        timeout=300,
     )
-    assert p.returncode == 1, p.stderr
+    assert rc == 1, err
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     # at the epoch boundary reseed(1, epoch) alone restores every stream; only the mid-epoch stop
     # catches it
@@ -445,13 +471,12 @@ def test_verify_real_seeder_script_that_forgets_the_seeder_state(tmp_path, hande
 LOADER_TOY = [sys.executable, str(REPO_ROOT / "tests" / "scripts" / "verify_loader_toy.py")]
 
 
-def test_verify_names_the_missing_dataloader_generator(tmp_path, handed_off):
+def test_verify_names_the_missing_dataloader_generator(capsys, tmp_path, handed_off):
     """torch + the real seeder + a plain DataLoader without generator=: the default run says what to
     pass."""
-    p = run_python(
+    rc, out, err = cli(
+        capsys,
         [
-            "-m",
-            "seeder",
             "verify",
             "--out",
             str(tmp_path / "v"),
@@ -470,13 +495,10 @@ def test_verify_names_the_missing_dataloader_generator(tmp_path, handed_off):
             "--bug",
             "no-generator",
         ],
-        check=False,
-        timeout=300,
     )
-    assert p.returncode == 1, p.stderr
-    assert (
-        "pass generator=seeder.data.dataloader_generator() to the DataLoader"
-        in p.stdout.replace("Pass", "pass")
+    assert rc == 1, err
+    assert "pass generator=seeder.data.dataloader_generator() to the DataLoader" in out.replace(
+        "Pass", "pass"
     )
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     assert checks(rep) == {
@@ -530,13 +552,13 @@ def test_verify_names_a_sampler_position_that_never_moved(tmp_path, handed_off):
     not (REPO_ROOT / "examples" / "train.py").is_file(),
     reason="examples/train.py is not on this branch",
 )
-def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
+def test_seeder_verify_alone_runs_the_bundled_example(capsys, tmp_path):
     """The README's command, made small: no training command means examples/train.py (options
-    after -- go to it). Every run verify starts is a fresh interpreter, as for a user."""
-    p = run_python(
+    after -- go to it). Every run verify starts is a fresh interpreter, as for a user (verify
+    itself runs in the test process: its start is not the subject)."""
+    rc, out, err = cli(
+        capsys,
         [
-            "-m",
-            "seeder",
             "verify",
             "--out",
             str(tmp_path / "v"),
@@ -556,10 +578,8 @@ def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
             "--workers",
             "1",
         ],
-        check=False,
-        timeout=500,
     )
-    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert rc == 0, out + err[-3000:]
     rep = json.loads((tmp_path / "v" / "report.json").read_text())
     assert rep["verdict"] == "PASS" and checks(rep) == {
         "reproducible": "PASS",
@@ -585,13 +605,14 @@ def test_seeder_verify_alone_runs_the_bundled_example(tmp_path):
     not (REPO_ROOT / "examples" / "train.py").is_file(),
     reason="examples/train.py is not on this branch",
 )
-def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(tmp_path, handed_off):
+def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(
+    capsys, tmp_path, handed_off
+):
     """`seeder compare --b ...` drives examples/train.py as verify does: no --metrics flag, seeder
     records the steps."""
-    p = run_python(
+    rc, out, err = cli(
+        capsys,
         [
-            "-m",
-            "seeder",
             "compare",
             "--out",
             str(tmp_path / "c"),
@@ -611,10 +632,8 @@ def test_seeder_compare_alone_runs_the_bundled_example_without_its_flags(tmp_pat
             "--workers",
             "0",
         ],
-        check=False,
-        timeout=300,
     )
-    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert rc == 0, out + err[-3000:]
     rep = json.loads((tmp_path / "c" / "report.json").read_text())
     assert any(n.startswith("the script's parser has no --metrics") for n in rep["notes"]), rep[
         "notes"
