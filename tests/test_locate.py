@@ -370,33 +370,22 @@ def test_a_localisation_that_cannot_run_under_verify_is_one_line_and_the_verdict
     assert locate_after_verify(passed, tmp_path) == [] and "locate" not in passed
 
 
-def test_bad_usage_is_refused_before_any_run(tmp_path):
-    proc = run_python(["-m", "seeder", "locate", "--out", str(tmp_path / "o")], check=False)
-    assert proc.returncode == 2 and "no command given" in proc.stderr
-    proc = run_python(
-        [
-            "-m",
-            "seeder",
-            "locate",
-            "--step",
-            "0",
-            "--out",
-            str(tmp_path / "o"),
-            "--",
-            "python",
-            "x.py",
-        ],
-        check=False,
-    )
-    assert proc.returncode == 2 and "--step must be an optimizer step >= 1" in proc.stderr
+def test_bad_usage_is_refused_before_any_run(tmp_path, capsys):
+    # seeder's command line in this process: the refusals come before any run is started
+    from seeder._cli import main
+
+    def refused(*argv):
+        assert main(["locate", *argv]) == 2
+        return capsys.readouterr().err
+
+    assert "no command given" in refused("--out", str(tmp_path / "o"))
+    err = refused("--step", "0", "--out", str(tmp_path / "o"), "--", "python", "x.py")
+    assert "--step must be an optimizer step >= 1" in err
     assert not (tmp_path / "o").exists()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
-    proc = run_python(
-        ["-m", "seeder", "locate", "--out", str(tmp_path / "mine"), "--", "python", "x.py"],
-        check=False,
-    )
-    assert proc.returncode == 2 and "not empty and was not written by seeder locate" in proc.stderr
+    err = refused("--out", str(tmp_path / "mine"), "--", "python", "x.py")
+    assert "not empty and was not written by seeder locate" in err
     assert os.listdir(tmp_path / "mine") == ["notes.txt"]
 
 
