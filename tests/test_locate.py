@@ -229,6 +229,8 @@ def test_a_failed_reproducible_check_names_the_cause_in_its_output_and_report(tm
             "2",
             "--repeats",
             "2",
+            "--resume-repeats",
+            "1",
             "--no-mid-epoch",
             "--no-figures",
             "--no-progress",
@@ -270,6 +272,8 @@ def test_verify_no_locate_skips_the_localisation_and_names_the_command(tmp_path,
             "2",
             "--repeats",
             "2",
+            "--resume-repeats",
+            "1",
             "--no-mid-epoch",
             "--no-figures",
             "--no-progress",
@@ -293,7 +297,7 @@ def test_verify_no_locate_skips_the_localisation_and_names_the_command(tmp_path,
 
 
 @pytest.mark.slow
-def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path):
+def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path, handed_off):
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     project.mkdir()
     elsewhere.mkdir()
@@ -301,7 +305,7 @@ def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path):
     # from the script's folder, the default --out, the step found by two runs
     proc = run_python(
         ["-m", "seeder", "locate", "--", sys.executable, "train.py", "--cause", "none"],
-        env={"SEEDER_QUIET": "1"},
+        env={"SEEDER_QUIET": "1", **handed_off},
         cwd=project,
         check=False,
         timeout=400,
@@ -326,7 +330,7 @@ def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path):
             "--cause",
             "clock-generator",
         ],
-        env={"SEEDER_QUIET": "1"},
+        env={"SEEDER_QUIET": "1", **handed_off},
         cwd=elsewhere,
         check=False,
         timeout=400,
