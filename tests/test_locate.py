@@ -80,7 +80,8 @@ def test_a_generator_seeded_from_the_clock_is_named_with_its_module_and_line(tmp
 
 @pytest.mark.slow
 def test_a_kernel_that_sums_in_an_os_order_is_named_as_nondeterministic(tmp_path, handed_off):
-    rc, rep, text = locate(tmp_path, "urandom-sum", env=handed_off)
+    # the step given: the runs that find it are the generator test's subject
+    rc, rep, text = locate(tmp_path, "urandom-sum", "--step", "1", env=handed_off)
     assert rc == 1 and rep["kind"] == "kernel", text
     assert (
         f"locate_toy::shuffled_sum in model.pool (forward) at {line_of('x + torch.ops.locate_toy')}"
@@ -94,7 +95,7 @@ def test_a_kernel_that_sums_in_an_os_order_is_named_as_nondeterministic(tmp_path
 def test_a_nondeterministic_backward_is_named_with_the_module_whose_forward_made_it(
     tmp_path, handed_off
 ):
-    rc, rep, text = locate(tmp_path, "urandom-backward", env=handed_off)
+    rc, rep, text = locate(tmp_path, "urandom-backward", "--step", "1", env=handed_off)
     assert rc == 1 and rep["kind"] == "kernel", text
     assert (
         f"locate_toy::scatter_rows in model.encoder.0 (backward, GatherBackward of the forward at "
@@ -104,8 +105,9 @@ def test_a_nondeterministic_backward_is_named_with_the_module_whose_forward_made
 
 @pytest.mark.slow
 def test_a_vocabulary_from_a_set_is_named_as_the_hash_seed(tmp_path):
-    # real interpreters, each with its own hash seed (a handed-over run shares the server's)
-    rc, rep, text = locate(tmp_path, "set-vocab", env={"PYTHONHASHSEED": "random"})
+    # real interpreters, each with its own hash seed (a handed-over run shares the server's); the
+    # step given, so that no runs look for it
+    rc, rep, text = locate(tmp_path, "set-vocab", "--step", "1", env={"PYTHONHASHSEED": "random"})
     assert rc == 1 and rep["kind"] == "input" and rep["hash_seed"] is True, text
     assert f"input 0 of aten::lift_fresh (forward) at {line_of('ids = torch.tensor(')}" in text
     assert "with PYTHONHASHSEED fixed both runs agree here" in rep["lines"][1]
