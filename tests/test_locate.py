@@ -119,7 +119,9 @@ def test_a_vocabulary_from_a_set_is_named_as_the_hash_seed(tmp_path):
 
 @pytest.mark.slow
 def test_a_dataset_drawing_from_an_unseeded_numpy_generator_is_named(tmp_path, handed_off):
-    rc, rep, text = locate(tmp_path, "numpy-dataset", "--no-hash-check", env=handed_off)
+    rc, rep, text = locate(
+        tmp_path, "numpy-dataset", "--no-hash-check", "--step", "1", env=handed_off
+    )
     assert rc == 1 and rep["kind"] == "batch" and rep["hash_seed"] is None, text
     assert f"the batch fed to model at {line_of('loss = model(x)')} differs" in rep["lines"][0]
     assert (
@@ -190,7 +192,9 @@ def _locate_workers(tmp_path, env, cause="numpy-dataset"):
 def test_a_batch_norm_fed_a_differently_ordered_batch_is_named_as_the_data_order(
     tmp_path, handed_off
 ):
-    rc, rep, text = locate(tmp_path, "batch-order", "--no-hash-check", env=handed_off)
+    rc, rep, text = locate(
+        tmp_path, "batch-order", "--no-hash-check", "--step", "1", env=handed_off
+    )
     assert rc == 1 and rep["kind"] == "batch", text
     assert f"the batch fed to model at {line_of('loss = model(x)')} differs" in rep["lines"][0]
     assert "the same samples in another order: the data order differs" in rep["lines"][1]
