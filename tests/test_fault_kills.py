@@ -2,12 +2,13 @@
 exact.
 
 Each segment is a fresh interpreter (``tests/scripts/train_faults.py``: examples/train.py with fault
-hooks; forked from one server only where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally); each
-resumes from the last checkpoint and SIGKILLs itself at the next planned point (after a step, or
-after writing a fraction of a checkpoint's bytes, 100% meaning before the rename). The points come
-from ``SEEDER_FAULT_SEED`` (a fixed default, so CI is stable). The last segment runs to the end.
-Every segment records its steps in one ``$SEEDER_STEPS`` file, as under ``seeder verify``: each
-step's record (redone ones included) and the final digests must equal an uninterrupted run's.
+hooks; forked from the session's server only where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally;
+the uninterrupted reference forks from it in CI too); each resumes from the last checkpoint and
+SIGKILLs itself at the next planned point (after a step, or after writing a fraction of a
+checkpoint's bytes, 100% meaning before the rename). The points come from ``SEEDER_FAULT_SEED``
+(a fixed default, so CI is stable). The last segment runs to the end. Every segment records its
+steps in one ``$SEEDER_STEPS`` file, as under ``seeder verify``: each step's record (redone ones
+included) and the final digests must equal an uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import signal
 
 import pytest
 from faultkit import TALLY
-from helpers import ForkServer, step_records
+from helpers import step_records
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +57,9 @@ def plan(seed: int) -> list[list]:
     return points
 
 
-def test_sigkill_at_twelve_points_of_training_and_checkpoint_writing_resumes_exactly(tmp_path):
+def test_sigkill_at_twelve_points_of_training_and_checkpoint_writing_resumes_exactly(
+    tmp_path, scripts
+):
     seed = int(os.environ.get("SEEDER_FAULT_SEED", "20261123"))
     kills = plan(seed)
     run = ["--ckpt-dir", str(tmp_path / "ckpt"), "--resume"]
@@ -70,21 +73,18 @@ def test_sigkill_at_twelve_points_of_training_and_checkpoint_writing_resumes_exa
     )  # the same run, never killed
     steps, ref = tmp_path / "steps.jsonl", tmp_path / "ref.jsonl"
     note = f"kill plan {kills} (SEEDER_FAULT_SEED={seed} repeats it)"
-    # The resume in a new process is the subject: fresh interpreters (a server only by the local
-    # opt-in).
-    server = ForkServer.or_fresh(tmp_path, preload=["torch._dynamo", "torch._inductor.config"])
-    try:
-        runs = [
-            server.run(
-                [FAULTS, *segment],
-                timeout=120,
-                check=False,
-                env={"SEEDER_STEPS": str(ref if segment is segments[-1] else steps)},
-            )
-            for segment in segments
-        ]
-    finally:
-        server.close()
+    # The resume in a new process is the subject: each segment a fresh interpreter (a server only by
+    # the local opt-in); the reference, never killed, forks from the session's server.
+    runs = [
+        scripts.run(
+            [FAULTS, *segment],
+            timeout=120,
+            check=False,
+            env={"SEEDER_STEPS": str(ref if segment is segments[-1] else steps)},
+            start_is_subject=segment is not segments[-1],
+        )
+        for segment in segments
+    ]
     ended = [run.returncode for run in runs]
     assert ended == [-signal.SIGKILL] * len(kills) + [0, 0], (
         f"{note}\n{runs[-1].stdout[-3000:]}{runs[-1].stderr[-3000:]}"

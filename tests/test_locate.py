@@ -80,7 +80,8 @@ def test_a_generator_seeded_from_the_clock_is_named_with_its_module_and_line(tmp
 
 @pytest.mark.slow
 def test_a_kernel_that_sums_in_an_os_order_is_named_as_nondeterministic(tmp_path, handed_off):
-    rc, rep, text = locate(tmp_path, "urandom-sum", env=handed_off)
+    # the step given: the runs that find it are the generator test's subject
+    rc, rep, text = locate(tmp_path, "urandom-sum", "--step", "1", env=handed_off)
     assert rc == 1 and rep["kind"] == "kernel", text
     assert (
         f"locate_toy::shuffled_sum in model.pool (forward) at {line_of('x + torch.ops.locate_toy')}"
@@ -94,7 +95,7 @@ def test_a_kernel_that_sums_in_an_os_order_is_named_as_nondeterministic(tmp_path
 def test_a_nondeterministic_backward_is_named_with_the_module_whose_forward_made_it(
     tmp_path, handed_off
 ):
-    rc, rep, text = locate(tmp_path, "urandom-backward", env=handed_off)
+    rc, rep, text = locate(tmp_path, "urandom-backward", "--step", "1", env=handed_off)
     assert rc == 1 and rep["kind"] == "kernel", text
     assert (
         f"locate_toy::scatter_rows in model.encoder.0 (backward, GatherBackward of the forward at "
@@ -104,8 +105,9 @@ def test_a_nondeterministic_backward_is_named_with_the_module_whose_forward_made
 
 @pytest.mark.slow
 def test_a_vocabulary_from_a_set_is_named_as_the_hash_seed(tmp_path):
-    # real interpreters, each with its own hash seed (a handed-over run shares the server's)
-    rc, rep, text = locate(tmp_path, "set-vocab", env={"PYTHONHASHSEED": "random"})
+    # real interpreters, each with its own hash seed (a handed-over run shares the server's); the
+    # step given, so that no runs look for it
+    rc, rep, text = locate(tmp_path, "set-vocab", "--step", "1", env={"PYTHONHASHSEED": "random"})
     assert rc == 1 and rep["kind"] == "input" and rep["hash_seed"] is True, text
     assert f"input 0 of aten::lift_fresh (forward) at {line_of('ids = torch.tensor(')}" in text
     assert "with PYTHONHASHSEED fixed both runs agree here" in rep["lines"][1]
@@ -117,7 +119,9 @@ def test_a_vocabulary_from_a_set_is_named_as_the_hash_seed(tmp_path):
 
 @pytest.mark.slow
 def test_a_dataset_drawing_from_an_unseeded_numpy_generator_is_named(tmp_path, handed_off):
-    rc, rep, text = locate(tmp_path, "numpy-dataset", "--no-hash-check", env=handed_off)
+    rc, rep, text = locate(
+        tmp_path, "numpy-dataset", "--no-hash-check", "--step", "1", env=handed_off
+    )
     assert rc == 1 and rep["kind"] == "batch" and rep["hash_seed"] is None, text
     assert f"the batch fed to model at {line_of('loss = model(x)')} differs" in rep["lines"][0]
     assert (
@@ -188,7 +192,9 @@ def _locate_workers(tmp_path, env, cause="numpy-dataset"):
 def test_a_batch_norm_fed_a_differently_ordered_batch_is_named_as_the_data_order(
     tmp_path, handed_off
 ):
-    rc, rep, text = locate(tmp_path, "batch-order", "--no-hash-check", env=handed_off)
+    rc, rep, text = locate(
+        tmp_path, "batch-order", "--no-hash-check", "--step", "1", env=handed_off
+    )
     assert rc == 1 and rep["kind"] == "batch", text
     assert f"the batch fed to model at {line_of('loss = model(x)')} differs" in rep["lines"][0]
     assert "the same samples in another order: the data order differs" in rep["lines"][1]
@@ -229,6 +235,8 @@ def test_a_failed_reproducible_check_names_the_cause_in_its_output_and_report(tm
             "2",
             "--repeats",
             "2",
+            "--resume-repeats",
+            "1",
             "--no-mid-epoch",
             "--no-figures",
             "--no-progress",
@@ -270,6 +278,8 @@ def test_verify_no_locate_skips_the_localisation_and_names_the_command(tmp_path,
             "2",
             "--repeats",
             "2",
+            "--resume-repeats",
+            "1",
             "--no-mid-epoch",
             "--no-figures",
             "--no-progress",
@@ -293,7 +303,7 @@ def test_verify_no_locate_skips_the_localisation_and_names_the_command(tmp_path,
 
 
 @pytest.mark.slow
-def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path):
+def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path, handed_off):
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     project.mkdir()
     elsewhere.mkdir()
@@ -301,7 +311,7 @@ def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path):
     # from the script's folder, the default --out, the step found by two runs
     proc = run_python(
         ["-m", "seeder", "locate", "--", sys.executable, "train.py", "--cause", "none"],
-        env={"SEEDER_QUIET": "1"},
+        env={"SEEDER_QUIET": "1", **handed_off},
         cwd=project,
         check=False,
         timeout=400,
@@ -326,7 +336,7 @@ def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path):
             "--cause",
             "clock-generator",
         ],
-        env={"SEEDER_QUIET": "1"},
+        env={"SEEDER_QUIET": "1", **handed_off},
         cwd=elsewhere,
         check=False,
         timeout=400,
@@ -370,33 +380,22 @@ def test_a_localisation_that_cannot_run_under_verify_is_one_line_and_the_verdict
     assert locate_after_verify(passed, tmp_path) == [] and "locate" not in passed
 
 
-def test_bad_usage_is_refused_before_any_run(tmp_path):
-    proc = run_python(["-m", "seeder", "locate", "--out", str(tmp_path / "o")], check=False)
-    assert proc.returncode == 2 and "no command given" in proc.stderr
-    proc = run_python(
-        [
-            "-m",
-            "seeder",
-            "locate",
-            "--step",
-            "0",
-            "--out",
-            str(tmp_path / "o"),
-            "--",
-            "python",
-            "x.py",
-        ],
-        check=False,
-    )
-    assert proc.returncode == 2 and "--step must be an optimizer step >= 1" in proc.stderr
+def test_bad_usage_is_refused_before_any_run(tmp_path, capsys):
+    # seeder's command line in this process: the refusals come before any run is started
+    from seeder._cli import main
+
+    def refused(*argv):
+        assert main(["locate", *argv]) == 2
+        return capsys.readouterr().err
+
+    assert "no command given" in refused("--out", str(tmp_path / "o"))
+    err = refused("--step", "0", "--out", str(tmp_path / "o"), "--", "python", "x.py")
+    assert "--step must be an optimizer step >= 1" in err
     assert not (tmp_path / "o").exists()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
-    proc = run_python(
-        ["-m", "seeder", "locate", "--out", str(tmp_path / "mine"), "--", "python", "x.py"],
-        check=False,
-    )
-    assert proc.returncode == 2 and "not empty and was not written by seeder locate" in proc.stderr
+    err = refused("--out", str(tmp_path / "mine"), "--", "python", "x.py")
+    assert "not empty and was not written by seeder locate" in err
     assert os.listdir(tmp_path / "mine") == ["notes.txt"]
 
 

@@ -57,15 +57,12 @@ LOADERS = [
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """Runs of the example (:meth:`helpers.ForkServer.kept`): each resume is a fresh interpreter
-    (the subject here); the runs that do not resume (references, the runs before a stop) fork from
-    one server that imported torch once."""
-    runner = ForkServer.kept(
-        tmp_path_factory.mktemp("runs"), preload=["torch._dynamo", "torch._inductor.config"]
-    )
-    yield runner
-    runner.close()
+def server(scripts):
+    """Runs of the example: the session's :meth:`helpers.ForkServer.kept` (``scripts`` of
+    tests/conftest.py, shared with the other modules' runs): each resume is a fresh interpreter (the
+    subject here); the runs that do not resume (references, the runs before a stop) fork from one
+    server that imported torch once."""
+    return scripts
 
 
 def train(
@@ -204,19 +201,29 @@ def torchrun_train(
 
 
 @pytest.fixture(scope="module")
-def torchrun_reference(tmp_path_factory) -> tuple[list[dict], str]:
+def torchrun_reference(tmp_path_factory, handoff_kept) -> tuple[list[dict], str]:
+    """The uninterrupted run: its ranks' start is not the subject, so they hand their script to the
+    session's handoff server (torch imported once), in CI too."""
     out = tmp_path_factory.mktemp("torchrun_reference")
     records, digest = torchrun_train(
-        out, "--epochs", "2", "--workers", "2", "--ckpt-dir", str(out / "ckpt")
+        out,
+        "--epochs",
+        "2",
+        "--workers",
+        "2",
+        "--ckpt-dir",
+        str(out / "ckpt"),
+        env=handoff_kept.env(),
     )
     assert [r["step"] for r in records] == [1, 2, 3, 4] and digest is not None
     return records, digest
 
 
-def test_torchrun_two_ranks_stop_mid_epoch_and_resume(tmp_path, torchrun_reference):
+def test_torchrun_two_ranks_stop_mid_epoch_and_resume(tmp_path, torchrun_reference, handoff_kept):
     ref_records, ref_digest = torchrun_reference
     ckpt = ["--epochs", "2", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
-    torchrun_train(tmp_path, *ckpt, env=stop_at(3))
+    # the run before the stop hands its ranks to the handoff server; the resume's ranks are fresh
+    torchrun_train(tmp_path, *ckpt, env={**handoff_kept.env(), **stop_at(3)})
     state = torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)
     assert state["step"] == 3 and [r["rank"] for r in state["seeder"]["ranks"]] == [
         0,
