@@ -24,20 +24,7 @@ batches are not in the state, and a resumed loader produces them again.
 
 This module is the loader and its load; :mod:`seeder.data._stream_state` the state's checks,
 :mod:`seeder.data._stream_iter` its iteration (the round robin, the position as of the batches
-handed out), :mod:`seeder.data._streams` the worker side.
-
-Example:
-    >>> import torch, seeder
-    >>> class Noise(torch.utils.data.IterableDataset):
-    ...     def __iter__(self):
-    ...         return (torch.rand(1).item() for _ in range(6))
-    >>> s = seeder.Seeder(); s.init(7); s.reseed(1, 0)
-    >>> loader = seeder.IterableDataLoader(Noise(), batch_size=2, seeder=s)
-    >>> it = iter(loader); first = next(it); state = loader.state_dict(); rest = list(it)
-    >>> again = seeder.IterableDataLoader(Noise(), batch_size=2, seeder=s)
-    >>> again.load_state_dict(state)
-    >>> all(torch.equal(a, b) for a, b in zip(again, rest)), len(rest)
-    (True, 2)
+handed out), :mod:`seeder.data._streams` the worker side (example: :class:`IterableDataLoader`).
 """
 
 from __future__ import annotations

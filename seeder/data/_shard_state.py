@@ -25,6 +25,7 @@ from seeder._errors import StateError
 from seeder._seeding.derive import MAX_KEY
 from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT, rank_positions
 from seeder.data._shards import check_positions, deal, redeal, shard_count
+from seeder.data._stream_state import STREAM_STATE_KEYS
 
 __all__ = [
     "SHARD_STATE_VERSION",
@@ -43,26 +44,7 @@ logger = logging.getLogger("seeder")
 #: Version of the layout of a sharded stream's state.
 SHARD_STATE_VERSION = 1
 #: The keys of one rank's state.
-SHARD_STATE_KEYS = frozenset(
-    {
-        "format",
-        "version",
-        "epoch",
-        "batch",
-        "next_worker",
-        "complete",
-        "workers",
-        "num_workers",
-        "batch_size",
-        "drop_last",
-        "world_size",
-        "rank",
-        "num_shards",
-        "assignment",
-        "ended",
-        "source",
-    }
-)
+SHARD_STATE_KEYS = STREAM_STATE_KEYS | {"rank", "num_shards", "assignment", "ended", "source"}
 #: The keys of every rank's positions joined.
 MERGED_KEYS = frozenset(
     {
