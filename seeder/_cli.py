@@ -122,11 +122,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
         command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
         env = launch_environment(args.seed, deterministic=args.deterministic)
+        names = list(LAUNCH_VARIABLES)
         if env.get("SEEDER_SNAPSHOT_DIR"):  # rank 0's init takes it: the tools' hook
             from seeder._run.bootstrap import run_environment
 
             env = run_environment(env)
-        exports = [(k, env[k]) for k in LAUNCH_VARIABLES if k in env]
+            names.append("PYTHONPATH")  # the hook's folder: --print-env's exports take it too
+        exports = [(k, env[k]) for k in names if k in env]
         if args.print_env:
             if command:
                 raise ValueError(

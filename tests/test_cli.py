@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -101,6 +102,20 @@ def test_run_print_env_gives_shell_exports(capsys, monkeypatch):
         "export SEEDER_DETERMINISTIC=1",
         "export HOROVOD_FUSION_THRESHOLD=0",
     ]
+
+
+def test_run_print_env_under_a_snapshot_dir_exports_the_hooks_pythonpath(
+    capsys, monkeypatch, tmp_path
+):
+    """The exports, evaluated in a shell, start runs with the hook that takes the snapshot at
+    init, as `seeder run -- COMMAND` gives its command (without it, no snapshot and no word)."""
+    from seeder._run.bootstrap import SITE_DIR
+
+    monkeypatch.setenv("SEEDER_SNAPSHOT_DIR", str(tmp_path / "snap"))
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    assert cli.main(["run", "--seed", "42", "--print-env"]) == 0
+    out = capsys.readouterr().out
+    assert f"export PYTHONPATH={shlex.quote(SITE_DIR + os.pathsep + '/somewhere')}" in out
 
 
 def test_run_errors(capsys, monkeypatch):
