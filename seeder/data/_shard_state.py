@@ -33,6 +33,7 @@ __all__ = [
     "MERGED_KEYS",
     "fresh_progress",
     "shard_progress",
+    "shard_stops",
     "shard_fields",
     "refuse_sharded",
     "log_redeal",
@@ -136,7 +137,7 @@ def shard_progress(
     layout: dict[str, Any],
     epoch: Optional[int],
     check_round_robin: Callable[[Any, dict[str, Any], Optional[int]], None],
-    check_source: Callable[[Any, int], None] = lambda source, epoch: None,
+    check_source: Callable[[Any, int, dict[int, Optional[int]]], None] = lambda s, e, at: None,
 ) -> tuple[dict[str, Any], str]:
     """Check ``state`` whole and return the position it resumes from, and how (module docs).
 
@@ -147,9 +148,10 @@ def shard_progress(
         epoch: the epoch the run stands in (``None``: any).
         check_round_robin: checks one rank's state of this layout as
             :func:`seeder.data._iterable.check_stream_state` does.
-        check_source: ``check_source(source, epoch)`` raises ``StateError`` unless the stream
-            continues from what it said of itself (``state["source"]``, its ``stream_state()``)
-            in the state's epoch.
+        check_source: ``check_source(source, epoch, stops)`` raises ``StateError`` unless the
+            stream continues from what it said of itself (``state["source"]``, its
+            ``stream_state()``) in the state's epoch, at the shards' stops
+            (:func:`shard_stops`).
 
     Returns:
         ``(progress, how)``: ``how`` is ``"exact"``, ``"workers"`` (re-dealt over this rank's
@@ -163,8 +165,8 @@ def shard_progress(
     if fmt == MERGED_FORMAT:
         check_state_header(state, MERGED_FORMAT, SHARD_STATE_VERSION, MERGED_KEYS, _NAME)
         _same_stream(state, count, epoch)
-        check_source(state["source"], int(state["epoch"]))
         positions = check_positions(state["positions"], state["ended"], count, f"{_NAME} state")
+        check_source(state["source"], int(state["epoch"]), shard_stops(state))
         assignment = redeal(positions, layout["rank"], layout["world_size"], workers)
         return fresh_progress(int(state["epoch"]), assignment, state["ended"]), "world"
     if fmt != SHARD_FORMAT:
@@ -175,7 +177,6 @@ def shard_progress(
         )
     check_state_header(state, SHARD_FORMAT, SHARD_STATE_VERSION, SHARD_STATE_KEYS, _NAME)
     _same_stream(state, count, epoch)
-    check_source(state["source"], int(state["epoch"]))
     if state["world_size"] != layout["world_size"] or state["rank"] != layout["rank"]:
         raise StateError(
             f"this {_NAME} state holds the shards of rank {state['rank']!r} of a world of "
@@ -191,6 +192,7 @@ def shard_progress(
             f"{_NAME} state['workers'] must list {saved_workers} record(s); {_CORRUPT}"
         )
     _check_assignment(state, saved_workers, count)
+    check_source(state["source"], int(state["epoch"]), shard_stops(state))
     same = all(
         state[k] == layout[k] and type(state[k]) is type(layout[k])
         for k in ("num_workers", "batch_size", "drop_last")
@@ -207,6 +209,24 @@ def shard_progress(
         [[s, positions[s]] for s in shards] for shards in deal(sorted(positions), workers)
     ]
     return fresh_progress(int(state["epoch"]), assignment, ended), "workers"
+
+
+def shard_stops(state: dict[str, Any]) -> dict[int, Optional[int]]:
+    """``{shard: position}`` where a checked-shape state says each shard it knows stood, an
+    ended shard ``None``: every shard for a joined state (or one rank's of a world of one), this
+    rank's for one rank's state of several.
+
+    >>> shard_stops({"format": MERGED_FORMAT, "positions": [[1, 4]], "ended": [0]})
+    {1: 4, 0: None}
+    """
+    if state["format"] == MERGED_FORMAT:
+        positions = {int(s): int(p) for s, p in state["positions"]}
+        ended = state["ended"]
+    else:
+        positions, ended = rank_positions(state)
+    stops: dict[int, Optional[int]] = dict(positions)
+    stops.update((int(s), None) for s in ended)
+    return stops
 
 
 def _same_stream(state: dict[str, Any], count: int, epoch: Optional[int]) -> None:
