@@ -163,6 +163,28 @@ def test_a_stop_on_one_topology_takes_new_weights_at_each_lanes_stop_on_another(
         assert sorted(after[lane]) == sorted(by_lane(want)[lane])
 
 
+def test_a_gathered_state_on_the_same_world_size_takes_new_weights_at_each_lanes_stop_bitwise(
+    monkeypatch,
+):
+    heads, states = [], []
+    for rank in range(2):
+        on(monkeypatch, rank, 2)
+        head, state = run(*build(OLD, workers=2)[:2], stop=4)
+        heads.append(head)
+        states.append(state)
+    at = stops(heads[0] + heads[1])
+    for rank in range(2):
+        on(monkeypatch, rank, 2)
+        s, loader, mix = build(NEW, workers=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            s.load_state_dict(gathered(states))
+        assert mix.state_dict()["weights"] == [[0, 0, OLD], [0, at, NEW]]
+        tail = run(s, loader)[0]
+        again = build([((0, 0), OLD), ((0, at), NEW)], workers=2)
+        assert heads[rank] + tail == run(*again[:2])[0]  # bitwise, this rank's order included
+
+
 def test_one_ranks_state_of_several_takes_new_weights_from_the_next_epoch_loudly(monkeypatch):
     states = []
     for rank in range(2):

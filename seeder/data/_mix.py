@@ -204,7 +204,8 @@ class Mix(torch.utils.data.Dataset):
 
         Returns:
             ``{"format": "seeder.mix", "version", "epoch", "names", "length", "weights",
-            "stop"}``: plain values (``weights``: ``[[epoch, position, {name: weight}], ...]``;
+            "stop"}``: plain values (``weights``: ``[[epoch, position, {name: weight}], ...]``,
+            a mix of streams' position ``0`` or a list by lane;
             ``stop``: ``[epoch, position]`` of the in-order loader reading the mix, ``None``
             without one: :meth:`reader_stop`).
 

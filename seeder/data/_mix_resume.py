@@ -3,8 +3,9 @@
 A mix's state keeps its weights' history and its stop: ``(epoch, position)`` of the first
 position the loader reading it in order had not handed out (:func:`reader_stop`). A mix built
 with plain weights (a dict) that loads a state saved with others follows the saved history up to
-the stop and its own weights from there on (:func:`resumed_history`): the past as it was. A mix
-built with a history keeps it, which must start with the saved one.
+the stop and its own weights from there on (:func:`resumed_history`): the past as it was; a mix
+of streams from each lane's stop (:func:`continued` with a point per lane). A mix built with a
+history keeps it, which must start with the saved one.
 
 Example:
     >>> old = [[0, 0, {"a": 1.0}]]
@@ -139,7 +140,8 @@ def resumed_history(
     is kept. Otherwise plain weights (``plain``: ``given`` is one entry at ``(0, 0)``) follow the
     saved history up to the state's stop and ``given``'s weights from there (:func:`continued`);
     a mix of streams (``streams``), whose lanes stop at different positions, from the next
-    epoch's start on.
+    epoch's start on, until the loader reading it says where each lane stopped
+    (:meth:`seeder.data._mix_streams.StreamMix.resume_lanes`).
 
     Args:
         state: a mix's ``state_dict()``.

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 from seeder._checks import check_state_header, is_int
 from seeder._errors import StateError
 from seeder._seeding.derive import MAX_KEY
-from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT, rank_positions
+from seeder._state.streams import GATHERED_STOPS, MERGED_FORMAT, SHARD_FORMAT, rank_positions
 from seeder.data._shards import check_positions, deal, redeal, shard_count
 from seeder.data._stream_state import STREAM_STATE_KEYS
 
@@ -162,6 +162,11 @@ def shard_progress(
     """
     workers, count = max(layout["num_workers"], 1), layout["num_shards"]
     fmt = state.get("format") if isinstance(state, dict) else None
+    if fmt == SHARD_FORMAT and GATHERED_STOPS in state:  # from a gathered state, same world
+        check_positions(
+            *_gathered(state), count, f"{_NAME} state['{GATHERED_STOPS}'] (every rank's shards)"
+        )
+        state = {k: v for k, v in state.items() if k != GATHERED_STOPS}
     if fmt == MERGED_FORMAT:
         check_state_header(state, MERGED_FORMAT, SHARD_STATE_VERSION, MERGED_KEYS, _NAME)
         _same_stream(state, count, epoch)
@@ -213,20 +218,30 @@ def shard_progress(
 
 def shard_stops(state: dict[str, Any]) -> dict[int, Optional[int]]:
     """``{shard: position}`` where a checked-shape state says each shard it knows stood, an
-    ended shard ``None``: every shard for a joined state (or one rank's of a world of one), this
-    rank's for one rank's state of several.
+    ended shard ``None``: every shard for a joined state, one rank's of a world of one, or one
+    rank's from a gathered state (:data:`GATHERED_STOPS`); this rank's for one rank's state of
+    several.
 
     >>> shard_stops({"format": MERGED_FORMAT, "positions": [[1, 4]], "ended": [0]})
     {1: 4, 0: None}
     """
-    if state["format"] == MERGED_FORMAT:
-        positions = {int(s): int(p) for s, p in state["positions"]}
-        ended = state["ended"]
+    if state["format"] == MERGED_FORMAT or GATHERED_STOPS in state:
+        pairs, ended = _gathered(state)
+        positions = {int(s): int(p) for s, p in pairs}
     else:
         positions, ended = rank_positions(state)
     stops: dict[int, Optional[int]] = dict(positions)
     stops.update((int(s), None) for s in ended)
     return stops
+
+
+def _gathered(state: dict[str, Any]) -> tuple[Any, Any]:
+    """Every rank's ``positions`` and ``ended`` shards in a joined state or one rank's state with
+    :data:`GATHERED_STOPS` (not checked)."""
+    where = state.get(GATHERED_STOPS, state)
+    if not isinstance(where, dict):
+        return None, None
+    return where.get("positions"), where.get("ended")
 
 
 def _same_stream(state: dict[str, Any], count: int, epoch: Optional[int]) -> None:
