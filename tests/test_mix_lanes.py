@@ -266,3 +266,20 @@ def test_any_stop_keeps_each_lanes_past_and_follows_the_new_weights_after(stop, 
     for lane in range(LANES):
         choice = [int(r[0]) for r in fresh.iter_shard(lane, 0)]
         assert [r[0] for r in resumed[lane][at[lane] :]] == choice[: 40 - at[lane]]
+
+
+def test_a_second_resume_in_the_same_epoch_with_other_weights_keeps_both_changes():
+    third = {"a": 1.0, "b": 1.0}
+    head, state = run(*build(OLD)[:2], stop=4)
+    first = stops(head)
+    s, loader, _ = build(NEW)
+    s.load_state_dict(state)
+    middle, state = run(s, loader, stop=5)
+    second = stops(head + middle)
+    s, loader, mix = build(third)
+    s.load_state_dict(state)
+    tail = run(s, loader)[0]
+    history = [[0, 0, OLD], [0, first, NEW], [0, second, third]]
+    assert mix.state_dict()["weights"] == history
+    explicit = build([((0, 0), OLD), ((0, first), NEW), ((0, second), third)])
+    assert head + middle + tail == run(*explicit[:2])[0]
