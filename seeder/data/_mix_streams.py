@@ -295,9 +295,8 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
         check_history(old, self.names)
         changes = [(int(e), check_point(p, "weights")) for e, p, _ in old]
         self._check_points(changes, StateError, ": the state is corrupt")
-        resuming = self._pending is not None and self._pending[0] == old
-        if self._plain and load is not None and (new == self._given or resuming):
-            return  # a seeder load: the mix's own part, loaded first, continues the saved weights
+        if self._plain and load is not None:
+            return  # a seeder load: the mix's own part, checked and loaded first, continues them
         later = new[len(old) :]
         if new[: len(old)] == old and all(self._planned(h, epoch, stops) for h in later):
             return
