@@ -283,3 +283,13 @@ def test_a_second_resume_in_the_same_epoch_with_other_weights_keeps_both_changes
     assert mix.state_dict()["weights"] == history
     explicit = build([((0, 0), OLD), ((0, first), NEW), ((0, second), third)])
     assert head + middle + tail == run(*explicit[:2])[0]
+
+
+def test_a_loader_state_with_a_lane_past_its_end_is_refused_before_anything_changes():
+    _, state = run(*build(OLD)[:2], stop=5)
+    state["participants"]["loader.0"]["workers"][0]["state"]["pos"] = 999
+    s, loader, mix = build(NEW)
+    before = (loader.state_dict(), mix.state_dict())
+    with pytest.raises(seeder.StateError, match="past their ends"):
+        s.load_state_dict(state)
+    assert (loader.state_dict(), mix.state_dict()) == before

@@ -225,6 +225,16 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
             before,
         )
 
+    def _check_stops(self, stops: Mapping[int, Optional[int]]) -> None:
+        """Raise :class:`seeder.StateError` unless every stop lies within its lane."""
+        over = {n: p for n, p in stops.items() if p is not None and p > self.lane_length(n)}
+        if over:
+            raise StateError(
+                f"the loader's state has lane(s) of the Mix at {over}, past their ends (lanes of "
+                f"{self.lane_length(0)} positions or one less): the state is corrupt; load the "
+                "state saved with this mix"
+            )
+
     def _lane_stops(self, stops: Mapping[int, Optional[int]]) -> Optional[Point]:
         """Every lane's stop (an ended lane at its end), ``None`` without every lane's."""
         if set(stops) != set(range(self.lanes)):
@@ -295,6 +305,7 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
         check_history(old, self.names)
         changes = [(int(e), check_point(p, "weights")) for e, p, _ in old]
         self._check_points(changes, StateError, ": the state is corrupt")
+        self._check_stops(stops or {})
         if self._plain and load is not None:
             return  # a seeder load: the mix's own part, checked and loaded first, continues them
         later = new[len(old) :]
