@@ -303,29 +303,6 @@ def test_a_mix_of_streams_resumed_with_other_weights_is_refused_naming_the_histo
         loader3.load_state_dict(state["participants"]["loader.0"])  # the mix's part not loaded
 
 
-def test_a_mix_of_streams_resumed_with_new_plain_weights_follows_them_from_the_next_epoch(caplog):
-    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
-    s, loader, _ = stream_loader(weights=[((0, 0), old), ((1, 0), new)], length=480)
-    want = stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
-    for workers in (0, 2):
-        head, state = stream_epoch(*stream_loader(workers, length=480)[:2], stop=3)
-        s, loader, mix = stream_loader(workers, weights=new, length=480)
-        with caplog.at_level(logging.INFO, logger="seeder"):
-            caplog.clear()
-            s.load_state_dict(state)
-        tail = stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
-        assert as_rows(head + tail) == as_rows(want)  # bitwise per position, any worker count
-        if workers == 0:
-            assert head + tail == want
-        lines = [r.getMessage() for r in caplog.records if "resumed with the weights" in r.msg]
-        assert lines == [
-            "seeder.data.Mix: resumed with the weights {'a': 1.0, 'b': 3.0} from position 0 of "
-            "epoch 1 on (the checkpoint's: {'a': 3.0, 'b': 1.0}); the positions before stay as "
-            "they were (a mix of streams changes weights at an epoch's start)"
-        ]
-        assert mix.stream_state()["weights"][1] == [1, 0, {"a": 1.0, "b": 3.0}]
-
-
 def test_a_mix_of_streams_resumed_with_weights_for_the_next_epoch_keeps_this_one():
     old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
     want = stream_epoch(*stream_loader(length=480)[:2])[0]
@@ -528,32 +505,6 @@ def test_a_mix_of_streams_moves_to_another_world_size_every_position_once(monkey
         s, loader, _ = on(rank, 3)
         s.load_state_dict(roundtrip(gathered))
         tails += stream_epoch(s, loader)[0]
-    assert as_rows(heads + tails) == want
-
-
-def test_a_mix_of_streams_takes_new_plain_weights_on_another_world_size(monkeypatch):
-    old, new = {"a": 3, "b": 1}, {"a": 1, "b": 3}
-
-    def on(rank, world, weights):
-        for k, v in (("RANK", rank), ("WORLD_SIZE", world), ("LOCAL_RANK", rank)):
-            monkeypatch.setenv(k, str(v))
-        return stream_loader(weights=weights)
-
-    s, loader, _ = on(0, 1, [((0, 0), old), ((1, 0), new)])
-    want = as_rows(stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0])
-    heads, states = [], []
-    for rank in range(2):
-        s, loader, _ = on(rank, 2, old)
-        head, state = stream_epoch(s, loader, stop=5)
-        heads += head
-        states.append(state)
-    gathered = {"format": "seeder-gathered", "version": states[0]["version"]}
-    gathered.update(world_size=2, ranks=states)
-    tails = []
-    for rank in range(3):
-        s, loader, _ = on(rank, 3, new)
-        s.load_state_dict(roundtrip(gathered))
-        tails += stream_epoch(s, loader)[0] + stream_epoch(s, loader, epoch=1)[0]
     assert as_rows(heads + tails) == want
 
 

@@ -25,7 +25,7 @@ from seeder._seeding.distributed import process_group_active
 from seeder._seeding.participant import LoadContext, check_part, validates_state
 from seeder._seeding.rngbase import RNGAdapter
 from seeder._state.run import RunState
-from seeder._state.streams import merge_entries
+from seeder._state.streams import merge_entries, with_gathered_stops
 from seeder._state.world import world_message
 
 __all__ = [
@@ -128,7 +128,7 @@ def own_entry(
             if allow_world_change:
                 return merge_entries(ranks), True
             raise StateError(world_message(world, world_size))
-        return ranks[rank], False
+        return with_gathered_stops(ranks, rank), False
     if not isinstance(state, dict) or state.get("format") != "seeder":
         raise StateError(
             "not a seeder state: pass the dict returned by seeder.state_dict() or "

@@ -23,12 +23,25 @@ from typing import Any
 
 from seeder._errors import StateError
 
-__all__ = ["SHARD_FORMAT", "MERGED_FORMAT", "rank_positions", "merge_ranks", "merge_entries"]
+__all__ = [
+    "SHARD_FORMAT",
+    "MERGED_FORMAT",
+    "GATHERED_STOPS",
+    "rank_positions",
+    "merge_ranks",
+    "merge_entries",
+    "with_gathered_stops",
+]
 
 #: ``format`` of one rank's state of a sharded stream.
 SHARD_FORMAT = "seeder.shard_stream"
 #: ``format`` of every rank's shard positions joined (:func:`merge_ranks`).
 MERGED_FORMAT = "seeder.shard_stream.gathered"
+#: The key one rank's state of a sharded stream gets from a gathered state loaded on the same
+#: world size: every rank's shard positions, ``{"positions", "ended"}``
+#: (:func:`with_gathered_stops`), for a stream that changes where each shard stopped (a
+#: ``seeder.data.Mix`` of streams changes its weights there).
+GATHERED_STOPS = "gathered_stops"
 
 _FIX = (
     "gather the state on every rank with seeder.gather_state_dict() at the same step (rank 0 "
@@ -159,3 +172,35 @@ def merge_entries(ranks: list[dict[str, Any]]) -> dict[str, Any]:
             states.append(theirs[key])
         merged[key] = merge_ranks(states)
     return {**entry, "participants": merged}
+
+
+def with_gathered_stops(ranks: list[dict[str, Any]], rank: int) -> dict[str, Any]:
+    """Rank ``rank``'s entry of a gathered state of this world size, each sharded stream's state
+    with every rank's shard positions added (:data:`GATHERED_STOPS`). A stream whose ranks' states
+    do not join is left as it is: its own checks say what is wrong.
+
+    Args:
+        ranks: the gathered state's entries, by rank.
+        rank: this process's rank.
+
+    Returns:
+        The entry (a shallow copy where a stream's state gains the positions).
+
+    >>> with_gathered_stops([{"participants": {"loader.0": {"format": "x"}}}], 0)["participants"]
+    {'loader.0': {'format': 'x'}}
+    """
+    entry = ranks[rank]
+    parts = entry.get("participants")
+    if not isinstance(parts, dict):
+        return entry
+    added = dict(parts)
+    for key, part in parts.items():
+        if not (isinstance(part, dict) and part.get("format") == SHARD_FORMAT):
+            continue
+        try:
+            merged = merge_ranks([other["participants"][key] for other in ranks])
+        except (StateError, KeyError, TypeError, AttributeError):
+            continue
+        stops = {"positions": merged["positions"], "ended": merged["ended"]}
+        added[key] = {**part, GATHERED_STOPS: stops}
+    return {**entry, "participants": added}

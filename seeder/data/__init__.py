@@ -28,7 +28,7 @@ _LAZY = {
     "make_worker_init_fn": "_workers",
     "sample_seed": "_workers",
     "dataloader_generator": "_workers",
-    "Mix": "_mix",
+    "Mix": "_mix_streams",  # Mix (seeder.data._mix) with its mix of streams
 }
 __all__ = list(_LAZY)
 #: The public submodules, imported on first attribute access.

@@ -53,6 +53,7 @@ from seeder.data._shard_state import (
     refuse_sharded,
     shard_fields,
     shard_progress,
+    shard_stops,
     shards_of,
 )
 from seeder.data._stream_iter import (
@@ -97,10 +98,10 @@ def _check_sharded(
     def same_layout(st: Any, lay: dict[str, Any], e: Optional[int]) -> None:
         check_stream_state(st, layout, e, lambda w, s: None, SHARD_FORMAT, SHARD_STATE_KEYS)
 
-    def check_source(source: Any, epoch: int) -> None:
+    def check_source(source: Any, epoch: int, stops: dict[int, Optional[int]]) -> None:
         own = getattr(stream.dataset, "check_stream_state", None)
         if callable(own):
-            own(source, epoch, load=load)
+            own(source, epoch, load=load, stops=stops)
 
     sharded = {**layout, "rank": stream.rank, "num_shards": shards}
     return shard_progress(state, sharded, epoch, same_layout, check_source)
@@ -493,6 +494,9 @@ class IterableDataLoader(StreamAnswers, SeederLoader):
         self._epoch = int(state["epoch"])
         self.cursor.loaded(progress)
         self._iterator = None  # torch's persistent iterator holds workers with the old position
+        resume = getattr(self._stream.dataset, "resume_lanes", None)
+        if self._shards is not None and callable(resume):  # a mix changes weights at the stops
+            resume(self._epoch, shard_stops(state))
 
     def elastic_step(self, state: dict[str, Any]) -> int:
         """The global step of a sharded stream's ``state`` (rank 0's batches), for a world change.

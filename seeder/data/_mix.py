@@ -19,22 +19,11 @@ way, and one log line says so.
 A mix built with plain weights (a dict) loading a state saved with other weights does the same
 by itself: the saved history up to the state's stop (where the loader reading the mix in order
 stood when it was saved, :meth:`Mix.reader_stop`), these weights from there on, one log line.
-A mix of streams does so from the next epoch's start.
 
-Over streams (:class:`StreamMix`, what ``Mix`` is when every source is an ``IterableDataset``),
-every source is a sharded stream (:mod:`seeder.data._shards`: ``num_shards`` and
-``iter_shard``, or a ``datasets.IterableDataset``). The mix has ``lanes`` shards (by default the
-fewest shards of a source); lane ``l`` reads the shards ``s`` of each source with
-``s % lanes == l``, and its position ``k`` comes from the source that the mix's blocks choose for
-(master seed, epoch, lane, ``k``, weights). Within a lane a source gives
-its items in its own order, shard after shard; when they run out its next pass reads the same
-shards in a keyed order of (master seed, epoch, source, pass, lane). ``length`` positions make an
-epoch, split over the lanes (the first ``length % lanes`` lanes one more).
-
-Read by :class:`seeder.IterableDataLoader` like any sharded stream: each position seeded by
-(lane, position), a state of lane positions that resumes on any world size and worker count.
-A lane resumed at position ``k`` reads each source up to the items it gave before ``k`` (counted
-from the blocks, read again from the shards): O(position) reading, no draws that count.
+Over streams, ``Mix`` is a :class:`seeder.data._mix_streams.StreamMix` (every source an
+``IterableDataset`` with shards): ``lanes`` shards, each lane a mix of its own whose weights may
+change at a position per lane (``(epoch, {lane: position})``); its lanes follow the change points
+of the history projected on them (:meth:`Mix._segments`).
 
 Example:
     >>> import torch, seeder
@@ -49,9 +38,8 @@ Example:
 from __future__ import annotations
 
 import bisect
-import itertools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -59,19 +47,24 @@ import torch
 import torch.utils.data
 
 from seeder._checks import check_int
-from seeder._errors import StateError
 from seeder._seeding.core import Seeder
 from seeder._seeding.default import check_seeder, resolve_seeder
 from seeder._seeding.derive import MAX_KEY, TRAIN_TASK, Domain, derive_seed
-from seeder._seeding.participant import LoadContext
-from seeder.data._mix_resume import STATE_VERSION, check_history, reader_stop, resumed_history
-from seeder.data._mix_weights import BLOCK, Weights, check_weights, quotas, weight_history
+from seeder.data._mix_resume import STATE_VERSION, reader_stop, resumed_history
+from seeder.data._mix_weights import (
+    BLOCK,
+    Point,
+    Weights,
+    at_lane,
+    check_point,
+    plain_point,
+    quotas,
+    weight_history,
+)
 from seeder.data._permutation import keyed_permutation
-from seeder.data._shards import open_shard, shard_count
-from seeder.data._streams import set_epoch_of
 from seeder.data._workers import SeedSource
 
-__all__ = ["Mix", "StreamMix", "PASS_WORD"]
+__all__ = ["Mix", "PASS_WORD", "describe_point"]
 
 logger = logging.getLogger("seeder")
 
@@ -92,7 +85,8 @@ class Mix(torch.utils.data.Dataset):
     Args:
         sources: ``{name: dataset}``, each with ``__len__`` and ``__getitem__`` (not empty).
         weights: ``{name: weight}``; or ``[((0, 0), weights), ((epoch, position), weights), ...]``:
-            the weights from each (epoch, position) on (increasing, the first ``(0, 0)``).
+            the weights from each (epoch, position) on (increasing, the first ``(0, 0)``; for
+            streams the position is ``0`` or one per lane, ``{lane: position, ...}``).
         length: positions per epoch (the sum of the sources' lengths by default; required for
             streams).
         lanes: for streams (every source an ``IterableDataset`` with shards): the mix's shards
@@ -122,8 +116,22 @@ class Mix(torch.utils.data.Dataset):
             and sources
             and all(isinstance(v, torch.utils.data.IterableDataset) for v in sources.values())
         ):
-            return super().__new__(StreamMix)
+            if Mix._over_streams is None:
+                raise RuntimeError(
+                    "a Mix of streams is seeder.data._mix_streams.StreamMix: build it as "
+                    "seeder.data.Mix, which imports it"
+                )
+            return super().__new__(Mix._over_streams)
         return super().__new__(cls)
+
+    #: What ``Mix`` is over streams: its subclass that is an ``IterableDataset``
+    #: (:class:`seeder.data._mix_streams.StreamMix`, which ``seeder.data.Mix`` imports).
+    _over_streams: Optional[type] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if issubclass(cls, torch.utils.data.IterableDataset):
+            Mix._over_streams = cls
 
     def __init__(
         self,
@@ -143,9 +151,9 @@ class Mix(torch.utils.data.Dataset):
         self._plain = isinstance(weights, Mapping)
         self.changes, self.weights = weight_history(weights, self.names)
         self.quotas = [quotas(list(w.values())) for w in self.weights]
-        self._given = self._history()  # as built: what a loaded state is compared with
         self._measure(lanes, length)
         self.length = sum(self.sizes) if length is None else check_int(length, "length", low=1)
+        self._given = self._history()  # as built: what a loaded state is compared with
         self.task = check_int(task, "task", low=0)
         seeder = resolve_seeder(check_seeder(seeder))
         if not seeder.initialized:
@@ -161,9 +169,9 @@ class Mix(torch.utils.data.Dataset):
         self._cache: dict[Any, Any] = {}
         for i in range(1, len(self.changes)):
             logger.info(
-                "seeder.data.Mix: positions from %d of epoch %d on follow the weights %s "
+                "seeder.data.Mix: positions from %s of epoch %d on follow the weights %s "
                 "(before: %s); those before stay as they were",
-                self.changes[i][1],
+                describe_point(self.changes[i][1]),
                 self.changes[i][0],
                 self.weights[i],
                 self.weights[i - 1],
@@ -174,6 +182,12 @@ class Mix(torch.utils.data.Dataset):
         """The sources' sizes (map-style: their lengths)."""
         if lanes is not None:
             raise ValueError("Mix lanes= applies to a mix of streams; map-style sources have none")
+        lane_points = [(e, list(p)) for e, p in self.changes if not isinstance(p, int)]
+        if lane_points:
+            raise ValueError(
+                f"Mix weights {lane_points} change at a position per lane: a mix of streams has "
+                "lanes, map-style sources have one order of positions ((epoch, position))"
+            )
         self.sizes = [len(src) for src in self.sources]
         empty = [n for n, size in zip(self.names, self.sizes) if size == 0]
         if empty:
@@ -190,7 +204,8 @@ class Mix(torch.utils.data.Dataset):
 
         Returns:
             ``{"format": "seeder.mix", "version", "epoch", "names", "length", "weights",
-            "stop"}``: plain values (``weights``: ``[[epoch, position, {name: weight}], ...]``;
+            "stop"}``: plain values (``weights``: ``[[epoch, position, {name: weight}], ...]``,
+            a mix of streams' position ``0`` or a list by lane;
             ``stop``: ``[epoch, position]`` of the in-order loader reading the mix, ``None``
             without one: :meth:`reader_stop`).
 
@@ -211,7 +226,7 @@ class Mix(torch.utils.data.Dataset):
         }
 
     def _history(self) -> list[list[Any]]:
-        return [[e, p, dict(w)] for (e, p), w in zip(self.changes, self.weights)]
+        return [[e, plain_point(p), dict(w)] for (e, p), w in zip(self.changes, self.weights)]
 
     def reader_stop(self) -> Optional[tuple[int, int]]:
         """``(epoch, position)``: where the loader reading this mix in order stands, the first
@@ -271,13 +286,7 @@ class Mix(torch.utils.data.Dataset):
         """
         streams = isinstance(self, torch.utils.data.IterableDataset)
         return resumed_history(
-            state,
-            self._given,
-            self._plain,
-            self.names,
-            self.length,
-            streams=streams,
-            check_weights=check_weights,
+            state, self._given, self._plain, self.names, self.length, streams=streams
         )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -299,19 +308,16 @@ class Mix(torch.utils.data.Dataset):
         if len(history) > 1 and last[2] != history[-2][2] and last[2] == self._given[0][2]:
             logger.info(
                 "seeder.data.Mix: resumed with the weights %s from position %d of epoch %d on "
-                "(the checkpoint's: %s); the positions before stay as they were%s",
+                "(the checkpoint's: %s); the positions before stay as they were",
                 last[2],
                 last[1],
                 last[0],
                 history[-2][2],
-                " (a mix of streams changes weights at an epoch's start)"
-                if isinstance(self, torch.utils.data.IterableDataset)
-                else "",
             )
 
     def _follow(self, history: list[list[Any]]) -> None:
         """Follow the checked ``history`` from now on."""
-        self.changes = [(int(e), int(p)) for e, p, _ in history]
+        self.changes = [(int(e), check_point(p, "weights")) for e, p, _ in history]
         self.weights = [{n: float(w[n]) for n in self.names} for _, _, w in history]
         self.quotas = [quotas(list(w.values())) for w in self.weights]
         self._cache = {}
@@ -352,19 +358,17 @@ class Mix(torch.utils.data.Dataset):
         key = derive_seed(master, Domain.SAMPLER, self.task, self.epoch, word, stream)
         return (key + lane * _GOLDEN) & _M64  # a stream's lanes: keys apart (0: map-style's)
 
-    def _segments(self) -> tuple[list[int], list[int]]:
-        """The epoch's segments: where each starts, and which weights (index of the history) it
-        follows."""
+    def _segments(self, lane: int = 0) -> tuple[list[int], list[int]]:
+        """The epoch's segments of ``lane``: where each starts, and which weights (index of the
+        history) it follows (the history's change points at this lane's positions)."""
         epoch = self.epoch
-        key = ("segments", epoch)
+        key = ("segments", epoch, lane)
         hit = self._cache.get(key)
         if hit is None:
-            base = max(i for i, c in enumerate(self.changes) if c <= (epoch, 0))
-            later = [i for i, c in enumerate(self.changes) if c[0] == epoch and c[1] > 0]
-            hit = self._cache[key] = (
-                [0] + [self.changes[i][1] for i in later],
-                [base] + later,
-            )
+            changes = [(e, at_lane(p, lane)) for e, p in self.changes]
+            base = max(i for i, c in enumerate(changes) if c <= (epoch, 0))
+            later = [i for i, c in enumerate(changes) if c[0] == epoch and c[1] > 0]
+            hit = self._cache[key] = ([0] + [changes[i][1] for i in later], [base] + later)
         return hit
 
     def _pattern(self, segment: int, block: int, lane: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -397,7 +401,7 @@ class Mix(torch.utils.data.Dataset):
         key = ("base", self.epoch, n, lane)
         hit = self._cache.get(key)
         if hit is None:
-            starts, which = self._segments()
+            starts, which = self._segments(lane)
             hit = np.zeros(len(self.names), dtype=np.int64)
             for s in range(n):
                 hit = hit + self._counts(which[s], starts[s + 1] - starts[s], lane)
@@ -407,7 +411,7 @@ class Mix(torch.utils.data.Dataset):
     def _take(self, k: int, lane: int = 0) -> tuple[int, int]:
         """``(source, count)``: position ``k`` (of ``lane``) is item ``count`` of the epoch of
         source ``j``."""
-        starts, which = self._segments()
+        starts, which = self._segments(lane)
         n = bisect.bisect_right(starts, k) - 1
         segment = which[n]
         block, rest = divmod(k - starts[n], BLOCK)
@@ -417,7 +421,7 @@ class Mix(torch.utils.data.Dataset):
 
     def _counts_at(self, k: int, lane: int = 0) -> np.ndarray:
         """Each source's items before position ``k`` (of ``lane``)."""
-        starts, which = self._segments()
+        starts, which = self._segments(lane)
         n = bisect.bisect_right(starts, k) - 1
         return self._base(n, lane) + self._counts(which[n], k - starts[n], lane)
 
@@ -460,176 +464,10 @@ class Mix(torch.utils.data.Dataset):
         return f"seeder.data.Mix({dict(zip(self.names, self.sizes))}, length={self.length})"
 
 
-class StreamMix(Mix, torch.utils.data.IterableDataset):
-    """What ``seeder.data.Mix`` is over streams (module docs): a sharded stream of ``lanes``
-    shards."""
+def describe_point(point: Point) -> str:
+    """A change point in a log line.
 
-    def _measure(self, lanes: Any, length: Any) -> None:
-        counts = []
-        for name, src in zip(self.names, self.sources):
-            count = shard_count(src)
-            if count is None:
-                raise ValueError(
-                    f"Mix source {name!r} is a stream without shards: a stream mix reads each "
-                    "source by shard (declare num_shards and iter_shard(shard, start); a datasets "
-                    "stream has its own)"
-                )
-            counts.append(count)
-        self.shard_counts = counts
-        fewest = min(counts)
-        if lanes is None:
-            lanes = fewest
-        if not (isinstance(lanes, int) and 1 <= lanes <= fewest):
-            raise ValueError(
-                f"Mix lanes must be an int in [1, {fewest}] (the fewest shards of a source: "
-                f"{dict(zip(self.names, counts))}), got {lanes!r}"
-            )
-        if length is None:
-            raise ValueError("a Mix of streams needs length=: the positions of an epoch")
-        self.lanes = lanes
-        self.sizes = [0] * len(self.names)  # unknown: streams
-        late = [c for c in self.changes[1:] if c[1] != 0]
-        if late:
-            raise ValueError(
-                f"a Mix of streams changes weights at an epoch's start ((epoch, 0)), got {late}: "
-                "its lanes stop at different positions"
-            )
-
-    def reader_stop(self) -> Optional[tuple[int, int]]:
-        """``None``: a mix of streams changes its weights at an epoch's start only, named in a
-        history (its lanes stop at different positions).
-
-        >>> StreamMix.reader_stop(None) is None
-        True
-        """
-        return None
-
-    @property
-    def num_shards(self) -> int:
-        """The lanes: the mix's shards."""
-        return self.lanes
-
-    def stream_state(self) -> dict[str, Any]:
-        """What a loader's state keeps of the mix: its sources, lanes, length and weights.
-
-        >>> import torch, seeder
-        >>> class One(torch.utils.data.IterableDataset):
-        ...     num_shards = 1
-        ...     def iter_shard(self, shard, start): return iter(range(start, 4))
-        ...     def __iter__(self): return self.iter_shard(0, 0)
-        >>> s = seeder.Seeder(); s.init(0)
-        >>> Mix({"a": One()}, weights={"a": 1}, length=4, seeder=s).stream_state()["weights"]
-        [[0, 0, {'a': 1.0}]]
-        """
-        return {
-            "names": list(self.names),
-            "lanes": self.lanes,
-            "length": self.length,
-            "weights": [[e, p, dict(w)] for (e, p), w in zip(self.changes, self.weights)],
-        }
-
-    def check_stream_state(
-        self, saved: Any, epoch: int, load: Optional[LoadContext] = None
-    ) -> None:
-        """Raise :class:`seeder.StateError` unless a state saved with ``saved`` (its
-        :meth:`stream_state`) continues in this mix: the same sources, lanes and length, and the
-        saved weights the start of this mix's (a change of weights is given, not guessed).
-
-        Args:
-            saved: ``stream_state()`` of the mix the state was saved with.
-            epoch: the epoch the state stands in (a later change of weights starts after it).
-            load: the run of a seeder load (the mix's own part continues the saved weights),
-                else ``None``.
-
-        Raises:
-            StateError: what differs, and the ``weights=`` that continues with new weights.
-        """
-        mine = self.stream_state()
-        if not isinstance(saved, dict) or set(saved) != set(mine):
-            raise StateError(
-                f"this state was not saved over a seeder.data.Mix of streams ({saved!r:.80}): "
-                "resume with the stream it was saved with"
-            )
-        for key in ("names", "lanes", "length"):
-            if saved[key] != mine[key]:
-                raise StateError(
-                    f"the state was saved over a Mix with {key}={saved[key]!r}, this one has "
-                    f"{mine[key]!r}: build the mix as the saved run did"
-                )
-        old, new = saved["weights"], mine["weights"]
-        if self._plain and new == self._given and load is not None:
-            # a seeder load: the mix's own part, loaded before this loader's, continues the saved
-            # weights up to the next epoch (resumed_weights)
-            check_history(old, self.names, check_weights)
-            return
-        if new[: len(old)] != old or any(e <= epoch for e, _, _ in new[len(old) :]):
-            pairs = [((e, p), w) for e, p, w in old]
-            raise StateError(
-                f"the state was saved in epoch {epoch} over a Mix with the weights {old!r}, this "
-                f"one has {new!r}: a mix keeps its past only with the saved weights as the start "
-                f"of its own. To change them from a later epoch E on, pass weights={pairs!r} + "
-                "[((E, 0), new weights)]"
-            )
-
-    def lane_length(self, lane: int) -> int:
-        """Positions of ``lane`` in an epoch."""
-        return self.length // self.lanes + (lane < self.length % self.lanes)
-
-    def _reader(self, j: int, lane: int, skip: int) -> Iterator[Any]:
-        """Source ``j``'s items in ``lane``, pass after pass, past the first ``skip`` (read now)."""
-        src, count = self.sources[j], self.shard_counts[j]
-        mine = np.arange(lane, count, self.lanes, dtype=np.int64)
-        epoch = self.epoch
-        set_epoch_of(src, epoch)
-
-        def passes() -> Iterator[Any]:
-            for p in itertools.count():
-                order = mine
-                if p:
-                    perm = keyed_permutation(len(mine), self._key(PASS_WORD + j, p, lane))
-                    order = mine[perm(np.arange(len(mine), dtype=np.int64))]
-                given = 0
-                for s in order.tolist():
-                    for item in open_shard(src, s, 0, count):
-                        given += 1
-                        yield item
-                if not given:
-                    raise ValueError(
-                        f"seeder.data.Mix: source {self.names[j]!r} has no items in lane {lane} "
-                        f"(its shards {mine.tolist()}) but a weight > 0"
-                    )
-
-        items = passes()
-        for _ in itertools.islice(items, skip):  # now: before any example is seeded
-            pass
-        return items
-
-    def iter_shard(self, shard: int, start: int) -> Iterator[Any]:
-        """Lane ``shard``'s positions from ``start`` on, each an item of the source chosen for it.
-
-        Args:
-            shard: the lane.
-            start: the position in the lane.
-
-        Returns:
-            The iterator (the sources already read up to ``start``).
-        """
-        lane = shard
-        counts = self._counts_at(start, lane)
-        readers = [self._reader(j, lane, int(c)) for j, c in enumerate(counts)]
-        return self._lane(lane, start, readers)
-
-    def _lane(self, lane: int, start: int, readers: list[Iterator[Any]]) -> Iterator[Any]:
-        for k in range(start, self.lane_length(lane)):
-            j, _ = self._take(k, lane)
-            yield next(readers[j])
-
-    def __iter__(self) -> Iterator[Any]:
-        for lane in range(self.lanes):
-            yield from self.iter_shard(lane, 0)
-
-    def __getitem__(self, position: int) -> Any:
-        raise TypeError("a Mix of streams is read in order: iterate it (seeder.IterableDataLoader)")
-
-    def __repr__(self) -> str:
-        return f"seeder.data.Mix(<streams {self.names}>, lanes={self.lanes}, length={self.length})"
+    >>> describe_point(5), describe_point((3, 0))
+    ('5', 'lane positions [3, 0] (per lane)')
+    """
+    return str(point) if isinstance(point, int) else f"lane positions {list(point)} (per lane)"

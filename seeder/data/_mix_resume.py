@@ -3,12 +3,13 @@
 A mix's state keeps its weights' history and its stop: ``(epoch, position)`` of the first
 position the loader reading it in order had not handed out (:func:`reader_stop`). A mix built
 with plain weights (a dict) that loads a state saved with others follows the saved history up to
-the stop and its own weights from there on (:func:`resumed_history`): the past as it was. A mix
-built with a history keeps it, which must start with the saved one.
+the stop and its own weights from there on (:func:`resumed_history`): the past as it was; a mix
+of streams from each lane's stop (:func:`continued` with a point per lane). A mix built with a
+history keeps it, which must start with the saved one.
 
 Example:
     >>> old = [[0, 0, {"a": 1.0}]]
-    >>> state = {"format": "seeder.mix", "version": 2, "epoch": 0, "names": ["a"], "length": 9,
+    >>> state = {"format": "seeder.mix", "version": 3, "epoch": 0, "names": ["a"], "length": 9,
     ...          "weights": old, "stop": [0, 4]}
     >>> resumed_history(state, [[0, 0, {"a": 2.0}]], True, ["a"], 9, streams=False)
     [[0, 0, {'a': 1.0}], [0, 4, {'a': 2.0}]]
@@ -23,6 +24,7 @@ from seeder._checks import is_int
 from seeder._errors import StateError
 from seeder._seeding.derive import MAX_KEY
 from seeder._seeding.participant import is_elastic
+from seeder.data._mix_weights import Point, at_lane, check_point, plain_point, weight_history
 
 __all__ = [
     "STATE_VERSION",
@@ -33,8 +35,8 @@ __all__ = [
     "history_hint",
 ]
 
-#: The mix state's version (1: no stop).
-STATE_VERSION = 2
+#: The mix state's version (1: no stop; 2: no change point per lane).
+STATE_VERSION = 3
 _KEYS = frozenset({"format", "version", "epoch", "names", "length", "weights"})
 
 
@@ -81,31 +83,27 @@ def reader_stop(
     return stops.pop() if len(stops) == 1 else None
 
 
-def check_history(history: Any, names: Sequence[str], check_weights: Any) -> None:
+def check_history(history: Any, names: Sequence[str]) -> None:
     """Raise :class:`StateError` unless ``history`` is a mix's saved weights: ``[[epoch,
-    position, {name: weight}], ...]`` from ``(0, 0)``, increasing, each accepted by
-    ``check_weights(weights, names)``.
+    point, {name: weight}], ...]`` from ``(0, 0)``, increasing
+    (:func:`seeder.data._mix_weights.weight_history`; a point is a position or a list by lane).
 
-    >>> check_history([[0, 1, {}]], ["a"], lambda w, n: None)  # doctest: +ELLIPSIS
+    >>> check_history([[0, 1, {"a": 1}]], ["a"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    seeder.StateError: the checkpoint's Mix weights [[0, 1, {}]] are no history ...
+    seeder.StateError: the checkpoint's Mix weights [[0, 1, {'a': 1}]] are no history ...
     """
-    at: list[tuple[int, int]] = []
-    for i, entry in enumerate(history if isinstance(history, list) and history else [None]):
-        ok = isinstance(entry, (list, tuple)) and len(entry) == 3
-        ok = ok and all(is_int(v) and 0 <= v <= MAX_KEY for v in entry[:2])
-        if ok:
-            at.append((int(entry[0]), int(entry[1])))
-            try:
-                check_weights(entry[2], names)
-            except (TypeError, ValueError):
-                ok = False
-        if not ok or at[0] != (0, 0) or (i and at[-1] <= at[-2]):
-            raise StateError(
-                f"the checkpoint's Mix weights {history!r:.120} are no history of [epoch, "
-                "position, {source: weight}] from (0, 0) on: the state is corrupt"
-            )
+    entries = history if isinstance(history, list) and history else [None]
+    pairs: list[Any] = [
+        ((e[0], e[1]), e[2]) if isinstance(e, (list, tuple)) and len(e) == 3 else e for e in entries
+    ]
+    try:
+        weight_history(pairs, names)
+    except (TypeError, ValueError) as exc:
+        raise StateError(
+            f"the checkpoint's Mix weights {history!r:.120} are no history of [epoch, "
+            f"position, {{source: weight}}] from (0, 0) on ({exc}): the state is corrupt"
+        ) from None
 
 
 def _stop(state: dict[str, Any], length: int) -> Optional[tuple[int, int]]:
@@ -135,7 +133,6 @@ def resumed_history(
     length: int,
     *,
     streams: bool,
-    check_weights: Any = None,
 ) -> list[list[Any]]:
     """The weights history a mix built with ``given`` follows once ``state`` is loaded.
 
@@ -143,15 +140,16 @@ def resumed_history(
     is kept. Otherwise plain weights (``plain``: ``given`` is one entry at ``(0, 0)``) follow the
     saved history up to the state's stop and ``given``'s weights from there (:func:`continued`);
     a mix of streams (``streams``), whose lanes stop at different positions, from the next
-    epoch's start on.
+    epoch's start on, until the loader reading it says where each lane stopped
+    (:meth:`seeder.data._mix_streams.StreamMix.resume_lanes`).
 
     Args:
         state: a mix's ``state_dict()``.
         given: the mix's history as built, ``[[epoch, position, {name: weight}], ...]``.
         plain: whether the mix was built with plain weights.
         names, length: the mix's sources and length.
-        streams: whether the mix is one of streams.
-        check_weights: checks one weights dict (:func:`seeder.data._mix.check_weights`).
+        streams: whether the mix is one of streams (the loader reading it refines the stop to
+            each lane's: :meth:`seeder.data._mix_streams.StreamMix.resume_lanes`).
 
     Returns:
         The history.
@@ -161,12 +159,12 @@ def resumed_history(
             weights the mix cannot follow (naming the ``weights=`` history to pass).
     """
     version = state.get("version") if isinstance(state, dict) else None
-    want = _KEYS | {"stop"} if version == STATE_VERSION else _KEYS
+    want = _KEYS if version == 1 else _KEYS | {"stop"}
     if not (
         isinstance(state, dict)
         and set(state) == want
         and state["format"] == "seeder.mix"
-        and version in (1, STATE_VERSION)
+        and version in (1, 2, STATE_VERSION)
     ):
         raise StateError(f"not a seeder.data.Mix state ({state!r:.80}): pass Mix.state_dict()")
     for key, have in (("names", names), ("length", length)):
@@ -181,7 +179,7 @@ def resumed_history(
     if given[: len(old)] == old and not any(e < epoch for e, _, _ in given[len(old) :]):
         return given
     if plain:
-        check_history(old, names, check_weights or (lambda w, n: None))
+        check_history(old, names)
         stop = (int(epoch) + 1, 0) if streams else _stop(state, length)
         if stop is not None:
             return continued(old, given[0][2], stop)
@@ -190,20 +188,42 @@ def resumed_history(
 
 
 def continued(
-    old: list[list[Any]], weights: dict[str, float], stop: tuple[int, int]
+    old: list[list[Any]], weights: dict[str, float], stop: tuple[int, Point]
 ) -> list[list[Any]]:
     """The checked history ``old`` up to ``stop``, ``weights`` from there on (none added where
     they are the weights at the stop).
 
+    ``stop`` is ``(epoch, point)``, the point a position or one per lane: a change of ``old``
+    in that epoch keeps each lane's position up to the stop's (what it changed before the stop
+    stays; what it planned after is dropped), and one at the stop in every lane gives way.
+
     >>> continued([[0, 0, {"a": 1.0}], [0, 8, {"a": 3.0}]], {"a": 2.0}, (0, 5))
     [[0, 0, {'a': 1.0}], [0, 5, {'a': 2.0}]]
+    >>> continued([[0, 0, {"a": 1.0}], [1, [2, 9], {"a": 3.0}]], {"a": 2.0}, (1, (4, 6)))
+    [[0, 0, {'a': 1.0}], [1, [2, 6], {'a': 3.0}], [1, [4, 6], {'a': 2.0}]]
     """
-    kept = [h for h in old if (h[0], h[1]) <= stop]
-    if kept[-1][2] == weights:
+    epoch, at = stop
+    kept: list[list[Any]] = []
+    for e, point, w in old:
+        if e > epoch:
+            break
+        point = check_point(point, "weights")
+        if e == epoch:
+            point = _clipped(point, at)
+            if point == at:
+                continue
+        kept.append([e, plain_point(point), w])
+    if kept and kept[-1][2] == weights:
         return kept
-    if (kept[-1][0], kept[-1][1]) == stop:
-        kept = kept[:-1]
-    return kept + [[stop[0], stop[1], dict(weights)]]
+    return kept + [[epoch, plain_point(at), dict(weights)]]
+
+
+def _clipped(point: Point, stop: Point) -> Point:
+    """``point`` no later than ``stop`` in any lane."""
+    if isinstance(point, int) and isinstance(stop, int):
+        return min(point, stop)
+    lanes = len(stop) if isinstance(stop, tuple) else len(point)  # type: ignore[arg-type]
+    return check_point([min(at_lane(point, n), at_lane(stop, n)) for n in range(lanes)], "stop")
 
 
 def history_hint(old: Any, epoch: int, new: Any, why: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 from seeder._checks import check_state_header, is_int
 from seeder._errors import StateError
 from seeder._seeding.derive import MAX_KEY
-from seeder._state.streams import MERGED_FORMAT, SHARD_FORMAT, rank_positions
+from seeder._state.streams import GATHERED_STOPS, MERGED_FORMAT, SHARD_FORMAT, rank_positions
 from seeder.data._shards import check_positions, deal, redeal, shard_count
 from seeder.data._stream_state import STREAM_STATE_KEYS
 
@@ -33,6 +33,7 @@ __all__ = [
     "MERGED_KEYS",
     "fresh_progress",
     "shard_progress",
+    "shard_stops",
     "shard_fields",
     "refuse_sharded",
     "log_redeal",
@@ -136,7 +137,7 @@ def shard_progress(
     layout: dict[str, Any],
     epoch: Optional[int],
     check_round_robin: Callable[[Any, dict[str, Any], Optional[int]], None],
-    check_source: Callable[[Any, int], None] = lambda source, epoch: None,
+    check_source: Callable[[Any, int, dict[int, Optional[int]]], None] = lambda s, e, at: None,
 ) -> tuple[dict[str, Any], str]:
     """Check ``state`` whole and return the position it resumes from, and how (module docs).
 
@@ -147,9 +148,10 @@ def shard_progress(
         epoch: the epoch the run stands in (``None``: any).
         check_round_robin: checks one rank's state of this layout as
             :func:`seeder.data._iterable.check_stream_state` does.
-        check_source: ``check_source(source, epoch)`` raises ``StateError`` unless the stream
-            continues from what it said of itself (``state["source"]``, its ``stream_state()``)
-            in the state's epoch.
+        check_source: ``check_source(source, epoch, stops)`` raises ``StateError`` unless the
+            stream continues from what it said of itself (``state["source"]``, its
+            ``stream_state()``) in the state's epoch, at the shards' stops
+            (:func:`shard_stops`).
 
     Returns:
         ``(progress, how)``: ``how`` is ``"exact"``, ``"workers"`` (re-dealt over this rank's
@@ -160,11 +162,16 @@ def shard_progress(
     """
     workers, count = max(layout["num_workers"], 1), layout["num_shards"]
     fmt = state.get("format") if isinstance(state, dict) else None
+    if fmt == SHARD_FORMAT and GATHERED_STOPS in state:  # from a gathered state, same world
+        check_positions(
+            *_gathered(state), count, f"{_NAME} state['{GATHERED_STOPS}'] (every rank's shards)"
+        )
+        state = {k: v for k, v in state.items() if k != GATHERED_STOPS}
     if fmt == MERGED_FORMAT:
         check_state_header(state, MERGED_FORMAT, SHARD_STATE_VERSION, MERGED_KEYS, _NAME)
         _same_stream(state, count, epoch)
-        check_source(state["source"], int(state["epoch"]))
         positions = check_positions(state["positions"], state["ended"], count, f"{_NAME} state")
+        check_source(state["source"], int(state["epoch"]), shard_stops(state))
         assignment = redeal(positions, layout["rank"], layout["world_size"], workers)
         return fresh_progress(int(state["epoch"]), assignment, state["ended"]), "world"
     if fmt != SHARD_FORMAT:
@@ -175,7 +182,6 @@ def shard_progress(
         )
     check_state_header(state, SHARD_FORMAT, SHARD_STATE_VERSION, SHARD_STATE_KEYS, _NAME)
     _same_stream(state, count, epoch)
-    check_source(state["source"], int(state["epoch"]))
     if state["world_size"] != layout["world_size"] or state["rank"] != layout["rank"]:
         raise StateError(
             f"this {_NAME} state holds the shards of rank {state['rank']!r} of a world of "
@@ -191,6 +197,7 @@ def shard_progress(
             f"{_NAME} state['workers'] must list {saved_workers} record(s); {_CORRUPT}"
         )
     _check_assignment(state, saved_workers, count)
+    check_source(state["source"], int(state["epoch"]), shard_stops(state))
     same = all(
         state[k] == layout[k] and type(state[k]) is type(layout[k])
         for k in ("num_workers", "batch_size", "drop_last")
@@ -207,6 +214,34 @@ def shard_progress(
         [[s, positions[s]] for s in shards] for shards in deal(sorted(positions), workers)
     ]
     return fresh_progress(int(state["epoch"]), assignment, ended), "workers"
+
+
+def shard_stops(state: dict[str, Any]) -> dict[int, Optional[int]]:
+    """``{shard: position}`` where a checked-shape state says each shard it knows stood, an
+    ended shard ``None``: every shard for a joined state, one rank's of a world of one, or one
+    rank's from a gathered state (:data:`GATHERED_STOPS`); this rank's for one rank's state of
+    several.
+
+    >>> shard_stops({"format": MERGED_FORMAT, "positions": [[1, 4]], "ended": [0]})
+    {1: 4, 0: None}
+    """
+    if state["format"] == MERGED_FORMAT or GATHERED_STOPS in state:
+        pairs, ended = _gathered(state)
+        positions = {int(s): int(p) for s, p in pairs}
+    else:
+        positions, ended = rank_positions(state)
+    stops: dict[int, Optional[int]] = dict(positions)
+    stops.update((int(s), None) for s in ended)
+    return stops
+
+
+def _gathered(state: dict[str, Any]) -> tuple[Any, Any]:
+    """Every rank's ``positions`` and ``ended`` shards in a joined state or one rank's state with
+    :data:`GATHERED_STOPS` (not checked)."""
+    where = state.get(GATHERED_STOPS, state)
+    if not isinstance(where, dict):
+        return None, None
+    return where.get("positions"), where.get("ended")
 
 
 def _same_stream(state: dict[str, Any], count: int, epoch: Optional[int]) -> None:

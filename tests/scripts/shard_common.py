@@ -12,6 +12,10 @@ import numpy as np
 import torch
 
 SIZES = [5, 7, 3, 9, 4, 6, 2, 8]
+#: A mix's weights before and after a resume.
+MIX_OLD, MIX_NEW = {"x": 3.0, "y": 1.0}, {"x": 1.0, "y": 3.0}
+#: A mix's lanes (the fewest shards of its sources) and positions per epoch.
+MIX_LANES, MIX_LENGTH = 4, 40
 
 
 class Shards(torch.utils.data.IterableDataset):
@@ -75,3 +79,12 @@ def flat(batch):
     if isinstance(batch, dict):
         return {k: v.tolist() for k, v in sorted(batch.items())}
     return batch.tolist()
+
+
+def mixed(s, weights):
+    """A ``seeder.data.Mix`` of two plain streams over ``MIX_LANES`` lanes (a lane of row ``r``:
+    ``r[0] % MIX_LANES``), built for the seeder ``s``."""
+    from seeder.data import Mix
+
+    sources = {"x": Shards(), "y": Shards([3, 4, 2, 5])}
+    return Mix(sources, weights=weights, length=MIX_LENGTH, seeder=s)
