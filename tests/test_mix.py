@@ -374,6 +374,20 @@ def test_any_stop_and_new_weights_resume_as_the_history_changed_at_the_stop(stop
     assert head + resume_run(new, state=state)[0] == want
 
 
+def test_an_explicit_history_changing_the_weights_before_the_stop_is_refused():
+    _, state, _ = resume_run(OLD, stop=5)  # stop at position 20 of epoch 0
+    for at in (4, 12, 19):
+        t = Seeder()
+        t.init(9)
+        mix = Mix(sources(), weights=[((0, 0), OLD), ((0, at), NEW)], length=60, seeder=t)
+        seeder.DataLoader(mix, batch_size=4, seeder=t)
+        before = mix.state_dict()
+        with pytest.raises(seeder.StateError, match="before the checkpoint's stop"):
+            t.load_state_dict(state)
+        assert mix.state_dict() == before
+    assert resume_run([((0, 0), OLD), ((0, 20), NEW)], state=state)[0]  # at the stop: loads
+
+
 def test_a_mix_resumed_inside_a_later_epoch_reads_that_epochs_mix():
     full = resume_run(OLD)[0]
     head, state, _ = resume_run(OLD, stop=16)  # one batch into epoch 1

@@ -177,6 +177,8 @@ def resumed_history(
     if not (is_int(epoch) and 0 <= epoch <= MAX_KEY):
         raise StateError(f"the checkpoint's Mix epoch {epoch!r} is no epoch: the state is corrupt")
     if given[: len(old)] == old and not any(e < epoch for e, _, _ in given[len(old) :]):
+        if not streams:  # a stream's lanes stop apart: StreamMix.resume_lanes checks them
+            _check_after_stop(given[len(old) :], _stop(state, length))
         return given
     if plain:
         check_history(old, names)
@@ -185,6 +187,18 @@ def resumed_history(
             return continued(old, given[0][2], stop)
     why = "explicit" if not plain else "no stop"
     raise StateError(history_hint(old, epoch, given, why))
+
+
+def _check_after_stop(added: list[list[Any]], stop: Optional[tuple[int, int]]) -> None:
+    """Refuse an added change before the state's stop: those positions were read already."""
+    for e, position, _ in added:
+        if stop is not None and isinstance(position, int) and (e, position) < stop:
+            raise StateError(
+                f"the weights= history changes the weights at position {position} of epoch {e}, "
+                f"before the checkpoint's stop (position {stop[1]} of epoch {stop[0]}): the run "
+                f"read those positions with the saved weights; start the change at {stop[1]} or "
+                "later"
+            )
 
 
 def continued(
