@@ -196,11 +196,10 @@ class StreamMix(Mix, torch.utils.data.IterableDataset):
         at = self._lane_stops(stops)
         if at is None:
             warnings.warn(
-                f"seeder.data.Mix: resumed with the weights {new} from the start of epoch "
-                f"{epoch + 1} (the checkpoint's {before} finish epoch {epoch}): the loader's "
-                f"state says where lanes {sorted(stops)} of {self.lanes} stopped, one rank's "
-                "share. To change the weights at each lane's stop, save the state with "
-                "seeder.gather_state_dict() (rank 0 writes it) and load that on every rank",
+                f"seeder.data.Mix: the weights {new} start at epoch {epoch + 1} (the "
+                f"checkpoint's {before} finish epoch {epoch}): this rank's state has only lanes "
+                f"{sorted(stops)} of {self.lanes}. To change them at each lane's stop, load a "
+                "seeder.gather_state_dict() on every rank",
                 SeederWarning,
                 stacklevel=2,
             )
