@@ -136,6 +136,8 @@ def hides_value(name: str, value: str, flag: bool = False) -> bool:
     if not value or value == REDACTED or value.startswith("<"):
         return False
     words = key_words(name)
+    if not words:  # ``_``, ``__``: no name of a secret
+        return False
     last, before = words[-1], words[-2] if len(words) > 1 else ""
     if words == ["pwd"] and value.startswith(
         "/"
