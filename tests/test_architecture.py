@@ -9,6 +9,7 @@ belongs to another change, and ``test_known_exceptions_are_still_needed`` fails 
 
 import ast
 import functools
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -729,7 +730,8 @@ def test_the_checks_see_upward_string_and_same_named_imports(bad_package):
 
 
 PLAIN_RUN = """
-import os, sys, tempfile, torch, seeder
+import json, os, sys, tempfile, torch, seeder
+from seeder import _hooks
 seeder.init(1)
 seeder.reseed(1, 0)
 model = torch.nn.Linear(2, 1)
@@ -744,35 +746,51 @@ ckpt.step()
 ckpt.save()
 ckpt.resume()
 ckpt.resume(True)
-print(sorted(m for m in sys.modules if m.split(".")[:2] in TOOLS))
+print(json.dumps({
+    "tools": sorted(m for m in sys.modules if m.split(".")[:2] in TOOLS),
+    "other_site": os.environ.get("OTHER_SITE"),
+    "listening": _hooks.listening(_hooks.STEP),
+}))
 """
 
 
-def test_a_plain_run_loads_no_tool():
+@pytest.fixture(scope="module")
+def other_site(tmp_path_factory):
+    """A directory with another ``sitecustomize.py``, which sets ``OTHER_SITE=1``."""
+    other = tmp_path_factory.mktemp("other")
+    (other / "sitecustomize.py").write_text("import os\nos.environ['OTHER_SITE'] = '1'\n")
+    return other
+
+
+@pytest.fixture(scope="module")
+def plain_run(other_site):
+    """A plain run (no tool's variable; :data:`PLAIN_RUN`) in a fresh interpreter, another
+    ``sitecustomize`` on its ``PYTHONPATH``: its last line."""
+    tools = [["seeder", "verify"], ["seeder", "env"], ["seeder", "_run"]]
+    code = PLAIN_RUN.replace("TOOLS", repr(tools))
+    out = run_python(["-c", code], env={"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other_site}"})
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_a_plain_run_loads_no_tool(plain_run):
     """``init``, ``reseed``, a loader's pass without workers and with 2, a checkpoint's step, save
     and resume: no module of ``seeder.verify``, ``seeder.env`` or ``seeder._run`` is imported (a
     fresh interpreter)."""
-    tools = [["seeder", "verify"], ["seeder", "env"], ["seeder", "_run"]]
-    code = PLAIN_RUN.replace("TOOLS", repr(tools))
-    assert run_python(["-c", code]).stdout.split("\n")[-2] == "[]"
+    assert plain_run["tools"] == []
 
 
-def test_the_tools_hooks_are_installed_in_the_runs_they_start(tmp_path):
+def test_the_tools_hooks_are_installed_in_the_runs_they_start(tmp_path, other_site, plain_run):
     """A run started with the tools' ``sitecustomize`` first on ``PYTHONPATH`` (what verify and
     locate give their runs) has their callbacks; the next ``sitecustomize`` on the path still
-    runs."""
+    runs. A plain run (:func:`plain_run`) has none, and the other ``sitecustomize`` runs too."""
     from seeder._run.bootstrap import run_environment
 
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "sitecustomize.py").write_text("import os\nos.environ['OTHER_SITE'] = '1'\n")
     steps = tmp_path / "steps.jsonl"
     code = (
         "import os, seeder; from seeder import _hooks; seeder.init(1); "
         "print(os.environ.get('OTHER_SITE'), _hooks.listening(_hooks.STEP))"
     )
-    env = run_environment({"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other}"})
+    env = run_environment({"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other_site}"})
     out = run_python(["-c", code], env={**env, "SEEDER_STEPS": str(steps)}).stdout
     assert out.split() == ["1", "True"] and '"seeder_run":"init"' in steps.read_text()
-    plain = run_python(["-c", code], env={"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other}"})
-    assert plain.stdout.split() == ["1", "False"]
+    assert (plain_run["other_site"], plain_run["listening"]) == ("1", False)
