@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -152,7 +153,14 @@ def fmt_ratio(ours: Optional[float], theirs: Optional[float]) -> str:
     return f"{r:.1e}" if r < 0.01 else f"{r:.3f}"
 
 
-def bench_sampler(sizes: list[int], replicas: int, rank: int, repeats: int, torch_max: int) -> None:
+def bench_sampler(
+    sizes: list[int],
+    replicas: int,
+    rank: int,
+    repeats: int,
+    torch_max: int,
+    memory_of: Sequence[str] = KINDS,
+) -> None:
     s = seeder.Seeder()
     s.init(2024)
     for kind in KINDS:  # warm up imports and first-call paths outside the timings
@@ -183,7 +191,7 @@ def bench_sampler(sizes: list[int], replicas: int, rank: int, repeats: int, torc
                 "first": statistics.median(firsts),
                 "epoch": statistics.median(epochs),
                 "resume": statistics.median(resumes),
-                "memory": peak_memory(kind, n, replicas, rank),
+                "memory": peak_memory(kind, n, replicas, rank) if kind in memory_of else None,
             }
         base = rows["torch"]
         for kind in KINDS:
@@ -287,6 +295,16 @@ def main(argv: Optional[list[str]] = None) -> None:
     )
     ap.add_argument("--skip-per-sample", action="store_true")
     ap.add_argument(
+        "--per-sample-items", type=int, default=20000, help="items per timing, per-sample part"
+    )
+    ap.add_argument(
+        "--memory-of",
+        nargs="+",
+        choices=KINDS,
+        default=list(KINDS),
+        help="the samplers whose peak memory is measured (each in a fresh process)",
+    )
+    ap.add_argument(
         "--memory-case", nargs=4, metavar=("KIND", "N", "REPLICAS", "RANK"), help=argparse.SUPPRESS
     )
     args = ap.parse_args(argv)
@@ -299,10 +317,15 @@ def main(argv: Optional[list[str]] = None) -> None:
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
     )
     bench_sampler(
-        [int(n) for n in args.sizes], args.replicas, args.rank, args.repeats, int(args.torch_max)
+        [int(n) for n in args.sizes],
+        args.replicas,
+        args.rank,
+        args.repeats,
+        int(args.torch_max),
+        args.memory_of,
     )
     if not args.skip_per_sample:
-        bench_per_sample(args.repeats)
+        bench_per_sample(args.repeats, args.per_sample_items)
 
 
 if __name__ == "__main__":

@@ -482,7 +482,10 @@ class ForkServer:
     ) -> subprocess.CompletedProcess:
         """Run ``python ARGS`` in a forked child to its end (as :meth:`start` chooses); the finished
         process, output captured."""
-        forked = self.start(args, cwd=cwd, env=env, start_is_subject=start_is_subject)
+        # the run's timeout for its start too: a server's first answer waits for its imports
+        forked = self.start(
+            args, timeout=timeout, cwd=cwd, env=env, start_is_subject=start_is_subject
+        )
         forked.wait(timeout)
         return _completed(args, forked.returncode, forked.stdout(), forked.err.read_text(), check)
 

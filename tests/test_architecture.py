@@ -8,6 +8,8 @@ belongs to another change, and ``test_known_exceptions_are_still_needed`` fails 
 """
 
 import ast
+import functools
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,6 +105,17 @@ KNOWN: dict[tuple[str, str], dict[str, str]] = {}
 
 # -------------------------------------------------------------------------------------------
 # reading the source
+@functools.cache
+def _parsed(text: str, name: str) -> ast.Module:
+    return ast.parse(text, name)
+
+
+def parse(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once per text: each rule runs on each module, and the rules'
+    tests on all of them (read only: no rule changes a tree)."""
+    return _parsed(path.read_text(), str(path))
+
+
 def module_name(path: Path, pkg: Path = PKG) -> str:
     rel = path.relative_to(pkg).with_suffix("")
     return ".".join(p for p in rel.parts if p != "__init__") or "__init__"
@@ -178,7 +191,7 @@ def imports(
     ``import_module``. Imports under ``if TYPE_CHECKING:`` are left out (annotations only, nothing
     runs them) unless ``typing_too``.
     """
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parse(path)
     typing_only = (
         set()
         if typing_too
@@ -233,7 +246,7 @@ def private_owners(pkg: Path = PKG) -> dict[str, set[str]]:
     """Each private name -> the seeder modules that define it."""
     owners: dict[str, set[str]] = {}
     for p in sorted(pkg.rglob("*.py")):
-        for name in private_names_defined(ast.parse(p.read_text())):
+        for name in private_names_defined(parse(p)):
             owners.setdefault(name, set()).add(module_name(p, pkg))
     return owners
 
@@ -252,7 +265,7 @@ def check_size(path: Path, pkg: Path = PKG) -> list[str]:
 def check_class_size(path: Path, pkg: Path = PKG) -> list[str]:
     return [
         f"class {node.name}: {node.end_lineno - node.lineno + 1} lines (at most {MAX_CLASS_LINES})"
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in ast.walk(parse(path))
         if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
     ]
 
@@ -265,7 +278,7 @@ def check_private_imports(path: Path, pkg: Path = PKG) -> list[str]:
         for target, name, line in imports(path, pkg)
         if target != here and _private(name) and target.split(".")[-1] != name
     ]  # a private module is fine
-    tree = ast.parse(path.read_text())
+    tree = parse(path)
     modules = {}  # local name -> the seeder module it is bound to
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -306,7 +319,7 @@ def check_private_attributes(
     owners = private_owners(pkg) if owners is None else owners
     here = module_name(path, pkg)
     bad = []
-    for n in ast.walk(ast.parse(path.read_text())):
+    for n in ast.walk(parse(path)):
         if (
             isinstance(n, ast.Attribute)
             and _private(n.attr)
@@ -356,7 +369,7 @@ def tool_names(path: Path, pkg: Path = PKG) -> Iterator[tuple[str, int]]:
     (``"seeder.verify._runner"``), whatever reads it (``import_module``, ``__import__``,
     ``find_spec``, a table)."""
     root = pkg.name
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parse(path)):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             name = node.value[len(root) + 1 :] if node.value.startswith(root + ".") else ""
             if name and is_tool(name) and _is_module(pkg, name):
@@ -372,7 +385,7 @@ def check_exports(path: Path, pkg: Path = PKG) -> list[str]:
     """
     if path.name == "__init__.py":
         return []
-    tree = ast.parse(path.read_text())
+    tree = parse(path)
     bad = [
         f"line {n.lineno}: replaces itself in sys.modules"
         for n in ast.walk(tree)
@@ -430,7 +443,7 @@ def check_stack_reads(path: Path, pkg: Path = PKG) -> list[str]:
     outside :data:`STACK_READERS`."""
     if module_name(path, pkg) in STACK_READERS:
         return []
-    tree = ast.parse(path.read_text())
+    tree = parse(path)
     return [
         f"line {node.lineno}: reads .{node.attr}"
         for node in ast.walk(tree)
@@ -717,47 +730,67 @@ def test_the_checks_see_upward_string_and_same_named_imports(bad_package):
 
 
 PLAIN_RUN = """
-import os, sys, tempfile, torch, seeder
+import json, os, sys, tempfile, torch, seeder
+from seeder import _hooks
 seeder.init(1)
 seeder.reseed(1, 0)
 model = torch.nn.Linear(2, 1)
-loader = seeder.DataLoader(torch.arange(8.0), batch_size=2, shuffle=True, num_workers=NUM_WORKERS)
-for batch in loader:
-    model(batch.unsqueeze(1).repeat(1, 2)).sum().backward()
+for num_workers in (0, 2):
+    loader = seeder.DataLoader(
+        torch.arange(8.0), batch_size=2, shuffle=True, num_workers=num_workers
+    )
+    for batch in loader:
+        model(batch.unsqueeze(1).repeat(1, 2)).sum().backward()
 ckpt = seeder.Checkpoint(os.path.join(tempfile.mkdtemp(), "last.pt"), model=model)
 ckpt.step()
 ckpt.save()
 ckpt.resume()
 ckpt.resume(True)
-print(sorted(m for m in sys.modules if m.split(".")[:2] in TOOLS))
+print(json.dumps({
+    "tools": sorted(m for m in sys.modules if m.split(".")[:2] in TOOLS),
+    "other_site": os.environ.get("OTHER_SITE"),
+    "listening": _hooks.listening(_hooks.STEP),
+}))
 """
 
 
-@pytest.mark.parametrize("num_workers", [0, 2])
-def test_a_plain_run_loads_no_tool(num_workers):
-    """``init``, ``reseed``, a loader's pass, a checkpoint's step, save and resume: no module of
-    ``seeder.verify``, ``seeder.env`` or ``seeder._run`` is imported (a fresh interpreter)."""
+@pytest.fixture(scope="module")
+def other_site(tmp_path_factory):
+    """A directory with another ``sitecustomize.py``, which sets ``OTHER_SITE=1``."""
+    other = tmp_path_factory.mktemp("other")
+    (other / "sitecustomize.py").write_text("import os\nos.environ['OTHER_SITE'] = '1'\n")
+    return other
+
+
+@pytest.fixture(scope="module")
+def plain_run(other_site):
+    """A plain run (no tool's variable; :data:`PLAIN_RUN`) in a fresh interpreter, another
+    ``sitecustomize`` on its ``PYTHONPATH``: its last line."""
     tools = [["seeder", "verify"], ["seeder", "env"], ["seeder", "_run"]]
-    code = PLAIN_RUN.replace("NUM_WORKERS", str(num_workers)).replace("TOOLS", repr(tools))
-    assert run_python(["-c", code]).stdout.split("\n")[-2] == "[]"
+    code = PLAIN_RUN.replace("TOOLS", repr(tools))
+    out = run_python(["-c", code], env={"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other_site}"})
+    return json.loads(out.stdout.splitlines()[-1])
 
 
-def test_the_tools_hooks_are_installed_in_the_runs_they_start(tmp_path):
+def test_a_plain_run_loads_no_tool(plain_run):
+    """``init``, ``reseed``, a loader's pass without workers and with 2, a checkpoint's step, save
+    and resume: no module of ``seeder.verify``, ``seeder.env`` or ``seeder._run`` is imported (a
+    fresh interpreter)."""
+    assert plain_run["tools"] == []
+
+
+def test_the_tools_hooks_are_installed_in_the_runs_they_start(tmp_path, other_site, plain_run):
     """A run started with the tools' ``sitecustomize`` first on ``PYTHONPATH`` (what verify and
     locate give their runs) has their callbacks; the next ``sitecustomize`` on the path still
-    runs."""
+    runs. A plain run (:func:`plain_run`) has none, and the other ``sitecustomize`` runs too."""
     from seeder._run.bootstrap import run_environment
 
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "sitecustomize.py").write_text("import os\nos.environ['OTHER_SITE'] = '1'\n")
     steps = tmp_path / "steps.jsonl"
     code = (
         "import os, seeder; from seeder import _hooks; seeder.init(1); "
         "print(os.environ.get('OTHER_SITE'), _hooks.listening(_hooks.STEP))"
     )
-    env = run_environment({"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other}"})
+    env = run_environment({"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other_site}"})
     out = run_python(["-c", code], env={**env, "SEEDER_STEPS": str(steps)}).stdout
     assert out.split() == ["1", "True"] and '"seeder_run":"init"' in steps.read_text()
-    plain = run_python(["-c", code], env={"PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{other}"})
-    assert plain.stdout.split() == ["1", "False"]
+    assert (plain_run["other_site"], plain_run["listening"]) == ("1", False)

@@ -12,7 +12,10 @@ import re
 
 import pytest
 from helpers import REPO_ROOT
-from optional import need
+from optional import need_installed
+
+# the benchmarks run once, in one worker (the module's fixture), whichever tests a worker gets
+pytestmark = pytest.mark.xdist_group("benchmarks")
 
 BENCH = REPO_ROOT / "benchmarks"
 
@@ -34,7 +37,11 @@ CASES = {
         "RATIO seeder: global RNGs / Lightning _collect/_set_rng_states",
     ),
     "bench_sampler": (
-        ["--sizes", "1e4", "--repeats", "1", "--torch-max", "1e4"],
+        # one sampler's peak memory (a fresh process each) and few per-sample items
+        [
+            *("--sizes", "1e4", "--repeats", "1", "--torch-max", "1e4"),
+            *("--memory-of", "seeder-feistel", "--per-sample-items", "256"),
+        ],
         "ratio = ours / torch's",
     ),
     "bench_dataloader": (
@@ -118,8 +125,8 @@ def outputs(framework_scripts):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_benchmark_runs(name, outputs):
-    for module in NEEDS.get(name, ()):
-        need(module, f"benchmarks/{name}.py's baseline")
+    # found, not imported here: the benchmarks' child imports them
+    need_installed(NEEDS.get(name, ()), f"benchmarks/{name}.py's baseline")
     rc, out = outputs[name]
     assert rc == 0 and CASES[name][1] in out, out[-3000:]
 
@@ -128,7 +135,7 @@ def test_the_benchmark_runs(name, outputs):
 def test_the_cuda_benchmark_skips_cleanly_without_cuda_or_runs_with_it(outputs):
     import torch
 
-    need("lightning", "benchmarks/bench_cuda.py's baseline")
+    need_installed(["lightning"], "benchmarks/bench_cuda.py's baseline")
     rc, out = outputs["bench_cuda_default"]
     assert rc == 0, out
     if torch.cuda.is_available():

@@ -50,16 +50,22 @@ def _together(device, runs):
     return out
 
 
-def _runner(device, scripts):
-    """``results(runs)``: the RESULT row of each run of ``{name: args}``. The runs of a call start
-    together, each a fresh interpreter (the resumes in a new process are the subject); with
-    ``SEEDER_TEST_FORKSERVER=1`` (locally) the CPU harness forks them one by one from ``scripts``
-    instead."""
-    if device != "cpu" or not scripts.forks:
+def _runner(device, scripts, start_is_subject):
+    """``results(runs)``: the RESULT row of each run of ``{name: args}``. On CUDA the runs of a call
+    start together, each a fresh interpreter. The CPU harness forks the runs whose start is not the
+    subject (the references and the runs before a stop: ``start_is_subject=False``) one by one from
+    ``scripts``; its resumes in a new process start together, fresh (forked too with
+    ``SEEDER_TEST_FORKSERVER=1``, locally)."""
+    if device != "cpu" or (start_is_subject and not scripts.forks):
         return lambda runs: _together(device, runs)
 
     def forked(name, args):
-        done = scripts.run([TRAIN, "--device", device, *args], timeout=300, check=False)
+        done = scripts.run(
+            [TRAIN, "--device", device, *args],
+            timeout=300,
+            check=False,
+            start_is_subject=start_is_subject,
+        )
         return _parse(name, done.returncode, done.stdout, done.stderr)
 
     return lambda runs: {name: forked(name, args) for name, args in runs.items()}
@@ -82,8 +88,8 @@ def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(
     # that only repeat another on a CPU (a second seeded run, a second stop in epoch 0,
     # map_location="cpu") run on CUDA only.
     gpu_only = {"repeat", "last_step", "mid_on_device"} if device == "cpu" else set()
-    results = _runner(device, request.getfixturevalue("scripts") if device == "cpu" else None)
-    first = results(
+    scripts = request.getfixturevalue("scripts") if device == "cpu" else None
+    first = _runner(device, scripts, start_is_subject=False)(
         {
             name: args
             for name, args in {
@@ -99,7 +105,7 @@ def test_cuda_training_resumes_bitwise_mid_epoch_and_at_the_epoch_boundary(
             if name not in gpu_only
         }
     )
-    second = results(
+    second = _runner(device, scripts, start_is_subject=True)(
         {
             name: args
             for name, args in {

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from helpers import REPO_ROOT, json_lines, run_python, torchrun
+from helpers import REPO_ROOT, json_lines, torchrun
 
 if (
     os.environ.get("SEEDER_REQUIRE_DALI") == "1"
@@ -34,6 +34,9 @@ import seeder.data.dali as ds  # noqa: E402
 import seeder.data.dali as sd  # noqa: E402
 from seeder import Seeder, SeederWarning, StateError  # noqa: E402
 from seeder._seeding.derive import Domain, derive_seed  # noqa: E402
+
+# the two torchrun launches (tests/scripts/dali_ranks.py) run once, in one worker
+pytestmark = pytest.mark.xdist_group("dali_ranks")
 
 N = 8  # iterations of a full run; resumed runs split it in two
 
@@ -346,27 +349,13 @@ def test_reseed_warns_exactly_once_per_pipeline():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "setup",
-    [
-        "import seeder\nseeder.init(42)\ns = seeder.default_seeder()\nimport dali_common as dc",
-        "import dali_common as dc\nfrom seeder import Seeder\ns = Seeder(); s.init(42)",
-    ],
-    ids=["seeder-first", "dali-first"],
-)
-def test_a_pipeline_registers_whatever_was_imported_first(setup):
+@pytest.mark.parametrize("order", ["seeder-first", "dali-first"])
+def test_a_pipeline_registers_whatever_was_imported_first(order, dali_ranks):
     """``import seeder`` loads the DALI participant factory with the core: the user never imports
-    seeder.data.dali."""
-    code = f"""
-import sys
-sys.path.insert(0, {str(REPO_ROOT / "tests" / "scripts")!r})
-{setup}
-from seeder.data.dali import pipeline_kwargs
-pipe = dc.augment_pipeline(**pipeline_kwargs(1, seeder=s))
-s.register_generator(pipe)
-print(type(s.participants()[0]).__name__, s.participants()[0].pipeline_id)
-"""
-    assert run_python(["-c", code]).stdout.split() == ["TrackedPipeline", "1"]
+    seeder.data.dali. Every rank of a launch (fresh interpreters) whose script imports seeder (and
+    initialises a Seeder) before DALI, or DALI first, gives a plain pipeline to
+    ``register_generator``."""
+    assert [d["registers"] for d in dali_ranks[order]] == [["TrackedPipeline", 1]] * 2
 
 
 def test_pipeline_without_checkpointing_warns_in_state_dict_and_saves_none():
@@ -477,12 +466,24 @@ def test_module_level_default_seeder(fresh_default):
 
 
 # ------------------------------------------------------------------ ranks
-@pytest.mark.slow
-def test_two_ranks_under_torchrun_differ_and_shared_pipelines_agree():
+@pytest.fixture(scope="module")
+def dali_ranks():
+    """Two launches of tests/scripts/dali_ranks.py on 2 ranks with master seed 42, one importing
+    DALI first, one seeder first: ``{order: each rank's row}``."""
     script = str(REPO_ROOT / "tests" / "scripts" / "dali_ranks.py")
-    runs = [torchrun([script, "--seed", "42"], nproc=2)[0] for _ in range(2)]
-    rows = [sorted(json_lines(r.stdout, "DALI "), key=lambda d: d["rank"]) for r in runs]
-    first, again = rows
+    launches = {"dali-first": [], "seeder-first": ["--seeder-first"]}
+    return {
+        order: sorted(
+            json_lines(torchrun([script, "--seed", "42", *flag], nproc=2)[0].stdout, "DALI "),
+            key=lambda d: d["rank"],
+        )
+        for order, flag in launches.items()
+    }
+
+
+@pytest.mark.slow
+def test_two_ranks_under_torchrun_differ_and_shared_pipelines_agree(dali_ranks):
+    first, again = dali_ranks["dali-first"], dali_ranks["seeder-first"]
     assert [d["rank"] for d in first] == [0, 1]
     r0, r1 = first
     assert r0["seed"] != r1["seed"] and r0["own"] != r1["own"]  # per-rank pipelines differ
@@ -492,4 +493,4 @@ def test_two_ranks_under_torchrun_differ_and_shared_pipelines_agree():
     assert (
         r0["resumed_own"] == r0["own"] and r1["resumed_own"] == r1["own"]
     )  # each rank resumes exactly
-    assert first == again  # the same master seed, the same streams
+    assert first == again  # the same master seed, the same streams (whatever was imported first)

@@ -2,15 +2,14 @@
 their traps.
 
 The order itself is checked in-process (``discover`` reads ``os.environ``); launches are real
-processes started with those variables, several at once, with no process group.
+processes with those variables (forked from the session's server: ``seeder.init`` reads them, the
+process start is not the subject) and no process group.
 """
 
 import logging
-import subprocess
-import sys
 
 import pytest
-from helpers import REPO_ROOT, child_env, json_lines, torchrun
+from helpers import REPO_ROOT, json_lines, torchrun
 
 from seeder import Seeder
 from seeder._seeding.distributed import LAUNCHER_VARIABLES, Topology, discover
@@ -233,39 +232,19 @@ def test_topology_is_logged_once_with_its_sources(monkeypatch, caplog):
 # ------------------------------------------------------------------ real processes, several at once
 
 
-def launch(envs, args=()):
-    """Start one ``ranks_env.py`` per environment at once; return ``(returncode, ROW or ERROR,
-    stderr)`` each."""
-    procs = []
-    for extra in envs:
-        env = child_env()
-        for var in LAUNCHER_VARIABLES:
-            env.pop(var, None)
-        env.update(extra)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, SCRIPT, *args],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                cwd=str(REPO_ROOT),
-            )
-        )
+def launch(scripts, envs, args=()):
+    """Run one ``ranks_env.py`` per environment, one after the other (they share no process group),
+    each forked from the session's ``scripts`` server: a real process with those variables, whose
+    start is not the subject (the variables are read by ``seeder.init``). ``(returncode, ROW or
+    ERROR, stderr)`` each."""
     results = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=120)
-            rows = json_lines(out, "ROW ") or json_lines(out, "ERROR ")
-            assert len(rows) == 1, (
-                f"exit {p.returncode}\n--- stdout\n{out[-3000:]}\n--- stderr\n{err[-3000:]}"
-            )
-            results.append((p.returncode, rows[0], err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    for extra in envs:
+        p = scripts.run([SCRIPT, *args], env=extra, check=False, start_is_subject=False)
+        rows = json_lines(p.stdout, "ROW ") or json_lines(p.stdout, "ERROR ")
+        assert len(rows) == 1, (
+            f"exit {p.returncode}\n--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-3000:]}"
+        )
+        results.append((p.returncode, rows[0], p.stderr))
     return results
 
 
@@ -287,7 +266,7 @@ def _check_ranks(results, master, locals_):
 
 
 @pytest.mark.slow
-def test_two_slurm_nodes_whose_local_ranks_collide():
+def test_two_slurm_nodes_whose_local_ranks_collide(scripts):
     envs = [
         {
             "SLURM_PROCID": str(r),
@@ -297,7 +276,7 @@ def test_two_slurm_nodes_whose_local_ranks_collide():
         }
         for r in range(4)
     ]
-    results = launch(envs, ["--seed", "1234", "--init-twice"])
+    results = launch(scripts, envs, ["--seed", "1234", "--init-twice"])
     _check_ranks(results, 1234, [0, 1, 0, 1])
     for r, (_, _, err) in enumerate(results):
         line = (
@@ -308,7 +287,7 @@ def test_two_slurm_nodes_whose_local_ranks_collide():
 
 
 @pytest.mark.slow
-def test_mpirun_inside_an_sbatch_script_with_a_replayed_seed():
+def test_mpirun_inside_an_sbatch_script_with_a_replayed_seed(scripts):
     envs = [
         {
             "OMPI_COMM_WORLD_RANK": str(r),
@@ -321,13 +300,13 @@ def test_mpirun_inside_an_sbatch_script_with_a_replayed_seed():
         }
         for r in range(4)
     ]
-    rows = _check_ranks(launch(envs), 99, [0, 1, 0, 1])
+    rows = _check_ranks(launch(scripts, envs), 99, [0, 1, 0, 1])
     assert rows[1]["draw"] != rows[3]["draw"]
 
 
 @pytest.mark.slow
-def test_mpich_ranks_refuse_to_draw_separate_seeds():
-    results = launch([{"PMI_RANK": str(r), "PMI_SIZE": "2"} for r in range(2)])
+def test_mpich_ranks_refuse_to_draw_separate_seeds(scripts):
+    results = launch(scripts, [{"PMI_RANK": str(r), "PMI_SIZE": "2"} for r in range(2)])
     for rc, row, _ in results:
         assert rc == 3 and row["type"] == "RuntimeError" and not row["initialized"]
         assert "PMI_SIZE" in row["error"] and "SEEDER_SEED" in row["error"]

@@ -17,6 +17,9 @@ import pytest
 from helpers import REPO_ROOT, ForkServer
 from optional import EXTRAS, need_installed
 
+# the pages run in one worker, forked from the module's one server
+pytestmark = pytest.mark.xdist_group("docs")
+
 PAGES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 # A page whose code starts processes (DataLoader workers, torchrun, multiprocessing) is a slow test.
 STARTS_PROCESSES = re.compile(

@@ -9,10 +9,7 @@ NumPy and torch. The drawn seed is shown.
 
 import functools
 import inspect
-import os
 import random
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -219,17 +216,14 @@ def test_trainer_seed_is_warned_and_seeder_trainer_is_not(run, tmp_path):
     )
 
 
-def _child(code, **env):
-    full = {k: v for k, v in os.environ.items() if k not in ("SEEDER_SEED", "SEEDER_QUIET")}
-    full.update(PYTHONPATH=str(ROOT), **env)
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120
-    )
-
-
-def test_drawn_seed_is_on_stderr_with_logging_unconfigured(fresh_default, capfd, monkeypatch):
-    shown = _child("import seeder; seeder.init(); print(seeder.get_master_seed())")
-    assert shown.returncode == 0, shown.stderr
+def test_drawn_seed_is_on_stderr_with_logging_unconfigured(
+    fresh_default, capfd, monkeypatch, scripts, tmp_path
+):
+    # a run of its own (forked from the session's server: its start is not the subject), logging
+    # unconfigured, SEEDER_QUIET empty
+    script = tmp_path / "drawn.py"
+    script.write_text("import seeder\nseeder.init()\nprint(seeder.get_master_seed())\n")
+    shown = scripts.run([script], env={"SEEDER_QUIET": ""}, start_is_subject=False)
     seed = int(shown.stdout.strip())
     assert (
         f"seeder: master seed {seed} drawn from OS entropy (replay with SEEDER_SEED={seed})"

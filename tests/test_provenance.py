@@ -683,7 +683,7 @@ def test_data_show_refuses_a_corrupt_loader_state(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_data_show_in_a_fresh_process_needs_no_training_code(tmp_path):
+def test_data_show_in_a_fresh_process_needs_no_training_code(tmp_path, scripts):
     train = tmp_path / "mytrain.py"
     train.write_text(
         "import sys, torch, seeder\n"
@@ -697,7 +697,9 @@ def test_data_show_in_a_fresh_process_needs_no_training_code(tmp_path):
         "seeder.Checkpoint(sys.argv[1], model=torch.nn.Linear(1, 1)).save()\n"
     )
     ckpt = tmp_path / "ckpt.pt"
-    want = run_python([str(train), str(ckpt)], cwd=tmp_path).stdout.strip()
+    # the training run (forked: its start is not the subject) and the show (a fresh interpreter
+    # that never saw the training code)
+    want = scripts.run([train, ckpt], cwd=tmp_path, start_is_subject=False).stdout.strip()
     got = run_python(
         ["-m", "seeder", "data", "show", str(ckpt), "--epoch", "2", "--batch", "3", "--json"],
         cwd=REPO_ROOT,

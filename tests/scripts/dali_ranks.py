@@ -2,15 +2,26 @@
 on each rank.
 
 Prints one line per rank: DALI {"rank", "seed", "shared_seed", "own", "shared", "resumed_own"} (run
-digests).
+digests) and "registers": what a plain ``Seeder.register_generator(pipeline)`` made of a pipeline
+(its participant's class and pipeline id). ``--seeder-first``: seeder is imported, and that Seeder
+initialised, before DALI is; else DALI is imported first (the user never imports seeder.data.dali
+for the registration to work).
 """
 
-import argparse
-import json
-import os
 import sys
 
-import torch.distributed as dist
+SEEDER_FIRST = "--seeder-first" in sys.argv
+if SEEDER_FIRST:
+    import seeder
+
+    registering = seeder.Seeder()
+    registering.init(42)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+
+import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dali_common as dc  # noqa: E402
@@ -19,11 +30,24 @@ import seeder  # noqa: E402
 import seeder.data.dali as ds  # noqa: E402
 import seeder.data.dali as sd  # noqa: E402
 
+if not SEEDER_FIRST:
+    registering = seeder.Seeder()
+    registering.init(42)
+
+
+def registers() -> list:
+    """A pipeline given to ``register_generator``: its participant's class and pipeline id."""
+    pipe = dc.augment_pipeline(**ds.pipeline_kwargs(1, seeder=registering))
+    registering.register_generator(pipe)
+    return [type(registering.participants()[0]).__name__, registering.participants()[0].pipeline_id]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--seeder-first", action="store_true")
     args = parser.parse_args()
+    registered = registers()
     dist.init_process_group("gloo")
     seeder.init(
         master_seed=args.seed, ngpus=dist.get_world_size(), local_rank=int(os.environ["LOCAL_RANK"])
@@ -57,6 +81,7 @@ def main() -> None:
         "own": dc.digest(own_run),
         "shared": dc.digest(shared_run),
         "resumed_own": dc.digest(resumed),
+        "registers": registered,
     }
     os.write(
         1, ("DALI " + json.dumps(row) + "\n").encode()
