@@ -370,9 +370,14 @@ def test_ctrl_c_stops_every_child(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
-    assert "interrupted" in err
-    assert not any(_alive(p) for p in pids)
+    try:
+        assert proc.returncode == 130, err
+        assert "interrupted" in err
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for pid in pids:  # a run left going would wait for a signal forever
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
     statuses = {  # run (1) of repeat 0 went first, alone, and finished
         json.loads(p.read_text())["status"]
         for p in out.glob("runs/*/run.json")
