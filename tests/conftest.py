@@ -147,3 +147,15 @@ def handoff_server_process(tmp_path_factory):
     server = HandOffServer(tmp_path_factory.mktemp("handoff"))
     yield server
     server.close()
+
+
+@pytest.fixture
+def started_in_tmp(tmp_path, monkeypatch):
+    """An empty folder of the test's own as the working directory: ``seeder verify``, ``compare``
+    and ``locate`` mirror the folder they are started in into every run's folder (and snapshot it
+    before and after), and started in the repository each run would copy hundreds of its files.
+    Tests of what a run sees of the user's folder make their own (``user_dir``)."""
+    folder = tmp_path / "started-in"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder

@@ -349,7 +349,7 @@ TOY_SHOWN = [
 ]
 
 
-def test_seeder_verify_writes_no_planted_secret(tmp_path):
+def test_seeder_verify_writes_no_planted_secret(tmp_path, started_in_tmp):
     need_verify(figures=False)
     out = tmp_path / "v"
     toy = [sys.executable, SECRET_TOY, *TOY_ARGS]
@@ -398,11 +398,15 @@ def test_seeder_verify_writes_no_planted_secret(tmp_path):
 
 
 @pytest.mark.slow
-def test_seeder_locate_writes_and_prints_no_planted_secret(tmp_path):
+def test_seeder_locate_writes_and_prints_no_planted_secret(tmp_path, started_in_tmp, handoff_kept):
     out = tmp_path / "loc"
     causes = str(REPO_ROOT / "tests" / "scripts" / "locate_causes.py")
     command = [sys.executable, SECRET_TOY, causes, *TOY_ARGS, "--steps", "1"]
-    p = _seeder(["locate", "--out", str(out), "--no-hash-check", "--", *command], timeout=400)
+    # locate's torch runs hand their script to the handoff server: their start is not the subject
+    env = _planted_env(handoff_kept.env())
+    p = _seeder(
+        ["locate", "--out", str(out), "--no-hash-check", "--", *command], env=env, timeout=400
+    )
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     _assert_nothing_printed(p)
     assert _assert_nothing_leaked(out) >= 2 + 2 * 2  # report.json, report.md; runs' records, logs
@@ -412,7 +416,7 @@ def test_seeder_locate_writes_and_prints_no_planted_secret(tmp_path):
 
 
 @pytest.mark.slow
-def test_seeder_compare_writes_and_prints_no_planted_secret(tmp_path):
+def test_seeder_compare_writes_and_prints_no_planted_secret(tmp_path, started_in_tmp):
     need_verify(figures=False)
     out = tmp_path / "c"
     p = _seeder(

@@ -267,7 +267,7 @@ def test_a_folder_the_runs_share_is_named_with_the_option_that_points_there(user
 # -------------------------------------------------------
 
 
-def test_the_readme_snippet_is_incomplete_not_a_pass(tmp_path, handed_off, capsys):
+def test_the_readme_snippet_is_incomplete_not_a_pass(tmp_path, handed_off, capsys, started_in_tmp):
     """torch.save of seeder.state_dict() and no seeder.Checkpoint: nothing stops or resumes it."""
     rc, out, err = cli(
         capsys,

@@ -290,7 +290,9 @@ def cli(capsys, args):
 
 
 @pytest.mark.slow
-def test_seeder_verify_passes_the_nanogpt_port_stopped_mid_run(capsys, tmp_path, handed_off):
+def test_seeder_verify_passes_the_nanogpt_port_stopped_mid_run(
+    capsys, tmp_path, handed_off, started_in_tmp
+):
     """karpathy/nanoGPT's train.py ported (examples/nanogpt_port.py): no epochs, batches from
     torch.randint; seeder stops it at step 20 of 41 and at the given step 25 and resumes it through
     seeder.Checkpoint, iter_num from ckpt.steps. Its configurator has no parser: no flag of
@@ -360,7 +362,9 @@ def _verify(tmp_path, bug):
 
 
 @pytest.mark.slow
-def test_verify_names_a_batch_prefetched_across_the_checkpoint(tmp_path, handed_off):
+def test_verify_names_a_batch_prefetched_across_the_checkpoint(
+    tmp_path, handed_off, started_in_tmp
+):
     rep = _verify(tmp_path, "prefetch")
     assert checks(rep) == {
         "reproducible": "PASS",
@@ -383,7 +387,9 @@ def test_verify_names_a_batch_prefetched_across_the_checkpoint(tmp_path, handed_
 
 
 @pytest.mark.slow
-def test_verify_names_a_resumed_epoch_discarded_by_a_skip_loop(tmp_path, handed_off):
+def test_verify_names_a_resumed_epoch_discarded_by_a_skip_loop(
+    tmp_path, handed_off, started_in_tmp
+):
     rep = _verify(tmp_path, "skip-loop")
     assert checks(rep) == {
         "reproducible": "PASS",
@@ -403,7 +409,9 @@ def test_verify_names_a_resumed_epoch_discarded_by_a_skip_loop(tmp_path, handed_
 
 
 @pytest.mark.slow
-def test_verify_names_a_run_that_continued_another_runs_checkpoint(tmp_path, handed_off):
+def test_verify_names_a_run_that_continued_another_runs_checkpoint(
+    tmp_path, handed_off, started_in_tmp
+):
     rep = _verify(tmp_path, "shared-ckpt")
     assert rep["verdict"] == "FAIL"
     named = [r for r in rep["reasons"] if "resumed from a checkpoint that run " in r]
@@ -412,7 +420,7 @@ def test_verify_names_a_run_that_continued_another_runs_checkpoint(tmp_path, han
 
 
 @pytest.mark.slow
-def test_verify_names_a_loader_iterated_again_with_no_reseed(tmp_path, handed_off):
+def test_verify_names_a_loader_iterated_again_with_no_reseed(tmp_path, handed_off, started_in_tmp):
     rep = _verify(tmp_path, "no-reseed")
     assert checks(rep)["resume"] == "FAIL" and checks(rep)["resume-mid-epoch"] == "FAIL"
     for check in ("resume", "resume-mid-epoch"):

@@ -170,7 +170,9 @@ def handed_off(handoff_kept, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_plain_ema_the_checkpoint_leaves_out_fails_naming_its_attribute(tmp_path, handed_off):
+def test_a_plain_ema_the_checkpoint_leaves_out_fails_naming_its_attribute(
+    tmp_path, handed_off, started_in_tmp
+):
     script = REPO_ROOT / "tests" / "scripts" / "verify_plain_ema.py"
     rep = verify(
         VerifyConfig(

@@ -321,7 +321,9 @@ for step in range(8):
 """
 
 
-def test_a_loop_that_seeder_cannot_count_is_said_so_after_its_first_run(tmp_path, handed_off):
+def test_a_loop_that_seeder_cannot_count_is_said_so_after_its_first_run(
+    tmp_path, handed_off, started_in_tmp
+):
     """seeder.init() and a hand-written update, no seeder.Checkpoint: what is missing is the
     checkpoint's step(), not seeder.init(); the other runs are left out."""
     script = tmp_path / "train.py"

@@ -18,7 +18,8 @@ from optional import need_verify
 need_verify(figures=False)  # the test that draws figures asks for matplotlib itself
 from seeder.verify import CompareConfig, Contract, RunSpec, VerifyConfig, compare, run_all, verify  # noqa: E402  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# verify mirrors the folder it starts in into every run: an empty one (conftest.started_in_tmp)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("started_in_tmp")]
 
 TOY = str(REPO_ROOT / "tests" / "scripts" / "verify_toy.py")
 
@@ -61,7 +62,9 @@ def passing(tmp_path_factory):
     figures = [] if importlib.util.find_spec("matplotlib") else ["--no-figures"]
     stdout, stderr = io.StringIO(), io.StringIO()  # seeder verify in this process, as cli() runs it
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        rc = main([*CLI[2:], *figures, "--out", str(out), "--", *toy()])
+        with pytest.MonkeyPatch.context() as mp:  # started in an empty folder (started_in_tmp)
+            mp.chdir(tmp_path_factory.mktemp("started-in"))
+            rc = main([*CLI[2:], *figures, "--out", str(out), "--", *toy()])
     p = types.SimpleNamespace(returncode=rc, stdout=stdout.getvalue(), stderr=stderr.getvalue())
     return p, out
 
@@ -338,7 +341,7 @@ def test_ctrl_c_stops_every_child(tmp_path):
         "--no-progress",
         "--no-figures",
         "--",
-        *toy("--sleep", "0.5"),
+        *toy("--wait-unless-in", "full-0"),  # run (1) of repeat 0 finishes; the others wait
     ]
     proc = subprocess.Popen(
         cmd,
@@ -346,21 +349,17 @@ def test_ctrl_c_stops_every_child(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=str(REPO_ROOT),
+        cwd=str(tmp_path),
         preexec_fn=sigint_as_in_a_terminal,
     )
     pids = []
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(pids) < 2:
-            pids = [  # the runs going now (run (1) of repeat 0 goes first, alone)
-                pid
-                for pid in (
-                    int(p.read_text().split()[1])
-                    for p in out.glob("runs/*/log.txt")
-                    if p.read_text().startswith("pid ")
-                )
-                if _alive(pid)
+        while time.monotonic() < deadline and len(pids) < 2 and proc.poll() is None:
+            pids = [  # the runs going now, each waiting after its first step
+                int(text.split()[1])
+                for text in (p.read_text() for p in out.glob("runs/*/log.txt"))
+                if text.startswith("pid ") and "\nwaiting\n" in text
             ]
             time.sleep(0.1)
         assert len(pids) == 2, "two runs should be going at once"
@@ -371,9 +370,14 @@ def test_ctrl_c_stops_every_child(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
-    assert "interrupted" in err
-    assert not any(_alive(p) for p in pids)
+    try:
+        assert proc.returncode == 130, err
+        assert "interrupted" in err
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for pid in pids:  # a run left going would wait for a signal forever
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
     statuses = {  # run (1) of repeat 0 went first, alone, and finished
         json.loads(p.read_text())["status"]
         for p in out.glob("runs/*/run.json")

@@ -14,15 +14,18 @@ defect for the tests of ``seeder verify``:
 * ``mid-epoch-rng``: a checkpoint taken inside an epoch saves the RNG state of the
   epoch's start (a stale copy); checkpoints at epoch ends are exact. Only a
   mid-epoch resume diverges.
+
+``--wait-unless-in NAME`` (for the interrupt test): a run whose working directory is not named
+``NAME`` prints ``waiting`` after its first step and waits there until a signal ends it.
 """
 
 import hashlib
 import json
 import os
 import random
+import signal
 import sys
 import tempfile
-import time
 
 from verify_contract import contract_parser  # tests/scripts/, the script's own directory
 
@@ -125,6 +128,14 @@ class Run:
         self.rng.shuffle(order)
         return order, 0
 
+    def wait_if_asked(self):
+        """Under ``--wait-unless-in NAME``, outside a folder named ``NAME``: wait for a signal."""
+        name = self.a.wait_unless_in
+        if name is not None and os.path.basename(os.getcwd()) != name:
+            print("waiting", flush=True)
+            while True:
+                signal.pause()
+
     def after_step(self, epoch, order, i):
         """Checkpoint where ``--ckpt-every-steps`` or ``--stop-after-steps`` asks; whether the run
         stops here."""
@@ -145,8 +156,7 @@ class Run:
             loss = self.train_batch(order[i : i + BATCH], xs, ys)
             self.log(epoch, loss)
             self.step += 1
-            if self.a.sleep:
-                time.sleep(self.a.sleep)
+            self.wait_if_asked()
             if self.after_step(epoch, order, i):
                 return True
         return False
@@ -183,7 +193,7 @@ def main():
     )
     p.add_argument("--bug", default="none")
     p.add_argument(
-        "--sleep", type=float, default=0.0, help="seconds per step (for interrupt tests)"
+        "--wait-unless-in", default=None, help="wait for a signal unless run in this folder"
     )
     a = p.parse_args()
     print(f"pid {os.getpid()} cwd {os.getcwd()}", flush=True)
