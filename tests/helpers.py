@@ -520,6 +520,36 @@ def run_python(
     return proc
 
 
+def seeder_main(
+    argv: Sequence[str],
+    monkeypatch,
+    capfd,
+    env: Optional[dict[str, str]] = None,
+    cwd: Optional[Path] = None,
+) -> subprocess.CompletedProcess:
+    """``python -m seeder ARGV`` run in this process (``seeder._cli.main``): for a test whose
+    subject is what the command does (the runs it starts, what it writes and prints), not the start
+    of its process, which costs a Python and a torch import. The environment is :func:`child_env`'s
+    (``env`` added), the working directory ``cwd`` (default the checkout), both restored after; the
+    result is :func:`run_python`'s (stdout and stderr as the process would print them)."""
+    from seeder._cli import main
+
+    capfd.readouterr()  # what came before is not the command's
+    with monkeypatch.context() as patch:
+        wanted = child_env(env)
+        for name in set(os.environ) - set(wanted):
+            patch.delenv(name)
+        for name, value in wanted.items():
+            patch.setenv(name, value)
+        patch.chdir(cwd or REPO_ROOT)
+        try:
+            rc = main(list(argv))
+        except SystemExit as stop:  # argparse's exits
+            rc = stop.code if isinstance(stop.code, int) else 1
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["seeder", *argv], rc, out, err)
+
+
 _AGENTS: dict[int, ForkServer] = {}
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from helpers import REPO_ROOT, child_env, free_port, json_lines, run_python
+from helpers import REPO_ROOT, child_env, free_port, json_lines, run_python, seeder_main
 
 from seeder import _cli as cli
 from seeder._seeding import derive
@@ -483,41 +483,37 @@ def test_env_diff_errors_exit_2(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "hidden, flags, says",
+    "hidden, says",
     [
-        ("scipy", [], "needs scipy, which this Python lacks: pip install 'seeder[plot]'"),
+        ("scipy", "needs scipy, which this Python lacks: pip install 'seeder[plot]'"),
         (
             "matplotlib",
-            [],
             "needs matplotlib, which this Python lacks: pip install 'seeder[plot]' (or pass "
             "--no-figures)",
         ),
     ],
 )
 def test_verify_and_compare_without_the_plot_extra_say_so_before_any_run(
-    tmp_path, hidden, flags, says
+    tmp_path, monkeypatch, capsys, hidden, says
 ):
+    # in this process, the package hidden as an interpreter without it sees it (find_spec: None)
+    monkeypatch.setitem(sys.modules, hidden, None)
     marker = tmp_path / "ran"
     script = tmp_path / "train.py"
     script.write_text(f"open({str(marker)!r}, 'w').close()\n")
     for sub in ("verify", "compare"):
-        code = (
-            f"import sys; sys.modules[{hidden!r}] = None; from seeder import _cli as cli; "
-            f"sys.exit(cli.main([{sub!r}, '--out', {str(tmp_path / sub)!r}, *sys.argv[1:], '--', "
-            f"sys.executable, {str(script)!r}]))"
-        )
-        proc = run_python(["-c", code, *flags], check=False)
-        assert proc.returncode == 2 and f"seeder {sub} {says}" in proc.stderr, proc.stderr
+        argv = [sub, "--out", str(tmp_path / sub), "--", sys.executable, str(script)]
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"seeder {sub} {says}" in err, err
     assert not marker.exists()  # nothing ran, not even the parser probe
-    proc = run_python(
-        [
-            "-c",
-            "import sys; sys.modules['matplotlib'] = None; from seeder import _cli as cli; "
-            f"sys.exit(cli.main(['verify', '--no-figures', '--out', {str(tmp_path / 'nf')!r}, "
-            f"'--', sys.executable, '-c', 'raise SystemExit(5)']))",
-        ],
-        check=False,
+
+
+def test_verify_with_no_figures_needs_no_matplotlib(tmp_path, monkeypatch, capfd):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    argv = ["verify", "--no-figures", "--out", str(tmp_path / "nf")]
+    proc = seeder_main(
+        [*argv, "--", sys.executable, "-c", "raise SystemExit(5)"], monkeypatch, capfd
     )
-    assert (
-        "lacks" not in proc.stderr
-    )  # --no-figures needs no matplotlib: the runs start (and fail here)
+    assert "lacks" not in proc.stderr  # the runs start (and fail here)
+    assert proc.returncode == 3 and "run " in proc.stderr, proc.stderr

@@ -1,12 +1,14 @@
-"""SIGKILL at 12 points of a training run, during steps and inside checkpoint writes: the resume is
-exact.
+"""SIGKILL in each window of a training run, between steps and inside checkpoint writes: the resume
+is exact.
 
 Each segment is a fresh interpreter (``tests/scripts/train_faults.py``: examples/train.py with fault
 hooks; forked from the session's server only where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally;
 the uninterrupted reference forks from it in CI too); each resumes from the last checkpoint and
-SIGKILLs itself at the next planned point (after a step, or after writing a fraction of a
-checkpoint's bytes, 100% meaning before the rename). The points come from ``SEEDER_FAULT_SEED``
-(a fixed default, so CI is stable). The last segment runs to the end. Every segment records its
+SIGKILLs itself at the next planned point. One point per window a kill can land in: right after an
+optimizer step (its record written, its checkpoint not) with no DataLoader workers and with two
+alive, and inside a checkpoint's write before any byte, after a fraction of them, and after all of
+them before the rename. ``SEEDER_FAULT_SEED`` (a fixed default, so CI is stable) orders the windows
+and draws their steps and the fraction. The last segment runs to the end. Every segment records its
 steps in one ``$SEEDER_STEPS`` file, as under ``seeder verify``: each step's record (redone ones
 included) and the final digests must equal an uninterrupted run's.
 """
@@ -41,32 +43,38 @@ BASE = [
 STEPS = 12  # 3 epochs x 4 steps
 
 
-def plan(seed: int) -> list[list]:
-    """One kill per step 1..12: after the step, or inside the write of its checkpoint (a random
-    fraction)."""
+#: Where a kill can land: (hook, workers). After a step, with and without worker processes; inside
+#: the write of a checkpoint before any byte (0.0), after part of them (None: a fraction drawn) and
+#: after every byte, before the rename (1.0).
+WINDOWS = [("step", 0), ("step", 2), ("ckpt", 0.0), ("ckpt", None), ("ckpt", 1.0)]
+
+
+def plan(seed: int) -> list[list[str]]:
+    """One kill per window, in an order and at steps (ascending, 1..12) drawn from ``seed``: each
+    point's hooks and ``--workers``."""
     rng = random.Random(seed)
+    windows = rng.sample(WINDOWS, len(WINDOWS))
+    steps = sorted(rng.sample(range(1, STEPS + 1), len(WINDOWS)))
     points = []
-    for step in range(1, STEPS + 1):
-        if rng.random() < 0.5:
-            points.append(["--fault-kill-at", str(step)])
+    for (kind, value), step in zip(windows, steps):
+        if kind == "step":
+            points.append(["--fault-kill-at", str(step), "--workers", str(value)])
         else:
-            fraction = rng.choice([0.0, 0.01, 0.3, 0.5, 0.9, 0.999, 1.0])
+            fraction = rng.choice([0.01, 0.3, 0.5, 0.9, 0.999]) if value is None else value
             points.append(
                 ["--fault-ckpt-kill-at", str(step), "--fault-ckpt-kill-fraction", str(fraction)]
+                + ["--workers", "0"]
             )
     return points
 
 
-def test_sigkill_at_twelve_points_of_training_and_checkpoint_writing_resumes_exactly(
+def test_sigkill_in_each_window_of_training_and_checkpoint_writing_resumes_exactly(
     tmp_path, scripts
 ):
     seed = int(os.environ.get("SEEDER_FAULT_SEED", "20261123"))
     kills = plan(seed)
     run = ["--ckpt-dir", str(tmp_path / "ckpt"), "--resume"]
-    segments = [
-        hooks + BASE + run + ["--workers", "2" if i in (3, 8) else "0"]
-        for i, hooks in enumerate(kills)
-    ]
+    segments = [hooks + BASE + run for hooks in kills]
     segments.append(BASE + run + ["--workers", "2"])  # the last resume, to the end
     segments.append(
         BASE + ["--ckpt-dir", str(tmp_path / "ref"), "--workers", "0"]

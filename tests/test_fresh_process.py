@@ -2,9 +2,10 @@
 bitwise exact.
 
 The stopped run and its resume are each a new ``python`` process (``fresh_runs``, whatever the local
-fork-server option says), as a user's are. A child forked from a server that imported torch would
-inherit the server's hash seed and its imported seeder, torch and NumPy, and the first assertions
-would fail there.
+fork-server option says), as a user's are; the uninterrupted reference, whose start is not the
+subject, forks from the session's server (``scripts``). A child forked from a server that imported
+torch would inherit the server's hash seed and its imported seeder, torch and NumPy, and the first
+assertions would fail there.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def digest(stdout: str) -> str:
 
 
 def test_a_resume_in_an_interpreter_with_another_hash_seed_and_no_imports_is_bitwise(
-    tmp_path, fresh_runs, monkeypatch
+    tmp_path, fresh_runs, scripts, monkeypatch
 ):
     monkeypatch.delenv(
         "PYTHONHASHSEED", raising=False
@@ -49,11 +50,12 @@ def test_a_resume_in_an_interpreter_with_another_hash_seed_and_no_imports_is_bit
     facts = tmp_path / "facts.jsonl"
     env = {"SEEDER_TEST_FACTS": str(facts)}
     ckpt = ["--ckpt-dir", str(part / "ckpt")]
-    reference = fresh_runs.run(
-        [FACTS, *ARGS],
+    reference = scripts.run(
+        ["examples/train.py", *ARGS],
         cwd=full,
-        env={**env, "SEEDER_STEPS": str(full / "steps.jsonl")},
+        env={"SEEDER_STEPS": str(full / "steps.jsonl")},
         timeout=300,
+        start_is_subject=False,
     )
     fresh_runs.run(
         [FACTS, *ARGS, *ckpt],
@@ -68,13 +70,9 @@ def test_a_resume_in_an_interpreter_with_another_hash_seed_and_no_imports_is_bit
         env={**env, "SEEDER_STEPS": str(part / "steps.jsonl"), "SEEDER_RESUME": "1"},
     )
     started = [json.loads(line) for line in facts.read_text().splitlines()]
-    assert [s["imported"] for s in started] == [
-        [],
-        [],
-        [],
-    ]  # nothing inherited: seeder imports itself anew
+    assert [s["imported"] for s in started] == [[], []]  # nothing inherited: seeder imports anew
     assert all(s["randomised"] for s in started)
-    stopped_hash, resumed_hash = started[1]["hash"], started[2]["hash"]
+    stopped_hash, resumed_hash = started[0]["hash"], started[1]["hash"]
     assert stopped_hash != resumed_hash  # another str hash seed (equal with chance 2**-64)
     want, got = step_records(full / "steps.jsonl"), step_records(part / "steps.jsonl")
     assert [r["step"] for r in want[0]] == list(range(1, 9))

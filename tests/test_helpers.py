@@ -27,8 +27,8 @@ threading.Event().wait()
 
 
 def test_a_hung_child_fails_with_the_stack_of_every_process_it_started():
-    with pytest.raises(AssertionError, match="hung for 5 s") as info:
-        run_python(["-c", HANG], timeout=5)
+    with pytest.raises(AssertionError, match="hung for 3 s") as info:
+        run_python(["-c", HANG], timeout=3)
     text = str(info.value)
     child, grandchild = (
         text.index('File "<string>", line 4 in <module>'),
@@ -41,7 +41,6 @@ def test_a_hung_child_fails_with_the_stack_of_every_process_it_started():
 
 SCRIPT = """
 import os, signal, sys, threading
-import torch
 print("argv", sys.argv[1:], flush=True)
 print("to stderr", file=sys.stderr)
 how = sys.argv[1]
@@ -54,16 +53,21 @@ raise SystemExit(int(how))
 
 
 @pytest.fixture(params=["fork server", "fresh interpreters"])
-def runner(request, tmp_path):
-    """Each runner of scripts the suite has: ``ForkServer`` (``SEEDER_TEST_FORKSERVER=1``) and
-    ``FreshRuns``."""
-    server = (
-        ForkServer(tmp_path)
-        if request.param == "fork server"
-        else request.getfixturevalue("fresh_runs")
-    )
+def runner(request, tmp_path, monkeypatch):
+    """Each runner of scripts the suite has, as :meth:`ForkServer.or_fresh` picks it outside CI:
+    ``ForkServer`` with the local option (``SEEDER_TEST_FORKSERVER=1``), else ``FreshRuns``."""
+    monkeypatch.delenv("CI", raising=False)
+    if request.param == "fork server":
+        monkeypatch.setenv("SEEDER_TEST_FORKSERVER", "1")
+    else:
+        monkeypatch.delenv("SEEDER_TEST_FORKSERVER", raising=False)
+    server = ForkServer.or_fresh(tmp_path)
+    assert isinstance(server, ForkServer) == (request.param == "fork server")
     yield server
     server.close()
+
+
+IMPORTS = "import sys\nprint(sorted({'torch', 'seeder'} & set(sys.modules)))\n"
 
 
 def test_the_runners_report_output_exit_status_signals_and_hangs(tmp_path, runner):
@@ -77,10 +81,14 @@ def test_the_runners_report_output_exit_status_signals_and_hangs(tmp_path, runne
         with pytest.raises(AssertionError, match="exited 3"):
             server.run([script, "3"])
         assert server.run([script, "kill"], check=False).returncode == -signal.SIGKILL
-        with pytest.raises(AssertionError, match="hung for 3 s") as info:
-            server.run([script, "hang"], timeout=3)
+        with pytest.raises(AssertionError, match="hung for 2 s") as info:
+            server.run([script, "hang"], timeout=2)
         assert "in <module>" in str(info.value)  # the hung run's stack, from faulthandler
         assert server.run([script, "0"]).returncode == 0  # the server goes on after a hung run
+        (tmp_path / "imports.py").write_text(IMPORTS)
+        imported = server.run([tmp_path / "imports.py"]).stdout
+        # forked: the server's imports inherited; a fresh interpreter: nothing imported
+        assert imported == ("['seeder', 'torch']\n" if server.forks else "[]\n")
     finally:
         server.close()
 
@@ -153,17 +161,10 @@ def test_a_handed_over_script_runs_as_its_interpreter_with_its_output_status_and
 def test_ci_runs_every_script_in_a_fresh_interpreter_even_with_the_local_option(
     monkeypatch, tmp_path, ci
 ):
+    # without CI the local option forks (the runners' test above, its "fork server" case)
     script = tmp_path / "script.py"
-    script.write_text("import sys\nprint(sorted({'torch', 'seeder'} & set(sys.modules)))\n")
+    script.write_text(IMPORTS)
     monkeypatch.setenv("SEEDER_TEST_FORKSERVER", "1")
-    monkeypatch.delenv("CI", raising=False)
-    local = ForkServer.or_fresh(tmp_path)
-    try:
-        assert (
-            local.run([script]).stdout == "['seeder', 'torch']\n"
-        )  # the local option: forked, imports inherited
-    finally:
-        local.close()
     monkeypatch.setenv("CI", ci)
     runner = ForkServer.or_fresh(tmp_path)
     assert runner.run([script]).stdout == "[]\n"  # a fresh interpreter: nothing imported

@@ -38,9 +38,9 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise(tmp_path, scripts):
     """Killed for real (SIGKILL, workers alive) right after the checkpoint of step 4 of 6 in epoch
     0."""
     kill_after = 4
-    reference = scripts.start(
-        [TRAIN, str(tmp_path / "ref.pt"), "2"]
-    )  # started while the victim (its own Python) starts
+    # never killed nor resumed: forked from the session's server, while the victim (its own
+    # Python) starts
+    reference = scripts.start([TRAIN, str(tmp_path / "ref.pt"), "2"], start_is_subject=False)
     try:
         ckpt = tmp_path / "run.pt"
         victim = start([str(ckpt), "2", "--pause-after", str(kill_after)], tmp_path / "victim.err")

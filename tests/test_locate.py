@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from helpers import REPO_ROOT, run_python
+from helpers import REPO_ROOT, run_python, seeder_main
 
 from seeder.verify._locate import locate_after_verify
 
@@ -27,13 +27,29 @@ def line_of(text):
     return f"tests/scripts/locate_causes.py:{found[0]}"
 
 
-def locate(tmp_path, cause, *options, env=None):
+@pytest.fixture
+def command(monkeypatch, capfd):
+    """``python -m seeder ARGV`` in this process (:func:`helpers.seeder_main`): the subject here is
+    what locate and verify name, write and print, not the start of their own process."""
+
+    def run(argv, env=None, cwd=None):
+        return seeder_main(argv, monkeypatch, capfd, env=env, cwd=cwd)
+
+    return run
+
+
+@pytest.fixture
+def locate(command):
     """``seeder locate`` on the script with ``cause``: (exit status, report, printed lines)."""
+    return lambda tmp_path, cause, *options, env=None: _locate(
+        command, tmp_path, cause, *options, env=env
+    )
+
+
+def _locate(command, tmp_path, cause, *options, env=None):
     out = tmp_path / "loc"
-    proc = run_python(
+    proc = command(
         [
-            "-m",
-            "seeder",
             "locate",
             "--out",
             str(out),
@@ -45,8 +61,6 @@ def locate(tmp_path, cause, *options, env=None):
             cause,
         ],
         env={"SEEDER_QUIET": "1", **(env or {})},
-        check=False,
-        timeout=400,
     )
     assert proc.returncode in (0, 1), (
         f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
@@ -66,7 +80,9 @@ def handed_off(handoff_kept):
 
 
 @pytest.mark.slow
-def test_a_generator_seeded_from_the_clock_is_named_with_its_module_and_line(tmp_path, handed_off):
+def test_a_generator_seeded_from_the_clock_is_named_with_its_module_and_line(
+    tmp_path, handed_off, locate
+):
     rc, rep, text = locate(tmp_path, "clock-generator", env=handed_off)
     assert rc == 1 and rep["kind"] == "generator", text
     assert (
@@ -79,7 +95,9 @@ def test_a_generator_seeded_from_the_clock_is_named_with_its_module_and_line(tmp
 
 
 @pytest.mark.slow
-def test_a_kernel_that_sums_in_an_os_order_is_named_as_nondeterministic(tmp_path, handed_off):
+def test_a_kernel_that_sums_in_an_os_order_is_named_as_nondeterministic(
+    tmp_path, handed_off, locate
+):
     # the step given: the runs that find it are the generator test's subject
     rc, rep, text = locate(tmp_path, "urandom-sum", "--step", "1", env=handed_off)
     assert rc == 1 and rep["kind"] == "kernel", text
@@ -93,7 +111,7 @@ def test_a_kernel_that_sums_in_an_os_order_is_named_as_nondeterministic(tmp_path
 
 @pytest.mark.slow
 def test_a_nondeterministic_backward_is_named_with_the_module_whose_forward_made_it(
-    tmp_path, handed_off
+    tmp_path, handed_off, locate
 ):
     rc, rep, text = locate(tmp_path, "urandom-backward", "--step", "1", env=handed_off)
     assert rc == 1 and rep["kind"] == "kernel", text
@@ -104,7 +122,7 @@ def test_a_nondeterministic_backward_is_named_with_the_module_whose_forward_made
 
 
 @pytest.mark.slow
-def test_a_vocabulary_from_a_set_is_named_as_the_hash_seed(tmp_path):
+def test_a_vocabulary_from_a_set_is_named_as_the_hash_seed(tmp_path, locate):
     # real interpreters, each with its own hash seed (a handed-over run shares the server's); the
     # step given, so that no runs look for it
     rc, rep, text = locate(tmp_path, "set-vocab", "--step", "1", env={"PYTHONHASHSEED": "random"})
@@ -118,7 +136,7 @@ def test_a_vocabulary_from_a_set_is_named_as_the_hash_seed(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_dataset_drawing_from_an_unseeded_numpy_generator_is_named(tmp_path, handed_off):
+def test_a_dataset_drawing_from_an_unseeded_numpy_generator_is_named(tmp_path, handed_off, locate):
     rc, rep, text = locate(
         tmp_path, "numpy-dataset", "--no-hash-check", "--step", "1", env=handed_off
     )
@@ -135,9 +153,11 @@ def test_a_dataset_drawing_from_an_unseeded_numpy_generator_is_named(tmp_path, h
 
 
 @pytest.mark.slow
-def test_a_batch_from_worker_processes_is_compared_where_it_enters_the_model(tmp_path, handed_off):
+def test_a_batch_from_worker_processes_is_compared_where_it_enters_the_model(
+    tmp_path, handed_off, command
+):
     # forked workers inherit the recorder: they must neither record nor write into its file
-    rc, rep, text = _locate_workers(tmp_path, handed_off)
+    rc, rep, text = _locate_workers(command, tmp_path, handed_off)
     assert rc == 1 and rep["kind"] == "batch", text
     # where the batch from a worker becomes a tensor
     assert rep["lines"][0].endswith(
@@ -149,22 +169,20 @@ def test_a_batch_from_worker_processes_is_compared_where_it_enters_the_model(tmp
 
 @pytest.mark.slow
 def test_noise_from_a_clock_seeded_generator_beside_worker_batches_names_the_generator(
-    tmp_path, handed_off
+    tmp_path, handed_off, command
 ):
     # a GAN's loop: identical batches from 2 worker processes, whose arrival order varies from run
     # to run, and latent noise from a generator seeded from the clock
-    rc, rep, text = _locate_workers(tmp_path, handed_off, "clock-noise")
+    rc, rep, text = _locate_workers(command, tmp_path, handed_off, "clock-noise")
     assert rc == 1 and rep["kind"] == "generator", text
     assert f"aten::randn (forward) at {line_of('generator=latent')}" in rep["lines"][0]
     assert "it draws from latent, a generator seeded from something other" in rep["lines"][1]
     assert "seeder.register_generator(latent)" in rep["lines"][2]
 
 
-def _locate_workers(tmp_path, env, cause="numpy-dataset"):
+def _locate_workers(command, tmp_path, env, cause="numpy-dataset"):
     out = tmp_path / "workers"
     argv = [
-        "-m",
-        "seeder",
         "locate",
         "--out",
         str(out),
@@ -179,7 +197,7 @@ def _locate_workers(tmp_path, env, cause="numpy-dataset"):
         "--workers",
         "2",
     ]
-    proc = run_python(argv, env={"SEEDER_QUIET": "1", **env}, check=False, timeout=400)
+    proc = command(argv, env={"SEEDER_QUIET": "1", **env})
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-5000:]
     for run in ("ops-a", "ops-b"):  # one writer: every line is a whole record
         for line in open(out / "runs" / run / "ops.rank0.jsonl"):
@@ -190,7 +208,7 @@ def _locate_workers(tmp_path, env, cause="numpy-dataset"):
 
 @pytest.mark.slow
 def test_a_batch_norm_fed_a_differently_ordered_batch_is_named_as_the_data_order(
-    tmp_path, handed_off
+    tmp_path, handed_off, locate
 ):
     rc, rep, text = locate(
         tmp_path, "batch-order", "--no-hash-check", "--step", "1", env=handed_off
@@ -202,34 +220,22 @@ def test_a_batch_norm_fed_a_differently_ordered_batch_is_named_as_the_data_order
 
 
 @pytest.mark.slow
-def test_identical_runs_locate_nothing_and_a_given_step_skips_the_first_runs(tmp_path, handed_off):
-    rc, rep, text = locate(tmp_path, "none", env=handed_off)
-    assert rc == 0 and rep["kind"] == "identical" and "nothing to locate" in text
+def test_identical_runs_given_a_step_say_they_do_not_part_there(tmp_path, handed_off, locate):
     # with the step given, agreeing records say the runs do not part there (exit 0), and that a
-    # later step is not compared
+    # later step is not compared (without a step: test_the_default_and_a_relative_out_...)
     rc, rep, text = locate(tmp_path, "none", "--step", "1", env=handed_off)
     assert rc == 0 and rep["kind"] == "identical" and not rep["differs"], text
     assert text.startswith("the runs do not part: the ") and "up to the end of step 1 agree" in text
     assert "run without --step to compare every step" in text and "does not see" not in text
-    rc, rep, text = locate(tmp_path, "clock-generator", "--step", "2", env=handed_off)
-    assert rc == 1 and rep["kind"] == "generator" and rep["step_from"] == "given"
-    assert sorted(os.listdir(tmp_path / "loc" / "runs")) == ["ops-a", "ops-b"]
-    ops = [
-        json.loads(line) for line in open(tmp_path / "loc" / "runs" / "ops-a" / "ops.rank0.jsonl")
-    ]
-    assert [r["n"] for r in ops if r["k"] == "step"] == [
-        1,
-        2,
-    ]  # the run ended after the step asked for
 
 
 @pytest.mark.slow
-def test_a_failed_reproducible_check_names_the_cause_in_its_output_and_report(tmp_path, handed_off):
+def test_a_failed_reproducible_check_names_the_cause_in_its_output_and_report(
+    tmp_path, handed_off, command
+):
     out = tmp_path / "v"
-    proc = run_python(
+    proc = command(
         [
-            "-m",
-            "seeder",
             "verify",
             "--epochs",
             "2",
@@ -249,8 +255,6 @@ def test_a_failed_reproducible_check_names_the_cause_in_its_output_and_report(tm
             "urandom-sum",
         ],
         env={"SEEDER_QUIET": "1", **handed_off},
-        check=False,
-        timeout=400,
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
@@ -266,12 +270,12 @@ def test_a_failed_reproducible_check_names_the_cause_in_its_output_and_report(tm
 
 
 @pytest.mark.slow
-def test_verify_no_locate_skips_the_localisation_and_names_the_command(tmp_path, handed_off):
+def test_verify_no_locate_skips_the_localisation_and_names_the_command(
+    tmp_path, handed_off, command
+):
     out = tmp_path / "v"
-    proc = run_python(
+    proc = command(
         [
-            "-m",
-            "seeder",
             "verify",
             "--no-locate",
             "--epochs",
@@ -292,8 +296,6 @@ def test_verify_no_locate_skips_the_localisation_and_names_the_command(tmp_path,
             "clock-generator",
         ],
         env={"SEEDER_QUIET": "1", **handed_off},
-        check=False,
-        timeout=400,
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
@@ -303,32 +305,32 @@ def test_verify_no_locate_skips_the_localisation_and_names_the_command(tmp_path,
 
 
 @pytest.mark.slow
-def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path, handed_off):
+def test_the_default_and_a_relative_out_work_from_any_folder_and_identical_runs_locate_nothing(
+    tmp_path, handed_off, command
+):
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     project.mkdir()
     elsewhere.mkdir()
     shutil.copy(SCRIPT, project / "train.py")
-    # from the script's folder, the default --out, the step found by two runs
-    proc = run_python(
-        ["-m", "seeder", "locate", "--", sys.executable, "train.py", "--cause", "none"],
+    # from the script's folder, the default --out, the step looked for by two runs: none differs
+    proc = command(
+        ["locate", "--", sys.executable, "train.py", "--cause", "none"],
         env={"SEEDER_QUIET": "1", **handed_off},
         cwd=project,
-        check=False,
-        timeout=400,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     report = json.loads((project / "seeder-locate" / "report.json").read_text())
     assert report["kind"] == "identical" and "report: seeder-locate/report.md" in proc.stdout
-    # from another folder, a relative --out and a relative script
-    proc = run_python(
+    assert "nothing to locate" in report["lines"][0]
+    # from another folder, a relative --out and a relative script; a given step skips the runs
+    # that look for it, and the runs end after it
+    proc = command(
         [
-            "-m",
-            "seeder",
             "locate",
             "--out",
             "found/here",
             "--step",
-            "1",
+            "2",
             "--no-hash-check",
             "--",
             sys.executable,
@@ -338,19 +340,22 @@ def test_the_default_and_a_relative_out_work_from_any_folder(tmp_path, handed_of
         ],
         env={"SEEDER_QUIET": "1", **handed_off},
         cwd=elsewhere,
-        check=False,
-        timeout=400,
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-5000:]
-    report = json.loads((elsewhere / "found" / "here" / "report.json").read_text())
+    found = elsewhere / "found" / "here"
+    report = json.loads((found / "report.json").read_text())
     assert report["kind"] == "generator" and "train.py:" in report["lines"][0]
+    assert report["step_from"] == "given"
+    assert sorted(os.listdir(found / "runs")) == ["ops-a", "ops-b"]
+    ops = [json.loads(line) for line in open(found / "runs" / "ops-a" / "ops.rank0.jsonl")]
+    assert [r["n"] for r in ops if r["k"] == "step"] == [1, 2]  # ended after the step asked for
     assert sorted(os.listdir(elsewhere)) == ["found"]  # nothing else written there
 
 
 @pytest.mark.cuda
 @pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
-def test_cuda_index_add_with_repeated_indices_is_named_with_its_fix(tmp_path):
+def test_cuda_index_add_with_repeated_indices_is_named_with_its_fix(tmp_path, locate):
     rc, rep, text = locate(tmp_path, "index-add", "--step", "1")
     assert rc == 1 and rep["kind"] == "kernel", text
     assert (
@@ -400,11 +405,9 @@ def test_bad_usage_is_refused_before_any_run(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_a_failing_run_and_a_script_without_seeder_are_reported(tmp_path):
-    proc = run_python(
+def test_a_failing_run_and_a_script_without_seeder_are_reported(tmp_path, command):
+    proc = command(
         [
-            "-m",
-            "seeder",
             "locate",
             "--out",
             str(tmp_path / "a"),
@@ -413,15 +416,12 @@ def test_a_failing_run_and_a_script_without_seeder_are_reported(tmp_path):
             "-c",
             "print('about to fail'); raise SystemExit(4)",
         ],
-        check=False,
     )
     # both runs fail; the first to end is reported and the other is stopped, so either name may come
     assert proc.returncode == 3 and re.search(r"run steps-[ab] failed", proc.stderr), proc.stderr
     assert "about to fail" in proc.stderr  # the end of its log
-    proc = run_python(
+    proc = command(
         [
-            "-m",
-            "seeder",
             "locate",
             "--out",
             str(tmp_path / "b"),
@@ -430,7 +430,6 @@ def test_a_failing_run_and_a_script_without_seeder_are_reported(tmp_path):
             "-c",
             "pass",
         ],
-        check=False,
     )
     assert proc.returncode == 2 and "the command must call seeder.init" in proc.stderr
 

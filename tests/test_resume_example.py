@@ -24,15 +24,16 @@ import pytest
 import torch
 from helpers import ForkServer, step_records, torchrun
 
-from seeder._run.steps import ENV_RESUME, ENV_STEPS, ENV_STOP, read_marks
+from seeder._run.steps import ENV_RESUME, ENV_STEPS, ENV_STOP, read_marks, read_steps
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("resume_example")]
 
 SCRIPT = "examples/train.py"
 FAULTS = "tests/scripts/train_faults.py"  # the example with kill and pause hooks (--fault-* flags)
 SEED = "20240601"
 # Small: 128 samples, batch 32 -> 4 steps per epoch in one process, 2 per rank under torchrun.
 BASE = ["--samples", "128", "--batch-size", "32"]
+DALI = ["--epochs", "3", "--loader", "dali"]  # 12 steps
 
 
 def dali_available() -> bool:
@@ -43,17 +44,6 @@ def dali_available() -> bool:
             raise
         return False
     return True
-
-
-LOADERS = [
-    pytest.param("torch"),
-    pytest.param(
-        "dali",
-        marks=pytest.mark.skipif(
-            not dali_available(), reason="DALI is not installed (pip install 'seeder[dali]')"
-        ),
-    ),
-]
 
 
 @pytest.fixture(scope="module")
@@ -125,49 +115,44 @@ def reference(tmp_path_factory, server) -> tuple[list[dict], str]:
     return records, digest
 
 
-@pytest.mark.parametrize(
-    "first, stop, second",
-    [
-        (["--workers", "0"], 4, ["--workers", "0"]),  # the end of epoch 0
-        (["--workers", "2", "--persistent-workers"], 4, ["--workers", "2", "--persistent-workers"]),
-        (["--workers", "2"], 3, ["--workers", "2"]),  # inside epoch 0
-        (["--workers", "2", "--ckpt-every-steps", "4"], 6, ["--workers", "0"]),  # inside epoch 1
-    ],
-    ids=["0-workers", "persistent-2-workers", "mid-epoch-2-workers", "mid-epoch-then-0-workers"],
-)
-def test_stop_and_resume_is_bitwise(tmp_path, reference, server, first, stop, second):
+def test_stopped_three_times_with_other_workers_each_resume_is_bitwise(tmp_path, reference, server):
+    """One run stopped inside epoch 0, at its end and inside epoch 1, each resume a fresh process
+    with another DataLoader: 2 workers, then 2 (mid-epoch), persistent 2 (from an epoch's end), 0
+    (mid-epoch, after persistent workers)."""
     ref_records, ref_digest = reference
     ckpt = ["--epochs", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
-    part, stop_digest = train(server, tmp_path, *ckpt, *first, env=stop_at(stop))
-    assert [r["step"] for r in part] == list(
-        range(1, stop + 1)
-    ) and stop_digest is None  # exited at the stop
-    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": stop}
-    assert torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)["step"] == stop
-    records, digest = train(server, tmp_path, *ckpt, "--resume", *second, env=RESUME)
-    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": stop, "resumed": stop}
+    steps = tmp_path / "steps.jsonl"
+    part, stop_digest = train(server, tmp_path, *ckpt, "--workers", "2", env=stop_at(3))
+    assert [r["step"] for r in part] == [1, 2, 3] and stop_digest is None  # exited at the stop
+    assert read_marks(steps) == {"stopped": 3}
+    resumed_at = 3
+    for workers, stop in (["2"], 4), (["2", "--persistent-workers"], 6):
+        assert torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)["step"] == resumed_at
+        part, stop_digest = train(
+            server,
+            tmp_path,
+            *ckpt,
+            "--resume",
+            "--workers",
+            *workers,
+            env={**RESUME, **stop_at(stop)},
+        )
+        assert [r["step"] for r in part] == list(range(1, stop + 1)) and stop_digest is None
+        assert read_marks(steps) == {"stopped": stop, "resumed": resumed_at}
+        resumed_at = stop
+    records, digest = train(server, tmp_path, *ckpt, "--resume", "--workers", "0", env=RESUME)
+    assert read_marks(steps) == {"stopped": 6, "resumed": 6}
     assert digest == ref_digest
     assert records == ref_records  # every step's record, in one file, as if never stopped
 
 
-@pytest.mark.skipif(
-    not dali_available(), reason="DALI is not installed (pip install 'seeder[dali]')"
-)
-def test_dali_loader_stopped_at_an_epoch_end_and_mid_epoch_resumes_bitwise(tmp_path, server):
-    ref_records, ref_digest = train(server, tmp_path / "ref", "--epochs", "2", "--loader", "dali")
-    assert [r["step"] for r in ref_records] == list(range(1, 9))
-    ckpt = ["--epochs", "2", "--loader", "dali", "--ckpt-dir", str(tmp_path / "ckpt")]
-    train(server, tmp_path, *ckpt, env=stop_at(4))  # after epoch 0's last batch
-    train(
-        server, tmp_path, *ckpt, "--resume", env={**RESUME, **stop_at(6)}
-    )  # resumed there, stopped mid-epoch 1
-    records, digest = train(server, tmp_path, *ckpt, "--resume", env=RESUME)
-    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": 6, "resumed": 6}
-    assert digest == ref_digest and records == ref_records
-    other, other_digest = train(
-        server, tmp_path / "other", "--epochs", "2", "--loader", "dali", seed="7"
-    )
-    assert other_digest != ref_digest
+@pytest.fixture(scope="module")
+def dali_reference(tmp_path_factory, server) -> tuple[list[dict], str]:
+    """3 epochs of the DALI loader uninterrupted, checkpoints at epoch ends."""
+    out = tmp_path_factory.mktemp("dali_reference")
+    records, digest = train(server, out, *DALI, "--workers", "2", "--ckpt-dir", str(out / "ckpt"))
+    assert [r["step"] for r in records] == list(range(1, 13)) and digest is not None
+    return records, digest
 
 
 def test_seeded_runs_repeat_and_unseeded_runs_differ(tmp_path, reference, server):
@@ -208,20 +193,25 @@ def torchrun_reference(tmp_path_factory, handoff_kept) -> tuple[list[dict], str]
     records, digest = torchrun_train(
         out,
         "--epochs",
-        "2",
+        "3",
         "--workers",
         "2",
         "--ckpt-dir",
         str(out / "ckpt"),
         env=handoff_kept.env(),
     )
-    assert [r["step"] for r in records] == [1, 2, 3, 4] and digest is not None
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6] and digest is not None
     return records, digest
 
 
-def test_torchrun_two_ranks_stop_mid_epoch_and_resume(tmp_path, torchrun_reference, handoff_kept):
+def test_torchrun_two_ranks_stop_mid_epoch_resume_and_restart_after_one_rank_is_killed(
+    tmp_path, torchrun_reference, handoff_kept
+):
+    """Stopped mid-epoch; the resume's ranks are fresh, and rank 1 SIGKILLs itself after step 5
+    (first attempt only): the group restarts and resumes from step 4's checkpoint, which the killed
+    attempt wrote."""
     ref_records, ref_digest = torchrun_reference
-    ckpt = ["--epochs", "2", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
+    ckpt = ["--epochs", "3", "--workers", "2", "--ckpt-dir", str(tmp_path / "ckpt")]
     # the run before the stop hands its ranks to the handoff server; the resume's ranks are fresh
     torchrun_train(tmp_path, *ckpt, env={**handoff_kept.env(), **stop_at(3)})
     state = torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)
@@ -229,35 +219,28 @@ def test_torchrun_two_ranks_stop_mid_epoch_and_resume(tmp_path, torchrun_referen
         0,
         1,
     ]  # one file, every rank
-    records, digest = torchrun_train(tmp_path, *ckpt, "--resume", env=RESUME)
-    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": 3, "resumed": 3}
-    assert digest == ref_digest and records == ref_records
-
-
-def test_torchrun_restart_after_one_rank_is_killed(tmp_path, torchrun_reference):
-    ref_records, ref_digest = torchrun_reference
-    # Rank 1 SIGKILLs itself after step 3 (first attempt only); the group restarts and resumes from
-    # step 2's checkpoint.
+    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": 3}
     records, digest = torchrun_train(
         tmp_path,
         "--fault-kill-at",
-        "3",
+        "5",
         "--fault-kill-rank",
         "1",
-        "--epochs",
-        "2",
-        "--workers",
-        "2",
-        "--ckpt-dir",
-        str(tmp_path / "ckpt"),
+        *ckpt,
         "--ckpt-every-steps",
         "1",
         "--resume",
         script=FAULTS,
         launcher=["--max-restarts", "1"],
+        env=RESUME,
     )
-    assert "resumed" in read_marks(tmp_path / "steps.jsonl")
-    assert digest == ref_digest and records == ref_records
+    resumed = [
+        r["at_step"]
+        for r in read_steps(tmp_path / "steps.jsonl")
+        if r.get("seeder_verify") == "resumed"
+    ]
+    assert resumed == [3, 4]  # the stop's checkpoint, then the killed attempt's last one
+    assert digest == ref_digest and records == ref_records  # step 5's redone record equal too
 
 
 # ----------------------------------------------------------------------------------------- faults
@@ -312,49 +295,39 @@ class Run:
         raise AssertionError(f"step {step} not reached in {timeout}s")
 
 
-@pytest.mark.parametrize(
-    "loader", LOADERS[1:]
-)  # the torch loop: twelve fixed SIGKILL points in test_fault_kills.py
-def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, server, loader):
-    """>= 5 SIGKILLs at random steps and inside checkpoint writes; every resume continues from the
-    last good file."""
+@pytest.mark.skipif(
+    not dali_available(), reason="DALI is not installed (pip install 'seeder[dali]')"
+)
+def test_dali_loader_stopped_then_sigkilled_in_each_window_resumes_exactly(
+    tmp_path, server, dali_reference
+):
+    """Stopped after epoch 0's last batch, resumed there and stopped inside epoch 1, resumed again
+    and SIGKILLed once in each window (after a random step, inside a random checkpoint's write, at
+    a random moment), in a random order; every resume continues from the last good file. (The
+    torch loader: a SIGKILL in each window in test_fault_kills.py.)"""
     total = 12  # 3 epochs x 4 steps; checkpoints at every 2nd step and at epoch ends (4, 8, 12)
     args = [
-        "--epochs",
-        "3",
+        *DALI,
         "--workers",
         "2",
         "--ckpt-dir",
         str(tmp_path / "ckpt"),
         "--ckpt-every-steps",
         "2",
-        "--loader",
-        loader,
     ]
+    ref_records, ref_digest = dali_reference
+    train(server, tmp_path, *args, env=stop_at(4))  # after epoch 0's last batch
+    part, _ = train(server, tmp_path, *args, "--resume", env={**RESUME, **stop_at(6)})
+    assert [r["step"] for r in part] == list(range(1, 7))  # resumed there, stopped mid-epoch 1
+    assert read_marks(tmp_path / "steps.jsonl") == {"stopped": 6, "resumed": 4}
+
     seed = int(os.environ.get("SEEDER_FAULT_SEED", random.SystemRandom().randrange(2**32)))
     rng = random.Random(seed)
-    writes = sorted(rng.sample([2, 4, 6, 8, 10], 3))
-    kills = sorted(rng.sample([s for s in range(1, total) if s not in writes], 3))
-    events = sorted(
-        [("write", s) for s in writes] + [("step", s) for s in kills], key=lambda e: e[1]
-    )
+    write = rng.choice([8, 10])
+    kill = rng.choice([s for s in range(7, total) if s != write])
+    events = sorted([("write", write), ("step", kill)], key=lambda e: e[1])
     events.insert(rng.randrange(len(events) + 1), ("time", rng.uniform(0.5, 4.0)))
     note = f"kill plan {events} (SEEDER_FAULT_SEED={seed} repeats it)"
-
-    ref_out = tmp_path / "ref"
-    ref_out.mkdir()
-    ref_records, ref_digest = train(
-        server,
-        ref_out,
-        "--epochs",
-        "3",
-        "--workers",
-        "2",
-        "--loader",
-        loader,
-        "--ckpt-dir",
-        str(ref_out / "ckpt"),
-    )
     ckpt = tmp_path / "ckpt" / "last.pt"
     for kind, at in events:
         hooks = ["--fault-step-sleep", "0.1"]
@@ -394,3 +367,5 @@ def test_sigkill_at_random_points_then_resume_reaches_the_same_digest(tmp_path, 
     assert not list(
         (tmp_path / "ckpt").glob(".last.pt.*.tmp")
     )  # the next save removes a killed write's half
+    other, other_digest = train(server, tmp_path / "other", *DALI, "--workers", "2", seed="7")
+    assert other_digest != ref_digest
