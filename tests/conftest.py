@@ -15,6 +15,17 @@ except (ImportError, ValueError, OSError):
     pass
 
 
+def pytest_collection_finish(session):
+    """Every test module imported (torch, the frameworks: about half a million objects): the cyclic
+    garbage collector no longer walks them (``gc.freeze``), so that each ``gc.collect()`` of a
+    test, and each automatic collection, walks only what the tests made (tenths of a CPU-second
+    each otherwise). Reference counting still frees a frozen object; only cycles among them stay."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def _clean_seeder_env(monkeypatch):
     """No test sees a stray SEEDER_SEED or launcher rank from the calling shell."""
