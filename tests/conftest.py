@@ -15,6 +15,17 @@ except (ImportError, ValueError, OSError):
     pass
 
 
+def pytest_collection_finish(session):
+    """Every test module imported (torch, the frameworks: about half a million objects): the cyclic
+    garbage collector no longer walks them (``gc.freeze``), so that each ``gc.collect()`` of a
+    test, and each automatic collection, walks only what the tests made (tenths of a CPU-second
+    each otherwise). Reference counting still frees a frozen object; only cycles among them stay."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def _clean_seeder_env(monkeypatch):
     """No test sees a stray SEEDER_SEED or launcher rank from the calling shell."""
@@ -159,3 +170,45 @@ def started_in_tmp(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.chdir(folder)
     return folder
+@pytest.fixture(scope="session")
+def accelerate_runs(tmp_path_factory):
+    """The accelerate tests' runs under torchrun, one set for tests/test_accelerate_elastic.py,
+    tests/test_accelerate_plain.py and tests/test_accelerate_streams.py (each marks itself
+    ``xdist_group("accelerate")``, so that one worker builds it): the folders OUT/elastic, OUT/plain
+    and OUT/stream of their children (tests/scripts/accelerate_elastic.py, accelerate_plain.py,
+    stream_accelerate.py).
+
+    accelerate_elastic's uninterrupted 1-process run (and its default-mode checkpoint) in this
+    process, then its 4-process run; then ONE launch of 2 processes (gloo on 127.0.0.1) runs, in
+    the same fresh ranks (tests/scripts/accelerate_ranks.py), accelerate_elastic's 2-process runs
+    and resumes (1 -> 2, 4 -> 2), accelerate_plain's four tokens and stream_accelerate's full run
+    and resume (0 workers). The 1-process runs that read the 2-process ones are the modules'."""
+    import importlib.util
+
+    from helpers import REPO_ROOT, torchrun
+
+    import seeder
+
+    out = tmp_path_factory.mktemp("accelerate_runs")
+    elastic, plain, stream = (out / name for name in ("elastic", "plain", "stream"))
+    for folder in (elastic, plain, stream):
+        folder.mkdir()
+    script = REPO_ROOT / "tests" / "scripts" / "accelerate_elastic.py"
+    spec = importlib.util.spec_from_file_location("accelerate_elastic", script)
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)  # type: ignore[union-attr]
+    with seeder.Seeder().fork_rng():
+        child.main(str(elastic), ["full", "default"])
+    torchrun([str(script), str(elastic), "full"], nproc=4, frameworks=True)
+    torchrun(
+        [
+            "tests/scripts/accelerate_ranks.py",
+            *("accelerate_elastic.py", str(elastic), "full", "default", "1", "4w2", "plain1"),
+            *("+", "accelerate_plain.py", str(plain), "plain", "seeder", "folder", "own"),
+            *("+", "stream_accelerate.py", str(stream), "0", "full", "resume"),
+        ],
+        nproc=2,
+        timeout=300,
+        frameworks=True,
+    )  # elastic: 1 -> 2, 4 -> 2
+    return out

@@ -481,8 +481,8 @@ class ForkServer:
         start_is_subject: bool = True,
     ) -> subprocess.CompletedProcess:
         """Run ``python ARGS`` in a forked child to its end (as :meth:`start` chooses); the finished
-        process, output captured."""
-        # the run's timeout for its start too: a server's first answer waits for its imports
+        process, output captured. ``timeout`` bounds the server's answer too: its first waits for
+        the server's imports (Lightning and transformers: a minute on a loaded machine)."""
         forked = self.start(
             args, timeout=timeout, cwd=cwd, env=env, start_is_subject=start_is_subject
         )
