@@ -17,7 +17,8 @@ from seeder._errors import StateError  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts"))
 from hf_common import Augmented, Tiny  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group("accelerate")  # one worker builds the full run
+pytestmark = pytest.mark.xdist_group("accelerate")  # one worker builds the module's runs
+
 EPOCHS, STEPS = 2, 12  # 96 items, batch 8
 
 

@@ -1,9 +1,8 @@
 """SeederAccelerator with elastic loaders: a checkpoint saved on 2 processes resumes on 1, 1 on 2,
 and 4 on 2.
 
-One set of runs serves every test (a module fixture over the accelerate tests' shared launches,
-``accelerate_runs`` in tests/conftest.py). The one-process runs run in this process (accelerate
-without a launcher), the others under torchrun (gloo on 127.0.0.1): uninterrupted runs
+One set of runs serves every test (a module fixture). The one-process runs run in this process
+(accelerate without a launcher), the others under torchrun (gloo on 127.0.0.1): uninterrupted runs
 on 1, 2 and 4 processes save ``accelerator.save_state`` inside epoch 0; the 2-process run then
 resumes the 1-process checkpoint (1 -> 2) and the 4-process one with 2 loader workers where the runs
 had none (4 -> 2, 0 -> 2 workers), and this process the 2-process one (2 -> 1). Every sample of the
@@ -22,25 +21,31 @@ import torch
 
 pytest.importorskip("accelerate")
 
-from helpers import REPO_ROOT, trained_samples  # noqa: E402
+from helpers import REPO_ROOT, torchrun, trained_samples  # noqa: E402
 
 import seeder  # noqa: E402
 from seeder._state.world import rederive_streams  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("accelerate_elastic")  # one worker builds the module's runs
 
 SCRIPT = "tests/scripts/accelerate_elastic.py"
 _spec = importlib.util.spec_from_file_location("accelerate_elastic", REPO_ROOT / SCRIPT)
 child = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(child)  # type: ignore[union-attr]
-pytestmark = pytest.mark.xdist_group("accelerate")  # one worker builds accelerate_runs
 EVERY = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.N)})
 
 
 @pytest.fixture(scope="module")
-def runs(accelerate_runs):
+def runs(tmp_path_factory):
     """The folder of the runs: full1, full2, full4, resume1to2, resume4to2 (2 workers), resume2to1,
-    the refusals. resume2to1 and refused2to1 run here, the others in the accelerate tests' shared
-    launches (``accelerate_runs`` in tests/conftest.py)."""
-    out = accelerate_runs / "elastic"
+    the refusals."""
+    out = tmp_path_factory.mktemp("accelerate_elastic")
+    with seeder.Seeder().fork_rng():
+        child.main(str(out), ["full", "default"])
+    torchrun([SCRIPT, str(out), "full"], nproc=4, frameworks=True)
+    torchrun(
+        [SCRIPT, str(out), "full", "default", "1", "4w2", "plain1"], nproc=2, frameworks=True
+    )  # 1 -> 2, 4 -> 2
     with seeder.Seeder().fork_rng():
         child.main(str(out), ["2", "plain2"])  # 2 -> 1
     return out

@@ -3,8 +3,7 @@ as SeederAccelerator, on 1 and 2 processes with 2 workers, and a mid-epoch resum
 ``accelerator.save_state`` with the seeder state beside it, or through ``seeder.state_dict()``.
 
 One set of runs serves the slow tests (a module fixture): the one-process runs in this process, the
-two-process ones under torchrun (gloo on 127.0.0.1), in the accelerate tests' shared launch
-(``accelerate_runs`` in tests/conftest.py).
+two-process ones under torchrun (gloo on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -16,15 +15,16 @@ import torch
 
 pytest.importorskip("accelerate")
 
-from helpers import REPO_ROOT  # noqa: E402
+from helpers import REPO_ROOT, torchrun  # noqa: E402
 
 import seeder  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("accelerate_plain")  # one worker builds the module's runs
 
 SCRIPT = "tests/scripts/accelerate_plain.py"
 _spec = importlib.util.spec_from_file_location("accelerate_plain", REPO_ROOT / SCRIPT)
 child = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(child)  # type: ignore[union-attr]
-pytestmark = pytest.mark.xdist_group("accelerate")  # one worker builds accelerate_runs
 TOKENS = ["plain", "seeder", "folder", "own"]
 
 
@@ -76,12 +76,11 @@ def test_a_plain_accelerators_skip_first_batches_says_to_iterate_the_loader():
 
 
 @pytest.fixture(scope="module")
-def runs(accelerate_runs):
-    """The folder of the runs: the 2-process ones from the accelerate tests' shared launch
-    (``accelerate_runs`` in tests/conftest.py), the 1-process ones run here."""
-    out = accelerate_runs / "plain"
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("accelerate_plain")
     with seeder.Seeder().fork_rng():
         child.main(str(out), TOKENS)
+    torchrun([SCRIPT, str(out), *TOKENS], nproc=2, frameworks=True)
     return out
 
 

@@ -19,15 +19,16 @@ import torch
 
 pytest.importorskip("accelerate")
 
-from helpers import REPO_ROOT  # noqa: E402
+from helpers import REPO_ROOT, torchrun  # noqa: E402
 
 import seeder  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("accelerate_streams")  # one worker builds the module's runs
 
 SCRIPT = "tests/scripts/stream_accelerate.py"
 _spec = importlib.util.spec_from_file_location("stream_accelerate", REPO_ROOT / SCRIPT)
 child = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(child)  # type: ignore[union-attr]
-pytestmark = pytest.mark.xdist_group("accelerate")  # one worker builds accelerate_runs
 
 
 class Items(torch.utils.data.IterableDataset):
@@ -119,7 +120,6 @@ def test_one_process_resumes_bitwise_with_two_workers(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_resume_bitwise_each_on_its_share(accelerate_runs):
-    """The 2 processes (0 workers) run in the accelerate tests' shared launch (``accelerate_runs``
-    in tests/conftest.py)."""
-    check(accelerate_runs / "stream", 2)
+def test_two_processes_resume_bitwise_each_on_its_share(tmp_path):
+    torchrun([SCRIPT, str(tmp_path), "0", "full", "resume"], nproc=2, frameworks=True)
+    check(tmp_path, 2)
