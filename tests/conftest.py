@@ -1,3 +1,4 @@
+import signal
 import sys
 from pathlib import Path
 
@@ -170,3 +171,13 @@ def started_in_tmp(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.chdir(folder)
     return folder
+
+
+@pytest.fixture
+def python_sigint():
+    """SIGINT at Python's own handler (``KeyboardInterrupt``) for a test that sends this process a
+    real Ctrl-C, even where the suite was started ignoring SIGINT (``pytest &`` or a script run in
+    the background of a shell without job control); put back after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

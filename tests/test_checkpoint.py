@@ -394,7 +394,7 @@ def test_a_temporary_file_is_removed_only_once_its_writer_is_gone(tmp_path):
         write_atomic(str(tmp_path) + "/", b"x")
 
 
-def test_ctrl_c_while_a_checked_file_loads_lets_every_part_load_first(saved):
+def test_ctrl_c_while_a_checked_file_loads_lets_every_part_load_first(saved, python_sigint):
     """A Ctrl-C that arrives while the checked parts load is delivered once all of them loaded:
     never a model of the checkpoint with the optimizer and seeder of the fresh run."""
     import signal

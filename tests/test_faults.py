@@ -352,7 +352,7 @@ class Interrupting:
 
 
 @pytest.mark.parametrize("times", [1, 2], ids=["ctrl-c", "ctrl-c-again-during-the-rollback"])
-def test_a_real_ctrl_c_during_load_puts_everything_back(times):
+def test_a_real_ctrl_c_during_load_puts_everything_back(times, python_sigint):
     world = World()
     world.s.join(
         Interrupting(0), weak=False
