@@ -1,9 +1,11 @@
 """SeederCallback with the real Lightning Trainer: repeat, unseeded, stop and resume bit for bit,
-refusals; Fabric. (ddp on 2 processes: tests/test_lightning_elastic.py, in its launch.)"""
+ddp, refusals; Fabric."""
 
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -23,10 +25,10 @@ SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 from lightning_common import BATCH, NoisyDataset, run, seeder_loader  # noqa: E402
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning"),
-    pytest.mark.xdist_group("lightning"),  # one worker builds the module's reference runs
-]
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::UserWarning:lightning", "ignore::DeprecationWarning"
+)
 
 
 def same(a, b, start=0):
@@ -95,6 +97,29 @@ def test_resume_without_the_callback_diverges(reference, fresh):
         warnings.simplefilter("ignore")
         resumed = run(3, ckpt_path=str(reference["ckpt"] / "step=3.ckpt"), callbacks=[])
     assert resumed["losses"] != reference["losses"][3:]
+
+
+@pytest.mark.slow
+def test_ddp_two_processes_resume_bitwise(tmp_path, framework_scripts):
+    """Rank 0 is a fresh Python (``framework_scripts``); Lightning's launcher starts rank 1 as its
+    own Python, as it does for any script (which hands its script over to the framework handoff
+    server only where ``SEEDER_TEST_FORKSERVER=1`` opts in, locally)."""
+    from handoff import handoff_server
+
+    proc = framework_scripts.run(
+        [SCRIPTS / "lightning_ddp.py", tmp_path, "--seed", "3", "--resume-from", "4", "3"],
+        env={"MASTER_ADDR": "127.0.0.1", **handoff_server(frameworks=True).env()},
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    full = torch.load(tmp_path / "full.pt", weights_only=True)
+    assert (
+        full["world"] == 2 and full["sampler_replicas"] == 2
+    )  # Lightning kept seeder's sampler, sharded by rank
+    assert len(full["losses"]) == 6  # 24 samples / 2 ranks / batch 4 = 3 steps an epoch
+    for step in (4, 3):  # mid-epoch 1, and the epoch boundary
+        assert same(full, torch.load(tmp_path / f"resume{step}.pt", weights_only=True), step)
 
 
 # ------------------------------------------------------------------------------------- refusals
@@ -177,6 +202,17 @@ def test_checkpoint_loads_weights_only(quick_ckpt):
     assert all(
         not k.startswith("loader.") for k in state["seeder"]["ranks"][0]["participants"]
     )  # Lightning carries those
+
+
+@pytest.mark.slow
+def test_import_seeder_does_not_import_lightning():
+    code = (
+        "import sys, seeder; seeder.DataLoader; seeder.init(1); assert 'lightning' not in "
+        "sys.modules, 'imported'"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
 
 
 # ------------------------------------------------------------------------- resume_path (seeder

@@ -1,8 +1,7 @@
 """A tiny Lightning task for the SeederCallback tests: random augmentation in the dataset, dropout
 in the model.
 
-Imported by tests/test_lightning.py (in-process runs) and tests/scripts/lightning_elastic.py (ddp
-runs).
+Imported by tests/test_lightning.py (in-process runs) and tests/scripts/lightning_ddp.py (ddp runs).
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@
 1 by running this script again. Each token, in the same processes:
 
 * ``full``: fit 2 epochs, a checkpoint after every step (OUT/ckpt<DEVICES>/step=<k>.ckpt);
-* ``<W>:<k>``: ``fit(ckpt_path=OUT/ckpt<W>/step=<k>.ckpt)``;
-* ``ddp`` (2 processes): :func:`ddp`, lightning_common's task on a seeder.DataLoader.
+* ``<W>:<k>``: ``fit(ckpt_path=OUT/ckpt<W>/step=<k>.ckpt)``.
 
 Every rank writes the rows it trained to OUT/full<DEVICES>_<rank>.pt or
 OUT/resume<W>_<k>to<DEVICES>_<rank>.pt: one row per step, ``(epoch, global step, sample indices,
@@ -29,7 +28,7 @@ import seeder
 from seeder.integrations.lightning import SeederCallback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lightning_common import SAMPLES, Net, NoisyDataset, run  # noqa: E402, F401 (SAMPLES: read by the test)
+from lightning_common import SAMPLES, Net, NoisyDataset  # noqa: E402, F401 (SAMPLES: read by the test)
 
 GLOBAL_BATCH, EPOCHS, SEED = 8, 2, 3  # 24 samples: 3 global steps an epoch
 
@@ -105,39 +104,8 @@ def fit(devices: int, ckpt_dir=None, ckpt_path=None):
     return model.rows, model.probe, trainer
 
 
-def ddp(out: str, resume_from=(4, 3)) -> None:
-    """lightning_common's task (a seeder.DataLoader, 2 workers) under ``strategy="ddp"`` on 2
-    processes: the full fit (a checkpoint every step in OUT/ddp_ckpt), then ``fit(ckpt_path=...)``
-    from each step of ``resume_from``, in the same processes. Rank 0 saves each fit's per-step
-    losses and final weights to OUT/ddp_<name>.pt (``full``, ``resume<k>``)."""
-    ckpt_dir = os.path.join(out, "ddp_ckpt")
-    runs = [("full", dict(ckpt_dir=ckpt_dir))]
-    runs += [
-        (f"resume{k}", dict(ckpt_path=os.path.join(ckpt_dir, f"step={k}.ckpt")))
-        for k in resume_from
-    ]
-    for name, kwargs in runs:
-        r = run(SEED, strategy="ddp", devices=2, num_nodes=1, **kwargs)
-        trainer = r["trainer"]
-        if trainer.global_rank == 0:
-            torch.save(
-                {
-                    "losses": r["losses"],
-                    "weights": r["weights"],
-                    "world": trainer.world_size,
-                    "sampler_replicas": trainer.train_dataloader.sampler.num_replicas,
-                },
-                os.path.join(out, f"ddp_{name}.pt"),
-            )
-        del r, trainer
-        gc.collect()
-
-
 def main(out: str, devices: int, tokens) -> None:
     for token in tokens:
-        if token == "ddp":
-            ddp(out)
-            continue
         if token == "full":
             rows, first, trainer = fit(devices, ckpt_dir=os.path.join(out, f"ckpt{devices}"))
             name = f"full{devices}"
