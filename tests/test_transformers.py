@@ -1,8 +1,9 @@
 """SeederTrainer: a real transformers.Trainer on a tiny model, 2 workers, random augmentation; exact
-resume. (On 2 processes: tests/test_transformers_elastic.py, in its torchrun launch.)"""
+resume."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,10 +18,10 @@ from seeder._errors import StateError  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "scripts"))
+from helpers import torchrun  # noqa: E402
 from hf_trainer_run import run  # noqa: E402
 
 STEPS_PER_EPOCH = 12  # 96 items, batch 8
-pytestmark = pytest.mark.xdist_group("transformers")  # one worker builds the full run
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +85,21 @@ def test_import_seeder_loads_no_framework():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.slow
+def test_two_processes_resume_mid_epoch(tmp_path):
+    proc = torchrun(
+        [os.path.join(HERE, "scripts", "hf_trainer_run.py"), str(tmp_path), "4"],
+        timeout=240,
+        frameworks=True,
+    )[0]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    (full, full_digest), (first, _), (rest, dig) = json.loads(line[len("RESULT ") :])
+    assert (
+        len(full) == STEPS_PER_EPOCH
+    )  # each rank takes half of every epoch: 6 steps an epoch, 2 epochs
+    assert sorted(os.listdir(tmp_path / "run" / "checkpoint-4")).count("seeder_state_1.pt") == 1
+    assert min(map(int, rest)) == 5
+    assert {**first, **rest} == full
+    assert dig == full_digest

@@ -10,9 +10,6 @@ in the test process.
 * ``resume<W>``: a fresh trainer on this world (:func:`resume`: ``workers`` loader workers) resumes
   DIR/full<W>/checkpoint-STOP; rows go to DIR/resume<W>to<world>_<rank>.pt, the global RNG states at
   the first resumed step to DIR/rngs<W>to<world>_<rank>.pt.
-* ``trainer:<STOP>``: hf_trainer_run's full run, a run stopped at STOP and its resume (a
-  SeederTrainer with a seeder.DataLoader, 2 workers) in DIR/trainer; rank 0 writes their results
-  (per-step losses, digest) to DIR/trainer.json.
 
 :func:`run` is one run on this world (stopped, resumed or whole), for a same-world resume in the
 test's process (``run(DIR/full1, resume=True)`` resumes the checkpoint of ``full`` on one process).
@@ -23,7 +20,6 @@ receives them.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
@@ -159,13 +155,6 @@ if __name__ == "__main__":
     for token in sys.argv[2:]:
         if token == "full":
             full(sys.argv[1])
-        elif token.startswith("trainer:"):
-            from hf_trainer_run import stop_and_resume
-
-            results = stop_and_resume(os.path.join(sys.argv[1], "trainer"), int(token[8:]))
-            if int(os.environ.get("RANK", "0")) == 0:
-                with open(os.path.join(sys.argv[1], "trainer.json"), "w") as f:
-                    json.dump(results, f)
         else:
             resume(sys.argv[1], int(token[len("resume") :]))
     if (

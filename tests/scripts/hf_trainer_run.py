@@ -1,11 +1,12 @@
-"""One SeederTrainer run (single process or a torchrun rank): per-step losses and the digest.
+"""One SeederTrainer run (single process or a torchrun rank): prints 'RESULT <json>' with per-step
+losses and the digest.
 
-:func:`stop_and_resume` (the full run, a run stopped at STOP, its resume) runs under torchrun as
-tests/scripts/hf_elastic.py's token ``trainer:STOP``.
+python hf_trainer_run.py OUT STOP   (the full run, a run stopped at STOP, its resume)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -61,11 +62,19 @@ def run(out: str, stop=None, resume=False, seeder_obj=None, epochs: int = 2, wor
     return rec.losses, seeder.digest(model)
 
 
-def stop_and_resume(out: str, stop: int) -> list:
-    """The full run, then a run stopped at ``stop``, then its resume, in this process: their
-    results."""
-    return [
+if __name__ == "__main__":
+    # python hf_trainer_run.py OUT STOP: the full run, then a run stopped at STOP, then its resume,
+    # in one process
+    out, stop = sys.argv[1], int(sys.argv[2])
+    results = [
         run(os.path.join(out, "full")),
         run(os.path.join(out, "run"), stop=stop),
         run(os.path.join(out, "run"), resume=True),
     ]
+    if int(os.environ.get("RANK", "0")) == 0:
+        os.write(1, ("RESULT " + json.dumps(results) + "\n").encode())
+    if (
+        torch.distributed.is_initialized()
+    ):  # a gloo group left to interpreter exit can abort the process (SIGABRT)
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
