@@ -26,9 +26,10 @@ sys.path.insert(0, str(SCRIPTS))
 from lightning_common import BATCH, NoisyDataset, run, seeder_loader  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.filterwarnings(
-    "ignore::UserWarning:lightning", "ignore::DeprecationWarning"
-)
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning"),
+    pytest.mark.xdist_group("lightning"),  # one worker builds the module's runs
+]
 
 
 def same(a, b, start=0):

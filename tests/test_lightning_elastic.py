@@ -33,9 +33,10 @@ SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 import lightning_elastic as child  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings(
-    "ignore::UserWarning:lightning", "ignore::DeprecationWarning"
-)
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning:lightning", "ignore::DeprecationWarning"),
+    pytest.mark.xdist_group("lightning_elastic"),  # one worker builds the module's runs
+]
 EVERY = Counter({(e, i): 1 for e in range(child.EPOCHS) for i in range(child.SAMPLES)})
 
 

@@ -21,6 +21,8 @@ sys.path.insert(0, os.path.join(HERE, "scripts"))
 from helpers import torchrun  # noqa: E402
 from hf_trainer_run import run  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("transformers")  # one worker builds the module's runs
+
 STEPS_PER_EPOCH = 12  # 96 items, batch 8
 
 

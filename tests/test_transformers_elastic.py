@@ -28,6 +28,8 @@ from helpers import REPO_ROOT, torchrun, trained_samples  # noqa: E402
 import seeder  # noqa: E402
 from seeder._state.world import rederive_streams  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("transformers_elastic")  # one worker builds the module's runs
+
 SCRIPT = "tests/scripts/hf_elastic.py"
 _spec = importlib.util.spec_from_file_location("hf_elastic", REPO_ROOT / SCRIPT)
 child = importlib.util.module_from_spec(_spec)
