@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: ``SEEDER_TEST_FORKSERVER=1``: a local opt-in for fast iteration (scripts forked from servers that
@@ -746,3 +746,17 @@ def trained_samples(paths, keep=None):
                 got[(epoch, i)] = row
                 count[(epoch, i)] += 1
     return got, count
+
+
+def cli(capsys, args: Sequence[str]) -> tuple[Any, str, str]:
+    """``seeder`` with ``args`` in this process (its start is not the subject; the runs it starts
+    are processes): ``(exit status, stdout, stderr)``; argparse's usage errors give their code."""
+    from seeder._cli import main
+
+    capsys.readouterr()
+    try:
+        rc = main(list(args))
+    except SystemExit as exc:  # argparse's usage errors
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err

@@ -17,6 +17,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_mix import Tagged  # a sharded stream whose rows say source, shard, position, draw
 
 import seeder
 from seeder import Seeder
@@ -24,25 +25,6 @@ from seeder.data import Mix
 
 OLD, NEW = {"a": 3.0, "b": 1.0}, {"a": 1.0, "b": 3.0}
 LANES = 3
-
-
-class Tagged(torch.utils.data.IterableDataset):
-    """A sharded stream whose rows say the source, shard and position, and what the row drew."""
-
-    def __init__(self, tag, sizes):
-        self.tag, self.sizes = tag, sizes
-
-    @property
-    def num_shards(self):
-        return len(self.sizes)
-
-    def iter_shard(self, shard, start):
-        for pos in range(start, self.sizes[shard]):
-            yield torch.tensor([self.tag, shard, pos, int(torch.randint(0, 10**6, ()))])
-
-    def __iter__(self):
-        for shard in range(self.num_shards):
-            yield from self.iter_shard(shard, 0)
 
 
 def sources():

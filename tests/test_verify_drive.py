@@ -10,7 +10,7 @@ import os
 import sys
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, cli
 from optional import need_verify
 
 need_verify(figures=False)  # every run here passes figures=False / --no-figures
@@ -35,17 +35,6 @@ VERIFY = [  # seeder's command line, run in this process by cli(): its start is 
     "--no-figures",
     "--no-progress",
 ]
-
-
-def cli(capsys, args):
-    """``seeder`` with ``args`` in this process (the runs it starts are processes): ``(exit
-    status, stdout, stderr)``."""
-    from seeder._cli import main
-
-    capsys.readouterr()
-    rc = main(args)
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def checks(report):

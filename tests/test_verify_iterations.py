@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, cli
 
 import seeder
 from seeder._errors import StateError
@@ -273,20 +273,6 @@ def handed_off(handoff_kept, monkeypatch):
     for name, value in handoff_kept.env().items():
         monkeypatch.setenv(name, value)
     return handoff_kept.env()
-
-
-def cli(capsys, args):
-    """``seeder`` with ``args`` in this process (its start is not the subject; the runs it starts
-    are processes): ``(exit status, stdout, stderr)``."""
-    from seeder._cli import main
-
-    capsys.readouterr()
-    try:
-        rc = main(args)
-    except SystemExit as exc:  # argparse's usage errors
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, cli
 from optional import need, need_verify
 
 need_verify(figures=False)  # every run here passes figures=False
@@ -335,20 +335,6 @@ def test_a_loop_that_seeder_cannot_count_is_said_so_after_its_first_run(
     assert "call ckpt.step() of a seeder.Checkpoint after each training step" in reason
     statuses = {r["name"]: r["status"] for r in rep["runs"]}
     assert statuses.pop("full-0") == "ok" and set(statuses.values()) == {"omitted"}, statuses
-
-
-def cli(capsys, args):
-    """``seeder`` with ``args`` in this process (its start is not the subject; the runs it starts
-    are processes): ``(exit status, stdout, stderr)``."""
-    from seeder._cli import main
-
-    capsys.readouterr()
-    try:
-        rc = main(args)
-    except SystemExit as exc:  # argparse's usage errors
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_a_seed_seeder_init_refuses_is_a_usage_error_before_any_run(capsys, tmp_path):

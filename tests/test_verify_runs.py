@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from helpers import REPO_ROOT, child_env, sigint_as_in_a_terminal
+from helpers import REPO_ROOT, child_env, cli, sigint_as_in_a_terminal
 from optional import need_verify
 
 need_verify(figures=False)  # the test that draws figures asks for matplotlib itself
@@ -239,17 +239,6 @@ def test_verify_reports_broken_scripts(tmp_path, bug, failing, phrase):
     failed = {n for n, s in checks(rep).items() if s == "FAIL"}
     assert failed == failing if bug != "ignore-seed" else failed >= failing
     assert any(phrase in r for r in rep["reasons"]), rep["reasons"]
-
-
-def cli(capsys, args):
-    """``seeder`` with ``args`` in this process (its start is not the subject; the runs it starts
-    are processes): ``(exit status, stdout, stderr)``."""
-    from seeder._cli import main
-
-    capsys.readouterr()
-    rc = main(args)
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.mark.xdist_group("verify_runs_passing")
